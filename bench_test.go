@@ -1,0 +1,224 @@
+package sessionstore
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/sessionstore/sessionstore/internal/vfs"
+)
+
+// benchRecord300 is a user message whose compact record is 300 bytes.
+func benchRecord300() Event {
+	ev := UserMessage("")
+	pad := 300 - len(ev.Record)
+	return UserMessage(strings.Repeat("a", pad))
+}
+
+// BenchmarkAppend measures durable appends of a 300-byte user message and,
+// interleaved in the same loop on the same file system, a raw write plus
+// fdatasync of a line of the same size to a plain file: the physical limit.
+// ratio-vs-raw is store throughput / raw throughput (1.0 = no overhead).
+func BenchmarkAppend(b *testing.B) {
+	ctx := context.Background()
+	dir := b.TempDir()
+	s, err := Open(dir, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	meta, err := s.Create(ctx, Meta{Name: "bench"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ev := benchRecord300()
+	if len(ev.Record) != 300 {
+		b.Fatalf("record is %d bytes", len(ev.Record))
+	}
+	sample, err := s.Append(ctx, meta.ID, ev)
+	if err != nil {
+		b.Fatal(err)
+	}
+	line := encodeEvent(nil, &sample)
+	raw, err := vfs.Default.OpenFile(filepath.Join(dir, "raw.jsonl"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer raw.Close()
+
+	var storeDur, rawDur time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		if _, err := s.Append(ctx, meta.ID, ev); err != nil {
+			b.Fatal(err)
+		}
+		t1 := time.Now()
+		if _, err := raw.Write(line); err != nil {
+			b.Fatal(err)
+		}
+		if err := raw.Sync(); err != nil {
+			b.Fatal(err)
+		}
+		rawDur += time.Since(t1)
+		storeDur += t1.Sub(t0)
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/storeDur.Seconds(), "appends/s")
+	b.ReportMetric(float64(b.N)/rawDur.Seconds(), "raw-syncs/s")
+	b.ReportMetric(rawDur.Seconds()/storeDur.Seconds(), "ratio-vs-raw")
+}
+
+// noSyncFS drops syncs: it builds large benchmark fixtures quickly. Never
+// used where durability is measured.
+type noSyncFS struct{ vfs.FS }
+
+type noSyncFile struct{ vfs.File }
+
+func (noSyncFile) Sync() error        { return nil }
+func (noSyncFS) SyncDir(string) error { return nil }
+func (n noSyncFS) OpenFile(name string, flag int, perm os.FileMode) (vfs.File, error) {
+	f, err := n.FS.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return noSyncFile{f}, nil
+}
+
+const (
+	fixtureTrunk    = 1000
+	fixtureBranches = 10
+	fixtureBranch   = 9900
+	fixtureEvents   = fixtureTrunk + fixtureBranches*fixtureBranch
+	fixturePath     = fixtureTrunk + fixtureBranch
+)
+
+// buildBranchyFixture writes a session of 100,000 events to dir: a trunk of
+// 1,000 and ten branches of 9,900 forking from its end, HEAD on the last
+// branch. Syncs are skipped to build it quickly.
+func buildBranchyFixture(b *testing.B, dir string) uuid.UUID {
+	o := Options{fs: noSyncFS{vfs.Default}}
+	s, err := Open(dir, &o)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	meta, err := s.Create(ctx, Meta{Name: "branchy"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	msg := benchRecord300()
+	var fork uuid.UUID
+	for i := 0; i < fixtureTrunk; i++ {
+		ev, err := s.Append(ctx, meta.ID, msg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		fork = ev.ID
+	}
+	for br := 0; br < fixtureBranches; br++ {
+		if err := s.Branch(ctx, meta.ID, fork); err != nil {
+			b.Fatal(err)
+		}
+		for i := 0; i < fixtureBranch; i++ {
+			if _, err := s.Append(ctx, meta.ID, msg); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	if err := s.Close(); err != nil {
+		b.Fatal(err)
+	}
+	return meta.ID
+}
+
+// BenchmarkOpenLoad works on a 100,000-event session with ten branches
+// (page cache warm):
+//   - load: open the store and the session (parse index.jsonl into the
+//     id->location map, reconcile) and load the active path of 10,900
+//     events;
+//   - index: open the store and the session only;
+//   - tree: the payload-free tree of all 100,000 events from an open
+//     session.
+func BenchmarkOpenLoad(b *testing.B) {
+	dir := b.TempDir()
+	id := buildBranchyFixture(b, dir)
+	ctx := context.Background()
+	b.Run("load", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			s, err := Open(dir, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			path, err := s.Load(ctx, id)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if len(path) != fixturePath {
+				b.Fatalf("loaded %d events", len(path))
+			}
+			if err := s.Close(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N), "ms/open+load")
+		b.ReportMetric(fixturePath, "events-loaded")
+	})
+	b.Run("index", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			s, err := Open(dir, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := s.Head(ctx, id); err != nil {
+				b.Fatal(err)
+			}
+			if err := s.Close(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N), "ms/open")
+		b.ReportMetric(fixtureEvents, "index-entries")
+	})
+	b.Run("tree", func(b *testing.B) {
+		s, err := Open(dir, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer s.Close()
+		if _, err := s.Head(ctx, id); err != nil {
+			b.Fatal(err)
+		}
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			nodes, err := s.Tree(ctx, id)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if len(nodes) != fixtureEvents {
+				b.Fatalf("%d nodes", len(nodes))
+			}
+		}
+	})
+}
+
+// BenchmarkEncodeIndexLine and BenchmarkDecodeIndexLine measure the index
+// codec on its own.
+func BenchmarkDecodeIndexLine(b *testing.B) {
+	e := entry{header: header{ID: uuid.Must(uuid.NewV7()), ParentID: uuid.Must(uuid.NewV7()), Kind: 1, Role: 1, Time: time.Now().UnixNano()}, Size: 300, Loc: location{Chunk: 3, Offset: 123456, Length: 512}}
+	line := encodeIndexLine(nil, &e)
+	line = line[:len(line)-1]
+	b.SetBytes(int64(len(line)))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := decodeIndexLine(line); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,233 @@
+package sessionstore
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/sessionstore/sessionstore/internal/vfs"
+)
+
+// Chunk files are named by a zero-padded decimal sequence number:
+// 000000.jsonl, 000001.jsonl, ... (more digits past 999999). The name is
+// part of the format.
+const chunkExt = ".jsonl"
+
+func chunkName(n uint32) string { return fmt.Sprintf("%06d%s", n, chunkExt) }
+
+// parseChunkName returns the number of a chunk file name, or false for any
+// other name (temporary or broken-tail files).
+func parseChunkName(name string) (uint32, bool) {
+	digits, ok := strings.CutSuffix(name, chunkExt)
+	if !ok || len(digits) < 6 || (len(digits) > 6 && digits[0] == '0') {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(digits, 10, 31)
+	if err != nil || chunkName(uint32(n)) != name {
+		return 0, false
+	}
+	return uint32(n), true
+}
+
+// listChunks returns the chunk numbers present in dir, ascending.
+func listChunks(fsys vfs.FS, dir string) ([]uint32, error) {
+	names, err := fsys.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []uint32
+	for _, name := range names {
+		if n, ok := parseChunkName(name); ok {
+			out = append(out, n)
+		}
+	}
+	return out, nil // ReadDir sorts names and the names sort numerically
+}
+
+// chunkWriter appends framed records to the active (newest) chunk of a
+// session and starts a new chunk when the active one would exceed maxSize.
+//
+// Protocol of one append: WriteAt at the current end, then Sync
+// (fdatasync). On a write error the file is cut back to its previous size so
+// no partial record stays behind. A new chunk file is created and its
+// directory synced before the first record is written to it, so a durable
+// record never sits in a file whose name a crash could lose.
+type chunkWriter struct {
+	fsys    vfs.FS
+	dir     string
+	perm    os.FileMode
+	maxSize int64
+
+	num  uint32
+	f    vfs.File // nil until the first append of a new session
+	size int64
+}
+
+func (w *chunkWriter) path(n uint32) string { return filepath.Join(w.dir, chunkName(n)) }
+
+// openActive opens chunk num, whose valid data ends at size, for appending.
+func (w *chunkWriter) openActive(num uint32, size int64) error {
+	f, err := w.fsys.OpenFile(w.path(num), os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	w.num, w.f, w.size = num, f, size
+	return nil
+}
+
+// create starts chunk num as a new, empty file whose directory entry is
+// durable.
+func (w *chunkWriter) create(num uint32) error {
+	f, err := w.fsys.OpenFile(w.path(num), os.O_RDWR|os.O_CREATE|os.O_EXCL, w.perm)
+	if err != nil {
+		return err
+	}
+	if err := w.fsys.SyncDir(w.dir); err != nil {
+		f.Close()
+		return err
+	}
+	if w.f != nil {
+		if err := w.f.Close(); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	w.num, w.f, w.size = num, f, 0
+	return nil
+}
+
+// errUnsynced marks append failures after which the file's state on disk
+// is unknown: the session must stop writing.
+var errUnsynced = errors.New("chunk state unknown after failure")
+
+// append writes line durably and returns its location. A returned error
+// wrapping errUnsynced means the record may or may not be durable and the
+// writer must not be used again; any other error left the chunk as it was.
+func (w *chunkWriter) append(line []byte) (location, error) {
+	if w.f == nil || (w.size > 0 && w.size+int64(len(line)) > w.maxSize) {
+		next := w.num
+		if w.f != nil {
+			next++
+		}
+		if err := w.create(next); err != nil {
+			return location{}, fmt.Errorf("sessionstore: start chunk %s: %w", w.path(next), err)
+		}
+	}
+	loc := location{Chunk: w.num, Offset: w.size, Length: uint32(len(line))}
+	if _, err := w.f.WriteAt(line, w.size); err != nil {
+		if terr := w.f.Truncate(w.size); terr != nil {
+			return location{}, fmt.Errorf("sessionstore: write %s: %w (and cutting back failed: %v): %w", w.path(w.num), err, terr, errUnsynced)
+		}
+		return location{}, fmt.Errorf("sessionstore: write %s: %w", w.path(w.num), err)
+	}
+	if err := w.f.Sync(); err != nil {
+		return location{}, fmt.Errorf("sessionstore: sync %s: %w: %w", w.path(w.num), err, errUnsynced)
+	}
+	w.size += int64(len(line))
+	return loc, nil
+}
+
+func (w *chunkWriter) close() error {
+	if w.f == nil {
+		return nil
+	}
+	err := w.f.Close()
+	w.f = nil
+	return err
+}
+
+// chunkReader reads records by location, keeping the chunk files it opened
+// until close. It reads through a window: fill loads a span of a chunk (a
+// run of adjacent records) with one read, and read serves records inside
+// the window without further I/O.
+type chunkReader struct {
+	fsys  vfs.FS
+	dir   string
+	files map[uint32]vfs.File
+
+	winChunk uint32
+	winOff   int64
+	win      []byte
+}
+
+func newChunkReader(fsys vfs.FS, dir string) *chunkReader {
+	return &chunkReader{fsys: fsys, dir: dir, files: map[uint32]vfs.File{}}
+}
+
+func (r *chunkReader) file(chunk uint32, off int64) (vfs.File, error) {
+	if f, ok := r.files[chunk]; ok {
+		return f, nil
+	}
+	path := filepath.Join(r.dir, chunkName(chunk))
+	f, err := r.fsys.OpenFile(path, os.O_RDONLY, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, corruptf(path, off, "chunk file is missing")
+	}
+	if err != nil {
+		return nil, err
+	}
+	r.files[chunk] = f
+	return f, nil
+}
+
+// fill loads n bytes of chunk from off into the window, or as many as the
+// chunk holds.
+func (r *chunkReader) fill(chunk uint32, off int64, n int64) error {
+	f, err := r.file(chunk, off)
+	if err != nil {
+		return err
+	}
+	if int64(cap(r.win)) < n {
+		r.win = make([]byte, n)
+	}
+	r.win = r.win[:n]
+	got, err := f.ReadAt(r.win, off)
+	if err != nil && !errors.Is(err, io.EOF) {
+		r.win = r.win[:0]
+		return err
+	}
+	r.winChunk, r.winOff, r.win = chunk, off, r.win[:got]
+	return nil
+}
+
+// read returns the header and record of the event at loc; the record
+// aliases the window, valid until the next fill. Any mismatch between the
+// location and what the chunk holds is a *CorruptionError.
+func (r *chunkReader) read(loc location) (header, []byte, error) {
+	inWindow := func() bool {
+		return loc.Chunk == r.winChunk && loc.Offset >= r.winOff && loc.end() <= r.winOff+int64(len(r.win))
+	}
+	if !inWindow() {
+		if err := r.fill(loc.Chunk, loc.Offset, int64(loc.Length)); err != nil {
+			return header{}, nil, err
+		}
+	}
+	path := filepath.Join(r.dir, chunkName(loc.Chunk))
+	if !inWindow() {
+		return header{}, nil, corruptf(path, loc.Offset, "record of %d bytes runs past the end of the chunk", loc.Length)
+	}
+	buf := r.win[loc.Offset-r.winOff : loc.end()-r.winOff]
+	if buf[len(buf)-1] != '\n' {
+		return header{}, nil, corruptf(path, loc.Offset, "record does not end where the index says")
+	}
+	h, rec, err := decodeEventLine(buf[:len(buf)-1])
+	if err != nil {
+		return header{}, nil, corruptf(path, loc.Offset, "%w", err)
+	}
+	return h, rec, nil
+}
+
+func (r *chunkReader) close() {
+	for _, f := range r.files {
+		f.Close()
+	}
+	clear(r.files)
+	r.win = nil
+}

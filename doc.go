@@ -1,0 +1,115 @@
+// Package sessionstore stores the sessions of AI agent harnesses as durable,
+// navigable event timelines.
+//
+// # Data model
+//
+// A session is a tree of append-only events. Every event has a UUIDv7 id, a
+// parent_id (the nil UUID for a root) and, when it deliberately starts an
+// alternate path, branch_from (equal to its parent). HEAD names the newest
+// event of the active branch; the active path is the walk from HEAD to the
+// root. Choosing an older event is two-phase: [Store.Branch] records a
+// pending parent in memory, and HEAD moves only when [Store.Append] writes
+// the next event. Because nothing but Append moves HEAD, HEAD is always the
+// newest event in log order.
+//
+// # Directory layout
+//
+//	<root>/sessions/<session-id>/
+//	  session.json        metadata (name, working dir, model, times, format)
+//	  HEAD                id of the newest event, a checkpoint (see below)
+//	  LOCK                flock'ed by the one writer of the session
+//	  index.jsonl         one line per event: where its record is
+//	  chunks/000000.jsonl one framed record per line, in append order
+//	  chunks/000001.jsonl ... a new chunk starts when the active one would
+//	                      exceed Options.ChunkSize
+//	  blobs/              reserved for content-addressed payloads
+//
+// Files are created 0600 and directories 0700 unless Options say otherwise.
+//
+// # Line formats
+//
+// Chunk and index lines are framed JSON objects: the last member is "crc",
+// the CRC-32C (Castagnoli) of every byte of the line before the `,"crc":"`
+// that introduces it, as eight lower-case hex digits, and the line ends
+// with a newline. A framed line is still plain JSON; the checksum lets a
+// reader tell a complete record from a damaged one, which a trailing
+// newline alone cannot prove (a file's size can reach the disk before its
+// data). A chunk line, here of an event that starts a branch:
+//
+//	{"id":"01a039f0-fd62-7000-8000-000000000005","parent_id":"01a039f0-e5f2-7000-8000-000000000001","branch_from":"01a039f0-e5f2-7000-8000-000000000001","kind":"message","role":"user","timestamp":"2026-08-25T17:21:31.454897183Z","record":{"content":"Try approach B instead."},"crc":"225b7783"}
+//
+// Its index line (size is the record's length in bytes; location is the
+// chunk number, the byte offset of the line in the chunk file and the
+// line's length including its newline):
+//
+//	{"id":"01a039f0-fd62-7000-8000-000000000005","parent_id":"01a039f0-e5f2-7000-8000-000000000001","branch_from":"01a039f0-e5f2-7000-8000-000000000001","kind":"message","role":"user","timestamp":"2026-08-25T17:21:31.454897183Z","size":37,"location":{"chunk":1,"offset":303,"length":290},"crc":"df59a92e"}
+//
+// Both lines are taken from testdata/golden, which a test regenerates and
+// compares byte for byte.
+//
+// Part of the format, never to change within a format version: the member
+// names above and their order; "branch_from" (present only on an event
+// that starts a branch) and "role" (absent for RoleNone) sit where the
+// example shows them; ids in canonical lower-case 8-4-4-4-12 form, the
+// root's parent as the nil UUID; timestamps in RFC 3339 UTC with
+// nanoseconds; the record as compact JSON; integers in plain decimal; the
+// crc framing; chunk names as six or more decimal digits plus ".jsonl".
+// HEAD is the canonical id and a newline (37 bytes). session.json is an
+// indented JSON object holding "format" (the format version, 1) and the
+// fields of [Meta]; a store refuses another version with
+// ErrUnsupportedFormat.
+//
+// # Durability contract
+//
+// When [Store.Append] returns nil, the event is on stable storage and
+// survives a process crash or power loss. An Append that returned an error
+// is not acknowledged: after a crash its event is absent, or present whole
+// if its bytes reached the disk; never half-formed.
+//
+// Steady-state Append costs one fdatasync: the record is written at the end
+// of the active chunk and the chunk is synced. The directory is synced only
+// when a new chunk file is created, before any record is written to it. The
+// index line is written after the sync and not synced itself, and the HEAD
+// file is not touched. This is safe because both are derived from the
+// chunks:
+//
+//   - The chunks hold every record in append order, each record naming its
+//     parent; the index holds nothing the chunks lack but the records'
+//     positions, which a scan recovers.
+//   - An index line is written only after its record is durable, so the
+//     index can lag the chunks after a crash but never lead them.
+//     Reconciliation scans the chunks from the end of the last valid index
+//     line, so its cost follows the unindexed tail, not the session.
+//   - HEAD is the newest event in log order, since only Append moves it.
+//     The HEAD file is a checkpoint, replaced atomically (temporary file,
+//     sync, rename, directory sync) when the session is closed or
+//     reconciled; reconciliation rewrites it when it is missing or older
+//     than the log, and finishes a rename a crash interrupted.
+//
+// Replacing HEAD on every Append would cost more than the fdatasync itself
+// on common file systems (ext4 flushes a file renamed over another), and
+// the four syncs of a fully eager protocol would cost four times as much.
+//
+// Metadata is replaced atomically and synced by [Store.Create] and
+// [Store.UpdateMeta]. UpdatedAt also follows the newest event, written when
+// the session is closed; after a crash it may lag until the next close.
+//
+// # Reconciliation
+//
+// A session is opened for writing (locked and reconciled) the first time a
+// Store needs its timeline. Reconciliation cuts a torn tail of the newest
+// chunk (keeping the cut bytes in "<chunk>.broken-<offset>"), rebuilds
+// missing or torn index lines from the chunks, and restores HEAD. Complete
+// records that are invalid, an invalid record followed by a valid one,
+// invalid data in a sealed chunk, a missing chunk file, or an index entry
+// that disagrees with its chunk are reported as a [*CorruptionError] naming
+// the file and offset, never skipped in silence.
+//
+// # Concurrency
+//
+// A Store is safe for concurrent use; appends to one session are
+// serialized. Across processes, one writer per session: the LOCK file is
+// held with flock(2), which the kernel releases if the process dies, and a
+// second writer gets ErrLocked at once. [Store.List] and [Store.Meta] read
+// only session.json and take no lock.
+package sessionstore

@@ -1,0 +1,85 @@
+package sessionstore
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Errors returned by Open, Close and every Store method once the store is
+// closed.
+var (
+	// ErrClosed is returned by every call on a Store after Close.
+	ErrClosed = errors.New("sessionstore: store is closed")
+)
+
+// Errors returned by the session and event lookups (Meta, UpdateMeta,
+// Append, Branch, Head, Load, LoadPath, Event, Tree, Children).
+var (
+	// ErrNotFound reports a session or event id that the store does not hold.
+	ErrNotFound = errors.New("sessionstore: not found")
+	// ErrExists is returned by Create when a session with the given id exists.
+	ErrExists = errors.New("sessionstore: already exists")
+)
+
+// Errors returned when a session's files are shared or damaged.
+var (
+	// ErrLocked reports that another writer (another Store, in this process
+	// or another one) holds the session. It is wrapped in an *fs.PathError
+	// that names the lock file.
+	ErrLocked = errors.New("sessionstore: session is locked by another writer")
+	// ErrCorrupt is matched by every *CorruptionError.
+	ErrCorrupt = errors.New("sessionstore: corrupt data")
+	// ErrUnsupportedFormat reports a session written in a format version
+	// this build does not read.
+	ErrUnsupportedFormat = errors.New("sessionstore: unsupported format version")
+	// ErrSessionFailed is returned by every write to a session after a
+	// write or sync of its files failed. The store never retries an fsync:
+	// after a failed one the kernel may have dropped the dirty pages, so
+	// the only safe path is to close the store and open it again, which
+	// reconciles the files. Events acknowledged before the failure stay
+	// readable.
+	ErrSessionFailed = errors.New("sessionstore: session refuses writes after an earlier I/O failure; reopen the store")
+)
+
+// Errors returned for bad input; nothing is written when they are returned.
+var (
+	// ErrInvalidEvent reports an event Append refuses: unknown kind or role,
+	// a record that is not valid JSON, or fields the store assigns itself.
+	ErrInvalidEvent = errors.New("sessionstore: invalid event")
+	// ErrRecordTooLarge reports a record over Options.MaxRecordSize. Errors
+	// that match it also match ErrInvalidEvent.
+	ErrRecordTooLarge = errors.New("sessionstore: record too large")
+	// ErrInvalidMeta reports session metadata UpdateMeta refuses (a changed
+	// ID or CreatedAt).
+	ErrInvalidMeta = errors.New("sessionstore: invalid session metadata")
+	// ErrInvalidOptions reports Options that Open refuses.
+	ErrInvalidOptions = errors.New("sessionstore: invalid options")
+)
+
+// CorruptionError reports stored data that is complete but invalid: a
+// record whose checksum or contents are wrong, an index entry that
+// disagrees with its chunk, a record that names an unknown parent. It
+// matches ErrCorrupt with errors.Is.
+type CorruptionError struct {
+	Path   string // file holding the bad data
+	Offset int64  // byte offset of the bad record or line in Path
+	Err    error  // what is wrong
+}
+
+func (e *CorruptionError) Error() string {
+	return fmt.Sprintf("sessionstore: corrupt data in %s at offset %d: %v", e.Path, e.Offset, e.Err)
+}
+
+// Unwrap returns the underlying cause.
+func (e *CorruptionError) Unwrap() error { return e.Err }
+
+// Is reports whether target is ErrCorrupt.
+func (e *CorruptionError) Is(target error) bool { return target == ErrCorrupt }
+
+func corruptf(path string, off int64, format string, args ...any) error {
+	return &CorruptionError{Path: path, Offset: off, Err: fmt.Errorf(format, args...)}
+}
+
+func invalidEventf(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalidEvent, fmt.Sprintf(format, args...))
+}

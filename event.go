@@ -1,0 +1,518 @@
+package sessionstore
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/sessionstore/sessionstore/internal/jsonl"
+)
+
+// Kind says what an event records. The set is closed: Append refuses other
+// values, so a reader can always interpret what it finds. KindCustom is the
+// escape hatch for harness-specific records.
+type Kind string
+
+// The event kinds.
+const (
+	KindMessage       Kind = "message"        // a user or assistant message (record: Message)
+	KindToolCall      Kind = "tool_call"      // a tool invocation (record: ToolCall)
+	KindToolResult    Kind = "tool_result"    // a tool's output (record: ToolResult)
+	KindCompaction    Kind = "compaction"     // a summary that starts the active context (record: CompactionRecord)
+	KindBranchSummary Kind = "branch_summary" // a summary of an abandoned branch
+	KindCustom        Kind = "custom"         // anything else a harness records
+)
+
+// kindCode is the compact in-memory form of a Kind; 0 is invalid.
+type kindCode uint8
+
+var kinds = [...]Kind{"", KindMessage, KindToolCall, KindToolResult, KindCompaction, KindBranchSummary, KindCustom}
+
+func kindCodeOf(b []byte) (kindCode, bool) {
+	for i := 1; i < len(kinds); i++ {
+		if string(kinds[i]) == string(b) {
+			return kindCode(i), true
+		}
+	}
+	return 0, false
+}
+
+func parseKind(b []byte) (Kind, bool) {
+	c, ok := kindCodeOf(b)
+	return kinds[c], ok
+}
+
+// Role says who produced an event. System prompts are agent configuration,
+// not events, so there is no system role.
+type Role string
+
+// The roles. RoleNone is for events no participant speaks (compactions,
+// custom records).
+const (
+	RoleNone      Role = ""
+	RoleUser      Role = "user"
+	RoleAssistant Role = "assistant"
+	RoleTool      Role = "tool"
+)
+
+// roleCode is the compact in-memory form of a Role; 0 is RoleNone.
+type roleCode uint8
+
+var roles = [...]Role{RoleNone, RoleUser, RoleAssistant, RoleTool}
+
+func roleCodeOf(b []byte) (roleCode, bool) {
+	for i := range roles {
+		if string(roles[i]) == string(b) {
+			return roleCode(i), true
+		}
+	}
+	return 0, false
+}
+
+func parseRole(b []byte) (Role, bool) {
+	c, ok := roleCodeOf(b)
+	return roles[c], ok
+}
+
+// Event is one entry of a session's timeline. The store assigns ID,
+// ParentID, BranchFrom and Time on Append; the caller supplies Kind, Role
+// and Record.
+type Event struct {
+	ID         uuid.UUID // UUIDv7, assigned by Append
+	ParentID   uuid.UUID // uuid.Nil for a root
+	BranchFrom uuid.UUID // uuid.Nil unless the event starts a branch (then equal to ParentID)
+	Kind       Kind
+	Role       Role
+	Time       time.Time       // assigned by Append, UTC
+	Record     json.RawMessage // the payload, any JSON value; stored in compact form
+
+	buildErr error // set by a helper whose record could not be encoded
+}
+
+// Decode unmarshals the event's record into v.
+func (e Event) Decode(v any) error {
+	if err := json.Unmarshal(e.Record, v); err != nil {
+		return fmt.Errorf("sessionstore: decode %s record of event %s: %w", e.Kind, e.ID, err)
+	}
+	return nil
+}
+
+// Message is the record of a KindMessage event.
+type Message struct {
+	Content   string `json:"content"`
+	Reasoning string `json:"reasoning,omitempty"`
+	Model     string `json:"model,omitempty"`
+	Usage     *Usage `json:"usage,omitempty"`
+}
+
+// Usage is the token accounting a provider reports for one response.
+type Usage struct {
+	InputTokens      int64 `json:"input_tokens,omitempty"`
+	OutputTokens     int64 `json:"output_tokens,omitempty"`
+	CacheReadTokens  int64 `json:"cache_read_tokens,omitempty"`
+	CacheWriteTokens int64 `json:"cache_write_tokens,omitempty"`
+}
+
+// ToolCall is the record of a KindToolCall event.
+type ToolCall struct {
+	CallID    string          `json:"call_id"`
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments,omitempty"`
+}
+
+// ToolResult is the record of a KindToolResult event.
+type ToolResult struct {
+	CallID  string `json:"call_id"`
+	Output  string `json:"output"`
+	IsError bool   `json:"is_error,omitempty"`
+}
+
+// NewEvent returns an event of the given kind and role whose record is v
+// encoded as JSON. An encoding error is reported by Append.
+func NewEvent(kind Kind, role Role, v any) Event {
+	ev := Event{Kind: kind, Role: role}
+	ev.Record, ev.buildErr = json.Marshal(v)
+	if ev.buildErr != nil {
+		ev.buildErr = fmt.Errorf("encode %s record: %w", kind, ev.buildErr)
+	}
+	return ev
+}
+
+// UserMessage returns a user message event.
+func UserMessage(content string) Event {
+	return NewEvent(KindMessage, RoleUser, Message{Content: content})
+}
+
+// AssistantMessage returns an assistant message event.
+func AssistantMessage(m Message) Event {
+	return NewEvent(KindMessage, RoleAssistant, m)
+}
+
+// ToolCallEvent returns an assistant's tool call event.
+func ToolCallEvent(c ToolCall) Event {
+	return NewEvent(KindToolCall, RoleAssistant, c)
+}
+
+// ToolResultEvent returns a tool result event.
+func ToolResultEvent(r ToolResult) Event {
+	return NewEvent(KindToolResult, RoleTool, r)
+}
+
+// Message decodes the record of a KindMessage event.
+func (e Event) Message() (Message, error) {
+	var m Message
+	return m, e.decodeKind(KindMessage, &m)
+}
+
+// ToolCall decodes the record of a KindToolCall event.
+func (e Event) ToolCall() (ToolCall, error) {
+	var c ToolCall
+	return c, e.decodeKind(KindToolCall, &c)
+}
+
+// ToolResult decodes the record of a KindToolResult event.
+func (e Event) ToolResult() (ToolResult, error) {
+	var r ToolResult
+	return r, e.decodeKind(KindToolResult, &r)
+}
+
+func (e Event) decodeKind(k Kind, v any) error {
+	if e.Kind != k {
+		return fmt.Errorf("%w: event %s is a %s, not a %s", ErrInvalidEvent, e.ID, e.Kind, k)
+	}
+	return e.Decode(v)
+}
+
+// prepareRecord validates an event given to Append and returns its record in
+// compact form.
+func prepareRecord(ev Event, maxSize int) ([]byte, error) {
+	if ev.buildErr != nil {
+		return nil, invalidEventf("%v", ev.buildErr)
+	}
+	if ev.ID != uuid.Nil || ev.ParentID != uuid.Nil || ev.BranchFrom != uuid.Nil || !ev.Time.IsZero() {
+		return nil, invalidEventf("ID, ParentID, BranchFrom and Time are assigned by Append (use Branch to choose a parent)")
+	}
+	if _, ok := parseKind([]byte(ev.Kind)); !ok {
+		return nil, invalidEventf("unknown kind %q", ev.Kind)
+	}
+	if _, ok := parseRole([]byte(ev.Role)); !ok {
+		return nil, invalidEventf("unknown role %q", ev.Role)
+	}
+	if len(ev.Record) == 0 {
+		return []byte("null"), nil
+	}
+	var buf bytes.Buffer
+	buf.Grow(len(ev.Record))
+	if err := json.Compact(&buf, ev.Record); err != nil {
+		return nil, invalidEventf("record is not valid JSON: %v", err)
+	}
+	if buf.Len() > maxSize {
+		return nil, fmt.Errorf("%w: %w: %d bytes, limit %d", ErrInvalidEvent, ErrRecordTooLarge, buf.Len(), maxSize)
+	}
+	return buf.Bytes(), nil
+}
+
+// timeLayout is the on-disk timestamp format: RFC 3339 in UTC with
+// nanoseconds, trailing zeros trimmed.
+const timeLayout = time.RFC3339Nano
+
+// header is what every line format says of an event besides its record, in
+// a compact, pointer-free form (the in-memory index holds one per event).
+type header struct {
+	ID, ParentID, BranchFrom uuid.UUID
+	Time                     int64 // Unix nanoseconds
+	Kind                     kindCode
+	Role                     roleCode
+}
+
+func headerOf(ev *Event) header {
+	k, _ := kindCodeOf([]byte(ev.Kind))
+	r, _ := roleCodeOf([]byte(ev.Role))
+	return header{ID: ev.ID, ParentID: ev.ParentID, BranchFrom: ev.BranchFrom, Time: ev.Time.UnixNano(), Kind: k, Role: r}
+}
+
+// fill copies the header into ev.
+func (h *header) fill(ev *Event) {
+	ev.ID, ev.ParentID, ev.BranchFrom = h.ID, h.ParentID, h.BranchFrom
+	ev.Kind, ev.Role = kinds[h.Kind], roles[h.Role]
+	ev.Time = time.Unix(0, h.Time).UTC()
+}
+
+// appendHeader writes the members every line starts with, from "{" to the
+// timestamp's closing quote. The member order is part of the format.
+func appendHeader(dst []byte, h *header) []byte {
+	dst = append(dst, `{"id":"`...)
+	dst = appendUUID(dst, h.ID)
+	dst = append(dst, `","parent_id":"`...)
+	dst = appendUUID(dst, h.ParentID)
+	dst = append(dst, '"')
+	if h.BranchFrom != uuid.Nil {
+		dst = append(dst, `,"branch_from":"`...)
+		dst = appendUUID(dst, h.BranchFrom)
+		dst = append(dst, '"')
+	}
+	dst = append(dst, `,"kind":"`...)
+	dst = append(dst, kinds[h.Kind]...)
+	dst = append(dst, '"')
+	if h.Role != 0 {
+		dst = append(dst, `,"role":"`...)
+		dst = append(dst, roles[h.Role]...)
+		dst = append(dst, '"')
+	}
+	dst = append(dst, `,"timestamp":"`...)
+	dst = time.Unix(0, h.Time).UTC().AppendFormat(dst, timeLayout)
+	return append(dst, '"')
+}
+
+// encodeEvent appends the framed chunk line of ev (whose Record is already
+// compact) to dst.
+func encodeEvent(dst []byte, ev *Event) []byte {
+	h := headerOf(ev)
+	obj := appendHeader(make([]byte, 0, 256+len(ev.Record)), &h)
+	obj = append(obj, `,"record":`...)
+	obj = append(obj, ev.Record...)
+	obj = append(obj, '}')
+	return jsonl.Seal(dst, obj)
+}
+
+// lineParser reads a line in the exact layout the store writes. Decoding is
+// positional: members must come in format order with no whitespace, so a
+// line is accepted only in its canonical form. The first error sticks.
+type lineParser struct {
+	b   []byte
+	pos int
+	err error
+}
+
+func (p *lineParser) fail(format string, args ...any) {
+	if p.err == nil {
+		p.err = fmt.Errorf("at byte %d: %s", p.pos, fmt.Sprintf(format, args...))
+	}
+}
+
+// lit consumes s or fails.
+func (p *lineParser) lit(s string) {
+	if p.err != nil {
+		return
+	}
+	if !bytes.HasPrefix(p.b[p.pos:], []byte(s)) {
+		p.fail("expected %q", s)
+		return
+	}
+	p.pos += len(s)
+}
+
+// maybe consumes s if it comes next.
+func (p *lineParser) maybe(s string) bool {
+	if p.err != nil || !bytes.HasPrefix(p.b[p.pos:], []byte(s)) {
+		return false
+	}
+	p.pos += len(s)
+	return true
+}
+
+// uuid consumes a canonical lower-case uuid.
+func (p *lineParser) uuid() uuid.UUID {
+	if p.err != nil {
+		return uuid.Nil
+	}
+	if len(p.b)-p.pos < 36 {
+		p.fail("truncated uuid")
+		return uuid.Nil
+	}
+	id, err := parseUUID(p.b[p.pos : p.pos+36])
+	if err != nil {
+		p.fail("%v", err)
+		return uuid.Nil
+	}
+	p.pos += 36
+	return id
+}
+
+// token consumes bytes up to (not including) the next quote.
+func (p *lineParser) token() []byte {
+	if p.err != nil {
+		return nil
+	}
+	i := bytes.IndexByte(p.b[p.pos:], '"')
+	if i < 0 {
+		p.fail("unterminated string")
+		return nil
+	}
+	t := p.b[p.pos : p.pos+i]
+	p.pos += i
+	return t
+}
+
+// int consumes a canonical non-negative decimal integer up to max.
+func (p *lineParser) int(max int64) int64 {
+	if p.err != nil {
+		return 0
+	}
+	start := p.pos
+	var n int64
+	for p.pos < len(p.b) && p.b[p.pos] >= '0' && p.b[p.pos] <= '9' {
+		if p.pos-start >= 19 {
+			p.fail("integer too long")
+			return 0
+		}
+		n = n*10 + int64(p.b[p.pos]-'0')
+		p.pos++
+	}
+	switch {
+	case p.pos == start:
+		p.fail("expected an integer")
+	case p.pos-start > 1 && p.b[start] == '0':
+		p.fail("integer with a leading zero")
+	case n > max:
+		p.fail("integer %d out of range", n)
+	}
+	return n
+}
+
+// header consumes the members appendHeader writes.
+func (p *lineParser) header() header {
+	var h header
+	p.lit(`{"id":"`)
+	h.ID = p.uuid()
+	p.lit(`","parent_id":"`)
+	h.ParentID = p.uuid()
+	p.lit(`"`)
+	if p.maybe(`,"branch_from":"`) {
+		h.BranchFrom = p.uuid()
+		p.lit(`"`)
+		if p.err == nil && (h.BranchFrom != h.ParentID || h.BranchFrom == uuid.Nil) {
+			p.fail("branch_from differs from parent_id")
+		}
+	}
+	if p.err == nil && h.ID == uuid.Nil {
+		p.fail("nil event id")
+	}
+	p.lit(`,"kind":"`)
+	if k := p.token(); p.err == nil {
+		var ok bool
+		if h.Kind, ok = kindCodeOf(k); !ok {
+			p.fail("unknown kind %q", k)
+		}
+	}
+	p.lit(`"`)
+	if p.maybe(`,"role":"`) {
+		if r := p.token(); p.err == nil {
+			var ok bool
+			if h.Role, ok = roleCodeOf(r); !ok || h.Role == 0 {
+				p.fail("unknown role %q", r)
+			}
+		}
+		p.lit(`"`)
+	}
+	p.lit(`,"timestamp":"`)
+	if ts := p.token(); p.err == nil {
+		t, err := time.Parse(timeLayout, string(ts))
+		if err != nil {
+			p.fail("%v", err)
+		}
+		h.Time = t.UnixNano()
+	}
+	p.lit(`"`)
+	return h
+}
+
+// recordEnd is where the record ends in a framed line: the checksum suffix
+// `,"crc":"xxxxxxxx"}` follows it.
+func recordEnd(line []byte) int { return len(line) - jsonl.SuffixLen }
+
+// decodeEvent decodes a chunk line (without its newline) after checking its
+// frame. The record is copied out of line.
+func decodeEvent(line []byte) (Event, error) {
+	h, rec, err := decodeEventLine(line)
+	if err != nil {
+		return Event{}, err
+	}
+	var ev Event
+	h.fill(&ev)
+	ev.Record = bytes.Clone(rec)
+	return ev, nil
+}
+
+// decodeEventLine checks and splits a chunk line into its header and its
+// record, which aliases line.
+func decodeEventLine(line []byte) (header, []byte, error) {
+	if err := jsonl.Verify(line); err != nil {
+		return header{}, nil, err
+	}
+	p := lineParser{b: line}
+	h := p.header()
+	p.lit(`,"record":`)
+	if p.err != nil {
+		return header{}, nil, p.err
+	}
+	rec := line[p.pos:recordEnd(line)]
+	if !json.Valid(rec) {
+		return header{}, nil, errors.New("record is not valid JSON")
+	}
+	return h, rec, nil
+}
+
+// appendUUID appends the canonical lower-case form of id.
+func appendUUID(dst []byte, id uuid.UUID) []byte {
+	var buf [36]byte
+	hexEncode(buf[0:8], id[0:4])
+	buf[8] = '-'
+	hexEncode(buf[9:13], id[4:6])
+	buf[13] = '-'
+	hexEncode(buf[14:18], id[6:8])
+	buf[18] = '-'
+	hexEncode(buf[19:23], id[8:10])
+	buf[23] = '-'
+	hexEncode(buf[24:], id[10:])
+	return append(dst, buf[:]...)
+}
+
+func hexEncode(dst, src []byte) {
+	const digits = "0123456789abcdef"
+	for i, b := range src {
+		dst[i*2] = digits[b>>4]
+		dst[i*2+1] = digits[b&0xf]
+	}
+}
+
+// uuidDigits are the offsets of the 32 hex digits in the canonical form.
+var uuidDigits = [16]int{0, 2, 4, 6, 9, 11, 14, 16, 19, 21, 24, 26, 28, 30, 32, 34}
+
+// parseUUID parses the canonical 36-character lower-case form only: the
+// form the store writes. Anything else is an error.
+func parseUUID(b []byte) (uuid.UUID, error) {
+	var id uuid.UUID
+	if len(b) != 36 || b[8] != '-' || b[13] != '-' || b[18] != '-' || b[23] != '-' {
+		return id, errors.New("uuid is not in canonical form")
+	}
+	bad := byte(0)
+	for i, at := range uuidDigits {
+		hi, lo := hexValue[b[at]], hexValue[b[at+1]]
+		bad |= hi | lo
+		id[i] = hi<<4 | lo&0x0f
+	}
+	if bad&0x80 != 0 {
+		return uuid.Nil, errors.New("uuid is not in canonical lower-case form")
+	}
+	return id, nil
+}
+
+// hexValue maps a lower-case hex digit to its value and every other byte
+// to 0xff.
+var hexValue = func() (t [256]byte) {
+	for i := range t {
+		t[i] = 0xff
+	}
+	for c := '0'; c <= '9'; c++ {
+		t[c] = byte(c - '0')
+	}
+	for c := 'a'; c <= 'f'; c++ {
+		t[c] = byte(c - 'a' + 10)
+	}
+	return t
+}()

@@ -1,0 +1,171 @@
+package sessionstore
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files in testdata/")
+
+// goldenSession is the id of the session in testdata/golden.
+var goldenSession = uuid.MustParse("01a02f3f-a89d-7d25-b4ac-ac89a183258d")
+
+// writeGoldenWorkload records a small session with a branch, every event
+// kind and two chunks, and returns the events of its active path.
+func writeGoldenWorkload(t *testing.T, dir string) []Event {
+	t.Helper()
+	ctx := context.Background()
+	o := deterministic(Options{ChunkSize: 1024})
+	s, err := Open(dir, &o)
+	require.NoError(t, err)
+	meta, err := s.Create(ctx, Meta{ID: goldenSession, Name: "golden", WorkingDir: "/workspace", Model: "model-name", Labels: map[string]string{"team": "core"}})
+	require.NoError(t, err)
+	add := func(ev Event) Event {
+		t.Helper()
+		out, err := s.Append(ctx, meta.ID, ev)
+		require.NoError(t, err)
+		return out
+	}
+	first := add(UserMessage("Try approach A."))
+	add(AssistantMessage(Message{Content: "Approach A has a problem.", Reasoning: "A breaks the build.", Model: "model-name", Usage: &Usage{InputTokens: 120, OutputTokens: 12}}))
+	add(ToolCallEvent(ToolCall{CallID: "call_1", Name: "run_tests", Arguments: json.RawMessage(`{"pkg":"./..."}`)}))
+	add(ToolResultEvent(ToolResult{CallID: "call_1", Output: "FAIL\tpkg\t0.01s\n\"quoted\" \\ and unicode: é ✓", IsError: true}))
+	require.NoError(t, s.Branch(ctx, meta.ID, first.ID))
+	add(UserMessage("Try approach B instead."))
+	add(NewEvent(KindCustom, RoleNone, map[string]any{"type": "model_change", "model": "other-model"}))
+	add(AssistantMessage(Message{Content: "Approach B works."}))
+	path, err := s.Load(ctx, meta.ID)
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	return path
+}
+
+// readTree maps every regular file under dir to its content.
+func readTree(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		out[filepath.ToSlash(rel)] = string(b)
+		return nil
+	})
+	require.NoError(t, err)
+	return out
+}
+
+// TestGoldenFiles pins the on-disk format: the same workload must write the
+// same bytes as testdata/golden holds. Run with -update after a deliberate
+// format change (and bump formatVersion).
+func TestGoldenFiles(t *testing.T) {
+	dir := t.TempDir()
+	path := writeGoldenWorkload(t, dir)
+	got := readTree(t, dir)
+	golden := filepath.Join("testdata", "golden")
+	pathFile := filepath.Join("testdata", "golden-active-path.json")
+	if *update {
+		require.NoError(t, os.RemoveAll(golden))
+		for name, content := range got {
+			p := filepath.Join(golden, filepath.FromSlash(name))
+			require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+			require.NoError(t, os.WriteFile(p, []byte(content), 0o644))
+		}
+		b, err := json.MarshalIndent(path, "", "  ")
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(pathFile, append(b, '\n'), 0o644))
+	}
+	want := readTree(t, golden)
+	assert.Equal(t, want, got)
+	// The workload spans two chunks, so rotation is part of the golden.
+	assert.Contains(t, got, "sessions/"+goldenSession.String()+"/chunks/000001.jsonl")
+}
+
+// TestGoldenLoad opens a copy of the committed fixture, as a harness would
+// after an upgrade, and loads it.
+func TestGoldenLoad(t *testing.T) {
+	dir := copyGolden(t)
+	s, err := Open(dir, nil)
+	require.NoError(t, err)
+	defer s.Close()
+	ctx := context.Background()
+
+	b, err := os.ReadFile(filepath.Join("testdata", "golden-active-path.json"))
+	require.NoError(t, err)
+	var want []Event
+	require.NoError(t, json.Unmarshal(b, &want))
+	got, err := s.Load(ctx, goldenSession)
+	require.NoError(t, err)
+	require.Len(t, got, len(want))
+	for i := range want {
+		assert.Equal(t, want[i].ID, got[i].ID)
+		assert.Equal(t, want[i].ParentID, got[i].ParentID)
+		assert.Equal(t, want[i].BranchFrom, got[i].BranchFrom)
+		assert.Equal(t, want[i].Kind, got[i].Kind)
+		assert.Equal(t, want[i].Role, got[i].Role)
+		assert.True(t, want[i].Time.Equal(got[i].Time))
+		assert.JSONEq(t, string(want[i].Record), string(got[i].Record))
+	}
+	tree, err := s.Tree(ctx, goldenSession)
+	require.NoError(t, err)
+	assert.Len(t, tree, 7)
+	metas, err := s.List(ctx)
+	require.NoError(t, err)
+	require.Len(t, metas, 1)
+	assert.Equal(t, "golden", metas[0].Name)
+	assert.Equal(t, map[string]string{"team": "core"}, metas[0].Labels)
+}
+
+// copyGolden copies testdata/golden to a temporary directory, since opening
+// a session takes its lock and may repair it.
+func copyGolden(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	for name, content := range readTree(t, filepath.Join("testdata", "golden")) {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o700))
+		require.NoError(t, os.WriteFile(p, []byte(content), 0o600))
+	}
+	return dir
+}
+
+// goldenLines returns the lines of every golden file whose name ends in
+// suffix, for seeding fuzz tests.
+func goldenLines(t testing.TB, suffix string) [][]byte {
+	var out [][]byte
+	root := filepath.Join("testdata", "golden")
+	_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(p, suffix) {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		for _, line := range strings.SplitAfter(string(b), "\n") {
+			if line != "" {
+				out = append(out, []byte(strings.TrimSuffix(line, "\n")))
+			}
+		}
+		return nil
+	})
+	if len(out) == 0 {
+		t.Fatalf("no golden lines with suffix %q", suffix)
+	}
+	return out
+}

@@ -1,0 +1,133 @@
+package sessionstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/google/uuid"
+
+	"github.com/sessionstore/sessionstore/internal/vfs"
+)
+
+// The HEAD file holds the id of the newest event of the active branch in
+// canonical form and a newline: 37 bytes. It is absent while the session
+// has no events. headTemp is the temporary file of an atomic replace.
+const (
+	headName = "HEAD"
+	headTemp = headName + ".tmp"
+)
+
+func encodeHead(id uuid.UUID) []byte {
+	return append(appendUUID(make([]byte, 0, 37), id), '\n')
+}
+
+// decodeHead parses a HEAD file's content.
+func decodeHead(b []byte) (uuid.UUID, error) {
+	if len(b) != 37 || b[36] != '\n' {
+		return uuid.Nil, errors.New("HEAD is not a uuid and a newline")
+	}
+	id, err := parseUUID(b[:36])
+	if err != nil {
+		return uuid.Nil, err
+	}
+	if id == uuid.Nil {
+		return uuid.Nil, errors.New("HEAD names the nil uuid")
+	}
+	return id, nil
+}
+
+// readHeadFile reads and decodes a HEAD (or HEAD.tmp) file; exists is false
+// when there is none.
+func readHeadFile(fsys vfs.FS, path string) (id uuid.UUID, exists bool, err error) {
+	b, err := vfs.ReadFile(fsys, path)
+	if errors.Is(err, os.ErrNotExist) {
+		return uuid.Nil, false, nil
+	}
+	if err != nil {
+		return uuid.Nil, false, err
+	}
+	id, err = decodeHead(b)
+	if err != nil {
+		return uuid.Nil, true, corruptf(path, 0, "%w", err)
+	}
+	return id, true, nil
+}
+
+// writeHead atomically replaces the HEAD file (temp write, sync, rename,
+// directory sync).
+func writeHead(fsys vfs.FS, dir string, id uuid.UUID, perm os.FileMode) error {
+	if err := replaceFile(fsys, dir, headName, encodeHead(id), perm); err != nil {
+		return fmt.Errorf("sessionstore: write %s: %w", filepath.Join(dir, headName), err)
+	}
+	return nil
+}
+
+// Head returns the newest event of the session's active branch, or uuid.Nil
+// for a session without events. A pending Branch selection does not change
+// it: HEAD moves only when Append writes the next event.
+//
+// Errors: ErrNotFound, ErrLocked, ErrClosed.
+func (s *Store) Head(ctx context.Context, session uuid.UUID) (uuid.UUID, error) {
+	if err := s.begin(ctx); err != nil {
+		return uuid.Nil, err
+	}
+	defer s.end()
+	h, err := s.acquire(session, nil)
+	if err != nil {
+		return uuid.Nil, err
+	}
+	defer h.mu.Unlock()
+	return h.head(), nil
+}
+
+// Branch selects from as the parent of the next appended event: the first
+// phase of a branch switch. HEAD does not move and nothing is written; the
+// next Append becomes a child of from with BranchFrom set to from, and only
+// then does HEAD move. The selection lives in memory only: Close or a crash
+// forgets it. Branch to the current HEAD cancels a pending selection.
+//
+// Errors: ErrNotFound when from is not in the session; ErrLocked; ErrClosed.
+func (s *Store) Branch(ctx context.Context, session, from uuid.UUID) error {
+	if err := s.begin(ctx); err != nil {
+		return err
+	}
+	defer s.end()
+	h, err := s.acquire(session, nil)
+	if err != nil {
+		return err
+	}
+	defer h.mu.Unlock()
+	if _, err := h.lookup(from); err != nil {
+		return err
+	}
+	if from == h.head() {
+		h.pending = uuid.Nil
+	} else {
+		h.pending = from
+	}
+	return nil
+}
+
+// NextParent returns the event the next Append will be a child of: the
+// pending Branch selection if there is one, else HEAD (uuid.Nil for an
+// empty session), and whether the next event will start a branch.
+//
+// Errors: ErrNotFound, ErrLocked, ErrClosed.
+func (s *Store) NextParent(ctx context.Context, session uuid.UUID) (parent uuid.UUID, branching bool, err error) {
+	if err := s.begin(ctx); err != nil {
+		return uuid.Nil, false, err
+	}
+	defer s.end()
+	h, err := s.acquire(session, nil)
+	if err != nil {
+		return uuid.Nil, false, err
+	}
+	defer h.mu.Unlock()
+	if h.pending != uuid.Nil {
+		return h.pending, true, nil
+	}
+	return h.head(), false, nil
+}

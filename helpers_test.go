@@ -1,0 +1,51 @@
+package sessionstore
+
+import (
+	"encoding/binary"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// fakeClock returns a clock that starts at start and advances by step on
+// every call, and an id source that makes valid, increasing UUIDv7 values
+// from a counter: together they make a workload's files reproducible.
+type fakeClock struct {
+	mu   sync.Mutex
+	now  time.Time
+	step time.Duration
+	seq  uint64
+}
+
+func newFakeClock() *fakeClock {
+	return &fakeClock{now: time.Date(2026, 8, 25, 17, 21, 22, 454897183, time.UTC), step: 1500 * time.Millisecond}
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(c.step)
+	return c.now
+}
+
+func (c *fakeClock) NewID() (uuid.UUID, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.seq++
+	var id uuid.UUID
+	ms := uint64(c.now.UnixMilli())
+	id[0], id[1], id[2], id[3], id[4], id[5] = byte(ms>>40), byte(ms>>32), byte(ms>>24), byte(ms>>16), byte(ms>>8), byte(ms)
+	binary.BigEndian.PutUint64(id[8:], c.seq)
+	id[6] = 0x70 | byte(c.seq>>56)&0x0f
+	id[8] = 0x80 | id[8]&0x3f
+	return id, nil
+}
+
+// deterministic returns options whose clock and ids come from a fake clock.
+func deterministic(o Options) Options {
+	c := newFakeClock()
+	o.now = c.Now
+	o.newID = c.NewID
+	return o
+}

@@ -1,0 +1,253 @@
+package sessionstore
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strconv"
+	"sync"
+
+	"github.com/sessionstore/sessionstore/internal/jsonl"
+	"github.com/sessionstore/sessionstore/internal/vfs"
+)
+
+// location addresses one framed record: the chunk number, the byte offset
+// of the line in the chunk file and the line's length including its newline.
+type location struct {
+	Chunk  uint32
+	Offset int64
+	Length uint32
+}
+
+func (l location) end() int64 { return l.Offset + int64(l.Length) }
+
+// entry is one index line and the in-memory form of an event without its
+// record: enough to walk the tree, render a timeline and find the record.
+// It holds no pointers, so a session's index costs the garbage collector
+// nothing to scan.
+type entry struct {
+	header
+	Size int64 // bytes of the record's compact JSON
+	Loc  location
+}
+
+// node returns the payload-free public view of the entry.
+func (e *entry) node() Node {
+	var ev Event
+	e.fill(&ev)
+	return Node{ID: ev.ID, ParentID: ev.ParentID, BranchFrom: ev.BranchFrom, Kind: ev.Kind, Role: ev.Role, Time: ev.Time, Size: e.Size}
+}
+
+// encodeIndexLine appends the framed index line of e to dst. The member
+// order is part of the format.
+func encodeIndexLine(dst []byte, e *entry) []byte {
+	obj := appendHeader(make([]byte, 0, 320), &e.header)
+	obj = append(obj, `,"size":`...)
+	obj = strconv.AppendInt(obj, e.Size, 10)
+	obj = append(obj, `,"location":{"chunk":`...)
+	obj = strconv.AppendUint(obj, uint64(e.Loc.Chunk), 10)
+	obj = append(obj, `,"offset":`...)
+	obj = strconv.AppendInt(obj, e.Loc.Offset, 10)
+	obj = append(obj, `,"length":`...)
+	obj = strconv.AppendUint(obj, uint64(e.Loc.Length), 10)
+	obj = append(obj, "}}"...)
+	return jsonl.Seal(dst, obj)
+}
+
+// decodeIndexLine decodes one index line (without its newline) after
+// checking its frame. The layout must be exactly the one encodeIndexLine
+// writes.
+func decodeIndexLine(line []byte) (entry, error) {
+	if err := jsonl.Verify(line); err != nil {
+		return entry{}, err
+	}
+	p := lineParser{b: line}
+	e := entry{header: p.header()}
+	p.lit(`,"size":`)
+	e.Size = p.int(maxRecordSizeLimit)
+	p.lit(`,"location":{"chunk":`)
+	e.Loc.Chunk = uint32(p.int(1<<31 - 1))
+	p.lit(`,"offset":`)
+	e.Loc.Offset = p.int(1 << 62)
+	p.lit(`,"length":`)
+	e.Loc.Length = uint32(p.int(1<<32 - 1))
+	p.lit(`}`)
+	if p.err == nil && p.pos != recordEnd(line) {
+		p.fail("unexpected data after location")
+	}
+	if p.err == nil && e.Loc.Length == 0 {
+		p.fail("zero record length")
+	}
+	if p.err != nil {
+		return entry{}, p.err
+	}
+	return e, nil
+}
+
+// indexFile is the open index.jsonl of a writable session. Lines are
+// written after the record they describe is durable and are not synced:
+// reconciliation rebuilds whatever a crash loses (see doc.go).
+type indexFile struct {
+	path string
+	f    vfs.File
+	size int64
+	buf  []byte
+}
+
+func openIndexFile(fsys vfs.FS, path string, size int64, perm os.FileMode) (*indexFile, error) {
+	f, err := fsys.OpenFile(path, os.O_RDWR|os.O_CREATE, perm)
+	if err != nil {
+		return nil, err
+	}
+	return &indexFile{path: path, f: f, size: size}, nil
+}
+
+// append writes the index lines of es at the end of the file.
+func (x *indexFile) append(es ...*entry) error {
+	x.buf = x.buf[:0]
+	for _, e := range es {
+		x.buf = encodeIndexLine(x.buf, e)
+	}
+	n, err := x.f.WriteAt(x.buf, x.size)
+	x.size += int64(n)
+	if err != nil {
+		return fmt.Errorf("sessionstore: write index: %w", err)
+	}
+	return nil
+}
+
+func (x *indexFile) close() error { return x.f.Close() }
+
+// indexScan is what readIndex found.
+type indexScan struct {
+	end    int64 // offset just past the last valid line
+	bad    int64 // offset of the first line that failed, or -1
+	badErr error
+	size   int64 // file size
+}
+
+// readIndex decodes index.jsonl indexBlock bytes at a time, splitting a
+// block between two goroutines when it holds at least parallelMin bytes.
+// Variables so that tests can exercise block and half boundaries.
+var (
+	indexBlock  = 4 << 20
+	parallelMin = 64 << 10
+)
+
+// readIndex reads the valid prefix of an index file, calling add for each
+// line in order with its offset, up to the first line that is torn or fails
+// its frame, checksum or decoding. It does not judge the lines after that:
+// the caller rebuilds them from the chunks. An error from add stops the
+// scan and is returned.
+//
+// Opening a session is dominated by this function, so it reads the file in
+// large blocks and decodes the two halves of each block in parallel; add is
+// still called in file order from the calling goroutine.
+func readIndex(fsys vfs.FS, path string, add func(e *entry, off int64) error) (indexScan, error) {
+	res := indexScan{bad: -1}
+	f, err := fsys.OpenFile(path, os.O_RDONLY, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return res, nil
+	}
+	if err != nil {
+		return res, err
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return res, err
+	}
+	res.size = info.Size()
+	buf := make([]byte, min(int64(indexBlock), res.size+1))
+	var halves [2]decodedLines
+	carry, base := 0, int64(0) // bytes kept from the last block; file offset of buf[0]
+	for {
+		n, err := io.ReadFull(f, buf[carry:])
+		eof := errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
+		if err != nil && !eof {
+			return res, err
+		}
+		data := buf[:carry+n]
+		cut := bytes.LastIndexByte(data, '\n') + 1
+		if cut == 0 && !eof {
+			// One line longer than the buffer: grow it and read on.
+			buf = append(buf, make([]byte, len(buf))...)
+			carry = len(data)
+			continue
+		}
+		decodeLinesParallel(data[:cut], &halves)
+		for _, h := range halves {
+			for i := range h.entries {
+				if err := add(&h.entries[i], base+h.offsets[i]); err != nil {
+					return res, err
+				}
+			}
+			res.end = base + h.end
+			if h.err != nil {
+				res.bad, res.badErr = base+h.end, h.err
+				return res, nil
+			}
+		}
+		if eof {
+			if cut < len(data) {
+				res.bad, res.badErr = base+int64(cut), io.ErrUnexpectedEOF
+			}
+			return res, nil
+		}
+		carry = copy(buf, data[cut:])
+		base += int64(cut)
+	}
+}
+
+// minIndexLine is a lower bound on the length of an index line (the
+// shortest possible one is about 230 bytes), for sizing buffers.
+const minIndexLine = 200
+
+// decodedLines holds the entries decoded from part of a block.
+type decodedLines struct {
+	entries []entry
+	offsets []int64 // offset of each entry's line in the block
+	end     int64   // offset just past the last good line (of the first bad one if err)
+	err     error   // why the line at end failed
+}
+
+// decodeLinesParallel decodes the newline-terminated lines of block into
+// two halves, the second in another goroutine when there is a CPU for it.
+func decodeLinesParallel(block []byte, halves *[2]decodedLines) {
+	mid := len(block)
+	if len(block) >= parallelMin && runtime.GOMAXPROCS(0) > 1 {
+		mid = len(block)/2 + bytes.IndexByte(block[len(block)/2:], '\n') + 1
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { halves[1].decode(block[mid:], int64(mid)) })
+	halves[0].decode(block[:mid], 0)
+	wg.Wait()
+	if halves[0].err != nil {
+		halves[1] = decodedLines{end: halves[0].end, entries: halves[1].entries[:0], offsets: halves[1].offsets[:0]}
+	}
+}
+
+// decode decodes the lines of part, whose first byte is at offset base of
+// its block, stopping at the first bad line.
+func (d *decodedLines) decode(part []byte, base int64) {
+	d.entries, d.offsets, d.end, d.err = d.entries[:0], d.offsets[:0], base, nil
+	if lines := len(part)/minIndexLine + 1; cap(d.entries) < lines {
+		d.entries = make([]entry, 0, lines)
+		d.offsets = make([]int64, 0, lines)
+	}
+	for len(part) > 0 {
+		nl := bytes.IndexByte(part, '\n')
+		e, err := decodeIndexLine(part[:nl])
+		if err != nil {
+			d.err = err
+			return
+		}
+		d.entries = append(d.entries, e)
+		d.offsets = append(d.offsets, d.end)
+		d.end += int64(nl + 1)
+		part = part[nl+1:]
+	}
+}

@@ -1,0 +1,150 @@
+package sessionstore
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sessionstore/sessionstore/internal/jsonl"
+	"github.com/sessionstore/sessionstore/internal/vfs"
+)
+
+// indexFixture returns n index lines forming a chain, and their offsets.
+func indexFixture(t *testing.T, n int) ([]byte, []int64, []entry) {
+	t.Helper()
+	var (
+		buf     []byte
+		offsets []int64
+		entries []entry
+		parent  uuid.UUID
+		off     int64
+	)
+	for i := 0; i < n; i++ {
+		e := entry{header: header{ID: uuid.Must(uuid.NewV7()), ParentID: parent, Kind: 1, Role: roleCode(1 + i%3), Time: time.Now().UnixNano()}, Size: int64(i), Loc: location{Chunk: 0, Offset: off, Length: 100}}
+		off += 100
+		offsets = append(offsets, int64(len(buf)))
+		buf = encodeIndexLine(buf, &e)
+		entries = append(entries, e)
+		parent = e.ID
+	}
+	return buf, offsets, entries
+}
+
+// withSmallBlocks makes readIndex use tiny blocks and split every block, so
+// that block and half boundaries fall between and inside lines.
+func withSmallBlocks(t *testing.T, block, parallel int) {
+	t.Helper()
+	oldBlock, oldParallel := indexBlock, parallelMin
+	indexBlock, parallelMin = block, parallel
+	t.Cleanup(func() { indexBlock, parallelMin = oldBlock, oldParallel })
+}
+
+func readAllIndex(t *testing.T, content []byte) (indexScan, []entry, []int64) {
+	t.Helper()
+	m := vfs.NewMemFS()
+	writeMemFile(t, m, "/index.jsonl", content)
+	var got []entry
+	var offs []int64
+	scan, err := readIndex(m, "/index.jsonl", func(e *entry, off int64) error {
+		got = append(got, *e)
+		offs = append(offs, off)
+		return nil
+	})
+	require.NoError(t, err)
+	return scan, got, offs
+}
+
+func TestReadIndexBlocks(t *testing.T) {
+	content, offsets, want := indexFixture(t, 300)
+	for _, bs := range []struct{ block, parallel int }{{4 << 20, 64 << 10}, {4096, 512}, {1000, 1}, {300, 1}, {97, 1}} {
+		t.Run(fmt.Sprintf("block=%d", bs.block), func(t *testing.T) {
+			withSmallBlocks(t, bs.block, bs.parallel)
+			scan, got, offs := readAllIndex(t, content)
+			assert.Equal(t, want, got)
+			assert.Equal(t, offsets, offs)
+			assert.Equal(t, int64(-1), scan.bad)
+			assert.Equal(t, int64(len(content)), scan.end)
+
+			// A bad line anywhere stops the scan exactly there, whichever
+			// half or block it falls in.
+			for _, k := range []int{0, 1, 57, 149, 150, 151, 299} {
+				bad := bytes.Clone(content)
+				bad[offsets[k]+10] ^= 0x20
+				scan, got, _ := readAllIndex(t, bad)
+				assert.Equal(t, offsets[k], scan.bad, "line %d", k)
+				assert.Equal(t, offsets[k], scan.end, "line %d", k)
+				assert.Len(t, got, k)
+				assert.Error(t, scan.badErr)
+			}
+
+			// A torn last line is reported as the tail.
+			torn := content[:len(content)-30]
+			scan, got, _ = readAllIndex(t, torn)
+			assert.Len(t, got, 299)
+			assert.Equal(t, offsets[299], scan.bad)
+			assert.ErrorIs(t, scan.badErr, io.ErrUnexpectedEOF)
+		})
+	}
+}
+
+// TestReadIndexAddError checks that an error from the callback stops the
+// scan and is returned.
+func TestReadIndexAddError(t *testing.T) {
+	withSmallBlocks(t, 1000, 1)
+	content, _, _ := indexFixture(t, 50)
+	m := vfs.NewMemFS()
+	writeMemFile(t, m, "/index.jsonl", content)
+	calls := 0
+	stop := fmt.Errorf("stop")
+	_, err := readIndex(m, "/index.jsonl", func(*entry, int64) error {
+		calls++
+		if calls == 20 {
+			return stop
+		}
+		return nil
+	})
+	assert.ErrorIs(t, err, stop)
+	assert.Equal(t, 20, calls)
+}
+
+// TestIndexLineCanonical checks the decoder accepts only the layout the
+// encoder writes.
+func TestIndexLineCanonical(t *testing.T) {
+	content, _, want := indexFixture(t, 1)
+	line := content[:len(content)-1]
+	got, err := decodeIndexLine(line)
+	require.NoError(t, err)
+	assert.Equal(t, want[0], got)
+
+	reseal := func(obj string) []byte {
+		sealed := jsonl.Seal(nil, []byte(obj))
+		return sealed[:len(sealed)-1]
+	}
+	body := string(line[:len(line)-18]) + "}"
+	cases := map[string]string{
+		"space after colon":   strings.Replace(body, `"size":`, `"size": `, 1),
+		"reordered members":   strings.Replace(body, `{"id"`, `{"x":1,"id"`, 1),
+		"upper-case id":       strings.Replace(body, want[0].ID.String(), strings.ToUpper(want[0].ID.String()), 1),
+		"leading zero":        strings.Replace(body, `"chunk":0`, `"chunk":00`, 1),
+		"negative offset":     strings.Replace(body, `"offset":0`, `"offset":-1`, 1),
+		"zero length":         strings.Replace(body, `"length":100`, `"length":0`, 1),
+		"unknown kind":        strings.Replace(body, `"kind":"message"`, `"kind":"note"`, 1),
+		"empty role":          strings.Replace(body, `"role":"user"`, `"role":""`, 1),
+		"trailing member":     strings.Replace(body, `}}`, `},"extra":1}`, 1),
+		"branch_from differs": strings.Replace(body, `","kind"`, `","branch_from":"`+uuid.NewString()+`","kind"`, 1),
+	}
+	for name, obj := range cases {
+		t.Run(name, func(t *testing.T) {
+			require.NotEqual(t, body, obj, "the case must change the line")
+			_, err := decodeIndexLine(reseal(obj))
+			assert.Error(t, err)
+		})
+	}
+}

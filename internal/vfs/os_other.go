@@ -1,0 +1,9 @@
+//go:build !linux
+
+package vfs
+
+import "os"
+
+// datasync falls back to fsync where fdatasync is not available. On darwin
+// this is fsync(2) as os.File.Sync implements it (F_FULLFSYNC).
+func datasync(f *os.File) error { return f.Sync() }

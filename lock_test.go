@@ -1,0 +1,196 @@
+package sessionstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Environment of the helper process that TestMain runs instead of the tests
+// when apiHelperEnv is set.
+const (
+	apiHelperEnv  = "SESSIONSTORE_TEST_HELPER"  // what the helper does
+	apiDirEnv     = "SESSIONSTORE_TEST_DIR"     // the store's root
+	apiSessionEnv = "SESSIONSTORE_TEST_SESSION" // the session id
+)
+
+func TestMain(m *testing.M) {
+	if mode := os.Getenv(apiHelperEnv); mode != "" {
+		fmt.Print(apiHelper(mode, os.Getenv(apiDirEnv), os.Getenv(apiSessionEnv)))
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// apiHelper runs in a child process. Modes:
+//
+//	append          open the store, append one event, close; print "ok" or the error
+//	append-noclose  the same, but exit without closing the store (a crash)
+//	list            open the store and print the number of sessions List returns
+func apiHelper(mode, dir, session string) string {
+	ctx := context.Background()
+	id, err := uuid.Parse(session)
+	if err != nil && mode != "list" {
+		return "bad session id: " + err.Error()
+	}
+	s, err := Open(dir, nil)
+	if err != nil {
+		return "open: " + err.Error()
+	}
+	switch mode {
+	case "append", "append-noclose":
+		if _, err := s.Append(ctx, id, UserMessage("from child "+mode)); err != nil {
+			s.Close()
+			return err.Error()
+		}
+		if mode == "append-noclose" {
+			return "ok"
+		}
+		if err := s.Close(); err != nil {
+			return "close: " + err.Error()
+		}
+		return "ok"
+	case "list":
+		defer s.Close()
+		list, err := s.List(ctx)
+		if err != nil {
+			return err.Error()
+		}
+		return fmt.Sprint(len(list))
+	}
+	return "unknown helper mode " + mode
+}
+
+// apiRunHelper runs the test binary as a helper process and returns what it
+// printed.
+func apiRunHelper(t *testing.T, mode, dir string, session uuid.UUID) string {
+	t.Helper()
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	cmd := exec.CommandContext(t.Context(), exe, "-test.run=^$")
+	// A race-enabled helper would sleep a second at exit by default.
+	gorace := strings.TrimSpace(os.Getenv("GORACE") + " atexit_sleep_ms=0")
+	cmd.Env = append(os.Environ(), apiHelperEnv+"="+mode, apiDirEnv+"="+dir, apiSessionEnv+"="+session.String(), "GORACE="+gorace)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	require.NoError(t, err, "helper %s failed; stderr:\n%s", mode, stderr.String())
+	return string(out)
+}
+
+func TestAPILockCrossProcess(t *testing.T) {
+	ctx := t.Context()
+	dir := t.TempDir()
+	s := apiOpen(t, dir, nil)
+	id := apiNewSession(t, s)
+	mine := apiAppend(t, s, id, UserMessage("from parent"))
+
+	// While this Store holds the session, a writer in another process is
+	// refused at once, naming the lock file.
+	out := apiRunHelper(t, "append", dir, id)
+	lockPath := filepath.Join(apiSessionDir(dir, id), "LOCK")
+	assert.Contains(t, out, lockPath, "the error names the lock file")
+	assert.Contains(t, out, ErrLocked.Error(), "the error is ErrLocked")
+	assert.NotEqual(t, "ok", out)
+
+	// Readers of metadata take no lock.
+	assert.Equal(t, "1", apiRunHelper(t, "list", dir, id))
+
+	// The refused child wrote nothing.
+	apiSameEvents(t, []Event{mine}, apiLoad(t, s, id))
+
+	// Once this Store closes, the child can write.
+	require.NoError(t, s.Close())
+	assert.Equal(t, "ok", apiRunHelper(t, "append", dir, id))
+
+	s2 := apiOpen(t, dir, nil)
+	path := apiLoad(t, s2, id)
+	require.Len(t, path, 2, "the child's event is there after reopening")
+	apiSameEvent(t, mine, path[0])
+	assert.Equal(t, mine.ID, path[1].ParentID)
+	m, err := path[1].Message()
+	require.NoError(t, err)
+	assert.Equal(t, "from child append", m.Content)
+
+	// Now this process holds the lock again and the child is refused.
+	out = apiRunHelper(t, "append", dir, id)
+	assert.Contains(t, out, lockPath)
+	assert.Contains(t, out, ErrLocked.Error())
+	require.NoError(t, s2.Close())
+
+	// A writer that exits without Close (as in a crash) leaves no lock
+	// behind: the kernel releases it, and reconciliation restores HEAD.
+	assert.Equal(t, "ok", apiRunHelper(t, "append-noclose", dir, id))
+	s3 := apiOpen(t, dir, nil)
+	path = apiLoad(t, s3, id)
+	require.Len(t, path, 3)
+	m, err = path[2].Message()
+	require.NoError(t, err)
+	assert.Equal(t, "from child append-noclose", m.Content)
+	head, err := s3.Head(ctx, id)
+	require.NoError(t, err)
+	assert.Equal(t, path[2].ID, head)
+}
+
+func TestAPILockInProcess(t *testing.T) {
+	ctx := t.Context()
+	dir := t.TempDir()
+	s1 := apiOpen(t, dir, nil)
+	id := apiNewSession(t, s1)
+	ev := apiAppend(t, s1, id, UserMessage("first"))
+	lockPath := filepath.Join(apiSessionDir(dir, id), "LOCK")
+
+	s2 := apiOpen(t, dir, nil)
+	for _, m := range apiMethods() {
+		if m.name == "Create" || m.name == "List" || m.name == "Meta" {
+			continue // no lock needed, or not about this session
+		}
+		t.Run(m.name, func(t *testing.T) {
+			err := m.call(ctx, s2, id, ev.ID)
+			require.Error(t, err)
+			assert.ErrorIs(t, err, ErrLocked)
+			var pe *fs.PathError
+			if assert.True(t, errors.As(err, &pe), "ErrLocked comes in an *fs.PathError: %v", err) {
+				assert.True(t, strings.HasSuffix(pe.Path, "LOCK"), "path %q", pe.Path)
+				assert.Equal(t, lockPath, pe.Path)
+			}
+			assert.Contains(t, err.Error(), lockPath)
+		})
+	}
+	_, err := s2.Create(ctx, Meta{ID: id})
+	assert.ErrorIs(t, err, ErrLocked)
+
+	// List and Meta take no lock.
+	list, err := s2.List(ctx)
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+	_, err = s2.Meta(ctx, id)
+	require.NoError(t, err)
+
+	// The lock is per session: s2 can write a session of its own.
+	other := apiNewSession(t, s2)
+	apiAppend(t, s2, other, UserMessage("other"))
+	_, err = s1.Append(ctx, other, UserMessage("x"))
+	assert.ErrorIs(t, err, ErrLocked, "and s1 cannot write s2's")
+
+	// The refusals were not cached: once s1 closes, s2 takes the session.
+	require.NoError(t, s1.Close())
+	next := apiAppend(t, s2, id, UserMessage("from s2"))
+	assert.Equal(t, ev.ID, next.ParentID)
+	apiSameEvents(t, []Event{ev, next}, apiLoad(t, s2, id))
+
+	// And a third Store is now refused by s2.
+	s3 := apiOpen(t, dir, nil)
+	_, err = s3.Head(ctx, id)
+	assert.ErrorIs(t, err, ErrLocked)
+}

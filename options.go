@@ -1,0 +1,89 @@
+package sessionstore
+
+import (
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/sessionstore/sessionstore/internal/vfs"
+)
+
+// Defaults used for zero Options fields.
+const (
+	DefaultChunkSize     = 8 << 20  // 8 MiB
+	DefaultMaxRecordSize = 64 << 20 // 64 MiB
+	DefaultFileMode      = fs.FileMode(0o600)
+	DefaultDirMode       = fs.FileMode(0o700)
+
+	// maxRecordSizeLimit bounds MaxRecordSize so that a record's length
+	// always fits the index's 32-bit fields with room for its framing.
+	maxRecordSizeLimit = 1 << 30
+)
+
+// Options configure a Store. The zero value (or a nil *Options) selects the
+// defaults. Open copies the options; changing them afterwards has no effect.
+type Options struct {
+	// ChunkSize is the size at which the active chunk file is sealed and a
+	// new one started. A record larger than ChunkSize gets a chunk of its
+	// own. Default DefaultChunkSize.
+	ChunkSize int64
+	// MaxRecordSize is the largest record, in bytes of compact JSON, that
+	// Append accepts. Default DefaultMaxRecordSize; at most 1 GiB.
+	MaxRecordSize int
+	// FileMode and DirMode are the permissions of new files and
+	// directories. Defaults DefaultFileMode and DefaultDirMode.
+	FileMode fs.FileMode
+	DirMode  fs.FileMode
+	// Logger receives repairs made by reconciliation and other notable
+	// events. Nil means silent.
+	Logger *slog.Logger
+
+	// Test seams, unexported: the filesystem, the clock and the id source.
+	fs    vfs.FS
+	now   func() time.Time
+	newID func() (uuid.UUID, error)
+}
+
+// withDefaults returns a validated copy of o with defaults filled in.
+func (o *Options) withDefaults() (Options, error) {
+	var c Options
+	if o != nil {
+		c = *o
+	}
+	switch {
+	case c.ChunkSize < 0:
+		return c, fmt.Errorf("%w: ChunkSize %d is negative", ErrInvalidOptions, c.ChunkSize)
+	case c.MaxRecordSize < 0 || c.MaxRecordSize > maxRecordSizeLimit:
+		return c, fmt.Errorf("%w: MaxRecordSize %d is outside 0..%d", ErrInvalidOptions, c.MaxRecordSize, maxRecordSizeLimit)
+	case c.FileMode&^fs.ModePerm != 0 || c.DirMode&^fs.ModePerm != 0:
+		return c, fmt.Errorf("%w: FileMode and DirMode take permission bits only", ErrInvalidOptions)
+	}
+	if c.ChunkSize == 0 {
+		c.ChunkSize = DefaultChunkSize
+	}
+	if c.MaxRecordSize == 0 {
+		c.MaxRecordSize = DefaultMaxRecordSize
+	}
+	if c.FileMode == 0 {
+		c.FileMode = DefaultFileMode
+	}
+	if c.DirMode == 0 {
+		c.DirMode = DefaultDirMode
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.fs == nil {
+		c.fs = vfs.Default
+	}
+	if c.now == nil {
+		c.now = time.Now
+	}
+	if c.newID == nil {
+		c.newID = uuid.NewV7
+	}
+	return c, nil
+}

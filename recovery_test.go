@@ -1,0 +1,518 @@
+package sessionstore
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sessionstore/sessionstore/internal/vfs"
+)
+
+const memRoot = "/store"
+
+// openMem opens a store rooted at memRoot on m.
+func openMem(t *testing.T, m vfs.FS, o Options) *Store {
+	t.Helper()
+	o.fs = m
+	s, err := Open(memRoot, &o)
+	require.NoError(t, err)
+	return s
+}
+
+// memSession opens a store on a fresh MemFS and creates a session in it.
+func memSession(t *testing.T, o Options) (*vfs.MemFS, *Store, uuid.UUID) {
+	t.Helper()
+	m := vfs.NewMemFS()
+	s := openMem(t, m, o)
+	meta, err := s.Create(context.Background(), Meta{Name: "crash"})
+	require.NoError(t, err)
+	return m, s, meta.ID
+}
+
+func appendN(t *testing.T, s *Store, id uuid.UUID, n int) []Event {
+	t.Helper()
+	out := make([]Event, 0, n)
+	for i := 0; i < n; i++ {
+		ev, err := s.Append(context.Background(), id, UserMessage(fmt.Sprintf("message %d %s", i, strings.Repeat("x", i%7*20))))
+		require.NoError(t, err)
+		out = append(out, ev)
+	}
+	return out
+}
+
+func sessionPath(id uuid.UUID, parts ...string) string {
+	return filepath.Join(append([]string{memRoot, sessionsDir, id.String()}, parts...)...)
+}
+
+// checkAll reopens fsys and asserts that the session holds exactly want as
+// its active path, with HEAD, index and HEAD file consistent.
+func checkAll(t *testing.T, fsys vfs.FS, id uuid.UUID, want []Event) *Store {
+	t.Helper()
+	ctx := context.Background()
+	s := openMem(t, fsys, Options{ChunkSize: 512})
+	got, err := s.Load(ctx, id)
+	require.NoError(t, err)
+	require.Len(t, got, len(want))
+	for i := range want {
+		assert.Equal(t, want[i].ID, got[i].ID)
+		assert.Equal(t, string(want[i].Record), string(got[i].Record))
+	}
+	head, err := s.Head(ctx, id)
+	require.NoError(t, err)
+	if len(want) > 0 {
+		assert.Equal(t, want[len(want)-1].ID, head)
+		// Reconciliation already rewrote the HEAD file.
+		onDisk, exists, err := readHeadFile(fsys, sessionPath(id, headName))
+		require.NoError(t, err)
+		assert.True(t, exists)
+		assert.Equal(t, head, onDisk)
+	}
+	// The index on disk holds one valid line per event.
+	n := 0
+	_, err = readIndex(fsys, sessionPath(id, indexName), func(*entry, int64) error { n++; return nil })
+	require.NoError(t, err)
+	assert.Equal(t, len(want), n)
+	return s
+}
+
+// TestCrashWithoutClose simulates power loss after acknowledged appends:
+// only synced data survives, so the index and HEAD must be rebuilt.
+func TestCrashWithoutClose(t *testing.T) {
+	for _, mode := range []vfs.CrashMode{vfs.KeepSynced, vfs.KeepAll, vfs.KeepRandom} {
+		t.Run(fmt.Sprint(mode), func(t *testing.T) {
+			m, s, id := memSession(t, Options{ChunkSize: 512})
+			evs := appendN(t, s, id, 25)
+			clone := m.CrashClone(mode, 7)
+			s2 := checkAll(t, clone, id, evs)
+			// The session keeps working after recovery.
+			more := appendN(t, s2, id, 3)
+			require.NoError(t, s2.Close())
+			checkAll(t, clone, id, append(evs, more...)).Close()
+		})
+	}
+}
+
+// TestReconcileIndexDamage damages the index in the ways a crash can and
+// checks it is rebuilt from the chunks.
+func TestReconcileIndexDamage(t *testing.T) {
+	cases := []struct {
+		name   string
+		damage func(b []byte) []byte
+	}{
+		{"missing", func([]byte) []byte { return nil }},
+		{"torn last line", func(b []byte) []byte { return b[:len(b)-40] }},
+		{"last lines lost", func(b []byte) []byte { return b[:bytes.Index(b, []byte("\n"))+1] }},
+		{"zero tail", func(b []byte) []byte { return append(b, make([]byte, 300)...) }},
+		{"zero hole", func(b []byte) []byte {
+			i := bytes.Index(b, []byte("\n")) + 1
+			copy(b[i:i+100], make([]byte, 100))
+			return b
+		}},
+		{"garbage tail", func(b []byte) []byte { return append(b, "{\"id\":\"nonsense\"}\n"...) }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			m, s, id := memSession(t, Options{ChunkSize: 512})
+			evs := appendN(t, s, id, 12)
+			require.NoError(t, s.Close())
+			path := sessionPath(id, indexName)
+			b, err := vfs.ReadFile(m, path)
+			require.NoError(t, err)
+			writeMemFile(t, m, path, tc.damage(b))
+			checkAll(t, m, id, evs).Close()
+		})
+	}
+}
+
+func writeMemFile(t *testing.T, fsys vfs.FS, path string, b []byte) {
+	t.Helper()
+	f, err := fsys.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+	require.NoError(t, err)
+	_, err = f.Write(b)
+	require.NoError(t, err)
+	require.NoError(t, f.Sync())
+	require.NoError(t, f.Close())
+}
+
+// TestReconcileTornChunkTail adds the kinds of tail a crash leaves after the
+// last record and checks they are cut and kept aside, with no record lost.
+func TestReconcileTornChunkTail(t *testing.T) {
+	tails := map[string][]byte{
+		"half record":          []byte(`{"id":"01a039f0-fd62-7000-8000-000000000005","parent_id":"01a0`),
+		"record no newline":    nil, // filled below with a whole valid-looking line minus its newline
+		"zeros":                make([]byte, 512),
+		"zeros with newline":   append(make([]byte, 100), '\n'),
+		"garbage then newline": []byte("\x01\x02garbage\n"),
+	}
+	for name, tail := range tails {
+		t.Run(name, func(t *testing.T) {
+			m, s, id := memSession(t, Options{ChunkSize: 1 << 20})
+			evs := appendN(t, s, id, 5)
+			require.NoError(t, s.Close())
+			chunk := sessionPath(id, chunksDir, chunkName(0))
+			b, err := vfs.ReadFile(m, chunk)
+			require.NoError(t, err)
+			if tail == nil {
+				// A complete record whose newline never reached the disk.
+				line := encodeEvent(nil, &Event{ID: uuid.New(), ParentID: evs[4].ID, Kind: KindMessage, Role: RoleUser, Record: []byte(`{}`)})
+				tail = line[:len(line)-1]
+			}
+			writeMemFile(t, m, chunk, append(bytes.Clone(b), tail...))
+			checkAll(t, m, id, evs).Close()
+			after, err := vfs.ReadFile(m, chunk)
+			require.NoError(t, err)
+			assert.Equal(t, b, after, "chunk is cut back to its last valid record")
+			kept, err := vfs.ReadFile(m, fmt.Sprintf("%s.broken-%d", chunk, len(b)))
+			require.NoError(t, err)
+			assert.Equal(t, tail, kept, "the cut bytes are kept aside")
+		})
+	}
+}
+
+// TestReconcileUnindexedRecordSurvives: a record synced in the chunk but
+// whose index line was lost (crash between the two) is indexed on open.
+func TestReconcileUnindexedRecordSurvives(t *testing.T) {
+	m, s, id := memSession(t, Options{})
+	evs := appendN(t, s, id, 3)
+	require.NoError(t, s.Close())
+	idx := sessionPath(id, indexName)
+	b, err := vfs.ReadFile(m, idx)
+	require.NoError(t, err)
+	lines := bytes.SplitAfter(b, []byte("\n"))
+	writeMemFile(t, m, idx, bytes.Join(lines[:1], nil))
+	checkAll(t, m, id, evs).Close()
+}
+
+// TestReconcileCorruption checks that complete but invalid data is
+// reported with its path and offset, never repaired or skipped.
+func TestReconcileCorruption(t *testing.T) {
+	type setup struct {
+		m    *vfs.MemFS
+		id   uuid.UUID
+		evs  []Event
+		locs []location
+	}
+	cases := []struct {
+		name    string
+		corrupt func(t *testing.T, st setup) (path string, off int64)
+	}{
+		{"flipped byte in a middle record of the newest chunk", func(t *testing.T, st setup) (string, int64) {
+			// Drop the index so the chunk is scanned; the bad record is
+			// followed by valid ones.
+			writeMemFile(t, st.m, sessionPath(st.id, indexName), nil)
+			last := st.locs[len(st.locs)-1].Chunk
+			var target location
+			for _, l := range st.locs {
+				if l.Chunk == last {
+					target = l
+					break
+				}
+			}
+			path := sessionPath(st.id, chunksDir, chunkName(last))
+			flipByte(t, st.m, path, target.Offset+20)
+			return path, target.Offset
+		}},
+		{"flipped byte in a sealed chunk", func(t *testing.T, st setup) (string, int64) {
+			writeMemFile(t, st.m, sessionPath(st.id, indexName), nil)
+			path := sessionPath(st.id, chunksDir, chunkName(0))
+			flipByte(t, st.m, path, st.locs[1].Offset+30)
+			return path, st.locs[1].Offset
+		}},
+		{"index entry disagrees with its chunk", func(t *testing.T, st setup) (string, int64) {
+			// Rewrite the last index line so it points at another record,
+			// with a valid checksum.
+			idx := sessionPath(st.id, indexName)
+			b, err := vfs.ReadFile(st.m, idx)
+			require.NoError(t, err)
+			lines := bytes.SplitAfter(b, []byte("\n"))
+			lines = lines[:len(lines)-1]
+			e, err := decodeIndexLine(bytes.TrimSuffix(lines[len(lines)-1], []byte("\n")))
+			require.NoError(t, err)
+			e.ID = st.evs[0].ID
+			lines[len(lines)-1] = encodeIndexLine(nil, &e)
+			writeMemFile(t, st.m, idx, bytes.Join(lines, nil))
+			return idx, int64(len(b) - len(lines[len(lines)-1]))
+		}},
+		{"index entries do not tile the chunks", func(t *testing.T, st setup) (string, int64) {
+			idx := sessionPath(st.id, indexName)
+			b, err := vfs.ReadFile(st.m, idx)
+			require.NoError(t, err)
+			lines := bytes.SplitAfter(b, []byte("\n"))
+			e, err := decodeIndexLine(bytes.TrimSuffix(lines[2], []byte("\n")))
+			require.NoError(t, err)
+			e.Loc.Offset++
+			lines[2] = encodeIndexLine(nil, &e)
+			writeMemFile(t, st.m, idx, bytes.Join(lines, nil))
+			return idx, int64(len(lines[0]) + len(lines[1]))
+		}},
+		{"missing chunk file", func(t *testing.T, st setup) (string, int64) {
+			path := sessionPath(st.id, chunksDir, chunkName(1))
+			require.NoError(t, st.m.Remove(path))
+			return path, 0
+		}},
+		{"HEAD names an unknown event", func(t *testing.T, st setup) (string, int64) {
+			path := sessionPath(st.id, headName)
+			writeMemFile(t, st.m, path, encodeHead(uuid.New()))
+			return path, 0
+		}},
+		{"HEAD is garbage", func(t *testing.T, st setup) (string, int64) {
+			path := sessionPath(st.id, headName)
+			writeMemFile(t, st.m, path, []byte("not a head\n"))
+			return path, 0
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			m, s, id := memSession(t, Options{ChunkSize: 600})
+			evs := appendN(t, s, id, 12)
+			var locs []location
+			h, err := s.acquire(id, nil)
+			require.NoError(t, err)
+			for _, e := range h.entries {
+				locs = append(locs, e.Loc)
+			}
+			h.mu.Unlock()
+			require.NoError(t, s.Close())
+			require.Greater(t, locs[len(locs)-1].Chunk, uint32(1))
+
+			before := m.String()
+			wantPath, wantOff := tc.corrupt(t, setup{m: m, id: id, evs: evs, locs: locs})
+			damaged := m.String()
+			require.NotEqual(t, before, damaged)
+
+			s2 := openMem(t, m, Options{ChunkSize: 600})
+			defer s2.Close()
+			_, err = s2.Load(context.Background(), id)
+			require.Error(t, err)
+			assert.ErrorIs(t, err, ErrCorrupt)
+			var ce *CorruptionError
+			require.ErrorAs(t, err, &ce)
+			assert.Equal(t, wantPath, ce.Path)
+			assert.Equal(t, wantOff, ce.Offset)
+			// Nothing was repaired or truncated.
+			assert.Equal(t, damaged, m.String())
+			// Writes are refused too.
+			_, err = s2.Append(context.Background(), id, UserMessage("after"))
+			assert.ErrorIs(t, err, ErrCorrupt)
+		})
+	}
+}
+
+func flipByte(t *testing.T, fsys vfs.FS, path string, off int64) {
+	t.Helper()
+	b, err := vfs.ReadFile(fsys, path)
+	require.NoError(t, err)
+	b[off] ^= 0x01
+	writeMemFile(t, fsys, path, b)
+}
+
+// TestReconcileHeadTemp covers an interrupted HEAD replace.
+func TestReconcileHeadTemp(t *testing.T) {
+	cases := []struct {
+		name string
+		tmp  func(evs []Event) []byte
+	}{
+		{"valid temp is finished", func(evs []Event) []byte { return encodeHead(evs[len(evs)-1].ID) }},
+		{"temp naming an older event", func(evs []Event) []byte { return encodeHead(evs[0].ID) }},
+		{"torn temp is removed", func([]Event) []byte { return []byte("01a0") }},
+		{"temp naming an unknown event is removed", func([]Event) []byte { return encodeHead(uuid.New()) }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			m, s, id := memSession(t, Options{})
+			evs := appendN(t, s, id, 4)
+			require.NoError(t, s.Close())
+			writeMemFile(t, m, sessionPath(id, headName), encodeHead(evs[1].ID)) // stale
+			writeMemFile(t, m, sessionPath(id, headTemp), tc.tmp(evs))
+			writeMemFile(t, m, sessionPath(id, metaFile+".tmp"), []byte(`{"format":1,"na`))
+			checkAll(t, m, id, evs).Close()
+			_, err := m.Stat(sessionPath(id, headTemp))
+			assert.ErrorIs(t, err, os.ErrNotExist)
+			_, err = m.Stat(sessionPath(id, metaFile+".tmp"))
+			assert.ErrorIs(t, err, os.ErrNotExist)
+		})
+	}
+}
+
+// TestWriteFaults injects I/O errors into Append. A failed write leaves no
+// trace and the session goes on; a failed sync makes the session refuse
+// writes until reopened, and every acknowledged event survives.
+func TestWriteFaults(t *testing.T) {
+	ctx := context.Background()
+	t.Run("write", func(t *testing.T) {
+		m, s, id := memSession(t, Options{})
+		evs := appendN(t, s, id, 3)
+		m.SetFault(func(op vfs.Op, path string) error {
+			if op == vfs.OpWrite && strings.HasSuffix(path, chunkExt) {
+				return syscall.ENOSPC
+			}
+			return nil
+		})
+		_, err := s.Append(ctx, id, UserMessage("lost"))
+		require.Error(t, err)
+		assert.ErrorIs(t, err, syscall.ENOSPC)
+		m.SetFault(nil)
+		more := appendN(t, s, id, 2)
+		require.NoError(t, s.Close())
+		checkAll(t, m, id, append(evs, more...)).Close()
+	})
+	t.Run("sync is sticky", func(t *testing.T) {
+		m, s, id := memSession(t, Options{})
+		evs := appendN(t, s, id, 3)
+		m.SetFault(func(op vfs.Op, path string) error {
+			if op == vfs.OpSync && strings.HasSuffix(path, chunkExt) {
+				return syscall.EIO
+			}
+			return nil
+		})
+		_, err := s.Append(ctx, id, UserMessage("maybe"))
+		require.ErrorIs(t, err, syscall.EIO)
+		m.SetFault(nil)
+		_, err = s.Append(ctx, id, UserMessage("refused"))
+		assert.ErrorIs(t, err, ErrSessionFailed)
+		_, err = s.UpdateMeta(ctx, id, func(m *Meta) { m.Name = "x" })
+		assert.ErrorIs(t, err, ErrSessionFailed)
+		// Acknowledged events stay readable.
+		got, err := s.Load(ctx, id)
+		require.NoError(t, err)
+		assert.GreaterOrEqual(t, len(got), len(evs))
+		clone := m.CrashClone(vfs.KeepSynced, 1)
+		require.NoError(t, s.Close())
+		checkAll(t, clone, id, evs).Close()
+	})
+	t.Run("index write failure acknowledges the durable event", func(t *testing.T) {
+		m, s, id := memSession(t, Options{})
+		evs := appendN(t, s, id, 2)
+		m.SetFault(func(op vfs.Op, path string) error {
+			if op == vfs.OpWrite && strings.HasSuffix(path, indexName) {
+				return syscall.EIO
+			}
+			return nil
+		})
+		ev, err := s.Append(ctx, id, UserMessage("durable"))
+		require.NoError(t, err)
+		m.SetFault(nil)
+		_, err = s.Append(ctx, id, UserMessage("refused"))
+		assert.ErrorIs(t, err, ErrSessionFailed)
+		require.NoError(t, s.Close())
+		checkAll(t, m, id, append(evs, ev)).Close()
+	})
+}
+
+// TestReconcileCrashDuringRepair fails the k-th mutating operation of a
+// reconciliation, crashes, and reconciles again: every crash point must
+// recover with no event lost.
+func TestReconcileCrashDuringRepair(t *testing.T) {
+	base, s, id := memSession(t, Options{ChunkSize: 512})
+	evs := appendN(t, s, id, 20)
+	// Crash without Close, then damage: torn chunk tail, stale index.
+	crashed := base.CrashClone(vfs.KeepSynced, 0)
+	require.NoError(t, s.Close())
+	chunks, err := listChunks(crashed, sessionPath(id, chunksDir))
+	require.NoError(t, err)
+	last := sessionPath(id, chunksDir, chunkName(chunks[len(chunks)-1]))
+	b, err := vfs.ReadFile(crashed, last)
+	require.NoError(t, err)
+	writeMemFile(t, crashed, last, append(b, `{"id":"torn`...))
+	writeMemFile(t, crashed, sessionPath(id, indexName), nil)
+
+	points := 0
+	for k := 0; ; k++ {
+		m := crashed.CrashClone(vfs.KeepAll, 0)
+		n := 0
+		m.SetFault(func(op vfs.Op, path string) error {
+			switch op {
+			case vfs.OpRead, vfs.OpOpen:
+				return nil
+			}
+			n++
+			if n == k+1 {
+				return syscall.EIO
+			}
+			return nil
+		})
+		s := openMem(t, m, Options{ChunkSize: 512})
+		_, err := s.Head(context.Background(), id)
+		s.Close()
+		m.SetFault(nil)
+		if err == nil {
+			break // reconciliation finished before the k-th operation
+		}
+		points++
+		for _, mode := range []vfs.CrashMode{vfs.KeepSynced, vfs.KeepAll} {
+			checkAll(t, m.CrashClone(mode, uint64(k)), id, evs).Close()
+		}
+	}
+	assert.Greater(t, points, 3, "reconciliation performs several mutating steps")
+	t.Logf("crash points inside reconciliation: %d", points)
+}
+
+// TestLoadReadsOnlyTheActivePath counts bytes read through the seam: with
+// ten branches, Load reads exactly the records of the active branch.
+func TestLoadReadsOnlyTheActivePath(t *testing.T) {
+	ctx := context.Background()
+	m := vfs.NewMemFS()
+	s := openMem(t, m, Options{ChunkSize: 4096})
+	meta, err := s.Create(ctx, Meta{})
+	require.NoError(t, err)
+	trunk := appendN(t, s, meta.ID, 10)
+	for b := 0; b < 10; b++ {
+		require.NoError(t, s.Branch(ctx, meta.ID, trunk[len(trunk)-1].ID))
+		appendN(t, s, meta.ID, 30)
+	}
+	require.NoError(t, s.Close())
+
+	counting := vfs.NewCounting(m)
+	s = openMem(t, counting, Options{ChunkSize: 4096})
+	defer s.Close()
+	_, err = s.Head(ctx, meta.ID) // open and reconcile
+	require.NoError(t, err)
+	counting.Reset()
+	path, err := s.Load(ctx, meta.ID)
+	require.NoError(t, err)
+	require.Len(t, path, 40)
+
+	h, err := s.acquire(meta.ID, nil)
+	require.NoError(t, err)
+	want := int64(0)
+	for _, ev := range path {
+		want += int64(h.entries[h.byID[ev.ID]].Loc.Length)
+	}
+	h.mu.Unlock()
+	var got int64
+	for p, st := range counting.Stats() {
+		require.Contains(t, p, string(filepath.Separator)+chunksDir+string(filepath.Separator), "Load reads chunk files only")
+		got += st.Bytes
+	}
+	assert.Equal(t, want, got, "bytes read are exactly the active path's records")
+	total := int64(0)
+	chunks, err := listChunks(m, sessionPath(meta.ID, chunksDir))
+	require.NoError(t, err)
+	for _, c := range chunks {
+		info, err := m.Stat(sessionPath(meta.ID, chunksDir, chunkName(c)))
+		require.NoError(t, err)
+		total += info.Size()
+	}
+	assert.Less(t, got*5, total, "the active branch is a small part of the session")
+}
+
+// errorsIs is a guard that the corruption error matches through wrapping.
+func TestCorruptionErrorWrapping(t *testing.T) {
+	err := fmt.Errorf("outer: %w", corruptf("/p", 42, "bad %s", "thing"))
+	assert.ErrorIs(t, err, ErrCorrupt)
+	var ce *CorruptionError
+	require.True(t, errors.As(err, &ce))
+	assert.Equal(t, "/p", ce.Path)
+	assert.Equal(t, int64(42), ce.Offset)
+	assert.Contains(t, err.Error(), "/p at offset 42: bad thing")
+}

@@ -1,0 +1,256 @@
+package sessionstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/sessionstore/sessionstore/internal/vfs"
+)
+
+// formatVersion is written to every session.json. A store refuses sessions
+// with another version rather than misreading them.
+const formatVersion = 1
+
+// Names inside a session directory; part of the format.
+const (
+	sessionsDir = "sessions"
+	metaFile    = "session.json"
+	indexName   = "index.jsonl"
+	chunksDir   = "chunks"
+	blobsDir    = "blobs"
+	lockName    = "LOCK"
+)
+
+// Meta is a session's metadata, stored in session.json. Listing sessions
+// reads these files and nothing else.
+type Meta struct {
+	ID         uuid.UUID         `json:"id"`
+	Name       string            `json:"name,omitempty"`
+	WorkingDir string            `json:"working_dir,omitempty"`
+	Model      string            `json:"model,omitempty"`
+	CreatedAt  time.Time         `json:"created_at"`
+	UpdatedAt  time.Time         `json:"updated_at"`
+	Labels     map[string]string `json:"labels,omitempty"`
+}
+
+// metaRecord is the on-disk form of session.json.
+type metaRecord struct {
+	Format int `json:"format"`
+	Meta
+}
+
+func (m Meta) clone() Meta {
+	if m.Labels != nil {
+		labels := make(map[string]string, len(m.Labels))
+		for k, v := range m.Labels {
+			labels[k] = v
+		}
+		m.Labels = labels
+	}
+	return m
+}
+
+func (s *Store) sessionDir(id uuid.UUID) string {
+	return filepath.Join(s.dir, sessionsDir, id.String())
+}
+
+func encodeMeta(m Meta) ([]byte, error) {
+	b, err := json.MarshalIndent(metaRecord{Format: formatVersion, Meta: m}, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}
+
+// decodeMeta parses session.json and checks that it belongs to the session
+// directory it was found in.
+func decodeMeta(b []byte, want uuid.UUID, path string) (Meta, error) {
+	var rec metaRecord
+	if err := json.Unmarshal(b, &rec); err != nil {
+		return Meta{}, corruptf(path, 0, "%w", err)
+	}
+	if rec.Format != formatVersion {
+		return Meta{}, fmt.Errorf("%w: %s has format %d, this build reads %d", ErrUnsupportedFormat, path, rec.Format, formatVersion)
+	}
+	if rec.ID != want {
+		return Meta{}, corruptf(path, 0, "id %s does not match its directory", rec.ID)
+	}
+	return rec.Meta, nil
+}
+
+// noSession reports whether err, from opening a file in the session
+// directory dir, means that there is no session there: the file is missing,
+// or dir is not a directory at all (a stray file named like a session id).
+func noSession(fsys vfs.FS, dir string, err error) bool {
+	if errors.Is(err, os.ErrNotExist) {
+		return true
+	}
+	info, serr := fsys.Stat(dir)
+	return serr == nil && !info.IsDir()
+}
+
+func readMeta(fsys vfs.FS, dir string, id uuid.UUID) (Meta, error) {
+	path := filepath.Join(dir, metaFile)
+	b, err := vfs.ReadFile(fsys, path)
+	if err != nil && noSession(fsys, dir, err) {
+		return Meta{}, fmt.Errorf("%w: session %s", ErrNotFound, id)
+	}
+	if err != nil {
+		return Meta{}, err
+	}
+	return decodeMeta(b, id, path)
+}
+
+// Create makes a new session and returns its metadata. A zero meta.ID gets
+// a new UUIDv7; a zero CreatedAt gets the current time, and UpdatedAt
+// starts equal to CreatedAt. The session is held open for writing by this
+// Store from then on.
+//
+// When Create returns nil, the session directory and session.json are
+// durable. A crash before that leaves at most a directory without
+// session.json, which List ignores and a later Create with the same id
+// reuses.
+//
+// Errors: ErrExists if a session with meta.ID exists; ErrLocked if another
+// writer holds that id; ErrClosed.
+func (s *Store) Create(ctx context.Context, meta Meta) (Meta, error) {
+	if err := s.begin(ctx); err != nil {
+		return Meta{}, err
+	}
+	defer s.end()
+	meta = meta.clone()
+	if meta.ID == uuid.Nil {
+		id, err := s.opts.newID()
+		if err != nil {
+			return Meta{}, fmt.Errorf("sessionstore: new session id: %w", err)
+		}
+		meta.ID = id
+	}
+	if meta.CreatedAt.IsZero() {
+		meta.CreatedAt = s.opts.now()
+	}
+	meta.CreatedAt = meta.CreatedAt.UTC()
+	meta.UpdatedAt = meta.CreatedAt
+	h, err := s.acquire(meta.ID, &meta)
+	if err != nil {
+		return Meta{}, err
+	}
+	defer h.mu.Unlock()
+	return h.meta.clone(), nil
+}
+
+// createFiles lays out a new session directory under the session's lock.
+func (s *Store) createFiles(dir string, meta Meta) error {
+	fsys := s.opts.fs
+	if _, err := fsys.Stat(filepath.Join(dir, metaFile)); err == nil {
+		return fmt.Errorf("%w: session %s", ErrExists, meta.ID)
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	for _, sub := range []string{chunksDir, blobsDir} {
+		if err := fsys.MkdirAll(filepath.Join(dir, sub), s.opts.DirMode); err != nil {
+			return err
+		}
+	}
+	b, err := encodeMeta(meta)
+	if err != nil {
+		return err
+	}
+	if err := replaceFile(fsys, dir, metaFile, b, s.opts.FileMode); err != nil {
+		return err
+	}
+	// The session directory's own entry must survive too.
+	return fsys.SyncDir(filepath.Join(s.dir, sessionsDir))
+}
+
+// List returns the metadata of every session, ordered by id (UUIDv7 ids
+// sort by creation time). It reads the session.json files and nothing else,
+// and works while other processes write sessions. A session.json that
+// cannot be read is reported as an error rather than skipped.
+func (s *Store) List(ctx context.Context) ([]Meta, error) {
+	if err := s.begin(ctx); err != nil {
+		return nil, err
+	}
+	defer s.end()
+	root := filepath.Join(s.dir, sessionsDir)
+	names, err := s.opts.fs.ReadDir(root)
+	if err != nil {
+		return nil, fmt.Errorf("sessionstore: list sessions: %w", err)
+	}
+	out := make([]Meta, 0, len(names))
+	for _, name := range names {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		id, err := uuid.Parse(name)
+		if err != nil || id.String() != name {
+			continue // not a session directory
+		}
+		m, err := readMeta(s.opts.fs, filepath.Join(root, name), id)
+		if errors.Is(err, ErrNotFound) {
+			continue // a Create that did not finish
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, m)
+	}
+	sort.Slice(out, func(i, j int) bool { return bytesLess(out[i].ID[:], out[j].ID[:]) })
+	return out, nil
+}
+
+func bytesLess(a, b []byte) bool { return string(a) < string(b) }
+
+// Meta returns a session's metadata. It reads session.json only.
+//
+// Errors: ErrNotFound, ErrUnsupportedFormat, *CorruptionError, ErrClosed.
+func (s *Store) Meta(ctx context.Context, session uuid.UUID) (Meta, error) {
+	if err := s.begin(ctx); err != nil {
+		return Meta{}, err
+	}
+	defer s.end()
+	return readMeta(s.opts.fs, s.sessionDir(session), session)
+}
+
+// UpdateMeta applies fn to a copy of the session's metadata and stores the
+// result with UpdatedAt set to now. fn must not change ID or CreatedAt.
+//
+// When UpdateMeta returns nil, the new session.json is durable (written to
+// a temporary file, synced, renamed over the old one, directory synced); a
+// crash at any point leaves either the old or the new metadata, whole.
+//
+// Errors: ErrNotFound, ErrInvalidMeta, ErrLocked, ErrSessionFailed,
+// ErrClosed.
+func (s *Store) UpdateMeta(ctx context.Context, session uuid.UUID, fn func(*Meta)) (Meta, error) {
+	if err := s.begin(ctx); err != nil {
+		return Meta{}, err
+	}
+	defer s.end()
+	h, err := s.acquire(session, nil)
+	if err != nil {
+		return Meta{}, err
+	}
+	defer h.mu.Unlock()
+	if err := h.writable(); err != nil {
+		return Meta{}, err
+	}
+	m := h.meta.clone()
+	fn(&m)
+	if m.ID != h.meta.ID || !m.CreatedAt.Equal(h.meta.CreatedAt) {
+		return Meta{}, fmt.Errorf("%w: ID and CreatedAt cannot change", ErrInvalidMeta)
+	}
+	m.CreatedAt = h.meta.CreatedAt // the same instant, kept in its stored form
+	m.UpdatedAt = s.opts.now().UTC()
+	if err := h.writeMeta(m); err != nil {
+		return Meta{}, err
+	}
+	return m.clone(), nil
+}

@@ -1,0 +1,535 @@
+package sessionstore
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/sessionstore/sessionstore/internal/vfs"
+)
+
+// Store holds the sessions under one root directory. Its methods are safe
+// for concurrent use. A Store opens a session for writing the first time a
+// call needs the session's timeline (Append, Branch, Head, Load, Event,
+// Tree, ...) and holds its lock until Close; List and Meta read only
+// session.json and take no lock.
+type Store struct {
+	dir  string
+	opts Options
+
+	// closeMu is held shared by every call in flight and exclusively by
+	// Close, so Close waits for them.
+	closeMu sync.RWMutex
+	closed  atomic.Bool
+
+	mu       sync.Mutex // guards sessions
+	sessions map[uuid.UUID]*handle
+}
+
+// handle is an open, locked session: its in-memory index and its writers.
+// Every field is guarded by mu.
+type handle struct {
+	mu  sync.Mutex
+	id  uuid.UUID
+	dir string
+
+	openErr error // set when opening failed; the handle is then unusable
+	lock    io.Closer
+	meta    Meta
+
+	entries []entry             // every event, in log order
+	byID    map[uuid.UUID]int32 // id -> position in entries
+	pending uuid.UUID           // parent chosen by Branch, uuid.Nil if none
+
+	chunks     chunkWriter
+	index      *indexFile
+	failed     error     // sticky write failure
+	headOnDisk uuid.UUID // what the HEAD file holds
+	appended   bool      // events appended since open
+	line       []byte    // reused encoding buffer
+}
+
+// Open opens (creating it if needed) the store rooted at dir. A nil opts
+// selects the defaults. Open does not open any session: sessions are opened,
+// locked and reconciled on first use.
+//
+// Errors: ErrInvalidOptions, or the filesystem error that prevented
+// creating the root.
+func Open(dir string, opts *Options) (*Store, error) {
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	dir = filepath.Clean(dir)
+	root := filepath.Join(dir, sessionsDir)
+	if _, err := o.fs.Stat(root); errors.Is(err, os.ErrNotExist) {
+		if err := o.fs.MkdirAll(root, o.DirMode); err != nil {
+			return nil, fmt.Errorf("sessionstore: create root: %w", err)
+		}
+		if err := o.fs.SyncDir(dir); err != nil {
+			return nil, fmt.Errorf("sessionstore: create root: %w", err)
+		}
+		if err := o.fs.SyncDir(filepath.Dir(dir)); err != nil {
+			return nil, fmt.Errorf("sessionstore: create root: %w", err)
+		}
+	} else if err != nil {
+		return nil, fmt.Errorf("sessionstore: open root: %w", err)
+	}
+	return &Store{dir: dir, opts: o, sessions: map[uuid.UUID]*handle{}}, nil
+}
+
+// Dir returns the store's root directory.
+func (s *Store) Dir() string { return s.dir }
+
+// Close waits for calls in flight, then closes every open session: it
+// checkpoints HEAD and the metadata's UpdatedAt (both atomically replaced
+// and synced), closes the files and releases the locks. Events appended
+// before Close were already durable; Close adds no durability to them.
+// Close is idempotent; every other method returns ErrClosed afterwards.
+func (s *Store) Close() error {
+	s.closeMu.Lock()
+	defer s.closeMu.Unlock()
+	if s.closed.Swap(true) {
+		return nil
+	}
+	var errs []error
+	for id, h := range s.sessions {
+		if err := s.closeHandle(h); err != nil {
+			errs = append(errs, fmt.Errorf("sessionstore: close session %s: %w", id, err))
+		}
+	}
+	clear(s.sessions)
+	return errors.Join(errs...)
+}
+
+func (s *Store) begin(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.closeMu.RLock()
+	if s.closed.Load() {
+		s.closeMu.RUnlock()
+		return ErrClosed
+	}
+	return nil
+}
+
+func (s *Store) end() { s.closeMu.RUnlock() }
+
+// acquire returns the open handle of a session with its mutex held,
+// opening (and, when create is non-nil, creating) the session first.
+func (s *Store) acquire(id uuid.UUID, create *Meta) (*handle, error) {
+	s.mu.Lock()
+	if h, ok := s.sessions[id]; ok {
+		s.mu.Unlock()
+		h.mu.Lock()
+		if h.openErr != nil {
+			h.mu.Unlock()
+			return nil, h.openErr
+		}
+		if create != nil {
+			h.mu.Unlock()
+			return nil, fmt.Errorf("%w: session %s", ErrExists, id)
+		}
+		return h, nil
+	}
+	h := &handle{id: id, dir: s.sessionDir(id)}
+	h.mu.Lock() // held while opening, so other callers wait for the result
+	s.sessions[id] = h
+	s.mu.Unlock()
+	if err := s.openHandle(h, create); err != nil {
+		h.openErr = err
+		s.mu.Lock()
+		delete(s.sessions, id)
+		s.mu.Unlock()
+		h.mu.Unlock()
+		return nil, err
+	}
+	return h, nil
+}
+
+// openHandle locks a session, creates its files if asked, and reconciles
+// them.
+func (s *Store) openHandle(h *handle, create *Meta) error {
+	fsys := s.opts.fs
+	if create != nil {
+		if err := fsys.MkdirAll(h.dir, s.opts.DirMode); err != nil {
+			return err
+		}
+	} else if _, err := fsys.Stat(filepath.Join(h.dir, metaFile)); err != nil && noSession(fsys, h.dir, err) {
+		return fmt.Errorf("%w: session %s", ErrNotFound, h.id)
+	} else if err != nil {
+		return err
+	}
+	lockPath := filepath.Join(h.dir, lockName)
+	lk, err := fsys.Lock(lockPath, s.opts.FileMode)
+	if errors.Is(err, vfs.ErrLocked) {
+		return &fs.PathError{Op: "lock", Path: lockPath, Err: ErrLocked}
+	}
+	if err != nil {
+		return err
+	}
+	h.lock = lk
+	ok := false
+	defer func() {
+		if !ok {
+			h.closeFiles()
+		}
+	}()
+	if create != nil {
+		if err := s.createFiles(h.dir, *create); err != nil {
+			return err
+		}
+		h.meta = create.clone()
+	} else {
+		if h.meta, err = readMeta(fsys, h.dir, h.id); err != nil {
+			return err
+		}
+	}
+	if err := s.reconcile(h); err != nil {
+		return err
+	}
+	ok = true
+	return nil
+}
+
+func (h *handle) closeFiles() error {
+	var errs []error
+	if h.index != nil {
+		errs = append(errs, h.index.close())
+		h.index = nil
+	}
+	errs = append(errs, h.chunks.close())
+	if h.lock != nil {
+		errs = append(errs, h.lock.Close())
+		h.lock = nil
+	}
+	return errors.Join(errs...)
+}
+
+// closeHandle checkpoints HEAD and metadata and closes the session.
+func (s *Store) closeHandle(h *handle) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.openErr != nil {
+		return nil
+	}
+	var errs []error
+	if h.failed == nil {
+		if head := h.head(); head != h.headOnDisk {
+			if err := writeHead(s.opts.fs, h.dir, head, s.opts.FileMode); err != nil {
+				errs = append(errs, err)
+			} else {
+				h.headOnDisk = head
+			}
+		}
+		if h.appended {
+			m := h.meta.clone()
+			if last := time.Unix(0, h.entries[len(h.entries)-1].Time).UTC(); last.After(m.UpdatedAt) {
+				m.UpdatedAt = last
+				errs = append(errs, h.writeMeta(m))
+			}
+		}
+	}
+	errs = append(errs, h.closeFiles())
+	h.openErr = ErrClosed
+	return errors.Join(errs...)
+}
+
+// writable reports the sticky failure that stops writes, if any.
+func (h *handle) writable() error {
+	if h.failed != nil {
+		return fmt.Errorf("%w: %w", ErrSessionFailed, h.failed)
+	}
+	return nil
+}
+
+// writeMeta atomically replaces session.json and updates the cached copy.
+func (h *handle) writeMeta(m Meta) error {
+	b, err := encodeMeta(m)
+	if err != nil {
+		return err
+	}
+	if err := replaceFile(h.chunks.fsys, h.dir, metaFile, b, h.chunks.perm); err != nil {
+		return fmt.Errorf("sessionstore: write %s: %w", filepath.Join(h.dir, metaFile), err)
+	}
+	h.meta = m
+	return nil
+}
+
+// head is the newest event in log order: every Append moves HEAD to the
+// event it writes and nothing else moves it.
+func (h *handle) head() uuid.UUID {
+	if len(h.entries) == 0 {
+		return uuid.Nil
+	}
+	return h.entries[len(h.entries)-1].ID
+}
+
+// lookup returns the entry of an event.
+func (h *handle) lookup(id uuid.UUID) (*entry, error) {
+	i, ok := h.byID[id]
+	if !ok {
+		return nil, fmt.Errorf("%w: event %s in session %s", ErrNotFound, id, h.id)
+	}
+	return &h.entries[i], nil
+}
+
+// add records a new entry in memory after checking it against the tree:
+// its parent must be known and its id new.
+func (h *handle) add(e *entry) error {
+	n := len(h.entries)
+	// In log order a parent usually is the previous event: skip the map.
+	if e.ParentID != uuid.Nil && (n == 0 || h.entries[n-1].ID != e.ParentID) {
+		if _, ok := h.byID[e.ParentID]; !ok {
+			return fmt.Errorf("event %s names unknown parent %s", e.ID, e.ParentID)
+		}
+	}
+	h.byID[e.ID] = int32(n)
+	if len(h.byID) != n+1 {
+		// The id was already there: put the first occurrence back.
+		for i := range h.entries {
+			if h.entries[i].ID == e.ID {
+				h.byID[e.ID] = int32(i)
+				return fmt.Errorf("duplicate event id %s (first at position %d)", e.ID, i)
+			}
+		}
+	}
+	h.entries = append(h.entries, *e)
+	return nil
+}
+
+// Append adds an event to the session as a child of HEAD, or of the event
+// chosen by Branch (then BranchFrom is set to it), and makes it HEAD. It
+// assigns the event's ID (UUIDv7), ParentID, BranchFrom and Time, and
+// returns the stored event.
+//
+// Durability: when Append returns nil the event's record is on stable
+// storage (written and fdatasync'ed in its chunk) and survives a crash or
+// power loss. The index line and HEAD are derived from the chunk and are
+// restored by reconciliation if a crash loses them. When Append returns an
+// error the event was not acknowledged; after a crash it is either absent or,
+// if its bytes reached the disk whole, present.
+//
+// Errors: ErrInvalidEvent (with ErrRecordTooLarge) for bad input, and then
+// nothing is written; ErrNotFound; ErrLocked; ErrSessionFailed after an
+// earlier I/O failure; ErrClosed; *CorruptionError if the session could not
+// be opened.
+func (s *Store) Append(ctx context.Context, session uuid.UUID, ev Event) (Event, error) {
+	if err := s.begin(ctx); err != nil {
+		return Event{}, err
+	}
+	defer s.end()
+	rec, err := prepareRecord(ev, s.opts.MaxRecordSize)
+	if err != nil {
+		return Event{}, err
+	}
+	h, err := s.acquire(session, nil)
+	if err != nil {
+		return Event{}, err
+	}
+	defer h.mu.Unlock()
+	if err := h.writable(); err != nil {
+		return Event{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return Event{}, err
+	}
+	id, err := s.opts.newID()
+	if err != nil {
+		return Event{}, fmt.Errorf("sessionstore: new event id: %w", err)
+	}
+	if _, dup := h.byID[id]; dup {
+		return Event{}, fmt.Errorf("sessionstore: id source returned duplicate id %s", id)
+	}
+	out := Event{ID: id, ParentID: h.head(), Kind: ev.Kind, Role: ev.Role, Time: s.opts.now().UTC(), Record: rec}
+	if h.pending != uuid.Nil {
+		out.ParentID, out.BranchFrom = h.pending, h.pending
+	}
+	h.line = encodeEvent(h.line[:0], &out)
+	loc, err := h.chunks.append(h.line)
+	if err != nil {
+		if errors.Is(err, errUnsynced) {
+			h.failed = err
+			s.opts.Logger.Error("sessionstore: session stops writing", "session", h.id, "err", err)
+		}
+		return Event{}, err
+	}
+	e := entry{header: headerOf(&out), Size: int64(len(rec)), Loc: loc}
+	if err := h.add(&e); err != nil {
+		// Unreachable unless memory was corrupted: checked above.
+		h.failed = err
+		return Event{}, err
+	}
+	h.pending = uuid.Nil
+	h.appended = true
+	if err := h.index.append(&e); err != nil {
+		// The event is durable: acknowledge it. The index will be rebuilt
+		// from the chunk on the next open; until then, stop writing.
+		h.failed = err
+		s.opts.Logger.Error("sessionstore: index write failed; session stops writing until reopened", "session", h.id, "err", err)
+	}
+	return out, nil
+}
+
+// Load returns the active path of a session: the events from the root to
+// HEAD, oldest first, with their records. It reads only those events'
+// records, located through the in-memory index. An empty session loads as
+// an empty slice.
+//
+// Errors: ErrNotFound, ErrLocked, ErrClosed, *CorruptionError for a record
+// that does not match its index entry.
+func (s *Store) Load(ctx context.Context, session uuid.UUID) ([]Event, error) {
+	return s.loadPath(ctx, session, uuid.Nil, true)
+}
+
+// LoadPath returns the path from the root to the event leaf, oldest first,
+// with records: the context a branch ending at leaf would have.
+//
+// Errors: as Load; ErrNotFound when leaf is not in the session.
+func (s *Store) LoadPath(ctx context.Context, session, leaf uuid.UUID) ([]Event, error) {
+	return s.loadPath(ctx, session, leaf, false)
+}
+
+func (s *Store) loadPath(ctx context.Context, session, leaf uuid.UUID, fromHead bool) ([]Event, error) {
+	if err := s.begin(ctx); err != nil {
+		return nil, err
+	}
+	defer s.end()
+	h, err := s.acquire(session, nil)
+	if err != nil {
+		return nil, err
+	}
+	if fromHead {
+		leaf = h.head()
+	} else if leaf == uuid.Nil {
+		h.mu.Unlock()
+		return nil, fmt.Errorf("%w: the nil uuid is not an event", ErrNotFound)
+	}
+	var path []entry
+	if leaf != uuid.Nil {
+		i, ok := h.byID[leaf]
+		if !ok {
+			h.mu.Unlock()
+			return nil, fmt.Errorf("%w: event %s in session %s", ErrNotFound, leaf, session)
+		}
+		for {
+			e := &h.entries[i]
+			path = append(path, *e)
+			if e.ParentID == uuid.Nil {
+				break
+			}
+			i = h.byID[e.ParentID]
+		}
+	}
+	h.mu.Unlock()
+	// Records never move once written, so they are read without the lock.
+	r := newChunkReader(s.opts.fs, filepath.Join(h.dir, chunksDir))
+	defer r.close()
+	slices.Reverse(path) // oldest first, which is also file order
+	out := make([]Event, len(path))
+	for k := 0; k < len(path); {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		// Read a run of adjacent records (a branch appended without
+		// interruption) with one read.
+		end := k + 1
+		for end < len(path) && path[end].Loc.Chunk == path[k].Loc.Chunk &&
+			path[end].Loc.Offset == path[end-1].Loc.end() && path[end].Loc.end()-path[k].Loc.Offset <= maxReadRun {
+			end++
+		}
+		if err := r.fill(path[k].Loc.Chunk, path[k].Loc.Offset, path[end-1].Loc.end()-path[k].Loc.Offset); err != nil {
+			return nil, err
+		}
+		for ; k < end; k++ {
+			ev, err := readEntry(r, &path[k])
+			if err != nil {
+				return nil, err
+			}
+			out[k] = ev
+		}
+	}
+	return out, nil
+}
+
+// maxReadRun bounds the bytes Load reads with one call.
+const maxReadRun = 1 << 20
+
+// readEntry reads an event's record and checks it against its index entry.
+func readEntry(r *chunkReader, e *entry) (Event, error) {
+	h, rec, err := r.read(e.Loc)
+	if err != nil {
+		return Event{}, err
+	}
+	if h != e.header || int64(len(rec)) != e.Size {
+		return Event{}, corruptf(filepath.Join(r.dir, chunkName(e.Loc.Chunk)), e.Loc.Offset, "record %s does not match its index entry %s", h.ID, e.ID)
+	}
+	var ev Event
+	h.fill(&ev)
+	ev.Record = bytes.Clone(rec)
+	return ev, nil
+}
+
+// Event returns one event with its record.
+//
+// Errors: ErrNotFound, ErrLocked, ErrClosed, *CorruptionError.
+func (s *Store) Event(ctx context.Context, session, id uuid.UUID) (Event, error) {
+	if err := s.begin(ctx); err != nil {
+		return Event{}, err
+	}
+	defer s.end()
+	h, err := s.acquire(session, nil)
+	if err != nil {
+		return Event{}, err
+	}
+	e, err := h.lookup(id)
+	if err != nil {
+		h.mu.Unlock()
+		return Event{}, err
+	}
+	ent := *e
+	h.mu.Unlock()
+	r := newChunkReader(s.opts.fs, filepath.Join(h.dir, chunksDir))
+	defer r.close()
+	return readEntry(r, &ent)
+}
+
+// replaceFile atomically replaces dir/name with data: write a temporary
+// file, sync it, close it, rename it over the target, sync the directory.
+// When it returns nil the new content is durable; a crash at any point
+// leaves the old content or the new, whole, plus perhaps the temporary
+// file, which reconciliation removes.
+func replaceFile(fsys vfs.FS, dir, name string, data []byte, perm os.FileMode) error {
+	tmp := filepath.Join(dir, name+".tmp")
+	f, err := fsys.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, perm)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := fsys.Rename(tmp, filepath.Join(dir, name)); err != nil {
+		return err
+	}
+	return fsys.SyncDir(dir)
+}

@@ -1,0 +1,67 @@
+package sessionstore
+
+import (
+	"context"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Node is the payload-free view of an event, for timeline rendering: it is
+// built from the in-memory index and costs no record read.
+type Node struct {
+	ID, ParentID, BranchFrom uuid.UUID
+	Kind                     Kind
+	Role                     Role
+	Time                     time.Time
+	Size                     int64 // bytes of the record's compact JSON
+}
+
+// Tree returns every event of the session without records, in the order
+// they were appended (parents before children). It reads no chunk.
+//
+// Errors: ErrNotFound, ErrLocked, ErrClosed.
+func (s *Store) Tree(ctx context.Context, session uuid.UUID) ([]Node, error) {
+	if err := s.begin(ctx); err != nil {
+		return nil, err
+	}
+	defer s.end()
+	h, err := s.acquire(session, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer h.mu.Unlock()
+	out := make([]Node, len(h.entries))
+	for i := range h.entries {
+		out[i] = h.entries[i].node()
+	}
+	return out, nil
+}
+
+// Children returns the direct children of an event, in append order,
+// without records; uuid.Nil as id returns the roots. It reads no chunk.
+//
+// Errors: ErrNotFound when id is not in the session; ErrLocked; ErrClosed.
+func (s *Store) Children(ctx context.Context, session, id uuid.UUID) ([]Node, error) {
+	if err := s.begin(ctx); err != nil {
+		return nil, err
+	}
+	defer s.end()
+	h, err := s.acquire(session, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer h.mu.Unlock()
+	if id != uuid.Nil {
+		if _, err := h.lookup(id); err != nil {
+			return nil, err
+		}
+	}
+	out := []Node{}
+	for i := range h.entries {
+		if h.entries[i].ParentID == id {
+			out = append(out, h.entries[i].node())
+		}
+	}
+	return out, nil
+}
