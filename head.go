@@ -71,16 +71,12 @@ func writeHead(fsys vfs.FS, dir string, id uuid.UUID, perm os.FileMode) error {
 //
 // Errors: ErrNotFound, ErrLocked, ErrClosed.
 func (s *Store) Head(ctx context.Context, session uuid.UUID) (uuid.UUID, error) {
-	if err := s.begin(ctx); err != nil {
-		return uuid.Nil, err
-	}
-	defer s.end()
-	h, err := s.acquire(session, nil)
-	if err != nil {
-		return uuid.Nil, err
-	}
-	defer h.mu.Unlock()
-	return h.head(), nil
+	var head uuid.UUID
+	err := s.withHandle(ctx, session, func(h *handle) error {
+		head = h.head()
+		return nil
+	})
+	return head, err
 }
 
 // Branch selects from as the parent of the next appended event: the first
@@ -91,24 +87,17 @@ func (s *Store) Head(ctx context.Context, session uuid.UUID) (uuid.UUID, error) 
 //
 // Errors: ErrNotFound when from is not in the session; ErrLocked; ErrClosed.
 func (s *Store) Branch(ctx context.Context, session, from uuid.UUID) error {
-	if err := s.begin(ctx); err != nil {
-		return err
-	}
-	defer s.end()
-	h, err := s.acquire(session, nil)
-	if err != nil {
-		return err
-	}
-	defer h.mu.Unlock()
-	if _, err := h.lookup(from); err != nil {
-		return err
-	}
-	if from == h.head() {
-		h.pending = uuid.Nil
-	} else {
-		h.pending = from
-	}
-	return nil
+	return s.withHandle(ctx, session, func(h *handle) error {
+		if _, err := h.lookup(from); err != nil {
+			return err
+		}
+		if from == h.head() {
+			h.pending = uuid.Nil
+		} else {
+			h.pending = from
+		}
+		return nil
+	})
 }
 
 // NextParent returns the event the next Append will be a child of: the
@@ -117,17 +106,13 @@ func (s *Store) Branch(ctx context.Context, session, from uuid.UUID) error {
 //
 // Errors: ErrNotFound, ErrLocked, ErrClosed.
 func (s *Store) NextParent(ctx context.Context, session uuid.UUID) (parent uuid.UUID, branching bool, err error) {
-	if err := s.begin(ctx); err != nil {
-		return uuid.Nil, false, err
-	}
-	defer s.end()
-	h, err := s.acquire(session, nil)
-	if err != nil {
-		return uuid.Nil, false, err
-	}
-	defer h.mu.Unlock()
-	if h.pending != uuid.Nil {
-		return h.pending, true, nil
-	}
-	return h.head(), false, nil
+	err = s.withHandle(ctx, session, func(h *handle) error {
+		if h.pending != uuid.Nil {
+			parent, branching = h.pending, true
+		} else {
+			parent = h.head()
+		}
+		return nil
+	})
+	return parent, branching, err
 }

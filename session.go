@@ -230,27 +230,23 @@ func (s *Store) Meta(ctx context.Context, session uuid.UUID) (Meta, error) {
 // Errors: ErrNotFound, ErrInvalidMeta, ErrLocked, ErrSessionFailed,
 // ErrClosed.
 func (s *Store) UpdateMeta(ctx context.Context, session uuid.UUID, fn func(*Meta)) (Meta, error) {
-	if err := s.begin(ctx); err != nil {
-		return Meta{}, err
-	}
-	defer s.end()
-	h, err := s.acquire(session, nil)
-	if err != nil {
-		return Meta{}, err
-	}
-	defer h.mu.Unlock()
-	if err := h.writable(); err != nil {
-		return Meta{}, err
-	}
-	m := h.meta.clone()
-	fn(&m)
-	if m.ID != h.meta.ID || !m.CreatedAt.Equal(h.meta.CreatedAt) {
-		return Meta{}, fmt.Errorf("%w: ID and CreatedAt cannot change", ErrInvalidMeta)
-	}
-	m.CreatedAt = h.meta.CreatedAt // the same instant, kept in its stored form
-	m.UpdatedAt = s.opts.now().UTC()
-	if err := h.writeMeta(m); err != nil {
-		return Meta{}, err
-	}
-	return m.clone(), nil
+	var out Meta
+	err := s.withHandle(ctx, session, func(h *handle) error {
+		if err := h.writable(); err != nil {
+			return err
+		}
+		m := h.meta.clone()
+		fn(&m)
+		if m.ID != h.meta.ID || !m.CreatedAt.Equal(h.meta.CreatedAt) {
+			return fmt.Errorf("%w: ID and CreatedAt cannot change", ErrInvalidMeta)
+		}
+		m.CreatedAt = h.meta.CreatedAt // the same instant, kept in its stored form
+		m.UpdatedAt = s.opts.now().UTC()
+		if err := h.writeMeta(m); err != nil {
+			return err
+		}
+		out = m.clone()
+		return nil
+	})
+	return out, err
 }

@@ -127,6 +127,21 @@ func (s *Store) begin(ctx context.Context) error {
 
 func (s *Store) end() { s.closeMu.RUnlock() }
 
+// withHandle runs fn with the session's open handle and its mutex held,
+// inside a call that Close waits for.
+func (s *Store) withHandle(ctx context.Context, id uuid.UUID, fn func(h *handle) error) error {
+	if err := s.begin(ctx); err != nil {
+		return err
+	}
+	defer s.end()
+	h, err := s.acquire(id, nil)
+	if err != nil {
+		return err
+	}
+	defer h.mu.Unlock()
+	return fn(h)
+}
+
 // acquire returns the open handle of a session with its mutex held,
 // opening (and, when create is non-nil, creating) the session first.
 func (s *Store) acquire(id uuid.UUID, create *Meta) (*handle, error) {
@@ -262,6 +277,9 @@ func (h *handle) writeMeta(m Meta) error {
 		return err
 	}
 	if err := replaceFile(h.chunks.fsys, h.dir, metaFile, b, h.chunks.perm); err != nil {
+		// The old or the new file is whole on disk, but which one a crash
+		// would keep is unknown after a failed sync: stop writing.
+		h.failed = err
 		return fmt.Errorf("sessionstore: write %s: %w", filepath.Join(h.dir, metaFile), err)
 	}
 	h.meta = m

@@ -22,20 +22,15 @@ type Node struct {
 //
 // Errors: ErrNotFound, ErrLocked, ErrClosed.
 func (s *Store) Tree(ctx context.Context, session uuid.UUID) ([]Node, error) {
-	if err := s.begin(ctx); err != nil {
-		return nil, err
-	}
-	defer s.end()
-	h, err := s.acquire(session, nil)
-	if err != nil {
-		return nil, err
-	}
-	defer h.mu.Unlock()
-	out := make([]Node, len(h.entries))
-	for i := range h.entries {
-		out[i] = h.entries[i].node()
-	}
-	return out, nil
+	var out []Node
+	err := s.withHandle(ctx, session, func(h *handle) error {
+		out = make([]Node, len(h.entries))
+		for i := range h.entries {
+			out[i] = h.entries[i].node()
+		}
+		return nil
+	})
+	return out, err
 }
 
 // Children returns the direct children of an event, in append order,
@@ -43,25 +38,20 @@ func (s *Store) Tree(ctx context.Context, session uuid.UUID) ([]Node, error) {
 //
 // Errors: ErrNotFound when id is not in the session; ErrLocked; ErrClosed.
 func (s *Store) Children(ctx context.Context, session, id uuid.UUID) ([]Node, error) {
-	if err := s.begin(ctx); err != nil {
-		return nil, err
-	}
-	defer s.end()
-	h, err := s.acquire(session, nil)
-	if err != nil {
-		return nil, err
-	}
-	defer h.mu.Unlock()
-	if id != uuid.Nil {
-		if _, err := h.lookup(id); err != nil {
-			return nil, err
+	var out []Node
+	err := s.withHandle(ctx, session, func(h *handle) error {
+		if id != uuid.Nil {
+			if _, err := h.lookup(id); err != nil {
+				return err
+			}
 		}
-	}
-	out := []Node{}
-	for i := range h.entries {
-		if h.entries[i].ParentID == id {
-			out = append(out, h.entries[i].node())
+		out = []Node{}
+		for i := range h.entries {
+			if h.entries[i].ParentID == id {
+				out = append(out, h.entries[i].node())
+			}
 		}
-	}
-	return out, nil
+		return nil
+	})
+	return out, err
 }
