@@ -90,8 +90,10 @@ func (w *chunkWriter) create(num uint32) error {
 		return err
 	}
 	if err := w.fsys.SyncDir(w.dir); err != nil {
+		// The file exists but its entry may not be durable, and a failed
+		// sync is not retried: the writer stops.
 		f.Close()
-		return err
+		return fmt.Errorf("%w: %w", err, errUnsynced)
 	}
 	if w.f != nil {
 		if err := w.f.Close(); err != nil {

@@ -129,7 +129,20 @@ type ToolResult struct {
 	CallID  string `json:"call_id"`
 	Output  string `json:"output"`
 	IsError bool   `json:"is_error,omitempty"`
+	// Outcome qualifies a result the tool did not produce itself. Empty
+	// means a normal result: Output is what the tool returned.
+	// OutcomeUnknown marks a synthetic result written by
+	// [Store.RepairInterruptedToolCalls].
+	Outcome string `json:"outcome,omitempty"`
 }
+
+// OutcomeUnknown is the [ToolResult.Outcome] of a synthetic result that
+// stands in for one lost in a crash: the tool call was durable but its
+// result was not, so whether the tool ran, and what it changed, is
+// unknown. A harness should retry only read-only or idempotent work and
+// verify possible side effects (or ask the user) before repeating
+// anything else.
+const OutcomeUnknown = "outcome_unknown"
 
 // NewEvent returns an event of the given kind and role whose record is v
 // encoded as JSON. An encoding error is reported by Append.

@@ -2,6 +2,9 @@ package sessionstore
 
 import (
 	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -75,5 +78,34 @@ func FuzzDecodeHead(f *testing.F) {
 			return
 		}
 		assert.Equal(t, b, encodeHead(id))
+	})
+}
+
+// FuzzDecodeMeta feeds arbitrary bytes to the session.json decoder, seeded
+// with the golden session.json.
+func FuzzDecodeMeta(f *testing.F) {
+	golden, err := os.ReadFile(filepath.Join("testdata", "golden", "sessions", goldenSession.String(), metaFile))
+	require.NoError(f, err)
+	f.Add(golden)
+	f.Add(bytes.Replace(golden, []byte(`"format": 1`), []byte(`"format": 2`), 1))
+	f.Add([]byte(`{"format":1,"id":"` + goldenSession.String() + `"}`))
+	f.Add([]byte(`{"format":1,"id":"` + goldenSession.String() + `","labels":{"a":"b"},"created_at":"2026-01-01T00:00:00Z"}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m, err := decodeMeta(b, goldenSession, "session.json")
+		if err != nil {
+			var ce *CorruptionError
+			if !errors.As(err, &ce) {
+				require.ErrorIs(t, err, ErrUnsupportedFormat)
+			}
+			return
+		}
+		require.Equal(t, goldenSession, m.ID)
+		enc, err := encodeMeta(m)
+		require.NoError(t, err)
+		again, err := decodeMeta(enc, goldenSession, "session.json")
+		require.NoError(t, err)
+		assert.Equal(t, m.Name, again.Name)
+		assert.Equal(t, m.Labels, again.Labels)
+		assert.True(t, m.CreatedAt.Equal(again.CreatedAt))
 	})
 }

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -22,6 +24,7 @@ const (
 	apiHelperEnv  = "SESSIONSTORE_TEST_HELPER"  // what the helper does
 	apiDirEnv     = "SESSIONSTORE_TEST_DIR"     // the store's root
 	apiSessionEnv = "SESSIONSTORE_TEST_SESSION" // the session id
+	apiSeedEnv    = "SESSIONSTORE_TEST_SEED"    // seed of the append-loop workload
 )
 
 func TestMain(m *testing.M) {
@@ -37,11 +40,17 @@ func TestMain(m *testing.M) {
 //	append          open the store, append one event, close; print "ok" or the error
 //	append-noclose  the same, but exit without closing the store (a crash)
 //	list            open the store and print the number of sessions List returns
+//	append-loop     open the store with small chunks and append forever,
+//	                printing each acknowledged event id on a line of its own;
+//	                see apiAppendLoop
 func apiHelper(mode, dir, session string) string {
 	ctx := context.Background()
 	id, err := uuid.Parse(session)
 	if err != nil && mode != "list" {
 		return "bad session id: " + err.Error()
+	}
+	if mode == "append-loop" {
+		return apiAppendLoop(dir, id, os.Getenv(apiSeedEnv))
 	}
 	s, err := Open(dir, nil)
 	if err != nil {
@@ -69,6 +78,62 @@ func apiHelper(mode, dir, session string) string {
 		return fmt.Sprint(len(list))
 	}
 	return "unknown helper mode " + mode
+}
+
+// apiLoopChunkSize is the ChunkSize of the append-loop helper: small, so
+// that chunk rotation happens every few dozen events.
+const apiLoopChunkSize = 16 << 10
+
+// apiAppendLoop appends to session forever, until the process is killed; it
+// never closes the store. The workload, drawn from seed: mostly small user
+// messages, some assistant messages and tool calls, every few events a tool
+// result of 1-8 KiB (spanning pages, so a kill can tear it), and now and
+// then a Branch to an event appended earlier by this process, so the next
+// event starts a branch. After each Append that returned nil, and never
+// before, it writes the event's id and a newline to stdout with one Write
+// (os.Stdout is unbuffered, so the line leaves the process at once). It
+// returns, and so exits, only on a failure, with a line starting "error:".
+func apiAppendLoop(dir string, session uuid.UUID, seed string) string {
+	ctx := context.Background()
+	n, err := strconv.ParseUint(seed, 10, 64)
+	if err != nil {
+		return "error: bad seed: " + err.Error() + "\n"
+	}
+	rng := rand.New(rand.NewPCG(n, 0x5e5510))
+	s, err := Open(dir, &Options{ChunkSize: apiLoopChunkSize})
+	if err != nil {
+		return "error: open: " + err.Error() + "\n"
+	}
+	var mine []uuid.UUID // events appended by this process, oldest first
+	for i := 0; ; i++ {
+		// Branch to an earlier event (not HEAD, which would cancel it).
+		if len(mine) >= 2 && rng.IntN(10) == 0 {
+			from := mine[rng.IntN(len(mine)-1)]
+			if err := s.Branch(ctx, session, from); err != nil {
+				return fmt.Sprintf("error: branch to %s: %v\n", from, err)
+			}
+		}
+		var ev Event
+		switch r := rng.IntN(10); {
+		case r < 6:
+			ev = UserMessage(fmt.Sprintf("user message %d of loop %d", i, n))
+		case r < 7:
+			ev = AssistantMessage(Message{Content: fmt.Sprintf("assistant reply %d", i), Model: "test-model", Usage: &Usage{InputTokens: int64(i), OutputTokens: 7}})
+		case r < 8:
+			ev = ToolCallEvent(ToolCall{CallID: fmt.Sprintf("call-%d", i), Name: "read_file", Arguments: []byte(`{"path":"/tmp/x"}`)})
+		default:
+			size := 1<<10 + rng.IntN(7<<10)
+			ev = ToolResultEvent(ToolResult{CallID: fmt.Sprintf("call-%d", i), Output: strings.Repeat(string(rune('a'+i%26)), size)})
+		}
+		out, err := s.Append(ctx, session, ev)
+		if err != nil {
+			return fmt.Sprintf("error: append %d: %v\n", i, err)
+		}
+		if _, err := os.Stdout.Write([]byte(out.ID.String() + "\n")); err != nil {
+			return "" // the parent is gone
+		}
+		mine = append(mine, out.ID)
+	}
 }
 
 // apiRunHelper runs the test binary as a helper process and returns what it

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 
@@ -14,9 +13,11 @@ import (
 	"github.com/sessionstore/sessionstore/internal/vfs"
 )
 
-// reconcile brings a session's derived files in line with its chunks when
-// the session is opened for writing, and loads the in-memory index. The
-// chunks are the source of truth; the index and HEAD are derived from them.
+// Reconciliation brings a session's derived files in line with its chunks
+// when the session is opened for writing, and loads the in-memory index.
+// The chunks are the source of truth; the index and HEAD are derived from
+// them. It runs in two phases: analyze reads everything and decides, without
+// writing; apply carries out the repairs. Verify runs the first phase only.
 //
 //  1. Read the valid prefix of index.jsonl. Index lines are never synced,
 //     so after a power loss the file may end in a torn line or even hold a
@@ -25,7 +26,8 @@ import (
 //     Every kept entry must name a known parent, be new, and tile the
 //     chunks (each record starts where the previous one ended, or at offset
 //     0 of the next chunk); a violation is corruption.
-//  2. Check that the last kept entry matches the record at its location.
+//  2. Check that the chunk files are numbered without gaps and that the
+//     last kept entry matches the record at its location.
 //  3. Scan the chunks from the end of that record (so the work is
 //     proportional to the unindexed tail) and index every complete, valid
 //     record found. A tail of the newest chunk that holds no valid record
@@ -34,18 +36,76 @@ import (
 //     sealed chunk, is corruption.
 //  4. Drop the temporary file of an interrupted session.json replace (the
 //     old file is whole), finish or discard an interrupted HEAD replace, and
-//     rewrite HEAD if it is missing or older than the newest event.
+//     rewrite HEAD if it is missing or older than the newest event. A HEAD
+//     naming an event the log does not hold is corruption: HEAD is written
+//     only for durable events, so the log lost data.
 //
 // Every repair is synced before the session is used, and each step is
 // idempotent, so a crash during reconciliation is recovered by the next one.
-func (s *Store) reconcile(h *handle) error {
-	fsys := s.opts.fs
-	log := s.opts.Logger.With("session", h.id)
+//
+// Corruption is never repaired: the session opens damaged, with the valid
+// prefix (every event before the first bad one) readable, and refuses
+// writes. Nothing on disk is changed.
+
+// recoveryPlan is what analyze found.
+type recoveryPlan struct {
+	corrupt *CorruptionError // first corruption found; nil if none
+
+	indexSize   int64 // size of index.jsonl
+	indexEnd    int64 // end of its valid prefix
+	indexBad    int64 // offset of its first invalid line, or -1
+	indexBadErr error
+	firstNew    int // h.entries[firstNew:] are in the chunks but not in the index
+
+	chunks     []uint32 // chunk numbers, ascending
+	activeSize int64    // end of valid data in the newest chunk
+	tornPath   string   // newest chunk, when it has a torn tail to cut at activeSize
+	tornSize   int64    // its size before cutting
+	tornErr    error
+
+	metaTemp   bool      // session.json.tmp exists
+	headTemp   bool      // HEAD.tmp exists
+	headFinish bool      // HEAD.tmp names a known event: rename it into place
+	headOnDisk uuid.UUID // what HEAD holds (after a finished temp)
+}
+
+// repairs describes what apply would change, for logs and Verify.
+func (p *recoveryPlan) repairs(h *handle) []string {
+	var out []string
+	if p.tornPath != "" {
+		out = append(out, fmt.Sprintf("cut the torn tail of %s at offset %d (%d bytes, kept in %s.broken-%d): %v", p.tornPath, p.activeSize, p.tornSize-p.activeSize, p.tornPath, p.activeSize, p.tornErr))
+	}
+	if p.indexBad >= 0 {
+		out = append(out, fmt.Sprintf("cut %s at offset %d, its first invalid line: %v", indexName, p.indexEnd, p.indexBadErr))
+	}
+	if n := len(h.entries) - p.firstNew; n > 0 {
+		out = append(out, fmt.Sprintf("add %d index entries rebuilt from the chunks", n))
+	}
+	if p.metaTemp {
+		out = append(out, "remove "+metaFile+".tmp left by an interrupted metadata update")
+	}
+	switch {
+	case p.headFinish:
+		out = append(out, "finish the interrupted HEAD update")
+	case p.headTemp:
+		out = append(out, "remove "+headTemp+", which names no known event")
+	}
+	if head := h.head(); head != uuid.Nil && head != p.headOnDisk {
+		out = append(out, fmt.Sprintf("set HEAD to %s (was %s)", head, p.headOnDisk))
+	}
+	return out
+}
+
+// analyze reads a session's files into h.entries and h.byID and decides the
+// repairs, writing nothing. Corruption is reported in the plan, with h
+// holding the valid prefix; the error is for I/O failures only.
+func analyze(fsys vfs.FS, h *handle) (*recoveryPlan, error) {
+	p := &recoveryPlan{indexBad: -1}
 	indexPath := filepath.Join(h.dir, indexName)
 	chunkDir := filepath.Join(h.dir, chunksDir)
 
-	// Size the index structures from the index file (about 250 bytes a
-	// line), so a large session is loaded without regrowing them.
+	// Size the index structures from the index file, so a large session is
+	// loaded without regrowing them.
 	hint := 16
 	if info, err := fsys.Stat(indexPath); err == nil {
 		hint += int(info.Size() / minIndexLine)
@@ -66,20 +126,24 @@ func (s *Store) reconcile(h *handle) error {
 		return nil
 	})
 	if err != nil {
-		return err
+		return p, p.fail(err)
 	}
-	if scan.bad >= 0 {
-		log.Warn("sessionstore: index tail is invalid; rebuilding it from the chunks", "path", indexPath, "offset", scan.bad, "err", scan.badErr)
-	}
+	p.indexSize, p.indexEnd, p.indexBad, p.indexBadErr = scan.size, scan.end, scan.bad, scan.badErr
 
-	chunks, err := listChunks(fsys, chunkDir)
-	if err != nil {
-		return err
+	if p.chunks, err = listChunks(fsys, chunkDir); err != nil {
+		return nil, err
 	}
-	for i, n := range chunks {
+	for i, n := range p.chunks {
 		if n != uint32(i) {
-			return corruptf(filepath.Join(chunkDir, chunkName(uint32(i))), 0, "chunk file is missing (found %s)", chunkName(n))
+			missing := uint32(i)
+			h.truncate(func(e *entry) bool { return e.Loc.Chunk >= missing })
+			return p, p.fail(corruptf(filepath.Join(chunkDir, chunkName(missing)), 0, "chunk file is missing (found %s)", chunkName(n)))
 		}
+	}
+	if len(h.entries) > 0 && int(h.entries[len(h.entries)-1].Loc.Chunk) >= len(p.chunks) {
+		missing := uint32(len(p.chunks))
+		h.truncate(func(e *entry) bool { return e.Loc.Chunk >= missing })
+		return p, p.fail(corruptf(filepath.Join(chunkDir, chunkName(missing)), 0, "chunk file is missing"))
 	}
 
 	start := location{}
@@ -89,14 +153,17 @@ func (s *Store) reconcile(h *handle) error {
 		_, err := readEntry(r, last)
 		r.close()
 		if err != nil {
-			return err
+			if perr := p.fail(err); perr != nil {
+				return nil, perr
+			}
+			h.truncate(func(e *entry) bool { return e.ID == last.ID })
+			return p, nil
 		}
 		start = location{Chunk: last.Loc.Chunk, Offset: last.Loc.end()}
 	}
 
-	firstNew := len(h.entries)
-	activeSize := int64(0)
-	for _, n := range chunks {
+	p.firstNew = len(h.entries)
+	for _, n := range p.chunks {
 		if n < start.Chunk {
 			continue
 		}
@@ -104,56 +171,64 @@ func (s *Store) reconcile(h *handle) error {
 		if n == start.Chunk {
 			off = start.Offset
 		}
-		newest := n == chunks[len(chunks)-1]
-		end, err := s.scanChunk(h, filepath.Join(chunkDir, chunkName(n)), n, off, newest, log)
+		if err := p.scanChunk(fsys, h, filepath.Join(chunkDir, chunkName(n)), n, off, n == p.chunks[len(p.chunks)-1]); err != nil {
+			if perr := p.fail(err); perr != nil {
+				return nil, perr
+			}
+			return p, nil
+		}
+	}
+
+	_, err = fsys.Stat(filepath.Join(h.dir, metaFile+".tmp"))
+	p.metaTemp = err == nil
+	tmp, tmpExists, tmpErr := readHeadFile(fsys, filepath.Join(h.dir, headTemp))
+	if tmpExists {
+		p.headTemp = true
+		_, known := h.byID[tmp]
+		p.headFinish = tmpErr == nil && known
+	}
+	headPath := filepath.Join(h.dir, headName)
+	if p.headFinish {
+		p.headOnDisk = tmp
+	} else {
+		onDisk, exists, err := readHeadFile(fsys, headPath)
 		if err != nil {
-			return err
+			return p, p.fail(err)
 		}
-		if newest {
-			activeSize = end
+		p.headOnDisk = onDisk
+		if _, known := h.byID[onDisk]; exists && !known {
+			return p, p.fail(corruptf(headPath, 0, "HEAD names event %s, which the log does not hold", onDisk))
 		}
 	}
+	return p, nil
+}
 
-	added := h.entries[firstNew:]
-	if scan.bad >= 0 || len(added) > 0 || scan.size != scan.end {
-		if err := rewriteIndexTail(fsys, indexPath, scan.end, added, s.opts.FileMode); err != nil {
-			return err
+// fail records err in the plan if it is corruption (and returns nil), or
+// returns it.
+func (p *recoveryPlan) fail(err error) error {
+	var ce *CorruptionError
+	if errors.As(err, &ce) {
+		if p.corrupt == nil {
+			p.corrupt = ce
 		}
-		log.Info("sessionstore: index rebuilt from chunks", "path", indexPath, "entries_added", len(added))
+		return nil
 	}
-	indexSize := scan.end
-	for i := range added {
-		indexSize += int64(len(encodeIndexLine(nil, &added[i])))
-	}
-	if h.index, err = openIndexFile(fsys, indexPath, indexSize, s.opts.FileMode); err != nil {
-		return err
-	}
-
-	// An interrupted metadata replace leaves its temporary file behind: the
-	// old session.json is intact, so the temporary file is dropped.
-	if err := removeIfExists(fsys, filepath.Join(h.dir, metaFile+".tmp")); err != nil {
-		return err
-	}
-
-	h.chunks = chunkWriter{fsys: fsys, dir: chunkDir, perm: s.opts.FileMode, maxSize: s.opts.ChunkSize}
-	if len(chunks) > 0 {
-		if err := h.chunks.openActive(chunks[len(chunks)-1], activeSize); err != nil {
-			return err
-		}
-	}
-	return s.reconcileHead(h, log)
+	return err
 }
 
 // scanChunk indexes the records of one chunk from off, adding them to h,
-// and returns the offset where valid data ends.
-func (s *Store) scanChunk(h *handle, path string, n uint32, off int64, newest bool, log *slog.Logger) (int64, error) {
-	fsys := s.opts.fs
+// and records where valid data ends and any torn tail to cut.
+func (p *recoveryPlan) scanChunk(fsys vfs.FS, h *handle, path string, n uint32, off int64, newest bool) error {
 	f, err := fsys.OpenFile(path, os.O_RDONLY, 0)
 	if err != nil {
-		return 0, err
+		return err
 	}
 	defer f.Close()
-	sc := jsonl.NewScanner(io.NewSectionReader(f, off, 1<<62), off)
+	info, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	sc := jsonl.NewScannerSize(io.NewSectionReader(f, off, 1<<62), off, info.Size()-off)
 	var (
 		end      = off
 		firstBad = int64(-1)
@@ -169,31 +244,105 @@ func (s *Store) scanChunk(h *handle, path string, n uint32, off int64, newest bo
 			continue
 		}
 		if firstBad >= 0 {
-			return 0, corruptf(path, firstBad, "invalid record followed by a valid one at offset %d: %w", sc.Offset(), badErr)
+			return corruptf(path, firstBad, "invalid record followed by a valid one at offset %d: %w", sc.Offset(), badErr)
 		}
 		e := &entry{header: hdr, Size: int64(len(rec)), Loc: location{Chunk: n, Offset: sc.Offset(), Length: uint32(len(line) + 1)}}
 		if err := h.add(e); err != nil {
-			return 0, corruptf(path, sc.Offset(), "%w", err)
+			return corruptf(path, sc.Offset(), "%w", err)
 		}
 		end = sc.End()
 	}
 	if err := sc.Err(); err != nil {
-		return 0, err
+		return err
 	}
 	if firstBad < 0 && len(sc.Tail()) > 0 {
 		firstBad, badErr = sc.Offset(), io.ErrUnexpectedEOF
 	}
+	if newest {
+		p.activeSize = end
+	}
 	if firstBad < 0 {
-		return end, nil
+		return nil
 	}
 	if !newest {
-		return 0, corruptf(path, firstBad, "invalid data in a sealed chunk: %w", badErr)
+		return corruptf(path, firstBad, "invalid data in a sealed chunk: %w", badErr)
 	}
-	log.Warn("sessionstore: cutting torn tail of chunk", "path", path, "offset", firstBad, "err", badErr)
-	if err := cutTail(fsys, path, firstBad, s.opts.FileMode); err != nil {
-		return 0, err
+	p.activeSize = firstBad
+	p.tornPath, p.tornSize, p.tornErr = path, sc.End(), badErr
+	return nil
+}
+
+// reconcile analyzes a session being opened and applies the repairs; see
+// the comment at the top of this file.
+func (s *Store) reconcile(h *handle) error {
+	fsys := s.opts.fs
+	log := s.opts.Logger.With("session", h.id)
+	p, err := analyze(fsys, h)
+	if err != nil {
+		return err
 	}
-	return firstBad, nil
+	if p.corrupt != nil {
+		h.damaged = p.corrupt
+		log.Error("sessionstore: session is damaged; its valid prefix is readable and writes are refused", "path", p.corrupt.Path, "offset", p.corrupt.Offset, "err", p.corrupt.Err, "valid_events", len(h.entries))
+		return nil
+	}
+	for _, r := range p.repairs(h) {
+		log.Warn("sessionstore: reconcile: " + r)
+	}
+	chunkDir := filepath.Join(h.dir, chunksDir)
+	indexPath := filepath.Join(h.dir, indexName)
+
+	if p.tornPath != "" {
+		if err := cutTail(fsys, p.tornPath, p.activeSize, s.opts.FileMode); err != nil {
+			return err
+		}
+	}
+	added := h.entries[p.firstNew:]
+	if p.indexBad >= 0 || len(added) > 0 || p.indexSize != p.indexEnd {
+		if err := rewriteIndexTail(fsys, indexPath, p.indexEnd, added, s.opts.FileMode); err != nil {
+			return err
+		}
+	}
+	indexSize := p.indexEnd
+	for i := range added {
+		indexSize += int64(len(encodeIndexLine(nil, &added[i])))
+	}
+	if h.index, err = openIndexFile(fsys, indexPath, indexSize, s.opts.FileMode); err != nil {
+		return err
+	}
+	if p.metaTemp {
+		if err := removeIfExists(fsys, filepath.Join(h.dir, metaFile+".tmp")); err != nil {
+			return err
+		}
+	}
+	h.chunks = chunkWriter{fsys: fsys, dir: chunkDir, perm: s.opts.FileMode, maxSize: s.opts.ChunkSize}
+	if len(p.chunks) > 0 {
+		if err := h.chunks.openActive(p.chunks[len(p.chunks)-1], p.activeSize); err != nil {
+			return err
+		}
+	}
+
+	headPath := filepath.Join(h.dir, headName)
+	tmpPath := filepath.Join(h.dir, headTemp)
+	if p.headFinish {
+		if err := fsys.Rename(tmpPath, headPath); err != nil {
+			return err
+		}
+		if err := fsys.SyncDir(h.dir); err != nil {
+			return err
+		}
+	} else if p.headTemp {
+		if err := removeIfExists(fsys, tmpPath); err != nil {
+			return err
+		}
+	}
+	if head := h.head(); head != uuid.Nil && head != p.headOnDisk {
+		if err := writeHead(fsys, h.dir, head, s.opts.FileMode); err != nil {
+			return err
+		}
+	}
+	h.headOnDisk = h.head()
+	return nil
 }
 
 // cutTail keeps the bytes of path from off aside in "<path>.broken-<off>"
@@ -256,46 +405,6 @@ func rewriteIndexTail(fsys vfs.FS, path string, end int64, added []entry, perm o
 		return err
 	}
 	return f.Sync()
-}
-
-// reconcileHead finishes or discards an interrupted HEAD replace and makes
-// the HEAD file name the newest event.
-func (s *Store) reconcileHead(h *handle, log *slog.Logger) error {
-	fsys := s.opts.fs
-	headPath := filepath.Join(h.dir, headName)
-	tmpPath := filepath.Join(h.dir, headTemp)
-	tmp, tmpExists, tmpErr := readHeadFile(fsys, tmpPath)
-	if tmpExists {
-		if _, known := h.byID[tmp]; tmpErr == nil && known {
-			if err := fsys.Rename(tmpPath, headPath); err != nil {
-				return err
-			}
-			log.Info("sessionstore: finished interrupted HEAD update", "head", tmp)
-		} else if err := fsys.Remove(tmpPath); err != nil {
-			return err
-		}
-		if err := fsys.SyncDir(h.dir); err != nil {
-			return err
-		}
-	}
-	onDisk, exists, err := readHeadFile(fsys, headPath)
-	if err != nil {
-		return err
-	}
-	if exists {
-		if _, known := h.byID[onDisk]; !known {
-			return corruptf(headPath, 0, "HEAD names event %s, which the log does not hold", onDisk)
-		}
-	}
-	head := h.head()
-	if head != uuid.Nil && head != onDisk {
-		if err := writeHead(fsys, h.dir, head, s.opts.FileMode); err != nil {
-			return err
-		}
-		log.Info("sessionstore: HEAD restored from the log", "head", head, "was", onDisk)
-	}
-	h.headOnDisk = head
-	return nil
 }
 
 // removeIfExists removes a file and syncs its directory, doing nothing when

@@ -292,8 +292,17 @@ func TestReconcileCorruption(t *testing.T) {
 
 			s2 := openMem(t, m, Options{ChunkSize: 600})
 			defer s2.Close()
-			_, err = s2.Load(context.Background(), id)
+			prefix, err := s2.Load(context.Background(), id)
 			require.Error(t, err)
+			// The valid prefix stays readable, returned with the error.
+			require.LessOrEqual(t, len(prefix), len(evs))
+			for i := range prefix {
+				assert.Equal(t, evs[i].ID, prefix[i].ID)
+				assert.Equal(t, string(evs[i].Record), string(prefix[i].Record))
+			}
+			tree, terr := s2.Tree(context.Background(), id)
+			assert.ErrorIs(t, terr, ErrCorrupt)
+			assert.Len(t, tree, len(prefix))
 			assert.ErrorIs(t, err, ErrCorrupt)
 			var ce *CorruptionError
 			require.ErrorAs(t, err, &ce)

@@ -83,6 +83,9 @@ func decodeMeta(b []byte, want uuid.UUID, path string) (Meta, error) {
 	if rec.ID != want {
 		return Meta{}, corruptf(path, 0, "id %s does not match its directory", rec.ID)
 	}
+	if len(rec.Labels) == 0 {
+		rec.Labels = nil // "labels":{} and no labels are the same
+	}
 	return rec.Meta, nil
 }
 

@@ -55,6 +55,7 @@ type handle struct {
 	chunks     chunkWriter
 	index      *indexFile
 	failed     error     // sticky write failure
+	damaged    error     // *CorruptionError found on open: reads see the valid prefix, writes are refused
 	headOnDisk uuid.UUID // what the HEAD file holds
 	appended   bool      // events appended since open
 	line       []byte    // reused encoding buffer
@@ -139,7 +140,13 @@ func (s *Store) withHandle(ctx context.Context, id uuid.UUID, fn func(h *handle)
 		return err
 	}
 	defer h.mu.Unlock()
-	return fn(h)
+	if err := fn(h); err != nil {
+		return err
+	}
+	if h.damaged != nil {
+		return h.damaged
+	}
+	return nil
 }
 
 // acquire returns the open handle of a session with its mutex held,
@@ -163,14 +170,25 @@ func (s *Store) acquire(id uuid.UUID, create *Meta) (*handle, error) {
 	h.mu.Lock() // held while opening, so other callers wait for the result
 	s.sessions[id] = h
 	s.mu.Unlock()
+	opened := false
+	defer func() {
+		// Also on a panic, so that Close and other callers do not block on
+		// a handle that never opened.
+		if !opened {
+			if h.openErr == nil {
+				h.openErr = fmt.Errorf("sessionstore: opening session %s failed", id)
+			}
+			s.mu.Lock()
+			delete(s.sessions, id)
+			s.mu.Unlock()
+			h.mu.Unlock()
+		}
+	}()
 	if err := s.openHandle(h, create); err != nil {
 		h.openErr = err
-		s.mu.Lock()
-		delete(s.sessions, id)
-		s.mu.Unlock()
-		h.mu.Unlock()
 		return nil, err
 	}
+	opened = true
 	return h, nil
 }
 
@@ -241,7 +259,7 @@ func (s *Store) closeHandle(h *handle) error {
 		return nil
 	}
 	var errs []error
-	if h.failed == nil {
+	if h.failed == nil && h.damaged == nil {
 		if head := h.head(); head != h.headOnDisk {
 			if err := writeHead(s.opts.fs, h.dir, head, s.opts.FileMode); err != nil {
 				errs = append(errs, err)
@@ -262,12 +280,29 @@ func (s *Store) closeHandle(h *handle) error {
 	return errors.Join(errs...)
 }
 
-// writable reports the sticky failure that stops writes, if any.
+// writable reports why the session refuses writes, if it does.
 func (h *handle) writable() error {
+	if h.damaged != nil {
+		return h.damaged
+	}
 	if h.failed != nil {
 		return fmt.Errorf("%w: %w", ErrSessionFailed, h.failed)
 	}
 	return nil
+}
+
+// truncate drops the entries from the first one drop matches onwards,
+// leaving the valid prefix of a damaged session.
+func (h *handle) truncate(drop func(e *entry) bool) {
+	for i := range h.entries {
+		if drop(&h.entries[i]) {
+			for _, e := range h.entries[i:] {
+				delete(h.byID, e.ID)
+			}
+			h.entries = h.entries[:i]
+			return
+		}
+	}
 }
 
 // writeMeta atomically replaces session.json and updates the cached copy.
@@ -451,6 +486,7 @@ func (s *Store) loadPath(ctx context.Context, session, leaf uuid.UUID, fromHead 
 			i = h.byID[e.ParentID]
 		}
 	}
+	damaged := h.damaged
 	h.mu.Unlock()
 	// Records never move once written, so they are read without the lock.
 	r := newChunkReader(s.opts.fs, filepath.Join(h.dir, chunksDir))
@@ -478,6 +514,9 @@ func (s *Store) loadPath(ctx context.Context, session, leaf uuid.UUID, fromHead 
 			}
 			out[k] = ev
 		}
+	}
+	if damaged != nil {
+		return out, damaged
 	}
 	return out, nil
 }
@@ -517,11 +556,15 @@ func (s *Store) Event(ctx context.Context, session, id uuid.UUID) (Event, error)
 		h.mu.Unlock()
 		return Event{}, err
 	}
-	ent := *e
+	ent, damaged := *e, h.damaged
 	h.mu.Unlock()
 	r := newChunkReader(s.opts.fs, filepath.Join(h.dir, chunksDir))
 	defer r.close()
-	return readEntry(r, &ent)
+	ev, err := readEntry(r, &ent)
+	if err == nil && damaged != nil {
+		return ev, damaged
+	}
+	return ev, err
 }
 
 // replaceFile atomically replaces dir/name with data: write a temporary

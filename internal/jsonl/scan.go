@@ -24,7 +24,17 @@ type Scanner struct {
 
 // NewScanner reads from r, whose first byte is at offset base in its file.
 func NewScanner(r io.Reader, base int64) *Scanner {
-	return &Scanner{r: bufio.NewReaderSize(r, 64<<10), off: base}
+	return NewScannerSize(r, base, maxBuffer)
+}
+
+// maxBuffer is the read buffer of a Scanner for a large input.
+const maxBuffer = 64 << 10
+
+// NewScannerSize is NewScanner for an input of about size bytes: it reads
+// through a buffer no larger than needed (between 4 and 64 KiB).
+func NewScannerSize(r io.Reader, base, size int64) *Scanner {
+	n := int(min(max(size+1, 4<<10), maxBuffer))
+	return &Scanner{r: bufio.NewReaderSize(r, n), off: base}
 }
 
 // Next advances to the next complete line and reports whether there is one.

@@ -249,3 +249,19 @@ func TestScannerSectionOffsets(t *testing.T) {
 	assert.Equal(t, s.Tail(), file[s.Offset():])
 	assert.Equal(t, int64(len(file)), s.End())
 }
+
+func TestScannerSizeHint(t *testing.T) {
+	long := strings.Repeat("x", 200<<10)
+	input := "a\n" + long + "\nb"
+	for _, size := range []int64{0, 1, 3, int64(len(input)), 1 << 30} {
+		sc := NewScannerSize(strings.NewReader(input), 10, size)
+		var got []string
+		for sc.Next() {
+			got = append(got, string(sc.Line()))
+		}
+		require.NoError(t, sc.Err())
+		assert.Equal(t, []string{"a", long}, got, "size hint %d", size)
+		assert.Equal(t, "b", string(sc.Tail()))
+		assert.Equal(t, int64(10+len(input)), sc.End())
+	}
+}

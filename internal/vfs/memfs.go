@@ -329,7 +329,32 @@ const (
 	// KeepRandom keeps, per file, a random prefix of the unsynced tail
 	// (seeded), the way a disk that persisted some blocks would.
 	KeepRandom
+	// KeepZeroedTail keeps the current size of each file but replaces its
+	// unsynced tail with zeros: the size reached the disk, the data did not.
+	KeepZeroedTail
+	// KeepGarbageTail is KeepZeroedTail with random bytes (seeded) instead
+	// of zeros.
+	KeepGarbageTail
 )
+
+// CrashModes lists every CrashMode, for tests that try them all.
+var CrashModes = []CrashMode{KeepSynced, KeepAll, KeepRandom, KeepZeroedTail, KeepGarbageTail}
+
+func (m CrashMode) String() string {
+	switch m {
+	case KeepSynced:
+		return "keep-synced"
+	case KeepAll:
+		return "keep-all"
+	case KeepRandom:
+		return "keep-random-prefix"
+	case KeepZeroedTail:
+		return "zeroed-tail"
+	case KeepGarbageTail:
+		return "garbage-tail"
+	}
+	return fmt.Sprintf("CrashMode(%d)", int(m))
+}
 
 // CrashClone returns the filesystem as it would be after a power loss now:
 // each directory holds the entries it had at its last SyncDir, and each file
@@ -399,6 +424,19 @@ func crashData(n *memNode, mode CrashMode, rng *rand.Rand) []byte {
 		}
 		keep := common + rng.IntN(len(n.data)-common+1)
 		return append([]byte(nil), n.data[:keep]...)
+	case KeepZeroedTail, KeepGarbageTail:
+		// The file has its current size; bytes up to the synced length
+		// are the synced ones, the rest never reached the disk.
+		out := make([]byte, len(n.data))
+		common := copy(out, n.synced)
+		if mode == KeepGarbageTail {
+			for i := common; i < len(out); i++ {
+				out[i] = byte(rng.Uint32())
+			}
+		} else {
+			clear(out[common:])
+		}
+		return out
 	default:
 		return append([]byte(nil), n.synced...)
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -858,4 +859,61 @@ func TestMemFSConcurrent(t *testing.T) {
 		got, _ := content(t, m, fmt.Sprintf("/d/f%d", w))
 		assert.Len(t, got, 1000)
 	}
+}
+
+func TestMemFSCrashTailModes(t *testing.T) {
+	m := NewMemFS()
+	require.NoError(t, m.MkdirAll("/d", 0o700))
+	f, err := m.OpenFile("/d/f", os.O_RDWR|os.O_CREATE, 0o600)
+	require.NoError(t, err)
+	_, err = f.Write([]byte("synced"))
+	require.NoError(t, err)
+	require.NoError(t, f.Sync())
+	require.NoError(t, m.SyncDir("/d"))
+	require.NoError(t, m.SyncDir("/"))
+	_, err = f.Write([]byte("-unsynced-tail"))
+	require.NoError(t, err)
+
+	zero := m.CrashClone(KeepZeroedTail, 1)
+	b, err := ReadFile(zero, "/d/f")
+	require.NoError(t, err)
+	assert.Equal(t, append([]byte("synced"), make([]byte, len("-unsynced-tail"))...), b)
+
+	garbage := m.CrashClone(KeepGarbageTail, 1)
+	b, err = ReadFile(garbage, "/d/f")
+	require.NoError(t, err)
+	require.Len(t, b, len("synced-unsynced-tail"))
+	assert.Equal(t, "synced", string(b[:6]))
+	assert.NotEqual(t, "-unsynced-tail", string(b[6:]))
+	again, err := ReadFile(m.CrashClone(KeepGarbageTail, 1), "/d/f")
+	require.NoError(t, err)
+	assert.Equal(t, b, again, "same seed, same garbage")
+
+	for _, mode := range CrashModes {
+		assert.NotContains(t, mode.String(), "CrashMode(")
+	}
+}
+
+func TestFailNth(t *testing.T) {
+	m := NewMemFS()
+	f := FailNth(3, syscall.ENOSPC, OpWrite)
+	m.SetFault(f.Hook)
+	w, err := m.OpenFile("/f", os.O_RDWR|os.O_CREATE, 0o600)
+	require.NoError(t, err)
+	for i := 1; i <= 5; i++ {
+		_, err := w.Write([]byte{byte('0' + i)})
+		if i == 3 {
+			assert.ErrorIs(t, err, syscall.ENOSPC)
+			assert.True(t, f.Fired())
+		} else {
+			assert.NoError(t, err, "write %d", i)
+		}
+	}
+	require.NoError(t, w.Sync(), "syncs are not counted")
+	assert.Equal(t, 5, f.Count())
+	b, err := ReadFile(m, "/f")
+	require.NoError(t, err)
+	assert.Equal(t, "1245", string(b), "the failed write had no effect")
+	assert.True(t, Mutating(OpSync))
+	assert.False(t, Mutating(OpRead))
 }

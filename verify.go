@@ -1,0 +1,208 @@
+package sessionstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/google/uuid"
+
+	"github.com/sessionstore/sessionstore/internal/jsonl"
+	"github.com/sessionstore/sessionstore/internal/vfs"
+)
+
+// maxVerifyProblems bounds the problems a VerifyReport lists.
+const maxVerifyProblems = 16
+
+// VerifyReport is what Verify found in a session.
+type VerifyReport struct {
+	Session    uuid.UUID
+	Chunks     int       // chunk files
+	ChunkBytes int64     // their total size
+	Records    int       // valid records in the chunks
+	Indexed    int       // valid lines in index.jsonl
+	Head       uuid.UUID // the newest valid record: what HEAD should name
+	HeadOnDisk uuid.UUID // what the HEAD file names (uuid.Nil if absent)
+
+	// Problems lists corruption, in the order found (at most 16; Truncated
+	// is set when there were more). Each names the file and offset.
+	Problems  []*CorruptionError
+	Truncated bool
+
+	// Repairs says what opening the session for writing would change: the
+	// normal leftovers of a crash (torn tail, lagging index, stale HEAD,
+	// temporary files). Empty when the session is clean or corrupt.
+	Repairs []string
+}
+
+// OK reports whether Verify found no corruption. A session that is OK may
+// still list Repairs, which the next open for writing carries out.
+func (r *VerifyReport) OK() bool { return len(r.Problems) == 0 }
+
+func (r *VerifyReport) problem(err *CorruptionError) {
+	if len(r.Problems) >= maxVerifyProblems {
+		r.Truncated = true
+		return
+	}
+	for _, p := range r.Problems {
+		if p.Path == err.Path && p.Offset == err.Offset {
+			return // the same place, found by two checks
+		}
+	}
+	r.Problems = append(r.Problems, err)
+}
+
+// Verify checks a session without changing anything: every record's
+// checksum and encoding, every parent link, the agreement of every index
+// line with its record, and HEAD. It takes no lock, so it works on a
+// session another Store or process holds open for writing (whose newest
+// record may then show as a torn tail being written). It reads the whole
+// session: its cost is proportional to the session's size.
+//
+// Corruption is reported in the VerifyReport, not as an error. Errors:
+// ErrNotFound, ErrUnsupportedFormat, ErrClosed, context errors, and I/O
+// errors that stopped the check.
+func (s *Store) Verify(ctx context.Context, session uuid.UUID) (*VerifyReport, error) {
+	if err := s.begin(ctx); err != nil {
+		return nil, err
+	}
+	defer s.end()
+	fsys := s.opts.fs
+	dir := s.sessionDir(session)
+	if _, err := readMeta(fsys, dir, session); err != nil {
+		var ce *CorruptionError
+		if !errors.As(err, &ce) {
+			return nil, err
+		}
+		r := &VerifyReport{Session: session}
+		r.problem(ce)
+		return r, nil
+	}
+	r := &VerifyReport{Session: session}
+
+	// The checks reconciliation makes, and the repairs it would do.
+	h := &handle{id: session, dir: dir}
+	plan, err := analyze(fsys, h)
+	if err != nil {
+		return nil, err
+	}
+	r.HeadOnDisk = plan.headOnDisk
+	if plan.corrupt != nil {
+		r.problem(plan.corrupt)
+	} else {
+		r.Repairs = plan.repairs(h)
+	}
+
+	// Every index line, as far as it decodes.
+	indexPath := filepath.Join(dir, indexName)
+	var (
+		indexed []entry
+		offsets []int64
+	)
+	if _, err := readIndex(fsys, indexPath, func(e *entry, off int64) error {
+		indexed = append(indexed, *e)
+		offsets = append(offsets, off)
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	r.Indexed = len(indexed)
+
+	// Every record of every chunk, against the index and the tree.
+	chunkDir := filepath.Join(dir, chunksDir)
+	chunks, err := listChunks(fsys, chunkDir)
+	if err != nil {
+		return nil, err
+	}
+	r.Chunks = len(chunks)
+	check := &chunkCheck{report: r, indexed: indexed, offsets: offsets, indexPath: indexPath, seen: make(map[uuid.UUID]struct{}, len(indexed))}
+	for ci, n := range chunks {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		path := filepath.Join(chunkDir, chunkName(n))
+		if n != uint32(ci) {
+			r.problem(&CorruptionError{Path: filepath.Join(chunkDir, chunkName(uint32(ci))), Offset: 0, Err: errors.New("chunk file is missing")})
+		}
+		size, err := verifyChunk(fsys, path, n, ci == len(chunks)-1, check)
+		if err != nil {
+			return nil, err
+		}
+		r.ChunkBytes += size
+	}
+	if r.Indexed > r.Records {
+		r.problem(&CorruptionError{Path: indexPath, Offset: offsets[r.Records], Err: fmt.Errorf("%d index entries name records the chunks do not hold", r.Indexed-r.Records)})
+	}
+	return r, nil
+}
+
+// chunkCheck carries what verifyChunk needs across chunks.
+type chunkCheck struct {
+	report    *VerifyReport
+	indexed   []entry
+	offsets   []int64
+	indexPath string
+	seen      map[uuid.UUID]struct{}
+}
+
+// verifyChunk checks every record of one chunk, continuing the count of
+// valid records in r.Records, and returns the chunk's size.
+func verifyChunk(fsys vfs.FS, path string, n uint32, newest bool, c *chunkCheck) (int64, error) {
+	r := c.report
+	f, err := fsys.OpenFile(path, os.O_RDONLY, 0)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	sc := jsonl.NewScannerSize(f, 0, info.Size())
+	firstBad, badErr := int64(-1), error(nil)
+	for sc.Next() {
+		line := sc.Line()
+		hdr, rec, err := decodeEventLine(line)
+		if err != nil {
+			if firstBad < 0 {
+				firstBad, badErr = sc.Offset(), err
+			}
+			continue
+		}
+		if firstBad >= 0 {
+			r.problem(&CorruptionError{Path: path, Offset: firstBad, Err: fmt.Errorf("invalid record followed by a valid one at offset %d: %w", sc.Offset(), badErr)})
+			firstBad = -1
+		}
+		e := entry{header: hdr, Size: int64(len(rec)), Loc: location{Chunk: n, Offset: sc.Offset(), Length: uint32(len(line) + 1)}}
+		if hdr.ParentID != uuid.Nil {
+			if _, ok := c.seen[hdr.ParentID]; !ok {
+				r.problem(&CorruptionError{Path: path, Offset: sc.Offset(), Err: fmt.Errorf("event %s names unknown parent %s", hdr.ID, hdr.ParentID)})
+			}
+		}
+		if _, dup := c.seen[hdr.ID]; dup {
+			r.problem(&CorruptionError{Path: path, Offset: sc.Offset(), Err: fmt.Errorf("duplicate event id %s", hdr.ID)})
+		}
+		c.seen[hdr.ID] = struct{}{}
+		if k := r.Records; k < len(c.indexed) && c.indexed[k] != e {
+			r.problem(&CorruptionError{Path: c.indexPath, Offset: c.offsets[k], Err: fmt.Errorf("index entry %s disagrees with record %s at %s offset %d", c.indexed[k].ID, hdr.ID, path, sc.Offset())})
+		}
+		r.Records++
+		r.Head = hdr.ID
+	}
+	if err := sc.Err(); err != nil {
+		return 0, err
+	}
+	if firstBad < 0 && len(sc.Tail()) > 0 {
+		firstBad, badErr = sc.Offset(), io.ErrUnexpectedEOF
+	}
+	if firstBad >= 0 && !newest {
+		r.problem(&CorruptionError{Path: path, Offset: firstBad, Err: fmt.Errorf("invalid data in a sealed chunk: %w", badErr)})
+	}
+	// A bad tail of the newest chunk is a torn write: analyze lists it as a
+	// repair unless an index entry names it, which the check above and the
+	// count check in Verify report.
+	return sc.End(), nil
+}

@@ -1,0 +1,158 @@
+package sessionstore
+
+import (
+	"bytes"
+	"context"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sessionstore/sessionstore/internal/vfs"
+)
+
+func TestVerifyClean(t *testing.T) {
+	ctx := context.Background()
+	m, s, id := memSession(t, Options{ChunkSize: 700})
+	evs := appendN(t, s, id, 15)
+	require.NoError(t, s.Close())
+
+	s = openMem(t, m, Options{})
+	defer s.Close()
+	before := m.String()
+	r, err := s.Verify(ctx, id)
+	require.NoError(t, err)
+	assert.True(t, r.OK(), "%v", r.Problems)
+	assert.Empty(t, r.Repairs)
+	assert.Equal(t, len(evs), r.Records)
+	assert.Equal(t, len(evs), r.Indexed)
+	assert.Greater(t, r.Chunks, 2)
+	assert.Equal(t, evs[len(evs)-1].ID, r.Head)
+	assert.Equal(t, evs[len(evs)-1].ID, r.HeadOnDisk)
+	assert.Equal(t, before, m.String(), "Verify writes nothing")
+
+	_, err = s.Verify(ctx, uuid.New())
+	assert.ErrorIs(t, err, ErrNotFound)
+}
+
+// TestVerifyAfterCrash: the leftovers of a crash are repairs, not problems,
+// and Verify leaves them for the next open.
+func TestVerifyAfterCrash(t *testing.T) {
+	ctx := context.Background()
+	m, s, id := memSession(t, Options{ChunkSize: 700})
+	evs := appendN(t, s, id, 10)
+	crashed := m.CrashClone(vfs.KeepSynced, 0)
+	require.NoError(t, s.Close())
+	chunks, err := listChunks(crashed, sessionPath(id, chunksDir))
+	require.NoError(t, err)
+	last := sessionPath(id, chunksDir, chunkName(chunks[len(chunks)-1]))
+	b, err := vfs.ReadFile(crashed, last)
+	require.NoError(t, err)
+	writeMemFile(t, crashed, last, append(b, `{"id":"01a0`...))
+
+	v := openMem(t, crashed, Options{})
+	before := crashed.String()
+	r, err := v.Verify(ctx, id)
+	require.NoError(t, err)
+	assert.True(t, r.OK(), "%v", r.Problems)
+	assert.Equal(t, len(evs), r.Records)
+	assert.Less(t, r.Indexed, len(evs), "the index was never synced")
+	assert.NotEmpty(t, r.Repairs)
+	joined := ""
+	for _, rep := range r.Repairs {
+		joined += rep + "\n"
+	}
+	assert.Contains(t, joined, "torn tail")
+	assert.Contains(t, joined, "index entries")
+	assert.Contains(t, joined, "set HEAD")
+	assert.Equal(t, before, crashed.String(), "Verify writes nothing")
+	require.NoError(t, v.Close())
+
+	// Opening for writing carries out the repairs; Verify is then clean.
+	s2 := checkAll(t, crashed, id, evs)
+	defer s2.Close()
+	r, err = s2.Verify(ctx, id)
+	require.NoError(t, err)
+	assert.True(t, r.OK())
+	assert.Empty(t, r.Repairs)
+}
+
+// TestVerifyLockedSession: Verify takes no lock, so it works beside the
+// writer that holds the session.
+func TestVerifyLockedSession(t *testing.T) {
+	ctx := context.Background()
+	m, writer, id := memSession(t, Options{})
+	appendN(t, writer, id, 5)
+	defer writer.Close()
+	other := openMem(t, m, Options{})
+	defer other.Close()
+	_, err := other.Append(ctx, id, UserMessage("second writer"))
+	require.ErrorIs(t, err, ErrLocked)
+	r, err := other.Verify(ctx, id)
+	require.NoError(t, err)
+	assert.True(t, r.OK(), "%v", r.Problems)
+	assert.Equal(t, 5, r.Records)
+}
+
+// TestByteFlipDetection flips every byte of a committed session's chunk
+// data, one at a time and in several ways, and checks that every change is
+// detected both by Verify and by reading the events back.
+func TestByteFlipDetection(t *testing.T) {
+	ctx := context.Background()
+	m, s, id := memSession(t, Options{ChunkSize: 900})
+	evs := appendN(t, s, id, 4)
+	require.NoError(t, s.Branch(ctx, id, evs[1].ID))
+	evs = append(evs, appendN(t, s, id, 3)...)
+	require.NoError(t, s.Close())
+
+	chunks, err := listChunks(m, sessionPath(id, chunksDir))
+	require.NoError(t, err)
+	require.Greater(t, len(chunks), 1, "sealed and active chunks are both covered")
+
+	var total, byVerify, byRead int
+	for _, c := range chunks {
+		path := sessionPath(id, chunksDir, chunkName(c))
+		orig, err := vfs.ReadFile(m, path)
+		require.NoError(t, err)
+		for pos := range orig {
+			for _, x := range []byte{0x01, 0x20, 0x80, 0xff} {
+				flipped := m.CrashClone(vfs.KeepAll, 0)
+				b := bytes.Clone(orig)
+				b[pos] ^= x
+				writeMemFile(t, flipped, path, b)
+				total++
+
+				v := openMem(t, flipped, Options{})
+				r, err := v.Verify(ctx, id)
+				require.NoError(t, err)
+				if !r.OK() {
+					byVerify++
+				}
+				if readDetects(ctx, v, id, evs) {
+					byRead++
+				}
+				v.Close()
+			}
+		}
+	}
+	t.Logf("byte changes: %d; detected by Verify: %d (%.2f%%); detected by reading every event: %d (%.2f%%)",
+		total, byVerify, 100*float64(byVerify)/float64(total), byRead, 100*float64(byRead)/float64(total))
+	assert.Equal(t, total, byVerify, "Verify detects every single-byte change")
+	assert.Equal(t, total, byRead, "reading detects every single-byte change")
+}
+
+// readDetects reports whether reading every event of the session returns
+// an error, or data that differs from what was appended.
+func readDetects(ctx context.Context, s *Store, id uuid.UUID, evs []Event) bool {
+	for _, want := range evs {
+		got, err := s.Event(ctx, id, want.ID)
+		if err != nil {
+			return true
+		}
+		if got.ParentID != want.ParentID || string(got.Record) != string(want.Record) || !got.Time.Equal(want.Time) || got.Kind != want.Kind || got.Role != want.Role {
+			return true
+		}
+	}
+	return false
+}
