@@ -199,31 +199,31 @@ func (r *chunkReader) fill(chunk uint32, off int64, n int64) error {
 	return nil
 }
 
-// read returns the header and record of the event at loc; the record
-// aliases the window, valid until the next fill. Any mismatch between the
+// read returns the header and payload of the event at loc; an inline
+// record aliases the window, valid until the next fill. Any mismatch between the
 // location and what the chunk holds is a *CorruptionError.
-func (r *chunkReader) read(loc location) (header, []byte, error) {
+func (r *chunkReader) read(loc location) (header, payload, error) {
 	inWindow := func() bool {
 		return loc.Chunk == r.winChunk && loc.Offset >= r.winOff && loc.end() <= r.winOff+int64(len(r.win))
 	}
 	if !inWindow() {
 		if err := r.fill(loc.Chunk, loc.Offset, int64(loc.Length)); err != nil {
-			return header{}, nil, err
+			return header{}, payload{}, err
 		}
 	}
 	path := filepath.Join(r.dir, chunkName(loc.Chunk))
 	if !inWindow() {
-		return header{}, nil, corruptf(path, loc.Offset, "record of %d bytes runs past the end of the chunk", loc.Length)
+		return header{}, payload{}, corruptf(path, loc.Offset, "record of %d bytes runs past the end of the chunk", loc.Length)
 	}
 	buf := r.win[loc.Offset-r.winOff : loc.end()-r.winOff]
 	if buf[len(buf)-1] != '\n' {
-		return header{}, nil, corruptf(path, loc.Offset, "record does not end where the index says")
+		return header{}, payload{}, corruptf(path, loc.Offset, "record does not end where the index says")
 	}
-	h, rec, err := decodeEventLine(buf[:len(buf)-1])
+	h, p, err := decodeEventLine(buf[:len(buf)-1])
 	if err != nil {
-		return header{}, nil, corruptf(path, loc.Offset, "%w", err)
+		return header{}, payload{}, corruptf(path, loc.Offset, "%w", err)
 	}
-	return h, rec, nil
+	return h, p, nil
 }
 
 func (r *chunkReader) close() {

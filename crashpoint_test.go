@@ -21,7 +21,10 @@ import (
 // simulated machine has lost power.
 var errPowerLoss = errors.New("simulated power loss")
 
-const crashChunkSize = 4096
+const (
+	crashChunkSize     = 4096
+	crashBlobThreshold = 2048 // tool results of 1.5-3.5 KiB are blobs about half the time
+)
 
 // crashWorkload is a deterministic mix of the operations a harness makes:
 // small and large appends (crossing chunk rotation), branch switches,
@@ -48,7 +51,7 @@ func (w *crashWorkload) run(m vfs.FS) {
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(w.seed, 1))
 	open := func() *Store {
-		o := Options{ChunkSize: crashChunkSize, fs: m}
+		o := Options{ChunkSize: crashChunkSize, BlobThreshold: crashBlobThreshold, fs: m}
 		s, err := Open(memRoot, &o)
 		if err != nil {
 			return nil
@@ -148,7 +151,7 @@ func crashAt(ops int, seed uint64, session uuid.UUID, k int) (*vfs.MemFS, *crash
 func checkCrashState(t *testing.T, fsys *vfs.MemFS, w *crashWorkload) {
 	t.Helper()
 	ctx := context.Background()
-	s := openMem(t, fsys, Options{ChunkSize: crashChunkSize})
+	s := openMem(t, fsys, Options{ChunkSize: crashChunkSize, BlobThreshold: crashBlobThreshold})
 	metas, err := s.List(ctx)
 	require.NoError(t, err)
 	if !w.created {
@@ -170,6 +173,8 @@ func checkCrashState(t *testing.T, fsys *vfs.MemFS, w *crashWorkload) {
 		want := w.acked[id]
 		got, err := s.Event(ctx, w.session, id)
 		require.NoError(t, err, "acknowledged event %s", id)
+		got, err = s.Resolve(ctx, w.session, got)
+		require.NoError(t, err, "blob of acknowledged event %s", id)
 		require.Equal(t, want.ParentID, got.ParentID)
 		require.Equal(t, want.BranchFrom, got.BranchFrom)
 		require.Equal(t, string(want.Record), string(got.Record))
@@ -187,6 +192,8 @@ func checkCrashState(t *testing.T, fsys *vfs.MemFS, w *crashWorkload) {
 			}
 		}
 		got, err := s.Event(ctx, w.session, last.ID)
+		require.NoError(t, err)
+		got, err = s.Resolve(ctx, w.session, got)
 		require.NoError(t, err)
 		want, err := prepareRecord(*w.inflight, DefaultMaxRecordSize)
 		require.NoError(t, err)
@@ -209,7 +216,7 @@ func checkCrashState(t *testing.T, fsys *vfs.MemFS, w *crashWorkload) {
 	require.NoError(t, s.Close())
 
 	settled := fsys.String()
-	s = openMem(t, fsys, Options{ChunkSize: crashChunkSize})
+	s = openMem(t, fsys, Options{ChunkSize: crashChunkSize, BlobThreshold: crashBlobThreshold})
 	_, err = s.Head(ctx, w.session)
 	require.NoError(t, err)
 	require.NoError(t, s.Close())
@@ -227,6 +234,13 @@ func TestCrashPoints(t *testing.T) {
 	require.True(t, full.created)
 	require.Nil(t, full.inflight, "the workload runs to the end without a crash")
 	require.GreaterOrEqual(t, len(full.order), 150)
+	blobs := 0
+	for _, ev := range full.acked {
+		if ev.Digest != "" {
+			blobs++
+		}
+	}
+	require.Greater(t, blobs, 10, "the workload writes blobs")
 
 	target := 5000
 	if v := os.Getenv("SESSIONSTORE_CRASH_STATES"); v != "" {

@@ -22,7 +22,8 @@
 //	  chunks/000000.jsonl one framed record per line, in append order
 //	  chunks/000001.jsonl ... a new chunk starts when the active one would
 //	                      exceed Options.ChunkSize
-//	  blobs/              reserved for content-addressed payloads
+//	  blobs/sha256/ab/<62 hex>.zst  records over Options.BlobThreshold,
+//	                      zstd-compressed, named by the SHA-256 of the record
 //
 // Files are created 0600 and directories 0700 unless Options say otherwise.
 //
@@ -44,7 +45,18 @@
 //
 //	{"id":"01a039f0-fd62-7000-8000-000000000005","parent_id":"01a039f0-e5f2-7000-8000-000000000001","branch_from":"01a039f0-e5f2-7000-8000-000000000001","kind":"message","role":"user","timestamp":"2026-08-25T17:21:31.454897183Z","size":37,"location":{"chunk":1,"offset":303,"length":290},"crc":"df59a92e"}
 //
-// Both lines are taken from testdata/golden, which a test regenerates and
+// A record larger than Options.BlobThreshold (16 KiB by default) is stored
+// once in blobs/ and its chunk and index lines carry its digest and size
+// instead, with "record":null in the chunk line:
+//
+//	{...,"timestamp":"2026-08-25T17:21:35.954897183Z","digest":"sha256:083a949e415d0282726b47dca5033620b2eafd8fa6e77cc035c0ec357414ed82","size":25032,"record":null,"crc":"…"}
+//
+// Store.Event and Store.Tree never open a blob; Store.Load resolves the
+// events it returns and Store.Resolve one event, each verifying the digest.
+// A blob is durable (file and directory synced) before the event that
+// refers to it is written; Store.GC removes blobs no event refers to.
+//
+// These lines are taken from testdata/golden, which a test regenerates and
 // compares byte for byte.
 //
 // Part of the format, never to change within a format version: the member

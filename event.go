@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/google/uuid"
@@ -89,6 +90,15 @@ type Event struct {
 	Role       Role
 	Time       time.Time       // assigned by Append, UTC
 	Record     json.RawMessage // the payload, any JSON value; stored in compact form
+
+	// Digest and Size describe the record as stored. Size is the length
+	// of its compact JSON. A record larger than Options.BlobThreshold is
+	// stored as a blob: Digest is then "sha256:<hex>" of its bytes, and
+	// an event from Store.Event is unresolved (Record nil) until
+	// Store.Resolve reads the blob. Both are set by the store; Append
+	// ignores them.
+	Digest string
+	Size   int64
 
 	buildErr error // set by a helper whose record could not be encoded
 }
@@ -281,15 +291,44 @@ func appendHeader(dst []byte, h *header) []byte {
 	return append(dst, '"')
 }
 
+// payload is how a chunk line holds its record: inline, or as a blob
+// reference (digest and size, with "record":null).
+type payload struct {
+	Record []byte // compact JSON; nil for a blob
+	Blob   bool
+	Digest [32]byte // SHA-256 of the record, for a blob
+	Size   int64    // length of the record's compact JSON
+}
+
+// inline returns the payload of a record stored in the chunk line.
+func inline(rec []byte) payload { return payload{Record: rec, Size: int64(len(rec))} }
+
+// encodeEventLine appends the framed chunk line of an event to dst. The
+// member order is part of the format:
+//
+//	{header...,"record":<json>,"crc":"…"}                              inline
+//	{header...,"digest":"sha256:<hex>","size":<n>,"record":null,"crc":"…"}  blob
+func encodeEventLine(dst []byte, h *header, p payload) []byte {
+	obj := appendHeader(make([]byte, 0, 256+len(p.Record)), h)
+	if p.Blob {
+		obj = append(obj, `,"digest":"`...)
+		obj = appendDigest(obj, p.Digest)
+		obj = append(obj, `","size":`...)
+		obj = strconv.AppendInt(obj, p.Size, 10)
+		obj = append(obj, `,"record":null}`...)
+	} else {
+		obj = append(obj, `,"record":`...)
+		obj = append(obj, p.Record...)
+		obj = append(obj, '}')
+	}
+	return jsonl.Seal(dst, obj)
+}
+
 // encodeEvent appends the framed chunk line of ev (whose Record is already
-// compact) to dst.
+// compact) to dst, inline.
 func encodeEvent(dst []byte, ev *Event) []byte {
 	h := headerOf(ev)
-	obj := appendHeader(make([]byte, 0, 256+len(ev.Record)), &h)
-	obj = append(obj, `,"record":`...)
-	obj = append(obj, ev.Record...)
-	obj = append(obj, '}')
-	return jsonl.Seal(dst, obj)
+	return encodeEventLine(dst, &h, inline(ev.Record))
 }
 
 // lineParser reads a line in the exact layout the store writes. Decoding is
@@ -439,35 +478,95 @@ func (p *lineParser) header() header {
 func recordEnd(line []byte) int { return len(line) - jsonl.SuffixLen }
 
 // decodeEvent decodes a chunk line (without its newline) after checking its
-// frame. The record is copied out of line.
+// frame. An inline record is copied out of line; a blob stays unresolved.
 func decodeEvent(line []byte) (Event, error) {
-	h, rec, err := decodeEventLine(line)
+	h, p, err := decodeEventLine(line)
 	if err != nil {
 		return Event{}, err
 	}
 	var ev Event
 	h.fill(&ev)
-	ev.Record = bytes.Clone(rec)
+	p.fill(&ev)
 	return ev, nil
 }
 
+// fill sets the payload fields of ev, copying an inline record.
+func (p payload) fill(ev *Event) {
+	ev.Size = p.Size
+	if p.Blob {
+		ev.Digest = string(appendDigest(nil, p.Digest))
+		return
+	}
+	ev.Record = bytes.Clone(p.Record)
+}
+
 // decodeEventLine checks and splits a chunk line into its header and its
-// record, which aliases line.
-func decodeEventLine(line []byte) (header, []byte, error) {
+// payload, whose record aliases line.
+func decodeEventLine(line []byte) (header, payload, error) {
 	if err := jsonl.Verify(line); err != nil {
-		return header{}, nil, err
+		return header{}, payload{}, err
 	}
 	p := lineParser{b: line}
 	h := p.header()
-	p.lit(`,"record":`)
+	var pl payload
+	if p.maybe(`,"digest":"`) {
+		pl.Blob = true
+		pl.Digest = p.digest()
+		p.lit(`","size":`)
+		pl.Size = p.int(maxRecordSizeLimit)
+		p.lit(`,"record":null`)
+		if p.err == nil && p.pos != recordEnd(line) {
+			p.fail("unexpected data after a blob reference")
+		}
+	} else {
+		p.lit(`,"record":`)
+	}
 	if p.err != nil {
-		return header{}, nil, p.err
+		return header{}, payload{}, p.err
 	}
-	rec := line[p.pos:recordEnd(line)]
-	if !json.Valid(rec) {
-		return header{}, nil, errors.New("record is not valid JSON")
+	if !pl.Blob {
+		pl = inline(line[p.pos:recordEnd(line)])
+		if !json.Valid(pl.Record) {
+			return header{}, payload{}, errors.New("record is not valid JSON")
+		}
 	}
-	return h, rec, nil
+	return h, pl, nil
+}
+
+// digestPrefix names the hash of a blob digest; part of the format.
+const digestPrefix = "sha256:"
+
+// appendDigest appends "sha256:<hex>".
+func appendDigest(dst []byte, d [32]byte) []byte {
+	dst = append(dst, digestPrefix...)
+	var buf [64]byte
+	hexEncode(buf[:], d[:])
+	return append(dst, buf[:]...)
+}
+
+// digest consumes "sha256:" and 64 lower-case hex digits.
+func (p *lineParser) digest() [32]byte {
+	var d [32]byte
+	p.lit(digestPrefix)
+	if p.err != nil {
+		return d
+	}
+	if len(p.b)-p.pos < 64 {
+		p.fail("truncated digest")
+		return d
+	}
+	bad := byte(0)
+	for i := range d {
+		hi, lo := hexValue[p.b[p.pos+2*i]], hexValue[p.b[p.pos+2*i+1]]
+		bad |= hi | lo
+		d[i] = hi<<4 | lo&0x0f
+	}
+	if bad&0x80 != 0 {
+		p.fail("digest is not lower-case hex")
+		return d
+	}
+	p.pos += 64
+	return d
 }
 
 // appendUUID appends the canonical lower-case form of id.

@@ -45,22 +45,26 @@ func FuzzDecodeEvent(f *testing.F) {
 	}
 	f.Add([]byte(`{"record":{"a":[1,2,{"b":"}"}]},"crc":"00000000"}`))
 	f.Fuzz(func(t *testing.T, line []byte) {
-		ev, err := decodeEvent(line)
+		h, p, err := decodeEventLine(line)
 		if err != nil {
 			return
 		}
-		_, known := parseKind([]byte(ev.Kind))
-		require.True(t, known)
-		enc := encodeEvent(nil, &ev)
-		again, err := decodeEvent(enc[:len(enc)-1])
+		require.NotZero(t, h.Kind, "a known kind")
+		require.Equal(t, p.Blob, p.Record == nil)
+		if !p.Blob {
+			require.Equal(t, int64(len(p.Record)), p.Size)
+		}
+		enc := encodeEventLine(nil, &h, p)
+		h2, p2, err := decodeEventLine(enc[:len(enc)-1])
 		require.NoError(t, err)
-		assert.Equal(t, ev.ID, again.ID)
-		assert.Equal(t, ev.ParentID, again.ParentID)
-		assert.Equal(t, ev.BranchFrom, again.BranchFrom)
-		assert.Equal(t, ev.Kind, again.Kind)
-		assert.Equal(t, ev.Role, again.Role)
-		assert.True(t, ev.Time.Equal(again.Time))
-		assert.Equal(t, string(ev.Record), string(again.Record))
+		assert.Equal(t, h, h2)
+		assert.Equal(t, p.Blob, p2.Blob)
+		assert.Equal(t, p.Digest, p2.Digest)
+		assert.Equal(t, p.Size, p2.Size)
+		assert.Equal(t, string(p.Record), string(p2.Record))
+		ev, err := decodeEvent(line)
+		require.NoError(t, err)
+		assert.Equal(t, p.Blob, ev.Digest != "")
 	})
 }
 

@@ -44,6 +44,9 @@ func writeGoldenWorkload(t *testing.T, dir string) []Event {
 	add(UserMessage("Try approach B instead."))
 	add(NewEvent(KindCustom, RoleNone, map[string]any{"type": "model_change", "model": "other-model"}))
 	add(AssistantMessage(Message{Content: "Approach B works."}))
+	// A record over the blob threshold: stored in blobs/, referenced by
+	// digest from its chunk line.
+	add(ToolResultEvent(ToolResult{CallID: "call_2", Output: strings.Repeat("PASS\tpkg/module\t0.01s\n", 1000)}))
 	path, err := s.Load(ctx, meta.ID)
 	require.NoError(t, err)
 	require.NoError(t, s.Close())
@@ -92,8 +95,16 @@ func TestGoldenFiles(t *testing.T) {
 	}
 	want := readTree(t, golden)
 	assert.Equal(t, want, got)
-	// The workload spans two chunks, so rotation is part of the golden.
+	// The workload spans two chunks and writes a blob, so rotation and
+	// blobs are part of the golden.
 	assert.Contains(t, got, "sessions/"+goldenSession.String()+"/chunks/000001.jsonl")
+	blobs := 0
+	for name := range got {
+		if strings.Contains(name, "/blobs/sha256/") && strings.HasSuffix(name, blobExt) {
+			blobs++
+		}
+	}
+	assert.Equal(t, 1, blobs)
 }
 
 // TestGoldenLoad opens a copy of the committed fixture, as a harness would
@@ -123,7 +134,7 @@ func TestGoldenLoad(t *testing.T) {
 	}
 	tree, err := s.Tree(ctx, goldenSession)
 	require.NoError(t, err)
-	assert.Len(t, tree, 7)
+	assert.Len(t, tree, 8)
 	metas, err := s.List(ctx)
 	require.NoError(t, err)
 	require.Len(t, metas, 1)

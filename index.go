@@ -30,8 +30,15 @@ func (l location) end() int64 { return l.Offset + int64(l.Length) }
 // nothing to scan.
 type entry struct {
 	header
-	Size int64 // bytes of the record's compact JSON
-	Loc  location
+	Size   int64    // bytes of the record's compact JSON
+	Blob   bool     // the record is stored in blobs/
+	Digest [32]byte // its SHA-256, for a blob
+	Loc    location
+}
+
+// newEntry builds the index entry of a record at loc.
+func newEntry(h header, p payload, loc location) entry {
+	return entry{header: h, Size: p.Size, Blob: p.Blob, Digest: p.Digest, Loc: loc}
 }
 
 // node returns the payload-free public view of the entry.
@@ -47,6 +54,11 @@ func encodeIndexLine(dst []byte, e *entry) []byte {
 	obj := appendHeader(make([]byte, 0, 320), &e.header)
 	obj = append(obj, `,"size":`...)
 	obj = strconv.AppendInt(obj, e.Size, 10)
+	if e.Blob {
+		obj = append(obj, `,"digest":"`...)
+		obj = appendDigest(obj, e.Digest)
+		obj = append(obj, '"')
+	}
 	obj = append(obj, `,"location":{"chunk":`...)
 	obj = strconv.AppendUint(obj, uint64(e.Loc.Chunk), 10)
 	obj = append(obj, `,"offset":`...)
@@ -68,6 +80,11 @@ func decodeIndexLine(line []byte) (entry, error) {
 	e := entry{header: p.header()}
 	p.lit(`,"size":`)
 	e.Size = p.int(maxRecordSizeLimit)
+	if p.maybe(`,"digest":"`) {
+		e.Blob = true
+		e.Digest = p.digest()
+		p.lit(`"`)
+	}
 	p.lit(`,"location":{"chunk":`)
 	e.Loc.Chunk = uint32(p.int(1<<31 - 1))
 	p.lit(`,"offset":`)

@@ -15,6 +15,7 @@ import (
 const (
 	DefaultChunkSize     = 8 << 20  // 8 MiB
 	DefaultMaxRecordSize = 64 << 20 // 64 MiB
+	DefaultBlobThreshold = 16 << 10 // 16 KiB
 	DefaultFileMode      = fs.FileMode(0o600)
 	DefaultDirMode       = fs.FileMode(0o700)
 
@@ -33,6 +34,11 @@ type Options struct {
 	// MaxRecordSize is the largest record, in bytes of compact JSON, that
 	// Append accepts. Default DefaultMaxRecordSize; at most 1 GiB.
 	MaxRecordSize int
+	// BlobThreshold is the size, in bytes of compact JSON, above which a
+	// record is stored as a content-addressed, compressed blob instead of
+	// inline in its chunk line (see blob.go). Zero selects
+	// DefaultBlobThreshold; a negative value stores every record inline.
+	BlobThreshold int
 	// FileMode and DirMode are the permissions of new files and
 	// directories. Defaults DefaultFileMode and DefaultDirMode.
 	FileMode fs.FileMode
@@ -63,6 +69,9 @@ func (o *Options) withDefaults() (Options, error) {
 	}
 	if c.ChunkSize == 0 {
 		c.ChunkSize = DefaultChunkSize
+	}
+	if c.BlobThreshold == 0 {
+		c.BlobThreshold = DefaultBlobThreshold
 	}
 	if c.MaxRecordSize == 0 {
 		c.MaxRecordSize = DefaultMaxRecordSize

@@ -236,7 +236,7 @@ func (p *recoveryPlan) scanChunk(fsys vfs.FS, h *handle, path string, n uint32, 
 	)
 	for sc.Next() {
 		line := sc.Line()
-		hdr, rec, err := decodeEventLine(line)
+		hdr, pl, err := decodeEventLine(line)
 		if err != nil {
 			if firstBad < 0 {
 				firstBad, badErr = sc.Offset(), err
@@ -246,7 +246,7 @@ func (p *recoveryPlan) scanChunk(fsys vfs.FS, h *handle, path string, n uint32, 
 		if firstBad >= 0 {
 			return corruptf(path, firstBad, "invalid record followed by a valid one at offset %d: %w", sc.Offset(), badErr)
 		}
-		e := &entry{header: hdr, Size: int64(len(rec)), Loc: location{Chunk: n, Offset: sc.Offset(), Length: uint32(len(line) + 1)}}
+		e := ptr(newEntry(hdr, pl, location{Chunk: n, Offset: sc.Offset(), Length: uint32(len(line) + 1)}))
 		if err := h.add(e); err != nil {
 			return corruptf(path, sc.Offset(), "%w", err)
 		}
@@ -419,3 +419,5 @@ func removeIfExists(fsys vfs.FS, path string) error {
 	}
 	return fsys.SyncDir(filepath.Dir(path))
 }
+
+func ptr[T any](v T) *T { return &v }

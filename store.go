@@ -1,7 +1,6 @@
 package sessionstore
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -410,7 +409,21 @@ func (s *Store) Append(ctx context.Context, session uuid.UUID, ev Event) (Event,
 	if h.pending != uuid.Nil {
 		out.ParentID, out.BranchFrom = h.pending, h.pending
 	}
-	h.line = encodeEvent(h.line[:0], &out)
+	pl := inline(rec)
+	if s.opts.BlobThreshold >= 0 && len(rec) > s.opts.BlobThreshold {
+		d, err := putBlob(s.opts.fs, h.dir, rec, s.opts.FileMode, s.opts.DirMode)
+		if err != nil {
+			if errors.Is(err, errUnsynced) {
+				h.failed = err
+			}
+			return Event{}, fmt.Errorf("sessionstore: write blob: %w", err)
+		}
+		pl = payload{Blob: true, Digest: d, Size: int64(len(rec))}
+		out.Digest = string(appendDigest(nil, d))
+	}
+	out.Size = pl.Size
+	hdr := headerOf(&out)
+	h.line = encodeEventLine(h.line[:0], &hdr, pl)
 	loc, err := h.chunks.append(h.line)
 	if err != nil {
 		if errors.Is(err, errUnsynced) {
@@ -419,7 +432,7 @@ func (s *Store) Append(ctx context.Context, session uuid.UUID, ev Event) (Event,
 		}
 		return Event{}, err
 	}
-	e := entry{header: headerOf(&out), Size: int64(len(rec)), Loc: loc}
+	e := newEntry(hdr, pl, loc)
 	if err := h.add(&e); err != nil {
 		// Unreachable unless memory was corrupted: checked above.
 		h.failed = err
@@ -515,6 +528,13 @@ func (s *Store) loadPath(ctx context.Context, session, leaf uuid.UUID, fromHead 
 			out[k] = ev
 		}
 	}
+	for k := range out {
+		if e := &path[k]; e.Blob {
+			if out[k].Record, err = readBlob(s.opts.fs, h.dir, e.Digest, e.Size); err != nil {
+				return nil, err
+			}
+		}
+	}
 	if damaged != nil {
 		return out, damaged
 	}
@@ -524,18 +544,19 @@ func (s *Store) loadPath(ctx context.Context, session, leaf uuid.UUID, fromHead 
 // maxReadRun bounds the bytes Load reads with one call.
 const maxReadRun = 1 << 20
 
-// readEntry reads an event's record and checks it against its index entry.
+// readEntry reads an event and checks it against its index entry. A blob
+// record is left unresolved.
 func readEntry(r *chunkReader, e *entry) (Event, error) {
-	h, rec, err := r.read(e.Loc)
+	h, p, err := r.read(e.Loc)
 	if err != nil {
 		return Event{}, err
 	}
-	if h != e.header || int64(len(rec)) != e.Size {
+	if h != e.header || p.Size != e.Size || p.Blob != e.Blob || p.Digest != e.Digest {
 		return Event{}, corruptf(filepath.Join(r.dir, chunkName(e.Loc.Chunk)), e.Loc.Offset, "record %s does not match its index entry %s", h.ID, e.ID)
 	}
 	var ev Event
 	h.fill(&ev)
-	ev.Record = bytes.Clone(rec)
+	p.fill(&ev)
 	return ev, nil
 }
 

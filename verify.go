@@ -24,6 +24,7 @@ type VerifyReport struct {
 	ChunkBytes int64     // their total size
 	Records    int       // valid records in the chunks
 	Indexed    int       // valid lines in index.jsonl
+	Blobs      int       // distinct blobs referenced, each read and its digest checked
 	Head       uuid.UUID // the newest valid record: what HEAD should name
 	HeadOnDisk uuid.UUID // what the HEAD file names (uuid.Nil if absent)
 
@@ -57,7 +58,8 @@ func (r *VerifyReport) problem(err *CorruptionError) {
 
 // Verify checks a session without changing anything: every record's
 // checksum and encoding, every parent link, the agreement of every index
-// line with its record, and HEAD. It takes no lock, so it works on a
+// line with its record, HEAD, and the digest of every blob a record refers
+// to (the structure checks run first and open no blob). It takes no lock, so it works on a
 // session another Store or process holds open for writing (whose newest
 // record may then show as a torn tail being written). It reads the whole
 // session: its cost is proportional to the session's size.
@@ -133,6 +135,25 @@ func (s *Store) Verify(ctx context.Context, session uuid.UUID) (*VerifyReport, e
 		}
 		r.ChunkBytes += size
 	}
+	// Every blob a record refers to, once each.
+	checked := map[[32]byte]bool{}
+	for _, b := range check.blobs {
+		if checked[b.Digest] {
+			continue
+		}
+		checked[b.Digest] = true
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if _, err := readBlob(fsys, dir, b.Digest, b.Size); err != nil {
+			var ce *CorruptionError
+			if !errors.As(err, &ce) {
+				return nil, err
+			}
+			r.problem(ce)
+		}
+		r.Blobs++
+	}
 	if r.Indexed > r.Records {
 		r.problem(&CorruptionError{Path: indexPath, Offset: offsets[r.Records], Err: fmt.Errorf("%d index entries name records the chunks do not hold", r.Indexed-r.Records)})
 	}
@@ -146,6 +167,7 @@ type chunkCheck struct {
 	offsets   []int64
 	indexPath string
 	seen      map[uuid.UUID]struct{}
+	blobs     []payload // blob references of the valid records
 }
 
 // verifyChunk checks every record of one chunk, continuing the count of
@@ -165,7 +187,7 @@ func verifyChunk(fsys vfs.FS, path string, n uint32, newest bool, c *chunkCheck)
 	firstBad, badErr := int64(-1), error(nil)
 	for sc.Next() {
 		line := sc.Line()
-		hdr, rec, err := decodeEventLine(line)
+		hdr, pl, err := decodeEventLine(line)
 		if err != nil {
 			if firstBad < 0 {
 				firstBad, badErr = sc.Offset(), err
@@ -176,7 +198,7 @@ func verifyChunk(fsys vfs.FS, path string, n uint32, newest bool, c *chunkCheck)
 			r.problem(&CorruptionError{Path: path, Offset: firstBad, Err: fmt.Errorf("invalid record followed by a valid one at offset %d: %w", sc.Offset(), badErr)})
 			firstBad = -1
 		}
-		e := entry{header: hdr, Size: int64(len(rec)), Loc: location{Chunk: n, Offset: sc.Offset(), Length: uint32(len(line) + 1)}}
+		e := newEntry(hdr, pl, location{Chunk: n, Offset: sc.Offset(), Length: uint32(len(line) + 1)})
 		if hdr.ParentID != uuid.Nil {
 			if _, ok := c.seen[hdr.ParentID]; !ok {
 				r.problem(&CorruptionError{Path: path, Offset: sc.Offset(), Err: fmt.Errorf("event %s names unknown parent %s", hdr.ID, hdr.ParentID)})
@@ -188,6 +210,9 @@ func verifyChunk(fsys vfs.FS, path string, n uint32, newest bool, c *chunkCheck)
 		c.seen[hdr.ID] = struct{}{}
 		if k := r.Records; k < len(c.indexed) && c.indexed[k] != e {
 			r.problem(&CorruptionError{Path: c.indexPath, Offset: c.offsets[k], Err: fmt.Errorf("index entry %s disagrees with record %s at %s offset %d", c.indexed[k].ID, hdr.ID, path, sc.Offset())})
+		}
+		if pl.Blob {
+			c.blobs = append(c.blobs, payload{Blob: true, Digest: pl.Digest, Size: pl.Size})
 		}
 		r.Records++
 		r.Head = hdr.ID

@@ -1,0 +1,224 @@
+package sessionstore
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sessionstore/sessionstore/internal/vfs"
+)
+
+// bigResult is a tool result whose record is well over the default blob
+// threshold.
+func bigResult(callID string, n int) Event {
+	return ToolResultEvent(ToolResult{CallID: callID, Output: strings.Repeat(fmt.Sprintf("line %d of a long test log\n", n), 2000)})
+}
+
+// blobFiles lists the blob files of a session.
+func blobFiles(t *testing.T, fsys vfs.FS, id uuid.UUID) []string {
+	t.Helper()
+	root := sessionPath(id, blobsDir, "sha256")
+	subs, err := fsys.ReadDir(root)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, sub := range subs {
+		names, err := fsys.ReadDir(filepath.Join(root, sub))
+		require.NoError(t, err)
+		for _, n := range names {
+			out = append(out, filepath.Join(root, sub, n))
+		}
+	}
+	return out
+}
+
+func TestBlobRoundTripAndLaziness(t *testing.T) {
+	ctx := context.Background()
+	m, s, id := memSession(t, Options{})
+	small, err := s.Append(ctx, id, UserMessage("run the tests"))
+	require.NoError(t, err)
+	big, err := s.Append(ctx, id, bigResult("c1", 1))
+	require.NoError(t, err)
+	assert.Empty(t, small.Digest, "small records stay inline")
+	require.True(t, strings.HasPrefix(big.Digest, "sha256:"))
+	assert.Greater(t, big.Size, int64(DefaultBlobThreshold))
+	assert.Equal(t, big.Size, int64(len(big.Record)))
+	files := blobFiles(t, m, id)
+	require.Len(t, files, 1)
+	info, err := m.Stat(files[0])
+	require.NoError(t, err)
+	assert.Less(t, info.Size()*10, big.Size, "blobs are compressed")
+
+	// The chunk line holds the reference, not the record.
+	chunk, err := vfs.ReadFile(m, sessionPath(id, chunksDir, chunkName(0)))
+	require.NoError(t, err)
+	assert.Contains(t, string(chunk), `"digest":"`+big.Digest+`","size":`)
+	assert.Contains(t, string(chunk), `"record":null`)
+	assert.NotContains(t, string(chunk), "long test log")
+	require.NoError(t, s.Close())
+
+	// Event is lazy, Resolve and Load resolve; all after a reopen.
+	counting := vfs.NewCounting(m)
+	s = openMem(t, counting, Options{})
+	defer s.Close()
+	ev, err := s.Event(ctx, id, big.ID)
+	require.NoError(t, err)
+	assert.Nil(t, ev.Record)
+	assert.Equal(t, big.Digest, ev.Digest)
+	assert.Equal(t, big.Size, ev.Size)
+	_, err = s.Tree(ctx, id)
+	require.NoError(t, err)
+	for p := range counting.Stats() {
+		assert.NotContains(t, p, string(filepath.Separator)+blobsDir+string(filepath.Separator), "Event and Tree open no blob")
+	}
+	resolved, err := s.Resolve(ctx, id, ev)
+	require.NoError(t, err)
+	assert.Equal(t, string(big.Record), string(resolved.Record))
+	path, err := s.Load(ctx, id)
+	require.NoError(t, err)
+	require.Len(t, path, 2)
+	assert.Equal(t, string(big.Record), string(path[1].Record))
+	same, err := s.Resolve(ctx, id, small)
+	require.NoError(t, err)
+	assert.Equal(t, small, same, "inline events resolve to themselves")
+}
+
+// TestBlobDedup: the same payload appended twice, also on another branch,
+// is stored once.
+func TestBlobDedup(t *testing.T) {
+	ctx := context.Background()
+	m, s, id := memSession(t, Options{})
+	defer s.Close()
+	root, err := s.Append(ctx, id, UserMessage("q"))
+	require.NoError(t, err)
+	a, err := s.Append(ctx, id, bigResult("c", 7))
+	require.NoError(t, err)
+	b, err := s.Append(ctx, id, bigResult("c", 7))
+	require.NoError(t, err)
+	require.NoError(t, s.Branch(ctx, id, root.ID))
+	c, err := s.Append(ctx, id, bigResult("c", 7))
+	require.NoError(t, err)
+	assert.Equal(t, a.Digest, b.Digest)
+	assert.Equal(t, a.Digest, c.Digest)
+	assert.Len(t, blobFiles(t, m, id), 1)
+	_, err = s.Append(ctx, id, bigResult("c", 8))
+	require.NoError(t, err)
+	assert.Len(t, blobFiles(t, m, id), 2)
+}
+
+// TestBlobCorruption: a damaged or missing blob is a *CorruptionError
+// naming the blob file, on Load, Resolve and Verify.
+func TestBlobCorruption(t *testing.T) {
+	for _, damage := range []string{"flip", "missing", "truncate"} {
+		t.Run(damage, func(t *testing.T) {
+			ctx := context.Background()
+			m, s, id := memSession(t, Options{})
+			big, err := s.Append(ctx, id, bigResult("c", 1))
+			require.NoError(t, err)
+			require.NoError(t, s.Close())
+			path := blobFiles(t, m, id)[0]
+			b, err := vfs.ReadFile(m, path)
+			require.NoError(t, err)
+			switch damage {
+			case "flip":
+				b[len(b)/2] ^= 0x40
+				writeMemFile(t, m, path, b)
+			case "missing":
+				require.NoError(t, m.Remove(path))
+			case "truncate":
+				writeMemFile(t, m, path, b[:len(b)-5])
+			}
+			s = openMem(t, m, Options{})
+			defer s.Close()
+			_, err = s.Load(ctx, id)
+			var ce *CorruptionError
+			require.ErrorAs(t, err, &ce)
+			assert.Equal(t, path, ce.Path)
+			ev, err := s.Event(ctx, id, big.ID)
+			require.NoError(t, err, "the chunk record itself is fine")
+			_, err = s.Resolve(ctx, id, ev)
+			assert.ErrorIs(t, err, ErrCorrupt)
+			r, err := s.Verify(ctx, id)
+			require.NoError(t, err)
+			require.False(t, r.OK())
+			assert.Equal(t, path, r.Problems[0].Path)
+		})
+	}
+}
+
+// TestBlobGC: a crash between writing a blob and appending its event
+// leaves an unreferenced blob; GC removes it and keeps every referenced one.
+func TestBlobGC(t *testing.T) {
+	ctx := context.Background()
+	m, s, id := memSession(t, Options{})
+	kept, err := s.Append(ctx, id, bigResult("c", 1))
+	require.NoError(t, err)
+	// The chunk write of the next append fails after its blob was written.
+	m.SetFault(func(op vfs.Op, path string) error {
+		if op == vfs.OpWrite && strings.HasSuffix(path, chunkExt) {
+			return fmt.Errorf("injected")
+		}
+		return nil
+	})
+	_, err = s.Append(ctx, id, bigResult("c", 2))
+	require.Error(t, err)
+	m.SetFault(nil)
+	crashed := m.CrashClone(vfs.KeepSynced, 0)
+	require.NoError(t, s.Close())
+	require.Len(t, blobFiles(t, crashed, id), 2, "the orphan blob is durable")
+	writeMemFile(t, crashed, filepath.Join(filepath.Dir(blobFiles(t, crashed, id)[0]), "stale.tmp"), []byte("x"))
+
+	s = openMem(t, crashed, Options{})
+	defer s.Close()
+	rep, err := s.GC(ctx, id)
+	require.NoError(t, err)
+	assert.Equal(t, 1, rep.Kept)
+	assert.Equal(t, 2, rep.Removed)
+	assert.Positive(t, rep.Bytes)
+	files := blobFiles(t, crashed, id)
+	require.Len(t, files, 1)
+	ev, err := s.Event(ctx, id, kept.ID)
+	require.NoError(t, err)
+	ev, err = s.Resolve(ctx, id, ev)
+	require.NoError(t, err)
+	assert.Equal(t, string(kept.Record), string(ev.Record))
+	again, err := s.GC(ctx, id)
+	require.NoError(t, err)
+	assert.Equal(t, GCReport{Kept: 1}, again)
+	// The removal is durable.
+	assert.Len(t, blobFiles(t, crashed.CrashClone(vfs.KeepSynced, 0), id), 1)
+}
+
+// TestBlobThresholdOptions: a negative threshold keeps every record inline;
+// a small one moves small records to blobs.
+func TestBlobThresholdOptions(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		threshold int
+		blob      bool
+	}{{-1, false}, {0, false}, {10, true}} {
+		t.Run(fmt.Sprint(tc.threshold), func(t *testing.T) {
+			m, s, id := memSession(t, Options{BlobThreshold: tc.threshold})
+			ev, err := s.Append(ctx, id, UserMessage("a message of some forty bytes"))
+			require.NoError(t, err)
+			assert.Equal(t, tc.blob, ev.Digest != "")
+			assert.Equal(t, tc.blob, len(blobFiles(t, m, id)) == 1)
+			big, err := s.Append(ctx, id, bigResult("c", 1))
+			require.NoError(t, err)
+			assert.Equal(t, tc.threshold >= 0, big.Digest != "")
+			require.NoError(t, s.Close())
+			s = openMem(t, m, Options{BlobThreshold: tc.threshold})
+			defer s.Close()
+			path, err := s.Load(ctx, id)
+			require.NoError(t, err)
+			assert.Equal(t, string(big.Record), string(path[1].Record))
+		})
+	}
+}
