@@ -4,51 +4,133 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/sessionstore/sessionstore/internal/vfs"
+	"github.com/sessionstore/sessionstore/internal/zchunk"
 )
 
 // Chunk files are named by a zero-padded decimal sequence number:
-// 000000.jsonl, 000001.jsonl, ... (more digits past 999999). The name is
-// part of the format.
-const chunkExt = ".jsonl"
+// 000000.jsonl, 000001.jsonl, ... (more digits past 999999). A sealed chunk
+// stored compressed is named 000000.jsonl.zst (see internal/zchunk). The
+// names are part of the format.
+const (
+	chunkExt  = ".jsonl"
+	sealedExt = ".zst"
+)
 
 func chunkName(n uint32) string { return fmt.Sprintf("%06d%s", n, chunkExt) }
 
-// parseChunkName returns the number of a chunk file name, or false for any
-// other name (temporary or broken-tail files).
+// parseChunkName returns the number of a chunk file name, plain or sealed,
+// or false for any other name (temporary or broken-tail files).
 func parseChunkName(name string) (uint32, bool) {
-	digits, ok := strings.CutSuffix(name, chunkExt)
+	plain := strings.TrimSuffix(name, sealedExt)
+	digits, ok := strings.CutSuffix(plain, chunkExt)
 	if !ok || len(digits) < 6 || (len(digits) > 6 && digits[0] == '0') {
 		return 0, false
 	}
 	n, err := strconv.ParseUint(digits, 10, 31)
-	if err != nil || chunkName(uint32(n)) != name {
+	if err != nil || chunkName(uint32(n)) != plain {
 		return 0, false
 	}
 	return uint32(n), true
 }
 
-// listChunks returns the chunk numbers present in dir, ascending.
+// listChunks returns the chunk numbers present in dir, plain or sealed,
+// ascending and without repeats.
 func listChunks(fsys vfs.FS, dir string) ([]uint32, error) {
-	names, err := fsys.ReadDir(dir)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
+	forms, _, err := chunkForms(fsys, dir)
 	if err != nil {
 		return nil, err
 	}
-	var out []uint32
+	out := make([]uint32, 0, len(forms))
+	for n := range forms {
+		out = append(out, n)
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// chunkForm says which files hold a chunk.
+type chunkForm struct{ plain, sealed bool }
+
+// chunkForms maps each chunk number in dir to the files that hold it, and
+// lists the temporary files of interrupted sealings.
+func chunkForms(fsys vfs.FS, dir string) (map[uint32]chunkForm, []string, error) {
+	names, err := fsys.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	out := map[uint32]chunkForm{}
+	var temps []string
 	for _, name := range names {
+		if base, ok := strings.CutSuffix(name, sealedExt+".tmp"); ok {
+			if _, ok := parseChunkName(base); ok {
+				temps = append(temps, name)
+			}
+			continue
+		}
 		if n, ok := parseChunkName(name); ok {
-			out = append(out, n)
+			f := out[n]
+			if strings.HasSuffix(name, sealedExt) {
+				f.sealed = true
+			} else {
+				f.plain = true
+			}
+			out[n] = f
 		}
 	}
-	return out, nil // ReadDir sorts names and the names sort numerically
+	return out, temps, nil
+}
+
+// chunkSource is a chunk opened for reading by logical offset: a plain file
+// or a compressed sealed one.
+type chunkSource interface {
+	io.ReaderAt
+	io.Closer
+}
+
+// openChunk opens chunk n of dir for reading, plain if that file exists,
+// else sealed. It returns the source, its logical size and the path of the
+// file opened. A sealed file that is not in its format is a
+// *CorruptionError.
+func openChunk(fsys vfs.FS, dir string, n uint32) (chunkSource, int64, string, error) {
+	path := filepath.Join(dir, chunkName(n))
+	f, err := fsys.OpenFile(path, os.O_RDONLY, 0)
+	if err == nil {
+		info, err := f.Stat()
+		if err != nil {
+			f.Close()
+			return nil, 0, path, err
+		}
+		return f, info.Size(), path, nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return nil, 0, path, err
+	}
+	zr, err := zchunk.Open(fsys, path+sealedExt)
+	if err != nil {
+		return nil, 0, path + sealedExt, sealedErr(err)
+	}
+	return zr, zr.Size(), path + sealedExt, nil
+}
+
+// sealedErr turns a compressed chunk's format error into a
+// *CorruptionError and returns other errors as they are.
+func sealedErr(err error) error {
+	var fe *zchunk.FormatError
+	if errors.As(err, &fe) {
+		return &CorruptionError{Path: fe.Path, Offset: fe.Offset, Err: fe.Err}
+	}
+	return err
 }
 
 // chunkWriter appends framed records to the active (newest) chunk of a
@@ -60,14 +142,17 @@ func listChunks(fsys vfs.FS, dir string) ([]uint32, error) {
 // directory synced before the first record is written to it, so a durable
 // record never sits in a file whose name a crash could lose.
 type chunkWriter struct {
-	fsys    vfs.FS
-	dir     string
-	perm    os.FileMode
-	maxSize int64
+	fsys     vfs.FS
+	dir      string
+	perm     os.FileMode
+	maxSize  int64
+	compress bool         // seal full chunks into compressed files
+	log      *slog.Logger // for sealing failures, which lose nothing
 
 	num  uint32
 	f    vfs.File // nil until the first append of a new session
 	size int64
+	next uint32 // number of the next chunk to create
 }
 
 func (w *chunkWriter) path(n uint32) string { return filepath.Join(w.dir, chunkName(n)) }
@@ -78,7 +163,7 @@ func (w *chunkWriter) openActive(num uint32, size int64) error {
 	if err != nil {
 		return err
 	}
-	w.num, w.f, w.size = num, f, size
+	w.num, w.f, w.size, w.next = num, f, size, num+1
 	return nil
 }
 
@@ -101,7 +186,7 @@ func (w *chunkWriter) create(num uint32) error {
 			return err
 		}
 	}
-	w.num, w.f, w.size = num, f, 0
+	w.num, w.f, w.size, w.next = num, f, 0, num+1
 	return nil
 }
 
@@ -114,9 +199,9 @@ var errUnsynced = errors.New("chunk state unknown after failure")
 // writer must not be used again; any other error left the chunk as it was.
 func (w *chunkWriter) append(line []byte) (location, error) {
 	if w.f == nil || (w.size > 0 && w.size+int64(len(line)) > w.maxSize) {
-		next := w.num
-		if w.f != nil {
-			next++
+		next := w.next
+		if w.f != nil && w.compress {
+			w.seal()
 		}
 		if err := w.create(next); err != nil {
 			return location{}, fmt.Errorf("sessionstore: start chunk %s: %w", w.path(next), err)
@@ -136,6 +221,28 @@ func (w *chunkWriter) append(line []byte) (location, error) {
 	return loc, nil
 }
 
+// seal stores the full active chunk compressed (internal/zchunk) and
+// removes the plain file. The compressed file is durable under its final
+// name before the plain one is removed, so a crash leaves one or both, whole
+// (reconciliation removes the plain file then). Index locations address
+// logical offsets, which the compressed file keeps. Sealing saves space and
+// nothing depends on it, so a failure is logged and the plain chunk stays.
+func (w *chunkWriter) seal() {
+	path := w.path(w.num)
+	data := make([]byte, w.size)
+	if _, err := w.f.ReadAt(data, 0); err != nil {
+		w.log.Warn("sessionstore: chunk stays uncompressed", "path", path, "err", err)
+		return
+	}
+	if err := zchunk.Write(w.fsys, path+sealedExt, data, w.perm); err != nil {
+		w.log.Warn("sessionstore: chunk stays uncompressed", "path", path, "err", err)
+		return
+	}
+	if err := removeIfExists(w.fsys, path); err != nil {
+		w.log.Warn("sessionstore: plain copy of a sealed chunk stays", "path", path, "err", err)
+	}
+}
+
 func (w *chunkWriter) close() error {
 	if w.f == nil {
 		return nil
@@ -152,7 +259,7 @@ func (w *chunkWriter) close() error {
 type chunkReader struct {
 	fsys  vfs.FS
 	dir   string
-	files map[uint32]vfs.File
+	files map[uint32]chunkSource
 
 	winChunk uint32
 	winOff   int64
@@ -160,17 +267,16 @@ type chunkReader struct {
 }
 
 func newChunkReader(fsys vfs.FS, dir string) *chunkReader {
-	return &chunkReader{fsys: fsys, dir: dir, files: map[uint32]vfs.File{}}
+	return &chunkReader{fsys: fsys, dir: dir, files: map[uint32]chunkSource{}}
 }
 
-func (r *chunkReader) file(chunk uint32, off int64) (vfs.File, error) {
+func (r *chunkReader) file(chunk uint32) (chunkSource, error) {
 	if f, ok := r.files[chunk]; ok {
 		return f, nil
 	}
-	path := filepath.Join(r.dir, chunkName(chunk))
-	f, err := r.fsys.OpenFile(path, os.O_RDONLY, 0)
+	f, _, path, err := openChunk(r.fsys, r.dir, chunk)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, corruptf(path, off, "chunk file is missing")
+		return nil, corruptf(path, 0, "chunk file is missing")
 	}
 	if err != nil {
 		return nil, err
@@ -182,7 +288,7 @@ func (r *chunkReader) file(chunk uint32, off int64) (vfs.File, error) {
 // fill loads n bytes of chunk from off into the window, or as many as the
 // chunk holds.
 func (r *chunkReader) fill(chunk uint32, off int64, n int64) error {
-	f, err := r.file(chunk, off)
+	f, err := r.file(chunk)
 	if err != nil {
 		return err
 	}
@@ -193,7 +299,7 @@ func (r *chunkReader) fill(chunk uint32, off int64, n int64) error {
 	got, err := f.ReadAt(r.win, off)
 	if err != nil && !errors.Is(err, io.EOF) {
 		r.win = r.win[:0]
-		return err
+		return sealedErr(err)
 	}
 	r.winChunk, r.winOff, r.win = chunk, off, r.win[:got]
 	return nil

@@ -22,6 +22,8 @@
 //	  chunks/000000.jsonl one framed record per line, in append order
 //	  chunks/000001.jsonl ... a new chunk starts when the active one would
 //	                      exceed Options.ChunkSize
+//	  chunks/000000.jsonl.zst a full (sealed) chunk, compressed with random
+//	                      access (Options.Compression, default zstd)
 //	  blobs/sha256/ab/<62 hex>.zst  records over Options.BlobThreshold,
 //	                      zstd-compressed, named by the SHA-256 of the record
 //
@@ -70,6 +72,22 @@
 // indented JSON object holding "format" (the format version, 1) and the
 // fields of [Meta]; a store refuses another version with
 // ErrUnsupportedFormat.
+//
+// # Compressed chunks
+//
+// When the active chunk is full it is sealed: written again as
+// "<chunk>.jsonl.zst" in the format of internal/zchunk (independent zstd
+// frames of at most 64 KiB of lines, each with its content checksum and a
+// CRC-32C of its compressed bytes, then a frame table and a footer), made
+// durable under its final name, and only then is the plain file removed.
+// Index locations keep addressing the plain (logical) offsets, which the
+// frame table maps to frames, so reading one event decompresses at most
+// one bounded frame. Reading is layout-blind: plain and compressed chunks
+// load identically, and a chunk whose sealing failed stays plain. A root
+// records its mode in sessionstore.json and refuses to open in the other
+// one (ErrCompressionMismatch). Corruption found in a compressed chunk is
+// reported with the compressed file's path and the offset of the damaged
+// frame or table.
 //
 // # Durability contract
 //

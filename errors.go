@@ -10,6 +10,9 @@ import (
 var (
 	// ErrClosed is returned by every call on a Store after Close.
 	ErrClosed = errors.New("sessionstore: store is closed")
+	// ErrCompressionMismatch is returned by Open when the root was created
+	// with another Options.Compression; the error says which.
+	ErrCompressionMismatch = errors.New("sessionstore: compression mode differs from the root's")
 )
 
 // Errors returned by the session and event lookups (Meta, UpdateMeta,

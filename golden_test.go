@@ -25,7 +25,9 @@ var goldenSession = uuid.MustParse("01a02f3f-a89d-7d25-b4ac-ac89a183258d")
 func writeGoldenWorkload(t *testing.T, dir string) []Event {
 	t.Helper()
 	ctx := context.Background()
-	o := deterministic(Options{ChunkSize: 1024})
+	// Plain chunks keep the fixture readable; compressed chunks have their
+	// own tests.
+	o := deterministic(Options{ChunkSize: 1024, Compression: CompressionNone})
 	s, err := Open(dir, &o)
 	require.NoError(t, err)
 	meta, err := s.Create(ctx, Meta{ID: goldenSession, Name: "golden", WorkingDir: "/workspace", Model: "model-name", Labels: map[string]string{"team": "core"}})
@@ -111,7 +113,7 @@ func TestGoldenFiles(t *testing.T) {
 // after an upgrade, and loads it.
 func TestGoldenLoad(t *testing.T) {
 	dir := copyGolden(t)
-	s, err := Open(dir, nil)
+	s, err := Open(dir, &Options{Compression: CompressionNone})
 	require.NoError(t, err)
 	defer s.Close()
 	ctx := context.Background()

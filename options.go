@@ -16,8 +16,11 @@ const (
 	DefaultChunkSize     = 8 << 20  // 8 MiB
 	DefaultMaxRecordSize = 64 << 20 // 64 MiB
 	DefaultBlobThreshold = 16 << 10 // 16 KiB
-	DefaultFileMode      = fs.FileMode(0o600)
-	DefaultDirMode       = fs.FileMode(0o700)
+
+	CompressionZstd = "zstd"
+	CompressionNone = "none"
+	DefaultFileMode = fs.FileMode(0o600)
+	DefaultDirMode  = fs.FileMode(0o700)
 
 	// maxRecordSizeLimit bounds MaxRecordSize so that a record's length
 	// always fits the index's 32-bit fields with room for its framing.
@@ -39,6 +42,12 @@ type Options struct {
 	// inline in its chunk line (see blob.go). Zero selects
 	// DefaultBlobThreshold; a negative value stores every record inline.
 	BlobThreshold int
+	// Compression selects how sealed chunks are stored: CompressionZstd
+	// (the default for "") compresses each chunk when it fills up, keeping
+	// random access (see internal/zchunk); CompressionNone leaves them as
+	// plain JSONL. Reading handles both, but a root keeps the mode it was
+	// created with: Open refuses the other one with ErrCompressionMismatch.
+	Compression string
 	// FileMode and DirMode are the permissions of new files and
 	// directories. Defaults DefaultFileMode and DefaultDirMode.
 	FileMode fs.FileMode
@@ -69,6 +78,13 @@ func (o *Options) withDefaults() (Options, error) {
 	}
 	if c.ChunkSize == 0 {
 		c.ChunkSize = DefaultChunkSize
+	}
+	switch c.Compression {
+	case "":
+		c.Compression = CompressionZstd
+	case CompressionZstd, CompressionNone:
+	default:
+		return c, fmt.Errorf("%w: Compression %q is neither %q nor %q", ErrInvalidOptions, c.Compression, CompressionZstd, CompressionNone)
 	}
 	if c.BlobThreshold == 0 {
 		c.BlobThreshold = DefaultBlobThreshold

@@ -6,6 +6,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	"github.com/google/uuid"
 
@@ -57,11 +59,14 @@ type recoveryPlan struct {
 	indexBadErr error
 	firstNew    int // h.entries[firstNew:] are in the chunks but not in the index
 
-	chunks     []uint32 // chunk numbers, ascending
-	activeSize int64    // end of valid data in the newest chunk
-	tornPath   string   // newest chunk, when it has a torn tail to cut at activeSize
-	tornSize   int64    // its size before cutting
-	tornErr    error
+	chunks       []uint32 // chunk numbers, ascending
+	unsealed     []uint32 // chunks with both a plain and a sealed file
+	sealTemps    []string // temporary files of interrupted sealings
+	newestSealed bool     // the newest chunk is sealed (compressed)
+	activeSize   int64    // end of valid data in the newest chunk
+	tornPath     string   // newest chunk, when it has a torn tail to cut at activeSize
+	tornSize     int64    // its size before cutting
+	tornErr      error
 
 	metaTemp   bool      // session.json.tmp exists
 	headTemp   bool      // HEAD.tmp exists
@@ -80,6 +85,12 @@ func (p *recoveryPlan) repairs(h *handle) []string {
 	}
 	if n := len(h.entries) - p.firstNew; n > 0 {
 		out = append(out, fmt.Sprintf("add %d index entries rebuilt from the chunks", n))
+	}
+	for _, name := range p.sealTemps {
+		out = append(out, "remove "+name+" left by an interrupted sealing")
+	}
+	for _, n := range p.unsealed {
+		out = append(out, fmt.Sprintf("remove %s, already sealed in %s%s", chunkName(n), chunkName(n), sealedExt))
 	}
 	if p.metaTemp {
 		out = append(out, "remove "+metaFile+".tmp left by an interrupted metadata update")
@@ -130,8 +141,24 @@ func analyze(fsys vfs.FS, h *handle) (*recoveryPlan, error) {
 	}
 	p.indexSize, p.indexEnd, p.indexBad, p.indexBadErr = scan.size, scan.end, scan.bad, scan.badErr
 
-	if p.chunks, err = listChunks(fsys, chunkDir); err != nil {
+	forms, temps, err := chunkForms(fsys, chunkDir)
+	if err != nil {
 		return nil, err
+	}
+	p.sealTemps = temps
+	for n, f := range forms {
+		p.chunks = append(p.chunks, n)
+		if f.plain && f.sealed {
+			// Sealing was interrupted after the compressed file became
+			// durable: the plain copy goes.
+			p.unsealed = append(p.unsealed, n)
+		}
+	}
+	slices.Sort(p.chunks)
+	slices.Sort(p.unsealed)
+	if len(p.chunks) > 0 {
+		// A sealed file wins over a plain copy, which apply removes.
+		p.newestSealed = forms[p.chunks[len(p.chunks)-1]].sealed
 	}
 	for i, n := range p.chunks {
 		if n != uint32(i) {
@@ -171,7 +198,7 @@ func analyze(fsys vfs.FS, h *handle) (*recoveryPlan, error) {
 		if n == start.Chunk {
 			off = start.Offset
 		}
-		if err := p.scanChunk(fsys, h, filepath.Join(chunkDir, chunkName(n)), n, off, n == p.chunks[len(p.chunks)-1]); err != nil {
+		if err := p.scanChunk(fsys, h, chunkDir, n, off, n == p.chunks[len(p.chunks)-1]); err != nil {
 			if perr := p.fail(err); perr != nil {
 				return nil, perr
 			}
@@ -218,17 +245,14 @@ func (p *recoveryPlan) fail(err error) error {
 
 // scanChunk indexes the records of one chunk from off, adding them to h,
 // and records where valid data ends and any torn tail to cut.
-func (p *recoveryPlan) scanChunk(fsys vfs.FS, h *handle, path string, n uint32, off int64, newest bool) error {
-	f, err := fsys.OpenFile(path, os.O_RDONLY, 0)
+func (p *recoveryPlan) scanChunk(fsys vfs.FS, h *handle, dir string, n uint32, off int64, newest bool) error {
+	f, size, path, err := openChunk(fsys, dir, n)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	info, err := f.Stat()
-	if err != nil {
-		return err
-	}
-	sc := jsonl.NewScannerSize(io.NewSectionReader(f, off, 1<<62), off, info.Size()-off)
+	sealed := strings.HasSuffix(path, sealedExt)
+	sc := jsonl.NewScannerSize(io.NewSectionReader(f, off, size-off), off, size-off)
 	var (
 		end      = off
 		firstBad = int64(-1)
@@ -264,7 +288,7 @@ func (p *recoveryPlan) scanChunk(fsys vfs.FS, h *handle, path string, n uint32, 
 	if firstBad < 0 {
 		return nil
 	}
-	if !newest {
+	if !newest || sealed {
 		return corruptf(path, firstBad, "invalid data in a sealed chunk: %w", badErr)
 	}
 	p.activeSize = firstBad
@@ -315,9 +339,22 @@ func (s *Store) reconcile(h *handle) error {
 			return err
 		}
 	}
-	h.chunks = chunkWriter{fsys: fsys, dir: chunkDir, perm: s.opts.FileMode, maxSize: s.opts.ChunkSize}
-	if len(p.chunks) > 0 {
-		if err := h.chunks.openActive(p.chunks[len(p.chunks)-1], p.activeSize); err != nil {
+	for _, n := range p.unsealed {
+		if err := removeIfExists(fsys, filepath.Join(chunkDir, chunkName(n))); err != nil {
+			return err
+		}
+	}
+	for _, name := range p.sealTemps {
+		if err := removeIfExists(fsys, filepath.Join(chunkDir, name)); err != nil {
+			return err
+		}
+	}
+	h.chunks = chunkWriter{fsys: fsys, dir: chunkDir, perm: s.opts.FileMode, maxSize: s.opts.ChunkSize,
+		compress: s.opts.Compression == CompressionZstd, log: log}
+	if n := len(p.chunks); n > 0 && p.newestSealed {
+		h.chunks.next = p.chunks[n-1] + 1 // the next append starts a new chunk
+	} else if n > 0 {
+		if err := h.chunks.openActive(p.chunks[n-1], p.activeSize); err != nil {
 			return err
 		}
 	}

@@ -273,7 +273,7 @@ func TestReconcileCorruption(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			m, s, id := memSession(t, Options{ChunkSize: 600})
+			m, s, id := memSession(t, Options{ChunkSize: 600, Compression: CompressionNone})
 			evs := appendN(t, s, id, 12)
 			var locs []location
 			h, err := s.acquire(id, nil)
@@ -290,7 +290,7 @@ func TestReconcileCorruption(t *testing.T) {
 			damaged := m.String()
 			require.NotEqual(t, before, damaged)
 
-			s2 := openMem(t, m, Options{ChunkSize: 600})
+			s2 := openMem(t, m, Options{ChunkSize: 600, Compression: CompressionNone})
 			defer s2.Close()
 			prefix, err := s2.Load(context.Background(), id)
 			require.Error(t, err)
@@ -471,7 +471,8 @@ func TestReconcileCrashDuringRepair(t *testing.T) {
 func TestLoadReadsOnlyTheActivePath(t *testing.T) {
 	ctx := context.Background()
 	m := vfs.NewMemFS()
-	s := openMem(t, m, Options{ChunkSize: 4096})
+	// Plain chunks, so that bytes read are record bytes.
+	s := openMem(t, m, Options{ChunkSize: 4096, Compression: CompressionNone})
 	meta, err := s.Create(ctx, Meta{})
 	require.NoError(t, err)
 	trunk := appendN(t, s, meta.ID, 10)
@@ -482,7 +483,7 @@ func TestLoadReadsOnlyTheActivePath(t *testing.T) {
 	require.NoError(t, s.Close())
 
 	counting := vfs.NewCounting(m)
-	s = openMem(t, counting, Options{ChunkSize: 4096})
+	s = openMem(t, counting, Options{ChunkSize: 4096, Compression: CompressionNone})
 	defer s.Close()
 	_, err = s.Head(ctx, meta.ID) // open and reconcile
 	require.NoError(t, err)

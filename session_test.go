@@ -322,7 +322,7 @@ func TestAPIListReadsOnlySessionJSON(t *testing.T) {
 	dir := t.TempDir()
 	// A first Store writes several sessions and keeps them open (locked),
 	// as a busy writer would.
-	writer := apiOpen(t, dir, &Options{ChunkSize: 512})
+	writer := apiOpen(t, dir, &Options{ChunkSize: 512, Compression: CompressionNone})
 	var ids []uuid.UUID
 	for i := range 3 {
 		id := apiNewSession(t, writer)
@@ -333,7 +333,7 @@ func TestAPIListReadsOnlySessionJSON(t *testing.T) {
 	}
 
 	counting := vfs.NewCounting(vfs.Default)
-	reader := apiOpen(t, dir, &Options{fs: counting})
+	reader := apiOpen(t, dir, &Options{fs: counting, Compression: CompressionNone})
 	counting.Reset()
 
 	list, err := reader.List(ctx)

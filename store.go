@@ -2,6 +2,7 @@ package sessionstore
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -86,7 +87,48 @@ func Open(dir string, opts *Options) (*Store, error) {
 	} else if err != nil {
 		return nil, fmt.Errorf("sessionstore: open root: %w", err)
 	}
+	if err := checkRootConfig(o.fs, dir, o); err != nil {
+		return nil, err
+	}
 	return &Store{dir: dir, opts: o, sessions: map[uuid.UUID]*handle{}}, nil
+}
+
+// rootConfigName is the file that records how a root stores its chunks;
+// part of the format.
+const rootConfigName = "sessionstore.json"
+
+type rootConfig struct {
+	Format      int    `json:"format"`
+	Compression string `json:"compression"`
+}
+
+// checkRootConfig records the compression mode of a new root, and refuses
+// to open an existing root in the other mode.
+func checkRootConfig(fsys vfs.FS, dir string, o Options) error {
+	path := filepath.Join(dir, rootConfigName)
+	b, err := vfs.ReadFile(fsys, path)
+	if errors.Is(err, os.ErrNotExist) {
+		b, err := json.Marshal(rootConfig{Format: formatVersion, Compression: o.Compression})
+		if err != nil {
+			return err
+		}
+		if err := replaceFile(fsys, dir, rootConfigName, append(b, '\n'), o.FileMode); err != nil {
+			return fmt.Errorf("sessionstore: write %s: %w", path, err)
+		}
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("sessionstore: read %s: %w", path, err)
+	}
+	var cfg rootConfig
+	if err := json.Unmarshal(b, &cfg); err != nil {
+		return corruptf(path, 0, "%w", err)
+	}
+	if cfg.Compression != o.Compression {
+		return fmt.Errorf("%w: %s was created with Compression %q; open it with Options.Compression = %q, or use another directory for %q (there is no conversion)",
+			ErrCompressionMismatch, dir, cfg.Compression, cfg.Compression, o.Compression)
+	}
+	return nil
 }
 
 // Dir returns the store's root directory.

@@ -521,7 +521,7 @@ func TestAPIEmptySession(t *testing.T) {
 
 func TestAPIChunkRotation(t *testing.T) {
 	const chunkSize = 1024
-	s, dir := apiNewStore(t, &Options{ChunkSize: chunkSize})
+	s, dir := apiNewStore(t, &Options{ChunkSize: chunkSize, Compression: CompressionNone})
 	id := apiNewSession(t, s)
 	sdir := apiSessionDir(dir, id)
 
@@ -565,7 +565,7 @@ func TestAPIChunkRotation(t *testing.T) {
 	apiSameEvents(t, appended, apiLoad(t, s, id))
 	require.NoError(t, s.Close())
 
-	s2 := apiOpen(t, dir, &Options{ChunkSize: chunkSize})
+	s2 := apiOpen(t, dir, &Options{ChunkSize: chunkSize, Compression: CompressionNone})
 	apiSameEvents(t, appended, apiLoad(t, s2, id))
 	for _, want := range appended {
 		got, err := s2.Event(t.Context(), id, want.ID)
@@ -584,7 +584,7 @@ func TestAPIChunkRotation(t *testing.T) {
 func TestAPIChunkSizeOne(t *testing.T) {
 	// With the smallest ChunkSize every record is over it, so every record
 	// gets a chunk of its own.
-	s, dir := apiNewStore(t, &Options{ChunkSize: 1})
+	s, dir := apiNewStore(t, &Options{ChunkSize: 1, Compression: CompressionNone})
 	id := apiNewSession(t, s)
 	var appended []Event
 	for i := range 4 {
@@ -596,7 +596,7 @@ func TestAPIChunkSizeOne(t *testing.T) {
 		assert.Equal(t, []uuid.UUID{appended[i].ID}, ids[name])
 	}
 	require.NoError(t, s.Close())
-	apiSameEvents(t, appended, apiLoad(t, apiOpen(t, dir, &Options{ChunkSize: 1}), id))
+	apiSameEvents(t, appended, apiLoad(t, apiOpen(t, dir, &Options{ChunkSize: 1, Compression: CompressionNone}), id))
 }
 
 func TestAPIRecordsStoredCompact(t *testing.T) {

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/google/uuid"
 
@@ -125,11 +125,10 @@ func (s *Store) Verify(ctx context.Context, session uuid.UUID) (*VerifyReport, e
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		path := filepath.Join(chunkDir, chunkName(n))
 		if n != uint32(ci) {
 			r.problem(&CorruptionError{Path: filepath.Join(chunkDir, chunkName(uint32(ci))), Offset: 0, Err: errors.New("chunk file is missing")})
 		}
-		size, err := verifyChunk(fsys, path, n, ci == len(chunks)-1, check)
+		size, err := verifyChunk(fsys, chunkDir, n, ci == len(chunks)-1, check)
 		if err != nil {
 			return nil, err
 		}
@@ -172,18 +171,22 @@ type chunkCheck struct {
 
 // verifyChunk checks every record of one chunk, continuing the count of
 // valid records in r.Records, and returns the chunk's size.
-func verifyChunk(fsys vfs.FS, path string, n uint32, newest bool, c *chunkCheck) (int64, error) {
+func verifyChunk(fsys vfs.FS, dir string, n uint32, newest bool, c *chunkCheck) (int64, error) {
 	r := c.report
-	f, err := fsys.OpenFile(path, os.O_RDONLY, 0)
+	f, size, path, err := openChunk(fsys, dir, n)
 	if err != nil {
+		var ce *CorruptionError
+		if errors.As(err, &ce) {
+			r.problem(ce)
+			return 0, nil
+		}
 		return 0, err
 	}
 	defer f.Close()
-	info, err := f.Stat()
-	if err != nil {
-		return 0, err
+	if strings.HasSuffix(path, sealedExt) {
+		newest = false // a sealed chunk never has a torn tail
 	}
-	sc := jsonl.NewScannerSize(f, 0, info.Size())
+	sc := jsonl.NewScannerSize(io.NewSectionReader(f, 0, size), 0, size)
 	firstBad, badErr := int64(-1), error(nil)
 	for sc.Next() {
 		line := sc.Line()
@@ -218,6 +221,10 @@ func verifyChunk(fsys vfs.FS, path string, n uint32, newest bool, c *chunkCheck)
 		r.Head = hdr.ID
 	}
 	if err := sc.Err(); err != nil {
+		if err := sealedErr(err); errors.As(err, new(*CorruptionError)) {
+			r.problem(err.(*CorruptionError))
+			return 0, nil
+		}
 		return 0, err
 	}
 	if firstBad < 0 && len(sc.Tail()) > 0 {
@@ -229,5 +236,9 @@ func verifyChunk(fsys vfs.FS, path string, n uint32, newest bool, c *chunkCheck)
 	// A bad tail of the newest chunk is a torn write: analyze lists it as a
 	// repair unless an index entry names it, which the check above and the
 	// count check in Verify report.
-	return sc.End(), nil
+	info, err := fsys.Stat(path)
+	if err != nil {
+		return 0, err
+	}
+	return info.Size(), nil
 }

@@ -3,6 +3,8 @@ package sessionstore
 import (
 	"bytes"
 	"context"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/uuid"
@@ -96,50 +98,69 @@ func TestVerifyLockedSession(t *testing.T) {
 }
 
 // TestByteFlipDetection flips every byte of a committed session's chunk
-// data, one at a time and in several ways, and checks that every change is
-// detected both by Verify and by reading the events back.
+// files, one at a time and in several ways, and checks that every change is
+// detected both by Verify and by reading the events back: with plain
+// chunks, and with sealed chunks compressed.
 func TestByteFlipDetection(t *testing.T) {
-	ctx := context.Background()
-	m, s, id := memSession(t, Options{ChunkSize: 900})
-	evs := appendN(t, s, id, 4)
-	require.NoError(t, s.Branch(ctx, id, evs[1].ID))
-	evs = append(evs, appendN(t, s, id, 3)...)
-	require.NoError(t, s.Close())
+	for _, mode := range []string{CompressionNone, CompressionZstd} {
+		t.Run(mode, func(t *testing.T) {
+			ctx := context.Background()
+			o := Options{ChunkSize: 900, Compression: mode}
+			m, s, id := memSession(t, o)
+			evs := appendN(t, s, id, 4)
+			require.NoError(t, s.Branch(ctx, id, evs[1].ID))
+			evs = append(evs, appendN(t, s, id, 3)...)
+			require.NoError(t, s.Close())
 
-	chunks, err := listChunks(m, sessionPath(id, chunksDir))
-	require.NoError(t, err)
-	require.Greater(t, len(chunks), 1, "sealed and active chunks are both covered")
-
-	var total, byVerify, byRead int
-	for _, c := range chunks {
-		path := sessionPath(id, chunksDir, chunkName(c))
-		orig, err := vfs.ReadFile(m, path)
-		require.NoError(t, err)
-		for pos := range orig {
-			for _, x := range []byte{0x01, 0x20, 0x80, 0xff} {
-				flipped := m.CrashClone(vfs.KeepAll, 0)
-				b := bytes.Clone(orig)
-				b[pos] ^= x
-				writeMemFile(t, flipped, path, b)
-				total++
-
-				v := openMem(t, flipped, Options{})
-				r, err := v.Verify(ctx, id)
-				require.NoError(t, err)
-				if !r.OK() {
-					byVerify++
+			dir := sessionPath(id, chunksDir)
+			names, err := m.ReadDir(dir)
+			require.NoError(t, err)
+			var files []string
+			sealed := 0
+			for _, name := range names {
+				if _, ok := parseChunkName(name); ok {
+					files = append(files, filepath.Join(dir, name))
+					if strings.HasSuffix(name, sealedExt) {
+						sealed++
+					}
 				}
-				if readDetects(ctx, v, id, evs) {
-					byRead++
-				}
-				v.Close()
 			}
-		}
+			require.Greater(t, len(files), 1, "sealed and active chunks are both covered")
+			if mode == CompressionZstd {
+				require.Equal(t, len(files)-1, sealed, "every full chunk is sealed compressed")
+			}
+
+			var total, byVerify, byRead int
+			for _, path := range files {
+				orig, err := vfs.ReadFile(m, path)
+				require.NoError(t, err)
+				for pos := range orig {
+					for _, x := range []byte{0x01, 0x20, 0x80, 0xff} {
+						flipped := m.CrashClone(vfs.KeepAll, 0)
+						b := bytes.Clone(orig)
+						b[pos] ^= x
+						writeMemFile(t, flipped, path, b)
+						total++
+
+						v := openMem(t, flipped, o)
+						r, err := v.Verify(ctx, id)
+						require.NoError(t, err)
+						if !r.OK() {
+							byVerify++
+						}
+						if readDetects(ctx, v, id, evs) {
+							byRead++
+						}
+						v.Close()
+					}
+				}
+			}
+			t.Logf("%s: byte changes: %d in %d files; detected by Verify: %d (%.2f%%); detected by reading every event: %d (%.2f%%)",
+				mode, total, len(files), byVerify, 100*float64(byVerify)/float64(total), byRead, 100*float64(byRead)/float64(total))
+			assert.Equal(t, total, byVerify, "Verify detects every single-byte change")
+			assert.Equal(t, total, byRead, "reading detects every single-byte change")
+		})
 	}
-	t.Logf("byte changes: %d; detected by Verify: %d (%.2f%%); detected by reading every event: %d (%.2f%%)",
-		total, byVerify, 100*float64(byVerify)/float64(total), byRead, 100*float64(byRead)/float64(total))
-	assert.Equal(t, total, byVerify, "Verify detects every single-byte change")
-	assert.Equal(t, total, byRead, "reading detects every single-byte change")
 }
 
 // readDetects reports whether reading every event of the session returns

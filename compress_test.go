@@ -1,0 +1,128 @@
+package sessionstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sessionstore/sessionstore/internal/vfs"
+)
+
+func TestCompressionModeMismatch(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir, &Options{Compression: CompressionNone})
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	for _, o := range []*Options{nil, {Compression: CompressionZstd}} {
+		_, err := Open(dir, o)
+		require.ErrorIs(t, err, ErrCompressionMismatch)
+		assert.Contains(t, err.Error(), `Options.Compression = "none"`, "the error says how to proceed")
+	}
+	s, err = Open(dir, &Options{Compression: CompressionNone})
+	require.NoError(t, err, "the root's own mode opens")
+	require.NoError(t, s.Close())
+
+	_, err = Open(t.TempDir(), &Options{Compression: "lz4"})
+	assert.ErrorIs(t, err, ErrInvalidOptions)
+}
+
+// sealedLayout reports, for each chunk file of a session, whether it is
+// sealed compressed.
+func sealedLayout(t *testing.T, fsys vfs.FS, dir string) map[string]bool {
+	t.Helper()
+	names, err := fsys.ReadDir(dir)
+	require.NoError(t, err)
+	out := map[string]bool{}
+	for _, n := range names {
+		if _, ok := parseChunkName(n); ok {
+			out[n] = strings.HasSuffix(n, sealedExt)
+		}
+	}
+	return out
+}
+
+// TestMixedChunks: a sealing that fails leaves its chunk plain; plain and
+// compressed chunks then load identically, also after reopening.
+func TestMixedChunks(t *testing.T) {
+	ctx := context.Background()
+	m := vfs.NewMemFS()
+	failed := 0
+	m.SetFault(func(op vfs.Op, path string) error {
+		if op == vfs.OpCreate && strings.HasSuffix(path, "000001.jsonl.zst.tmp") {
+			failed++
+			return errors.New("injected: no space for the compressed copy")
+		}
+		return nil
+	})
+	s := openMem(t, m, Options{ChunkSize: 2048})
+	meta, err := s.Create(ctx, Meta{})
+	require.NoError(t, err)
+	evs := appendN(t, s, meta.ID, 60)
+	require.Equal(t, 1, failed)
+	layout := sealedLayout(t, m, sessionPath(meta.ID, chunksDir))
+	assert.False(t, layout["000001.jsonl"], "the chunk whose sealing failed stays plain")
+	assert.True(t, layout["000000.jsonl.zst"])
+	assert.True(t, layout["000002.jsonl.zst"])
+	path, err := s.Load(ctx, meta.ID)
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	m.SetFault(nil)
+	s2 := checkAll(t, m, meta.ID, evs)
+	defer s2.Close()
+	again, err := s2.Load(ctx, meta.ID)
+	require.NoError(t, err)
+	assert.Equal(t, path, again)
+	r, err := s2.Verify(ctx, meta.ID)
+	require.NoError(t, err)
+	assert.True(t, r.OK(), "%v", r.Problems)
+}
+
+// TestInterruptedSeal: a crash after the compressed copy is durable but
+// before the plain file is removed leaves both; opening removes the plain
+// one and loses nothing.
+func TestInterruptedSeal(t *testing.T) {
+	ctx := context.Background()
+	m := vfs.NewMemFS()
+	s := openMem(t, m, Options{ChunkSize: 2048})
+	meta, err := s.Create(ctx, Meta{})
+	require.NoError(t, err)
+	evs := appendN(t, s, meta.ID, 30)
+	require.NoError(t, s.Close())
+	dir := sessionPath(meta.ID, chunksDir)
+	zr, err := openChunkFile(m, filepath.Join(dir, chunkName(0)+sealedExt))
+	require.NoError(t, err)
+	writeMemFile(t, m, filepath.Join(dir, chunkName(0)), zr)
+	require.True(t, sealedLayout(t, m, dir)["000000.jsonl.zst"])
+	require.Contains(t, sealedLayout(t, m, dir), "000000.jsonl")
+	writeMemFile(t, m, filepath.Join(dir, chunkName(1)+sealedExt+".tmp"), []byte("half a sealing"))
+
+	checkAll(t, m, meta.ID, evs).Close()
+	assert.NotContains(t, sealedLayout(t, m, dir), "000000.jsonl", "the plain copy is removed")
+	assert.Contains(t, sealedLayout(t, m, dir), "000000.jsonl.zst")
+	_, err = m.Stat(filepath.Join(dir, chunkName(1)+sealedExt+".tmp"))
+	assert.ErrorIs(t, err, fs.ErrNotExist, "the temporary file of an interrupted sealing is removed")
+}
+
+// openChunkFile returns the logical bytes of a chunk file, plain or sealed.
+func openChunkFile(fsys vfs.FS, path string) ([]byte, error) {
+	dir, name := filepath.Split(path)
+	n, ok := parseChunkName(name)
+	if !ok {
+		return nil, fmt.Errorf("not a chunk: %s", path)
+	}
+	src, size, _, err := openChunk(fsys, filepath.Clean(dir), n)
+	if err != nil {
+		return nil, err
+	}
+	defer src.Close()
+	b := make([]byte, size)
+	_, err = src.ReadAt(b, 0)
+	return b, err
+}

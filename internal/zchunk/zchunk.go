@@ -1,0 +1,543 @@
+// Package zchunk stores a sealed chunk (one that will never be written
+// again) compressed with zstd, in a form that keeps random access by
+// logical offset: the byte offsets of the plain chunk file, which is what
+// index locations name.
+//
+// # Format
+//
+// The plain bytes are cut into blocks at line boundaries: every block but
+// possibly the last ends with a newline, and a block holds at most
+// [BlockSize] bytes unless a single line is longer, in which case that line
+// is a block of its own. Each block is compressed as an independent zstd
+// frame (RFC 8878) with its content checksum, so a reader decompresses only
+// the blocks a read overlaps and every decompressed byte is checked. The
+// frames are followed by the frame table and a fixed-size footer, both
+// inside one zstd skippable frame:
+//
+//	offset 0
+//	+--------------------------------+
+//	| zstd frame 0   (block 0)       |  content checksum on
+//	+--------------------------------+
+//	| zstd frame 1   (block 1)       |
+//	+--------------------------------+
+//	| ...                            |
+//	+--------------------------------+  framesEnd (= end of the last frame)
+//	| skippable frame header, 8 B    |  u32 SkippableMagic, u32 tableLen+FooterSize
+//	+--------------------------------+  tableOff = framesEnd + 8
+//	| frame table, EntrySize B each  |  one entry per frame, in file order:
+//	|                                |   0 u64 compressed offset
+//	|                                |   8 u64 compressed length
+//	|                                |  16 u64 logical offset
+//	|                                |  24 u64 logical length
+//	|                                |  32 u32 CRC-32C of the frame's bytes
+//	+--------------------------------+  tableOff + tableLen
+//	| footer, FooterSize (40) B      |   0 u64 tableOff
+//	|                                |   8 u64 tableLen
+//	|                                |  16 u64 logical size
+//	|                                |  24 u32 CRC-32C (Castagnoli) of the table
+//	|                                |  28 u32 Version
+//	|                                |  32 [8]byte Magic "SSZCHUNK"
+//	+--------------------------------+  end of file
+//
+// All integers are little-endian. Because the table and footer sit in a
+// skippable frame, the whole file is also a valid zstd stream: "zstd -d"
+// (or any conforming decoder) turns it back into the plain chunk.
+//
+// Part of the on-disk format, never to change within a Version: [Magic],
+// [Version], [FooterSize], [EntrySize], [SkippableMagic], [MaxWindow], the
+// layout above, CRC-32C (Castagnoli) for the table and the frames, and the
+// rule that every frame carries its zstd content checksum. [BlockSize] is not part of the format: it
+// is the writer's choice, and a reader accepts blocks of any size.
+//
+// An empty input has no frames: the file is the skippable frame alone (48
+// bytes, an empty table).
+//
+// # Validation
+//
+// [Open] reads only the footer and the table, and checks that every field
+// agrees with the others and with the file size: the magic, the version,
+// tableOff + tableLen + FooterSize = file size, the skippable frame header,
+// the table's CRC, frames that tile [0, framesEnd) and blocks that tile
+// [0, size) in order, no empty frame or block, and no block longer than a
+// zstd frame of its compressed length can decode to. Every footer field is
+// thus cross-checked, so a damaged footer cannot go unnoticed. A frame is
+// checked when a read first needs it: its bytes must match the table's
+// CRC-32C, its header must name no dictionary and carry a content checksum,
+// a content size in the header must be the block's length (zstd omits it
+// below 256 bytes), and the decompressed block must have that length and
+// match the content checksum. Any failure is a [*FormatError] naming the
+// file and the offset of the damaged part.
+//
+// Every byte of the file is thus covered: the frames by their CRC-32C in
+// the table, the table by the CRC in the footer, the skippable header and
+// the footer by the cross-checks. The frame CRC is what makes every change
+// detectable: zstd alone ignores a few bits (a header's unused bit, the
+// window size of a small frame, slack in entropy tables), and a change
+// there would decompress to the right bytes unnoticed. The zstd content
+// checksum in turn guards against encoder or decoder bugs.
+//
+// # Shared codec state
+//
+// Compression uses one package-level zstd.Encoder through EncodeAll, and
+// decompression one package-level zstd.Decoder through DecodeAll; both
+// calls are safe for concurrent use. The encoder runs at most GOMAXPROCS
+// compressions at a time and the decoder at most GOMAXPROCS decompressions
+// (further callers wait), so memory stays bounded however many chunks are
+// open; a Reader needs no decoder of its own. Neither starts goroutines, and
+// both are created on first use. The encoder runs at its default level
+// (about zstd level 3): on agent transcripts the next level gains about 1%
+// at half the speed, the strongest about 4% at a tenth. Write
+// decompresses every frame it made and compares it with its input before
+// writing anything, so an encoder bug cannot replace a chunk with a file
+// that does not read back.
+//
+// A Reader keeps the block it decompressed last, so a run of reads inside
+// one block (adjacent records) decompresses it once. Blocks end at line
+// ends, so a read of one line decompresses at most one frame.
+package zchunk
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"io/fs"
+	"math"
+	"math/bits"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"sync/atomic"
+
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/sessionstore/sessionstore/internal/vfs"
+)
+
+// On-disk format constants (see the package comment).
+const (
+	// Magic ends every file.
+	Magic = "SSZCHUNK"
+	// Version is the format version written in the footer; Open refuses
+	// any other.
+	Version = 1
+	// FooterSize is the size of the footer that ends the file.
+	FooterSize = 40
+	// EntrySize is the size of one frame table entry.
+	EntrySize = 36
+	// MaxWindow is the largest zstd window a frame may declare (a frame
+	// whose block is at most MaxWindow long may be single-segment, with the
+	// block's length as its window). 8 MiB is what RFC 8878 recommends every
+	// decoder support.
+	MaxWindow = 8 << 20
+	// SkippableMagic is the zstd skippable frame magic number of the frame
+	// holding the table and footer (0x184D2A50 to 0x184D2A5F are skippable;
+	// this package writes and requires this one).
+	SkippableMagic = 0x184D2A5E
+)
+
+// skipHeaderSize is the size of a zstd skippable frame header: magic and
+// payload length, both u32.
+const skipHeaderSize = 8
+
+// BlockSize is the most plain data a block holds unless it is one longer
+// line. It is the writer's choice, not part of the format.
+const BlockSize = 64 << 10
+
+// maxBlockPerByte bounds how much a zstd frame can decode to per
+// compressed byte: a block decodes to at most 128 KiB and takes at least 4
+// bytes (3 of header, 1 of content).
+const maxBlockPerByte = (128 << 10) / 4
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// Errors wrapped by FormatError.Err, for errors.Is.
+var (
+	ErrTruncated          = errors.New("file is truncated")
+	ErrBadMagic           = errors.New("bad magic number (not a compressed chunk, or truncated)")
+	ErrUnsupportedVersion = errors.New("unsupported format version")
+	ErrTableChecksum      = errors.New("frame table checksum mismatch")
+	ErrBadTable           = errors.New("inconsistent footer or frame table")
+	ErrBadFrame           = errors.New("damaged frame")
+)
+
+// FormatError reports a compressed chunk that is not in the format: Offset
+// is the byte offset in the compressed file of the damaged part (the
+// footer, the table entry, or the start of the frame).
+type FormatError struct {
+	Path   string
+	Offset int64
+	Err    error
+}
+
+func (e *FormatError) Error() string {
+	return fmt.Sprintf("zchunk: %s: offset %d: %v", e.Path, e.Offset, e.Err)
+}
+
+func (e *FormatError) Unwrap() error { return e.Err }
+
+var encoder = sync.OnceValue(func() *zstd.Encoder {
+	e, err := zstd.NewWriter(nil,
+		zstd.WithEncoderCRC(true),
+		zstd.WithWindowSize(MaxWindow),
+		zstd.WithEncoderConcurrency(0), // GOMAXPROCS
+	)
+	if err != nil {
+		panic("zchunk: " + err.Error()) // only for invalid static options
+	}
+	return e
+})
+
+var decoder = sync.OnceValue(func() *zstd.Decoder {
+	d, err := zstd.NewReader(nil,
+		zstd.WithDecoderConcurrency(0), // GOMAXPROCS
+		zstd.WithDecoderMaxWindow(MaxWindow),
+		// DecodeAll writes at most cap(dst)-len(dst) bytes: a damaged
+		// frame cannot make a read allocate more than its block's length.
+		zstd.WithDecodeAllCapLimit(true),
+	)
+	if err != nil {
+		panic("zchunk: " + err.Error())
+	}
+	return d
+})
+
+// entry is one frame table entry.
+type entry struct {
+	compOff, compLen int64
+	logOff, logLen   int64
+	crc              uint32 // CRC-32C of the compressed bytes
+}
+
+// blocks cuts src into blocks at line boundaries (see the package comment)
+// and returns the end offset of each.
+func blocks(src []byte, blockSize int) []int {
+	var ends []int
+	start, end := 0, 0
+	for end < len(src) {
+		lineEnd := len(src)
+		if i := bytes.IndexByte(src[end:], '\n'); i >= 0 {
+			lineEnd = end + i + 1
+		}
+		if end > start && lineEnd-start > blockSize {
+			ends = append(ends, end)
+			start = end
+		}
+		end = lineEnd
+	}
+	if end > start {
+		ends = append(ends, end)
+	}
+	return ends
+}
+
+// encode returns the compressed form of src, cut into blocks of at most
+// blockSize bytes.
+func encode(src []byte, blockSize int) ([]byte, error) {
+	enc, dec := encoder(), decoder()
+	ends := blocks(src, blockSize)
+	out := make([]byte, 0, len(src)/4+skipHeaderSize+EntrySize*len(ends)+FooterSize)
+	table := make([]byte, 0, EntrySize*len(ends))
+	start := 0
+	for _, end := range ends {
+		block := src[start:end]
+		compOff := len(out)
+		out = enc.EncodeAll(block, out)
+		// Check the frame before it replaces the plain chunk: an encoder
+		// bug must not lose data.
+		check, err := dec.DecodeAll(out[compOff:], make([]byte, 0, len(block)))
+		if err != nil || !bytes.Equal(check, block) {
+			return nil, fmt.Errorf("zchunk: compressed block at %d does not decompress to its input (%v)", start, err)
+		}
+		table = binary.LittleEndian.AppendUint64(table, uint64(compOff))
+		table = binary.LittleEndian.AppendUint64(table, uint64(len(out)-compOff))
+		table = binary.LittleEndian.AppendUint64(table, uint64(start))
+		table = binary.LittleEndian.AppendUint64(table, uint64(len(block)))
+		table = binary.LittleEndian.AppendUint32(table, crc32.Checksum(out[compOff:], castagnoli))
+		start = end
+	}
+	if uint64(len(table))+FooterSize > math.MaxUint32 {
+		return nil, fmt.Errorf("zchunk: frame table too large (%d bytes)", len(table))
+	}
+	out = binary.LittleEndian.AppendUint32(out, SkippableMagic)
+	out = binary.LittleEndian.AppendUint32(out, uint32(len(table)+FooterSize))
+	tableOff := len(out)
+	out = append(out, table...)
+	out = binary.LittleEndian.AppendUint64(out, uint64(tableOff))
+	out = binary.LittleEndian.AppendUint64(out, uint64(len(table)))
+	out = binary.LittleEndian.AppendUint64(out, uint64(len(src)))
+	out = binary.LittleEndian.AppendUint32(out, crc32.Checksum(table, castagnoli))
+	out = binary.LittleEndian.AppendUint32(out, Version)
+	out = append(out, Magic...)
+	return out, nil
+}
+
+// Write stores src, the plain bytes of a sealed chunk, compressed at dst,
+// replacing any file there. It writes the temporary file dst+".tmp",
+// syncs and closes it, renames it to dst and syncs dst's directory: when
+// Write returns nil the file is durable under its final name. On an error
+// before the rename the temporary file is removed (best effort; a crash
+// can still leave it behind, and the next Write truncates it). An error
+// from the final directory sync means dst exists but may not survive a
+// crash.
+func Write(fsys vfs.FS, dst string, src []byte, perm fs.FileMode) error {
+	return write(fsys, dst, src, perm, BlockSize)
+}
+
+func write(fsys vfs.FS, dst string, src []byte, perm fs.FileMode, blockSize int) (err error) {
+	data, err := encode(src, blockSize)
+	if err != nil {
+		return err
+	}
+	tmp := dst + ".tmp"
+	f, err := fsys.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, perm)
+	if err != nil {
+		return fmt.Errorf("zchunk: create %s: %w", tmp, err)
+	}
+	renamed := false
+	defer func() {
+		if f != nil {
+			f.Close()
+		}
+		if err != nil && !renamed {
+			_ = fsys.Remove(tmp)
+		}
+	}()
+	if _, err := f.Write(data); err != nil {
+		return fmt.Errorf("zchunk: write %s: %w", tmp, err)
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("zchunk: sync %s: %w", tmp, err)
+	}
+	cerr := f.Close()
+	f = nil
+	if cerr != nil {
+		return fmt.Errorf("zchunk: close %s: %w", tmp, cerr)
+	}
+	if err := fsys.Rename(tmp, dst); err != nil {
+		return fmt.Errorf("zchunk: rename %s: %w", tmp, err)
+	}
+	renamed = true
+	dir := filepath.Dir(dst)
+	if err := fsys.SyncDir(dir); err != nil {
+		return fmt.Errorf("zchunk: sync directory %s: %w", dir, err)
+	}
+	return nil
+}
+
+// Reader reads the logical (plain) bytes of a compressed chunk. It is safe
+// for concurrent use.
+type Reader struct {
+	f     vfs.File
+	path  string
+	size  int64
+	table []entry
+
+	mu        sync.Mutex
+	cacheIdx  int    // frame held in cacheData, -1 if none
+	cacheData []byte // never modified once cached: readers copy from it unlocked
+
+	decodes atomic.Int64 // frames decompressed, for tests
+}
+
+// Open opens a compressed chunk and validates its footer and frame table.
+// A file not in the format gives a *FormatError; I/O errors are returned
+// as they are.
+func Open(fsys vfs.FS, path string) (*Reader, error) {
+	f, err := fsys.OpenFile(path, os.O_RDONLY, 0)
+	if err != nil {
+		return nil, err
+	}
+	r, err := open(f, path)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
+func open(f vfs.File, path string) (*Reader, error) {
+	bad := func(off int64, err error) error { return &FormatError{Path: path, Offset: off, Err: err} }
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	fileSize := fi.Size()
+	if fileSize < skipHeaderSize+FooterSize {
+		return nil, bad(0, fmt.Errorf("%w: %d bytes, less than the %d of an empty chunk", ErrTruncated, fileSize, skipHeaderSize+FooterSize))
+	}
+	footOff := fileSize - FooterSize
+	var foot [FooterSize]byte
+	if err := readFull(f, foot[:], footOff); err != nil {
+		return nil, fileErr(path, footOff, err)
+	}
+	le := binary.LittleEndian
+	if string(foot[32:40]) != Magic {
+		return nil, bad(footOff+32, fmt.Errorf("%w: %q", ErrBadMagic, foot[32:40]))
+	}
+	if v := le.Uint32(foot[28:32]); v != Version {
+		return nil, bad(footOff+28, fmt.Errorf("%w: %d (want %d)", ErrUnsupportedVersion, v, Version))
+	}
+	tableOff, tableLen, size := le.Uint64(foot[0:8]), le.Uint64(foot[8:16]), le.Uint64(foot[16:24])
+	tableCRC := le.Uint32(foot[24:28])
+	if tableLen%EntrySize != 0 || tableLen > uint64(footOff) || tableOff != uint64(footOff)-tableLen || tableOff < skipHeaderSize {
+		return nil, bad(footOff, fmt.Errorf("%w: table at %d, %d bytes, in a file of %d bytes", ErrBadTable, tableOff, tableLen, fileSize))
+	}
+	if size > math.MaxInt64 {
+		return nil, bad(footOff+16, fmt.Errorf("%w: logical size %d", ErrBadTable, size))
+	}
+	// The skippable frame header and the table, in one read.
+	framesEnd := int64(tableOff) - skipHeaderSize
+	buf := make([]byte, skipHeaderSize+tableLen)
+	if err := readFull(f, buf, framesEnd); err != nil {
+		return nil, fileErr(path, framesEnd, err)
+	}
+	if m, n := le.Uint32(buf[0:4]), le.Uint32(buf[4:8]); m != SkippableMagic || uint64(n) != tableLen+FooterSize {
+		return nil, bad(framesEnd, fmt.Errorf("%w: skippable frame header %#x, %d bytes (want %#x, %d)", ErrBadTable, m, n, SkippableMagic, tableLen+FooterSize))
+	}
+	table := buf[skipHeaderSize:]
+	if got := crc32.Checksum(table, castagnoli); got != tableCRC {
+		return nil, bad(int64(tableOff), fmt.Errorf("%w: %08x, footer says %08x", ErrTableChecksum, got, tableCRC))
+	}
+	entries := make([]entry, len(table)/EntrySize)
+	var compEnd, logEnd uint64
+	for i := range entries {
+		e := table[i*EntrySize:]
+		compOff, compLen := le.Uint64(e[0:]), le.Uint64(e[8:])
+		logOff, logLen := le.Uint64(e[16:]), le.Uint64(e[24:])
+		frameCRC := le.Uint32(e[32:])
+		entryOff := int64(tableOff) + int64(i)*EntrySize
+		switch {
+		case compOff != compEnd || logOff != logEnd:
+			return nil, bad(entryOff, fmt.Errorf("%w: frame %d at %d (logical %d), previous ends at %d (logical %d)", ErrBadTable, i, compOff, logOff, compEnd, logEnd))
+		case compLen == 0 || logLen == 0:
+			return nil, bad(entryOff, fmt.Errorf("%w: frame %d is empty", ErrBadTable, i))
+		case compLen > uint64(framesEnd)-compOff:
+			return nil, bad(entryOff, fmt.Errorf("%w: frame %d (%d bytes at %d) overruns the table", ErrBadTable, i, compLen, compOff))
+		case logLen > size-logOff:
+			return nil, bad(entryOff, fmt.Errorf("%w: block %d (%d bytes at %d) overruns the logical size %d", ErrBadTable, i, logLen, logOff, size))
+		}
+		if hi, lo := bits.Mul64(compLen, maxBlockPerByte); hi == 0 && logLen > lo {
+			return nil, bad(entryOff, fmt.Errorf("%w: frame %d of %d bytes cannot hold %d", ErrBadTable, i, compLen, logLen))
+		}
+		entries[i] = entry{int64(compOff), int64(compLen), int64(logOff), int64(logLen), frameCRC}
+		compEnd, logEnd = compOff+compLen, logOff+logLen
+	}
+	if compEnd != uint64(framesEnd) || logEnd != size {
+		return nil, bad(int64(tableOff), fmt.Errorf("%w: frames end at %d (logical %d), want %d (logical %d)", ErrBadTable, compEnd, logEnd, framesEnd, size))
+	}
+	return &Reader{f: f, path: path, size: int64(size), table: entries, cacheIdx: -1}, nil
+}
+
+// readFull reads len(p) bytes at off.
+func readFull(f vfs.File, p []byte, off int64) error {
+	n, err := f.ReadAt(p, off)
+	if n == len(p) {
+		return nil
+	}
+	if err == nil || err == io.EOF {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}
+
+// fileErr turns a short read into a *FormatError (the file is shorter than
+// its footer says) and returns other errors as they are.
+func fileErr(path string, off int64, err error) error {
+	if err == io.ErrUnexpectedEOF {
+		return &FormatError{Path: path, Offset: off, Err: ErrTruncated}
+	}
+	return fmt.Errorf("zchunk: read %s at %d: %w", path, off, err)
+}
+
+// Size returns the logical size: the length of the plain chunk.
+func (r *Reader) Size() int64 { return r.size }
+
+// ReadAt implements io.ReaderAt over the logical bytes. It decompresses
+// only the frames that overlap [off, off+len(p)) and keeps the last one
+// decompressed, so reads of adjacent records decompress each frame once.
+func (r *Reader) ReadAt(p []byte, off int64) (int, error) {
+	if off < 0 {
+		return 0, fmt.Errorf("zchunk: %s: negative offset %d", r.path, off)
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if off >= r.size {
+		return 0, io.EOF
+	}
+	// The first frame whose block ends after off.
+	i := sort.Search(len(r.table), func(i int) bool { return r.table[i].logOff+r.table[i].logLen > off })
+	n := 0
+	for n < len(p) && i < len(r.table) {
+		data, err := r.frame(i)
+		if err != nil {
+			return n, err
+		}
+		n += copy(p[n:], data[off+int64(n)-r.table[i].logOff:])
+		i++
+	}
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+// frame returns the decompressed block of frame i.
+func (r *Reader) frame(i int) ([]byte, error) {
+	r.mu.Lock()
+	if r.cacheIdx == i {
+		data := r.cacheData
+		r.mu.Unlock()
+		return data, nil
+	}
+	r.mu.Unlock()
+
+	e := r.table[i]
+	bad := func(err error) error {
+		return &FormatError{Path: r.path, Offset: e.compOff, Err: fmt.Errorf("%w: frame %d: %w", ErrBadFrame, i, err)}
+	}
+	comp := make([]byte, e.compLen)
+	if err := readFull(r.f, comp, e.compOff); err != nil {
+		return nil, fileErr(r.path, e.compOff, err)
+	}
+	if got := crc32.Checksum(comp, castagnoli); got != e.crc {
+		return nil, bad(fmt.Errorf("CRC-32C %08x, table says %08x", got, e.crc))
+	}
+	var h zstd.Header
+	if err := h.Decode(comp); err != nil {
+		return nil, bad(err)
+	}
+	switch {
+	case h.Skippable || h.DictionaryID != 0:
+		return nil, bad(errors.New("skippable frame or dictionary"))
+	case !h.HasCheckSum:
+		return nil, bad(errors.New("no content checksum"))
+	case h.HasFCS && h.FrameContentSize != uint64(e.logLen):
+		return nil, bad(fmt.Errorf("content size %d, table says %d", h.FrameContentSize, e.logLen))
+	}
+	data, err := decoder().DecodeAll(comp, make([]byte, 0, e.logLen))
+	if err != nil {
+		return nil, bad(err)
+	}
+	if int64(len(data)) != e.logLen {
+		return nil, bad(fmt.Errorf("decompressed %d bytes, table says %d", len(data), e.logLen))
+	}
+	r.decodes.Add(1)
+
+	r.mu.Lock()
+	r.cacheIdx, r.cacheData = i, data
+	r.mu.Unlock()
+	return data, nil
+}
+
+// Close closes the file.
+func (r *Reader) Close() error {
+	r.mu.Lock()
+	r.cacheIdx, r.cacheData = -1, nil
+	r.mu.Unlock()
+	return r.f.Close()
+}
