@@ -121,6 +121,28 @@ func BenchmarkDiskRatio(b *testing.B) {
 	}
 }
 
+// BenchmarkDiskRatioRecorded is BenchmarkDiskRatio on the session recorded
+// from this repository (testdata/transcripts): real file contents, grep
+// matches, git logs and vet output. At 0.65 MiB it fits in one default
+// chunk, which stays plain, so it is also measured with 64 KiB chunks, as a
+// stand-in for the sealed bulk of a long session.
+func BenchmarkDiskRatioRecorded(b *testing.B) {
+	evs := loadTranscript(b, recordedTranscript)
+	for _, chunk := range []int64{DefaultChunkSize, 64 << 10} {
+		b.Run(fmt.Sprintf("chunk=%dKiB", chunk>>10), func(b *testing.B) {
+			var ratio, plainMiB float64
+			for i := 0; i < b.N; i++ {
+				dir, _, plain := writeSession(b, Options{ChunkSize: chunk}, evs)
+				ratio = float64(dirSize(b, dir)) / float64(plain)
+				plainMiB = float64(plain) / (1 << 20)
+			}
+			b.ReportMetric(ratio, "disk/plain")
+			b.ReportMetric(plainMiB, "plain-MiB")
+			b.ReportMetric(float64(len(evs)), "events")
+		})
+	}
+}
+
 // BenchmarkLoadCompressed loads the same session from a root with
 // compressed sealed chunks and from one with plain chunks, alternately in
 // one loop, and reports the ratio of their times (page cache warm).

@@ -85,9 +85,10 @@
 // one bounded frame. Reading is layout-blind: plain and compressed chunks
 // load identically, and a chunk whose sealing failed stays plain. A root
 // records its mode in sessionstore.json and refuses to open in the other
-// one (ErrCompressionMismatch). Corruption found in a compressed chunk is
-// reported with the compressed file's path and the offset of the damaged
-// frame or table.
+// one (ErrCompressionMismatch). Damage to a compressed file's frames or
+// table is reported with that file's path and the offset of the damaged
+// frame or table; a bad record inside a chunk, plain or compressed, with
+// the plain chunk name and the record's logical offset.
 //
 // # Durability contract
 //
