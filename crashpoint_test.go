@@ -27,8 +27,8 @@ const (
 )
 
 // crashWorkload is a deterministic mix of the operations a harness makes:
-// small and large appends (crossing chunk rotation), branch switches,
-// metadata updates and store restarts. It records what was acknowledged.
+// small and large appends (crossing chunk rotation, blobs and sealing),
+// branch switches, compactions, metadata updates and store restarts. It records what was acknowledged.
 type crashWorkload struct {
 	ops  int
 	seed uint64
@@ -40,6 +40,8 @@ type crashWorkload struct {
 	inflight *Event // the append that was under way when power was lost
 	names    []string
 	pending  string // the metadata update under way
+
+	compactions int
 }
 
 func newCrashWorkload(ops int, seed uint64) *crashWorkload {
@@ -69,6 +71,10 @@ func (w *crashWorkload) run(m vfs.FS) {
 	}
 	w.created, w.pending = true, ""
 	w.names = append(w.names, meta.Name)
+	var (
+		head    uuid.UUID // the newest acknowledged event
+		pending bool      // a Branch selection is pending
+	)
 	for i := 0; i < w.ops; i++ {
 		var ev Event
 		switch x := rng.IntN(100); {
@@ -78,12 +84,32 @@ func (w *crashWorkload) run(m vfs.FS) {
 			ev = ToolCallEvent(ToolCall{CallID: fmt.Sprintf("call-%d", i), Name: "run", Arguments: []byte(`{"n":` + strconv.Itoa(i) + `}`)})
 		case x < 75:
 			ev = ToolResultEvent(ToolResult{CallID: fmt.Sprintf("call-%d", i), Output: strings.Repeat("o", 1500+rng.IntN(2000))})
-		case x < 85:
+		case x < 82:
 			if len(w.order) > 0 {
-				if s.Branch(ctx, w.session, w.order[rng.IntN(len(w.order))]) != nil {
+				to := w.order[rng.IntN(len(w.order))]
+				if s.Branch(ctx, w.session, to) != nil {
 					return
 				}
+				pending = to != head
 			}
+			continue
+		case x < 85:
+			// A compaction of the context so far, keeping HEAD verbatim.
+			if pending || head == uuid.Nil {
+				continue
+			}
+			c := Compaction{Summary: Summary{Goals: []string{fmt.Sprint("goal ", i)}, Text: "summary"}, TokensBefore: int64(i), FirstKept: head, Head: head}
+			attempt := NewEvent(KindCompaction, RoleNone, CompactionRecord{Summary: c.Summary, TokensBefore: c.TokensBefore, FirstKept: c.FirstKept, Summarized: c.Head})
+			w.inflight = &attempt
+			out, err := s.Compact(ctx, w.session, c)
+			if err != nil {
+				return
+			}
+			w.inflight = nil
+			w.acked[out.ID] = out
+			w.order = append(w.order, out.ID)
+			head = out.ID
+			w.compactions++
 			continue
 		case x < 93:
 			w.pending = fmt.Sprintf("crash-%d", i)
@@ -100,6 +126,7 @@ func (w *crashWorkload) run(m vfs.FS) {
 			if s = open(); s == nil {
 				return
 			}
+			pending = false // a selection lives in memory only
 			continue
 		}
 		attempt := ev
@@ -111,6 +138,7 @@ func (w *crashWorkload) run(m vfs.FS) {
 		w.inflight = nil
 		w.acked[out.ID] = out
 		w.order = append(w.order, out.ID)
+		head, pending = out.ID, false
 	}
 	if s.Close() != nil {
 		return
@@ -241,6 +269,7 @@ func TestCrashPoints(t *testing.T) {
 		}
 	}
 	require.Greater(t, blobs, 10, "the workload writes blobs")
+	require.Greater(t, full.compactions, 2, "the workload compacts")
 
 	target := 5000
 	if v := os.Getenv("SESSIONSTORE_CRASH_STATES"); v != "" {

@@ -12,6 +12,15 @@
 // the next event. Because nothing but Append moves HEAD, HEAD is always the
 // newest event in log order.
 //
+// Compaction is an event too: [Store.Compact] records a structured
+// [Summary] as a KindCompaction event, and [Store.Load] stops at the newest
+// compaction on the path (returning it, the events it keeps verbatim from
+// its FirstKept, and everything after it) while every original event stays
+// on disk for [Store.FullPath]. [Store.CompactWith] drives a harness's
+// [Summarizer] and writes nothing unless it succeeds; [ShouldCompact] is the
+// trigger policy; [Store.AppendBranchSummary] records what an abandoned
+// branch achieved as the first event of the new one.
+//
 // # Directory layout
 //
 //	<root>/sessions/<session-id>/

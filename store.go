@@ -434,6 +434,12 @@ func (s *Store) Append(ctx context.Context, session uuid.UUID, ev Event) (Event,
 		return Event{}, err
 	}
 	defer h.mu.Unlock()
+	return s.appendLocked(ctx, h, ev, rec)
+}
+
+// appendLocked appends an event whose record prepareRecord returned, with
+// h.mu held.
+func (s *Store) appendLocked(ctx context.Context, h *handle, ev Event, rec []byte) (Event, error) {
 	if err := h.writable(); err != nil {
 		return Event{}, err
 	}
@@ -491,26 +497,37 @@ func (s *Store) Append(ctx context.Context, session uuid.UUID, ev Event) (Event,
 	return out, nil
 }
 
-// Load returns the active path of a session: the events from the root to
-// HEAD, oldest first, with their records. It reads only those events'
-// records, located through the in-memory index. An empty session loads as
-// an empty slice.
+// Load returns the active context of a session: the events from the root
+// to HEAD, oldest first, with their records resolved, stopping at the
+// newest compaction on the path (see compaction.go: the compaction, the
+// events it keeps verbatim, then everything after it). It reads only
+// those events' records, located through the in-memory index. An empty
+// session loads as an empty slice. FullPath walks past compactions.
 //
 // Errors: ErrNotFound, ErrLocked, ErrClosed, *CorruptionError for a record
 // that does not match its index entry.
 func (s *Store) Load(ctx context.Context, session uuid.UUID) ([]Event, error) {
-	return s.loadPath(ctx, session, uuid.Nil, true)
+	return s.loadPath(ctx, session, uuid.Nil, true, true)
 }
 
-// LoadPath returns the path from the root to the event leaf, oldest first,
-// with records: the context a branch ending at leaf would have.
+// LoadPath is Load for the branch ending at leaf: the context a model
+// would see with leaf as HEAD, compaction boundaries applied.
 //
 // Errors: as Load; ErrNotFound when leaf is not in the session.
 func (s *Store) LoadPath(ctx context.Context, session, leaf uuid.UUID) ([]Event, error) {
-	return s.loadPath(ctx, session, leaf, false)
+	return s.loadPath(ctx, session, leaf, false, true)
 }
 
-func (s *Store) loadPath(ctx context.Context, session, leaf uuid.UUID, fromHead bool) ([]Event, error) {
+// FullPath returns every event from the root to leaf (HEAD when leaf is
+// uuid.Nil), oldest first, with records, walking past compaction
+// boundaries: the whole history, for audit and export.
+//
+// Errors: as LoadPath.
+func (s *Store) FullPath(ctx context.Context, session, leaf uuid.UUID) ([]Event, error) {
+	return s.loadPath(ctx, session, leaf, leaf == uuid.Nil, false)
+}
+
+func (s *Store) loadPath(ctx context.Context, session, leaf uuid.UUID, fromHead, boundaries bool) ([]Event, error) {
 	if err := s.begin(ctx); err != nil {
 		return nil, err
 	}
@@ -535,7 +552,7 @@ func (s *Store) loadPath(ctx context.Context, session, leaf uuid.UUID, fromHead 
 		for {
 			e := &h.entries[i]
 			path = append(path, *e)
-			if e.ParentID == uuid.Nil {
+			if e.ParentID == uuid.Nil || (boundaries && kinds[e.Kind] == KindCompaction) {
 				break
 			}
 			i = h.byID[e.ParentID]
@@ -547,13 +564,31 @@ func (s *Store) loadPath(ctx context.Context, session, leaf uuid.UUID, fromHead 
 	r := newChunkReader(s.opts.fs, filepath.Join(h.dir, chunksDir))
 	defer r.close()
 	slices.Reverse(path) // oldest first, which is also file order
+	if boundaries && len(path) > 0 && kinds[path[0].Kind] == KindCompaction {
+		kept, err := s.keptTail(h, r, &path[0])
+		if err != nil {
+			return nil, err
+		}
+		path = slices.Concat(path[:1], kept, path[1:])
+	}
+	out, err := s.readEntries(ctx, h, r, path)
+	if err != nil {
+		return nil, err
+	}
+	if damaged != nil {
+		return out, damaged
+	}
+	return out, nil
+}
+
+// readEntries reads the events of path with their records resolved,
+// reading each run of adjacent records with one read.
+func (s *Store) readEntries(ctx context.Context, h *handle, r *chunkReader, path []entry) ([]Event, error) {
 	out := make([]Event, len(path))
 	for k := 0; k < len(path); {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		// Read a run of adjacent records (a branch appended without
-		// interruption) with one read.
 		end := k + 1
 		for end < len(path) && path[end].Loc.Chunk == path[k].Loc.Chunk &&
 			path[end].Loc.Offset == path[end-1].Loc.end() && path[end].Loc.end()-path[k].Loc.Offset <= maxReadRun {
@@ -572,13 +607,11 @@ func (s *Store) loadPath(ctx context.Context, session, leaf uuid.UUID, fromHead 
 	}
 	for k := range out {
 		if e := &path[k]; e.Blob {
+			var err error
 			if out[k].Record, err = readBlob(s.opts.fs, h.dir, e.Digest, e.Size); err != nil {
 				return nil, err
 			}
 		}
-	}
-	if damaged != nil {
-		return out, damaged
 	}
 	return out, nil
 }

@@ -99,10 +99,12 @@ func apiTree(t *testing.T, s *Store, session uuid.UUID) []Node {
 	return nodes
 }
 
-// apiLoad returns the session's active path and requires success.
+// apiLoad returns the full path from the root to HEAD and requires success.
 func apiLoad(t *testing.T, s *Store, session uuid.UUID) []Event {
 	t.Helper()
-	evs, err := s.Load(context.Background(), session)
+	// The full path: some of these tests append compaction events by
+	// hand, which Load would start the context at.
+	evs, err := s.FullPath(context.Background(), session, uuid.Nil)
 	require.NoError(t, err)
 	return evs
 }
@@ -407,7 +409,7 @@ func TestAPILoadBranchesAfterReopen(t *testing.T) {
 
 	for leaf, names := range paths {
 		t.Run("LoadPath/"+leaf, func(t *testing.T) {
-			got, err := s2.LoadPath(ctx, id, ev[leaf].ID)
+			got, err := s2.FullPath(ctx, id, ev[leaf].ID)
 			require.NoError(t, err)
 			apiSameEvents(t, events(names), got)
 		})

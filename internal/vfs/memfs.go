@@ -541,9 +541,15 @@ func (f *memFile) writeAt(p []byte, off int64) (int, error) {
 	}
 	end := off + int64(len(p))
 	if end > int64(len(f.node.data)) {
-		grown := make([]byte, end)
-		copy(grown, f.node.data)
-		f.node.data = grown
+		if end <= int64(cap(f.node.data)) {
+			// Bytes past len were never written: Truncate caps the slice.
+			f.node.data = f.node.data[:end]
+		} else {
+			// Grow geometrically, so appending n bytes costs O(n).
+			grown := make([]byte, end, max(end, 2*int64(cap(f.node.data))))
+			copy(grown, f.node.data)
+			f.node.data = grown
+		}
 	}
 	copy(f.node.data[off:], p)
 	f.node.modTime = time.Now()

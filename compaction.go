@@ -1,0 +1,373 @@
+package sessionstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+
+	"github.com/google/uuid"
+)
+
+// Compaction
+//
+// A compaction is an event (KindCompaction) holding a structured summary
+// of the history before it. Load walks from HEAD towards the root and stops
+// at the newest compaction on the path; the context it returns is the
+// compaction, then the events kept verbatim (from FirstKept to the
+// compaction's parent, when FirstKept is set and on the path), then every
+// event after the compaction. Every original event stays on disk:
+// FullPath walks past the boundaries.
+
+// ErrHeadMoved is returned by Compact when HEAD is no longer the event the
+// summary was made from: another event landed while the summarizer ran.
+// Nothing is written.
+var ErrHeadMoved = errors.New("sessionstore: HEAD moved since the summary was made")
+
+// Summary is what a compaction keeps of the history it replaces. A vague
+// paragraph loses what is expensive or dangerous to rediscover, so the
+// summary has a field for each kind of fact; Text holds the rest.
+type Summary struct {
+	Goals        []string `json:"goals,omitempty"`
+	Constraints  []string `json:"constraints,omitempty"`
+	Decisions    []string `json:"decisions,omitempty"`
+	FilesChanged []string `json:"files_changed,omitempty"`
+	Unresolved   []string `json:"unresolved,omitempty"`
+	Facts        []string `json:"facts,omitempty"` // identifiers, paths, numbers worth keeping exactly
+	Text         string   `json:"text,omitempty"`
+}
+
+// Compaction asks Compact to record a summary.
+type Compaction struct {
+	Summary      Summary
+	TokensBefore int64     // tokens of the context the summary replaces, as the harness counted them
+	FirstKept    uuid.UUID // optional: an ancestor of Head kept verbatim after the summary
+	Head         uuid.UUID // the HEAD the summary was made from
+}
+
+// CompactionRecord is the record of a KindCompaction event.
+type CompactionRecord struct {
+	Summary      Summary   `json:"summary"`
+	TokensBefore int64     `json:"tokens_before,omitempty"`
+	FirstKept    uuid.UUID `json:"first_kept"`
+	Summarized   uuid.UUID `json:"summarized"` // the HEAD the summary was made from
+}
+
+// Compaction decodes the record of a KindCompaction event.
+func (e Event) Compaction() (CompactionRecord, error) {
+	var c CompactionRecord
+	return c, e.decodeKind(KindCompaction, &c)
+}
+
+// Compact appends a compaction event as a child of HEAD, which must still
+// be c.Head, and returns it; it becomes HEAD and the start of the context
+// Load returns. c.FirstKept, if set, must be c.Head or one of its
+// ancestors.
+//
+// Durability: as Append; the check of HEAD and the append happen under the
+// session's lock, so no other append can land in between.
+//
+// Errors: ErrHeadMoved (nothing written); ErrInvalidEvent for a FirstKept
+// that is not on the path to c.Head, or while a Branch selection is
+// pending; as Append.
+func (s *Store) Compact(ctx context.Context, session uuid.UUID, c Compaction) (Event, error) {
+	if err := s.begin(ctx); err != nil {
+		return Event{}, err
+	}
+	defer s.end()
+	ev := NewEvent(KindCompaction, RoleNone, CompactionRecord{Summary: c.Summary, TokensBefore: c.TokensBefore, FirstKept: c.FirstKept, Summarized: c.Head})
+	rec, err := prepareRecord(ev, s.opts.MaxRecordSize)
+	if err != nil {
+		return Event{}, err
+	}
+	h, err := s.acquire(session, nil)
+	if err != nil {
+		return Event{}, err
+	}
+	defer h.mu.Unlock()
+	if head := h.head(); head != c.Head {
+		return Event{}, fmt.Errorf("%w: the summary was made at %s, HEAD is %s", ErrHeadMoved, c.Head, head)
+	}
+	if h.pending != uuid.Nil {
+		return Event{}, invalidEventf("a Branch selection is pending; compact before choosing a branch")
+	}
+	if c.FirstKept != uuid.Nil && !h.onPath(c.FirstKept, c.Head) {
+		return Event{}, invalidEventf("FirstKept %s is not on the path to %s", c.FirstKept, c.Head)
+	}
+	return s.appendLocked(ctx, h, ev, rec)
+}
+
+// onPath reports whether id is leaf or one of its ancestors.
+func (h *handle) onPath(id, leaf uuid.UUID) bool {
+	for cur := leaf; cur != uuid.Nil; {
+		if cur == id {
+			return true
+		}
+		i, ok := h.byID[cur]
+		if !ok {
+			return false
+		}
+		cur = h.entries[i].ParentID
+	}
+	return false
+}
+
+// keptTail returns the entries kept verbatim by the compaction c: from its
+// FirstKept to its parent, oldest first, or none when FirstKept is unset or
+// not on the path. It reads the compaction's record and walks the index.
+func (s *Store) keptTail(h *handle, r *chunkReader, c *entry) ([]entry, error) {
+	ev, err := readEntry(r, c)
+	if err != nil {
+		return nil, err
+	}
+	if c.Blob {
+		if ev.Record, err = readBlob(s.opts.fs, h.dir, c.Digest, c.Size); err != nil {
+			return nil, err
+		}
+	}
+	rec, err := ev.Compaction()
+	if err != nil {
+		// A compaction appended by hand with another record keeps nothing.
+		return nil, nil
+	}
+	if rec.FirstKept == uuid.Nil {
+		return nil, nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var kept []entry
+	for cur := c.ParentID; cur != uuid.Nil; {
+		i, ok := h.byID[cur]
+		if !ok {
+			return nil, nil
+		}
+		kept = append(kept, h.entries[i])
+		if cur == rec.FirstKept {
+			for l, r := 0, len(kept)-1; l < r; l, r = l+1, r-1 {
+				kept[l], kept[r] = kept[r], kept[l]
+			}
+			return kept, nil
+		}
+		cur = h.entries[i].ParentID
+	}
+	return nil, nil // FirstKept is not on the path
+}
+
+// DefaultCompactThreshold is the share of the context window at which
+// ShouldCompact says to compact.
+const DefaultCompactThreshold = 0.8
+
+// ShouldCompact reports whether a context of usedTokens in a model window
+// of contextWindow tokens has reached threshold (a fraction; 0 means
+// DefaultCompactThreshold). It is a pure function of its arguments.
+func ShouldCompact(usedTokens, contextWindow int64, threshold float64) bool {
+	if threshold <= 0 {
+		threshold = DefaultCompactThreshold
+	}
+	if contextWindow <= 0 {
+		return false
+	}
+	return float64(usedTokens) >= threshold*float64(contextWindow)
+}
+
+// Summarizer turns events into a summary; a harness implements it by
+// calling its model.
+type Summarizer interface {
+	Summarize(ctx context.Context, events []Event) (Summary, error)
+}
+
+// CompactOptions tune CompactWith.
+type CompactOptions struct {
+	// KeepTokens is the budget of recent events kept verbatim after the
+	// summary (0 keeps none).
+	KeepTokens int64
+	// Tokens estimates an event's tokens; nil uses a quarter of its
+	// record's bytes.
+	Tokens func(Event) int64
+}
+
+func estimateTokens(ev Event) int64 { return int64(len(ev.Record)+3) / 4 }
+
+// CompactWith summarizes the session's current context and records the
+// compaction: it loads the context (which starts at the previous
+// compaction, if any), keeps the most recent events within
+// opts.KeepTokens verbatim (never starting the kept tail at a tool result
+// whose call would be left out), asks sum to summarize the rest, and calls
+// Compact. If the summarizer fails or ctx is cancelled, nothing is written
+// and a retry is safe; if HEAD moved meanwhile, Compact returns
+// ErrHeadMoved.
+func (s *Store) CompactWith(ctx context.Context, session uuid.UUID, sum Summarizer, opts CompactOptions) (Event, error) {
+	tokens := opts.Tokens
+	if tokens == nil {
+		tokens = estimateTokens
+	}
+	head, err := s.Head(ctx, session)
+	if err != nil {
+		return Event{}, err
+	}
+	path, err := s.LoadPath(ctx, session, head)
+	if err != nil {
+		return Event{}, err
+	}
+	var total int64
+	for _, ev := range path {
+		total += tokens(ev)
+	}
+	cut := keptStart(path, opts.KeepTokens, tokens)
+	summary, err := sum.Summarize(ctx, path[:cut])
+	if err != nil {
+		return Event{}, fmt.Errorf("sessionstore: summarize: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return Event{}, err
+	}
+	c := Compaction{Summary: summary, TokensBefore: total, Head: head}
+	if cut < len(path) {
+		c.FirstKept = path[cut].ID
+	}
+	return s.Compact(ctx, session, c)
+}
+
+// keptStart returns the index of the first event kept verbatim: the
+// longest suffix of path within budget that does not start with a tool
+// result whose call is not kept, and never the leading compaction.
+func keptStart(path []Event, budget int64, tokens func(Event) int64) int {
+	cut, used := len(path), int64(0)
+	for cut > 0 {
+		t := tokens(path[cut-1])
+		if used+t > budget {
+			break
+		}
+		used += t
+		cut--
+	}
+	// A kept tool result needs its call: move past results whose call is
+	// not kept.
+	for cut < len(path) && path[cut].Kind == KindToolResult {
+		cut++
+	}
+	// The kept tail is made of original events, never a compaction.
+	for i := cut; i < len(path); i++ {
+		if path[i].Kind == KindCompaction {
+			cut = i + 1
+		}
+	}
+	return cut
+}
+
+// TestSummarizer is a deterministic Summarizer for examples and tests: it
+// records the first user message as the goal and counts the events by
+// kind, without calling a model.
+type TestSummarizer struct{}
+
+// Summarize implements Summarizer.
+func (TestSummarizer) Summarize(_ context.Context, events []Event) (Summary, error) {
+	var sum Summary
+	counts := map[Kind]int{}
+	for _, ev := range events {
+		counts[ev.Kind]++
+		if ev.Kind == KindMessage && ev.Role == RoleUser && len(sum.Goals) == 0 {
+			if m, err := ev.Message(); err == nil {
+				sum.Goals = append(sum.Goals, m.Content)
+			}
+		}
+		if ev.Kind == KindCompaction {
+			if c, err := ev.Compaction(); err == nil {
+				sum.Goals = append(sum.Goals, c.Summary.Goals...)
+			}
+		}
+	}
+	b, _ := json.Marshal(counts)
+	sum.Text = fmt.Sprintf("%d events summarized: %s", len(events), b)
+	return sum, nil
+}
+
+// BranchSummaryRecord is the record of a KindBranchSummary event: what the
+// work a branch switch left behind achieved, so that it does not vanish
+// from the model's view.
+type BranchSummaryRecord struct {
+	Summary       Summary   `json:"summary"`
+	AbandonedHead uuid.UUID `json:"abandoned_head"` // the HEAD the switch left
+}
+
+// BranchSummary decodes the record of a KindBranchSummary event.
+func (e Event) BranchSummary() (BranchSummaryRecord, error) {
+	var b BranchSummaryRecord
+	return b, e.decodeKind(KindBranchSummary, &b)
+}
+
+// Abandoned returns the events a switch to from would leave behind, to be
+// summarized: from HEAD back to the newest common ancestor of HEAD and from
+// (excluded), oldest first, with records. When from is an ancestor of HEAD
+// these are the events after from; when from is HEAD, none.
+//
+// Errors: ErrNotFound when from is not in the session; as Load.
+func (s *Store) Abandoned(ctx context.Context, session, from uuid.UUID) ([]Event, error) {
+	if err := s.begin(ctx); err != nil {
+		return nil, err
+	}
+	defer s.end()
+	h, err := s.acquire(session, nil)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := h.lookup(from); err != nil {
+		h.mu.Unlock()
+		return nil, err
+	}
+	ancestors := map[uuid.UUID]bool{}
+	for cur := from; cur != uuid.Nil; cur = h.entries[h.byID[cur]].ParentID {
+		ancestors[cur] = true
+	}
+	var path []entry
+	for cur := h.head(); cur != uuid.Nil && !ancestors[cur]; {
+		e := h.entries[h.byID[cur]]
+		path = append(path, e)
+		cur = e.ParentID
+	}
+	h.mu.Unlock()
+	for l, r := 0, len(path)-1; l < r; l, r = l+1, r-1 {
+		path[l], path[r] = path[r], path[l]
+	}
+	r := newChunkReader(s.opts.fs, filepath.Join(h.dir, chunksDir))
+	defer r.close()
+	return s.readEntries(ctx, h, r, path)
+}
+
+// AppendBranchSummary switches to from and appends a branch summary as the
+// first event of the new branch: a child of from with BranchFrom set, which
+// becomes HEAD, so Load includes it like any event. rec.AbandonedHead
+// defaults to the HEAD being left.
+//
+// Durability and errors: as Branch followed by Append.
+func (s *Store) AppendBranchSummary(ctx context.Context, session, from uuid.UUID, rec BranchSummaryRecord) (Event, error) {
+	if err := s.begin(ctx); err != nil {
+		return Event{}, err
+	}
+	defer s.end()
+	h, err := s.acquire(session, nil)
+	if err != nil {
+		return Event{}, err
+	}
+	defer h.mu.Unlock()
+	if _, err := h.lookup(from); err != nil {
+		return Event{}, err
+	}
+	if rec.AbandonedHead == uuid.Nil {
+		rec.AbandonedHead = h.head()
+	}
+	ev := NewEvent(KindBranchSummary, RoleNone, rec)
+	data, err := prepareRecord(ev, s.opts.MaxRecordSize)
+	if err != nil {
+		return Event{}, err
+	}
+	prev := h.pending
+	h.pending = from
+	out, err := s.appendLocked(ctx, h, ev, data)
+	if err != nil {
+		h.pending = prev
+		return Event{}, err
+	}
+	return out, nil
+}

@@ -1,0 +1,306 @@
+package sessionstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sessionstore/sessionstore/internal/vfs"
+)
+
+// ids returns the ids of evs.
+func ids(evs []Event) []uuid.UUID {
+	out := make([]uuid.UUID, len(evs))
+	for i, ev := range evs {
+		out[i] = ev.ID
+	}
+	return out
+}
+
+func TestCompactLoadBoundaries(t *testing.T) {
+	ctx := context.Background()
+	type tc struct {
+		name string
+		// run builds a session and returns the expected Load result.
+		run func(t *testing.T, s *Store, id uuid.UUID) []uuid.UUID
+	}
+	cases := []tc{
+		{"without FirstKept", func(t *testing.T, s *Store, id uuid.UUID) []uuid.UUID {
+			evs := appendN(t, s, id, 5)
+			c, err := s.Compact(ctx, id, Compaction{Summary: Summary{Text: "s"}, Head: evs[4].ID})
+			require.NoError(t, err)
+			after := appendN(t, s, id, 2)
+			return append([]uuid.UUID{c.ID}, ids(after)...)
+		}},
+		{"with FirstKept", func(t *testing.T, s *Store, id uuid.UUID) []uuid.UUID {
+			evs := appendN(t, s, id, 5)
+			c, err := s.Compact(ctx, id, Compaction{Summary: Summary{Text: "s"}, Head: evs[4].ID, FirstKept: evs[3].ID})
+			require.NoError(t, err)
+			after := appendN(t, s, id, 2)
+			return append(append([]uuid.UUID{c.ID}, evs[3].ID, evs[4].ID), ids(after)...)
+		}},
+		{"FirstKept not on the path", func(t *testing.T, s *Store, id uuid.UUID) []uuid.UUID {
+			evs := appendN(t, s, id, 3)
+			require.NoError(t, s.Branch(ctx, id, evs[0].ID))
+			other := appendN(t, s, id, 2)
+			// A compaction appended by hand, naming an event of the other branch.
+			require.NoError(t, s.Branch(ctx, id, evs[2].ID))
+			c, err := s.Append(ctx, id, NewEvent(KindCompaction, RoleNone, CompactionRecord{Summary: Summary{Text: "s"}, FirstKept: other[0].ID}))
+			require.NoError(t, err)
+			after := appendN(t, s, id, 1)
+			return append([]uuid.UUID{c.ID}, ids(after)...)
+		}},
+		{"nested compactions: the newest wins", func(t *testing.T, s *Store, id uuid.UUID) []uuid.UUID {
+			evs := appendN(t, s, id, 3)
+			_, err := s.Compact(ctx, id, Compaction{Head: evs[2].ID, FirstKept: evs[1].ID})
+			require.NoError(t, err)
+			mid := appendN(t, s, id, 3)
+			c2, err := s.Compact(ctx, id, Compaction{Head: mid[2].ID, FirstKept: mid[2].ID})
+			require.NoError(t, err)
+			after := appendN(t, s, id, 1)
+			return append([]uuid.UUID{c2.ID, mid[2].ID}, ids(after)...)
+		}},
+		{"a compaction on one branch does not affect another", func(t *testing.T, s *Store, id uuid.UUID) []uuid.UUID {
+			evs := appendN(t, s, id, 4)
+			_, err := s.Compact(ctx, id, Compaction{Head: evs[3].ID})
+			require.NoError(t, err)
+			require.NoError(t, s.Branch(ctx, id, evs[1].ID))
+			other := appendN(t, s, id, 2)
+			return append(ids(evs[:2]), ids(other)...)
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			m, s, id := memSession(t, Options{})
+			want := c.run(t, s, id)
+			got, err := s.Load(ctx, id)
+			require.NoError(t, err)
+			assert.Equal(t, want, ids(got))
+			// The whole history stays on disk and FullPath walks it.
+			full, err := s.FullPath(ctx, id, uuid.Nil)
+			require.NoError(t, err)
+			assert.GreaterOrEqual(t, len(full), len(got))
+			assert.Equal(t, got[len(got)-1].ID, full[len(full)-1].ID)
+			assert.Equal(t, uuid.Nil, full[0].ParentID, "FullPath starts at the root")
+			// The same after reopening.
+			require.NoError(t, s.Close())
+			s2 := openMem(t, m, Options{})
+			defer s2.Close()
+			again, err := s2.Load(ctx, id)
+			require.NoError(t, err)
+			assert.Equal(t, want, ids(again))
+		})
+	}
+}
+
+func TestCompactRefusals(t *testing.T) {
+	ctx := context.Background()
+	m, s, id := memSession(t, Options{})
+	defer s.Close()
+	evs := appendN(t, s, id, 3)
+	before := m.String()
+
+	_, err := s.Compact(ctx, id, Compaction{Head: evs[1].ID})
+	assert.ErrorIs(t, err, ErrHeadMoved)
+	_, err = s.Compact(ctx, id, Compaction{Head: evs[2].ID, FirstKept: uuid.New()})
+	assert.ErrorIs(t, err, ErrInvalidEvent)
+	require.NoError(t, s.Branch(ctx, id, evs[0].ID))
+	_, err = s.Compact(ctx, id, Compaction{Head: evs[2].ID})
+	assert.ErrorIs(t, err, ErrInvalidEvent, "refused while a Branch selection is pending")
+	assert.Equal(t, before, m.String(), "nothing was written")
+}
+
+type failingSummarizer struct{ err error }
+
+func (f failingSummarizer) Summarize(context.Context, []Event) (Summary, error) {
+	return Summary{}, f.err
+}
+
+// movingSummarizer appends an event while it "summarizes", as another
+// writer would while a slow model runs.
+type movingSummarizer struct {
+	s  *Store
+	id uuid.UUID
+}
+
+func (m movingSummarizer) Summarize(ctx context.Context, _ []Event) (Summary, error) {
+	_, err := m.s.Append(ctx, m.id, UserMessage("meanwhile"))
+	return Summary{Text: "late"}, err
+}
+
+func TestCompactWith(t *testing.T) {
+	ctx := context.Background()
+	t.Run("summarizer failure leaves no trace", func(t *testing.T) {
+		m, s, id := memSession(t, Options{})
+		defer s.Close()
+		appendN(t, s, id, 4)
+		before := m.String()
+		boom := errors.New("model unavailable")
+		_, err := s.CompactWith(ctx, id, failingSummarizer{boom}, CompactOptions{})
+		assert.ErrorIs(t, err, boom)
+		cancelled, cancel := context.WithCancel(ctx)
+		cancel()
+		_, err = s.CompactWith(cancelled, id, TestSummarizer{}, CompactOptions{})
+		assert.ErrorIs(t, err, context.Canceled)
+		assert.Equal(t, before, m.String())
+		// A retry works.
+		c, err := s.CompactWith(ctx, id, TestSummarizer{}, CompactOptions{})
+		require.NoError(t, err)
+		assert.Equal(t, KindCompaction, c.Kind)
+	})
+	t.Run("HEAD moved while summarizing", func(t *testing.T) {
+		_, s, id := memSession(t, Options{})
+		defer s.Close()
+		appendN(t, s, id, 3)
+		_, err := s.CompactWith(ctx, id, movingSummarizer{s, id}, CompactOptions{})
+		assert.ErrorIs(t, err, ErrHeadMoved)
+		tree, err := s.Tree(ctx, id)
+		require.NoError(t, err)
+		assert.Len(t, tree, 4, "only the concurrent append landed")
+	})
+	t.Run("kept tail never starts at an orphaned tool result", func(t *testing.T) {
+		_, s, id := memSession(t, Options{})
+		defer s.Close()
+		appendN(t, s, id, 3)
+		call, err := s.Append(ctx, id, ToolCallEvent(ToolCall{CallID: "c1", Name: "run"}))
+		require.NoError(t, err)
+		res, err := s.Append(ctx, id, ToolResultEvent(ToolResult{CallID: "c1", Output: "ok"}))
+		require.NoError(t, err)
+		last, err := s.Append(ctx, id, AssistantMessage(Message{Content: "done"}))
+		require.NoError(t, err)
+		tokens := func(Event) int64 { return 10 }
+		for _, tc := range []struct {
+			budget int64
+			want   []uuid.UUID
+		}{
+			{0, nil},
+			{10, []uuid.UUID{last.ID}},
+			{20, []uuid.UUID{last.ID}}, // the result alone would lose its call
+			{30, []uuid.UUID{call.ID, res.ID, last.ID}},
+		} {
+			path, err := s.Load(ctx, id)
+			require.NoError(t, err)
+			cut := keptStart(path, tc.budget, tokens)
+			assert.Equal(t, tc.want, nonNil(ids(path[cut:])), "budget %d", tc.budget)
+		}
+		c, err := s.CompactWith(ctx, id, TestSummarizer{}, CompactOptions{KeepTokens: 30, Tokens: tokens})
+		require.NoError(t, err)
+		rec, err := c.Compaction()
+		require.NoError(t, err)
+		assert.Equal(t, call.ID, rec.FirstKept)
+		assert.Equal(t, int64(60), rec.TokensBefore)
+		assert.NotEmpty(t, rec.Summary.Goals)
+		got, err := s.Load(ctx, id)
+		require.NoError(t, err)
+		assert.Equal(t, []uuid.UUID{c.ID, call.ID, res.ID, last.ID}, ids(got))
+	})
+}
+
+func nonNil(ids []uuid.UUID) []uuid.UUID {
+	if len(ids) == 0 {
+		return nil
+	}
+	return ids
+}
+
+func TestShouldCompact(t *testing.T) {
+	for _, tc := range []struct {
+		used, window int64
+		threshold    float64
+		want         bool
+	}{
+		{79, 100, 0, false},
+		{80, 100, 0, true},
+		{50, 100, 0.5, true},
+		{49, 100, 0.5, false},
+		{100, 0, 0, false},
+		{160_000, 200_000, 0, true},
+	} {
+		assert.Equal(t, tc.want, ShouldCompact(tc.used, tc.window, tc.threshold), "%+v", tc)
+	}
+}
+
+func TestBranchSummary(t *testing.T) {
+	ctx := context.Background()
+	_, s, id := memSession(t, Options{})
+	defer s.Close()
+	evs := appendN(t, s, id, 3)
+	require.NoError(t, s.Branch(ctx, id, evs[0].ID))
+	oldBranch := appendN(t, s, id, 3)
+
+	left, err := s.Abandoned(ctx, id, evs[1].ID)
+	require.NoError(t, err)
+	assert.Equal(t, ids(oldBranch), ids(left), "from old HEAD back to the common ancestor, oldest first")
+	none, err := s.Abandoned(ctx, id, oldBranch[2].ID)
+	require.NoError(t, err)
+	assert.Empty(t, none)
+
+	sum, err := TestSummarizer{}.Summarize(ctx, left)
+	require.NoError(t, err)
+	bs, err := s.AppendBranchSummary(ctx, id, evs[1].ID, BranchSummaryRecord{Summary: sum})
+	require.NoError(t, err)
+	assert.Equal(t, KindBranchSummary, bs.Kind)
+	assert.Equal(t, evs[1].ID, bs.ParentID)
+	assert.Equal(t, evs[1].ID, bs.BranchFrom)
+	rec, err := bs.BranchSummary()
+	require.NoError(t, err)
+	assert.Equal(t, oldBranch[2].ID, rec.AbandonedHead)
+	head, err := s.Head(ctx, id)
+	require.NoError(t, err)
+	assert.Equal(t, bs.ID, head)
+	next, err := s.Append(ctx, id, UserMessage("continue"))
+	require.NoError(t, err)
+	path, err := s.Load(ctx, id)
+	require.NoError(t, err)
+	assert.Equal(t, []uuid.UUID{evs[0].ID, evs[1].ID, bs.ID, next.ID}, ids(path))
+}
+
+// TestCompactedLoadReadsTheTail: a 100,000-event session compacted near
+// its end loads by reading O(tail) records, counted through the seam.
+func TestCompactedLoadReadsTheTail(t *testing.T) {
+	ctx := context.Background()
+	m := vfs.NewMemFS()
+	o := Options{ChunkSize: 1 << 20, Compression: CompressionNone, fs: noSyncFS{m}}
+	s, err := Open(memRoot, &o)
+	require.NoError(t, err)
+	meta, err := s.Create(ctx, Meta{})
+	require.NoError(t, err)
+	const total = 100_000
+	var kept, head uuid.UUID
+	for i := 0; i < total; i++ {
+		ev, err := s.Append(ctx, meta.ID, UserMessage(fmt.Sprintf("event %d %s", i, strings.Repeat("x", 100))))
+		require.NoError(t, err)
+		if i == total-50 {
+			kept = ev.ID
+		}
+		head = ev.ID
+	}
+	_, err = s.Compact(ctx, meta.ID, Compaction{Summary: Summary{Text: "all of it"}, Head: head, FirstKept: kept})
+	require.NoError(t, err)
+	appendN(t, s, meta.ID, 20)
+	require.NoError(t, s.Close())
+
+	counting := vfs.NewCounting(m)
+	s = openMem(t, counting, Options{Compression: CompressionNone})
+	defer s.Close()
+	_, err = s.Head(ctx, meta.ID)
+	require.NoError(t, err)
+	counting.Reset()
+	path, err := s.Load(ctx, meta.ID)
+	require.NoError(t, err)
+	require.Len(t, path, 1+50+20)
+	var read int64
+	for p, st := range counting.Stats() {
+		require.Contains(t, p, string(filepath.Separator)+chunksDir+string(filepath.Separator))
+		read += st.Bytes
+	}
+	t.Logf("Load of the compacted %d-event session read %d bytes for %d events", total, read, len(path))
+	assert.Less(t, read, int64(100*400), "about the tail's records, not the session's")
+}
