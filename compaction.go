@@ -72,30 +72,19 @@ func (e Event) Compaction() (CompactionRecord, error) {
 // that is not on the path to c.Head, or while a Branch selection is
 // pending; as Append.
 func (s *Store) Compact(ctx context.Context, session uuid.UUID, c Compaction) (Event, error) {
-	if err := s.begin(ctx); err != nil {
-		return Event{}, err
-	}
-	defer s.end()
 	ev := NewEvent(KindCompaction, RoleNone, CompactionRecord{Summary: c.Summary, TokensBefore: c.TokensBefore, FirstKept: c.FirstKept, Summarized: c.Head})
-	rec, err := prepareRecord(ev, s.opts.MaxRecordSize)
-	if err != nil {
-		return Event{}, err
-	}
-	h, err := s.acquire(session, nil)
-	if err != nil {
-		return Event{}, err
-	}
-	defer h.mu.Unlock()
-	if head := h.head(); head != c.Head {
-		return Event{}, fmt.Errorf("%w: the summary was made at %s, HEAD is %s", ErrHeadMoved, c.Head, head)
-	}
-	if h.pending != uuid.Nil {
-		return Event{}, invalidEventf("a Branch selection is pending; compact before choosing a branch")
-	}
-	if c.FirstKept != uuid.Nil && !h.onPath(c.FirstKept, c.Head) {
-		return Event{}, invalidEventf("FirstKept %s is not on the path to %s", c.FirstKept, c.Head)
-	}
-	return s.appendLocked(ctx, h, ev, rec)
+	return s.appendChecked(ctx, session, ev, func(h *handle) error {
+		if head := h.head(); head != c.Head {
+			return fmt.Errorf("%w: the summary was made at %s, HEAD is %s", ErrHeadMoved, c.Head, head)
+		}
+		if h.pending != uuid.Nil {
+			return invalidEventf("a Branch selection is pending; compact before choosing a branch")
+		}
+		if c.FirstKept != uuid.Nil && !h.onPath(c.FirstKept, c.Head) {
+			return invalidEventf("FirstKept %s is not on the path to %s", c.FirstKept, c.Head)
+		}
+		return nil
+	})
 }
 
 // onPath reports whether id is leaf or one of its ancestors.

@@ -421,6 +421,12 @@ func (h *handle) add(e *entry) error {
 // earlier I/O failure; ErrClosed; *CorruptionError if the session could not
 // be opened.
 func (s *Store) Append(ctx context.Context, session uuid.UUID, ev Event) (Event, error) {
+	return s.appendChecked(ctx, session, ev, nil)
+}
+
+// appendChecked is Append with a check made under the session's lock just
+// before writing: an error from check is returned and nothing is written.
+func (s *Store) appendChecked(ctx context.Context, session uuid.UUID, ev Event, check func(h *handle) error) (Event, error) {
 	if err := s.begin(ctx); err != nil {
 		return Event{}, err
 	}
@@ -434,6 +440,11 @@ func (s *Store) Append(ctx context.Context, session uuid.UUID, ev Event) (Event,
 		return Event{}, err
 	}
 	defer h.mu.Unlock()
+	if check != nil {
+		if err := check(h); err != nil {
+			return Event{}, err
+		}
+	}
 	return s.appendLocked(ctx, h, ev, rec)
 }
 
