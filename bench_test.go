@@ -27,20 +27,12 @@ func benchRecord300() Event {
 func BenchmarkAppend(b *testing.B) {
 	ctx := context.Background()
 	dir := b.TempDir()
-	s, err := Open(dir, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
-	meta, err := s.Create(ctx, Meta{Name: "bench"})
-	if err != nil {
-		b.Fatal(err)
-	}
+	s, id := benchSession(b, dir, nil)
 	ev := benchRecord300()
 	if len(ev.Record) != 300 {
 		b.Fatalf("record is %d bytes", len(ev.Record))
 	}
-	sample, err := s.Append(ctx, meta.ID, ev)
+	sample, err := s.Append(ctx, id, ev)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -55,7 +47,7 @@ func BenchmarkAppend(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		t0 := time.Now()
-		if _, err := s.Append(ctx, meta.ID, ev); err != nil {
+		if _, err := s.Append(ctx, id, ev); err != nil {
 			b.Fatal(err)
 		}
 		t1 := time.Now()
@@ -72,6 +64,22 @@ func BenchmarkAppend(b *testing.B) {
 	b.ReportMetric(float64(b.N)/storeDur.Seconds(), "appends/s")
 	b.ReportMetric(float64(b.N)/rawDur.Seconds(), "raw-syncs/s")
 	b.ReportMetric(rawDur.Seconds()/storeDur.Seconds(), "ratio-vs-raw")
+}
+
+// benchSession opens a store in dir with a new session, closed when the
+// benchmark ends.
+func benchSession(b *testing.B, dir string, o *Options) (*Store, uuid.UUID) {
+	b.Helper()
+	s, err := Open(dir, o)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	meta, err := s.Create(context.Background(), Meta{Name: "bench"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return s, meta.ID
 }
 
 // noSyncFS drops syncs: it builds large benchmark fixtures quickly. Never

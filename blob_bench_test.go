@@ -35,15 +35,7 @@ func toolOutput(seed uint64, n int) string {
 // and reports the throughput and p99 latency of each.
 func BenchmarkAppendLarge(b *testing.B) {
 	ctx := context.Background()
-	s, err := Open(b.TempDir(), nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
-	meta, err := s.Create(ctx, Meta{Name: "bench"})
-	if err != nil {
-		b.Fatal(err)
-	}
+	s, id := benchSession(b, b.TempDir(), nil)
 	small := benchRecord300()
 	base := toolOutput(1, 64<<10)
 	var smallLat, largeLat []time.Duration
@@ -53,11 +45,11 @@ func BenchmarkAppendLarge(b *testing.B) {
 		n := strconv.Itoa(i)
 		ev := ToolResultEvent(ToolResult{CallID: "c" + n, Output: n + base[len(n):]})
 		t0 := time.Now()
-		if _, err := s.Append(ctx, meta.ID, ev); err != nil {
+		if _, err := s.Append(ctx, id, ev); err != nil {
 			b.Fatal(err)
 		}
 		t1 := time.Now()
-		if _, err := s.Append(ctx, meta.ID, small); err != nil {
+		if _, err := s.Append(ctx, id, small); err != nil {
 			b.Fatal(err)
 		}
 		largeLat = append(largeLat, t1.Sub(t0))

@@ -309,7 +309,8 @@ func inline(rec []byte) payload { return payload{Record: rec, Size: int64(len(re
 //	{header...,"record":<json>,"crc":"…"}                              inline
 //	{header...,"digest":"sha256:<hex>","size":<n>,"record":null,"crc":"…"}  blob
 func encodeEventLine(dst []byte, h *header, p payload) []byte {
-	obj := appendHeader(make([]byte, 0, 256+len(p.Record)), h)
+	start := len(dst)
+	obj := appendHeader(dst, h)
 	if p.Blob {
 		obj = append(obj, `,"digest":"`...)
 		obj = appendDigest(obj, p.Digest)
@@ -321,7 +322,7 @@ func encodeEventLine(dst []byte, h *header, p payload) []byte {
 		obj = append(obj, p.Record...)
 		obj = append(obj, '}')
 	}
-	return jsonl.Seal(dst, obj)
+	return jsonl.SealTail(obj, start)
 }
 
 // encodeEvent appends the framed chunk line of ev (whose Record is already

@@ -51,7 +51,8 @@ func (e *entry) node() Node {
 // encodeIndexLine appends the framed index line of e to dst. The member
 // order is part of the format.
 func encodeIndexLine(dst []byte, e *entry) []byte {
-	obj := appendHeader(make([]byte, 0, 320), &e.header)
+	start := len(dst)
+	obj := appendHeader(dst, &e.header)
 	obj = append(obj, `,"size":`...)
 	obj = strconv.AppendInt(obj, e.Size, 10)
 	if e.Blob {
@@ -66,7 +67,7 @@ func encodeIndexLine(dst []byte, e *entry) []byte {
 	obj = append(obj, `,"length":`...)
 	obj = strconv.AppendUint(obj, uint64(e.Loc.Length), 10)
 	obj = append(obj, "}}"...)
-	return jsonl.Seal(dst, obj)
+	return jsonl.SealTail(obj, start)
 }
 
 // decodeIndexLine decodes one index line (without its newline) after

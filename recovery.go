@@ -322,14 +322,11 @@ func (s *Store) reconcile(h *handle) error {
 		}
 	}
 	added := h.entries[p.firstNew:]
+	indexSize := p.indexEnd
 	if p.indexBad >= 0 || len(added) > 0 || p.indexSize != p.indexEnd {
-		if err := rewriteIndexTail(fsys, indexPath, p.indexEnd, added, s.opts.FileMode); err != nil {
+		if indexSize, err = rewriteIndexTail(fsys, indexPath, p.indexEnd, added, s.opts.FileMode); err != nil {
 			return err
 		}
-	}
-	indexSize := p.indexEnd
-	for i := range added {
-		indexSize += int64(len(encodeIndexLine(nil, &added[i])))
 	}
 	if h.index, err = openIndexFile(fsys, indexPath, indexSize, s.opts.FileMode); err != nil {
 		return err
@@ -423,25 +420,25 @@ func cutTail(fsys vfs.FS, path string, off int64, perm os.FileMode) error {
 	return f.Sync()
 }
 
-// rewriteIndexTail cuts the index at end, appends the lines of added and
-// syncs the file.
-func rewriteIndexTail(fsys vfs.FS, path string, end int64, added []entry, perm os.FileMode) error {
+// rewriteIndexTail cuts the index at end, appends the lines of added,
+// syncs the file and returns its new size.
+func rewriteIndexTail(fsys vfs.FS, path string, end int64, added []entry, perm os.FileMode) (int64, error) {
 	f, err := fsys.OpenFile(path, os.O_RDWR|os.O_CREATE, perm)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer f.Close()
 	if err := f.Truncate(end); err != nil {
-		return err
+		return 0, err
 	}
 	var buf []byte
 	for i := range added {
 		buf = encodeIndexLine(buf, &added[i])
 	}
 	if _, err := f.WriteAt(buf, end); err != nil {
-		return err
+		return 0, err
 	}
-	return f.Sync()
+	return end + int64(len(buf)), f.Sync()
 }
 
 // removeIfExists removes a file and syncs its directory, doing nothing when

@@ -62,6 +62,19 @@ func Seal(dst, obj []byte) []byte {
 	return append(dst, '"', '}', '\n')
 }
 
+// SealTail frames, in place, the JSON object that buf holds from start on
+// (built there by the caller, so no copy is needed): it is Seal(buf[:start],
+// buf[start:]) without the second buffer.
+func SealTail(buf []byte, start int) []byte {
+	body := buf[start : len(buf)-1]
+	sum := Checksum(body)
+	buf = append(buf[:len(buf)-1], suffixStart...)
+	for shift := 28; shift >= 0; shift -= 4 {
+		buf = append(buf, hexDigits[(sum>>uint(shift))&0xf])
+	}
+	return append(buf, '"', '}', '\n')
+}
+
 // Verify checks the frame and checksum of line (without its newline).
 func Verify(line []byte) error {
 	if len(line) < SuffixLen+2 || line[0] != '{' {

@@ -290,3 +290,14 @@ func TestVerifyErrors(t *testing.T) {
 		})
 	}
 }
+
+func TestSealTailMatchesSeal(t *testing.T) {
+	for _, obj := range []string{`{"a":1}`, `{"id":"x","record":{"k":[1,2,3]}}`} {
+		prefix := []byte("earlier line\n")
+		want := Seal(bytes.Clone(prefix), []byte(obj))
+		buf := append(bytes.Clone(prefix), obj...)
+		got := SealTail(buf, len(prefix))
+		assert.Equal(t, string(want), string(got))
+		assert.NoError(t, Verify(got[len(prefix):len(got)-1]))
+	}
+}
