@@ -148,6 +148,12 @@ type chunkWriter struct {
 	maxSize  int64
 	compress bool         // seal full chunks into compressed files
 	log      *slog.Logger // for sealing failures, which lose nothing
+	// embed returns the index lines of chunk n's records, which its sealed
+	// file embeds; resealed is told which full chunks are still plain
+	// after a sealing, so index.jsonl keeps only their lines.
+	embed    func(n uint32) []byte
+	resealed func(plain []uint32)
+	unsealed []uint32 // full chunks left plain by a failed sealing, retried at the next rotation
 
 	num  uint32
 	f    vfs.File // nil until the first append of a new session
@@ -201,7 +207,7 @@ func (w *chunkWriter) append(line []byte) (location, error) {
 	if w.f == nil || (w.size > 0 && w.size+int64(len(line)) > w.maxSize) {
 		next := w.next
 		if w.f != nil && w.compress {
-			w.seal()
+			w.sealFull()
 		}
 		if err := w.create(next); err != nil {
 			return location{}, fmt.Errorf("sessionstore: start chunk %s: %w", w.path(next), err)
@@ -221,26 +227,44 @@ func (w *chunkWriter) append(line []byte) (location, error) {
 	return loc, nil
 }
 
-// seal stores the full active chunk compressed (internal/zchunk) and
-// removes the plain file. The compressed file is durable under its final
-// name before the plain one is removed, so a crash leaves one or both, whole
-// (reconciliation removes the plain file then). Index locations address
-// logical offsets, which the compressed file keeps. Sealing saves space and
-// nothing depends on it, so a failure is logged and the plain chunk stays.
-func (w *chunkWriter) seal() {
-	path := w.path(w.num)
-	data := make([]byte, w.size)
-	if _, err := w.f.ReadAt(data, 0); err != nil {
-		w.log.Warn("sessionstore: chunk stays uncompressed", "path", path, "err", err)
-		return
+// sealFull seals the active chunk, which is full, and retries any chunk an
+// earlier sealing left plain, then reports the chunks still plain.
+func (w *chunkWriter) sealFull() {
+	w.unsealed = append(w.unsealed, w.num)
+	kept := w.unsealed[:0]
+	for _, n := range w.unsealed {
+		if !w.seal(n) {
+			kept = append(kept, n)
+		}
 	}
-	if err := zchunk.Write(w.fsys, path+sealedExt, data, w.perm); err != nil {
+	w.unsealed = kept
+	if w.resealed != nil {
+		w.resealed(kept)
+	}
+}
+
+// seal stores full chunk n compressed (internal/zchunk) with the index
+// lines of its records embedded, and removes the plain file. The
+// compressed file is durable under its final name before the plain one is
+// removed, so a crash leaves one or both, whole (reconciliation removes the
+// plain file then). Index locations address logical offsets, which the
+// compressed file keeps. Sealing saves space and nothing depends on it, so
+// a failure is logged, the plain chunk stays and the next rotation retries.
+// It reports whether the sealed file is in place.
+func (w *chunkWriter) seal(n uint32) bool {
+	path := w.path(n)
+	data, err := vfs.ReadFile(w.fsys, path)
+	if err == nil {
+		err = zchunk.Write(w.fsys, path+sealedExt, data, w.embed(n), w.perm)
+	}
+	if err != nil {
 		w.log.Warn("sessionstore: chunk stays uncompressed", "path", path, "err", err)
-		return
+		return false
 	}
 	if err := removeIfExists(w.fsys, path); err != nil {
-		w.log.Warn("sessionstore: plain copy of a sealed chunk stays", "path", path, "err", err)
+		w.log.Warn("sessionstore: plain copy of a sealed chunk stays until the session is next opened", "path", path, "err", err)
 	}
+	return true
 }
 
 func (w *chunkWriter) close() error {

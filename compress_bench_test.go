@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"math/rand/v2"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -50,10 +51,12 @@ func codingSession(turns int, seed uint64) []Event {
 	return out
 }
 
-// dirSize adds up the sizes of the regular files under dir.
-func dirSize(b *testing.B, dir string) int64 {
-	var total int64
-	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+// diskParts adds up the sizes of the regular files under dir by kind:
+// "index" (index.jsonl), "sealed" (compressed chunks), "active" (plain
+// chunks), "blobs" and "other" (metadata, HEAD, LOCK).
+func diskParts(b *testing.B, dir string) map[string]int64 {
+	parts := map[string]int64{}
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
 		}
@@ -61,13 +64,25 @@ func dirSize(b *testing.B, dir string) int64 {
 		if err != nil {
 			return err
 		}
-		total += info.Size()
+		kind := "other"
+		switch rel, _ := filepath.Rel(dir, path); {
+		case filepath.Base(path) == indexName:
+			kind = "index"
+		case strings.Contains(rel, string(filepath.Separator)+chunksDir+string(filepath.Separator)):
+			kind = "active"
+			if strings.HasSuffix(path, sealedExt) {
+				kind = "sealed"
+			}
+		case strings.Contains(rel, string(filepath.Separator)+blobsDir+string(filepath.Separator)):
+			kind = "blobs"
+		}
+		parts[kind] += info.Size()
 		return nil
 	})
 	if err != nil {
 		b.Fatal(err)
 	}
-	return total
+	return parts
 }
 
 // writeSession appends evs to a new session in a new root and returns the
@@ -122,13 +137,23 @@ func BenchmarkDiskRatioRecorded(b *testing.B) {
 func benchDiskRatio(b *testing.B, evs []Event, chunkSizes ...int64) {
 	for _, chunk := range chunkSizes {
 		b.Run(fmt.Sprintf("chunk=%dKiB", chunk>>10), func(b *testing.B) {
-			var ratio, plainMiB float64
+			var (
+				parts    map[string]int64
+				plainMiB float64
+				plain    int64
+			)
 			for i := 0; i < b.N; i++ {
-				dir, _, plain := writeSession(b, Options{ChunkSize: chunk}, evs)
-				ratio = float64(dirSize(b, dir)) / float64(plain)
+				var dir string
+				dir, _, plain = writeSession(b, Options{ChunkSize: chunk}, evs)
+				parts = diskParts(b, dir)
 				plainMiB = float64(plain) / (1 << 20)
 			}
-			b.ReportMetric(ratio, "disk/plain")
+			var total int64
+			for name, n := range parts {
+				total += n
+				b.ReportMetric(float64(n)/float64(plain), name+"/plain")
+			}
+			b.ReportMetric(float64(total)/float64(plain), "disk/plain")
 			b.ReportMetric(plainMiB, "plain-MiB")
 			b.ReportMetric(float64(len(evs)), "events")
 		})

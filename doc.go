@@ -27,7 +27,8 @@
 //	  session.json        metadata (name, working dir, model, times, format)
 //	  HEAD                id of the newest event, a checkpoint (see below)
 //	  LOCK                flock'ed by the one writer of the session
-//	  index.jsonl         one line per event: where its record is
+//	  index.jsonl         one line per event of the plain chunks: where its
+//	                      record is (a sealed chunk embeds its own lines)
 //	  chunks/000000.jsonl one framed record per line, in append order
 //	  chunks/000001.jsonl ... a new chunk starts when the active one would
 //	                      exceed Options.ChunkSize
@@ -92,7 +93,20 @@
 // Index locations keep addressing the plain (logical) offsets, which the
 // frame table maps to frames, so reading one event decompresses at most
 // one bounded frame. Reading is layout-blind: plain and compressed chunks
-// load identically, and a chunk whose sealing failed stays plain. A root
+// load identically, and a chunk whose sealing failed stays plain until the
+// next rotation retries it.
+//
+// The sealed file also embeds the index lines of its records, in the
+// format above, compressed as one more checked frame (the zchunk metadata
+// section); index.jsonl is then rewritten to hold only the lines of chunks
+// still plain, normally none. On the recorded transcript in testdata the
+// index lines are a sixth of the session's plain size and compress about
+// six times, so this keeps the index from dominating the bytes on disk. Opening a session reads the embedded
+// index of each sealed chunk and the lines of index.jsonl, skipping any
+// line whose chunk is sealed (a crash can leave such stale lines between
+// sealing and the rewrite; reconciliation drops them). The embedded lines
+// must tile the chunk from offset 0 to its end; if they do not, the sealed
+// file is corrupt. A root
 // records its mode in sessionstore.json and refuses to open in the other
 // one (ErrCompressionMismatch). Damage to a compressed file's frames or
 // table is reported with that file's path and the offset of the damaged
@@ -119,7 +133,9 @@
 //   - An index line is written only after its record is durable, so the
 //     index can lag the chunks after a crash but never lead them.
 //     Reconciliation scans the chunks from the end of the last valid index
-//     line, so its cost follows the unindexed tail, not the session.
+//     line, so its cost follows the unindexed tail, not the session. A
+//     sealed chunk's embedded lines are written with it, before it
+//     replaces the plain file, so they are complete whenever it exists.
 //   - HEAD is the newest event in log order, since only Append moves it.
 //     The HEAD file is a checkpoint, replaced atomically (temporary file,
 //     sync, rename, directory sync) when the session is closed or

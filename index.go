@@ -6,12 +6,15 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime"
+	"sort"
 	"strconv"
 	"sync"
 
 	"github.com/sessionstore/sessionstore/internal/jsonl"
 	"github.com/sessionstore/sessionstore/internal/vfs"
+	"github.com/sessionstore/sessionstore/internal/zchunk"
 )
 
 // location addresses one framed record: the chunk number, the byte offset
@@ -133,6 +136,23 @@ func (x *indexFile) append(es ...*entry) error {
 	x.size += int64(n)
 	if err != nil {
 		return fmt.Errorf("sessionstore: write index: %w", err)
+	}
+	return nil
+}
+
+// reset replaces the file's lines with those of es: after a chunk is
+// sealed, the lines of its records leave index.jsonl, since the sealed file
+// embeds them. Like every index write it is not synced: a crash part way
+// leaves a shorter or stale index, which reconciliation repairs.
+func (x *indexFile) reset(es []entry) error {
+	x.buf = encodeIndexLines(x.buf[:0], es)
+	if err := x.f.Truncate(0); err != nil {
+		return fmt.Errorf("sessionstore: rewrite index: %w", err)
+	}
+	n, err := x.f.WriteAt(x.buf, 0)
+	x.size = int64(n)
+	if err != nil {
+		return fmt.Errorf("sessionstore: rewrite index: %w", err)
 	}
 	return nil
 }
@@ -268,4 +288,58 @@ func (d *decodedLines) decode(part []byte, base int64) {
 		d.end += int64(nl + 1)
 		part = part[nl+1:]
 	}
+}
+
+// encodeIndexLines appends the index lines of es to dst.
+func encodeIndexLines(dst []byte, es []entry) []byte {
+	for i := range es {
+		dst = encodeIndexLine(dst, &es[i])
+	}
+	return dst
+}
+
+// chunkEntries returns the entries of the records in chunk n, a contiguous
+// run of es (which is in log order).
+func chunkEntries(es []entry, n uint32) []entry {
+	lo := sort.Search(len(es), func(i int) bool { return es[i].Loc.Chunk >= n })
+	hi := sort.Search(len(es), func(i int) bool { return es[i].Loc.Chunk > n })
+	return es[lo:hi]
+}
+
+// sealedIndex reads the index embedded in sealed chunk n of dir (see
+// doc.go): the index lines of all its records, in order. The lines must
+// tile the chunk's logical bytes from offset 0 to its end. Any failure to
+// read or check them is a *CorruptionError naming the sealed file; the
+// offset is that of the bad line within the embedded index. offsets holds
+// each line's offset there.
+func sealedIndex(fsys vfs.FS, dir string, n uint32) (es []entry, offsets []int64, err error) {
+	path := filepath.Join(dir, chunkName(n)+sealedExt)
+	zr, err := zchunk.Open(fsys, path)
+	if err != nil {
+		return nil, nil, sealedErr(err)
+	}
+	defer zr.Close()
+	lines, err := zr.Meta()
+	if err != nil {
+		return nil, nil, sealedErr(err)
+	}
+	var d decodedLines
+	d.decode(lines, 0)
+	if d.err == nil && d.end != int64(len(lines)) {
+		d.err = io.ErrUnexpectedEOF
+	}
+	if d.err != nil {
+		return nil, nil, corruptf(path, d.end, "embedded index: %v", d.err)
+	}
+	end := int64(0)
+	for i := range d.entries {
+		if l := d.entries[i].Loc; l.Chunk != n || l.Offset != end {
+			return nil, nil, corruptf(path, d.offsets[i], "embedded index: entry %s at chunk %d offset %d, want chunk %d offset %d", d.entries[i].ID, l.Chunk, l.Offset, n, end)
+		}
+		end = d.entries[i].Loc.end()
+	}
+	if end != zr.Size() {
+		return nil, nil, corruptf(path, d.end, "embedded index covers %d of the chunk's %d bytes", end, zr.Size())
+	}
+	return d.entries, d.offsets, nil
 }

@@ -6,8 +6,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/google/uuid"
 
@@ -59,14 +61,21 @@ type recoveryPlan struct {
 	indexBadErr error
 	firstNew    int // h.entries[firstNew:] are in the chunks but not in the index
 
-	chunks       []uint32 // chunk numbers, ascending
-	unsealed     []uint32 // chunks with both a plain and a sealed file
-	sealTemps    []string // temporary files of interrupted sealings
-	newestSealed bool     // the newest chunk is sealed (compressed)
-	activeSize   int64    // end of valid data in the newest chunk
-	tornPath     string   // newest chunk, when it has a torn tail to cut at activeSize
-	tornSize     int64    // its size before cutting
-	tornErr      error
+	indexed    int // entries taken from index.jsonl
+	staleLines int // index.jsonl lines of sealed chunks, which embed them
+
+	chunks []uint32 // chunk numbers, ascending
+	sealed []bool   // sealed[n]: chunk n is (also) a sealed file
+	// The embedded index of each sealed chunk, or why it could not be read.
+	sealedEntries [][]entry
+	sealedErrs    []error
+	unsealed      []uint32 // chunks with both a plain and a sealed file
+	sealTemps     []string // temporary files of interrupted sealings
+	newestSealed  bool     // the newest chunk is sealed (compressed)
+	activeSize    int64    // end of valid data in the newest chunk
+	tornPath      string   // newest chunk, when it has a torn tail to cut at activeSize
+	tornSize      int64    // its size before cutting
+	tornErr       error
 
 	metaTemp   bool      // session.json.tmp exists
 	headTemp   bool      // HEAD.tmp exists
@@ -83,7 +92,10 @@ func (p *recoveryPlan) repairs(h *handle) []string {
 	if p.indexBad >= 0 {
 		out = append(out, fmt.Sprintf("cut %s at offset %d, its first invalid line: %v", indexName, p.indexEnd, p.indexBadErr))
 	}
-	if n := len(h.entries) - p.firstNew; n > 0 {
+	if p.staleLines > 0 {
+		out = append(out, fmt.Sprintf("drop %d lines of sealed chunks from %s, which the chunks embed", p.staleLines, indexName))
+	}
+	if n := len(p.plainEntries(h.entries[p.firstNew:])); n > 0 {
 		out = append(out, fmt.Sprintf("add %d index entries rebuilt from the chunks", n))
 	}
 	for _, name := range p.sealTemps {
@@ -115,32 +127,6 @@ func analyze(fsys vfs.FS, h *handle) (*recoveryPlan, error) {
 	indexPath := filepath.Join(h.dir, indexName)
 	chunkDir := filepath.Join(h.dir, chunksDir)
 
-	// Size the index structures from the index file, so a large session is
-	// loaded without regrowing them.
-	hint := 16
-	if info, err := fsys.Stat(indexPath); err == nil {
-		hint += int(info.Size() / minIndexLine)
-	}
-	h.byID = make(map[uuid.UUID]int32, hint)
-	h.entries = make([]entry, 0, hint)
-	scan, err := readIndex(fsys, indexPath, func(e *entry, off int64) error {
-		if len(h.entries) == 0 {
-			if e.Loc.Chunk != 0 || e.Loc.Offset != 0 {
-				return corruptf(indexPath, off, "first entry is at chunk %d offset %d, not at the start of chunk 0", e.Loc.Chunk, e.Loc.Offset)
-			}
-		} else if prev := &h.entries[len(h.entries)-1]; !(e.Loc.Chunk == prev.Loc.Chunk && e.Loc.Offset == prev.Loc.end()) && !(e.Loc.Chunk == prev.Loc.Chunk+1 && e.Loc.Offset == 0) {
-			return corruptf(indexPath, off, "entry %s at chunk %d offset %d does not follow the previous record", e.ID, e.Loc.Chunk, e.Loc.Offset)
-		}
-		if err := h.add(e); err != nil {
-			return corruptf(indexPath, off, "%w", err)
-		}
-		return nil
-	})
-	if err != nil {
-		return p, p.fail(err)
-	}
-	p.indexSize, p.indexEnd, p.indexBad, p.indexBadErr = scan.size, scan.end, scan.bad, scan.badErr
-
 	forms, temps, err := chunkForms(fsys, chunkDir)
 	if err != nil {
 		return nil, err
@@ -156,20 +142,84 @@ func analyze(fsys vfs.FS, h *handle) (*recoveryPlan, error) {
 	}
 	slices.Sort(p.chunks)
 	slices.Sort(p.unsealed)
-	if len(p.chunks) > 0 {
-		// A sealed file wins over a plain copy, which apply removes.
-		p.newestSealed = forms[p.chunks[len(p.chunks)-1]].sealed
-	}
+	p.sealed = make([]bool, len(p.chunks))
 	for i, n := range p.chunks {
-		if n != uint32(i) {
-			missing := uint32(i)
-			h.truncate(func(e *entry) bool { return e.Loc.Chunk >= missing })
-			return p, p.fail(corruptf(filepath.Join(chunkDir, chunkName(missing)), 0, "chunk file is missing (found %s)", chunkName(n)))
+		// A sealed file wins over a plain copy, which apply removes.
+		if n == uint32(i) {
+			p.sealed[i] = forms[n].sealed
 		}
 	}
-	if len(h.entries) > 0 && int(h.entries[len(h.entries)-1].Loc.Chunk) >= len(p.chunks) {
-		missing := uint32(len(p.chunks))
+	if len(p.chunks) > 0 {
+		p.newestSealed = forms[p.chunks[len(p.chunks)-1]].sealed
+	}
+	// missing is the first chunk number absent from the directory: no
+	// record may be at or past it.
+	missing := uint32(len(p.chunks))
+	for i, n := range p.chunks {
+		if n != uint32(i) {
+			missing = uint32(i)
+			break
+		}
+	}
+
+	// Size the index structures from the index file, so a large session is
+	// loaded without regrowing them.
+	p.readSealed(fsys, chunkDir, missing)
+	hint := 16
+	for _, es := range p.sealedEntries {
+		hint += len(es)
+	}
+	if info, err := fsys.Stat(indexPath); err == nil {
+		hint += int(info.Size() / minIndexLine)
+	}
+	h.byID = make(map[uuid.UUID]int32, hint)
+	h.entries = make([]entry, 0, hint)
+
+	// The entries, in log order: those of a sealed chunk from its embedded
+	// index, those of a plain chunk from index.jsonl (whose lines for
+	// sealed chunks are stale and skipped), then whatever both lack,
+	// rebuilt from the chunks.
+	next := uint32(0) // chunks before next have their entries in h
+	addSealed := func(upto uint32) error {
+		for ; next < upto && next < missing; next++ {
+			if p.sealed[next] {
+				if err := p.addSealed(h, chunkDir, next); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	scan, err := readIndex(fsys, indexPath, func(e *entry, off int64) error {
+		if c := e.Loc.Chunk; c < missing && p.sealed[c] {
+			p.staleLines++
+			return nil
+		}
+		if err := addSealed(e.Loc.Chunk); err != nil {
+			return err
+		}
+		if len(h.entries) == 0 {
+			if e.Loc.Chunk != 0 || e.Loc.Offset != 0 {
+				return corruptf(indexPath, off, "first entry is at chunk %d offset %d, not at the start of chunk 0", e.Loc.Chunk, e.Loc.Offset)
+			}
+		} else if prev := &h.entries[len(h.entries)-1]; !(e.Loc.Chunk == prev.Loc.Chunk && e.Loc.Offset == prev.Loc.end()) && !(e.Loc.Chunk == prev.Loc.Chunk+1 && e.Loc.Offset == 0) {
+			return corruptf(indexPath, off, "entry %s at chunk %d offset %d does not follow the previous record", e.ID, e.Loc.Chunk, e.Loc.Offset)
+		}
+		if err := h.add(e); err != nil {
+			return corruptf(indexPath, off, "%w", err)
+		}
+		p.indexed++
+		return nil
+	})
+	if err != nil {
+		return p, p.fail(err)
+	}
+	p.indexSize, p.indexEnd, p.indexBad, p.indexBadErr = scan.size, scan.end, scan.bad, scan.badErr
+	if missing < uint32(len(p.chunks)) || (len(h.entries) > 0 && h.entries[len(h.entries)-1].Loc.Chunk >= missing) {
 		h.truncate(func(e *entry) bool { return e.Loc.Chunk >= missing })
+		if err := addSealed(missing); err != nil {
+			return p, p.fail(err)
+		}
 		return p, p.fail(corruptf(filepath.Join(chunkDir, chunkName(missing)), 0, "chunk file is missing"))
 	}
 
@@ -191,14 +241,21 @@ func analyze(fsys vfs.FS, h *handle) (*recoveryPlan, error) {
 
 	p.firstNew = len(h.entries)
 	for _, n := range p.chunks {
-		if n < start.Chunk {
+		if n < start.Chunk || (n < next && p.sealed[n]) {
 			continue
 		}
-		off := int64(0)
-		if n == start.Chunk {
-			off = start.Offset
+		var err error
+		if p.sealed[n] {
+			next = n + 1
+			err = p.addSealed(h, chunkDir, n)
+		} else {
+			off := int64(0)
+			if n == start.Chunk {
+				off = start.Offset
+			}
+			err = p.scanChunk(fsys, h, chunkDir, n, off, n == p.chunks[len(p.chunks)-1])
 		}
-		if err := p.scanChunk(fsys, h, chunkDir, n, off, n == p.chunks[len(p.chunks)-1]); err != nil {
+		if err != nil {
 			if perr := p.fail(err); perr != nil {
 				return nil, perr
 			}
@@ -228,6 +285,59 @@ func analyze(fsys vfs.FS, h *handle) (*recoveryPlan, error) {
 		}
 	}
 	return p, nil
+}
+
+// readSealed reads the embedded indexes of the sealed chunks before
+// missing, in parallel, into p.sealedEntries and p.sealedErrs.
+func (p *recoveryPlan) readSealed(fsys vfs.FS, dir string, missing uint32) {
+	p.sealedEntries = make([][]entry, missing)
+	p.sealedErrs = make([]error, missing)
+	work := make(chan uint32)
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), int(missing)) {
+		wg.Go(func() {
+			for n := range work {
+				p.sealedEntries[n], _, p.sealedErrs[n] = sealedIndex(fsys, dir, n)
+			}
+		})
+	}
+	for n := range missing {
+		if p.sealed[n] {
+			work <- n
+		}
+	}
+	close(work)
+	wg.Wait()
+}
+
+// addSealed adds the entries embedded in sealed chunk n to h.
+func (p *recoveryPlan) addSealed(h *handle, dir string, n uint32) error {
+	es, err := p.sealedEntries[n], p.sealedErrs[n]
+	p.sealedEntries[n] = nil
+	if err != nil {
+		return err
+	}
+	if len(h.entries) > 0 && h.entries[len(h.entries)-1].Loc.Chunk >= n {
+		return corruptf(filepath.Join(dir, chunkName(n)+sealedExt), 0, "sealed chunk %d follows records indexed in chunk %d", n, h.entries[len(h.entries)-1].Loc.Chunk)
+	}
+	for i := range es {
+		if err := h.add(&es[i]); err != nil {
+			return corruptf(filepath.Join(dir, chunkName(n)+sealedExt), 0, "embedded index: %w", err)
+		}
+	}
+	return nil
+}
+
+// plainEntries returns the entries of es in chunks that are not sealed:
+// what index.jsonl holds.
+func (p *recoveryPlan) plainEntries(es []entry) []entry {
+	var out []entry
+	for i := range es {
+		if c := es[i].Loc.Chunk; int(c) >= len(p.sealed) || !p.sealed[c] {
+			out = append(out, es[i])
+		}
+	}
+	return out
 }
 
 // fail records err in the plan if it is corruption (and returns nil), or
@@ -321,10 +431,13 @@ func (s *Store) reconcile(h *handle) error {
 			return err
 		}
 	}
-	added := h.entries[p.firstNew:]
-	indexSize := p.indexEnd
-	if p.indexBad >= 0 || len(added) > 0 || p.indexSize != p.indexEnd {
-		if indexSize, err = rewriteIndexTail(fsys, indexPath, p.indexEnd, added, s.opts.FileMode); err != nil {
+	indexEnd, added := p.indexEnd, p.plainEntries(h.entries[p.firstNew:])
+	if p.staleLines > 0 {
+		indexEnd, added = 0, p.plainEntries(h.entries)
+	}
+	indexSize := indexEnd
+	if p.indexBad >= 0 || len(added) > 0 || p.indexSize != indexEnd {
+		if indexSize, err = rewriteIndexTail(fsys, indexPath, indexEnd, added, s.opts.FileMode); err != nil {
 			return err
 		}
 	}
@@ -347,7 +460,25 @@ func (s *Store) reconcile(h *handle) error {
 		}
 	}
 	h.chunks = chunkWriter{fsys: fsys, dir: chunkDir, perm: s.opts.FileMode, maxSize: s.opts.ChunkSize,
-		compress: s.opts.Compression == CompressionZstd, log: log}
+		compress: s.opts.Compression == CompressionZstd, log: log,
+		embed: func(n uint32) []byte { return encodeIndexLines(nil, chunkEntries(h.entries, n)) },
+		resealed: func(plain []uint32) {
+			var keep []entry
+			for _, n := range plain {
+				keep = append(keep, chunkEntries(h.entries, n)...)
+			}
+			if err := h.index.reset(keep); err != nil {
+				h.failed = err
+				log.Error("sessionstore: index write failed; session stops writing until reopened", "err", err)
+			}
+		}}
+	if h.chunks.compress {
+		for i, n := range p.chunks[:max(len(p.chunks)-1, 0)] {
+			if !p.sealed[i] {
+				h.chunks.unsealed = append(h.chunks.unsealed, n)
+			}
+		}
+	}
 	if n := len(p.chunks); n > 0 && p.newestSealed {
 		h.chunks.next = p.chunks[n-1] + 1 // the next append starts a new chunk
 	} else if n > 0 {

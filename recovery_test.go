@@ -77,12 +77,34 @@ func checkAll(t *testing.T, fsys vfs.FS, id uuid.UUID, want []Event) *Store {
 		assert.True(t, exists)
 		assert.Equal(t, head, onDisk)
 	}
-	// The index on disk holds one valid line per event.
-	n := 0
-	_, err = readIndex(fsys, sessionPath(id, indexName), func(*entry, int64) error { n++; return nil })
-	require.NoError(t, err)
-	assert.Equal(t, len(want), n)
+	assert.Equal(t, len(want), indexedOnDisk(t, fsys, id))
 	return s
+}
+
+// indexedOnDisk returns how many index entries a session holds on disk:
+// the lines of index.jsonl plus those embedded in sealed chunks. It fails
+// the test if index.jsonl has a line of a sealed chunk or a bad line.
+func indexedOnDisk(t *testing.T, fsys vfs.FS, id uuid.UUID) int {
+	t.Helper()
+	dir := sessionPath(id, chunksDir)
+	forms, _, err := chunkForms(fsys, dir)
+	require.NoError(t, err)
+	n := 0
+	scan, err := readIndex(fsys, sessionPath(id, indexName), func(e *entry, _ int64) error {
+		assert.False(t, forms[e.Loc.Chunk].sealed, "index.jsonl holds a line of sealed chunk %d", e.Loc.Chunk)
+		n++
+		return nil
+	})
+	require.NoError(t, err)
+	assert.Equal(t, int64(-1), scan.bad, "index.jsonl has a bad line")
+	for c, f := range forms {
+		if f.sealed {
+			es, _, err := sealedIndex(fsys, dir, c)
+			require.NoError(t, err)
+			n += len(es)
+		}
+	}
+	return n
 }
 
 // TestCrashWithoutClose simulates power loss after acknowledged appends:

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/google/uuid"
@@ -23,7 +25,7 @@ type VerifyReport struct {
 	Chunks     int       // chunk files
 	ChunkBytes int64     // their total size
 	Records    int       // valid records in the chunks
-	Indexed    int       // valid lines in index.jsonl
+	Indexed    int       // index entries: valid index.jsonl lines of plain chunks, and those embedded in sealed chunks
 	Blobs      int       // distinct blobs referenced, each read and its digest checked
 	Head       uuid.UUID // the newest valid record: what HEAD should name
 	HeadOnDisk uuid.UUID // what the HEAD file names (uuid.Nil if absent)
@@ -98,29 +100,32 @@ func (s *Store) Verify(ctx context.Context, session uuid.UUID) (*VerifyReport, e
 		r.Repairs = plan.repairs(h)
 	}
 
-	// Every index line, as far as it decodes.
+	// Every index line, as far as it decodes, by chunk.
 	indexPath := filepath.Join(dir, indexName)
-	var (
-		indexed []entry
-		offsets []int64
-	)
+	lines := map[uint32]*indexRun{}
 	if _, err := readIndex(fsys, indexPath, func(e *entry, off int64) error {
-		indexed = append(indexed, *e)
-		offsets = append(offsets, off)
+		run := lines[e.Loc.Chunk]
+		if run == nil {
+			run = &indexRun{path: indexPath}
+			lines[e.Loc.Chunk] = run
+		}
+		run.entries = append(run.entries, *e)
+		run.offsets = append(run.offsets, off)
 		return nil
 	}); err != nil {
 		return nil, err
 	}
-	r.Indexed = len(indexed)
 
-	// Every record of every chunk, against the index and the tree.
+	// Every record of every chunk, against its index entries (embedded in
+	// a sealed chunk, in index.jsonl for a plain one) and the tree.
 	chunkDir := filepath.Join(dir, chunksDir)
-	chunks, err := listChunks(fsys, chunkDir)
+	forms, _, err := chunkForms(fsys, chunkDir)
 	if err != nil {
 		return nil, err
 	}
+	chunks := slices.Sorted(maps.Keys(forms))
 	r.Chunks = len(chunks)
-	check := &chunkCheck{report: r, indexed: indexed, offsets: offsets, indexPath: indexPath, seen: make(map[uuid.UUID]struct{}, len(indexed))}
+	check := &chunkCheck{report: r, seen: make(map[uuid.UUID]struct{})}
 	for ci, n := range chunks {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -128,13 +133,37 @@ func (s *Store) Verify(ctx context.Context, session uuid.UUID) (*VerifyReport, e
 		if n != uint32(ci) {
 			r.problem(&CorruptionError{Path: filepath.Join(chunkDir, chunkName(uint32(ci))), Offset: 0, Err: errors.New("chunk file is missing")})
 		}
-		size, err := verifyChunk(fsys, chunkDir, n, ci == len(chunks)-1, check)
+		want := lines[n]
+		delete(lines, n)
+		if forms[n].sealed {
+			es, offs, err := sealedIndex(fsys, chunkDir, n)
+			if err != nil && !errors.As(err, new(*CorruptionError)) {
+				return nil, err
+			}
+			if err != nil {
+				r.problem(err.(*CorruptionError))
+			}
+			want = &indexRun{path: filepath.Join(chunkDir, chunkName(n)+sealedExt), entries: es, offsets: offs}
+		}
+		if want == nil {
+			want = &indexRun{}
+		}
+		r.Indexed += len(want.entries)
+		records := r.Records
+		size, err := verifyChunk(fsys, chunkDir, n, ci == len(chunks)-1, want, check)
 		if err != nil {
 			return nil, err
 		}
 		r.ChunkBytes += size
+		if k := r.Records - records; k < len(want.entries) {
+			r.problem(&CorruptionError{Path: want.path, Offset: want.offsets[k], Err: fmt.Errorf("%d index entries name records chunk %d does not hold", len(want.entries)-k, n)})
+		}
 	}
-	// Every blob a record refers to, once each.
+	for _, n := range slices.Sorted(maps.Keys(lines)) {
+		run := lines[n]
+		r.Indexed += len(run.entries)
+		r.problem(&CorruptionError{Path: run.path, Offset: run.offsets[0], Err: fmt.Errorf("%d index entries name chunk %d, which does not exist", len(run.entries), n)})
+	}
 	checked := map[[32]byte]bool{}
 	for _, b := range check.blobs {
 		if checked[b.Digest] {
@@ -153,25 +182,27 @@ func (s *Store) Verify(ctx context.Context, session uuid.UUID) (*VerifyReport, e
 		}
 		r.Blobs++
 	}
-	if r.Indexed > r.Records {
-		r.problem(&CorruptionError{Path: indexPath, Offset: offsets[r.Records], Err: fmt.Errorf("%d index entries name records the chunks do not hold", r.Indexed-r.Records)})
-	}
 	return r, nil
+}
+
+// indexRun is the index entries of one chunk, where they were read and
+// the offset of each there.
+type indexRun struct {
+	path    string
+	entries []entry
+	offsets []int64
 }
 
 // chunkCheck carries what verifyChunk needs across chunks.
 type chunkCheck struct {
-	report    *VerifyReport
-	indexed   []entry
-	offsets   []int64
-	indexPath string
-	seen      map[uuid.UUID]struct{}
-	blobs     []payload // blob references of the valid records
+	report *VerifyReport
+	seen   map[uuid.UUID]struct{}
+	blobs  []payload // blob references of the valid records
 }
 
 // verifyChunk checks every record of one chunk, continuing the count of
 // valid records in r.Records, and returns the chunk's size.
-func verifyChunk(fsys vfs.FS, dir string, n uint32, newest bool, c *chunkCheck) (int64, error) {
+func verifyChunk(fsys vfs.FS, dir string, n uint32, newest bool, want *indexRun, c *chunkCheck) (int64, error) {
 	r := c.report
 	f, size, path, err := openChunk(fsys, dir, n)
 	if err != nil {
@@ -188,6 +219,7 @@ func verifyChunk(fsys vfs.FS, dir string, n uint32, newest bool, c *chunkCheck) 
 	}
 	sc := jsonl.NewScannerSize(io.NewSectionReader(f, 0, size), 0, size)
 	firstBad, badErr := int64(-1), error(nil)
+	k := 0 // records of this chunk so far
 	for sc.Next() {
 		line := sc.Line()
 		hdr, pl, err := decodeEventLine(line)
@@ -211,9 +243,10 @@ func verifyChunk(fsys vfs.FS, dir string, n uint32, newest bool, c *chunkCheck) 
 			r.problem(&CorruptionError{Path: path, Offset: sc.Offset(), Err: fmt.Errorf("duplicate event id %s", hdr.ID)})
 		}
 		c.seen[hdr.ID] = struct{}{}
-		if k := r.Records; k < len(c.indexed) && c.indexed[k] != e {
-			r.problem(&CorruptionError{Path: c.indexPath, Offset: c.offsets[k], Err: fmt.Errorf("index entry %s disagrees with record %s at %s offset %d", c.indexed[k].ID, hdr.ID, path, sc.Offset())})
+		if k < len(want.entries) && want.entries[k] != e {
+			r.problem(&CorruptionError{Path: want.path, Offset: want.offsets[k], Err: fmt.Errorf("index entry %s disagrees with record %s at %s offset %d", want.entries[k].ID, hdr.ID, path, sc.Offset())})
 		}
+		k++
 		if pl.Blob {
 			c.blobs = append(c.blobs, payload{Blob: true, Digest: pl.Digest, Size: pl.Size})
 		}

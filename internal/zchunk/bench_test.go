@@ -13,19 +13,36 @@ import (
 // of a realistic agent transcript.
 var benchChunk = sync.OnceValue(func() []byte { return transcript(42, 8<<20, true) })
 
-// BenchmarkWrite compresses a chunk and reports the compression ratio
-// (plain size / compressed size).
+// benchMeta is the metadata of benchChunk: its index lines.
+var benchMeta = sync.OnceValue(func() []byte { return indexLines(benchChunk()) })
+
+// BenchmarkWrite compresses a chunk without metadata and reports the
+// compression ratio (plain size / compressed size).
 func BenchmarkWrite(b *testing.B) {
 	src := benchChunk()
 	m := newMemFS(b)
 	b.SetBytes(int64(len(src)))
 	for b.Loop() {
-		require.NoError(b, Write(m, testPath, src, 0o600))
+		require.NoError(b, Write(m, testPath, src, nil, 0o600))
 	}
 	fi, err := m.Stat(testPath)
 	require.NoError(b, err)
 	b.ReportMetric(float64(len(src))/float64(fi.Size()), "ratio")
 	b.ReportMetric(float64(fi.Size()), "compressed-bytes")
+}
+
+// BenchmarkMeta reads the metadata of a chunk, its index lines, and
+// reports their compression ratio.
+func BenchmarkMeta(b *testing.B) {
+	meta := benchMeta()
+	_, r := writeOpen(b, benchChunk(), meta, BlockSize)
+	b.SetBytes(int64(len(meta)))
+	for b.Loop() {
+		if _, err := r.Meta(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(len(meta))/float64(r.metaLen), "ratio")
 }
 
 // BenchmarkReadAtRandomLine reads one random line of the chunk per
@@ -35,7 +52,7 @@ func BenchmarkReadAtRandomLine(b *testing.B) {
 	src := benchChunk()
 	spans := lineSpans(src)
 	b.Run("zstd", func(b *testing.B) {
-		_, r := writeOpen(b, src, BlockSize)
+		_, r := writeOpen(b, src, nil, BlockSize)
 		rng := rand.New(rand.NewPCG(1, 2))
 		buf := make([]byte, 0, 1<<20)
 		before := r.decodes.Load()

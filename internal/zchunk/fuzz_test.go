@@ -12,23 +12,36 @@ import (
 	"github.com/sessionstore/sessionstore/internal/vfs"
 )
 
-// FuzzOpenRead opens arbitrary bytes as a compressed chunk and reads them:
-// it must never panic, every failure must be a *FormatError, and reads
-// that succeed must agree with each other.
+// FuzzOpenRead opens arbitrary bytes as a compressed chunk and reads its
+// data and its metadata: it must never panic, every failure must be a
+// *FormatError, and reads that succeed must agree with each other.
 func FuzzOpenRead(f *testing.F) {
-	seed, err := os.ReadFile("testdata/seed.zst")
+	seed, err := os.ReadFile("testdata/seed.zst") // with metadata
 	require.NoError(f, err)
-	empty, err := encode(nil, BlockSize)
+	seedSrc, err := os.ReadFile("testdata/seed.jsonl")
 	require.NoError(f, err)
-	f.Add(seed)
-	f.Add(empty)
-	f.Add([]byte{})
-	f.Add([]byte(Magic))
+	seedMeta, err := os.ReadFile("testdata/seed.meta")
+	require.NoError(f, err)
+	noMeta, err := encode(seedSrc, nil, 512)
+	require.NoError(f, err)
+	empty, err := encode(nil, nil, BlockSize)
+	require.NoError(f, err)
+	onlyMeta, err := encode(nil, seedMeta, BlockSize)
+	require.NoError(f, err)
+	v1, err := os.ReadFile("testdata/v1.zst")
+	require.NoError(f, err)
+	for _, b := range [][]byte{seed, noMeta, empty, onlyMeta, v1, {}, []byte(Magic)} {
+		f.Add(b)
+	}
 	for _, n := range []int{1, 8, FooterSize, FooterSize + 8, len(seed) / 2, len(seed) - FooterSize, len(seed) - 1} {
 		f.Add(seed[:n])           // truncated
 		f.Add(seed[len(seed)-n:]) // front cut off
 	}
-	for _, pos := range []int{0, 5, 40, len(seed) / 3, len(seed) - FooterSize - 20, len(seed) - FooterSize + 2, len(seed) - 12, len(seed) - 1} {
+	mp := metaOf(seed)
+	metaOff := bytes.Index(seed, mp.frame)
+	require.Positive(f, metaOff)
+	for _, pos := range []int{0, 5, 40, len(seed) / 3, metaOff, metaOff + len(mp.frame)/2, len(seed) - FooterSize - 20, len(seed) - FooterSize + 2,
+		len(seed) - FooterSize + 29, len(seed) - FooterSize + 33, len(seed) - FooterSize + 41, len(seed) - FooterSize + 49, len(seed) - 12, len(seed) - 1} {
 		b := bytes.Clone(seed)
 		b[pos] ^= 0x5a // garbled
 		f.Add(b)
@@ -52,16 +65,34 @@ func FuzzOpenRead(f *testing.F) {
 		defer r.Close()
 		size := r.Size()
 		require.GreaterOrEqual(t, size, int64(0))
+		require.True(t, r.metaOff >= 0 && r.metaLen >= 0 && r.metaOff+r.metaLen <= int64(len(data)), "meta frame at %d, %d bytes", r.metaOff, r.metaLen)
+		r2, err := Open(m, "/c.zst")
+		require.NoError(t, err)
+		defer r2.Close()
+
+		// The metadata, twice, through both readers.
+		if r.metaSize <= 64<<20 {
+			meta, metaErr := r.Meta()
+			checkMetaErr(t, r, metaErr)
+			meta2, metaErr2 := r2.Meta()
+			checkMetaErr(t, r2, metaErr2)
+			require.Equal(t, metaErr == nil, metaErr2 == nil)
+			if metaErr == nil {
+				require.Equal(t, r.metaSize, int64(len(meta)))
+				require.Equal(t, string(meta), string(meta2))
+				if r.metaLen == 0 {
+					require.Nil(t, meta)
+				}
+			}
+		}
+
 		if size > 64<<20 {
 			return
 		}
 		whole := make([]byte, size)
 		n, wholeErr := r.ReadAt(whole, 0)
 		checkReadErr(t, wholeErr)
-		// Read again in small pieces through a fresh reader.
-		r2, err := Open(m, "/c.zst")
-		require.NoError(t, err)
-		defer r2.Close()
+		// Read again in small pieces through the other reader.
 		piece := make([]byte, 97)
 		var pieces []byte
 		var piecesErr error
@@ -92,4 +123,18 @@ func checkReadErr(t *testing.T, err error) {
 	var fe *FormatError
 	require.ErrorAs(t, err, &fe)
 	require.ErrorIs(t, err, ErrBadFrame)
+}
+
+// checkMetaErr checks an error from r.Meta: nil, or a damaged meta frame
+// reported at its offset.
+func checkMetaErr(t *testing.T, r *Reader, err error) {
+	t.Helper()
+	if err == nil {
+		return
+	}
+	var fe *FormatError
+	require.ErrorAs(t, err, &fe)
+	require.ErrorIs(t, err, ErrBadMeta)
+	require.Equal(t, r.metaOff, fe.Offset)
+	require.Positive(t, r.metaLen)
 }

@@ -1,7 +1,9 @@
 // Package zchunk stores a sealed chunk (one that will never be written
 // again) compressed with zstd, in a form that keeps random access by
 // logical offset: the byte offsets of the plain chunk file, which is what
-// index locations name.
+// index locations name. The file can also carry metadata: opaque bytes
+// given to [Write] and returned by [Reader.Meta] (the store keeps the
+// chunk's index lines there, so a sealed chunk describes itself).
 //
 // # Format
 //
@@ -11,8 +13,8 @@
 // is a block of its own. Each block is compressed as an independent zstd
 // frame (RFC 8878) with its content checksum, so a reader decompresses only
 // the blocks a read overlaps and every decompressed byte is checked. The
-// frames are followed by the frame table and a fixed-size footer, both
-// inside one zstd skippable frame:
+// frames are followed by the meta frame, the frame table and a fixed-size
+// footer, all inside one zstd skippable frame:
 //
 //	offset 0
 //	+--------------------------------+
@@ -22,8 +24,12 @@
 //	+--------------------------------+
 //	| ...                            |
 //	+--------------------------------+  framesEnd (= end of the last frame)
-//	| skippable frame header, 8 B    |  u32 SkippableMagic, u32 tableLen+FooterSize
-//	+--------------------------------+  tableOff = framesEnd + 8
+//	| skippable frame header, 8 B    |  u32 SkippableMagic,
+//	|                                |  u32 metaLen+tableLen+FooterSize
+//	+--------------------------------+  framesEnd + 8 (= metaOff if metaLen > 0)
+//	| meta frame, metaLen B          |  the metadata as one zstd frame,
+//	| (absent if metaLen = 0)        |  content checksum on
+//	+--------------------------------+  tableOff = framesEnd + 8 + metaLen
 //	| frame table, EntrySize B each  |  one entry per frame, in file order:
 //	|                                |   0 u64 compressed offset
 //	|                                |   8 u64 compressed length
@@ -31,50 +37,71 @@
 //	|                                |  24 u64 logical length
 //	|                                |  32 u32 CRC-32C of the frame's bytes
 //	+--------------------------------+  tableOff + tableLen
-//	| footer, FooterSize (40) B      |   0 u64 tableOff
+//	| footer, FooterSize (68) B      |   0 u64 tableOff
 //	|                                |   8 u64 tableLen
 //	|                                |  16 u64 logical size
 //	|                                |  24 u32 CRC-32C (Castagnoli) of the table
-//	|                                |  28 u32 Version
-//	|                                |  32 [8]byte Magic "SSZCHUNK"
+//	|                                |  28 u32 CRC-32C of the meta frame's bytes
+//	|                                |  32 u64 metaOff
+//	|                                |  40 u64 metaLen (the meta frame's length)
+//	|                                |  48 u64 metadata length (plain)
+//	|                                |  56 u32 Version
+//	|                                |  60 [8]byte Magic "SSZCHUNK"
 //	+--------------------------------+  end of file
 //
-// All integers are little-endian. Because the table and footer sit in a
-// skippable frame, the whole file is also a valid zstd stream: "zstd -d"
-// (or any conforming decoder) turns it back into the plain chunk.
+// All integers are little-endian. Because the meta frame, the table and
+// the footer sit in a skippable frame, the whole file is also a valid zstd
+// stream: "zstd -d" (or any conforming decoder) turns it back into the
+// plain chunk, without the metadata.
+//
+// Empty metadata has no meta frame: metaOff, metaLen, the metadata length
+// and the meta frame's CRC-32C are all zero, and the table follows the
+// skippable frame header. Non-empty metadata is at most [MaxMetaSize]
+// bytes.
 //
 // Part of the on-disk format, never to change within a Version: [Magic],
-// [Version], [FooterSize], [EntrySize], [SkippableMagic], [MaxWindow], the
-// layout above, CRC-32C (Castagnoli) for the table and the frames, and the
-// rule that every frame carries its zstd content checksum. [BlockSize] is not part of the format: it
-// is the writer's choice, and a reader accepts blocks of any size.
+// [Version], [FooterSize], [EntrySize], [SkippableMagic], [MaxWindow],
+// [MaxMetaSize], the layout above, CRC-32C (Castagnoli) for the table, the
+// frames and the meta frame, and the rule that every frame, the meta frame
+// included, carries its zstd content checksum. [BlockSize] is not part of
+// the format: it is the writer's choice, and a reader accepts blocks of any
+// size.
 //
-// An empty input has no frames: the file is the skippable frame alone (48
-// bytes, an empty table).
+// An empty input has no frames: the file is the skippable frame alone
+// (76 bytes without metadata: the header, an empty table and the footer).
 //
 // # Validation
 //
-// [Open] reads only the footer and the table, and checks that every field
-// agrees with the others and with the file size: the magic, the version,
-// tableOff + tableLen + FooterSize = file size, the skippable frame header,
-// the table's CRC, frames that tile [0, framesEnd) and blocks that tile
+// [Open] reads only the footer, the skippable frame header and the table,
+// and checks that every field agrees with the others and with the file
+// size: the magic, the version, tableOff + tableLen + FooterSize = file
+// size, the metadata fields (all zero without metadata; otherwise metaOff
+// + metaLen = tableOff, and a metadata length from 1 to MaxMetaSize that
+// a zstd frame of metaLen bytes can decode to), the skippable frame header
+// (8 bytes before the meta frame, or before the table without one), the
+// table's CRC, frames that tile [0, framesEnd) and blocks that tile
 // [0, size) in order, no empty frame or block, and no block longer than a
-// zstd frame of its compressed length can decode to. Every footer field is
-// thus cross-checked, so a damaged footer cannot go unnoticed. A frame is
-// checked when a read first needs it: its bytes must match the table's
-// CRC-32C, its header must name no dictionary and carry a content checksum,
-// a content size in the header must be the block's length (zstd omits it
+// zstd frame of its compressed length can decode to. A frame is checked
+// when a read first needs it: its bytes must match the table's CRC-32C,
+// its header must name no dictionary and carry a content checksum, a
+// content size in the header must be the block's length (zstd omits it
 // below 256 bytes), and the decompressed block must have that length and
-// match the content checksum. Any failure is a [*FormatError] naming the
-// file and the offset of the damaged part.
+// match the content checksum. [Reader.Meta] checks the meta frame the same
+// way, against the CRC-32C and the metadata length in the footer. Any
+// failure is a [*FormatError] naming the file and the offset of the
+// damaged part.
 //
 // Every byte of the file is thus covered: the frames by their CRC-32C in
-// the table, the table by the CRC in the footer, the skippable header and
-// the footer by the cross-checks. The frame CRC is what makes every change
-// detectable: zstd alone ignores a few bits (a header's unused bit, the
-// window size of a small frame, slack in entropy tables), and a change
-// there would decompress to the right bytes unnoticed. The zstd content
-// checksum in turn guards against encoder or decoder bugs.
+// the table, the meta frame by its CRC-32C in the footer, the table by the
+// CRC in the footer, the skippable header and the footer by the
+// cross-checks. A damaged footer field cannot go unnoticed: Open catches a
+// change to any of them except the meta frame's CRC-32C and the metadata
+// length, which it cannot check without reading the meta frame, and which
+// Meta checks. The frame CRCs are what make every change detectable: zstd
+// alone ignores a few bits (a header's unused bit, the window size of a
+// small frame, slack in entropy tables), and a change there would
+// decompress to the right bytes unnoticed. The zstd content checksum in
+// turn guards against encoder or decoder bugs.
 //
 // # Shared codec state
 //
@@ -87,13 +114,14 @@
 // both are created on first use. The encoder runs at its default level
 // (about zstd level 3): on agent transcripts the next level gains about 1%
 // at half the speed, the strongest about 4% at a tenth. Write
-// decompresses every frame it made and compares it with its input before
-// writing anything, so an encoder bug cannot replace a chunk with a file
-// that does not read back.
+// decompresses every frame it made, the meta frame included, and compares
+// it with its input before writing anything, so an encoder bug cannot
+// replace a chunk with a file that does not read back.
 //
 // A Reader keeps the block it decompressed last, so a run of reads inside
 // one block (adjacent records) decompresses it once. Blocks end at line
-// ends, so a read of one line decompresses at most one frame.
+// ends, so a read of one line decompresses at most one frame. Meta keeps
+// nothing: each call reads and decompresses the meta frame.
 package zchunk
 
 import (
@@ -122,10 +150,11 @@ const (
 	// Magic ends every file.
 	Magic = "SSZCHUNK"
 	// Version is the format version written in the footer; Open refuses
-	// any other.
-	Version = 1
+	// any other. Version 1, the pre-release format without metadata, is
+	// refused too: there is no migration.
+	Version = 2
 	// FooterSize is the size of the footer that ends the file.
-	FooterSize = 40
+	FooterSize = 68
 	// EntrySize is the size of one frame table entry.
 	EntrySize = 36
 	// MaxWindow is the largest zstd window a frame may declare (a frame
@@ -137,6 +166,9 @@ const (
 	// holding the table and footer (0x184D2A50 to 0x184D2A5F are skippable;
 	// this package writes and requires this one).
 	SkippableMagic = 0x184D2A5E
+	// MaxMetaSize is the largest metadata (plain, before compression) a
+	// file may hold. It bounds what Meta allocates for a damaged footer.
+	MaxMetaSize = 1 << 30
 )
 
 // skipHeaderSize is the size of a zstd skippable frame header: magic and
@@ -162,11 +194,13 @@ var (
 	ErrTableChecksum      = errors.New("frame table checksum mismatch")
 	ErrBadTable           = errors.New("inconsistent footer or frame table")
 	ErrBadFrame           = errors.New("damaged frame")
+	ErrBadMeta            = errors.New("damaged meta frame")
 )
 
 // FormatError reports a compressed chunk that is not in the format: Offset
 // is the byte offset in the compressed file of the damaged part (the
-// footer, the table entry, or the start of the frame).
+// footer or one of its fields, the skippable frame header, the table or
+// one of its entries, or the start of a frame or of the meta frame).
 type FormatError struct {
 	Path   string
 	Offset int64
@@ -235,11 +269,14 @@ func blocks(src []byte, blockSize int) []int {
 }
 
 // encode returns the compressed form of src, cut into blocks of at most
-// blockSize bytes.
-func encode(src []byte, blockSize int) ([]byte, error) {
+// blockSize bytes, with meta as its metadata.
+func encode(src, meta []byte, blockSize int) ([]byte, error) {
+	if len(meta) > MaxMetaSize {
+		return nil, fmt.Errorf("zchunk: metadata too large (%d bytes, at most %d)", len(meta), MaxMetaSize)
+	}
 	enc, dec := encoder(), decoder()
 	ends := blocks(src, blockSize)
-	out := make([]byte, 0, len(src)/4+skipHeaderSize+EntrySize*len(ends)+FooterSize)
+	out := make([]byte, 0, len(src)/4+skipHeaderSize+len(meta)/4+EntrySize*len(ends)+FooterSize)
 	table := make([]byte, 0, EntrySize*len(ends))
 	start := 0
 	for _, end := range ends {
@@ -259,36 +296,56 @@ func encode(src []byte, blockSize int) ([]byte, error) {
 		table = binary.LittleEndian.AppendUint32(table, crc32.Checksum(out[compOff:], castagnoli))
 		start = end
 	}
-	if uint64(len(table))+FooterSize > math.MaxUint32 {
-		return nil, fmt.Errorf("zchunk: frame table too large (%d bytes)", len(table))
+	var metaFrame []byte
+	if len(meta) > 0 {
+		metaFrame = enc.EncodeAll(meta, nil)
+		check, err := dec.DecodeAll(metaFrame, make([]byte, 0, len(meta)))
+		if err != nil || !bytes.Equal(check, meta) {
+			return nil, fmt.Errorf("zchunk: compressed metadata does not decompress to its input (%v)", err)
+		}
+	}
+	payload := uint64(len(metaFrame)) + uint64(len(table)) + FooterSize
+	if payload > math.MaxUint32 {
+		return nil, fmt.Errorf("zchunk: meta frame and frame table too large (%d and %d bytes)", len(metaFrame), len(table))
 	}
 	out = binary.LittleEndian.AppendUint32(out, SkippableMagic)
-	out = binary.LittleEndian.AppendUint32(out, uint32(len(table)+FooterSize))
+	out = binary.LittleEndian.AppendUint32(out, uint32(payload))
+	metaOff := 0 // zero without metadata
+	if len(metaFrame) > 0 {
+		metaOff = len(out)
+	}
+	out = append(out, metaFrame...)
 	tableOff := len(out)
 	out = append(out, table...)
 	out = binary.LittleEndian.AppendUint64(out, uint64(tableOff))
 	out = binary.LittleEndian.AppendUint64(out, uint64(len(table)))
 	out = binary.LittleEndian.AppendUint64(out, uint64(len(src)))
 	out = binary.LittleEndian.AppendUint32(out, crc32.Checksum(table, castagnoli))
+	out = binary.LittleEndian.AppendUint32(out, crc32.Checksum(metaFrame, castagnoli))
+	out = binary.LittleEndian.AppendUint64(out, uint64(metaOff))
+	out = binary.LittleEndian.AppendUint64(out, uint64(len(metaFrame)))
+	out = binary.LittleEndian.AppendUint64(out, uint64(len(meta)))
 	out = binary.LittleEndian.AppendUint32(out, Version)
 	out = append(out, Magic...)
 	return out, nil
 }
 
 // Write stores src, the plain bytes of a sealed chunk, compressed at dst,
-// replacing any file there. It writes the temporary file dst+".tmp",
+// replacing any file there, with meta as its metadata: opaque bytes, at
+// most MaxMetaSize, that [Reader.Meta] returns (empty or nil for none; src
+// may be empty too). It writes the temporary file dst+".tmp",
 // syncs and closes it, renames it to dst and syncs dst's directory: when
 // Write returns nil the file is durable under its final name. On an error
 // before the rename the temporary file is removed (best effort; a crash
 // can still leave it behind, and the next Write truncates it). An error
 // from the final directory sync means dst exists but may not survive a
 // crash.
-func Write(fsys vfs.FS, dst string, src []byte, perm fs.FileMode) error {
-	return write(fsys, dst, src, perm, BlockSize)
+func Write(fsys vfs.FS, dst string, src, meta []byte, perm fs.FileMode) error {
+	return write(fsys, dst, src, meta, perm, BlockSize)
 }
 
-func write(fsys vfs.FS, dst string, src []byte, perm fs.FileMode, blockSize int) (err error) {
-	data, err := encode(src, blockSize)
+func write(fsys vfs.FS, dst string, src, meta []byte, perm fs.FileMode, blockSize int) (err error) {
+	data, err := encode(src, meta, blockSize)
 	if err != nil {
 		return err
 	}
@@ -336,6 +393,11 @@ type Reader struct {
 	size  int64
 	table []entry
 
+	// The meta frame, from the footer: all zero without metadata.
+	metaOff, metaLen int64  // in the file
+	metaSize         int64  // decompressed
+	metaCRC          uint32 // CRC-32C of the compressed bytes
+
 	mu        sync.Mutex
 	cacheIdx  int    // frame held in cacheData, -1 if none
 	cacheData []byte // never modified once cached: readers copy from it unlocked
@@ -366,39 +428,76 @@ func open(f vfs.File, path string) (*Reader, error) {
 		return nil, err
 	}
 	fileSize := fi.Size()
+	// The footer, or as much of its end as the file holds: a file of
+	// another version, which may be shorter than this version's smallest,
+	// is reported as such rather than as truncated. Every version ends
+	// with the version number and the magic.
+	tailLen := min(fileSize, FooterSize)
+	var foot [FooterSize]byte
+	if err := readFull(f, foot[FooterSize-tailLen:], fileSize-tailLen); err != nil {
+		return nil, fileErr(path, fileSize-tailLen, err)
+	}
+	le := binary.LittleEndian
+	hasMagic := tailLen >= 12 && string(foot[60:68]) == Magic
+	if v := le.Uint32(foot[56:60]); hasMagic && v != Version {
+		return nil, bad(fileSize-12, fmt.Errorf("%w: %d (want %d)", ErrUnsupportedVersion, v, Version))
+	}
 	if fileSize < skipHeaderSize+FooterSize {
 		return nil, bad(0, fmt.Errorf("%w: %d bytes, less than the %d of an empty chunk", ErrTruncated, fileSize, skipHeaderSize+FooterSize))
 	}
 	footOff := fileSize - FooterSize
-	var foot [FooterSize]byte
-	if err := readFull(f, foot[:], footOff); err != nil {
-		return nil, fileErr(path, footOff, err)
-	}
-	le := binary.LittleEndian
-	if string(foot[32:40]) != Magic {
-		return nil, bad(footOff+32, fmt.Errorf("%w: %q", ErrBadMagic, foot[32:40]))
-	}
-	if v := le.Uint32(foot[28:32]); v != Version {
-		return nil, bad(footOff+28, fmt.Errorf("%w: %d (want %d)", ErrUnsupportedVersion, v, Version))
+	if !hasMagic {
+		return nil, bad(footOff+60, fmt.Errorf("%w: %q", ErrBadMagic, foot[60:68]))
 	}
 	tableOff, tableLen, size := le.Uint64(foot[0:8]), le.Uint64(foot[8:16]), le.Uint64(foot[16:24])
-	tableCRC := le.Uint32(foot[24:28])
+	tableCRC, metaCRC := le.Uint32(foot[24:28]), le.Uint32(foot[28:32])
+	metaOff, metaLen, metaSize := le.Uint64(foot[32:40]), le.Uint64(foot[40:48]), le.Uint64(foot[48:56])
 	if tableLen%EntrySize != 0 || tableLen > uint64(footOff) || tableOff != uint64(footOff)-tableLen || tableOff < skipHeaderSize {
 		return nil, bad(footOff, fmt.Errorf("%w: table at %d, %d bytes, in a file of %d bytes", ErrBadTable, tableOff, tableLen, fileSize))
 	}
 	if size > math.MaxInt64 {
 		return nil, bad(footOff+16, fmt.Errorf("%w: logical size %d", ErrBadTable, size))
 	}
-	// The skippable frame header and the table, in one read.
-	framesEnd := int64(tableOff) - skipHeaderSize
+	// The meta frame fills [metaOff, tableOff) if there is one: the
+	// frames end before its skippable frame header.
+	var framesEnd int64
+	if metaLen == 0 {
+		switch {
+		case metaCRC != 0:
+			return nil, bad(footOff+28, fmt.Errorf("%w: no meta frame, but its CRC-32C is %08x", ErrBadTable, metaCRC))
+		case metaOff != 0 || metaSize != 0:
+			return nil, bad(footOff+32, fmt.Errorf("%w: no meta frame, but at %d, %d bytes plain", ErrBadTable, metaOff, metaSize))
+		}
+		framesEnd = int64(tableOff) - skipHeaderSize
+	} else {
+		if metaLen > tableOff-skipHeaderSize || metaOff != tableOff-metaLen {
+			return nil, bad(footOff+32, fmt.Errorf("%w: meta frame at %d, %d bytes, table at %d", ErrBadTable, metaOff, metaLen, tableOff))
+		}
+		hi, lo := bits.Mul64(metaLen, maxBlockPerByte)
+		if metaSize == 0 || metaSize > MaxMetaSize || hi == 0 && metaSize > lo {
+			return nil, bad(footOff+48, fmt.Errorf("%w: metadata length %d in a meta frame of %d bytes (at most %d)", ErrBadTable, metaSize, metaLen, MaxMetaSize))
+		}
+		framesEnd = int64(metaOff) - skipHeaderSize
+	}
+	// The skippable frame header and the table, in one read if they are
+	// adjacent.
 	buf := make([]byte, skipHeaderSize+tableLen)
-	if err := readFull(f, buf, framesEnd); err != nil {
-		return nil, fileErr(path, framesEnd, err)
+	head, table := buf[:skipHeaderSize], buf[skipHeaderSize:]
+	if metaLen == 0 {
+		if err := readFull(f, buf, framesEnd); err != nil {
+			return nil, fileErr(path, framesEnd, err)
+		}
+	} else {
+		if err := readFull(f, head, framesEnd); err != nil {
+			return nil, fileErr(path, framesEnd, err)
+		}
+		if err := readFull(f, table, int64(tableOff)); err != nil {
+			return nil, fileErr(path, int64(tableOff), err)
+		}
 	}
-	if m, n := le.Uint32(buf[0:4]), le.Uint32(buf[4:8]); m != SkippableMagic || uint64(n) != tableLen+FooterSize {
-		return nil, bad(framesEnd, fmt.Errorf("%w: skippable frame header %#x, %d bytes (want %#x, %d)", ErrBadTable, m, n, SkippableMagic, tableLen+FooterSize))
+	if m, n := le.Uint32(head[0:4]), le.Uint32(head[4:8]); m != SkippableMagic || uint64(n) != metaLen+tableLen+FooterSize {
+		return nil, bad(framesEnd, fmt.Errorf("%w: skippable frame header %#x, %d bytes (want %#x, %d)", ErrBadTable, m, n, SkippableMagic, metaLen+tableLen+FooterSize))
 	}
-	table := buf[skipHeaderSize:]
 	if got := crc32.Checksum(table, castagnoli); got != tableCRC {
 		return nil, bad(int64(tableOff), fmt.Errorf("%w: %08x, footer says %08x", ErrTableChecksum, got, tableCRC))
 	}
@@ -429,7 +528,10 @@ func open(f vfs.File, path string) (*Reader, error) {
 	if compEnd != uint64(framesEnd) || logEnd != size {
 		return nil, bad(int64(tableOff), fmt.Errorf("%w: frames end at %d (logical %d), want %d (logical %d)", ErrBadTable, compEnd, logEnd, framesEnd, size))
 	}
-	return &Reader{f: f, path: path, size: int64(size), table: entries, cacheIdx: -1}, nil
+	return &Reader{
+		f: f, path: path, size: int64(size), table: entries, cacheIdx: -1,
+		metaOff: int64(metaOff), metaLen: int64(metaLen), metaSize: int64(metaSize), metaCRC: metaCRC,
+	}, nil
 }
 
 // readFull reads len(p) bytes at off.
@@ -507,30 +609,70 @@ func (r *Reader) frame(i int) ([]byte, error) {
 	if got := crc32.Checksum(comp, castagnoli); got != e.crc {
 		return nil, bad(fmt.Errorf("CRC-32C %08x, table says %08x", got, e.crc))
 	}
-	var h zstd.Header
-	if err := h.Decode(comp); err != nil {
-		return nil, bad(err)
-	}
-	switch {
-	case h.Skippable || h.DictionaryID != 0:
-		return nil, bad(errors.New("skippable frame or dictionary"))
-	case !h.HasCheckSum:
-		return nil, bad(errors.New("no content checksum"))
-	case h.HasFCS && h.FrameContentSize != uint64(e.logLen):
-		return nil, bad(fmt.Errorf("content size %d, table says %d", h.FrameContentSize, e.logLen))
-	}
-	data, err := decoder().DecodeAll(comp, make([]byte, 0, e.logLen))
+	data, err := decodeFrame(comp, e.logLen, "table")
 	if err != nil {
 		return nil, bad(err)
-	}
-	if int64(len(data)) != e.logLen {
-		return nil, bad(fmt.Errorf("decompressed %d bytes, table says %d", len(data), e.logLen))
 	}
 	r.decodes.Add(1)
 
 	r.mu.Lock()
 	r.cacheIdx, r.cacheData = i, data
 	r.mu.Unlock()
+	return data, nil
+}
+
+// decodeFrame decompresses comp, which must be one zstd frame with a
+// content checksum and no dictionary, of n bytes (the length that source,
+// "table" or "footer", records).
+func decodeFrame(comp []byte, n int64, source string) ([]byte, error) {
+	var h zstd.Header
+	if err := h.Decode(comp); err != nil {
+		return nil, err
+	}
+	switch {
+	case h.Skippable || h.DictionaryID != 0:
+		return nil, errors.New("skippable frame or dictionary")
+	case !h.HasCheckSum:
+		return nil, errors.New("no content checksum")
+	case h.HasFCS && h.FrameContentSize != uint64(n):
+		return nil, fmt.Errorf("content size %d, %s says %d", h.FrameContentSize, source, n)
+	}
+	data, err := decoder().DecodeAll(comp, make([]byte, 0, n))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) != n {
+		return nil, fmt.Errorf("decompressed %d bytes, %s says %d", len(data), source, n)
+	}
+	return data, nil
+}
+
+// Meta returns the metadata stored with the chunk (the meta argument of
+// [Write]), or nil without error if there is none. Each call reads the
+// meta frame, checks its CRC-32C, decompresses it and checks its length
+// and content checksum, and returns a new slice the caller may keep and
+// modify. A damaged meta frame, or a damaged CRC-32C or metadata length in
+// the footer, gives a *FormatError at the meta frame's offset wrapping
+// ErrBadMeta; a file cut short since Open gives one wrapping ErrTruncated.
+// Meta is safe for concurrent use, with itself and with ReadAt.
+func (r *Reader) Meta() ([]byte, error) {
+	if r.metaLen == 0 {
+		return nil, nil
+	}
+	bad := func(err error) error {
+		return &FormatError{Path: r.path, Offset: r.metaOff, Err: fmt.Errorf("%w: %w", ErrBadMeta, err)}
+	}
+	comp := make([]byte, r.metaLen)
+	if err := readFull(r.f, comp, r.metaOff); err != nil {
+		return nil, fileErr(r.path, r.metaOff, err)
+	}
+	if got := crc32.Checksum(comp, castagnoli); got != r.metaCRC {
+		return nil, bad(fmt.Errorf("CRC-32C %08x, footer says %08x", got, r.metaCRC))
+	}
+	data, err := decodeFrame(comp, r.metaSize, "footer")
+	if err != nil {
+		return nil, bad(err)
+	}
 	return data, nil
 }
 

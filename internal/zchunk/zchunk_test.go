@@ -11,7 +11,9 @@ import (
 	"io/fs"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -23,9 +25,11 @@ import (
 	"github.com/sessionstore/sessionstore/internal/vfs"
 )
 
-var update = flag.Bool("update", false, "rewrite testdata/seed.zst from testdata/seed.jsonl")
+var update = flag.Bool("update", false, "rewrite testdata/seed.zst from testdata/seed.jsonl and testdata/seed.meta")
 
 const testPath = "/s/chunks/000000.zst"
+
+var le = binary.LittleEndian
 
 // newMemFS returns a MemFS holding the durable directory /s/chunks.
 func newMemFS(t testing.TB) *vfs.MemFS {
@@ -38,12 +42,12 @@ func newMemFS(t testing.TB) *vfs.MemFS {
 	return m
 }
 
-// writeOpen compresses src with blocks of blockSize into a new MemFS and
-// opens it.
-func writeOpen(t testing.TB, src []byte, blockSize int) (*vfs.MemFS, *Reader) {
+// writeOpen compresses src with blocks of blockSize, and meta, into a new
+// MemFS and opens it.
+func writeOpen(t testing.TB, src, meta []byte, blockSize int) (*vfs.MemFS, *Reader) {
 	t.Helper()
 	m := newMemFS(t)
-	require.NoError(t, write(m, testPath, src, 0o600, blockSize))
+	require.NoError(t, write(m, testPath, src, meta, 0o600, blockSize))
 	r, err := Open(m, testPath)
 	require.NoError(t, err)
 	t.Cleanup(func() { r.Close() })
@@ -64,6 +68,25 @@ func lineSpans(src []byte) [][2]int {
 	return out
 }
 
+// indexLines returns metadata like the store embeds: one index line per
+// line of src, the line's members up to its record, then its location.
+func indexLines(src []byte) []byte {
+	var out []byte
+	for _, s := range lineSpans(src) {
+		line := src[s[0]:s[1]]
+		head := line
+		if i := bytes.Index(line, []byte(`,"record":`)); i >= 0 {
+			head = line[:i]
+		} else {
+			head = []byte(`{"id":"none"`)
+		}
+		out = append(out, head...)
+		out = fmt.Appendf(out, `,"size":%d,"location":{"chunk":1,"offset":%d,"length":%d},"crc":"%08x"}`+"\n",
+			len(line)/2, s[0], len(line), crc32.Checksum(line, castagnoli))
+	}
+	return out
+}
+
 func readAll(t testing.TB, r *Reader) []byte {
 	t.Helper()
 	buf := make([]byte, r.Size())
@@ -71,6 +94,18 @@ func readAll(t testing.TB, r *Reader) []byte {
 	require.NoError(t, err)
 	require.Equal(t, len(buf), n)
 	return buf
+}
+
+// zstdStream decompresses data as a standard streaming zstd decoder does,
+// knowing nothing of the frame table.
+func zstdStream(t *testing.T, data []byte) []byte {
+	t.Helper()
+	dec, err := zstd.NewReader(bytes.NewReader(data))
+	require.NoError(t, err)
+	defer dec.Close()
+	plain, err := io.ReadAll(dec)
+	require.NoError(t, err)
+	return plain
 }
 
 // checkBlocks checks the block rule against src: blocks tile src, every
@@ -138,32 +173,44 @@ func TestRoundTrip(t *testing.T) {
 		{"tiny lines", bytes.Repeat([]byte("{}\n"), 100000)},
 		{"realistic", realistic},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			m, r := writeOpen(t, tc.src, BlockSize)
-			require.Equal(t, int64(len(tc.src)), r.Size())
-			require.Equal(t, string(tc.src), string(readAll(t, r)))
-			checkBlocks(t, r, tc.src, BlockSize)
-			for _, s := range lineSpans(tc.src) {
-				buf := make([]byte, s[1]-s[0])
-				n, err := r.ReadAt(buf, int64(s[0]))
+		for _, mc := range []struct {
+			name string
+			meta []byte
+		}{
+			{"no meta", nil},
+			{"one byte of meta", []byte("m")},
+			{"index lines as meta", append(indexLines(tc.src), "end\n"...)},
+		} {
+			t.Run(tc.name+", "+mc.name, func(t *testing.T) {
+				m, r := writeOpen(t, tc.src, mc.meta, BlockSize)
+				require.Equal(t, int64(len(tc.src)), r.Size())
+				require.Equal(t, string(tc.src), string(readAll(t, r)))
+				checkBlocks(t, r, tc.src, BlockSize)
+				for _, s := range lineSpans(tc.src) {
+					buf := make([]byte, s[1]-s[0])
+					n, err := r.ReadAt(buf, int64(s[0]))
+					require.NoError(t, err)
+					require.Equal(t, len(buf), n)
+					require.Equal(t, string(tc.src[s[0]:s[1]]), string(buf), "line at %d", s[0])
+				}
+				meta, err := r.Meta()
 				require.NoError(t, err)
-				require.Equal(t, len(buf), n)
-				require.Equal(t, string(tc.src[s[0]:s[1]]), string(buf), "line at %d", s[0])
-			}
-			// A standard zstd decoder sees the whole file as the plain chunk.
-			data, err := vfs.ReadFile(m, testPath)
-			require.NoError(t, err)
-			dec, err := zstd.NewReader(bytes.NewReader(data))
-			require.NoError(t, err)
-			defer dec.Close()
-			plain, err := io.ReadAll(dec)
-			require.NoError(t, err)
-			require.Equal(t, string(tc.src), string(plain))
-		})
+				if len(mc.meta) == 0 {
+					assert.Nil(t, meta)
+				} else {
+					assert.Equal(t, string(mc.meta), string(meta))
+				}
+				// A standard zstd decoder sees the whole file as the plain
+				// chunk: the meta frame is inside the skippable frame.
+				data, err := vfs.ReadFile(m, testPath)
+				require.NoError(t, err)
+				assert.Equal(t, string(tc.src), string(zstdStream(t, data)))
+			})
+		}
 	}
 
 	t.Run("realistic has a line longer than BlockSize", func(t *testing.T) {
-		_, r := writeOpen(t, realistic, BlockSize)
+		_, r := writeOpen(t, realistic, nil, BlockSize)
 		long := 0
 		for _, e := range r.table {
 			if e.logLen > BlockSize {
@@ -176,20 +223,193 @@ func TestRoundTrip(t *testing.T) {
 }
 
 func TestEmptyFile(t *testing.T) {
-	_, r := writeOpen(t, nil, BlockSize)
+	_, r := writeOpen(t, nil, nil, BlockSize)
 	require.Zero(t, r.Size())
 	require.Empty(t, r.table)
 	n, err := r.ReadAt(make([]byte, 1), 0)
 	require.Equal(t, 0, n)
 	require.ErrorIs(t, err, io.EOF)
-	data, err := encode(nil, BlockSize)
+	meta, err := r.Meta()
+	require.NoError(t, err)
+	require.Nil(t, meta)
+	data, err := encode(nil, nil, BlockSize)
 	require.NoError(t, err)
 	require.Len(t, data, skipHeaderSize+FooterSize)
+	require.Len(t, data, 76, "the package comment gives this size")
+}
+
+// TestMeta covers the metadata section: its absence, its presence without
+// data, its sizes, and that every call returns a fresh copy.
+func TestMeta(t *testing.T) {
+	src := transcript(20, 50<<10, false)
+
+	t.Run("nil and empty are the same: no meta frame", func(t *testing.T) {
+		withNil, err := encode(src, nil, 4<<10)
+		require.NoError(t, err)
+		withEmpty, err := encode(src, []byte{}, 4<<10)
+		require.NoError(t, err)
+		require.Equal(t, withNil, withEmpty)
+		_, r := writeOpen(t, src, []byte{}, 4<<10)
+		require.Zero(t, r.metaLen)
+		meta, err := r.Meta()
+		require.NoError(t, err)
+		require.Nil(t, meta)
+	})
+
+	t.Run("meta reads nothing when there is none", func(t *testing.T) {
+		m := newMemFS(t)
+		require.NoError(t, write(m, testPath, src, nil, 0o600, 4<<10))
+		c := vfs.NewCounting(m)
+		r, err := Open(c, testPath)
+		require.NoError(t, err)
+		defer r.Close()
+		before := c.Stats()[testPath]
+		meta, err := r.Meta()
+		require.NoError(t, err)
+		require.Nil(t, meta)
+		require.Equal(t, before, c.Stats()[testPath])
+	})
+
+	t.Run("meta with an empty data section", func(t *testing.T) {
+		meta := indexLines(src)
+		m, r := writeOpen(t, nil, meta, BlockSize)
+		require.Zero(t, r.Size())
+		require.Empty(t, r.table)
+		n, err := r.ReadAt(make([]byte, 1), 0)
+		require.Zero(t, n)
+		require.ErrorIs(t, err, io.EOF)
+		got, err := r.Meta()
+		require.NoError(t, err)
+		require.Equal(t, string(meta), string(got))
+		// The file is the skippable frame alone: its header, the meta
+		// frame, an empty table and the footer.
+		data, err := vfs.ReadFile(m, testPath)
+		require.NoError(t, err)
+		require.Equal(t, int64(skipHeaderSize), r.metaOff)
+		require.Len(t, data, skipHeaderSize+int(r.metaLen)+FooterSize)
+		require.Empty(t, zstdStream(t, data))
+	})
+
+	rng := rand.New(rand.NewPCG(21, 22))
+	random := make([]byte, 300<<10) // incompressible, several zstd blocks
+	for i := range random {
+		random[i] = byte(rng.Uint32())
+	}
+	for _, tc := range []struct {
+		name string
+		meta []byte
+	}{
+		{"one byte", []byte{0}},
+		{"under 256 bytes: no content size in the zstd header", []byte(strings.Repeat("ab", 100))},
+		{"incompressible, larger than a zstd block", random},
+		{"compressible, larger than the zstd window", bytes.Repeat(indexLines(src), (9<<20)/len(indexLines(src))+1)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, r := writeOpen(t, src, tc.meta, 4<<10)
+			require.Equal(t, int64(len(tc.meta)), r.metaSize)
+			got, err := r.Meta()
+			require.NoError(t, err)
+			require.Equal(t, tc.meta, got)
+			require.Equal(t, string(src), string(readAll(t, r)))
+		})
+	}
+
+	t.Run("each call returns a new copy", func(t *testing.T) {
+		meta := indexLines(src)
+		_, r := writeOpen(t, src, meta, 4<<10)
+		got, err := r.Meta()
+		require.NoError(t, err)
+		require.Equal(t, meta, got)
+		got[0] ^= 0xff
+		again, err := r.Meta()
+		require.NoError(t, err)
+		require.Equal(t, meta, again)
+	})
+}
+
+// TestLayout checks the layout of the package comment on a file with
+// metadata and one without, reading the bytes independently of Open.
+func TestLayout(t *testing.T) {
+	src := transcript(23, 20<<10, false)
+	meta := indexLines(src)
+	for _, withMeta := range []bool{false, true} {
+		t.Run(fmt.Sprintf("meta %t", withMeta), func(t *testing.T) {
+			var want []byte
+			if withMeta {
+				want = meta
+			}
+			data, err := encode(src, want, 2000)
+			require.NoError(t, err)
+			_, r := writeOpen(t, src, want, 2000)
+			last := r.table[len(r.table)-1]
+			framesEnd := uint64(last.compOff + last.compLen)
+			f := data[len(data)-FooterSize:]
+			tableOff, tableLen, size := le.Uint64(f[0:]), le.Uint64(f[8:]), le.Uint64(f[16:])
+			tableCRC, metaCRC := le.Uint32(f[24:]), le.Uint32(f[28:])
+			metaOff, metaLen, metaSize := le.Uint64(f[32:]), le.Uint64(f[40:]), le.Uint64(f[48:])
+			assert.Equal(t, uint32(Version), le.Uint32(f[56:]))
+			assert.Equal(t, Magic, string(f[60:]))
+			assert.Equal(t, uint64(len(src)), size)
+			assert.Equal(t, uint64(len(r.table)*EntrySize), tableLen)
+			assert.Equal(t, uint64(len(data)-FooterSize), tableOff+tableLen)
+			assert.Equal(t, crc32.Checksum(data[tableOff:tableOff+tableLen], castagnoli), tableCRC)
+			assert.Equal(t, uint32(SkippableMagic), le.Uint32(data[framesEnd:]))
+			assert.Equal(t, uint32(metaLen+tableLen+FooterSize), le.Uint32(data[framesEnd+4:]))
+			if !withMeta {
+				assert.Zero(t, metaOff)
+				assert.Zero(t, metaLen)
+				assert.Zero(t, metaSize)
+				assert.Zero(t, metaCRC)
+				assert.Equal(t, framesEnd+skipHeaderSize, tableOff)
+				return
+			}
+			assert.Equal(t, framesEnd+skipHeaderSize, metaOff)
+			assert.Equal(t, tableOff, metaOff+metaLen)
+			assert.Equal(t, uint64(len(meta)), metaSize)
+			frame := data[metaOff : metaOff+metaLen]
+			assert.Equal(t, crc32.Checksum(frame, castagnoli), metaCRC)
+			var h zstd.Header
+			require.NoError(t, h.Decode(frame))
+			assert.True(t, h.HasCheckSum)
+			assert.Equal(t, uint64(len(meta)), h.FrameContentSize)
+			// One zstd frame, decoded by a decoder of its own.
+			dec, err := zstd.NewReader(nil)
+			require.NoError(t, err)
+			defer dec.Close()
+			got, err := dec.DecodeAll(frame, nil)
+			require.NoError(t, err)
+			assert.Equal(t, string(meta), string(got))
+			assert.Equal(t, int(metaLen), len(encoder().EncodeAll(meta, nil)))
+		})
+	}
+}
+
+// TestZstdCLI runs "zstd -d" on compressed chunks: it must print the plain
+// chunk, with or without metadata, which it skips.
+func TestZstdCLI(t *testing.T) {
+	bin, err := exec.LookPath("zstd")
+	if err != nil {
+		t.Skip("no zstd command")
+	}
+	src := transcript(24, 200<<10, true)
+	dir := t.TempDir()
+	for i, tc := range []struct{ src, meta []byte }{
+		{src, nil},
+		{src, indexLines(src)},
+		{nil, indexLines(src)},
+		{nil, nil},
+	} {
+		path := filepath.Join(dir, fmt.Sprintf("%d.zst", i))
+		require.NoError(t, Write(vfs.Default, path, tc.src, tc.meta, 0o600))
+		out, err := exec.Command(bin, "-d", "-c", "-q", path).Output()
+		require.NoError(t, err, "case %d", i)
+		assert.Equal(t, string(tc.src), string(out), "case %d", i)
+	}
 }
 
 func TestReadAtAcrossFrames(t *testing.T) {
 	src := transcript(2, 200<<10, false)
-	_, r := writeOpen(t, src, 4<<10) // many frames
+	_, r := writeOpen(t, src, nil, 4<<10) // many frames
 	require.Greater(t, len(r.table), 30)
 	for i, e := range r.table[1:] {
 		b := e.logOff
@@ -216,7 +436,7 @@ func TestReadAtAcrossFrames(t *testing.T) {
 
 func TestReadAtPastEnd(t *testing.T) {
 	src := transcript(5, 100<<10, false)
-	_, r := writeOpen(t, src, 4<<10)
+	_, r := writeOpen(t, src, nil, 4<<10)
 	size := int64(len(src))
 
 	n, err := r.ReadAt(make([]byte, 10), size)
@@ -250,7 +470,7 @@ func TestReadAtPastEnd(t *testing.T) {
 
 func TestReadLineDecodesOneFrame(t *testing.T) {
 	src := transcript(6, 400<<10, true)
-	_, r := writeOpen(t, src, BlockSize)
+	_, r := writeOpen(t, src, nil, BlockSize)
 	spans := lineSpans(src)
 	rng := rand.New(rand.NewPCG(7, 8))
 	for range 300 {
@@ -264,7 +484,7 @@ func TestReadLineDecodesOneFrame(t *testing.T) {
 	}
 
 	// Reading every line in order decompresses every frame exactly once.
-	_, r = writeOpen(t, src, BlockSize)
+	_, r = writeOpen(t, src, nil, BlockSize)
 	for _, s := range spans {
 		buf := make([]byte, s[1]-s[0])
 		_, err := r.ReadAt(buf, int64(s[0]))
@@ -280,9 +500,12 @@ func TestReadLineDecodesOneFrame(t *testing.T) {
 	require.Equal(t, before, r.decodes.Load())
 }
 
+// TestConcurrentReadAt reads lines, and now and then the metadata, from
+// several goroutines at once.
 func TestConcurrentReadAt(t *testing.T) {
 	src := transcript(9, 300<<10, false)
-	_, r := writeOpen(t, src, 8<<10)
+	meta := indexLines(src)
+	_, r := writeOpen(t, src, meta, 8<<10)
 	spans := lineSpans(src)
 	var wg sync.WaitGroup
 	errs := make(chan error, 8)
@@ -299,6 +522,17 @@ func TestConcurrentReadAt(t *testing.T) {
 				if !bytes.Equal(buf, src[s[0]:s[1]]) {
 					errs <- fmt.Errorf("line at %d differs", s[0])
 					return
+				}
+				if rng.IntN(50) == 0 {
+					got, err := r.Meta()
+					if err != nil {
+						errs <- err
+						return
+					}
+					if !bytes.Equal(got, meta) {
+						errs <- errors.New("meta differs")
+						return
+					}
 				}
 			}
 		})
@@ -332,11 +566,76 @@ func openBytes(t testing.TB, data []byte) (*Reader, error) {
 	return Open(m, testPath)
 }
 
+// metaPart is a meta frame and what a footer says of it.
+type metaPart struct {
+	frame []byte // empty for none
+	size  uint64 // the metadata length
+	crc   uint32 // the meta frame's CRC-32C
+}
+
+// newMetaPart returns the meta frame of meta and its true length and CRC.
+func newMetaPart(meta []byte) metaPart {
+	frame := encoder().EncodeAll(meta, nil)
+	return metaPart{frame, uint64(len(meta)), crc32.Checksum(frame, castagnoli)}
+}
+
+// metaOf returns the meta frame of data, a file whose footer is intact, and
+// what the footer says of it.
+func metaOf(data []byte) metaPart {
+	f := data[len(data)-FooterSize:]
+	off, n := le.Uint64(f[32:]), le.Uint64(f[40:])
+	return metaPart{data[off : off+n], le.Uint64(f[48:]), le.Uint32(f[28:])}
+}
+
+// assemble lays out a file as the package comment describes, independently
+// of encode: the frames, the skippable frame header, the meta frame if
+// meta.frame is not empty, the table of entries with its CRC, and the
+// footer.
+func assemble(frames []byte, entries []entry, size int64, meta metaPart) []byte {
+	var table []byte
+	for _, e := range entries {
+		table = le.AppendUint64(table, uint64(e.compOff))
+		table = le.AppendUint64(table, uint64(e.compLen))
+		table = le.AppendUint64(table, uint64(e.logOff))
+		table = le.AppendUint64(table, uint64(e.logLen))
+		table = le.AppendUint32(table, e.crc)
+	}
+	out := bytes.Clone(frames)
+	out = le.AppendUint32(out, SkippableMagic)
+	out = le.AppendUint32(out, uint32(len(meta.frame)+len(table)+FooterSize))
+	metaOff := 0
+	if len(meta.frame) > 0 {
+		metaOff = len(out)
+	}
+	out = append(out, meta.frame...)
+	tableOff := len(out)
+	out = append(out, table...)
+	out = le.AppendUint64(out, uint64(tableOff))
+	out = le.AppendUint64(out, uint64(len(table)))
+	out = le.AppendUint64(out, uint64(size))
+	out = le.AppendUint32(out, crc32.Checksum(table, castagnoli))
+	out = le.AppendUint32(out, meta.crc)
+	out = le.AppendUint64(out, uint64(metaOff))
+	out = le.AppendUint64(out, uint64(len(meta.frame)))
+	out = le.AppendUint64(out, meta.size)
+	out = le.AppendUint32(out, Version)
+	return append(out, Magic...)
+}
+
+// rewrite returns data, a file whose footer is intact, with its table
+// replaced by entries and its logical size by size (the footer and the
+// skippable header updated to match, the table CRC recomputed), keeping
+// its frames, data[:framesEnd], and its meta frame.
+func rewrite(data []byte, framesEnd int, entries []entry, size int64) []byte {
+	return assemble(data[:framesEnd], entries, size, metaOf(data))
+}
+
 func TestCorruptFrame(t *testing.T) {
 	src := transcript(10, 300<<10, false)
-	data, err := encode(src, BlockSize)
+	meta := indexLines(src)
+	data, err := encode(src, meta, BlockSize)
 	require.NoError(t, err)
-	_, good := writeOpen(t, src, BlockSize)
+	_, good := writeOpen(t, src, meta, BlockSize)
 	require.Greater(t, len(good.table), 3)
 	k := 2
 	e := good.table[k]
@@ -354,7 +653,7 @@ func TestCorruptFrame(t *testing.T) {
 	require.ErrorIs(t, err, ErrBadFrame)
 	require.Contains(t, err.Error(), fmt.Sprintf("offset %d", e.compOff))
 
-	// The other frames still read.
+	// The other frames and the metadata still read.
 	for i, o := range good.table {
 		if i == k {
 			continue
@@ -363,6 +662,9 @@ func TestCorruptFrame(t *testing.T) {
 		require.NoError(t, err, "frame %d", i)
 		require.Equal(t, string(src[o.logOff:o.logOff+int64(n)]), string(buf[:n]))
 	}
+	got, err := r.Meta()
+	require.NoError(t, err)
+	require.Equal(t, string(meta), string(got))
 
 	// The frame CRC catches the change first. With it fixed up to match,
 	// zstd's content checksum catches a change to itself.
@@ -382,138 +684,320 @@ func TestCorruptFrame(t *testing.T) {
 	require.ErrorIs(t, err, zstd.ErrCRCMismatch)
 }
 
-// TestEveryByteFlip flips every byte of a small multi-frame file, four
-// ways, and checks that Open or the read of the damaged frame reports it,
-// as a *FormatError at the right offset. Then it does the same with the
-// frame's CRC-32C in the table fixed up to match, leaving zstd's own checks
-// alone: these may miss a change, but never return wrong data.
+// TestCorruptMeta damages the meta frame, and the footer fields that
+// describe it but that Open cannot check: Open succeeds, the data reads,
+// and Meta reports the damage at the meta frame's offset.
+func TestCorruptMeta(t *testing.T) {
+	src := transcript(25, 100<<10, false)
+	meta := indexLines(src)
+	data, err := encode(src, meta, 8<<10)
+	require.NoError(t, err)
+	_, good := writeOpen(t, src, meta, 8<<10)
+	require.Greater(t, len(good.table), 3)
+	require.Greater(t, len(meta), 256, "the zstd header holds the content size")
+	last := good.table[len(good.table)-1]
+	framesEnd := int(last.compOff + last.compLen)
+	footOff := len(data) - FooterSize
+	mp := metaOf(data)
+	flip := func(pos int, mask byte) []byte {
+		b := bytes.Clone(data)
+		b[pos] ^= mask
+		return b
+	}
+	withMeta := func(p metaPart) []byte { return assemble(data[:framesEnd], good.table, int64(len(src)), p) }
+	// The meta frame with its zstd content checksum (its last 4 bytes)
+	// damaged and its CRC-32C fixed up to match.
+	badSum := bytes.Clone(mp.frame)
+	badSum[len(badSum)-1] ^= 0x01
+	for _, tc := range []struct {
+		name string
+		data []byte
+		want error  // wrapped as well as ErrBadMeta, if not nil
+		text string // in the message
+	}{
+		{"a byte of the meta frame", flip(int(good.metaOff)+len(mp.frame)/2, 0x01), nil, "CRC-32C"},
+		{"its first byte", flip(int(good.metaOff), 0x80), nil, "CRC-32C"},
+		{"its CRC-32C in the footer", flip(footOff+28, 0x01), nil, "footer says"},
+		{"metadata length one less", withMeta(metaPart{mp.frame, mp.size - 1, mp.crc}), nil, "content size"},
+		{"metadata length one more", withMeta(metaPart{mp.frame, mp.size + 1, mp.crc}), nil, "content size"},
+		{"content checksum, CRC-32C fixed up", withMeta(metaPart{badSum, mp.size, crc32.Checksum(badSum, castagnoli)}), zstd.ErrCRCMismatch, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := openBytes(t, tc.data)
+			require.NoError(t, err, "Open does not read the meta frame")
+			defer r.Close()
+			require.Equal(t, string(src), string(readAll(t, r)), "the data still reads")
+			got, err := r.Meta()
+			assert.Nil(t, got)
+			fe := formatErr(t, err)
+			assert.Equal(t, good.metaOff, fe.Offset)
+			assert.ErrorIs(t, err, ErrBadMeta)
+			assert.NotErrorIs(t, err, ErrBadFrame)
+			if tc.want != nil {
+				assert.ErrorIs(t, err, tc.want)
+			}
+			assert.Contains(t, err.Error(), tc.text)
+			assert.Contains(t, err.Error(), fmt.Sprintf("offset %d", good.metaOff))
+		})
+	}
+}
+
+// TestMetaChecks builds files that pass Open but whose meta frame lacks
+// what the format requires, or disagrees with the footer.
+func TestMetaChecks(t *testing.T) {
+	block := []byte(strings.Repeat(`{"a":"some text here"}`+"\n", 100))
+	frame := encoder().EncodeAll(block, nil)
+	entries := []entry{{0, int64(len(frame)), 0, int64(len(block)), crc32.Checksum(frame, castagnoli)}}
+	meta := []byte(strings.Repeat(`{"id":"x","location":{"chunk":1}}`+"\n", 30))
+	small := meta[:100] // no content size in its zstd header
+	noCRC, err := zstd.NewWriter(nil, zstd.WithEncoderCRC(false))
+	require.NoError(t, err)
+	defer noCRC.Close()
+	withCRC := encoder()
+	part := func(frame []byte, size int) metaPart {
+		return metaPart{frame, uint64(size), crc32.Checksum(frame, castagnoli)}
+	}
+	skippable := le.AppendUint32(nil, 0x184D2A50)
+	skippable = le.AppendUint32(skippable, 4)
+	skippable = append(skippable, "abcd"...)
+	for _, tc := range []struct {
+		name string
+		meta metaPart
+		text string // in the message
+	}{
+		{"no checksum", part(noCRC.EncodeAll(meta, nil), len(meta)), "no content checksum"},
+		{"wrong content size", part(withCRC.EncodeAll(meta[:len(meta)-1], nil), len(meta)), "content size"},
+		{"no content size, longer than the footer says", part(withCRC.EncodeAll(small, nil), len(small)-1), ""},
+		{"no content size, shorter than the footer says", part(withCRC.EncodeAll(small, nil), len(small)+1), "decompressed 100 bytes, footer says 101"},
+		{"skippable frame", part(skippable, 10), "skippable"},
+		{"a second frame", part(withCRC.EncodeAll(meta[:1], withCRC.EncodeAll(meta, nil)), len(meta)), ""},
+		{"garbage", part([]byte("not zstd at all"), 5), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := openBytes(t, assemble(frame, entries, int64(len(block)), tc.meta))
+			require.NoError(t, err)
+			defer r.Close()
+			require.Equal(t, string(block), string(readAll(t, r)))
+			got, err := r.Meta()
+			assert.Nil(t, got)
+			fe := formatErr(t, err)
+			assert.ErrorIs(t, err, ErrBadMeta)
+			assert.Equal(t, int64(len(frame)+skipHeaderSize), fe.Offset)
+			assert.Contains(t, err.Error(), tc.text)
+		})
+	}
+
+	t.Run("a damaged length does not make Meta allocate it", func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(26, 27))
+		random := make([]byte, 40<<10) // compresses to more than MaxMetaSize/maxBlockPerByte
+		for i := range random {
+			random[i] = byte(rng.Uint32())
+		}
+		p := newMetaPart(random)
+		p.size = MaxMetaSize + 1
+		_, err := openBytes(t, assemble(frame, entries, int64(len(block)), p))
+		fe := formatErr(t, err)
+		require.ErrorIs(t, err, ErrBadTable)
+		require.Equal(t, int64(len(frame)+skipHeaderSize+len(p.frame)+EntrySize+48), fe.Offset)
+		p.size = MaxMetaSize
+		r, err := openBytes(t, assemble(frame, entries, int64(len(block)), p))
+		require.NoError(t, err)
+		defer r.Close()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		_, err = r.Meta()
+		runtime.ReadMemStats(&after)
+		formatErr(t, err)
+		require.ErrorIs(t, err, ErrBadMeta)
+		require.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(MaxMetaSize/16))
+	})
+}
+
+// TestEveryByteFlip flips every byte of a small multi-frame file, with
+// metadata and without, four ways: Open, the read of the damaged frame or
+// Meta must report it, as a *FormatError at the right offset, and what
+// reads without error must be right. Without metadata, Open must report
+// every change outside the frames. Then it does the same with the damaged
+// frame's CRC-32C (in the table, or in the footer for the meta frame)
+// fixed up to match, leaving zstd's own checks alone: these may miss a
+// change, but never return wrong data.
 func TestEveryByteFlip(t *testing.T) {
 	src := transcript(11, 3000, false)
-	data, err := encode(src, 700)
-	require.NoError(t, err)
-	_, good := writeOpen(t, src, 700)
-	require.Greater(t, len(good.table), 3)
-	last := good.table[len(good.table)-1]
-	framesEnd := last.compOff + last.compLen
-	frameAt := func(pos int) (int, entry) {
-		for i, e := range good.table {
-			if int64(pos) >= e.compOff && int64(pos) < e.compOff+e.compLen {
-				return i, e
+	for _, meta := range [][]byte{nil, indexLines(src)} {
+		t.Run(fmt.Sprintf("%d bytes of metadata", len(meta)), func(t *testing.T) {
+			data, err := encode(src, meta, 700)
+			require.NoError(t, err)
+			_, good := writeOpen(t, src, meta, 700)
+			require.Greater(t, len(good.table), 3)
+			last := good.table[len(good.table)-1]
+			framesEnd := last.compOff + last.compLen
+			metaStart, metaEnd := good.metaOff, good.metaOff+good.metaLen // empty without metadata
+			footOff := int64(len(data) - FooterSize)
+			// onlyMeta reports whether pos is in one of the footer fields
+			// that Open cannot check against the meta frame (the frame's
+			// CRC-32C, the metadata length): Meta does.
+			onlyMeta := func(pos int64) bool {
+				return len(meta) > 0 && (pos >= footOff+28 && pos < footOff+32 || pos >= footOff+48 && pos < footOff+56)
 			}
-		}
-		t.Fatalf("no frame at %d", pos)
-		return 0, entry{}
-	}
-	for _, fixCRC := range []bool{false, true} {
-		missed := 0
-		for pos := range data {
-			for _, mask := range []byte{0x01, 0x10, 0x80, 0xff} {
-				bad := bytes.Clone(data)
-				bad[pos] ^= mask
-				what := fmt.Sprintf("byte %d ^ %#x, CRC fixed %t", pos, mask, fixCRC)
-				if int64(pos) >= framesEnd {
-					if fixCRC {
-						continue
+			frameAt := func(pos int64) (int, entry) {
+				for i, e := range good.table {
+					if pos >= e.compOff && pos < e.compOff+e.compLen {
+						return i, e
 					}
-					// Skippable header, table, footer: Open notices.
-					_, err := openBytes(t, bad)
-					formatErr(t, err, what)
-					continue
 				}
-				i, frame := frameAt(pos)
-				if fixCRC {
-					entries := append([]entry(nil), good.table...)
-					entries[i].crc = crc32.Checksum(bad[frame.compOff:frame.compOff+frame.compLen], castagnoli)
-					bad = rewrite(bad, int(framesEnd), entries, int64(len(src)))
-				}
-				r, err := openBytes(t, bad)
-				require.NoError(t, err, what)
-				buf := make([]byte, frame.logLen)
-				n, err := r.ReadAt(buf, frame.logOff)
-				r.Close()
-				if err == nil {
-					require.True(t, fixCRC, "%s: not detected", what)
-					require.Equal(t, string(src[frame.logOff:frame.logOff+frame.logLen]), string(buf[:n]), "%s: wrong data", what)
-					missed++
-					continue
-				}
-				fe := formatErr(t, err, what)
-				require.ErrorIs(t, err, ErrBadFrame, what)
-				require.Equal(t, frame.compOff, fe.Offset, what)
-				require.Zero(t, n, what)
+				t.Fatalf("no frame at %d", pos)
+				return 0, entry{}
 			}
-		}
-		if fixCRC {
-			// zstd ignores only a few bits: a header's unused bit, the
-			// window size of a frame under 1 KiB, slack in entropy tables.
-			t.Logf("without the frame CRC, %d of %d frame byte changes go unnoticed (and harmless)", missed, 4*framesEnd)
-			require.Less(t, missed, int(4*framesEnd)/100)
-		}
+			var wantMeta []byte // what Meta returns for the file
+			if len(meta) > 0 {
+				wantMeta = meta
+			}
+			for _, fixCRC := range []bool{false, true} {
+				missedFrames, missedMeta := 0, 0
+				for pos := range int64(len(data)) {
+					for _, mask := range []byte{0x01, 0x10, 0x80, 0xff} {
+						bad := bytes.Clone(data)
+						bad[pos] ^= mask
+						what := fmt.Sprintf("byte %d ^ %#x, CRC fixed %t", pos, mask, fixCRC)
+						switch {
+						case pos < framesEnd:
+							i, frame := frameAt(pos)
+							if fixCRC {
+								entries := append([]entry(nil), good.table...)
+								entries[i].crc = crc32.Checksum(bad[frame.compOff:frame.compOff+frame.compLen], castagnoli)
+								bad = rewrite(bad, int(framesEnd), entries, int64(len(src)))
+							}
+							r, err := openBytes(t, bad)
+							require.NoError(t, err, what)
+							got, metaErr := r.Meta()
+							buf := make([]byte, frame.logLen)
+							n, err := r.ReadAt(buf, frame.logOff)
+							r.Close()
+							require.NoError(t, metaErr, what)
+							require.Equal(t, wantMeta, got, what)
+							if err == nil {
+								require.True(t, fixCRC, "%s: not detected", what)
+								require.Equal(t, string(src[frame.logOff:frame.logOff+frame.logLen]), string(buf[:n]), "%s: wrong data", what)
+								missedFrames++
+								continue
+							}
+							fe := formatErr(t, err, what)
+							require.ErrorIs(t, err, ErrBadFrame, what)
+							require.Equal(t, frame.compOff, fe.Offset, what)
+							require.Zero(t, n, what)
+						case pos >= metaStart && pos < metaEnd:
+							if fixCRC {
+								p := metaOf(bad)
+								p.crc = crc32.Checksum(p.frame, castagnoli)
+								bad = assemble(bad[:framesEnd], good.table, int64(len(src)), p)
+							}
+							r, err := openBytes(t, bad)
+							require.NoError(t, err, what)
+							require.Equal(t, string(src), string(readAll(t, r)), what)
+							got, err := r.Meta()
+							r.Close()
+							if err == nil {
+								require.True(t, fixCRC, "%s: not detected", what)
+								require.Equal(t, string(meta), string(got), "%s: wrong metadata", what)
+								missedMeta++
+								continue
+							}
+							fe := formatErr(t, err, what)
+							require.ErrorIs(t, err, ErrBadMeta, what)
+							require.Equal(t, metaStart, fe.Offset, what)
+							require.Nil(t, got, what)
+						case fixCRC:
+							continue
+						case onlyMeta(pos):
+							r, err := openBytes(t, bad)
+							if err != nil {
+								// A metadata length out of bounds.
+								fe := formatErr(t, err, what)
+								require.ErrorIs(t, err, ErrBadTable, what)
+								require.Equal(t, footOff+48, fe.Offset, what)
+								continue
+							}
+							require.Equal(t, string(src), string(readAll(t, r)), what)
+							got, err := r.Meta()
+							r.Close()
+							fe := formatErr(t, err, what)
+							require.ErrorIs(t, err, ErrBadMeta, what)
+							require.Equal(t, metaStart, fe.Offset, what)
+							require.Nil(t, got, what)
+						default:
+							// Skippable header, table, the other footer
+							// fields: Open notices.
+							_, err := openBytes(t, bad)
+							formatErr(t, err, what)
+						}
+					}
+				}
+				if fixCRC {
+					// zstd ignores only a few bits: a header's unused bit,
+					// the window size of a frame under 1 KiB, slack in
+					// entropy tables.
+					t.Logf("without the CRC-32C, %d of %d frame byte changes and %d of %d meta frame byte changes go unnoticed (and harmless)",
+						missedFrames, 4*framesEnd, missedMeta, 4*good.metaLen)
+					require.Less(t, missedFrames, int(4*framesEnd)/100)
+					require.LessOrEqual(t, missedMeta, int(4*good.metaLen)/100)
+				}
+			}
+		})
 	}
 }
 
 func TestTruncated(t *testing.T) {
 	src := transcript(12, 20<<10, false)
-	data, err := encode(src, 2000)
-	require.NoError(t, err)
-	for n := range len(data) {
-		_, err := openBytes(t, data[:n])
-		fe := formatErr(t, err, "cut to %d", n)
-		if n < skipHeaderSize+FooterSize {
-			require.ErrorIs(t, err, ErrTruncated)
-			require.Zero(t, fe.Offset)
+	meta := indexLines(src)
+	for _, m := range [][]byte{nil, meta} {
+		data, err := encode(src, m, 2000)
+		require.NoError(t, err)
+		for n := range len(data) {
+			_, err := openBytes(t, data[:n])
+			fe := formatErr(t, err, "cut to %d", n)
+			if n < skipHeaderSize+FooterSize {
+				require.ErrorIs(t, err, ErrTruncated, "cut to %d", n)
+				require.Zero(t, fe.Offset, "cut to %d", n)
+			} else {
+				// No magic where the footer should end.
+				require.ErrorIs(t, err, ErrBadMagic, "cut to %d", n)
+				require.Equal(t, int64(n-8), fe.Offset, "cut to %d", n)
+			}
 		}
+		// Data appended after the footer.
+		_, err = openBytes(t, append(bytes.Clone(data), '\n'))
+		formatErr(t, err)
 	}
-	// Data appended after the footer.
-	_, err = openBytes(t, append(bytes.Clone(data), '\n'))
-	formatErr(t, err)
 
-	// A file cut after Open: the read notices.
+	// A file cut after Open: the reads notice.
 	m := newMemFS(t)
-	require.NoError(t, write(m, testPath, src, 0o600, 2000))
+	require.NoError(t, write(m, testPath, src, meta, 0o600, 2000))
 	r, err := Open(m, testPath)
 	require.NoError(t, err)
 	defer r.Close()
+	fi, err := m.Stat(testPath)
+	require.NoError(t, err)
 	f, err := m.OpenFile(testPath, os.O_RDWR, 0)
 	require.NoError(t, err)
-	require.NoError(t, f.Truncate(int64(len(data)/2)))
+	require.NoError(t, f.Truncate(fi.Size()/2))
 	require.NoError(t, f.Close())
 	last := r.table[len(r.table)-1]
 	_, err = r.ReadAt(make([]byte, 10), last.logOff)
 	fe := formatErr(t, err)
 	require.ErrorIs(t, err, ErrTruncated)
 	require.Equal(t, last.compOff, fe.Offset)
-}
-
-// rewrite returns data with its table replaced by entries (and the footer
-// and skippable header updated to match, the CRC recomputed).
-func rewrite(data []byte, framesEnd int, entries []entry, size int64) []byte {
-	var table []byte
-	for _, e := range entries {
-		table = binary.LittleEndian.AppendUint64(table, uint64(e.compOff))
-		table = binary.LittleEndian.AppendUint64(table, uint64(e.compLen))
-		table = binary.LittleEndian.AppendUint64(table, uint64(e.logOff))
-		table = binary.LittleEndian.AppendUint64(table, uint64(e.logLen))
-		table = binary.LittleEndian.AppendUint32(table, e.crc)
-	}
-	out := bytes.Clone(data[:framesEnd])
-	out = binary.LittleEndian.AppendUint32(out, SkippableMagic)
-	out = binary.LittleEndian.AppendUint32(out, uint32(len(table)+FooterSize))
-	tableOff := len(out)
-	out = append(out, table...)
-	out = binary.LittleEndian.AppendUint64(out, uint64(tableOff))
-	out = binary.LittleEndian.AppendUint64(out, uint64(len(table)))
-	out = binary.LittleEndian.AppendUint64(out, uint64(size))
-	out = binary.LittleEndian.AppendUint32(out, crc32.Checksum(table, castagnoli))
-	out = binary.LittleEndian.AppendUint32(out, Version)
-	return append(out, Magic...)
+	got, err := r.Meta()
+	require.Nil(t, got)
+	fe = formatErr(t, err)
+	require.ErrorIs(t, err, ErrTruncated)
+	require.Equal(t, r.metaOff, fe.Offset)
 }
 
 func TestBadFooterAndTable(t *testing.T) {
 	src := transcript(13, 20<<10, false)
-	data, err := encode(src, 2000)
+	data, err := encode(src, nil, 2000)
 	require.NoError(t, err)
-	_, good := writeOpen(t, src, 2000)
+	_, good := writeOpen(t, src, nil, 2000)
 	entries := good.table
 	require.Greater(t, len(entries), 3)
 	framesEnd := int(entries[len(entries)-1].compOff + entries[len(entries)-1].compLen)
@@ -521,8 +1005,20 @@ func TestBadFooterAndTable(t *testing.T) {
 	footOff := len(data) - FooterSize
 	tableOff := framesEnd + skipHeaderSize
 
-	// rewrite reproduces the writer's bytes.
+	// The same chunk with metadata, the meta frame between the skippable
+	// frame header and the table.
+	meta := indexLines(src)
+	dataM, err := encode(src, meta, 2000)
+	require.NoError(t, err)
+	mp := metaOf(dataM)
+	footOffM := len(dataM) - FooterSize
+	metaOff := framesEnd + skipHeaderSize
+	tableOffM := metaOff + len(mp.frame)
+
+	// assemble and rewrite reproduce the writer's bytes.
 	require.Equal(t, data, rewrite(data, framesEnd, entries, size))
+	require.Equal(t, dataM, rewrite(dataM, framesEnd, entries, size))
+	require.Equal(t, dataM, assemble(data[:framesEnd], entries, size, newMetaPart(meta)))
 
 	// Flipping bit 2 of the size lowers it by 4 when the bit is set (the
 	// last block overruns the size) and raises it otherwise (the blocks
@@ -531,31 +1027,51 @@ func TestBadFooterAndTable(t *testing.T) {
 	if data[footOff+16]&0x04 != 0 {
 		sizeFlipOffset = tableOff + (len(entries)-1)*EntrySize
 	}
-	flip := func(pos int) []byte {
-		b := bytes.Clone(data)
-		b[pos] ^= 0x04
+	flipIn := func(d []byte, pos int, mask byte) []byte {
+		b := bytes.Clone(d)
+		b[pos] ^= mask
 		return b
 	}
+	flip := func(pos int) []byte { return flipIn(data, pos, 0x04) }
 	with := func(f func(es []entry)) []entry {
 		es := append([]entry(nil), entries...)
 		f(es)
 		return es
 	}
+	withMeta := func(f func(p *metaPart)) []byte {
+		p := mp
+		f(&p)
+		return assemble(data[:framesEnd], entries, size, p)
+	}
+	// setU64 returns d with the footer field at off (from the footer's
+	// start) set to v.
+	setU64 := func(d []byte, off int, v uint64) []byte {
+		b := bytes.Clone(d)
+		le.PutUint64(b[len(b)-FooterSize+off:], v)
+		return b
+	}
+	// The meta frame's start moved one byte on, its length one less, so
+	// the two still end at the table.
+	moved := setU64(setU64(dataM, 32, uint64(metaOff+1)), 40, uint64(len(mp.frame)-1))
+	// The footer of dataM claiming no metadata.
+	dropped := setU64(setU64(setU64(dataM, 32, 0), 40, 0), 48, 0)
+	le.PutUint32(dropped[footOffM+28:], 0)
+
 	for _, tc := range []struct {
 		name   string
 		data   []byte
 		want   error
 		offset int
 	}{
-		{"bad magic", flip(len(data) - 1), ErrBadMagic, footOff + 32},
-		{"not a chunk", bytes.Repeat([]byte("{}\n"), 100), ErrBadMagic, 300 - FooterSize + 32},
-		{"version", flip(footOff + 28), ErrUnsupportedVersion, footOff + 28},
+		{"bad magic", flip(len(data) - 1), ErrBadMagic, footOff + 60},
+		{"not a chunk", bytes.Repeat([]byte("{}\n"), 100), ErrBadMagic, 300 - FooterSize + 60},
+		{"version", flip(footOff + 56), ErrUnsupportedVersion, footOff + 56},
 		{"table crc in footer", flip(footOff + 25), ErrTableChecksum, tableOff},
 		{"table entry", flip(tableOff + EntrySize + 3), ErrTableChecksum, tableOff},
 		{"table offset", flip(footOff), ErrBadTable, footOff},
 		{"table length", flip(footOff + 8), ErrBadTable, footOff},
 		{"logical size", flip(footOff + 16), ErrBadTable, sizeFlipOffset},
-		{"logical size top bit", func() []byte { b := bytes.Clone(data); b[footOff+23] ^= 0x80; return b }(), ErrBadTable, footOff + 16},
+		{"logical size top bit", flipIn(data, footOff+23, 0x80), ErrBadTable, footOff + 16},
 		{"skippable magic", flip(framesEnd), ErrBadTable, framesEnd},
 		{"skippable length", flip(framesEnd + 4), ErrBadTable, framesEnd},
 		{"gap between frames", rewrite(data, framesEnd, with(func(es []entry) { es[1].compOff++; es[1].compLen-- }), size), ErrBadTable, tableOff + EntrySize},
@@ -565,12 +1081,97 @@ func TestBadFooterAndTable(t *testing.T) {
 		{"frames end early", rewrite(data, framesEnd, with(func(es []entry) { es[len(es)-1].compLen-- }), size), ErrBadTable, tableOff},
 		{"block past the size", rewrite(data, framesEnd, entries, size-1), ErrBadTable, tableOff + (len(entries)-1)*EntrySize},
 		{"impossible ratio", rewrite(data, framesEnd, with(func(es []entry) { es[len(es)-1].logLen = es[len(es)-1].compLen*maxBlockPerByte + 1 }), size-entries[len(entries)-1].logLen+entries[len(entries)-1].compLen*maxBlockPerByte+1), ErrBadTable, tableOff + (len(entries)-1)*EntrySize},
+
+		// Without metadata, every meta field must be zero.
+		{"meta CRC without meta", flip(footOff + 28), ErrBadTable, footOff + 28},
+		{"meta offset without meta", flip(footOff + 32), ErrBadTable, footOff + 32},
+		{"meta length without meta", flip(footOff + 40), ErrBadTable, footOff + 32},
+		{"meta length without meta, pointing at the start", setU64(data, 40, uint64(tableOff)), ErrBadTable, footOff + 32},
+		{"metadata length without meta", flip(footOff + 48), ErrBadTable, footOff + 32},
+
+		// With metadata.
+		{"version, with meta", flipIn(dataM, footOffM+56, 0x04), ErrUnsupportedVersion, footOffM + 56},
+		{"table offset, with meta", flipIn(dataM, footOffM, 0x04), ErrBadTable, footOffM},
+		{"table entry, with meta", flipIn(dataM, tableOffM+3, 0x04), ErrTableChecksum, tableOffM},
+		{"skippable magic, with meta", flipIn(dataM, framesEnd, 0x04), ErrBadTable, framesEnd},
+		{"skippable length, with meta", flipIn(dataM, framesEnd+4, 0x04), ErrBadTable, framesEnd},
+		{"meta offset", flipIn(dataM, footOffM+32, 0x04), ErrBadTable, footOffM + 32},
+		{"meta offset zero", setU64(dataM, 32, 0), ErrBadTable, footOffM + 32},
+		{"meta length", flipIn(dataM, footOffM+40, 0x04), ErrBadTable, footOffM + 32},
+		{"meta length past the frames", setU64(setU64(dataM, 32, 0), 40, uint64(tableOffM)), ErrBadTable, footOffM + 32},
+		{"meta frame start moved", moved, ErrBadTable, framesEnd + 1},
+		{"meta dropped from the footer", dropped, ErrBadTable, tableOffM - skipHeaderSize},
+		{"metadata length zero", withMeta(func(p *metaPart) { p.size = 0 }), ErrBadTable, footOffM + 48},
+		{"metadata length top bit", flipIn(dataM, footOffM+55, 0x80), ErrBadTable, footOffM + 48},
+		{"metadata length above MaxMetaSize", withMeta(func(p *metaPart) { p.size = MaxMetaSize + 1 }), ErrBadTable, footOffM + 48},
+		{"metadata length beyond its frame", withMeta(func(p *metaPart) { p.size = uint64(len(p.frame))*maxBlockPerByte + 1 }), ErrBadTable, footOffM + 48},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := openBytes(t, tc.data)
 			fe := formatErr(t, err)
 			require.ErrorIs(t, err, tc.want)
 			require.Equal(t, int64(tc.offset), fe.Offset)
+		})
+	}
+
+	// The largest plausible metadata lengths pass Open; Meta reports them.
+	t.Run("metadata length at the bounds", func(t *testing.T) {
+		for _, n := range []uint64{uint64(len(mp.frame)) * maxBlockPerByte, uint64(len(meta)) + 1} {
+			r, err := openBytes(t, withMeta(func(p *metaPart) { p.size = n }))
+			require.NoError(t, err, "length %d", n)
+			_, err = r.Meta()
+			r.Close()
+			formatErr(t, err)
+			require.ErrorIs(t, err, ErrBadMeta)
+		}
+	})
+}
+
+// TestVersion1 checks that files of the pre-release Version 1 (no
+// metadata, a 40-byte footer) and of a later version are refused as such,
+// even when shorter than a Version 2 file can be.
+func TestVersion1(t *testing.T) {
+	// testdata/v1.zst is the Version 1 seed file.
+	v1, err := os.ReadFile("testdata/v1.zst")
+	require.NoError(t, err)
+	// An empty chunk in Version 1: the skippable header, an empty table
+	// and the 40-byte footer, 48 bytes.
+	empty := le.AppendUint32(nil, SkippableMagic)
+	empty = le.AppendUint32(empty, 40)
+	empty = le.AppendUint64(empty, skipHeaderSize) // table offset
+	empty = le.AppendUint64(empty, 0)              // table length
+	empty = le.AppendUint64(empty, 0)              // logical size
+	empty = le.AppendUint32(empty, 0)              // table CRC
+	empty = le.AppendUint32(empty, 1)              // version
+	empty = append(empty, Magic...)
+	require.Less(t, len(empty), skipHeaderSize+FooterSize)
+	current, err := encode([]byte("{}\n"), []byte("m"), BlockSize)
+	require.NoError(t, err)
+	v3 := bytes.Clone(current)
+	le.PutUint32(v3[len(v3)-12:], 3)
+	// Only the version and the magic of a file too short for a footer.
+	short := append(le.AppendUint32(make([]byte, 20), Version), Magic...)
+	for _, tc := range []struct {
+		name string
+		data []byte
+		want error
+		text string
+	}{
+		{"version 1", v1, ErrUnsupportedVersion, "1 (want 2)"},
+		{"empty version 1", empty, ErrUnsupportedVersion, "1 (want 2)"},
+		{"version 3", v3, ErrUnsupportedVersion, "3 (want 2)"},
+		{"too short for the current version", short, ErrTruncated, "32 bytes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := openBytes(t, tc.data)
+			fe := formatErr(t, err)
+			require.ErrorIs(t, err, tc.want)
+			require.Contains(t, err.Error(), tc.text)
+			if tc.want == ErrUnsupportedVersion {
+				require.Equal(t, int64(len(tc.data)-12), fe.Offset)
+			} else {
+				require.Zero(t, fe.Offset)
+			}
 		})
 	}
 }
@@ -584,10 +1185,10 @@ func TestFrameHeaderChecks(t *testing.T) {
 	defer noCRC.Close()
 	withCRC := encoder()
 	one := func(frame []byte, logLen int64) []byte {
-		return rewrite(frame, len(frame), []entry{{0, int64(len(frame)), 0, logLen, crc32.Checksum(frame, castagnoli)}}, logLen)
+		return assemble(frame, []entry{{0, int64(len(frame)), 0, logLen, crc32.Checksum(frame, castagnoli)}}, logLen, metaPart{})
 	}
-	skippable := binary.LittleEndian.AppendUint32(nil, 0x184D2A50)
-	skippable = binary.LittleEndian.AppendUint32(skippable, 4)
+	skippable := le.AppendUint32(nil, 0x184D2A50)
+	skippable = le.AppendUint32(skippable, 4)
 	skippable = append(skippable, "abcd"...)
 	for _, tc := range []struct {
 		name string
@@ -613,8 +1214,9 @@ func TestFrameHeaderChecks(t *testing.T) {
 
 func TestWriteDurable(t *testing.T) {
 	src := transcript(14, 300<<10, true)
+	meta := indexLines(src)
 	m := newMemFS(t)
-	require.NoError(t, Write(m, testPath, src, 0o640))
+	require.NoError(t, Write(m, testPath, src, meta, 0o640))
 
 	for _, mode := range vfs.CrashModes {
 		c := m.CrashClone(mode, 1)
@@ -624,6 +1226,9 @@ func TestWriteDurable(t *testing.T) {
 		r, err := Open(c, testPath)
 		require.NoError(t, err, mode)
 		require.Equal(t, string(src), string(readAll(t, r)), mode)
+		got, err := r.Meta()
+		require.NoError(t, err, mode)
+		require.Equal(t, string(meta), string(got), mode)
 		require.NoError(t, r.Close())
 	}
 	fi, err := m.Stat(testPath)
@@ -632,10 +1237,13 @@ func TestWriteDurable(t *testing.T) {
 
 	// Replacing the file: the new content, durably.
 	src2 := transcript(15, 10<<10, false)
-	require.NoError(t, Write(m, testPath, src2, 0o640))
+	require.NoError(t, Write(m, testPath, src2, nil, 0o640))
 	r, err := Open(m.CrashClone(vfs.KeepSynced, 0), testPath)
 	require.NoError(t, err)
 	require.Equal(t, string(src2), string(readAll(t, r)))
+	got, err := r.Meta()
+	require.NoError(t, err)
+	require.Nil(t, got)
 	require.NoError(t, r.Close())
 }
 
@@ -677,13 +1285,14 @@ func (f *crashFile) Close() error                           { f.c.crash(); retur
 
 // TestWriteCrash loses power before every operation of a Write that
 // replaces an existing compressed chunk, and after it: the final name
-// always holds the old or the new content, whole.
+// always holds the old or the new content, whole, with its metadata.
 func TestWriteCrash(t *testing.T) {
 	old := transcript(16, 50<<10, false)
 	src := transcript(17, 150<<10, false)
 	c := &crashFS{MemFS: newMemFS(t)}
-	require.NoError(t, Write(c.MemFS, testPath, old, 0o600))
-	require.NoError(t, Write(c, testPath, src, 0o600))
+	oldMeta, srcMeta := indexLines(old), indexLines(src)
+	require.NoError(t, Write(c.MemFS, testPath, old, oldMeta, 0o600))
+	require.NoError(t, Write(c, testPath, src, srcMeta, 0o600))
 	c.crash()
 	require.Greater(t, len(c.clones), 5*len(vfs.CrashModes))
 	sawNew := false
@@ -691,8 +1300,10 @@ func TestWriteCrash(t *testing.T) {
 		r, err := Open(clone, testPath)
 		require.NoError(t, err, "clone %d", i)
 		got := string(readAll(t, r))
+		meta, err := r.Meta()
+		require.NoError(t, err, "clone %d", i)
 		require.NoError(t, r.Close())
-		require.True(t, got == string(old) || got == string(src), "clone %d holds neither version", i)
+		require.True(t, got == string(old) && string(meta) == string(oldMeta) || got == string(src) && string(meta) == string(srcMeta), "clone %d holds neither version", i)
 		sawNew = sawNew || got == string(src)
 	}
 	require.True(t, sawNew)
@@ -705,6 +1316,9 @@ func TestWriteCrash(t *testing.T) {
 		r, err := Open(clone, testPath)
 		require.NoError(t, err)
 		require.Equal(t, string(src), string(readAll(t, r)))
+		meta, err := r.Meta()
+		require.NoError(t, err)
+		require.Equal(t, string(srcMeta), string(meta))
 		require.NoError(t, r.Close())
 	}
 }
@@ -721,7 +1335,7 @@ func TestWriteErrors(t *testing.T) {
 				}
 				return nil
 			})
-			err := Write(m, testPath, src, 0o600)
+			err := Write(m, testPath, src, indexLines(src), 0o600)
 			require.ErrorIs(t, err, injected)
 			m.SetFault(nil)
 			names, err := m.ReadDir("/s/chunks")
@@ -752,30 +1366,33 @@ func TestOpenMissing(t *testing.T) {
 }
 
 // TestSeedFile checks testdata/seed.zst, a file in the format written once
-// (go test -run TestSeedFile -update rewrites it): it must still read back
-// as testdata/seed.jsonl, which keeps the reader compatible with files
-// already on disk. It also seeds FuzzOpenRead.
+// (go test -run TestSeedFile -update rewrites it) from testdata/seed.jsonl,
+// with testdata/seed.meta as its metadata: it must still read back as
+// both, which keeps the reader compatible with files already on disk. It
+// also seeds FuzzOpenRead.
 func TestSeedFile(t *testing.T) {
 	src, err := os.ReadFile("testdata/seed.jsonl")
 	require.NoError(t, err)
+	meta, err := os.ReadFile("testdata/seed.meta")
+	require.NoError(t, err)
+	require.NotEmpty(t, meta)
 	if *update {
-		require.NoError(t, write(vfs.Default, "testdata/seed.zst", src, 0o644, 512))
+		require.NoError(t, write(vfs.Default, "testdata/seed.zst", src, meta, 0o644, 512))
 	}
 	r, err := Open(vfs.Default, "testdata/seed.zst")
 	require.NoError(t, err)
 	defer r.Close()
 	require.Greater(t, len(r.table), 3)
 	require.Equal(t, string(src), string(readAll(t, r)))
+	got, err := r.Meta()
+	require.NoError(t, err)
+	require.Equal(t, string(meta), string(got))
 
 	// A plain streaming zstd decoder, which knows nothing of the frame
-	// table, reads the whole file as the plain chunk (the table and footer
-	// sit in a skippable frame). "zstd -d" does the same.
+	// table, reads the whole file as the plain chunk (the meta frame, the
+	// table and the footer sit in a skippable frame). "zstd -d" does the
+	// same (TestZstdCLI).
 	file, err := os.ReadFile(filepath.Join("testdata", "seed.zst"))
 	require.NoError(t, err)
-	dec, err := zstd.NewReader(bytes.NewReader(file))
-	require.NoError(t, err)
-	defer dec.Close()
-	out, err := io.ReadAll(dec)
-	require.NoError(t, err)
-	require.Equal(t, string(src), string(out))
+	require.Equal(t, string(src), string(zstdStream(t, file)))
 }
