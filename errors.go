@@ -30,6 +30,9 @@ var (
 	// or another one) holds the session. It is wrapped in an *fs.PathError
 	// that names the lock file.
 	ErrLocked = errors.New("sessionstore: session is locked by another writer")
+	// ErrReadOnly is returned by every call that would write through a
+	// store opened with Options.ReadOnly.
+	ErrReadOnly = errors.New("sessionstore: store is read-only")
 	// ErrCorrupt is matched by every *CorruptionError.
 	ErrCorrupt = errors.New("sessionstore: corrupt data")
 	// ErrUnsupportedFormat reports a session written in a format version

@@ -16,6 +16,8 @@ const (
 	DefaultChunkSize     = 8 << 20  // 8 MiB
 	DefaultMaxRecordSize = 64 << 20 // 64 MiB
 	DefaultBlobThreshold = 16 << 10 // 16 KiB
+	// DefaultMaxOpenSessions is the default Options.MaxOpenSessions.
+	DefaultMaxOpenSessions = 256
 
 	CompressionZstd = "zstd"
 	CompressionNone = "none"
@@ -56,6 +58,28 @@ type Options struct {
 	// events. Nil means silent.
 	Logger *slog.Logger
 
+	// MaxOpenSessions bounds the sessions a Store keeps open (each holds
+	// three file descriptors: its lock, active chunk and index). When a
+	// session is needed and the bound is reached, the least recently used
+	// idle session is closed first, exactly as Close would (HEAD
+	// checkpointed, lock released); it reopens on next use. Sessions in use
+	// by a call are never closed, so the bound can be exceeded while more
+	// calls than that run at once. Default DefaultMaxOpenSessions.
+	MaxOpenSessions int
+	// WaitForLock makes a call that finds its session locked by another
+	// process wait for the lock, until the call's context is done, instead
+	// of failing at once with ErrLocked. The wait polls every few
+	// milliseconds.
+	WaitForLock bool
+	// ReadOnly opens the store for reading beside a writer in another
+	// process: List, Meta, Head, Load, LoadPath, FullPath, Event, Tree,
+	// Resolve and Verify work; every call that would write returns
+	// ErrReadOnly. A read-only store takes no lock and never creates,
+	// writes, truncates, renames or removes a file. It sees the events that
+	// were durable when it last looked, never a torn one, and looks again
+	// when the session's Revision changes (see readonly.go).
+	ReadOnly bool
+
 	// Test seams, unexported: the filesystem, the clock and the id source.
 	fs    vfs.FS
 	now   func() time.Time
@@ -73,6 +97,8 @@ func (o *Options) withDefaults() (Options, error) {
 		return c, fmt.Errorf("%w: ChunkSize %d is negative", ErrInvalidOptions, c.ChunkSize)
 	case c.MaxRecordSize < 0 || c.MaxRecordSize > maxRecordSizeLimit:
 		return c, fmt.Errorf("%w: MaxRecordSize %d is outside 0..%d", ErrInvalidOptions, c.MaxRecordSize, maxRecordSizeLimit)
+	case c.MaxOpenSessions < 0:
+		return c, fmt.Errorf("%w: MaxOpenSessions %d is negative", ErrInvalidOptions, c.MaxOpenSessions)
 	case c.FileMode&^fs.ModePerm != 0 || c.DirMode&^fs.ModePerm != 0:
 		return c, fmt.Errorf("%w: FileMode and DirMode take permission bits only", ErrInvalidOptions)
 	}
@@ -91,6 +117,9 @@ func (o *Options) withDefaults() (Options, error) {
 	}
 	if c.MaxRecordSize == 0 {
 		c.MaxRecordSize = DefaultMaxRecordSize
+	}
+	if c.MaxOpenSessions == 0 {
+		c.MaxOpenSessions = DefaultMaxOpenSessions
 	}
 	if c.FileMode == 0 {
 		c.FileMode = DefaultFileMode

@@ -35,6 +35,8 @@ type Store struct {
 
 	mu       sync.Mutex // guards sessions
 	sessions map[uuid.UUID]*handle
+
+	hub *hub // live fan-out to subscribers (hub.go)
 }
 
 // handle is an open, locked session: its in-memory index and its writers.
@@ -90,7 +92,7 @@ func Open(dir string, opts *Options) (*Store, error) {
 	if err := checkRootConfig(o.fs, dir, o); err != nil {
 		return nil, err
 	}
-	return &Store{dir: dir, opts: o, sessions: map[uuid.UUID]*handle{}}, nil
+	return &Store{dir: dir, opts: o, sessions: map[uuid.UUID]*handle{}, hub: newHub()}, nil
 }
 
 // rootConfigName is the file that records how a root stores its chunks;
@@ -152,6 +154,7 @@ func (s *Store) Close() error {
 		}
 	}
 	clear(s.sessions)
+	s.hub.close()
 	return errors.Join(errs...)
 }
 
@@ -505,6 +508,7 @@ func (s *Store) appendLocked(ctx context.Context, h *handle, ev Event, rec []byt
 		h.failed = err
 		s.opts.Logger.Error("sessionstore: index write failed; session stops writing until reopened", "session", h.id, "err", err)
 	}
+	s.hub.settled(h.id, []Event{out})
 	return out, nil
 }
 
