@@ -137,8 +137,9 @@ func sealedErr(err error) error {
 // session and starts a new chunk when the active one would exceed maxSize.
 //
 // Protocol of one append: WriteAt at the current end, then Sync
-// (fdatasync). On a write error the file is cut back to its previous size so
-// no partial record stays behind. A new chunk file is created and its
+// (fdatasync), which the session's group commit shares between the records
+// written since the last one (see commit.go). On a write error the file is
+// cut back to its previous size so no partial record stays behind. A new chunk file is created and its
 // directory synced before the first record is written to it, so a durable
 // record never sits in a file whose name a crash could lose.
 type chunkWriter struct {
@@ -200,28 +201,36 @@ func (w *chunkWriter) create(num uint32) error {
 // is unknown: the session must stop writing.
 var errUnsynced = errors.New("chunk state unknown after failure")
 
-// append writes line durably and returns its location. A returned error
-// wrapping errUnsynced means the record may or may not be durable and the
-// writer must not be used again; any other error left the chunk as it was.
-func (w *chunkWriter) append(line []byte) (location, error) {
-	if w.f == nil || (w.size > 0 && w.size+int64(len(line)) > w.maxSize) {
-		next := w.next
-		if w.f != nil && w.compress {
-			w.sealFull()
-		}
-		if err := w.create(next); err != nil {
-			return location{}, fmt.Errorf("sessionstore: start chunk %s: %w", w.path(next), err)
-		}
+// full reports whether a line of n bytes needs a new chunk: there is no
+// active chunk yet, or the line would take a non-empty one past maxSize.
+func (w *chunkWriter) full(n int) bool {
+	return w.f == nil || (w.size > 0 && w.size+int64(n) > w.maxSize)
+}
+
+// rotate seals the active chunk (when compressing) and starts the next
+// one. The caller has made every record of the active chunk durable.
+func (w *chunkWriter) rotate() error {
+	next := w.next
+	if w.f != nil && w.compress {
+		w.sealFull()
 	}
+	if err := w.create(next); err != nil {
+		return fmt.Errorf("sessionstore: start chunk %s: %w", w.path(next), err)
+	}
+	return nil
+}
+
+// write writes line at the end of the active chunk, without syncing, and
+// returns its location. On an error the chunk is cut back to its previous
+// size; an error wrapping errUnsynced means even that failed and the
+// writer must not be used again.
+func (w *chunkWriter) write(line []byte) (location, error) {
 	loc := location{Chunk: w.num, Offset: w.size, Length: uint32(len(line))}
 	if _, err := w.f.WriteAt(line, w.size); err != nil {
 		if terr := w.f.Truncate(w.size); terr != nil {
 			return location{}, fmt.Errorf("sessionstore: write %s: %w (and cutting back failed: %v): %w", w.path(w.num), err, terr, errUnsynced)
 		}
 		return location{}, fmt.Errorf("sessionstore: write %s: %w", w.path(w.num), err)
-	}
-	if err := w.f.Sync(); err != nil {
-		return location{}, fmt.Errorf("sessionstore: sync %s: %w: %w", w.path(w.num), err, errUnsynced)
 	}
 	w.size += int64(len(line))
 	return loc, nil

@@ -73,8 +73,8 @@ func (e Event) Compaction() (CompactionRecord, error) {
 // pending; as Append.
 func (s *Store) Compact(ctx context.Context, session uuid.UUID, c Compaction) (Event, error) {
 	ev := NewEvent(KindCompaction, RoleNone, CompactionRecord{Summary: c.Summary, TokensBefore: c.TokensBefore, FirstKept: c.FirstKept, Summarized: c.Head})
-	return s.appendChecked(ctx, session, ev, func(h *handle) error {
-		if head := h.head(); head != c.Head {
+	return s.appendOne(ctx, session, ev, func(h *handle) error {
+		if head := h.tip(); head != c.Head {
 			return fmt.Errorf("%w: the summary was made at %s, HEAD is %s", ErrHeadMoved, c.Head, head)
 		}
 		if h.pending != uuid.Nil {
@@ -297,12 +297,12 @@ func (s *Store) Abandoned(ctx context.Context, session, from uuid.UUID) ([]Event
 		return nil, err
 	}
 	defer s.end()
-	h, err := s.acquire(session, nil)
+	h, err := s.acquire(ctx, session, nil)
 	if err != nil {
 		return nil, err
 	}
 	if _, err := h.lookup(from); err != nil {
-		h.mu.Unlock()
+		s.release(h)
 		return nil, err
 	}
 	ancestors := map[uuid.UUID]bool{}
@@ -315,7 +315,7 @@ func (s *Store) Abandoned(ctx context.Context, session, from uuid.UUID) ([]Event
 		path = append(path, e)
 		cur = e.ParentID
 	}
-	h.mu.Unlock()
+	s.release(h)
 	for l, r := 0, len(path)-1; l < r; l, r = l+1, r-1 {
 		path[l], path[r] = path[r], path[l]
 	}
@@ -335,16 +335,16 @@ func (s *Store) AppendBranchSummary(ctx context.Context, session, from uuid.UUID
 		return Event{}, err
 	}
 	defer s.end()
-	h, err := s.acquire(session, nil)
+	h, err := s.acquire(ctx, session, nil)
 	if err != nil {
 		return Event{}, err
 	}
-	defer h.mu.Unlock()
+	defer s.release(h)
 	if _, err := h.lookup(from); err != nil {
 		return Event{}, err
 	}
 	if rec.AbandonedHead == uuid.Nil {
-		rec.AbandonedHead = h.head()
+		rec.AbandonedHead = h.tip()
 	}
 	ev := NewEvent(KindBranchSummary, RoleNone, rec)
 	data, err := prepareRecord(ev, s.opts.MaxRecordSize)
@@ -352,11 +352,16 @@ func (s *Store) AppendBranchSummary(ctx context.Context, session, from uuid.UUID
 		return Event{}, err
 	}
 	prev := h.pending
-	h.pending = from
-	out, err := s.appendLocked(ctx, h, ev, data)
+	upto, out, err := s.writeBatch(ctx, h, []pendingEvent{{ev: ev, rec: data}}, func(h *handle) error {
+		h.pending = from // again after any wait: a Branch in between does not move the summary
+		return nil
+	})
 	if err != nil {
 		h.pending = prev
 		return Event{}, err
 	}
-	return out, nil
+	if err := s.commit(h, upto); err != nil {
+		return Event{}, err
+	}
+	return out[0], nil
 }

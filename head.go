@@ -88,10 +88,13 @@ func (s *Store) Head(ctx context.Context, session uuid.UUID) (uuid.UUID, error) 
 // Errors: ErrNotFound when from is not in the session; ErrLocked; ErrClosed.
 func (s *Store) Branch(ctx context.Context, session, from uuid.UUID) error {
 	return s.withHandle(ctx, session, func(h *handle) error {
+		if h.readOnly {
+			return ErrReadOnly
+		}
 		if _, err := h.lookup(from); err != nil {
 			return err
 		}
-		if from == h.head() {
+		if from == h.tip() {
 			h.pending = uuid.Nil
 		} else {
 			h.pending = from
@@ -110,7 +113,7 @@ func (s *Store) NextParent(ctx context.Context, session uuid.UUID) (parent uuid.
 		if h.pending != uuid.Nil {
 			parent, branching = h.pending, true
 		} else {
-			parent = h.head()
+			parent = h.tip()
 		}
 		return nil
 	})

@@ -263,6 +263,11 @@ func analyze(fsys vfs.FS, h *handle) (*recoveryPlan, error) {
 		}
 	}
 
+	if h.readOnly {
+		// A reader leaves temporary files to the writer, and the HEAD file
+		// may already name an event written after the chunks were read.
+		return p, nil
+	}
 	_, err = fsys.Stat(filepath.Join(h.dir, metaFile+".tmp"))
 	p.metaTemp = err == nil
 	tmp, tmpExists, tmpErr := readHeadFile(fsys, filepath.Join(h.dir, headTemp))

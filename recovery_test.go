@@ -298,12 +298,12 @@ func TestReconcileCorruption(t *testing.T) {
 			m, s, id := memSession(t, Options{ChunkSize: 600, Compression: CompressionNone})
 			evs := appendN(t, s, id, 12)
 			var locs []location
-			h, err := s.acquire(id, nil)
+			h, err := s.acquire(t.Context(), id, nil)
 			require.NoError(t, err)
 			for _, e := range h.entries {
 				locs = append(locs, e.Loc)
 			}
-			h.mu.Unlock()
+			s.release(h)
 			require.NoError(t, s.Close())
 			require.Greater(t, locs[len(locs)-1].Chunk, uint32(1))
 
@@ -514,13 +514,13 @@ func TestLoadReadsOnlyTheActivePath(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, path, 40)
 
-	h, err := s.acquire(meta.ID, nil)
+	h, err := s.acquire(ctx, meta.ID, nil)
 	require.NoError(t, err)
 	want := int64(0)
 	for _, ev := range path {
 		want += int64(h.entries[h.byID[ev.ID]].Loc.Length)
 	}
-	h.mu.Unlock()
+	s.release(h)
 	var got int64
 	for p, st := range counting.Stats() {
 		require.Contains(t, p, string(filepath.Separator)+chunksDir+string(filepath.Separator), "Load reads chunk files only")

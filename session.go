@@ -142,11 +142,14 @@ func (s *Store) Create(ctx context.Context, meta Meta) (Meta, error) {
 	}
 	meta.CreatedAt = meta.CreatedAt.UTC()
 	meta.UpdatedAt = meta.CreatedAt
-	h, err := s.acquire(meta.ID, &meta)
+	if s.opts.ReadOnly {
+		return Meta{}, ErrReadOnly
+	}
+	h, err := s.acquire(ctx, meta.ID, &meta)
 	if err != nil {
 		return Meta{}, err
 	}
-	defer h.mu.Unlock()
+	defer s.release(h)
 	return h.meta.clone(), nil
 }
 

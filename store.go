@@ -1,6 +1,7 @@
 package sessionstore
 
 import (
+	"container/list"
 	"context"
 	"encoding/json"
 	"errors"
@@ -33,8 +34,10 @@ type Store struct {
 	closeMu sync.RWMutex
 	closed  atomic.Bool
 
-	mu       sync.Mutex // guards sessions
+	mu       sync.Mutex // guards sessions, idle, closing and every handle's refs and elem
 	sessions map[uuid.UUID]*handle
+	idle     list.List                      // open handles no call uses, most recently used first
+	closing  map[uuid.UUID]chan struct{}    // sessions being closed to respect MaxOpenSessions
 
 	hub *hub // live fan-out to subscribers (hub.go)
 }
@@ -50,12 +53,20 @@ type handle struct {
 	lock    io.Closer
 	meta    Meta
 
+	refs int           // calls using the handle; guarded by Store.mu
+	elem *list.Element // in Store.idle when refs is 0; guarded by Store.mu
+
 	entries []entry             // every event, in log order
 	byID    map[uuid.UUID]int32 // id -> position in entries
 	pending uuid.UUID           // parent chosen by Branch, uuid.Nil if none
 
 	chunks     chunkWriter
 	index      *indexFile
+	inflight   []inflightRecord // written, not yet known durable (commit.go)
+	syncing    bool             // a commit leader is syncing the active chunk
+	synced     *sync.Cond       // on mu: in-flight records were published or failed
+	readOnly   bool             // opened by a read-only store (readonly.go)
+	revision   Revision         // of the files when a read-only handle last looked
 	failed     error     // sticky write failure
 	damaged    error     // *CorruptionError found on open: reads see the valid prefix, writes are refused
 	headOnDisk uuid.UUID // what the HEAD file holds
@@ -76,6 +87,14 @@ func Open(dir string, opts *Options) (*Store, error) {
 	}
 	dir = filepath.Clean(dir)
 	root := filepath.Join(dir, sessionsDir)
+	if o.ReadOnly {
+		// Read what is there, as it is: no directory, no configuration
+		// file, no compression mode check (reading is layout-blind).
+		if _, err := o.fs.Stat(root); err != nil {
+			return nil, fmt.Errorf("sessionstore: open root read-only: %w", err)
+		}
+		return &Store{dir: dir, opts: o, sessions: map[uuid.UUID]*handle{}, closing: map[uuid.UUID]chan struct{}{}, hub: newHub()}, nil
+	}
 	if _, err := o.fs.Stat(root); errors.Is(err, os.ErrNotExist) {
 		if err := o.fs.MkdirAll(root, o.DirMode); err != nil {
 			return nil, fmt.Errorf("sessionstore: create root: %w", err)
@@ -92,7 +111,7 @@ func Open(dir string, opts *Options) (*Store, error) {
 	if err := checkRootConfig(o.fs, dir, o); err != nil {
 		return nil, err
 	}
-	return &Store{dir: dir, opts: o, sessions: map[uuid.UUID]*handle{}, hub: newHub()}, nil
+	return &Store{dir: dir, opts: o, sessions: map[uuid.UUID]*handle{}, closing: map[uuid.UUID]chan struct{}{}, hub: newHub()}, nil
 }
 
 // rootConfigName is the file that records how a root stores its chunks;
@@ -179,11 +198,11 @@ func (s *Store) withHandle(ctx context.Context, id uuid.UUID, fn func(h *handle)
 		return err
 	}
 	defer s.end()
-	h, err := s.acquire(id, nil)
+	h, err := s.acquire(ctx, id, nil)
 	if err != nil {
 		return err
 	}
-	defer h.mu.Unlock()
+	defer s.release(h)
 	if err := fn(h); err != nil {
 		return err
 	}
@@ -194,51 +213,140 @@ func (s *Store) withHandle(ctx context.Context, id uuid.UUID, fn func(h *handle)
 }
 
 // acquire returns the open handle of a session with its mutex held,
-// opening (and, when create is non-nil, creating) the session first.
-func (s *Store) acquire(id uuid.UUID, create *Meta) (*handle, error) {
-	s.mu.Lock()
-	if h, ok := s.sessions[id]; ok {
-		s.mu.Unlock()
-		h.mu.Lock()
-		if h.openErr != nil {
-			h.mu.Unlock()
-			return nil, h.openErr
+// opening (and, when create is non-nil, creating) the session first. The
+// caller must pass the handle to release when done.
+func (s *Store) acquire(ctx context.Context, id uuid.UUID, create *Meta) (*handle, error) {
+	for {
+		s.mu.Lock()
+		if done, ok := s.closing[id]; ok {
+			// Being closed to make room: wait, then open it again.
+			s.mu.Unlock()
+			select {
+			case <-done:
+				continue
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
 		}
-		if create != nil {
-			h.mu.Unlock()
-			return nil, fmt.Errorf("%w: session %s", ErrExists, id)
+		if h, ok := s.sessions[id]; ok {
+			s.ref(h)
+			s.mu.Unlock()
+			h.mu.Lock()
+			if h.openErr != nil {
+				err := h.openErr
+				s.release(h)
+				return nil, err
+			}
+			if create != nil {
+				s.release(h)
+				return nil, fmt.Errorf("%w: session %s", ErrExists, id)
+			}
+			if h.readOnly {
+				if err := s.refresh(h); err != nil {
+					s.release(h)
+					return nil, err
+				}
+			}
+			return h, nil
+		}
+		h := &handle{id: id, dir: s.sessionDir(id), refs: 1}
+		h.synced = sync.NewCond(&h.mu)
+		h.mu.Lock() // held while opening, so other callers wait for the result
+		s.sessions[id] = h
+		victims := s.evictLocked()
+		s.mu.Unlock()
+		s.closeVictims(victims)
+		if err := s.openNew(ctx, h, create); err != nil {
+			return nil, err
 		}
 		return h, nil
 	}
-	h := &handle{id: id, dir: s.sessionDir(id)}
-	h.mu.Lock() // held while opening, so other callers wait for the result
-	s.sessions[id] = h
-	s.mu.Unlock()
+}
+
+// openNew opens a new handle registered in s.sessions, with h.mu held. On
+// failure (also on a panic) it removes the handle, so that other callers
+// do not wait on a handle that never opened.
+func (s *Store) openNew(ctx context.Context, h *handle, create *Meta) error {
 	opened := false
 	defer func() {
-		// Also on a panic, so that Close and other callers do not block on
-		// a handle that never opened.
 		if !opened {
 			if h.openErr == nil {
-				h.openErr = fmt.Errorf("sessionstore: opening session %s failed", id)
+				h.openErr = fmt.Errorf("sessionstore: opening session %s failed", h.id)
 			}
 			s.mu.Lock()
-			delete(s.sessions, id)
+			if s.sessions[h.id] == h {
+				delete(s.sessions, h.id)
+			}
 			s.mu.Unlock()
-			h.mu.Unlock()
+			s.release(h)
 		}
 	}()
-	if err := s.openHandle(h, create); err != nil {
+	if err := s.openHandle(ctx, h, create); err != nil {
 		h.openErr = err
-		return nil, err
+		return err
 	}
 	opened = true
-	return h, nil
+	return nil
+}
+
+// ref counts a call using h, with s.mu held.
+func (s *Store) ref(h *handle) {
+	h.refs++
+	if h.elem != nil {
+		s.idle.Remove(h.elem)
+		h.elem = nil
+	}
+}
+
+// release unlocks a handle acquire returned. When no call uses it any
+// more it becomes idle, and idle handles beyond Options.MaxOpenSessions
+// are closed, least recently used first.
+func (s *Store) release(h *handle) {
+	h.mu.Unlock()
+	s.mu.Lock()
+	h.refs--
+	var victims []*handle
+	if h.refs == 0 && s.sessions[h.id] == h {
+		h.elem = s.idle.PushFront(h)
+		victims = s.evictLocked()
+	}
+	s.mu.Unlock()
+	s.closeVictims(victims)
+}
+
+// evictLocked picks idle handles to close while more than MaxOpenSessions
+// are open, removing them from s.sessions and marking them closing, with
+// s.mu held.
+func (s *Store) evictLocked() []*handle {
+	var out []*handle
+	for len(s.sessions) > s.opts.MaxOpenSessions && s.idle.Len() > 0 {
+		h := s.idle.Remove(s.idle.Back()).(*handle)
+		h.elem = nil
+		delete(s.sessions, h.id)
+		s.closing[h.id] = make(chan struct{})
+		out = append(out, h)
+	}
+	return out
+}
+
+// closeVictims closes handles evictLocked picked. A failure is logged: the
+// events were durable already, and what failed (a HEAD or metadata
+// checkpoint) is rebuilt when the session is next opened.
+func (s *Store) closeVictims(victims []*handle) {
+	for _, h := range victims {
+		if err := s.closeHandle(h); err != nil {
+			s.opts.Logger.Warn("sessionstore: closing an idle session failed", "session", h.id, "err", err)
+		}
+		s.mu.Lock()
+		close(s.closing[h.id])
+		delete(s.closing, h.id)
+		s.mu.Unlock()
+	}
 }
 
 // openHandle locks a session, creates its files if asked, and reconciles
 // them.
-func (s *Store) openHandle(h *handle, create *Meta) error {
+func (s *Store) openHandle(ctx context.Context, h *handle, create *Meta) error {
 	fsys := s.opts.fs
 	if create != nil {
 		if err := fsys.MkdirAll(h.dir, s.opts.DirMode); err != nil {
@@ -249,11 +357,11 @@ func (s *Store) openHandle(h *handle, create *Meta) error {
 	} else if err != nil {
 		return err
 	}
-	lockPath := filepath.Join(h.dir, lockName)
-	lk, err := fsys.Lock(lockPath, s.opts.FileMode)
-	if errors.Is(err, vfs.ErrLocked) {
-		return &fs.PathError{Op: "lock", Path: lockPath, Err: ErrLocked}
+	if s.opts.ReadOnly {
+		return s.openReadOnly(h)
 	}
+	lockPath := filepath.Join(h.dir, lockName)
+	lk, err := s.lockSession(ctx, lockPath)
 	if err != nil {
 		return err
 	}
@@ -281,6 +389,27 @@ func (s *Store) openHandle(h *handle, create *Meta) error {
 	return nil
 }
 
+// lockSession takes a session's lock file, waiting for it while ctx
+// allows when Options.WaitForLock is set.
+func (s *Store) lockSession(ctx context.Context, path string) (io.Closer, error) {
+	const poll = 5 * time.Millisecond
+	for {
+		lk, err := s.opts.fs.Lock(path, s.opts.FileMode)
+		if !errors.Is(err, vfs.ErrLocked) {
+			return lk, err
+		}
+		locked := &fs.PathError{Op: "lock", Path: path, Err: ErrLocked}
+		if !s.opts.WaitForLock {
+			return nil, locked
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w (waited until: %w)", locked, ctx.Err())
+		case <-time.After(poll):
+		}
+	}
+}
+
 func (h *handle) closeFiles() error {
 	var errs []error
 	if h.index != nil {
@@ -303,7 +432,7 @@ func (s *Store) closeHandle(h *handle) error {
 		return nil
 	}
 	var errs []error
-	if h.failed == nil && h.damaged == nil {
+	if h.failed == nil && h.damaged == nil && !h.readOnly {
 		if head := h.head(); head != h.headOnDisk {
 			if err := writeHead(s.opts.fs, h.dir, head, s.opts.FileMode); err != nil {
 				errs = append(errs, err)
@@ -326,6 +455,9 @@ func (s *Store) closeHandle(h *handle) error {
 
 // writable reports why the session refuses writes, if it does.
 func (h *handle) writable() error {
+	if h.readOnly {
+		return ErrReadOnly
+	}
 	if h.damaged != nil {
 		return h.damaged
 	}
@@ -424,92 +556,16 @@ func (h *handle) add(e *entry) error {
 // earlier I/O failure; ErrClosed; *CorruptionError if the session could not
 // be opened.
 func (s *Store) Append(ctx context.Context, session uuid.UUID, ev Event) (Event, error) {
-	return s.appendChecked(ctx, session, ev, nil)
+	return s.appendOne(ctx, session, ev, nil)
 }
 
-// appendChecked is Append with a check made under the session's lock just
-// before writing: an error from check is returned and nothing is written.
-func (s *Store) appendChecked(ctx context.Context, session uuid.UUID, ev Event, check func(h *handle) error) (Event, error) {
-	if err := s.begin(ctx); err != nil {
-		return Event{}, err
-	}
-	defer s.end()
-	rec, err := prepareRecord(ev, s.opts.MaxRecordSize)
+// appendOne appends one event; see appendEvents for check.
+func (s *Store) appendOne(ctx context.Context, session uuid.UUID, ev Event, check func(h *handle) error) (Event, error) {
+	out, err := s.appendEvents(ctx, session, []Event{ev}, check)
 	if err != nil {
 		return Event{}, err
 	}
-	h, err := s.acquire(session, nil)
-	if err != nil {
-		return Event{}, err
-	}
-	defer h.mu.Unlock()
-	if check != nil {
-		if err := check(h); err != nil {
-			return Event{}, err
-		}
-	}
-	return s.appendLocked(ctx, h, ev, rec)
-}
-
-// appendLocked appends an event whose record prepareRecord returned, with
-// h.mu held.
-func (s *Store) appendLocked(ctx context.Context, h *handle, ev Event, rec []byte) (Event, error) {
-	if err := h.writable(); err != nil {
-		return Event{}, err
-	}
-	if err := ctx.Err(); err != nil {
-		return Event{}, err
-	}
-	id, err := s.opts.newID()
-	if err != nil {
-		return Event{}, fmt.Errorf("sessionstore: new event id: %w", err)
-	}
-	if _, dup := h.byID[id]; dup {
-		return Event{}, fmt.Errorf("sessionstore: id source returned duplicate id %s", id)
-	}
-	out := Event{ID: id, ParentID: h.head(), Kind: ev.Kind, Role: ev.Role, Time: s.opts.now().UTC(), Record: rec}
-	if h.pending != uuid.Nil {
-		out.ParentID, out.BranchFrom = h.pending, h.pending
-	}
-	pl := inline(rec)
-	if s.opts.BlobThreshold >= 0 && len(rec) > s.opts.BlobThreshold {
-		d, err := putBlob(s.opts.fs, h.dir, rec, s.opts.FileMode, s.opts.DirMode)
-		if err != nil {
-			if errors.Is(err, errUnsynced) {
-				h.failed = err
-			}
-			return Event{}, fmt.Errorf("sessionstore: write blob: %w", err)
-		}
-		pl = payload{Blob: true, Digest: d, Size: int64(len(rec))}
-		out.Digest = string(appendDigest(nil, d))
-	}
-	out.Size = pl.Size
-	hdr := headerOf(&out)
-	h.line = encodeEventLine(h.line[:0], &hdr, pl)
-	loc, err := h.chunks.append(h.line)
-	if err != nil {
-		if errors.Is(err, errUnsynced) {
-			h.failed = err
-			s.opts.Logger.Error("sessionstore: session stops writing", "session", h.id, "err", err)
-		}
-		return Event{}, err
-	}
-	e := newEntry(hdr, pl, loc)
-	if err := h.add(&e); err != nil {
-		// Unreachable unless memory was corrupted: checked above.
-		h.failed = err
-		return Event{}, err
-	}
-	h.pending = uuid.Nil
-	h.appended = true
-	if err := h.index.append(&e); err != nil {
-		// The event is durable: acknowledge it. The index will be rebuilt
-		// from the chunk on the next open; until then, stop writing.
-		h.failed = err
-		s.opts.Logger.Error("sessionstore: index write failed; session stops writing until reopened", "session", h.id, "err", err)
-	}
-	s.hub.settled(h.id, []Event{out})
-	return out, nil
+	return out[0], nil
 }
 
 // Load returns the active context of a session: the events from the root
@@ -547,21 +603,21 @@ func (s *Store) loadPath(ctx context.Context, session, leaf uuid.UUID, fromHead,
 		return nil, err
 	}
 	defer s.end()
-	h, err := s.acquire(session, nil)
+	h, err := s.acquire(ctx, session, nil)
 	if err != nil {
 		return nil, err
 	}
 	if fromHead {
 		leaf = h.head()
 	} else if leaf == uuid.Nil {
-		h.mu.Unlock()
+		s.release(h)
 		return nil, fmt.Errorf("%w: the nil uuid is not an event", ErrNotFound)
 	}
 	var path []entry
 	if leaf != uuid.Nil {
 		i, ok := h.byID[leaf]
 		if !ok {
-			h.mu.Unlock()
+			s.release(h)
 			return nil, fmt.Errorf("%w: event %s in session %s", ErrNotFound, leaf, session)
 		}
 		for {
@@ -574,7 +630,7 @@ func (s *Store) loadPath(ctx context.Context, session, leaf uuid.UUID, fromHead,
 		}
 	}
 	damaged := h.damaged
-	h.mu.Unlock()
+	s.release(h)
 	// Records never move once written, so they are read without the lock.
 	r := newChunkReader(s.opts.fs, filepath.Join(h.dir, chunksDir))
 	defer r.close()
@@ -658,17 +714,17 @@ func (s *Store) Event(ctx context.Context, session, id uuid.UUID) (Event, error)
 		return Event{}, err
 	}
 	defer s.end()
-	h, err := s.acquire(session, nil)
+	h, err := s.acquire(ctx, session, nil)
 	if err != nil {
 		return Event{}, err
 	}
 	e, err := h.lookup(id)
 	if err != nil {
-		h.mu.Unlock()
+		s.release(h)
 		return Event{}, err
 	}
 	ent, damaged := *e, h.damaged
-	h.mu.Unlock()
+	s.release(h)
 	r := newChunkReader(s.opts.fs, filepath.Join(h.dir, chunksDir))
 	defer r.close()
 	ev, err := readEntry(r, &ent)

@@ -1,0 +1,359 @@
+package sessionstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/google/uuid"
+)
+
+// Group commit
+//
+// Appends to one session are serialized by the session's mutex, but the
+// fdatasync that makes them durable is shared. An append writes its lines
+// at the end of the active chunk under the mutex and records them as in
+// flight; then it waits until they are durable. The first waiter to find
+// no sync running becomes the leader: it notes how many records are in
+// flight, releases the mutex, syncs the chunk, takes the mutex back and
+// publishes those records (moves them into the in-memory index, writes
+// their index lines, tells subscribers), then wakes the others. Appends
+// that arrived during the sync are covered by the next leader's sync, so
+// N concurrent appenders cost about two syncs, not N.
+//
+// In-flight records are invisible to readers (Load, Tree, Event, Head see
+// only published events), but the next append takes the newest in-flight
+// record as its parent, so appends still chain in the order they took the
+// mutex. A failed sync leaves the in-flight records' state unknown: they
+// are dropped from memory, every waiter gets the error, and the session
+// refuses writes (ErrSessionFailed), as after any failed sync. Reopening
+// the session finds each of them absent, or present whole.
+//
+// Starting a new chunk first settles the old one: it waits for a running
+// sync, syncs whatever is still in flight and publishes it, all under the
+// mutex, so a chunk is always fully durable before it is sealed or closed.
+
+// inflightRecord is a record written to the active chunk and not yet
+// known to be durable.
+type inflightRecord struct {
+	entry entry
+	event Event // as returned to the caller, for subscribers
+}
+
+// pendingEvent is an event to append: the caller's event and its record
+// after prepareRecord.
+type pendingEvent struct {
+	ev  Event
+	rec []byte
+}
+
+// tip is the newest event written, in flight or published: the parent of
+// the next append.
+func (h *handle) tip() uuid.UUID {
+	if n := len(h.inflight); n > 0 {
+		return h.inflight[n-1].entry.ID
+	}
+	return h.head()
+}
+
+// AppendBatch appends events in order as one unit: the first is a child of
+// HEAD (or of the event chosen by Branch), each next one a child of the one
+// before, and the last becomes HEAD. Use it for an assistant message and
+// the tool calls it makes. The batch is written with one write and made
+// durable with one fdatasync (shared with concurrent appends), and it is
+// never split between chunks: a batch that does not fit in the active
+// chunk starts a new one, and a batch larger than Options.ChunkSize gets a
+// chunk of its own.
+//
+// Durability: when AppendBatch returns nil, every event of the batch is on
+// stable storage. After a crash during the call, a prefix of the batch
+// may be present (each event whole), never a gap: an event is present only
+// if all the events before it are. On an error nothing was acknowledged.
+//
+// Errors: as Append. ErrInvalidEvent for any bad event, and then nothing is
+// written. An empty batch returns nil, nil.
+func (s *Store) AppendBatch(ctx context.Context, session uuid.UUID, events ...Event) ([]Event, error) {
+	if len(events) == 0 {
+		return nil, nil
+	}
+	return s.appendEvents(ctx, session, events, nil)
+}
+
+// appendEvents appends evs as one batch. check, if not nil, runs under the
+// session's mutex right before the events are written (again after any
+// wait that released the mutex); its error is returned and nothing is
+// written.
+func (s *Store) appendEvents(ctx context.Context, session uuid.UUID, evs []Event, check func(h *handle) error) ([]Event, error) {
+	if err := s.begin(ctx); err != nil {
+		return nil, err
+	}
+	defer s.end()
+	batch := make([]pendingEvent, len(evs))
+	for i, ev := range evs {
+		rec, err := prepareRecord(ev, s.opts.MaxRecordSize)
+		if err != nil {
+			if len(evs) > 1 {
+				return nil, fmt.Errorf("event %d of the batch: %w", i, err)
+			}
+			return nil, err
+		}
+		batch[i] = pendingEvent{ev: ev, rec: rec}
+	}
+	h, err := s.acquire(ctx, session, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer s.release(h)
+	upto, out, err := s.writeBatch(ctx, h, batch, check)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.commit(h, upto); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// writeBatch writes the lines of a batch at the end of the active chunk,
+// with h.mu held, and records them in flight. It returns the number of
+// published events at which the batch's last event is durable.
+func (s *Store) writeBatch(ctx context.Context, h *handle, batch []pendingEvent, check func(h *handle) error) (int, []Event, error) {
+	if err := h.writable(); err != nil {
+		return 0, nil, err
+	}
+	// Blobs first: each is durable before any line that names it.
+	pls := make([]payload, len(batch))
+	for i, p := range batch {
+		pls[i] = inline(p.rec)
+		if s.opts.BlobThreshold >= 0 && len(p.rec) > s.opts.BlobThreshold {
+			d, err := putBlob(s.opts.fs, h.dir, p.rec, s.opts.FileMode, s.opts.DirMode)
+			if err != nil {
+				if errors.Is(err, errUnsynced) {
+					h.failed = err
+				}
+				return 0, nil, fmt.Errorf("sessionstore: write blob: %w", err)
+			}
+			pls[i] = payload{Blob: true, Digest: d, Size: int64(len(p.rec))}
+		}
+	}
+	out := make([]Event, len(batch))
+	for i, p := range batch {
+		id, err := s.opts.newID()
+		if err != nil {
+			return 0, nil, fmt.Errorf("sessionstore: new event id: %w", err)
+		}
+		if h.known(id) || (i > 0 && id == out[i-1].ID) {
+			return 0, nil, fmt.Errorf("sessionstore: id source returned duplicate id %s", id)
+		}
+		out[i] = Event{ID: id, Kind: p.ev.Kind, Role: p.ev.Role, Time: s.opts.now().UTC(), Record: p.rec, Size: pls[i].Size}
+		if pls[i].Blob {
+			out[i].Digest = string(appendDigest(nil, pls[i].Digest))
+		}
+	}
+	hdrs := make([]header, len(batch))
+	starts := make([]int, len(batch)+1)
+	for {
+		if err := h.writable(); err != nil {
+			return 0, nil, err
+		}
+		if err := ctx.Err(); err != nil {
+			return 0, nil, err
+		}
+		if check != nil {
+			if err := check(h); err != nil {
+				return 0, nil, err
+			}
+		}
+		h.line = h.line[:0]
+		parent, branch := h.tip(), uuid.Nil
+		if h.pending != uuid.Nil {
+			parent, branch = h.pending, h.pending
+		}
+		for i := range batch {
+			out[i].ParentID, out[i].BranchFrom = parent, branch
+			hdrs[i] = headerOf(&out[i])
+			starts[i] = len(h.line)
+			h.line = encodeEventLine(h.line, &hdrs[i], pls[i])
+			parent, branch = out[i].ID, uuid.Nil
+		}
+		starts[len(batch)] = len(h.line)
+		if !h.chunks.full(len(h.line)) {
+			break
+		}
+		// A new chunk: settle the old one (which may wait, releasing the
+		// mutex), then start it unless another append already did, and
+		// build the lines again, since the parent may have changed.
+		if err := s.settle(h); err != nil {
+			return 0, nil, err
+		}
+		if h.chunks.full(len(h.line)) {
+			if err := h.chunks.rotate(); err != nil {
+				if errors.Is(err, errUnsynced) {
+					h.failed = err
+					s.opts.Logger.Error("sessionstore: session stops writing", "session", h.id, "err", err)
+				}
+				return 0, nil, err
+			}
+		}
+	}
+	loc, err := h.chunks.write(h.line)
+	if err != nil {
+		if errors.Is(err, errUnsynced) {
+			h.failed = err
+			s.opts.Logger.Error("sessionstore: session stops writing", "session", h.id, "err", err)
+		}
+		return 0, nil, err
+	}
+	for i := range batch {
+		l := location{Chunk: loc.Chunk, Offset: loc.Offset + int64(starts[i]), Length: uint32(starts[i+1] - starts[i])}
+		h.inflight = append(h.inflight, inflightRecord{entry: newEntry(hdrs[i], pls[i], l), event: out[i]})
+	}
+	h.pending = uuid.Nil
+	return len(h.entries) + len(h.inflight), out, nil
+}
+
+// known reports whether id names an event of the session, published or in
+// flight.
+func (h *handle) known(id uuid.UUID) bool {
+	if _, ok := h.byID[id]; ok {
+		return true
+	}
+	for i := range h.inflight {
+		if h.inflight[i].entry.ID == id {
+			return true
+		}
+	}
+	return false
+}
+
+// commit waits, with h.mu held, until the first upto events of the session
+// are published (durable), leading a sync when none is running.
+func (s *Store) commit(h *handle, upto int) error {
+	for len(h.entries) < upto {
+		if h.failed != nil {
+			return fmt.Errorf("%w: %w", ErrSessionFailed, h.failed)
+		}
+		if h.syncing {
+			h.synced.Wait()
+			continue
+		}
+		h.syncing = true
+		n, f := len(h.inflight), h.chunks.f
+		h.mu.Unlock()
+		err := f.Sync()
+		h.mu.Lock()
+		h.syncing = false
+		if err != nil {
+			return s.syncFailed(h, err)
+		}
+		s.publish(h, n)
+	}
+	return nil
+}
+
+// settle makes every in-flight record durable and published, with h.mu
+// held, so that the active chunk can be sealed or closed: it waits for a
+// running sync and syncs the rest itself without releasing the mutex.
+func (s *Store) settle(h *handle) error {
+	for h.syncing {
+		h.synced.Wait()
+	}
+	if h.failed != nil {
+		return fmt.Errorf("%w: %w", ErrSessionFailed, h.failed)
+	}
+	if len(h.inflight) == 0 {
+		return nil
+	}
+	if err := h.chunks.f.Sync(); err != nil {
+		return s.syncFailed(h, err)
+	}
+	s.publish(h, len(h.inflight))
+	return nil
+}
+
+// syncFailed handles a failed sync of the active chunk: the in-flight
+// records may or may not be on disk, so none is acknowledged and the
+// session stops writing.
+func (s *Store) syncFailed(h *handle, err error) error {
+	h.failed = fmt.Errorf("sessionstore: sync %s: %w: %w", h.chunks.path(h.chunks.num), err, errUnsynced)
+	h.inflight = h.inflight[:0]
+	h.synced.Broadcast()
+	s.opts.Logger.Error("sessionstore: session stops writing", "session", h.id, "err", h.failed)
+	return h.failed
+}
+
+// publish moves the first n in-flight records, now durable, into the
+// in-memory index, writes their index lines, hands them to subscribers and
+// wakes the waiters.
+func (s *Store) publish(h *handle, n int) {
+	defer h.synced.Broadcast()
+	if n == 0 {
+		return
+	}
+	done := h.inflight[:n]
+	first := len(h.entries)
+	events := make([]Event, n)
+	for i := range done {
+		if err := h.add(&done[i].entry); err != nil {
+			// Unreachable unless memory was corrupted: ids and parents
+			// were checked when the records were written.
+			h.failed = err
+			return
+		}
+		events[i] = done[i].event
+	}
+	h.inflight = append(h.inflight[:0], h.inflight[n:]...)
+	h.appended = true
+	es := make([]*entry, n)
+	for i := range es {
+		es[i] = &h.entries[first+i]
+	}
+	if err := h.index.append(es...); err != nil {
+		// The events are durable: acknowledge them. The index will be
+		// rebuilt from the chunk on the next open; until then, stop
+		// writing.
+		h.failed = err
+		s.opts.Logger.Error("sessionstore: index write failed; session stops writing until reopened", "session", h.id, "err", err)
+	}
+	s.hub.settled(h.id, events)
+}
+
+// Flush is a barrier: it returns once every event appended to the session
+// before the call is durable (each Append already waits for its own), and
+// makes the derived files current: index.jsonl is synced and the HEAD
+// file replaced if it lags. After Flush, reopening the session after a
+// crash has nothing to rebuild for the events appended so far.
+//
+// Errors: ErrNotFound, ErrLocked, ErrClosed, ErrReadOnly, ErrSessionFailed.
+func (s *Store) Flush(ctx context.Context, session uuid.UUID) error {
+	if err := s.begin(ctx); err != nil {
+		return err
+	}
+	defer s.end()
+	if s.opts.ReadOnly {
+		return ErrReadOnly
+	}
+	h, err := s.acquire(ctx, session, nil)
+	if err != nil {
+		return err
+	}
+	defer s.release(h)
+	if h.damaged != nil {
+		return h.damaged
+	}
+	if err := s.settle(h); err != nil {
+		return err
+	}
+	if err := h.index.f.Sync(); err != nil {
+		h.failed = err
+		return fmt.Errorf("sessionstore: sync %s: %w", h.index.path, err)
+	}
+	if head := h.head(); head != h.headOnDisk {
+		if err := writeHead(s.opts.fs, h.dir, head, s.opts.FileMode); err != nil {
+			h.failed = err
+			return err
+		}
+		h.headOnDisk = head
+	}
+	return nil
+}
