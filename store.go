@@ -36,8 +36,8 @@ type Store struct {
 
 	mu       sync.Mutex // guards sessions, idle, closing and every handle's refs and elem
 	sessions map[uuid.UUID]*handle
-	idle     list.List                      // open handles no call uses, most recently used first
-	closing  map[uuid.UUID]chan struct{}    // sessions being closed to respect MaxOpenSessions
+	idle     list.List                   // open handles no call uses, most recently used first
+	closing  map[uuid.UUID]chan struct{} // sessions being closed to respect MaxOpenSessions
 
 	hub *hub // live fan-out to subscribers (hub.go)
 }
@@ -67,11 +67,11 @@ type handle struct {
 	synced     *sync.Cond       // on mu: in-flight records were published or failed
 	readOnly   bool             // opened by a read-only store (readonly.go)
 	revision   Revision         // of the files when a read-only handle last looked
-	failed     error     // sticky write failure
-	damaged    error     // *CorruptionError found on open: reads see the valid prefix, writes are refused
-	headOnDisk uuid.UUID // what the HEAD file holds
-	appended   bool      // events appended since open
-	line       []byte    // reused encoding buffer
+	failed     error            // sticky write failure
+	damaged    error            // *CorruptionError found on open: reads see the valid prefix, writes are refused
+	headOnDisk uuid.UUID        // what the HEAD file holds
+	appended   bool             // events appended since open
+	line       []byte           // reused encoding buffer
 }
 
 // Open opens (creating it if needed) the store rooted at dir. A nil opts
