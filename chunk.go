@@ -187,12 +187,6 @@ func (w *chunkWriter) create(num uint32) error {
 		f.Close()
 		return fmt.Errorf("%w: %w", err, errUnsynced)
 	}
-	if w.f != nil {
-		if err := w.f.Close(); err != nil {
-			f.Close()
-			return err
-		}
-	}
 	w.num, w.f, w.size, w.next = num, f, 0, num+1
 	return nil
 }
@@ -211,8 +205,18 @@ func (w *chunkWriter) full(n int) bool {
 // one. The caller has made every record of the active chunk durable.
 func (w *chunkWriter) rotate() error {
 	next := w.next
-	if w.f != nil && w.compress {
-		w.sealFull()
+	if w.f != nil {
+		if w.compress {
+			w.sealFull()
+		}
+		// The full chunk takes no more records, even if starting the next
+		// one fails: sealing may have removed its plain file, so a record
+		// written there would be lost. The next append retries the start.
+		err := w.f.Close()
+		w.f = nil
+		if err != nil {
+			return fmt.Errorf("sessionstore: close full chunk %s: %w", w.path(w.num), err)
+		}
 	}
 	if err := w.create(next); err != nil {
 		return fmt.Errorf("sessionstore: start chunk %s: %w", w.path(next), err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 
 	"github.com/google/uuid"
 )
@@ -13,13 +14,16 @@ import (
 // Appends to one session are serialized by the session's mutex, but the
 // fdatasync that makes them durable is shared. An append writes its lines
 // at the end of the active chunk under the mutex and records them as in
-// flight; then it waits until they are durable. The first waiter to find
-// no sync running becomes the leader: it notes how many records are in
+// flight; then it waits until they are durable. A waiter whose records no
+// running sync covers becomes a leader: it notes how many records are in
 // flight, releases the mutex, syncs the chunk, takes the mutex back and
 // publishes those records (moves them into the in-memory index, writes
 // their index lines, tells subscribers), then wakes the others. Appends
-// that arrived during the sync are covered by the next leader's sync, so
-// N concurrent appenders cost about two syncs, not N.
+// that arrive during a sync are covered by the next leader's sync, so N
+// concurrent appenders share a few syncs instead of costing N. When the
+// last sync covered more than one append, a new leader first yields the
+// mutex a few times, so that appends whose callers were just woken write
+// their records before the sync starts instead of waiting for the next.
 //
 // In-flight records are invisible to readers (Load, Tree, Event, Head see
 // only published events), but the next append takes the newest in-flight
@@ -180,20 +184,24 @@ func (s *Store) writeBatch(ctx context.Context, h *handle, batch []pendingEvent,
 		if !h.chunks.full(len(h.line)) {
 			break
 		}
-		// A new chunk: settle the old one (which may wait, releasing the
-		// mutex), then start it unless another append already did, and
-		// build the lines again, since the parent may have changed.
+		// A new chunk. While a sync runs, wait for it (which releases the
+		// mutex) and look again: another append may have started the new
+		// chunk meanwhile, and the parent may have changed. Otherwise
+		// settle the old chunk without releasing the mutex and start the
+		// new one.
+		if h.syncing {
+			h.synced.Wait()
+			continue
+		}
 		if err := s.settle(h); err != nil {
 			return 0, nil, err
 		}
-		if h.chunks.full(len(h.line)) {
-			if err := h.chunks.rotate(); err != nil {
-				if errors.Is(err, errUnsynced) {
-					h.failed = err
-					s.opts.Logger.Error("sessionstore: session stops writing", "session", h.id, "err", err)
-				}
-				return 0, nil, err
+		if err := h.chunks.rotate(); err != nil {
+			if errors.Is(err, errUnsynced) {
+				h.failed = err
+				s.opts.Logger.Error("sessionstore: session stops writing", "session", h.id, "err", err)
 			}
+			return 0, nil, err
 		}
 	}
 	loc, err := h.chunks.write(h.line)
@@ -226,6 +234,11 @@ func (h *handle) known(id uuid.UUID) bool {
 	return false
 }
 
+// gatherYields is how often a commit leader yields the mutex before a sync
+// when the previous sync covered more than one append: appends on their
+// way then write first and share the sync.
+const gatherYields = 16
+
 // commit waits, with h.mu held, until the first upto events of the session
 // are published (durable), leading a sync when none is running.
 func (s *Store) commit(h *handle, upto int) error {
@@ -237,8 +250,23 @@ func (s *Store) commit(h *handle, upto int) error {
 			h.synced.Wait()
 			continue
 		}
+		if h.lastBatch > 1 {
+			for range gatherYields {
+				n := len(h.inflight)
+				h.mu.Unlock()
+				runtime.Gosched()
+				h.mu.Lock()
+				if len(h.inflight) == n {
+					break // nobody else was ready to write
+				}
+			}
+			if len(h.entries) >= upto || h.syncing || h.failed != nil {
+				continue // while the mutex was free, another sync began or ended
+			}
+		}
 		h.syncing = true
 		n, f := len(h.inflight), h.chunks.f
+		h.lastBatch = n
 		h.mu.Unlock()
 		err := f.Sync()
 		h.mu.Lock()

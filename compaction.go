@@ -187,6 +187,9 @@ func estimateTokens(ev Event) int64 { return int64(len(ev.Record)+3) / 4 }
 // and a retry is safe; if HEAD moved meanwhile, Compact returns
 // ErrHeadMoved.
 func (s *Store) CompactWith(ctx context.Context, session uuid.UUID, sum Summarizer, opts CompactOptions) (Event, error) {
+	if s.opts.ReadOnly {
+		return Event{}, ErrReadOnly // before asking the summarizer for a summary nobody could store
+	}
 	tokens := opts.Tokens
 	if tokens == nil {
 		tokens = estimateTokens

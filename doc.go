@@ -121,7 +121,12 @@
 // if its bytes reached the disk; never half-formed.
 //
 // Steady-state Append costs one fdatasync: the record is written at the end
-// of the active chunk and the chunk is synced. The directory is synced only
+// of the active chunk and the chunk is synced. Appends to one session from
+// several goroutines share syncs (group commit, see commit.go): each still
+// returns only once a sync that started after its record was written has
+// ended, and readers see an event only from then on. [Store.AppendBatch]
+// writes several records with one write and one sync; a crash keeps a
+// prefix of them. The directory is synced only
 // when a new chunk file is created, before any record is written to it. The
 // index line is written after the sync and not synced itself, and the HEAD
 // file is not touched. This is safe because both are derived from the

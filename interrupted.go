@@ -121,6 +121,9 @@ func (s *Store) interruptedToolCalls(ctx context.Context, session uuid.UUID) ([]
 // pending; as InterruptedToolCalls; as Append, with the events appended
 // before the failure.
 func (s *Store) RepairInterruptedToolCalls(ctx context.Context, session uuid.UUID) ([]Event, error) {
+	if s.opts.ReadOnly {
+		return nil, ErrReadOnly
+	}
 	parent, branching, err := s.NextParent(ctx, session)
 	if err != nil {
 		return nil, err

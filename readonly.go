@@ -119,10 +119,9 @@ func (s *Store) refresh(h *handle) error {
 }
 
 // reload analyzes a read-only session's files into h. The analysis sees
-// a consistent prefix even while a writer appends; only when it reports
-// damage or fails while the log changed under it is it repeated (a few
-// times at most), so that a reader does not take a writer's work in
-// progress for damage.
+// a consistent prefix even while a writer appends; when it reports damage
+// or fails, it is repeated (a few times at most), so that a reader does
+// not take a writer's work in progress for damage.
 func (s *Store) reload(h *handle) error {
 	const attempts = 5
 	for attempt := 1; ; attempt++ {
@@ -137,7 +136,10 @@ func (s *Store) reload(h *handle) error {
 			if rerr != nil {
 				return rerr
 			}
-			if after != before && attempt < attempts {
+			// Damage seen while the log changed may be the writer's work
+			// in progress, and a listing taken while the writer sealed a
+			// chunk may lack it under both names: look again.
+			if attempt < attempts && (after != before || p == nil || p.corrupt != nil) {
 				continue
 			}
 			if err != nil {

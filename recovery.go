@@ -190,7 +190,7 @@ func analyze(fsys vfs.FS, h *handle) (*recoveryPlan, error) {
 		}
 		return nil
 	}
-	scan, err := readIndex(fsys, indexPath, func(e *entry, off int64) error {
+	add := func(e *entry, off int64) error {
 		if c := e.Loc.Chunk; c < missing && p.sealed[c] {
 			p.staleLines++
 			return nil
@@ -210,7 +210,28 @@ func analyze(fsys vfs.FS, h *handle) (*recoveryPlan, error) {
 		}
 		p.indexed++
 		return nil
+	}
+	scan, err := readIndex(fsys, indexPath, func(e *entry, off int64) error {
+		if !h.readOnly {
+			return add(e, off)
+		}
+		// A reader races the writer: the index may name chunks created
+		// after the listing, or be rewritten while it is read. Its lines
+		// only save scanning, so the reader stops at the first line it
+		// cannot use and scans the chunks from there.
+		if e.Loc.Chunk >= missing {
+			return errIndexEnd
+		}
+		err := add(e, off)
+		var ce *CorruptionError
+		if errors.As(err, &ce) && ce.Path == indexPath {
+			return errIndexEnd
+		}
+		return err
 	})
+	if errors.Is(err, errIndexEnd) {
+		err = nil
+	}
 	if err != nil {
 		return p, p.fail(err)
 	}
@@ -265,7 +286,9 @@ func analyze(fsys vfs.FS, h *handle) (*recoveryPlan, error) {
 
 	if h.readOnly {
 		// A reader leaves temporary files to the writer, and the HEAD file
-		// may already name an event written after the chunks were read.
+		// may already name an event written after the chunks were read:
+		// it is reported, not judged.
+		p.headOnDisk, _, _ = readHeadFile(fsys, filepath.Join(h.dir, headName))
 		return p, nil
 	}
 	_, err = fsys.Stat(filepath.Join(h.dir, metaFile+".tmp"))
@@ -314,6 +337,9 @@ func (p *recoveryPlan) readSealed(fsys vfs.FS, dir string, missing uint32) {
 	close(work)
 	wg.Wait()
 }
+
+// errIndexEnd stops a read-only analysis's use of index.jsonl.
+var errIndexEnd = errors.New("end of the usable index")
 
 // addSealed adds the entries embedded in sealed chunk n to h.
 func (p *recoveryPlan) addSealed(h *handle, dir string, n uint32) error {

@@ -38,6 +38,10 @@ type Store struct {
 	sessions map[uuid.UUID]*handle
 	idle     list.List                   // open handles no call uses, most recently used first
 	closing  map[uuid.UUID]chan struct{} // sessions being closed to respect MaxOpenSessions
+	// Branch selections of sessions closed to respect MaxOpenSessions,
+	// restored when they reopen: closing an idle session must not change
+	// where its next event goes.
+	selections map[uuid.UUID]uuid.UUID
 
 	hub *hub // live fan-out to subscribers (hub.go)
 }
@@ -53,8 +57,9 @@ type handle struct {
 	lock    io.Closer
 	meta    Meta
 
-	refs int           // calls using the handle; guarded by Store.mu
-	elem *list.Element // in Store.idle when refs is 0; guarded by Store.mu
+	refs  int           // calls using the handle; guarded by Store.mu
+	elem  *list.Element // in Store.idle when refs is 0; guarded by Store.mu
+	ready chan struct{} // closed once opening the handle succeeded or failed
 
 	entries []entry             // every event, in log order
 	byID    map[uuid.UUID]int32 // id -> position in entries
@@ -64,6 +69,7 @@ type handle struct {
 	index      *indexFile
 	inflight   []inflightRecord // written, not yet known durable (commit.go)
 	syncing    bool             // a commit leader is syncing the active chunk
+	lastBatch  int              // records the last commit sync covered
 	synced     *sync.Cond       // on mu: in-flight records were published or failed
 	readOnly   bool             // opened by a read-only store (readonly.go)
 	revision   Revision         // of the files when a read-only handle last looked
@@ -93,7 +99,7 @@ func Open(dir string, opts *Options) (*Store, error) {
 		if _, err := o.fs.Stat(root); err != nil {
 			return nil, fmt.Errorf("sessionstore: open root read-only: %w", err)
 		}
-		return &Store{dir: dir, opts: o, sessions: map[uuid.UUID]*handle{}, closing: map[uuid.UUID]chan struct{}{}, hub: newHub()}, nil
+		return &Store{dir: dir, opts: o, sessions: map[uuid.UUID]*handle{}, closing: map[uuid.UUID]chan struct{}{}, selections: map[uuid.UUID]uuid.UUID{}, hub: newHub()}, nil
 	}
 	if _, err := o.fs.Stat(root); errors.Is(err, os.ErrNotExist) {
 		if err := o.fs.MkdirAll(root, o.DirMode); err != nil {
@@ -111,7 +117,7 @@ func Open(dir string, opts *Options) (*Store, error) {
 	if err := checkRootConfig(o.fs, dir, o); err != nil {
 		return nil, err
 	}
-	return &Store{dir: dir, opts: o, sessions: map[uuid.UUID]*handle{}, closing: map[uuid.UUID]chan struct{}{}, hub: newHub()}, nil
+	return &Store{dir: dir, opts: o, sessions: map[uuid.UUID]*handle{}, closing: map[uuid.UUID]chan struct{}{}, selections: map[uuid.UUID]uuid.UUID{}, hub: newHub()}, nil
 }
 
 // rootConfigName is the file that records how a root stores its chunks;
@@ -157,8 +163,10 @@ func (s *Store) Dir() string { return s.dir }
 
 // Close waits for calls in flight, then closes every open session: it
 // checkpoints HEAD and the metadata's UpdatedAt (both atomically replaced
-// and synced), closes the files and releases the locks. Events appended
-// before Close were already durable; Close adds no durability to them.
+// and synced), closes the files and releases the locks; then it ends every
+// subscription (their channels close, Err reports ErrClosed). Events
+// appended before Close were already durable; Close adds no durability to
+// them.
 // Close is idempotent; every other method returns ErrClosed afterwards.
 func (s *Store) Close() error {
 	s.closeMu.Lock()
@@ -231,6 +239,17 @@ func (s *Store) acquire(ctx context.Context, id uuid.UUID, create *Meta) (*handl
 		if h, ok := s.sessions[id]; ok {
 			s.ref(h)
 			s.mu.Unlock()
+			select {
+			case <-h.ready:
+			case <-ctx.Done():
+				// Another call is still opening the session (perhaps
+				// waiting for its lock): give up without waiting for it.
+				s.mu.Lock()
+				victims := s.unref(h)
+				s.mu.Unlock()
+				s.closeVictims(victims)
+				return nil, ctx.Err()
+			}
 			h.mu.Lock()
 			if h.openErr != nil {
 				err := h.openErr
@@ -249,7 +268,7 @@ func (s *Store) acquire(ctx context.Context, id uuid.UUID, create *Meta) (*handl
 			}
 			return h, nil
 		}
-		h := &handle{id: id, dir: s.sessionDir(id), refs: 1}
+		h := &handle{id: id, dir: s.sessionDir(id), refs: 1, ready: make(chan struct{})}
 		h.synced = sync.NewCond(&h.mu)
 		h.mu.Lock() // held while opening, so other callers wait for the result
 		s.sessions[id] = h
@@ -268,6 +287,7 @@ func (s *Store) acquire(ctx context.Context, id uuid.UUID, create *Meta) (*handl
 // do not wait on a handle that never opened.
 func (s *Store) openNew(ctx context.Context, h *handle, create *Meta) error {
 	opened := false
+	defer close(h.ready)
 	defer func() {
 		if !opened {
 			if h.openErr == nil {
@@ -285,6 +305,12 @@ func (s *Store) openNew(ctx context.Context, h *handle, create *Meta) error {
 		h.openErr = err
 		return err
 	}
+	s.mu.Lock()
+	if sel, ok := s.selections[h.id]; ok {
+		h.pending = sel
+		delete(s.selections, h.id)
+	}
+	s.mu.Unlock()
 	opened = true
 	return nil
 }
@@ -298,18 +324,24 @@ func (s *Store) ref(h *handle) {
 	}
 }
 
+// unref drops a call's reference to h, with s.mu held, making h idle when
+// it was the last.
+func (s *Store) unref(h *handle) []*handle {
+	h.refs--
+	if h.refs == 0 && s.sessions[h.id] == h {
+		h.elem = s.idle.PushFront(h)
+		return s.evictLocked()
+	}
+	return nil
+}
+
 // release unlocks a handle acquire returned. When no call uses it any
 // more it becomes idle, and idle handles beyond Options.MaxOpenSessions
 // are closed, least recently used first.
 func (s *Store) release(h *handle) {
 	h.mu.Unlock()
 	s.mu.Lock()
-	h.refs--
-	var victims []*handle
-	if h.refs == 0 && s.sessions[h.id] == h {
-		h.elem = s.idle.PushFront(h)
-		victims = s.evictLocked()
-	}
+	victims := s.unref(h)
 	s.mu.Unlock()
 	s.closeVictims(victims)
 }
@@ -334,10 +366,16 @@ func (s *Store) evictLocked() []*handle {
 // checkpoint) is rebuilt when the session is next opened.
 func (s *Store) closeVictims(victims []*handle) {
 	for _, h := range victims {
+		h.mu.Lock()
+		pending := h.pending
+		h.mu.Unlock()
 		if err := s.closeHandle(h); err != nil {
 			s.opts.Logger.Warn("sessionstore: closing an idle session failed", "session", h.id, "err", err)
 		}
 		s.mu.Lock()
+		if pending != uuid.Nil {
+			s.selections[h.id] = pending
+		}
 		close(s.closing[h.id])
 		delete(s.closing, h.id)
 		s.mu.Unlock()

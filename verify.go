@@ -74,6 +74,27 @@ func (s *Store) Verify(ctx context.Context, session uuid.UUID) (*VerifyReport, e
 		return nil, err
 	}
 	defer s.end()
+	if !s.opts.ReadOnly {
+		return s.verify(ctx, session)
+	}
+	// A read-only store may verify beside a writer: a problem seen while
+	// the log changed may be the writer's work in progress, so look again.
+	const attempts = 5
+	dir := s.sessionDir(session)
+	for attempt := 1; ; attempt++ {
+		before, _ := revisionOf(s.opts.fs, dir)
+		r, err := s.verify(ctx, session)
+		if (err == nil && r.OK()) || attempt == attempts {
+			return r, err
+		}
+		if after, _ := revisionOf(s.opts.fs, dir); after == before && err == nil {
+			return r, nil
+		}
+	}
+}
+
+// verify is Verify without the begin/end bracket.
+func (s *Store) verify(ctx context.Context, session uuid.UUID) (*VerifyReport, error) {
 	fsys := s.opts.fs
 	dir := s.sessionDir(session)
 	if _, err := readMeta(fsys, dir, session); err != nil {
@@ -88,7 +109,7 @@ func (s *Store) Verify(ctx context.Context, session uuid.UUID) (*VerifyReport, e
 	r := &VerifyReport{Session: session}
 
 	// The checks reconciliation makes, and the repairs it would do.
-	h := &handle{id: session, dir: dir}
+	h := &handle{id: session, dir: dir, readOnly: s.opts.ReadOnly}
 	plan, err := analyze(fsys, h)
 	if err != nil {
 		return nil, err

@@ -1,0 +1,408 @@
+package sessionstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sessionstore/sessionstore/internal/vfs"
+)
+
+// slowSyncFS counts file syncs and makes each take delay, so that
+// concurrent appends pile up behind a sync as they do on a real disk.
+type slowSyncFS struct {
+	vfs.FS
+	delay time.Duration
+	syncs *atomic.Int64
+}
+
+// syncNanos adds up the time spent in syncs through slowSyncFS, for
+// benchmarks.
+var syncNanos atomic.Int64
+
+type slowSyncFile struct {
+	vfs.File
+	fs slowSyncFS
+}
+
+func (f slowSyncFile) Sync() error {
+	f.fs.syncs.Add(1)
+	time.Sleep(f.fs.delay)
+	t0 := time.Now()
+	err := f.File.Sync()
+	syncNanos.Add(int64(time.Since(t0)))
+	return err
+}
+
+func (s slowSyncFS) OpenFile(name string, flag int, perm os.FileMode) (vfs.File, error) {
+	f, err := s.FS.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return slowSyncFile{f, s}, nil
+}
+
+// requireChain checks that events form one chain in log order: each is the
+// child of the one before.
+func requireChain(t *testing.T, path []Event) {
+	t.Helper()
+	seen := map[uuid.UUID]bool{}
+	for i, ev := range path {
+		require.False(t, seen[ev.ID], "duplicate id %s", ev.ID)
+		seen[ev.ID] = true
+		if i == 0 {
+			require.Equal(t, uuid.Nil, ev.ParentID)
+		} else {
+			require.Equal(t, path[i-1].ID, ev.ParentID, "event %d", i)
+		}
+	}
+}
+
+// TestGroupCommit: 16 goroutines append to one session at once. Every
+// Append returns a durable event, the events chain in the order they were
+// written, and the syncs are shared: far fewer than the appends.
+func TestGroupCommit(t *testing.T) {
+	ctx := context.Background()
+	m := vfs.NewMemFS()
+	var syncs atomic.Int64
+	s := openMem(t, slowSyncFS{m, time.Millisecond, &syncs}, Options{ChunkSize: 8 << 10})
+	meta, err := s.Create(ctx, Meta{})
+	require.NoError(t, err)
+	const writers, each = 16, 40
+	syncs.Store(0)
+	acked := make([][]Event, writers)
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Go(func() {
+			for i := range each {
+				ev, err := s.Append(ctx, meta.ID, UserMessage(fmt.Sprintf("writer %d message %d", w, i)))
+				if !assert.NoError(t, err) {
+					return
+				}
+				acked[w] = append(acked[w], ev)
+			}
+		})
+	}
+	wg.Wait()
+	path, err := s.Load(ctx, meta.ID)
+	require.NoError(t, err)
+	require.Len(t, path, writers*each)
+	requireChain(t, path)
+	pos := map[uuid.UUID]int{}
+	for i, ev := range path {
+		pos[ev.ID] = i
+	}
+	for w := range writers {
+		for i, ev := range acked[w] {
+			p, ok := pos[ev.ID]
+			require.True(t, ok)
+			assert.Equal(t, ev.ParentID, path[p].ParentID, "writer %d event %d", w, i)
+			assert.Equal(t, string(ev.Record), string(path[p].Record))
+			if i > 0 {
+				assert.Greater(t, p, pos[acked[w][i-1].ID], "one writer's events keep their order")
+			}
+		}
+	}
+	n := syncs.Load()
+	t.Logf("%d appends by %d goroutines, %d syncs", writers*each, writers, n)
+	assert.Less(t, n, int64(writers*each/2), "syncs are shared between concurrent appends")
+
+	// Everything acknowledged survives a power loss.
+	require.NoError(t, s.Close())
+	checkAll(t, m.CrashClone(vfs.KeepSynced, 1), meta.ID, path).Close()
+}
+
+// TestAppendBatch: a batch chains its events under HEAD, costs one sync,
+// never splits between chunks, and is refused whole for one bad event.
+func TestAppendBatch(t *testing.T) {
+	ctx := context.Background()
+	m := vfs.NewMemFS()
+	var syncs atomic.Int64
+	s := openMem(t, slowSyncFS{m, 0, &syncs}, Options{ChunkSize: 1500})
+	meta, err := s.Create(ctx, Meta{})
+	require.NoError(t, err)
+	first, err := s.Append(ctx, meta.ID, UserMessage("run the tests"))
+	require.NoError(t, err)
+
+	syncs.Store(0)
+	batch, err := s.AppendBatch(ctx, meta.ID,
+		AssistantMessage(Message{Content: "running them"}),
+		ToolCallEvent(ToolCall{CallID: "c1", Name: "run_tests"}),
+		ToolCallEvent(ToolCall{CallID: "c2", Name: "lint"}))
+	require.NoError(t, err)
+	require.Len(t, batch, 3)
+	assert.Equal(t, int64(1), syncs.Load(), "one sync for the batch")
+	assert.Equal(t, first.ID, batch[0].ParentID)
+	assert.Equal(t, batch[0].ID, batch[1].ParentID)
+	assert.Equal(t, batch[1].ID, batch[2].ParentID)
+	head, err := s.Head(ctx, meta.ID)
+	require.NoError(t, err)
+	assert.Equal(t, batch[2].ID, head)
+
+	// A batch that does not fit in the active chunk starts a new one, and
+	// its events share a chunk.
+	for range 3 {
+		big := make([]Event, 4)
+		for i := range big {
+			big[i] = UserMessage(fmt.Sprintf("%0200d", i))
+		}
+		got, err := s.AppendBatch(ctx, meta.ID, big...)
+		require.NoError(t, err)
+		h, err := s.acquire(ctx, meta.ID, nil)
+		require.NoError(t, err)
+		chunk := h.entries[h.byID[got[0].ID]].Loc.Chunk
+		for _, ev := range got {
+			assert.Equal(t, chunk, h.entries[h.byID[ev.ID]].Loc.Chunk, "a batch stays in one chunk")
+		}
+		s.release(h)
+	}
+
+	// One bad event: nothing is written.
+	before, err := s.Load(ctx, meta.ID)
+	require.NoError(t, err)
+	_, err = s.AppendBatch(ctx, meta.ID, UserMessage("fine"), Event{Kind: "no such kind"})
+	require.ErrorIs(t, err, ErrInvalidEvent)
+	after, err := s.Load(ctx, meta.ID)
+	require.NoError(t, err)
+	assert.Equal(t, before, after)
+	none, err := s.AppendBatch(ctx, meta.ID)
+	assert.NoError(t, err)
+	assert.Empty(t, none)
+
+	// A Branch selection applies to the first event of the batch.
+	require.NoError(t, s.Branch(ctx, meta.ID, first.ID))
+	alt, err := s.AppendBatch(ctx, meta.ID, UserMessage("other way"), AssistantMessage(Message{Content: "ok"}))
+	require.NoError(t, err)
+	assert.Equal(t, first.ID, alt[0].BranchFrom)
+	assert.Equal(t, uuid.Nil, alt[1].BranchFrom)
+	assert.Equal(t, alt[0].ID, alt[1].ParentID)
+	require.NoError(t, s.Close())
+	final, err := openMem(t, m, Options{}).Load(ctx, meta.ID)
+	require.NoError(t, err)
+	requireChain(t, final)
+	assert.Len(t, final, 3)
+}
+
+// TestAppendBatchCrash: a power loss while a batch is written keeps a
+// prefix of it, never a gap, in every crash mode.
+func TestAppendBatchCrash(t *testing.T) {
+	ctx := context.Background()
+	for _, mode := range []vfs.CrashMode{vfs.KeepSynced, vfs.KeepAll, vfs.KeepRandom, vfs.KeepZeroedTail, vfs.KeepGarbageTail} {
+		for seed := range uint64(20) {
+			m, s, id := memSession(t, Options{})
+			base := appendN(t, s, id, 3)
+			// The batch's sync fails: its write happened, its durability
+			// is unknown, as in a crash right before the sync returned.
+			m.SetFault(func(op vfs.Op, path string) error {
+				if op == vfs.OpSync && filepath.Base(filepath.Dir(path)) == chunksDir {
+					return errors.New("injected: power lost")
+				}
+				return nil
+			})
+			evs := make([]Event, 6)
+			for i := range evs {
+				evs[i] = UserMessage(fmt.Sprintf("batch event %d %0300d", i, i))
+			}
+			_, err := s.AppendBatch(ctx, id, evs...)
+			require.Error(t, err)
+			crashed := m.CrashClone(mode, seed)
+			s2 := openMem(t, crashed, Options{})
+			path, err := s2.Load(ctx, id)
+			require.NoError(t, err)
+			requireChain(t, path)
+			require.GreaterOrEqual(t, len(path), len(base), "acknowledged events stay")
+			for i, ev := range path[len(base):] {
+				assert.Contains(t, string(ev.Record), fmt.Sprintf("batch event %d ", i), "mode %d seed %d: a prefix of the batch", mode, seed)
+			}
+			require.NoError(t, s2.Close())
+			s.Close()
+		}
+	}
+}
+
+// TestFlush: after Flush the index and HEAD are current on disk, so a
+// power loss leaves nothing to rebuild.
+func TestFlush(t *testing.T) {
+	ctx := context.Background()
+	m, s, id := memSession(t, Options{ChunkSize: 2048})
+	evs := appendN(t, s, id, 30)
+	require.NoError(t, s.Flush(ctx, id))
+	crashed := m.CrashClone(vfs.KeepSynced, 1)
+	r, err := openMem(t, crashed, Options{}).Verify(ctx, id)
+	require.NoError(t, err)
+	assert.True(t, r.OK(), "%v", r.Problems)
+	assert.Empty(t, r.Repairs, "nothing to rebuild after Flush")
+	assert.Equal(t, evs[len(evs)-1].ID, r.HeadOnDisk)
+
+	// Without Flush the same crash leaves the index and HEAD behind.
+	more := appendN(t, s, id, 5)
+	crashed = m.CrashClone(vfs.KeepSynced, 1)
+	r, err = openMem(t, crashed, Options{}).Verify(ctx, id)
+	require.NoError(t, err)
+	assert.NotEmpty(t, r.Repairs)
+	assert.Equal(t, more[len(more)-1].ID, r.Head)
+	require.NoError(t, s.Close())
+	assert.ErrorIs(t, s.Flush(ctx, id), ErrClosed)
+}
+
+// TestMaxOpenSessions: appending round-robin to many sessions keeps at
+// most MaxOpenSessions open. The test lowers the process's file
+// descriptor limit below what keeping every session open would take, so
+// a leak fails with EMFILE. SESSIONSTORE_SESSIONS sets the number of
+// sessions (default 10,000).
+func TestMaxOpenSessions(t *testing.T) {
+	n := 10000
+	if v := os.Getenv("SESSIONSTORE_SESSIONS"); v != "" {
+		var err error
+		n, err = strconv.Atoi(v)
+		require.NoError(t, err)
+	}
+	var lim syscall.Rlimit
+	require.NoError(t, syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim))
+	saved := lim
+	lim.Cur = 512
+	require.NoError(t, syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim))
+	t.Cleanup(func() { assert.NoError(t, syscall.Setrlimit(syscall.RLIMIT_NOFILE, &saved)) })
+
+	ctx := context.Background()
+	const maxOpen = 64
+	s, err := Open(t.TempDir(), &Options{MaxOpenSessions: maxOpen, fs: noSyncFS{vfs.Default}})
+	require.NoError(t, err)
+	ids := make([]uuid.UUID, n)
+	for i := range ids {
+		meta, err := s.Create(ctx, Meta{Name: strconv.Itoa(i)})
+		require.NoError(t, err, "session %d", i)
+		ids[i] = meta.ID
+	}
+	// A Branch selection survives its session being closed for room.
+	first, err := s.Append(ctx, ids[0], UserMessage("root"))
+	require.NoError(t, err)
+	_, err = s.Append(ctx, ids[0], UserMessage("second"))
+	require.NoError(t, err)
+	require.NoError(t, s.Branch(ctx, ids[0], first.ID))
+	for round := range 2 {
+		for i, id := range ids {
+			_, err := s.Append(ctx, id, UserMessage(fmt.Sprintf("round %d", round)))
+			require.NoError(t, err, "session %d round %d", i, round)
+		}
+	}
+	s.mu.Lock()
+	open := len(s.sessions)
+	s.mu.Unlock()
+	assert.LessOrEqual(t, open, maxOpen)
+	tree, err := s.Tree(ctx, ids[0])
+	require.NoError(t, err)
+	require.Len(t, tree, 4)
+	assert.Equal(t, first.ID, tree[2].ParentID, "the pending Branch applied after the session reopened")
+	assert.Equal(t, first.ID, tree[2].BranchFrom)
+	for _, id := range []uuid.UUID{ids[1], ids[n/2], ids[n-1]} {
+		path, err := s.Load(ctx, id)
+		require.NoError(t, err)
+		assert.Len(t, path, 2)
+	}
+	require.NoError(t, s.Close())
+}
+
+// TestConcurrencyStress: 64 sessions, 4 goroutines each, appending,
+// branching, batching and loading at once with fewer open sessions allowed
+// than sessions in use, for a bounded time (SESSIONSTORE_STRESS, default
+// 2s). Every acknowledged event is there afterwards, each session's tree
+// is whole, and Verify finds nothing wrong.
+func TestConcurrencyStress(t *testing.T) {
+	d := 2 * time.Second
+	if v := os.Getenv("SESSIONSTORE_STRESS"); v != "" {
+		var err error
+		d, err = time.ParseDuration(v)
+		require.NoError(t, err)
+	}
+	ctx := context.Background()
+	m := vfs.NewMemFS()
+	s := openMem(t, m, Options{ChunkSize: 4 << 10, MaxOpenSessions: 16})
+	const sessions, workers = 64, 4
+	ids := make([]uuid.UUID, sessions)
+	for i := range ids {
+		meta, err := s.Create(ctx, Meta{})
+		require.NoError(t, err)
+		ids[i] = meta.ID
+	}
+	var (
+		mu    sync.Mutex
+		acked = map[uuid.UUID][]uuid.UUID{}
+		ops   atomic.Int64
+	)
+	deadline := time.Now().Add(d)
+	var wg sync.WaitGroup
+	for si, id := range ids {
+		for w := range workers {
+			wg.Go(func() {
+				for i := 0; time.Now().Before(deadline); i++ {
+					var got []Event
+					var err error
+					switch (si + w + i) % 6 {
+					case 0, 1:
+						var ev Event
+						ev, err = s.Append(ctx, id, UserMessage(fmt.Sprintf("s%d w%d i%d", si, w, i)))
+						got = []Event{ev}
+					case 2:
+						got, err = s.AppendBatch(ctx, id, AssistantMessage(Message{Content: "a"}), ToolCallEvent(ToolCall{CallID: fmt.Sprint(i), Name: "t"}))
+					case 3:
+						var path []Event
+						path, err = s.Load(ctx, id)
+						if err == nil && len(path) > 1 {
+							err = s.Branch(ctx, id, path[len(path)/2].ID)
+						}
+					case 4:
+						var path []Event
+						if path, err = s.Load(ctx, id); err == nil {
+							requireChain(t, path)
+						}
+					default:
+						_, err = s.Tree(ctx, id)
+					}
+					if !assert.NoError(t, err) {
+						return
+					}
+					ops.Add(1)
+					if len(got) > 0 {
+						mu.Lock()
+						for _, ev := range got {
+							acked[id] = append(acked[id], ev.ID)
+						}
+						mu.Unlock()
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	t.Logf("%d operations on %d sessions by %d goroutines in %v", ops.Load(), sessions, sessions*workers, d)
+	require.NoError(t, s.Close())
+	s2 := openMem(t, m.CrashClone(vfs.KeepSynced, 7), Options{})
+	defer s2.Close()
+	for _, id := range ids {
+		tree, err := s2.Tree(ctx, id)
+		require.NoError(t, err)
+		have := map[uuid.UUID]bool{}
+		for _, n := range tree {
+			have[n.ID] = true
+		}
+		for _, a := range acked[id] {
+			assert.True(t, have[a], "acknowledged event %s of session %s", a, id)
+		}
+		r, err := s2.Verify(ctx, id)
+		require.NoError(t, err)
+		assert.True(t, r.OK(), "%v", r.Problems)
+	}
+}
