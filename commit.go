@@ -251,14 +251,17 @@ func (s *Store) commit(h *handle, upto int) error {
 			continue
 		}
 		if h.lastBatch > 1 {
+			// The callers the last sync released are likely to append
+			// again at once: wait (a few yields at most) for as many
+			// records as that sync covered beyond those already waiting.
+			want := len(h.inflight) + h.lastBatch - 1
 			for range gatherYields {
-				n := len(h.inflight)
+				if len(h.inflight) >= want {
+					break
+				}
 				h.mu.Unlock()
 				runtime.Gosched()
 				h.mu.Lock()
-				if len(h.inflight) == n {
-					break // nobody else was ready to write
-				}
 			}
 			if len(h.entries) >= upto || h.syncing || h.failed != nil {
 				continue // while the mutex was free, another sync began or ended
