@@ -25,6 +25,7 @@ const (
 	apiDirEnv     = "SESSIONSTORE_TEST_DIR"     // the store's root
 	apiSessionEnv = "SESSIONSTORE_TEST_SESSION" // the session id
 	apiSeedEnv    = "SESSIONSTORE_TEST_SEED"    // seed of the append-loop workload
+	apiLoopEnv    = "SESSIONSTORE_TEST_LOOP"    // variants of the append-loop workload; see apiAppendLoop
 )
 
 func TestMain(m *testing.M) {
@@ -42,7 +43,7 @@ func TestMain(m *testing.M) {
 //	list            open the store and print the number of sessions List returns
 //	append-loop     open the store with small chunks and append forever,
 //	                printing each acknowledged event id on a line of its own;
-//	                see apiAppendLoop
+//	                see apiAppendLoop; SESSIONSTORE_TEST_LOOP selects variants
 func apiHelper(mode, dir, session string) string {
 	ctx := context.Background()
 	id, err := uuid.Parse(session)
@@ -50,7 +51,7 @@ func apiHelper(mode, dir, session string) string {
 		return "bad session id: " + err.Error()
 	}
 	if mode == "append-loop" {
-		return apiAppendLoop(dir, id, os.Getenv(apiSeedEnv))
+		return apiAppendLoop(dir, id, os.Getenv(apiSeedEnv), os.Getenv(apiLoopEnv))
 	}
 	s, err := Open(dir, nil)
 	if err != nil {
@@ -93,11 +94,30 @@ const apiLoopChunkSize = 16 << 10
 // before, it writes the event's id and a newline to stdout with one Write
 // (os.Stdout is unbuffered, so the line leaves the process at once). It
 // returns, and so exits, only on a failure, with a line starting "error:".
-func apiAppendLoop(dir string, session uuid.UUID, seed string) string {
+//
+// variants is a comma-separated list (empty for the workload above):
+//
+//	linear  never Branch: every event is a child of the one before, so the
+//	        active path holds every event
+//	flush   call Flush after every 25th append, which syncs the index and
+//	        replaces the HEAD file while the loop goes on
+func apiAppendLoop(dir string, session uuid.UUID, seed, variants string) string {
 	ctx := context.Background()
 	n, err := strconv.ParseUint(seed, 10, 64)
 	if err != nil {
 		return "error: bad seed: " + err.Error() + "\n"
+	}
+	var linear, flush bool
+	for v := range strings.SplitSeq(variants, ",") {
+		switch v {
+		case "":
+		case "linear":
+			linear = true
+		case "flush":
+			flush = true
+		default:
+			return "error: unknown append-loop variant " + v + "\n"
+		}
 	}
 	rng := rand.New(rand.NewPCG(n, 0x5e5510))
 	s, err := Open(dir, &Options{ChunkSize: apiLoopChunkSize})
@@ -107,7 +127,7 @@ func apiAppendLoop(dir string, session uuid.UUID, seed string) string {
 	var mine []uuid.UUID // events appended by this process, oldest first
 	for i := 0; ; i++ {
 		// Branch to an earlier event (not HEAD, which would cancel it).
-		if len(mine) >= 2 && rng.IntN(10) == 0 {
+		if !linear && len(mine) >= 2 && rng.IntN(10) == 0 {
 			from := mine[rng.IntN(len(mine)-1)]
 			if err := s.Branch(ctx, session, from); err != nil {
 				return fmt.Sprintf("error: branch to %s: %v\n", from, err)
@@ -133,6 +153,11 @@ func apiAppendLoop(dir string, session uuid.UUID, seed string) string {
 			return "" // the parent is gone
 		}
 		mine = append(mine, out.ID)
+		if flush && i%25 == 24 {
+			if err := s.Flush(ctx, session); err != nil {
+				return fmt.Sprintf("error: flush after append %d: %v\n", i, err)
+			}
+		}
 	}
 }
 

@@ -75,9 +75,11 @@ type Options struct {
 	// process: List, Meta, Head, Load, LoadPath, FullPath, Event, Tree,
 	// Resolve and Verify work; every call that would write returns
 	// ErrReadOnly. A read-only store takes no lock and never creates,
-	// writes, truncates, renames or removes a file. It sees the events that
-	// were durable when it last looked, never a torn one, and looks again
-	// when the session's Revision changes (see readonly.go).
+	// writes, truncates, renames or removes a file. Each call sees every
+	// event whose Append returned before the call started, and perhaps
+	// some being appended (written, not yet synced or acknowledged), but
+	// never a torn one; it looks again when the session's Revision changes
+	// (see readonly.go).
 	ReadOnly bool
 
 	// Test seams, unexported: the filesystem, the clock and the id source.

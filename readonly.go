@@ -26,8 +26,11 @@ import (
 // A reader sees a session as it was when it last looked. Each call first
 // compares the session's Revision with the one it last loaded and reloads
 // the session when it changed, so a call sees every event whose Append
-// returned before the call started. Reloading reads the index and the
-// unindexed tail, as opening does.
+// returned before the call started. It may also see an event whose Append
+// has written the record but not yet synced it: a crash could still lose
+// that one, which a reader cannot tell from the file. Reloading reads the
+// whole index and the unindexed tail, as opening does: its cost follows
+// the session's size, not what changed.
 
 // Revision identifies the state of a session's event log cheaply: the
 // newest chunk file's number, form and size. Every append changes it (the

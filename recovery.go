@@ -127,6 +127,14 @@ func analyze(fsys vfs.FS, h *handle) (*recoveryPlan, error) {
 	indexPath := filepath.Join(h.dir, indexName)
 	chunkDir := filepath.Join(h.dir, chunksDir)
 
+	// HEAD first: it names only durable events, so the chunks read after
+	// it hold its event even if a writer replaces it meanwhile.
+	headPath := filepath.Join(h.dir, headName)
+	head, headExists, headErr := readHeadFile(fsys, headPath)
+	tmp, tmpExists, tmpErr := readHeadFile(fsys, filepath.Join(h.dir, headTemp))
+	_, err := fsys.Stat(filepath.Join(h.dir, metaFile+".tmp"))
+	p.metaTemp = err == nil
+
 	forms, temps, err := chunkForms(fsys, chunkDir)
 	if err != nil {
 		return nil, err
@@ -284,33 +292,21 @@ func analyze(fsys vfs.FS, h *handle) (*recoveryPlan, error) {
 		}
 	}
 
-	if h.readOnly {
-		// A reader leaves temporary files to the writer, and the HEAD file
-		// may already name an event written after the chunks were read:
-		// it is reported, not judged.
-		p.headOnDisk, _, _ = readHeadFile(fsys, filepath.Join(h.dir, headName))
-		return p, nil
-	}
-	_, err = fsys.Stat(filepath.Join(h.dir, metaFile+".tmp"))
-	p.metaTemp = err == nil
-	tmp, tmpExists, tmpErr := readHeadFile(fsys, filepath.Join(h.dir, headTemp))
 	if tmpExists {
 		p.headTemp = true
 		_, known := h.byID[tmp]
 		p.headFinish = tmpErr == nil && known
 	}
-	headPath := filepath.Join(h.dir, headName)
 	if p.headFinish {
 		p.headOnDisk = tmp
-	} else {
-		onDisk, exists, err := readHeadFile(fsys, headPath)
-		if err != nil {
-			return p, p.fail(err)
-		}
-		p.headOnDisk = onDisk
-		if _, known := h.byID[onDisk]; exists && !known {
-			return p, p.fail(corruptf(headPath, 0, "HEAD names event %s, which the log does not hold", onDisk))
-		}
+		return p, nil
+	}
+	if headErr != nil {
+		return p, p.fail(headErr)
+	}
+	p.headOnDisk = head
+	if _, known := h.byID[head]; headExists && !known {
+		return p, p.fail(corruptf(headPath, 0, "HEAD names event %s, which the log does not hold", head))
 	}
 	return p, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"maps"
 	"path/filepath"
 	"slices"
@@ -61,10 +62,13 @@ func (r *VerifyReport) problem(err *CorruptionError) {
 // Verify checks a session without changing anything: every record's
 // checksum and encoding, every parent link, the agreement of every index
 // line with its record, HEAD, and the digest of every blob a record refers
-// to (the structure checks run first and open no blob). It takes no lock, so it works on a
-// session another Store or process holds open for writing (whose newest
-// record may then show as a torn tail being written). It reads the whole
-// session: its cost is proportional to the session's size.
+// to (the structure checks run first and open no blob). It takes no lock,
+// so it works on a session this or another Store or process is writing
+// (whose newest record may then show as a torn tail being written): it
+// reads HEAD before the chunks, stops using index.jsonl where the writer
+// has moved on, and checks again, a few times at most, when it found a
+// problem while the session changed. It reads the whole session: its cost
+// is proportional to the session's size.
 //
 // Corruption is reported in the VerifyReport, not as an error. Errors:
 // ErrNotFound, ErrUnsupportedFormat, ErrClosed, context errors, and I/O
@@ -74,11 +78,8 @@ func (s *Store) Verify(ctx context.Context, session uuid.UUID) (*VerifyReport, e
 		return nil, err
 	}
 	defer s.end()
-	if !s.opts.ReadOnly {
-		return s.verify(ctx, session)
-	}
-	// A read-only store may verify beside a writer: a problem seen while
-	// the log changed may be the writer's work in progress, so look again.
+	// A problem seen while the log changed may be a writer's work in
+	// progress, so look again.
 	const attempts = 5
 	dir := s.sessionDir(session)
 	for attempt := 1; ; attempt++ {
@@ -109,7 +110,8 @@ func (s *Store) verify(ctx context.Context, session uuid.UUID) (*VerifyReport, e
 	r := &VerifyReport{Session: session}
 
 	// The checks reconciliation makes, and the repairs it would do.
-	h := &handle{id: session, dir: dir, readOnly: s.opts.ReadOnly}
+	// Analyzed as a reader does: the files may change while they are read.
+	h := &handle{id: session, dir: dir, readOnly: true}
 	plan, err := analyze(fsys, h)
 	if err != nil {
 		return nil, err
@@ -290,7 +292,15 @@ func verifyChunk(fsys vfs.FS, dir string, n uint32, newest bool, want *indexRun,
 	// A bad tail of the newest chunk is a torn write: analyze lists it as a
 	// repair unless an index entry names it, which the check above and the
 	// count check in Verify report.
-	info, err := fsys.Stat(path)
+	// The bytes the file takes: the open plain file's size (a writer may
+	// have sealed and removed it since), or the sealed file's, which never
+	// goes away.
+	var info fs.FileInfo
+	if pf, ok := f.(vfs.File); ok {
+		info, err = pf.Stat()
+	} else {
+		info, err = fsys.Stat(path)
+	}
 	if err != nil {
 		return 0, err
 	}
