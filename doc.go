@@ -213,9 +213,25 @@
 //
 // # Concurrency
 //
-// A Store is safe for concurrent use; appends to one session are
-// serialized. Across processes, one writer per session: the LOCK file is
-// held with flock(2), which the kernel releases if the process dies, and a
-// second writer gets ErrLocked at once. [Store.List] and [Store.Meta] read
-// only session.json and take no lock.
+// A Store is safe for concurrent use by any number of goroutines. Appends
+// to one session are serialized (each takes the newest event at its turn as
+// its parent) and group-committed: they share fdatasyncs, and each returns
+// once its own event is durable (commit.go). Appends to different sessions
+// run in parallel. A Store keeps at most Options.MaxOpenSessions sessions
+// open, closing the least recently used idle one (as Close would) when it
+// needs room; a pending Branch selection survives that.
+//
+// Across processes, one writer per session: the LOCK file is held with
+// flock(2), which the kernel releases if the process dies, and a second
+// writer gets ErrLocked at once, or waits for the lock until its context
+// ends with Options.WaitForLock. A store opened with Options.ReadOnly
+// reads beside a writer in another process without a lock and without
+// writing anything (readonly.go); [Store.Revision] tells a poller cheaply
+// whether anything changed. [Store.List] and [Store.Meta] read only
+// session.json and take no lock.
+//
+// [Store.Subscribe] delivers a session's events to subscribers once they
+// are durable, and [Store.Publish] fans out live, non-durable deltas (hub.go).
+// Neither ever waits for a slow subscriber: its bounded queue drops updates
+// and tells it how many it missed.
 package sessionstore
