@@ -1,0 +1,257 @@
+// Command bench compares sessionstore with the stores a harness would
+// otherwise pick (SQLite, bbolt, a plain JSONL file, and a raw
+// write+fdatasync as the physical limit) on the same disk in one run,
+// alternating the peers inside each repetition, and prints medians and
+// ratios as Markdown. See README.md.
+//
+//	cd bench && go run . -out results.md   # full run
+//	cd bench && go run . -quick            # every workload, small sizes, < 2 minutes
+package main
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime/pprof"
+	"slices"
+	"strings"
+	"time"
+
+	sqlite "modernc.org/sqlite"
+)
+
+// sqliteSync names the system call SQLite commits with, for the report.
+var sqliteSync = "fdatasync"
+
+func main() {
+	if len(os.Args) == 3 && os.Args[1] == childCommand {
+		if err := childMain(os.Args[2]); err != nil {
+			fmt.Fprintln(os.Stderr, "bench child:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	var (
+		quick      = flag.Bool("quick", false, "every workload with small sizes and 2 repetitions (under two minutes), for CI")
+		out        = flag.String("out", "", "also write the Markdown report to this file")
+		reps       = flag.Int("reps", 0, "repetitions (default 5, or 2 with -quick)")
+		dir        = flag.String("dir", os.TempDir(), "parent of the scratch directory (put it on the disk you want measured)")
+		keep       = flag.Bool("keep", false, "keep the scratch directory")
+		only       = flag.String("only", "", "comma-separated workloads to run (default all): "+workloadNames())
+		peersFlag  = flag.String("peers", "", "comma-separated peers to run (default all): "+peerNames())
+		cpuprofile = flag.String("cpuprofile", "", "write a CPU profile of this process to `file` (timed sections labelled timed=<workload>/<peer>); fresh-process workloads write <file>.<workload>.pprof of their sessionstore side")
+		loops      = flag.Int("profile-loops", 30, "with -cpuprofile, how many times a profiled child repeats its operation")
+		transcript = flag.String("transcript", "../testdata/transcripts/recorded-session.jsonl", "the recorded transcript for the disk workload")
+		fdatasync  = flag.Bool("sqlite-fdatasync", true, "SQLite commits with fdatasync(2), as the C SQLite of Linux distributions does; false keeps modernc.org/sqlite's default, fsync(2)")
+	)
+	flag.Parse()
+	if _, err := sqlite.Fdatasync(*fdatasync); err != nil {
+		return err
+	}
+	sqliteSync = "fsync"
+	if *fdatasync {
+		sqliteSync = "fdatasync"
+	}
+	if flag.NArg() != 0 {
+		return fmt.Errorf("unexpected arguments %q", flag.Args())
+	}
+	started := time.Now()
+	sz := fullSizes()
+	if *quick {
+		sz = quickSizes()
+	}
+	if *reps == 0 {
+		*reps = 5
+		if *quick {
+			*reps = 2
+		}
+	}
+	peers, err := selectPeers(*peersFlag)
+	if err != nil {
+		return err
+	}
+	wls, err := selectWorkloads(*only)
+	if err != nil {
+		return err
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(*dir, 0o755); err != nil {
+		return err
+	}
+	scratch, err := os.MkdirTemp(*dir, "sessionstore-bench-")
+	if err != nil {
+		return err
+	}
+	if !*keep {
+		defer os.RemoveAll(scratch)
+	}
+	e := &env{
+		ctx: context.Background(), scratch: scratch, peers: peers, reps: *reps, sz: sz, res: newResults(),
+		exe: exe, loops: *loops, transcript: *transcript,
+		logf: func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) },
+	}
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+		e.cpuprofile = *cpuprofile
+	}
+	mach := describeMachine(scratch)
+	e.logf("bench: %d repetitions, %s sizes, scratch %s (%s)", e.reps, map[bool]string{true: "quick", false: "full"}[*quick], scratch, mach.FS)
+	for _, w := range wls {
+		t0 := time.Now()
+		e.logf("%s ...", w.name)
+		if err := w.run(e); err != nil {
+			return fmt.Errorf("%s: %w", w.name, err)
+		}
+		e.logf("%s done in %s", w.name, time.Since(t0).Round(100*time.Millisecond))
+	}
+	var buf bytes.Buffer
+	writeReport(&buf, e, mach, *quick, time.Since(started))
+	os.Stdout.Write(buf.Bytes())
+	if *out != "" {
+		if err := os.WriteFile(*out, buf.Bytes(), 0o644); err != nil {
+			return err
+		}
+	}
+	e.logf("bench: done in %s", time.Since(started).Round(time.Second))
+	return nil
+}
+
+func workloadNames() string {
+	var names []string
+	for _, w := range workloads {
+		names = append(names, w.name)
+	}
+	return strings.Join(names, ", ")
+}
+
+func peerNames() string {
+	var names []string
+	for _, p := range allPeers() {
+		names = append(names, p.Name)
+	}
+	return strings.Join(names, ", ")
+}
+
+func selectWorkloads(only string) ([]workload, error) {
+	if only == "" {
+		return workloads, nil
+	}
+	var out []workload
+	for _, name := range strings.Split(only, ",") {
+		i := slices.IndexFunc(workloads, func(w workload) bool { return w.name == name })
+		if i < 0 {
+			return nil, fmt.Errorf("no workload %q (have %s)", name, workloadNames())
+		}
+		out = append(out, workloads[i])
+	}
+	return out, nil
+}
+
+func selectPeers(list string) ([]Peer, error) {
+	all := allPeers()
+	if list == "" {
+		return all, nil
+	}
+	want := strings.Split(list, ",")
+	for _, name := range want {
+		if !slices.ContainsFunc(all, func(p Peer) bool { return p.Name == name }) {
+			return nil, fmt.Errorf("no peer %q (have %s)", name, peerNames())
+		}
+	}
+	var out []Peer
+	for _, p := range all { // keep the canonical order, subject first
+		if slices.Contains(want, p.Name) {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+// writeReport writes the Markdown report.
+func writeReport(w io.Writer, e *env, m machine, quick bool, elapsed time.Duration) {
+	mode := "full sizes"
+	if quick {
+		mode = "**quick sizes** (-quick: for CI, not for quoting)"
+	}
+	fmt.Fprintf(w, "## Results %s\n\n", time.Now().UTC().Format("2006-01-02 15:04 MST"))
+	fmt.Fprintf(w, "- command: `cd bench && go run .%s` (%d repetitions, %s), %s in all\n", commandArgs(), e.reps, mode, elapsed.Round(time.Second))
+	fmt.Fprintf(w, "- machine: %d cores (%s), %s RAM, %s\n", m.Cores, m.CPU, m.Memory, m.Kernel)
+	fmt.Fprintf(w, "- file system of the scratch directory: %s\n", m.FS)
+	fmt.Fprintf(w, "- Go: %s; SQLite commits with %s\n", m.Go, sqliteSync)
+	if rev := libraryRevision(); rev != "" {
+		fmt.Fprintf(w, "- library: %s\n", rev)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "Each cell is the median over repetitions; the peers ran one after another inside each repetition. In a peer's cell, the figure in brackets is sessionstore / peer: the median of the per-repetition ratios (each pair measured back to back). For throughput, above 1 means sessionstore is faster; for time, bytes and memory, below 1 means sessionstore uses less. — means the peer does not take part in that workload.\n\n")
+	e.res.writeTable(w, e.peers)
+	fmt.Fprintf(w, "\n### Targets (sessionstore / peer, same run)\n\n")
+	e.res.writeTargets(w)
+	if len(e.res.details) > 0 {
+		fmt.Fprintf(w, "\n### Details\n\n")
+		for _, d := range e.res.details {
+			fmt.Fprintf(w, "%s\n\n", strings.TrimSpace(d))
+		}
+	}
+	fmt.Fprintf(w, "<details><summary>Per-repetition values</summary>\n\n| workload | peer | values |\n| --- | --- | --- |\n")
+	for _, r := range e.res.rows {
+		for _, p := range append(slices.Clone(e.peers), sessionstore64k) {
+			vals := r.vals[p.Name]
+			if len(vals) == 0 {
+				continue
+			}
+			var s []string
+			for rep := range e.reps {
+				if v, ok := vals[rep]; ok {
+					s = append(s, format(v))
+				}
+			}
+			fmt.Fprintf(w, "| %s (%s) | %s | %s |\n", r.title, r.unit, p.Name, strings.Join(s, ", "))
+		}
+	}
+	fmt.Fprintf(w, "\n</details>\n")
+}
+
+func commandArgs() string {
+	var b strings.Builder
+	for _, a := range os.Args[1:] {
+		b.WriteString(" " + a)
+	}
+	return b.String()
+}
+
+// libraryRevision describes the sessionstore source measured (the module
+// is replaced by ../): its commit and whether the tree had changes. It
+// runs read-only git commands and returns "" without git.
+func libraryRevision() string {
+	rev, err := exec.Command("git", "-C", "..", "rev-parse", "--short", "HEAD").Output()
+	if err != nil {
+		return ""
+	}
+	s := "commit " + strings.TrimSpace(string(rev))
+	if st, err := exec.Command("git", "-C", "..", "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(bytes.TrimSpace(st)) > 0 {
+		s += " plus uncommitted changes"
+	}
+	return s
+}

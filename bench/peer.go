@@ -1,0 +1,108 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Event is what every peer stores: id, parent id, session id (implicit in
+// the session's file, bucket or column), time, kind, role and the payload
+// (the record, compact JSON).
+type Event struct {
+	ID, ParentID uuid.UUID // assigned by the store; ParentID is uuid.Nil for a root
+	Kind, Role   string
+	Time         time.Time // assigned by the store
+	Payload      json.RawMessage
+}
+
+// Node is the payload-free view of an event, for a timeline.
+type Node struct {
+	ID, ParentID uuid.UUID
+	Kind, Role   string
+	Time         time.Time
+	Size         int64 // bytes of the payload
+}
+
+// SessionInfo is what a session list shows.
+type SessionInfo struct {
+	ID        uuid.UUID
+	Name      string
+	CreatedAt time.Time
+}
+
+// Store is the one interface every peer implements. All methods are safe
+// for concurrent use. Append and AppendBatch are durable when they return
+// nil, to the degree the peer's label says (sqlite-normal is not
+// power-loss safe).
+type Store interface {
+	// Create makes a new, empty session.
+	Create(ctx context.Context, name string) (uuid.UUID, error)
+	// Append adds ev as a child of the session's HEAD (its newest event),
+	// or of the event chosen by Branch, and makes it HEAD.
+	Append(ctx context.Context, session uuid.UUID, ev Event) (uuid.UUID, error)
+	// AppendBatch appends evs, each the parent of the next, with one
+	// durability barrier (one transaction, one write + sync).
+	AppendBatch(ctx context.Context, session uuid.UUID, evs []Event) ([]uuid.UUID, error)
+	// Branch makes the next Append a child of from; HEAD does not move
+	// until then.
+	Branch(ctx context.Context, session, from uuid.UUID) error
+	// Load returns the active path, root to HEAD, with payloads, found by
+	// following parent ids from HEAD.
+	Load(ctx context.Context, session uuid.UUID) ([]Event, error)
+	// Tree returns every event of the session without payloads, in
+	// append order.
+	Tree(ctx context.Context, session uuid.UUID) ([]Node, error)
+	// List returns every session.
+	List(ctx context.Context) ([]SessionInfo, error)
+	// Close releases everything; the store is reopened with Peer.Open.
+	Close() error
+}
+
+// errUnsupported is returned by the raw peer for everything but appends.
+var errUnsupported = errors.New("not supported by this peer")
+
+// Peer is a store implementation under test.
+type Peer struct {
+	Name  string // command-line and child-process name
+	Label string // column header
+	// Open opens (creating it if needed) the store rooted at dir.
+	Open func(dir string) (Store, error)
+	// Writes: the peer takes part in the append workloads.
+	Writes bool
+	// Reads: the peer takes part in the load, list, tree and disk
+	// workloads (sqlite-normal shares sqlite-full's file format and read
+	// path, raw has no read path).
+	Reads bool
+}
+
+// allPeers lists the peers in the order they alternate within a
+// repetition and appear in the tables. The first is the subject.
+func allPeers() []Peer {
+	return []Peer{
+		{Name: "sessionstore", Label: "sessionstore", Open: openSessionstore(0), Writes: true, Reads: true},
+		{Name: "raw", Label: "raw write+fdatasync", Open: openRaw, Writes: true},
+		{Name: "sqlite-full", Label: "SQLite WAL FULL", Open: openSQLite("FULL"), Writes: true, Reads: true},
+		{Name: "sqlite-normal", Label: "SQLite WAL NORMAL (not power-loss safe)", Open: openSQLite("NORMAL"), Writes: true},
+		{Name: "bbolt", Label: "bbolt", Open: openBolt, Writes: true, Reads: true},
+		{Name: "jsonl", Label: "naive JSONL", Open: openJSONL, Writes: true, Reads: true},
+	}
+}
+
+// sessionstore64k is sessionstore with 64 KiB chunks, for the disk
+// workload: small chunks seal (compress) early, as the bulk of a long
+// session is.
+var sessionstore64k = Peer{Name: "sessionstore-64k", Label: "sessionstore, 64 KiB chunks", Open: openSessionstore(64 << 10), Reads: true}
+
+// peerByName finds a peer, including the disk-only variant.
+func peerByName(name string) (Peer, bool) {
+	for _, p := range append(allPeers(), sessionstore64k) {
+		if p.Name == name {
+			return p, true
+		}
+	}
+	return Peer{}, false
+}

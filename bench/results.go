@@ -1,0 +1,234 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strings"
+)
+
+// row is one measured quantity: a value per peer and repetition.
+type row struct {
+	key, title, unit string
+	higher           bool   // higher is better (throughput); else lower (time, bytes)
+	subject          string // the peer in the sessionstore column (sessionstore or a variant)
+	vals             map[string]map[int]float64
+}
+
+func (r *row) set(peer string, rep int, v float64) {
+	if r.vals[peer] == nil {
+		r.vals[peer] = map[int]float64{}
+	}
+	r.vals[peer][rep] = v
+}
+
+// value is the median over repetitions of the peer's value.
+func (r *row) value(peer string) (float64, bool) {
+	m := r.vals[peer]
+	if len(m) == 0 {
+		return 0, false
+	}
+	var vs []float64
+	for _, v := range m {
+		vs = append(vs, v)
+	}
+	return median(vs), true
+}
+
+// ratio is the median over repetitions of subject / peer, each
+// repetition's pair measured back to back.
+func (r *row) ratio(peer string) (float64, bool) {
+	var rs []float64
+	for rep, s := range r.vals[r.subject] {
+		if p, ok := r.vals[peer][rep]; ok && p != 0 {
+			rs = append(rs, s/p)
+		}
+	}
+	if len(rs) == 0 {
+		return 0, false
+	}
+	return median(rs), true
+}
+
+func median(vs []float64) float64 {
+	s := slices.Clone(vs)
+	slices.Sort(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+// percentile returns the p-th percentile (0 < p <= 100) of sorted xs,
+// nearest rank.
+func percentile(sorted []float64, p float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	k := int(math.Ceil(p/100*float64(len(sorted)))) - 1
+	return sorted[max(0, min(k, len(sorted)-1))]
+}
+
+type results struct {
+	rows  []*row
+	byKey map[string]*row
+	// details are extra Markdown sections, in order.
+	details []string
+}
+
+func newResults() *results { return &results{byKey: map[string]*row{}} }
+
+// row returns the row with key, creating it.
+func (res *results) row(key, title, unit string, higher bool, subject string) *row {
+	if r, ok := res.byKey[key]; ok {
+		return r
+	}
+	r := &row{key: key, title: title, unit: unit, higher: higher, subject: subject, vals: map[string]map[int]float64{}}
+	res.rows = append(res.rows, r)
+	res.byKey[key] = r
+	return r
+}
+
+func (res *results) detail(format string, args ...any) {
+	res.details = append(res.details, fmt.Sprintf(format, args...))
+}
+
+// format prints v with about three significant digits and thousands
+// separators.
+func format(v float64) string {
+	switch a := math.Abs(v); {
+	case a == 0:
+		return "0"
+	case a >= 1000:
+		return thousands(int64(math.Round(v)))
+	case a >= 100:
+		return fmt.Sprintf("%.0f", v)
+	case a >= 10:
+		return fmt.Sprintf("%.1f", v)
+	case a >= 1:
+		return fmt.Sprintf("%.2f", v)
+	default:
+		return fmt.Sprintf("%.3f", v)
+	}
+}
+
+func thousands(n int64) string {
+	s := fmt.Sprint(n)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}
+
+// writeTable writes the summary table: one row per quantity, the
+// subject's median, then each peer's median and the ratio subject / peer.
+func (res *results) writeTable(w io.Writer, peers []Peer) {
+	fmt.Fprintf(w, "| workload | unit | better | sessionstore |")
+	for _, p := range peers[1:] {
+		fmt.Fprintf(w, " %s |", p.Label)
+	}
+	fmt.Fprintf(w, "\n| --- | --- | --- | ---: |")
+	for range peers[1:] {
+		fmt.Fprintf(w, " ---: |")
+	}
+	fmt.Fprintln(w)
+	for _, r := range res.rows {
+		better := "lower"
+		if r.higher {
+			better = "higher"
+		}
+		sv, ok := r.value(r.subject)
+		cell := "—"
+		if ok {
+			cell = "**" + format(sv) + "**"
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s |", r.title, r.unit, better, cell)
+		for _, p := range peers[1:] {
+			v, ok := r.value(p.Name)
+			if !ok {
+				fmt.Fprintf(w, " — |")
+				continue
+			}
+			if q, ok := r.ratio(p.Name); ok {
+				fmt.Fprintf(w, " %s (%.2fx) |", format(v), q)
+			} else {
+				fmt.Fprintf(w, " %s |", format(v))
+			}
+		}
+		fmt.Fprintln(w)
+	}
+}
+
+// target is one goal of the issue, checked against the results.
+type target struct {
+	text  string  // as the issue states it
+	key   string  // row
+	peer  string  // ratio against this peer; "" for the subject's own value
+	atMin bool    // the measured figure must be >= limit (else <= limit)
+	limit float64 // the bound
+}
+
+var targets = []target{
+	{"durable append 300 B: >= 1.2x SQLite WAL FULL throughput", "append300/rate", "sqlite-full", true, 1.2},
+	{"durable append 300 B: >= 0.95x raw write+fdatasync throughput", "append300/rate", "raw", true, 0.95},
+	{"64 KiB tool result: >= 1.5x SQLite WAL FULL throughput", "tool64k/rate", "sqlite-full", true, 1.5},
+	{"64 KiB tool result: p99 < 2 ms", "tool64k/p99", "", false, 2},
+	{"fresh-process open + load of the active path (101,000 events): <= 0.7x bbolt's time", "openload/ms", "bbolt", false, 0.7},
+	{"the same, every 20th event 16 KiB: <= 0.7x bbolt's time", "openload16k/ms", "bbolt", false, 0.7},
+	{"list 1,000 sessions: no slower than SQLite (time <= 1.0x)", "list/ms", "sqlite-full", false, 1.0},
+	{"bytes on disk, real transcript, default 8 MiB chunks: <= 0.2x plain JSONL", "disk/transcript", "jsonl", false, 0.2},
+	{"bytes on disk, real transcript, 64 KiB chunks: <= 0.2x plain JSONL", "disk/transcript64k", "jsonl", false, 0.2},
+}
+
+// writeTargets writes the targets table; it returns the number missed.
+func (res *results) writeTargets(w io.Writer) int {
+	missed := 0
+	fmt.Fprintln(w, "| target | measured | status |")
+	fmt.Fprintln(w, "| --- | ---: | --- |")
+	for _, t := range targets {
+		r, ok := res.byKey[t.key]
+		if !ok {
+			continue
+		}
+		var (
+			v    float64
+			have bool
+			what string
+		)
+		if t.peer == "" {
+			v, have = r.value(r.subject)
+			what = format(v) + " " + r.unit
+		} else {
+			v, have = r.ratio(t.peer)
+			what = fmt.Sprintf("%.2fx", v)
+		}
+		if !have {
+			continue
+		}
+		met := v <= t.limit
+		if t.peer == "" {
+			met = v < t.limit
+		}
+		if t.atMin {
+			met = v >= t.limit
+		}
+		status := "met"
+		if !met {
+			status = "**missed**"
+			missed++
+		}
+		fmt.Fprintf(w, "| %s | %s | %s |\n", t.text, what, status)
+	}
+	return missed
+}
