@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"time"
 
 	"github.com/google/uuid"
 )
@@ -22,8 +23,9 @@ import (
 // that arrive during a sync are covered by the next leader's sync, so N
 // concurrent appenders share a few syncs instead of costing N. When the
 // last sync covered more than one append, a new leader first yields the
-// mutex a few times, so that appends whose callers were just woken write
-// their records before the sync starts instead of waiting for the next.
+// mutex for up to gatherWait, so that appends whose callers were just woken
+// write their records before the sync starts instead of waiting for the
+// next.
 //
 // In-flight records are invisible to readers (Load, Tree, Event, Head see
 // only published events), but the next append takes the newest in-flight
@@ -234,10 +236,11 @@ func (h *handle) known(id uuid.UUID) bool {
 	return false
 }
 
-// gatherYields is how often a commit leader yields the mutex before a sync
-// when the previous sync covered more than one append: appends on their
-// way then write first and share the sync.
-const gatherYields = 16
+// gatherWait bounds how long a commit leader yields the mutex before a
+// sync when the previous sync covered more than one append, so that
+// appends on their way write first and share the sync. A lone writer never
+// waits.
+const gatherWait = 200 * time.Microsecond
 
 // commit waits, with h.mu held, until the first upto events of the session
 // are published (durable), leading a sync when none is running.
@@ -252,13 +255,11 @@ func (s *Store) commit(h *handle, upto int) error {
 		}
 		if h.lastBatch > 1 {
 			// The callers the last sync released are likely to append
-			// again at once: wait (a few yields at most) for as many
-			// records as that sync covered beyond those already waiting.
+			// again at once: yield (for gatherWait at most) until as many
+			// records as that sync covered are waiting besides ours.
 			want := len(h.inflight) + h.lastBatch - 1
-			for range gatherYields {
-				if len(h.inflight) >= want {
-					break
-				}
+			deadline := time.Now().Add(gatherWait)
+			for len(h.inflight) < want && time.Now().Before(deadline) {
 				h.mu.Unlock()
 				runtime.Gosched()
 				h.mu.Lock()
