@@ -92,18 +92,25 @@ func TestMixedChunks(t *testing.T) {
 	checkAll(t, m, meta.ID, evs).Close()
 }
 
+// closedSealedSession writes n events with 2 KiB chunks to a new session
+// on a MemFS and closes the store. It returns the file system, the
+// session's metadata, the events and the session's chunks directory.
+func closedSealedSession(t *testing.T, n int) (*vfs.MemFS, Meta, []Event, string) {
+	t.Helper()
+	m := vfs.NewMemFS()
+	s := openMem(t, m, Options{ChunkSize: 2048})
+	meta, err := s.Create(context.Background(), Meta{})
+	require.NoError(t, err)
+	evs := appendN(t, s, meta.ID, n)
+	require.NoError(t, s.Close())
+	return m, meta, evs, sessionPath(meta.ID, chunksDir)
+}
+
 // TestInterruptedSeal: a crash after the compressed copy is durable but
 // before the plain file is removed leaves both; opening removes the plain
 // one and loses nothing.
 func TestInterruptedSeal(t *testing.T) {
-	ctx := context.Background()
-	m := vfs.NewMemFS()
-	s := openMem(t, m, Options{ChunkSize: 2048})
-	meta, err := s.Create(ctx, Meta{})
-	require.NoError(t, err)
-	evs := appendN(t, s, meta.ID, 30)
-	require.NoError(t, s.Close())
-	dir := sessionPath(meta.ID, chunksDir)
+	m, meta, evs, dir := closedSealedSession(t, 30)
 	zr, err := openChunkFile(m, filepath.Join(dir, chunkName(0)+sealedExt))
 	require.NoError(t, err)
 	writeMemFile(t, m, filepath.Join(dir, chunkName(0)), zr)
@@ -141,13 +148,7 @@ func openChunkFile(fsys vfs.FS, path string) ([]byte, error) {
 // index that does not match its chunk is corruption naming the file.
 func TestSealedIndex(t *testing.T) {
 	ctx := context.Background()
-	m := vfs.NewMemFS()
-	s := openMem(t, m, Options{ChunkSize: 2048})
-	meta, err := s.Create(ctx, Meta{})
-	require.NoError(t, err)
-	evs := appendN(t, s, meta.ID, 40)
-	require.NoError(t, s.Close())
-	dir := sessionPath(meta.ID, chunksDir)
+	m, meta, evs, dir := closedSealedSession(t, 40)
 	layout := sealedLayout(t, m, dir)
 	require.True(t, layout["000000.jsonl.zst"])
 	require.True(t, layout["000001.jsonl.zst"])

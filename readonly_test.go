@@ -2,8 +2,6 @@ package sessionstore
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -137,35 +135,6 @@ func roOpen(t testing.TB, dir string, o Options) (*Store, *roGuardFS) {
 	return s, g
 }
 
-// roSnapshot returns every file and directory under dir: a file as its size
-// and the SHA-256 of its content, a directory as "dir".
-func roSnapshot(t *testing.T, dir string) map[string]string {
-	t.Helper()
-	out := map[string]string{}
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(dir, path)
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			out[rel] = "dir"
-			return nil
-		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		sum := sha256.Sum256(b)
-		out[rel] = fmt.Sprintf("%d bytes, sha256 %s", len(b), hex.EncodeToString(sum[:]))
-		return nil
-	})
-	require.NoError(t, err)
-	return out
-}
-
 // roChain checks that path is a path of the tree: the first event is a
 // root, each next one a child of the one before, ids unique, branch_from
 // empty or the parent.
@@ -263,7 +232,7 @@ func TestReadOnlyWriteCallsRefused(t *testing.T) {
 	stray := filepath.Join(apiSessionDir(dir, id), blobsDir, "sha256", "ab", strings.Repeat("c", 62)+blobExt)
 	require.NoError(t, os.MkdirAll(filepath.Dir(stray), 0o700))
 	require.NoError(t, os.WriteFile(stray, []byte("stray"), 0o600))
-	before := roSnapshot(t, dir)
+	before := apiFiles(t, dir)
 
 	// MaxOpenSessions 1: the two sessions evict each other, and closing a
 	// read-only handle must write nothing either.
@@ -367,7 +336,7 @@ func TestReadOnlyWriteCallsRefused(t *testing.T) {
 	apiSameEvents(t, []Event{otherEv}, apiLoad(t, r, other))
 
 	// Nothing changed on disk, and the guard refused nothing.
-	assert.Equal(t, before, roSnapshot(t, dir))
+	assert.Equal(t, before, apiFiles(t, dir))
 	assert.Empty(t, g.mutations())
 	assert.Positive(t, g.opens.Load(), "the store read through the guard")
 
@@ -719,7 +688,7 @@ func TestReadOnlyTornTail(t *testing.T) {
 	seesThree := func(what string, torn bool) {
 		t.Helper()
 		size := roSize(t, chunk)
-		before := roSnapshot(t, dir)
+		before := apiFiles(t, dir)
 		got, err := r.Load(ctx, id)
 		require.NoError(t, err, what)
 		apiSameEvents(t, three, got)
@@ -735,7 +704,7 @@ func TestReadOnlyTornTail(t *testing.T) {
 			"%s: Verify lists cutting a torn tail as a repair exactly when there is one: %v", what, rep.Repairs)
 		// Nothing was cut, copied or written.
 		assert.Equal(t, size, roSize(t, chunk), "%s: the chunk keeps its size", what)
-		assert.Equal(t, before, roSnapshot(t, dir), what)
+		assert.Equal(t, before, apiFiles(t, dir), what)
 		assert.Zero(t, roCount(roChunkFiles(t, dir, id), ".broken-"+fmt.Sprint(size3)), what)
 	}
 	seesThree("before tearing", false)
@@ -808,7 +777,7 @@ func TestReadOnlyIgnoresCompressionMode(t *testing.T) {
 			}
 			_, err := Open(dir, &Options{Compression: other})
 			require.ErrorIs(t, err, ErrCompressionMismatch, "precondition: a writer in the other mode is refused")
-			before := roSnapshot(t, dir)
+			before := apiFiles(t, dir)
 
 			for _, c := range []string{"", other} {
 				r, _ := roOpen(t, dir, Options{Compression: c})
@@ -820,7 +789,7 @@ func TestReadOnlyIgnoresCompressionMode(t *testing.T) {
 				assert.True(t, rep.OK(), "problems: %v", rep.Problems)
 				assert.Empty(t, rep.Repairs)
 			}
-			assert.Equal(t, before, roSnapshot(t, dir))
+			assert.Equal(t, before, apiFiles(t, dir))
 		})
 	}
 }

@@ -487,11 +487,11 @@ func TestAPIFileModes(t *testing.T) {
 			}
 			files := apiFiles(t, dir)
 			require.Contains(t, files, ".")
-			for rel, size := range files {
+			for rel, kind := range files {
 				info, err := os.Stat(filepath.Join(dir, filepath.FromSlash(rel)))
 				require.NoError(t, err)
 				want := tc.fileMode
-				if size < 0 {
+				if kind == "dir" {
 					want = tc.dirMode
 				}
 				assert.Equal(t, want&^umask, info.Mode().Perm(), "mode of %s", rel)

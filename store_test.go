@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -63,11 +65,12 @@ func apiSessionDir(dir string, session uuid.UUID) string {
 	return filepath.Join(dir, "sessions", session.String())
 }
 
-// apiFiles returns every file and directory under dir with its size
-// (directories as -1), keyed by slash-separated relative path.
-func apiFiles(t *testing.T, dir string) map[string]int64 {
+// apiFiles returns every file and directory under dir, keyed by
+// slash-separated relative path: a file as its size and the SHA-256 of its
+// content, a directory as "dir". Equal snapshots mean nothing changed.
+func apiFiles(t *testing.T, dir string) map[string]string {
 	t.Helper()
-	out := map[string]int64{}
+	out := map[string]string{}
 	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -77,14 +80,15 @@ func apiFiles(t *testing.T, dir string) map[string]int64 {
 			return err
 		}
 		if d.IsDir() {
-			out[filepath.ToSlash(rel)] = -1
+			out[filepath.ToSlash(rel)] = "dir"
 			return nil
 		}
-		info, err := d.Info()
+		b, err := os.ReadFile(path)
 		if err != nil {
 			return err
 		}
-		out[filepath.ToSlash(rel)] = info.Size()
+		sum := sha256.Sum256(b)
+		out[filepath.ToSlash(rel)] = fmt.Sprintf("%d bytes, sha256 %s", len(b), hex.EncodeToString(sum[:]))
 		return nil
 	})
 	require.NoError(t, err)
