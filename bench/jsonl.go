@@ -17,8 +17,8 @@ import (
 	"github.com/google/uuid"
 )
 
-// jsonlStore is the naive store harnesses such as Pi, Claude Code and
-// Codex use: one JSONL file per session (sessions/<id>.jsonl), a header
+// jsonlStore is the naive store many harnesses use: one JSONL file per
+// session (sessions/<id>.jsonl), a header
 // line with the session's name and creation time, then one line per event
 // encoded with encoding/json. Append writes the line and fsyncs the file
 // (os.File.Sync) under the session's mutex; Create fsyncs the new file and

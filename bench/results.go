@@ -170,9 +170,10 @@ func (res *results) writeTable(w io.Writer, peers []Peer) {
 	}
 }
 
-// target is one goal of the issue, checked against the results.
+// target is one of the project's goals for a workload, checked against the
+// results.
 type target struct {
-	text  string  // as the issue states it
+	text  string  // the goal, as the report prints it
 	key   string  // row
 	peer  string  // ratio against this peer; "" for the subject's own value
 	atMin bool    // the measured figure must be >= limit (else <= limit)

@@ -98,7 +98,7 @@ func timed(ctx context.Context, label string, fn func(context.Context)) {
 	pprof.Do(ctx, pprof.Labels("timed", label), fn)
 }
 
-// workload is one of the workloads.
+// workload is one of the measured workloads.
 type workload struct {
 	name string
 	run  func(e *env) error
