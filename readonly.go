@@ -28,9 +28,10 @@ import (
 // the session when it changed, so a call sees every event whose Append
 // returned before the call started. It may also see an event whose Append
 // has written the record but not yet synced it: a crash could still lose
-// that one, which a reader cannot tell from the file. Reloading reads the
-// whole index and the unindexed tail, as opening does: its cost follows
-// the session's size, not what changed.
+// that one, which a reader cannot tell from the file. A refresh reads only
+// what was written after the newest event the reader holds (readTail); when
+// the files do not simply extend that, it reads the session again, as
+// opening does.
 
 // Revision identifies the state of a session's event log cheaply: the
 // newest chunk file's number, form and size. Every append changes it (the
@@ -118,7 +119,71 @@ func (s *Store) refresh(h *handle) error {
 	if rev == h.revision {
 		return nil
 	}
+	if h.damaged == nil && s.readTail(h) {
+		h.revision = rev
+		return nil
+	}
 	return s.reload(h)
+}
+
+// readTail adds to h the events written after the last one it holds,
+// reading only the log from there: the rest of that event's chunk, then the
+// embedded index of each newer sealed chunk or the records of each newer
+// plain one. It reports false, having changed nothing, when the files do
+// not simply extend what h holds (the chunk of its last event no longer
+// reaches past it, a chunk is missing) or anything fails; reload then
+// starts over.
+func (s *Store) readTail(h *handle) bool {
+	if len(h.entries) == 0 {
+		return false
+	}
+	fsys := s.opts.fs
+	chunkDir := filepath.Join(h.dir, chunksDir)
+	forms, _, err := chunkForms(fsys, chunkDir)
+	if err != nil {
+		return false
+	}
+	last := h.entries[len(h.entries)-1].Loc
+	for n := uint32(0); n < uint32(len(forms)); n++ {
+		if _, ok := forms[n]; !ok {
+			return false
+		}
+	}
+	if int(last.Chunk) >= len(forms) {
+		return false
+	}
+	if f := forms[last.Chunk]; f.plain && !f.sealed {
+		info, err := fsys.Stat(filepath.Join(chunkDir, chunkName(last.Chunk)))
+		if err != nil || info.Size() < last.end() {
+			return false // the record h holds last is gone: start over
+		}
+	}
+	keep := len(h.entries)
+	p := &recoveryPlan{indexBad: -1}
+	newest := uint32(len(forms)) - 1
+	for n := last.Chunk; n <= newest; n++ {
+		var err error
+		switch {
+		case n == last.Chunk:
+			err = p.scanChunk(fsys, h, chunkDir, n, last.end(), n == newest)
+		case forms[n].sealed:
+			var es []entry
+			if es, _, err = sealedIndex(fsys, chunkDir, n); err == nil {
+				for i := range es {
+					if err = h.add(&es[i]); err != nil {
+						break
+					}
+				}
+			}
+		default:
+			err = p.scanChunk(fsys, h, chunkDir, n, 0, n == newest)
+		}
+		if err != nil {
+			h.truncateTo(keep)
+			return false
+		}
+	}
+	return true
 }
 
 // reload analyzes a read-only session's files into h. The analysis sees

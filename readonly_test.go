@@ -827,17 +827,19 @@ func roBesideWriter(t *testing.T) (w *Store, id uuid.UUID, acked []Event, r *Sto
 	return w, id, acked, r, g
 }
 
-// A writer that starts a new chunk while a reader loads the session, after
-// the reader listed the chunks and before it read index.jsonl (the writer
-// seals the full chunk, drops its lines from index.jsonl and indexes the
-// new chunk's records there), must not make the session look damaged. The
-// reader retries a load during which the log changed; a writer that
-// rotates during every attempt must not defeat it.
+// A writer that starts a new chunk while a reader opens the session (the
+// full read, which a reader makes on first use), after the reader listed
+// the chunks and before it read index.jsonl (the writer seals the full
+// chunk, drops its lines from index.jsonl and indexes the new chunk's
+// records there), must not make the session look damaged. The reader
+// retries a load during which the log changed; a writer that rotates
+// during every attempt must not defeat it.
 func TestReadOnlyLoadWhileWriterStartsChunks(t *testing.T) {
 	for _, times := range []int{1, 8} {
 		t.Run(fmt.Sprintf("%d rotations", times), func(t *testing.T) {
 			ctx := t.Context()
-			w, id, acked, r, g := roBesideWriter(t)
+			w, id, acked, _, _ := roBesideWriter(t)
+			r, g := roOpen(t, w.Dir(), Options{}) // has not opened the session yet
 			before := len(acked)
 			fired := 0
 			g.hook = func(op, path string) {
@@ -958,4 +960,38 @@ func TestReadOnlyVerifyBesideWriter(t *testing.T) {
 			}
 		}
 	}
+}
+
+// Once a reader holds a session, a refresh reads only what was written
+// since: not index.jsonl, and not the chunks before the newest event it
+// holds, across rotations and sealing.
+func TestReadOnlyRefreshReadsTheTail(t *testing.T) {
+	w, id, _, r, g := roBesideWriter(t)
+	var opened []string
+	hook := func(op, path string) {
+		if op == "open" {
+			opened = append(opened, filepath.Base(path))
+		}
+	}
+	for range 3 {
+		roRotate(t, w, id)
+		// Head reads no record: what it opens is the refresh's doing.
+		g.hook = hook
+		head, err := r.Head(t.Context(), id)
+		g.hook = nil
+		require.NoError(t, err)
+		whead, err := w.Head(t.Context(), id)
+		require.NoError(t, err)
+		assert.Equal(t, whead, head)
+		tree, err := r.Tree(t.Context(), id)
+		require.NoError(t, err)
+		wtree, err := w.Tree(t.Context(), id)
+		require.NoError(t, err)
+		assert.Equal(t, wtree, tree)
+		apiSameEvents(t, mustLoad(t, w, id), mustLoad(t, r, id))
+	}
+	require.NotEmpty(t, opened, "precondition: the refreshes read files")
+	assert.NotContains(t, opened, indexName, "a refresh does not read the index")
+	assert.NotContains(t, opened, chunkName(0), "nor the chunks before the newest event it holds")
+	assert.NotContains(t, opened, chunkName(0)+sealedExt)
 }

@@ -510,13 +510,18 @@ func (h *handle) writable() error {
 func (h *handle) truncate(drop func(e *entry) bool) {
 	for i := range h.entries {
 		if drop(&h.entries[i]) {
-			for _, e := range h.entries[i:] {
-				delete(h.byID, e.ID)
-			}
-			h.entries = h.entries[:i]
+			h.truncateTo(i)
 			return
 		}
 	}
+}
+
+// truncateTo drops every entry from position n on.
+func (h *handle) truncateTo(n int) {
+	for _, e := range h.entries[n:] {
+		delete(h.byID, e.ID)
+	}
+	h.entries = h.entries[:n]
 }
 
 // writeMeta atomically replaces session.json and updates the cached copy.
