@@ -183,9 +183,11 @@ type GCReport struct {
 
 // GC removes the blobs of a session that no event refers to (left by a
 // crash between writing a blob and appending its event) and temporary blob
-// files. It holds the session for writing while it runs, so no blob can be
-// added under it, and never removes a blob any event refers to. Removals
-// are made durable (directories synced) before it returns.
+// files. It holds the session's mutex while it runs, so no blob is written
+// under it, and never removes a blob that an event refers to, including the
+// events of appends still in progress (written, or about to be, and not
+// yet durable). Removals are made durable (directories synced) before it
+// returns.
 //
 // Errors: ErrNotFound, ErrLocked, ErrSessionFailed, *CorruptionError for a
 // damaged session (GC then removes nothing), ErrClosed.
@@ -200,6 +202,14 @@ func (s *Store) GC(ctx context.Context, session uuid.UUID) (GCReport, error) {
 			if h.entries[i].Blob {
 				referenced[h.entries[i].Digest] = true
 			}
+		}
+		for i := range h.inflight {
+			if e := &h.inflight[i].entry; e.Blob {
+				referenced[e.Digest] = true
+			}
+		}
+		for d := range h.writingBlobs {
+			referenced[d] = true
 		}
 		fsys := s.opts.fs
 		root := filepath.Join(h.dir, blobsDir, "sha256")

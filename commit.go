@@ -127,7 +127,9 @@ func (s *Store) writeBatch(ctx context.Context, h *handle, batch []pendingEvent,
 	if err := h.writable(); err != nil {
 		return 0, nil, err
 	}
-	// Blobs first: each is durable before any line that names it.
+	// Blobs first: each is durable before any line that names it. Until
+	// the lines are written (in flight), GC must keep the blobs, though the
+	// mutex may be released below: they are listed in h.writingBlobs.
 	pls := make([]payload, len(batch))
 	for i, p := range batch {
 		pls[i] = inline(p.rec)
@@ -140,6 +142,15 @@ func (s *Store) writeBatch(ctx context.Context, h *handle, batch []pendingEvent,
 				return 0, nil, fmt.Errorf("sessionstore: write blob: %w", err)
 			}
 			pls[i] = payload{Blob: true, Digest: d, Size: int64(len(p.rec))}
+			if h.writingBlobs == nil {
+				h.writingBlobs = map[[32]byte]int{}
+			}
+			h.writingBlobs[d]++
+			defer func() {
+				if h.writingBlobs[d]--; h.writingBlobs[d] == 0 {
+					delete(h.writingBlobs, d)
+				}
+			}()
 		}
 	}
 	out := make([]Event, len(batch))

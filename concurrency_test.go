@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -405,4 +406,70 @@ func TestConcurrencyStress(t *testing.T) {
 		require.NoError(t, err)
 		assert.True(t, r.OK(), "%v", r.Problems)
 	}
+}
+
+// gateSyncFS holds every sync of a chunk file until release is closed,
+// after telling entered that one started.
+type gateSyncFS struct {
+	vfs.FS
+	entered chan struct{}
+	release chan struct{}
+}
+
+type gateSyncFile struct {
+	vfs.File
+	fs   gateSyncFS
+	name string
+}
+
+func (f gateSyncFile) Sync() error {
+	if filepath.Base(filepath.Dir(f.name)) == chunksDir {
+		select {
+		case f.fs.entered <- struct{}{}:
+		default:
+		}
+		<-f.fs.release
+	}
+	return f.File.Sync()
+}
+
+func (g gateSyncFS) OpenFile(name string, flag int, perm os.FileMode) (vfs.File, error) {
+	f, err := g.FS.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return gateSyncFile{f, g, name}, nil
+}
+
+// TestGCKeepsBlobsOfAppendsInFlight: GC runs while an append whose record
+// is a blob waits for its sync (the session's mutex is free then); it must
+// keep that blob, which the event names once the sync ends.
+func TestGCKeepsBlobsOfAppendsInFlight(t *testing.T) {
+	ctx := context.Background()
+	m := vfs.NewMemFS()
+	g := gateSyncFS{m, make(chan struct{}, 1), make(chan struct{})}
+	s := openMem(t, g, Options{})
+	meta, err := s.Create(ctx, Meta{})
+	require.NoError(t, err)
+	big := ToolResultEvent(ToolResult{CallID: "c1", Output: strings.Repeat("log line\n", 4000)})
+	done := make(chan Event, 1)
+	go func() {
+		ev, err := s.Append(ctx, meta.ID, big)
+		assert.NoError(t, err)
+		done <- ev
+	}()
+	<-g.entered // the append's record is written and its sync started
+	rep, err := s.GC(ctx, meta.ID)
+	require.NoError(t, err)
+	assert.Equal(t, 0, rep.Removed, "the blob of the append in flight stays")
+	assert.Equal(t, 1, rep.Kept)
+	close(g.release)
+	ev := <-done
+	require.NotEmpty(t, ev.Digest, "precondition: the record is a blob")
+	got, err := s.Event(ctx, meta.ID, ev.ID)
+	require.NoError(t, err)
+	resolved, err := s.Resolve(ctx, meta.ID, got)
+	require.NoError(t, err)
+	assert.JSONEq(t, string(ev.Record), string(resolved.Record))
+	require.NoError(t, s.Close())
 }

@@ -65,19 +65,22 @@ type handle struct {
 	byID    map[uuid.UUID]int32 // id -> position in entries
 	pending uuid.UUID           // parent chosen by Branch, uuid.Nil if none
 
-	chunks     chunkWriter
-	index      *indexFile
-	inflight   []inflightRecord // written, not yet known durable (commit.go)
-	syncing    bool             // a commit leader is syncing the active chunk
-	lastBatch  int              // records the last commit sync covered
-	synced     *sync.Cond       // on mu: in-flight records were published or failed
-	readOnly   bool             // opened by a read-only store (readonly.go)
-	revision   Revision         // of the files when a read-only handle last looked
-	failed     error            // sticky write failure
-	damaged    error            // *CorruptionError found on open: reads see the valid prefix, writes are refused
-	headOnDisk uuid.UUID        // what the HEAD file holds
-	appended   bool             // events appended since open
-	line       []byte           // reused encoding buffer
+	chunks   chunkWriter
+	index    *indexFile
+	inflight []inflightRecord // written, not yet known durable (commit.go)
+	// writingBlobs counts the blobs of appends that have not written their
+	// lines yet; GC keeps them.
+	writingBlobs map[[32]byte]int
+	syncing      bool       // a commit leader is syncing the active chunk
+	lastBatch    int        // records the last commit sync covered
+	synced       *sync.Cond // on mu: in-flight records were published or failed
+	readOnly     bool       // opened by a read-only store (readonly.go)
+	revision     Revision   // of the files when a read-only handle last looked
+	failed       error      // sticky write failure
+	damaged      error      // *CorruptionError found on open: reads see the valid prefix, writes are refused
+	headOnDisk   uuid.UUID  // what the HEAD file holds
+	appended     bool       // events appended since open
+	line         []byte     // reused encoding buffer
 }
 
 // Open opens (creating it if needed) the store rooted at dir. A nil opts
