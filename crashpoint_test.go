@@ -28,7 +28,8 @@ const (
 
 // crashWorkload is a deterministic mix of the operations a harness makes:
 // small and large appends (crossing chunk rotation, blobs and sealing),
-// branch switches, compactions, metadata updates and store restarts. It records what was acknowledged.
+// branch switches, compactions, batches, flushes, metadata updates and
+// store restarts. It records what was acknowledged.
 type crashWorkload struct {
 	ops  int
 	seed uint64
@@ -37,11 +38,11 @@ type crashWorkload struct {
 	session  uuid.UUID
 	acked    map[uuid.UUID]Event
 	order    []uuid.UUID
-	inflight *Event // the append that was under way when power was lost
+	inflight []Event // the append or batch that was under way when power was lost
 	names    []string
 	pending  string // the metadata update under way
 
-	compactions int
+	compactions, batches, flushes int
 }
 
 func newCrashWorkload(ops int, seed uint64) *crashWorkload {
@@ -100,7 +101,7 @@ func (w *crashWorkload) run(m vfs.FS) {
 			}
 			c := Compaction{Summary: Summary{Goals: []string{fmt.Sprint("goal ", i)}, Text: "summary"}, TokensBefore: int64(i), FirstKept: head, Head: head}
 			attempt := NewEvent(KindCompaction, RoleNone, CompactionRecord{Summary: c.Summary, TokensBefore: c.TokensBefore, FirstKept: c.FirstKept, Summarized: c.Head})
-			w.inflight = &attempt
+			w.inflight = []Event{attempt}
 			out, err := s.Compact(ctx, w.session, c)
 			if err != nil {
 				return
@@ -119,6 +120,31 @@ func (w *crashWorkload) run(m vfs.FS) {
 			w.names = append(w.names, w.pending)
 			w.pending = ""
 			continue
+		case x < 95:
+			// An assistant message and its tool calls, as one batch.
+			batch := []Event{AssistantMessage(Message{Content: fmt.Sprint("batch ", i)})}
+			for c := range 1 + rng.IntN(3) {
+				batch = append(batch, ToolCallEvent(ToolCall{CallID: fmt.Sprintf("call-%d-%d", i, c), Name: "run"}))
+			}
+			w.inflight = batch
+			out, err := s.AppendBatch(ctx, w.session, batch...)
+			if err != nil {
+				return
+			}
+			w.inflight = nil
+			for _, ev := range out {
+				w.acked[ev.ID] = ev
+				w.order = append(w.order, ev.ID)
+			}
+			head, pending = out[len(out)-1].ID, false
+			w.batches++
+			continue
+		case x < 97:
+			if s.Flush(ctx, w.session) != nil {
+				return
+			}
+			w.flushes++
+			continue
 		default:
 			if s.Close() != nil {
 				return
@@ -129,8 +155,7 @@ func (w *crashWorkload) run(m vfs.FS) {
 			pending = false // a selection lives in memory only
 			continue
 		}
-		attempt := ev
-		w.inflight = &attempt
+		w.inflight = []Event{ev}
 		out, err := s.Append(ctx, w.session, ev)
 		if err != nil {
 			return
@@ -210,22 +235,29 @@ func checkCrashState(t *testing.T, fsys *vfs.MemFS, w *crashWorkload) {
 	}
 	extra := len(tree) - len(w.order)
 	require.GreaterOrEqual(t, extra, 0)
-	require.LessOrEqual(t, extra, 1, "only the in-flight append may survive unacknowledged")
-	if extra == 1 {
-		require.NotNil(t, w.inflight)
-		var last Node
+	require.LessOrEqual(t, extra, len(w.inflight), "only the in-flight append or batch may survive unacknowledged")
+	if extra > 0 {
+		// The unacknowledged events come last in log order: a prefix of
+		// the batch in flight, each whole.
+		var unacked []Node
 		for _, n := range tree {
 			if _, ok := w.acked[n.ID]; !ok {
-				last = n
+				unacked = append(unacked, n)
 			}
 		}
-		got, err := s.Event(ctx, w.session, last.ID)
-		require.NoError(t, err)
-		got, err = s.Resolve(ctx, w.session, got)
-		require.NoError(t, err)
-		want, err := prepareRecord(*w.inflight, DefaultMaxRecordSize)
-		require.NoError(t, err)
-		require.Equal(t, string(want), string(got.Record), "the in-flight event is whole")
+		require.Len(t, unacked, extra)
+		for i, n := range unacked {
+			got, err := s.Event(ctx, w.session, n.ID)
+			require.NoError(t, err)
+			got, err = s.Resolve(ctx, w.session, got)
+			require.NoError(t, err)
+			want, err := prepareRecord(w.inflight[i], DefaultMaxRecordSize)
+			require.NoError(t, err)
+			require.Equal(t, string(want), string(got.Record), "in-flight event %d is whole", i)
+			if i > 0 {
+				require.Equal(t, unacked[i-1].ID, n.ParentID, "the batch's events chain")
+			}
+		}
 	}
 	head, err := s.Head(ctx, w.session)
 	require.NoError(t, err)
@@ -270,6 +302,8 @@ func TestCrashPoints(t *testing.T) {
 	}
 	require.Greater(t, blobs, 10, "the workload writes blobs")
 	require.Greater(t, full.compactions, 2, "the workload compacts")
+	require.Greater(t, full.batches, 2, "the workload appends batches")
+	require.Greater(t, full.flushes, 0, "the workload flushes")
 
 	target := 5000
 	if v := os.Getenv("SESSIONSTORE_CRASH_STATES"); v != "" {
@@ -292,7 +326,7 @@ func TestCrashPoints(t *testing.T) {
 			t.Fatalf("crash point %d of %d failed", k, total)
 		}
 	}
-	t.Logf("crash states checked: %d (%d crash points x %d modes/seeds); workload: %d operations, %d events acknowledged", states, total, states/total, ops, len(full.order))
+	t.Logf("crash states checked: %d (%d crash points x %d modes/seeds); workload: %d operations, %d events acknowledged, %d compactions, %d batches, %d flushes", states, total, states/total, ops, len(full.order), full.compactions, full.batches, full.flushes)
 	require.GreaterOrEqual(t, states, target)
 }
 
