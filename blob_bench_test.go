@@ -2,33 +2,20 @@ package sessionstore
 
 import (
 	"context"
-	"math/rand/v2"
 	"os"
 	"runtime"
 	"slices"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
+	"github.com/sessionstore/sessionstore/internal/synth"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 )
 
-// toolOutput returns n bytes of log-like text that varies with seed, so
-// that blobs neither deduplicate nor compress to nothing.
-func toolOutput(seed uint64, n int) string {
-	rng := rand.New(rand.NewPCG(seed, 7))
-	words := []string{"ok", "FAIL", "PASS", "--- RUN", "TestStore", "main.go:", "error:", "warning:", "0.01s", "ctx", "panic:", "goroutine", "github.com/x/y", "\n"}
-	var b strings.Builder
-	b.Grow(n + 32)
-	for b.Len() < n {
-		b.WriteString(words[rng.IntN(len(words))])
-		b.WriteByte(' ')
-		b.WriteString(strconv.FormatUint(rng.Uint64()%100000, 10))
-		b.WriteByte(' ')
-	}
-	return b.String()[:n]
-}
+// toolOutput returns n bytes of log-like text that varies with seed (see
+// internal/synth).
+func toolOutput(seed uint64, n int) string { return synth.ToolOutput(seed, n) }
 
 // BenchmarkAppendLarge appends 64 KiB tool results (stored as blobs) and
 // 300-byte messages alternately in one loop on the same disk, durable,

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/sessionstore/sessionstore"
+	"github.com/sessionstore/sessionstore/internal/synth"
 )
 
 // fromSS converts an event built with the sessionstore constructors.
@@ -38,21 +39,9 @@ func toolResult(base string, i int) Event {
 	return fromSS(sessionstore.ToolResultEvent(sessionstore.ToolResult{CallID: "call_" + n, Output: out}))
 }
 
-// toolOutput returns n bytes of log-like text that varies with seed (the
-// generator of the package's own benchmarks).
-func toolOutput(seed uint64, n int) string {
-	rng := rand.New(rand.NewPCG(seed, 7))
-	words := []string{"ok", "FAIL", "PASS", "--- RUN", "TestStore", "main.go:", "error:", "warning:", "0.01s", "ctx", "panic:", "goroutine", "github.com/x/y", "\n"}
-	var b strings.Builder
-	b.Grow(n + 32)
-	for b.Len() < n {
-		b.WriteString(words[rng.IntN(len(words))])
-		b.WriteByte(' ')
-		b.WriteString(strconv.FormatUint(rng.Uint64()%100000, 10))
-		b.WriteByte(' ')
-	}
-	return b.String()[:n]
-}
+// toolOutput returns n bytes of log-like text that varies with seed (see
+// internal/synth).
+func toolOutput(seed uint64, n int) string { return synth.ToolOutput(seed, n) }
 
 // codingSession returns the events of the synthetic coding-agent session
 // of the package's BenchmarkDiskRatio: turns of a user request, assistant
