@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/sessionstore/sessionstore/internal/jsonl"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 	"github.com/sessionstore/sessionstore/internal/zchunk"
 )
@@ -375,4 +376,51 @@ func (r *chunkReader) close() {
 	}
 	clear(r.files)
 	r.win = nil
+}
+
+// recordWalk is what walkRecords found after the last valid record.
+type recordWalk struct {
+	end    int64 // just past the last valid record
+	bad    int64 // offset of the invalid tail (no valid record after it), or -1
+	badErr error // why the tail's first line failed
+	size   int64 // where the scan stopped: the end of the bytes read
+}
+
+// walkRecords decodes the framed records of a chunk from off to size,
+// calling rec for each valid one with its header, payload and location.
+// An invalid stretch followed by a valid record is passed to gap (its
+// offset, the valid record's offset, why its first line failed) before
+// that record. An error from rec or gap stops the walk and is returned; so
+// is a read error, a compressed file's damage as a *CorruptionError.
+func walkRecords(f io.ReaderAt, n uint32, off, size int64, rec func(h header, p payload, loc location) error, gap func(bad, next int64, err error) error) (recordWalk, error) {
+	w := recordWalk{end: off, bad: -1}
+	sc := jsonl.NewScannerSize(io.NewSectionReader(f, off, size-off), off, size-off)
+	for sc.Next() {
+		line := sc.Line()
+		hdr, pl, err := decodeEventLine(line)
+		if err != nil {
+			if w.bad < 0 {
+				w.bad, w.badErr = sc.Offset(), err
+			}
+			continue
+		}
+		if w.bad >= 0 {
+			if err := gap(w.bad, sc.Offset(), w.badErr); err != nil {
+				return w, err
+			}
+			w.bad, w.badErr = -1, nil
+		}
+		if err := rec(hdr, pl, location{Chunk: n, Offset: sc.Offset(), Length: uint32(len(line) + 1)}); err != nil {
+			return w, err
+		}
+		w.end = sc.End()
+	}
+	w.size = sc.End()
+	if err := sc.Err(); err != nil {
+		return w, sealedErr(err)
+	}
+	if w.bad < 0 && len(sc.Tail()) > 0 {
+		w.bad, w.badErr = sc.Offset(), io.ErrUnexpectedEOF
+	}
+	return w, nil
 }

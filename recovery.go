@@ -13,7 +13,6 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/sessionstore/sessionstore/internal/jsonl"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 )
 
@@ -389,47 +388,28 @@ func (p *recoveryPlan) scanChunk(fsys vfs.FS, h *handle, dir string, n uint32, o
 	}
 	defer f.Close()
 	sealed := strings.HasSuffix(path, sealedExt)
-	sc := jsonl.NewScannerSize(io.NewSectionReader(f, off, size-off), off, size-off)
-	var (
-		end      = off
-		firstBad = int64(-1)
-		badErr   error
-	)
-	for sc.Next() {
-		line := sc.Line()
-		hdr, pl, err := decodeEventLine(line)
-		if err != nil {
-			if firstBad < 0 {
-				firstBad, badErr = sc.Offset(), err
-			}
-			continue
+	w, err := walkRecords(f, n, off, size, func(hdr header, pl payload, loc location) error {
+		if err := h.add(ptr(newEntry(hdr, pl, loc))); err != nil {
+			return corruptf(path, loc.Offset, "%w", err)
 		}
-		if firstBad >= 0 {
-			return corruptf(path, firstBad, "invalid record followed by a valid one at offset %d: %w", sc.Offset(), badErr)
-		}
-		e := ptr(newEntry(hdr, pl, location{Chunk: n, Offset: sc.Offset(), Length: uint32(len(line) + 1)}))
-		if err := h.add(e); err != nil {
-			return corruptf(path, sc.Offset(), "%w", err)
-		}
-		end = sc.End()
-	}
-	if err := sc.Err(); err != nil {
+		return nil
+	}, func(bad, next int64, err error) error {
+		return corruptf(path, bad, "invalid record followed by a valid one at offset %d: %w", next, err)
+	})
+	if err != nil {
 		return err
 	}
-	if firstBad < 0 && len(sc.Tail()) > 0 {
-		firstBad, badErr = sc.Offset(), io.ErrUnexpectedEOF
-	}
 	if newest {
-		p.activeSize = end
+		p.activeSize = w.end
 	}
-	if firstBad < 0 {
+	if w.bad < 0 {
 		return nil
 	}
 	if !newest || sealed {
-		return corruptf(path, firstBad, "invalid data in a sealed chunk: %w", badErr)
+		return corruptf(path, w.bad, "invalid data in a sealed chunk: %w", w.badErr)
 	}
-	p.activeSize = firstBad
-	p.tornPath, p.tornSize, p.tornErr = path, sc.End(), badErr
+	p.activeSize = w.bad
+	p.tornPath, p.tornSize, p.tornErr = path, w.size, w.badErr
 	return nil
 }
 

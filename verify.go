@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"maps"
 	"path/filepath"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/sessionstore/sessionstore/internal/jsonl"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 )
 
@@ -240,34 +238,20 @@ func verifyChunk(fsys vfs.FS, dir string, n uint32, newest bool, want *indexRun,
 	if strings.HasSuffix(path, sealedExt) {
 		newest = false // a sealed chunk never has a torn tail
 	}
-	sc := jsonl.NewScannerSize(io.NewSectionReader(f, 0, size), 0, size)
-	firstBad, badErr := int64(-1), error(nil)
 	k := 0 // records of this chunk so far
-	for sc.Next() {
-		line := sc.Line()
-		hdr, pl, err := decodeEventLine(line)
-		if err != nil {
-			if firstBad < 0 {
-				firstBad, badErr = sc.Offset(), err
-			}
-			continue
-		}
-		if firstBad >= 0 {
-			r.problem(&CorruptionError{Path: path, Offset: firstBad, Err: fmt.Errorf("invalid record followed by a valid one at offset %d: %w", sc.Offset(), badErr)})
-			firstBad = -1
-		}
-		e := newEntry(hdr, pl, location{Chunk: n, Offset: sc.Offset(), Length: uint32(len(line) + 1)})
+	w, err := walkRecords(f, n, 0, size, func(hdr header, pl payload, loc location) error {
+		e := newEntry(hdr, pl, loc)
 		if hdr.ParentID != uuid.Nil {
 			if _, ok := c.seen[hdr.ParentID]; !ok {
-				r.problem(&CorruptionError{Path: path, Offset: sc.Offset(), Err: fmt.Errorf("event %s names unknown parent %s", hdr.ID, hdr.ParentID)})
+				r.problem(&CorruptionError{Path: path, Offset: loc.Offset, Err: fmt.Errorf("event %s names unknown parent %s", hdr.ID, hdr.ParentID)})
 			}
 		}
 		if _, dup := c.seen[hdr.ID]; dup {
-			r.problem(&CorruptionError{Path: path, Offset: sc.Offset(), Err: fmt.Errorf("duplicate event id %s", hdr.ID)})
+			r.problem(&CorruptionError{Path: path, Offset: loc.Offset, Err: fmt.Errorf("duplicate event id %s", hdr.ID)})
 		}
 		c.seen[hdr.ID] = struct{}{}
 		if k < len(want.entries) && want.entries[k] != e {
-			r.problem(&CorruptionError{Path: want.path, Offset: want.offsets[k], Err: fmt.Errorf("index entry %s disagrees with record %s at %s offset %d", want.entries[k].ID, hdr.ID, path, sc.Offset())})
+			r.problem(&CorruptionError{Path: want.path, Offset: want.offsets[k], Err: fmt.Errorf("index entry %s disagrees with record %s at %s offset %d", want.entries[k].ID, hdr.ID, path, loc.Offset)})
 		}
 		k++
 		if pl.Blob {
@@ -275,19 +259,21 @@ func verifyChunk(fsys vfs.FS, dir string, n uint32, newest bool, want *indexRun,
 		}
 		r.Records++
 		r.Head = hdr.ID
-	}
-	if err := sc.Err(); err != nil {
-		if err := sealedErr(err); errors.As(err, new(*CorruptionError)) {
-			r.problem(err.(*CorruptionError))
+		return nil
+	}, func(bad, next int64, err error) error {
+		r.problem(&CorruptionError{Path: path, Offset: bad, Err: fmt.Errorf("invalid record followed by a valid one at offset %d: %w", next, err)})
+		return nil // go on: report every problem
+	})
+	if err != nil {
+		var ce *CorruptionError
+		if errors.As(err, &ce) {
+			r.problem(ce)
 			return 0, nil
 		}
 		return 0, err
 	}
-	if firstBad < 0 && len(sc.Tail()) > 0 {
-		firstBad, badErr = sc.Offset(), io.ErrUnexpectedEOF
-	}
-	if firstBad >= 0 && !newest {
-		r.problem(&CorruptionError{Path: path, Offset: firstBad, Err: fmt.Errorf("invalid data in a sealed chunk: %w", badErr)})
+	if w.bad >= 0 && !newest {
+		r.problem(&CorruptionError{Path: path, Offset: w.bad, Err: fmt.Errorf("invalid data in a sealed chunk: %w", w.badErr)})
 	}
 	// A bad tail of the newest chunk is a torn write: analyze lists it as a
 	// repair unless an index entry names it, which the check above and the
