@@ -30,10 +30,15 @@ import (
 // once. Every read decompresses the blob and checks its digest: a mismatch
 // is a *CorruptionError naming the blob file.
 //
-// Durability: the blob is written to a temporary file, synced, renamed
-// into place and its directory synced before the event that refers to it
-// is written, so an acknowledged event never refers to a blob a crash can
-// lose. A crash in between leaves an unreferenced blob, which GC removes.
+// Durability: the blob is written to a temporary file and renamed into
+// place; then the file and its directory are synced side by side (on
+// journaling file systems the two syncs share one journal commit), and
+// only after both the event that refers to it is written, so an
+// acknowledged event never refers to a blob a crash can lose. A crash
+// before both syncs end can leave the blob's name with incomplete
+// content: no event refers to it, GC removes it, and an append of the
+// same record finds it does not verify and writes it again (a blob that
+// exists is reused only after its content is checked and synced).
 
 // blobEncoder and blobDecoder are shared: EncodeAll and DecodeAll are safe
 // for concurrent use. The decoder checks each frame's content checksum and
@@ -59,9 +64,16 @@ func putBlob(fsys vfs.FS, dir string, rec []byte, filePerm, dirPerm os.FileMode)
 	path := blobPath(dir, d)
 	sub := filepath.Dir(path)
 	if _, err := fsys.Stat(path); err == nil {
-		// Written before; sync its directory in case the rename that
-		// created it has not reached the disk yet (a crash right after it).
-		return d, fsys.SyncDir(sub)
+		// Written before, perhaps by an append a crash interrupted before
+		// the blob was durable: reuse it only if its content verifies,
+		// then make sure the file and its name are durable.
+		if _, err := readBlob(fsys, dir, d, int64(len(rec))); err == nil {
+			f, err := fsys.OpenFile(path, os.O_RDONLY, 0)
+			if err != nil {
+				return d, err
+			}
+			return d, syncBoth(fsys, f, sub)
+		}
 	}
 	if err := mkdirDurable(fsys, sub, filepath.Join(dir, blobsDir), dirPerm); err != nil {
 		return d, err
@@ -75,20 +87,28 @@ func putBlob(fsys vfs.FS, dir string, rec []byte, filePerm, dirPerm os.FileMode)
 		f.Close()
 		return d, err
 	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return d, fmt.Errorf("%w: %w", err, errUnsynced)
-	}
-	if err := f.Close(); err != nil {
-		return d, err
-	}
 	if err := fsys.Rename(tmp, path); err != nil {
+		f.Close()
 		return d, err
 	}
-	if err := fsys.SyncDir(sub); err != nil {
-		return d, fmt.Errorf("%w: %w", err, errUnsynced)
+	return d, syncBoth(fsys, f, sub)
+}
+
+// syncBoth syncs f and the directory dir concurrently, then closes f.
+func syncBoth(fsys vfs.FS, f vfs.File, dir string) error {
+	dirErr := make(chan error, 1)
+	go func() { dirErr <- fsys.SyncDir(dir) }()
+	err := f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
 	}
-	return d, nil
+	if derr := <-dirErr; err == nil {
+		err = derr
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %w", err, errUnsynced)
+	}
+	return nil
 }
 
 // mkdirDurable creates dir and any missing parents up to (not including)
