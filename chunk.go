@@ -137,12 +137,14 @@ func sealedErr(err error) error {
 // chunkWriter appends framed records to the active (newest) chunk of a
 // session and starts a new chunk when the active one would exceed maxSize.
 //
-// Protocol of one append: WriteAt at the current end, then Sync
-// (fdatasync), which the session's group commit shares between the records
-// written since the last one (see commit.go). On a write error the file is
-// cut back to its previous size so no partial record stays behind. A new chunk file is created and its
-// directory synced before the first record is written to it, so a durable
-// record never sits in a file whose name a crash could lose.
+// Protocol of one append: the record is queued in memory (enqueue), and
+// the session's group commit writes the queue with one WriteAt at the end
+// of the file, then syncs it (fdatasync), sharing both between the records
+// queued since the last sync (see commit.go). On a write error the file is
+// cut back to its previous size so no partial record stays behind. A new
+// chunk file is created and its directory synced before the first record
+// is written to it, so a durable record never sits in a file whose name a
+// crash could lose.
 type chunkWriter struct {
 	fsys     vfs.FS
 	dir      string
@@ -159,8 +161,13 @@ type chunkWriter struct {
 
 	num  uint32
 	f    vfs.File // nil until the first append of a new session
-	size int64
-	next uint32 // number of the next chunk to create
+	size int64    // the active chunk's size, with the queued bytes
+	next uint32   // number of the next chunk to create
+	// Records are queued in memory and a commit leader writes the queue
+	// with one write (commit.go): queue holds them, from file offset
+	// size-len(queue); spare is the buffer a leader handed back, reused
+	// for the next queue.
+	queue, spare []byte
 }
 
 func (w *chunkWriter) path(n uint32) string { return filepath.Join(w.dir, chunkName(n)) }
@@ -172,6 +179,7 @@ func (w *chunkWriter) openActive(num uint32, size int64) error {
 		return err
 	}
 	w.num, w.f, w.size, w.next = num, f, size, num+1
+	w.queue = w.queue[:0]
 	return nil
 }
 
@@ -189,6 +197,7 @@ func (w *chunkWriter) create(num uint32) error {
 		return fmt.Errorf("%w: %w", err, errUnsynced)
 	}
 	w.num, w.f, w.size, w.next = num, f, 0, num+1
+	w.queue = w.queue[:0]
 	return nil
 }
 
@@ -225,21 +234,56 @@ func (w *chunkWriter) rotate() error {
 	return nil
 }
 
-// write writes line at the end of the active chunk, without syncing, and
-// returns its location. On an error the chunk is cut back to its previous
-// size; an error wrapping errUnsynced means even that failed and the
-// writer must not be used again.
-func (w *chunkWriter) write(line []byte) (location, error) {
-	loc := location{Chunk: w.num, Offset: w.size, Length: uint32(len(line))}
-	if _, err := w.f.WriteAt(line, w.size); err != nil {
-		if terr := w.f.Truncate(w.size); terr != nil {
-			return location{}, fmt.Errorf("sessionstore: write %s: %w (and cutting back failed: %v): %w", w.path(w.num), err, terr, errUnsynced)
-		}
-		return location{}, fmt.Errorf("sessionstore: write %s: %w", w.path(w.num), err)
+// writeAt writes data at offset off of the active chunk, cutting the file
+// back to off on an error (errUnsynced if that fails too).
+func (w *chunkWriter) writeAt(data []byte, off int64) error {
+	if len(data) == 0 {
+		return nil
 	}
-	w.size += int64(len(line))
-	return loc, nil
+	if _, err := w.f.WriteAt(data, off); err != nil {
+		if terr := w.f.Truncate(off); terr != nil {
+			return fmt.Errorf("sessionstore: write %s: %w (and cutting back failed: %v): %w", w.path(w.num), err, terr, errUnsynced)
+		}
+		return fmt.Errorf("sessionstore: write %s: %w", w.path(w.num), err)
+	}
+	return nil
 }
+
+// enqueue appends line to the queue of the active chunk, to be written
+// by takeQueue's caller, and returns its location.
+func (w *chunkWriter) enqueue(line []byte) location {
+	loc := location{Chunk: w.num, Offset: w.size, Length: uint32(len(line))}
+	w.queue = append(w.queue, line...)
+	w.size += int64(len(line))
+	return loc
+}
+
+// takeQueue hands the queued bytes and their file offset to the caller,
+// who writes them (writeAt) and then returns the buffer with giveBack.
+// The queue starts empty again.
+func (w *chunkWriter) takeQueue() ([]byte, int64) {
+	q, off := w.queue, w.size-int64(len(w.queue))
+	w.queue, w.spare = w.spare[:0], nil
+	return q, off
+}
+
+// sync syncs f, the active chunk.
+func (w *chunkWriter) sync(f vfs.File) error {
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("sessionstore: sync %s: %w", w.path(w.num), err)
+	}
+	return nil
+}
+
+// giveBack returns a buffer takeQueue handed out, for reuse.
+func (w *chunkWriter) giveBack(q []byte) {
+	if w.spare == nil && cap(q) <= maxSpareQueue {
+		w.spare = q
+	}
+}
+
+// maxSpareQueue bounds the queue buffer kept for reuse.
+const maxSpareQueue = 1 << 20
 
 // sealFull seals the active chunk, which is full, and retries any chunk an
 // earlier sealing left plain, then reports the chunks still plain.

@@ -13,31 +13,39 @@ import (
 // Group commit
 //
 // Appends to one session are serialized by the session's mutex, but the
-// fdatasync that makes them durable is shared. An append writes its lines
-// at the end of the active chunk under the mutex and records them as in
-// flight; then it waits until they are durable. A waiter whose records no
-// running sync covers becomes a leader: it notes how many records are in
-// flight, releases the mutex, syncs the chunk, takes the mutex back and
-// publishes those records (moves them into the in-memory index, writes
-// their index lines, tells subscribers), then wakes the others. Appends
-// that arrive during a sync are covered by the next leader's sync, so N
-// concurrent appenders share a few syncs instead of costing N. When the
-// last sync covered more than one append, a new leader first yields the
-// mutex for up to gatherWait, so that appends whose callers were just woken
-// write their records before the sync starts instead of waiting for the
-// next.
+// write and the fdatasync that make them durable are shared. An append
+// encodes its lines under the mutex, queues them at the end of the active
+// chunk (in memory: chunkWriter.enqueue) and records them as in flight;
+// then it waits until they are durable. A waiter whose records no running
+// sync covers becomes a leader: it takes the queue, notes how many records
+// are in flight, releases the mutex, writes the queue with one write and
+// syncs the chunk, takes the mutex back and publishes those records (moves
+// them into the in-memory index, writes their index lines, tells
+// subscribers), then wakes the others. Appends that arrive during a sync
+// are covered by the next leader's, so N concurrent appenders share a few
+// writes and syncs instead of costing N, and the work under the mutex per
+// append is only encoding. When the last sync covered more than one
+// append, a new leader first yields the mutex for up to gatherWait, so that
+// appends whose callers were just woken queue their records before the
+// sync starts instead of waiting for the next; it stops early when most
+// have come and the rest lag behind (gatherLag).
 //
 // In-flight records are invisible to readers (Load, Tree, Event, Head see
 // only published events), but the next append takes the newest in-flight
 // record as its parent, so appends still chain in the order they took the
-// mutex. A failed sync leaves the in-flight records' state unknown: they
-// are dropped from memory, every waiter gets the error, and the session
-// refuses writes (ErrSessionFailed), as after any failed sync. Reopening
-// the session finds each of them absent, or present whole.
+// mutex. A failed write is cut back (chunkWriter.writeAt): every record in
+// flight is dropped, since the later ones name dropped parents, and each
+// of their appends fails with the error, while the session goes on from
+// its last published event. A failed sync leaves the in-flight records'
+// state unknown: they are dropped from memory, every waiter gets the
+// error, and the session refuses writes (ErrSessionFailed), as after any
+// failed sync. Reopening the session finds each of them absent, or
+// present whole.
 //
 // Starting a new chunk first settles the old one: it waits for a running
-// sync, syncs whatever is still in flight and publishes it, all under the
-// mutex, so a chunk is always fully durable before it is sealed or closed.
+// sync, writes and syncs whatever is still in flight and publishes it, all
+// under the mutex, so a chunk is always fully durable before it is sealed
+// or closed.
 
 // inflightRecord is a record written to the active chunk and not yet
 // known to be durable.
@@ -110,22 +118,22 @@ func (s *Store) appendEvents(ctx context.Context, session uuid.UUID, evs []Event
 		return nil, err
 	}
 	defer s.release(h)
-	upto, out, err := s.writeBatch(ctx, h, batch, check)
+	t, out, err := s.writeBatch(ctx, h, batch, check)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.commit(h, upto); err != nil {
+	if err := s.commit(h, t); err != nil {
 		return nil, err
 	}
 	return out, nil
 }
 
-// writeBatch writes the lines of a batch at the end of the active chunk,
-// with h.mu held, and records them in flight. It returns the number of
-// published events at which the batch's last event is durable.
-func (s *Store) writeBatch(ctx context.Context, h *handle, batch []pendingEvent, check func(h *handle) error) (int, []Event, error) {
+// writeBatch queues the lines of a batch at the end of the active chunk,
+// with h.mu held, and records them in flight. It returns the ticket commit
+// waits on.
+func (s *Store) writeBatch(ctx context.Context, h *handle, batch []pendingEvent, check func(h *handle) error) (ticket, []Event, error) {
 	if err := h.writable(); err != nil {
-		return 0, nil, err
+		return ticket{}, nil, err
 	}
 	// Blobs first: each is durable before any line that names it. Until
 	// the lines are written (in flight), GC must keep the blobs, though the
@@ -139,7 +147,7 @@ func (s *Store) writeBatch(ctx context.Context, h *handle, batch []pendingEvent,
 				if errors.Is(err, errUnsynced) {
 					h.failed = err
 				}
-				return 0, nil, fmt.Errorf("sessionstore: write blob: %w", err)
+				return ticket{}, nil, fmt.Errorf("sessionstore: write blob: %w", err)
 			}
 			pls[i] = payload{Blob: true, Digest: d, Size: int64(len(p.rec))}
 			if h.writingBlobs == nil {
@@ -157,10 +165,10 @@ func (s *Store) writeBatch(ctx context.Context, h *handle, batch []pendingEvent,
 	for i, p := range batch {
 		id, err := s.opts.newID()
 		if err != nil {
-			return 0, nil, fmt.Errorf("sessionstore: new event id: %w", err)
+			return ticket{}, nil, fmt.Errorf("sessionstore: new event id: %w", err)
 		}
 		if h.known(id) || (i > 0 && id == out[i-1].ID) {
-			return 0, nil, fmt.Errorf("sessionstore: id source returned duplicate id %s", id)
+			return ticket{}, nil, fmt.Errorf("sessionstore: id source returned duplicate id %s", id)
 		}
 		out[i] = Event{ID: id, Kind: p.ev.Kind, Role: p.ev.Role, Time: s.opts.now().UTC(), Record: p.rec, Size: pls[i].Size}
 		if pls[i].Blob {
@@ -171,14 +179,14 @@ func (s *Store) writeBatch(ctx context.Context, h *handle, batch []pendingEvent,
 	starts := make([]int, len(batch)+1)
 	for {
 		if err := h.writable(); err != nil {
-			return 0, nil, err
+			return ticket{}, nil, err
 		}
 		if err := ctx.Err(); err != nil {
-			return 0, nil, err
+			return ticket{}, nil, err
 		}
 		if check != nil {
 			if err := check(h); err != nil {
-				return 0, nil, err
+				return ticket{}, nil, err
 			}
 		}
 		h.line = h.line[:0]
@@ -207,30 +215,23 @@ func (s *Store) writeBatch(ctx context.Context, h *handle, batch []pendingEvent,
 			continue
 		}
 		if err := s.settle(h); err != nil {
-			return 0, nil, err
+			return ticket{}, nil, err
 		}
 		if err := h.chunks.rotate(); err != nil {
 			if errors.Is(err, errUnsynced) {
 				h.failed = err
 				s.opts.Logger.Error("sessionstore: session stops writing", "session", h.id, "err", err)
 			}
-			return 0, nil, err
+			return ticket{}, nil, err
 		}
 	}
-	loc, err := h.chunks.write(h.line)
-	if err != nil {
-		if errors.Is(err, errUnsynced) {
-			h.failed = err
-			s.opts.Logger.Error("sessionstore: session stops writing", "session", h.id, "err", err)
-		}
-		return 0, nil, err
-	}
+	loc := h.chunks.enqueue(h.line)
 	for i := range batch {
 		l := location{Chunk: loc.Chunk, Offset: loc.Offset + int64(starts[i]), Length: uint32(starts[i+1] - starts[i])}
 		h.inflight = append(h.inflight, inflightRecord{entry: newEntry(hdrs[i], pls[i], l), event: out[i]})
 	}
 	h.pending = uuid.Nil
-	return len(h.entries) + len(h.inflight), out, nil
+	return ticket{gen: len(h.drops), upto: len(h.entries) + len(h.inflight)}, out, nil
 }
 
 // known reports whether id names an event of the session, published or in
@@ -253,10 +254,35 @@ func (h *handle) known(id uuid.UUID) bool {
 // waits.
 const gatherWait = 200 * time.Microsecond
 
-// commit waits, with h.mu held, until the first upto events of the session
-// are published (durable), leading a sync when none is running.
-func (s *Store) commit(h *handle, upto int) error {
-	for len(h.entries) < upto {
+// gatherLag ends a gathering early: once half the records it waits for
+// have come, a pause this long between two means the rest lag behind.
+const gatherLag = 30 * time.Microsecond
+
+// A ticket says when an append's records are durable: once the first
+// upto events of the session are published, unless a failed write
+// dropped the records in flight since (drops has grown past gen).
+type ticket struct{ gen, upto int }
+
+// drop records a failed write of queued records: the records in flight
+// were dropped when the session had at published events.
+type drop struct {
+	at  int
+	err error
+}
+
+// commit waits, with h.mu held, until the records of ticket t are
+// published (durable), leading a write and sync when none is running.
+func (s *Store) commit(h *handle, t ticket) error {
+	for {
+		if t.gen < len(h.drops) {
+			if d := h.drops[t.gen]; t.upto > d.at {
+				return d.err
+			}
+			return nil // published before the drop
+		}
+		if len(h.entries) >= t.upto {
+			return nil
+		}
 		if h.failed != nil {
 			return fmt.Errorf("%w: %w", ErrSessionFailed, h.failed)
 		}
@@ -268,35 +294,56 @@ func (s *Store) commit(h *handle, upto int) error {
 			// The callers the last sync released are likely to append
 			// again at once: yield (for gatherWait at most) until as many
 			// records as that sync covered are waiting besides ours.
+			// Stop early once most have come and the rest lag behind:
+			// they are held up (preempted, woken late) and will be
+			// covered by the next sync.
 			want := len(h.inflight) + h.lastBatch - 1
-			deadline := time.Now().Add(gatherWait)
-			for len(h.inflight) < want && time.Now().Before(deadline) {
+			start := time.Now()
+			deadline, last, seen := start.Add(gatherWait), start, len(h.inflight)
+			for len(h.inflight) < want {
 				h.mu.Unlock()
 				runtime.Gosched()
 				h.mu.Lock()
+				now := time.Now()
+				if len(h.inflight) != seen {
+					last, seen = now, len(h.inflight)
+				}
+				if !now.Before(deadline) || (2*seen >= want && now.Sub(last) > gatherLag) {
+					break
+				}
 			}
-			if len(h.entries) >= upto || h.syncing || h.failed != nil {
+			if len(h.drops) > t.gen || len(h.entries) >= t.upto || h.syncing || h.failed != nil {
 				continue // while the mutex was free, another sync began or ended
 			}
 		}
 		h.syncing = true
 		n, f := len(h.inflight), h.chunks.f
+		q, off := h.chunks.takeQueue()
 		h.lastBatch = n
 		h.mu.Unlock()
-		err := f.Sync()
+		werr := h.chunks.writeAt(q, off)
+		var serr error
+		if werr == nil {
+			serr = h.chunks.sync(f)
+		}
 		h.mu.Lock()
+		h.chunks.giveBack(q)
 		h.syncing = false
-		if err != nil {
-			return s.syncFailed(h, err)
+		if werr != nil {
+			s.writeFailed(h, off, werr)
+			continue
+		}
+		if serr != nil {
+			return s.syncFailed(h, serr)
 		}
 		s.publish(h, n)
 	}
-	return nil
 }
 
 // settle makes every in-flight record durable and published, with h.mu
 // held, so that the active chunk can be sealed or closed: it waits for a
-// running sync and syncs the rest itself without releasing the mutex.
+// running sync and writes and syncs the rest itself without releasing the
+// mutex.
 func (s *Store) settle(h *handle) error {
 	for h.syncing {
 		h.synced.Wait()
@@ -307,19 +354,42 @@ func (s *Store) settle(h *handle) error {
 	if len(h.inflight) == 0 {
 		return nil
 	}
-	if err := h.chunks.f.Sync(); err != nil {
+	q, off := h.chunks.takeQueue()
+	err := h.chunks.writeAt(q, off)
+	h.chunks.giveBack(q)
+	if err != nil {
+		return s.writeFailed(h, off, err)
+	}
+	if err := h.chunks.sync(h.chunks.f); err != nil {
 		return s.syncFailed(h, err)
 	}
 	s.publish(h, len(h.inflight))
 	return nil
 }
 
-// syncFailed handles a failed sync of the active chunk: the in-flight
-// records may or may not be on disk, so none is acknowledged and the
-// session stops writing.
-func (s *Store) syncFailed(h *handle, err error) error {
-	h.failed = fmt.Errorf("sessionstore: sync %s: %w: %w", h.chunks.path(h.chunks.num), err, errUnsynced)
+// writeFailed handles a failed write of the queued records, which
+// writeAt cut back to off: every record in flight is dropped (the later
+// ones name dropped parents) and their appends fail, but the session goes
+// on writing. If even cutting back failed, the session stops writing.
+func (s *Store) writeFailed(h *handle, off int64, err error) error {
+	if errors.Is(err, errUnsynced) {
+		return s.syncFailed(h, err)
+	}
+	h.drops = append(h.drops, drop{at: len(h.entries), err: err})
 	h.inflight = h.inflight[:0]
+	h.chunks.queue = h.chunks.queue[:0]
+	h.chunks.size = off
+	h.synced.Broadcast()
+	return err
+}
+
+// syncFailed handles a failed write or sync of the active chunk: the
+// in-flight records may or may not be on disk, so none is acknowledged and
+// the session stops writing.
+func (s *Store) syncFailed(h *handle, err error) error {
+	h.failed = fmt.Errorf("%w: %w", err, errUnsynced)
+	h.inflight = h.inflight[:0]
+	h.chunks.queue = h.chunks.queue[:0]
 	h.synced.Broadcast()
 	s.opts.Logger.Error("sessionstore: session stops writing", "session", h.id, "err", h.failed)
 	return h.failed

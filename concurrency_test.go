@@ -125,6 +125,78 @@ func TestGroupCommit(t *testing.T) {
 	checkAll(t, m.CrashClone(vfs.KeepSynced, 1), meta.ID, path).Close()
 }
 
+// TestGroupCommitWriteFailure: the queued records of concurrent appends
+// are written by one write. When that write fails, every append in flight
+// fails with the error and none of their events is stored, while earlier
+// events stay and the session goes on: later appends chain onto the last
+// published event.
+func TestGroupCommitWriteFailure(t *testing.T) {
+	ctx := context.Background()
+	m := vfs.NewMemFS()
+	var syncs atomic.Int64
+	s := openMem(t, slowSyncFS{m, time.Millisecond, &syncs}, Options{ChunkSize: 1 << 20})
+	meta, err := s.Create(ctx, Meta{})
+	require.NoError(t, err)
+	injected := errors.New("injected write failure")
+	stored := 0 // events acknowledged so far
+	for _, n := range []int{2, 4, 6} {
+		fault := vfs.FailNth(n, injected, vfs.OpWrite)
+		m.SetFault(func(op vfs.Op, path string) error {
+			if filepath.Base(filepath.Dir(path)) != chunksDir {
+				return nil // chunk writes only
+			}
+			return fault.Hook(op, path)
+		})
+		const writers, each = 8, 10
+		var mu sync.Mutex
+		var acked []Event
+		failed := 0
+		var wg sync.WaitGroup
+		for w := range writers {
+			wg.Go(func() {
+				for i := range each {
+					ev, err := s.Append(ctx, meta.ID, UserMessage(fmt.Sprintf("round %d writer %d message %d", n, w, i)))
+					mu.Lock()
+					if err == nil {
+						acked = append(acked, ev)
+					} else {
+						assert.ErrorIs(t, err, injected)
+						failed++
+					}
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		m.SetFault(nil)
+		require.True(t, fault.Fired(), "write #%d of the round failed", n)
+		require.Positive(t, failed, "round %d: the appends of the failed write fail", n)
+		require.NoError(t, s.checkWritable(meta.ID), "a failed write does not stop the session")
+		after, err := s.Append(ctx, meta.ID, UserMessage(fmt.Sprintf("after round %d", n)))
+		require.NoError(t, err)
+
+		path, err := s.Load(ctx, meta.ID)
+		require.NoError(t, err)
+		requireChain(t, path)
+		require.Equal(t, after.ID, path[len(path)-1].ID)
+		stored += len(acked) + 1
+		require.Len(t, path, stored, "the events of failed appends are not stored")
+		ids := map[uuid.UUID]bool{}
+		for _, ev := range path {
+			ids[ev.ID] = true
+		}
+		for _, ev := range acked {
+			assert.True(t, ids[ev.ID], "acknowledged event %s is stored", ev.ID)
+		}
+		t.Logf("round %d: %d appends acknowledged, %d failed", n, len(acked), failed)
+	}
+	// After a reopen and a power loss the session is whole and verifies.
+	path, err := s.Load(ctx, meta.ID)
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	checkAll(t, m.CrashClone(vfs.KeepSynced, 1), meta.ID, path).Close()
+}
+
 // TestAppendBatch: a batch chains its events under HEAD, costs one sync,
 // never splits between chunks, and is refused whole for one bad event.
 func TestAppendBatch(t *testing.T) {

@@ -73,6 +73,7 @@ type handle struct {
 	writingBlobs map[[32]byte]int
 	syncing      bool       // a commit leader is syncing the active chunk
 	lastBatch    int        // records the last commit sync covered
+	drops        []drop     // failed writes of queued records (commit.go)
 	synced       *sync.Cond // on mu: in-flight records were published or failed
 	readOnly     bool       // opened by a read-only store (readonly.go)
 	revision     Revision   // of the files when a read-only handle last looked
