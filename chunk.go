@@ -139,12 +139,24 @@ func sealedErr(err error) error {
 //
 // Protocol of one append: the record is queued in memory (enqueue), and
 // the session's group commit writes the queue with one WriteAt at the end
-// of the file, then syncs it (fdatasync), sharing both between the records
-// queued since the last sync (see commit.go). On a write error the file is
-// cut back to its previous size so no partial record stays behind. A new
-// chunk file is created and its directory synced before the first record
-// is written to it, so a durable record never sits in a file whose name a
-// crash could lose.
+// of the data, then syncs the file (fdatasync), sharing both between the
+// records queued since the last sync (see commit.go). On a write error the
+// file is cut back to the end of the data so no partial record stays
+// behind. A new chunk file is created and its directory synced before the
+// first record is written to it, so a durable record never sits in a file
+// whose name a crash could lose.
+//
+// Free space: the active chunk is preallocated by writing zeros past the
+// end of its data, in steps (grow), so that most fdatasyncs write data
+// only and need no journal commit for a new file size (1.3-1.5x more
+// durable appends per second in this package's benchmarks on ext4).
+// Records hold no zero byte, so zeros running to the end of a plain chunk
+// are free space, not a torn write; the free space is cut off when the
+// chunk is closed or fills up. After a power loss, part of an unsynced
+// write may be missing in the middle of the free space (sectors reach the
+// disk in any order): an invalid line holding zeros that run from its
+// start or a 512-byte boundary to a 512-byte boundary is such a hole, and
+// it and everything after it are the torn tail (walkRecords, hole).
 type chunkWriter struct {
 	fsys     vfs.FS
 	dir      string
@@ -159,10 +171,11 @@ type chunkWriter struct {
 	resealed func(plain []uint32)
 	unsealed []uint32 // full chunks left plain by a failed sealing, retried at the next rotation
 
-	num  uint32
-	f    vfs.File // nil until the first append of a new session
-	size int64    // the active chunk's size, with the queued bytes
-	next uint32   // number of the next chunk to create
+	num   uint32
+	f     vfs.File // nil until the first append of a new session
+	size  int64    // the end of the active chunk's data, with the queued bytes
+	alloc int64    // its file size: data, then free space (zeros)
+	next  uint32   // number of the next chunk to create
 	// Records are queued in memory and a commit leader writes the queue
 	// with one write (commit.go): queue holds them, from file offset
 	// size-len(queue); spare is the buffer a leader handed back, reused
@@ -172,13 +185,19 @@ type chunkWriter struct {
 
 func (w *chunkWriter) path(n uint32) string { return filepath.Join(w.dir, chunkName(n)) }
 
-// openActive opens chunk num, whose valid data ends at size, for appending.
+// openActive opens chunk num, whose valid data ends at size (free space
+// may follow), for appending.
 func (w *chunkWriter) openActive(num uint32, size int64) error {
 	f, err := w.fsys.OpenFile(w.path(num), os.O_RDWR, 0)
 	if err != nil {
 		return err
 	}
-	w.num, w.f, w.size, w.next = num, f, size, num+1
+	info, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return err
+	}
+	w.num, w.f, w.size, w.alloc, w.next = num, f, size, max(size, info.Size()), num+1
 	w.queue = w.queue[:0]
 	return nil
 }
@@ -196,7 +215,7 @@ func (w *chunkWriter) create(num uint32) error {
 		f.Close()
 		return fmt.Errorf("%w: %w", err, errUnsynced)
 	}
-	w.num, w.f, w.size, w.next = num, f, 0, num+1
+	w.num, w.f, w.size, w.alloc, w.next = num, f, 0, 0, num+1
 	w.queue = w.queue[:0]
 	return nil
 }
@@ -216,6 +235,7 @@ func (w *chunkWriter) full(n int) bool {
 func (w *chunkWriter) rotate() error {
 	next := w.next
 	if w.f != nil {
+		w.trim()
 		if w.compress {
 			w.sealFull()
 		}
@@ -234,19 +254,70 @@ func (w *chunkWriter) rotate() error {
 	return nil
 }
 
-// writeAt writes data at offset off of the active chunk, cutting the file
-// back to off on an error (errUnsynced if that fails too).
+// writeAt writes data at offset off of the active chunk, the end of its
+// data, first growing the free space if data does not fit. On an error it
+// cuts the file back to off (errUnsynced if that fails too).
 func (w *chunkWriter) writeAt(data []byte, off int64) error {
 	if len(data) == 0 {
 		return nil
 	}
-	if _, err := w.f.WriteAt(data, off); err != nil {
+	end := off + int64(len(data))
+	err := w.grow(end)
+	if err == nil {
+		_, err = w.f.WriteAt(data, off)
+	}
+	if err != nil {
 		if terr := w.f.Truncate(off); terr != nil {
 			return fmt.Errorf("sessionstore: write %s: %w (and cutting back failed: %v): %w", w.path(w.num), err, terr, errUnsynced)
 		}
+		w.alloc = off
 		return fmt.Errorf("sessionstore: write %s: %w", w.path(w.num), err)
 	}
 	return nil
+}
+
+// Preallocation steps: the free space grows by the data's size, at least
+// preallocMin and at most preallocMax, and never past the chunk's maximum
+// size (unless one batch needs more).
+const (
+	preallocMin = 64 << 10
+	preallocMax = 256 << 10
+)
+
+// zeros is written to preallocate free space.
+var zeros [64 << 10]byte
+
+// grow makes the file at least end bytes long, writing zeros beyond the
+// data. The next sync makes them durable with the records.
+func (w *chunkWriter) grow(end int64) error {
+	if end <= w.alloc {
+		return nil
+	}
+	n := (end + min(max(end, preallocMin), preallocMax) + 4095) &^ 4095
+	n = min(n, max(w.maxSize, end))
+	for off := end; off < n; {
+		k, err := w.f.WriteAt(zeros[:min(int64(len(zeros)), n-off)], off)
+		if err != nil {
+			return err
+		}
+		off += int64(k)
+	}
+	w.alloc = n
+	return nil
+}
+
+// trim cuts the free space off the active chunk, so that a chunk no
+// longer written takes only its data. Nothing depends on it: a failure
+// leaves free space, which readers skip.
+func (w *chunkWriter) trim() {
+	if w.f == nil || w.alloc <= w.size || len(w.queue) > 0 {
+		return
+	}
+	if err := w.f.Truncate(w.size); err != nil {
+		w.log.Warn("sessionstore: free space stays at the end of a chunk", "path", w.path(w.num), "err", err)
+		return
+	}
+	w.alloc = w.size
 }
 
 // enqueue appends line to the queue of the active chunk, to be written
@@ -313,6 +384,9 @@ func (w *chunkWriter) seal(n uint32) bool {
 	path := w.path(n)
 	data, err := vfs.ReadFile(w.fsys, path)
 	if err == nil {
+		// Free space a failed trim left is not sealed: records end in a
+		// newline, never in a zero byte.
+		data = data[:len(data)-zeroTail(data)]
 		err = zchunk.Write(w.fsys, path+sealedExt, data, w.embed(n), w.perm)
 	}
 	if err != nil {
@@ -332,6 +406,15 @@ func (w *chunkWriter) close() error {
 	err := w.f.Close()
 	w.f = nil
 	return err
+}
+
+// zeroTail returns how many zero bytes end b.
+func zeroTail(b []byte) int {
+	n := len(b)
+	for n > 0 && b[n-1] == 0 {
+		n--
+	}
+	return len(b) - n
 }
 
 // chunkReader reads records by location, keeping the chunk files it opened
@@ -432,11 +515,15 @@ type recordWalk struct {
 
 // walkRecords decodes the framed records of a chunk from off to size,
 // calling rec for each valid one with its header, payload and location.
-// An invalid stretch followed by a valid record is passed to gap (its
-// offset, the valid record's offset, why its first line failed) before
-// that record. An error from rec or gap stops the walk and is returned; so
-// is a read error, a compressed file's damage as a *CorruptionError.
-func walkRecords(f io.ReaderAt, n uint32, off, size int64, rec func(h header, p payload, loc location) error, gap func(bad, next int64, err error) error) (recordWalk, error) {
+// Zero bytes running to the end are free space (see chunkWriter). An
+// invalid stretch followed by a valid record is passed to gap (its offset,
+// the valid record's offset, why its first line failed) before that
+// record, except that in a chunk that may end in a torn write (newest, the
+// active plain chunk) a hole (see hole) ends the walk: it and all after it
+// are the invalid tail. An error from rec or gap stops the walk and is
+// returned; so is a read error, a compressed file's damage as a
+// *CorruptionError.
+func walkRecords(f io.ReaderAt, n uint32, off, size int64, newest bool, rec func(h header, p payload, loc location) error, gap func(bad, next int64, err error) error) (recordWalk, error) {
 	w := recordWalk{end: off, bad: -1}
 	sc := jsonl.NewScannerSize(io.NewSectionReader(f, off, size-off), off, size-off)
 	for sc.Next() {
@@ -445,6 +532,11 @@ func walkRecords(f io.ReaderAt, n uint32, off, size int64, rec func(h header, p 
 		if err != nil {
 			if w.bad < 0 {
 				w.bad, w.badErr = sc.Offset(), err
+			}
+			if newest && hole(line, sc.Offset()) {
+				w.bad, w.badErr = sc.Offset(), errHole
+				w.size = size
+				return w, nil
 			}
 			continue
 		}
@@ -463,8 +555,38 @@ func walkRecords(f io.ReaderAt, n uint32, off, size int64, rec func(h header, p 
 	if err := sc.Err(); err != nil {
 		return w, sealedErr(err)
 	}
-	if w.bad < 0 && len(sc.Tail()) > 0 {
+	if tail := sc.Tail(); w.bad < 0 && zeroTail(tail) < len(tail) {
 		w.bad, w.badErr = sc.Offset(), io.ErrUnexpectedEOF
 	}
 	return w, nil
+}
+
+// errHole is why a torn tail starts at a hole.
+var errHole = errors.New("zero bytes of a write that had not reached the disk")
+
+// sectorSize is the unit in which a disk persists a write, at the
+// smallest.
+const sectorSize = 512
+
+// hole reports whether line, at offset off of its chunk, holds a run of
+// zero bytes that starts at the line's start or at a sector boundary and
+// ends at a sector boundary: a sector of an unsynced write that did not
+// reach the disk, in the free space of a preallocated chunk. Records hold
+// no zero byte.
+func hole(line []byte, off int64) bool {
+	for i := 0; i < len(line); {
+		if line[i] != 0 {
+			i++
+			continue
+		}
+		j := i
+		for j < len(line) && line[j] == 0 {
+			j++
+		}
+		if a, b := off+int64(i), off+int64(j); (i == 0 || a%sectorSize == 0) && b%sectorSize == 0 {
+			return true
+		}
+		i = j
+	}
+	return false
 }

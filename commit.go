@@ -256,7 +256,7 @@ const gatherWait = 200 * time.Microsecond
 
 // gatherLag ends a gathering early: once half the records it waits for
 // have come, a pause this long between two means the rest lag behind.
-const gatherLag = 30 * time.Microsecond
+const gatherLag = 15 * time.Microsecond
 
 // A ticket says when an append's records are durable: once the first
 // upto events of the session are published, unless a failed write

@@ -29,7 +29,8 @@
 //	  LOCK                flock'ed by the one writer of the session
 //	  index.jsonl         one line per event of the plain chunks: where its
 //	                      record is (a sealed chunk embeds its own lines)
-//	  chunks/000000.jsonl one framed record per line, in append order
+//	  chunks/000000.jsonl one framed record per line, in append order; the
+//	                      active chunk may end in free space (zero bytes)
 //	  chunks/000001.jsonl ... a new chunk starts when the active one would
 //	                      exceed Options.ChunkSize
 //	  chunks/000000.jsonl.zst a full (sealed) chunk, compressed with random
@@ -123,16 +124,21 @@
 // if its bytes reached the disk; never half-formed.
 //
 // Steady-state Append costs one fdatasync: the record is written at the end
-// of the active chunk and the chunk is synced. Appends to one session from
-// several goroutines share syncs (group commit, see commit.go): each still
-// returns only once a sync that started after its record was written has
-// ended, and readers see an event only from then on. [Store.AppendBatch]
-// writes several records with one write and one sync; a crash keeps a
-// prefix of them. The directory is synced only
-// when a new chunk file is created, before any record is written to it. The
-// index line is written after the sync and not synced itself, and the HEAD
-// file is not touched. This is safe because both are derived from the
-// chunks:
+// of the active chunk's data and the chunk is synced. Appends to one
+// session from several goroutines share writes and syncs (group commit,
+// see commit.go): each still returns only once a sync that started after
+// its record was written has ended, and readers see an event only from
+// then on. [Store.AppendBatch] writes several records with one write and
+// one sync; a crash keeps a prefix of them. The active chunk is
+// preallocated: zeros are written past its data in steps of 64-256 KiB,
+// so that most syncs write data only, with no new file size to commit
+// (1.3-1.5x more durable appends per second in this package's benchmarks
+// on ext4); the free space is cut off when the session is closed or the
+// chunk fills. The directory is
+// synced only when a new chunk file is created, before any record is
+// written to it. The index line is written after the sync and not synced
+// itself, and the HEAD file is not touched. This is safe because both are
+// derived from the chunks:
 //
 //   - The chunks hold every record in append order, each record naming its
 //     parent; the index holds nothing the chunks lack but the records'
@@ -171,10 +177,18 @@
 // # Reconciliation
 //
 // A session is opened for writing (locked and reconciled) the first time a
-// Store needs its timeline. Reconciliation cuts a torn tail of the newest
-// chunk (bytes after the last complete record, or trailing records that fail
-// their checksum with no valid record after them, and that no index line
-// names), keeping the cut bytes in "<chunk>.broken-<offset>"; rebuilds
+// Store needs its timeline. Zero bytes running to the end of a plain chunk
+// are free space, not damage: records hold no zero byte. Reconciliation
+// cuts a torn tail of the newest chunk (bytes after the last complete
+// record, or trailing records that fail their checksum with no valid
+// record after them, and that no index line names; or, since the sectors
+// of an unsynced write reach the disk in any order, an invalid line
+// holding zeros that run from its start or a 512-byte boundary to a
+// 512-byte boundary, a hole, and everything after it, valid records
+// included: none of them was acknowledged), keeping the cut bytes in
+// "<chunk>.broken-<offset>" (a disk that zeroed a whole sector of the
+// newest chunk's synced data would pass for such a hole: its records are
+// in that file and the cut is logged); rebuilds
 // missing or torn index lines from the chunks, reading only the unindexed
 // tail; removes the temporary files of interrupted replaces, finishing an
 // interrupted HEAD replace whose event is durable; and restores HEAD. Each

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -35,13 +37,15 @@ import (
 
 // Revision identifies the state of a session's event log cheaply: the
 // newest chunk file's number, form and size. Every append changes it (the
-// chunk grows, or a new chunk starts), so a caller that polls can compare
-// revisions instead of loading the session. Computing it lists the chunks
-// directory and stats one file; it takes no lock and reads no record.
+// chunk's data grows, or a new chunk starts), so a caller that polls can
+// compare revisions instead of loading the session. Computing it lists the
+// chunks directory, stats one file and, for a plain chunk, reads a few
+// bytes to find where its data ends (about 25 one-byte reads: a binary
+// search for its free space); it takes no lock and reads no record.
 type Revision struct {
 	Chunk  uint32 // number of the newest chunk
 	Sealed bool   // it is a sealed (compressed) file
-	Size   int64  // its size in bytes
+	Size   int64  // the bytes of its data (a plain chunk's free space excluded)
 }
 
 // String formats the revision as "<chunk>.<size>", with "z" after the
@@ -82,11 +86,14 @@ func revisionOf(fsys vfs.FS, dir string) (Revision, error) {
 		}
 		n := chunks[len(chunks)-1]
 		path := filepath.Join(chunkDir, chunkName(n))
-		info, err := fsys.Stat(path)
+		size, err := plainDataEnd(fsys, path)
 		sealed := false
 		if errors.Is(err, os.ErrNotExist) {
 			// Sealed, or sealed between the listing and the stat.
-			info, err = fsys.Stat(path + sealedExt)
+			var info fs.FileInfo
+			if info, err = fsys.Stat(path + sealedExt); err == nil {
+				size = info.Size()
+			}
 			sealed = true
 		}
 		if errors.Is(err, os.ErrNotExist) {
@@ -95,8 +102,41 @@ func revisionOf(fsys vfs.FS, dir string) (Revision, error) {
 		if err != nil {
 			return Revision{}, err
 		}
-		return Revision{Chunk: n, Sealed: sealed, Size: info.Size()}, nil
+		return Revision{Chunk: n, Sealed: sealed, Size: size}, nil
 	}
+}
+
+// plainDataEnd returns where the data of the plain chunk at path ends:
+// the start of the zero bytes that end it (its free space). Records hold
+// no zero byte, so a binary search finds it, reading one byte per step.
+func plainDataEnd(fsys vfs.FS, path string) (int64, error) {
+	f, err := fsys.OpenFile(path, os.O_RDONLY, 0)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	lo, hi := int64(0), info.Size() // the data ends in [lo, hi]
+	var b [1]byte
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		if _, err := f.ReadAt(b[:], mid); err != nil {
+			if errors.Is(err, io.EOF) { // cut back meanwhile
+				hi = mid
+				continue
+			}
+			return 0, err
+		}
+		if b[0] == 0 {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	return lo, nil
 }
 
 // openReadOnly opens a session for a read-only store, with h.mu held.

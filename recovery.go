@@ -388,7 +388,7 @@ func (p *recoveryPlan) scanChunk(fsys vfs.FS, h *handle, dir string, n uint32, o
 	}
 	defer f.Close()
 	sealed := strings.HasSuffix(path, sealedExt)
-	w, err := walkRecords(f, n, off, size, func(hdr header, pl payload, loc location) error {
+	w, err := walkRecords(f, n, off, size, newest && !sealed, func(hdr header, pl payload, loc location) error {
 		if err := h.add(ptr(newEntry(hdr, pl, loc))); err != nil {
 			return corruptf(path, loc.Offset, "%w", err)
 		}
@@ -533,6 +533,7 @@ func cutTail(fsys vfs.FS, path string, off int64, perm os.FileMode) error {
 	if _, err := f.ReadAt(tail, off); err != nil && !errors.Is(err, io.EOF) {
 		return err
 	}
+	tail = tail[:len(tail)-zeroTail(tail)] // free space is not kept
 	keep := fmt.Sprintf("%s.broken-%d", path, off)
 	k, err := fsys.OpenFile(keep, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, perm)
 	if err != nil {

@@ -172,7 +172,6 @@ func TestReconcileTornChunkTail(t *testing.T) {
 	tails := map[string][]byte{
 		"half record":          []byte(`{"id":"01a039f0-fd62-7000-8000-000000000005","parent_id":"01a0`),
 		"record no newline":    nil, // filled below with a whole valid-looking line minus its newline
-		"zeros":                make([]byte, 512),
 		"zeros with newline":   append(make([]byte, 100), '\n'),
 		"garbage then newline": []byte("\x01\x02garbage\n"),
 	}
@@ -195,6 +194,105 @@ func TestReconcileTornChunkTail(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, b, after, "chunk is cut back to its last valid record")
 			kept, err := vfs.ReadFile(m, fmt.Sprintf("%s.broken-%d", chunk, len(b)))
+			require.NoError(t, err)
+			assert.Equal(t, tail, kept, "the cut bytes are kept aside")
+		})
+	}
+}
+
+// TestReconcileFreeSpace: zero bytes ending a chunk are free space (a
+// preallocated tail), not a torn write: nothing is cut or reported, and
+// the next append goes at the end of the data. Zeros followed by data are
+// a hole of an unsynced write only when they run to a sector boundary
+// (TestReconcileHole); otherwise they are a torn tail like any other.
+func TestReconcileFreeSpace(t *testing.T) {
+	ctx := context.Background()
+	for _, free := range []int{1, 511, 4096, 100000} {
+		t.Run(fmt.Sprint(free), func(t *testing.T) {
+			m, s, id := memSession(t, Options{ChunkSize: 1 << 20})
+			evs := appendN(t, s, id, 5)
+			require.NoError(t, s.Close())
+			chunk := sessionPath(id, chunksDir, chunkName(0))
+			b, err := vfs.ReadFile(m, chunk)
+			require.NoError(t, err)
+			writeMemFile(t, m, chunk, append(bytes.Clone(b), make([]byte, free)...))
+
+			s = openMem(t, m, Options{ChunkSize: 1 << 20})
+			r, err := s.Verify(ctx, id)
+			require.NoError(t, err)
+			assert.True(t, r.OK(), "%v", r.Problems)
+			assert.Empty(t, r.Repairs, "free space needs no repair")
+			names, err := m.ReadDir(sessionPath(id, chunksDir))
+			require.NoError(t, err)
+			assert.Equal(t, []string{chunkName(0)}, names, "nothing is kept aside")
+			ev, err := s.Append(ctx, id, UserMessage("after the free space"))
+			require.NoError(t, err)
+			require.NoError(t, s.Close())
+			after, err := vfs.ReadFile(m, chunk)
+			require.NoError(t, err)
+			require.True(t, bytes.HasPrefix(after, b))
+			assert.Equal(t, byte('{'), after[len(b)], "the next record follows the data")
+			assert.Zero(t, zeroTail(after), "closing cuts the free space off")
+			checkAll(t, m, id, append(evs, ev)).Close()
+		})
+	}
+}
+
+// TestReconcileHole: after a power loss, a sector of an unsynced write can
+// be missing (zeros) while later ones reached the disk. In the newest
+// chunk, zeros at the start of an invalid line running to a sector
+// boundary are such a hole: the hole and everything after it are a torn
+// tail, cut and kept aside, even the valid records after it (they were
+// never acknowledged: the write was not synced). Zeros that do not run to
+// a sector boundary are a damaged record, reported as corruption.
+func TestReconcileHole(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		hole bool
+	}{{"to a sector boundary", true}, {"short of a sector boundary", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, s, id := memSession(t, Options{ChunkSize: 1 << 20})
+			evs := appendN(t, s, id, 5)
+			require.NoError(t, s.Close())
+			chunk := sessionPath(id, chunksDir, chunkName(0))
+			b, err := vfs.ReadFile(m, chunk)
+			require.NoError(t, err)
+			// Three more records, as one unsynced write would leave them.
+			var tail []byte
+			parent := evs[4].ID
+			for i := range 3 {
+				ev := Event{ID: uuid.Must(uuid.NewV7()), ParentID: parent, Kind: KindMessage, Role: RoleUser, Record: []byte(fmt.Sprintf(`{"n":%d,"pad":%q}`, i, strings.Repeat("p", 300)))}
+				tail = encodeEvent(tail, &ev)
+				parent = ev.ID
+			}
+			off := int64(len(b))
+			zeros := int(sectorSize - off%sectorSize) // to the next boundary
+			if !tc.hole {
+				zeros--
+			}
+			require.Less(t, zeros, len(tail)-200, "valid records follow the zeros")
+			clear(tail[:zeros])
+			writeMemFile(t, m, chunk, append(bytes.Clone(b), tail...))
+
+			r, err := openMem(t, m, Options{ReadOnly: true}).Verify(ctx, id)
+			require.NoError(t, err)
+			if !tc.hole {
+				require.False(t, r.OK())
+				var ce *CorruptionError
+				require.ErrorAs(t, r.Problems[0], &ce)
+				assert.Equal(t, chunk, ce.Path)
+				assert.Equal(t, off, ce.Offset)
+				return
+			}
+			assert.Empty(t, r.Problems)
+			require.Len(t, r.Repairs, 1)
+			assert.Contains(t, r.Repairs[0], "cut the torn tail")
+			checkAll(t, m, id, evs).Close()
+			after, err := vfs.ReadFile(m, chunk)
+			require.NoError(t, err)
+			assert.Equal(t, b, after, "chunk is cut back at the hole")
+			kept, err := vfs.ReadFile(m, fmt.Sprintf("%s.broken-%d", chunk, off))
 			require.NoError(t, err)
 			assert.Equal(t, tail, kept, "the cut bytes are kept aside")
 		})

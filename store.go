@@ -475,6 +475,7 @@ func (s *Store) closeHandle(h *handle) error {
 	}
 	var errs []error
 	if h.failed == nil && h.damaged == nil && !h.readOnly {
+		h.chunks.trim()
 		if head := h.head(); head != h.headOnDisk {
 			if err := writeHead(s.opts.fs, h.dir, head, s.opts.FileMode); err != nil {
 				errs = append(errs, err)

@@ -192,9 +192,10 @@ func apiChunkLines(t *testing.T, sessionDir string) (names []string, ids map[str
 	ids = map[string][]uuid.UUID{}
 	for _, e := range entries {
 		names = append(names, e.Name())
-		f, err := os.Open(filepath.Join(chunkDir, e.Name()))
+		data, err := os.ReadFile(filepath.Join(chunkDir, e.Name()))
 		require.NoError(t, err)
-		r := bufio.NewReader(f)
+		// The active chunk may end in free space: zero bytes.
+		r := bufio.NewReader(bytes.NewReader(bytes.TrimRight(data, "\x00")))
 		for {
 			line, err := r.ReadBytes('\n')
 			if len(line) > 0 {
@@ -209,7 +210,6 @@ func apiChunkLines(t *testing.T, sessionDir string) (names []string, ids map[str
 				break
 			}
 		}
-		require.NoError(t, f.Close())
 	}
 	return names, ids
 }

@@ -239,7 +239,7 @@ func verifyChunk(fsys vfs.FS, dir string, n uint32, newest bool, want *indexRun,
 		newest = false // a sealed chunk never has a torn tail
 	}
 	k := 0 // records of this chunk so far
-	w, err := walkRecords(f, n, 0, size, func(hdr header, pl payload, loc location) error {
+	w, err := walkRecords(f, n, 0, size, newest, func(hdr header, pl payload, loc location) error {
 		e := newEntry(hdr, pl, loc)
 		if hdr.ParentID != uuid.Nil {
 			if _, ok := c.seen[hdr.ParentID]; !ok {

@@ -1,6 +1,7 @@
 package vfs
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -57,6 +58,10 @@ type memNode struct {
 	// file state
 	data   []byte
 	synced []byte
+	// cut: the file was truncated below its synced size since its last
+	// sync. Truncation frees blocks, so a crash keeps the old file or the
+	// new one, not a mix of their sectors (KeepRandomSectors).
+	cut bool
 	// directory state
 	children       map[string]*memNode
 	syncedChildren map[string]*memNode
@@ -163,6 +168,7 @@ func (m *MemFS) OpenFile(name string, flag int, perm fs.FileMode) (File, error) 
 	}
 	if flag&os.O_TRUNC != 0 && !n.dir {
 		n.data = nil
+		n.cut = n.cut || len(n.synced) > 0
 	}
 	return &memFile{fs: m, node: n, name: name, flag: flag}, nil
 }
@@ -335,10 +341,17 @@ const (
 	// KeepGarbageTail is KeepZeroedTail with random bytes (seeded) instead
 	// of zeros.
 	KeepGarbageTail
+	// KeepRandomSectors keeps each 512-byte sector of a file's unsynced
+	// changes, or its synced content, at random (seeded), independently:
+	// blocks reach the disk in any order, so an unsynced write that
+	// overwrites a file's preallocated space may leave holes. The file has
+	// its current or its synced size, at random. A file truncated below
+	// its synced size since its last sync keeps one version whole.
+	KeepRandomSectors
 )
 
 // CrashModes lists every CrashMode, for tests that try them all.
-var CrashModes = []CrashMode{KeepSynced, KeepAll, KeepRandom, KeepZeroedTail, KeepGarbageTail}
+var CrashModes = []CrashMode{KeepSynced, KeepAll, KeepRandom, KeepZeroedTail, KeepGarbageTail, KeepRandomSectors}
 
 func (m CrashMode) String() string {
 	switch m {
@@ -352,6 +365,8 @@ func (m CrashMode) String() string {
 		return "zeroed-tail"
 	case KeepGarbageTail:
 		return "garbage-tail"
+	case KeepRandomSectors:
+		return "random-sectors"
 	}
 	return fmt.Sprintf("CrashMode(%d)", int(m))
 }
@@ -437,9 +452,45 @@ func crashData(n *memNode, mode CrashMode, rng *rand.Rand) []byte {
 			clear(out[common:])
 		}
 		return out
+	case KeepRandomSectors:
+		if n.cut {
+			if rng.IntN(2) == 0 {
+				return append([]byte(nil), n.synced...)
+			}
+			return append([]byte(nil), n.data...)
+		}
+		size := len(n.synced)
+		if rng.IntN(2) == 0 {
+			size = len(n.data)
+		}
+		out := make([]byte, size)
+		for off := 0; off < size; off += sectorSize {
+			end := min(off+sectorSize, size)
+			now, was := sector(n.data, off, end), sector(n.synced, off, end)
+			// A sector the file no longer has whole (cut since the last
+			// sync) keeps its synced content.
+			if len(now) == end-off && !bytes.Equal(now, was) && rng.IntN(2) == 0 {
+				copy(out[off:end], now)
+			} else {
+				copy(out[off:end], was)
+			}
+		}
+		return out
 	default:
 		return append([]byte(nil), n.synced...)
 	}
+}
+
+// sectorSize is the unit KeepRandomSectors keeps or loses.
+const sectorSize = 512
+
+// sector returns b[off:end], cut at the end of b (missing bytes read as
+// zeros by the caller's zeroed buffer).
+func sector(b []byte, off, end int) []byte {
+	if off >= len(b) {
+		return nil
+	}
+	return b[off:min(end, len(b))]
 }
 
 func (n *memNode) info(name string) fs.FileInfo {
@@ -587,6 +638,7 @@ func (f *memFile) Sync() error {
 		return err
 	}
 	f.node.synced = append([]byte(nil), f.node.data...)
+	f.node.cut = false
 	return nil
 }
 
@@ -601,6 +653,9 @@ func (f *memFile) Truncate(size int64) error {
 	}
 	if err := f.fs.check(OpTruncate, f.name); err != nil {
 		return err
+	}
+	if size < int64(len(f.node.synced)) {
+		f.node.cut = true
 	}
 	if size <= int64(len(f.node.data)) {
 		f.node.data = f.node.data[:size:size]

@@ -396,6 +396,50 @@ func TestCrashKeepRandomPrefix(t *testing.T) {
 	assert.Contains(t, lengths, len(full), "never kept the whole unsynced tail")
 }
 
+// TestCrashKeepRandomSectors: an unsynced overwrite of preallocated space
+// keeps each sector's new or old content independently, so holes appear;
+// synced sectors are never lost.
+func TestCrashKeepRandomSectors(t *testing.T) {
+	const sectors = 4
+	old := strings.Repeat("\x00", sectors*sectorSize)
+	m := NewMemFS()
+	durableFile(t, m, "/f", "head"+old[4:]) // synced: "head", then zeros
+	f, err := m.OpenFile("/f", os.O_RDWR, 0)
+	require.NoError(t, err)
+	now := []byte("head" + strings.Repeat("n", sectors*sectorSize-4))
+	_, err = f.WriteAt(now[4:], 4) // unsynced
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+
+	holes := 0
+	kept := map[int]bool{}
+	for seed := uint64(0); seed < 64; seed++ {
+		got, ok := content(t, m.CrashClone(KeepRandomSectors, seed), "/f")
+		require.True(t, ok)
+		require.Len(t, got, sectors*sectorSize)
+		require.True(t, strings.HasPrefix(got, "head"), "seed %d lost synced data", seed)
+		newAt := make([]bool, sectors)
+		for i := range sectors {
+			sec := got[i*sectorSize : (i+1)*sectorSize]
+			isNew := sec == string(now[i*sectorSize:(i+1)*sectorSize])
+			isOld := i > 0 && sec == old[i*sectorSize:(i+1)*sectorSize] || i == 0 && sec == "head"+old[4:sectorSize]
+			require.True(t, isNew || isOld, "seed %d sector %d is neither version", seed, i)
+			newAt[i] = isNew
+			kept[i] = kept[i] || isNew
+		}
+		for i := 1; i < sectors; i++ {
+			if !newAt[i-1] && newAt[i] {
+				holes++
+				break
+			}
+		}
+		again, _ := content(t, m.CrashClone(KeepRandomSectors, seed), "/f")
+		require.Equal(t, got, again, "seed %d is not deterministic", seed)
+	}
+	assert.Positive(t, holes, "a lost sector before a kept one (a hole) happens")
+	assert.Len(t, kept, sectors, "every sector's new content is kept sometimes")
+}
+
 // The same seed gives the same clone even with many files, whatever order
 // the directory maps are walked in.
 func TestCrashKeepRandomDeterministicManyFiles(t *testing.T) {
