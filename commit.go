@@ -117,23 +117,25 @@ func (s *Store) appendEvents(ctx context.Context, session uuid.UUID, evs []Event
 	if err != nil {
 		return nil, err
 	}
-	defer s.release(h)
-	t, out, err := s.writeBatch(ctx, h, batch, check)
+	g, out, err := s.writeBatch(ctx, h, batch, check)
 	if err != nil {
+		s.release(h)
 		return nil, err
 	}
-	if err := s.commit(h, t); err != nil {
+	err = s.commit(h, g)
+	s.releaseUnlocked(h)
+	if err != nil {
 		return nil, err
 	}
 	return out, nil
 }
 
 // writeBatch queues the lines of a batch at the end of the active chunk,
-// with h.mu held, and records them in flight. It returns the ticket commit
-// waits on.
-func (s *Store) writeBatch(ctx context.Context, h *handle, batch []pendingEvent, check func(h *handle) error) (ticket, []Event, error) {
+// with h.mu held, and records them in flight. It returns the commit group
+// they joined, for commit.
+func (s *Store) writeBatch(ctx context.Context, h *handle, batch []pendingEvent, check func(h *handle) error) (*commitGroup, []Event, error) {
 	if err := h.writable(); err != nil {
-		return ticket{}, nil, err
+		return nil, nil, err
 	}
 	// Blobs first: each is durable before any line that names it. Until
 	// the lines are written (in flight), GC must keep the blobs, though the
@@ -147,7 +149,7 @@ func (s *Store) writeBatch(ctx context.Context, h *handle, batch []pendingEvent,
 				if errors.Is(err, errUnsynced) {
 					h.failed = err
 				}
-				return ticket{}, nil, fmt.Errorf("sessionstore: write blob: %w", err)
+				return nil, nil, fmt.Errorf("sessionstore: write blob: %w", err)
 			}
 			pls[i] = payload{Blob: true, Digest: d, Size: int64(len(p.rec))}
 			if h.writingBlobs == nil {
@@ -165,10 +167,10 @@ func (s *Store) writeBatch(ctx context.Context, h *handle, batch []pendingEvent,
 	for i, p := range batch {
 		id, err := s.opts.newID()
 		if err != nil {
-			return ticket{}, nil, fmt.Errorf("sessionstore: new event id: %w", err)
+			return nil, nil, fmt.Errorf("sessionstore: new event id: %w", err)
 		}
 		if h.known(id) || (i > 0 && id == out[i-1].ID) {
-			return ticket{}, nil, fmt.Errorf("sessionstore: id source returned duplicate id %s", id)
+			return nil, nil, fmt.Errorf("sessionstore: id source returned duplicate id %s", id)
 		}
 		out[i] = Event{ID: id, Kind: p.ev.Kind, Role: p.ev.Role, Time: s.opts.now().UTC(), Record: p.rec, Size: pls[i].Size}
 		if pls[i].Blob {
@@ -179,14 +181,14 @@ func (s *Store) writeBatch(ctx context.Context, h *handle, batch []pendingEvent,
 	starts := make([]int, len(batch)+1)
 	for {
 		if err := h.writable(); err != nil {
-			return ticket{}, nil, err
+			return nil, nil, err
 		}
 		if err := ctx.Err(); err != nil {
-			return ticket{}, nil, err
+			return nil, nil, err
 		}
 		if check != nil {
 			if err := check(h); err != nil {
-				return ticket{}, nil, err
+				return nil, nil, err
 			}
 		}
 		h.line = h.line[:0]
@@ -215,14 +217,14 @@ func (s *Store) writeBatch(ctx context.Context, h *handle, batch []pendingEvent,
 			continue
 		}
 		if err := s.settle(h); err != nil {
-			return ticket{}, nil, err
+			return nil, nil, err
 		}
 		if err := h.chunks.rotate(); err != nil {
 			if errors.Is(err, errUnsynced) {
 				h.failed = err
 				s.opts.Logger.Error("sessionstore: session stops writing", "session", h.id, "err", err)
 			}
-			return ticket{}, nil, err
+			return nil, nil, err
 		}
 	}
 	loc := h.chunks.enqueue(h.line)
@@ -231,7 +233,7 @@ func (s *Store) writeBatch(ctx context.Context, h *handle, batch []pendingEvent,
 		h.inflight = append(h.inflight, inflightRecord{entry: newEntry(hdrs[i], pls[i], l), event: out[i]})
 	}
 	h.pending = uuid.Nil
-	return ticket{gen: len(h.drops), upto: len(h.entries) + len(h.inflight)}, out, nil
+	return h.join(len(batch)), out, nil
 }
 
 // known reports whether id names an event of the session, published or in
@@ -258,86 +260,132 @@ const gatherWait = 200 * time.Microsecond
 // have come, a pause this long between two means the rest lag behind.
 const gatherLag = 15 * time.Microsecond
 
-// A ticket says when an append's records are durable: once the first
-// upto events of the session are published, unless a failed write
-// dropped the records in flight since (drops has grown past gen).
-type ticket struct{ gen, upto int }
-
-// drop records a failed write of queued records: the records in flight
-// were dropped when the session had at published events.
-type drop struct {
-	at  int
-	err error
+// A commitGroup is the in-flight records one write and sync make durable:
+// those queued since the last sync started (h.open). The first append to
+// join a group leads it: once no other sync runs, it writes the queue,
+// syncs and publishes the group. The others wait for done without taking
+// the session's mutex again, so that the end of a sync wakes only the
+// callers it made durable, plus the leader of the next group.
+type commitGroup struct {
+	records int           // records in the group
+	lead    chan struct{} // closed once no sync runs before this group's
+	done    chan struct{} // closed when the records are published, or failed
+	err     error         // why they failed; read after done
+	led     bool          // the first to join leads; set in commit
 }
 
-// commit waits, with h.mu held, until the records of ticket t are
-// published (durable), leading a write and sync when none is running.
-func (s *Store) commit(h *handle, t ticket) error {
-	for {
-		if t.gen < len(h.drops) {
-			if d := h.drops[t.gen]; t.upto > d.at {
-				return d.err
-			}
-			return nil // published before the drop
+// join adds n records just queued to the open group, starting one if none
+// is open, with h.mu held.
+func (h *handle) join(n int) *commitGroup {
+	g := h.open
+	if g == nil {
+		g = &commitGroup{lead: make(chan struct{}), done: make(chan struct{})}
+		h.open = g
+		if !h.syncing {
+			close(g.lead)
 		}
-		if len(h.entries) >= t.upto {
-			return nil
-		}
-		if h.failed != nil {
-			return fmt.Errorf("%w: %w", ErrSessionFailed, h.failed)
-		}
-		if h.syncing {
-			h.synced.Wait()
-			continue
-		}
-		if h.lastBatch > 1 {
-			// The callers the last sync released are likely to append
-			// again at once: yield (for gatherWait at most) until as many
-			// records as that sync covered are waiting besides ours.
-			// Stop early once most have come and the rest lag behind:
-			// they are held up (preempted, woken late) and will be
-			// covered by the next sync.
-			want := len(h.inflight) + h.lastBatch - 1
-			start := time.Now()
-			deadline, last, seen := start.Add(gatherWait), start, len(h.inflight)
-			for len(h.inflight) < want {
-				h.mu.Unlock()
-				runtime.Gosched()
-				h.mu.Lock()
-				now := time.Now()
-				if len(h.inflight) != seen {
-					last, seen = now, len(h.inflight)
-				}
-				if !now.Before(deadline) || (2*seen >= want && now.Sub(last) > gatherLag) {
-					break
-				}
-			}
-			if len(h.drops) > t.gen || len(h.entries) >= t.upto || h.syncing || h.failed != nil {
-				continue // while the mutex was free, another sync began or ended
-			}
-		}
-		h.syncing = true
-		n, f := len(h.inflight), h.chunks.f
-		q, off := h.chunks.takeQueue()
-		h.lastBatch = n
+	}
+	g.records += n
+	return g
+}
+
+// finish ends group g with err (nil when its records are published).
+func (h *handle) finish(g *commitGroup, err error) {
+	if h.open == g {
+		h.open = nil
+	}
+	g.err = err
+	close(g.done)
+}
+
+// closed reports whether c is closed.
+func closed(c chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
+// commit waits until the records of group g, which the caller joined with
+// h.mu held, are published (durable), leading the group's write and sync
+// if the caller joined it first. It returns with h.mu unlocked.
+func (s *Store) commit(h *handle, g *commitGroup) error {
+	if g.led {
 		h.mu.Unlock()
-		werr := h.chunks.writeAt(q, off)
-		var serr error
-		if werr == nil {
-			serr = h.chunks.sync(f)
+		<-g.done
+		return g.err
+	}
+	g.led = true
+	defer h.mu.Unlock()
+	for !closed(g.lead) && !closed(g.done) {
+		h.mu.Unlock()
+		select {
+		case <-g.lead:
+		case <-g.done:
 		}
 		h.mu.Lock()
-		h.chunks.giveBack(q)
-		h.syncing = false
-		if werr != nil {
-			s.writeFailed(h, off, werr)
-			continue
-		}
-		if serr != nil {
-			return s.syncFailed(h, serr)
-		}
-		s.publish(h, n)
 	}
+	if closed(g.done) { // settled with a new chunk's start, or failed
+		return g.err
+	}
+	if h.failed != nil {
+		err := fmt.Errorf("%w: %w", ErrSessionFailed, h.failed)
+		h.finish(g, err)
+		return err
+	}
+	if want := g.records + h.lastBatch - 1; h.lastBatch > 1 && g.records < want {
+		// The callers the last sync released are likely to append again
+		// at once: yield (for gatherWait at most) until as many records
+		// as that sync covered are in the group besides ours. Stop early
+		// once most have come and the rest lag behind: they are held up
+		// (preempted, woken late) and the next sync covers them.
+		start := time.Now()
+		deadline, last, seen := start.Add(gatherWait), start, g.records
+		for g.records < want && !closed(g.done) {
+			h.mu.Unlock()
+			runtime.Gosched()
+			h.mu.Lock()
+			now := time.Now()
+			if g.records != seen {
+				last, seen = now, g.records
+			}
+			if !now.Before(deadline) || (2*seen >= want && now.Sub(last) > gatherLag) {
+				break
+			}
+		}
+		if closed(g.done) {
+			return g.err
+		}
+	}
+	// Every record in flight is in g: older groups are finished.
+	h.syncing, h.open = true, nil
+	n, f := len(h.inflight), h.chunks.f
+	q, off := h.chunks.takeQueue()
+	h.lastBatch = n
+	h.mu.Unlock()
+	werr := h.chunks.writeAt(q, off)
+	var serr error
+	if werr == nil {
+		serr = h.chunks.sync(f)
+	}
+	h.mu.Lock()
+	h.chunks.giveBack(q)
+	h.syncing = false
+	if next := h.open; next != nil {
+		close(next.lead)
+	}
+	switch {
+	case werr != nil:
+		s.writeFailed(h, g, off, werr)
+	case serr != nil:
+		s.syncFailed(h, g, serr)
+	default:
+		s.publish(h, n)
+		h.finish(g, nil)
+	}
+	return g.err
 }
 
 // settle makes every in-flight record durable and published, with h.mu
@@ -358,41 +406,56 @@ func (s *Store) settle(h *handle) error {
 	err := h.chunks.writeAt(q, off)
 	h.chunks.giveBack(q)
 	if err != nil {
-		return s.writeFailed(h, off, err)
+		return s.writeFailed(h, nil, off, err)
 	}
 	if err := h.chunks.sync(h.chunks.f); err != nil {
-		return s.syncFailed(h, err)
+		return s.syncFailed(h, nil, err)
 	}
 	s.publish(h, len(h.inflight))
+	if g := h.open; g != nil {
+		h.finish(g, nil)
+	}
 	return nil
 }
 
-// writeFailed handles a failed write of the queued records, which
-// writeAt cut back to off: every record in flight is dropped (the later
-// ones name dropped parents) and their appends fail, but the session goes
-// on writing. If even cutting back failed, the session stops writing.
-func (s *Store) writeFailed(h *handle, off int64, err error) error {
+// writeFailed handles a failed write of the queued records of group g (nil
+// from settle), which writeAt cut back to off: every record in flight is
+// dropped (the later ones name dropped parents) and their appends fail,
+// but the session goes on writing. If even cutting back failed, the
+// session stops writing.
+func (s *Store) writeFailed(h *handle, g *commitGroup, off int64, err error) error {
 	if errors.Is(err, errUnsynced) {
-		return s.syncFailed(h, err)
+		return s.syncFailed(h, g, err)
 	}
-	h.drops = append(h.drops, drop{at: len(h.entries), err: err})
 	h.inflight = h.inflight[:0]
 	h.chunks.queue = h.chunks.queue[:0]
 	h.chunks.size = off
-	h.synced.Broadcast()
+	h.failGroups(g, err)
 	return err
 }
 
-// syncFailed handles a failed write or sync of the active chunk: the
-// in-flight records may or may not be on disk, so none is acknowledged and
-// the session stops writing.
-func (s *Store) syncFailed(h *handle, err error) error {
+// syncFailed handles a failed write or sync of the active chunk, for group
+// g (nil from settle): the in-flight records may or may not be on disk, so
+// none is acknowledged and the session stops writing.
+func (s *Store) syncFailed(h *handle, g *commitGroup, err error) error {
 	h.failed = fmt.Errorf("%w: %w", err, errUnsynced)
 	h.inflight = h.inflight[:0]
 	h.chunks.queue = h.chunks.queue[:0]
-	h.synced.Broadcast()
+	h.failGroups(g, h.failed)
 	s.opts.Logger.Error("sessionstore: session stops writing", "session", h.id, "err", h.failed)
 	return h.failed
+}
+
+// failGroups finishes g (if not nil) and the open group with err, after
+// their records were dropped, and wakes whoever waits for a sync.
+func (h *handle) failGroups(g *commitGroup, err error) {
+	if g != nil {
+		h.finish(g, err)
+	}
+	if o := h.open; o != nil {
+		h.finish(o, err)
+	}
+	h.synced.Broadcast()
 }
 
 // publish moves the first n in-flight records, now durable, into the

@@ -342,8 +342,8 @@ func (s *Store) AppendBranchSummary(ctx context.Context, session, from uuid.UUID
 	if err != nil {
 		return Event{}, err
 	}
-	defer s.release(h)
 	if _, err := h.lookup(from); err != nil {
+		s.release(h)
 		return Event{}, err
 	}
 	if rec.AbandonedHead == uuid.Nil {
@@ -352,18 +352,22 @@ func (s *Store) AppendBranchSummary(ctx context.Context, session, from uuid.UUID
 	ev := NewEvent(KindBranchSummary, RoleNone, rec)
 	data, err := prepareRecord(ev, s.opts.MaxRecordSize)
 	if err != nil {
+		s.release(h)
 		return Event{}, err
 	}
 	prev := h.pending
-	upto, out, err := s.writeBatch(ctx, h, []pendingEvent{{ev: ev, rec: data}}, func(h *handle) error {
+	g, out, err := s.writeBatch(ctx, h, []pendingEvent{{ev: ev, rec: data}}, func(h *handle) error {
 		h.pending = from // again after any wait: a Branch in between does not move the summary
 		return nil
 	})
 	if err != nil {
 		h.pending = prev
+		s.release(h)
 		return Event{}, err
 	}
-	if err := s.commit(h, upto); err != nil {
+	err = s.commit(h, g)
+	s.releaseUnlocked(h)
+	if err != nil {
 		return Event{}, err
 	}
 	return out[0], nil

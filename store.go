@@ -71,17 +71,17 @@ type handle struct {
 	// writingBlobs counts the blobs of appends that have not written their
 	// lines yet; GC keeps them.
 	writingBlobs map[[32]byte]int
-	syncing      bool       // a commit leader is syncing the active chunk
-	lastBatch    int        // records the last commit sync covered
-	drops        []drop     // failed writes of queued records (commit.go)
-	synced       *sync.Cond // on mu: in-flight records were published or failed
-	readOnly     bool       // opened by a read-only store (readonly.go)
-	revision     Revision   // of the files when a read-only handle last looked
-	failed       error      // sticky write failure
-	damaged      error      // *CorruptionError found on open: reads see the valid prefix, writes are refused
-	headOnDisk   uuid.UUID  // what the HEAD file holds
-	appended     bool       // events appended since open
-	line         []byte     // reused encoding buffer
+	syncing      bool         // a commit leader is syncing the active chunk
+	lastBatch    int          // records the last commit sync covered
+	open         *commitGroup // the in-flight records no sync has started on (commit.go)
+	synced       *sync.Cond   // on mu: in-flight records were published or failed
+	readOnly     bool         // opened by a read-only store (readonly.go)
+	revision     Revision     // of the files when a read-only handle last looked
+	failed       error        // sticky write failure
+	damaged      error        // *CorruptionError found on open: reads see the valid prefix, writes are refused
+	headOnDisk   uuid.UUID    // what the HEAD file holds
+	appended     bool         // events appended since open
+	line         []byte       // reused encoding buffer
 }
 
 // Open opens (creating it if needed) the store rooted at dir. A nil opts
@@ -344,6 +344,11 @@ func (s *Store) unref(h *handle) []*handle {
 // are closed, least recently used first.
 func (s *Store) release(h *handle) {
 	h.mu.Unlock()
+	s.releaseUnlocked(h)
+}
+
+// releaseUnlocked is release for a caller that has unlocked h.mu already.
+func (s *Store) releaseUnlocked(h *handle) {
 	s.mu.Lock()
 	victims := s.unref(h)
 	s.mu.Unlock()
