@@ -16,15 +16,18 @@ import (
 // write and the fdatasync that make them durable are shared. An append
 // encodes its lines under the mutex, queues them at the end of the active
 // chunk (in memory: chunkWriter.enqueue) and records them as in flight;
-// then it waits until they are durable. A waiter whose records no running
-// sync covers becomes a leader: it takes the queue, notes how many records
-// are in flight, releases the mutex, writes the queue with one write and
-// syncs the chunk, takes the mutex back and publishes those records (moves
-// them into the in-memory index, writes their index lines, tells
-// subscribers), then wakes the others. Appends that arrive during a sync
-// are covered by the next leader's, so N concurrent appenders share a few
-// writes and syncs instead of costing N, and the work under the mutex per
-// append is only encoding. When the last sync covered more than one
+// then it waits until they are durable. The records queued since the last
+// sync started form a commit group; the first append to join it leads it:
+// once the sync before has ended, it takes the queue, notes how many
+// records are in flight, releases the mutex, writes the queue with one
+// write and syncs the chunk, takes the mutex back and publishes those
+// records (moves them into the in-memory index, writes their index lines,
+// tells subscribers), then wakes the group's other callers, which wait on
+// the group without taking the mutex again, and the next group's leader.
+// Appends that arrive during a sync join the next group, so N concurrent
+// appenders share a few writes and syncs instead of costing N, and the
+// work under the mutex per append is only encoding. When the last sync
+// covered more than one
 // append, a new leader first yields the mutex for up to gatherWait, so that
 // appends whose callers were just woken queue their records before the
 // sync starts instead of waiting for the next; it stops early when most
