@@ -166,6 +166,19 @@ func writeMemFile(t *testing.T, fsys vfs.FS, path string, b []byte) {
 	require.NoError(t, f.Close())
 }
 
+// fiveEventChunk makes a closed session of five events in one chunk and
+// returns its filesystem, id, events, the chunk's path and its bytes.
+func fiveEventChunk(t *testing.T) (*vfs.MemFS, uuid.UUID, []Event, string, []byte) {
+	t.Helper()
+	m, s, id := memSession(t, Options{ChunkSize: 1 << 20})
+	evs := appendN(t, s, id, 5)
+	require.NoError(t, s.Close())
+	chunk := sessionPath(id, chunksDir, chunkName(0))
+	b, err := vfs.ReadFile(m, chunk)
+	require.NoError(t, err)
+	return m, id, evs, chunk, b
+}
+
 // TestReconcileTornChunkTail adds the kinds of tail a crash leaves after the
 // last record and checks they are cut and kept aside, with no record lost.
 func TestReconcileTornChunkTail(t *testing.T) {
@@ -177,12 +190,7 @@ func TestReconcileTornChunkTail(t *testing.T) {
 	}
 	for name, tail := range tails {
 		t.Run(name, func(t *testing.T) {
-			m, s, id := memSession(t, Options{ChunkSize: 1 << 20})
-			evs := appendN(t, s, id, 5)
-			require.NoError(t, s.Close())
-			chunk := sessionPath(id, chunksDir, chunkName(0))
-			b, err := vfs.ReadFile(m, chunk)
-			require.NoError(t, err)
+			m, id, evs, chunk, b := fiveEventChunk(t)
 			if tail == nil {
 				// A complete record whose newline never reached the disk.
 				line := encodeEvent(nil, &Event{ID: uuid.New(), ParentID: evs[4].ID, Kind: KindMessage, Role: RoleUser, Record: []byte(`{}`)})
@@ -209,15 +217,10 @@ func TestReconcileFreeSpace(t *testing.T) {
 	ctx := context.Background()
 	for _, free := range []int{1, 511, 4096, 100000} {
 		t.Run(fmt.Sprint(free), func(t *testing.T) {
-			m, s, id := memSession(t, Options{ChunkSize: 1 << 20})
-			evs := appendN(t, s, id, 5)
-			require.NoError(t, s.Close())
-			chunk := sessionPath(id, chunksDir, chunkName(0))
-			b, err := vfs.ReadFile(m, chunk)
-			require.NoError(t, err)
+			m, id, evs, chunk, b := fiveEventChunk(t)
 			writeMemFile(t, m, chunk, append(bytes.Clone(b), make([]byte, free)...))
 
-			s = openMem(t, m, Options{ChunkSize: 1 << 20})
+			s := openMem(t, m, Options{ChunkSize: 1 << 20})
 			r, err := s.Verify(ctx, id)
 			require.NoError(t, err)
 			assert.True(t, r.OK(), "%v", r.Problems)
@@ -252,12 +255,7 @@ func TestReconcileHole(t *testing.T) {
 		hole bool
 	}{{"to a sector boundary", true}, {"short of a sector boundary", false}} {
 		t.Run(tc.name, func(t *testing.T) {
-			m, s, id := memSession(t, Options{ChunkSize: 1 << 20})
-			evs := appendN(t, s, id, 5)
-			require.NoError(t, s.Close())
-			chunk := sessionPath(id, chunksDir, chunkName(0))
-			b, err := vfs.ReadFile(m, chunk)
-			require.NoError(t, err)
+			m, id, evs, chunk, b := fiveEventChunk(t)
 			// Three more records, as one unsynced write would leave them.
 			var tail []byte
 			parent := evs[4].ID
