@@ -231,8 +231,11 @@
 //
 // A Store is safe for concurrent use by any number of goroutines. Appends
 // to one session are serialized (each takes the newest event at its turn as
-// its parent) and group-committed: they share fdatasyncs, and each returns
-// once its own event is durable (commit.go). Appends to different sessions
+// its parent) and group-committed: they share writes and fdatasyncs, and
+// each returns once its own event is durable (commit.go). A failed write
+// fails every append whose record it carried, or that was queued behind
+// it, and the session goes on; a failed sync stops the session's writes
+// (ErrSessionFailed) until the store is reopened. Appends to different sessions
 // run in parallel. A Store keeps at most Options.MaxOpenSessions sessions
 // open, closing the least recently used idle one (as Close would) when it
 // needs room; a pending Branch selection survives that.
