@@ -338,29 +338,9 @@ func (s *Store) commit(h *handle, g *commitGroup) error {
 		h.finish(g, err)
 		return err
 	}
-	if want := g.records + h.lastBatch - 1; h.lastBatch > 1 && g.records < want {
-		// The callers the last sync released are likely to append again
-		// at once: yield (for gatherWait at most) until as many records
-		// as that sync covered are in the group besides ours. Stop early
-		// once most have come and the rest lag behind: they are held up
-		// (preempted, woken late) and the next sync covers them.
-		start := time.Now()
-		deadline, last, seen := start.Add(gatherWait), start, g.records
-		for g.records < want && !closed(g.done) {
-			h.mu.Unlock()
-			runtime.Gosched()
-			h.mu.Lock()
-			now := time.Now()
-			if g.records != seen {
-				last, seen = now, g.records
-			}
-			if !now.Before(deadline) || (2*seen >= want && now.Sub(last) > gatherLag) {
-				break
-			}
-		}
-		if closed(g.done) {
-			return g.err
-		}
+	h.gather(g)
+	if closed(g.done) { // settled meanwhile
+		return g.err
 	}
 	// Every record in flight is in g: older groups are finished.
 	h.syncing, h.open = true, nil
@@ -389,6 +369,34 @@ func (s *Store) commit(h *handle, g *commitGroup) error {
 		h.finish(g, nil)
 	}
 	return g.err
+}
+
+// gather lets more appends join g before its leader syncs, with h.mu held
+// (released while it yields). When the last sync covered more than one
+// append, its callers are likely to append again at once: it yields, for
+// gatherWait at most, until as many records as that sync covered are in
+// the group besides the leader's. It stops early once most have come and
+// the rest lag behind by gatherLag: they are held up (preempted, woken
+// late) and the next sync covers them.
+func (h *handle) gather(g *commitGroup) {
+	want := g.records + h.lastBatch - 1
+	if h.lastBatch <= 1 || g.records >= want {
+		return
+	}
+	start := time.Now()
+	deadline, last, seen := start.Add(gatherWait), start, g.records
+	for g.records < want && !closed(g.done) {
+		h.mu.Unlock()
+		runtime.Gosched()
+		h.mu.Lock()
+		now := time.Now()
+		if g.records != seen {
+			last, seen = now, g.records
+		}
+		if !now.Before(deadline) || (2*seen >= want && now.Sub(last) > gatherLag) {
+			return
+		}
+	}
 }
 
 // settle makes every in-flight record durable and published, with h.mu
