@@ -7,7 +7,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -179,8 +182,9 @@ func (s *Store) createFiles(dir string, meta Meta) error {
 
 // List returns the metadata of every session, ordered by id (UUIDv7 ids
 // sort by creation time). It reads the session.json files and nothing else,
-// and works while other processes write sessions. A session.json that
-// cannot be read is reported as an error rather than skipped.
+// several at a time, and works while other processes write sessions. A
+// session.json that cannot be read is reported as an error rather than
+// skipped.
 func (s *Store) List(ctx context.Context) ([]Meta, error) {
 	if err := s.begin(ctx); err != nil {
 		return nil, err
@@ -191,27 +195,47 @@ func (s *Store) List(ctx context.Context) ([]Meta, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sessionstore: list sessions: %w", err)
 	}
-	out := make([]Meta, 0, len(names))
+	ids := make([]uuid.UUID, 0, len(names))
 	for _, name := range names {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
 		id, err := uuid.Parse(name)
 		if err != nil || id.String() != name {
 			continue // not a session directory
 		}
-		m, err := readMeta(s.opts.fs, filepath.Join(root, name), id)
-		if errors.Is(err, ErrNotFound) {
-			continue // a Create that did not finish
-		}
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, m)
+		ids = append(ids, id)
 	}
-	sort.Slice(out, func(i, j int) bool { return bytesLess(out[i].ID[:], out[j].ID[:]) })
+	sort.Slice(ids, func(i, j int) bool { return bytesLess(ids[i][:], ids[j][:]) })
+	metas := make([]Meta, len(ids))
+	errs := make([]error, len(ids))
+	// Opening a file is most of the work: spread it over the CPUs.
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), (len(ids)+listBatch-1)/listBatch) {
+		wg.Go(func() {
+			for i := int(next.Add(1)) - 1; i < len(ids) && ctx.Err() == nil; i = int(next.Add(1)) - 1 {
+				metas[i], errs[i] = readMeta(s.opts.fs, filepath.Join(root, ids[i].String()), ids[i])
+			}
+		})
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	out := metas[:0]
+	for i := range ids {
+		switch {
+		case errors.Is(errs[i], ErrNotFound):
+			continue // a Create that did not finish
+		case errs[i] != nil:
+			return nil, errs[i]
+		}
+		out = append(out, metas[i])
+	}
 	return out, nil
 }
+
+// listBatch is the number of sessions below which List reads session.json
+// files from one goroutine; each further batch may add one.
+const listBatch = 64
 
 func bytesLess(a, b []byte) bool { return string(a) < string(b) }
 

@@ -3,6 +3,7 @@ package sessionstore
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io/fs"
@@ -227,6 +228,42 @@ func TestAPISessionJSONFormat(t *testing.T) {
 	}
 	slices.Sort(keys)
 	assert.Equal(t, []string{"created_at", "format", "id", "updated_at"}, keys)
+}
+
+// TestListMany: List reads the session.json files of many sessions on
+// several goroutines and still returns them all, in id order, skips an
+// unfinished Create, reports a damaged session.json, and honours its
+// context.
+func TestListMany(t *testing.T) {
+	ctx := context.Background()
+	m := vfs.NewMemFS()
+	s := openMem(t, m, Options{})
+	const n = 5 * listBatch
+	var want []Meta
+	for i := range n {
+		meta, err := s.Create(ctx, Meta{Name: fmt.Sprint("session ", i)})
+		require.NoError(t, err)
+		want = append(want, meta)
+	}
+	slices.SortFunc(want, func(a, b Meta) int { return bytes.Compare(a.ID[:], b.ID[:]) })
+	// A Create that never wrote session.json.
+	require.NoError(t, m.MkdirAll(sessionPath(uuid.New(), chunksDir), 0o700))
+
+	list, err := s.List(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, want, list)
+
+	damaged := want[n/2].ID
+	writeMemFile(t, m, sessionPath(damaged, metaFile), []byte(`{"id":`))
+	_, err = s.List(ctx)
+	var ce *CorruptionError
+	require.ErrorAs(t, err, &ce, "a damaged session.json is reported, not skipped")
+	assert.Equal(t, sessionPath(damaged, metaFile), ce.Path)
+
+	canceled, cancel := context.WithCancel(ctx)
+	cancel()
+	_, err = s.List(canceled)
+	assert.ErrorIs(t, err, context.Canceled)
 }
 
 func TestAPIList(t *testing.T) {
