@@ -140,11 +140,7 @@ func (s *boltStore) appendEvents(session uuid.UUID, evs []Event) ([]uuid.UUID, e
 }
 
 func (s *boltStore) Append(ctx context.Context, session uuid.UUID, ev Event) (uuid.UUID, error) {
-	ids, err := s.appendEvents(session, []Event{ev})
-	if err != nil {
-		return uuid.Nil, err
-	}
-	return ids[0], nil
+	return appendOne(s.appendEvents, session, ev)
 }
 
 func (s *boltStore) AppendBatch(ctx context.Context, session uuid.UUID, evs []Event) ([]uuid.UUID, error) {

@@ -164,11 +164,7 @@ func (s *jsonlStore) appendEvents(session uuid.UUID, evs []Event) ([]uuid.UUID, 
 }
 
 func (s *jsonlStore) Append(ctx context.Context, session uuid.UUID, ev Event) (uuid.UUID, error) {
-	ids, err := s.appendEvents(session, []Event{ev})
-	if err != nil {
-		return uuid.Nil, err
-	}
-	return ids[0], nil
+	return appendOne(s.appendEvents, session, ev)
 }
 
 func (s *jsonlStore) AppendBatch(ctx context.Context, session uuid.UUID, evs []Event) ([]uuid.UUID, error) {

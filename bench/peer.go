@@ -106,3 +106,13 @@ func peerByName(name string) (Peer, bool) {
 	}
 	return Peer{}, false
 }
+
+// appendOne appends ev alone through a peer's batch append and returns
+// its id.
+func appendOne(appendBatch func(uuid.UUID, []Event) ([]uuid.UUID, error), session uuid.UUID, ev Event) (uuid.UUID, error) {
+	ids, err := appendBatch(session, []Event{ev})
+	if err != nil {
+		return uuid.Nil, err
+	}
+	return ids[0], nil
+}

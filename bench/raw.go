@@ -99,11 +99,7 @@ func (s *rawStore) write(session uuid.UUID, evs []Event) ([]uuid.UUID, error) {
 }
 
 func (s *rawStore) Append(ctx context.Context, session uuid.UUID, ev Event) (uuid.UUID, error) {
-	ids, err := s.write(session, []Event{ev})
-	if err != nil {
-		return uuid.Nil, err
-	}
-	return ids[0], nil
+	return appendOne(s.write, session, ev)
 }
 
 func (s *rawStore) AppendBatch(ctx context.Context, session uuid.UUID, evs []Event) ([]uuid.UUID, error) {
