@@ -194,15 +194,11 @@ func childTree(ctx context.Context, p Peer, spec childSpec) (childResult, error)
 
 // childProfile repeats the operation under the CPU profiler.
 func childProfile(ctx context.Context, p Peer, spec childSpec) error {
-	f, err := os.Create(spec.CPUProfile)
+	stop, err := startCPUProfile(spec.CPUProfile)
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	if err := pprof.StartCPUProfile(f); err != nil {
-		return err
-	}
-	defer pprof.StopCPUProfile()
+	defer stop()
 	var res childResult
 	for range max(1, spec.Loops) {
 		var r childResult
@@ -221,4 +217,21 @@ func childProfile(ctx context.Context, p Peer, spec childSpec) error {
 		res.Events = r.Events
 	}
 	return json.NewEncoder(os.Stdout).Encode(res)
+}
+
+// startCPUProfile starts the CPU profiler writing to path; stop ends it
+// and closes the file.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }

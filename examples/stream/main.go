@@ -67,17 +67,27 @@ func orDefault(d, def time.Duration) time.Duration {
 	return d
 }
 
+// newSession opens the store in dir and creates the session to stream.
+func newSession(ctx context.Context, dir string) (*sessionstore.Store, sessionstore.Meta, error) {
+	store, err := sessionstore.Open(dir, nil)
+	if err != nil {
+		return nil, sessionstore.Meta{}, err
+	}
+	meta, err := store.Create(ctx, sessionstore.Meta{Name: "stream", Model: "example-model"})
+	if err != nil {
+		store.Close()
+		return nil, sessionstore.Meta{}, err
+	}
+	return store, meta, nil
+}
+
 // runTerminal runs one turn and prints its live stream.
 func runTerminal(ctx context.Context, dir string, delay time.Duration) error {
-	store, err := sessionstore.Open(dir, nil)
+	store, meta, err := newSession(ctx, dir)
 	if err != nil {
 		return err
 	}
 	defer store.Close()
-	meta, err := store.Create(ctx, sessionstore.Meta{Name: "stream", Model: "example-model"})
-	if err != nil {
-		return err
-	}
 	fmt.Printf("session %s in %s\n", meta.ID, dir)
 	fmt.Println(`"live" lines are deltas (Publish, never written); "saved" lines are events, delivered once durable (Append)`)
 	fmt.Println()
@@ -294,15 +304,11 @@ func runHTTP(ctx context.Context, dir, addr string, delay time.Duration) error {
 	if err := loopbackOnly(addr); err != nil {
 		return err
 	}
-	store, err := sessionstore.Open(dir, nil)
+	store, meta, err := newSession(ctx, dir)
 	if err != nil {
 		return err
 	}
 	defer store.Close()
-	meta, err := store.Create(ctx, sessionstore.Meta{Name: "stream", Model: "example-model"})
-	if err != nil {
-		return err
-	}
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /sessions/{id}/events", func(w http.ResponseWriter, r *http.Request) {
