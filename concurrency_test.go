@@ -71,16 +71,24 @@ func requireChain(t *testing.T, path []Event) {
 	}
 }
 
+// syncCountedSession opens a store on a MemFS whose syncs take delay and
+// are counted, and creates a session.
+func syncCountedSession(t *testing.T, delay time.Duration, o Options) (*vfs.MemFS, *Store, Meta, *atomic.Int64) {
+	t.Helper()
+	m := vfs.NewMemFS()
+	syncs := new(atomic.Int64)
+	s := openMem(t, slowSyncFS{m, delay, syncs}, o)
+	meta, err := s.Create(context.Background(), Meta{})
+	require.NoError(t, err)
+	return m, s, meta, syncs
+}
+
 // TestGroupCommit: 16 goroutines append to one session at once. Every
 // Append returns a durable event, the events chain in the order they were
 // written, and the syncs are shared: far fewer than the appends.
 func TestGroupCommit(t *testing.T) {
 	ctx := context.Background()
-	m := vfs.NewMemFS()
-	var syncs atomic.Int64
-	s := openMem(t, slowSyncFS{m, time.Millisecond, &syncs}, Options{ChunkSize: 8 << 10})
-	meta, err := s.Create(ctx, Meta{})
-	require.NoError(t, err)
+	m, s, meta, syncs := syncCountedSession(t, time.Millisecond, Options{ChunkSize: 8 << 10})
 	const writers, each = 16, 40
 	syncs.Store(0)
 	acked := make([][]Event, writers)
@@ -132,11 +140,7 @@ func TestGroupCommit(t *testing.T) {
 // published event.
 func TestGroupCommitWriteFailure(t *testing.T) {
 	ctx := context.Background()
-	m := vfs.NewMemFS()
-	var syncs atomic.Int64
-	s := openMem(t, slowSyncFS{m, time.Millisecond, &syncs}, Options{ChunkSize: 1 << 20})
-	meta, err := s.Create(ctx, Meta{})
-	require.NoError(t, err)
+	m, s, meta, _ := syncCountedSession(t, time.Millisecond, Options{ChunkSize: 1 << 20})
 	injected := errors.New("injected write failure")
 	stored := 0 // events acknowledged so far
 	for _, n := range []int{2, 4, 6} {
@@ -201,11 +205,7 @@ func TestGroupCommitWriteFailure(t *testing.T) {
 // never splits between chunks, and is refused whole for one bad event.
 func TestAppendBatch(t *testing.T) {
 	ctx := context.Background()
-	m := vfs.NewMemFS()
-	var syncs atomic.Int64
-	s := openMem(t, slowSyncFS{m, 0, &syncs}, Options{ChunkSize: 1500})
-	meta, err := s.Create(ctx, Meta{})
-	require.NoError(t, err)
+	m, s, meta, syncs := syncCountedSession(t, 0, Options{ChunkSize: 1500})
 	first, err := s.Append(ctx, meta.ID, UserMessage("run the tests"))
 	require.NoError(t, err)
 
