@@ -269,3 +269,33 @@ func TestBlobThresholdOptions(t *testing.T) {
 		})
 	}
 }
+
+// TestLoadReportsFirstBadBlob: Load resolves blobs in parallel, and of
+// several damaged ones it reports the first on the path, every time.
+func TestLoadReportsFirstBadBlob(t *testing.T) {
+	ctx := context.Background()
+	m, s, id := memSession(t, Options{})
+	var paths []string
+	for i := range 8 {
+		ev, err := s.Append(ctx, id, bigResult(fmt.Sprint("c", i), i))
+		require.NoError(t, err)
+		d, err := parseDigest(ev.Digest)
+		require.NoError(t, err)
+		paths = append(paths, blobPath(sessionPath(id), d))
+	}
+	require.NoError(t, s.Close())
+	for _, bad := range []int{3, 7, 5} { // damaged in this order: 3 stays first
+		b, err := vfs.ReadFile(m, paths[bad])
+		require.NoError(t, err)
+		b[len(b)/2] ^= 0x40
+		writeMemFile(t, m, paths[bad], b)
+	}
+	s = openMem(t, m, Options{})
+	defer s.Close()
+	for range 20 {
+		_, err := s.Load(ctx, id)
+		var ce *CorruptionError
+		require.ErrorAs(t, err, &ce)
+		require.Equal(t, paths[3], ce.Path)
+	}
+}

@@ -450,6 +450,13 @@ func (r *chunkReader) file(chunk uint32) (chunkSource, error) {
 	return f, nil
 }
 
+// reserve makes room for reads of up to n bytes at once.
+func (r *chunkReader) reserve(n int64) {
+	if int64(cap(r.win)) < n {
+		r.win = make([]byte, 0, n)
+	}
+}
+
 // fill loads n bytes of chunk from off into the window, or as many as the
 // chunk holds.
 func (r *chunkReader) fill(chunk uint32, off int64, n int64) error {
@@ -458,7 +465,7 @@ func (r *chunkReader) fill(chunk uint32, off int64, n int64) error {
 		return err
 	}
 	if int64(cap(r.win)) < n {
-		r.win = make([]byte, n)
+		r.win = make([]byte, max(n, 2*int64(cap(r.win))))
 	}
 	r.win = r.win[:n]
 	got, err := f.ReadAt(r.win, off)
@@ -490,7 +497,7 @@ func (r *chunkReader) read(loc location) (header, payload, error) {
 	if buf[len(buf)-1] != '\n' {
 		return header{}, payload{}, corruptf(path, loc.Offset, "record does not end where the index says")
 	}
-	h, p, err := decodeEventLine(buf[:len(buf)-1])
+	h, p, err := readEventLine(buf[:len(buf)-1])
 	if err != nil {
 		return header{}, payload{}, corruptf(path, loc.Offset, "%w", err)
 	}

@@ -173,6 +173,12 @@
 // record; the fixed-shape suffix and the newline catch changes to the frame
 // itself. A test flips every byte of a committed session, four ways each,
 // and checks that Verify and a read of every event both detect all of them.
+// Reads of indexed records (Load, Event) check the checksum and the header
+// but do not parse the record as JSON again: it was validated when it was
+// appended, and a chunk line that no index covered is validated by the
+// reconciliation scan that indexes it. Verify validates every record, so
+// a line rewritten by another tool with a matching checksum around an
+// invalid record is still reported.
 //
 // # Reconciliation
 //

@@ -171,7 +171,7 @@ type indexScan struct {
 // block between two goroutines when it holds at least parallelMin bytes.
 // Variables so that tests can exercise block and half boundaries.
 var (
-	indexBlock  = 4 << 20
+	indexBlock  = 1 << 20
 	parallelMin = 64 << 10
 )
 
@@ -246,10 +246,11 @@ const minIndexLine = 200
 
 // decodedLines holds the entries decoded from part of a block.
 type decodedLines struct {
-	entries []entry
-	offsets []int64 // offset of each entry's line in the block
-	end     int64   // offset just past the last good line (of the first bad one if err)
-	err     error   // why the line at end failed
+	entries   []entry
+	offsets   []int64 // offset of each entry's line in the block, unless noOffsets
+	noOffsets bool
+	end       int64 // offset just past the last good line (of the first bad one if err)
+	err       error // why the line at end failed
 }
 
 // decodeLinesParallel decodes the newline-terminated lines of block into
@@ -272,8 +273,11 @@ func decodeLinesParallel(block []byte, halves *[2]decodedLines) {
 // its block, stopping at the first bad line.
 func (d *decodedLines) decode(part []byte, base int64) {
 	d.entries, d.offsets, d.end, d.err = d.entries[:0], d.offsets[:0], base, nil
-	if lines := len(part)/minIndexLine + 1; cap(d.entries) < lines {
+	lines := bytes.Count(part, newline)
+	if cap(d.entries) < lines {
 		d.entries = make([]entry, 0, lines)
+	}
+	if cap(d.offsets) < lines && !d.noOffsets {
 		d.offsets = make([]int64, 0, lines)
 	}
 	for len(part) > 0 {
@@ -284,7 +288,9 @@ func (d *decodedLines) decode(part []byte, base int64) {
 			return
 		}
 		d.entries = append(d.entries, e)
-		d.offsets = append(d.offsets, d.end)
+		if !d.noOffsets {
+			d.offsets = append(d.offsets, d.end)
+		}
 		d.end += int64(nl + 1)
 		part = part[nl+1:]
 	}
@@ -313,33 +319,82 @@ func chunkEntries(es []entry, n uint32) []entry {
 // offset is that of the bad line within the embedded index. offsets holds
 // each line's offset there.
 func sealedIndex(fsys vfs.FS, dir string, n uint32) (es []entry, offsets []int64, err error) {
+	m, err := openSealedMeta(fsys, dir, n)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer m.close()
+	if err := m.read(new(zchunk.MetaBuffer)); err != nil {
+		return nil, nil, err
+	}
+	return m.decode(nil, true)
+}
+
+// sealedMeta is the embedded index of a sealed chunk, read in steps so
+// that a caller reading many can size the slice that takes their entries
+// first (bound), and reuse the memory for the index lines (read).
+type sealedMeta struct {
+	path  string
+	chunk uint32
+	zr    *zchunk.Reader
+	lines []byte // the index lines, after read
+	size  int64  // the chunk's logical size
+}
+
+// openSealedMeta opens sealed chunk n of dir for reading its embedded
+// index. The caller closes it.
+func openSealedMeta(fsys vfs.FS, dir string, n uint32) (*sealedMeta, error) {
 	path := filepath.Join(dir, chunkName(n)+sealedExt)
 	zr, err := zchunk.Open(fsys, path)
 	if err != nil {
-		return nil, nil, sealedErr(err)
+		return nil, sealedErr(err)
 	}
-	defer zr.Close()
-	lines, err := zr.Meta()
+	return &sealedMeta{path: path, chunk: n, zr: zr, size: zr.Size()}, nil
+}
+
+// bound returns an upper bound on the number of entries the embedded
+// index holds, if it is valid, from its length alone.
+func (m *sealedMeta) bound() int { return int(m.zr.MetaSize()/minIndexLine) + 1 }
+
+// read reads the index lines into b's memory.
+func (m *sealedMeta) read(b *zchunk.MetaBuffer) error {
+	lines, err := m.zr.MetaWith(b)
 	if err != nil {
-		return nil, nil, sealedErr(err)
+		return sealedErr(err)
 	}
-	var d decodedLines
-	d.decode(lines, 0)
-	if d.err == nil && d.end != int64(len(lines)) {
+	m.lines = lines
+	return nil
+}
+
+func (m *sealedMeta) close() { m.zr.Close() }
+
+var newline = []byte{'\n'}
+
+// decode decodes and checks the index lines, after read, into dst[:0]
+// (whose array is used if large enough) and returns the entries and, if
+// asked, each line's offset, or a *CorruptionError.
+func (m *sealedMeta) decode(dst []entry, withOffsets bool) (es []entry, offsets []int64, err error) {
+	d := decodedLines{entries: dst[:0], noOffsets: !withOffsets}
+	d.decode(m.lines, 0)
+	if d.err == nil && d.end != int64(len(m.lines)) {
 		d.err = io.ErrUnexpectedEOF
 	}
 	if d.err != nil {
-		return nil, nil, corruptf(path, d.end, "embedded index: %v", d.err)
+		return nil, nil, corruptf(m.path, d.end, "embedded index: %v", d.err)
 	}
 	end := int64(0)
 	for i := range d.entries {
-		if l := d.entries[i].Loc; l.Chunk != n || l.Offset != end {
-			return nil, nil, corruptf(path, d.offsets[i], "embedded index: entry %s at chunk %d offset %d, want chunk %d offset %d", d.entries[i].ID, l.Chunk, l.Offset, n, end)
+		if l := d.entries[i].Loc; l.Chunk != m.chunk || l.Offset != end {
+			off := int64(0)
+			for range i {
+				off += int64(bytes.IndexByte(m.lines[off:], '\n') + 1)
+			}
+			return nil, nil, corruptf(m.path, off, "embedded index: entry %s at chunk %d offset %d, want chunk %d offset %d", d.entries[i].ID, l.Chunk, l.Offset, m.chunk, end)
 		}
 		end = d.entries[i].Loc.end()
 	}
-	if end != zr.Size() {
-		return nil, nil, corruptf(path, d.end, "embedded index covers %d of the chunk's %d bytes", end, zr.Size())
+	if end != m.size {
+		return nil, nil, corruptf(m.path, d.end, "embedded index covers %d of the chunk's %d bytes", end, m.size)
 	}
 	return d.entries, d.offsets, nil
 }

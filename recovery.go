@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/sessionstore/sessionstore/internal/vfs"
+	"github.com/sessionstore/sessionstore/internal/zchunk"
 )
 
 // Reconciliation brings a session's derived files in line with its chunks
@@ -68,6 +69,7 @@ type recoveryPlan struct {
 	// The embedded index of each sealed chunk, or why it could not be read.
 	sealedEntries [][]entry
 	sealedErrs    []error
+	sealedAt      []int    // where readSealed decoded a chunk's entries in the array of h.entries, or -1
 	unsealed      []uint32 // chunks with both a plain and a sealed file
 	sealTemps     []string // temporary files of interrupted sealings
 	newestSealed  bool     // the newest chunk is sealed (compressed)
@@ -169,18 +171,13 @@ func analyze(fsys vfs.FS, h *handle) (*recoveryPlan, error) {
 		}
 	}
 
-	// Size the index structures from the index file, so a large session is
-	// loaded without regrowing them.
-	p.readSealed(fsys, chunkDir, missing)
-	hint := 16
-	for _, es := range p.sealedEntries {
-		hint += len(es)
-	}
+	// Size the index structures from the embedded indexes and the index
+	// file, so a large session is loaded without regrowing them.
+	extra := 16
 	if info, err := fsys.Stat(indexPath); err == nil {
-		hint += int(info.Size() / minIndexLine)
+		extra += int(info.Size() / minIndexLine)
 	}
-	h.byID = make(map[uuid.UUID]int32, hint)
-	h.entries = make([]entry, 0, hint)
+	p.readSealed(fsys, h, chunkDir, missing, extra)
 
 	// The entries, in log order: those of a sealed chunk from its embedded
 	// index, those of a plain chunk from index.jsonl (whose lines for
@@ -311,26 +308,79 @@ func analyze(fsys vfs.FS, h *handle) (*recoveryPlan, error) {
 }
 
 // readSealed reads the embedded indexes of the sealed chunks before
-// missing, in parallel, into p.sealedEntries and p.sealedErrs.
-func (p *recoveryPlan) readSealed(fsys vfs.FS, dir string, missing uint32) {
+// missing, in parallel, into p.sealedEntries and p.sealedErrs, and makes
+// h.entries and h.byID with room for their entries plus extra.
+//
+// The sealed chunks that start the log (0, 1, ... up to the first plain or
+// missing one) are decoded straight into the array of h.entries, each in a
+// region sized by sealedMeta.bound and laid out in chunk order, so that
+// addSealed moves them down into place instead of copying them from
+// another slice (p.sealedAt). This is sound because nothing is added to
+// h.entries before them: every other entry is in a later chunk, and add
+// first adds the sealed chunks before its own. Opening a large session so
+// touches the memory of one array of entries, not two.
+func (p *recoveryPlan) readSealed(fsys vfs.FS, h *handle, dir string, missing uint32, extra int) {
 	p.sealedEntries = make([][]entry, missing)
 	p.sealedErrs = make([]error, missing)
-	work := make(chan uint32)
-	var wg sync.WaitGroup
-	for range min(runtime.GOMAXPROCS(0), int(missing)) {
-		wg.Go(func() {
-			for n := range work {
-				p.sealedEntries[n], _, p.sealedErrs[n] = sealedIndex(fsys, dir, n)
+	p.sealedAt = make([]int, missing)
+	metas := make([]*sealedMeta, missing)
+	each := func(f func(n uint32, b *zchunk.MetaBuffer)) {
+		work := make(chan uint32)
+		var wg sync.WaitGroup
+		for range min(runtime.GOMAXPROCS(0), int(missing)) {
+			wg.Go(func() {
+				var b zchunk.MetaBuffer
+				for n := range work {
+					f(n, &b)
+				}
+			})
+		}
+		for n := range missing {
+			if p.sealed[n] {
+				work <- n
 			}
-		})
+		}
+		close(work)
+		wg.Wait()
 	}
+	each(func(n uint32, _ *zchunk.MetaBuffer) { metas[n], p.sealedErrs[n] = openSealedMeta(fsys, dir, n) })
+	total := 0
+	regions := make([][]entry, missing)
 	for n := range missing {
-		if p.sealed[n] {
-			work <- n
+		p.sealedAt[n] = -1
+		if metas[n] != nil {
+			total += metas[n].bound()
 		}
 	}
-	close(work)
-	wg.Wait()
+	h.entries = make([]entry, 0, total+extra)
+	for n, at := uint32(0), 0; n < missing && metas[n] != nil; n++ {
+		b := metas[n].bound()
+		regions[n], p.sealedAt[n] = h.entries[at:at:at+b], at
+		at += b
+	}
+	each(func(n uint32, b *zchunk.MetaBuffer) {
+		m := metas[n]
+		if m == nil {
+			return
+		}
+		defer m.close()
+		if p.sealedErrs[n] = m.read(b); p.sealedErrs[n] == nil {
+			p.sealedEntries[n], _, p.sealedErrs[n] = m.decode(regions[n], false)
+		}
+	})
+	total = extra
+	for n, es := range p.sealedEntries {
+		total += len(es)
+		if p.sealedAt[n] >= 0 && (len(es) == 0 || &es[0] != &regions[n][:1][0]) {
+			// Decoded elsewhere (more lines than the bound): it would
+			// overwrite the regions after it, so those leave the array.
+			for m := uint32(n) + 1; m < missing && p.sealedAt[m] >= 0; m++ {
+				p.sealedEntries[m], p.sealedAt[m] = slices.Clone(p.sealedEntries[m]), -1
+			}
+			p.sealedAt[n] = -1
+		}
+	}
+	h.byID = make(map[uuid.UUID]int32, total)
 }
 
 // errIndexEnd stops a read-only analysis's use of index.jsonl.
@@ -346,10 +396,21 @@ func (p *recoveryPlan) addSealed(h *handle, dir string, n uint32) error {
 	if len(h.entries) > 0 && h.entries[len(h.entries)-1].Loc.Chunk >= n {
 		return corruptf(filepath.Join(dir, chunkName(n)+sealedExt), 0, "sealed chunk %d follows records indexed in chunk %d", n, h.entries[len(h.entries)-1].Loc.Chunk)
 	}
-	for i := range es {
-		if err := h.add(&es[i]); err != nil {
-			return corruptf(filepath.Join(dir, chunkName(n)+sealedExt), 0, "embedded index: %w", err)
+	k, all := len(h.entries), h.entries[:cap(h.entries)]
+	if at := p.sealedAt[n]; at >= k && len(es) > 0 && &all[at] == &es[0] {
+		// Decoded into the array of h.entries, at or after its end.
+		copy(all[k:], es)
+		h.entries = all[:k+len(es)]
+		err = h.adopt(len(es))
+	} else {
+		for i := range es {
+			if err = h.add(&es[i]); err != nil {
+				break
+			}
 		}
+	}
+	if err != nil {
+		return corruptf(filepath.Join(dir, chunkName(n)+sealedExt), 0, "embedded index: %w", err)
 	}
 	return nil
 }

@@ -136,8 +136,9 @@ func TestReconcileIndexDamage(t *testing.T) {
 		{"last lines lost", func(b []byte) []byte { return b[:bytes.Index(b, []byte("\n"))+1] }},
 		{"zero tail", func(b []byte) []byte { return append(b, make([]byte, 300)...) }},
 		{"zero hole", func(b []byte) []byte {
-			i := bytes.Index(b, []byte("\n")) + 1
-			copy(b[i:i+100], make([]byte, 100))
+			// The first 100 bytes of the last line, inside the data.
+			i := bytes.LastIndex(b[:len(b)-1], []byte("\n")) + 1
+			copy(b[i:], make([]byte, 100))
 			return b
 		}},
 		{"garbage tail", func(b []byte) []byte { return append(b, "{\"id\":\"nonsense\"}\n"...) }},

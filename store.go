@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -571,24 +572,36 @@ func (h *handle) lookup(id uuid.UUID) (*entry, error) {
 // add records a new entry in memory after checking it against the tree:
 // its parent must be known and its id new.
 func (h *handle) add(e *entry) error {
-	n := len(h.entries)
-	// In log order a parent usually is the previous event: skip the map.
-	if e.ParentID != uuid.Nil && (n == 0 || h.entries[n-1].ID != e.ParentID) {
-		if _, ok := h.byID[e.ParentID]; !ok {
-			return fmt.Errorf("event %s names unknown parent %s", e.ID, e.ParentID)
+	h.entries = append(h.entries, *e)
+	return h.adopt(1)
+}
+
+// adopt indexes the last k entries, which the caller placed at the end of
+// h.entries, checking each one's id is new and its parent known. On an
+// error h.entries ends before the entry that failed.
+func (h *handle) adopt(k int) error {
+	for n := len(h.entries) - k; n < len(h.entries); n++ {
+		e := &h.entries[n]
+		// In log order a parent usually is the previous event: skip the map.
+		if e.ParentID != uuid.Nil && (n == 0 || h.entries[n-1].ID != e.ParentID) {
+			if _, ok := h.byID[e.ParentID]; !ok {
+				h.entries = h.entries[:n]
+				return fmt.Errorf("event %s names unknown parent %s", e.ID, e.ParentID)
+			}
 		}
-	}
-	h.byID[e.ID] = int32(n)
-	if len(h.byID) != n+1 {
-		// The id was already there: put the first occurrence back.
-		for i := range h.entries {
-			if h.entries[i].ID == e.ID {
-				h.byID[e.ID] = int32(i)
-				return fmt.Errorf("duplicate event id %s (first at position %d)", e.ID, i)
+		h.byID[e.ID] = int32(n)
+		if len(h.byID) != n+1 {
+			// The id was already there: put the first occurrence back.
+			id := e.ID
+			h.entries = h.entries[:n]
+			for i := range h.entries {
+				if h.entries[i].ID == id {
+					h.byID[id] = int32(i)
+					return fmt.Errorf("duplicate event id %s (first at position %d)", id, i)
+				}
 			}
 		}
 	}
-	h.entries = append(h.entries, *e)
 	return nil
 }
 
@@ -666,7 +679,7 @@ func (s *Store) loadPath(ctx context.Context, session, leaf uuid.UUID, fromHead,
 		s.release(h)
 		return nil, fmt.Errorf("%w: the nil uuid is not an event", ErrNotFound)
 	}
-	var path []entry
+	var at []int32 // positions in h.entries, newest first
 	if leaf != uuid.Nil {
 		i, ok := h.byID[leaf]
 		if !ok {
@@ -674,20 +687,23 @@ func (s *Store) loadPath(ctx context.Context, session, leaf uuid.UUID, fromHead,
 			return nil, fmt.Errorf("%w: event %s in session %s", ErrNotFound, leaf, session)
 		}
 		for {
+			at = append(at, i)
 			e := &h.entries[i]
-			path = append(path, *e)
 			if e.ParentID == uuid.Nil || (boundaries && kinds[e.Kind] == KindCompaction) {
 				break
 			}
 			i = h.byID[e.ParentID]
 		}
 	}
+	path := make([]entry, len(at)) // oldest first, which is also file order
+	for k, i := range at {
+		path[len(at)-1-k] = h.entries[i]
+	}
 	damaged := h.damaged
 	s.release(h)
 	// Records never move once written, so they are read without the lock.
 	r := newChunkReader(s.opts.fs, filepath.Join(h.dir, chunksDir))
 	defer r.close()
-	slices.Reverse(path) // oldest first, which is also file order
 	if boundaries && len(path) > 0 && kinds[path[0].Kind] == KindCompaction {
 		kept, err := s.keptTail(h, r, &path[0])
 		if err != nil {
@@ -709,6 +725,11 @@ func (s *Store) loadPath(ctx context.Context, session, leaf uuid.UUID, fromHead,
 // reading each run of adjacent records with one read.
 func (s *Store) readEntries(ctx context.Context, h *handle, r *chunkReader, path []entry) ([]Event, error) {
 	out := make([]Event, len(path))
+	var total int64
+	for i := range path {
+		total += int64(path[i].Loc.Length)
+	}
+	r.reserve(min(total, maxReadRun))
 	for k := 0; k < len(path); {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -729,15 +750,49 @@ func (s *Store) readEntries(ctx context.Context, h *handle, r *chunkReader, path
 			out[k] = ev
 		}
 	}
-	for k := range out {
-		if e := &path[k]; e.Blob {
-			var err error
-			if out[k].Record, err = readBlob(s.opts.fs, h.dir, e.Digest, e.Size); err != nil {
-				return nil, err
-			}
-		}
+	if err := s.resolveBlobs(ctx, h.dir, path, out); err != nil {
+		return nil, err
 	}
 	return out, nil
+}
+
+// resolveBlobs reads and verifies the blob records of the entries of path
+// into out (the events read for them), on one goroutine per CPU. The error
+// is that of the first failing blob in path order.
+func (s *Store) resolveBlobs(ctx context.Context, dir string, path []entry, out []Event) error {
+	var blobs []int
+	for k := range path {
+		if path[k].Blob {
+			blobs = append(blobs, k)
+		}
+	}
+	errs := make([]error, len(blobs))
+	var next atomic.Int64
+	work := func() {
+		for {
+			i := int(next.Add(1)) - 1
+			if i >= len(blobs) {
+				return
+			}
+			if errs[i] = ctx.Err(); errs[i] != nil {
+				continue
+			}
+			e := &path[blobs[i]]
+			out[blobs[i]].Record, errs[i] = readBlob(s.opts.fs, dir, e.Digest, e.Size)
+		}
+	}
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(blobs)) - 1 {
+		wg.Go(work)
+	}
+	work()
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // maxReadRun bounds the bytes Load reads with one call.

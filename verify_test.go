@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sessionstore/sessionstore/internal/jsonl"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 )
 
@@ -176,4 +177,51 @@ func readDetects(ctx context.Context, s *Store, id uuid.UUID, evs []Event) bool 
 		}
 	}
 	return false
+}
+
+// TestVerifyResealedInvalidRecord: a record that is not valid JSON inside a
+// line whose checksum matches (written by some other tool) is corruption
+// to Verify, which validates every record, and to the scan that indexes a
+// chunk, though Load, trusting the checksum of an indexed line, does not
+// parse the record again.
+func TestVerifyResealedInvalidRecord(t *testing.T) {
+	ctx := context.Background()
+	m, s, id := memSession(t, Options{})
+	evs := appendN(t, s, id, 3)
+	require.NoError(t, s.Close())
+	chunkPath := sessionPath(id, chunksDir, chunkName(0))
+	chunk, err := vfs.ReadFile(m, chunkPath)
+	require.NoError(t, err)
+	chunk = bytes.TrimRight(chunk, "\x00") // the preallocated free space
+	lines := bytes.SplitAfter(chunk, []byte("\n"))
+	off := len(lines[0])
+	line := lines[1]
+	require.Contains(t, string(line), `"message 1 `)
+	body := bytes.Replace(line[:len(line)-1-jsonl.SuffixLen], []byte(`"message 1 `), []byte(`"messa"e 1 `), 1)
+	resealed := jsonl.Seal(nil, append(body, '}'))
+	require.Len(t, resealed, len(line), "same length: the index still locates every record")
+	require.NoError(t, jsonl.Verify(resealed[:len(resealed)-1]), "the checksum matches")
+	copy(chunk[off:], resealed)
+	writeMemFile(t, m, chunkPath, chunk)
+
+	s = openMem(t, m, Options{})
+	r, err := s.Verify(ctx, id)
+	require.NoError(t, err)
+	require.False(t, r.OK())
+	assert.Equal(t, chunkPath, r.Problems[0].Path)
+	assert.Equal(t, int64(off), r.Problems[0].Offset)
+	assert.Contains(t, r.Problems[0].Error(), "not valid JSON")
+	require.NoError(t, s.Close())
+
+	// Without index.jsonl the open scans the chunk and stops at the record.
+	require.NoError(t, m.Remove(sessionPath(id, indexName)))
+	s = openMem(t, m, Options{})
+	defer s.Close()
+	path, err := s.Load(ctx, id)
+	var ce *CorruptionError
+	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, chunkPath, ce.Path)
+	assert.Equal(t, int64(off), ce.Offset)
+	require.Len(t, path, 1, "the valid prefix")
+	assert.Equal(t, evs[0].ID, path[0].ID)
 }

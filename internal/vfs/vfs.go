@@ -9,6 +9,7 @@
 package vfs
 
 import (
+	"errors"
 	"io"
 	"io/fs"
 )
@@ -61,5 +62,25 @@ func ReadFile(fsys FS, name string) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
-	return io.ReadAll(f)
+	// Read into a buffer of the file's size (plus one byte, to see the end
+	// without growing it), as os.ReadFile does; a file that grows meanwhile
+	// is still read whole.
+	size := 0
+	if info, err := f.Stat(); err == nil && info.Size() < 1<<40 {
+		size = int(info.Size())
+	}
+	buf := make([]byte, 0, size+1)
+	for {
+		n, err := f.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if errors.Is(err, io.EOF) {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+	}
 }

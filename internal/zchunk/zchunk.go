@@ -609,7 +609,7 @@ func (r *Reader) frame(i int) ([]byte, error) {
 	if got := crc32.Checksum(comp, castagnoli); got != e.crc {
 		return nil, bad(fmt.Errorf("CRC-32C %08x, table says %08x", got, e.crc))
 	}
-	data, err := decodeFrame(comp, e.logLen, "table")
+	data, err := decodeFrame(nil, 0, comp, e.logLen, "table")
 	if err != nil {
 		return nil, bad(err)
 	}
@@ -623,8 +623,10 @@ func (r *Reader) frame(i int) ([]byte, error) {
 
 // decodeFrame decompresses comp, which must be one zstd frame with a
 // content checksum and no dictionary, of n bytes (the length that source,
-// "table" or "footer", records).
-func decodeFrame(comp []byte, n int64, source string) ([]byte, error) {
+// "table" or "footer", records), into dst's array if it has room, else
+// into a new one with spare bytes of room beyond n. Nothing is allocated
+// before the frame header agrees with n.
+func decodeFrame(dst []byte, spare int64, comp []byte, n int64, source string) ([]byte, error) {
 	var h zstd.Header
 	if err := h.Decode(comp); err != nil {
 		return nil, err
@@ -637,7 +639,10 @@ func decodeFrame(comp []byte, n int64, source string) ([]byte, error) {
 	case h.HasFCS && h.FrameContentSize != uint64(n):
 		return nil, fmt.Errorf("content size %d, %s says %d", h.FrameContentSize, source, n)
 	}
-	data, err := decoder().DecodeAll(comp, make([]byte, 0, n))
+	if int64(cap(dst)) < n {
+		dst = make([]byte, 0, n+spare)
+	}
+	data, err := decoder().DecodeAll(comp, dst[:0])
 	if err != nil {
 		return nil, err
 	}
@@ -656,25 +661,48 @@ func decodeFrame(comp []byte, n int64, source string) ([]byte, error) {
 // ErrBadMeta; a file cut short since Open gives one wrapping ErrTruncated.
 // Meta is safe for concurrent use, with itself and with ReadAt.
 func (r *Reader) Meta() ([]byte, error) {
+	return r.MetaWith(new(MetaBuffer))
+}
+
+// MetaBuffer holds the memory that [Reader.MetaWith] reuses from one call
+// to the next, so that reading the metadata of many chunks in turn
+// allocates for the largest only. The zero value is ready to use.
+type MetaBuffer struct {
+	comp, data []byte
+}
+
+// MetaWith is [Reader.Meta] reading into b's memory: the slice it returns
+// is valid until the next call with b. A MetaBuffer serves one call at a
+// time.
+func (r *Reader) MetaWith(b *MetaBuffer) ([]byte, error) {
 	if r.metaLen == 0 {
 		return nil, nil
 	}
 	bad := func(err error) error {
 		return &FormatError{Path: r.path, Offset: r.metaOff, Err: fmt.Errorf("%w: %w", ErrBadMeta, err)}
 	}
-	comp := make([]byte, r.metaLen)
+	if int64(cap(b.comp)) < r.metaLen {
+		b.comp = make([]byte, r.metaLen+r.metaLen/8)
+	}
+	comp := b.comp[:r.metaLen]
 	if err := readFull(r.f, comp, r.metaOff); err != nil {
 		return nil, fileErr(r.path, r.metaOff, err)
 	}
 	if got := crc32.Checksum(comp, castagnoli); got != r.metaCRC {
 		return nil, bad(fmt.Errorf("CRC-32C %08x, footer says %08x", got, r.metaCRC))
 	}
-	data, err := decodeFrame(comp, r.metaSize, "footer")
+	// Room for the next chunk's metadata, which is likely a little longer.
+	data, err := decodeFrame(b.data, r.metaSize/8, comp, r.metaSize, "footer")
 	if err != nil {
 		return nil, bad(err)
 	}
+	b.data = data
 	return data, nil
 }
+
+// MetaSize returns the length of the metadata, as the footer records it
+// (Meta checks it), without reading the meta frame.
+func (r *Reader) MetaSize() int64 { return r.metaSize }
 
 // Close closes the file.
 func (r *Reader) Close() error {

@@ -270,6 +270,28 @@ func TestMeta(t *testing.T) {
 		require.Equal(t, before, c.Stats()[testPath])
 	})
 
+	t.Run("MetaWith reuses its buffer and reads what Meta reads", func(t *testing.T) {
+		var b MetaBuffer
+		var first []byte
+		for i, size := range []int{40 << 10, 42 << 10, 20 << 10} { // the second is a little longer
+			meta := indexLines(transcript(20, size, false))
+			_, r := writeOpen(t, src, meta, 4<<10)
+			require.Equal(t, int64(len(meta)), r.MetaSize())
+			got, err := r.MetaWith(&b)
+			require.NoError(t, err)
+			require.Equal(t, string(meta), string(got))
+			if i == 0 {
+				first = got[:1]
+			} else {
+				assert.Same(t, &first[0], &got[0], "read %d reuses the array", i)
+			}
+			alone, err := r.Meta()
+			require.NoError(t, err)
+			require.Equal(t, string(meta), string(alone))
+			assert.NotSame(t, &got[0], &alone[0], "Meta returns its own slice")
+		}
+	})
+
 	t.Run("meta with an empty data section", func(t *testing.T) {
 		meta := indexLines(src)
 		m, r := writeOpen(t, nil, meta, BlockSize)

@@ -1,0 +1,32 @@
+package vfs
+
+import (
+	"bytes"
+	"fmt"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestReadFileSizes: ReadFile returns every byte, on both file systems,
+// for sizes around the buffer it sizes from Stat.
+func TestReadFileSizes(t *testing.T) {
+	for _, fsys := range []struct {
+		name string
+		fs   FS
+		dir  string
+	}{{"memfs", NewMemFS(), "/"}, {"os", Default, t.TempDir()}} {
+		for _, n := range []int{0, 1, 511, 512, 4096, 100_003} {
+			t.Run(fmt.Sprintf("%s/%d", fsys.name, n), func(t *testing.T) {
+				want := bytes.Repeat([]byte("0123456789abcdef"), n/16+1)[:n]
+				name := filepath.Join(fsys.dir, fmt.Sprintf("f%d", n))
+				writeFile(t, fsys.fs, name, string(want))
+				got, err := ReadFile(fsys.fs, name)
+				require.NoError(t, err)
+				assert.Equal(t, want, got)
+			})
+		}
+	}
+}
