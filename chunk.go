@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/sessionstore/sessionstore/internal/jsonl"
 	"github.com/sessionstore/sessionstore/internal/vfs"
@@ -164,12 +165,20 @@ type chunkWriter struct {
 	maxSize  int64
 	compress bool         // seal full chunks into compressed files
 	log      *slog.Logger // for sealing failures, which lose nothing
-	// embed returns the index lines of chunk n's records, which its sealed
-	// file embeds; resealed is told which full chunks are still plain
-	// after a sealing, so index.jsonl keeps only their lines.
-	embed    func(n uint32) []byte
-	resealed func(plain []uint32)
-	unsealed []uint32 // full chunks left plain by a failed sealing, retried at the next rotation
+	// embed returns the index entries of chunk n's records, whose lines
+	// its sealed file embeds; resealed is called after a sealing, so that
+	// index.jsonl keeps only the lines of plain chunks.
+	embed    func(n uint32) []entry
+	resealed func()
+	unsealed []uint32 // full chunks still plain: queued for the sealer, or left by a failed sealing (retried at the next rotation)
+
+	// Background sealing: with sealMu (the session's mutex, which guards
+	// the fields below as it does the rest of the writer) set, rotate
+	// queues the full chunk and a goroutine seals it (sealLoop) while
+	// appends go on; without it, rotate seals in line.
+	sealMu      *sync.Mutex
+	sealRunning bool          // a sealLoop goroutine runs
+	sealDone    chan struct{} // closed when it ends
 
 	num   uint32
 	f     vfs.File // nil until the first append of a new session
@@ -230,20 +239,22 @@ func (w *chunkWriter) full(n int) bool {
 	return w.f == nil || (w.size > 0 && w.size+int64(n) > w.maxSize)
 }
 
-// rotate seals the active chunk (when compressing) and starts the next
-// one. The caller has made every record of the active chunk durable.
+// rotate closes the active chunk, queues it for sealing (when
+// compressing: see startSealing) and starts the next one. The caller has
+// made every record of the active chunk durable.
 func (w *chunkWriter) rotate() error {
 	next := w.next
 	if w.f != nil {
 		w.trim()
-		if w.compress {
-			w.sealFull()
-		}
 		// The full chunk takes no more records, even if starting the next
-		// one fails: sealing may have removed its plain file, so a record
-		// written there would be lost. The next append retries the start.
+		// one fails: sealing may remove its plain file, so a record written
+		// there would be lost. The next append retries the start.
 		err := w.f.Close()
 		w.f = nil
+		if w.compress {
+			w.unsealed = append(w.unsealed, w.num)
+			w.startSealing()
+		}
 		if err != nil {
 			return fmt.Errorf("sessionstore: close full chunk %s: %w", w.path(w.num), err)
 		}
@@ -356,19 +367,89 @@ func (w *chunkWriter) giveBack(q []byte) {
 // maxSpareQueue bounds the queue buffer kept for reuse.
 const maxSpareQueue = 1 << 20
 
-// sealFull seals the active chunk, which is full, and retries any chunk an
-// earlier sealing left plain, then reports the chunks still plain.
-func (w *chunkWriter) sealFull() {
-	w.unsealed = append(w.unsealed, w.num)
-	kept := w.unsealed[:0]
-	for _, n := range w.unsealed {
-		if !w.seal(n) {
-			kept = append(kept, n)
+// startSealing seals the chunks queued in unsealed: in a background
+// goroutine if the writer has sealMu, else at once. The caller holds the
+// session's mutex.
+func (w *chunkWriter) startSealing() {
+	if w.sealMu == nil {
+		w.sealChunks(slices.Clone(w.unsealed))
+		return
+	}
+	if !w.sealRunning {
+		w.sealRunning, w.sealDone = true, make(chan struct{})
+		go w.sealLoop()
+	}
+}
+
+// sealLoop seals the queued chunks, outside the session's mutex, until
+// none is left but those whose sealing failed in this run (the next
+// rotation retries them).
+func (w *chunkWriter) sealLoop() {
+	w.sealMu.Lock()
+	defer w.sealMu.Unlock()
+	var failed []uint32
+	for {
+		var todo []uint32
+		for _, n := range w.unsealed {
+			if !slices.Contains(failed, n) {
+				todo = append(todo, n)
+			}
+		}
+		if len(todo) == 0 {
+			w.sealRunning = false
+			close(w.sealDone)
+			return
+		}
+		failed = append(failed, w.sealChunks(todo)...)
+	}
+}
+
+// sealChunks seals chunks todo, which are in unsealed, and returns those
+// that stay plain. With sealMu it releases the mutex while it works. Then
+// it drops the sealed chunks from unsealed, and their lines from
+// index.jsonl.
+func (w *chunkWriter) sealChunks(todo []uint32) (failed []uint32) {
+	// The entries of a full chunk are published and never change; growing
+	// the session's entries copies them, so the slices stay valid.
+	embeds := make([][]entry, len(todo))
+	for i, n := range todo {
+		embeds[i] = w.embed(n)
+	}
+	if w.sealMu != nil {
+		w.sealMu.Unlock()
+	}
+	var sealed []uint32
+	for i, n := range todo {
+		if w.seal(n, embeds[i]) {
+			sealed = append(sealed, n)
+		} else {
+			failed = append(failed, n)
 		}
 	}
-	w.unsealed = kept
-	if w.resealed != nil {
-		w.resealed(kept)
+	if w.sealMu != nil {
+		w.sealMu.Lock()
+	}
+	w.unsealed = slices.DeleteFunc(w.unsealed, func(n uint32) bool { return slices.Contains(sealed, n) })
+	if len(sealed) > 0 && w.resealed != nil {
+		w.resealed()
+	}
+	return failed
+}
+
+// plain reports whether chunk n's index lines belong in index.jsonl: it
+// is the active chunk, or a full one not sealed (yet).
+func (w *chunkWriter) plain(n uint32) bool {
+	return (w.f != nil && n == w.num) || slices.Contains(w.unsealed, n)
+}
+
+// awaitSealing waits until no chunk is being sealed in the background.
+// The caller holds the session's mutex, which the wait releases.
+func (w *chunkWriter) awaitSealing() {
+	for w.sealRunning {
+		done := w.sealDone
+		w.sealMu.Unlock()
+		<-done
+		w.sealMu.Lock()
 	}
 }
 
@@ -380,14 +461,15 @@ func (w *chunkWriter) sealFull() {
 // compressed file keeps. Sealing saves space and nothing depends on it, so
 // a failure is logged, the plain chunk stays and the next rotation retries.
 // It reports whether the sealed file is in place.
-func (w *chunkWriter) seal(n uint32) bool {
+func (w *chunkWriter) seal(n uint32, es []entry) bool {
 	path := w.path(n)
 	data, err := vfs.ReadFile(w.fsys, path)
 	if err == nil {
 		// Free space a failed trim left is not sealed: records end in a
 		// newline, never in a zero byte.
 		data = data[:len(data)-zeroTail(data)]
-		err = zchunk.Write(w.fsys, path+sealedExt, data, w.embed(n), w.perm)
+		lines := encodeIndexLines(make([]byte, 0, len(es)*typicalIndexLine), es)
+		err = zchunk.Write(w.fsys, path+sealedExt, data, lines, w.perm)
 	}
 	if err != nil {
 		w.log.Warn("sessionstore: chunk stays uncompressed", "path", path, "err", err)

@@ -7,8 +7,11 @@ import (
 	"io/fs"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -65,7 +68,11 @@ func TestMixedChunks(t *testing.T) {
 	s := openMem(t, m, Options{ChunkSize: 2048})
 	meta, err := s.Create(ctx, Meta{})
 	require.NoError(t, err)
-	evs := appendN(t, s, meta.ID, 60)
+	var evs []Event
+	for range 60 {
+		evs = append(evs, appendN(t, s, meta.ID, 1)...)
+		awaitSealing(s, meta.ID) // one rotation at a time, each sealing ended
+	}
 	require.Greater(t, failed, 1, "each rotation retries the chunk left plain")
 	layout := sealedLayout(t, m, sessionPath(meta.ID, chunksDir))
 	assert.False(t, layout["000001.jsonl"], "the chunk whose sealing failed stays plain")
@@ -87,6 +94,7 @@ func TestMixedChunks(t *testing.T) {
 	// Without the fault, the next rotation seals the chunk left plain, and
 	// index.jsonl drops its lines.
 	evs = append(evs, appendN(t, s2, meta.ID, 30)...)
+	awaitSealing(s2, meta.ID)
 	assert.True(t, sealedLayout(t, m, sessionPath(meta.ID, chunksDir))["000001.jsonl.zst"])
 	require.NoError(t, s2.Close())
 	checkAll(t, m, meta.ID, evs).Close()
@@ -197,4 +205,98 @@ func TestSealedIndex(t *testing.T) {
 	path, err = s3.Load(ctx, meta.ID)
 	assert.ErrorAs(t, err, &ce)
 	assert.Len(t, path, len(zero), "the valid prefix is chunk 0")
+}
+
+// awaitSealing waits until no chunk of the session, if open in s, is being
+// sealed in the background.
+func awaitSealing(s *Store, id uuid.UUID) {
+	s.mu.Lock()
+	h := s.sessions[id]
+	s.mu.Unlock()
+	if h == nil {
+		return
+	}
+	h.mu.Lock()
+	h.chunks.awaitSealing()
+	h.mu.Unlock()
+}
+
+// gatedSealFS holds the creation of a sealed chunk's temporary file until
+// open is closed, and reports on started that a sealing began.
+type gatedSealFS struct {
+	vfs.FS
+	started chan string
+	open    chan struct{}
+}
+
+func (g gatedSealFS) OpenFile(name string, flag int, perm fs.FileMode) (vfs.File, error) {
+	if strings.HasSuffix(name, sealedExt+".tmp") {
+		g.started <- filepath.Base(name)
+		<-g.open
+	}
+	return g.FS.OpenFile(name, flag, perm)
+}
+
+// TestSealingInBackground: sealing a full chunk runs beside the appends
+// that fill the next one, which neither wait for it nor see it; Close
+// waits for it, and the session is then sealed and whole.
+func TestSealingInBackground(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	g := gatedSealFS{FS: vfs.Default, started: make(chan string, 16), open: make(chan struct{})}
+	var release sync.Once
+	t.Cleanup(func() { release.Do(func() { close(g.open) }) })
+	s, err := Open(dir, &Options{ChunkSize: 2048, fs: g})
+	require.NoError(t, err)
+	meta, err := s.Create(ctx, Meta{})
+	require.NoError(t, err)
+	var evs []Event
+	appendOne := func() {
+		t.Helper()
+		done := make(chan Event, 1)
+		go func() {
+			ev, err := s.Append(ctx, meta.ID, UserMessage(fmt.Sprintf("message %d", len(evs))))
+			assert.NoError(t, err)
+			done <- ev
+		}()
+		select {
+		case ev := <-done:
+			evs = append(evs, ev)
+		case <-time.After(time.Minute):
+			t.Fatal("an append waited for the sealing")
+		}
+	}
+	for len(g.started) == 0 {
+		appendOne()
+	}
+	assert.Equal(t, chunkName(0)+sealedExt+".tmp", <-g.started)
+
+	// Chunk 0 is being sealed (held): appends go on into chunk 1 and
+	// beyond, and reads see every event.
+	for range 40 {
+		appendOne()
+	}
+	apiSameEvents(t, evs, mustLoad(t, s, meta.ID))
+	chunks := filepath.Join(dir, sessionsDir, meta.ID.String(), chunksDir)
+	names, err := vfs.Default.ReadDir(chunks)
+	require.NoError(t, err)
+	assert.Contains(t, names, chunkName(0), "chunk 0 stays plain while its sealing is held")
+	assert.Contains(t, names, chunkName(2), "the appends filled chunk 1 and started chunk 2")
+
+	release.Do(func() { close(g.open) })
+	require.NoError(t, s.Close())
+	names, err = vfs.Default.ReadDir(chunks)
+	require.NoError(t, err)
+	for _, n := range []uint32{0, 1} {
+		assert.Contains(t, names, chunkName(n)+sealedExt, "Close waited for the sealing")
+		assert.NotContains(t, names, chunkName(n))
+	}
+	s2, err := Open(dir, nil)
+	require.NoError(t, err)
+	defer s2.Close()
+	apiSameEvents(t, evs, mustLoad(t, s2, meta.ID))
+	r, err := s2.Verify(ctx, meta.ID)
+	require.NoError(t, err)
+	assert.True(t, r.OK(), "%v", r.Problems)
+	assert.Empty(t, r.Repairs, "nothing for reconciliation to repair")
 }

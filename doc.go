@@ -93,6 +93,11 @@
 // frames of at most 64 KiB of lines, each with its content checksum and a
 // CRC-32C of its compressed bytes, then a frame table and a footer), made
 // durable under its final name, and only then is the plain file removed.
+// Sealing runs in a background goroutine of the session while appends fill
+// the next chunk (a full 8 MiB chunk takes on the order of 100-200 ms to
+// compress and write, which appends used to wait for); Close, and closing
+// an idle session, wait for it. Its records are durable in the plain file
+// throughout, so sealing changes nothing a crash can lose.
 // Index locations keep addressing the plain (logical) offsets, which the
 // frame table maps to frames, so reading one event decompresses at most
 // one bounded frame. Reading is layout-blind: plain and compressed chunks
@@ -102,10 +107,12 @@
 // The sealed file also embeds the index lines of its records, in the
 // format above, compressed as one more checked frame (the zchunk metadata
 // section); index.jsonl is then rewritten to hold only the lines of chunks
-// still plain, normally none. On the recorded transcript in testdata the
-// index lines are a sixth of the session's plain size and compress about
-// six times, so this keeps the index from dominating the bytes on disk. Opening a session reads the embedded
-// index of each sealed chunk and the lines of index.jsonl, skipping any
+// still plain: the active one, and any full chunk not sealed yet. On the
+// recorded transcript in testdata the index lines are a sixth of the
+// session's plain size and compress about six times, so this keeps the
+// index from dominating the bytes on disk. Opening a session reads the
+// embedded index of each sealed chunk and the lines of index.jsonl,
+// skipping any
 // line whose chunk is sealed (a crash can leave such stale lines between
 // sealing and the rewrite; reconciliation drops them). The embedded lines
 // must tile the chunk from offset 0 to its end; if they do not, the sealed

@@ -244,6 +244,10 @@ func readIndex(fsys vfs.FS, path string, add func(e *entry, off int64) error) (i
 // shortest possible one is about 230 bytes), for sizing buffers.
 const minIndexLine = 200
 
+// typicalIndexLine is the length of a long index line (a blob reference's
+// is about 330 bytes), for sizing a buffer for many.
+const typicalIndexLine = 330
+
 // decodedLines holds the entries decoded from part of a block.
 type decodedLines struct {
 	entries   []entry

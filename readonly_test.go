@@ -490,6 +490,7 @@ func TestReadOnlyRevision(t *testing.T) {
 		cur = next
 	}
 	assert.Greater(t, len(chunks), 3, "the appends spanned several chunks")
+	awaitSealing(w, id)
 	assert.Greater(t, roCount(roChunkFiles(t, dir, id), chunkExt+sealedExt), 2, "and sealed some")
 
 	// Calls that write no event leave it alone: a Branch (in memory), a
@@ -557,6 +558,7 @@ func TestReadOnlyRevisionSealedNewestChunk(t *testing.T) {
 	restore := roFailCreate(m, chunkName(plain.Chunk+1))
 	_, err = w.Append(ctx, id, UserMessage(strings.Repeat("b", 600)))
 	require.Error(t, err, "precondition: starting the next chunk fails")
+	awaitSealing(w, id)
 	sealed, err := r.Revision(ctx, id)
 	require.NoError(t, err)
 	assert.Equal(t, plain.Chunk, sealed.Chunk)
@@ -821,6 +823,7 @@ func roBesideWriter(t *testing.T) (w *Store, id uuid.UUID, acked []Event, r *Sto
 	for range 3 {
 		acked = append(acked, roRotate(t, w, id)...)
 	}
+	awaitSealing(w, id)
 	require.Positive(t, roCount(roChunkFiles(t, dir, id), chunkExt+sealedExt), "precondition: sealed chunks")
 	r, g = roOpen(t, dir, Options{})
 	apiSameEvents(t, acked, mustLoad(t, r, id))

@@ -529,11 +529,14 @@ func (s *Store) reconcile(h *handle) error {
 	}
 	h.chunks = chunkWriter{fsys: fsys, dir: chunkDir, perm: s.opts.FileMode, maxSize: s.opts.ChunkSize,
 		compress: s.opts.Compression == CompressionZstd, log: log,
-		embed: func(n uint32) []byte { return encodeIndexLines(nil, chunkEntries(h.entries, n)) },
-		resealed: func(plain []uint32) {
+		sealMu: &h.mu,
+		embed:  func(n uint32) []entry { return chunkEntries(h.entries, n) },
+		resealed: func() {
 			var keep []entry
-			for _, n := range plain {
-				keep = append(keep, chunkEntries(h.entries, n)...)
+			for i := range h.entries {
+				if h.chunks.plain(h.entries[i].Loc.Chunk) {
+					keep = append(keep, h.entries[i])
+				}
 			}
 			if err := h.index.reset(keep); err != nil {
 				h.failed = err

@@ -479,6 +479,7 @@ func (s *Store) closeHandle(h *handle) error {
 	if h.openErr != nil {
 		return nil
 	}
+	h.chunks.awaitSealing()
 	var errs []error
 	if h.failed == nil && h.damaged == nil && !h.readOnly {
 		h.chunks.trim()
@@ -572,6 +573,15 @@ func (h *handle) lookup(id uuid.UUID) (*entry, error) {
 // add records a new entry in memory after checking it against the tree:
 // its parent must be known and its id new.
 func (h *handle) add(e *entry) error {
+	if len(h.entries) == cap(h.entries) {
+		// Double the array: append grows a large slice by a quarter, so
+		// a session of n events would copy about 5n entries into fresh
+		// memory over its life, under the session's mutex; doubling copies
+		// about 2n.
+		grown := make([]entry, len(h.entries), max(2*cap(h.entries), 256))
+		copy(grown, h.entries)
+		h.entries = grown
+	}
 	h.entries = append(h.entries, *e)
 	return h.adopt(1)
 }
