@@ -8,7 +8,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/google/uuid"
 	"github.com/klauspost/compress/zstd"
@@ -39,6 +42,13 @@ import (
 // content: no event refers to it, GC removes it, and an append of the
 // same record finds it does not verify and writes it again (a blob that
 // exists is reused only after its content is checked and synced).
+//
+// Concurrency: an append writes its blobs without holding the session's
+// mutex (writeBlobs), so other appends, reads and GC go on meanwhile. It
+// counts their digests in the handle's writingBlobs first, and GC keeps
+// those blobs and their temporary files. Each write has its own temporary
+// file ("<name>.<n>.tmp"), so appends that store the same record at once
+// do not collide; their renames replace a name with the same content.
 
 // blobEncoder and blobDecoder are shared: EncodeAll and DecodeAll are safe
 // for concurrent use. The decoder checks each frame's content checksum and
@@ -56,13 +66,33 @@ func blobPath(dir string, d [32]byte) string {
 	return filepath.Join(dir, blobsDir, "sha256", h[:2], h[2:]+blobExt)
 }
 
-// putBlob stores rec as a blob under dir (a session directory) and returns
-// its digest. When it returns nil the blob and its directory entry are
-// durable. An existing blob with the same digest is reused.
-func putBlob(fsys vfs.FS, dir string, rec []byte, filePerm, dirPerm os.FileMode) ([32]byte, error) {
-	d := sha256.Sum256(rec)
+// putBlob stores rec, whose SHA-256 is d, as a blob under dir (a session
+// directory). When it returns nil the blob and its directory entry are
+// durable. An existing blob with the same digest is reused. Appends to one
+// session may put blobs at once, the same one too: each writes its own
+// temporary file (blobTemp), and the renames replace a name with the same
+// content.
+//
+// Durability: the file's data, its name in the prefix directory, and, the
+// first time known sees that directory, the prefix directory's name in
+// blobs/sha256 and that one's in blobs/ are synced at once: they are
+// independent, and no line names the blob before all end. Another append
+// may have made the prefix directory and not synced its parent yet, which
+// is why each first use in a process syncs the parents, whoever made them.
+func putBlob(fsys vfs.FS, dir string, d [32]byte, rec []byte, filePerm, dirPerm os.FileMode, known *blobDirs) error {
 	path := blobPath(dir, d)
 	sub := filepath.Dir(path)
+	dirs := []string{sub}
+	if !known.has(sub) {
+		dirs = append(dirs, filepath.Dir(sub), filepath.Dir(filepath.Dir(sub)))
+	}
+	synced := func(f vfs.File) error {
+		if err := syncAll(fsys, f, dirs...); err != nil {
+			return err
+		}
+		known.add(sub)
+		return nil
+	}
 	if _, err := fsys.Stat(path); err == nil {
 		// Written before, perhaps by an append a crash interrupted before
 		// the blob was durable: reuse it only if its content verifies,
@@ -70,67 +100,94 @@ func putBlob(fsys vfs.FS, dir string, rec []byte, filePerm, dirPerm os.FileMode)
 		if _, err := readBlob(fsys, dir, d, int64(len(rec))); err == nil {
 			f, err := fsys.OpenFile(path, os.O_RDONLY, 0)
 			if err != nil {
-				return d, err
+				return err
 			}
-			return d, syncBoth(fsys, f, sub)
+			return synced(f)
 		}
 	}
-	if err := mkdirDurable(fsys, sub, filepath.Join(dir, blobsDir), dirPerm); err != nil {
-		return d, err
+	if err := fsys.MkdirAll(sub, dirPerm); err != nil {
+		return err
 	}
-	tmp := path + ".tmp"
+	tmp := blobTemp(path)
 	f, err := fsys.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, filePerm)
 	if err != nil {
-		return d, err
+		return err
 	}
 	if _, err := f.Write(blobEncoder.EncodeAll(rec, nil)); err != nil {
 		f.Close()
-		return d, err
+		_ = fsys.Remove(tmp)
+		return err
 	}
 	if err := fsys.Rename(tmp, path); err != nil {
 		f.Close()
-		return d, err
+		_ = fsys.Remove(tmp)
+		return err
 	}
-	return d, syncBoth(fsys, f, sub)
+	return synced(f)
 }
 
-// syncBoth syncs f and the directory dir concurrently, then closes f.
-func syncBoth(fsys vfs.FS, f vfs.File, dir string) error {
-	dirErr := make(chan error, 1)
-	go func() { dirErr <- fsys.SyncDir(dir) }()
+// blobDirs is the set of a session's blob prefix directories whose names,
+// and their parents', are known durable in this process.
+type blobDirs struct {
+	mu   sync.Mutex
+	dirs map[string]bool
+}
+
+func (b *blobDirs) has(dir string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.dirs[dir]
+}
+
+func (b *blobDirs) add(dir string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.dirs == nil {
+		b.dirs = map[string]bool{}
+	}
+	b.dirs[dir] = true
+}
+
+// blobTemps numbers the temporary files of blobs, so that two appends
+// writing the same blob at once do not share one. Another process cannot
+// write the session's blobs meanwhile: it holds the session's lock.
+var blobTemps atomic.Uint64
+
+// blobTemp returns a new temporary name for the blob file path:
+// "<name>.<n>.tmp".
+func blobTemp(path string) string {
+	return path + "." + strconv.FormatUint(blobTemps.Add(1), 10) + ".tmp"
+}
+
+// blobTempName parses the digest out of the name of a blob's temporary
+// file (see blobTemp) in directory sub.
+func blobTempName(sub, name string) ([32]byte, bool) {
+	rest, ok := strings.CutSuffix(name, ".tmp")
+	if i := strings.LastIndexByte(rest, '.'); ok && i > 0 {
+		if _, err := strconv.ParseUint(rest[i+1:], 10, 64); err == nil {
+			return blobName(sub, rest[:i])
+		}
+	}
+	return [32]byte{}, false
+}
+
+// syncAll syncs f and the directories dirs concurrently, then closes f.
+func syncAll(fsys vfs.FS, f vfs.File, dirs ...string) error {
+	dirErrs := make(chan error, len(dirs))
+	for _, d := range dirs {
+		go func() { dirErrs <- fsys.SyncDir(d) }()
+	}
 	err := f.Sync()
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
-	if derr := <-dirErr; err == nil {
-		err = derr
+	for range dirs {
+		if derr := <-dirErrs; err == nil {
+			err = derr
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("%w: %w", err, errUnsynced)
-	}
-	return nil
-}
-
-// mkdirDurable creates dir and any missing parents up to (not including)
-// root, syncing each parent whose entries changed.
-func mkdirDurable(fsys vfs.FS, dir, root string, perm os.FileMode) error {
-	if _, err := fsys.Stat(dir); err == nil {
-		return nil
-	}
-	var missing []string
-	for d := dir; d != root && d != filepath.Dir(d); d = filepath.Dir(d) {
-		if _, err := fsys.Stat(d); err == nil {
-			break
-		}
-		missing = append(missing, d)
-	}
-	if err := fsys.MkdirAll(dir, perm); err != nil {
-		return err
-	}
-	for _, d := range missing {
-		if err := fsys.SyncDir(filepath.Dir(d)); err != nil {
-			return fmt.Errorf("%w: %w", err, errUnsynced)
-		}
 	}
 	return nil
 }
@@ -203,11 +260,10 @@ type GCReport struct {
 
 // GC removes the blobs of a session that no event refers to (left by a
 // crash between writing a blob and appending its event) and temporary blob
-// files. It holds the session's mutex while it runs, so no blob is written
-// under it, and never removes a blob that an event refers to, including the
+// files. It never removes a blob that an event refers to, including the
 // events of appends still in progress (written, or about to be, and not
-// yet durable). Removals are made durable (directories synced) before it
-// returns.
+// yet durable), nor the temporary file of a blob an append is writing.
+// Removals are made durable (directories synced) before it returns.
 //
 // Errors: ErrNotFound, ErrLocked, ErrSessionFailed, *CorruptionError for a
 // damaged session (GC then removes nothing), ErrClosed.
@@ -254,6 +310,9 @@ func (s *Store) GC(ctx context.Context, session uuid.UUID) (GCReport, error) {
 				if d, ok := blobName(sub, name); ok && referenced[d] {
 					rep.Kept++
 					continue
+				}
+				if d, ok := blobTempName(sub, name); ok && h.writingBlobs[d] > 0 {
+					continue // being written by an append in progress
 				}
 				if info, err := fsys.Stat(path); err == nil {
 					rep.Bytes += info.Size()

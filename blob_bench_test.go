@@ -6,6 +6,8 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -54,6 +56,68 @@ func BenchmarkAppendLarge(b *testing.B) {
 	}
 	report("64KiB", largeLat)
 	report("300B", smallLat)
+}
+
+// BenchmarkAppendLargeConcurrent: 8 goroutines append 64 KiB tool results
+// (blobs) to one session while one more appends 300-byte messages to it;
+// it reports the tool results' throughput and the messages' p99 latency.
+// Blobs are written outside the session's mutex, so their compression and
+// syncs overlap and the messages do not queue behind them.
+func BenchmarkAppendLargeConcurrent(b *testing.B) {
+	const writers = 8
+	ctx := context.Background()
+	s, id := benchSession(b, b.TempDir(), nil)
+	base := toolOutput(1, 64<<10)
+	small := benchRecord300()
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	var smallLat []time.Duration
+	stop := make(chan struct{})
+	smallDone := make(chan struct{})
+	b.ResetTimer()
+	go func() {
+		defer close(smallDone)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			t0 := time.Now()
+			if _, err := s.Append(ctx, id, small); err != nil {
+				b.Error(err)
+				return
+			}
+			smallLat = append(smallLat, time.Since(t0))
+		}
+	}()
+	t0 := time.Now()
+	for range writers {
+		wg.Go(func() {
+			for {
+				i := next.Add(1)
+				if i > int64(b.N) {
+					return
+				}
+				n := strconv.FormatInt(i, 10)
+				ev := ToolResultEvent(ToolResult{CallID: "c" + n, Output: n + base[len(n):]})
+				if _, err := s.Append(ctx, id, ev); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(t0)
+	close(stop)
+	<-smallDone
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "appends/s-64KiB")
+	if len(smallLat) > 0 {
+		slices.Sort(smallLat)
+		b.ReportMetric(float64(smallLat[len(smallLat)*99/100].Microseconds())/1000, "p99-ms-300B")
+	}
 }
 
 // BenchmarkTreeHeap builds a session holding SESSIONSTORE_BENCH_TREE_BYTES

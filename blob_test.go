@@ -2,10 +2,14 @@ package sessionstore
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
@@ -298,4 +302,165 @@ func TestLoadReportsFirstBadBlob(t *testing.T) {
 		require.ErrorAs(t, err, &ce)
 		require.Equal(t, paths[3], ce.Path)
 	}
+}
+
+// gateFS holds each operation that hold selects until open is closed,
+// reporting it on held first.
+type gateFS struct {
+	vfs.FS
+	hold func(op, name string) bool
+	held chan string
+	open chan struct{}
+}
+
+func newGateFS(hold func(op, name string) bool) *gateFS {
+	return &gateFS{FS: vfs.Default, hold: hold, held: make(chan string, 64), open: make(chan struct{})}
+}
+
+func (g *gateFS) wait(op, name string) {
+	if g.hold(op, name) {
+		g.held <- name
+		<-g.open
+	}
+}
+
+func (g *gateFS) OpenFile(name string, flag int, perm os.FileMode) (vfs.File, error) {
+	g.wait("open", name)
+	return g.FS.OpenFile(name, flag, perm)
+}
+
+func (g *gateFS) Rename(from, to string) error {
+	g.wait("rename", from)
+	return g.FS.Rename(from, to)
+}
+
+// within runs f and fails the test if it does not return within a minute.
+func within[T any](t *testing.T, what string, f func() T) T {
+	t.Helper()
+	done := make(chan T, 1)
+	go func() { done <- f() }()
+	select {
+	case v := <-done:
+		return v
+	case <-time.After(time.Minute):
+		t.Fatalf("%s did not return", what)
+		panic("unreachable")
+	}
+}
+
+// TestBlobWriteOutsideMutex: while one append's blob is being written (held
+// before its rename), other appends to the session go on and GC keeps the
+// blob's temporary file; then the held append completes after them.
+func TestBlobWriteOutsideMutex(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	g := newGateFS(func(op, name string) bool {
+		return op == "rename" && strings.Contains(name, string(filepath.Separator)+blobsDir+string(filepath.Separator))
+	})
+	s, err := Open(dir, &Options{fs: g})
+	require.NoError(t, err)
+	defer s.Close()
+	var release sync.Once
+	defer release.Do(func() { close(g.open) }) // before Close, which waits for the held append
+	meta, err := s.Create(ctx, Meta{})
+	require.NoError(t, err)
+	first := apiAppend(t, s, meta.ID, UserMessage("before"))
+
+	big := make(chan error, 1)
+	var bigEv Event
+	go func() {
+		var err error
+		bigEv, err = s.Append(ctx, meta.ID, bigResult("held", 1))
+		big <- err
+	}()
+	tmp := <-g.held // the blob is written to its temporary file; the rename is held
+	small := within(t, "an append beside a blob write", func() Event {
+		ev, err := s.Append(ctx, meta.ID, UserMessage("beside"))
+		assert.NoError(t, err)
+		return ev
+	})
+	rep := within(t, "GC beside a blob write", func() GCReport {
+		rep, err := s.GC(ctx, meta.ID)
+		assert.NoError(t, err)
+		return rep
+	})
+	assert.Zero(t, rep.Removed, "GC keeps the temporary file of a blob being written")
+	_, err = os.Stat(tmp)
+	require.NoError(t, err, "the temporary file is still there")
+
+	release.Do(func() { close(g.open) })
+	require.NoError(t, <-big)
+	path := mustLoad(t, s, meta.ID)
+	require.Len(t, path, 3)
+	apiSameEvents(t, []Event{first, small}, path[:2])
+	assert.Equal(t, bigEv.ID, path[2].ID, "the held append took its turn when its blob was durable")
+	assert.Equal(t, small.ID, path[2].ParentID)
+	files, err := filepath.Glob(filepath.Join(dir, sessionsDir, meta.ID.String(), blobsDir, "sha256", "*", "*"))
+	require.NoError(t, err)
+	require.Len(t, files, 1, "one blob, no temporary file left")
+	assert.True(t, strings.HasSuffix(files[0], blobExt))
+}
+
+// TestSameBlobAtOnce: appends of the same large record at the same time
+// each write their own temporary file, and the session ends up with one
+// blob that every event resolves to.
+func TestSameBlobAtOnce(t *testing.T) {
+	ctx := context.Background()
+	m, s, id := memSession(t, Options{})
+	rec := bigResult("same", 7)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			_, err := s.Append(ctx, id, rec)
+			assert.NoError(t, err)
+		})
+	}
+	wg.Wait()
+	require.Len(t, blobFiles(t, m, id), 1)
+	path, err := s.Load(ctx, id)
+	require.NoError(t, err)
+	require.Len(t, path, 8)
+	for _, ev := range path {
+		assert.Equal(t, string(path[0].Record), string(ev.Record))
+	}
+	require.NoError(t, s.Close())
+	checkAll(t, m, id, path).Close()
+}
+
+func TestBlobTempName(t *testing.T) {
+	d := sha256.Sum256([]byte("x"))
+	path := blobPath("", d)
+	sub, name := filepath.Base(filepath.Dir(path)), filepath.Base(path)
+	got, ok := blobTempName(sub, filepath.Base(blobTemp(path)))
+	require.True(t, ok)
+	assert.Equal(t, d, got)
+	for _, bad := range []string{name, name + ".tmp", name + ".x.tmp", "stale.tmp", name + ".1", "." + name + ".1.tmp"} {
+		_, ok := blobTempName(sub, bad)
+		assert.False(t, ok, bad)
+	}
+}
+
+// TestBlobDirMadeByOthers: a blob's prefix directory that exists but whose
+// name is not durable (made by another append that has not synced its
+// parent yet, or by a process that crashed) does not make the blob's name
+// depend on it: the first blob in it syncs its parents too.
+func TestBlobDirMadeByOthers(t *testing.T) {
+	ctx := context.Background()
+	m, s, id := memSession(t, Options{})
+	ev := bigResult("c", 3)
+	rec, err := prepareRecord(ev, DefaultMaxRecordSize)
+	require.NoError(t, err)
+	sub := filepath.Dir(blobPath(sessionPath(id), sha256.Sum256(rec)))
+	require.NoError(t, m.MkdirAll(sub, 0o700)) // no directory synced
+	got, err := s.Append(ctx, id, ev)
+	require.NoError(t, err)
+
+	crashed := m.CrashClone(vfs.KeepSynced, 0)
+	s2 := openMem(t, crashed, Options{})
+	defer s2.Close()
+	path, err := s2.Load(ctx, id)
+	require.NoError(t, err, "the acknowledged event and its blob survive")
+	require.Len(t, path, 1)
+	assert.Equal(t, got.ID, path[0].ID)
+	assert.Equal(t, string(got.Record), string(path[0].Record))
 }

@@ -2,6 +2,7 @@ package sessionstore
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"runtime"
@@ -120,7 +121,12 @@ func (s *Store) appendEvents(ctx context.Context, session uuid.UUID, evs []Event
 	if err != nil {
 		return nil, err
 	}
-	g, out, err := s.writeBatch(ctx, h, batch, check)
+	pls, err := s.writeBlobs(h, batch)
+	if err != nil {
+		s.release(h)
+		return nil, err
+	}
+	g, out, err := s.writeBatch(ctx, h, batch, pls, check)
 	if err != nil {
 		s.release(h)
 		return nil, err
@@ -133,38 +139,75 @@ func (s *Store) appendEvents(ctx context.Context, session uuid.UUID, evs []Event
 	return out, nil
 }
 
-// writeBatch queues the lines of a batch at the end of the active chunk,
-// with h.mu held, and records them in flight. It returns the commit group
-// they joined, for commit.
-func (s *Store) writeBatch(ctx context.Context, h *handle, batch []pendingEvent, check func(h *handle) error) (*commitGroup, []Event, error) {
-	if err := h.writable(); err != nil {
-		return nil, nil, err
-	}
-	// Blobs first: each is durable before any line that names it. Until
-	// the lines are written (in flight), GC must keep the blobs, though the
-	// mutex may be released below: they are listed in h.writingBlobs.
+// writeBlobs stores the records of the batch over the blob threshold as
+// blobs and returns the payloads of all its records: inline, or blob
+// references. It is called with h.mu held and returns with it held, but
+// writes the blobs without it: compressing a large record and syncing its
+// file and directory take milliseconds, which other appends to the session
+// need not wait for. Until the lines naming them are written (in flight),
+// GC keeps the blobs and their temporary files: their digests are counted
+// in h.writingBlobs, until blobsWritten.
+func (s *Store) writeBlobs(h *handle, batch []pendingEvent) ([]payload, error) {
 	pls := make([]payload, len(batch))
+	var big []int
 	for i, p := range batch {
 		pls[i] = inline(p.rec)
 		if s.opts.BlobThreshold >= 0 && len(p.rec) > s.opts.BlobThreshold {
-			d, err := putBlob(s.opts.fs, h.dir, p.rec, s.opts.FileMode, s.opts.DirMode)
-			if err != nil {
-				if errors.Is(err, errUnsynced) {
-					h.failed = err
-				}
-				return nil, nil, fmt.Errorf("sessionstore: write blob: %w", err)
-			}
-			pls[i] = payload{Blob: true, Digest: d, Size: int64(len(p.rec))}
-			if h.writingBlobs == nil {
-				h.writingBlobs = map[[32]byte]int{}
-			}
-			h.writingBlobs[d]++
-			defer func() {
-				if h.writingBlobs[d]--; h.writingBlobs[d] == 0 {
-					delete(h.writingBlobs, d)
-				}
-			}()
+			big = append(big, i)
 		}
+	}
+	if len(big) == 0 {
+		return pls, nil
+	}
+	if err := h.writable(); err != nil {
+		return nil, err
+	}
+	for _, i := range big {
+		pls[i] = payload{Blob: true, Digest: sha256.Sum256(batch[i].rec), Size: int64(len(batch[i].rec))}
+		if h.writingBlobs == nil {
+			h.writingBlobs = map[[32]byte]int{}
+		}
+		h.writingBlobs[pls[i].Digest]++
+	}
+	h.mu.Unlock()
+	var err error
+	for _, i := range big {
+		if err = putBlob(s.opts.fs, h.dir, pls[i].Digest, batch[i].rec, s.opts.FileMode, s.opts.DirMode, &h.blobDirs); err != nil {
+			err = fmt.Errorf("sessionstore: write blob: %w", err)
+			break
+		}
+	}
+	h.mu.Lock()
+	if err != nil {
+		h.blobsWritten(pls)
+		if errors.Is(err, errUnsynced) && h.failed == nil {
+			h.failed = err
+		}
+		return nil, err
+	}
+	return pls, nil
+}
+
+// blobsWritten ends the protection writeBlobs gave the blobs of pls, with
+// h.mu held: their lines are in flight (or were not written).
+func (h *handle) blobsWritten(pls []payload) {
+	for _, p := range pls {
+		if p.Blob {
+			if h.writingBlobs[p.Digest]--; h.writingBlobs[p.Digest] == 0 {
+				delete(h.writingBlobs, p.Digest)
+			}
+		}
+	}
+}
+
+// writeBatch queues the lines of a batch at the end of the active chunk,
+// with h.mu held, and records them in flight. pls are the records'
+// payloads from writeBlobs, whose protection from GC ends when writeBatch
+// returns. It returns the commit group they joined, for commit.
+func (s *Store) writeBatch(ctx context.Context, h *handle, batch []pendingEvent, pls []payload, check func(h *handle) error) (*commitGroup, []Event, error) {
+	defer h.blobsWritten(pls)
+	if err := h.writable(); err != nil {
+		return nil, nil, err
 	}
 	out := make([]Event, len(batch))
 	for i, p := range batch {

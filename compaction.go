@@ -355,8 +355,14 @@ func (s *Store) AppendBranchSummary(ctx context.Context, session, from uuid.UUID
 		s.release(h)
 		return Event{}, err
 	}
+	batch := []pendingEvent{{ev: ev, rec: data}}
+	pls, err := s.writeBlobs(h, batch)
+	if err != nil {
+		s.release(h)
+		return Event{}, err
+	}
 	prev := h.pending
-	g, out, err := s.writeBatch(ctx, h, []pendingEvent{{ev: ev, rec: data}}, func(h *handle) error {
+	g, out, err := s.writeBatch(ctx, h, batch, pls, func(h *handle) error {
 		h.pending = from // again after any wait: a Branch in between does not move the summary
 		return nil
 	})

@@ -67,8 +67,10 @@
 // Store.Event and Store.Tree never open a blob; Store.Load resolves the
 // events it returns and Store.Resolve one event, each verifying the digest.
 // A blob is durable (file and directory synced, the two syncs side by
-// side) before the event that refers to it is written; Store.GC removes
-// blobs no event refers to. An existing blob is reused only after its
+// side) before the event that refers to it is written; the append writes
+// it without holding the session's mutex, so other appends to the session
+// do not wait for its compression and syncs. Store.GC removes blobs no
+// event refers to. An existing blob is reused only after its
 // content verifies, so one whose content a crash lost is written again.
 //
 // These lines are taken from testdata/golden, which a test regenerates and

@@ -72,6 +72,7 @@ type handle struct {
 	// writingBlobs counts the blobs of appends that have not written their
 	// lines yet; GC keeps them.
 	writingBlobs map[[32]byte]int
+	blobDirs     blobDirs     // blob directories known durable (has its own mutex)
 	syncing      bool         // a commit leader is syncing the active chunk
 	lastBatch    int          // records the last commit sync covered
 	open         *commitGroup // the in-flight records no sync has started on (commit.go)
