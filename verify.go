@@ -66,7 +66,9 @@ func (r *VerifyReport) problem(err *CorruptionError) {
 // reads HEAD before the chunks, stops using index.jsonl where the writer
 // has moved on, and checks again, a few times at most, when it found a
 // problem while the session changed. It reads the whole session: its cost
-// is proportional to the session's size.
+// is proportional to the session's size. If this Store has the session
+// open, Verify first waits for any chunk being sealed in the background,
+// so that a sealing in progress does not show as a repair to make.
 //
 // Corruption is reported in the VerifyReport, not as an error. Errors:
 // ErrNotFound, ErrUnsupportedFormat, ErrClosed, context errors, and I/O
@@ -76,6 +78,17 @@ func (s *Store) Verify(ctx context.Context, session uuid.UUID) (*VerifyReport, e
 		return nil, err
 	}
 	defer s.end()
+	s.mu.Lock()
+	h := s.sessions[session]
+	s.mu.Unlock()
+	if h != nil {
+		<-h.ready
+		h.mu.Lock()
+		if h.openErr == nil {
+			h.chunks.awaitSealing()
+		}
+		h.mu.Unlock()
+	}
 	// A problem seen while the log changed may be a writer's work in
 	// progress, so look again.
 	const attempts = 5
