@@ -172,10 +172,10 @@ type chunkWriter struct {
 	resealed func()
 	unsealed []uint32 // full chunks still plain: queued for the sealer, or left by a failed sealing (retried at the next rotation)
 
-	// Background sealing: with sealMu (the session's mutex, which guards
-	// the fields below as it does the rest of the writer) set, rotate
-	// queues the full chunk and a goroutine seals it (sealLoop) while
-	// appends go on; without it, rotate seals in line.
+	// Background sealing: rotate queues the full chunk and a goroutine
+	// seals it (sealLoop) while appends go on. sealMu is the session's
+	// mutex, which guards the fields below as it does the rest of the
+	// writer.
 	sealMu      *sync.Mutex
 	sealRunning bool          // a sealLoop goroutine runs
 	sealDone    chan struct{} // closed when it ends
@@ -367,14 +367,10 @@ func (w *chunkWriter) giveBack(q []byte) {
 // maxSpareQueue bounds the queue buffer kept for reuse.
 const maxSpareQueue = 1 << 20
 
-// startSealing seals the chunks queued in unsealed: in a background
-// goroutine if the writer has sealMu, else at once. The caller holds the
-// session's mutex.
+// startSealing starts a background goroutine that seals the chunks
+// queued in unsealed, unless one runs. The caller holds the session's
+// mutex.
 func (w *chunkWriter) startSealing() {
-	if w.sealMu == nil {
-		w.sealChunks(slices.Clone(w.unsealed))
-		return
-	}
 	if !w.sealRunning {
 		w.sealRunning, w.sealDone = true, make(chan struct{})
 		go w.sealLoop()
@@ -405,9 +401,8 @@ func (w *chunkWriter) sealLoop() {
 }
 
 // sealChunks seals chunks todo, which are in unsealed, and returns those
-// that stay plain. With sealMu it releases the mutex while it works. Then
-// it drops the sealed chunks from unsealed, and their lines from
-// index.jsonl.
+// that stay plain. It releases the session's mutex while it works. Then it
+// drops the sealed chunks from unsealed, and their lines from index.jsonl.
 func (w *chunkWriter) sealChunks(todo []uint32) (failed []uint32) {
 	// The entries of a full chunk are published and never change; growing
 	// the session's entries copies them, so the slices stay valid.
@@ -415,9 +410,7 @@ func (w *chunkWriter) sealChunks(todo []uint32) (failed []uint32) {
 	for i, n := range todo {
 		embeds[i] = w.embed(n)
 	}
-	if w.sealMu != nil {
-		w.sealMu.Unlock()
-	}
+	w.sealMu.Unlock()
 	var sealed []uint32
 	for i, n := range todo {
 		if w.seal(n, embeds[i]) {
@@ -426,9 +419,7 @@ func (w *chunkWriter) sealChunks(todo []uint32) (failed []uint32) {
 			failed = append(failed, n)
 		}
 	}
-	if w.sealMu != nil {
-		w.sealMu.Lock()
-	}
+	w.sealMu.Lock()
 	w.unsealed = slices.DeleteFunc(w.unsealed, func(n uint32) bool { return slices.Contains(sealed, n) })
 	if len(sealed) > 0 && w.resealed != nil {
 		w.resealed()
