@@ -575,6 +575,16 @@ func (r *Reader) ReadAt(p []byte, off int64) (int, error) {
 	i := sort.Search(len(r.table), func(i int) bool { return r.table[i].logOff+r.table[i].logLen > off })
 	n := 0
 	for n < len(p) && i < len(r.table) {
+		if e := r.table[i]; e.logOff == off+int64(n) && e.logLen <= int64(len(p)-n) {
+			// The whole block is wanted: decompress it in place.
+			dst := p[n : n+int(e.logLen) : n+int(e.logLen)]
+			if err := r.frameInto(i, dst); err != nil {
+				return n, err
+			}
+			n += len(dst)
+			i++
+			continue
+		}
 		data, err := r.frame(i)
 		if err != nil {
 			return n, err
@@ -588,7 +598,8 @@ func (r *Reader) ReadAt(p []byte, off int64) (int, error) {
 	return n, nil
 }
 
-// frame returns the decompressed block of frame i.
+// frame returns the decompressed block of frame i, keeping the last one
+// for the next call.
 func (r *Reader) frame(i int) ([]byte, error) {
 	r.mu.Lock()
 	if r.cacheIdx == i {
@@ -597,7 +608,34 @@ func (r *Reader) frame(i int) ([]byte, error) {
 		return data, nil
 	}
 	r.mu.Unlock()
+	data, err := r.decode(i, nil)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	r.cacheIdx, r.cacheData = i, data
+	r.mu.Unlock()
+	return data, nil
+}
 
+// frameInto decompresses the block of frame i into dst, which has exactly
+// its length (and capacity).
+func (r *Reader) frameInto(i int, dst []byte) error {
+	r.mu.Lock()
+	cached := r.cacheIdx == i
+	data := r.cacheData
+	r.mu.Unlock()
+	if cached {
+		copy(dst, data)
+		return nil
+	}
+	_, err := r.decode(i, dst[:0])
+	return err
+}
+
+// decode reads, checks and decompresses frame i, into dst's array if it
+// has room.
+func (r *Reader) decode(i int, dst []byte) ([]byte, error) {
 	e := r.table[i]
 	bad := func(err error) error {
 		return &FormatError{Path: r.path, Offset: e.compOff, Err: fmt.Errorf("%w: frame %d: %w", ErrBadFrame, i, err)}
@@ -609,15 +647,11 @@ func (r *Reader) frame(i int) ([]byte, error) {
 	if got := crc32.Checksum(comp, castagnoli); got != e.crc {
 		return nil, bad(fmt.Errorf("CRC-32C %08x, table says %08x", got, e.crc))
 	}
-	data, err := decodeFrame(nil, 0, comp, e.logLen, "table")
+	data, err := decodeFrame(dst, 0, comp, e.logLen, "table")
 	if err != nil {
 		return nil, bad(err)
 	}
 	r.decodes.Add(1)
-
-	r.mu.Lock()
-	r.cacheIdx, r.cacheData = i, data
-	r.mu.Unlock()
 	return data, nil
 }
 

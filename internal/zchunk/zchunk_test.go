@@ -514,12 +514,25 @@ func TestReadLineDecodesOneFrame(t *testing.T) {
 	}
 	require.Equal(t, int64(len(r.table)), r.decodes.Load())
 
-	// A second read inside the cached frame decompresses nothing.
+	// The last frame holds one big line: a read of a whole frame is
+	// decompressed in place, and the cache keeps the frame before it. A
+	// second read inside the cached frame decompresses nothing; a second
+	// read of the whole last frame decompresses it again.
+	last := r.table[len(r.table)-1]
 	s := spans[len(spans)-1]
+	require.Equal(t, [2]int{int(last.logOff), int(last.logOff + last.logLen)}, s, "precondition: the last line is a frame")
+	require.Equal(t, len(r.table)-2, r.cacheIdx)
+	s = spans[len(spans)-2]
 	before := r.decodes.Load()
 	_, err := r.ReadAt(make([]byte, s[1]-s[0]), int64(s[0]))
 	require.NoError(t, err)
 	require.Equal(t, before, r.decodes.Load())
+	s = spans[len(spans)-1]
+	buf := make([]byte, s[1]-s[0])
+	_, err = r.ReadAt(buf, int64(s[0]))
+	require.NoError(t, err)
+	require.Equal(t, before+1, r.decodes.Load())
+	require.Equal(t, string(src[s[0]:s[1]]), string(buf))
 }
 
 // TestConcurrentReadAt reads lines, and now and then the metadata, from
