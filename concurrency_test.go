@@ -545,3 +545,26 @@ func TestGCKeepsBlobsOfAppendsInFlight(t *testing.T) {
 	assert.JSONEq(t, string(ev.Record), string(resolved.Record))
 	require.NoError(t, s.Close())
 }
+
+// TestForEach: every index is visited once, on at most the workers asked
+// for, with worker numbers in range.
+func TestForEach(t *testing.T) {
+	for _, tc := range []struct{ n, workers int }{{0, 4}, {1, 4}, {5, 1}, {100, 3}, {3, 0}} {
+		visits := make([]atomic.Int32, tc.n)
+		var mu sync.Mutex
+		seen := map[int]bool{}
+		forEach(tc.n, tc.workers, func(w, i int) {
+			visits[i].Add(1)
+			mu.Lock()
+			seen[w] = true
+			mu.Unlock()
+		})
+		for i := range visits {
+			assert.Equal(t, int32(1), visits[i].Load(), "n %d workers %d index %d", tc.n, tc.workers, i)
+		}
+		assert.LessOrEqual(t, len(seen), max(tc.workers, 1))
+		for w := range seen {
+			assert.True(t, w >= 0 && w < max(tc.workers, 1), "worker %d", w)
+		}
+	}
+}

@@ -9,7 +9,6 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/google/uuid"
 
@@ -324,24 +323,15 @@ func (p *recoveryPlan) readSealed(fsys vfs.FS, h *handle, dir string, missing ui
 	p.sealedErrs = make([]error, missing)
 	p.sealedAt = make([]int, missing)
 	metas := make([]*sealedMeta, missing)
+	var sealed []uint32
+	for n := range missing {
+		if p.sealed[n] {
+			sealed = append(sealed, n)
+		}
+	}
+	bufs := make([]zchunk.MetaBuffer, runtime.GOMAXPROCS(0)) // one per worker
 	each := func(f func(n uint32, b *zchunk.MetaBuffer)) {
-		work := make(chan uint32)
-		var wg sync.WaitGroup
-		for range min(runtime.GOMAXPROCS(0), int(missing)) {
-			wg.Go(func() {
-				var b zchunk.MetaBuffer
-				for n := range work {
-					f(n, &b)
-				}
-			})
-		}
-		for n := range missing {
-			if p.sealed[n] {
-				work <- n
-			}
-		}
-		close(work)
-		wg.Wait()
+		forEach(len(sealed), len(bufs), func(w, i int) { f(sealed[i], &bufs[w]) })
 	}
 	each(func(n uint32, _ *zchunk.MetaBuffer) { metas[n], p.sealedErrs[n] = openSealedMeta(fsys, dir, n) })
 	total := 0

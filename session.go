@@ -9,8 +9,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"sort"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -207,16 +205,11 @@ func (s *Store) List(ctx context.Context) ([]Meta, error) {
 	metas := make([]Meta, len(ids))
 	errs := make([]error, len(ids))
 	// Opening a file is most of the work: spread it over the CPUs.
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range min(runtime.GOMAXPROCS(0), (len(ids)+listBatch-1)/listBatch) {
-		wg.Go(func() {
-			for i := int(next.Add(1)) - 1; i < len(ids) && ctx.Err() == nil; i = int(next.Add(1)) - 1 {
-				metas[i], errs[i] = readMeta(s.opts.fs, filepath.Join(root, ids[i].String()), ids[i])
-			}
-		})
-	}
-	wg.Wait()
+	forEach(len(ids), min(runtime.GOMAXPROCS(0), (len(ids)+listBatch-1)/listBatch), func(_, i int) {
+		if ctx.Err() == nil {
+			metas[i], errs[i] = readMeta(s.opts.fs, filepath.Join(root, ids[i].String()), ids[i])
+		}
+	})
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}

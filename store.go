@@ -778,32 +778,37 @@ func (s *Store) resolveBlobs(ctx context.Context, dir string, path []entry, out 
 		}
 	}
 	errs := make([]error, len(blobs))
-	var next atomic.Int64
-	work := func() {
-		for {
-			i := int(next.Add(1)) - 1
-			if i >= len(blobs) {
-				return
-			}
-			if errs[i] = ctx.Err(); errs[i] != nil {
-				continue
-			}
+	forEach(len(blobs), runtime.GOMAXPROCS(0), func(_, i int) {
+		if errs[i] = ctx.Err(); errs[i] == nil {
 			e := &path[blobs[i]]
 			out[blobs[i]].Record, errs[i] = readBlob(s.opts.fs, dir, e.Digest, e.Size)
 		}
-	}
-	var wg sync.WaitGroup
-	for range min(runtime.GOMAXPROCS(0), len(blobs)) - 1 {
-		wg.Go(work)
-	}
-	work()
-	wg.Wait()
+	})
 	for _, err := range errs {
 		if err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// forEach calls f(w, i) once for each i in [0, n), on up to workers
+// goroutines (the caller's among them), and returns when all calls have.
+// w, from 0 to workers-1, numbers the goroutine, for state each keeps.
+func forEach(n, workers int, f func(w, i int)) {
+	workers = max(min(workers, n), 1)
+	var next atomic.Int64
+	work := func(w int) {
+		for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
+			f(w, i)
+		}
+	}
+	var wg sync.WaitGroup
+	for w := 1; w < workers; w++ {
+		wg.Go(func() { work(w) })
+	}
+	work(0)
+	wg.Wait()
 }
 
 // maxReadRun bounds the bytes Load reads with one call.
