@@ -59,10 +59,23 @@ type inflightRecord struct {
 }
 
 // pendingEvent is an event to append: the caller's event and its record
-// after prepareRecord.
+// after prepareRecord, and, for a record stored as a blob, its digest.
 type pendingEvent struct {
-	ev  Event
-	rec []byte
+	ev     Event
+	rec    []byte
+	blob   bool
+	digest [32]byte
+}
+
+// pendingOf returns the pendingEvent of ev and its prepared record,
+// hashing a record that goes to a blob. Appends call it before they take
+// the session's mutex, so that no one waits for the hashing.
+func (s *Store) pendingOf(ev Event, rec []byte) pendingEvent {
+	p := pendingEvent{ev: ev, rec: rec}
+	if s.opts.BlobThreshold >= 0 && len(rec) > s.opts.BlobThreshold {
+		p.blob, p.digest = true, sha256.Sum256(rec)
+	}
+	return p
 }
 
 // tip is the newest event written, in flight or published: the parent of
@@ -115,7 +128,7 @@ func (s *Store) appendEvents(ctx context.Context, session uuid.UUID, evs []Event
 			}
 			return nil, err
 		}
-		batch[i] = pendingEvent{ev: ev, rec: rec}
+		batch[i] = s.pendingOf(ev, rec)
 	}
 	h, err := s.acquire(ctx, session, nil)
 	if err != nil {
@@ -152,7 +165,7 @@ func (s *Store) writeBlobs(h *handle, batch []pendingEvent) ([]payload, error) {
 	var big []int
 	for i, p := range batch {
 		pls[i] = inline(p.rec)
-		if s.opts.BlobThreshold >= 0 && len(p.rec) > s.opts.BlobThreshold {
+		if p.blob {
 			big = append(big, i)
 		}
 	}
@@ -163,7 +176,7 @@ func (s *Store) writeBlobs(h *handle, batch []pendingEvent) ([]payload, error) {
 		return nil, err
 	}
 	for _, i := range big {
-		pls[i] = payload{Blob: true, Digest: sha256.Sum256(batch[i].rec), Size: int64(len(batch[i].rec))}
+		pls[i] = payload{Blob: true, Digest: batch[i].digest, Size: int64(len(batch[i].rec))}
 		if h.writingBlobs == nil {
 			h.writingBlobs = map[[32]byte]int{}
 		}

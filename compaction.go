@@ -355,7 +355,7 @@ func (s *Store) AppendBranchSummary(ctx context.Context, session, from uuid.UUID
 		s.release(h)
 		return Event{}, err
 	}
-	batch := []pendingEvent{{ev: ev, rec: data}}
+	batch := []pendingEvent{s.pendingOf(ev, data)}
 	pls, err := s.writeBlobs(h, batch)
 	if err != nil {
 		s.release(h)
