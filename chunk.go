@@ -331,6 +331,9 @@ func (w *chunkWriter) trim() {
 	w.alloc = w.size
 }
 
+// nextAt is where enqueue would put the next line (its Length unset).
+func (w *chunkWriter) nextAt() location { return location{Chunk: w.num, Offset: w.size} }
+
 // enqueue appends line to the queue of the active chunk, to be written
 // by takeQueue's caller, and returns its location.
 func (w *chunkWriter) enqueue(line []byte) location {
@@ -562,20 +565,22 @@ func (r *chunkReader) read(loc location) (header, payload, error) {
 			return header{}, payload{}, err
 		}
 	}
-	path := filepath.Join(r.dir, chunkName(loc.Chunk))
 	if !inWindow() {
-		return header{}, payload{}, corruptf(path, loc.Offset, "record of %d bytes runs past the end of the chunk", loc.Length)
+		return header{}, payload{}, corruptf(r.path(loc.Chunk), loc.Offset, "record of %d bytes runs past the end of the chunk", loc.Length)
 	}
 	buf := r.win[loc.Offset-r.winOff : loc.end()-r.winOff]
 	if buf[len(buf)-1] != '\n' {
-		return header{}, payload{}, corruptf(path, loc.Offset, "record does not end where the index says")
+		return header{}, payload{}, corruptf(r.path(loc.Chunk), loc.Offset, "record does not end where the index says")
 	}
 	h, p, err := readEventLine(buf[:len(buf)-1])
 	if err != nil {
-		return header{}, payload{}, corruptf(path, loc.Offset, "%w", err)
+		return header{}, payload{}, corruptf(r.path(loc.Chunk), loc.Offset, "%w", err)
 	}
 	return h, p, nil
 }
+
+// path is the name of chunk n's plain file, for errors.
+func (r *chunkReader) path(n uint32) string { return filepath.Join(r.dir, chunkName(n)) }
 
 func (r *chunkReader) close() {
 	for _, f := range r.files {

@@ -255,12 +255,26 @@ func (s *Store) writeBatch(ctx context.Context, h *handle, batch []pendingEvent,
 		if h.pending != uuid.Nil {
 			parent, branch = h.pending, h.pending
 		}
+		// In format 2 each line names where its parent's line is: the
+		// parent's entry, then the line before it in the batch, which is
+		// queued at base (a rotation below changes base, and the loop
+		// encodes the batch again).
+		var at location
+		base := h.chunks.nextAt()
+		if h.format >= 2 && parent != uuid.Nil {
+			at = h.locationOf(parent)
+		}
 		for i := range batch {
 			out[i].ParentID, out[i].BranchFrom = parent, branch
 			hdrs[i] = headerOf(&out[i])
 			starts[i] = len(h.line)
-			h.line = encodeEventLine(h.line, &hdrs[i], pls[i])
+			pl := pls[i]
+			pl.ParentAt = at
+			h.line = encodeEventLine(h.line, &hdrs[i], pl)
 			parent, branch = out[i].ID, uuid.Nil
+			if h.format >= 2 {
+				at = location{Chunk: base.Chunk, Offset: base.Offset + int64(starts[i]), Length: uint32(len(h.line) - starts[i])}
+			}
 		}
 		starts[len(batch)] = len(h.line)
 		if !h.chunks.full(len(h.line)) {
@@ -293,6 +307,20 @@ func (s *Store) writeBatch(ctx context.Context, h *handle, batch []pendingEvent,
 	}
 	h.pending = uuid.Nil
 	return h.join(len(batch)), out, nil
+}
+
+// locationOf returns where the line of event id is, published or in
+// flight; a zero location if the session has no such event.
+func (h *handle) locationOf(id uuid.UUID) location {
+	for i := len(h.inflight) - 1; i >= 0; i-- {
+		if h.inflight[i].entry.ID == id {
+			return h.inflight[i].entry.Loc
+		}
+	}
+	if i, ok := h.byID[id]; ok {
+		return h.entries[i].Loc
+	}
+	return location{}
 }
 
 // known reports whether id names an event of the session, published or in

@@ -290,7 +290,7 @@ func TestCompactedLoadReadsTheTail(t *testing.T) {
 	counting := vfs.NewCounting(m)
 	s = openMem(t, counting, Options{Compression: CompressionNone})
 	defer s.Close()
-	_, err = s.Head(ctx, meta.ID)
+	_, err = s.Tree(ctx, meta.ID) // open and load the index
 	require.NoError(t, err)
 	counting.Reset()
 	path, err := s.Load(ctx, meta.ID)

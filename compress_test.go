@@ -183,6 +183,10 @@ func TestSealedIndex(t *testing.T) {
 	path, err := s2.Load(ctx, meta.ID)
 	require.NoError(t, err)
 	assert.Len(t, path, len(evs))
+	// Load needs no index (lazy.go); the first call that loads it
+	// reconciles.
+	_, err = s2.Tree(ctx, meta.ID)
+	require.NoError(t, err)
 	require.NoError(t, s2.Close())
 	assert.Equal(t, len(evs), indexedOnDisk(t, m, meta.ID), "reconciliation dropped the stale lines")
 

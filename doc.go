@@ -50,19 +50,21 @@
 // newline alone cannot prove (a file's size can reach the disk before its
 // data). A chunk line, here of an event that starts a branch:
 //
-//	{"id":"01a039f0-fd62-7000-8000-000000000005","parent_id":"01a039f0-e5f2-7000-8000-000000000001","branch_from":"01a039f0-e5f2-7000-8000-000000000001","kind":"message","role":"user","timestamp":"2026-08-25T17:21:31.454897183Z","record":{"content":"Try approach B instead."},"crc":"225b7783"}
+//	{"id":"01a039f0-fd62-7000-8000-000000000005","parent_id":"01a039f0-e5f2-7000-8000-000000000001","branch_from":"01a039f0-e5f2-7000-8000-000000000001","kind":"message","role":"user","timestamp":"2026-08-25T17:21:31.454897183Z","parent_loc":[0,0,229],"record":{"content":"Try approach B instead."},"crc":"aa157a72"}
 //
-// Its index line (size is the record's length in bytes; location is the
-// chunk number, the byte offset of the line in the chunk file and the
-// line's length including its newline):
+// "parent_loc" is where the parent's line is: its chunk number, the byte
+// offset of the line in the chunk file and the line's length including
+// its newline (format 2; absent on a root event). Its index line (size is
+// the record's length in bytes; location is where the line itself is, in
+// the same terms):
 //
-//	{"id":"01a039f0-fd62-7000-8000-000000000005","parent_id":"01a039f0-e5f2-7000-8000-000000000001","branch_from":"01a039f0-e5f2-7000-8000-000000000001","kind":"message","role":"user","timestamp":"2026-08-25T17:21:31.454897183Z","size":37,"location":{"chunk":1,"offset":303,"length":290},"crc":"df59a92e"}
+//	{"id":"01a039f0-fd62-7000-8000-000000000005","parent_id":"01a039f0-e5f2-7000-8000-000000000001","branch_from":"01a039f0-e5f2-7000-8000-000000000001","kind":"message","role":"user","timestamp":"2026-08-25T17:21:31.454897183Z","size":37,"location":{"chunk":1,"offset":328,"length":313},"crc":"758e8cdf"}
 //
 // A record larger than Options.BlobThreshold (16 KiB by default) is stored
 // once in blobs/ and its chunk and index lines carry its digest and size
 // instead, with "record":null in the chunk line:
 //
-//	{...,"timestamp":"2026-08-25T17:21:35.954897183Z","digest":"sha256:083a949e415d0282726b47dca5033620b2eafd8fa6e77cc035c0ec357414ed82","size":25032,"record":null,"crc":"…"}
+//	{...,"timestamp":"2026-08-25T17:21:35.954897183Z","parent_loc":[2,0,261],"digest":"sha256:083a949e415d0282726b47dca5033620b2eafd8fa6e77cc035c0ec357414ed82","size":25032,"record":null,"crc":"…"}
 //
 // Store.Event and Store.Tree never open a blob; Store.Load resolves the
 // events it returns and Store.Resolve one event, each verifying the digest.
@@ -84,9 +86,16 @@
 // nanoseconds; the record as compact JSON; integers in plain decimal; the
 // crc framing; chunk names as six or more decimal digits plus ".jsonl".
 // HEAD is the canonical id and a newline (37 bytes). session.json is an
-// indented JSON object holding "format" (the format version, 1) and the
-// fields of [Meta]; a store refuses another version with
+// indented JSON object holding "format" (the format version) and the
+// fields of [Meta]; a store refuses a version it does not know with
 // ErrUnsupportedFormat.
+//
+// Format versions: 1, the first; 2 adds "parent_loc" to every chunk line
+// of an event with a parent. New sessions are format 2. This build reads
+// both and appends to a format 1 session in format 1 (no "parent_loc"), so
+// that the builds before format 2 still read it; such a session always
+// opens with its index (see Opening). testdata/format1 holds a format 1
+// session, opened and appended to by a test.
 //
 // # Compressed chunks
 //
@@ -112,10 +121,9 @@
 // still plain: the active one, and any full chunk not sealed yet. On the
 // recorded transcript in testdata the index lines are a sixth of the
 // session's plain size and compress about six times, so this keeps the
-// index from dominating the bytes on disk. Opening a session reads the
-// embedded index of each sealed chunk and the lines of index.jsonl,
-// skipping any
-// line whose chunk is sealed (a crash can leave such stale lines between
+// index from dominating the bytes on disk. Loading a session's index reads
+// the embedded index of each sealed chunk and the lines of index.jsonl,
+// skipping any line whose chunk is sealed (a crash can leave such stale lines between
 // sealing and the rewrite; reconciliation drops them). The embedded lines
 // must tile the chunk from offset 0 to its end; if they do not, the sealed
 // file is corrupt. A root
@@ -189,10 +197,37 @@
 // a line rewritten by another tool with a matching checksum around an
 // invalid record is still reported.
 //
+// # Opening
+//
+// Loading a session's index costs in proportion to the whole session
+// (100,000 index lines for 100,000 events), while resuming a session, the
+// commonest reason to open it, needs only the active path. So a session of
+// format 2 opened for writing first checks, without reading the index,
+// that its files need no repair: every chunk there once with no temporary
+// file left by a sealing or a replace, the newest chunk plain, the last
+// line of index.jsonl valid, naming HEAD and matching the last record,
+// and nothing but free space after that record. If so it opens without its
+// index (about 1 ms), and Store.Load, Store.FullPath from HEAD and
+// Store.Head are served from HEAD's entry: Load walks from HEAD to the
+// root through each line's "parent_loc", checking every line's checksum
+// and that it holds the event its child names, and reads only the chunk
+// files, at most a few times the bytes of the path's lines. Every other
+// call, and the first append, first loads the index and reconciles it
+// exactly as the normal open below, as does Load when the path reaches a
+// compaction (its kept events are found through the index) or a line
+// without "parent_loc". Otherwise the session opens normally.
+//
+// What the lazy open defers: damage to index lines before the last one,
+// or to the embedded index of a sealed chunk, is reported by the first call
+// that loads the index rather than by the first call on the session; and
+// stale index lines left by a crash during sealing stay until then. A
+// damaged line on the active path is reported by Load either way.
+//
 // # Reconciliation
 //
 // A session is opened for writing (locked and reconciled) the first time a
-// Store needs its timeline. Zero bytes running to the end of a plain chunk
+// Store needs its timeline (deferred, as described under Opening, for a
+// clean format 2 session until a call needs its index). Zero bytes running to the end of a plain chunk
 // are free space, not damage: records hold no zero byte. Reconciliation
 // cuts a torn tail of the newest chunk (bytes after the last complete
 // record, or trailing records that fail their checksum with no valid

@@ -298,6 +298,9 @@ type payload struct {
 	Blob   bool
 	Digest [32]byte // SHA-256 of the record, for a blob
 	Size   int64    // length of the record's compact JSON
+	// ParentAt is where the parent's line is (format 2; zero Length when
+	// the line names none): Load follows these from HEAD without the index.
+	ParentAt location
 }
 
 // inline returns the payload of a record stored in the chunk line.
@@ -308,9 +311,22 @@ func inline(rec []byte) payload { return payload{Record: rec, Size: int64(len(re
 //
 //	{header...,"record":<json>,"crc":"…"}                              inline
 //	{header...,"digest":"sha256:<hex>","size":<n>,"record":null,"crc":"…"}  blob
+//
+// In format 2 the line of an event with a parent also holds, after the
+// header, the location of the parent's line: its chunk, offset and length,
+// as in the index (`,"parent_loc":[3,81920,412]`).
 func encodeEventLine(dst []byte, h *header, p payload) []byte {
 	start := len(dst)
 	obj := appendHeader(dst, h)
+	if p.ParentAt.Length != 0 {
+		obj = append(obj, `,"parent_loc":[`...)
+		obj = strconv.AppendUint(obj, uint64(p.ParentAt.Chunk), 10)
+		obj = append(obj, ',')
+		obj = strconv.AppendInt(obj, p.ParentAt.Offset, 10)
+		obj = append(obj, ',')
+		obj = strconv.AppendUint(obj, uint64(p.ParentAt.Length), 10)
+		obj = append(obj, ']')
+	}
 	if p.Blob {
 		obj = append(obj, `,"digest":"`...)
 		obj = appendDigest(obj, p.Digest)
@@ -427,6 +443,17 @@ func (p *lineParser) int(max int64) int64 {
 	return n
 }
 
+// location consumes the three numbers of a location, comma-separated.
+func (p *lineParser) location() location {
+	var l location
+	l.Chunk = uint32(p.int(1<<31 - 1))
+	p.lit(`,`)
+	l.Offset = p.int(1 << 62)
+	p.lit(`,`)
+	l.Length = uint32(p.int(1<<32 - 1))
+	return l
+}
+
 // header consumes the members appendHeader writes.
 func (p *lineParser) header() header {
 	var h header
@@ -525,6 +552,13 @@ func splitEventLine(line []byte, validate bool) (header, payload, error) {
 	p := lineParser{b: line}
 	h := p.header()
 	var pl payload
+	if p.maybe(`,"parent_loc":[`) {
+		pl.ParentAt = p.location()
+		p.lit(`]`)
+		if p.err == nil && (h.ParentID == uuid.Nil || pl.ParentAt.Length == 0) {
+			p.fail("parent_loc without a parent")
+		}
+	}
 	if p.maybe(`,"digest":"`) {
 		pl.Blob = true
 		pl.Digest = p.digest()
@@ -541,7 +575,8 @@ func splitEventLine(line []byte, validate bool) (header, payload, error) {
 		return header{}, payload{}, p.err
 	}
 	if !pl.Blob {
-		pl = inline(line[p.pos:recordEnd(line)])
+		pl.Record = line[p.pos:recordEnd(line)]
+		pl.Size = int64(len(pl.Record))
 		if validate && !json.Valid(pl.Record) {
 			return header{}, payload{}, errors.New("record is not valid JSON")
 		}

@@ -61,6 +61,7 @@ func FuzzDecodeEvent(f *testing.F) {
 		assert.Equal(t, p.Blob, p2.Blob)
 		assert.Equal(t, p.Digest, p2.Digest)
 		assert.Equal(t, p.Size, p2.Size)
+		assert.Equal(t, p.ParentAt, p2.ParentAt)
 		assert.Equal(t, string(p.Record), string(p2.Record))
 		ev, err := decodeEvent(line)
 		require.NoError(t, err)
@@ -91,11 +92,12 @@ func FuzzDecodeMeta(f *testing.F) {
 	golden, err := os.ReadFile(filepath.Join("testdata", "golden", "sessions", goldenSession.String(), metaFile))
 	require.NoError(f, err)
 	f.Add(golden)
-	f.Add(bytes.Replace(golden, []byte(`"format": 1`), []byte(`"format": 2`), 1))
+	f.Add(bytes.Replace(golden, []byte(`"format": 2`), []byte(`"format": 3`), 1))
+	f.Add(bytes.Replace(golden, []byte(`"format": 2`), []byte(`"format": 0`), 1))
 	f.Add([]byte(`{"format":1,"id":"` + goldenSession.String() + `"}`))
 	f.Add([]byte(`{"format":1,"id":"` + goldenSession.String() + `","labels":{"a":"b"},"created_at":"2026-01-01T00:00:00Z"}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		m, err := decodeMeta(b, goldenSession, "session.json")
+		m, format, err := decodeMeta(b, goldenSession, "session.json")
 		if err != nil {
 			var ce *CorruptionError
 			if !errors.As(err, &ce) {
@@ -104,10 +106,12 @@ func FuzzDecodeMeta(f *testing.F) {
 			return
 		}
 		require.Equal(t, goldenSession, m.ID)
-		enc, err := encodeMeta(m)
+		require.True(t, format >= oldestFormat && format <= formatVersion, "format %d", format)
+		enc, err := encodeMeta(m, format)
 		require.NoError(t, err)
-		again, err := decodeMeta(enc, goldenSession, "session.json")
+		again, againFormat, err := decodeMeta(enc, goldenSession, "session.json")
 		require.NoError(t, err)
+		assert.Equal(t, format, againFormat)
 		assert.Equal(t, m.Name, again.Name)
 		assert.Equal(t, m.Labels, again.Labels)
 		assert.True(t, m.CreatedAt.Equal(again.CreatedAt))

@@ -112,7 +112,7 @@ func TestGoldenFiles(t *testing.T) {
 // TestGoldenLoad opens a copy of the committed fixture, as a harness would
 // after an upgrade, and loads it.
 func TestGoldenLoad(t *testing.T) {
-	dir := copyGolden(t)
+	dir := copyFixture(t, "golden")
 	s, err := Open(dir, &Options{Compression: CompressionNone})
 	require.NoError(t, err)
 	defer s.Close()
@@ -144,12 +144,12 @@ func TestGoldenLoad(t *testing.T) {
 	assert.Equal(t, map[string]string{"team": "core"}, metas[0].Labels)
 }
 
-// copyGolden copies testdata/golden to a temporary directory, since opening
-// a session takes its lock and may repair it.
-func copyGolden(t *testing.T) string {
+// copyFixture copies testdata/<name> to a temporary directory, since
+// opening a session takes its lock and may repair it.
+func copyFixture(t *testing.T, name string) string {
 	t.Helper()
 	dir := t.TempDir()
-	for name, content := range readTree(t, filepath.Join("testdata", "golden")) {
+	for name, content := range readTree(t, filepath.Join("testdata", name)) {
 		p := filepath.Join(dir, filepath.FromSlash(name))
 		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o700))
 		require.NoError(t, os.WriteFile(p, []byte(content), 0o600))

@@ -72,7 +72,7 @@ func writeHead(fsys vfs.FS, dir string, id uuid.UUID, perm os.FileMode) error {
 // Errors: ErrNotFound, ErrLocked, ErrClosed.
 func (s *Store) Head(ctx context.Context, session uuid.UUID) (uuid.UUID, error) {
 	var head uuid.UUID
-	err := s.withHandle(ctx, session, func(h *handle) error {
+	err := s.useHandle(ctx, session, s.acquireLazy, func(h *handle) error {
 		head = h.head()
 		return nil
 	})

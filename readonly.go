@@ -141,11 +141,11 @@ func plainDataEnd(fsys vfs.FS, path string) (int64, error) {
 
 // openReadOnly opens a session for a read-only store, with h.mu held.
 func (s *Store) openReadOnly(h *handle) error {
-	m, err := readMeta(s.opts.fs, h.dir, h.id)
+	m, format, err := readMeta(s.opts.fs, h.dir, h.id)
 	if err != nil {
 		return err
 	}
-	h.meta = m
+	h.meta, h.format = m, format
 	h.readOnly = true
 	return s.reload(h)
 }

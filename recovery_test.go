@@ -324,6 +324,10 @@ func TestReconcileCorruption(t *testing.T) {
 	cases := []struct {
 		name    string
 		corrupt func(t *testing.T, st setup) (path string, off int64)
+		// The damage is off the active path and the files look clean to
+		// a lazy open (lazy.go): Load reads the whole path without error
+		// and the first call that loads the index reports it.
+		offPath bool
 	}{
 		{"flipped byte in a middle record of the newest chunk", func(t *testing.T, st setup) (string, int64) {
 			// Drop the index so the chunk is scanned; the bad record is
@@ -331,8 +335,9 @@ func TestReconcileCorruption(t *testing.T) {
 			writeMemFile(t, st.m, sessionPath(st.id, indexName), nil)
 			last := st.locs[len(st.locs)-1].Chunk
 			var target location
-			for _, l := range st.locs {
+			for i, l := range st.locs {
 				if l.Chunk == last {
+					require.Less(t, i, len(st.locs)-1, "the newest chunk holds two records")
 					target = l
 					break
 				}
@@ -340,13 +345,13 @@ func TestReconcileCorruption(t *testing.T) {
 			path := sessionPath(st.id, chunksDir, chunkName(last))
 			flipByte(t, st.m, path, target.Offset+20)
 			return path, target.Offset
-		}},
+		}, false},
 		{"flipped byte in a sealed chunk", func(t *testing.T, st setup) (string, int64) {
 			writeMemFile(t, st.m, sessionPath(st.id, indexName), nil)
 			path := sessionPath(st.id, chunksDir, chunkName(0))
 			flipByte(t, st.m, path, st.locs[1].Offset+30)
 			return path, st.locs[1].Offset
-		}},
+		}, false},
 		{"index entry disagrees with its chunk", func(t *testing.T, st setup) (string, int64) {
 			// Rewrite the last index line so it points at another record,
 			// with a valid checksum.
@@ -361,7 +366,7 @@ func TestReconcileCorruption(t *testing.T) {
 			lines[len(lines)-1] = encodeIndexLine(nil, &e)
 			writeMemFile(t, st.m, idx, bytes.Join(lines, nil))
 			return idx, int64(len(b) - len(lines[len(lines)-1]))
-		}},
+		}, false},
 		{"index entries do not tile the chunks", func(t *testing.T, st setup) (string, int64) {
 			idx := sessionPath(st.id, indexName)
 			b, err := vfs.ReadFile(st.m, idx)
@@ -373,26 +378,26 @@ func TestReconcileCorruption(t *testing.T) {
 			lines[2] = encodeIndexLine(nil, &e)
 			writeMemFile(t, st.m, idx, bytes.Join(lines, nil))
 			return idx, int64(len(lines[0]) + len(lines[1]))
-		}},
+		}, true},
 		{"missing chunk file", func(t *testing.T, st setup) (string, int64) {
 			path := sessionPath(st.id, chunksDir, chunkName(1))
 			require.NoError(t, st.m.Remove(path))
 			return path, 0
-		}},
+		}, false},
 		{"HEAD names an unknown event", func(t *testing.T, st setup) (string, int64) {
 			path := sessionPath(st.id, headName)
 			writeMemFile(t, st.m, path, encodeHead(uuid.New()))
 			return path, 0
-		}},
+		}, false},
 		{"HEAD is garbage", func(t *testing.T, st setup) (string, int64) {
 			path := sessionPath(st.id, headName)
 			writeMemFile(t, st.m, path, []byte("not a head\n"))
 			return path, 0
-		}},
+		}, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			m, s, id := memSession(t, Options{ChunkSize: 600, Compression: CompressionNone})
+			m, s, id := memSession(t, Options{ChunkSize: 700, Compression: CompressionNone})
 			evs := appendN(t, s, id, 12)
 			var locs []location
 			h, err := s.acquire(t.Context(), id, nil)
@@ -409,9 +414,16 @@ func TestReconcileCorruption(t *testing.T) {
 			damaged := m.String()
 			require.NotEqual(t, before, damaged)
 
-			s2 := openMem(t, m, Options{ChunkSize: 600, Compression: CompressionNone})
+			s2 := openMem(t, m, Options{ChunkSize: 700, Compression: CompressionNone})
 			defer s2.Close()
 			prefix, err := s2.Load(context.Background(), id)
+			if tc.offPath {
+				require.NoError(t, err)
+				assert.Len(t, prefix, len(evs))
+				_, err = s2.Tree(context.Background(), id) // loads the index
+				require.ErrorIs(t, err, ErrCorrupt)
+				prefix, err = s2.Load(context.Background(), id)
+			}
 			require.Error(t, err)
 			// The valid prefix stays readable, returned with the error.
 			require.LessOrEqual(t, len(prefix), len(evs))
@@ -604,7 +616,7 @@ func TestLoadReadsOnlyTheActivePath(t *testing.T) {
 	counting := vfs.NewCounting(m)
 	s = openMem(t, counting, Options{ChunkSize: 4096, Compression: CompressionNone})
 	defer s.Close()
-	_, err = s.Head(ctx, meta.ID) // open and reconcile
+	_, err = s.Tree(ctx, meta.ID) // open and load the index
 	require.NoError(t, err)
 	counting.Reset()
 	path, err := s.Load(ctx, meta.ID)

@@ -16,9 +16,15 @@ import (
 	"github.com/sessionstore/sessionstore/internal/vfs"
 )
 
-// formatVersion is written to every session.json. A store refuses sessions
-// with another version rather than misreading them.
-const formatVersion = 1
+// formatVersion is written to the session.json of every new session. A
+// store refuses sessions with a version it does not know rather than
+// misreading them. Format 2 added the parent's location to each chunk line
+// ("parent_loc", see encodeEventLine); this build reads format 1 sessions
+// too and appends to them in format 1, so that older builds still read them.
+const (
+	formatVersion = 2
+	oldestFormat  = 1
+)
 
 // Names inside a session directory; part of the format.
 const (
@@ -63,8 +69,8 @@ func (s *Store) sessionDir(id uuid.UUID) string {
 	return filepath.Join(s.dir, sessionsDir, id.String())
 }
 
-func encodeMeta(m Meta) ([]byte, error) {
-	b, err := json.MarshalIndent(metaRecord{Format: formatVersion, Meta: m}, "", "  ")
+func encodeMeta(m Meta, format int) ([]byte, error) {
+	b, err := json.MarshalIndent(metaRecord{Format: format, Meta: m}, "", "  ")
 	if err != nil {
 		return nil, err
 	}
@@ -72,22 +78,23 @@ func encodeMeta(m Meta) ([]byte, error) {
 }
 
 // decodeMeta parses session.json and checks that it belongs to the session
-// directory it was found in.
-func decodeMeta(b []byte, want uuid.UUID, path string) (Meta, error) {
+// directory it was found in, returning the metadata and the session's
+// format version.
+func decodeMeta(b []byte, want uuid.UUID, path string) (Meta, int, error) {
 	var rec metaRecord
 	if err := json.Unmarshal(b, &rec); err != nil {
-		return Meta{}, corruptf(path, 0, "%w", err)
+		return Meta{}, 0, corruptf(path, 0, "%w", err)
 	}
-	if rec.Format != formatVersion {
-		return Meta{}, fmt.Errorf("%w: %s has format %d, this build reads %d", ErrUnsupportedFormat, path, rec.Format, formatVersion)
+	if rec.Format < oldestFormat || rec.Format > formatVersion {
+		return Meta{}, 0, fmt.Errorf("%w: %s has format %d, this build reads %d to %d", ErrUnsupportedFormat, path, rec.Format, oldestFormat, formatVersion)
 	}
 	if rec.ID != want {
-		return Meta{}, corruptf(path, 0, "id %s does not match its directory", rec.ID)
+		return Meta{}, 0, corruptf(path, 0, "id %s does not match its directory", rec.ID)
 	}
 	if len(rec.Labels) == 0 {
 		rec.Labels = nil // "labels":{} and no labels are the same
 	}
-	return rec.Meta, nil
+	return rec.Meta, rec.Format, nil
 }
 
 // noSession reports whether err, from opening a file in the session
@@ -101,14 +108,15 @@ func noSession(fsys vfs.FS, dir string, err error) bool {
 	return serr == nil && !info.IsDir()
 }
 
-func readMeta(fsys vfs.FS, dir string, id uuid.UUID) (Meta, error) {
+// readMeta reads a session's session.json: its metadata and format.
+func readMeta(fsys vfs.FS, dir string, id uuid.UUID) (Meta, int, error) {
 	path := filepath.Join(dir, metaFile)
 	b, err := vfs.ReadFile(fsys, path)
 	if err != nil && noSession(fsys, dir, err) {
-		return Meta{}, fmt.Errorf("%w: session %s", ErrNotFound, id)
+		return Meta{}, 0, fmt.Errorf("%w: session %s", ErrNotFound, id)
 	}
 	if err != nil {
-		return Meta{}, err
+		return Meta{}, 0, err
 	}
 	return decodeMeta(b, id, path)
 }
@@ -167,7 +175,7 @@ func (s *Store) createFiles(dir string, meta Meta) error {
 			return err
 		}
 	}
-	b, err := encodeMeta(meta)
+	b, err := encodeMeta(meta, formatVersion)
 	if err != nil {
 		return err
 	}
@@ -207,7 +215,7 @@ func (s *Store) List(ctx context.Context) ([]Meta, error) {
 	// Opening a file is most of the work: spread it over the CPUs.
 	forEach(len(ids), min(runtime.GOMAXPROCS(0), (len(ids)+listBatch-1)/listBatch), func(_, i int) {
 		if ctx.Err() == nil {
-			metas[i], errs[i] = readMeta(s.opts.fs, filepath.Join(root, ids[i].String()), ids[i])
+			metas[i], _, errs[i] = readMeta(s.opts.fs, filepath.Join(root, ids[i].String()), ids[i])
 		}
 	})
 	if err := ctx.Err(); err != nil {
@@ -240,7 +248,8 @@ func (s *Store) Meta(ctx context.Context, session uuid.UUID) (Meta, error) {
 		return Meta{}, err
 	}
 	defer s.end()
-	return readMeta(s.opts.fs, s.sessionDir(session), session)
+	m, _, err := readMeta(s.opts.fs, s.sessionDir(session), session)
+	return m, err
 }
 
 // UpdateMeta applies fn to a copy of the session's metadata and stores the

@@ -49,7 +49,7 @@ func apiReadFile(t *testing.T, path string) []byte {
 func apiWriteMeta(t *testing.T, dir string, id uuid.UUID) {
 	t.Helper()
 	require.NoError(t, os.MkdirAll(dir, 0o700))
-	b, err := encodeMeta(Meta{ID: id, Name: "stray", CreatedAt: time.Now().UTC(), UpdatedAt: time.Now().UTC()})
+	b, err := encodeMeta(Meta{ID: id, Name: "stray", CreatedAt: time.Now().UTC(), UpdatedAt: time.Now().UTC()}, formatVersion)
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "session.json"), b, 0o600))
 }
@@ -204,11 +204,11 @@ func TestAPISessionJSONFormat(t *testing.T) {
 	require.NoError(t, err)
 	b := apiReadFile(t, filepath.Join(apiSessionDir(dir, m.ID), "session.json"))
 	assert.True(t, bytes.HasSuffix(b, []byte("}\n")), "session.json ends with a newline")
-	assert.Contains(t, string(b), "\n  \"format\": 1,", "session.json is indented and holds the format version")
+	assert.Contains(t, string(b), "\n  \"format\": 2,", "session.json is indented and holds the format version")
 
 	var rec map[string]any
 	require.NoError(t, json.Unmarshal(b, &rec))
-	assert.Equal(t, float64(1), rec["format"])
+	assert.Equal(t, float64(2), rec["format"])
 	assert.Equal(t, m.ID.String(), rec["id"])
 	assert.Equal(t, "n", rec["name"])
 	assert.Equal(t, "/w", rec["working_dir"])

@@ -57,6 +57,7 @@ type handle struct {
 	openErr error // set when opening failed; the handle is then unusable
 	lock    io.Closer
 	meta    Meta
+	format  int // of the session's files (session.go: formatVersion)
 
 	refs  int           // calls using the handle; guarded by Store.mu
 	elem  *list.Element // in Store.idle when refs is 0; guarded by Store.mu
@@ -64,7 +65,10 @@ type handle struct {
 
 	entries []entry             // every event, in log order
 	byID    map[uuid.UUID]int32 // id -> position in entries
-	pending uuid.UUID           // parent chosen by Branch, uuid.Nil if none
+	// lazy is HEAD's entry while the session is open without its index
+	// (lazy.go: entries and byID are empty then), else nil.
+	lazy    *entry
+	pending uuid.UUID // parent chosen by Branch, uuid.Nil if none
 
 	chunks   chunkWriter
 	index    *indexFile
@@ -130,6 +134,10 @@ func Open(dir string, opts *Options) (*Store, error) {
 // part of the format.
 const rootConfigName = "sessionstore.json"
 
+// rootFormat is the version of sessionstore.json itself (each session
+// records its own format in session.json).
+const rootFormat = 1
+
 type rootConfig struct {
 	Format      int    `json:"format"`
 	Compression string `json:"compression"`
@@ -141,7 +149,7 @@ func checkRootConfig(fsys vfs.FS, dir string, o Options) error {
 	path := filepath.Join(dir, rootConfigName)
 	b, err := vfs.ReadFile(fsys, path)
 	if errors.Is(err, os.ErrNotExist) {
-		b, err := json.Marshal(rootConfig{Format: formatVersion, Compression: o.Compression})
+		b, err := json.Marshal(rootConfig{Format: rootFormat, Compression: o.Compression})
 		if err != nil {
 			return err
 		}
@@ -208,11 +216,17 @@ func (s *Store) end() { s.closeMu.RUnlock() }
 // withHandle runs fn with the session's open handle and its mutex held,
 // inside a call that Close waits for.
 func (s *Store) withHandle(ctx context.Context, id uuid.UUID, fn func(h *handle) error) error {
+	return s.useHandle(ctx, id, s.acquire, fn)
+}
+
+// useHandle is withHandle with the handle from get: acquire, or
+// acquireLazy for fn that can use a session without its index loaded.
+func (s *Store) useHandle(ctx context.Context, id uuid.UUID, get func(context.Context, uuid.UUID, *Meta) (*handle, error), fn func(h *handle) error) error {
 	if err := s.begin(ctx); err != nil {
 		return err
 	}
 	defer s.end()
-	h, err := s.acquire(ctx, id, nil)
+	h, err := get(ctx, id, nil)
 	if err != nil {
 		return err
 	}
@@ -227,9 +241,23 @@ func (s *Store) withHandle(ctx context.Context, id uuid.UUID, fn func(h *handle)
 }
 
 // acquire returns the open handle of a session with its mutex held,
-// opening (and, when create is non-nil, creating) the session first. The
-// caller must pass the handle to release when done.
+// opening (and, when create is non-nil, creating) the session first, with
+// its index loaded. The caller must pass the handle to release when done.
 func (s *Store) acquire(ctx context.Context, id uuid.UUID, create *Meta) (*handle, error) {
+	h, err := s.acquireLazy(ctx, id, create)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.materialize(h); err != nil {
+		s.release(h)
+		return nil, err
+	}
+	return h, nil
+}
+
+// acquireLazy is acquire for a caller that can use a session opened
+// without its index (h.lazy set; see lazy.go).
+func (s *Store) acquireLazy(ctx context.Context, id uuid.UUID, create *Meta) (*handle, error) {
 	for {
 		s.mu.Lock()
 		if done, ok := s.closing[id]; ok {
@@ -425,10 +453,16 @@ func (s *Store) openHandle(ctx context.Context, h *handle, create *Meta) error {
 		if err := s.createFiles(h.dir, *create); err != nil {
 			return err
 		}
-		h.meta = create.clone()
+		h.meta, h.format = create.clone(), formatVersion
 	} else {
-		if h.meta, err = readMeta(fsys, h.dir, h.id); err != nil {
+		if h.meta, h.format, err = readMeta(fsys, h.dir, h.id); err != nil {
 			return err
+		}
+	}
+	if create == nil {
+		if s.openLazy(h) {
+			ok = true
+			return nil
 		}
 	}
 	if err := s.reconcile(h); err != nil {
@@ -539,7 +573,7 @@ func (h *handle) truncateTo(n int) {
 
 // writeMeta atomically replaces session.json and updates the cached copy.
 func (h *handle) writeMeta(m Meta) error {
-	b, err := encodeMeta(m)
+	b, err := encodeMeta(m, h.format)
 	if err != nil {
 		return err
 	}
@@ -556,6 +590,9 @@ func (h *handle) writeMeta(m Meta) error {
 // head is the newest event in log order: every Append moves HEAD to the
 // event it writes and nothing else moves it.
 func (h *handle) head() uuid.UUID {
+	if h.lazy != nil {
+		return h.lazy.ID
+	}
 	if len(h.entries) == 0 {
 		return uuid.Nil
 	}
@@ -680,8 +717,24 @@ func (s *Store) loadPath(ctx context.Context, session, leaf uuid.UUID, fromHead,
 		return nil, err
 	}
 	defer s.end()
-	h, err := s.acquire(ctx, session, nil)
+	h, err := s.acquireLazy(ctx, session, nil)
 	if err != nil {
+		return nil, err
+	}
+	if h.lazy != nil && fromHead {
+		// Opened without the index: follow the lines' parent locations,
+		// unless the path needs the index after all.
+		head := *h.lazy
+		s.release(h)
+		out, err := s.loadLazy(ctx, h.dir, head, boundaries)
+		if !errors.Is(err, errNeedIndex) {
+			return out, err
+		}
+		if h, err = s.acquire(ctx, session, nil); err != nil {
+			return nil, err
+		}
+	} else if err := s.materialize(h); err != nil {
+		s.release(h)
 		return nil, err
 	}
 	if fromHead {
@@ -761,27 +814,29 @@ func (s *Store) readEntries(ctx context.Context, h *handle, r *chunkReader, path
 			out[k] = ev
 		}
 	}
-	if err := s.resolveBlobs(ctx, h.dir, path, out); err != nil {
+	var blobs []entry
+	var at []int
+	for k := range path {
+		if path[k].Blob {
+			blobs, at = append(blobs, path[k]), append(at, k)
+		}
+	}
+	if err := s.resolveBlobs(ctx, h.dir, blobs, at, out); err != nil {
 		return nil, err
 	}
 	return out, nil
 }
 
-// resolveBlobs reads and verifies the blob records of the entries of path
-// into out (the events read for them), on one goroutine per CPU. The error
-// is that of the first failing blob in path order.
-func (s *Store) resolveBlobs(ctx context.Context, dir string, path []entry, out []Event) error {
-	var blobs []int
-	for k := range path {
-		if path[k].Blob {
-			blobs = append(blobs, k)
-		}
-	}
+// resolveBlobs reads and verifies the records of blobs, the entries of
+// events read into out at positions at, into those events, on one
+// goroutine per CPU. The error is that of the first failing blob in the
+// order of at.
+func (s *Store) resolveBlobs(ctx context.Context, dir string, blobs []entry, at []int, out []Event) error {
 	errs := make([]error, len(blobs))
 	forEach(len(blobs), runtime.GOMAXPROCS(0), func(_, i int) {
 		if errs[i] = ctx.Err(); errs[i] == nil {
-			e := &path[blobs[i]]
-			out[blobs[i]].Record, errs[i] = readBlob(s.opts.fs, dir, e.Digest, e.Size)
+			e := &blobs[i]
+			out[at[i]].Record, errs[i] = readBlob(s.opts.fs, dir, e.Digest, e.Size)
 		}
 	})
 	for _, err := range errs {

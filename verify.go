@@ -109,7 +109,7 @@ func (s *Store) Verify(ctx context.Context, session uuid.UUID) (*VerifyReport, e
 func (s *Store) verify(ctx context.Context, session uuid.UUID) (*VerifyReport, error) {
 	fsys := s.opts.fs
 	dir := s.sessionDir(session)
-	if _, err := readMeta(fsys, dir, session); err != nil {
+	if _, _, err := readMeta(fsys, dir, session); err != nil {
 		var ce *CorruptionError
 		if !errors.As(err, &ce) {
 			return nil, err

@@ -1,0 +1,288 @@
+package sessionstore
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/google/uuid"
+
+	"github.com/sessionstore/sessionstore/internal/vfs"
+)
+
+// Opening without the index
+//
+// Loading a session's index costs in proportion to the whole session: a
+// session of 100,000 events holds 100,000 index lines and as many entries
+// in memory. The commonest use of a session that is opened again is to
+// resume it: Load the active path, then append. So a writable session of
+// format 2 whose files need no repair opens with HEAD's index entry only
+// (openLazy), and Load from HEAD follows the parent location each line
+// holds (encodeEventLine) instead of the in-memory index (loadLazy): it
+// reads the lines of the path and nothing else. Any other call, and the
+// first append, first loads the index exactly as a normal open would
+// (materialize: reconcile), so every check and repair of the normal open
+// still runs before anything is written or anything but the active path is
+// read.
+//
+// The files need no repair when: every chunk from 0 on is there once, as
+// a plain or a sealed file, with no temporary file of a sealing, a HEAD
+// replace or a session.json replace; the newest chunk is plain; the last
+// line of index.jsonl is valid and names HEAD, in the newest chunk; the
+// record it locates matches it; and only zero bytes (free space) follow
+// that record. These are the states a clean Close, or a crash after the
+// last append's index line and HEAD were written, leaves. Anything else
+// takes the normal open. What a lazy open does not check until the index
+// is loaded: the index lines before the last one and the embedded indexes
+// of sealed chunks. Load checks every line it reads (its CRC-32C, and that
+// it is the event its child names as parent), so the active path is
+// verified either way; damage elsewhere is found by the first call that
+// loads the index, as it would have been by a normal open.
+
+// lazyIndexTail bounds how much of the end of index.jsonl openLazy reads
+// to find its last line, and lazyFreeSpace how much free space after the
+// newest record it reads to check that it is all zeros. lazyReadRun bounds
+// one read of loadLazy: a larger window saves little (reads of the page
+// cache are cheap) and costs fresh memory.
+const (
+	lazyIndexTail = 4 << 10
+	lazyFreeSpace = preallocMax + 64<<10
+	lazyReadRun   = 256 << 10
+)
+
+// openLazy opens a writable session of format 2 without its index when its
+// files need no repair (see above), setting h.lazy to HEAD's entry and
+// reporting true. It reports false, with h unchanged, when the session
+// needs the normal open, also when reading a file failed: the normal open
+// reads it again and reports the error. It writes nothing.
+func (s *Store) openLazy(h *handle) bool {
+	if h.format < 2 {
+		return false
+	}
+	fsys := s.opts.fs
+	chunkDir := filepath.Join(h.dir, chunksDir)
+	forms, temps, err := chunkForms(fsys, chunkDir)
+	if err != nil || len(temps) > 0 || len(forms) == 0 {
+		return false
+	}
+	newest := uint32(len(forms) - 1)
+	for n := range newest + 1 {
+		f, ok := forms[n]
+		if !ok || f.plain == f.sealed || (n == newest && f.sealed) {
+			return false
+		}
+	}
+	for _, name := range []string{headTemp, metaFile + ".tmp"} {
+		if _, err := fsys.Stat(filepath.Join(h.dir, name)); !errors.Is(err, os.ErrNotExist) {
+			return false
+		}
+	}
+	head, exists, err := readHeadFile(fsys, filepath.Join(h.dir, headName))
+	if err != nil || !exists {
+		return false
+	}
+	last, ok := lastIndexLine(fsys, filepath.Join(h.dir, indexName))
+	if !ok || last.ID != head || last.Loc.Chunk != newest {
+		return false
+	}
+	r := newChunkReader(fsys, chunkDir)
+	defer r.close()
+	if _, err := readEntry(r, &last); err != nil || !freeAfter(r, last.Loc) {
+		return false
+	}
+	h.lazy = &last
+	h.headOnDisk = head
+	return true
+}
+
+// freeAfter reports whether only zero bytes, at most lazyFreeSpace of
+// them, follow loc in its chunk.
+func freeAfter(r *chunkReader, loc location) bool {
+	f, err := r.file(loc.Chunk)
+	if err != nil {
+		return false
+	}
+	buf := make([]byte, 64<<10)
+	for off := loc.end(); off <= loc.end()+lazyFreeSpace; {
+		n, err := f.ReadAt(buf, off)
+		if zeroTail(buf[:n]) != n {
+			return false
+		}
+		if errors.Is(err, io.EOF) {
+			return true
+		}
+		if err != nil {
+			return false
+		}
+		off += int64(n)
+	}
+	return false
+}
+
+// lastIndexLine decodes the last line of an index file, reporting false if
+// the file is missing or empty, does not end in a newline, its last line
+// is longer than lazyIndexTail or invalid, or reading it failed.
+func lastIndexLine(fsys vfs.FS, path string) (entry, bool) {
+	f, err := fsys.OpenFile(path, os.O_RDONLY, 0)
+	if err != nil {
+		return entry{}, false
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return entry{}, false
+	}
+	n := min(info.Size(), lazyIndexTail)
+	buf := make([]byte, n)
+	if got, err := f.ReadAt(buf, info.Size()-n); int64(got) != n || (err != nil && !errors.Is(err, io.EOF)) {
+		return entry{}, false
+	}
+	if n == 0 || buf[n-1] != '\n' {
+		return entry{}, false
+	}
+	line := buf[:n-1]
+	i := bytes.LastIndexByte(line, '\n')
+	if i < 0 && n < info.Size() {
+		return entry{}, false // longer than the tail read
+	}
+	e, err := decodeIndexLine(line[i+1:])
+	return e, err == nil
+}
+
+// materialize loads the index of a session opened without it, with h.mu
+// held: the normal open's reconciliation, which may repair what it finds
+// (see recovery.go). On an error the handle stays without its index, so a
+// later call tries again.
+func (s *Store) materialize(h *handle) error {
+	lazy := h.lazy
+	if lazy == nil {
+		return nil
+	}
+	h.lazy = nil
+	if err := s.reconcile(h); err != nil {
+		if h.index != nil {
+			h.index.close()
+		}
+		h.chunks.close()
+		h.index, h.chunks, h.entries, h.byID, h.lazy = nil, chunkWriter{}, nil, nil, lazy
+		return err
+	}
+	return nil
+}
+
+// errNeedIndex is loadLazy's signal that the path needs the index: a line
+// without a parent location (format 1), or a compaction.
+var errNeedIndex = errors.New("the path needs the index")
+
+// loadLazy reads the path from head's event to the root, oldest first,
+// following the parent location of each line, and resolves its blob
+// records. With boundaries it returns errNeedIndex at a compaction, whose
+// kept events are found through the index.
+//
+// The path's length is unknown until the walk from HEAD ends, so the walk
+// keeps what it decoded in fixed blocks and copies the records into
+// shared slabs, and the events are built once, oldest first, at the end:
+// regrowing one slice of events would copy it several times over into
+// fresh memory, which is what a new process pays most for.
+func (s *Store) loadLazy(ctx context.Context, dir string, head entry, boundaries bool) ([]Event, error) {
+	r := newChunkReader(s.opts.fs, filepath.Join(dir, chunksDir))
+	defer r.close()
+	r.reserve(lazyReadRun)
+	type step struct {
+		hd   header
+		size int64
+		rec  []byte // in a slab; nil for a blob
+	}
+	const block = 1024
+	var steps [][]step // newest first
+	var slab []byte
+	var blobs []entry // the blob records' entries, newest first
+	var blobAt []int  // their steps, counted from the newest
+	n := 0
+	loc, want := head.Loc, head.ID
+	var child location // of the line whose parent location is loc
+	// A read takes the record and up to behind bytes before it, where its
+	// ancestors are when the path runs back through adjacent records (a
+	// branch appended in one go). behind doubles while it does and drops
+	// to zero at a jump, so a long run costs few reads and the bytes read
+	// off the path stay within about those on it.
+	behind := int64(0)
+	for {
+		if n%block == 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			steps = append(steps, make([]step, 0, block))
+		}
+		if !(loc.Chunk == r.winChunk && loc.Offset >= r.winOff && loc.end() <= r.winOff+int64(len(r.win))) {
+			start := max(loc.Offset-min(behind, lazyReadRun-int64(loc.Length)), 0)
+			if err := r.fill(loc.Chunk, start, loc.end()-start); err != nil {
+				return nil, err
+			}
+		}
+		hd, pl, err := r.read(loc)
+		if err != nil {
+			return nil, err
+		}
+		if hd.ID != want {
+			if child.Length == 0 {
+				return nil, corruptf(r.path(loc.Chunk), loc.Offset, "record %s is not HEAD's event %s", hd.ID, want)
+			}
+			return nil, corruptf(r.path(child.Chunk), child.Offset, "the parent location names event %s, not the parent %s", hd.ID, want)
+		}
+		if boundaries && kinds[hd.Kind] == KindCompaction {
+			return nil, errNeedIndex
+		}
+		st := step{hd: hd, size: pl.Size}
+		if pl.Blob {
+			blobs, blobAt = append(blobs, newEntry(hd, pl, loc)), append(blobAt, n)
+		} else {
+			k := len(pl.Record)
+			if cap(slab)-len(slab) < k {
+				slab = make([]byte, 0, max(256<<10, k))
+			}
+			st.rec = append(slab[len(slab):len(slab):len(slab)+k], pl.Record...)
+			slab = slab[:len(slab)+k]
+		}
+		steps[len(steps)-1] = append(steps[len(steps)-1], st)
+		n++
+		if hd.ParentID == uuid.Nil {
+			break
+		}
+		up := pl.ParentAt
+		if up.Length == 0 {
+			return nil, errNeedIndex
+		}
+		if up.Chunk > loc.Chunk || (up.Chunk == loc.Chunk && up.end() > loc.Offset) {
+			return nil, corruptf(r.path(loc.Chunk), loc.Offset, "event %s names a parent location at chunk %d offset %d, not before it", hd.ID, up.Chunk, up.Offset)
+		}
+		if up.Chunk == loc.Chunk && up.end() == loc.Offset {
+			behind = min(max(2*behind, 4<<10), lazyReadRun)
+		} else {
+			behind = 0
+		}
+		loc, want, child = up, hd.ParentID, loc
+	}
+	out := make([]Event, n)
+	for b, sts := range steps {
+		for i := range sts {
+			ev := &out[n-1-(b*block+i)]
+			sts[i].hd.fill(ev)
+			ev.Size, ev.Record = sts[i].size, sts[i].rec
+		}
+	}
+	for i, k := range blobAt {
+		blobAt[i] = n - 1 - k
+		out[blobAt[i]].Digest = string(appendDigest(nil, blobs[i].Digest))
+	}
+	slices.Reverse(blobs) // path order, for the error of the first bad one
+	slices.Reverse(blobAt)
+	if err := s.resolveBlobs(ctx, dir, blobs, blobAt, out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}

@@ -1,0 +1,353 @@
+package sessionstore
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sessionstore/sessionstore/internal/jsonl"
+	"github.com/sessionstore/sessionstore/internal/vfs"
+)
+
+// isLazy reports whether the open handle of a session has no index loaded
+// (lazy.go).
+func isLazy(t *testing.T, s *Store, id uuid.UUID) bool {
+	t.Helper()
+	s.mu.Lock()
+	h := s.sessions[id]
+	s.mu.Unlock()
+	require.NotNil(t, h, "the session is open")
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.lazy != nil {
+		require.Empty(t, h.entries, "a session opened without its index holds no entries")
+	}
+	return h.lazy != nil
+}
+
+// assertSameEvents compares two paths event by event.
+func assertSameEvents(t *testing.T, want, got []Event) {
+	t.Helper()
+	require.Len(t, got, len(want))
+	for i := range want {
+		assert.Equal(t, want[i].ID, got[i].ID, "event %d", i)
+		assert.Equal(t, want[i].ParentID, got[i].ParentID, "event %d", i)
+		assert.Equal(t, want[i].BranchFrom, got[i].BranchFrom, "event %d", i)
+		assert.Equal(t, want[i].Kind, got[i].Kind, "event %d", i)
+		assert.Equal(t, want[i].Role, got[i].Role, "event %d", i)
+		assert.True(t, want[i].Time.Equal(got[i].Time), "event %d", i)
+		assert.Equal(t, want[i].Size, got[i].Size, "event %d", i)
+		assert.Equal(t, want[i].Digest, got[i].Digest, "event %d", i)
+		assert.Equal(t, string(want[i].Record), string(got[i].Record), "event %d", i)
+	}
+}
+
+// branchySession writes a session with sealed compressed chunks, batches,
+// blobs and three branches, and returns its active path (and the store,
+// still open).
+func branchySession(t *testing.T, m vfs.FS, o Options) (*Store, uuid.UUID, []Event) {
+	t.Helper()
+	ctx := context.Background()
+	s := openMem(t, m, o)
+	meta, err := s.Create(ctx, Meta{Name: "branchy"})
+	require.NoError(t, err)
+	trunk := appendN(t, s, meta.ID, 20)
+	big := ToolResultEvent(ToolResult{CallID: "c", Output: strings.Repeat("tool output ", 3000)})
+	for b := range 3 {
+		require.NoError(t, s.Branch(ctx, meta.ID, trunk[10+b].ID))
+		_, err := s.AppendBatch(ctx, meta.ID, UserMessage("branch"), big, AssistantMessage(Message{Content: "done"}))
+		require.NoError(t, err)
+		appendN(t, s, meta.ID, 15)
+	}
+	want, err := s.Load(ctx, meta.ID)
+	require.NoError(t, err)
+	return s, meta.ID, want
+}
+
+// TestLazyOpenLoad: a cleanly closed session opens without its index; Load
+// follows the parent locations and returns what the index-based Load
+// returned; the first append loads the index and chains onto HEAD.
+func TestLazyOpenLoad(t *testing.T) {
+	ctx := context.Background()
+	m := vfs.NewMemFS()
+	o := Options{ChunkSize: 2048, BlobThreshold: 1024}
+	s, id, want := branchySession(t, m, o)
+	require.NoError(t, s.Close())
+	chunks, err := listChunks(m, sessionPath(id, chunksDir))
+	require.NoError(t, err)
+	require.Greater(t, len(chunks), 4, "several chunks")
+	forms, _, err := chunkForms(m, sessionPath(id, chunksDir))
+	require.NoError(t, err)
+	require.True(t, forms[0].sealed, "chunk 0 is sealed, so Load reads compressed chunks too")
+
+	s = openMem(t, m, o)
+	defer s.Close()
+	head, err := s.Head(ctx, id)
+	require.NoError(t, err)
+	assert.Equal(t, want[len(want)-1].ID, head)
+	assert.True(t, isLazy(t, s, id), "a clean session opens without its index")
+	got, err := s.Load(ctx, id)
+	require.NoError(t, err)
+	assertSameEvents(t, want, got)
+	full, err := s.FullPath(ctx, id, uuid.Nil)
+	require.NoError(t, err)
+	assertSameEvents(t, want, full)
+	assert.True(t, isLazy(t, s, id), "Load and FullPath from HEAD need no index")
+
+	ev, err := s.Append(ctx, id, UserMessage("after reopening"))
+	require.NoError(t, err)
+	assert.False(t, isLazy(t, s, id), "appending loads the index")
+	assert.Equal(t, head, ev.ParentID)
+	got, err = s.Load(ctx, id)
+	require.NoError(t, err)
+	assertSameEvents(t, append(want, ev), got)
+}
+
+// TestLazyOpenNeedsCleanFiles: each state a normal open would repair, or
+// that a lazy open cannot check, takes the normal open, and Load is right
+// either way.
+func TestLazyOpenNeedsCleanFiles(t *testing.T) {
+	cases := []struct {
+		name   string
+		damage func(t *testing.T, m *vfs.MemFS, id uuid.UUID, path []Event)
+		lazy   bool
+	}{
+		{"clean", func(*testing.T, *vfs.MemFS, uuid.UUID, []Event) {}, true},
+		{"HEAD replace interrupted", func(t *testing.T, m *vfs.MemFS, id uuid.UUID, path []Event) {
+			writeMemFile(t, m, sessionPath(id, headTemp), encodeHead(path[len(path)-1].ID))
+		}, false},
+		{"session.json replace interrupted", func(t *testing.T, m *vfs.MemFS, id uuid.UUID, _ []Event) {
+			writeMemFile(t, m, sessionPath(id, metaFile+".tmp"), []byte("{"))
+		}, false},
+		{"HEAD behind the log", func(t *testing.T, m *vfs.MemFS, id uuid.UUID, path []Event) {
+			writeMemFile(t, m, sessionPath(id, headName), encodeHead(path[len(path)-2].ID))
+		}, false},
+		{"last index line lost", func(t *testing.T, m *vfs.MemFS, id uuid.UUID, _ []Event) {
+			b, err := vfs.ReadFile(m, sessionPath(id, indexName))
+			require.NoError(t, err)
+			writeMemFile(t, m, sessionPath(id, indexName), b[:bytes.LastIndexByte(b[:len(b)-1], '\n')+1])
+		}, false},
+		{"torn tail after the last record", func(t *testing.T, m *vfs.MemFS, id uuid.UUID, _ []Event) {
+			chunks, err := listChunks(m, sessionPath(id, chunksDir))
+			require.NoError(t, err)
+			p := sessionPath(id, chunksDir, chunkName(chunks[len(chunks)-1]))
+			b, err := vfs.ReadFile(m, p)
+			require.NoError(t, err)
+			writeMemFile(t, m, p, append(b, `{"id":"torn`...))
+		}, false},
+		{"sealing interrupted", func(t *testing.T, m *vfs.MemFS, id uuid.UUID, _ []Event) {
+			writeMemFile(t, m, sessionPath(id, chunksDir, chunkName(0)+sealedExt+".tmp"), []byte("partial"))
+		}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			m := vfs.NewMemFS()
+			o := Options{ChunkSize: 2048, BlobThreshold: 1024}
+			s, id, want := branchySession(t, m, o)
+			require.NoError(t, s.Close())
+			tc.damage(t, m, id, want)
+
+			s = openMem(t, m, o)
+			defer s.Close()
+			_, err := s.Head(ctx, id)
+			require.NoError(t, err)
+			assert.Equal(t, tc.lazy, isLazy(t, s, id))
+			got, err := s.Load(ctx, id)
+			require.NoError(t, err)
+			assertSameEvents(t, want, got)
+		})
+	}
+}
+
+// TestLazyLoadCompaction: a compaction on the path needs the index (its
+// kept events are found through it); Load falls back and returns the
+// compacted context.
+func TestLazyLoadCompaction(t *testing.T) {
+	ctx := context.Background()
+	m := vfs.NewMemFS()
+	o := Options{ChunkSize: 2048}
+	s := openMem(t, m, o)
+	meta, err := s.Create(ctx, Meta{})
+	require.NoError(t, err)
+	evs := appendN(t, s, meta.ID, 30)
+	_, err = s.Compact(ctx, meta.ID, Compaction{Summary: Summary{Text: "the first 25"}, Head: evs[29].ID, FirstKept: evs[25].ID})
+	require.NoError(t, err)
+	appendN(t, s, meta.ID, 5)
+	want, err := s.Load(ctx, meta.ID)
+	require.NoError(t, err)
+	require.Len(t, want, 1+5+5)
+	require.NoError(t, s.Close())
+
+	s = openMem(t, m, o)
+	defer s.Close()
+	_, err = s.Head(ctx, meta.ID)
+	require.NoError(t, err)
+	require.True(t, isLazy(t, s, meta.ID))
+	got, err := s.Load(ctx, meta.ID)
+	require.NoError(t, err)
+	assertSameEvents(t, want, got)
+	assert.False(t, isLazy(t, s, meta.ID), "the compaction made Load load the index")
+}
+
+// TestLazyLoadBadParentLocation: a line whose parent location names
+// another record, or a place after the line, is corruption at that line,
+// even with a valid checksum.
+func TestLazyLoadBadParentLocation(t *testing.T) {
+	cases := []struct {
+		name string
+		loc  func(evs []location) location // the new parent location of the last event
+	}{
+		{"another record", func(locs []location) location { return locs[1] }},
+		{"after the line", func(locs []location) location {
+			l := locs[len(locs)-1]
+			return location{Chunk: l.Chunk, Offset: l.end(), Length: 10}
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			m, s, id := memSession(t, Options{Compression: CompressionNone})
+			appendN(t, s, id, 6)
+			h, err := s.acquire(ctx, id, nil)
+			require.NoError(t, err)
+			var locs []location
+			for _, e := range h.entries {
+				locs = append(locs, e.Loc)
+			}
+			s.release(h)
+			require.NoError(t, s.Close())
+
+			// Rewrite the last line with the new parent location, same
+			// length, valid checksum.
+			last := locs[len(locs)-1]
+			path := sessionPath(id, chunksDir, chunkName(last.Chunk))
+			b, err := vfs.ReadFile(m, path)
+			require.NoError(t, err)
+			line := b[last.Offset : last.end()-1]
+			hd, pl, err := decodeEventLine(line)
+			require.NoError(t, err)
+			pl.ParentAt = tc.loc(locs)
+			re := encodeEventLine(nil, &hd, pl)
+			require.NoError(t, jsonl.Verify(re[:len(re)-1]))
+			patched := append(append(bytes.Clone(b[:last.Offset]), re...), b[last.end():]...)
+			writeMemFile(t, m, path, patched)
+			// The index line keeps the new length, so the lazy open's
+			// check of the last record passes.
+			idx, err := vfs.ReadFile(m, sessionPath(id, indexName))
+			require.NoError(t, err)
+			lines := bytes.SplitAfter(idx, []byte("\n"))
+			e, err := decodeIndexLine(bytes.TrimSuffix(lines[len(lines)-2], []byte("\n")))
+			require.NoError(t, err)
+			e.Loc.Length = uint32(len(re))
+			lines[len(lines)-2] = encodeIndexLine(nil, &e)
+			writeMemFile(t, m, sessionPath(id, indexName), bytes.Join(lines, nil))
+
+			s = openMem(t, m, Options{Compression: CompressionNone})
+			defer s.Close()
+			_, err = s.Load(ctx, id)
+			assert.ErrorIs(t, err, ErrCorrupt)
+			var ce *CorruptionError
+			require.ErrorAs(t, err, &ce)
+			assert.Equal(t, path, ce.Path)
+			assert.Equal(t, last.Offset, ce.Offset)
+		})
+	}
+}
+
+// TestLazyLoadReadsAboutThePath: without the index, Load reads the chunks
+// only, and about the bytes of the path's records, not the session's.
+func TestLazyLoadReadsAboutThePath(t *testing.T) {
+	ctx := context.Background()
+	m := vfs.NewMemFS()
+	o := Options{ChunkSize: 64 << 10, Compression: CompressionNone}
+	s := openMem(t, m, o)
+	meta, err := s.Create(ctx, Meta{})
+	require.NoError(t, err)
+	trunk := appendN(t, s, meta.ID, 10)
+	for range 10 {
+		require.NoError(t, s.Branch(ctx, meta.ID, trunk[len(trunk)-1].ID))
+		appendN(t, s, meta.ID, 100)
+	}
+	h, err := s.acquire(ctx, meta.ID, nil)
+	require.NoError(t, err)
+	var pathBytes, total int64
+	for _, e := range h.entries {
+		total += int64(e.Loc.Length)
+	}
+	s.release(h)
+	require.NoError(t, s.Close())
+
+	counting := vfs.NewCounting(m)
+	s = openMem(t, counting, o)
+	defer s.Close()
+	_, err = s.Head(ctx, meta.ID)
+	require.NoError(t, err)
+	require.True(t, isLazy(t, s, meta.ID))
+	counting.Reset()
+	path, err := s.Load(ctx, meta.ID)
+	require.NoError(t, err)
+	require.Len(t, path, 110)
+	for _, ev := range path {
+		pathBytes += int64(len(encodeEvent(nil, &ev))) // about the line, without its parent location
+	}
+	var read int64
+	for p, st := range counting.Stats() {
+		require.Contains(t, p, string(filepath.Separator)+chunksDir+string(filepath.Separator), "Load reads chunk files only")
+		read += st.Bytes
+	}
+	t.Logf("read %d bytes for a path of about %d in a session of %d", read, pathBytes, total)
+	assert.Less(t, read, 3*pathBytes, "about the path's bytes")
+	assert.Less(t, read*4, total, "a small part of the session")
+}
+
+// TestFormat1Session opens a session written before lines held parent
+// locations (testdata/format1): it opens with its index, loads as before,
+// and new events are written in format 1 so that older builds still read
+// it.
+func TestFormat1Session(t *testing.T) {
+	ctx := context.Background()
+	dir := copyFixture(t, "format1")
+	s, err := Open(dir, &Options{Compression: CompressionNone})
+	require.NoError(t, err)
+	defer s.Close()
+	b, err := os.ReadFile(filepath.Join("testdata", "golden-active-path.json"))
+	require.NoError(t, err)
+	var want []Event
+	require.NoError(t, json.Unmarshal(b, &want))
+	_, err = s.Head(ctx, goldenSession)
+	require.NoError(t, err)
+	assert.False(t, isLazy(t, s, goldenSession), "format 1 lines hold no parent locations: the session opens with its index")
+	got, err := s.Load(ctx, goldenSession)
+	require.NoError(t, err)
+	require.Len(t, got, len(want))
+	for i := range want {
+		assert.Equal(t, want[i].ID, got[i].ID)
+		assert.JSONEq(t, string(want[i].Record), string(got[i].Record))
+	}
+
+	ev, err := s.Append(ctx, goldenSession, UserMessage("appended by this build"))
+	require.NoError(t, err)
+	_, err = s.UpdateMeta(ctx, goldenSession, func(m *Meta) { m.Name = "renamed" })
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+
+	sdir := filepath.Join(dir, sessionsDir, goldenSession.String())
+	meta, err := os.ReadFile(filepath.Join(sdir, metaFile))
+	require.NoError(t, err)
+	assert.Contains(t, string(meta), `"format": 1,`, "the session stays format 1")
+	chunks, err := listChunks(vfs.Default, filepath.Join(sdir, chunksDir))
+	require.NoError(t, err)
+	last, err := os.ReadFile(filepath.Join(sdir, chunksDir, chunkName(chunks[len(chunks)-1])))
+	require.NoError(t, err)
+	assert.Contains(t, string(last), ev.ID.String())
+	assert.NotContains(t, string(last), "parent_loc")
+}
