@@ -17,7 +17,7 @@ type osFile struct{ *os.File }
 func (f osFile) Sync() error { return datasync(f.File) }
 
 func (osFS) OpenFile(name string, flag int, perm fs.FileMode) (File, error) {
-	f, err := os.OpenFile(name, flag, perm)
+	f, err := openFile(name, flag, perm)
 	if err != nil {
 		return nil, err
 	}
@@ -30,7 +30,7 @@ func (osFS) Rename(oldname, newname string) error         { return os.Rename(old
 func (osFS) Stat(name string) (fs.FileInfo, error)        { return os.Stat(name) }
 
 func (osFS) ReadDir(name string) ([]string, error) {
-	f, err := os.Open(name)
+	f, err := openFile(name, os.O_RDONLY, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -44,7 +44,7 @@ func (osFS) ReadDir(name string) ([]string, error) {
 }
 
 func (osFS) SyncDir(name string) error {
-	d, err := os.Open(name)
+	d, err := openFile(name, os.O_RDONLY, 0)
 	if err != nil {
 		return err
 	}
@@ -56,7 +56,7 @@ func (osFS) SyncDir(name string) error {
 }
 
 func (osFS) Lock(name string, perm fs.FileMode) (io.Closer, error) {
-	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, perm)
+	f, err := openFile(name, os.O_RDWR|os.O_CREATE, perm)
 	if err != nil {
 		return nil, err
 	}
