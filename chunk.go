@@ -579,6 +579,19 @@ func (r *chunkReader) read(loc location) (header, payload, error) {
 	return h, p, nil
 }
 
+// blocks widens [start, end) of chunk to whole compressed blocks when the
+// chunk is sealed, so that reading it decompresses each block once,
+// straight into the window, and the next read, ending at start, shares no
+// block with this one.
+func (r *chunkReader) blocks(chunk uint32, start, end int64) (int64, int64) {
+	f, err := r.file(chunk)
+	if z, ok := f.(*zchunk.Reader); ok && err == nil && end > start {
+		start, _ = z.Block(start)
+		_, end = z.Block(end - 1)
+	}
+	return start, end
+}
+
 // path is the name of chunk n's plain file, for errors.
 func (r *chunkReader) path(n uint32) string { return filepath.Join(r.dir, chunkName(n)) }
 

@@ -209,13 +209,16 @@
 // and nothing but free space after that record. If so it opens without its
 // index (about 1 ms), and Store.Load, Store.FullPath from HEAD and
 // Store.Head are served from HEAD's entry: Load walks from HEAD to the
-// root through each line's "parent_loc", checking every line's checksum
-// and that it holds the event its child names, and reads only the chunk
-// files, at most a few times the bytes of the path's lines. Every other
-// call, and the first append, first loads the index and reconciles it
-// exactly as the normal open below, as does Load when the path reaches a
-// compaction (its kept events are found through the index) or a line
-// without "parent_loc". Otherwise the session opens normally.
+// root (or to the newest compaction and the events it keeps) through each
+// line's "parent_loc", checking every line's checksum and that it holds
+// the event its child names, and reads only the chunk files, about the
+// bytes of the path's lines (a run of adjacent lines is read in one go,
+// and the read that reaches the start of a run may take some bytes before
+// it). Every other call, and the first append, first loads the index and
+// reconciles it exactly as the normal open below, as does Load when the
+// path reaches a line without "parent_loc" or a compaction whose record is
+// a blob. Otherwise the session opens normally. Verify checks that every
+// "parent_loc" names the parent's line.
 //
 // What the lazy open defers: damage to index lines before the last one,
 // or to the embedded index of a sealed chunk, is reported by the first call

@@ -3,15 +3,16 @@ package sessionstore
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 
 	"github.com/google/uuid"
 
 	"github.com/sessionstore/sessionstore/internal/vfs"
+	"github.com/sessionstore/sessionstore/internal/zchunk"
 )
 
 // Opening without the index
@@ -175,13 +176,15 @@ func (s *Store) materialize(h *handle) error {
 }
 
 // errNeedIndex is loadLazy's signal that the path needs the index: a line
-// without a parent location (format 1), or a compaction.
+// without a parent location (format 1), or a compaction whose record is a
+// blob.
 var errNeedIndex = errors.New("the path needs the index")
 
 // loadLazy reads the path from head's event to the root, oldest first,
 // following the parent location of each line, and resolves its blob
-// records. With boundaries it returns errNeedIndex at a compaction, whose
-// kept events are found through the index.
+// records. With boundaries it stops at the newest compaction and returns
+// the context Load does (compaction.go): the compaction, the events it
+// keeps verbatim (walking on to its FirstKept), then the events after it.
 //
 // The path's length is unknown until the walk from HEAD ends, so the walk
 // keeps what it decoded in fixed blocks and copies the records into
@@ -191,7 +194,7 @@ var errNeedIndex = errors.New("the path needs the index")
 func (s *Store) loadLazy(ctx context.Context, dir string, head entry, boundaries bool) ([]Event, error) {
 	r := newChunkReader(s.opts.fs, filepath.Join(dir, chunksDir))
 	defer r.close()
-	r.reserve(lazyReadRun)
+	r.reserve(lazyReadRun + 2*zchunk.BlockSize)
 	type step struct {
 		hd   header
 		size int64
@@ -203,6 +206,8 @@ func (s *Store) loadLazy(ctx context.Context, dir string, head entry, boundaries
 	var blobs []entry // the blob records' entries, newest first
 	var blobAt []int  // their steps, counted from the newest
 	n := 0
+	compaction := -1      // the step of the compaction the walk stopped at
+	firstKept := uuid.Nil // its FirstKept, which the walk goes on to
 	loc, want := head.Loc, head.ID
 	var child location // of the line whose parent location is loc
 	// A read takes the record and up to behind bytes before it, where its
@@ -219,8 +224,8 @@ func (s *Store) loadLazy(ctx context.Context, dir string, head entry, boundaries
 			steps = append(steps, make([]step, 0, block))
 		}
 		if !(loc.Chunk == r.winChunk && loc.Offset >= r.winOff && loc.end() <= r.winOff+int64(len(r.win))) {
-			start := max(loc.Offset-min(behind, lazyReadRun-int64(loc.Length)), 0)
-			if err := r.fill(loc.Chunk, start, loc.end()-start); err != nil {
+			start, end := r.blocks(loc.Chunk, max(loc.Offset-min(behind, lazyReadRun-int64(loc.Length)), 0), loc.end())
+			if err := r.fill(loc.Chunk, start, end-start); err != nil {
 				return nil, err
 			}
 		}
@@ -234,8 +239,15 @@ func (s *Store) loadLazy(ctx context.Context, dir string, head entry, boundaries
 			}
 			return nil, corruptf(r.path(child.Chunk), child.Offset, "the parent location names event %s, not the parent %s", hd.ID, want)
 		}
-		if boundaries && kinds[hd.Kind] == KindCompaction {
-			return nil, errNeedIndex
+		if boundaries && compaction < 0 && kinds[hd.Kind] == KindCompaction {
+			if pl.Blob {
+				return nil, errNeedIndex
+			}
+			compaction = n
+			var rec CompactionRecord
+			if json.Unmarshal(pl.Record, &rec) == nil {
+				firstKept = rec.FirstKept
+			}
 		}
 		st := step{hd: hd, size: pl.Size}
 		if pl.Blob {
@@ -250,7 +262,13 @@ func (s *Store) loadLazy(ctx context.Context, dir string, head entry, boundaries
 		}
 		steps[len(steps)-1] = append(steps[len(steps)-1], st)
 		n++
+		if compaction >= 0 && (firstKept == uuid.Nil || hd.ID == firstKept) {
+			break // the compaction keeps nothing, or all it keeps is read
+		}
 		if hd.ParentID == uuid.Nil {
+			if compaction >= 0 {
+				n = compaction + 1 // FirstKept is not on the path: nothing is kept
+			}
 			break
 		}
 		up := pl.ParentAt
@@ -267,20 +285,38 @@ func (s *Store) loadLazy(ctx context.Context, dir string, head entry, boundaries
 		}
 		loc, want, child = up, hd.ParentID, loc
 	}
-	out := make([]Event, n)
-	for b, sts := range steps {
-		for i := range sts {
-			ev := &out[n-1-(b*block+i)]
-			sts[i].hd.fill(ev)
-			ev.Size, ev.Record = sts[i].size, sts[i].rec
+	// at maps a step (counted from HEAD) to its place in the context:
+	// oldest first, except that a compaction comes before the events it
+	// keeps.
+	at := func(k int) int { return n - 1 - k }
+	if compaction >= 0 {
+		at = func(k int) int {
+			switch {
+			case k == compaction:
+				return 0
+			case k > compaction:
+				return n - k // kept: oldest first, after the compaction
+			default:
+				return n - 1 - k
+			}
 		}
 	}
-	for i, k := range blobAt {
-		blobAt[i] = n - 1 - k
-		out[blobAt[i]].Digest = string(appendDigest(nil, blobs[i].Digest))
+	out := make([]Event, n)
+	for k := range n {
+		st := &steps[k/block][k%block]
+		ev := &out[at(k)]
+		st.hd.fill(ev)
+		ev.Size, ev.Record = st.size, st.rec
 	}
-	slices.Reverse(blobs) // path order, for the error of the first bad one
-	slices.Reverse(blobAt)
+	kept := 0
+	for i, k := range blobAt {
+		if k < n {
+			blobs[kept], blobAt[kept] = blobs[i], at(k)
+			out[blobAt[kept]].Digest = string(appendDigest(nil, blobs[i].Digest))
+			kept++
+		}
+	}
+	blobs, blobAt = blobs[:kept], blobAt[:kept]
 	if err := s.resolveBlobs(ctx, dir, blobs, blobAt, out); err != nil {
 		return nil, err
 	}

@@ -168,34 +168,70 @@ func TestLazyOpenNeedsCleanFiles(t *testing.T) {
 	}
 }
 
-// TestLazyLoadCompaction: a compaction on the path needs the index (its
-// kept events are found through it); Load falls back and returns the
-// compacted context.
+// TestLazyLoadCompaction: without the index, Load stops at the newest
+// compaction and returns the same context as with it: the compaction, the
+// events it keeps (FirstKept to its parent; none when FirstKept is unset
+// or not on the path), then the events after it.
 func TestLazyLoadCompaction(t *testing.T) {
-	ctx := context.Background()
-	m := vfs.NewMemFS()
-	o := Options{ChunkSize: 2048}
-	s := openMem(t, m, o)
-	meta, err := s.Create(ctx, Meta{})
-	require.NoError(t, err)
-	evs := appendN(t, s, meta.ID, 30)
-	_, err = s.Compact(ctx, meta.ID, Compaction{Summary: Summary{Text: "the first 25"}, Head: evs[29].ID, FirstKept: evs[25].ID})
-	require.NoError(t, err)
-	appendN(t, s, meta.ID, 5)
-	want, err := s.Load(ctx, meta.ID)
-	require.NoError(t, err)
-	require.Len(t, want, 1+5+5)
-	require.NoError(t, s.Close())
+	cases := []struct {
+		name    string
+		compact func(t *testing.T, s *Store, id uuid.UUID, evs, other []Event)
+	}{
+		{"kept tail", func(t *testing.T, s *Store, id uuid.UUID, evs, _ []Event) {
+			_, err := s.Compact(t.Context(), id, Compaction{Summary: Summary{Text: "the first 25"}, Head: evs[29].ID, FirstKept: evs[25].ID})
+			require.NoError(t, err)
+		}},
+		{"nothing kept", func(t *testing.T, s *Store, id uuid.UUID, evs, _ []Event) {
+			_, err := s.Compact(t.Context(), id, Compaction{Summary: Summary{Text: "all 30"}, Head: evs[29].ID})
+			require.NoError(t, err)
+		}},
+		{"FirstKept off the path", func(t *testing.T, s *Store, id uuid.UUID, _, other []Event) {
+			_, err := s.Append(t.Context(), id, NewEvent(KindCompaction, RoleNone, CompactionRecord{Summary: Summary{Text: "by hand"}, FirstKept: other[1].ID}))
+			require.NoError(t, err)
+		}},
+		{"two compactions", func(t *testing.T, s *Store, id uuid.UUID, evs, _ []Event) {
+			_, err := s.Compact(t.Context(), id, Compaction{Summary: Summary{Text: "first"}, Head: evs[29].ID, FirstKept: evs[20].ID})
+			require.NoError(t, err)
+			more := appendN(t, s, id, 4)
+			_, err = s.Compact(t.Context(), id, Compaction{Summary: Summary{Text: "second"}, Head: more[3].ID, FirstKept: more[1].ID})
+			require.NoError(t, err)
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			m := vfs.NewMemFS()
+			o := Options{ChunkSize: 2048, BlobThreshold: 200}
+			s := openMem(t, m, o)
+			meta, err := s.Create(ctx, Meta{})
+			require.NoError(t, err)
+			other := appendN(t, s, meta.ID, 3)
+			require.NoError(t, s.Branch(ctx, meta.ID, other[0].ID))
+			// The active path: other[0], 28 messages, then a blob (in the
+			// kept tail): 30 events, HEAD last.
+			evs := append(other[:1:1], appendN(t, s, meta.ID, 28)...)
+			big, err := s.Append(ctx, meta.ID, ToolResultEvent(ToolResult{CallID: "big", Output: strings.Repeat("o", 500)}))
+			require.NoError(t, err)
+			require.NotEmpty(t, big.Digest, "a blob")
+			evs = append(evs, big)
+			tc.compact(t, s, meta.ID, evs, other)
+			appendN(t, s, meta.ID, 5)
+			want, err := s.Load(ctx, meta.ID)
+			require.NoError(t, err)
+			require.Equal(t, KindCompaction, want[0].Kind)
+			require.NoError(t, s.Close())
 
-	s = openMem(t, m, o)
-	defer s.Close()
-	_, err = s.Head(ctx, meta.ID)
-	require.NoError(t, err)
-	require.True(t, isLazy(t, s, meta.ID))
-	got, err := s.Load(ctx, meta.ID)
-	require.NoError(t, err)
-	assertSameEvents(t, want, got)
-	assert.False(t, isLazy(t, s, meta.ID), "the compaction made Load load the index")
+			s = openMem(t, m, o)
+			defer s.Close()
+			_, err = s.Head(ctx, meta.ID)
+			require.NoError(t, err)
+			require.True(t, isLazy(t, s, meta.ID))
+			got, err := s.Load(ctx, meta.ID)
+			require.NoError(t, err)
+			assertSameEvents(t, want, got)
+			assert.True(t, isLazy(t, s, meta.ID), "a compaction needs no index")
+		})
+	}
 }
 
 // TestLazyLoadBadParentLocation: a line whose parent location names
@@ -259,6 +295,14 @@ func TestLazyLoadBadParentLocation(t *testing.T) {
 			require.ErrorAs(t, err, &ce)
 			assert.Equal(t, path, ce.Path)
 			assert.Equal(t, last.Offset, ce.Offset)
+			// Verify reports it too, at the same line.
+			r, err := s.Verify(ctx, id)
+			require.NoError(t, err)
+			require.Len(t, r.Problems, 1)
+			require.ErrorAs(t, r.Problems[0], &ce)
+			assert.Equal(t, path, ce.Path)
+			assert.Equal(t, last.Offset, ce.Offset)
+			assert.Contains(t, ce.Err.Error(), "names its parent at")
 		})
 	}
 }

@@ -829,8 +829,7 @@ func (s *Store) readEntries(ctx context.Context, h *handle, r *chunkReader, path
 
 // resolveBlobs reads and verifies the records of blobs, the entries of
 // events read into out at positions at, into those events, on one
-// goroutine per CPU. The error is that of the first failing blob in the
-// order of at.
+// goroutine per CPU. The error is that of the failing blob first in out.
 func (s *Store) resolveBlobs(ctx context.Context, dir string, blobs []entry, at []int, out []Event) error {
 	errs := make([]error, len(blobs))
 	forEach(len(blobs), runtime.GOMAXPROCS(0), func(_, i int) {
@@ -839,10 +838,14 @@ func (s *Store) resolveBlobs(ctx context.Context, dir string, blobs []entry, at 
 			out[at[i]].Record, errs[i] = readBlob(s.opts.fs, dir, e.Digest, e.Size)
 		}
 	})
-	for _, err := range errs {
-		if err != nil {
-			return err
+	first := -1
+	for i, err := range errs {
+		if err != nil && (first < 0 || at[i] < at[first]) {
+			first = i
 		}
+	}
+	if first >= 0 {
+		return errs[first]
 	}
 	return nil
 }

@@ -58,8 +58,9 @@ func (r *VerifyReport) problem(err *CorruptionError) {
 }
 
 // Verify checks a session without changing anything: every record's
-// checksum and encoding, every parent link, the agreement of every index
-// line with its record, HEAD, and the digest of every blob a record refers
+// checksum and encoding, every parent link and parent location, the
+// agreement of every index line with its record, HEAD, and the digest of
+// every blob a record refers
 // to (the structure checks run first and open no blob). It takes no lock,
 // so it works on a session this or another Store or process is writing
 // (whose newest record may then show as a torn tail being written): it
@@ -159,7 +160,7 @@ func (s *Store) verify(ctx context.Context, session uuid.UUID) (*VerifyReport, e
 	}
 	chunks := slices.Sorted(maps.Keys(forms))
 	r.Chunks = len(chunks)
-	check := &chunkCheck{report: r, seen: make(map[uuid.UUID]struct{})}
+	check := &chunkCheck{report: r, seen: make(map[uuid.UUID]location)}
 	for ci, n := range chunks {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -230,8 +231,8 @@ type indexRun struct {
 // chunkCheck carries what verifyChunk needs across chunks.
 type chunkCheck struct {
 	report *VerifyReport
-	seen   map[uuid.UUID]struct{}
-	blobs  []payload // blob references of the valid records
+	seen   map[uuid.UUID]location // the events so far, and where each is
+	blobs  []payload              // blob references of the valid records
 }
 
 // verifyChunk checks every record of one chunk, continuing the count of
@@ -255,14 +256,18 @@ func verifyChunk(fsys vfs.FS, dir string, n uint32, newest bool, want *indexRun,
 	w, err := walkRecords(f, n, 0, size, newest, func(hdr header, pl payload, loc location) error {
 		e := newEntry(hdr, pl, loc)
 		if hdr.ParentID != uuid.Nil {
-			if _, ok := c.seen[hdr.ParentID]; !ok {
+			at, ok := c.seen[hdr.ParentID]
+			switch {
+			case !ok:
 				r.problem(&CorruptionError{Path: path, Offset: loc.Offset, Err: fmt.Errorf("event %s names unknown parent %s", hdr.ID, hdr.ParentID)})
+			case pl.ParentAt.Length != 0 && pl.ParentAt != at:
+				r.problem(&CorruptionError{Path: path, Offset: loc.Offset, Err: fmt.Errorf("event %s names its parent at chunk %d offset %d length %d; it is at chunk %d offset %d length %d", hdr.ID, pl.ParentAt.Chunk, pl.ParentAt.Offset, pl.ParentAt.Length, at.Chunk, at.Offset, at.Length)})
 			}
 		}
 		if _, dup := c.seen[hdr.ID]; dup {
 			r.problem(&CorruptionError{Path: path, Offset: loc.Offset, Err: fmt.Errorf("duplicate event id %s", hdr.ID)})
 		}
-		c.seen[hdr.ID] = struct{}{}
+		c.seen[hdr.ID] = loc
 		if k < len(want.entries) && want.entries[k] != e {
 			r.problem(&CorruptionError{Path: want.path, Offset: want.offsets[k], Err: fmt.Errorf("index entry %s disagrees with record %s at %s offset %d", want.entries[k].ID, hdr.ID, path, loc.Offset)})
 		}

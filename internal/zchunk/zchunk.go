@@ -598,6 +598,17 @@ func (r *Reader) ReadAt(p []byte, off int64) (int, error) {
 	return n, nil
 }
 
+// Block returns the logical range [start, end) of the block that holds
+// offset off, or (Size, Size) when off is at or past the end. A read of
+// whole blocks decompresses them straight into the caller's buffer.
+func (r *Reader) Block(off int64) (start, end int64) {
+	i := sort.Search(len(r.table), func(i int) bool { return r.table[i].logOff+r.table[i].logLen > off })
+	if i == len(r.table) {
+		return r.size, r.size
+	}
+	return r.table[i].logOff, r.table[i].logOff + r.table[i].logLen
+}
+
 // frame returns the decompressed block of frame i, keeping the last one
 // for the next call.
 func (r *Reader) frame(i int) ([]byte, error) {

@@ -429,6 +429,26 @@ func TestZstdCLI(t *testing.T) {
 	}
 }
 
+// TestBlock: Block names the block that holds an offset, by the lengths
+// blocks() chose, and (Size, Size) past the end.
+func TestBlock(t *testing.T) {
+	src := []byte("a\nabcdefgh\nb\n")
+	_, r := writeOpen(t, src, nil, 4)
+	ends := blocks(src, 4) // 2, 11, 13
+	start := int64(0)
+	for _, end := range ends {
+		for off := start; off < int64(end); off++ {
+			s, e := r.Block(off)
+			assert.Equal(t, [2]int64{start, int64(end)}, [2]int64{s, e}, "offset %d", off)
+		}
+		start = int64(end)
+	}
+	for _, off := range []int64{13, 14, 100} {
+		s, e := r.Block(off)
+		assert.Equal(t, [2]int64{13, 13}, [2]int64{s, e}, "offset %d", off)
+	}
+}
+
 func TestReadAtAcrossFrames(t *testing.T) {
 	src := transcript(2, 200<<10, false)
 	_, r := writeOpen(t, src, nil, 4<<10) // many frames
