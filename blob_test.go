@@ -296,11 +296,19 @@ func TestLoadReportsFirstBadBlob(t *testing.T) {
 	}
 	s = openMem(t, m, Options{})
 	defer s.Close()
-	for range 20 {
-		_, err := s.Load(ctx, id)
-		var ce *CorruptionError
-		require.ErrorAs(t, err, &ce)
-		require.Equal(t, paths[3], ce.Path)
+	// Without the index (lazy.go), then with it.
+	for _, lazy := range []bool{true, false} {
+		if !lazy {
+			_, err := s.Tree(ctx, id)
+			require.NoError(t, err)
+		}
+		for range 20 {
+			_, err := s.Load(ctx, id)
+			var ce *CorruptionError
+			require.ErrorAs(t, err, &ce)
+			require.Equal(t, paths[3], ce.Path)
+		}
+		assert.Equal(t, lazy, isLazy(t, s, id))
 	}
 }
 

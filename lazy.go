@@ -8,6 +8,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
+	"sync"
 
 	"github.com/google/uuid"
 
@@ -203,8 +205,9 @@ func (s *Store) loadLazy(ctx context.Context, dir string, head entry, boundaries
 	const block = 1024
 	var steps [][]step // newest first
 	var slab []byte
-	var blobs []entry // the blob records' entries, newest first
-	var blobAt []int  // their steps, counted from the newest
+	// Blob records are read on other goroutines while the walk goes on.
+	blobs := s.startBlobReads(ctx, dir)
+	defer blobs.abandon()
 	n := 0
 	compaction := -1      // the step of the compaction the walk stopped at
 	firstKept := uuid.Nil // its FirstKept, which the walk goes on to
@@ -251,7 +254,7 @@ func (s *Store) loadLazy(ctx context.Context, dir string, head entry, boundaries
 		}
 		st := step{hd: hd, size: pl.Size}
 		if pl.Blob {
-			blobs, blobAt = append(blobs, newEntry(hd, pl, loc)), append(blobAt, n)
+			blobs.add(n, newEntry(hd, pl, loc))
 		} else {
 			k := len(pl.Record)
 			if cap(slab)-len(slab) < k {
@@ -308,17 +311,78 @@ func (s *Store) loadLazy(ctx context.Context, dir string, head entry, boundaries
 		st.hd.fill(ev)
 		ev.Size, ev.Record = st.size, st.rec
 	}
-	kept := 0
-	for i, k := range blobAt {
-		if k < n {
-			blobs[kept], blobAt[kept] = blobs[i], at(k)
-			out[blobAt[kept]].Digest = string(appendDigest(nil, blobs[i].Digest))
-			kept++
+	blobs.stop()
+	var first *blobRead // the failed read first in out
+	for _, b := range blobs.done {
+		if b.step >= n {
+			continue // past a compaction that keeps nothing
+		}
+		ev := &out[at(b.step)]
+		ev.Digest, ev.Record = string(appendDigest(nil, b.e.Digest)), b.rec
+		if b.err != nil && (first == nil || at(b.step) < at(first.step)) {
+			first = b
 		}
 	}
-	blobs, blobAt = blobs[:kept], blobAt[:kept]
-	if err := s.resolveBlobs(ctx, dir, blobs, blobAt, out); err != nil {
-		return nil, err
+	if first != nil {
+		return nil, first.err
 	}
 	return out, nil
+}
+
+// blobReads reads blob records on one goroutine per CPU while its caller
+// goes on, so that Load's walk and its blob reads overlap.
+type blobReads struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	jobs   chan *blobRead
+	wg     sync.WaitGroup
+	done   []*blobRead // every read added, in the order added
+	ended  bool
+}
+
+// blobRead is one blob record to read, for the event at step.
+type blobRead struct {
+	step int
+	e    entry
+	rec  []byte
+	err  error
+}
+
+func (s *Store) startBlobReads(ctx context.Context, dir string) *blobReads {
+	b := &blobReads{jobs: make(chan *blobRead, 1024)}
+	b.ctx, b.cancel = context.WithCancel(ctx)
+	for range runtime.GOMAXPROCS(0) {
+		b.wg.Go(func() {
+			for j := range b.jobs {
+				if j.err = b.ctx.Err(); j.err == nil {
+					j.rec, j.err = readBlob(s.opts.fs, dir, j.e.Digest, j.e.Size)
+				}
+			}
+		})
+	}
+	return b
+}
+
+// add queues the read of e's record for the event at step.
+func (b *blobReads) add(step int, e entry) {
+	j := &blobRead{step: step, e: e}
+	b.done = append(b.done, j)
+	b.jobs <- j
+}
+
+// stop waits for the reads added. It may be called again.
+func (b *blobReads) stop() {
+	if !b.ended {
+		b.ended = true
+		close(b.jobs)
+		b.wg.Wait()
+	}
+	b.cancel()
+}
+
+// abandon skips the reads not started yet and waits for the others, for a
+// caller that will not use them.
+func (b *blobReads) abandon() {
+	b.cancel()
+	b.stop()
 }
