@@ -686,8 +686,10 @@ func (s *Store) appendOne(ctx context.Context, session uuid.UUID, ev Event, chec
 // to HEAD, oldest first, with their records resolved, stopping at the
 // newest compaction on the path (see compaction.go: the compaction, the
 // events it keeps verbatim, then everything after it). It reads only
-// those events' records, located through the in-memory index. An empty
-// session loads as an empty slice. FullPath walks past compactions.
+// those events' records, located through the in-memory index, or, in a
+// session opened without its index (see Opening in the package doc),
+// through the parent location each chunk line holds. An empty session
+// loads as an empty slice. FullPath walks past compactions.
 //
 // Errors: ErrNotFound, ErrLocked, ErrClosed, *CorruptionError for a record
 // that does not match its index entry.
