@@ -194,8 +194,23 @@ func syncAll(fsys vfs.FS, f vfs.File, dirs ...string) error {
 
 // readBlob reads, decompresses and verifies the blob with digest d.
 func readBlob(fsys vfs.FS, dir string, d [32]byte, size int64) ([]byte, error) {
+	return readBlobWith(fsys, dir, d, size, nil)
+}
+
+// readBlobWith is readBlob reading the compressed file into *scratch,
+// which it keeps (grown) for the caller's next read: Load reads many blobs
+// on each of a few goroutines, and fresh memory is what a new process
+// pays most for.
+func readBlobWith(fsys vfs.FS, dir string, d [32]byte, size int64, scratch *[]byte) ([]byte, error) {
 	path := blobPath(dir, d)
-	b, err := vfs.ReadFile(fsys, path)
+	var buf []byte
+	if scratch != nil {
+		buf = *scratch
+	}
+	b, err := vfs.ReadFileInto(fsys, path, buf)
+	if scratch != nil && cap(b) > cap(buf) {
+		*scratch = b[:0]
+	}
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, corruptf(path, 0, "blob is missing")
 	}

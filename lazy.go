@@ -353,9 +353,10 @@ func (s *Store) startBlobReads(ctx context.Context, dir string) *blobReads {
 	b.ctx, b.cancel = context.WithCancel(ctx)
 	for range runtime.GOMAXPROCS(0) {
 		b.wg.Go(func() {
+			var scratch []byte
 			for j := range b.jobs {
 				if j.err = b.ctx.Err(); j.err == nil {
-					j.rec, j.err = readBlob(s.opts.fs, dir, j.e.Digest, j.e.Size)
+					j.rec, j.err = readBlobWith(s.opts.fs, dir, j.e.Digest, j.e.Size, &scratch)
 				}
 			}
 		})

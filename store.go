@@ -834,10 +834,11 @@ func (s *Store) readEntries(ctx context.Context, h *handle, r *chunkReader, path
 // goroutine per CPU. The error is that of the failing blob first in out.
 func (s *Store) resolveBlobs(ctx context.Context, dir string, blobs []entry, at []int, out []Event) error {
 	errs := make([]error, len(blobs))
-	forEach(len(blobs), runtime.GOMAXPROCS(0), func(_, i int) {
+	scratch := make([][]byte, runtime.GOMAXPROCS(0)) // one per worker
+	forEach(len(blobs), len(scratch), func(w, i int) {
 		if errs[i] = ctx.Err(); errs[i] == nil {
 			e := &blobs[i]
-			out[at[i]].Record, errs[i] = readBlob(s.opts.fs, dir, e.Digest, e.Size)
+			out[at[i]].Record, errs[i] = readBlobWith(s.opts.fs, dir, e.Digest, e.Size, &scratch[w])
 		}
 	})
 	first := -1

@@ -57,6 +57,13 @@ type FS interface {
 
 // ReadFile reads a whole file through fsys.
 func ReadFile(fsys FS, name string) ([]byte, error) {
+	return ReadFileInto(fsys, name, nil)
+}
+
+// ReadFileInto is ReadFile reading into buf (from its start), which it
+// grows only if the file does not fit: a caller that reads many files can
+// reuse one buffer.
+func ReadFileInto(fsys FS, name string, buf []byte) ([]byte, error) {
 	f, err := fsys.OpenFile(name, readOnly, 0)
 	if err != nil {
 		return nil, err
@@ -69,7 +76,10 @@ func ReadFile(fsys FS, name string) ([]byte, error) {
 	if info, err := f.Stat(); err == nil && info.Size() < 1<<40 {
 		size = int(info.Size())
 	}
-	buf := make([]byte, 0, size+1)
+	if cap(buf) < size+1 {
+		buf = make([]byte, 0, size+1)
+	}
+	buf = buf[:0]
 	for {
 		n, err := f.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]

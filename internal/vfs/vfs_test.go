@@ -26,6 +26,17 @@ func TestReadFileSizes(t *testing.T) {
 				got, err := ReadFile(fsys.fs, name)
 				require.NoError(t, err)
 				assert.Equal(t, want, got)
+
+				// Into a buffer that fits: read in place, from its start.
+				roomy := append(make([]byte, 0, n+64), "stale"...)
+				got, err = ReadFileInto(fsys.fs, name, roomy)
+				require.NoError(t, err)
+				assert.Equal(t, want, got)
+				assert.Same(t, &roomy[:1][0], &got[:1][0], "the buffer was reused")
+				// Into one that does not: grown.
+				got, err = ReadFileInto(fsys.fs, name, make([]byte, 0, n/2))
+				require.NoError(t, err)
+				assert.Equal(t, want, got)
 			})
 		}
 	}
