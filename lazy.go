@@ -190,57 +190,29 @@ var errNeedIndex = errors.New("the path needs the index")
 //
 // The path's length is unknown until the walk from HEAD ends, so the walk
 // keeps what it decoded in fixed blocks and copies the records into
-// shared slabs, and the events are built once, oldest first, at the end:
-// regrowing one slice of events would copy it several times over into
-// fresh memory, which is what a new process pays most for.
+// shared slabs, and the events are built once, in their final place, at
+// the end: regrowing one slice of events would copy it several times over
+// into fresh memory, which is what a new process pays most for.
 func (s *Store) loadLazy(ctx context.Context, dir string, head entry, boundaries bool) ([]Event, error) {
-	r := newChunkReader(s.opts.fs, filepath.Join(dir, chunksDir))
-	defer r.close()
-	r.reserve(lazyReadRun + 2*zchunk.BlockSize)
-	type step struct {
-		hd   header
-		size int64
-		rec  []byte // in a slab; nil for a blob
-	}
-	const block = 1024
-	var steps [][]step // newest first
-	var slab []byte
-	// Blob records are read on other goroutines while the walk goes on.
-	blobs := s.startBlobReads(ctx, dir)
+	w := newParentWalk(s.opts.fs, dir, head)
+	defer w.r.close()
+	blobs := s.startBlobReads(ctx, dir) // read while the walk goes on
 	defer blobs.abandon()
-	n := 0
+	var steps [][]walkStep // newest first, in blocks of stepBlock
+	var recs slab
 	compaction := -1      // the step of the compaction the walk stopped at
 	firstKept := uuid.Nil // its FirstKept, which the walk goes on to
-	loc, want := head.Loc, head.ID
-	var child location // of the line whose parent location is loc
-	// A read takes the record and up to behind bytes before it, where its
-	// ancestors are when the path runs back through adjacent records (a
-	// branch appended in one go). behind doubles while it does and drops
-	// to zero at a jump, so a long run costs few reads and the bytes read
-	// off the path stay within about those on it.
-	behind := int64(0)
+	n := 0
 	for {
-		if n%block == 0 {
+		if n%stepBlock == 0 {
 			if err := ctx.Err(); err != nil {
 				return nil, err
 			}
-			steps = append(steps, make([]step, 0, block))
+			steps = append(steps, make([]walkStep, 0, stepBlock))
 		}
-		if !(loc.Chunk == r.winChunk && loc.Offset >= r.winOff && loc.end() <= r.winOff+int64(len(r.win))) {
-			start, end := r.blocks(loc.Chunk, max(loc.Offset-min(behind, lazyReadRun-int64(loc.Length)), 0), loc.end())
-			if err := r.fill(loc.Chunk, start, end-start); err != nil {
-				return nil, err
-			}
-		}
-		hd, pl, err := r.read(loc)
+		hd, pl, loc, err := w.next()
 		if err != nil {
 			return nil, err
-		}
-		if hd.ID != want {
-			if child.Length == 0 {
-				return nil, corruptf(r.path(loc.Chunk), loc.Offset, "record %s is not HEAD's event %s", hd.ID, want)
-			}
-			return nil, corruptf(r.path(child.Chunk), child.Offset, "the parent location names event %s, not the parent %s", hd.ID, want)
 		}
 		if boundaries && compaction < 0 && kinds[hd.Kind] == KindCompaction {
 			if pl.Blob {
@@ -252,16 +224,11 @@ func (s *Store) loadLazy(ctx context.Context, dir string, head entry, boundaries
 				firstKept = rec.FirstKept
 			}
 		}
-		st := step{hd: hd, size: pl.Size}
+		st := walkStep{hd: hd, size: pl.Size}
 		if pl.Blob {
 			blobs.add(n, newEntry(hd, pl, loc))
 		} else {
-			k := len(pl.Record)
-			if cap(slab)-len(slab) < k {
-				slab = make([]byte, 0, max(256<<10, k))
-			}
-			st.rec = append(slab[len(slab):len(slab):len(slab)+k], pl.Record...)
-			slab = slab[:len(slab)+k]
+			st.rec = recs.copy(pl.Record)
 		}
 		steps[len(steps)-1] = append(steps[len(steps)-1], st)
 		n++
@@ -274,39 +241,15 @@ func (s *Store) loadLazy(ctx context.Context, dir string, head entry, boundaries
 			}
 			break
 		}
-		up := pl.ParentAt
-		if up.Length == 0 {
-			return nil, errNeedIndex
-		}
-		if up.Chunk > loc.Chunk || (up.Chunk == loc.Chunk && up.end() > loc.Offset) {
-			return nil, corruptf(r.path(loc.Chunk), loc.Offset, "event %s names a parent location at chunk %d offset %d, not before it", hd.ID, up.Chunk, up.Offset)
-		}
-		if up.Chunk == loc.Chunk && up.end() == loc.Offset {
-			behind = min(max(2*behind, 4<<10), lazyReadRun)
-		} else {
-			behind = 0
-		}
-		loc, want, child = up, hd.ParentID, loc
-	}
-	// at maps a step (counted from HEAD) to its place in the context:
-	// oldest first, except that a compaction comes before the events it
-	// keeps.
-	at := func(k int) int { return n - 1 - k }
-	if compaction >= 0 {
-		at = func(k int) int {
-			switch {
-			case k == compaction:
-				return 0
-			case k > compaction:
-				return n - k // kept: oldest first, after the compaction
-			default:
-				return n - 1 - k
-			}
+		if err := w.up(hd, pl); err != nil {
+			return nil, err
 		}
 	}
+
+	at := contextOrder(n, compaction)
 	out := make([]Event, n)
 	for k := range n {
-		st := &steps[k/block][k%block]
+		st := &steps[k/stepBlock][k%stepBlock]
 		ev := &out[at(k)]
 		st.hd.fill(ev)
 		ev.Size, ev.Record = st.size, st.rec
@@ -327,6 +270,112 @@ func (s *Store) loadLazy(ctx context.Context, dir string, head entry, boundaries
 		return nil, first.err
 	}
 	return out, nil
+}
+
+// walkStep is what loadLazy keeps of an event until it builds the events.
+type walkStep struct {
+	hd   header
+	size int64
+	rec  []byte // in a slab; nil for a blob
+}
+
+const stepBlock = 1024
+
+// contextOrder maps the steps of a walk of n events from HEAD to their
+// places in the context: oldest first, except that a compaction (at step
+// compaction, or -1 for none) comes first, before the events it keeps.
+func contextOrder(n, compaction int) func(k int) int {
+	if compaction < 0 {
+		return func(k int) int { return n - 1 - k }
+	}
+	return func(k int) int {
+		switch {
+		case k == compaction:
+			return 0
+		case k > compaction:
+			return n - k // kept: oldest first, after the compaction
+		default:
+			return n - 1 - k
+		}
+	}
+}
+
+// slab hands out copies of records from shared buffers: a path's records
+// in a few allocations instead of one each.
+type slab []byte
+
+func (s *slab) copy(b []byte) []byte {
+	k := len(b)
+	if cap(*s)-len(*s) < k {
+		*s = make([]byte, 0, max(256<<10, k))
+	}
+	out := append((*s)[len(*s):len(*s):len(*s)+k], b...)
+	*s = (*s)[:len(*s)+k]
+	return out
+}
+
+// parentWalk reads the lines of a path from an event towards the root,
+// each at the parent location of the one before, checking each.
+type parentWalk struct {
+	r     *chunkReader
+	loc   location  // of the next line
+	want  uuid.UUID // the event it must hold
+	child location  // of the line that named loc; zero for the first
+	// A read takes the record and up to behind bytes before it, where its
+	// ancestors are when the path runs back through adjacent records (a
+	// branch appended in one go). behind doubles while it does and drops
+	// to zero at a jump, so a long run costs few reads and the bytes read
+	// off the path stay within about those on it.
+	behind int64
+}
+
+func newParentWalk(fsys vfs.FS, dir string, head entry) *parentWalk {
+	r := newChunkReader(fsys, filepath.Join(dir, chunksDir))
+	r.reserve(lazyReadRun + 2*zchunk.BlockSize)
+	return &parentWalk{r: r, loc: head.Loc, want: head.ID}
+}
+
+// next reads the next line of the path: its header, its payload (whose
+// record aliases the walk's buffer until the next call) and location.
+func (w *parentWalk) next() (header, payload, location, error) {
+	r, loc := w.r, w.loc
+	if !(loc.Chunk == r.winChunk && loc.Offset >= r.winOff && loc.end() <= r.winOff+int64(len(r.win))) {
+		start, end := r.blocks(loc.Chunk, max(loc.Offset-min(w.behind, lazyReadRun-int64(loc.Length)), 0), loc.end())
+		if err := r.fill(loc.Chunk, start, end-start); err != nil {
+			return header{}, payload{}, loc, err
+		}
+	}
+	hd, pl, err := r.read(loc)
+	if err != nil {
+		return header{}, payload{}, loc, err
+	}
+	if hd.ID != w.want {
+		if w.child.Length == 0 {
+			return header{}, payload{}, loc, corruptf(r.path(loc.Chunk), loc.Offset, "record %s is not HEAD's event %s", hd.ID, w.want)
+		}
+		return header{}, payload{}, loc, corruptf(r.path(w.child.Chunk), w.child.Offset, "the parent location names event %s, not the parent %s", hd.ID, w.want)
+	}
+	return hd, pl, loc, nil
+}
+
+// up moves the walk to the parent of the line next returned (hd, pl):
+// errNeedIndex if the line names no parent location, corruption if it
+// names one that is not before the line.
+func (w *parentWalk) up(hd header, pl payload) error {
+	up, loc := pl.ParentAt, w.loc
+	if up.Length == 0 {
+		return errNeedIndex
+	}
+	if up.Chunk > loc.Chunk || (up.Chunk == loc.Chunk && up.end() > loc.Offset) {
+		return corruptf(w.r.path(loc.Chunk), loc.Offset, "event %s names a parent location at chunk %d offset %d, not before it", hd.ID, up.Chunk, up.Offset)
+	}
+	if up.Chunk == loc.Chunk && up.end() == loc.Offset {
+		w.behind = min(max(2*w.behind, 4<<10), lazyReadRun)
+	} else {
+		w.behind = 0
+	}
+	w.loc, w.want, w.child = up, hd.ParentID, loc
+	return nil
 }
 
 // blobReads reads blob records on one goroutine per CPU while its caller
