@@ -459,11 +459,9 @@ func (s *Store) openHandle(ctx context.Context, h *handle, create *Meta) error {
 			return err
 		}
 	}
-	if create == nil {
-		if s.openLazy(h) {
-			ok = true
-			return nil
-		}
+	if create == nil && s.openLazy(h) {
+		ok = true
+		return nil
 	}
 	if err := s.reconcile(h); err != nil {
 		return err
