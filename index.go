@@ -111,11 +111,20 @@ func decodeIndexLine(line []byte) (entry, error) {
 // indexFile is the open index.jsonl of a writable session. Lines are
 // written after the record they describe is durable and are not synced:
 // reconciliation rebuilds whatever a crash loses (see doc.go).
+//
+// After a failed write the file is left alone for good (err): it may end
+// in a torn line, or, after a failed rewrite, hold only a prefix of its
+// lines, both of which reconciliation repairs (it keeps the valid prefix
+// and rebuilds the rest from the chunks). A line written after that would
+// leave a gap in the index, which reconciliation rightly takes for
+// corruption: an append already in flight when a rewrite fails publishes
+// its events afterwards.
 type indexFile struct {
 	path string
 	f    vfs.File
 	size int64
 	buf  []byte
+	err  error // the first failed write; nothing is written after it
 }
 
 func openIndexFile(fsys vfs.FS, path string, size int64, perm os.FileMode) (*indexFile, error) {
@@ -128,6 +137,9 @@ func openIndexFile(fsys vfs.FS, path string, size int64, perm os.FileMode) (*ind
 
 // append writes the index lines of es at the end of the file.
 func (x *indexFile) append(es ...*entry) error {
+	if x.err != nil {
+		return x.err
+	}
 	x.buf = x.buf[:0]
 	for _, e := range es {
 		x.buf = encodeIndexLine(x.buf, e)
@@ -135,7 +147,8 @@ func (x *indexFile) append(es ...*entry) error {
 	n, err := x.f.WriteAt(x.buf, x.size)
 	x.size += int64(n)
 	if err != nil {
-		return fmt.Errorf("sessionstore: write index: %w", err)
+		x.err = fmt.Errorf("sessionstore: write index: %w", err)
+		return x.err
 	}
 	return nil
 }
@@ -145,14 +158,19 @@ func (x *indexFile) append(es ...*entry) error {
 // embeds them. Like every index write it is not synced: a crash part way
 // leaves a shorter or stale index, which reconciliation repairs.
 func (x *indexFile) reset(es []entry) error {
+	if x.err != nil {
+		return x.err
+	}
 	x.buf = encodeIndexLines(x.buf[:0], es)
 	if err := x.f.Truncate(0); err != nil {
-		return fmt.Errorf("sessionstore: rewrite index: %w", err)
+		x.err = fmt.Errorf("sessionstore: rewrite index: %w", err)
+		return x.err
 	}
 	n, err := x.f.WriteAt(x.buf, 0)
 	x.size = int64(n)
 	if err != nil {
-		return fmt.Errorf("sessionstore: rewrite index: %w", err)
+		x.err = fmt.Errorf("sessionstore: rewrite index: %w", err)
+		return x.err
 	}
 	return nil
 }

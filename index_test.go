@@ -2,6 +2,7 @@ package sessionstore
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -145,6 +146,49 @@ func TestIndexLineCanonical(t *testing.T) {
 			require.NotEqual(t, body, obj, "the case must change the line")
 			_, err := decodeIndexLine(reseal(obj))
 			assert.Error(t, err)
+		})
+	}
+}
+
+// TestIndexFileStopsAfterFailedWrite: once a write of index.jsonl fails,
+// nothing more is written to it, so that it keeps a valid prefix of its
+// lines (which reconciliation completes from the chunks) instead of a gap
+// (which it would take for corruption). The case that needs it: a rewrite
+// after sealing fails, then an append already in flight publishes.
+func TestIndexFileStopsAfterFailedWrite(t *testing.T) {
+	for _, failing := range []string{"append", "reset"} {
+		t.Run(failing, func(t *testing.T) {
+			m := vfs.NewMemFS()
+			require.NoError(t, m.MkdirAll("/s", 0o700))
+			x, err := openIndexFile(m, "/s/index.jsonl", 0, 0o600)
+			require.NoError(t, err)
+			defer x.close()
+			es := make([]entry, 4)
+			for i := range es {
+				es[i] = entry{header: header{ID: uuid.New(), Kind: 1}, Size: 2, Loc: location{Chunk: 1, Offset: int64(i) * 100, Length: 100}}
+			}
+			require.NoError(t, x.append(&es[0], &es[1]))
+
+			injected := errors.New("injected")
+			m.SetFault(func(op vfs.Op, path string) error {
+				if op == vfs.OpWrite && path == "/s/index.jsonl" {
+					return injected
+				}
+				return nil
+			})
+			if failing == "append" {
+				require.ErrorIs(t, x.append(&es[2]), injected)
+			} else {
+				require.ErrorIs(t, x.reset(es[1:3]), injected)
+			}
+			m.SetFault(nil)
+			before, err := vfs.ReadFile(m, "/s/index.jsonl")
+			require.NoError(t, err)
+			assert.ErrorIs(t, x.append(&es[3]), injected, "later writes report the first failure")
+			assert.ErrorIs(t, x.reset(es), injected)
+			after, err := vfs.ReadFile(m, "/s/index.jsonl")
+			require.NoError(t, err)
+			assert.Equal(t, string(before), string(after), "nothing written after the failure")
 		})
 	}
 }
