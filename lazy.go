@@ -54,7 +54,7 @@ import (
 const (
 	lazyIndexTail = 4 << 10
 	lazyFreeSpace = preallocMax + 64<<10
-	lazyReadRun   = 256 << 10
+	lazyReadRun   = 128 << 10
 )
 
 // openLazy opens a writable session of format 2 without its index when its
