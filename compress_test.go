@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -303,4 +304,112 @@ func TestSealingInBackground(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, r.OK(), "%v", r.Problems)
 	assert.Empty(t, r.Repairs, "nothing for reconciliation to repair")
+}
+
+// indexGapFS holds a sealing (the creation of its temporary file) and the
+// syncs of plain chunks while their gates are armed, and fails the next
+// write at offset 0 of index.jsonl (the rewrite after a sealing) once
+// failIndex is armed.
+type indexGapFS struct {
+	vfs.FS
+	sealHeld, syncHeld, indexFailed chan struct{}
+	sealOpen, syncOpen              chan struct{}
+	holdSeal, holdSync, failIndex   atomic.Bool
+}
+
+func (g *indexGapFS) OpenFile(name string, flag int, perm fs.FileMode) (vfs.File, error) {
+	if strings.HasSuffix(name, sealedExt+".tmp") && g.holdSeal.CompareAndSwap(true, false) {
+		g.sealHeld <- struct{}{}
+		<-g.sealOpen
+	}
+	f, err := g.FS.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return &indexGapFile{File: f, fs: g, name: name}, nil
+}
+
+type indexGapFile struct {
+	vfs.File
+	fs   *indexGapFS
+	name string
+}
+
+func (f *indexGapFile) Sync() error {
+	if filepath.Base(filepath.Dir(f.name)) == chunksDir && strings.HasSuffix(f.name, chunkExt) && f.fs.holdSync.CompareAndSwap(true, false) {
+		f.fs.syncHeld <- struct{}{}
+		<-f.fs.syncOpen
+	}
+	return f.File.Sync()
+}
+
+func (f *indexGapFile) WriteAt(p []byte, off int64) (int, error) {
+	if off == 0 && strings.HasSuffix(f.name, indexName) && f.fs.failIndex.CompareAndSwap(true, false) {
+		close(f.fs.indexFailed)
+		return 0, errors.New("injected index write failure")
+	}
+	return f.File.WriteAt(p, off)
+}
+
+// TestIndexRewriteFailsDuringSync: the rewrite of index.jsonl after a
+// background sealing fails while an append's group is syncing; that group
+// is then published. Its events are acknowledged, so the next open must
+// find every one of them: index.jsonl must not get the group's lines at
+// its start (a gap, which reconciliation takes for corruption).
+func TestIndexRewriteFailsDuringSync(t *testing.T) {
+	ctx := context.Background()
+	m := vfs.NewMemFS()
+	g := &indexGapFS{FS: m, sealHeld: make(chan struct{}, 1), syncHeld: make(chan struct{}, 1), indexFailed: make(chan struct{}),
+		sealOpen: make(chan struct{}), syncOpen: make(chan struct{})}
+	s := openMem(t, g, Options{ChunkSize: 2048})
+	meta, err := s.Create(ctx, Meta{})
+	require.NoError(t, err)
+	appendAsync := func(i int) chan Event {
+		done := make(chan Event, 1)
+		go func() {
+			ev, err := s.Append(ctx, meta.ID, UserMessage(fmt.Sprintf("message %d", i)))
+			assert.NoError(t, err)
+			done <- ev
+		}()
+		return done
+	}
+	var acked []Event
+	g.holdSeal.Store(true)
+	for { // until chunk 0 is full and its sealing starts
+		acked = append(acked, within(t, "an append", func() Event { return <-appendAsync(len(acked)) }))
+		chunks, err := listChunks(m, sessionPath(meta.ID, chunksDir))
+		require.NoError(t, err)
+		if len(chunks) > 1 {
+			break
+		}
+	}
+	within(t, "the sealing", func() struct{} { return <-g.sealHeld })
+	// Appends go on in the next chunk meanwhile, so the group below does
+	// not start it.
+	for range 3 {
+		acked = append(acked, within(t, "an append", func() Event { return <-appendAsync(len(acked)) }))
+	}
+
+	// An append whose group is mid-sync when the sealing ends and its
+	// rewrite of index.jsonl fails.
+	g.holdSync.Store(true)
+	g.failIndex.Store(true)
+	last := appendAsync(len(acked))
+	within(t, "the append's sync", func() struct{} { return <-g.syncHeld })
+	close(g.sealOpen)
+	within(t, "the failed rewrite", func() struct{} { <-g.indexFailed; return struct{}{} })
+	close(g.syncOpen)
+	acked = append(acked, within(t, "the append", func() Event { return <-last }))
+	require.NoError(t, s.Close())
+
+	s = openMem(t, m, Options{ChunkSize: 2048})
+	defer s.Close()
+	for _, ev := range acked {
+		got, err := s.Event(ctx, meta.ID, ev.ID)
+		require.NoError(t, err, "acknowledged event %s", ev.ID)
+		assert.Equal(t, string(ev.Record), string(got.Record))
+	}
+	r, err := s.Verify(ctx, meta.ID)
+	require.NoError(t, err)
+	assert.True(t, r.OK(), "%v", r.Problems)
 }
