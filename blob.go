@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -361,4 +362,88 @@ func blobName(sub, name string) ([32]byte, bool) {
 		return d, false
 	}
 	return d, blobPath("", d) == filepath.Join(blobsDir, "sha256", sub, name)
+}
+
+// blobReads reads blob records on up to one goroutine per CPU, started as
+// reads are added, while its caller goes on: Load's walk and its blob reads
+// overlap. Each goroutine reuses one buffer for the compressed files.
+type blobReads struct {
+	s       *Store
+	dir     string
+	ctx     context.Context
+	cancel  context.CancelFunc
+	jobs    chan *blobRead
+	wg      sync.WaitGroup
+	workers int
+	done    []*blobRead // every read added, in the order added
+	ended   bool
+}
+
+// blobRead is one blob record to read, for the event at step.
+type blobRead struct {
+	step int
+	e    entry
+	rec  []byte
+	err  error
+}
+
+func (s *Store) startBlobReads(ctx context.Context, dir string) *blobReads {
+	b := &blobReads{s: s, dir: dir, jobs: make(chan *blobRead, 1024)}
+	b.ctx, b.cancel = context.WithCancel(ctx)
+	return b
+}
+
+// add queues the read of e's record for the event at step.
+func (b *blobReads) add(step int, e entry) {
+	if b.workers < runtime.GOMAXPROCS(0) {
+		b.workers++
+		b.wg.Go(func() {
+			var scratch []byte
+			for j := range b.jobs {
+				if j.err = b.ctx.Err(); j.err == nil {
+					j.rec, j.err = readBlobWith(b.s.opts.fs, b.dir, j.e.Digest, j.e.Size, &scratch)
+				}
+			}
+		})
+	}
+	j := &blobRead{step: step, e: e}
+	b.done = append(b.done, j)
+	b.jobs <- j
+}
+
+// wait waits for the reads and puts each record into out at the place
+// place gives its step, skipping a read place refuses. The error is that
+// of the failed read placed first in out.
+func (b *blobReads) wait(out []Event, place func(step int) (int, bool)) error {
+	b.stop()
+	var first error
+	firstAt := -1
+	for _, r := range b.done {
+		i, ok := place(r.step)
+		if !ok {
+			continue
+		}
+		out[i].Record = r.rec
+		if r.err != nil && (firstAt < 0 || i < firstAt) {
+			first, firstAt = r.err, i
+		}
+	}
+	return first
+}
+
+// stop waits for the reads added. It may be called again.
+func (b *blobReads) stop() {
+	if !b.ended {
+		b.ended = true
+		close(b.jobs)
+		b.wg.Wait()
+	}
+	b.cancel()
+}
+
+// abandon skips the reads not started yet and waits for the others, for a
+// caller that will not use them.
+func (b *blobReads) abandon() {
+	b.cancel()
+	b.stop()
 }

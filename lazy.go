@@ -8,8 +8,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"runtime"
-	"sync"
 
 	"github.com/google/uuid"
 
@@ -226,6 +224,7 @@ func (s *Store) loadLazy(ctx context.Context, dir string, head entry, boundaries
 		}
 		st := walkStep{hd: hd, size: pl.Size}
 		if pl.Blob {
+			st.digest = pl.Digest
 			blobs.add(n, newEntry(hd, pl, loc))
 		} else {
 			st.rec = recs.copy(pl.Record)
@@ -254,29 +253,25 @@ func (s *Store) loadLazy(ctx context.Context, dir string, head entry, boundaries
 		st.hd.fill(ev)
 		ev.Size, ev.Record = st.size, st.rec
 	}
-	blobs.stop()
-	var first *blobRead // the failed read first in out
-	for _, b := range blobs.done {
-		if b.step >= n {
-			continue // past a compaction that keeps nothing
+	err := blobs.wait(out, func(k int) (int, bool) {
+		if k >= n {
+			return 0, false // past a compaction that keeps nothing
 		}
-		ev := &out[at(b.step)]
-		ev.Digest, ev.Record = string(appendDigest(nil, b.e.Digest)), b.rec
-		if b.err != nil && (first == nil || at(b.step) < at(first.step)) {
-			first = b
-		}
-	}
-	if first != nil {
-		return nil, first.err
+		out[at(k)].Digest = string(appendDigest(nil, steps[k/stepBlock][k%stepBlock].digest))
+		return at(k), true
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }
 
 // walkStep is what loadLazy keeps of an event until it builds the events.
 type walkStep struct {
-	hd   header
-	size int64
-	rec  []byte // in a slab; nil for a blob
+	hd     header
+	size   int64
+	rec    []byte   // in a slab; nil for a blob
+	digest [32]byte // of a blob
 }
 
 const stepBlock = 1024
@@ -376,63 +371,4 @@ func (w *parentWalk) up(hd header, pl payload) error {
 	}
 	w.loc, w.want, w.child = up, hd.ParentID, loc
 	return nil
-}
-
-// blobReads reads blob records on one goroutine per CPU while its caller
-// goes on, so that Load's walk and its blob reads overlap.
-type blobReads struct {
-	ctx    context.Context
-	cancel context.CancelFunc
-	jobs   chan *blobRead
-	wg     sync.WaitGroup
-	done   []*blobRead // every read added, in the order added
-	ended  bool
-}
-
-// blobRead is one blob record to read, for the event at step.
-type blobRead struct {
-	step int
-	e    entry
-	rec  []byte
-	err  error
-}
-
-func (s *Store) startBlobReads(ctx context.Context, dir string) *blobReads {
-	b := &blobReads{jobs: make(chan *blobRead, 1024)}
-	b.ctx, b.cancel = context.WithCancel(ctx)
-	for range runtime.GOMAXPROCS(0) {
-		b.wg.Go(func() {
-			var scratch []byte
-			for j := range b.jobs {
-				if j.err = b.ctx.Err(); j.err == nil {
-					j.rec, j.err = readBlobWith(s.opts.fs, dir, j.e.Digest, j.e.Size, &scratch)
-				}
-			}
-		})
-	}
-	return b
-}
-
-// add queues the read of e's record for the event at step.
-func (b *blobReads) add(step int, e entry) {
-	j := &blobRead{step: step, e: e}
-	b.done = append(b.done, j)
-	b.jobs <- j
-}
-
-// stop waits for the reads added. It may be called again.
-func (b *blobReads) stop() {
-	if !b.ended {
-		b.ended = true
-		close(b.jobs)
-		b.wg.Wait()
-	}
-	b.cancel()
-}
-
-// abandon skips the reads not started yet and waits for the others, for a
-// caller that will not use them.
-func (b *blobReads) abandon() {
-	b.cancel()
-	b.stop()
 }

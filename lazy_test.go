@@ -136,9 +136,7 @@ func TestLazyOpenNeedsCleanFiles(t *testing.T) {
 			writeMemFile(t, m, sessionPath(id, indexName), b[:bytes.LastIndexByte(b[:len(b)-1], '\n')+1])
 		}, false},
 		{"torn tail after the last record", func(t *testing.T, m *vfs.MemFS, id uuid.UUID, _ []Event) {
-			chunks, err := listChunks(m, sessionPath(id, chunksDir))
-			require.NoError(t, err)
-			p := sessionPath(id, chunksDir, chunkName(chunks[len(chunks)-1]))
+			p := newestChunk(t, m, id)
 			b, err := vfs.ReadFile(m, p)
 			require.NoError(t, err)
 			writeMemFile(t, m, p, append(b, `{"id":"torn`...))

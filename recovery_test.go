@@ -50,6 +50,16 @@ func appendN(t *testing.T, s *Store, id uuid.UUID, n int) []Event {
 	return out
 }
 
+// newestChunk returns the path of a session's newest chunk, as a plain
+// file name.
+func newestChunk(t *testing.T, fsys vfs.FS, id uuid.UUID) string {
+	t.Helper()
+	chunks, err := listChunks(fsys, sessionPath(id, chunksDir))
+	require.NoError(t, err)
+	require.NotEmpty(t, chunks)
+	return sessionPath(id, chunksDir, chunkName(chunks[len(chunks)-1]))
+}
+
 func sessionPath(id uuid.UUID, parts ...string) string {
 	return filepath.Join(append([]string{memRoot, sessionsDir, id.String()}, parts...)...)
 }
@@ -558,9 +568,7 @@ func TestReconcileCrashDuringRepair(t *testing.T) {
 	// Crash without Close, then damage: torn chunk tail, stale index.
 	crashed := base.CrashClone(vfs.KeepSynced, 0)
 	require.NoError(t, s.Close())
-	chunks, err := listChunks(crashed, sessionPath(id, chunksDir))
-	require.NoError(t, err)
-	last := sessionPath(id, chunksDir, chunkName(chunks[len(chunks)-1]))
+	last := newestChunk(t, crashed, id)
 	b, err := vfs.ReadFile(crashed, last)
 	require.NoError(t, err)
 	writeMemFile(t, crashed, last, append(b, `{"id":"torn`...))

@@ -10,7 +10,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -814,41 +813,17 @@ func (s *Store) readEntries(ctx context.Context, h *handle, r *chunkReader, path
 			out[k] = ev
 		}
 	}
-	var blobs []entry
-	var at []int
+	blobs := s.startBlobReads(ctx, h.dir)
+	defer blobs.abandon()
 	for k := range path {
 		if path[k].Blob {
-			blobs, at = append(blobs, path[k]), append(at, k)
+			blobs.add(k, path[k])
 		}
 	}
-	if err := s.resolveBlobs(ctx, h.dir, blobs, at, out); err != nil {
+	if err := blobs.wait(out, func(k int) (int, bool) { return k, true }); err != nil {
 		return nil, err
 	}
 	return out, nil
-}
-
-// resolveBlobs reads and verifies the records of blobs, the entries of
-// events read into out at positions at, into those events, on one
-// goroutine per CPU. The error is that of the failing blob first in out.
-func (s *Store) resolveBlobs(ctx context.Context, dir string, blobs []entry, at []int, out []Event) error {
-	errs := make([]error, len(blobs))
-	scratch := make([][]byte, runtime.GOMAXPROCS(0)) // one per worker
-	forEach(len(blobs), len(scratch), func(w, i int) {
-		if errs[i] = ctx.Err(); errs[i] == nil {
-			e := &blobs[i]
-			out[at[i]].Record, errs[i] = readBlobWith(s.opts.fs, dir, e.Digest, e.Size, &scratch[w])
-		}
-	})
-	first := -1
-	for i, err := range errs {
-		if err != nil && (first < 0 || at[i] < at[first]) {
-			first = i
-		}
-	}
-	if first >= 0 {
-		return errs[first]
-	}
-	return nil
 }
 
 // forEach calls f(w, i) once for each i in [0, n), on up to workers
@@ -881,7 +856,7 @@ func readEntry(r *chunkReader, e *entry) (Event, error) {
 		return Event{}, err
 	}
 	if h != e.header || p.Size != e.Size || p.Blob != e.Blob || p.Digest != e.Digest {
-		return Event{}, corruptf(filepath.Join(r.dir, chunkName(e.Loc.Chunk)), e.Loc.Offset, "record %s does not match its index entry %s", h.ID, e.ID)
+		return Event{}, corruptf(r.path(e.Loc.Chunk), e.Loc.Offset, "record %s does not match its index entry %s", h.ID, e.ID)
 	}
 	var ev Event
 	h.fill(&ev)
