@@ -187,10 +187,10 @@ func BenchmarkOpenLoad(b *testing.B) {
 	ctx := context.Background()
 	// load opens the session without its index (lazy.go) and follows the
 	// parent locations; load-indexed loads the index first, as every open
-	// did before format 2.
-	openLoad := func(b *testing.B, indexed bool) {
+	// did before format 2; load-readonly is load in a read-only store.
+	openLoad := func(b *testing.B, indexed bool, o *Options) {
 		for i := 0; i < b.N; i++ {
-			s, err := Open(dir, nil)
+			s, err := Open(dir, o)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -213,8 +213,9 @@ func BenchmarkOpenLoad(b *testing.B) {
 		b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N), "ms/open+load")
 		b.ReportMetric(fixturePath, "events-loaded")
 	}
-	b.Run("load", func(b *testing.B) { openLoad(b, false) })
-	b.Run("load-indexed", func(b *testing.B) { openLoad(b, true) })
+	b.Run("load", func(b *testing.B) { openLoad(b, false, nil) })
+	b.Run("load-indexed", func(b *testing.B) { openLoad(b, true, nil) })
+	b.Run("load-readonly", func(b *testing.B) { openLoad(b, false, &Options{ReadOnly: true}) })
 	b.Run("index", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
 			s, err := Open(dir, nil)

@@ -218,7 +218,12 @@
 // reconciles it exactly as the normal open below, as does Load when the
 // path reaches a line without "parent_loc" or a compaction whose record is
 // a blob. Otherwise the session opens normally. Verify checks that every
-// "parent_loc" names the parent's line.
+// "parent_loc" names the parent's line. A read-only store opens a session
+// the same way when its log is clean, with HEAD taken from the last index
+// line (it repairs nothing, so it ignores the HEAD file): beside a writer
+// that is idle, a reader loads the active path in about the time a writer
+// does, while a record after the last index line (an append in progress)
+// makes it load the index.
 //
 // What the lazy open defers: damage to index lines before the last one,
 // or to the embedded index of a sealed chunk, is reported by the first call

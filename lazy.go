@@ -30,6 +30,15 @@ import (
 // still runs before anything is written or anything but the active path is
 // read.
 //
+// A read-only store (readonly.go) opens a format 2 session the same way
+// when its log is clean (openLazyReader), and its analysis takes the place
+// of reconciliation when a call needs the index. It repairs nothing, so it
+// ignores the HEAD file and temporary replaces, and takes HEAD from the
+// last index line; a record after that line (a writer's append in
+// progress, or an index line a crash lost) fails the check, so that a
+// reader never shows an older HEAD than the log holds. Each refresh of a
+// handle still without its index makes the check again.
+//
 // The files need no repair when: every chunk from 0 on is there once, as
 // a plain or a sealed file, with no temporary file of a sealing, a HEAD
 // replace or a session.json replace; the newest chunk is plain; the last
@@ -61,22 +70,7 @@ const (
 // needs the normal open, also when reading a file failed: the normal open
 // reads it again and reports the error. It writes nothing.
 func (s *Store) openLazy(h *handle) bool {
-	if h.format < 2 {
-		return false
-	}
 	fsys := s.opts.fs
-	chunkDir := filepath.Join(h.dir, chunksDir)
-	forms, temps, err := chunkForms(fsys, chunkDir)
-	if err != nil || len(temps) > 0 || len(forms) == 0 {
-		return false
-	}
-	newest := uint32(len(forms) - 1)
-	for n := range newest + 1 {
-		f, ok := forms[n]
-		if !ok || f.plain == f.sealed || (n == newest && f.sealed) {
-			return false
-		}
-	}
 	for _, name := range []string{headTemp, metaFile + ".tmp"} {
 		if _, err := fsys.Stat(filepath.Join(h.dir, name)); !errors.Is(err, os.ErrNotExist) {
 			return false
@@ -86,18 +80,66 @@ func (s *Store) openLazy(h *handle) bool {
 	if err != nil || !exists {
 		return false
 	}
-	last, ok := lastIndexLine(fsys, filepath.Join(h.dir, indexName))
-	if !ok || last.ID != head || last.Loc.Chunk != newest {
-		return false
-	}
-	r := newChunkReader(fsys, chunkDir)
-	defer r.close()
-	if _, err := readEntry(r, &last); err != nil || !freeAfter(r, last.Loc) {
+	last, ok := lazyTip(fsys, h)
+	if !ok || last.ID != head {
 		return false
 	}
 	h.lazy = &last
 	h.headOnDisk = head
 	return true
+}
+
+// openLazyReader is openLazy for a read-only store, which repairs nothing
+// and so needs only the log to be clean: HEAD is the event of the last
+// index line, and the HEAD file, which a writer replaces only now and then,
+// is not read. Beside a writer that is appending, the check fails while
+// records follow the last index line, and the reader loads the index.
+func (s *Store) openLazyReader(h *handle) bool {
+	rev, err := revisionOf(s.opts.fs, h.dir)
+	if err != nil {
+		return false
+	}
+	last, ok := lazyTip(s.opts.fs, h)
+	if !ok {
+		return false
+	}
+	// The revision from before the check: if the log grew meanwhile, the
+	// next call sees a change and looks again.
+	h.lazy, h.revision = &last, rev
+	return true
+}
+
+// lazyTip returns the entry of the last line of a format 2 session's
+// index.jsonl when the session's log needs no repair (see above): every
+// chunk there once with no temporary file, the newest one plain and
+// holding the record that line locates, and only zero bytes after it. It
+// reports false otherwise, also when reading a file failed.
+func lazyTip(fsys vfs.FS, h *handle) (entry, bool) {
+	if h.format < 2 {
+		return entry{}, false
+	}
+	chunkDir := filepath.Join(h.dir, chunksDir)
+	forms, temps, err := chunkForms(fsys, chunkDir)
+	if err != nil || len(temps) > 0 || len(forms) == 0 {
+		return entry{}, false
+	}
+	newest := uint32(len(forms) - 1)
+	for n := range newest + 1 {
+		f, ok := forms[n]
+		if !ok || f.plain == f.sealed || (n == newest && f.sealed) {
+			return entry{}, false
+		}
+	}
+	last, ok := lastIndexLine(fsys, filepath.Join(h.dir, indexName))
+	if !ok || last.Loc.Chunk != newest {
+		return entry{}, false
+	}
+	r := newChunkReader(fsys, chunkDir)
+	defer r.close()
+	if _, err := readEntry(r, &last); err != nil || !freeAfter(r, last.Loc) {
+		return entry{}, false
+	}
+	return last, true
 }
 
 // freeAfter reports whether only zero bytes, at most lazyFreeSpace of
@@ -164,6 +206,14 @@ func (s *Store) materialize(h *handle) error {
 		return nil
 	}
 	h.lazy = nil
+	if h.readOnly {
+		// A reader's analysis changes h only when it succeeds.
+		if err := s.reload(h); err != nil {
+			h.lazy = lazy
+			return err
+		}
+		return nil
+	}
 	if err := s.reconcile(h); err != nil {
 		if h.index != nil {
 			h.index.close()

@@ -113,57 +113,112 @@ func TestLazyOpenLoad(t *testing.T) {
 
 // TestLazyOpenNeedsCleanFiles: each state a normal open would repair, or
 // that a lazy open cannot check, takes the normal open, and Load is right
-// either way.
+// either way. A read-only store, which repairs nothing and takes HEAD from
+// the log, opens lazily also when only the HEAD file or session.json lags,
+// and loads the index when the log goes on after the last index line (a
+// writer's append in progress), so that it never shows a stale HEAD.
 func TestLazyOpenNeedsCleanFiles(t *testing.T) {
 	cases := []struct {
-		name   string
-		damage func(t *testing.T, m *vfs.MemFS, id uuid.UUID, path []Event)
-		lazy   bool
+		name         string
+		damage       func(t *testing.T, m *vfs.MemFS, id uuid.UUID, path []Event)
+		lazy, reader bool // whether a writing and a read-only store open lazily
 	}{
-		{"clean", func(*testing.T, *vfs.MemFS, uuid.UUID, []Event) {}, true},
+		{"clean", func(*testing.T, *vfs.MemFS, uuid.UUID, []Event) {}, true, true},
 		{"HEAD replace interrupted", func(t *testing.T, m *vfs.MemFS, id uuid.UUID, path []Event) {
 			writeMemFile(t, m, sessionPath(id, headTemp), encodeHead(path[len(path)-1].ID))
-		}, false},
+		}, false, true},
 		{"session.json replace interrupted", func(t *testing.T, m *vfs.MemFS, id uuid.UUID, _ []Event) {
 			writeMemFile(t, m, sessionPath(id, metaFile+".tmp"), []byte("{"))
-		}, false},
+		}, false, true},
 		{"HEAD behind the log", func(t *testing.T, m *vfs.MemFS, id uuid.UUID, path []Event) {
 			writeMemFile(t, m, sessionPath(id, headName), encodeHead(path[len(path)-2].ID))
-		}, false},
+		}, false, true},
 		{"last index line lost", func(t *testing.T, m *vfs.MemFS, id uuid.UUID, _ []Event) {
 			b, err := vfs.ReadFile(m, sessionPath(id, indexName))
 			require.NoError(t, err)
 			writeMemFile(t, m, sessionPath(id, indexName), b[:bytes.LastIndexByte(b[:len(b)-1], '\n')+1])
-		}, false},
+		}, false, false},
 		{"torn tail after the last record", func(t *testing.T, m *vfs.MemFS, id uuid.UUID, _ []Event) {
 			p := newestChunk(t, m, id)
 			b, err := vfs.ReadFile(m, p)
 			require.NoError(t, err)
 			writeMemFile(t, m, p, append(b, `{"id":"torn`...))
-		}, false},
+		}, false, false},
 		{"sealing interrupted", func(t *testing.T, m *vfs.MemFS, id uuid.UUID, _ []Event) {
 			writeMemFile(t, m, sessionPath(id, chunksDir, chunkName(0)+sealedExt+".tmp"), []byte("partial"))
-		}, false},
+		}, false, false},
 	}
 	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			ctx := context.Background()
-			m := vfs.NewMemFS()
-			o := Options{ChunkSize: 2048, BlobThreshold: 1024}
-			s, id, want := branchySession(t, m, o)
-			require.NoError(t, s.Close())
-			tc.damage(t, m, id, want)
+		for _, readOnly := range []bool{false, true} {
+			name := tc.name
+			if readOnly {
+				name += "/read-only"
+			}
+			t.Run(name, func(t *testing.T) {
+				ctx := context.Background()
+				m := vfs.NewMemFS()
+				o := Options{ChunkSize: 2048, BlobThreshold: 1024}
+				s, id, want := branchySession(t, m, o)
+				require.NoError(t, s.Close())
+				tc.damage(t, m, id, want)
 
-			s = openMem(t, m, o)
-			defer s.Close()
-			_, err := s.Head(ctx, id)
-			require.NoError(t, err)
-			assert.Equal(t, tc.lazy, isLazy(t, s, id))
-			got, err := s.Load(ctx, id)
-			require.NoError(t, err)
-			assertSameEvents(t, want, got)
-		})
+				lazy := tc.lazy
+				if readOnly {
+					o.fs, lazy = m, tc.reader
+					s, _ = roOpen(t, memRoot, o)
+				} else {
+					s = openMem(t, m, o)
+					defer s.Close()
+				}
+				head, err := s.Head(ctx, id)
+				require.NoError(t, err)
+				assert.Equal(t, want[len(want)-1].ID, head)
+				assert.Equal(t, lazy, isLazy(t, s, id))
+				got, err := s.Load(ctx, id)
+				require.NoError(t, err)
+				assertSameEvents(t, want, got)
+			})
+		}
 	}
+}
+
+// TestLazyReaderFollowsWriter: a read-only store opens a session without
+// its index while its writer is idle, even with the writer still open, and
+// after each batch of the writer's appends it finds the new HEAD from the
+// log's end and loads the new path; a call that needs the index loads it,
+// and later refreshes go on from there.
+func TestLazyReaderFollowsWriter(t *testing.T) {
+	ctx := context.Background()
+	m := vfs.NewMemFS()
+	o := Options{ChunkSize: 2048, BlobThreshold: 1024}
+	w, id, _ := branchySession(t, m, o)
+	defer w.Close()
+	awaitSealing(w, id)
+	r, _ := roOpen(t, memRoot, Options{fs: m})
+	check := func(lazy bool) {
+		t.Helper()
+		want, err := w.Load(ctx, id)
+		require.NoError(t, err)
+		head, err := r.Head(ctx, id)
+		require.NoError(t, err)
+		assert.Equal(t, want[len(want)-1].ID, head)
+		assert.Equal(t, lazy, isLazy(t, r, id))
+		got, err := r.Load(ctx, id)
+		require.NoError(t, err)
+		assertSameEvents(t, want, got)
+	}
+	check(true)
+	for range 3 {
+		appendN(t, w, id, 12) // enough to start a chunk
+		awaitSealing(w, id)
+		check(true)
+	}
+	_, err := r.Tree(ctx, id)
+	require.NoError(t, err)
+	assert.False(t, isLazy(t, r, id), "the tree needs the index")
+	appendN(t, w, id, 12)
+	awaitSealing(w, id)
+	check(false)
 }
 
 // TestLazyLoadCompaction: without the index, Load stops at the newest

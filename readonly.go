@@ -19,7 +19,8 @@ import (
 // A store opened with Options.ReadOnly reads sessions that a writer in
 // another process may be appending to. It takes no lock and writes
 // nothing: opening a session runs the analysis half of reconciliation
-// (see recovery.go) in memory and never its repairs. What it sees is a
+// (see recovery.go) in memory and never its repairs, or, for a clean
+// format 2 session, defers it until a call needs the index (lazy.go). What it sees is a
 // consistent prefix of the log: every record is checked by its CRC, a torn
 // or half-written tail of the newest chunk is left out (it is either the
 // writer's append in progress or what the writer's next open cuts), and an
@@ -147,6 +148,9 @@ func (s *Store) openReadOnly(h *handle) error {
 	}
 	h.meta, h.format = m, format
 	h.readOnly = true
+	if s.openLazyReader(h) {
+		return nil
+	}
 	return s.reload(h)
 }
 
@@ -158,6 +162,13 @@ func (s *Store) refresh(h *handle) error {
 	}
 	if rev == h.revision {
 		return nil
+	}
+	if h.lazy != nil {
+		h.lazy = nil
+		if s.openLazyReader(h) {
+			return nil
+		}
+		return s.reload(h)
 	}
 	if h.damaged == nil && s.readTail(h) {
 		h.revision = rev

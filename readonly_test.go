@@ -965,11 +965,13 @@ func TestReadOnlyVerifyBesideWriter(t *testing.T) {
 	}
 }
 
-// Once a reader holds a session, a refresh reads only what was written
-// since: not index.jsonl, and not the chunks before the newest event it
-// holds, across rotations and sealing.
+// Once a reader holds a session's index, a refresh reads only what was
+// written since: not index.jsonl, and not the chunks before the newest
+// event it holds, across rotations and sealing.
 func TestReadOnlyRefreshReadsTheTail(t *testing.T) {
 	w, id, _, r, g := roBesideWriter(t)
+	_, err := r.Tree(t.Context(), id) // loads the index
+	require.NoError(t, err)
 	var opened []string
 	hook := func(op, path string) {
 		if op == "open" {

@@ -545,6 +545,8 @@ func xprocReaderBesideWriter(t *testing.T, variants string, linear bool) {
 		verifies   int
 		tornSeen   int
 		maxPath    int
+		freshLoads int // Loads by a new read-only store, and how many of
+		lazyLoads  int // them opened the session without its index
 	)
 	revision := func() Revision {
 		t.Helper()
@@ -652,6 +654,35 @@ func xprocReaderBesideWriter(t *testing.T, variants string, linear bool) {
 		}
 		prevLoad = len(path)
 		covers(acked, "Tree after Load")
+
+		// A new reader opens the session without its index when the log
+		// is clean at that moment (lazy.go): its Load holds the events
+		// acknowledged before it and agrees with the tree seen so far.
+		if iters%2 == 1 {
+			fg := &roGuardFS{FS: vfs.Default}
+			fresh, err := Open(dir, &Options{ReadOnly: true, fs: fg})
+			require.NoError(t, err)
+			fpath, err := fresh.Load(ctx, id)
+			require.NoError(t, err, "Load by a new reader")
+			if isLazy(t, fresh, id) {
+				lazyLoads++
+			}
+			freshLoads++
+			require.NoError(t, fresh.Close())
+			require.Empty(t, fg.mutations(), "a new reader changed the filesystem")
+			roChain(t, fpath)
+			if linear {
+				n := min(len(fpath), len(ids))
+				require.True(t, slices.Equal(ids[:n], apiIDs(fpath[:n])), "a new reader's path is the tree")
+			}
+			if len(acked) > 0 {
+				require.NotEmpty(t, fpath)
+				if p, ok := pos[fpath[len(fpath)-1].ID]; ok { // else newer than the tree
+					assert.GreaterOrEqual(t, p, pos[acked[len(acked)-1]],
+						"a new reader's last event is older than the newest acknowledged before it")
+				}
+			}
+		}
 		if len(acked) > 0 {
 			require.NotEmpty(t, path)
 			assert.GreaterOrEqual(t, pos[path[len(path)-1].ID], pos[acked[len(acked)-1]],
@@ -740,7 +771,7 @@ func xprocReaderBesideWriter(t *testing.T, variants string, linear bool) {
 	assert.Greater(t, len(chunks), 2, "the reader saw no chunk rotation")
 	assert.Positive(t, revChanges, "no look checked that the revision changed")
 	assert.Positive(t, verifies)
-	t.Logf("%d appends in %v (%.0f/s) beside %d reader iterations (%d verifies, %d polls of the second goroutine); %d distinct revisions (%d checked to differ) over %d chunks (%d sealed files, %d looks at a sealed newest chunk); %d verifies saw a torn tail in progress; longest path %d, tree %d",
+	t.Logf("%d appends in %v (%.0f/s) beside %d reader iterations (%d verifies, %d polls of the second goroutine); %d distinct revisions (%d checked to differ) over %d chunks (%d sealed files, %d looks at a sealed newest chunk); %d verifies saw a torn tail in progress; longest path %d, tree %d; %d loads by new readers, %d without the index",
 		len(acked), elapsed.Round(time.Millisecond), float64(len(acked))/elapsed.Seconds(), iters, verifies, polls.Load(),
-		len(revs), revChanges, len(chunks), sealed, sealedRev, tornSeen, maxPath, len(ids))
+		len(revs), revChanges, len(chunks), sealed, sealedRev, tornSeen, maxPath, len(ids), freshLoads, lazyLoads)
 }
