@@ -252,6 +252,33 @@ func BenchmarkOpenLoad(b *testing.B) {
 			}
 		}
 	})
+	// resume is what a harness does to go on with a session: open, load
+	// the active path, append one event (durable), close. The session
+	// grows by one event per iteration, so this runs last.
+	resumed := 0
+	b.Run("resume", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			s, err := Open(dir, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			path, err := s.Load(ctx, id)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if len(path) != fixturePath+resumed {
+				b.Fatalf("loaded %d events", len(path))
+			}
+			if _, err := s.Append(ctx, id, UserMessage("go on")); err != nil {
+				b.Fatal(err)
+			}
+			resumed++
+			if err := s.Close(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N), "ms/resume")
+	})
 }
 
 // BenchmarkEncodeIndexLine and BenchmarkDecodeIndexLine measure the index

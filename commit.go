@@ -130,7 +130,11 @@ func (s *Store) appendEvents(ctx context.Context, session uuid.UUID, evs []Event
 		}
 		batch[i] = s.pendingOf(ev, rec)
 	}
-	h, err := s.acquire(ctx, session, nil)
+	get := s.acquireAppend
+	if check != nil {
+		get = s.acquire
+	}
+	h, err := get(ctx, session, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -287,6 +291,15 @@ func (s *Store) writeBatch(ctx context.Context, h *handle, batch []pendingEvent,
 		// new one.
 		if h.syncing {
 			h.synced.Wait()
+			continue
+		}
+		if h.partial {
+			// Sealing the full chunk embeds all its index lines: load
+			// the index (which settles the records in flight), then
+			// encode again.
+			if err := s.materialize(h); err != nil {
+				return nil, nil, err
+			}
 			continue
 		}
 		if err := s.settle(h); err != nil {
@@ -591,8 +604,9 @@ func (s *Store) publish(h *handle, n int) {
 
 // Flush is a barrier: it returns once every event appended to the session
 // before the call is durable (each Append already waits for its own), and
-// makes the derived files current: index.jsonl is synced and the HEAD
-// file replaced if it lags. After Flush, reopening the session after a
+// makes the derived files current: a chunk being sealed in the background
+// is finished (and its lines leave index.jsonl), index.jsonl is synced and
+// the HEAD file replaced if it lags. After Flush, reopening the session after a
 // crash has nothing to rebuild for the events appended so far.
 //
 // Errors: ErrNotFound, ErrLocked, ErrClosed, ErrReadOnly, ErrSessionFailed.
@@ -604,7 +618,7 @@ func (s *Store) Flush(ctx context.Context, session uuid.UUID) error {
 	if s.opts.ReadOnly {
 		return ErrReadOnly
 	}
-	h, err := s.acquire(ctx, session, nil)
+	h, err := s.acquireAppend(ctx, session, nil)
 	if err != nil {
 		return err
 	}
@@ -612,6 +626,9 @@ func (s *Store) Flush(ctx context.Context, session uuid.UUID) error {
 	if h.damaged != nil {
 		return h.damaged
 	}
+	// A chunk being sealed in the background still has its lines in
+	// index.jsonl, which the sealing rewrites when it ends.
+	h.chunks.awaitSealing()
 	if err := s.settle(h); err != nil {
 		return err
 	}

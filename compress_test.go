@@ -1,10 +1,12 @@
 package sessionstore
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -199,11 +201,15 @@ func TestSealedIndex(t *testing.T) {
 	require.NoError(t, zchunk.Write(m, one, data, encodeIndexLines(nil, zero), 0o600))
 	s3 := openMem(t, m, Options{ChunkSize: 2048})
 	defer s3.Close()
-	_, err = s3.Append(ctx, meta.ID, UserMessage("refused"))
+	// The first call that loads the index reports it (appends and Load
+	// from HEAD need no index: lazy.go); writes are refused from then on.
+	_, err = s3.Tree(ctx, meta.ID)
 	var ce *CorruptionError
 	require.ErrorAs(t, err, &ce)
 	assert.Equal(t, one, ce.Path)
 	assert.Contains(t, ce.Error(), "embedded index")
+	_, err = s3.Append(ctx, meta.ID, UserMessage("refused"))
+	assert.ErrorAs(t, err, &ce)
 	r, err = s3.Verify(ctx, meta.ID)
 	require.NoError(t, err)
 	assert.False(t, r.OK())
@@ -240,6 +246,45 @@ func (g gatedSealFS) OpenFile(name string, flag int, perm fs.FileMode) (vfs.File
 		<-g.open
 	}
 	return g.FS.OpenFile(name, flag, perm)
+}
+
+// TestFlushAwaitsSealing: Flush returns only once a chunk being sealed
+// in the background is sealed and its lines have left index.jsonl, so a
+// crash after Flush has nothing to repair.
+func TestFlushAwaitsSealing(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	g := gatedSealFS{FS: vfs.Default, started: make(chan string, 16), open: make(chan struct{})}
+	var release sync.Once
+	t.Cleanup(func() { release.Do(func() { close(g.open) }) })
+	s, err := Open(dir, &Options{ChunkSize: 2048, fs: g})
+	require.NoError(t, err)
+	defer func() {
+		release.Do(func() { close(g.open) }) // Close waits for the sealing
+		assert.NoError(t, s.Close())
+	}()
+	meta, err := s.Create(ctx, Meta{})
+	require.NoError(t, err)
+	for len(g.started) == 0 {
+		_, err := s.Append(ctx, meta.ID, UserMessage("until a chunk is full"))
+		require.NoError(t, err)
+	}
+	flushed := make(chan error, 1)
+	go func() { flushed <- s.Flush(ctx, meta.ID) }()
+	select {
+	case err := <-flushed:
+		t.Fatalf("Flush returned (%v) while a sealing was held", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	release.Do(func() { close(g.open) })
+	require.NoError(t, <-flushed)
+	b, err := os.ReadFile(filepath.Join(dir, sessionsDir, meta.ID.String(), indexName))
+	require.NoError(t, err)
+	for line := range bytes.Lines(b) {
+		e, err := decodeIndexLine(bytes.TrimSuffix(line, []byte("\n")))
+		require.NoError(t, err)
+		assert.NotEqual(t, uint32(0), e.Loc.Chunk, "a line of the sealed chunk 0 is still in index.jsonl")
+	}
 }
 
 // TestSealingInBackground: sealing a full chunk runs beside the appends

@@ -214,10 +214,16 @@
 // the event its child names, and reads only the chunk files, about the
 // bytes of the path's lines (a run of adjacent lines is read in one go,
 // and the read that reaches the start of a run may take some bytes before
-// it). Every other call, and the first append, first loads the index and
-// reconciles it exactly as the normal open below, as does Load when the
-// path reaches a line without "parent_loc" or a compaction whose record is
-// a blob. Otherwise the session opens normally. Verify checks that every
+// it). Appends need no index either: the first one opens the newest chunk
+// and index.jsonl at their ends, and the session keeps a partial index
+// from HEAD on, which Load walks from. Every other call, a Branch
+// selection restored after the session was closed to make room, and the
+// append that starts a new chunk (whose sealed file embeds the chunk's
+// whole index) first load the index and reconcile it exactly as the
+// normal open below, as does Load when the path reaches a line without
+// "parent_loc" or a compaction whose record is a blob. The files an
+// append writes, and what a crash can lose, do not depend on whether the
+// index is loaded. Otherwise the session opens normally. Verify checks that every
 // "parent_loc" names the parent's line. A read-only store opens a session
 // the same way when its log is clean, with HEAD taken from the last index
 // line (it repairs nothing, so it ignores the HEAD file): beside a writer
@@ -227,9 +233,14 @@
 //
 // What the lazy open defers: damage to index lines before the last one,
 // or to the embedded index of a sealed chunk, is reported by the first call
-// that loads the index rather than by the first call on the session; and
-// stale index lines left by a crash during sealing stay until then. A
-// damaged line on the active path is reported by Load either way.
+// that loads the index rather than by the first call on the session, so
+// appends made before that call are accepted (they chain onto the intact
+// HEAD and are durable, but a session found damaged then reads as its
+// valid prefix, which ends before the damage); and stale index lines left
+// by a crash during sealing stay until then. A damaged line on the active
+// path is reported by Load either way. While the index is partial, the
+// check that a new event's id is not in the session yet covers the events
+// from the opening HEAD on; ids are UUIDv7, so an older one cannot recur.
 //
 // # Reconciliation
 //

@@ -30,6 +30,22 @@ import (
 // still runs before anything is written or anything but the active path is
 // read.
 //
+// Appending does not need the index either. The first append to a
+// session opened without it (acquireAppend) opens the newest chunk at the
+// end of HEAD's record and index.jsonl at its end, which the open checked,
+// and keeps a partial index (h.partial) that starts at HEAD's entry:
+// appends chain onto it, write their lines and index lines as always, and
+// Load walks from the newest of them. What needs the whole index loads it
+// then (materialize settles the records in flight, closes both files and
+// reconciles, reading the new lines like any others): every other call, a
+// pending Branch selection (restored after the session was closed to make
+// room), and the start of a new chunk, whose sealing embeds the full
+// chunk's index lines. The files an append writes are the same either
+// way, and so is what a crash can lose. While the index is partial, the
+// check that a new event id is not in the session yet covers the events
+// from HEAD on only; ids come from UUIDv7, whose time and random bits make
+// a repeat of an older id out of reach.
+//
 // A read-only store (readonly.go) opens a format 2 session the same way
 // when its log is clean (openLazyReader), and its analysis takes the place
 // of reconciliation when a call needs the index. It repairs nothing, so it
@@ -142,6 +158,66 @@ func lazyTip(fsys vfs.FS, h *handle) (entry, bool) {
 	return last, true
 }
 
+// acquireAppend is acquire for appends: a session opened without its
+// index starts appending without it (startAppending), unless a Branch
+// selection is pending, whose location only the index holds.
+func (s *Store) acquireAppend(ctx context.Context, id uuid.UUID, _ *Meta) (*handle, error) {
+	h, err := s.acquireLazy(ctx, id, nil)
+	if err != nil {
+		return nil, err
+	}
+	if h.partial || (h.lazy != nil && !h.readOnly && h.pending == uuid.Nil && s.startAppending(h) == nil) {
+		return h, nil
+	}
+	// Failing to open a file for appending, like everything else, is
+	// left to the normal open, which reports or repairs it.
+	if err := s.materialize(h); err != nil {
+		s.release(h)
+		return nil, err
+	}
+	return h, nil
+}
+
+// startAppending prepares a session opened without its index for appends,
+// with h.mu held: it opens the newest chunk at the end of HEAD's record
+// and index.jsonl at its end (as openLazy found them: nothing has written
+// since) and makes HEAD's entry the first of a partial index. On an error
+// h is unchanged.
+func (s *Store) startAppending(h *handle) error {
+	head := *h.lazy
+	indexPath := filepath.Join(h.dir, indexName)
+	info, err := s.opts.fs.Stat(indexPath)
+	if err != nil {
+		return err
+	}
+	chunks := s.newChunkWriter(h, s.opts.Logger.With("session", h.id))
+	if err := chunks.openActive(head.Loc.Chunk, head.Loc.end()); err != nil {
+		return err
+	}
+	index, err := openIndexFile(s.opts.fs, indexPath, info.Size(), s.opts.FileMode)
+	if err != nil {
+		chunks.close()
+		return err
+	}
+	h.chunks, h.index = chunks, index
+	h.entries = append(make([]entry, 0, 256), head)
+	h.byID = map[uuid.UUID]int32{head.ID: 0}
+	h.lazy, h.partial = nil, true
+	return nil
+}
+
+// lazyHead returns HEAD's entry when the session has no whole index in
+// memory: opened without it, or appending without it.
+func (h *handle) lazyHead() (entry, bool) {
+	switch {
+	case h.lazy != nil:
+		return *h.lazy, true
+	case h.partial:
+		return h.entries[len(h.entries)-1], true
+	}
+	return entry{}, false
+}
+
 // freeAfter reports whether only zero bytes, at most lazyFreeSpace of
 // them, follow loc in its chunk.
 func freeAfter(r *chunkReader, loc location) bool {
@@ -201,6 +277,11 @@ func lastIndexLine(fsys vfs.FS, path string) (entry, bool) {
 // (see recovery.go). On an error the handle stays without its index, so a
 // later call tries again.
 func (s *Store) materialize(h *handle) error {
+	if h.partial {
+		if err := s.endAppending(h); err != nil {
+			return err
+		}
+	}
 	lazy := h.lazy
 	if lazy == nil {
 		return nil
@@ -223,6 +304,31 @@ func (s *Store) materialize(h *handle) error {
 		return err
 	}
 	return nil
+}
+
+// endAppending turns a session appending without its index back into one
+// opened without it, with h.mu held, so that materialize can load the
+// index: it makes the records in flight durable (unless a failure dropped
+// them), then closes the chunk and index files, which the appends left
+// as a clean open finds them. Waiting for a sync releases the mutex, so
+// another call may have ended it (and loaded the index) meanwhile.
+func (s *Store) endAppending(h *handle) error {
+	if h.failed == nil {
+		if err := s.settle(h); err != nil {
+			return err
+		}
+	}
+	for h.syncing {
+		h.synced.Wait()
+	}
+	if !h.partial {
+		return nil // another call ended it while this one waited
+	}
+	head := h.entries[len(h.entries)-1]
+	err := errors.Join(h.chunks.close(), h.index.close())
+	h.chunks, h.index, h.entries, h.byID = chunkWriter{}, nil, nil, nil
+	h.lazy, h.partial = &head, false
+	return err
 }
 
 // errNeedIndex is loadLazy's signal that the path needs the index: a line

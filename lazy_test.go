@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/google/uuid"
@@ -219,6 +221,145 @@ func TestLazyReaderFollowsWriter(t *testing.T) {
 	appendN(t, w, id, 12)
 	awaitSealing(w, id)
 	check(false)
+}
+
+// isPartial reports whether the open handle of a session appends without
+// its index (lazy.go).
+func isPartial(t *testing.T, s *Store, id uuid.UUID) bool {
+	t.Helper()
+	s.mu.Lock()
+	h := s.sessions[id]
+	s.mu.Unlock()
+	require.NotNil(t, h, "the session is open")
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.partial
+}
+
+// TestLazyAppend: appends to a session opened without its index chain onto
+// HEAD without loading it (single, batched with a blob, concurrent), and
+// Load follows them; starting a new chunk, and any call that needs the
+// index, loads it; reopened, the session holds the same path, opens
+// without its index again and verifies clean.
+func TestLazyAppend(t *testing.T) {
+	ctx := context.Background()
+	m := vfs.NewMemFS()
+	o := Options{ChunkSize: 2048, BlobThreshold: 1024}
+	s, id, want := branchySession(t, m, o)
+	tree, err := s.Tree(ctx, id)
+	require.NoError(t, err)
+	offPath := len(tree) - len(want)
+	require.NoError(t, s.Close())
+	o.ChunkSize = 16 << 10 // room for the appends below in the newest chunk
+	s = openMem(t, m, o)
+	defer s.Close()
+	require.NoError(t, s.Flush(ctx, id), "a barrier with nothing appended")
+
+	ev, err := s.Append(ctx, id, UserMessage("resumed"))
+	require.NoError(t, err)
+	assert.Equal(t, want[len(want)-1].ID, ev.ParentID)
+	assert.True(t, isPartial(t, s, id), "the first append needs no index")
+	want = append(want, ev)
+	batch, err := s.AppendBatch(ctx, id, AssistantMessage(Message{Content: "a tool call"}),
+		ToolResultEvent(ToolResult{CallID: "c", Output: strings.Repeat("blob output ", 200)}))
+	require.NoError(t, err)
+	require.NotEmpty(t, batch[1].Digest, "precondition: the tool result is a blob")
+	want = append(want, batch...)
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for i := range 3 {
+				_, err := s.Append(ctx, id, UserMessage(fmt.Sprintf("writer %d, %d", g, i)))
+				assert.NoError(t, err)
+			}
+		})
+	}
+	wg.Wait()
+	require.True(t, isPartial(t, s, id), "precondition: no new chunk yet")
+	got, err := s.Load(ctx, id)
+	require.NoError(t, err)
+	require.Len(t, got, len(want)+12)
+	assertSameEvents(t, want, got[:len(want)])
+	roChain(t, got)
+	head, err := s.Head(ctx, id)
+	require.NoError(t, err)
+	assert.Equal(t, got[len(got)-1].ID, head)
+	assert.True(t, isPartial(t, s, id), "Load and Head need no index")
+	want = got
+
+	// Fill the chunk: the append that starts the next one loads the index.
+	before, err := s.Revision(ctx, id)
+	require.NoError(t, err)
+	for {
+		ev, err := s.Append(ctx, id, UserMessage(strings.Repeat("fill ", 40)))
+		require.NoError(t, err)
+		want = append(want, ev)
+		rev, err := s.Revision(ctx, id)
+		require.NoError(t, err)
+		if rev.Chunk != before.Chunk {
+			break
+		}
+		require.True(t, isPartial(t, s, id))
+	}
+	assert.False(t, isPartial(t, s, id), "a new chunk loads the index")
+	assert.False(t, isLazy(t, s, id))
+	got, err = s.Load(ctx, id)
+	require.NoError(t, err)
+	assertSameEvents(t, want, got)
+	require.NoError(t, s.Close())
+
+	s = openMem(t, m, o)
+	defer s.Close()
+	got, err = s.Load(ctx, id)
+	require.NoError(t, err)
+	assert.True(t, isLazy(t, s, id), "closed cleanly after appending without the index")
+	assertSameEvents(t, want, got)
+	rep, err := s.Verify(ctx, id)
+	require.NoError(t, err)
+	assert.True(t, rep.OK(), "%v", rep.Problems)
+	assert.Equal(t, len(want)+offPath, rep.Records, "every event on disk once")
+
+	// Any call that needs the index loads it, with the appends' lines.
+	ev, err = s.Append(ctx, id, UserMessage("partial again"))
+	require.NoError(t, err)
+	require.True(t, isPartial(t, s, id))
+	tree, err = s.Tree(ctx, id)
+	require.NoError(t, err)
+	assert.False(t, isPartial(t, s, id))
+	assert.Len(t, tree, len(want)+offPath+1)
+	assert.Equal(t, ev.ID, tree[len(tree)-1].ID)
+	require.NoError(t, s.Branch(ctx, id, want[len(want)-1].ID))
+}
+
+// TestLazyAppendRestoredSelection: a Branch selection survives its session
+// being closed to make room; reopened without its index, the session loads
+// it before the next append, which becomes a child of the selection.
+func TestLazyAppendRestoredSelection(t *testing.T) {
+	ctx := context.Background()
+	m := vfs.NewMemFS()
+	s := openMem(t, m, Options{MaxOpenSessions: 1})
+	defer s.Close()
+	a, err := s.Create(ctx, Meta{Name: "a"})
+	require.NoError(t, err)
+	b, err := s.Create(ctx, Meta{Name: "b"})
+	require.NoError(t, err)
+	evs := appendN(t, s, a.ID, 3)
+	require.NoError(t, s.Branch(ctx, a.ID, evs[0].ID))
+	appendN(t, s, b.ID, 1) // closes a to make room
+	s.mu.Lock()
+	_, open := s.sessions[a.ID]
+	s.mu.Unlock()
+	require.False(t, open, "precondition: a was closed")
+
+	ev, err := s.Append(ctx, a.ID, UserMessage("on the selection"))
+	require.NoError(t, err)
+	assert.Equal(t, evs[0].ID, ev.ParentID)
+	assert.Equal(t, evs[0].ID, ev.BranchFrom)
+	assert.False(t, isPartial(t, s, a.ID), "the selection needs the index")
+	path, err := s.Load(ctx, a.ID)
+	require.NoError(t, err)
+	require.Len(t, path, 2)
+	assert.Equal(t, ev.ID, path[1].ID)
 }
 
 // TestLazyLoadCompaction: without the index, Load stops at the newest

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -517,22 +518,7 @@ func (s *Store) reconcile(h *handle) error {
 			return err
 		}
 	}
-	h.chunks = chunkWriter{fsys: fsys, dir: chunkDir, perm: s.opts.FileMode, maxSize: s.opts.ChunkSize,
-		compress: s.opts.Compression == CompressionZstd, log: log,
-		sealMu: &h.mu,
-		embed:  func(n uint32) []entry { return chunkEntries(h.entries, n) },
-		resealed: func() {
-			var keep []entry
-			for i := range h.entries {
-				if h.chunks.plain(h.entries[i].Loc.Chunk) {
-					keep = append(keep, h.entries[i])
-				}
-			}
-			if err := h.index.reset(keep); err != nil {
-				h.failed = err
-				log.Error("sessionstore: index write failed; session stops writing until reopened", "err", err)
-			}
-		}}
+	h.chunks = s.newChunkWriter(h, log)
 	if h.chunks.compress {
 		for i, n := range p.chunks[:max(len(p.chunks)-1, 0)] {
 			if !p.sealed[i] {
@@ -569,6 +555,28 @@ func (s *Store) reconcile(h *handle) error {
 	}
 	h.headOnDisk = h.head()
 	return nil
+}
+
+// newChunkWriter returns the chunk writer of h, before it opens a chunk:
+// it seals full chunks with their index lines from h.entries, then keeps
+// only the lines of plain chunks in index.jsonl.
+func (s *Store) newChunkWriter(h *handle, log *slog.Logger) chunkWriter {
+	return chunkWriter{fsys: s.opts.fs, dir: filepath.Join(h.dir, chunksDir), perm: s.opts.FileMode, maxSize: s.opts.ChunkSize,
+		compress: s.opts.Compression == CompressionZstd, log: log,
+		sealMu: &h.mu,
+		embed:  func(n uint32) []entry { return chunkEntries(h.entries, n) },
+		resealed: func() {
+			var keep []entry
+			for i := range h.entries {
+				if h.chunks.plain(h.entries[i].Loc.Chunk) {
+					keep = append(keep, h.entries[i])
+				}
+			}
+			if err := h.index.reset(keep); err != nil {
+				h.failed = err
+				log.Error("sessionstore: index write failed; session stops writing until reopened", "err", err)
+			}
+		}}
 }
 
 // cutTail keeps the bytes of path from off aside in "<path>.broken-<off>"

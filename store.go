@@ -66,7 +66,10 @@ type handle struct {
 	byID    map[uuid.UUID]int32 // id -> position in entries
 	// lazy is HEAD's entry while the session is open without its index
 	// (lazy.go: entries and byID are empty then), else nil.
-	lazy    *entry
+	lazy *entry
+	// partial: the session appends without its index (lazy.go): entries
+	// start at the HEAD it was opened with, and byID holds only those.
+	partial bool
 	pending uuid.UUID // parent chosen by Branch, uuid.Nil if none
 
 	chunks   chunkWriter
@@ -720,10 +723,9 @@ func (s *Store) loadPath(ctx context.Context, session, leaf uuid.UUID, fromHead,
 	if err != nil {
 		return nil, err
 	}
-	if h.lazy != nil && fromHead {
-		// Opened without the index: follow the lines' parent locations,
-		// unless the path needs the index after all.
-		head := *h.lazy
+	if head, ok := h.lazyHead(); ok && fromHead {
+		// Without the index: follow the lines' parent locations, unless
+		// the path needs the index after all.
 		s.release(h)
 		out, err := s.loadLazy(ctx, h.dir, head, boundaries)
 		if !errors.Is(err, errNeedIndex) {
