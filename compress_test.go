@@ -248,23 +248,33 @@ func (g gatedSealFS) OpenFile(name string, flag int, perm fs.FileMode) (vfs.File
 	return g.FS.OpenFile(name, flag, perm)
 }
 
+// gatedSealing opens a store on dir with 2 KiB chunks whose sealings wait
+// to create their file until release (called at the latest when the test
+// ends), and creates a session in it.
+func gatedSealing(t *testing.T, dir string) (*Store, Meta, gatedSealFS, func()) {
+	t.Helper()
+	g := gatedSealFS{FS: vfs.Default, started: make(chan string, 16), open: make(chan struct{})}
+	var once sync.Once
+	release := func() { once.Do(func() { close(g.open) }) }
+	t.Cleanup(release)
+	s, err := Open(dir, &Options{ChunkSize: 2048, fs: g})
+	require.NoError(t, err)
+	meta, err := s.Create(context.Background(), Meta{})
+	require.NoError(t, err)
+	return s, meta, g, release
+}
+
 // TestFlushAwaitsSealing: Flush returns only once a chunk being sealed
 // in the background is sealed and its lines have left index.jsonl, so a
 // crash after Flush has nothing to repair.
 func TestFlushAwaitsSealing(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	g := gatedSealFS{FS: vfs.Default, started: make(chan string, 16), open: make(chan struct{})}
-	var release sync.Once
-	t.Cleanup(func() { release.Do(func() { close(g.open) }) })
-	s, err := Open(dir, &Options{ChunkSize: 2048, fs: g})
-	require.NoError(t, err)
+	s, meta, g, release := gatedSealing(t, dir)
 	defer func() {
-		release.Do(func() { close(g.open) }) // Close waits for the sealing
+		release() // Close waits for the sealing
 		assert.NoError(t, s.Close())
 	}()
-	meta, err := s.Create(ctx, Meta{})
-	require.NoError(t, err)
 	for len(g.started) == 0 {
 		_, err := s.Append(ctx, meta.ID, UserMessage("until a chunk is full"))
 		require.NoError(t, err)
@@ -276,7 +286,7 @@ func TestFlushAwaitsSealing(t *testing.T) {
 		t.Fatalf("Flush returned (%v) while a sealing was held", err)
 	case <-time.After(100 * time.Millisecond):
 	}
-	release.Do(func() { close(g.open) })
+	release()
 	require.NoError(t, <-flushed)
 	b, err := os.ReadFile(filepath.Join(dir, sessionsDir, meta.ID.String(), indexName))
 	require.NoError(t, err)
@@ -293,13 +303,7 @@ func TestFlushAwaitsSealing(t *testing.T) {
 func TestSealingInBackground(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	g := gatedSealFS{FS: vfs.Default, started: make(chan string, 16), open: make(chan struct{})}
-	var release sync.Once
-	t.Cleanup(func() { release.Do(func() { close(g.open) }) })
-	s, err := Open(dir, &Options{ChunkSize: 2048, fs: g})
-	require.NoError(t, err)
-	meta, err := s.Create(ctx, Meta{})
-	require.NoError(t, err)
+	s, meta, g, release := gatedSealing(t, dir)
 	var evs []Event
 	appendOne := func() {
 		t.Helper()
@@ -333,7 +337,7 @@ func TestSealingInBackground(t *testing.T) {
 	assert.Contains(t, names, chunkName(0), "chunk 0 stays plain while its sealing is held")
 	assert.Contains(t, names, chunkName(2), "the appends filled chunk 1 and started chunk 2")
 
-	release.Do(func() { close(g.open) })
+	release()
 	require.NoError(t, s.Close())
 	names, err = vfs.Default.ReadDir(chunks)
 	require.NoError(t, err)

@@ -19,15 +19,22 @@ import (
 	"github.com/sessionstore/sessionstore/internal/vfs"
 )
 
-// isLazy reports whether the open handle of a session has no index loaded
-// (lazy.go).
-func isLazy(t *testing.T, s *Store, id uuid.UUID) bool {
+// lockedHandle returns the open handle of a session with its mutex held.
+func lockedHandle(t *testing.T, s *Store, id uuid.UUID) *handle {
 	t.Helper()
 	s.mu.Lock()
 	h := s.sessions[id]
 	s.mu.Unlock()
 	require.NotNil(t, h, "the session is open")
 	h.mu.Lock()
+	return h
+}
+
+// isLazy reports whether the open handle of a session has no index loaded
+// (lazy.go).
+func isLazy(t *testing.T, s *Store, id uuid.UUID) bool {
+	t.Helper()
+	h := lockedHandle(t, s, id)
 	defer h.mu.Unlock()
 	if h.lazy != nil {
 		require.Empty(t, h.entries, "a session opened without its index holds no entries")
@@ -227,11 +234,7 @@ func TestLazyReaderFollowsWriter(t *testing.T) {
 // its index (lazy.go).
 func isPartial(t *testing.T, s *Store, id uuid.UUID) bool {
 	t.Helper()
-	s.mu.Lock()
-	h := s.sessions[id]
-	s.mu.Unlock()
-	require.NotNil(t, h, "the session is open")
-	h.mu.Lock()
+	h := lockedHandle(t, s, id)
 	defer h.mu.Unlock()
 	return h.partial
 }
