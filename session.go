@@ -110,15 +110,26 @@ func noSession(fsys vfs.FS, dir string, err error) bool {
 
 // readMeta reads a session's session.json: its metadata and format.
 func readMeta(fsys vfs.FS, dir string, id uuid.UUID) (Meta, int, error) {
-	path := filepath.Join(dir, metaFile)
-	b, err := vfs.ReadFile(fsys, path)
-	if err != nil && noSession(fsys, dir, err) {
-		return Meta{}, 0, fmt.Errorf("%w: session %s", ErrNotFound, id)
-	}
-	if err != nil {
-		return Meta{}, 0, err
-	}
-	return decodeMeta(b, id, path)
+	m, format, _, err := readMetaInto(fsys, dir, id, nil)
+	return m, format, err
+}
+
+// readMetaInto is readMeta reading the file into buf, which it returns
+// for reuse (decoding copies what it keeps).
+func readMetaInto(fsys vfs.FS, dir string, id uuid.UUID, buf []byte) (Meta, int, []byte, error) {
+	m, format, err := func() (Meta, int, error) {
+		path := filepath.Join(dir, metaFile)
+		var err error
+		buf, err = vfs.ReadFileInto(fsys, path, buf)
+		if err != nil && noSession(fsys, dir, err) {
+			return Meta{}, 0, fmt.Errorf("%w: session %s", ErrNotFound, id)
+		}
+		if err != nil {
+			return Meta{}, 0, err
+		}
+		return decodeMeta(buf, id, path)
+	}()
+	return m, format, buf, err
 }
 
 // Create makes a new session and returns its metadata. A zero meta.ID gets
@@ -212,10 +223,17 @@ func (s *Store) List(ctx context.Context) ([]Meta, error) {
 	sort.Slice(ids, func(i, j int) bool { return bytesLess(ids[i][:], ids[j][:]) })
 	metas := make([]Meta, len(ids))
 	errs := make([]error, len(ids))
-	// Opening a file is most of the work: spread it over the CPUs.
-	forEach(len(ids), min(runtime.GOMAXPROCS(0), (len(ids)+listBatch-1)/listBatch), func(_, i int) {
+	// Opening a file is most of the work: spread it over the CPUs. Each
+	// goroutine reads into a buffer of its own, large enough for a
+	// session.json, so that a read needs no fstat to size it.
+	workers := min(runtime.GOMAXPROCS(0), (len(ids)+listBatch-1)/listBatch)
+	bufs := make([][]byte, max(workers, 1))
+	forEach(len(ids), workers, func(w, i int) {
 		if ctx.Err() == nil {
-			metas[i], _, errs[i] = readMeta(s.opts.fs, filepath.Join(root, ids[i].String()), ids[i])
+			if bufs[w] == nil {
+				bufs[w] = make([]byte, 0, 4<<10)
+			}
+			metas[i], _, bufs[w], errs[i] = readMetaInto(s.opts.fs, filepath.Join(root, ids[i].String()), ids[i], bufs[w])
 		}
 	})
 	if err := ctx.Err(); err != nil {

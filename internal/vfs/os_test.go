@@ -1,6 +1,7 @@
 package vfs
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -506,4 +507,32 @@ func TestOSSyncFlushesData(t *testing.T) {
 	b, err := os.ReadFile(name)
 	require.NoError(t, err)
 	assert.Equal(t, "data", string(b))
+}
+
+// TestReadFileIntoOS: on the operating system's filesystem ReadFileInto
+// reads each file whole, whatever its size against the buffer it is given
+// (none, smaller, the same, larger), and reports a missing file or a
+// directory as a *fs.PathError.
+func TestReadFileIntoOS(t *testing.T) {
+	dir := t.TempDir()
+	for _, size := range []int{0, 1, 511, 512, 513, 4095, 4096, 4097, 1<<20 + 3} {
+		want := make([]byte, size)
+		for i := range want {
+			want[i] = byte(i*7 + size)
+		}
+		name := filepath.Join(dir, fmt.Sprintf("f%d", size))
+		require.NoError(t, os.WriteFile(name, want, 0o600))
+		for _, bufCap := range []int{0, 1, 512, 4096, size, size + 1} {
+			got, err := ReadFileInto(Default, name, make([]byte, 0, bufCap))
+			require.NoError(t, err, "size %d, buffer %d", size, bufCap)
+			assert.True(t, bytes.Equal(want, got), "size %d, buffer %d: read %d bytes", size, bufCap, len(got))
+		}
+	}
+	var pe *fs.PathError
+	_, err := ReadFileInto(Default, filepath.Join(dir, "missing"), nil)
+	assert.ErrorIs(t, err, fs.ErrNotExist)
+	require.ErrorAs(t, err, &pe)
+	assert.Equal(t, filepath.Join(dir, "missing"), pe.Path)
+	_, err = ReadFileInto(Default, dir, make([]byte, 0, 64))
+	assert.ErrorAs(t, err, &pe, "a directory")
 }

@@ -64,6 +64,14 @@ func ReadFile(fsys FS, name string) ([]byte, error) {
 // grows only if the file does not fit: a caller that reads many files can
 // reuse one buffer.
 func ReadFileInto(fsys FS, name string, buf []byte) ([]byte, error) {
+	if _, ok := fsys.(osFS); ok {
+		return readFileOS(name, buf)
+	}
+	return readFileInto(fsys, name, buf)
+}
+
+// readFileInto is ReadFileInto through the FS interface.
+func readFileInto(fsys FS, name string, buf []byte) ([]byte, error) {
 	f, err := fsys.OpenFile(name, readOnly, 0)
 	if err != nil {
 		return nil, err
