@@ -117,19 +117,16 @@ func readMeta(fsys vfs.FS, dir string, id uuid.UUID) (Meta, int, error) {
 // readMetaInto is readMeta reading the file into buf, which it returns
 // for reuse (decoding copies what it keeps).
 func readMetaInto(fsys vfs.FS, dir string, id uuid.UUID, buf []byte) (Meta, int, []byte, error) {
-	m, format, err := func() (Meta, int, error) {
-		path := filepath.Join(dir, metaFile)
-		var err error
-		buf, err = vfs.ReadFileInto(fsys, path, buf)
-		if err != nil && noSession(fsys, dir, err) {
-			return Meta{}, 0, fmt.Errorf("%w: session %s", ErrNotFound, id)
-		}
-		if err != nil {
-			return Meta{}, 0, err
-		}
-		return decodeMeta(buf, id, path)
-	}()
-	return m, format, buf, err
+	path := filepath.Join(dir, metaFile)
+	b, err := vfs.ReadFileInto(fsys, path, buf)
+	switch {
+	case err != nil && noSession(fsys, dir, err):
+		return Meta{}, 0, buf, fmt.Errorf("%w: session %s", ErrNotFound, id)
+	case err != nil:
+		return Meta{}, 0, buf, err
+	}
+	m, format, err := decodeMeta(b, id, path)
+	return m, format, b, err
 }
 
 // Create makes a new session and returns its metadata. A zero meta.ID gets
