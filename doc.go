@@ -225,11 +225,13 @@
 // append writes, and what a crash can lose, do not depend on whether the
 // index is loaded. Otherwise the session opens normally. Verify checks that every
 // "parent_loc" names the parent's line. A read-only store opens a session
-// the same way when its log is clean, with HEAD taken from the last index
-// line (it repairs nothing, so it ignores the HEAD file): beside a writer
-// that is idle, a reader loads the active path in about the time a writer
-// does, while a record after the last index line (an append in progress)
-// makes it load the index.
+// the same way when its log is clean, with HEAD taken from the log (it
+// repairs nothing, so it ignores the HEAD file): the last index line, or
+// the newest valid record after it, found by the rules reconciliation cuts
+// a torn tail by (an append in progress, or index lines a crash lost), so
+// that beside a writer a reader loads the active path in about the time a
+// writer does. An invalid record followed by a valid one there makes it
+// load the index, whose analysis reports it.
 //
 // What the lazy open defers: damage to index lines before the last one,
 // or to the embedded index of a sealed chunk, is reported by the first call

@@ -50,8 +50,8 @@ import (
 // when its log is clean (openLazyReader), and its analysis takes the place
 // of reconciliation when a call needs the index. It repairs nothing, so it
 // ignores the HEAD file and temporary replaces, and takes HEAD from the
-// last index line; a record after that line (a writer's append in
-// progress, or an index line a crash lost) fails the check, so that a
+// log: the last index line, or the newest valid record after it (a
+// writer's append in progress, or an index line a crash lost), so that a
 // reader never shows an older HEAD than the log holds. Each refresh of a
 // handle still without its index makes the check again.
 //
@@ -96,7 +96,7 @@ func (s *Store) openLazy(h *handle) bool {
 	if err != nil || !exists {
 		return false
 	}
-	last, ok := lazyTip(fsys, h)
+	last, ok := lazyTip(fsys, h, false)
 	if !ok || last.ID != head {
 		return false
 	}
@@ -106,16 +106,15 @@ func (s *Store) openLazy(h *handle) bool {
 }
 
 // openLazyReader is openLazy for a read-only store, which repairs nothing
-// and so needs only the log to be clean: HEAD is the event of the last
-// index line, and the HEAD file, which a writer replaces only now and then,
-// is not read. Beside a writer that is appending, the check fails while
-// records follow the last index line, and the reader loads the index.
+// and so needs only the log to be clean: HEAD is the newest record, found
+// from the last index line (followTail), and the HEAD file, which a writer
+// replaces only now and then, is not read.
 func (s *Store) openLazyReader(h *handle) bool {
 	rev, err := revisionOf(s.opts.fs, h.dir)
 	if err != nil {
 		return false
 	}
-	last, ok := lazyTip(s.opts.fs, h)
+	last, ok := lazyTip(s.opts.fs, h, true)
 	if !ok {
 		return false
 	}
@@ -128,9 +127,10 @@ func (s *Store) openLazyReader(h *handle) bool {
 // lazyTip returns the entry of the last line of a format 2 session's
 // index.jsonl when the session's log needs no repair (see above): every
 // chunk there once with no temporary file, the newest one plain and
-// holding the record that line locates, and only zero bytes after it. It
-// reports false otherwise, also when reading a file failed.
-func lazyTip(fsys vfs.FS, h *handle) (entry, bool) {
+// holding the record that line locates, and only zero bytes after it. With
+// follow, records may come after it (followTail), and it returns the
+// newest. It reports false otherwise, also when reading a file failed.
+func lazyTip(fsys vfs.FS, h *handle, follow bool) (entry, bool) {
 	if h.format < 2 {
 		return entry{}, false
 	}
@@ -152,11 +152,51 @@ func lazyTip(fsys vfs.FS, h *handle) (entry, bool) {
 	}
 	r := newChunkReader(fsys, chunkDir)
 	defer r.close()
-	if _, err := readEntry(r, &last); err != nil || !freeAfter(r, last.Loc) {
+	if _, err := readEntry(r, &last); err != nil {
 		return entry{}, false
 	}
-	return last, true
+	if freeAfter(r, last.Loc) {
+		return last, true
+	}
+	if !follow {
+		return entry{}, false
+	}
+	return followTail(fsys, r, last)
 }
+
+// followTail returns the newest record of the newest chunk from last on,
+// for a reader: records after the last index line are a writer's appends
+// in flight (an Append writes its index line before it returns), or
+// durable ones whose index lines a crash lost, which a reader must show.
+// It walks the rest of the chunk as reconciliation does (walkRecords): a
+// torn tail, or a hole and everything after it, ends the records, and an
+// invalid record followed by a valid one makes it report false (the
+// reader's analysis then finds whether that is damage or a write in
+// progress).
+func followTail(fsys vfs.FS, r *chunkReader, last entry) (entry, bool) {
+	f, err := r.file(last.Loc.Chunk)
+	if err != nil {
+		return entry{}, false
+	}
+	info, err := fsys.Stat(r.path(last.Loc.Chunk))
+	if err != nil {
+		return entry{}, false
+	}
+	tip := last
+	_, err = walkRecords(f, last.Loc.Chunk, last.Loc.end(), info.Size(), true,
+		func(hd header, pl payload, loc location) error {
+			tip = newEntry(hd, pl, loc)
+			return nil
+		},
+		func(int64, int64, error) error { return errTailGap })
+	if err != nil {
+		return entry{}, false
+	}
+	return tip, true
+}
+
+// errTailGap stops followTail at an invalid record followed by a valid one.
+var errTailGap = errors.New("an invalid record before a valid one")
 
 // acquireAppend is acquire for appends: a session opened without its
 // index starts appending without it (startAppending), unless a Branch

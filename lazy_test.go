@@ -124,8 +124,9 @@ func TestLazyOpenLoad(t *testing.T) {
 // that a lazy open cannot check, takes the normal open, and Load is right
 // either way. A read-only store, which repairs nothing and takes HEAD from
 // the log, opens lazily also when only the HEAD file or session.json lags,
-// and loads the index when the log goes on after the last index line (a
-// writer's append in progress), so that it never shows a stale HEAD.
+// and when the log goes on after the last index line (a writer's append in
+// progress, or an index line a crash lost): it follows the log to its
+// newest record, so that it never shows a stale HEAD.
 func TestLazyOpenNeedsCleanFiles(t *testing.T) {
 	cases := []struct {
 		name         string
@@ -146,13 +147,13 @@ func TestLazyOpenNeedsCleanFiles(t *testing.T) {
 			b, err := vfs.ReadFile(m, sessionPath(id, indexName))
 			require.NoError(t, err)
 			writeMemFile(t, m, sessionPath(id, indexName), b[:bytes.LastIndexByte(b[:len(b)-1], '\n')+1])
-		}, false, false},
+		}, false, true},
 		{"torn tail after the last record", func(t *testing.T, m *vfs.MemFS, id uuid.UUID, _ []Event) {
 			p := newestChunk(t, m, id)
 			b, err := vfs.ReadFile(m, p)
 			require.NoError(t, err)
 			writeMemFile(t, m, p, append(b, `{"id":"torn`...))
-		}, false, false},
+		}, false, true},
 		{"sealing interrupted", func(t *testing.T, m *vfs.MemFS, id uuid.UUID, _ []Event) {
 			writeMemFile(t, m, sessionPath(id, chunksDir, chunkName(0)+sealedExt+".tmp"), []byte("partial"))
 		}, false, false},
@@ -189,6 +190,37 @@ func TestLazyOpenNeedsCleanFiles(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestLazyReaderStopsAtDamage: an invalid record after the last index
+// line, followed by a valid one, is not a tail a reader can follow: it
+// loads the index, whose analysis reports the damage.
+func TestLazyReaderStopsAtDamage(t *testing.T) {
+	ctx := context.Background()
+	m := vfs.NewMemFS()
+	o := Options{ChunkSize: 2048, BlobThreshold: 1024}
+	s, id, want := branchySession(t, m, o)
+	require.NoError(t, s.Close())
+	b, err := vfs.ReadFile(m, sessionPath(id, indexName))
+	require.NoError(t, err)
+	lines := bytes.SplitAfter(b, []byte("\n"))
+	require.Greater(t, len(lines), 3)
+	writeMemFile(t, m, sessionPath(id, indexName), bytes.Join(lines[:len(lines)-3], nil)) // the last two lines lost
+	bad := want[len(want)-2]
+	p := newestChunk(t, m, id)
+	data, err := vfs.ReadFile(m, p)
+	require.NoError(t, err)
+	at := bytes.Index(data, []byte(bad.ID.String()))
+	require.Positive(t, at, "precondition: the record is in the newest chunk")
+	data[at] ^= 1 // its id: the line no longer checks
+	writeMemFile(t, m, p, data)
+
+	o.fs = m
+	r, _ := roOpen(t, memRoot, o)
+	_, err = r.Head(ctx, id)
+	var ce *CorruptionError
+	require.ErrorAs(t, err, &ce)
+	assert.False(t, isLazy(t, r, id))
 }
 
 // TestLazyReaderFollowsWriter: a read-only store opens a session without
