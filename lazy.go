@@ -200,14 +200,15 @@ var errTailGap = errors.New("an invalid record before a valid one")
 
 // acquireAppend is acquire for appends: a session opened without its
 // index starts appending without it (startAppending), unless a Branch
-// selection is pending, whose location only the index holds.
+// selection is pending, whose location only the index holds. A read-only
+// handle is returned as it is, and the append refuses it.
 func (s *Store) acquireAppend(ctx context.Context, id uuid.UUID, _ *Meta) (*handle, error) {
 	h, err := s.acquireLazy(ctx, id, nil)
 	if err != nil {
 		return nil, err
 	}
-	if h.partial || (h.lazy != nil && !h.readOnly && h.pending == uuid.Nil && s.startAppending(h) == nil) {
-		return h, nil
+	if h.partial || h.readOnly || (h.lazy != nil && h.pending == uuid.Nil && s.startAppending(h) == nil) {
+		return h, nil // a read-only handle: the append refuses (writable)
 	}
 	// Failing to open a file for appending, like everything else, is
 	// left to the normal open, which reports or repairs it.

@@ -249,12 +249,15 @@ func TestLazyReaderFollowsWriter(t *testing.T) {
 		assertSameEvents(t, want, got)
 	}
 	check(true)
+	_, err := r.Append(ctx, id, UserMessage("refused"))
+	assert.ErrorIs(t, err, ErrReadOnly)
+	assert.True(t, isLazy(t, r, id), "a refused append loads no index")
 	for range 3 {
 		appendN(t, w, id, 12) // enough to start a chunk
 		awaitSealing(w, id)
 		check(true)
 	}
-	_, err := r.Tree(ctx, id)
+	_, err = r.Tree(ctx, id)
 	require.NoError(t, err)
 	assert.False(t, isLazy(t, r, id), "the tree needs the index")
 	appendN(t, w, id, 12)
