@@ -248,8 +248,9 @@
 //
 // A session is opened for writing (locked and reconciled) the first time a
 // Store needs its timeline (deferred, as described under Opening, for a
-// clean format 2 session until a call needs its index). Zero bytes running to the end of a plain chunk
-// are free space, not damage: records hold no zero byte. Reconciliation
+// clean format 2 session until a call needs its index). Zero bytes running
+// to the end of a plain chunk are free space, not damage: records hold no
+// zero byte. Reconciliation
 // cuts a torn tail of the newest chunk (bytes after the last complete
 // record, or trailing records that fail their checksum with no valid
 // record after them, and that no index line names; or, since the sectors

@@ -24,11 +24,12 @@ import (
 // format 2 whose files need no repair opens with HEAD's index entry only
 // (openLazy), and Load from HEAD follows the parent location each line
 // holds (encodeEventLine) instead of the in-memory index (loadLazy): it
-// reads the lines of the path and nothing else. Any other call, and the
-// first append, first loads the index exactly as a normal open would
-// (materialize: reconcile), so every check and repair of the normal open
-// still runs before anything is written or anything but the active path is
-// read.
+// reads the lines of the path and nothing else. Appends need no index
+// either (below). Any other call first loads the index exactly as a
+// normal open would (materialize: reconcile), so every check and repair
+// of the normal open runs before anything but the active path is read;
+// and since the lazy open requires files that need no repair, nothing an
+// append writes lands on a state reconciliation would have changed.
 //
 // Appending does not need the index either. The first append to a
 // session opened without it (acquireAppend) opens the newest chunk at the
