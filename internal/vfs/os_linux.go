@@ -33,16 +33,9 @@ func datasync(f *os.File) error {
 // in a virtual machine dominates reading a small file such as session.json.
 func readFileOS(name string, buf []byte) ([]byte, error) {
 	const maxRead = 1 << 30
-	var fd int
-	for {
-		var err error
-		fd, err = syscall.Open(name, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, syscall.EINTR) {
-			return nil, &fs.PathError{Op: "open", Path: name, Err: err}
-		}
+	fd, err := openFD(name, syscall.O_RDONLY, 0)
+	if err != nil {
+		return nil, err
 	}
 	defer syscall.Close(fd)
 	if cap(buf) == 0 {

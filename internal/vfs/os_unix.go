@@ -16,15 +16,24 @@ import (
 // where a system call costs microseconds (a virtual machine), that
 // dominates opening a blob or a session.json.
 func openFile(name string, flag int, perm fs.FileMode) (*os.File, error) {
+	fd, err := openFD(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), name), nil
+}
+
+// openFD is open(2) with O_CLOEXEC, retried on EINTR.
+func openFD(name string, flag int, perm fs.FileMode) (int, error) {
 	for {
 		fd, err := syscall.Open(name, flag|syscall.O_CLOEXEC, uint32(perm.Perm()))
 		switch {
 		case err == nil:
-			return os.NewFile(uintptr(fd), name), nil
+			return fd, nil
 		case errors.Is(err, syscall.EINTR):
 			continue
 		default:
-			return nil, &fs.PathError{Op: "open", Path: name, Err: err}
+			return -1, &fs.PathError{Op: "open", Path: name, Err: err}
 		}
 	}
 }
