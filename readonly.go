@@ -164,11 +164,10 @@ func (s *Store) refresh(h *handle) error {
 		return nil
 	}
 	if h.lazy != nil {
-		h.lazy = nil
 		if s.openLazyReader(h) {
 			return nil
 		}
-		return s.reload(h)
+		return s.materialize(h) // the analysis; h stays lazy if it fails
 	}
 	if h.damaged == nil && s.readTail(h) {
 		h.revision = rev
