@@ -1,0 +1,268 @@
+// Command sessionstore inspects a sessionstore root: it lists sessions,
+// draws a session's event tree, prints its active path or one event, checks
+// sessions for corruption and collects unreferenced blobs.
+//
+//	cd cmd && go run ./sessionstore ls <root>
+//
+// Every command but gc opens the store with Options.ReadOnly, so it takes no
+// lock, writes nothing and is safe beside a running writer. Run it with no
+// arguments for the list of commands.
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/google/uuid"
+
+	"github.com/sessionstore/sessionstore"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// Exit statuses.
+const (
+	exitOK    = 0 // success
+	exitFail  = 1 // an error, or verify found a problem
+	exitUsage = 2 // bad command line
+)
+
+const usage = `usage: sessionstore <command> [flags] <root> [arguments]
+
+Inspects the sessions stored under <root>. Every command but gc opens the
+store read-only (no lock, nothing written), so it is safe beside a writer.
+
+commands:
+  ls     [-json] <root>                       list the sessions
+  tree   [-full] [-forks] <root> <session>    the event tree; reads no record
+  path   [-json] [-width n] <root> <session> [leaf]
+                                              the active path, or the branch ending at leaf
+  show   [-lazy] <root> <session> <event>     one event as indented JSON
+  verify <root> [session...]                  check sessions (all when none is named);
+                                              exit status 1 if any has a problem
+  gc     <root> <session>                     remove blobs no event refers to
+                                              (opens the session for writing)
+  help                                        this text
+
+A session or event is named by its full id or by a unique prefix of the id
+or of its last group (the short id tree prints). Flags may come before or
+after the arguments; "sessionstore <command> -h" lists a command's flags.
+`
+
+// command is one subcommand: it gets its own arguments (flags included)
+// and returns the exit status.
+type command func(ctx context.Context, c *cmdEnv, args []string) int
+
+var commands = map[string]command{
+	"ls":     cmdLs,
+	"tree":   cmdTree,
+	"path":   cmdPath,
+	"show":   cmdShow,
+	"verify": cmdVerify,
+	"gc":     cmdGC,
+}
+
+// run executes the command line args (without the program name), writing
+// its output to stdout and its diagnostics to stderr, and returns the exit
+// status.
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return exitUsage
+	}
+	name := args[0]
+	cmd, ok := commands[name]
+	if !ok {
+		if name != "help" && name != "-h" && name != "-help" && name != "--help" {
+			fmt.Fprintf(stderr, "sessionstore: unknown command %q\n\n", name)
+		}
+		fmt.Fprint(stderr, usage)
+		return exitUsage
+	}
+	c := &cmdEnv{name: name, stdout: bufio.NewWriter(stdout), stderr: stderr}
+	status := cmd(context.Background(), c, args[1:])
+	if err := c.stdout.Flush(); err != nil && status == exitOK {
+		fmt.Fprintf(stderr, "%s: write output: %v\n", name, err)
+		status = exitFail
+	}
+	return status
+}
+
+// cmdEnv is what a command writes to, and its name for messages.
+type cmdEnv struct {
+	name   string
+	stdout *bufio.Writer // flushed by run, and before each message on stderr
+	stderr io.Writer
+}
+
+// failf reports an error of the command and returns exitFail.
+func (c *cmdEnv) failf(format string, args ...any) int {
+	c.warnf(format, args...)
+	return exitFail
+}
+
+// warnf writes a message of the command to stderr, after what it has
+// written to stdout so far.
+func (c *cmdEnv) warnf(format string, args ...any) {
+	c.stdout.Flush() // an error here is the one run reports
+	fmt.Fprintf(c.stderr, "%s: %s\n", c.name, fmt.Sprintf(format, args...))
+}
+
+// usagef reports a bad command line and returns exitUsage.
+func (c *cmdEnv) usagef(fs *flag.FlagSet, format string, args ...any) int {
+	c.warnf(format, args...)
+	fs.Usage()
+	return exitUsage
+}
+
+// newFlags returns the flag set of the command, whose usage line is synopsis.
+func (c *cmdEnv) newFlags(synopsis string) *flag.FlagSet {
+	fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
+	fs.SetOutput(c.stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(c.stderr, "usage: sessionstore %s %s\n", c.name, synopsis)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parse parses args with fs, allowing flags after the positional arguments
+// ("tree <root> <session> -full"), and returns the positional arguments.
+// After "--" everything is positional.
+func parse(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if consumed := len(args) - len(rest); consumed > 0 && args[consumed-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+}
+
+// parseArgs parses args and checks the number of positional arguments
+// (max < 0: no limit). It returns the status to exit with when it fails.
+func (c *cmdEnv) parseArgs(fs *flag.FlagSet, args []string, min, max int) ([]string, int, bool) {
+	pos, err := parse(fs, args)
+	if err != nil {
+		// The flag package has printed the error and the usage.
+		return nil, exitUsage, false
+	}
+	switch {
+	case len(pos) < min:
+		return nil, c.usagef(fs, "missing arguments"), false
+	case max >= 0 && len(pos) > max:
+		return nil, c.usagef(fs, "too many arguments: %s", strings.Join(pos[max:], " ")), false
+	}
+	return pos, exitOK, true
+}
+
+// openReadOnly opens the store at root for reading.
+func (c *cmdEnv) openReadOnly(root string) (*sessionstore.Store, error) {
+	s, err := sessionstore.Open(root, &sessionstore.Options{ReadOnly: true})
+	if err != nil {
+		return nil, fmt.Errorf("open store %q: %w", root, err)
+	}
+	return s, nil
+}
+
+// resolveSession turns arg (a full id or a unique prefix) into a session id.
+func resolveSession(ctx context.Context, s *sessionstore.Store, arg string) (uuid.UUID, error) {
+	if id, err := uuid.Parse(arg); err == nil {
+		// Meta reads session.json only. Other errors (a damaged
+		// session.json) are left to the command's own calls to report.
+		if _, err := s.Meta(ctx, id); errors.Is(err, sessionstore.ErrNotFound) {
+			return uuid.Nil, fmt.Errorf("session %s not found in %q", id, s.Dir())
+		}
+		return id, nil
+	}
+	metas, err := s.List(ctx)
+	if err != nil {
+		return uuid.Nil, fmt.Errorf("list sessions to match %q: %w", arg, err)
+	}
+	ids := make([]uuid.UUID, len(metas))
+	for i, m := range metas {
+		ids[i] = m.ID
+	}
+	return matchPrefix("session", arg, ids)
+}
+
+// resolveEvent turns arg (a full id or a unique prefix) into the id of an
+// event of the session. A full id is not looked up: the command's call
+// reports an event the session does not hold.
+func resolveEvent(ctx context.Context, s *sessionstore.Store, session uuid.UUID, arg string) (uuid.UUID, error) {
+	if id, err := uuid.Parse(arg); err == nil {
+		return id, nil
+	}
+	nodes, err := s.Tree(ctx, session)
+	if err != nil && len(nodes) == 0 {
+		return uuid.Nil, fmt.Errorf("read the tree to match %q: %w", arg, err)
+	}
+	ids := make([]uuid.UUID, len(nodes))
+	for i, n := range nodes {
+		ids[i] = n.ID
+	}
+	return matchPrefix("event", arg, ids)
+}
+
+// matchPrefix returns the one id whose canonical form, or whose last group
+// (the short id), starts with prefix.
+func matchPrefix(what, prefix string, ids []uuid.UUID) (uuid.UUID, error) {
+	p := strings.ToLower(prefix)
+	if p == "" || strings.Trim(p, "0123456789abcdef-") != "" {
+		return uuid.Nil, fmt.Errorf("%s %q is neither an id nor an id prefix", what, prefix)
+	}
+	var found []uuid.UUID
+	for _, id := range ids {
+		s := id.String()
+		if strings.HasPrefix(s, p) || strings.HasPrefix(s[24:], p) {
+			found = append(found, id)
+		}
+	}
+	switch len(found) {
+	case 0:
+		return uuid.Nil, fmt.Errorf("no %s matches %q", what, prefix)
+	case 1:
+		return found[0], nil
+	}
+	names := make([]string, 0, 4)
+	for i, id := range found {
+		if i == 3 {
+			names = append(names, fmt.Sprintf("and %d more", len(found)-3))
+			break
+		}
+		names = append(names, id.String())
+	}
+	return uuid.Nil, fmt.Errorf("%s prefix %q is ambiguous: it matches %s", what, prefix, strings.Join(names, ", "))
+}
+
+// shortID is the first 8 hex digits of the id's last group: the random
+// bits of a UUIDv7, where the first digits are its time.
+func shortID(id uuid.UUID) string { return id.String()[24:32] }
+
+// describe turns a library error into a message, with a hint for the
+// errors a user can act on.
+func describe(err error) string {
+	switch {
+	case errors.Is(err, sessionstore.ErrLocked):
+		return fmt.Sprintf("%v (another process holds the session open for writing; stop it first)", err)
+	case errors.Is(err, sessionstore.ErrNotFound):
+		return "not found" // the caller names what
+	}
+	return err.Error()
+}
