@@ -184,13 +184,12 @@ func (s *Store) verify(ctx context.Context, session uuid.UUID) (*VerifyReport, e
 			want = &indexRun{}
 		}
 		r.Indexed += len(want.entries)
-		records := r.Records
-		size, err := verifyChunk(fsys, chunkDir, n, ci == len(chunks)-1, want, check)
+		size, k, err := verifyChunk(fsys, chunkDir, n, ci == len(chunks)-1, want, check)
 		if err != nil {
 			return nil, err
 		}
 		r.ChunkBytes += size
-		if k := r.Records - records; k < len(want.entries) {
+		if k < len(want.entries) {
 			r.problem(&CorruptionError{Path: want.path, Offset: want.offsets[k], Err: fmt.Errorf("%d index entries name records chunk %d does not hold", len(want.entries)-k, n)})
 		}
 	}
@@ -236,23 +235,46 @@ type chunkCheck struct {
 }
 
 // verifyChunk checks every record of one chunk, continuing the count of
-// valid records in r.Records, and returns the chunk's size.
-func verifyChunk(fsys vfs.FS, dir string, n uint32, newest bool, want *indexRun, c *chunkCheck) (int64, error) {
+// valid records in r.Records, and returns the chunk's size and how many of
+// the chunk's index entries it went through: the caller reports the rest
+// as naming records the chunk does not hold.
+//
+// Index entries are matched to records by offset, not by position, so an
+// invalid record in the middle of a chunk is one problem (plus one for the
+// entry naming it), not a disagreement for every entry after it.
+func verifyChunk(fsys vfs.FS, dir string, n uint32, newest bool, want *indexRun, c *chunkCheck) (int64, int, error) {
 	r := c.report
 	f, size, path, err := openChunk(fsys, dir, n)
 	if err != nil {
 		var ce *CorruptionError
 		if errors.As(err, &ce) {
 			r.problem(ce)
-			return 0, nil
+			return 0, 0, nil
 		}
-		return 0, err
+		return 0, 0, err
 	}
 	defer f.Close()
 	if strings.HasSuffix(path, sealedExt) {
 		newest = false // a sealed chunk never has a torn tail
 	}
-	k := 0 // records of this chunk so far
+	k := 0 // the next index entry to match
+	// skipTo reports the entries naming offsets before off, where the walk
+	// found no valid record.
+	skipTo := func(off int64) {
+		from := k
+		for k < len(want.entries) && want.entries[k].Loc.Offset < off {
+			k++
+		}
+		if k == from {
+			return
+		}
+		first, last := want.entries[from], want.entries[k-1]
+		err := fmt.Errorf("index entry %s names offset %d of chunk %d, where no valid record starts", first.ID, first.Loc.Offset, n)
+		if k-from > 1 {
+			err = fmt.Errorf("index entry %s and the %d after it name offsets %d to %d of chunk %d, where no valid record starts", first.ID, k-from-1, first.Loc.Offset, last.Loc.Offset, n)
+		}
+		r.problem(&CorruptionError{Path: want.path, Offset: want.offsets[from], Err: err})
+	}
 	w, err := walkRecords(f, n, 0, size, newest, func(hdr header, pl payload, loc location) error {
 		e := newEntry(hdr, pl, loc)
 		if hdr.ParentID != uuid.Nil {
@@ -268,10 +290,13 @@ func verifyChunk(fsys vfs.FS, dir string, n uint32, newest bool, want *indexRun,
 			r.problem(&CorruptionError{Path: path, Offset: loc.Offset, Err: fmt.Errorf("duplicate event id %s", hdr.ID)})
 		}
 		c.seen[hdr.ID] = loc
-		if k < len(want.entries) && want.entries[k] != e {
-			r.problem(&CorruptionError{Path: want.path, Offset: want.offsets[k], Err: fmt.Errorf("index entry %s disagrees with record %s at %s offset %d", want.entries[k].ID, hdr.ID, path, loc.Offset)})
+		skipTo(loc.Offset)
+		if k < len(want.entries) && want.entries[k].Loc.Offset == loc.Offset {
+			if want.entries[k] != e {
+				r.problem(&CorruptionError{Path: want.path, Offset: want.offsets[k], Err: fmt.Errorf("index entry %s disagrees with record %s at %s offset %d", want.entries[k].ID, hdr.ID, path, loc.Offset)})
+			}
+			k++
 		}
-		k++
 		if pl.Blob {
 			c.blobs = append(c.blobs, payload{Blob: true, Digest: pl.Digest, Size: pl.Size})
 		}
@@ -286,9 +311,9 @@ func verifyChunk(fsys vfs.FS, dir string, n uint32, newest bool, want *indexRun,
 		var ce *CorruptionError
 		if errors.As(err, &ce) {
 			r.problem(ce)
-			return 0, nil
+			return 0, k, nil
 		}
-		return 0, err
+		return 0, k, err
 	}
 	if w.bad >= 0 && !newest {
 		r.problem(&CorruptionError{Path: path, Offset: w.bad, Err: fmt.Errorf("invalid data in a sealed chunk: %w", w.badErr)})
@@ -306,7 +331,7 @@ func verifyChunk(fsys vfs.FS, dir string, n uint32, newest bool, want *indexRun,
 		info, err = fsys.Stat(path)
 	}
 	if err != nil {
-		return 0, err
+		return 0, k, err
 	}
-	return info.Size(), nil
+	return info.Size(), k, nil
 }

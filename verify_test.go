@@ -3,6 +3,7 @@ package sessionstore
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -222,4 +223,60 @@ func TestVerifyResealedInvalidRecord(t *testing.T) {
 	assert.Equal(t, int64(off), ce.Offset)
 	require.Len(t, path, 1, "the valid prefix")
 	assert.Equal(t, evs[0].ID, path[0].ID)
+}
+
+// TestVerifyDamagedRecordInTheMiddle: damaged records in the middle of a
+// chunk are reported once, with one problem for the index entries naming
+// them and one for the unknown parent of the record after them; the index
+// entries after the damage still match their records.
+func TestVerifyDamagedRecordInTheMiddle(t *testing.T) {
+	for _, tc := range []struct {
+		damaged int    // records damaged, from the third on
+		entries string // how the index problem names them
+	}{
+		{1, " names offset "},
+		{2, " and the 1 after it name offsets "},
+	} {
+		t.Run(fmt.Sprint(tc.damaged), func(t *testing.T) {
+			ctx := context.Background()
+			m, s, id := memSession(t, Options{})
+			evs := appendN(t, s, id, 6)
+			require.NoError(t, s.Close())
+			path := newestChunk(t, m, id)
+			b, err := vfs.ReadFile(m, path)
+			require.NoError(t, err)
+			lines := bytes.SplitAfter(b, []byte("\n"))
+			require.Greater(t, len(lines), 2+tc.damaged)
+			off := int64(len(lines[0]) + len(lines[1]))
+			next := off
+			damaged := bytes.Clone(b)
+			for i := 2; i < 2+tc.damaged; i++ {
+				require.Contains(t, string(lines[i]), evs[i].ID.String())
+				damaged[next+int64(len(lines[i]))/2] ^= 0x01
+				next += int64(len(lines[i]))
+			}
+			writeMemFile(t, m, path, damaged)
+
+			v := openMem(t, m, Options{ReadOnly: true})
+			defer v.Close()
+			r, err := v.Verify(ctx, id)
+			require.NoError(t, err)
+			assert.Equal(t, len(evs)-tc.damaged, r.Records)
+			assert.Equal(t, len(evs), r.Indexed)
+			var msgs []string
+			for _, p := range r.Problems {
+				msgs = append(msgs, p.Error())
+				assert.NotContains(t, p.Error(), "disagrees", "entries after the damage match their records")
+			}
+			require.Len(t, r.Problems, 3, strings.Join(msgs, "\n"))
+			assert.Equal(t, path, r.Problems[0].Path)
+			assert.Equal(t, off, r.Problems[0].Offset)
+			assert.Contains(t, r.Problems[0].Error(), fmt.Sprintf("invalid record followed by a valid one at offset %d", next))
+			assert.Equal(t, path, r.Problems[1].Path)
+			assert.Equal(t, next, r.Problems[1].Offset)
+			assert.Contains(t, r.Problems[1].Error(), "unknown parent "+evs[1+tc.damaged].ID.String())
+			assert.Equal(t, filepath.Join(filepath.Dir(filepath.Dir(path)), indexName), r.Problems[2].Path)
+			assert.Contains(t, r.Problems[2].Error(), "index entry "+evs[2].ID.String()+tc.entries)
+		})
+	}
 }
