@@ -82,14 +82,19 @@ func parseRole(b []byte) (Role, bool) {
 // Event is one entry of a session's timeline. The store assigns ID,
 // ParentID, BranchFrom and Time on Append; the caller supplies Kind, Role
 // and Record.
+//
+// encoding/json encodes an Event with the member names of a chunk line
+// (id, parent_id, branch_from, kind, role, timestamp, record, digest, size),
+// leaving out branch_from when it is uuid.Nil; an unresolved blob event
+// has "record":null.
 type Event struct {
-	ID         uuid.UUID // UUIDv7, assigned by Append
-	ParentID   uuid.UUID // uuid.Nil for a root
-	BranchFrom uuid.UUID // uuid.Nil unless the event starts a branch (then equal to ParentID)
-	Kind       Kind
-	Role       Role
-	Time       time.Time       // assigned by Append, UTC
-	Record     json.RawMessage // the payload, any JSON value; stored in compact form
+	ID         uuid.UUID       `json:"id"`                   // UUIDv7, assigned by Append
+	ParentID   uuid.UUID       `json:"parent_id"`            // uuid.Nil for a root
+	BranchFrom uuid.UUID       `json:"branch_from,omitzero"` // uuid.Nil unless the event starts a branch (then equal to ParentID)
+	Kind       Kind            `json:"kind"`
+	Role       Role            `json:"role,omitempty"`
+	Time       time.Time       `json:"timestamp"` // assigned by Append, UTC
+	Record     json.RawMessage `json:"record"`    // the payload, any JSON value; stored in compact form
 
 	// Digest and Size describe the record as stored. Size is the length
 	// of its compact JSON. A record larger than Options.BlobThreshold is
@@ -97,8 +102,8 @@ type Event struct {
 	// an event from Store.Event is unresolved (Record nil) until
 	// Store.Resolve reads the blob. Both are set by the store; Append
 	// ignores them.
-	Digest string
-	Size   int64
+	Digest string `json:"digest,omitempty"`
+	Size   int64  `json:"size"`
 
 	buildErr error // set by a helper whose record could not be encoded
 }

@@ -1,6 +1,7 @@
 package sessionstore
 
 import (
+	"context"
 	"encoding/json"
 	"math"
 	"strings"
@@ -10,6 +11,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/sessionstore/sessionstore/internal/vfs"
 )
 
 // apiMaxRecord is the MaxRecordSize of the input tests.
@@ -297,5 +300,60 @@ func TestAPIEveryKindAndRole(t *testing.T) {
 	for i, n := range nodes {
 		assert.Equal(t, stored[i].Kind, n.Kind)
 		assert.Equal(t, stored[i].Role, n.Role)
+	}
+}
+
+// TestEventJSON: an Event encodes with the member names of its chunk line
+// and decodes back to the same event; an unresolved blob event says
+// "record":null and keeps its digest.
+func TestEventJSON(t *testing.T) {
+	ctx := context.Background()
+	m, s, id := memSession(t, Options{BlobThreshold: 64})
+	defer s.Close()
+	evs := appendN(t, s, id, 2)
+	require.NoError(t, s.Branch(ctx, id, evs[0].ID))
+	branched, err := s.Append(ctx, id, ToolResultEvent(ToolResult{CallID: "call_1", Output: strings.Repeat("output ", 20)}))
+	require.NoError(t, err)
+	require.NotEmpty(t, branched.Digest, "a blob")
+	lazy, err := s.Event(ctx, id, branched.ID)
+	require.NoError(t, err)
+	require.Nil(t, lazy.Record)
+
+	// The chunk line of the branched event, for its member names.
+	b, err := vfs.ReadFile(m, newestChunk(t, m, id))
+	require.NoError(t, err)
+	var line string
+	for l := range strings.Lines(string(b)) {
+		if strings.Contains(l, branched.ID.String()) {
+			line = l
+		}
+	}
+	require.NotEmpty(t, line)
+
+	for _, ev := range []Event{evs[0], evs[1], branched, lazy} {
+		enc, err := json.Marshal(ev)
+		require.NoError(t, err)
+		var members map[string]json.RawMessage
+		require.NoError(t, json.Unmarshal(enc, &members))
+		for _, name := range []string{"id", "parent_id", "kind", "timestamp", "record", "size"} {
+			assert.Contains(t, members, name, "%s", enc)
+		}
+		assert.Equal(t, ev.BranchFrom != uuid.Nil, members["branch_from"] != nil, "%s", enc)
+		assert.Equal(t, ev.Digest != "", members["digest"] != nil, "%s", enc)
+		var back Event
+		require.NoError(t, json.Unmarshal(enc, &back))
+		assert.True(t, ev.Time.Equal(back.Time))
+		back.Time = ev.Time
+		if ev.Record == nil {
+			assert.JSONEq(t, "null", string(back.Record))
+			back.Record = nil
+		}
+		assert.Equal(t, ev, back)
+	}
+	enc, err := json.Marshal(branched)
+	require.NoError(t, err)
+	for _, name := range []string{`"id":`, `"parent_id":`, `"branch_from":`, `"kind":`, `"role":`, `"timestamp":`, `"digest":`, `"size":`} {
+		assert.Contains(t, line, name, "the chunk line has the member")
+		assert.Contains(t, string(enc), name, "the event's JSON has the member")
 	}
 }

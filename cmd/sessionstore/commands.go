@@ -212,7 +212,7 @@ func cmdPath(ctx context.Context, c *cmdEnv, args []string) int {
 	enc := json.NewEncoder(c.stdout)
 	for _, ev := range events {
 		if *asJSON {
-			if err := enc.Encode(toJSON(ev)); err != nil {
+			if err := enc.Encode(ev); err != nil {
 				return c.failf("encode event %s: %v", ev.ID, err)
 			}
 			continue
@@ -250,30 +250,6 @@ func truncate(s string, width int) string {
 	return s[:cut] + "…"
 }
 
-// eventJSON is an event as the tool prints it: the member names of the
-// chunk lines (see doc.go), with the record as stored, or null for a blob
-// record that was not read.
-type eventJSON struct {
-	ID         uuid.UUID         `json:"id"`
-	ParentID   uuid.UUID         `json:"parent_id"`
-	BranchFrom *uuid.UUID        `json:"branch_from,omitempty"`
-	Kind       sessionstore.Kind `json:"kind"`
-	Role       sessionstore.Role `json:"role,omitempty"`
-	Time       time.Time         `json:"timestamp"`
-	Digest     string            `json:"digest,omitempty"`
-	Size       int64             `json:"size"`
-	Record     json.RawMessage   `json:"record"`
-}
-
-func toJSON(ev sessionstore.Event) eventJSON {
-	j := eventJSON{ID: ev.ID, ParentID: ev.ParentID, Kind: ev.Kind, Role: ev.Role, Time: ev.Time, Digest: ev.Digest, Size: ev.Size, Record: ev.Record}
-	if ev.BranchFrom != uuid.Nil {
-		b := ev.BranchFrom
-		j.BranchFrom = &b
-	}
-	return j
-}
-
 // cmdShow prints one event as indented JSON.
 func cmdShow(ctx context.Context, c *cmdEnv, args []string) int {
 	fs := c.newFlags("[-lazy] <root> <session> <event>")
@@ -304,7 +280,7 @@ func cmdShow(ctx context.Context, c *cmdEnv, args []string) int {
 			return c.failf("session %s: event %s: read its blob: %s", session, id, describe(err))
 		}
 	}
-	b, err := json.MarshalIndent(toJSON(ev), "", "  ")
+	b, err := json.MarshalIndent(ev, "", "  ")
 	if err != nil {
 		return c.failf("encode event %s: %v", id, err)
 	}
