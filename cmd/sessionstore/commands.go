@@ -20,16 +20,12 @@ import (
 func cmdLs(ctx context.Context, c *cmdEnv, args []string) int {
 	fs := c.newFlags("[-json] <root>")
 	asJSON := fs.Bool("json", false, "print each session's metadata as one JSON object per line")
-	pos, status, ok := c.parseArgs(fs, args, 1, 1)
-	if !ok {
+	s, pos, status := c.openStore(fs, args, 1, 1)
+	if s == nil {
 		return status
 	}
-	root := pos[0]
-	s, err := c.openReadOnly(root)
-	if err != nil {
-		return c.failf("%v", err)
-	}
 	defer s.Close()
+	root := pos[0]
 	metas, err := s.List(ctx)
 	if err != nil {
 		return c.failf("list sessions in %q: %v", root, err)
@@ -76,19 +72,11 @@ func cmdTree(ctx context.Context, c *cmdEnv, args []string) int {
 	fs := c.newFlags("[-full] [-forks] <root> <session>")
 	full := fs.Bool("full", false, "print full event ids")
 	forks := fs.Bool("forks", false, "indent a child only where its parent has several (for long sessions)")
-	pos, status, ok := c.parseArgs(fs, args, 2, 2)
-	if !ok {
+	s, session, _, status := c.openSession(ctx, fs, args, 2, 2)
+	if s == nil {
 		return status
 	}
-	s, err := c.openReadOnly(pos[0])
-	if err != nil {
-		return c.failf("%v", err)
-	}
 	defer s.Close()
-	session, err := resolveSession(ctx, s, pos[1])
-	if err != nil {
-		return c.failf("%v", err)
-	}
 	nodes, treeErr := s.Tree(ctx, session)
 	if treeErr != nil && len(nodes) == 0 {
 		return c.failf("session %s: %s", session, describe(treeErr))
@@ -175,40 +163,30 @@ func roleName(r sessionstore.Role) string {
 func cmdPath(ctx context.Context, c *cmdEnv, args []string) int {
 	fs := c.newFlags("[-json] [-width n] <root> <session> [leaf]")
 	asJSON := fs.Bool("json", false, "print each whole event as one JSON object per line")
-	width := fs.Int("width", 120, "truncate each record to `n` characters (0: no limit)")
-	pos, status, ok := c.parseArgs(fs, args, 2, 3)
-	if !ok {
+	width := 120
+	fs.Var((*widthFlag)(&width), "width", "truncate each record to `n` characters (0: no limit)")
+	s, session, pos, status := c.openSession(ctx, fs, args, 2, 3)
+	if s == nil {
 		return status
 	}
-	if *width < 0 {
-		return c.usagef(fs, "-width must be 0 or more, not %d", *width)
-	}
-	s, err := c.openReadOnly(pos[0])
-	if err != nil {
-		return c.failf("%v", err)
-	}
 	defer s.Close()
-	session, err := resolveSession(ctx, s, pos[1])
-	if err != nil {
-		return c.failf("%v", err)
-	}
 	var events []sessionstore.Event
+	var loadErr error
 	if len(pos) == 3 {
 		leaf, err := resolveEvent(ctx, s, session, pos[2])
 		if err != nil {
 			return c.failf("session %s: %v", session, err)
 		}
-		events, err = s.LoadPath(ctx, session, leaf)
-		if err != nil && len(events) == 0 {
-			return c.failf("session %s: leaf event %s: %s", session, leaf, describe(err))
+		events, loadErr = s.LoadPath(ctx, session, leaf)
+		if loadErr != nil && len(events) == 0 {
+			return c.failf("session %s: leaf event %s: %s", session, leaf, describe(loadErr))
 		}
 	} else {
-		events, err = s.Load(ctx, session)
-		if err != nil && len(events) == 0 {
-			return c.failf("session %s: %s", session, describe(err))
+		events, loadErr = s.Load(ctx, session)
+		if loadErr != nil && len(events) == 0 {
+			return c.failf("session %s: %s", session, describe(loadErr))
 		}
 	}
-	loadErr := err
 	enc := json.NewEncoder(c.stdout)
 	for _, ev := range events {
 		if *asJSON {
@@ -217,7 +195,7 @@ func cmdPath(ctx context.Context, c *cmdEnv, args []string) int {
 			}
 			continue
 		}
-		fmt.Fprintf(c.stdout, "%s %-14s %-9s %s\n", shortID(ev.ID), ev.Kind, roleName(ev.Role), truncate(recordText(ev), *width))
+		fmt.Fprintf(c.stdout, "%s %-14s %-9s %s\n", shortID(ev.ID), ev.Kind, roleName(ev.Role), truncate(recordText(ev), width))
 	}
 	if loadErr != nil {
 		return c.failf("session %s: %s (above: the events before it)", session, describe(loadErr))
@@ -254,19 +232,11 @@ func truncate(s string, width int) string {
 func cmdShow(ctx context.Context, c *cmdEnv, args []string) int {
 	fs := c.newFlags("[-lazy] <root> <session> <event>")
 	lazy := fs.Bool("lazy", false, "do not read a blob: print its digest and size, with a null record")
-	pos, status, ok := c.parseArgs(fs, args, 3, 3)
-	if !ok {
+	s, session, pos, status := c.openSession(ctx, fs, args, 3, 3)
+	if s == nil {
 		return status
 	}
-	s, err := c.openReadOnly(pos[0])
-	if err != nil {
-		return c.failf("%v", err)
-	}
 	defer s.Close()
-	session, err := resolveSession(ctx, s, pos[1])
-	if err != nil {
-		return c.failf("%v", err)
-	}
 	id, err := resolveEvent(ctx, s, session, pos[2])
 	if err != nil {
 		return c.failf("session %s: %v", session, err)
@@ -292,16 +262,12 @@ func cmdShow(ctx context.Context, c *cmdEnv, args []string) int {
 // any session has a problem or could not be checked.
 func cmdVerify(ctx context.Context, c *cmdEnv, args []string) int {
 	fs := c.newFlags("<root> [session...]")
-	pos, status, ok := c.parseArgs(fs, args, 1, -1)
-	if !ok {
+	s, pos, status := c.openStore(fs, args, 1, -1)
+	if s == nil {
 		return status
 	}
-	root := pos[0]
-	s, err := c.openReadOnly(root)
-	if err != nil {
-		return c.failf("%v", err)
-	}
 	defer s.Close()
+	root := pos[0]
 
 	var sessions []uuid.UUID
 	failed := 0

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/google/uuid"
@@ -179,6 +180,54 @@ func (c *cmdEnv) openReadOnly(root string) (*sessionstore.Store, error) {
 		return nil, fmt.Errorf("open store %q: %w", root, err)
 	}
 	return s, nil
+}
+
+// openStore parses the arguments of a command whose first argument is
+// <root>, min to max arguments in all (max < 0: no limit), and opens the
+// store read-only. On failure s is nil and the command exits with status;
+// otherwise the command closes s.
+func (c *cmdEnv) openStore(fs *flag.FlagSet, args []string, min, max int) (s *sessionstore.Store, pos []string, status int) {
+	pos, status, ok := c.parseArgs(fs, args, min, max)
+	if !ok {
+		return nil, nil, status
+	}
+	s, err := c.openReadOnly(pos[0])
+	if err != nil {
+		return nil, nil, c.failf("%v", err)
+	}
+	return s, pos, exitOK
+}
+
+// openSession is openStore for a command whose second argument is
+// <session>: it also resolves the session.
+func (c *cmdEnv) openSession(ctx context.Context, fs *flag.FlagSet, args []string, min, max int) (s *sessionstore.Store, session uuid.UUID, pos []string, status int) {
+	s, pos, status = c.openStore(fs, args, min, max)
+	if s == nil {
+		return nil, uuid.Nil, nil, status
+	}
+	session, err := resolveSession(ctx, s, pos[1])
+	if err != nil {
+		s.Close()
+		return nil, uuid.Nil, nil, c.failf("%v", err)
+	}
+	return s, session, pos, exitOK
+}
+
+// widthFlag is a flag that takes a count of 0 or more.
+type widthFlag int
+
+func (w *widthFlag) String() string { return strconv.Itoa(int(*w)) }
+
+func (w *widthFlag) Set(v string) error {
+	n, err := strconv.Atoi(v)
+	switch {
+	case err != nil:
+		return errors.New("not a number")
+	case n < 0:
+		return fmt.Errorf("must be 0 or more, not %d", n)
+	}
+	*w = widthFlag(n)
+	return nil
 }
 
 // resolveSession turns arg (a full id or a unique prefix) into a session id.

@@ -121,7 +121,7 @@ func TestBadCommandLines(t *testing.T) {
 		{[]string{"tree", root}, "missing arguments"},
 		{[]string{"show", root, "s"}, "missing arguments"},
 		{[]string{"ls", "-nosuchflag", root}, "flag provided but not defined: -nosuchflag"},
-		{[]string{"path", "-width", "-1", root, "s"}, "-width must be 0 or more"},
+		{[]string{"path", "-width", "-1", root, "s"}, `invalid value "-1" for flag -width: must be 0 or more`},
 		{[]string{"gc", root}, "missing arguments"},
 	} {
 		status, stdout, stderr := runCmd(tc.args...)
