@@ -249,6 +249,9 @@ func (s *Store) writeBatch(ctx context.Context, h *handle, batch []pendingEvent,
 		if err := ctx.Err(); err != nil {
 			return nil, nil, err
 		}
+		if err := s.appendMode(h); err != nil {
+			return nil, nil, err
+		}
 		if check != nil {
 			if err := check(h); err != nil {
 				return nil, nil, err

@@ -568,3 +568,54 @@ func TestForEach(t *testing.T) {
 		}
 	}
 }
+
+// TestFailedSessionStaysStoppedAfterEviction: a session whose writes
+// stopped after a failed sync, closed to make room and opened again in the
+// same Store, stays stopped and holds only the events acknowledged before
+// the failure: reconciling would have indexed the record the failed sync
+// carried, and named it in a durable HEAD that a power loss leaves naming
+// a record that is gone.
+func TestFailedSessionStaysStoppedAfterEviction(t *testing.T) {
+	ctx := context.Background()
+	m := vfs.NewMemFS()
+	o := Options{ChunkSize: 64 << 10, MaxOpenSessions: 1}
+	s := openMem(t, m, o)
+	defer s.Close()
+	a, err := s.Create(ctx, Meta{Name: "fails"})
+	require.NoError(t, err)
+	b, err := s.Create(ctx, Meta{Name: "other"})
+	require.NoError(t, err)
+	evs := appendN(t, s, a.ID, 5)
+	m.SetFault(func(op vfs.Op, path string) error {
+		if op == vfs.OpSync && strings.Contains(path, a.ID.String()) && strings.Contains(path, chunksDir) {
+			return errors.New("injected EIO")
+		}
+		return nil
+	})
+	_, err = s.Append(ctx, a.ID, UserMessage("not acknowledged"))
+	require.Error(t, err, "the sync failed")
+	m.SetFault(nil)
+	appendN(t, s, b.ID, 1) // closes a to make room
+
+	got, err := s.Load(ctx, a.ID) // opens a again
+	require.NoError(t, err)
+	assertSameEvents(t, evs, got)
+	_, err = s.Append(ctx, a.ID, UserMessage("refused"))
+	assert.ErrorIs(t, err, ErrSessionFailed, "writes stay stopped until the Store is reopened")
+	appendN(t, s, b.ID, 1) // closes a again
+	_, err = s.Append(ctx, a.ID, UserMessage("refused again"))
+	assert.ErrorIs(t, err, ErrSessionFailed)
+
+	// A power loss now: the session opens with every acknowledged event.
+	c := m.CrashClone(vfs.KeepSynced, 1)
+	s2 := openMem(t, c, o)
+	defer s2.Close()
+	got, err = s2.Load(ctx, a.ID)
+	require.NoError(t, err)
+	assertSameEvents(t, evs, got)
+	r, err := s2.Verify(ctx, a.ID)
+	require.NoError(t, err)
+	assert.True(t, r.OK(), "%v", r.Problems)
+	_, err = s2.Append(ctx, a.ID, UserMessage("a new Store writes"))
+	assert.NoError(t, err)
+}

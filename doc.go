@@ -307,7 +307,10 @@
 // each returns once its own event is durable (commit.go). A failed write
 // fails every append whose record it carried, or that was queued behind
 // it, and the session goes on; a failed sync stops the session's writes
-// (ErrSessionFailed) until the store is reopened. Appends to different sessions
+// (ErrSessionFailed) until the store is reopened, also when the store closes
+// the session to make room and opens it again, and the session then shows
+// the events acknowledged before the failure, not the ones the failed sync
+// carried. Appends to different sessions
 // run in parallel. A Store keeps at most Options.MaxOpenSessions sessions
 // open, closing the least recently used idle one (as Close would) when it
 // needs room; a pending Branch selection survives that.

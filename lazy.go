@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -208,16 +209,31 @@ func (s *Store) acquireAppend(ctx context.Context, id uuid.UUID, _ *Meta) (*hand
 	if err != nil {
 		return nil, err
 	}
-	if h.partial || h.readOnly || (h.lazy != nil && h.pending == uuid.Nil && s.startAppending(h) == nil) {
-		return h, nil // a read-only handle: the append refuses (writable)
-	}
-	// Failing to open a file for appending, like everything else, is
-	// left to the normal open, which reports or repairs it.
-	if err := s.materialize(h); err != nil {
+	if err := s.appendMode(h); err != nil {
 		s.release(h)
 		return nil, err
 	}
 	return h, nil
+}
+
+// appendMode readies h for an append, with h.mu held. A handle with its
+// index, or appending without it, stays as it is, and so does a read-only
+// one (the append refuses it: writable). One opened without its index
+// starts appending without it, unless a Branch selection is pending, whose
+// location only the index holds; failing that, the index is loaded.
+// Failing to open a file for appending, like everything else, is left to
+// the normal open (materialize), which reports or repairs it.
+//
+// writeBatch calls it again after each wait that released the mutex: a
+// call that failed to load the index meanwhile left the handle without it.
+func (s *Store) appendMode(h *handle) error {
+	if h.lazy == nil || h.readOnly {
+		return nil
+	}
+	if h.pending == uuid.Nil && s.startAppending(h) == nil {
+		return nil
+	}
+	return s.materialize(h)
 }
 
 // startAppending prepares a session opened without its index for appends,
@@ -337,15 +353,59 @@ func (s *Store) materialize(h *handle) error {
 		}
 		return nil
 	}
+	if h.failed != nil {
+		if err := s.loadFailed(h, lazy.ID); err != nil {
+			h.lazy = lazy
+			return err
+		}
+		return nil
+	}
 	if err := s.reconcile(h); err != nil {
 		if h.index != nil {
 			h.index.close()
 		}
 		h.chunks.close()
-		h.index, h.chunks, h.entries, h.byID, h.lazy = nil, chunkWriter{}, nil, nil, lazy
+		h.index, h.chunks, h.entries, h.byID, h.lazy = nil, s.closedChunks(h), nil, nil, lazy
 		return err
 	}
 	return nil
+}
+
+// loadFailed loads the index of a session whose writes stopped after a
+// failed sync (h.failed), with h.mu held: when materialize loads it, or
+// when the session reopens in the same Store after it was closed to make
+// room (openHandle). The records that sync carried are in the chunk file
+// but were never acknowledged, and may not be on disk: reconciling would
+// index them and name one in a durable HEAD, which a power loss would then
+// leave naming a record that is gone. So the index is loaded as a reader
+// loads it, repairing nothing, and cut after head, the newest acknowledged
+// event (uuid.Nil: none), as the in-memory index of a session that had
+// its index all along is. On an error h is unchanged.
+func (s *Store) loadFailed(h *handle, head uuid.UUID) error {
+	fresh := &handle{id: h.id, dir: h.dir, format: h.format, readOnly: true}
+	p, err := analyze(s.opts.fs, fresh)
+	if err != nil {
+		return err
+	}
+	switch i, ok := fresh.byID[head]; {
+	case head == uuid.Nil:
+		fresh.truncateTo(0)
+	case ok:
+		fresh.truncateTo(int(i) + 1)
+	case p.corrupt == nil:
+		return fmt.Errorf("sessionstore: the files of session %s do not hold its newest acknowledged event %s", h.id, head)
+	}
+	h.entries, h.byID = fresh.entries, fresh.byID
+	if p.corrupt != nil {
+		h.damaged = p.corrupt
+	}
+	return nil
+}
+
+// closedChunks is the chunk writer of a handle without its index: no file
+// open, but what writeMeta and Close use set.
+func (s *Store) closedChunks(h *handle) chunkWriter {
+	return s.newChunkWriter(h, s.opts.Logger.With("session", h.id))
 }
 
 // endAppending turns a session appending without its index back into one
@@ -368,7 +428,7 @@ func (s *Store) endAppending(h *handle) error {
 	}
 	head := h.entries[len(h.entries)-1]
 	err := errors.Join(h.chunks.close(), h.index.close())
-	h.chunks, h.index, h.entries, h.byID = chunkWriter{}, nil, nil, nil
+	h.chunks, h.index, h.entries, h.byID = s.closedChunks(h), nil, nil, nil
 	h.lazy, h.partial = &head, false
 	return err
 }

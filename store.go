@@ -42,6 +42,11 @@ type Store struct {
 	// restored when they reopen: closing an idle session must not change
 	// where its next event goes.
 	selections map[uuid.UUID]uuid.UUID
+	// Sessions closed to respect MaxOpenSessions after a failed sync
+	// stopped their writes, with their newest acknowledged event: they
+	// reopen stopped (loadFailed), as the package doc promises until the
+	// Store is reopened.
+	failures map[uuid.UUID]failure
 
 	hub *hub // live fan-out to subscribers (hub.go)
 }
@@ -111,7 +116,7 @@ func Open(dir string, opts *Options) (*Store, error) {
 		if _, err := o.fs.Stat(root); err != nil {
 			return nil, fmt.Errorf("sessionstore: open root read-only: %w", err)
 		}
-		return &Store{dir: dir, opts: o, sessions: map[uuid.UUID]*handle{}, closing: map[uuid.UUID]chan struct{}{}, selections: map[uuid.UUID]uuid.UUID{}, hub: newHub()}, nil
+		return &Store{dir: dir, opts: o, sessions: map[uuid.UUID]*handle{}, closing: map[uuid.UUID]chan struct{}{}, selections: map[uuid.UUID]uuid.UUID{}, failures: map[uuid.UUID]failure{}, hub: newHub()}, nil
 	}
 	if _, err := o.fs.Stat(root); errors.Is(err, os.ErrNotExist) {
 		if err := o.fs.MkdirAll(root, o.DirMode); err != nil {
@@ -129,7 +134,7 @@ func Open(dir string, opts *Options) (*Store, error) {
 	if err := checkRootConfig(o.fs, dir, o); err != nil {
 		return nil, err
 	}
-	return &Store{dir: dir, opts: o, sessions: map[uuid.UUID]*handle{}, closing: map[uuid.UUID]chan struct{}{}, selections: map[uuid.UUID]uuid.UUID{}, hub: newHub()}, nil
+	return &Store{dir: dir, opts: o, sessions: map[uuid.UUID]*handle{}, closing: map[uuid.UUID]chan struct{}{}, selections: map[uuid.UUID]uuid.UUID{}, failures: map[uuid.UUID]failure{}, hub: newHub()}, nil
 }
 
 // rootConfigName is the file that records how a root stores its chunks;
@@ -351,6 +356,13 @@ func (s *Store) openNew(ctx context.Context, h *handle, create *Meta) error {
 	return nil
 }
 
+// failure is what the Store keeps of a session closed after a failed
+// sync: the error, and the newest acknowledged event.
+type failure struct {
+	err  error
+	head uuid.UUID
+}
+
 // ref counts a call using h, with s.mu held.
 func (s *Store) ref(h *handle) {
 	h.refs++
@@ -409,6 +421,7 @@ func (s *Store) closeVictims(victims []*handle) {
 	for _, h := range victims {
 		h.mu.Lock()
 		pending := h.pending
+		failed := failure{err: h.failed, head: h.head()}
 		h.mu.Unlock()
 		if err := s.closeHandle(h); err != nil {
 			s.opts.Logger.Warn("sessionstore: closing an idle session failed", "session", h.id, "err", err)
@@ -416,6 +429,9 @@ func (s *Store) closeVictims(victims []*handle) {
 		s.mu.Lock()
 		if pending != uuid.Nil {
 			s.selections[h.id] = pending
+		}
+		if failed.err != nil {
+			s.failures[h.id] = failed
 		}
 		close(s.closing[h.id])
 		delete(s.closing, h.id)
@@ -460,6 +476,21 @@ func (s *Store) openHandle(ctx context.Context, h *handle, create *Meta) error {
 		if h.meta, h.format, err = readMeta(fsys, h.dir, h.id); err != nil {
 			return err
 		}
+	}
+	s.mu.Lock()
+	failed, wasFailed := s.failures[h.id]
+	delete(s.failures, h.id)
+	s.mu.Unlock()
+	if wasFailed {
+		h.failed = failed.err
+		if err := s.loadFailed(h, failed.head); err != nil {
+			s.mu.Lock()
+			s.failures[h.id] = failed
+			s.mu.Unlock()
+			return err
+		}
+		ok = true
+		return nil
 	}
 	if create == nil && s.openLazy(h) {
 		ok = true
@@ -527,7 +558,11 @@ func (s *Store) closeHandle(h *handle) error {
 		}
 		if h.appended {
 			m := h.meta.clone()
-			if last := time.Unix(0, h.entries[len(h.entries)-1].Time).UTC(); last.After(m.UpdatedAt) {
+			newest, ok := h.lazyHead()
+			if !ok {
+				newest = h.entries[len(h.entries)-1]
+			}
+			if last := time.Unix(0, newest.Time).UTC(); last.After(m.UpdatedAt) {
 				m.UpdatedAt = last
 				errs = append(errs, h.writeMeta(m))
 			}
