@@ -175,12 +175,17 @@ func buildBranchyFixture(b *testing.B, dir string) uuid.UUID {
 
 // BenchmarkOpenLoad works on a 100,000-event session with ten branches
 // (page cache warm):
-//   - load: open the store and the session (parse index.jsonl into the
-//     id->location map, reconcile) and load the active path of 10,900
-//     events;
-//   - index: open the store and the session only;
+//   - load: open the store and the session (without its index: see
+//     Opening in the package doc) and load the active path of 10,900
+//     events through the parent locations;
+//   - load-indexed: the same with the index loaded first (parse
+//     index.jsonl into the id->location map, reconcile);
+//   - load-readonly: load in a read-only store;
+//   - index: open the store and the session and load its index;
 //   - tree: the payload-free tree of all 100,000 events from an open
-//     session.
+//     session;
+//   - resume: open, load, append one event and close, as a harness
+//     resuming a session does.
 func BenchmarkOpenLoad(b *testing.B) {
 	dir := b.TempDir()
 	id := buildBranchyFixture(b, dir)
@@ -281,8 +286,7 @@ func BenchmarkOpenLoad(b *testing.B) {
 	})
 }
 
-// BenchmarkEncodeIndexLine and BenchmarkDecodeIndexLine measure the index
-// codec on its own.
+// BenchmarkDecodeIndexLine measures the index line decoder on its own.
 func BenchmarkDecodeIndexLine(b *testing.B) {
 	e := entry{header: header{ID: uuid.Must(uuid.NewV7()), ParentID: uuid.Must(uuid.NewV7()), Kind: 1, Role: 1, Time: time.Now().UnixNano()}, Size: 300, Loc: location{Chunk: 3, Offset: 123456, Length: 512}}
 	line := encodeIndexLine(nil, &e)

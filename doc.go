@@ -106,8 +106,8 @@
 // durable under its final name, and only then is the plain file removed.
 // Sealing runs in a background goroutine of the session while appends fill
 // the next chunk (a full 8 MiB chunk takes on the order of 100-200 ms to
-// compress and write, which appends used to wait for); Close, and closing
-// an idle session, wait for it. Its records are durable in the plain file
+// compress and write, which appends used to wait for); Close, closing an
+// idle session, Flush and Verify wait for it. Its records are durable in the plain file
 // throughout, so sealing changes nothing a crash can lose.
 // Index locations keep addressing the plain (logical) offsets, which the
 // frame table maps to frames, so reading one event decompresses at most
@@ -216,7 +216,8 @@
 // and the read that reaches the start of a run may take some bytes before
 // it). Appends need no index either: the first one opens the newest chunk
 // and index.jsonl at their ends, and the session keeps a partial index
-// from HEAD on, which Load walks from. Every other call, a Branch
+// from HEAD on, which Load walks from; Flush and InterruptedToolCalls
+// (through Load) need no index either. Every other call, a Branch
 // selection restored after the session was closed to make room, and the
 // append that starts a new chunk (whose sealed file embeds the chunk's
 // whole index) first load the index and reconcile it exactly as the
@@ -231,7 +232,8 @@
 // a torn tail by (an append in progress, or index lines a crash lost), so
 // that beside a writer a reader loads the active path in about the time a
 // writer does. An invalid record followed by a valid one there makes it
-// load the index, whose analysis reports it.
+// load the index, whose analysis tells damage from a write in progress and
+// reports damage.
 //
 // What the lazy open defers: damage to index lines before the last one,
 // or to the embedded index of a sealed chunk, is reported by the first call
@@ -292,9 +294,10 @@
 // implementation keeps, per file, the data and the last synced data, and
 // per directory the entries and the last synced entries, and produces the
 // filesystem a power loss would leave (only synced state; everything; a
-// random prefix of unsynced data; unsynced data as zeros or garbage). The
+// random prefix of unsynced data; unsynced data as zeros or garbage; each
+// 512-byte sector of unsynced data kept or lost independently). The
 // tests lose power at every mutating operation of a mixed workload under
-// each of these modes (5,000 states by default; SESSIONSTORE_CRASH_STATES
+// each of these modes (about 7,700 states by default; SESSIONSTORE_CRASH_STATES
 // asks for more), inject EIO and ENOSPC into every write, sync, rename and
 // create, and SIGKILL a real writing process hundreds of times; after each,
 // every acknowledged event must be there, whole, and Verify must be clean.

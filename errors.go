@@ -39,7 +39,10 @@ var (
 	// this build does not read.
 	ErrUnsupportedFormat = errors.New("sessionstore: unsupported format version")
 	// ErrSessionFailed is returned by every write to a session after a
-	// write or sync of its files failed. The store never retries an fsync:
+	// sync of its files failed, or a write the store could not undo (an
+	// index line, session.json, or a chunk write it could not cut back;
+	// a chunk write it cut back fails only its own appends). The store
+	// never retries an fsync:
 	// after a failed one the kernel may have dropped the dirty pages, so
 	// the only safe path is to close the store and open it again, which
 	// reconciles the files. Events acknowledged before the failure stay
@@ -72,6 +75,8 @@ type CorruptionError struct {
 	Err    error  // what is wrong
 }
 
+// Error formats the error as "sessionstore: corrupt data in <path> at
+// offset <n>: <cause>".
 func (e *CorruptionError) Error() string {
 	return fmt.Sprintf("sessionstore: corrupt data in %s at offset %d: %v", e.Path, e.Offset, e.Err)
 }

@@ -84,9 +84,10 @@ func parseRole(b []byte) (Role, bool) {
 // and Record.
 //
 // encoding/json encodes an Event with the member names of a chunk line
-// (id, parent_id, branch_from, kind, role, timestamp, record, digest, size),
-// leaving out branch_from when it is uuid.Nil; an unresolved blob event
-// has "record":null.
+// (id, parent_id, branch_from, kind, role, timestamp, record, and for a blob
+// digest and size), with size for an inline record too, leaving out
+// branch_from when it is uuid.Nil; an unresolved blob event has
+// "record":null.
 type Event struct {
 	ID         uuid.UUID       `json:"id"`                   // UUIDv7, assigned by Append
 	ParentID   uuid.UUID       `json:"parent_id"`            // uuid.Nil for a root

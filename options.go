@@ -58,8 +58,9 @@ type Options struct {
 	// events. Nil means silent.
 	Logger *slog.Logger
 
-	// MaxOpenSessions bounds the sessions a Store keeps open (each holds
-	// three file descriptors: its lock, active chunk and index). When a
+	// MaxOpenSessions bounds the sessions a Store keeps open (each holds up
+	// to three file descriptors: its lock, and once it appends, its active
+	// chunk and index; none in a read-only store). When a
 	// session is needed and the bound is reached, the least recently used
 	// idle session is closed first, exactly as Close would (HEAD
 	// checkpointed, lock released); it reopens on next use. Sessions in use
@@ -72,8 +73,10 @@ type Options struct {
 	// milliseconds.
 	WaitForLock bool
 	// ReadOnly opens the store for reading beside a writer in another
-	// process: List, Meta, Head, Load, LoadPath, FullPath, Event, Tree,
-	// Resolve and Verify work; every call that would write returns
+	// process: List, Meta, Head, NextParent, Load, LoadPath, FullPath,
+	// Event, Tree, Children, Abandoned, InterruptedToolCalls, Resolve,
+	// Verify, Revision, Subscribe and Publish work; every call that would
+	// write returns
 	// ErrReadOnly. A read-only store takes no lock and never creates,
 	// writes, truncates, renames or removes a file. Each call sees every
 	// event whose Append returned before the call started, and perhaps

@@ -23,8 +23,9 @@ import (
 // Store holds the sessions under one root directory. Its methods are safe
 // for concurrent use. A Store opens a session for writing the first time a
 // call needs the session's timeline (Append, Branch, Head, Load, Event,
-// Tree, ...) and holds its lock until Close; List and Meta read only
-// session.json and take no lock.
+// Tree, ...) and holds its lock until Close, or until it closes the session
+// to make room (Options.MaxOpenSessions); a read-only store takes no lock.
+// List and Meta read only session.json and take no lock.
 type Store struct {
 	dir  string
 	opts Options
@@ -98,8 +99,10 @@ type handle struct {
 }
 
 // Open opens (creating it if needed) the store rooted at dir. A nil opts
-// selects the defaults. Open does not open any session: sessions are opened,
-// locked and reconciled on first use.
+// selects the defaults. Open does not open any session: sessions are opened
+// and locked on first use, and reconciled when a call first needs the index
+// (a clean format 2 session opens without it: see Opening in the package
+// doc).
 //
 // Errors: ErrInvalidOptions, or the filesystem error that prevented
 // creating the root.
@@ -901,7 +904,8 @@ func readEntry(r *chunkReader, e *entry) (Event, error) {
 	return ev, nil
 }
 
-// Event returns one event with its record.
+// Event returns one event with its record, or, for a record stored as a
+// blob, with Record nil and Digest and Size set: Resolve reads the blob.
 //
 // Errors: ErrNotFound, ErrLocked, ErrClosed, *CorruptionError.
 func (s *Store) Event(ctx context.Context, session, id uuid.UUID) (Event, error) {

@@ -18,9 +18,13 @@ type Node struct {
 }
 
 // Tree returns every event of the session without records, in the order
-// they were appended (parents before children). It reads no chunk.
+// they were appended (parents before children). It reads no record; in a
+// session opened without its index (see Opening in the package doc) it
+// first loads the index, which reads the sealed chunks' embedded indexes
+// and the newest chunk's unindexed tail.
 //
-// Errors: ErrNotFound, ErrLocked, ErrClosed.
+// Errors: ErrNotFound, ErrLocked, ErrClosed; *CorruptionError for a damaged
+// session, with the nodes of its valid prefix.
 func (s *Store) Tree(ctx context.Context, session uuid.UUID) ([]Node, error) {
 	var out []Node
 	err := s.withHandle(ctx, session, func(h *handle) error {
@@ -34,9 +38,11 @@ func (s *Store) Tree(ctx context.Context, session uuid.UUID) ([]Node, error) {
 }
 
 // Children returns the direct children of an event, in append order,
-// without records; uuid.Nil as id returns the roots. It reads no chunk.
+// without records; uuid.Nil as id returns the roots. It reads no record,
+// and loads the index as Tree does.
 //
-// Errors: ErrNotFound when id is not in the session; ErrLocked; ErrClosed.
+// Errors: ErrNotFound when id is not in the session; ErrLocked; ErrClosed;
+// *CorruptionError as Tree.
 func (s *Store) Children(ctx context.Context, session, id uuid.UUID) ([]Node, error) {
 	var out []Node
 	err := s.withHandle(ctx, session, func(h *handle) error {

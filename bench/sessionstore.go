@@ -12,8 +12,9 @@ import (
 // chunk size. Append is Store.Append (safe from many goroutines,
 // group-committed: one fdatasync of the active chunk per group, plus the
 // blob's file and directory syncs for a record over 16 KiB); AppendBatch
-// is Store.AppendBatch; Load is Store.Load (HEAD to root through the
-// in-memory index); Tree is Store.Tree; List is Store.List (reads every
+// is Store.AppendBatch; Load is Store.Load (HEAD to root through each chunk
+// line's parent location, in a session opened without its index); Tree is
+// Store.Tree; List is Store.List (reads every
 // session.json).
 type ssStore struct{ s *sessionstore.Store }
 

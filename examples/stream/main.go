@@ -422,7 +422,7 @@ func serveEvents(store *sessionstore.Store, w http.ResponseWriter, r *http.Reque
 	seen := make(map[uuid.UUID]bool, len(history))
 	for i := range history {
 		seen[history[i].ID] = true
-		if !send("event", wire(&history[i])) {
+		if !send("event", history[i]) {
 			return
 		}
 	}
@@ -434,7 +434,7 @@ func serveEvents(store *sessionstore.Store, w http.ResponseWriter, r *http.Reque
 				continue // appended between Subscribe and Load: sent already
 			}
 			seen = nil // every later event is newer than the history
-			ok = send("event", wire(u.Event))
+			ok = send("event", u.Event)
 		case u.Delta != nil:
 			ok = send("delta", u.Delta)
 		default:
@@ -444,25 +444,6 @@ func serveEvents(store *sessionstore.Store, w http.ResponseWriter, r *http.Reque
 			return
 		}
 	}
-}
-
-// wireEvent is the JSON form of an event on the wire.
-type wireEvent struct {
-	ID         uuid.UUID         `json:"id"`
-	ParentID   uuid.UUID         `json:"parent_id"`
-	BranchFrom *uuid.UUID        `json:"branch_from,omitempty"`
-	Kind       sessionstore.Kind `json:"kind"`
-	Role       sessionstore.Role `json:"role,omitempty"`
-	Time       time.Time         `json:"timestamp"`
-	Record     json.RawMessage   `json:"record"`
-}
-
-func wire(ev *sessionstore.Event) wireEvent {
-	out := wireEvent{ID: ev.ID, ParentID: ev.ParentID, Kind: ev.Kind, Role: ev.Role, Time: ev.Time, Record: ev.Record}
-	if ev.BranchFrom != uuid.Nil {
-		out.BranchFrom = &ev.BranchFrom
-	}
-	return out
 }
 
 // indexPage follows the stream of one session in a browser.
