@@ -434,8 +434,13 @@ func (s *Store) commit(h *handle, g *commitGroup) error {
 		return g.err
 	}
 	if h.failed != nil {
+		// The session stopped writing while g waited: its records (and
+		// those of the open group behind it) were never written. Drop
+		// them, so that nothing names them as the next parent.
 		err := fmt.Errorf("%w: %w", ErrSessionFailed, h.failed)
-		h.finish(g, err)
+		h.inflight = h.inflight[:0]
+		h.chunks.queue = h.chunks.queue[:0]
+		h.failGroups(g, err)
 		return err
 	}
 	h.gather(g)

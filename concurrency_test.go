@@ -619,3 +619,41 @@ func TestFailedSessionStaysStoppedAfterEviction(t *testing.T) {
 	_, err = s2.Append(ctx, a.ID, UserMessage("a new Store writes"))
 	assert.NoError(t, err)
 }
+
+// TestIndexWriteFailureDropsQueuedRecords: when writing an index line
+// fails, the events just synced are acknowledged and the session stops
+// writing; an append queued behind them fails, and its record, never
+// written, must not become the parent the session reports.
+func TestIndexWriteFailureDropsQueuedRecords(t *testing.T) {
+	ctx := context.Background()
+	m := vfs.NewMemFS()
+	var syncs atomic.Int64
+	s := openMem(t, slowSyncFS{m, 200 * time.Millisecond, &syncs}, Options{})
+	defer s.Close()
+	meta, err := s.Create(ctx, Meta{Name: "index fails"})
+	require.NoError(t, err)
+	appendN(t, s, meta.ID, 2)
+	m.SetFault(func(op vfs.Op, path string) error {
+		if op == vfs.OpWrite && strings.HasSuffix(path, indexName) {
+			return errors.New("injected EIO")
+		}
+		return nil
+	})
+	first := make(chan Event, 1)
+	go func() {
+		ev, err := s.Append(ctx, meta.ID, UserMessage("synced, then its index line fails"))
+		assert.NoError(t, err, "durable: acknowledged")
+		first <- ev
+	}()
+	time.Sleep(50 * time.Millisecond) // the first append is syncing
+	_, err = s.Append(ctx, meta.ID, UserMessage("queued behind it"))
+	require.ErrorIs(t, err, ErrSessionFailed)
+	acked := <-first
+	m.SetFault(nil)
+	parent, _, err := s.NextParent(ctx, meta.ID)
+	require.NoError(t, err)
+	assert.Equal(t, acked.ID, parent, "the next parent is the newest acknowledged event")
+	head, err := s.Head(ctx, meta.ID)
+	require.NoError(t, err)
+	assert.Equal(t, acked.ID, head)
+}
