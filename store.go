@@ -119,7 +119,7 @@ func Open(dir string, opts *Options) (*Store, error) {
 		if _, err := o.fs.Stat(root); err != nil {
 			return nil, fmt.Errorf("sessionstore: open root read-only: %w", err)
 		}
-		return &Store{dir: dir, opts: o, sessions: map[uuid.UUID]*handle{}, closing: map[uuid.UUID]chan struct{}{}, selections: map[uuid.UUID]uuid.UUID{}, failures: map[uuid.UUID]failure{}, hub: newHub()}, nil
+		return newStore(dir, o), nil
 	}
 	if _, err := o.fs.Stat(root); errors.Is(err, os.ErrNotExist) {
 		if err := o.fs.MkdirAll(root, o.DirMode); err != nil {
@@ -137,7 +137,13 @@ func Open(dir string, opts *Options) (*Store, error) {
 	if err := checkRootConfig(o.fs, dir, o); err != nil {
 		return nil, err
 	}
-	return &Store{dir: dir, opts: o, sessions: map[uuid.UUID]*handle{}, closing: map[uuid.UUID]chan struct{}{}, selections: map[uuid.UUID]uuid.UUID{}, failures: map[uuid.UUID]failure{}, hub: newHub()}, nil
+	return newStore(dir, o), nil
+}
+
+// newStore returns a Store of the root dir with no session open.
+func newStore(dir string, o Options) *Store {
+	return &Store{dir: dir, opts: o, sessions: map[uuid.UUID]*handle{}, closing: map[uuid.UUID]chan struct{}{},
+		selections: map[uuid.UUID]uuid.UUID{}, failures: map[uuid.UUID]failure{}, hub: newHub()}
 }
 
 // rootConfigName is the file that records how a root stores its chunks;
