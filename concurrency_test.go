@@ -607,12 +607,8 @@ func TestFailedSessionStaysStoppedAfterEviction(t *testing.T) {
 	assert.ErrorIs(t, err, ErrSessionFailed)
 
 	// A power loss now: the session opens with every acknowledged event.
-	c := m.CrashClone(vfs.KeepSynced, 1)
-	s2 := openMem(t, c, o)
+	s2 := checkAll(t, m.CrashClone(vfs.KeepSynced, 1), a.ID, evs)
 	defer s2.Close()
-	got, err = s2.Load(ctx, a.ID)
-	require.NoError(t, err)
-	assertSameEvents(t, evs, got)
 	r, err := s2.Verify(ctx, a.ID)
 	require.NoError(t, err)
 	assert.True(t, r.OK(), "%v", r.Problems)
