@@ -143,7 +143,7 @@ func (s *Store) appendEvents(ctx context.Context, session uuid.UUID, evs []Event
 		s.release(h)
 		return nil, err
 	}
-	g, out, err := s.writeBatch(ctx, h, batch, pls, check)
+	g, out, err := s.writeBatch(ctx, h, batch, pls, uuid.Nil, check)
 	if err != nil {
 		s.release(h)
 		return nil, err
@@ -220,8 +220,14 @@ func (h *handle) blobsWritten(pls []payload) {
 // writeBatch queues the lines of a batch at the end of the active chunk,
 // with h.mu held, and records them in flight. pls are the records'
 // payloads from writeBlobs, whose protection from GC ends when writeBatch
-// returns. It returns the commit group they joined, for commit.
-func (s *Store) writeBatch(ctx context.Context, h *handle, batch []pendingEvent, pls []payload, check func(h *handle) error) (*commitGroup, []Event, error) {
+// returns. The batch's first event is a child of from with BranchFrom set
+// when from is not uuid.Nil (AppendBranchSummary), else of the pending
+// Branch selection, else of the newest event; either way the selection is
+// used up once the batch is queued (writeFailed gives it back if the write
+// fails). from is a parameter, not a selection set for the call: waiting
+// for a sync releases the mutex, and another append would take it. It
+// returns the commit group the batch joined, for commit.
+func (s *Store) writeBatch(ctx context.Context, h *handle, batch []pendingEvent, pls []payload, from uuid.UUID, check func(h *handle) error) (*commitGroup, []Event, error) {
 	defer h.blobsWritten(pls)
 	if err := h.writable(); err != nil {
 		return nil, nil, err
@@ -259,7 +265,10 @@ func (s *Store) writeBatch(ctx context.Context, h *handle, batch []pendingEvent,
 		}
 		h.line = h.line[:0]
 		parent, branch := h.tip(), uuid.Nil
-		if h.pending != uuid.Nil {
+		switch {
+		case from != uuid.Nil:
+			parent, branch = from, from
+		case h.pending != uuid.Nil:
 			parent, branch = h.pending, h.pending
 		}
 		// In format 2 each line names where its parent's line is: the
@@ -537,11 +546,16 @@ func (s *Store) settle(h *handle) error {
 // writeFailed handles a failed write of the queued records of group g (nil
 // from settle), which writeAt cut back to off: every record in flight is
 // dropped (the later ones name dropped parents) and their appends fail,
-// but the session goes on writing. If even cutting back failed, the
-// session stops writing.
+// but the session goes on writing. A Branch selection a dropped record
+// used is pending again (the newest, unless a newer one is pending): no
+// event was appended, so where the next one goes has not changed. If even
+// cutting back failed, the session stops writing.
 func (s *Store) writeFailed(h *handle, g *commitGroup, off int64, err error) error {
 	if errors.Is(err, errUnsynced) {
 		return s.syncFailed(h, g, err)
+	}
+	for i := len(h.inflight) - 1; i >= 0 && h.pending == uuid.Nil; i-- {
+		h.pending = h.inflight[i].event.BranchFrom
 	}
 	h.inflight = h.inflight[:0]
 	h.chunks.queue = h.chunks.queue[:0]

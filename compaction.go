@@ -181,8 +181,9 @@ func estimateTokens(ev Event) int64 { return int64(len(ev.Record)+3) / 4 }
 // CompactWith summarizes the session's current context and records the
 // compaction: it loads the context (which starts at the previous
 // compaction, if any), keeps the most recent events within
-// opts.KeepTokens verbatim (never starting the kept tail at a tool result
-// whose call would be left out), asks sum to summarize the rest, and calls
+// opts.KeepTokens verbatim (fewer where needed: the kept tail holds the
+// call of every tool result it holds, and no compaction, nor the events a
+// previous compaction kept), asks sum to summarize the rest, and calls
 // Compact. If the summarizer fails or ctx is cancelled, nothing is written
 // and a retry is safe; if HEAD moved meanwhile, Compact returns
 // ErrHeadMoved.
@@ -222,8 +223,9 @@ func (s *Store) CompactWith(ctx context.Context, session uuid.UUID, sum Summariz
 }
 
 // keptStart returns the index of the first event kept verbatim: the
-// longest suffix of path within budget that does not start with a tool
-// result whose call is not kept, and never the leading compaction.
+// longest suffix of path within budget that holds the call of every tool
+// result it holds, and holds neither a compaction nor the events a leading
+// compaction kept.
 func keptStart(path []Event, budget int64, tokens func(Event) int64) int {
 	cut, used := len(path), int64(0)
 	for cut > 0 {
@@ -234,10 +236,16 @@ func keptStart(path []Event, budget int64, tokens func(Event) int64) int {
 		used += t
 		cut--
 	}
-	// A kept tool result needs its call: move past results whose call is
-	// not kept.
-	for cut < len(path) && path[cut].Kind == KindToolResult {
-		cut++
+	// A context that starts at a compaction goes on with the events it
+	// kept, which come before it in the tree: a kept tail starting among
+	// them would run through the compaction. Start after them, at the
+	// compaction's first child.
+	if len(path) > 0 && path[0].Kind == KindCompaction {
+		first := 1
+		for first < len(path) && path[first].ParentID != path[0].ID {
+			first++
+		}
+		cut = max(cut, first)
 	}
 	// The kept tail is made of original events, never a compaction.
 	for i := cut; i < len(path); i++ {
@@ -245,7 +253,29 @@ func keptStart(path []Event, budget int64, tokens func(Event) int64) int {
 			cut = i + 1
 		}
 	}
-	return cut
+	// A kept tool result needs its call (parallel calls come before their
+	// results): move past the newest result whose call is not kept, until
+	// none is left.
+	for {
+		orphan := -1
+		calls := map[string]bool{}
+		for i := cut; i < len(path); i++ {
+			switch path[i].Kind {
+			case KindToolCall:
+				if c, err := path[i].ToolCall(); err == nil {
+					calls[c.CallID] = true
+				}
+			case KindToolResult:
+				if r, err := path[i].ToolResult(); err != nil || !calls[r.CallID] {
+					orphan = i
+				}
+			}
+		}
+		if orphan < 0 {
+			return cut
+		}
+		cut = orphan + 1
+	}
 }
 
 // TestSummarizer is a deterministic Summarizer for examples and tests: it
@@ -361,13 +391,8 @@ func (s *Store) AppendBranchSummary(ctx context.Context, session, from uuid.UUID
 		s.release(h)
 		return Event{}, err
 	}
-	prev := h.pending
-	g, out, err := s.writeBatch(ctx, h, batch, pls, func(h *handle) error {
-		h.pending = from // again after any wait: a Branch in between does not move the summary
-		return nil
-	})
+	g, out, err := s.writeBatch(ctx, h, batch, pls, from, nil)
 	if err != nil {
-		h.pending = prev
 		s.release(h)
 		return Event{}, err
 	}

@@ -653,3 +653,130 @@ func TestIndexWriteFailureDropsQueuedRecords(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, acked.ID, head)
 }
+
+// TestBranchSelectionSurvivesFailedWrite: a failed chunk write fails the
+// append but not the session, and the Branch selection that append used
+// is pending again: no event was appended, so the retry goes where the
+// failed append would have gone.
+func TestBranchSelectionSurvivesFailedWrite(t *testing.T) {
+	ctx := context.Background()
+	m, s, id := memSession(t, Options{})
+	defer s.Close()
+	evs := appendN(t, s, id, 5)
+	require.NoError(t, s.Branch(ctx, id, evs[1].ID))
+	injected := errors.New("injected write failure")
+	fault := vfs.FailNth(1, injected, vfs.OpWrite)
+	m.SetFault(func(op vfs.Op, path string) error {
+		if filepath.Base(filepath.Dir(path)) != chunksDir {
+			return nil
+		}
+		return fault.Hook(op, path)
+	})
+	_, err := s.Append(ctx, id, UserMessage("on the new branch"))
+	m.SetFault(nil)
+	require.ErrorIs(t, err, injected)
+	require.NoError(t, s.checkWritable(id), "a failed write does not stop the session")
+
+	p, branching, err := s.NextParent(ctx, id)
+	require.NoError(t, err)
+	assert.True(t, branching, "the selection is pending again")
+	assert.Equal(t, evs[1].ID, p)
+	ev, err := s.Append(ctx, id, UserMessage("retry on the new branch"))
+	require.NoError(t, err)
+	assert.Equal(t, evs[1].ID, ev.ParentID)
+	assert.Equal(t, evs[1].ID, ev.BranchFrom)
+}
+
+// syncGate blocks the first sync of a chunk file after arm until
+// released.
+type syncGate struct {
+	vfs.FS
+	armed   atomic.Bool
+	entered chan struct{}
+	release chan struct{}
+}
+
+type syncGateFile struct {
+	vfs.File
+	g *syncGate
+}
+
+func (g *syncGate) OpenFile(name string, flag int, perm os.FileMode) (vfs.File, error) {
+	f, err := g.FS.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return syncGateFile{f, g}, nil
+}
+
+func (f syncGateFile) Sync() error {
+	if filepath.Base(filepath.Dir(f.Name())) == chunksDir && f.g.armed.CompareAndSwap(true, false) {
+		close(f.g.entered)
+		<-f.g.release
+	}
+	return f.File.Sync()
+}
+
+// waitUntil polls cond on the session's locked handle until it holds.
+func waitUntil(t *testing.T, s *Store, id uuid.UUID, what string, cond func(h *handle) bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		h := lockedHandle(t, s, id)
+		ok := cond(h)
+		h.mu.Unlock()
+		if ok {
+			return
+		}
+		require.False(t, time.Now().After(deadline), "timed out waiting for %s", what)
+	}
+}
+
+// TestBranchSummaryWhileAppending: a branch summary that waits for a sync
+// (its record does not fit the active chunk) must not hand its switch to
+// an append made meanwhile: that append goes after the newest event, and
+// only the summary branches.
+func TestBranchSummaryWhileAppending(t *testing.T) {
+	ctx := context.Background()
+	g := &syncGate{FS: vfs.NewMemFS(), entered: make(chan struct{}), release: make(chan struct{})}
+	s := openMem(t, g, Options{ChunkSize: 8 << 10, BlobThreshold: -1})
+	defer s.Close()
+	meta, err := s.Create(ctx, Meta{})
+	require.NoError(t, err)
+	id := meta.ID
+	evs := appendN(t, s, id, 4)
+	_, err = s.Append(ctx, id, UserMessage(strings.Repeat("p", 3<<10)))
+	require.NoError(t, err)
+
+	g.armed.Store(true)
+	var wg sync.WaitGroup
+	var x, sum, y Event
+	wg.Go(func() { // its sync blocks
+		var err error
+		x, err = s.Append(ctx, id, UserMessage("x"))
+		assert.NoError(t, err)
+	})
+	<-g.entered
+	wg.Go(func() { // waits for that sync to start a new chunk
+		var err error
+		sum, err = s.AppendBranchSummary(ctx, id, evs[1].ID, BranchSummaryRecord{Summary: Summary{Text: strings.Repeat("s", 6<<10)}})
+		assert.NoError(t, err)
+	})
+	waitUntil(t, s, id, "the summary to wait", func(h *handle) bool { return h.syncing && len(h.inflight) == 1 })
+	time.Sleep(20 * time.Millisecond) // the summary reaches its wait
+	wg.Go(func() {
+		var err error
+		y, err = s.Append(ctx, id, UserMessage("y"))
+		assert.NoError(t, err)
+	})
+	waitUntil(t, s, id, "the append to be queued", func(h *handle) bool { return len(h.inflight) == 2 })
+	close(g.release)
+	wg.Wait()
+
+	assert.Equal(t, x.ID, y.ParentID, "the append goes after the newest event")
+	assert.Equal(t, uuid.Nil, y.BranchFrom, "the append does not branch")
+	assert.Equal(t, evs[1].ID, sum.ParentID)
+	assert.Equal(t, evs[1].ID, sum.BranchFrom)
+	path, err := s.Load(ctx, id)
+	require.NoError(t, err)
+	assert.Equal(t, sum.ID, path[len(path)-1].ID, "the summary, appended last, is HEAD")
+}
