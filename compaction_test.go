@@ -2,6 +2,7 @@ package sessionstore
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -303,4 +304,79 @@ func TestCompactedLoadReadsTheTail(t *testing.T) {
 	}
 	t.Logf("Load of the compacted %d-event session read %d bytes for %d events", total, read, len(path))
 	assert.Less(t, read, int64(100*400), "about the tail's records, not the session's")
+}
+
+// recordingSummarizer remembers the events it was asked to summarize.
+type recordingSummarizer struct{ got []Event }
+
+func (r *recordingSummarizer) Summarize(_ context.Context, evs []Event) (Summary, error) {
+	r.got = append([]Event(nil), evs...)
+	return Summary{Text: "second"}, nil
+}
+
+// TestCompactWithOverKeptEvents: CompactWith on a context that starts at a
+// compaction which kept events verbatim. Those events come before that
+// compaction in the tree, so a kept tail starting among them would run
+// through it: the new kept tail starts after it, and Load's context holds
+// the old compaction only in the summarized part.
+func TestCompactWithOverKeptEvents(t *testing.T) {
+	ctx := context.Background()
+	_, s, id := memSession(t, Options{})
+	defer s.Close()
+	evs := appendN(t, s, id, 6)
+	c1, err := s.Compact(ctx, id, Compaction{Summary: Summary{Text: "first"}, Head: evs[5].ID, FirstKept: evs[3].ID})
+	require.NoError(t, err)
+	after := appendN(t, s, id, 2)
+	before, err := s.Load(ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, []uuid.UUID{c1.ID, evs[3].ID, evs[4].ID, evs[5].ID, after[0].ID, after[1].ID}, ids(before))
+
+	sum := &recordingSummarizer{}
+	c2, err := s.CompactWith(ctx, id, sum, CompactOptions{KeepTokens: 1 << 30})
+	require.NoError(t, err)
+	assert.Equal(t, ids(before[:4]), ids(sum.got), "the old compaction and the events it kept are summarized")
+	got, err := s.Load(ctx, id)
+	require.NoError(t, err)
+	assert.Equal(t, []uuid.UUID{c2.ID, after[0].ID, after[1].ID}, ids(got))
+}
+
+// TestCompactWithParallelToolCalls: two tool calls, then their two results.
+// A kept tail never holds a result without its call: a budget that would
+// keep the second call and both results leaves out the first call, so the
+// first result goes, and then the second call, so the second result goes
+// too; a budget that covers both calls keeps the turn from them on.
+func TestCompactWithParallelToolCalls(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name  string
+		keep  int // events the budget covers, from the end
+		first int // index in turn of the first event kept, len(turn) for none
+	}{
+		{"second call and both results", 3, 5},
+		{"both results", 2, 5},
+		{"both calls and results", 4, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, s, id := memSession(t, Options{})
+			defer s.Close()
+			turn := []Event{
+				AssistantMessage(Message{Content: "I will read both files."}),
+				ToolCallEvent(ToolCall{CallID: "c1", Name: "read", Arguments: json.RawMessage(`{"path":"a"}`)}),
+				ToolCallEvent(ToolCall{CallID: "c2", Name: "read", Arguments: json.RawMessage(`{"path":"b"}`)}),
+				ToolResultEvent(ToolResult{CallID: "c1", Output: "a"}),
+				ToolResultEvent(ToolResult{CallID: "c2", Output: "b"}),
+			}
+			appended, err := s.AppendBatch(ctx, id, append([]Event{UserMessage("read a and b")}, turn...)...)
+			require.NoError(t, err)
+			appended = appended[1:]
+			// One token per event: the budget covers exactly tc.keep.
+			one := func(Event) int64 { return 1 }
+			c, err := s.CompactWith(ctx, id, TestSummarizer{}, CompactOptions{KeepTokens: int64(tc.keep), Tokens: one})
+			require.NoError(t, err)
+			got, err := s.Load(ctx, id)
+			require.NoError(t, err)
+			want := append([]uuid.UUID{c.ID}, ids(appended[tc.first:])...)
+			assert.Equal(t, want, ids(got))
+		})
+	}
 }
