@@ -160,7 +160,7 @@ func (s *Store) refresh(h *handle) error {
 	if err != nil {
 		return err
 	}
-	if rev == h.revision {
+	if rev == h.revision && h.holdsAll(rev) {
 		return nil
 	}
 	if h.lazy != nil {
@@ -174,6 +174,26 @@ func (s *Store) refresh(h *handle) error {
 		return nil
 	}
 	return s.reload(h)
+}
+
+// holdsAll reports whether a reader's h holds every record of the log at
+// rev: its newest record ends where the newest plain chunk's data ends (or
+// that chunk is empty or sealed). Bytes after that record, a write in
+// progress or a torn tail that the writer's next open cuts, mean that the
+// same revision can come back holding other records (the cut, then an
+// append of the same length), so an unchanged revision proves nothing.
+func (h *handle) holdsAll(rev Revision) bool {
+	if rev.Sealed || rev.Size == 0 {
+		return true
+	}
+	tip, ok := h.lazyHead()
+	if !ok {
+		if len(h.entries) == 0 {
+			return false
+		}
+		tip = h.entries[len(h.entries)-1]
+	}
+	return tip.Loc.Chunk == rev.Chunk && tip.Loc.end() == rev.Size
 }
 
 // readTail adds to h the events written after the last one it holds,

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
@@ -999,4 +1000,62 @@ func TestReadOnlyRefreshReadsTheTail(t *testing.T) {
 	assert.NotContains(t, opened, indexName, "a refresh does not read the index")
 	assert.NotContains(t, opened, chunkName(0), "nor the chunks before the newest event it holds")
 	assert.NotContains(t, opened, chunkName(0)+sealedExt)
+}
+
+// TestReadOnlyTornTailReplacedBySameLength: a reader opened on a session
+// whose newest chunk ends in a torn tail holds the records before it. The
+// writer's next open cuts the tail, then appends an event whose line is
+// exactly as long: the revision is the same again, and the reader must
+// still see the acknowledged event.
+func TestReadOnlyTornTailReplacedBySameLength(t *testing.T) {
+	ctx := context.Background()
+	m, w, id := memSession(t, deterministic(Options{}))
+	appendN(t, w, id, 3)
+	require.NoError(t, w.Close())
+	chunk := sessionPath(id, chunksDir, chunkName(0))
+	size, err := plainDataEnd(m, chunk)
+	require.NoError(t, err)
+	// later's ids and times come after those of the session so far.
+	later := func() Options {
+		c := newFakeClock()
+		c.now = c.now.Add(time.Hour)
+		c.seq = 1 << 20
+		return Options{now: c.Now, newID: c.NewID}
+	}
+
+	// How long the next event's line is: append it on a copy.
+	probe := m.CrashClone(vfs.KeepAll, 0)
+	pw := openMem(t, probe, later())
+	_, err = pw.Append(ctx, id, UserMessage("after the crash"))
+	require.NoError(t, err)
+	require.NoError(t, pw.Close())
+	grown, err := plainDataEnd(probe, chunk)
+	require.NoError(t, err)
+
+	// The torn tail: that many bytes of an incomplete line.
+	f, err := m.OpenFile(chunk, os.O_WRONLY, 0)
+	require.NoError(t, err)
+	_, err = f.WriteAt([]byte(strings.Repeat("x", int(grown-size))), size)
+	require.NoError(t, err)
+	require.NoError(t, f.Sync())
+	require.NoError(t, f.Close())
+
+	r, _ := roOpen(t, memRoot, Options{fs: m})
+	before, err := r.Load(ctx, id)
+	require.NoError(t, err)
+	require.Len(t, before, 3)
+	revBefore, err := r.Revision(ctx, id)
+	require.NoError(t, err)
+
+	w2 := openMem(t, m, later())
+	defer w2.Close()
+	ev, err := w2.Append(ctx, id, UserMessage("after the crash"))
+	require.NoError(t, err)
+	revAfter, err := r.Revision(ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, revBefore, revAfter, "precondition: the same revision again")
+	got, err := r.Load(ctx, id)
+	require.NoError(t, err)
+	require.Len(t, got, 4, "the reader sees the acknowledged event")
+	assert.Equal(t, ev.ID, got[3].ID)
 }
