@@ -262,6 +262,11 @@ func readIndex(fsys vfs.FS, path string, add func(e *entry, off int64) error) (i
 // shortest possible one is about 230 bytes), for sizing buffers.
 const minIndexLine = 200
 
+// minChunkLine is a lower bound on the length of a chunk line (the
+// shortest possible one, a root event with an empty record, is about 200
+// bytes), for bounding the entries of a chunk by its length.
+const minChunkLine = 128
+
 // typicalIndexLine is the length of a long index line (a blob reference's
 // is about 330 bytes), for sizing a buffer for many.
 const typicalIndexLine = 330
@@ -375,8 +380,14 @@ func openSealedMeta(fsys vfs.FS, dir string, n uint32) (*sealedMeta, error) {
 }
 
 // bound returns an upper bound on the number of entries the embedded
-// index holds, if it is valid, from its length alone.
-func (m *sealedMeta) bound() int { return int(m.zr.MetaSize()/minIndexLine) + 1 }
+// index holds, if it is valid, before reading it: from its length as the
+// footer records it, and from the chunk's length (each entry names a line
+// of at least minChunkLine bytes), which the frame table's checksum
+// covers. The footer's metadata length is checked only when the index is
+// read, so a damaged one alone could ask for gigabytes.
+func (m *sealedMeta) bound() int {
+	return int(min(m.zr.MetaSize()/minIndexLine, m.zr.Size()/minChunkLine)) + 1
+}
 
 // read reads the index lines into b's memory.
 func (m *sealedMeta) read(b *zchunk.MetaBuffer) error {

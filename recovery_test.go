@@ -3,10 +3,12 @@ package sessionstore
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -16,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sessionstore/sessionstore/internal/vfs"
+	"github.com/sessionstore/sessionstore/internal/zchunk"
 )
 
 const memRoot = "/store"
@@ -664,4 +667,47 @@ func TestCorruptionErrorWrapping(t *testing.T) {
 	assert.Equal(t, "/p", ce.Path)
 	assert.Equal(t, int64(42), ce.Offset)
 	assert.Contains(t, err.Error(), "/p at offset 42: bad thing")
+}
+
+// TestSealedFooterMetaSizeBounded: a damaged metadata length in a sealed
+// chunk's footer, which is checked only when the embedded index is read,
+// does not make loading the index allocate in proportion to it before
+// the damage is found and reported.
+func TestSealedFooterMetaSizeBounded(t *testing.T) {
+	ctx := context.Background()
+	m := vfs.NewMemFS()
+	o := Options{ChunkSize: 1 << 20, BlobThreshold: -1}
+	s := openMem(t, m, o)
+	meta, err := s.Create(ctx, Meta{})
+	require.NoError(t, err)
+	evs := make([]Event, 500)
+	for i := range evs {
+		evs[i] = UserMessage(fmt.Sprintf("m %d %s", i, strings.Repeat("q", i%50)))
+	}
+	for range 12 {
+		_, err := s.AppendBatch(ctx, meta.ID, evs...)
+		require.NoError(t, err)
+	}
+	require.NoError(t, s.Close())
+	path := sessionPath(meta.ID, chunksDir, chunkName(0)+sealedExt)
+	b, err := vfs.ReadFile(m, path)
+	require.NoError(t, err)
+	// The footer ends the file; its metadata length is the little-endian
+	// u64 at offset 48 (internal/zchunk's layout).
+	foot := b[len(b)-zchunk.FooterSize:]
+	metaSize := binary.LittleEndian.Uint64(foot[48:56])
+	require.Positive(t, metaSize)
+	binary.LittleEndian.PutUint64(foot[48:56], 1<<30)
+	writeMemFile(t, m, path, b)
+
+	s = openMem(t, m, o)
+	defer s.Close()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err = s.Tree(ctx, meta.ID)
+	runtime.ReadMemStats(&after)
+	var ce *CorruptionError
+	require.ErrorAs(t, err, &ce, "the damage is reported")
+	assert.Equal(t, path, ce.Path)
+	assert.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(64<<20), "bytes allocated to load the index")
 }
