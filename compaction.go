@@ -255,18 +255,29 @@ func keptStart(path []Event, budget int64, tokens func(Event) int64) int {
 	}
 	// A kept tool result needs its call (parallel calls come before their
 	// results): move past the newest result whose call is not kept, until
-	// none is left.
-	for {
+	// none is left. A result whose record does not decode has no call.
+	callIDs := make([]string, len(path)-cut) // of the calls and results from cut on
+	for i := cut; i < len(path); i++ {
+		switch path[i].Kind {
+		case KindToolCall:
+			if c, err := path[i].ToolCall(); err == nil {
+				callIDs[i-cut] = c.CallID
+			}
+		case KindToolResult:
+			if r, err := path[i].ToolResult(); err == nil {
+				callIDs[i-cut] = r.CallID
+			}
+		}
+	}
+	for start := cut; ; {
 		orphan := -1
 		calls := map[string]bool{}
 		for i := cut; i < len(path); i++ {
-			switch path[i].Kind {
+			switch id := callIDs[i-start]; path[i].Kind {
 			case KindToolCall:
-				if c, err := path[i].ToolCall(); err == nil {
-					calls[c.CallID] = true
-				}
+				calls[id] = true
 			case KindToolResult:
-				if r, err := path[i].ToolResult(); err != nil || !calls[r.CallID] {
+				if id == "" || !calls[id] {
 					orphan = i
 				}
 			}
