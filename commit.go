@@ -649,10 +649,17 @@ func (s *Store) Flush(ctx context.Context, session uuid.UUID) error {
 		return h.damaged
 	}
 	// A chunk being sealed in the background still has its lines in
-	// index.jsonl, which the sealing rewrites when it ends.
-	h.chunks.awaitSealing()
-	if err := s.settle(h); err != nil {
-		return err
+	// index.jsonl, which the sealing rewrites when it ends. Settling may
+	// wait for a sync, which releases the mutex, and an append may start a
+	// new chunk meanwhile: look again until no sealing runs.
+	for {
+		h.chunks.awaitSealing()
+		if err := s.settle(h); err != nil {
+			return err
+		}
+		if !h.chunks.sealRunning {
+			break
+		}
 	}
 	if err := h.index.f.Sync(); err != nil {
 		h.failed = err
