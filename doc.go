@@ -309,7 +309,8 @@
 // its parent) and group-committed: they share writes and fdatasyncs, and
 // each returns once its own event is durable (commit.go). A failed write
 // fails every append whose record it carried, or that was queued behind
-// it, and the session goes on; a failed sync stops the session's writes
+// it, and the session goes on, with a Branch selection those appends used
+// pending again; a failed sync stops the session's writes
 // (ErrSessionFailed) until the store is reopened, also when the store closes
 // the session to make room and opens it again, and the session then shows
 // the events acknowledged before the failure, not the ones the failed sync
