@@ -490,6 +490,22 @@ func (s *Store) reconcile(h *handle) error {
 			return err
 		}
 	}
+	// Records found after the last index line in the newest chunk may
+	// never have been synced: a writer that died before its fdatasync, or
+	// whose fdatasync failed, left them in the page cache. Sync the chunk
+	// before an index line or HEAD names them durably (a torn tail's cut
+	// synced it already).
+	if n := len(p.chunks); n > 0 && !p.newestSealed && p.tornPath == "" {
+		newest := p.chunks[n-1]
+		for _, e := range h.entries[p.firstNew:] {
+			if e.Loc.Chunk == newest {
+				if err := syncFile(fsys, filepath.Join(chunkDir, chunkName(newest))); err != nil {
+					return err
+				}
+				break
+			}
+		}
+	}
 	indexEnd, added := p.indexEnd, p.plainEntries(h.entries[p.firstNew:])
 	if p.staleLines > 0 {
 		indexEnd, added = 0, p.plainEntries(h.entries)
@@ -619,6 +635,15 @@ func cutTail(fsys vfs.FS, path string, off int64, perm os.FileMode) error {
 		return err
 	}
 	return f.Sync()
+}
+
+// syncFile makes the data of the file at path durable.
+func syncFile(fsys vfs.FS, path string) error {
+	f, err := fsys.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	return errors.Join(f.Sync(), f.Close())
 }
 
 // rewriteIndexTail cuts the index at end, appends the lines of added,

@@ -711,3 +711,43 @@ func TestSealedFooterMetaSizeBounded(t *testing.T) {
 	assert.Equal(t, path, ce.Path)
 	assert.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(64<<20), "bytes allocated to load the index")
 }
+
+// TestReconcileSyncsUnindexedRecords: a writer whose fdatasync failed (or
+// that died before it) left a record in the page cache only. The next
+// open finds it after the last index line and names it in index.jsonl and
+// HEAD, durably: it must make the chunk durable first, or a power loss
+// leaves index and HEAD naming a record that is gone, and the session
+// damaged.
+func TestReconcileSyncsUnindexedRecords(t *testing.T) {
+	ctx := context.Background()
+	m, s, id := memSession(t, Options{})
+	evs := appendN(t, s, id, 3)
+	require.NoError(t, s.Close())
+
+	s1 := openMem(t, m, Options{})
+	m.SetFault(func(op vfs.Op, path string) error {
+		if op == vfs.OpSync && strings.Contains(path, chunksDir) {
+			return errors.New("injected: the writer dies before its fdatasync")
+		}
+		return nil
+	})
+	_, err := s1.Append(ctx, id, UserMessage("never acknowledged"))
+	require.Error(t, err)
+	m.SetFault(nil)
+	_ = s1.Close() // its lock goes, as a dead process's does
+
+	s2 := openMem(t, m, Options{}) // reconciles
+	got, err := s2.Load(ctx, id)
+	require.NoError(t, err)
+	require.Len(t, got, len(evs)+1, "the record is in the page cache")
+	require.NoError(t, s2.Close())
+
+	c := m.CrashClone(vfs.KeepSynced, 1)
+	s3 := openMem(t, c, Options{})
+	defer s3.Close()
+	got, err = s3.Load(ctx, id)
+	require.NoError(t, err, "the session opens after the power loss")
+	assert.Len(t, got, len(evs)+1, "the record the open indexed was made durable")
+	_, err = s3.Append(ctx, id, UserMessage("writes go on"))
+	assert.NoError(t, err)
+}
