@@ -431,11 +431,12 @@ func (p *lineParser) int(max int64) int64 {
 	start := p.pos
 	var n int64
 	for p.pos < len(p.b) && p.b[p.pos] >= '0' && p.b[p.pos] <= '9' {
-		if p.pos-start >= 19 {
-			p.fail("integer too long")
+		d := int64(p.b[p.pos] - '0')
+		if d > max || n > (max-d)/10 { // n*10+d > max, checked without overflowing
+			p.fail("integer %s out of range", p.b[start:p.pos+1])
 			return 0
 		}
-		n = n*10 + int64(p.b[p.pos]-'0')
+		n = n*10 + d
 		p.pos++
 	}
 	switch {
@@ -443,8 +444,6 @@ func (p *lineParser) int(max int64) int64 {
 		p.fail("expected an integer")
 	case p.pos-start > 1 && p.b[start] == '0':
 		p.fail("integer with a leading zero")
-	case n > max:
-		p.fail("integer %d out of range", n)
 	}
 	return n
 }

@@ -1,6 +1,7 @@
 package sessionstore
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sessionstore/sessionstore/internal/jsonl"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 )
 
@@ -362,4 +364,45 @@ func TestLazyReaderStress(t *testing.T) {
 	writers.Wait()
 	close(stop)
 	readers.Wait()
+}
+
+// TestLazyLoadParentLocationOverflow: a chunk line whose checksum matches
+// but whose parent location holds an offset past int64 is corruption that
+// Load reports; the decoder took it for a negative offset, and the walk
+// panicked slicing at it.
+func TestLazyLoadParentLocationOverflow(t *testing.T) {
+	ctx := context.Background()
+	m, s, id := memSession(t, Options{})
+	evs := appendN(t, s, id, 2)
+	require.NoError(t, s.Close())
+	reframe := func(line []byte, old, new string) []byte { // line without its newline
+		obj := string(line[:len(line)-jsonl.SuffixLen]) + "}"
+		require.Contains(t, obj, old)
+		out := jsonl.Seal(nil, []byte(strings.Replace(obj, old, new, 1)))
+		return out[:len(out)-1]
+	}
+	chunk := sessionPath(id, chunksDir, chunkName(0))
+	data, err := vfs.ReadFile(m, chunk)
+	require.NoError(t, err)
+	lines := bytes.SplitAfter(bytes.TrimRight(data, "\x00"), []byte("\n"))
+	first, last := lines[0], lines[1]
+	require.Contains(t, string(last), evs[1].ID.String())
+	loc := fmt.Sprintf(`"parent_loc":[0,0,%d]`, len(first))
+	newLast := append(reframe(last[:len(last)-1], loc, fmt.Sprintf(`"parent_loc":[0,9999999999999999999,%d]`, len(first))), '\n')
+	writeMemFile(t, m, chunk, append(bytes.Clone(first), newLast...))
+	// The index line of the last event names the new length, so that the
+	// session still opens without its index and Load walks the lines.
+	idxPath := sessionPath(id, indexName)
+	idx, err := vfs.ReadFile(m, idxPath)
+	require.NoError(t, err)
+	ilines := bytes.SplitAfter(idx, []byte("\n"))
+	il := ilines[1]
+	newIL := append(reframe(il[:len(il)-1], fmt.Sprintf(`"length":%d}`, len(last)), fmt.Sprintf(`"length":%d}`, len(newLast))), '\n')
+	writeMemFile(t, m, idxPath, append(bytes.Clone(ilines[0]), newIL...))
+
+	s = openMem(t, m, Options{})
+	defer s.Close()
+	var loadErr error
+	require.NotPanics(t, func() { _, loadErr = s.Load(ctx, id) })
+	assert.ErrorIs(t, loadErr, ErrCorrupt)
 }
