@@ -204,6 +204,9 @@ func readBlob(fsys vfs.FS, dir string, d [32]byte, size int64) ([]byte, error) {
 // pays most for.
 func readBlobWith(fsys vfs.FS, dir string, d [32]byte, size int64, scratch *[]byte) ([]byte, error) {
 	path := blobPath(dir, d)
+	if size < 0 || size > maxRecordSizeLimit {
+		return nil, corruptf(path, 0, "blob record size %d out of range", size)
+	}
 	var buf []byte
 	if scratch != nil {
 		buf = *scratch
@@ -245,8 +248,9 @@ func parseDigest(s string) ([32]byte, error) {
 // event whose record is inline (Digest empty) or already resolved is
 // returned as it is.
 //
-// Errors: *CorruptionError for a missing blob or one whose content does not
-// match its digest; ErrInvalidEvent for a malformed Digest; ErrClosed.
+// Errors: ErrNotFound when the store has no such session; *CorruptionError
+// for a missing blob or one whose content does not match its digest;
+// ErrInvalidEvent for a malformed Digest or a Size out of range; ErrClosed.
 func (s *Store) Resolve(ctx context.Context, session uuid.UUID, ev Event) (Event, error) {
 	if ev.Digest == "" || ev.Record != nil {
 		return ev, nil
@@ -259,7 +263,17 @@ func (s *Store) Resolve(ctx context.Context, session uuid.UUID, ev Event) (Event
 	if err != nil {
 		return Event{}, err
 	}
-	rec, err := readBlob(s.opts.fs, s.sessionDir(session), d, ev.Size)
+	if ev.Size < 0 || ev.Size > maxRecordSizeLimit {
+		return Event{}, invalidEventf("blob record size %d out of range [0, %d]", ev.Size, maxRecordSizeLimit)
+	}
+	dir := s.sessionDir(session)
+	if _, err := s.opts.fs.Stat(filepath.Join(dir, metaFile)); err != nil {
+		if noSession(s.opts.fs, dir, err) {
+			return Event{}, fmt.Errorf("%w: session %s", ErrNotFound, session)
+		}
+		return Event{}, err
+	}
+	rec, err := readBlob(s.opts.fs, dir, d, ev.Size)
 	if err != nil {
 		return Event{}, err
 	}

@@ -472,3 +472,30 @@ func TestBlobDirMadeByOthers(t *testing.T) {
 	assert.Equal(t, got.ID, path[0].ID)
 	assert.Equal(t, string(got.Record), string(path[0].Record))
 }
+
+// TestResolveBadInput: Resolve refuses an event whose Size is out of range
+// (a caller's Event is input) and names a session the store does not hold
+// as not found, not as corruption of a healthy blob.
+func TestResolveBadInput(t *testing.T) {
+	ctx := context.Background()
+	_, s, id := memSession(t, Options{})
+	defer s.Close()
+	big, err := s.Append(ctx, id, bigResult("c1", 1))
+	require.NoError(t, err)
+	ev, err := s.Event(ctx, id, big.ID)
+	require.NoError(t, err)
+	require.Nil(t, ev.Record, "precondition: unresolved")
+
+	for _, size := range []int64{-1, maxRecordSizeLimit + 1} {
+		bad := ev
+		bad.Size = size
+		_, err := s.Resolve(ctx, id, bad)
+		assert.ErrorIs(t, err, ErrInvalidEvent, "size %d", size)
+	}
+	_, err = s.Resolve(ctx, uuid.Must(uuid.NewV7()), ev)
+	assert.ErrorIs(t, err, ErrNotFound)
+	assert.NotErrorIs(t, err, ErrCorrupt)
+	got, err := s.Resolve(ctx, id, ev)
+	require.NoError(t, err)
+	assert.JSONEq(t, string(big.Record), string(got.Record))
+}
