@@ -138,6 +138,14 @@ func (s *Store) appendEvents(ctx context.Context, session uuid.UUID, evs []Event
 	if err != nil {
 		return nil, err
 	}
+	if check != nil {
+		// Before the blobs too: a refused append writes nothing. writeBatch
+		// checks again after any wait.
+		if err := check(h); err != nil {
+			s.release(h)
+			return nil, err
+		}
+	}
 	pls, err := s.writeBlobs(h, batch)
 	if err != nil {
 		s.release(h)

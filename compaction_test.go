@@ -380,3 +380,23 @@ func TestCompactWithParallelToolCalls(t *testing.T) {
 		})
 	}
 }
+
+// TestCompactRefusedWritesNoBlob: a refused Compact writes nothing, not
+// even the blob of a summary over the blob threshold.
+func TestCompactRefusedWritesNoBlob(t *testing.T) {
+	ctx := context.Background()
+	m, s, id := memSession(t, Options{})
+	defer s.Close()
+	evs := appendN(t, s, id, 3)
+	big := Summary{Text: strings.Repeat("summary text ", 3000)}
+	_, err := s.Compact(ctx, id, Compaction{Summary: big, Head: evs[0].ID})
+	require.ErrorIs(t, err, ErrHeadMoved)
+	assert.Empty(t, blobFiles(t, m, id), "ErrHeadMoved")
+	_, err = s.Compact(ctx, id, Compaction{Summary: big, Head: evs[2].ID, FirstKept: uuid.New()})
+	require.ErrorIs(t, err, ErrInvalidEvent)
+	assert.Empty(t, blobFiles(t, m, id), "ErrInvalidEvent")
+	c, err := s.Compact(ctx, id, Compaction{Summary: big, Head: evs[2].ID})
+	require.NoError(t, err)
+	assert.NotEmpty(t, c.Digest, "the summary is a blob")
+	assert.Len(t, blobFiles(t, m, id), 1)
+}
