@@ -58,8 +58,9 @@ var (
 	// ErrRecordTooLarge reports a record over Options.MaxRecordSize. Errors
 	// that match it also match ErrInvalidEvent.
 	ErrRecordTooLarge = errors.New("sessionstore: record too large")
-	// ErrInvalidMeta reports session metadata UpdateMeta refuses (a changed
-	// ID or CreatedAt).
+	// ErrInvalidMeta reports session metadata Create or UpdateMeta refuses:
+	// a changed ID or CreatedAt, a string that is not valid UTF-8, or a time
+	// JSON cannot encode.
 	ErrInvalidMeta = errors.New("sessionstore: invalid session metadata")
 	// ErrInvalidOptions reports Options that Open refuses.
 	ErrInvalidOptions = errors.New("sessionstore: invalid options")

@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"sort"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -67,6 +68,25 @@ func (m Meta) clone() Meta {
 
 func (s *Store) sessionDir(id uuid.UUID) string {
 	return filepath.Join(s.dir, sessionsDir, id.String())
+}
+
+// checkMeta reports metadata session.json cannot hold as it is, with
+// ErrInvalidMeta: a string that is not valid UTF-8 (JSON would store it
+// changed) or a time JSON cannot encode (a year past 9999).
+func checkMeta(m Meta) error {
+	strs := []string{m.Name, m.WorkingDir, m.Model}
+	for k, v := range m.Labels {
+		strs = append(strs, k, v)
+	}
+	for _, s := range strs {
+		if !utf8.ValidString(s) {
+			return fmt.Errorf("%w: %q is not valid UTF-8", ErrInvalidMeta, s)
+		}
+	}
+	if _, err := encodeMeta(m, formatVersion); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidMeta, err)
+	}
+	return nil
 }
 
 func encodeMeta(m Meta, format int) ([]byte, error) {
@@ -140,7 +160,9 @@ func readMetaInto(fsys vfs.FS, dir string, id uuid.UUID, buf []byte) (Meta, int,
 // reuses.
 //
 // Errors: ErrExists if a session with meta.ID exists; ErrLocked if another
-// writer holds that id; ErrClosed.
+// writer holds that id; ErrInvalidMeta for metadata session.json cannot
+// hold as it is (a string that is not valid UTF-8, a year past 9999), and
+// then nothing is created; ErrClosed.
 func (s *Store) Create(ctx context.Context, meta Meta) (Meta, error) {
 	if err := s.begin(ctx); err != nil {
 		return Meta{}, err
@@ -161,6 +183,9 @@ func (s *Store) Create(ctx context.Context, meta Meta) (Meta, error) {
 	meta.UpdatedAt = meta.CreatedAt
 	if s.opts.ReadOnly {
 		return Meta{}, ErrReadOnly
+	}
+	if err := checkMeta(meta); err != nil {
+		return Meta{}, err // before anything is created
 	}
 	h, err := s.acquire(ctx, meta.ID, &meta)
 	if err != nil {
@@ -289,6 +314,9 @@ func (s *Store) UpdateMeta(ctx context.Context, session uuid.UUID, fn func(*Meta
 		}
 		m.CreatedAt = h.meta.CreatedAt // the same instant, kept in its stored form
 		m.UpdatedAt = s.opts.now().UTC()
+		if err := checkMeta(m); err != nil {
+			return err
+		}
 		if err := h.writeMeta(m); err != nil {
 			return err
 		}

@@ -604,3 +604,49 @@ func TestAPIOptionsValidation(t *testing.T) {
 		assert.Nil(t, s)
 	})
 }
+
+// TestMetaSessionJSONCannotHold: metadata session.json cannot hold as it
+// is (a string that is not valid UTF-8, which JSON would store changed; a
+// year past 9999, which JSON cannot encode) is refused with
+// ErrInvalidMeta, by Create before it creates anything and by UpdateMeta
+// before it writes.
+func TestMetaSessionJSONCannotHold(t *testing.T) {
+	ctx := context.Background()
+	cases := map[string]func(*Meta){
+		"name":        func(m *Meta) { m.Name = "caf\xe9" },
+		"working dir": func(m *Meta) { m.WorkingDir = "/src/\xff" },
+		"label key":   func(m *Meta) { m.Labels = map[string]string{"k\xfe": "v"} },
+		"label value": func(m *Meta) { m.Labels = map[string]string{"k": "v\xfe"} },
+	}
+	m := vfs.NewMemFS()
+	s := openMem(t, m, Options{})
+	defer s.Close()
+	for name, change := range cases {
+		t.Run("create "+name, func(t *testing.T) {
+			meta := Meta{ID: uuid.Must(uuid.NewV7())}
+			change(&meta)
+			_, err := s.Create(ctx, meta)
+			assert.ErrorIs(t, err, ErrInvalidMeta)
+			_, statErr := m.Stat(sessionPath(meta.ID))
+			assert.ErrorIs(t, statErr, os.ErrNotExist, "nothing created")
+		})
+	}
+	far := Meta{ID: uuid.Must(uuid.NewV7()), CreatedAt: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)}
+	_, err := s.Create(ctx, far)
+	assert.ErrorIs(t, err, ErrInvalidMeta)
+	_, statErr := m.Stat(sessionPath(far.ID))
+	assert.ErrorIs(t, statErr, os.ErrNotExist, "nothing created")
+
+	created, err := s.Create(ctx, Meta{Name: "café"})
+	require.NoError(t, err)
+	for name, change := range cases {
+		t.Run("update "+name, func(t *testing.T) {
+			_, err := s.UpdateMeta(ctx, created.ID, change)
+			assert.ErrorIs(t, err, ErrInvalidMeta)
+			back, err := s.Meta(ctx, created.ID)
+			require.NoError(t, err)
+			assert.Equal(t, "café", back.Name, "session.json unchanged")
+			assert.Empty(t, back.Labels)
+		})
+	}
+}
