@@ -101,21 +101,35 @@ func TestCompactLoadBoundaries(t *testing.T) {
 	}
 }
 
+// TestCompactRefusals: a refused Compact writes nothing, also when its
+// summary is over the blob threshold (checked before the blob is written).
 func TestCompactRefusals(t *testing.T) {
 	ctx := context.Background()
-	m, s, id := memSession(t, Options{})
-	defer s.Close()
-	evs := appendN(t, s, id, 3)
-	before := m.String()
+	for name, sum := range map[string]Summary{
+		"small summary": {},
+		"blob summary":  {Text: strings.Repeat("summary text ", 3000)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			m, s, id := memSession(t, Options{})
+			defer s.Close()
+			evs := appendN(t, s, id, 3)
+			before := m.String()
 
-	_, err := s.Compact(ctx, id, Compaction{Head: evs[1].ID})
-	assert.ErrorIs(t, err, ErrHeadMoved)
-	_, err = s.Compact(ctx, id, Compaction{Head: evs[2].ID, FirstKept: uuid.New()})
-	assert.ErrorIs(t, err, ErrInvalidEvent)
-	require.NoError(t, s.Branch(ctx, id, evs[0].ID))
-	_, err = s.Compact(ctx, id, Compaction{Head: evs[2].ID})
-	assert.ErrorIs(t, err, ErrInvalidEvent, "refused while a Branch selection is pending")
-	assert.Equal(t, before, m.String(), "nothing was written")
+			_, err := s.Compact(ctx, id, Compaction{Summary: sum, Head: evs[1].ID})
+			assert.ErrorIs(t, err, ErrHeadMoved)
+			_, err = s.Compact(ctx, id, Compaction{Summary: sum, Head: evs[2].ID, FirstKept: uuid.New()})
+			assert.ErrorIs(t, err, ErrInvalidEvent)
+			require.NoError(t, s.Branch(ctx, id, evs[0].ID))
+			_, err = s.Compact(ctx, id, Compaction{Summary: sum, Head: evs[2].ID})
+			assert.ErrorIs(t, err, ErrInvalidEvent, "refused while a Branch selection is pending")
+			assert.Equal(t, before, m.String(), "nothing was written")
+
+			require.NoError(t, s.Branch(ctx, id, evs[2].ID)) // back to HEAD: no switch
+			c, err := s.Compact(ctx, id, Compaction{Summary: sum, Head: evs[2].ID})
+			require.NoError(t, err)
+			assert.Equal(t, sum.Text != "", c.Digest != "", "the long summary is a blob")
+		})
+	}
 }
 
 type failingSummarizer struct{ err error }
@@ -379,24 +393,4 @@ func TestCompactWithParallelToolCalls(t *testing.T) {
 			assert.Equal(t, want, ids(got))
 		})
 	}
-}
-
-// TestCompactRefusedWritesNoBlob: a refused Compact writes nothing, not
-// even the blob of a summary over the blob threshold.
-func TestCompactRefusedWritesNoBlob(t *testing.T) {
-	ctx := context.Background()
-	m, s, id := memSession(t, Options{})
-	defer s.Close()
-	evs := appendN(t, s, id, 3)
-	big := Summary{Text: strings.Repeat("summary text ", 3000)}
-	_, err := s.Compact(ctx, id, Compaction{Summary: big, Head: evs[0].ID})
-	require.ErrorIs(t, err, ErrHeadMoved)
-	assert.Empty(t, blobFiles(t, m, id), "ErrHeadMoved")
-	_, err = s.Compact(ctx, id, Compaction{Summary: big, Head: evs[2].ID, FirstKept: uuid.New()})
-	require.ErrorIs(t, err, ErrInvalidEvent)
-	assert.Empty(t, blobFiles(t, m, id), "ErrInvalidEvent")
-	c, err := s.Compact(ctx, id, Compaction{Summary: big, Head: evs[2].ID})
-	require.NoError(t, err)
-	assert.NotEmpty(t, c.Digest, "the summary is a blob")
-	assert.Len(t, blobFiles(t, m, id), 1)
 }
