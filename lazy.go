@@ -205,15 +205,7 @@ var errTailGap = errors.New("an invalid record before a valid one")
 // selection is pending, whose location only the index holds. A read-only
 // handle is returned as it is, and the append refuses it.
 func (s *Store) acquireAppend(ctx context.Context, id uuid.UUID, _ *Meta) (*handle, error) {
-	h, err := s.acquireLazy(ctx, id, nil)
-	if err != nil {
-		return nil, err
-	}
-	if err := s.appendMode(h); err != nil {
-		s.release(h)
-		return nil, err
-	}
-	return h, nil
+	return s.acquireReady(ctx, id, nil, s.appendMode)
 }
 
 // appendMode readies h for an append, with h.mu held. A handle with its

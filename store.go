@@ -260,11 +260,17 @@ func (s *Store) useHandle(ctx context.Context, id uuid.UUID, get func(context.Co
 // opening (and, when create is non-nil, creating) the session first, with
 // its index loaded. The caller must pass the handle to release when done.
 func (s *Store) acquire(ctx context.Context, id uuid.UUID, create *Meta) (*handle, error) {
+	return s.acquireReady(ctx, id, create, s.materialize)
+}
+
+// acquireReady is acquireLazy, then ready(h) with the mutex held; on its
+// error the handle is released.
+func (s *Store) acquireReady(ctx context.Context, id uuid.UUID, create *Meta, ready func(h *handle) error) (*handle, error) {
 	h, err := s.acquireLazy(ctx, id, create)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.materialize(h); err != nil {
+	if err := ready(h); err != nil {
 		s.release(h)
 		return nil, err
 	}
