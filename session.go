@@ -72,7 +72,8 @@ func (s *Store) sessionDir(id uuid.UUID) string {
 
 // checkMeta reports metadata session.json cannot hold as it is, with
 // ErrInvalidMeta: a string that is not valid UTF-8 (JSON would store it
-// changed) or a time JSON cannot encode (a year past 9999).
+// changed) or a time JSON cannot encode (a year past 9999). Everything
+// else in Meta encodes, so it checks without encoding.
 func checkMeta(m Meta) error {
 	strs := []string{m.Name, m.WorkingDir, m.Model}
 	for k, v := range m.Labels {
@@ -83,8 +84,10 @@ func checkMeta(m Meta) error {
 			return fmt.Errorf("%w: %q is not valid UTF-8", ErrInvalidMeta, s)
 		}
 	}
-	if _, err := encodeMeta(m, formatVersion); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalidMeta, err)
+	for _, t := range []time.Time{m.CreatedAt, m.UpdatedAt} {
+		if y := t.Year(); y < 0 || y > 9999 { // RFC 3339's range, JSON's for time.Time
+			return fmt.Errorf("%w: time %s outside years 0 to 9999", ErrInvalidMeta, t)
+		}
 	}
 	return nil
 }
