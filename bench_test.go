@@ -16,9 +16,9 @@ import (
 
 // benchRecord300 is a user message whose compact record is 300 bytes.
 func benchRecord300() Event {
-	ev := UserMessage("")
+	ev := UserText("")
 	pad := 300 - len(ev.Record)
-	return UserMessage(strings.Repeat("a", pad))
+	return UserText(strings.Repeat("a", pad))
 }
 
 // BenchmarkAppend measures durable appends of a 300-byte user message and,
@@ -274,7 +274,7 @@ func BenchmarkOpenLoad(b *testing.B) {
 			if len(path) != fixturePath+resumed {
 				b.Fatalf("loaded %d events", len(path))
 			}
-			if _, err := s.Append(ctx, id, UserMessage("go on")); err != nil {
+			if _, err := s.Append(ctx, id, UserText("go on")); err != nil {
 				b.Fatal(err)
 			}
 			resumed++

@@ -46,7 +46,7 @@ func blobFiles(t *testing.T, fsys vfs.FS, id uuid.UUID) []string {
 func TestBlobRoundTripAndLaziness(t *testing.T) {
 	ctx := context.Background()
 	m, s, id := memSession(t, Options{})
-	small, err := s.Append(ctx, id, UserMessage("run the tests"))
+	small, err := s.Append(ctx, id, UserText("run the tests"))
 	require.NoError(t, err)
 	big, err := s.Append(ctx, id, bigResult("c1", 1))
 	require.NoError(t, err)
@@ -100,7 +100,7 @@ func TestBlobDedup(t *testing.T) {
 	ctx := context.Background()
 	m, s, id := memSession(t, Options{})
 	defer s.Close()
-	root, err := s.Append(ctx, id, UserMessage("q"))
+	root, err := s.Append(ctx, id, UserText("q"))
 	require.NoError(t, err)
 	a, err := s.Append(ctx, id, bigResult("c", 7))
 	require.NoError(t, err)
@@ -257,7 +257,7 @@ func TestBlobThresholdOptions(t *testing.T) {
 	}{{-1, false}, {0, false}, {10, true}} {
 		t.Run(fmt.Sprint(tc.threshold), func(t *testing.T) {
 			m, s, id := memSession(t, Options{BlobThreshold: tc.threshold})
-			ev, err := s.Append(ctx, id, UserMessage("a message of some forty bytes"))
+			ev, err := s.Append(ctx, id, UserText("a message of some forty bytes"))
 			require.NoError(t, err)
 			assert.Equal(t, tc.blob, ev.Digest != "")
 			assert.Equal(t, tc.blob, len(blobFiles(t, m, id)) == 1)
@@ -372,7 +372,7 @@ func TestBlobWriteOutsideMutex(t *testing.T) {
 	defer release.Do(func() { close(g.open) }) // before Close, which waits for the held append
 	meta, err := s.Create(ctx, Meta{})
 	require.NoError(t, err)
-	first := apiAppend(t, s, meta.ID, UserMessage("before"))
+	first := apiAppend(t, s, meta.ID, UserText("before"))
 
 	big := make(chan error, 1)
 	var bigEv Event
@@ -383,7 +383,7 @@ func TestBlobWriteOutsideMutex(t *testing.T) {
 	}()
 	tmp := <-g.held // the blob is written to its temporary file; the rename is held
 	small := within(t, "an append beside a blob write", func() Event {
-		ev, err := s.Append(ctx, meta.ID, UserMessage("beside"))
+		ev, err := s.Append(ctx, meta.ID, UserText("beside"))
 		assert.NoError(t, err)
 		return ev
 	})

@@ -146,7 +146,7 @@ type movingSummarizer struct {
 }
 
 func (m movingSummarizer) Summarize(ctx context.Context, _ []Event) (Summary, error) {
-	_, err := m.s.Append(ctx, m.id, UserMessage("meanwhile"))
+	_, err := m.s.Append(ctx, m.id, UserText("meanwhile"))
 	return Summary{Text: "late"}, err
 }
 
@@ -188,7 +188,7 @@ func TestCompactWith(t *testing.T) {
 		require.NoError(t, err)
 		res, err := s.Append(ctx, id, ToolResultEvent(ToolResult{CallID: "c1", Output: "ok"}))
 		require.NoError(t, err)
-		last, err := s.Append(ctx, id, AssistantMessage(Message{Content: "done"}))
+		last, err := s.Append(ctx, id, AssistantText("done"))
 		require.NoError(t, err)
 		tokens := func(Event) int64 { return 10 }
 		for _, tc := range []struct {
@@ -270,7 +270,7 @@ func TestBranchSummary(t *testing.T) {
 	head, err := s.Head(ctx, id)
 	require.NoError(t, err)
 	assert.Equal(t, bs.ID, head)
-	next, err := s.Append(ctx, id, UserMessage("continue"))
+	next, err := s.Append(ctx, id, UserText("continue"))
 	require.NoError(t, err)
 	path, err := s.Load(ctx, id)
 	require.NoError(t, err)
@@ -290,7 +290,7 @@ func TestCompactedLoadReadsTheTail(t *testing.T) {
 	const total = 100_000
 	var kept, head uuid.UUID
 	for i := 0; i < total; i++ {
-		ev, err := s.Append(ctx, meta.ID, UserMessage(fmt.Sprintf("event %d %s", i, strings.Repeat("x", 100))))
+		ev, err := s.Append(ctx, meta.ID, UserText(fmt.Sprintf("event %d %s", i, strings.Repeat("x", 100))))
 		require.NoError(t, err)
 		if i == total-50 {
 			kept = ev.ID
@@ -374,13 +374,13 @@ func TestCompactWithParallelToolCalls(t *testing.T) {
 			_, s, id := memSession(t, Options{})
 			defer s.Close()
 			turn := []Event{
-				AssistantMessage(Message{Content: "I will read both files."}),
+				AssistantText("I will read both files."),
 				ToolCallEvent(ToolCall{CallID: "c1", Name: "read", Arguments: json.RawMessage(`{"path":"a"}`)}),
 				ToolCallEvent(ToolCall{CallID: "c2", Name: "read", Arguments: json.RawMessage(`{"path":"b"}`)}),
 				ToolResultEvent(ToolResult{CallID: "c1", Output: "a"}),
 				ToolResultEvent(ToolResult{CallID: "c2", Output: "b"}),
 			}
-			appended, err := s.AppendBatch(ctx, id, append([]Event{UserMessage("read a and b")}, turn...)...)
+			appended, err := s.AppendBatch(ctx, id, append([]Event{UserText("read a and b")}, turn...)...)
 			require.NoError(t, err)
 			appended = appended[1:]
 			// One token per event: the budget covers exactly tc.keep.

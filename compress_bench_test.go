@@ -29,7 +29,7 @@ func codingSession(turns int, seed uint64) []Event {
 	suite := toolOutput(7, 3000)
 	var out []Event
 	for t := 0; t < turns; t++ {
-		out = append(out, UserMessage(fmt.Sprintf("Turn %d: fix the failing test in p%d and explain the change.", t, rng.IntN(len(files)))))
+		out = append(out, UserText(fmt.Sprintf("Turn %d: fix the failing test in p%d and explain the change.", t, rng.IntN(len(files)))))
 		out = append(out, AssistantMessage(Message{Content: "I will look at the code first.", Reasoning: toolOutput(rng.Uint64(), 300), Usage: &Usage{InputTokens: int64(1000 + t*40), OutputTokens: 80}}))
 		for c := 0; c < 1+rng.IntN(4); c++ {
 			id := fmt.Sprintf("call_%d_%d", t, c)

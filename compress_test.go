@@ -208,7 +208,7 @@ func TestSealedIndex(t *testing.T) {
 	require.ErrorAs(t, err, &ce)
 	assert.Equal(t, one, ce.Path)
 	assert.Contains(t, ce.Error(), "embedded index")
-	_, err = s3.Append(ctx, meta.ID, UserMessage("refused"))
+	_, err = s3.Append(ctx, meta.ID, UserText("refused"))
 	assert.ErrorAs(t, err, &ce)
 	r, err = s3.Verify(ctx, meta.ID)
 	require.NoError(t, err)
@@ -276,7 +276,7 @@ func TestFlushAwaitsSealing(t *testing.T) {
 		assert.NoError(t, s.Close())
 	}()
 	for len(g.started) == 0 {
-		_, err := s.Append(ctx, meta.ID, UserMessage("until a chunk is full"))
+		_, err := s.Append(ctx, meta.ID, UserText("until a chunk is full"))
 		require.NoError(t, err)
 	}
 	flushed := make(chan error, 1)
@@ -309,7 +309,7 @@ func TestSealingInBackground(t *testing.T) {
 		t.Helper()
 		done := make(chan Event, 1)
 		go func() {
-			ev, err := s.Append(ctx, meta.ID, UserMessage(fmt.Sprintf("message %d", len(evs))))
+			ev, err := s.Append(ctx, meta.ID, UserText(fmt.Sprintf("message %d", len(evs))))
 			assert.NoError(t, err)
 			done <- ev
 		}()
@@ -416,7 +416,7 @@ func TestIndexRewriteFailsDuringSync(t *testing.T) {
 	appendAsync := func(i int) chan Event {
 		done := make(chan Event, 1)
 		go func() {
-			ev, err := s.Append(ctx, meta.ID, UserMessage(fmt.Sprintf("message %d", i)))
+			ev, err := s.Append(ctx, meta.ID, UserText(fmt.Sprintf("message %d", i)))
 			assert.NoError(t, err)
 			done <- ev
 		}()

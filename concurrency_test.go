@@ -96,7 +96,7 @@ func TestGroupCommit(t *testing.T) {
 	for w := range writers {
 		wg.Go(func() {
 			for i := range each {
-				ev, err := s.Append(ctx, meta.ID, UserMessage(fmt.Sprintf("writer %d message %d", w, i)))
+				ev, err := s.Append(ctx, meta.ID, UserText(fmt.Sprintf("writer %d message %d", w, i)))
 				if !assert.NoError(t, err) {
 					return
 				}
@@ -159,7 +159,7 @@ func TestGroupCommitWriteFailure(t *testing.T) {
 		for w := range writers {
 			wg.Go(func() {
 				for i := range each {
-					ev, err := s.Append(ctx, meta.ID, UserMessage(fmt.Sprintf("round %d writer %d message %d", n, w, i)))
+					ev, err := s.Append(ctx, meta.ID, UserText(fmt.Sprintf("round %d writer %d message %d", n, w, i)))
 					mu.Lock()
 					if err == nil {
 						acked = append(acked, ev)
@@ -176,7 +176,7 @@ func TestGroupCommitWriteFailure(t *testing.T) {
 		require.True(t, fault.Fired(), "write #%d of the round failed", n)
 		require.Positive(t, failed, "round %d: the appends of the failed write fail", n)
 		require.NoError(t, s.checkWritable(meta.ID), "a failed write does not stop the session")
-		after, err := s.Append(ctx, meta.ID, UserMessage(fmt.Sprintf("after round %d", n)))
+		after, err := s.Append(ctx, meta.ID, UserText(fmt.Sprintf("after round %d", n)))
 		require.NoError(t, err)
 
 		path, err := s.Load(ctx, meta.ID)
@@ -206,12 +206,12 @@ func TestGroupCommitWriteFailure(t *testing.T) {
 func TestAppendBatch(t *testing.T) {
 	ctx := context.Background()
 	m, s, meta, syncs := syncCountedSession(t, 0, Options{ChunkSize: 1500})
-	first, err := s.Append(ctx, meta.ID, UserMessage("run the tests"))
+	first, err := s.Append(ctx, meta.ID, UserText("run the tests"))
 	require.NoError(t, err)
 
 	syncs.Store(0)
 	batch, err := s.AppendBatch(ctx, meta.ID,
-		AssistantMessage(Message{Content: "running them"}),
+		AssistantText("running them"),
 		ToolCallEvent(ToolCall{CallID: "c1", Name: "run_tests"}),
 		ToolCallEvent(ToolCall{CallID: "c2", Name: "lint"}))
 	require.NoError(t, err)
@@ -229,7 +229,7 @@ func TestAppendBatch(t *testing.T) {
 	for range 3 {
 		big := make([]Event, 4)
 		for i := range big {
-			big[i] = UserMessage(fmt.Sprintf("%0200d", i))
+			big[i] = UserText(fmt.Sprintf("%0200d", i))
 		}
 		got, err := s.AppendBatch(ctx, meta.ID, big...)
 		require.NoError(t, err)
@@ -245,7 +245,7 @@ func TestAppendBatch(t *testing.T) {
 	// One bad event: nothing is written.
 	before, err := s.Load(ctx, meta.ID)
 	require.NoError(t, err)
-	_, err = s.AppendBatch(ctx, meta.ID, UserMessage("fine"), Event{Kind: "no such kind"})
+	_, err = s.AppendBatch(ctx, meta.ID, UserText("fine"), Event{Kind: "no such kind"})
 	require.ErrorIs(t, err, ErrInvalidEvent)
 	after, err := s.Load(ctx, meta.ID)
 	require.NoError(t, err)
@@ -256,7 +256,7 @@ func TestAppendBatch(t *testing.T) {
 
 	// A Branch selection applies to the first event of the batch.
 	require.NoError(t, s.Branch(ctx, meta.ID, first.ID))
-	alt, err := s.AppendBatch(ctx, meta.ID, UserMessage("other way"), AssistantMessage(Message{Content: "ok"}))
+	alt, err := s.AppendBatch(ctx, meta.ID, UserText("other way"), AssistantText("ok"))
 	require.NoError(t, err)
 	assert.Equal(t, first.ID, alt[0].BranchFrom)
 	assert.Equal(t, uuid.Nil, alt[1].BranchFrom)
@@ -286,7 +286,7 @@ func TestAppendBatchCrash(t *testing.T) {
 			})
 			evs := make([]Event, 6)
 			for i := range evs {
-				evs[i] = UserMessage(fmt.Sprintf("batch event %d %0300d", i, i))
+				evs[i] = UserText(fmt.Sprintf("batch event %d %0300d", i, i))
 			}
 			_, err := s.AppendBatch(ctx, id, evs...)
 			require.Error(t, err)
@@ -360,14 +360,14 @@ func TestMaxOpenSessions(t *testing.T) {
 		ids[i] = meta.ID
 	}
 	// A Branch selection survives its session being closed for room.
-	first, err := s.Append(ctx, ids[0], UserMessage("root"))
+	first, err := s.Append(ctx, ids[0], UserText("root"))
 	require.NoError(t, err)
-	_, err = s.Append(ctx, ids[0], UserMessage("second"))
+	_, err = s.Append(ctx, ids[0], UserText("second"))
 	require.NoError(t, err)
 	require.NoError(t, s.Branch(ctx, ids[0], first.ID))
 	for round := range 2 {
 		for i, id := range ids {
-			_, err := s.Append(ctx, id, UserMessage(fmt.Sprintf("round %d", round)))
+			_, err := s.Append(ctx, id, UserText(fmt.Sprintf("round %d", round)))
 			require.NoError(t, err, "session %d round %d", i, round)
 		}
 	}
@@ -426,10 +426,10 @@ func TestConcurrencyStress(t *testing.T) {
 					switch (si + w + i) % 6 {
 					case 0, 1:
 						var ev Event
-						ev, err = s.Append(ctx, id, UserMessage(fmt.Sprintf("s%d w%d i%d", si, w, i)))
+						ev, err = s.Append(ctx, id, UserText(fmt.Sprintf("s%d w%d i%d", si, w, i)))
 						got = []Event{ev}
 					case 2:
-						got, err = s.AppendBatch(ctx, id, AssistantMessage(Message{Content: "a"}), ToolCallEvent(ToolCall{CallID: fmt.Sprint(i), Name: "t"}))
+						got, err = s.AppendBatch(ctx, id, AssistantText("a"), ToolCallEvent(ToolCall{CallID: fmt.Sprint(i), Name: "t"}))
 					case 3:
 						var path []Event
 						path, err = s.Load(ctx, id)
@@ -592,7 +592,7 @@ func TestFailedSessionStaysStoppedAfterEviction(t *testing.T) {
 		}
 		return nil
 	})
-	_, err = s.Append(ctx, a.ID, UserMessage("not acknowledged"))
+	_, err = s.Append(ctx, a.ID, UserText("not acknowledged"))
 	require.Error(t, err, "the sync failed")
 	m.SetFault(nil)
 	appendN(t, s, b.ID, 1) // closes a to make room
@@ -600,10 +600,10 @@ func TestFailedSessionStaysStoppedAfterEviction(t *testing.T) {
 	got, err := s.Load(ctx, a.ID) // opens a again
 	require.NoError(t, err)
 	assertSameEvents(t, evs, got)
-	_, err = s.Append(ctx, a.ID, UserMessage("refused"))
+	_, err = s.Append(ctx, a.ID, UserText("refused"))
 	assert.ErrorIs(t, err, ErrSessionFailed, "writes stay stopped until the Store is reopened")
 	appendN(t, s, b.ID, 1) // closes a again
-	_, err = s.Append(ctx, a.ID, UserMessage("refused again"))
+	_, err = s.Append(ctx, a.ID, UserText("refused again"))
 	assert.ErrorIs(t, err, ErrSessionFailed)
 
 	// A power loss now: the session opens with every acknowledged event.
@@ -612,7 +612,7 @@ func TestFailedSessionStaysStoppedAfterEviction(t *testing.T) {
 	r, err := s2.Verify(ctx, a.ID)
 	require.NoError(t, err)
 	assert.True(t, r.OK(), "%v", r.Problems)
-	_, err = s2.Append(ctx, a.ID, UserMessage("a new Store writes"))
+	_, err = s2.Append(ctx, a.ID, UserText("a new Store writes"))
 	assert.NoError(t, err)
 }
 
@@ -637,12 +637,12 @@ func TestIndexWriteFailureDropsQueuedRecords(t *testing.T) {
 	})
 	first := make(chan Event, 1)
 	go func() {
-		ev, err := s.Append(ctx, meta.ID, UserMessage("synced, then its index line fails"))
+		ev, err := s.Append(ctx, meta.ID, UserText("synced, then its index line fails"))
 		assert.NoError(t, err, "durable: acknowledged")
 		first <- ev
 	}()
 	time.Sleep(50 * time.Millisecond) // the first append is syncing
-	_, err = s.Append(ctx, meta.ID, UserMessage("queued behind it"))
+	_, err = s.Append(ctx, meta.ID, UserText("queued behind it"))
 	require.ErrorIs(t, err, ErrSessionFailed)
 	acked := <-first
 	m.SetFault(nil)
@@ -672,7 +672,7 @@ func TestBranchSelectionSurvivesFailedWrite(t *testing.T) {
 		}
 		return fault.Hook(op, path)
 	})
-	_, err := s.Append(ctx, id, UserMessage("on the new branch"))
+	_, err := s.Append(ctx, id, UserText("on the new branch"))
 	m.SetFault(nil)
 	require.ErrorIs(t, err, injected)
 	require.NoError(t, s.checkWritable(id), "a failed write does not stop the session")
@@ -681,7 +681,7 @@ func TestBranchSelectionSurvivesFailedWrite(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, branching, "the selection is pending again")
 	assert.Equal(t, evs[1].ID, p)
-	ev, err := s.Append(ctx, id, UserMessage("retry on the new branch"))
+	ev, err := s.Append(ctx, id, UserText("retry on the new branch"))
 	require.NoError(t, err)
 	assert.Equal(t, evs[1].ID, ev.ParentID)
 	assert.Equal(t, evs[1].ID, ev.BranchFrom)
@@ -744,7 +744,7 @@ func TestBranchSummaryWhileAppending(t *testing.T) {
 	require.NoError(t, err)
 	id := meta.ID
 	evs := appendN(t, s, id, 4)
-	_, err = s.Append(ctx, id, UserMessage(strings.Repeat("p", 3<<10)))
+	_, err = s.Append(ctx, id, UserText(strings.Repeat("p", 3<<10)))
 	require.NoError(t, err)
 
 	g.armed.Store(true)
@@ -752,7 +752,7 @@ func TestBranchSummaryWhileAppending(t *testing.T) {
 	var x, sum, y Event
 	wg.Go(func() { // its sync blocks
 		var err error
-		x, err = s.Append(ctx, id, UserMessage("x"))
+		x, err = s.Append(ctx, id, UserText("x"))
 		assert.NoError(t, err)
 	})
 	<-g.entered
@@ -765,7 +765,7 @@ func TestBranchSummaryWhileAppending(t *testing.T) {
 	time.Sleep(20 * time.Millisecond) // the summary reaches its wait
 	wg.Go(func() {
 		var err error
-		y, err = s.Append(ctx, id, UserMessage("y"))
+		y, err = s.Append(ctx, id, UserText("y"))
 		assert.NoError(t, err)
 	})
 	waitUntil(t, s, id, "the append to be queued", func(h *handle) bool { return len(h.inflight) == 2 })

@@ -80,7 +80,7 @@ func (w *crashWorkload) run(m vfs.FS) {
 		var ev Event
 		switch x := rng.IntN(100); {
 		case x < 55:
-			ev = UserMessage(fmt.Sprintf("op %d: %s", i, strings.Repeat("m", rng.IntN(200))))
+			ev = UserText(fmt.Sprintf("op %d: %s", i, strings.Repeat("m", rng.IntN(200))))
 		case x < 62:
 			ev = ToolCallEvent(ToolCall{CallID: fmt.Sprintf("call-%d", i), Name: "run", Arguments: []byte(`{"n":` + strconv.Itoa(i) + `}`)})
 		case x < 75:
@@ -367,7 +367,7 @@ func TestFaultInjection(t *testing.T) {
 						_, err = s.UpdateMeta(ctx, meta.ID, func(m *Meta) { m.Name = fmt.Sprint("faults-", i) })
 					} else {
 						var ev Event
-						ev, err = s.Append(ctx, meta.ID, UserMessage(fmt.Sprintf("event %d %s", i, strings.Repeat("x", i*37))))
+						ev, err = s.Append(ctx, meta.ID, UserText(fmt.Sprintf("event %d %s", i, strings.Repeat("x", i*37))))
 						if err == nil {
 							acked = append(acked, ev)
 						}

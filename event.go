@@ -171,14 +171,29 @@ func NewEvent(kind Kind, role Role, v any) Event {
 	return ev
 }
 
-// UserMessage returns a user message event.
-func UserMessage(content string) Event {
-	return NewEvent(KindMessage, RoleUser, Message{Content: content})
+// The message constructors come in two forms: XMessage takes a whole
+// [Message] (content, reasoning, model, usage), XText only its content.
+
+// UserMessage returns a user message event with the record m.
+func UserMessage(m Message) Event {
+	return NewEvent(KindMessage, RoleUser, m)
 }
 
-// AssistantMessage returns an assistant message event.
+// UserText returns a user message event whose content is text:
+// UserMessage(Message{Content: text}).
+func UserText(text string) Event {
+	return UserMessage(Message{Content: text})
+}
+
+// AssistantMessage returns an assistant message event with the record m.
 func AssistantMessage(m Message) Event {
 	return NewEvent(KindMessage, RoleAssistant, m)
+}
+
+// AssistantText returns an assistant message event whose content is text:
+// AssistantText(text).
+func AssistantText(text string) Event {
+	return AssistantText(text)
 }
 
 // ToolCallEvent returns an assistant's tool call event.

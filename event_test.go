@@ -43,7 +43,7 @@ func TestAPIAppendRejectsBadInput(t *testing.T) {
 		{"whitespace only", Event{Kind: KindCustom, Record: json.RawMessage(" \n ")}, nil},
 		{"record over MaxRecordSize", Event{Kind: KindCustom, Record: apiRecordOfSize(apiMaxRecord + 1)}, []error{ErrRecordTooLarge}},
 		{"indented record over MaxRecordSize", Event{Kind: KindCustom, Record: json.RawMessage(" [\n" + strings.Repeat(" 1,\n", 40) + " 1\n]\n")}, []error{ErrRecordTooLarge}},
-		{"helper record over MaxRecordSize", UserMessage(strings.Repeat("u", apiMaxRecord)), []error{ErrRecordTooLarge}},
+		{"helper record over MaxRecordSize", UserText(strings.Repeat("u", apiMaxRecord)), []error{ErrRecordTooLarge}},
 		{"invalid JSON over MaxRecordSize", Event{Kind: KindCustom, Record: json.RawMessage(strings.Repeat("{", apiMaxRecord+1))}, []error{}},
 		{"caller-set ID", Event{ID: uuid.Must(uuid.NewV7()), Kind: KindCustom, Record: valid}, nil},
 		{"caller-set ParentID", Event{ParentID: uuid.New(), Kind: KindCustom, Record: valid}, nil},
@@ -58,7 +58,7 @@ func TestAPIAppendRejectsBadInput(t *testing.T) {
 			ctx := t.Context()
 			s, dir := apiNewStore(t, &Options{MaxRecordSize: apiMaxRecord})
 			id := apiNewSession(t, s)
-			first := apiAppend(t, s, id, UserMessage("first"))
+			first := apiAppend(t, s, id, UserText("first"))
 			sdir := apiSessionDir(dir, id)
 			files := apiFiles(t, sdir)
 			tree := apiTree(t, s, id)
@@ -83,7 +83,7 @@ func TestAPIAppendRejectsBadInput(t *testing.T) {
 			_, err = s.Append(ctx, uuid.New(), tc.ev)
 			assert.Error(t, err)
 			// The session goes on normally, also after a reopen.
-			next := apiAppend(t, s, id, UserMessage("next"))
+			next := apiAppend(t, s, id, UserText("next"))
 			assert.Equal(t, first.ID, next.ParentID)
 			require.NoError(t, s.Close())
 			apiSameEvents(t, []Event{first, next}, apiLoad(t, apiOpen(t, dir, &Options{MaxRecordSize: apiMaxRecord}), id))
@@ -136,7 +136,7 @@ func TestAPITypedHelpers(t *testing.T) {
 		check func(t *testing.T, ev Event)
 	}{
 		{
-			name: "UserMessage", ev: UserMessage("hello\nworld \"quoted\""), kind: KindMessage, role: RoleUser,
+			name: "UserMessage", ev: UserText("hello\nworld \"quoted\""), kind: KindMessage, role: RoleUser,
 			check: func(t *testing.T, ev Event) {
 				m, err := ev.Message()
 				require.NoError(t, err)
@@ -157,7 +157,7 @@ func TestAPITypedHelpers(t *testing.T) {
 			},
 		},
 		{
-			name: "AssistantMessage without optional fields", ev: AssistantMessage(Message{Content: "short"}),
+			name: "AssistantMessage without optional fields", ev: AssistantText("short"),
 			kind: KindMessage, role: RoleAssistant,
 			check: func(t *testing.T, ev Event) {
 				assert.Equal(t, `{"content":"short"}`, string(ev.Record))

@@ -30,7 +30,7 @@ func ExampleStore_RepairInterruptedToolCalls() {
 		log.Fatal(err)
 	}
 	for _, ev := range []sessionstore.Event{
-		sessionstore.UserMessage("Deploy the service."),
+		sessionstore.UserText("Deploy the service."),
 		sessionstore.ToolCallEvent(sessionstore.ToolCall{CallID: "c1", Name: "run_tests"}),
 		sessionstore.ToolResultEvent(sessionstore.ToolResult{CallID: "c1", Output: "ok"}),
 		sessionstore.ToolCallEvent(sessionstore.ToolCall{CallID: "c2", Name: "deploy"}),

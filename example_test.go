@@ -29,10 +29,10 @@ func Example() {
 		log.Fatal(err)
 	}
 	for _, ev := range []sessionstore.Event{
-		sessionstore.UserMessage("What is in this directory?"),
+		sessionstore.UserText("What is in this directory?"),
 		sessionstore.ToolCallEvent(sessionstore.ToolCall{CallID: "c1", Name: "ls"}),
 		sessionstore.ToolResultEvent(sessionstore.ToolResult{CallID: "c1", Output: "go.mod main.go"}),
-		sessionstore.AssistantMessage(sessionstore.Message{Content: "A Go module with one file."}),
+		sessionstore.AssistantText("A Go module with one file."),
 	} {
 		if _, err := store.Append(ctx, meta.ID, ev); err != nil {
 			log.Fatal(err)
@@ -70,8 +70,8 @@ func ExampleStore_Branch() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	ask, _ := store.Append(ctx, meta.ID, sessionstore.UserMessage("Try approach A."))
-	a, _ := store.Append(ctx, meta.ID, sessionstore.AssistantMessage(sessionstore.Message{Content: "Approach A has a problem."}))
+	ask, _ := store.Append(ctx, meta.ID, sessionstore.UserText("Try approach A."))
+	a, _ := store.Append(ctx, meta.ID, sessionstore.AssistantText("Approach A has a problem."))
 
 	if err := store.Branch(ctx, meta.ID, ask.ID); err != nil {
 		log.Fatal(err)
@@ -79,7 +79,7 @@ func ExampleStore_Branch() {
 	head, _ := store.Head(ctx, meta.ID)
 	fmt.Println("HEAD unchanged after Branch:", head == a.ID)
 
-	b, _ := store.Append(ctx, meta.ID, sessionstore.AssistantMessage(sessionstore.Message{Content: "Approach B."}))
+	b, _ := store.Append(ctx, meta.ID, sessionstore.AssistantText("Approach B."))
 	head, _ = store.Head(ctx, meta.ID)
 	fmt.Println("HEAD moved to the new event:", head == b.ID)
 	fmt.Println("new event branches from the question:", b.BranchFrom == ask.ID && b.ParentID == ask.ID)

@@ -38,14 +38,14 @@ func writeGoldenWorkload(t *testing.T, dir string) []Event {
 		require.NoError(t, err)
 		return out
 	}
-	first := add(UserMessage("Try approach A."))
+	first := add(UserText("Try approach A."))
 	add(AssistantMessage(Message{Content: "Approach A has a problem.", Reasoning: "A breaks the build.", Model: "model-name", Usage: &Usage{InputTokens: 120, OutputTokens: 12}}))
 	add(ToolCallEvent(ToolCall{CallID: "call_1", Name: "run_tests", Arguments: json.RawMessage(`{"pkg":"./..."}`)}))
 	add(ToolResultEvent(ToolResult{CallID: "call_1", Output: "FAIL\tpkg\t0.01s\n\"quoted\" \\ and unicode: é ✓", IsError: true}))
 	require.NoError(t, s.Branch(ctx, meta.ID, first.ID))
-	add(UserMessage("Try approach B instead."))
+	add(UserText("Try approach B instead."))
 	add(NewEvent(KindCustom, RoleNone, map[string]any{"type": "model_change", "model": "other-model"}))
-	add(AssistantMessage(Message{Content: "Approach B works."}))
+	add(AssistantText("Approach B works."))
 	// A record over the blob threshold: stored in blobs/, referenced by
 	// digest from its chunk line.
 	add(ToolResultEvent(ToolResult{CallID: "call_2", Output: strings.Repeat("PASS\tpkg/module\t0.01s\n", 1000)}))

@@ -92,10 +92,10 @@ func TestSubscribeReceivesAppendedEvents(t *testing.T) {
 	large := strings.Repeat("y", DefaultBlobThreshold+1) // stored as a blob
 	var want []Event
 	for _, ev := range []Event{
-		UserMessage("first"),
+		UserText("first"),
 		ToolCallEvent(ToolCall{CallID: "c1", Name: "ls"}),
 		ToolResultEvent(ToolResult{CallID: "c1", Output: large}),
-		AssistantMessage(Message{Content: "last"}),
+		AssistantText("last"),
 	} {
 		out, err := s.Append(ctx, id, ev)
 		require.NoError(t, err)
@@ -115,7 +115,7 @@ func TestSubscribeReceivesAppendedEvents(t *testing.T) {
 func TestSubscribeEventIsACopy(t *testing.T) {
 	_, s, id := hubStore(t)
 	sub := hubSubscribe(t, s, id)
-	out, err := s.Append(context.Background(), id, UserMessage("unchanged"))
+	out, err := s.Append(context.Background(), id, UserText("unchanged"))
 	require.NoError(t, err)
 	want := out
 	want.Record = append([]byte(nil), out.Record...)
@@ -139,7 +139,7 @@ func TestPublishOnlyToItsSession(t *testing.T) {
 	require.NoError(t, s.Publish(ctx, a, textDelta("a1")))
 	require.NoError(t, s.Publish(ctx, b, textDelta("b1")))
 	require.NoError(t, s.Publish(ctx, a, Delta{Kind: DeltaToolOutput, CallID: "c1", Data: "a2"}))
-	evB, err := s.Append(ctx, b, UserMessage("only in b"))
+	evB, err := s.Append(ctx, b, UserText("only in b"))
 	require.NoError(t, err)
 	// A last update per session: anything misrouted would arrive first.
 	require.NoError(t, s.Publish(ctx, a, textDelta("end")))
@@ -158,7 +158,7 @@ func TestPublishOnlyToItsSession(t *testing.T) {
 func TestPublishWritesNothing(t *testing.T) {
 	m, s, id := hubStore(t)
 	ctx := context.Background()
-	_, err := s.Append(ctx, id, UserMessage("open the session first"))
+	_, err := s.Append(ctx, id, UserText("open the session first"))
 	require.NoError(t, err)
 	sub := hubSubscribe(t, s, id)
 
@@ -192,7 +192,7 @@ func TestPublishWritesNothing(t *testing.T) {
 	mu.Unlock()
 
 	// The counter sees what Append does.
-	_, err = s.Append(ctx, id, UserMessage("durable"))
+	_, err = s.Append(ctx, id, UserText("durable"))
 	require.NoError(t, err)
 	assert.NotZero(t, count(), "the hook saw no operation of Append")
 }
@@ -214,7 +214,7 @@ func TestSubscribeSlowSubscriberMissed(t *testing.T) {
 	var appended []Event
 	for i := range total {
 		if i%2 == 0 {
-			ev, err := s.Append(ctx, id, UserMessage(strconv.Itoa(i)))
+			ev, err := s.Append(ctx, id, UserText(strconv.Itoa(i)))
 			require.NoError(t, err)
 			appended = append(appended, ev)
 		} else {
@@ -296,7 +296,7 @@ func TestHubQueueMissedPositions(t *testing.T) {
 
 func TestSubscribeEndsWithContext(t *testing.T) {
 	_, s, id := hubStore(t)
-	_, err := s.Append(context.Background(), id, UserMessage("open the session first"))
+	_, err := s.Append(context.Background(), id, UserText("open the session first"))
 	require.NoError(t, err)
 	base := runtime.NumGoroutine()
 
@@ -322,7 +322,7 @@ func TestSubscribeEndsWithContext(t *testing.T) {
 
 func TestSubscriptionClose(t *testing.T) {
 	_, s, id := hubStore(t)
-	_, err := s.Append(context.Background(), id, UserMessage("open the session first"))
+	_, err := s.Append(context.Background(), id, UserText("open the session first"))
 	require.NoError(t, err)
 	base := runtime.NumGoroutine()
 
@@ -366,11 +366,11 @@ func TestSubscribeEndsWithStoreClose(t *testing.T) {
 	ctx := context.Background()
 	meta, err := s.Create(ctx, Meta{})
 	require.NoError(t, err)
-	_, err = s.Append(ctx, meta.ID, UserMessage("open the session first"))
+	_, err = s.Append(ctx, meta.ID, UserText("open the session first"))
 	require.NoError(t, err)
 	base := runtime.NumGoroutine()
 	subs := []*Subscription{hubSubscribe(t, s, meta.ID), hubSubscribe(t, s, meta.ID)}
-	_, err = s.Append(ctx, meta.ID, UserMessage("x"))
+	_, err = s.Append(ctx, meta.ID, UserText("x"))
 	require.NoError(t, err)
 
 	require.NoError(t, s.Close())
@@ -459,7 +459,7 @@ func TestHubStress(t *testing.T) {
 		go func() {
 			defer writers.Done()
 			for i := range appends {
-				_, err := s.Append(ctx, id, UserMessage(fmt.Sprintf("a%d-%d", a, i)))
+				_, err := s.Append(ctx, id, UserText(fmt.Sprintf("a%d-%d", a, i)))
 				assert.NoError(t, err)
 			}
 		}()
@@ -570,7 +570,7 @@ func ExampleStore_Subscribe() {
 			log.Fatal(err)
 		}
 	}
-	if _, err := store.Append(ctx, meta.ID, AssistantMessage(Message{Content: "The build is green."})); err != nil {
+	if _, err := store.Append(ctx, meta.ID, AssistantText("The build is green.")); err != nil {
 		log.Fatal(err)
 	}
 

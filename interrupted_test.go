@@ -78,23 +78,23 @@ func TestInterruptedToolCalls(t *testing.T) {
 		{
 			name: "no tool calls",
 			steps: []ivStep{
-				{name: "u", ev: UserMessage("hi")},
-				{name: "a", ev: AssistantMessage(Message{Content: "hello"})},
+				{name: "u", ev: UserText("hi")},
+				{name: "a", ev: AssistantText("hello")},
 			},
 		},
 		{
 			name: "call with result",
 			steps: []ivStep{
-				{name: "u", ev: UserMessage("list")},
+				{name: "u", ev: UserText("list")},
 				{name: "c1", ev: ivCall("c1")},
 				{name: "r1", ev: ivResult("c1")},
-				{name: "a", ev: AssistantMessage(Message{Content: "ok"})},
+				{name: "a", ev: AssistantText("ok")},
 			},
 		},
 		{
 			name: "call without result at the end of the path",
 			steps: []ivStep{
-				{name: "u", ev: UserMessage("list")},
+				{name: "u", ev: UserText("list")},
 				{name: "c1", ev: ivCall("c1")},
 			},
 			want: []string{"c1"},
@@ -102,7 +102,7 @@ func TestInterruptedToolCalls(t *testing.T) {
 		{
 			name: "two calls, the first answered",
 			steps: []ivStep{
-				{name: "u", ev: UserMessage("list")},
+				{name: "u", ev: UserText("list")},
 				{name: "c1", ev: ivCall("c1")},
 				{name: "c2", ev: ivCall("c2")},
 				{name: "r1", ev: ivResult("c1")},
@@ -112,7 +112,7 @@ func TestInterruptedToolCalls(t *testing.T) {
 		{
 			name: "two calls, the second answered",
 			steps: []ivStep{
-				{name: "u", ev: UserMessage("list")},
+				{name: "u", ev: UserText("list")},
 				{name: "c1", ev: ivCall("c1")},
 				{name: "c2", ev: ivCall("c2")},
 				{name: "r2", ev: ivResult("c2")},
@@ -122,7 +122,7 @@ func TestInterruptedToolCalls(t *testing.T) {
 		{
 			name: "two calls, none answered, oldest first",
 			steps: []ivStep{
-				{name: "u", ev: UserMessage("list")},
+				{name: "u", ev: UserText("list")},
 				{name: "c1", ev: ivCall("c1")},
 				{name: "c2", ev: ivCall("c2")},
 			},
@@ -131,9 +131,9 @@ func TestInterruptedToolCalls(t *testing.T) {
 		{
 			name: "call followed by other events",
 			steps: []ivStep{
-				{name: "u", ev: UserMessage("list")},
+				{name: "u", ev: UserText("list")},
 				{name: "c1", ev: ivCall("c1")},
-				{name: "u2", ev: UserMessage("still there?")},
+				{name: "u2", ev: UserText("still there?")},
 			},
 			want: []string{"c1"},
 		},
@@ -157,27 +157,27 @@ func TestInterruptedToolCalls(t *testing.T) {
 		{
 			name: "call on an inactive branch is ignored",
 			steps: []ivStep{
-				{name: "u", ev: UserMessage("list")},
+				{name: "u", ev: UserText("list")},
 				{name: "c1", ev: ivCall("c1")},
 				{branchTo: "u"},
-				{name: "a", ev: AssistantMessage(Message{Content: "another way"})},
+				{name: "a", ev: AssistantText("another way")},
 			},
 		},
 		{
 			name: "result on another branch does not count",
 			steps: []ivStep{
-				{name: "u", ev: UserMessage("list")},
+				{name: "u", ev: UserText("list")},
 				{name: "c1", ev: ivCall("c1")},
 				{name: "r1", ev: ivResult("c1")},
 				{branchTo: "c1"},
-				{name: "a", ev: AssistantMessage(Message{Content: "no result here"})},
+				{name: "a", ev: AssistantText("no result here")},
 			},
 			want: []string{"c1"},
 		},
 		{
 			name: "the active branch has its own unanswered call",
 			steps: []ivStep{
-				{name: "u", ev: UserMessage("list")},
+				{name: "u", ev: UserText("list")},
 				{name: "c1", ev: ivCall("c1")},
 				{branchTo: "u"},
 				{name: "c2", ev: ivCall("c2")},
@@ -242,7 +242,7 @@ func TestRepairInterruptedToolCallsFields(t *testing.T) {
 	ctx := t.Context()
 	s, _ := apiNewStore(t, nil)
 	id := apiNewSession(t, s)
-	apiAppend(t, s, id, UserMessage("run the tests"))
+	apiAppend(t, s, id, UserText("run the tests"))
 	call := apiAppend(t, s, id, ToolCallEvent(ToolCall{CallID: "call_42", Name: "run_tests"}))
 
 	repaired, err := s.RepairInterruptedToolCalls(ctx, id)
@@ -285,7 +285,7 @@ func TestRepairInterruptedToolCallsAfterCrash(t *testing.T) {
 	m := vfs.NewMemFS()
 	s := apiOpen(t, "/store", &Options{fs: m})
 	id := apiNewSession(t, s)
-	apiAppend(t, s, id, UserMessage("deploy"))
+	apiAppend(t, s, id, UserText("deploy"))
 	apiAppend(t, s, id, ivCall("c1"))
 	apiAppend(t, s, id, ivResult("c1"))
 	call := apiAppend(t, s, id, ToolCallEvent(ToolCall{CallID: "c2", Name: "deploy"}))
@@ -322,7 +322,7 @@ func TestRepairInterruptedToolCallsRefusesPendingBranch(t *testing.T) {
 	ctx := t.Context()
 	s, _ := apiNewStore(t, nil)
 	id := apiNewSession(t, s)
-	ask := apiAppend(t, s, id, UserMessage("list"))
+	ask := apiAppend(t, s, id, UserText("list"))
 	call := apiAppend(t, s, id, ivCall("c1"))
 	require.NoError(t, s.Branch(ctx, id, ask.ID))
 	tree := apiTree(t, s, id)

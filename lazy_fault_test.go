@@ -36,7 +36,7 @@ func lazySession(t *testing.T, m vfs.FS, o Options, n int) (*Store, uuid.UUID, [
 	_, err = s.Head(ctx, meta.ID)
 	require.NoError(t, err)
 	require.True(t, isLazy(t, s, meta.ID), "precondition: opened without the index")
-	ev, err := s.Append(ctx, meta.ID, UserMessage("acknowledged"))
+	ev, err := s.Append(ctx, meta.ID, UserText("acknowledged"))
 	require.NoError(t, err)
 	require.True(t, isPartial(t, s, meta.ID), "precondition: appending without the index")
 	return s, meta.ID, append(evs, ev)
@@ -66,7 +66,7 @@ func TestLazySyncFailureThenIndexLoad(t *testing.T) {
 		}
 		return nil
 	})
-	_, err := s.Append(ctx, id, UserMessage("not acknowledged"))
+	_, err := s.Append(ctx, id, UserText("not acknowledged"))
 	require.Error(t, err, "the sync failed")
 	m.SetFault(nil)
 
@@ -76,7 +76,7 @@ func TestLazySyncFailureThenIndexLoad(t *testing.T) {
 	got, err := s.Load(ctx, id)
 	require.NoError(t, err)
 	assertSameEvents(t, evs, got)
-	_, err = s.Append(ctx, id, UserMessage("refused"))
+	_, err = s.Append(ctx, id, UserText("refused"))
 	assert.ErrorIs(t, err, ErrSessionFailed, "writes stay stopped")
 	head, _, err := readHeadFile(m, filepath.Join(sessionPath(id), headName))
 	require.NoError(t, err)
@@ -248,7 +248,7 @@ func TestLazyStressWithEviction(t *testing.T) {
 				id := ids[(w+i)%len(ids)]
 				switch (w*7 + i) % 6 {
 				case 0, 1, 2:
-					ev, err := s.Append(ctx, id, UserMessage(strings.Repeat("y", (i*37)%700)))
+					ev, err := s.Append(ctx, id, UserText(strings.Repeat("y", (i*37)%700)))
 					if !assert.NoError(t, err) {
 						return
 					}
@@ -313,7 +313,7 @@ func TestLazyReaderStress(t *testing.T) {
 	for g := range 3 {
 		writers.Go(func() {
 			for i := range 150 {
-				ev, err := w.Append(ctx, id, UserMessage(strings.Repeat("z", (g*131+i*53)%900)))
+				ev, err := w.Append(ctx, id, UserText(strings.Repeat("z", (g*131+i*53)%900)))
 				if !assert.NoError(t, err) {
 					return
 				}

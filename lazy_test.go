@@ -86,7 +86,7 @@ func branchySession(t *testing.T, m vfs.FS, o Options) (*Store, uuid.UUID, []Eve
 	big := ToolResultEvent(ToolResult{CallID: "c", Output: strings.Repeat("tool output ", 3000)})
 	for b := range 3 {
 		require.NoError(t, s.Branch(ctx, meta.ID, trunk[10+b].ID))
-		_, err := s.AppendBatch(ctx, meta.ID, UserMessage("branch"), big, AssistantMessage(Message{Content: "done"}))
+		_, err := s.AppendBatch(ctx, meta.ID, UserText("branch"), big, AssistantText("done"))
 		require.NoError(t, err)
 		appendN(t, s, meta.ID, 15)
 	}
@@ -125,7 +125,7 @@ func TestLazyOpenLoad(t *testing.T) {
 	assertSameEvents(t, want, full)
 	assert.True(t, isLazy(t, s, id), "Load and FullPath from HEAD need no index")
 
-	ev, err := s.Append(ctx, id, UserMessage("after reopening"))
+	ev, err := s.Append(ctx, id, UserText("after reopening"))
 	require.NoError(t, err)
 	assert.False(t, isLazy(t, s, id), "appending holds a partial index, or the whole one if it started a chunk (TestLazyAppend)")
 	assert.Equal(t, head, ev.ParentID)
@@ -250,7 +250,7 @@ func TestLazyReaderFollowsWriter(t *testing.T) {
 		assertHeadAndPath(t, r, id, want, lazy)
 	}
 	check(true)
-	_, err := r.Append(ctx, id, UserMessage("refused"))
+	_, err := r.Append(ctx, id, UserText("refused"))
 	assert.ErrorIs(t, err, ErrReadOnly)
 	assert.True(t, isLazy(t, r, id), "a refused append loads no index")
 	for range 3 {
@@ -294,12 +294,12 @@ func TestLazyAppend(t *testing.T) {
 	defer s.Close()
 	require.NoError(t, s.Flush(ctx, id), "a barrier with nothing appended")
 
-	ev, err := s.Append(ctx, id, UserMessage("resumed"))
+	ev, err := s.Append(ctx, id, UserText("resumed"))
 	require.NoError(t, err)
 	assert.Equal(t, want[len(want)-1].ID, ev.ParentID)
 	assert.True(t, isPartial(t, s, id), "the first append needs no index")
 	want = append(want, ev)
-	batch, err := s.AppendBatch(ctx, id, AssistantMessage(Message{Content: "a tool call"}),
+	batch, err := s.AppendBatch(ctx, id, AssistantText("a tool call"),
 		ToolResultEvent(ToolResult{CallID: "c", Output: strings.Repeat("blob output ", 200)}))
 	require.NoError(t, err)
 	require.NotEmpty(t, batch[1].Digest, "precondition: the tool result is a blob")
@@ -308,7 +308,7 @@ func TestLazyAppend(t *testing.T) {
 	for g := range 4 {
 		wg.Go(func() {
 			for i := range 3 {
-				_, err := s.Append(ctx, id, UserMessage(fmt.Sprintf("writer %d, %d", g, i)))
+				_, err := s.Append(ctx, id, UserText(fmt.Sprintf("writer %d, %d", g, i)))
 				assert.NoError(t, err)
 			}
 		})
@@ -330,7 +330,7 @@ func TestLazyAppend(t *testing.T) {
 	before, err := s.Revision(ctx, id)
 	require.NoError(t, err)
 	for {
-		ev, err := s.Append(ctx, id, UserMessage(strings.Repeat("fill ", 40)))
+		ev, err := s.Append(ctx, id, UserText(strings.Repeat("fill ", 40)))
 		require.NoError(t, err)
 		want = append(want, ev)
 		rev, err := s.Revision(ctx, id)
@@ -359,7 +359,7 @@ func TestLazyAppend(t *testing.T) {
 	assert.Equal(t, len(want)+offPath, rep.Records, "every event on disk once")
 
 	// Any call that needs the index loads it, with the appends' lines.
-	ev, err = s.Append(ctx, id, UserMessage("partial again"))
+	ev, err = s.Append(ctx, id, UserText("partial again"))
 	require.NoError(t, err)
 	require.True(t, isPartial(t, s, id))
 	tree, err = s.Tree(ctx, id)
@@ -390,7 +390,7 @@ func TestLazyAppendRestoredSelection(t *testing.T) {
 	s.mu.Unlock()
 	require.False(t, open, "precondition: a was closed")
 
-	ev, err := s.Append(ctx, a.ID, UserMessage("on the selection"))
+	ev, err := s.Append(ctx, a.ID, UserText("on the selection"))
 	require.NoError(t, err)
 	assert.Equal(t, evs[0].ID, ev.ParentID)
 	assert.Equal(t, evs[0].ID, ev.BranchFrom)
@@ -611,7 +611,7 @@ func TestFormat1Session(t *testing.T) {
 		assert.JSONEq(t, string(want[i].Record), string(got[i].Record))
 	}
 
-	ev, err := s.Append(ctx, goldenSession, UserMessage("appended by this build"))
+	ev, err := s.Append(ctx, goldenSession, UserText("appended by this build"))
 	require.NoError(t, err)
 	_, err = s.UpdateMeta(ctx, goldenSession, func(m *Meta) { m.Name = "renamed" })
 	require.NoError(t, err)

@@ -59,7 +59,7 @@ func apiHelper(mode, dir, session string) string {
 	}
 	switch mode {
 	case "append", "append-noclose":
-		if _, err := s.Append(ctx, id, UserMessage("from child "+mode)); err != nil {
+		if _, err := s.Append(ctx, id, UserText("from child "+mode)); err != nil {
 			s.Close()
 			return err.Error()
 		}
@@ -136,7 +136,7 @@ func apiAppendLoop(dir string, session uuid.UUID, seed, variants string) string 
 		var ev Event
 		switch r := rng.IntN(10); {
 		case r < 6:
-			ev = UserMessage(fmt.Sprintf("user message %d of loop %d", i, n))
+			ev = UserText(fmt.Sprintf("user message %d of loop %d", i, n))
 		case r < 7:
 			ev = AssistantMessage(Message{Content: fmt.Sprintf("assistant reply %d", i), Model: "test-model", Usage: &Usage{InputTokens: int64(i), OutputTokens: 7}})
 		case r < 8:
@@ -183,7 +183,7 @@ func TestAPILockCrossProcess(t *testing.T) {
 	dir := t.TempDir()
 	s := apiOpen(t, dir, nil)
 	id := apiNewSession(t, s)
-	mine := apiAppend(t, s, id, UserMessage("from parent"))
+	mine := apiAppend(t, s, id, UserText("from parent"))
 
 	// While this Store holds the session, a writer in another process is
 	// refused at once, naming the lock file.
@@ -237,7 +237,7 @@ func TestAPILockInProcess(t *testing.T) {
 	dir := t.TempDir()
 	s1 := apiOpen(t, dir, nil)
 	id := apiNewSession(t, s1)
-	ev := apiAppend(t, s1, id, UserMessage("first"))
+	ev := apiAppend(t, s1, id, UserText("first"))
 	lockPath := filepath.Join(apiSessionDir(dir, id), "LOCK")
 
 	s2 := apiOpen(t, dir, nil)
@@ -269,13 +269,13 @@ func TestAPILockInProcess(t *testing.T) {
 
 	// The lock is per session: s2 can write a session of its own.
 	other := apiNewSession(t, s2)
-	apiAppend(t, s2, other, UserMessage("other"))
-	_, err = s1.Append(ctx, other, UserMessage("x"))
+	apiAppend(t, s2, other, UserText("other"))
+	_, err = s1.Append(ctx, other, UserText("x"))
 	assert.ErrorIs(t, err, ErrLocked, "and s1 cannot write s2's")
 
 	// The refusals were not cached: once s1 closes, s2 takes the session.
 	require.NoError(t, s1.Close())
-	next := apiAppend(t, s2, id, UserMessage("from s2"))
+	next := apiAppend(t, s2, id, UserText("from s2"))
 	assert.Equal(t, ev.ID, next.ParentID)
 	apiSameEvents(t, []Event{ev, next}, apiLoad(t, s2, id))
 

@@ -22,7 +22,7 @@ func roBenchEvent(i int) Event {
 	if i%4 == 3 {
 		return ToolResultEvent(ToolResult{CallID: fmt.Sprint("call-", i), Output: strings.Repeat(string(rune('a'+i%26)), 1<<10+(i*97)%(3<<10))})
 	}
-	return UserMessage(fmt.Sprintf("message %d: %s", i, strings.Repeat("words ", 10+i%40)))
+	return UserText(fmt.Sprintf("message %d: %s", i, strings.Repeat("words ", 10+i%40)))
 }
 
 // BenchmarkReaderBesideWriter measures a read-only Load of a session's

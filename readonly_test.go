@@ -219,7 +219,7 @@ func TestReadOnlyWriteCallsRefused(t *testing.T) {
 	dir := t.TempDir()
 	w := apiOpen(t, dir, nil)
 	id := apiNewSession(t, w)
-	first := apiAppend(t, w, id, UserMessage("read two files"))
+	first := apiAppend(t, w, id, UserText("read two files"))
 	call1 := apiAppend(t, w, id, ToolCallEvent(ToolCall{CallID: "c1", Name: "read_file", Arguments: json.RawMessage(`{"path":"a"}`)}))
 	res1 := apiAppend(t, w, id, ToolResultEvent(ToolResult{CallID: "c1", Output: strings.Repeat("x", 20<<10)}))
 	require.NotEmpty(t, res1.Digest, "precondition: the big result is a blob")
@@ -227,7 +227,7 @@ func TestReadOnlyWriteCallsRefused(t *testing.T) {
 	appended := []Event{first, call1, res1, call2}
 	// A second session, with nothing to repair.
 	other := apiNewSession(t, w)
-	otherEv := apiAppend(t, w, other, UserMessage("all answered"))
+	otherEv := apiAppend(t, w, other, UserText("all answered"))
 	require.NoError(t, w.Close())
 	// A blob no event refers to, which GC would remove.
 	stray := filepath.Join(apiSessionDir(dir, id), blobsDir, "sha256", "ab", strings.Repeat("c", 62)+blobExt)
@@ -246,10 +246,10 @@ func TestReadOnlyWriteCallsRefused(t *testing.T) {
 	}{
 		{"Create", uuid.Nil, func(*testing.T, uuid.UUID) error { _, err := r.Create(ctx, Meta{Name: "new"}); return err }},
 		{"CreateExisting", uuid.Nil, func(*testing.T, uuid.UUID) error { _, err := r.Create(ctx, Meta{ID: id}); return err }},
-		{"Append", id, func(t *testing.T, s uuid.UUID) error { _, err := r.Append(ctx, s, UserMessage("x")); return err }},
-		{"AppendOther", other, func(t *testing.T, s uuid.UUID) error { _, err := r.Append(ctx, s, UserMessage("x")); return err }},
+		{"Append", id, func(t *testing.T, s uuid.UUID) error { _, err := r.Append(ctx, s, UserText("x")); return err }},
+		{"AppendOther", other, func(t *testing.T, s uuid.UUID) error { _, err := r.Append(ctx, s, UserText("x")); return err }},
 		{"AppendBatch", id, func(t *testing.T, s uuid.UUID) error {
-			_, err := r.AppendBatch(ctx, s, UserMessage("x"), UserMessage("y"))
+			_, err := r.AppendBatch(ctx, s, UserText("x"), UserText("y"))
 			return err
 		}},
 		{"Branch", id, func(t *testing.T, s uuid.UUID) error { return r.Branch(ctx, s, first.ID) }},
@@ -406,13 +406,13 @@ func TestReadOnlySeesAcknowledgedAppends(t *testing.T) {
 		if i%3 == 0 {
 			ev = apiAppend(t, w, id, ToolResultEvent(ToolResult{CallID: fmt.Sprint(i), Output: strings.Repeat("r", 300+i*7)}))
 		} else {
-			ev = apiAppend(t, w, id, UserMessage(fmt.Sprintf("message %d", i)))
+			ev = apiAppend(t, w, id, UserText(fmt.Sprintf("message %d", i)))
 		}
 		all = append(all, ev)
 		check(i, ev)
 	}
 	// A batch is seen whole.
-	batch, err := w.AppendBatch(ctx, id, AssistantMessage(Message{Content: "calling"}),
+	batch, err := w.AppendBatch(ctx, id, AssistantText("calling"),
 		ToolCallEvent(ToolCall{CallID: "b1", Name: "ls"}), ToolCallEvent(ToolCall{CallID: "b2", Name: "pwd"}))
 	require.NoError(t, err)
 	all = append(all, batch...)
@@ -431,7 +431,7 @@ func TestReadOnlySeesAcknowledgedAppends(t *testing.T) {
 	// Store writes on: the reader follows.
 	require.NoError(t, w.Close())
 	w2 := apiOpen(t, dir, wopts)
-	last := apiAppend(t, w2, id, UserMessage("from the second writer"))
+	last := apiAppend(t, w2, id, UserText("from the second writer"))
 	all = append(all, last)
 	assert.Equal(t, last.ID, apiHead(t, r, id))
 	assert.Equal(t, apiIDs(all), apiNodeIDs(apiTree(t, r, id)))
@@ -476,7 +476,7 @@ func TestReadOnlyRevision(t *testing.T) {
 	chunks := map[uint32]bool{}
 	var all []Event
 	for i := range 40 {
-		ev := apiAppend(t, w, id, UserMessage(fmt.Sprintf("message %d %s", i, strings.Repeat("m", i*5))))
+		ev := apiAppend(t, w, id, UserText(fmt.Sprintf("message %d %s", i, strings.Repeat("m", i*5))))
 		all = append(all, ev)
 		next := rev()
 		require.False(t, seen[next], "append %d: revision %v was seen before", i, next)
@@ -538,7 +538,7 @@ func roFillChunk(t *testing.T, w *Store, id uuid.UUID, limit int64, big int) []E
 		if rev.Size > 0 && rev.Size+int64(big) > limit {
 			return out
 		}
-		out = append(out, apiAppend(t, w, id, UserMessage(strings.Repeat("f", 100))))
+		out = append(out, apiAppend(t, w, id, UserText(strings.Repeat("f", 100))))
 	}
 }
 
@@ -557,7 +557,7 @@ func TestReadOnlyRevisionSealedNewestChunk(t *testing.T) {
 	require.False(t, plain.Sealed)
 
 	restore := roFailCreate(m, chunkName(plain.Chunk+1))
-	_, err = w.Append(ctx, id, UserMessage(strings.Repeat("b", 600)))
+	_, err = w.Append(ctx, id, UserText(strings.Repeat("b", 600)))
 	require.Error(t, err, "precondition: starting the next chunk fails")
 	awaitSealing(w, id)
 	sealed, err := r.Revision(ctx, id)
@@ -572,7 +572,7 @@ func TestReadOnlyRevisionSealedNewestChunk(t *testing.T) {
 
 	// The next append (too big for the old chunk) starts the next chunk.
 	restore()
-	ev := apiAppend(t, w, id, UserMessage(strings.Repeat("c", 600)))
+	ev := apiAppend(t, w, id, UserText(strings.Repeat("c", 600)))
 	acked = append(acked, ev)
 	next, err := r.Revision(ctx, id)
 	require.NoError(t, err)
@@ -597,16 +597,16 @@ func TestReadOnlyAcknowledgedAfterFailedChunkStart(t *testing.T) {
 	rev, err := w.Revision(ctx, id)
 	require.NoError(t, err)
 	restore := roFailCreate(m, chunkName(rev.Chunk+1))
-	_, err = w.Append(ctx, id, UserMessage(strings.Repeat("b", 600)))
+	_, err = w.Append(ctx, id, UserText(strings.Repeat("b", 600)))
 	require.Error(t, err, "precondition: starting the next chunk fails")
 	require.LessOrEqual(t, rev.Size+300, int64(limit), "precondition: a small event fits the old chunk")
-	small, err := w.Append(ctx, id, UserMessage("small"))
+	small, err := w.Append(ctx, id, UserText("small"))
 	if err == nil { // refusing is fine; acknowledging and losing is not
 		acked = append(acked, small)
 	}
 	restore()
 	// Once the next chunk can start, the writer goes on.
-	acked = append(acked, apiAppend(t, w, id, UserMessage("after the failure")))
+	acked = append(acked, apiAppend(t, w, id, UserText("after the failure")))
 
 	got, err := r.FullPath(ctx, id, uuid.Nil)
 	assert.NoError(t, err, "reader")
@@ -671,7 +671,7 @@ func TestReadOnlyTornTail(t *testing.T) {
 	id := apiNewSession(t, w)
 	var three []Event
 	for i := range 3 {
-		three = append(three, apiAppend(t, w, id, UserMessage(fmt.Sprintf("event %d", i))))
+		three = append(three, apiAppend(t, w, id, UserText(fmt.Sprintf("event %d", i))))
 	}
 	require.NoError(t, w.Close())
 	roCopyDir(t, src, dir)
@@ -679,7 +679,7 @@ func TestReadOnlyTornTail(t *testing.T) {
 	chunk := filepath.Join(apiSessionDir(dir, id), chunksDir, chunkName(0))
 	size3 := roSize(t, chunkA)
 	w = apiOpen(t, src, nil)
-	fourth := apiAppend(t, w, id, AssistantMessage(Message{Content: "a reply long enough to tear in two"}))
+	fourth := apiAppend(t, w, id, AssistantText("a reply long enough to tear in two"))
 	require.NoError(t, w.Close())
 	b, err := os.ReadFile(chunkA)
 	require.NoError(t, err)
@@ -751,7 +751,7 @@ func TestReadOnlyTornTail(t *testing.T) {
 
 	// A writer cuts the tail when it opens the session; the reader follows.
 	w2 := apiOpen(t, dir, nil)
-	fifth := apiAppend(t, w2, id, UserMessage("after the repair"))
+	fifth := apiAppend(t, w2, id, UserText("after the repair"))
 	assert.Equal(t, 1, roCount(roChunkFiles(t, dir, id), ".broken-"+fmt.Sprint(size3+int64(len(line)))), "the writer kept the cut tail")
 	got, err = r.Load(ctx, id)
 	require.NoError(t, err)
@@ -767,7 +767,7 @@ func TestReadOnlyIgnoresCompressionMode(t *testing.T) {
 			id := apiNewSession(t, w)
 			var all []Event
 			for i := range 30 {
-				all = append(all, apiAppend(t, w, id, UserMessage(fmt.Sprintf("message %d %s", i, strings.Repeat("z", 100)))))
+				all = append(all, apiAppend(t, w, id, UserText(fmt.Sprintf("message %d %s", i, strings.Repeat("z", 100)))))
 			}
 			require.NoError(t, w.Close())
 			names := roChunkFiles(t, dir, id)
@@ -805,11 +805,11 @@ func roRotate(t *testing.T, w *Store, id uuid.UUID) []Event {
 	require.NoError(t, err)
 	var out []Event
 	for {
-		out = append(out, apiAppend(t, w, id, UserMessage(strings.Repeat("r", 200))))
+		out = append(out, apiAppend(t, w, id, UserText(strings.Repeat("r", 200))))
 		rev, err := w.Revision(t.Context(), id)
 		require.NoError(t, err)
 		if rev.Chunk > rev0.Chunk {
-			return append(out, apiAppend(t, w, id, UserMessage("first of the new chunk")))
+			return append(out, apiAppend(t, w, id, UserText("first of the new chunk")))
 		}
 	}
 }
@@ -853,7 +853,7 @@ func TestReadOnlyLoadWhileWriterStartsChunks(t *testing.T) {
 					acked = append(acked, roRotate(t, w, id)...)
 				}
 			}
-			apiAppend(t, w, id, UserMessage("the reader reloads"))
+			apiAppend(t, w, id, UserText("the reader reloads"))
 			got, err := r.Load(ctx, id)
 			g.hook = nil
 			require.Positive(t, fired, "precondition: the writer started a chunk during the load")
@@ -892,7 +892,7 @@ func TestReadOnlyVerifyBesideWriter(t *testing.T) {
 		{"HEAD replaced while read", func(*testing.T, *Store, uuid.UUID) trigger {
 			return func(t *testing.T, w *Store, id uuid.UUID, op, path string) bool {
 				if op == "open" && (filepath.Base(path) == headName || filepath.Base(path) == headTemp) {
-					apiAppend(t, w, id, UserMessage("flushed"))
+					apiAppend(t, w, id, UserText("flushed"))
 					require.NoError(t, w.Flush(t.Context(), id))
 					return true
 				}
@@ -1026,7 +1026,7 @@ func TestReadOnlyTornTailReplacedBySameLength(t *testing.T) {
 	// How long the next event's line is: append it on a copy.
 	probe := m.CrashClone(vfs.KeepAll, 0)
 	pw := openMem(t, probe, later())
-	_, err = pw.Append(ctx, id, UserMessage("after the crash"))
+	_, err = pw.Append(ctx, id, UserText("after the crash"))
 	require.NoError(t, err)
 	require.NoError(t, pw.Close())
 	grown, err := plainDataEnd(probe, chunk)
@@ -1049,7 +1049,7 @@ func TestReadOnlyTornTailReplacedBySameLength(t *testing.T) {
 
 	w2 := openMem(t, m, later())
 	defer w2.Close()
-	ev, err := w2.Append(ctx, id, UserMessage("after the crash"))
+	ev, err := w2.Append(ctx, id, UserText("after the crash"))
 	require.NoError(t, err)
 	revAfter, err := r.Revision(ctx, id)
 	require.NoError(t, err)

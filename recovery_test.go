@@ -46,7 +46,7 @@ func appendN(t *testing.T, s *Store, id uuid.UUID, n int) []Event {
 	t.Helper()
 	out := make([]Event, 0, n)
 	for i := 0; i < n; i++ {
-		ev, err := s.Append(context.Background(), id, UserMessage(fmt.Sprintf("message %d %s", i, strings.Repeat("x", i%7*20))))
+		ev, err := s.Append(context.Background(), id, UserText(fmt.Sprintf("message %d %s", i, strings.Repeat("x", i%7*20))))
 		require.NoError(t, err)
 		out = append(out, ev)
 	}
@@ -242,7 +242,7 @@ func TestReconcileFreeSpace(t *testing.T) {
 			names, err := m.ReadDir(sessionPath(id, chunksDir))
 			require.NoError(t, err)
 			assert.Equal(t, []string{chunkName(0)}, names, "nothing is kept aside")
-			ev, err := s.Append(ctx, id, UserMessage("after the free space"))
+			ev, err := s.Append(ctx, id, UserText("after the free space"))
 			require.NoError(t, err)
 			require.NoError(t, s.Close())
 			after, err := vfs.ReadFile(m, chunk)
@@ -455,7 +455,7 @@ func TestReconcileCorruption(t *testing.T) {
 			// Nothing was repaired or truncated.
 			assert.Equal(t, damaged, m.String())
 			// Writes are refused too.
-			_, err = s2.Append(context.Background(), id, UserMessage("after"))
+			_, err = s2.Append(context.Background(), id, UserText("after"))
 			assert.ErrorIs(t, err, ErrCorrupt)
 		})
 	}
@@ -511,7 +511,7 @@ func TestWriteFaults(t *testing.T) {
 			}
 			return nil
 		})
-		_, err := s.Append(ctx, id, UserMessage("lost"))
+		_, err := s.Append(ctx, id, UserText("lost"))
 		require.Error(t, err)
 		assert.ErrorIs(t, err, syscall.ENOSPC)
 		m.SetFault(nil)
@@ -528,10 +528,10 @@ func TestWriteFaults(t *testing.T) {
 			}
 			return nil
 		})
-		_, err := s.Append(ctx, id, UserMessage("maybe"))
+		_, err := s.Append(ctx, id, UserText("maybe"))
 		require.ErrorIs(t, err, syscall.EIO)
 		m.SetFault(nil)
-		_, err = s.Append(ctx, id, UserMessage("refused"))
+		_, err = s.Append(ctx, id, UserText("refused"))
 		assert.ErrorIs(t, err, ErrSessionFailed)
 		_, err = s.UpdateMeta(ctx, id, func(m *Meta) { m.Name = "x" })
 		assert.ErrorIs(t, err, ErrSessionFailed)
@@ -552,10 +552,10 @@ func TestWriteFaults(t *testing.T) {
 			}
 			return nil
 		})
-		ev, err := s.Append(ctx, id, UserMessage("durable"))
+		ev, err := s.Append(ctx, id, UserText("durable"))
 		require.NoError(t, err)
 		m.SetFault(nil)
-		_, err = s.Append(ctx, id, UserMessage("refused"))
+		_, err = s.Append(ctx, id, UserText("refused"))
 		assert.ErrorIs(t, err, ErrSessionFailed)
 		require.NoError(t, s.Close())
 		checkAll(t, m, id, append(evs, ev)).Close()
@@ -682,7 +682,7 @@ func TestSealedFooterMetaSizeBounded(t *testing.T) {
 	require.NoError(t, err)
 	evs := make([]Event, 500)
 	for i := range evs {
-		evs[i] = UserMessage(fmt.Sprintf("m %d %s", i, strings.Repeat("q", i%50)))
+		evs[i] = UserText(fmt.Sprintf("m %d %s", i, strings.Repeat("q", i%50)))
 	}
 	for range 12 {
 		_, err := s.AppendBatch(ctx, meta.ID, evs...)
@@ -731,7 +731,7 @@ func TestReconcileSyncsUnindexedRecords(t *testing.T) {
 		}
 		return nil
 	})
-	_, err := s1.Append(ctx, id, UserMessage("never acknowledged"))
+	_, err := s1.Append(ctx, id, UserText("never acknowledged"))
 	require.Error(t, err)
 	m.SetFault(nil)
 	_ = s1.Close() // its lock goes, as a dead process's does
@@ -748,6 +748,6 @@ func TestReconcileSyncsUnindexedRecords(t *testing.T) {
 	got, err = s3.Load(ctx, id)
 	require.NoError(t, err, "the session opens after the power loss")
 	assert.Len(t, got, len(evs)+1, "the record the open indexed was made durable")
-	_, err = s3.Append(ctx, id, UserMessage("writes go on"))
+	_, err = s3.Append(ctx, id, UserText("writes go on"))
 	assert.NoError(t, err)
 }

@@ -125,12 +125,12 @@ func TestAPICreate(t *testing.T) {
 		s, dir := apiNewStore(t, nil)
 		id := uuid.New()
 		require.NoError(t, os.MkdirAll(filepath.Join(apiSessionDir(dir, id), "chunks"), 0o700))
-		_, err := s.Append(ctx, id, UserMessage("x"))
+		_, err := s.Append(ctx, id, UserText("x"))
 		assert.ErrorIs(t, err, ErrNotFound, "a half-created session is not a session")
 		m, err := s.Create(ctx, Meta{ID: id, Name: "finished"})
 		require.NoError(t, err)
 		assert.Equal(t, id, m.ID)
-		apiAppend(t, s, id, UserMessage("x"))
+		apiAppend(t, s, id, UserText("x"))
 	})
 }
 
@@ -140,7 +140,7 @@ func TestAPICreateExists(t *testing.T) {
 	id := uuid.New()
 	_, err := s1.Create(ctx, Meta{ID: id, Name: "original"})
 	require.NoError(t, err)
-	apiAppend(t, s1, id, UserMessage("x"))
+	apiAppend(t, s1, id, UserText("x"))
 	metaPath := filepath.Join(apiSessionDir(dir, id), "session.json")
 	original := apiReadFile(t, metaPath)
 
@@ -169,7 +169,7 @@ func TestAPICreateExists(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "original", m.Name)
 	require.Len(t, apiLoad(t, s2, id), 1)
-	apiAppend(t, s2, id, UserMessage("y"))
+	apiAppend(t, s2, id, UserText("y"))
 
 	// And after reopening, the same.
 	require.NoError(t, s2.Close())
@@ -286,7 +286,7 @@ func TestAPIList(t *testing.T) {
 		require.NoError(t, err)
 		want = append(want, m)
 	}
-	apiAppend(t, s, want[0].ID, UserMessage("events do not matter to List"))
+	apiAppend(t, s, want[0].ID, UserText("events do not matter to List"))
 	slices.SortFunc(want, func(a, b Meta) int { return bytes.Compare(a.ID[:], b.ID[:]) })
 
 	// Stray entries that are not sessions.
@@ -317,7 +317,7 @@ func TestAPIList(t *testing.T) {
 	for _, stray := range []uuid.UUID{upper, braced, urn, suffixed, noMeta, outside} {
 		_, err := s.Meta(ctx, stray)
 		assert.ErrorIs(t, err, ErrNotFound, "Meta %s", stray)
-		_, err = s.Append(ctx, stray, UserMessage("x"))
+		_, err = s.Append(ctx, stray, UserText("x"))
 		assert.ErrorIs(t, err, ErrNotFound, "Append %s", stray)
 		_, err = s.Load(ctx, stray)
 		assert.ErrorIs(t, err, ErrNotFound, "Load %s", stray)
@@ -348,7 +348,7 @@ func TestAPIListIgnoresFileNamedLikeSession(t *testing.T) {
 	assert.Equal(t, id, list[0].ID)
 	_, err = s.Meta(t.Context(), stray)
 	assert.ErrorIs(t, err, ErrNotFound)
-	_, err = s.Append(t.Context(), stray, UserMessage("x"))
+	_, err = s.Append(t.Context(), stray, UserText("x"))
 	assert.ErrorIs(t, err, ErrNotFound)
 	_, err = s.Load(t.Context(), stray)
 	assert.ErrorIs(t, err, ErrNotFound)
@@ -364,7 +364,7 @@ func TestAPIListReadsOnlySessionJSON(t *testing.T) {
 	for i := range 3 {
 		id := apiNewSession(t, writer)
 		for j := range 5 {
-			apiAppend(t, writer, id, UserMessage(fmt.Sprintf("%d/%d %s", i, j, strings.Repeat("z", 100))))
+			apiAppend(t, writer, id, UserText(fmt.Sprintf("%d/%d %s", i, j, strings.Repeat("z", 100))))
 		}
 		ids = append(ids, id)
 	}
@@ -486,7 +486,7 @@ func TestAPIUpdateMeta(t *testing.T) {
 	}
 
 	// UpdatedAt follows the newest event when the session is closed.
-	ev := apiAppend(t, s, id, UserMessage("later"))
+	ev := apiAppend(t, s, id, UserText("later"))
 	require.True(t, ev.Time.After(again.UpdatedAt))
 	require.NoError(t, s.Close())
 	s2 := apiOpen(t, dir, nil)
@@ -512,8 +512,8 @@ func TestAPIFileModes(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "store")
 			s := apiOpen(t, dir, tc.opts)
 			id := apiNewSession(t, s)
-			apiAppend(t, s, id, UserMessage("a"))
-			apiAppend(t, s, id, UserMessage("b"))
+			apiAppend(t, s, id, UserText("a"))
+			apiAppend(t, s, id, UserText("b"))
 			_, err := s.UpdateMeta(t.Context(), id, func(m *Meta) { m.Name = "renamed" })
 			require.NoError(t, err)
 			require.NoError(t, s.Close())
@@ -581,7 +581,7 @@ func TestAPIOptionsValidation(t *testing.T) {
 				assert.Equal(t, before, *tc.opts, "Open does not mutate the options")
 			}
 			id := apiNewSession(t, s)
-			apiAppend(t, s, id, UserMessage("ok"))
+			apiAppend(t, s, id, UserText("ok"))
 		})
 	}
 
@@ -590,8 +590,8 @@ func TestAPIOptionsValidation(t *testing.T) {
 		s := apiOpen(t, t.TempDir(), opts)
 		opts.MaxRecordSize = 10 // no effect on the open store
 		id := apiNewSession(t, s)
-		apiAppend(t, s, id, UserMessage(strings.Repeat("a", 50)))
-		_, err := s.Append(t.Context(), id, UserMessage(strings.Repeat("a", 100)))
+		apiAppend(t, s, id, UserText(strings.Repeat("a", 50)))
+		_, err := s.Append(t.Context(), id, UserText(strings.Repeat("a", 100)))
 		assert.ErrorIs(t, err, ErrRecordTooLarge, "the limit given to Open still applies")
 	})
 

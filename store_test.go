@@ -228,7 +228,7 @@ func TestAPIAppendChain(t *testing.T) {
 
 	var appended []Event
 	for i := range 6 {
-		ev := apiAppend(t, s, id, UserMessage(fmt.Sprintf("message %d", i)))
+		ev := apiAppend(t, s, id, UserText(fmt.Sprintf("message %d", i)))
 		assert.Equal(t, uuid.Version(7), ev.ID.Version(), "event ids are UUIDv7")
 		assert.Equal(t, uuid.RFC4122, ev.ID.Variant())
 		if i == 0 {
@@ -264,7 +264,7 @@ func TestAPIAppendChain(t *testing.T) {
 	s2 := apiOpen(t, dir, nil)
 	assert.Equal(t, appended[len(appended)-1].ID, apiHead(t, s2, id))
 	apiSameEvents(t, appended, apiLoad(t, s2, id))
-	next := apiAppend(t, s2, id, UserMessage("after reopen"))
+	next := apiAppend(t, s2, id, UserText("after reopen"))
 	assert.Equal(t, appended[len(appended)-1].ID, next.ParentID)
 	assert.Negative(t, bytes.Compare(appended[len(appended)-1].ID[:], next.ID[:]))
 }
@@ -275,9 +275,9 @@ func TestAPIBranchTwoPhase(t *testing.T) {
 	id := apiNewSession(t, s)
 	sdir := apiSessionDir(dir, id)
 
-	a := apiAppend(t, s, id, UserMessage("a"))
-	b := apiAppend(t, s, id, AssistantMessage(Message{Content: "b"}))
-	c := apiAppend(t, s, id, UserMessage("c"))
+	a := apiAppend(t, s, id, UserText("a"))
+	b := apiAppend(t, s, id, AssistantText("b"))
+	c := apiAppend(t, s, id, UserText("c"))
 
 	filesBefore := apiFiles(t, sdir)
 	treeBefore := apiTree(t, s, id)
@@ -294,7 +294,7 @@ func TestAPIBranchTwoPhase(t *testing.T) {
 	apiSameEvents(t, []Event{a, b, c}, apiLoad(t, s, id))
 
 	// Phase two: the next Append is a child of the selection and moves HEAD.
-	d := apiAppend(t, s, id, AssistantMessage(Message{Content: "d"}))
+	d := apiAppend(t, s, id, AssistantText("d"))
 	assert.Equal(t, a.ID, d.ParentID)
 	assert.Equal(t, a.ID, d.BranchFrom)
 	assert.Equal(t, d.ID, apiHead(t, s, id))
@@ -310,7 +310,7 @@ func TestAPIBranchTwoPhase(t *testing.T) {
 	require.Len(t, nodes, 4)
 	assert.Equal(t, a.ID, nodes[3].BranchFrom, "the tree shows where the branch starts")
 
-	e := apiAppend(t, s, id, UserMessage("e"))
+	e := apiAppend(t, s, id, UserText("e"))
 	assert.Equal(t, d.ID, e.ParentID)
 	assert.Equal(t, uuid.Nil, e.BranchFrom, "only the first event of a branch has BranchFrom")
 
@@ -331,7 +331,7 @@ func TestAPIBranchTwoPhase(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, e.ID, parent)
 	assert.False(t, branching)
-	f := apiAppend(t, s, id, UserMessage("f"))
+	f := apiAppend(t, s, id, UserText("f"))
 	assert.Equal(t, e.ID, f.ParentID)
 	assert.Equal(t, uuid.Nil, f.BranchFrom)
 
@@ -344,7 +344,7 @@ func TestAPIBranchTwoPhase(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, f.ID, parent, "the selection was forgotten")
 	assert.False(t, branching)
-	g := apiAppend(t, s2, id, UserMessage("g"))
+	g := apiAppend(t, s2, id, UserText("g"))
 	assert.Equal(t, f.ID, g.ParentID)
 	assert.Equal(t, uuid.Nil, g.BranchFrom)
 	apiSameEvents(t, []Event{a, d, e, f, g}, apiLoad(t, s2, id))
@@ -365,12 +365,12 @@ func TestAPILoadBranchesAfterReopen(t *testing.T) {
 	//  │    └ c1 ─ c2      (branch from a1)
 	//  └ b1 ─ b2           (branch from r)
 	inputs := map[string]Event{
-		"r":  UserMessage("root question"),
+		"r":  UserText("root question"),
 		"a1": AssistantMessage(Message{Content: "a1", Model: "m", Usage: &Usage{InputTokens: 10, OutputTokens: 3}}),
 		"a2": ToolCallEvent(ToolCall{CallID: "call_1", Name: "ls", Arguments: json.RawMessage(`{ "path" : "." }`)}),
 		"a3": ToolResultEvent(ToolResult{CallID: "call_1", Output: "go.mod\nmain.go\n"}),
 		"b1": {Kind: KindBranchSummary, Record: json.RawMessage(`{"summary": "tried a"}`)},
-		"b2": AssistantMessage(Message{Content: "b2"}),
+		"b2": AssistantText("b2"),
 		"c1": {Kind: KindCustom, Role: RoleNone, Record: json.RawMessage(` [1, 2, 3] `)},
 		"c2": {Kind: KindCompaction, Record: json.RawMessage(`"summary so far"`)},
 	}
@@ -533,7 +533,7 @@ func TestAPIChunkRotation(t *testing.T) {
 
 	var appended []Event
 	for i := range 12 {
-		appended = append(appended, apiAppend(t, s, id, UserMessage(fmt.Sprintf("%03d %s", i, strings.Repeat("x", 150)))))
+		appended = append(appended, apiAppend(t, s, id, UserText(fmt.Sprintf("%03d %s", i, strings.Repeat("x", 150)))))
 	}
 	big := apiAppend(t, s, id, Event{Kind: KindCustom, Record: json.RawMessage(`{"blob":"` + strings.Repeat("b", 3*chunkSize) + `"}`)})
 	appended = append(appended, big)
@@ -580,8 +580,8 @@ func TestAPIChunkRotation(t *testing.T) {
 	}
 	// Appending after the reopen continues the active chunk or starts the
 	// next one; either way everything loads.
-	more := apiAppend(t, s2, id, UserMessage(strings.Repeat("y", 600)))
-	more2 := apiAppend(t, s2, id, UserMessage(strings.Repeat("z", 600)))
+	more := apiAppend(t, s2, id, UserText(strings.Repeat("y", 600)))
+	more2 := apiAppend(t, s2, id, UserText(strings.Repeat("z", 600)))
 	apiSameEvents(t, append(appended, more, more2), apiLoad(t, s2, id))
 	names2, _ := apiChunkLines(t, sdir)
 	assert.Greater(t, len(names2), len(names))
@@ -594,7 +594,7 @@ func TestAPIChunkSizeOne(t *testing.T) {
 	id := apiNewSession(t, s)
 	var appended []Event
 	for i := range 4 {
-		appended = append(appended, apiAppend(t, s, id, UserMessage(fmt.Sprint(i))))
+		appended = append(appended, apiAppend(t, s, id, UserText(fmt.Sprint(i))))
 	}
 	names, ids := apiChunkLines(t, apiSessionDir(dir, id))
 	require.Len(t, names, 4)
@@ -679,7 +679,7 @@ func apiMethods() []apiMethod {
 			return err
 		}},
 		{"Append", func(ctx context.Context, s *Store, id, _ uuid.UUID) error {
-			_, err := s.Append(ctx, id, UserMessage("x"))
+			_, err := s.Append(ctx, id, UserText("x"))
 			return err
 		}},
 		{"Branch", func(ctx context.Context, s *Store, id, ev uuid.UUID) error {
@@ -719,7 +719,7 @@ func apiMethods() []apiMethod {
 func TestAPIClose(t *testing.T) {
 	s, dir := apiNewStore(t, nil)
 	id := apiNewSession(t, s)
-	ev := apiAppend(t, s, id, UserMessage("hello"))
+	ev := apiAppend(t, s, id, UserText("hello"))
 	// Every method works before Close (so ErrClosed below is Close's doing).
 	for _, m := range apiMethods() {
 		require.NoError(t, m.call(t.Context(), s, id, ev.ID), m.name)
@@ -736,13 +736,13 @@ func TestAPIClose(t *testing.T) {
 
 	// Close released the session: another Store can write it.
 	s2 := apiOpen(t, dir, nil)
-	apiAppend(t, s2, id, UserMessage("again"))
+	apiAppend(t, s2, id, UserText("again"))
 }
 
 func TestAPIContextCanceled(t *testing.T) {
 	s, dir := apiNewStore(t, nil)
 	id := apiNewSession(t, s)
-	ev := apiAppend(t, s, id, UserMessage("hello"))
+	ev := apiAppend(t, s, id, UserText("hello"))
 	files := apiFiles(t, dir)
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
@@ -764,7 +764,7 @@ func TestAPIContextCanceled(t *testing.T) {
 	// An expired deadline is reported as such.
 	dctx, dcancel := context.WithDeadline(t.Context(), time.Now().Add(-time.Second))
 	defer dcancel()
-	_, err = s.Append(dctx, id, UserMessage("late"))
+	_, err = s.Append(dctx, id, UserText("late"))
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
 }
 
@@ -780,10 +780,10 @@ func TestAPIConcurrentAppends(t *testing.T) {
 	for w := range writers {
 		wg.Go(func() {
 			for i := range perWriter {
-				if _, err := s.Append(ctx, id, UserMessage(fmt.Sprintf("w%d-%d", w, i))); err != nil {
+				if _, err := s.Append(ctx, id, UserText(fmt.Sprintf("w%d-%d", w, i))); err != nil {
 					errs <- err
 				}
-				if _, err := s.Append(ctx, other, UserMessage(fmt.Sprintf("o%d-%d", w, i))); err != nil {
+				if _, err := s.Append(ctx, other, UserText(fmt.Sprintf("o%d-%d", w, i))); err != nil {
 					errs <- err
 				}
 			}
@@ -935,10 +935,10 @@ func TestAPISessionFailed(t *testing.T) {
 			mem := vfs.NewMemFS()
 			s := apiOpen(t, "/store", &Options{fs: mem})
 			id := apiNewSession(t, s)
-			first := apiAppend(t, s, id, UserMessage("first"))
+			first := apiAppend(t, s, id, UserText("first"))
 
 			mem.SetFault(tc.fault)
-			second, err := s.Append(ctx, id, UserMessage("second"))
+			second, err := s.Append(ctx, id, UserText("second"))
 			mem.SetFault(nil)
 			if tc.acked {
 				require.NoError(t, err)
@@ -947,7 +947,7 @@ func TestAPISessionFailed(t *testing.T) {
 				assert.NotErrorIs(t, err, ErrSessionFailed, "the failing call reports the I/O error itself")
 			}
 
-			third, err := s.Append(ctx, id, UserMessage("third"))
+			third, err := s.Append(ctx, id, UserText("third"))
 			_, metaErr := s.UpdateMeta(ctx, id, func(m *Meta) { m.Name = "x" })
 			if tc.sticky {
 				assert.ErrorIs(t, err, ErrSessionFailed)
@@ -986,7 +986,7 @@ func TestAPISessionFailed(t *testing.T) {
 					assert.Equal(t, "second", m.Content)
 				}
 			}
-			next := apiAppend(t, s2, id, UserMessage("after reopen"))
+			next := apiAppend(t, s2, id, UserText("after reopen"))
 			assert.Equal(t, got[len(got)-1].ID, next.ParentID)
 		})
 	}

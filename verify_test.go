@@ -89,7 +89,7 @@ func TestVerifyLockedSession(t *testing.T) {
 	defer writer.Close()
 	other := openMem(t, m, Options{})
 	defer other.Close()
-	_, err := other.Append(ctx, id, UserMessage("second writer"))
+	_, err := other.Append(ctx, id, UserText("second writer"))
 	require.ErrorIs(t, err, ErrLocked)
 	r, err := other.Verify(ctx, id)
 	require.NoError(t, err)

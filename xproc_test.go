@@ -252,9 +252,9 @@ func TestXprocLockedAtOnce(t *testing.T) {
 		name string
 		call func() error
 	}{
-		{"Append", func() error { _, err := s.Append(ctx, id, UserMessage("refused")); return err }},
+		{"Append", func() error { _, err := s.Append(ctx, id, UserText("refused")); return err }},
 		{"AppendBatch", func() error {
-			_, err := s.AppendBatch(ctx, id, UserMessage("refused"), UserMessage("too"))
+			_, err := s.AppendBatch(ctx, id, UserText("refused"), UserText("too"))
 			return err
 		}},
 		{"Load", func() error { _, err := s.Load(ctx, id); return err }},
@@ -291,7 +291,7 @@ func TestXprocLockedAtOnce(t *testing.T) {
 	// Killed, it leaves no lock: the same Store (whose refusals were not
 	// cached) takes the session, reconciles it and appends.
 	acked := child.kill()
-	ev, err := s.Append(ctx, id, UserMessage("after the kill"))
+	ev, err := s.Append(ctx, id, UserText("after the kill"))
 	require.NoError(t, err, "the kernel released the killed writer's lock")
 	assert.Equal(t, int64(0), lfs.refused.Load()-int64(len(calls)), "only the calls above were refused")
 	require.NoError(t, s.Close())
@@ -316,7 +316,7 @@ func TestXprocWaitForLock(t *testing.T) {
 			refused := lfs.refused.Load()
 			var err error
 			if name == "Append" {
-				_, err = s.Append(ctx, id, UserMessage("refused"))
+				_, err = s.Append(ctx, id, UserText("refused"))
 			} else {
 				_, err = s.Load(ctx, id)
 			}
@@ -337,7 +337,7 @@ func TestXprocWaitForLock(t *testing.T) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), xprocSafety)
 		defer cancel()
-		ev, err := s.Append(ctx, id, UserMessage("waited for the lock"))
+		ev, err := s.Append(ctx, id, UserText("waited for the lock"))
 		waited <- result{ev, err}
 	}()
 	safety := time.After(xprocSafety)
@@ -393,7 +393,7 @@ func TestXprocWaitForLock(t *testing.T) {
 		}
 	}
 	mine := []Event{r.ev}
-	ev, err := s.Append(t.Context(), id, UserMessage("the same store, holding the lock now"))
+	ev, err := s.Append(t.Context(), id, UserText("the same store, holding the lock now"))
 	require.NoError(t, err)
 	mine = append(mine, ev)
 	require.NoError(t, s.Close())
@@ -403,7 +403,7 @@ func TestXprocWaitForLock(t *testing.T) {
 	for _, o := range []*Options{{WaitForLock: true}, nil} {
 		ctx, cancel := context.WithTimeout(t.Context(), xprocSafety)
 		s := apiOpen(t, dir, o)
-		ev, err := s.Append(ctx, id, UserMessage(fmt.Sprintf("after the kill, options %+v", o)))
+		ev, err := s.Append(ctx, id, UserText(fmt.Sprintf("after the kill, options %+v", o)))
 		cancel()
 		require.NoError(t, err)
 		mine = append(mine, ev)

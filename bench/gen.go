@@ -21,8 +21,8 @@ func fromSS(ev sessionstore.Event) Event {
 // message300 is a user message whose compact record is 300 bytes, as in
 // the package's BenchmarkAppend.
 func message300() Event {
-	pad := 300 - len(sessionstore.UserMessage("").Record)
-	ev := fromSS(sessionstore.UserMessage(strings.Repeat("a", pad)))
+	pad := 300 - len(sessionstore.UserText("").Record)
+	ev := fromSS(sessionstore.UserText(strings.Repeat("a", pad)))
 	if len(ev.Payload) != 300 {
 		panic(fmt.Sprintf("message300: %d bytes", len(ev.Payload)))
 	}
@@ -55,7 +55,7 @@ func codingSession(turns int, seed uint64) []Event {
 	suite := toolOutput(7, 3000)
 	var out []sessionstore.Event
 	for t := 0; t < turns; t++ {
-		out = append(out, sessionstore.UserMessage(fmt.Sprintf("Turn %d: fix the failing test in p%d and explain the change.", t, rng.IntN(len(files)))))
+		out = append(out, sessionstore.UserText(fmt.Sprintf("Turn %d: fix the failing test in p%d and explain the change.", t, rng.IntN(len(files)))))
 		out = append(out, sessionstore.AssistantMessage(sessionstore.Message{Content: "I will look at the code first.", Reasoning: toolOutput(rng.Uint64(), 300), Usage: &sessionstore.Usage{InputTokens: int64(1000 + t*40), OutputTokens: 80}}))
 		for c := 0; c < 1+rng.IntN(4); c++ {
 			id := fmt.Sprintf("call_%d_%d", t, c)

@@ -57,20 +57,20 @@ func newFixture(t *testing.T) *fixture {
 		f.all = append(f.all, got)
 		return got
 	}
-	f.ask = appendEv(sessionstore.UserMessage("Build the feature."))
-	appendEv(sessionstore.AssistantMessage(sessionstore.Message{Content: "Running the tests first."}))
+	f.ask = appendEv(sessionstore.UserText("Build the feature."))
+	appendEv(sessionstore.AssistantText("Running the tests first."))
 	f.call = appendEv(sessionstore.ToolCallEvent(sessionstore.ToolCall{CallID: "c1", Name: "run_tests"}))
 	f.blob = appendEv(sessionstore.ToolResultEvent(sessionstore.ToolResult{CallID: "c1", Output: bigOutput}))
 	require.NotEmpty(t, f.blob.Digest, "the tool result should be stored as a blob")
-	f.firstLeaf = appendEv(sessionstore.AssistantMessage(sessionstore.Message{Content: "Approach A: rewrite main.go."}))
+	f.firstLeaf = appendEv(sessionstore.AssistantText("Approach A: rewrite main.go."))
 
 	require.NoError(t, s.Branch(ctx, id, f.ask.ID))
-	f.branch = appendEv(sessionstore.AssistantMessage(sessionstore.Message{Content: "Approach B: a new package."}))
+	f.branch = appendEv(sessionstore.AssistantText("Approach B: a new package."))
 	require.Equal(t, f.ask.ID, f.branch.BranchFrom)
 	f.compaction, err = s.CompactWith(ctx, id, sessionstore.TestSummarizer{}, sessionstore.CompactOptions{})
 	require.NoError(t, err)
 	f.all = append(f.all, f.compaction)
-	f.head = appendEv(sessionstore.UserMessage("Go on after the summary."))
+	f.head = appendEv(sessionstore.UserText("Go on after the summary."))
 
 	f.empty, err = s.Create(ctx, sessionstore.Meta{Name: "empty"})
 	require.NoError(t, err)
@@ -451,7 +451,7 @@ func TestBesideWriter(t *testing.T) {
 	defer func() { assert.NoError(t, s.Close()) }()
 	meta, err := s.Create(ctx, sessionstore.Meta{Name: "live"})
 	require.NoError(t, err)
-	first, err := s.Append(ctx, meta.ID, sessionstore.UserMessage("hello"))
+	first, err := s.Append(ctx, meta.ID, sessionstore.UserText("hello"))
 	require.NoError(t, err)
 
 	status, stdout, stderr := runCmd("ls", root)
@@ -463,7 +463,7 @@ func TestBesideWriter(t *testing.T) {
 	assert.Contains(t, stdout, shortID(first.ID)+" message")
 
 	// The writer goes on; the next read sees its new event.
-	second, err := s.Append(ctx, meta.ID, sessionstore.AssistantMessage(sessionstore.Message{Content: "hi"}))
+	second, err := s.Append(ctx, meta.ID, sessionstore.AssistantText("hi"))
 	require.NoError(t, err)
 	status, stdout, stderr = runCmd("path", root, meta.ID.String())
 	require.Equal(t, exitOK, status, stderr)
@@ -474,7 +474,7 @@ func TestBesideWriter(t *testing.T) {
 	assert.Equal(t, exitOK, status, stderr)
 
 	// And the writer is undisturbed.
-	_, err = s.Append(ctx, meta.ID, sessionstore.UserMessage("still writing"))
+	_, err = s.Append(ctx, meta.ID, sessionstore.UserText("still writing"))
 	assert.NoError(t, err)
 }
 
@@ -510,7 +510,7 @@ func TestSealedChunks(t *testing.T) {
 	const n = 60
 	var last sessionstore.Event
 	for i := range n {
-		last, err = s.Append(ctx, meta.ID, sessionstore.UserMessage(strings.Repeat("x", 100)+strconv.Itoa(i)))
+		last, err = s.Append(ctx, meta.ID, sessionstore.UserText(strings.Repeat("x", 100)+strconv.Itoa(i)))
 		require.NoError(t, err)
 	}
 	require.NoError(t, s.Close())

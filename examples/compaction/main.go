@@ -55,7 +55,7 @@ func run(ctx context.Context, dir string) error {
 	compactions := 0
 	for turn := 1; turn <= turns; turn++ {
 		evs := []sessionstore.Event{
-			sessionstore.UserMessage(fmt.Sprintf("Turn %d: run the tests and fix what fails.", turn)),
+			sessionstore.UserText(fmt.Sprintf("Turn %d: run the tests and fix what fails.", turn)),
 			sessionstore.ToolCallEvent(sessionstore.ToolCall{CallID: fmt.Sprint("call-", turn), Name: "run_tests"}),
 			sessionstore.ToolResultEvent(sessionstore.ToolResult{CallID: fmt.Sprint("call-", turn), Output: strings.Repeat("--- FAIL: TestSomething (0.01s)\n", 8)}),
 			sessionstore.AssistantMessage(sessionstore.Message{Content: fmt.Sprintf("Fixed the failure of turn %d.", turn)}),

@@ -52,7 +52,7 @@ func run(ctx context.Context, dir string) error {
 	fmt.Printf("session %s in %s\n\n", id, dir)
 
 	// Each Append is durable when it returns.
-	ask, err := store.Append(ctx, id, sessionstore.UserMessage("Build the feature."))
+	ask, err := store.Append(ctx, id, sessionstore.UserText("Build the feature."))
 	if err != nil {
 		return err
 	}
@@ -74,7 +74,7 @@ func run(ctx context.Context, dir string) error {
 	})); err != nil {
 		return err
 	}
-	if _, err := store.Append(ctx, id, sessionstore.AssistantMessage(sessionstore.Message{Content: "Approach A: rewrite main.go."})); err != nil {
+	if _, err := store.Append(ctx, id, sessionstore.AssistantText("Approach A: rewrite main.go.")); err != nil {
 		return err
 	}
 
@@ -88,7 +88,7 @@ func run(ctx context.Context, dir string) error {
 		return err
 	}
 	fmt.Printf("after Branch, HEAD is still the last event: %s\n", short(head))
-	alt, err := store.Append(ctx, id, sessionstore.AssistantMessage(sessionstore.Message{Content: "Approach B: add a new package instead."}))
+	alt, err := store.Append(ctx, id, sessionstore.AssistantText("Approach B: add a new package instead."))
 	if err != nil {
 		return err
 	}

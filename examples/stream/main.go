@@ -174,7 +174,7 @@ func turn(ctx context.Context, store *sessionstore.Store, id uuid.UUID, delay ti
 		return err
 	}
 
-	if err := appendEv(sessionstore.UserMessage("Why does go test fail?")); err != nil {
+	if err := appendEv(sessionstore.UserText("Why does go test fail?")); err != nil {
 		return uuid.Nil, err
 	}
 	reasoning := "The user asks about a failure I have not seen yet; run the tests first."
