@@ -3,6 +3,8 @@ package sessionstore
 import (
 	"errors"
 	"fmt"
+
+	"github.com/google/uuid"
 )
 
 // Errors returned by Open, Close and every Store method once the store is
@@ -13,6 +15,13 @@ var (
 	// ErrCompressionMismatch is returned by Open when the root was created
 	// with another Options.Compression; the error says which.
 	ErrCompressionMismatch = errors.New("sessionstore: compression mode differs from the root's")
+	// ErrNoStore is returned by Open when there is no store to open: a
+	// read-only open of a directory that holds none, or a writable open
+	// whose directory's parent does not exist (Open creates the root
+	// directory itself, never its parents, so that a mistyped path is an
+	// error rather than a new, empty store). The error names the
+	// directory.
+	ErrNoStore = errors.New("sessionstore: no store")
 )
 
 // Errors returned by the session and event lookups (Meta, UpdateMeta,
@@ -94,4 +103,42 @@ func corruptf(path string, off int64, format string, args ...any) error {
 
 func invalidEventf(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrInvalidEvent, fmt.Sprintf(format, args...))
+}
+
+// ListError is returned by List, beside the metadata of every session it
+// could read, when the session.json of some sessions could not be read:
+// one damaged file never hides the other sessions. errors.Is and errors.As
+// see each session's error (a *CorruptionError, ErrUnsupportedFormat, an
+// *fs.PathError for an I/O error).
+type ListError struct {
+	Unreadable []UnreadableSession // in the order of their ids
+}
+
+// UnreadableSession is a session List could not read.
+type UnreadableSession struct {
+	ID   uuid.UUID
+	Path string // its session.json
+	Err  error
+}
+
+// Error names the first unreadable session and counts the others.
+func (e *ListError) Error() string {
+	if len(e.Unreadable) == 0 {
+		return "sessionstore: list: no unreadable session"
+	}
+	u := e.Unreadable[0]
+	msg := fmt.Sprintf("sessionstore: list: cannot read %s: %v", u.Path, u.Err)
+	if n := len(e.Unreadable) - 1; n > 0 {
+		msg += fmt.Sprintf(" (and %d more unreadable sessions)", n)
+	}
+	return msg
+}
+
+// Unwrap returns the error of each unreadable session.
+func (e *ListError) Unwrap() []error {
+	out := make([]error, len(e.Unreadable))
+	for i, u := range e.Unreadable {
+		out[i] = u.Err
+	}
+	return out
 }

@@ -171,6 +171,13 @@ func NewEvent(kind Kind, role Role, v any) Event {
 	return ev
 }
 
+// ShortID is the short form of an id that the examples and the inspector
+// print: the first 8 hex digits of its last group. The first digits of a
+// UUIDv7 are its time, shared by the events of a session made in the same
+// minute; the last group is random. The inspector takes it (or any
+// unambiguous prefix of it, or of the full id) wherever it takes an id.
+func ShortID(id uuid.UUID) string { return id.String()[24:32] }
+
 // The message constructors come in two forms: XMessage takes a whole
 // [Message] (content, reasoning, model, usage), XText only its content.
 
@@ -193,7 +200,7 @@ func AssistantMessage(m Message) Event {
 // AssistantText returns an assistant message event whose content is text:
 // AssistantText(text).
 func AssistantText(text string) Event {
-	return AssistantText(text)
+	return AssistantMessage(Message{Content: text})
 }
 
 // ToolCallEvent returns an assistant's tool call event.

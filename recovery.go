@@ -1,6 +1,7 @@
 package sessionstore
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -479,9 +480,11 @@ func (s *Store) reconcile(h *handle) error {
 		log.Error("sessionstore: session is damaged; its valid prefix is readable and writes are refused", "path", p.corrupt.Path, "offset", p.corrupt.Offset, "err", p.corrupt.Err, "valid_events", len(h.entries))
 		return nil
 	}
-	for _, r := range p.repairs(h) {
+	repairs := p.repairs(h)
+	for _, r := range repairs {
 		log.Warn("sessionstore: reconcile: " + r)
 	}
+	h.repaired = append(h.repaired, repairs...)
 	chunkDir := filepath.Join(h.dir, chunksDir)
 	indexPath := filepath.Join(h.dir, indexName)
 
@@ -571,6 +574,32 @@ func (s *Store) reconcile(h *handle) error {
 	}
 	h.headOnDisk = h.head()
 	return nil
+}
+
+// Repair opens a session for writing and reconciles it at once, carrying
+// out the repairs Verify lists (VerifyReport.Repairs) that a writer would
+// otherwise make when a call first needs the session's index, and returns
+// them, in the words Verify uses: nil when the files needed none. Repairs
+// this Store made earlier, when another call opened the session, are
+// returned by the first Repair after them.
+//
+// When Repair returns, every repair is durable. Repair never changes an
+// acknowledged event: a torn tail it cuts is kept in a
+// "<chunk>.broken-<offset>" file beside the chunk. It cannot repair
+// corruption (a damaged record followed by valid ones, a missing chunk):
+// it returns the *CorruptionError and changes nothing.
+//
+// Errors: ErrReadOnly, ErrNotFound, ErrLocked, *CorruptionError, ErrClosed.
+func (s *Store) Repair(ctx context.Context, session uuid.UUID) ([]string, error) {
+	if s.opts.ReadOnly {
+		return nil, ErrReadOnly
+	}
+	var done []string
+	err := s.withHandle(ctx, session, func(h *handle) error {
+		done, h.repaired = h.repaired, nil
+		return nil
+	})
+	return done, err
 }
 
 // newChunkWriter returns the chunk writer of h, before it opens a chunk:

@@ -224,9 +224,17 @@ func (s *Store) createFiles(dir string, meta Meta) error {
 
 // List returns the metadata of every session, ordered by id (UUIDv7 ids
 // sort by creation time). It reads the session.json files and nothing else,
-// several at a time, and works while other processes write sessions. A
-// session.json that cannot be read is reported as an error rather than
-// skipped.
+// several at a time, and works while other processes write sessions.
+//
+// A session whose session.json cannot be read (damaged, of an unknown
+// format, unreadable) is not skipped in silence, nor does it hide the
+// others: List returns the metadata of every readable session together
+// with a *ListError that names each unreadable one and its path. A
+// directory without session.json (a Create that did not finish) is not a
+// session and is left out.
+//
+// Errors: *ListError (beside the readable sessions); ErrClosed, a context
+// error, or the error reading the sessions directory (then no metadata).
 func (s *Store) List(ctx context.Context) ([]Meta, error) {
 	if err := s.begin(ctx); err != nil {
 		return nil, err
@@ -265,14 +273,19 @@ func (s *Store) List(ctx context.Context) ([]Meta, error) {
 		return nil, err
 	}
 	out := metas[:0]
+	var bad []UnreadableSession
 	for i := range ids {
 		switch {
 		case errors.Is(errs[i], ErrNotFound):
 			continue // a Create that did not finish
 		case errs[i] != nil:
-			return nil, errs[i]
+			bad = append(bad, UnreadableSession{ID: ids[i], Path: filepath.Join(root, ids[i].String(), metaFile), Err: errs[i]})
+			continue
 		}
 		out = append(out, metas[i])
+	}
+	if len(bad) > 0 {
+		return out, &ListError{Unreadable: bad}
 	}
 	return out, nil
 }

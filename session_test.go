@@ -253,12 +253,27 @@ func TestListMany(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, want, list)
 
-	damaged := want[n/2].ID
+	// A damaged session.json and one of a future format are reported,
+	// each with its path, beside every readable session: they hide none.
+	damaged, future := want[n/2].ID, want[n-1].ID
 	writeMemFile(t, m, sessionPath(damaged, metaFile), []byte(`{"id":`))
-	_, err = s.List(ctx)
+	writeMemFile(t, m, sessionPath(future, metaFile), []byte(`{"format":99,"id":"`+future.String()+`"}`))
+	list, err = s.List(ctx)
 	var ce *CorruptionError
 	require.ErrorAs(t, err, &ce, "a damaged session.json is reported, not skipped")
 	assert.Equal(t, sessionPath(damaged, metaFile), ce.Path)
+	assert.ErrorIs(t, err, ErrUnsupportedFormat)
+	var le *ListError
+	require.ErrorAs(t, err, &le)
+	require.Len(t, le.Unreadable, 2)
+	assert.Equal(t, damaged, le.Unreadable[0].ID)
+	assert.Equal(t, sessionPath(damaged, metaFile), le.Unreadable[0].Path)
+	assert.Equal(t, future, le.Unreadable[1].ID)
+	assert.Equal(t, sessionPath(future, metaFile), le.Unreadable[1].Path)
+	assert.Contains(t, err.Error(), sessionPath(damaged, metaFile))
+	assert.Contains(t, err.Error(), "and 1 more")
+	readable := slices.DeleteFunc(slices.Clone(want), func(m Meta) bool { return m.ID == damaged || m.ID == future })
+	assert.Equal(t, readable, list, "every readable session is listed")
 
 	canceled, cancel := context.WithCancel(ctx)
 	cancel()

@@ -95,17 +95,25 @@ type handle struct {
 	damaged      error        // *CorruptionError found on open: reads see the valid prefix, writes are refused
 	headOnDisk   uuid.UUID    // what the HEAD file holds
 	appended     bool         // events appended since open
+	repaired     []string     // repairs reconciliation made that Repair has not returned
 	line         []byte       // reused encoding buffer
 }
 
-// Open opens (creating it if needed) the store rooted at dir. A nil opts
-// selects the defaults. Open does not open any session: sessions are opened
-// and locked on first use, and reconciled when a call first needs the index
-// (a clean format 2 session opens without it: see Opening in the package
-// doc).
+// Open opens the store rooted at dir, creating it when dir holds none: dir
+// itself may be created, but not its parent, so that a mistyped path fails
+// instead of making a new, empty store. A read-only store (Options.ReadOnly)
+// creates nothing. A nil opts selects the defaults. Open does not open any
+// session: sessions are opened and locked on first use, and reconciled
+// when a call first needs the index (a clean format 2 session opens
+// without it: see Opening in the package doc).
 //
-// Errors: ErrInvalidOptions, or the filesystem error that prevented
-// creating the root.
+// When Open creates a store, its directories and sessionstore.json are
+// durable when it returns.
+//
+// Errors: ErrInvalidOptions; ErrNoStore when dir's parent does not exist,
+// or for a read-only open, when dir holds no store; ErrCompressionMismatch;
+// a *CorruptionError for a damaged sessionstore.json; or the filesystem
+// error that prevented creating the root.
 func Open(dir string, opts *Options) (*Store, error) {
 	o, err := opts.withDefaults()
 	if err != nil {
@@ -116,12 +124,18 @@ func Open(dir string, opts *Options) (*Store, error) {
 	if o.ReadOnly {
 		// Read what is there, as it is: no directory, no configuration
 		// file, no compression mode check (reading is layout-blind).
-		if _, err := o.fs.Stat(root); err != nil {
+		if info, err := o.fs.Stat(root); errors.Is(err, os.ErrNotExist) || (err == nil && !info.IsDir()) {
+			return nil, fmt.Errorf("%w at %s (no %s directory)", ErrNoStore, dir, sessionsDir)
+		} else if err != nil {
 			return nil, fmt.Errorf("sessionstore: open root read-only: %w", err)
 		}
 		return newStore(dir, o), nil
 	}
 	if _, err := o.fs.Stat(root); errors.Is(err, os.ErrNotExist) {
+		parent := filepath.Dir(dir)
+		if _, err := o.fs.Stat(parent); errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("%w at %s, and its parent directory %s does not exist to create one in", ErrNoStore, dir, parent)
+		}
 		if err := o.fs.MkdirAll(root, o.DirMode); err != nil {
 			return nil, fmt.Errorf("sessionstore: create root: %w", err)
 		}

@@ -991,3 +991,27 @@ func TestAPISessionFailed(t *testing.T) {
 		})
 	}
 }
+
+// TestOpenCreatesOnlyTheRoot: a writable Open creates the root directory
+// but not its parents, so a mistyped path fails with ErrNoStore instead of
+// making a new, empty store somewhere else; an existing empty directory
+// becomes a store.
+func TestOpenCreatesOnlyTheRoot(t *testing.T) {
+	parent := t.TempDir()
+	deep := filepath.Join(parent, "no", "such", "dir")
+	_, err := Open(deep, nil)
+	require.ErrorIs(t, err, ErrNoStore)
+	assert.Contains(t, err.Error(), deep)
+	assert.Contains(t, err.Error(), filepath.Join(parent, "no", "such")+" does not exist")
+	_, err = os.Stat(filepath.Join(parent, "no"))
+	assert.ErrorIs(t, err, os.ErrNotExist, "Open created a parent directory")
+
+	// One level below an existing directory: the root is created.
+	root := filepath.Join(parent, "store")
+	s := apiOpen(t, root, nil)
+	apiNewSession(t, s)
+	info, err := os.Stat(filepath.Join(root, sessionsDir))
+	require.NoError(t, err)
+	assert.True(t, info.IsDir())
+	assert.FileExists(t, filepath.Join(root, rootConfigName))
+}
