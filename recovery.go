@@ -116,7 +116,11 @@ func (p *recoveryPlan) repairs(h *handle) []string {
 		out = append(out, "remove "+headTemp+", which names no known event")
 	}
 	if head := h.head(); head != uuid.Nil && head != p.headOnDisk {
-		out = append(out, fmt.Sprintf("set HEAD to %s (was %s)", head, p.headOnDisk))
+		was := "missing"
+		if p.headOnDisk != uuid.Nil {
+			was = "was " + p.headOnDisk.String()
+		}
+		out = append(out, fmt.Sprintf("set HEAD to %s (%s)", head, was))
 	}
 	return out
 }

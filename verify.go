@@ -20,14 +20,15 @@ const maxVerifyProblems = 16
 
 // VerifyReport is what Verify found in a session.
 type VerifyReport struct {
-	Session    uuid.UUID
-	Chunks     int       // chunk files
-	ChunkBytes int64     // their total size
-	Records    int       // valid records in the chunks
-	Indexed    int       // index entries: valid index.jsonl lines of plain chunks, and those embedded in sealed chunks
-	Blobs      int       // distinct blobs referenced, each read and its digest checked
-	Head       uuid.UUID // the newest valid record: what HEAD should name
-	HeadOnDisk uuid.UUID // what the HEAD file names (uuid.Nil if absent)
+	Session     uuid.UUID
+	Chunks      int       // chunk files
+	ChunkBytes  int64     // their size on disk (compressed, or with the active chunk's preallocated free space)
+	RecordBytes int64     // the bytes of the valid records' lines, uncompressed, free space excluded
+	Records     int       // valid records in the chunks
+	Indexed     int       // index entries: valid index.jsonl lines of plain chunks, and those embedded in sealed chunks
+	Blobs       int       // distinct blobs referenced, each read and its digest checked
+	Head        uuid.UUID // the newest valid record: what HEAD should name
+	HeadOnDisk  uuid.UUID // what the HEAD file names (uuid.Nil if absent)
 
 	// Problems lists corruption, in the order found (at most 16; Truncated
 	// is set when there were more). Each names the file and offset.
@@ -301,6 +302,7 @@ func verifyChunk(fsys vfs.FS, dir string, n uint32, newest bool, want *indexRun,
 			c.blobs = append(c.blobs, payload{Blob: true, Digest: pl.Digest, Size: pl.Size})
 		}
 		r.Records++
+		r.RecordBytes += int64(loc.Length)
 		r.Head = hdr.ID
 		return nil
 	}, func(bad, next int64, err error) error {

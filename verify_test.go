@@ -40,6 +40,23 @@ func TestVerifyClean(t *testing.T) {
 	assert.ErrorIs(t, err, ErrNotFound)
 }
 
+// TestVerifyRecordBytes: RecordBytes counts the records' lines, while
+// ChunkBytes is what the files take, with the active chunk's preallocated
+// free space.
+func TestVerifyRecordBytes(t *testing.T) {
+	m, s, id := memSession(t, Options{Compression: CompressionNone})
+	defer s.Close()
+	appendN(t, s, id, 5)
+	b, err := vfs.ReadFile(m, newestChunk(t, m, id))
+	require.NoError(t, err)
+	data := len(b) - zeroTail(b)
+	require.Greater(t, len(b), data, "the active chunk is preallocated")
+	r, err := s.Verify(t.Context(), id)
+	require.NoError(t, err)
+	assert.Equal(t, int64(data), r.RecordBytes)
+	assert.Equal(t, int64(len(b)), r.ChunkBytes)
+}
+
 // TestVerifyAfterCrash: the leftovers of a crash are repairs, not problems,
 // and Verify leaves them for the next open.
 func TestVerifyAfterCrash(t *testing.T) {
