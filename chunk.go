@@ -579,6 +579,22 @@ func (r *chunkReader) read(loc location) (header, payload, error) {
 	return h, p, nil
 }
 
+// damagedAt reports whether the bytes at loc are not one whole framed
+// line with a valid checksum: cut short, not ending in a newline, or
+// failing their frame or checksum (as a torn write or a damaged disk
+// leaves them, where a line that frames well but says something invalid
+// was written so).
+func (r *chunkReader) damagedAt(loc location) bool {
+	if err := r.fill(loc.Chunk, loc.Offset, int64(loc.Length)); err != nil {
+		return false // not known to be damaged: the caller reports corruption, dropping nothing
+	}
+	if int64(len(r.win)) < int64(loc.Length) {
+		return true
+	}
+	line := r.win[:loc.Length]
+	return line[len(line)-1] != '\n' || jsonl.Verify(line[:len(line)-1]) != nil
+}
+
 // blocks widens [start, end) of chunk to whole compressed blocks when the
 // chunk is sealed, so that reading it decompresses each block once,
 // straight into the window, and the next read, ending at start, shares no

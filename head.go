@@ -15,9 +15,13 @@ import (
 // The HEAD file holds the id of the newest event of the active branch in
 // canonical form and a newline: 37 bytes. It is absent while the session
 // has no events. headTemp is the temporary file of an atomic replace.
+// headBroken keeps the bytes of a HEAD that reconciliation found bad
+// (not an id, or naming an event the log does not hold) before it
+// rebuilds HEAD from the log, as a torn tail's bytes are kept.
 const (
-	headName = "HEAD"
-	headTemp = headName + ".tmp"
+	headName   = "HEAD"
+	headTemp   = headName + ".tmp"
+	headBroken = headName + ".broken"
 )
 
 func encodeHead(id uuid.UUID) []byte {

@@ -384,12 +384,12 @@ func (s *Store) loadFailed(h *handle, head uuid.UUID) error {
 		fresh.truncateTo(0)
 	case ok:
 		fresh.truncateTo(int(i) + 1)
-	case p.corrupt == nil:
+	case p.damage() == nil:
 		return fmt.Errorf("sessionstore: the files of session %s do not hold its newest acknowledged event %s", h.id, head)
 	}
 	h.entries, h.byID = fresh.entries, fresh.byID
-	if p.corrupt != nil {
-		h.damaged = p.corrupt
+	if d := p.damage(); d != nil {
+		h.damaged = d
 	}
 	return nil
 }

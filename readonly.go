@@ -269,7 +269,7 @@ func (s *Store) reload(h *handle) error {
 		}
 		fresh := &handle{id: h.id, dir: h.dir, readOnly: true}
 		p, err := analyze(s.opts.fs, fresh)
-		if err != nil || p.corrupt != nil {
+		if err != nil || p.damage() != nil {
 			after, rerr := revisionOf(s.opts.fs, h.dir)
 			if rerr != nil {
 				return rerr
@@ -277,7 +277,7 @@ func (s *Store) reload(h *handle) error {
 			// Damage seen while the log changed may be the writer's work
 			// in progress, and a listing taken while the writer sealed a
 			// chunk may lack it under both names: look again.
-			if attempt < attempts && (after != before || p == nil || p.corrupt != nil) {
+			if attempt < attempts && (after != before || p == nil || p.damage() != nil) {
 				continue
 			}
 			if err != nil {
@@ -288,8 +288,8 @@ func (s *Store) reload(h *handle) error {
 		// it, the next call sees a change and reloads.
 		h.entries, h.byID, h.revision = fresh.entries, fresh.byID, before
 		h.damaged = nil
-		if p.corrupt != nil {
-			h.damaged = p.corrupt
+		if d := p.damage(); d != nil {
+			h.damaged = d // a writer's open repairs a lost tail; a reader reports it
 		}
 		return nil
 	}

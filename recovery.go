@@ -82,7 +82,15 @@ type recoveryPlan struct {
 	metaTemp   bool      // session.json.tmp exists
 	headTemp   bool      // HEAD.tmp exists
 	headFinish bool      // HEAD.tmp names a known event: rename it into place
-	headOnDisk uuid.UUID // what HEAD holds (after a finished temp)
+	headOnDisk uuid.UUID // what HEAD holds (after a finished temp); uuid.Nil if absent or bad
+	headBad    error     // HEAD does not decode, or names an event the log does not hold: keep it aside, rebuild it
+
+	// Events index lines name whose records, ending the newest chunk, are
+	// damaged with no valid record after them: lost, cut with the torn
+	// tail (checkLast). lostErr says so; the index is rewritten whole.
+	lost         []uuid.UUID
+	lostErr      *CorruptionError
+	rewriteIndex bool
 }
 
 // repairs describes what apply would change, for logs and Verify.
@@ -90,6 +98,9 @@ func (p *recoveryPlan) repairs(h *handle) []string {
 	var out []string
 	if p.tornPath != "" {
 		out = append(out, fmt.Sprintf("cut the torn tail of %s at offset %d (%d bytes, kept in %s.broken-%d): %v", p.tornPath, p.activeSize, p.tornSize-p.activeSize, p.tornPath, p.activeSize, p.tornErr))
+	}
+	if len(p.lost) > 0 {
+		out = append(out, fmt.Sprintf("drop the %d index lines of events whose damaged records the cut removes (the first %s) and rewrite %s", len(p.lost), p.lost[0], indexName))
 	}
 	if p.indexBad >= 0 {
 		out = append(out, fmt.Sprintf("cut %s at offset %d, its first invalid line: %v", indexName, p.indexEnd, p.indexBadErr))
@@ -115,7 +126,13 @@ func (p *recoveryPlan) repairs(h *handle) []string {
 	case p.headTemp:
 		out = append(out, "remove "+headTemp+", which names no known event")
 	}
-	if head := h.head(); head != uuid.Nil && head != p.headOnDisk {
+	head := h.head()
+	switch {
+	case p.headBad != nil && head == uuid.Nil:
+		out = append(out, fmt.Sprintf("keep %s aside in %s and remove it, the session has no events: %v", headName, headBroken, p.headBad))
+	case p.headBad != nil:
+		out = append(out, fmt.Sprintf("keep %s aside in %s and set HEAD to %s, the newest event: %v", headName, headBroken, head, p.headBad))
+	case head != uuid.Nil && head != p.headOnDisk:
 		was := "missing"
 		if p.headOnDisk != uuid.Nil {
 			was = "was " + p.headOnDisk.String()
@@ -255,18 +272,19 @@ func analyze(fsys vfs.FS, h *handle) (*recoveryPlan, error) {
 
 	start := location{}
 	if len(h.entries) > 0 {
-		last := &h.entries[len(h.entries)-1]
 		r := newChunkReader(fsys, chunkDir)
-		_, err := readEntry(r, last)
+		err := p.checkLast(h, r, chunkDir)
 		r.close()
 		if err != nil {
-			if perr := p.fail(err); perr != nil {
-				return nil, perr
-			}
-			h.truncate(func(e *entry) bool { return e.ID == last.ID })
+			return nil, err
+		}
+		if p.corrupt != nil {
 			return p, nil
 		}
-		start = location{Chunk: last.Loc.Chunk, Offset: last.Loc.end()}
+		if len(h.entries) > 0 {
+			last := &h.entries[len(h.entries)-1]
+			start = location{Chunk: last.Loc.Chunk, Offset: last.Loc.end()}
+		}
 	}
 
 	p.firstNew = len(h.entries)
@@ -302,14 +320,82 @@ func analyze(fsys vfs.FS, h *handle) (*recoveryPlan, error) {
 		p.headOnDisk = tmp
 		return p, nil
 	}
-	if headErr != nil {
-		return p, p.fail(headErr)
-	}
-	p.headOnDisk = head
-	if _, known := h.byID[head]; headExists && !known {
-		return p, p.fail(corruptf(headPath, 0, "HEAD names event %s, which the log does not hold", head))
+	// HEAD is a checkpoint of the log: one that does not decode, or names
+	// an event the log does not hold, is rebuilt from the log, its bytes
+	// kept aside. Only when the index named that event too was an
+	// acknowledged event lost (p.lost, reported as damage).
+	var ce *CorruptionError
+	switch {
+	case errors.As(headErr, &ce):
+		p.headBad = headErr
+	case headErr != nil:
+		return nil, headErr
+	default:
+		p.headOnDisk = head
+		if _, known := h.byID[head]; headExists && !known {
+			p.headBad = corruptf(headPath, 0, "HEAD names event %s, which the log does not hold", head)
+		}
 	}
 	return p, nil
+}
+
+// checkLast checks that the record of the last entry taken from the
+// indexes is in its chunk as the entry says, so the scan for records the
+// index lacks can start after it. When the records of the newest chunk's
+// last entries are damaged and no valid record follows them, the log ends
+// in a torn tail although index lines name it: those acknowledged events
+// are lost (a disk or another program damaged synced data), and the tail
+// is cut like any torn tail, their entries dropped (p.lost). Any other
+// mismatch is corruption.
+func (p *recoveryPlan) checkLast(h *handle, r *chunkReader, chunkDir string) error {
+	newest := p.chunks[len(p.chunks)-1]
+	var firstBad error
+	k := len(h.entries)
+	for k > 0 {
+		e := &h.entries[k-1]
+		_, err := readEntry(r, e)
+		if err == nil {
+			break
+		}
+		var ce *CorruptionError
+		if !errors.As(err, &ce) {
+			return err
+		}
+		// Only damaged bytes (not a whole line with a valid checksum that
+		// is invalid, or that the entry disagrees with) at the end of the
+		// plain newest chunk are a lost tail.
+		if e.Loc.Chunk != newest || p.newestSealed || !r.damagedAt(e.Loc) {
+			h.truncateTo(k - 1)
+			return p.fail(err)
+		}
+		firstBad = err
+		k--
+	}
+	if firstBad == nil {
+		return nil
+	}
+	lost := h.entries[k:]
+	for _, e := range lost {
+		p.lost = append(p.lost, e.ID)
+	}
+	first := lost[0]
+	var ce *CorruptionError
+	errors.As(firstBad, &ce)
+	p.lostErr = &CorruptionError{Path: ce.Path, Offset: first.Loc.Offset, Err: fmt.Errorf("%d acknowledged events lost: the index names %s (and %d after it) at the end of the newest chunk, whose record is damaged: %w",
+		len(lost), first.ID, len(lost)-1, ce.Err)}
+	p.rewriteIndex = true
+	h.truncateTo(k)
+	return nil
+}
+
+// damage is the first corruption analyze found, or the loss of
+// acknowledged events at the end of the log (p.lost), which a writer
+// repairs but a reader and Verify report.
+func (p *recoveryPlan) damage() *CorruptionError {
+	if p.corrupt != nil {
+		return p.corrupt
+	}
+	return p.lostErr
 }
 
 // readSealed reads the embedded indexes of the sealed chunks before
@@ -485,6 +571,9 @@ func (s *Store) reconcile(h *handle) error {
 		return nil
 	}
 	repairs := p.repairs(h)
+	if p.lostErr != nil {
+		log.Error("sessionstore: reconcile: acknowledged events lost; cutting the damaged end of the log", "path", p.lostErr.Path, "offset", p.lostErr.Offset, "err", p.lostErr.Err)
+	}
 	for _, r := range repairs {
 		log.Warn("sessionstore: reconcile: " + r)
 	}
@@ -514,7 +603,7 @@ func (s *Store) reconcile(h *handle) error {
 		}
 	}
 	indexEnd, added := p.indexEnd, p.plainEntries(h.entries[p.firstNew:])
-	if p.staleLines > 0 {
+	if p.staleLines > 0 || p.rewriteIndex {
 		indexEnd, added = 0, p.plainEntries(h.entries)
 	}
 	indexSize := indexEnd
@@ -571,13 +660,51 @@ func (s *Store) reconcile(h *handle) error {
 			return err
 		}
 	}
-	if head := h.head(); head != uuid.Nil && head != p.headOnDisk {
+	if p.headBad != nil {
+		// Keep the bad checkpoint's bytes (synced) before replacing it, so
+		// that a crash in between finds the same bad HEAD and does this
+		// again.
+		b, err := vfs.ReadFile(fsys, headPath)
+		if err != nil {
+			return err
+		}
+		if err := writeSynced(fsys, filepath.Join(h.dir, headBroken), b, s.opts.FileMode); err != nil {
+			return err
+		}
+		if h.head() == uuid.Nil {
+			if err := removeIfExists(fsys, headPath); err != nil {
+				return err
+			}
+		}
+	}
+	if head := h.head(); head != uuid.Nil && (head != p.headOnDisk || p.headBad != nil) {
 		if err := writeHead(fsys, h.dir, head, s.opts.FileMode); err != nil {
 			return err
 		}
 	}
 	h.headOnDisk = h.head()
 	return nil
+}
+
+// writeSynced writes data to a new file at path (replacing one there),
+// syncs it and its directory.
+func writeSynced(fsys vfs.FS, path string, data []byte, perm os.FileMode) error {
+	f, err := fsys.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, perm)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return fsys.SyncDir(filepath.Dir(path))
 }
 
 // Repair opens a session for writing and reconciles it at once, carrying
@@ -645,23 +772,7 @@ func cutTail(fsys vfs.FS, path string, off int64, perm os.FileMode) error {
 		return err
 	}
 	tail = tail[:len(tail)-zeroTail(tail)] // free space is not kept
-	keep := fmt.Sprintf("%s.broken-%d", path, off)
-	k, err := fsys.OpenFile(keep, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, perm)
-	if err != nil {
-		return err
-	}
-	if _, err := k.Write(tail); err != nil {
-		k.Close()
-		return err
-	}
-	if err := k.Sync(); err != nil {
-		k.Close()
-		return err
-	}
-	if err := k.Close(); err != nil {
-		return err
-	}
-	if err := fsys.SyncDir(filepath.Dir(path)); err != nil {
+	if err := writeSynced(fsys, fmt.Sprintf("%s.broken-%d", path, off), tail, perm); err != nil {
 		return err
 	}
 	if err := f.Truncate(off); err != nil {

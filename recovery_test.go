@@ -397,16 +397,8 @@ func TestReconcileCorruption(t *testing.T) {
 			require.NoError(t, st.m.Remove(path))
 			return path, 0
 		}, false},
-		{"HEAD names an unknown event", func(t *testing.T, st setup) (string, int64) {
-			path := sessionPath(st.id, headName)
-			writeMemFile(t, st.m, path, encodeHead(uuid.New()))
-			return path, 0
-		}, false},
-		{"HEAD is garbage", func(t *testing.T, st setup) (string, int64) {
-			path := sessionPath(st.id, headName)
-			writeMemFile(t, st.m, path, []byte("not a head\n"))
-			return path, 0
-		}, false},
+		// A bad HEAD is not corruption: HEAD is a checkpoint of the log,
+		// rebuilt from it (TestReconcileBadHead).
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -750,4 +742,213 @@ func TestReconcileSyncsUnindexedRecords(t *testing.T) {
 	assert.Len(t, got, len(evs)+1, "the record the open indexed was made durable")
 	_, err = s3.Append(ctx, id, UserText("writes go on"))
 	assert.NoError(t, err)
+}
+
+// TestReconcileBadHead: HEAD is a checkpoint of the log, so a HEAD that is
+// not an id, or names an event the log does not hold, is not corruption:
+// Verify lists its repair (and no problem), a read-only store reads the
+// session, and an open for writing keeps the bad bytes aside in
+// HEAD.broken and rebuilds HEAD from the log.
+func TestReconcileBadHead(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		head   []byte
+		events int
+	}{
+		{"garbage", []byte("not a head\n"), 5},
+		{"empty file", []byte{}, 5},
+		{"unknown event", encodeHead(uuid.MustParse("01a0ffff-0000-7000-8000-00000000dead")), 5},
+		{"garbage in a session without events", []byte("\x00\x01"), 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := t.Context()
+			m, s, id := memSession(t, Options{})
+			evs := appendN(t, s, id, tc.events)
+			require.NoError(t, s.Close())
+			headPath := sessionPath(id, headName)
+			writeMemFile(t, m, headPath, tc.head)
+			damaged := m.String()
+
+			// A reader ignores the HEAD file: the log says what HEAD is.
+			r, _ := roOpen(t, memRoot, Options{fs: m})
+			path, err := r.Load(ctx, id)
+			require.NoError(t, err)
+			assert.Len(t, path, tc.events)
+			rep, err := r.Verify(ctx, id)
+			require.NoError(t, err)
+			assert.True(t, rep.OK(), "a bad HEAD is not corruption: %v", rep.Problems)
+			wantOnDisk, _ := decodeHead(tc.head) // what the HEAD file names, if anything
+			assert.Equal(t, wantOnDisk, rep.HeadOnDisk)
+			require.Len(t, rep.Repairs, 1)
+			assert.Contains(t, rep.Repairs[0], "keep HEAD aside in HEAD.broken")
+			assert.Equal(t, damaged, m.String(), "reading and verifying write nothing")
+
+			// The writer's repair, reported by Repair.
+			w := openMem(t, m, Options{})
+			done, err := w.Repair(ctx, id)
+			require.NoError(t, err)
+			assert.Equal(t, rep.Repairs, done)
+			require.NoError(t, w.Close())
+			kept, err := vfs.ReadFile(m, sessionPath(id, headBroken))
+			require.NoError(t, err)
+			assert.Equal(t, tc.head, kept, "the bad HEAD's bytes are kept aside")
+			if tc.events == 0 {
+				_, err := m.Stat(headPath)
+				assert.ErrorIs(t, err, os.ErrNotExist, "HEAD of a session without events is removed")
+			}
+			s2 := checkAll(t, m, id, evs)
+			rep, err = s2.Verify(ctx, id)
+			require.NoError(t, err)
+			assert.True(t, rep.OK(), "%v", rep.Problems)
+			assert.Empty(t, rep.Repairs)
+			done, err = s2.Repair(ctx, id)
+			require.NoError(t, err)
+			assert.Empty(t, done, "nothing left to repair")
+			require.NoError(t, s2.Close())
+		})
+	}
+}
+
+// TestReconcileLostTail: the last records of a closed session damaged
+// (their bytes changed or cut short, nothing valid after them) although
+// the index and HEAD name them: acknowledged events are lost. A reader and
+// Verify report the damage, and every intact event still reads without
+// error; Verify also lists the repair, which an open for writing makes:
+// the damaged end is cut like a torn tail (kept aside), the index lines
+// and HEAD that named it are rebuilt, and the session takes appends again.
+func TestReconcileLostTail(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		lost   int // events damaged at the end
+		damage func(b []byte, last location) []byte
+	}{
+		{"flipped byte in the last record", 1, func(b []byte, last location) []byte {
+			b[last.Offset+int64(last.Length)/2] ^= 0x20
+			return b
+		}},
+		{"last record cut short", 1, func(b []byte, last location) []byte {
+			return b[:last.Offset+int64(last.Length)/2]
+		}},
+		{"last two records zeroed", 2, nil}, // filled below
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := t.Context()
+			m, s, id := memSession(t, Options{ChunkSize: 1 << 20})
+			evs := appendN(t, s, id, 6)
+			h, err := s.acquire(ctx, id, nil)
+			require.NoError(t, err)
+			locs := make([]location, len(h.entries))
+			for i, e := range h.entries {
+				locs[i] = e.Loc
+			}
+			s.release(h)
+			require.NoError(t, s.Close())
+			chunk := sessionPath(id, chunksDir, chunkName(0))
+			b, err := vfs.ReadFile(m, chunk)
+			require.NoError(t, err)
+			cut := locs[len(locs)-tc.lost].Offset
+			damage := tc.damage
+			if damage == nil {
+				damage = func(b []byte, _ location) []byte {
+					clear(b[cut+3 : len(b)-1])
+					return b
+				}
+			}
+			bad := damage(bytes.Clone(b), locs[len(locs)-1])
+			writeMemFile(t, m, chunk, bad)
+			kept := evs[:len(evs)-tc.lost]
+
+			r, _ := roOpen(t, memRoot, Options{fs: m})
+			path, err := r.Load(ctx, id)
+			require.ErrorIs(t, err, ErrCorrupt, "a reader reports the loss")
+			assert.Len(t, path, len(kept))
+			for _, ev := range kept {
+				got, err := r.Event(ctx, id, ev.ID)
+				require.NoError(t, err, "an intact event reads without error in a damaged session")
+				assert.Equal(t, string(ev.Record), string(got.Record))
+			}
+			_, err = r.Event(ctx, id, evs[len(evs)-1].ID)
+			assert.ErrorIs(t, err, ErrCorrupt)
+			rep, err := r.Verify(ctx, id)
+			require.NoError(t, err)
+			require.False(t, rep.OK(), "the loss of acknowledged events is a problem")
+			assert.Contains(t, rep.Problems[0].Error(), fmt.Sprintf("%d acknowledged events lost", tc.lost))
+			assert.Equal(t, chunk, rep.Problems[0].Path)
+			assert.Equal(t, cut, rep.Problems[0].Offset)
+			joined := strings.Join(rep.Repairs, "\n")
+			assert.Contains(t, joined, fmt.Sprintf("cut the torn tail of %s at offset %d", chunk, cut))
+			assert.Contains(t, joined, fmt.Sprintf("drop the %d index lines", tc.lost))
+			assert.Contains(t, joined, "keep HEAD aside")
+
+			w := openMem(t, m, Options{})
+			done, err := w.Repair(ctx, id)
+			require.NoError(t, err)
+			assert.Equal(t, rep.Repairs, done)
+			require.NoError(t, w.Close())
+			after, err := vfs.ReadFile(m, chunk)
+			require.NoError(t, err)
+			assert.Equal(t, b[:cut], after, "the chunk is cut where the damage starts")
+			aside, err := vfs.ReadFile(m, fmt.Sprintf("%s.broken-%d", chunk, cut))
+			require.NoError(t, err)
+			assert.Equal(t, bad[cut:len(bad)-zeroTail(bad[cut:])], aside, "the damaged bytes are kept aside")
+
+			s2 := checkAll(t, m, id, kept)
+			rep, err = s2.Verify(ctx, id)
+			require.NoError(t, err)
+			assert.True(t, rep.OK(), "%v", rep.Problems)
+			assert.Empty(t, rep.Repairs)
+			next, err := s2.Append(ctx, id, UserText("after the repair"))
+			require.NoError(t, err)
+			assert.Equal(t, kept[len(kept)-1].ID, next.ParentID)
+			require.NoError(t, s2.Close())
+		})
+	}
+}
+
+// TestDamageElsewhereHidesNoEvent: in a session that opens damaged (a bad
+// record followed by valid ones), every event before the damage reads
+// with Event and Resolve without error; one past it is reported with the
+// damage, and matches ErrNotFound too.
+func TestDamageElsewhereHidesNoEvent(t *testing.T) {
+	ctx := t.Context()
+	m, s, id := memSession(t, Options{ChunkSize: 1 << 20, BlobThreshold: 64})
+	evs := appendN(t, s, id, 3)
+	blob, err := s.Append(ctx, id, ToolResultEvent(ToolResult{CallID: "c", Output: strings.Repeat("o", 200)}))
+	require.NoError(t, err)
+	require.NotEmpty(t, blob.Digest)
+	evs = append(evs, blob)
+	evs = append(evs, appendN(t, s, id, 3)...)
+	h, err := s.acquire(ctx, id, nil)
+	require.NoError(t, err)
+	bad := h.entries[5].Loc
+	s.release(h)
+	require.NoError(t, s.Close())
+	// Drop the index so the chunk is scanned, and damage the sixth record:
+	// a valid one follows it, so this is corruption, not a torn tail.
+	writeMemFile(t, m, sessionPath(id, indexName), nil)
+	flipByte(t, m, sessionPath(id, chunksDir, chunkName(0)), bad.Offset+20)
+
+	for _, ro := range []bool{false, true} {
+		var st *Store
+		if ro {
+			st, _ = roOpen(t, memRoot, Options{fs: m})
+		} else {
+			st = openMem(t, m, Options{})
+		}
+		_, err := st.Load(ctx, id)
+		require.ErrorIs(t, err, ErrCorrupt, "read-only %t: the session is damaged", ro)
+		for _, ev := range evs[:5] {
+			got, err := st.Event(ctx, id, ev.ID)
+			require.NoError(t, err, "read-only %t: intact event %s", ro, ev.ID)
+			got, err = st.Resolve(ctx, id, got)
+			require.NoError(t, err)
+			assert.Equal(t, string(ev.Record), string(got.Record))
+		}
+		_, err = st.Event(ctx, id, evs[6].ID)
+		assert.ErrorIs(t, err, ErrCorrupt, "read-only %t: an event past the damage", ro)
+		assert.ErrorIs(t, err, ErrNotFound)
+		if !ro {
+			require.NoError(t, st.Close())
+		}
+	}
 }

@@ -933,7 +933,14 @@ func readEntry(r *chunkReader, e *entry) (Event, error) {
 // Event returns one event with its record, or, for a record stored as a
 // blob, with Record nil and Digest and Size set: Resolve reads the blob.
 //
-// Errors: ErrNotFound, ErrLocked, ErrClosed, *CorruptionError.
+// It reads and checks that event's line only, so damage elsewhere in the
+// session does not hide it: in a damaged session (see the package doc)
+// every event of the valid prefix reads without error, and an event past
+// it is reported with the *CorruptionError that ends the prefix (matching
+// ErrNotFound too: the session's readable part does not hold it).
+//
+// Errors: ErrNotFound, ErrLocked, ErrClosed, *CorruptionError for a record
+// that does not match its index entry, or for an event past the damage.
 func (s *Store) Event(ctx context.Context, session, id uuid.UUID) (Event, error) {
 	if err := s.begin(ctx); err != nil {
 		return Event{}, err
@@ -945,18 +952,18 @@ func (s *Store) Event(ctx context.Context, session, id uuid.UUID) (Event, error)
 	}
 	e, err := h.lookup(id)
 	if err != nil {
+		damaged := h.damaged
 		s.release(h)
+		if damaged != nil {
+			return Event{}, fmt.Errorf("%w (the session is damaged: only the events before the damage are readable): %w", err, damaged)
+		}
 		return Event{}, err
 	}
-	ent, damaged := *e, h.damaged
+	ent := *e
 	s.release(h)
 	r := newChunkReader(s.opts.fs, filepath.Join(h.dir, chunksDir))
 	defer r.close()
-	ev, err := readEntry(r, &ent)
-	if err == nil && damaged != nil {
-		return ev, damaged
-	}
-	return ev, err
+	return readEntry(r, &ent)
 }
 
 // replaceFile atomically replaces dir/name with data: write a temporary

@@ -133,6 +133,9 @@ func (s *Store) verify(ctx context.Context, session uuid.UUID) (*VerifyReport, e
 	if plan.corrupt != nil {
 		r.problem(plan.corrupt)
 	} else {
+		if plan.lostErr != nil {
+			r.problem(plan.lostErr) // damage, though an open for writing repairs it
+		}
 		r.Repairs = plan.repairs(h)
 	}
 
