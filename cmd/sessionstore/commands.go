@@ -1,10 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -27,8 +30,9 @@ func cmdLs(ctx context.Context, c *cmdEnv, args []string) int {
 	defer s.Close()
 	root := pos[0]
 	metas, err := s.List(ctx)
-	if err != nil {
-		return c.failf("list sessions in %q: %v", root, err)
+	var listErr *sessionstore.ListError
+	if err != nil && !errors.As(err, &listErr) {
+		return c.failf("list the sessions in %q: %s", root, describe(err))
 	}
 	if *asJSON {
 		enc := json.NewEncoder(c.stdout)
@@ -37,15 +41,34 @@ func cmdLs(ctx context.Context, c *cmdEnv, args []string) int {
 				return c.failf("encode session %s: %v", m.ID, err)
 			}
 		}
-		return exitOK
+	} else {
+		tw := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tNAME\tCREATED\tUPDATED\tWORKING DIR\tMODEL")
+		for _, m := range metas {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", m.ID, cell(m.Name), stamp(m.CreatedAt), stamp(m.UpdatedAt), cell(m.WorkingDir), cell(m.Model))
+		}
+		tw.Flush()
 	}
-	tw := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tNAME\tCREATED\tUPDATED\tWORKING DIR\tMODEL")
-	for _, m := range metas {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", m.ID, cell(m.Name), stamp(m.CreatedAt), stamp(m.UpdatedAt), cell(m.WorkingDir), cell(m.Model))
+	if listErr != nil {
+		for _, u := range listErr.Unreadable {
+			c.warnf("session %s: %s", u.ID, unreadable(u))
+		}
+		return c.failf("%d of %d sessions in %q cannot be read (above: the others)", len(listErr.Unreadable), len(metas)+len(listErr.Unreadable), root)
 	}
-	tw.Flush()
 	return exitOK
+}
+
+// unreadable says why List could not read a session's metadata.
+func unreadable(u sessionstore.UnreadableSession) string {
+	var ce *sessionstore.CorruptionError
+	if errors.As(u.Err, &ce) && ce.Path == u.Path {
+		return fmt.Sprintf("cannot read %s: it is damaged at offset %d: %v", u.Path, ce.Offset, ce.Err)
+	}
+	var pe *fs.PathError
+	if errors.As(u.Err, &pe) && pe.Path == u.Path {
+		return fmt.Sprintf("cannot read %s: %v", u.Path, pe.Err)
+	}
+	return fmt.Sprintf("cannot read %s: %s", u.Path, describe(u.Err))
 }
 
 // cell is a text field as a column value: "-" when empty, quoted when it
@@ -72,7 +95,7 @@ func cmdTree(ctx context.Context, c *cmdEnv, args []string) int {
 	fs := c.newFlags("[-full] [-forks] <root> <session>")
 	full := fs.Bool("full", false, "print full event ids")
 	forks := fs.Bool("forks", false, "indent a child only where its parent has several (for long sessions)")
-	s, session, _, status := c.openSession(ctx, fs, args, 2, 2)
+	s, session, _, status := c.openSession(ctx, fs, args, 2, 2, "session")
 	if s == nil {
 		return status
 	}
@@ -89,7 +112,7 @@ func cmdTree(ctx context.Context, c *cmdEnv, args []string) int {
 		c.warnf("session %s has no events", session)
 		return exitOK
 	}
-	name := shortID
+	name := sessionstore.ShortID
 	if *full {
 		name = uuid.UUID.String
 	}
@@ -165,7 +188,7 @@ func cmdPath(ctx context.Context, c *cmdEnv, args []string) int {
 	asJSON := fs.Bool("json", false, "print each whole event as one JSON object per line")
 	width := 120
 	fs.Var((*widthFlag)(&width), "width", "truncate each record to `n` characters (0: no limit)")
-	s, session, pos, status := c.openSession(ctx, fs, args, 2, 3)
+	s, session, pos, status := c.openSession(ctx, fs, args, 2, 3, "session", "event")
 	if s == nil {
 		return status
 	}
@@ -187,20 +210,44 @@ func cmdPath(ctx context.Context, c *cmdEnv, args []string) int {
 			return c.failf("session %s: %s", session, describe(loadErr))
 		}
 	}
-	enc := json.NewEncoder(c.stdout)
+	if len(events) == 0 {
+		c.warnf("session %s has no events", session)
+		return exitOK
+	}
 	for _, ev := range events {
 		if *asJSON {
-			if err := enc.Encode(ev); err != nil {
+			b, err := eventJSON(ev)
+			if err != nil {
 				return c.failf("encode event %s: %v", ev.ID, err)
 			}
+			c.stdout.Write(append(b, '\n'))
 			continue
 		}
-		fmt.Fprintf(c.stdout, "%s %-14s %-9s %s\n", shortID(ev.ID), ev.Kind, roleName(ev.Role), truncate(recordText(ev), width))
+		fmt.Fprintf(c.stdout, "%s %-14s %-9s %s\n", sessionstore.ShortID(ev.ID), ev.Kind, roleName(ev.Role), truncate(recordText(ev), width))
 	}
 	if loadErr != nil {
 		return c.failf("session %s: %s (above: the events before it)", session, describe(loadErr))
 	}
 	return exitOK
+}
+
+// eventJSON is ev as compact JSON, in the member names of the chunk lines,
+// with a null parent_id for a root (no parent) in place of the nil uuid.
+func eventJSON(ev sessionstore.Event) ([]byte, error) {
+	b, err := json.Marshal(ev)
+	if err != nil {
+		return nil, err
+	}
+	if ev.ParentID != uuid.Nil {
+		return b, nil
+	}
+	// The encoding starts {"id":"<36 characters>", then parent_id.
+	start := len(`{"id":"`) + 36 + len(`",`)
+	nilParent := `"parent_id":"` + uuid.Nil.String() + `"`
+	if len(b) < start || !bytes.HasPrefix(b[start:], []byte(nilParent)) {
+		return nil, fmt.Errorf("unexpected JSON encoding of event %s", ev.ID)
+	}
+	return slices.Concat(b[:start], []byte(`"parent_id":null`), b[start+len(nilParent):]), nil
 }
 
 // recordText is the event's record as one line of compact JSON.
@@ -228,11 +275,13 @@ func truncate(s string, width int) string {
 	return s[:cut] + "…"
 }
 
-// cmdShow prints one event as indented JSON.
+// cmdShow prints one event as indented JSON. An event that reads intact is
+// printed even when the library reports an error beside it (the error then
+// follows on stderr, and the status is 1).
 func cmdShow(ctx context.Context, c *cmdEnv, args []string) int {
 	fs := c.newFlags("[-lazy] <root> <session> <event>")
 	lazy := fs.Bool("lazy", false, "do not read a blob: print its digest and size, with a null record")
-	s, session, pos, status := c.openSession(ctx, fs, args, 3, 3)
+	s, session, pos, status := c.openSession(ctx, fs, args, 3, 3, "session", "event")
 	if s == nil {
 		return status
 	}
@@ -241,43 +290,70 @@ func cmdShow(ctx context.Context, c *cmdEnv, args []string) int {
 	if err != nil {
 		return c.failf("session %s: %v", session, err)
 	}
-	ev, err := s.Event(ctx, session, id)
-	if err != nil {
-		return c.failf("session %s: event %s: %s", session, id, describe(err))
+	ev, evErr := s.Event(ctx, session, id)
+	if evErr != nil && ev.ID != id {
+		return c.failf("session %s: event %s: %s", session, id, describe(evErr))
 	}
+	var blobErr error
 	if !*lazy {
-		if ev, err = s.Resolve(ctx, session, ev); err != nil {
-			return c.failf("session %s: event %s: read its blob: %s", session, id, describe(err))
+		if resolved, err := s.Resolve(ctx, session, ev); err != nil {
+			blobErr = err // print the event without its record
+		} else {
+			ev = resolved
 		}
 	}
-	b, err := json.MarshalIndent(ev, "", "  ")
+	b, err := eventJSON(ev)
+	if err == nil {
+		var out bytes.Buffer
+		if err = json.Indent(&out, b, "", "  "); err == nil {
+			out.WriteByte('\n')
+			c.stdout.Write(out.Bytes())
+		}
+	}
 	if err != nil {
 		return c.failf("encode event %s: %v", id, err)
 	}
-	c.stdout.Write(append(b, '\n'))
-	return exitOK
+	status = exitOK
+	if evErr != nil {
+		status = c.failf("session %s: event %s (printed above): %s", session, id, describe(evErr))
+	}
+	if blobErr != nil {
+		status = c.failf("session %s: event %s: cannot read its blob, so it is printed above without its record: %s", session, id, describe(blobErr))
+	}
+	return status
 }
 
 // cmdVerify checks sessions and reports what it found; the status is 1 if
 // any session has a problem or could not be checked.
 func cmdVerify(ctx context.Context, c *cmdEnv, args []string) int {
 	fs := c.newFlags("<root> [session...]")
-	s, pos, status := c.openStore(fs, args, 1, -1)
+	s, pos, status := c.openStore(fs, args, 1, -1, "session")
 	if s == nil {
 		return status
 	}
 	defer s.Close()
 	root := pos[0]
 
+	// The sessions to verify; unreadable[id] is why List could not read
+	// one's session.json.
 	var sessions []uuid.UUID
-	failed := 0
+	unreadableMeta := map[uuid.UUID]sessionstore.UnreadableSession{}
+	var failed, notFound, ambiguous int
 	if len(pos) == 1 {
 		metas, err := s.List(ctx)
-		if err != nil {
-			return c.failf("list sessions in %q: %v", root, err)
+		var listErr *sessionstore.ListError
+		if err != nil && !errors.As(err, &listErr) {
+			return c.failf("list the sessions in %q: %s", root, describe(err))
 		}
 		for _, m := range metas {
 			sessions = append(sessions, m.ID)
+		}
+		if listErr != nil {
+			for _, u := range listErr.Unreadable {
+				sessions = append(sessions, u.ID)
+				unreadableMeta[u.ID] = u
+			}
+			slices.SortFunc(sessions, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) })
 		}
 		if len(sessions) == 0 {
 			c.warnf("no sessions in %q", root)
@@ -286,33 +362,55 @@ func cmdVerify(ctx context.Context, c *cmdEnv, args []string) int {
 	} else {
 		for _, arg := range pos[1:] {
 			id, err := resolveSession(ctx, s, arg)
+			var amb *ambiguousError
+			switch {
+			case errors.Is(err, sessionstore.ErrNotFound):
+				notFound++
+			case errors.As(err, &amb):
+				ambiguous++
+			case err != nil:
+				return c.failf("%v", err)
+			}
 			if err != nil {
 				c.warnf("%v", err)
-				failed++
 				continue
 			}
 			sessions = append(sessions, id)
 		}
 	}
 
+	verified := 0
 	for _, id := range sessions {
+		u, isUnreadable := unreadableMeta[id]
 		rep, err := s.Verify(ctx, id)
-		if err != nil {
-			c.warnf("session %s: %s", id, describe(err))
+		switch {
+		case err != nil && isUnreadable:
+			verified++
 			failed++
+			c.warnf("session %s: %s", id, unreadable(u))
+			continue
+		case errors.Is(err, sessionstore.ErrNotFound):
+			notFound++
+			c.warnf("session %s not found in %q (removed since it was listed?)", id, root)
+			continue
+		case err != nil:
+			verified++
+			failed++
+			c.warnf("session %s: cannot verify it: %s", id, describe(err))
 			continue
 		}
+		verified++
 		state := "ok"
 		if !rep.OK() {
 			state = "CORRUPT"
 			failed++
+		} else if isUnreadable {
+			failed++ // Verify read it since; List could not
+			c.warnf("session %s: %s", id, unreadable(u))
 		}
-		head := "-"
-		if rep.Head != uuid.Nil {
-			head = rep.Head.String()
-		}
-		fmt.Fprintf(c.stdout, "%s %s: %d chunks (%d bytes), %d records, %d indexed, %d blobs, head %s\n",
-			id, state, rep.Chunks, rep.ChunkBytes, rep.Records, rep.Indexed, rep.Blobs, head)
+		fmt.Fprintf(c.stdout, "%s %s: %s (%d bytes), %d indexed, %s (%d bytes on disk), %s, head %s\n",
+			id, state, count(rep.Records, "record"), rep.RecordBytes, rep.Indexed,
+			count(rep.Chunks, "chunk file"), rep.ChunkBytes, count(rep.Blobs, "blob"), idOrNone(rep.Head, uuid.UUID.String))
 		for _, p := range rep.Problems {
 			fmt.Fprintf(c.stdout, "  problem: %s at offset %d: %v\n", p.Path, p.Offset, p.Err)
 		}
@@ -323,51 +421,140 @@ func cmdVerify(ctx context.Context, c *cmdEnv, args []string) int {
 			fmt.Fprintf(c.stdout, "  repair on next open for writing: %s\n", r)
 		}
 	}
-	if failed > 0 {
-		total := len(sessions) // every session of the root
-		if len(pos) > 1 {
-			total = len(pos) - 1 // the ones named, found or not
-		}
-		return c.failf("%d of %d sessions have problems", failed, total)
+	if failed == 0 && notFound == 0 && ambiguous == 0 {
+		return exitOK
 	}
-	return exitOK
+	var summary []string
+	if verified > 0 {
+		summary = append(summary, fmt.Sprintf("%d of %d sessions have problems", failed, verified))
+	} else {
+		summary = append(summary, "no session verified")
+	}
+	if notFound > 0 {
+		summary = append(summary, fmt.Sprintf("%d not found", notFound))
+	}
+	if ambiguous > 0 {
+		summary = append(summary, fmt.Sprintf("%d ambiguous", ambiguous))
+	}
+	return c.failf("%s", strings.Join(summary, "; "))
 }
 
-// cmdGC removes the blobs of a session that no event refers to. It opens
-// the store for writing: the session is locked, and opening it carries out
-// the repairs Verify lists.
+// count is "1 <noun>" or "<n> <noun>s".
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// resolveForWriting names the session of pos[1] through a read-only store,
+// which refuses a directory that is not a store (where a writable Open
+// would create one), and returns it with the read-only store, which the
+// caller closes.
+func (c *cmdEnv) resolveForWriting(ctx context.Context, root, arg string) (*sessionstore.Store, uuid.UUID, error) {
+	ro, err := c.openReadOnly(root)
+	if err != nil {
+		return nil, uuid.Nil, err
+	}
+	session, err := resolveSession(ctx, ro, arg)
+	if err != nil {
+		ro.Close()
+		return nil, uuid.Nil, err
+	}
+	return ro, session, nil
+}
+
+// cmdGC removes the blobs of a session that no event refers to. It verifies
+// the session first and refuses a damaged one. It opens the store for
+// writing: the session is locked, and opening it carries out the repairs
+// Verify lists.
 func cmdGC(ctx context.Context, c *cmdEnv, args []string) int {
 	fs := c.newFlags("<root> <session>")
-	pos, status, ok := c.parseArgs(fs, args, 2, 2)
+	pos, status, ok := c.parseArgs(fs, args, 2, 2, "session")
 	if !ok {
 		return status
 	}
 	root := pos[0]
-	// Name the session through a read-only store first: it refuses a
-	// directory that is not a store, where a writable Open would create one.
-	ro, err := c.openReadOnly(root)
+	ro, session, err := c.resolveForWriting(ctx, root, pos[1])
 	if err != nil {
 		return c.failf("%v", err)
 	}
-	session, err := resolveSession(ctx, ro, pos[1])
+	// GC walks the index only; Verify reads every record and blob, so a
+	// damaged session is caught before anything is removed.
+	rep, err := ro.Verify(ctx, session)
 	ro.Close()
 	if err != nil {
-		return c.failf("%v", err)
+		return c.failf("session %s: cannot verify it before collecting: %s", session, describe(err))
+	}
+	if !rep.OK() {
+		return c.failf("session %s is damaged (%s): gc removes nothing from a damaged session; see %s for the problems",
+			session, count(len(rep.Problems), "problem"), verifyHint(root, session))
 	}
 
 	s, err := openWritable(root)
 	if err != nil {
 		return c.failf("%v", err)
 	}
-	rep, err := s.GC(ctx, session)
+	gc, err := s.GC(ctx, session)
 	closeErr := s.Close()
 	if err != nil {
 		return c.failf("session %s: %s", session, describe(err))
 	}
 	fmt.Fprintf(c.stdout, "%s: removed %d files (%d bytes): blobs no event refers to and temporary files; kept %d blobs\n",
-		session, rep.Removed, rep.Bytes, rep.Kept)
+		session, gc.Removed, gc.Bytes, gc.Kept)
 	if closeErr != nil {
-		return c.failf("close store: %v", closeErr)
+		return c.failf("close the store: %v", closeErr)
+	}
+	return exitOK
+}
+
+// cmdRepair makes the repairs Verify lists for a session (a torn tail cut,
+// the index rebuilt, HEAD set) now, and prints them.
+func cmdRepair(ctx context.Context, c *cmdEnv, args []string) int {
+	fs := c.newFlags("<root> <session>")
+	pos, status, ok := c.parseArgs(fs, args, 2, 2, "session")
+	if !ok {
+		return status
+	}
+	root := pos[0]
+	ro, session, err := c.resolveForWriting(ctx, root, pos[1])
+	if err != nil {
+		return c.failf("%v", err)
+	}
+	// Opening a session for writing reads only the records past the index,
+	// so it does not see a damaged record in the middle of a chunk; Verify
+	// reads them all.
+	rep, err := ro.Verify(ctx, session)
+	ro.Close()
+	if err != nil {
+		return c.failf("session %s: cannot verify it before repairing: %s", session, describe(err))
+	}
+	if !rep.OK() {
+		return c.failf("session %s is damaged beyond repair (%s), so nothing was changed; see %s for the problems",
+			session, count(len(rep.Problems), "problem"), verifyHint(root, session))
+	}
+
+	s, err := openWritable(root)
+	if err != nil {
+		return c.failf("%v", err)
+	}
+	done, err := s.Repair(ctx, session)
+	closeErr := s.Close()
+	if errors.Is(err, sessionstore.ErrCorrupt) {
+		return c.failf("session %s is damaged beyond repair, so nothing was changed: %v; see %s for the problems",
+			session, err, verifyHint(root, session))
+	}
+	if err != nil {
+		return c.failf("session %s: %s", session, describe(err))
+	}
+	for _, r := range done {
+		fmt.Fprintf(c.stdout, "repaired: %s\n", r)
+	}
+	if len(done) == 0 {
+		fmt.Fprintln(c.stdout, "nothing to repair")
+	}
+	if closeErr != nil {
+		return c.failf("close the store: %v", closeErr)
 	}
 	return exitOK
 }
@@ -380,7 +567,7 @@ func openWritable(root string) (*sessionstore.Store, error) {
 		s, err = sessionstore.Open(root, &sessionstore.Options{Compression: sessionstore.CompressionNone})
 	}
 	if err != nil {
-		return nil, fmt.Errorf("open store %q for writing: %w", root, err)
+		return nil, openError(root, err, " for writing")
 	}
 	return s, nil
 }

@@ -1,12 +1,13 @@
 // Command sessionstore inspects a sessionstore root: it lists sessions,
 // draws a session's event tree, prints its active path or one event, checks
-// sessions for corruption and collects unreferenced blobs.
+// sessions for corruption, makes the repairs a crash leaves to do and
+// collects unreferenced blobs.
 //
 //	cd cmd && go run ./sessionstore ls <root>
 //
-// Every command but gc opens the store with Options.ReadOnly, so it takes no
-// lock, writes nothing and is safe beside a running writer. Run it with no
-// arguments for the list of commands.
+// Every command but gc and repair opens the store with Options.ReadOnly, so
+// it takes no lock, writes nothing and is safe beside a running writer. Run
+// it with no arguments for the list of commands.
 package main
 
 import (
@@ -16,6 +17,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"strconv"
 	"strings"
@@ -38,8 +40,9 @@ const (
 
 const usage = `usage: sessionstore <command> [flags] <root> [arguments]
 
-Inspects the sessions stored under <root>. Every command but gc opens the
-store read-only (no lock, nothing written), so it is safe beside a writer.
+Inspects the sessions stored under <root>. Every command but gc and repair
+opens the store read-only (no lock, nothing written), so it is safe beside
+a writer.
 
 commands:
   ls     [-json] <root>                       list the sessions
@@ -49,13 +52,17 @@ commands:
   show   [-lazy] <root> <session> <event>     one event as indented JSON
   verify <root> [session...]                  check sessions (all when none is named);
                                               exit status 1 if any has a problem
+  repair <root> <session>                     make the repairs verify lists now
+                                              (opens the session for writing)
   gc     <root> <session>                     remove blobs no event refers to
                                               (opens the session for writing)
   help                                        this text
 
 A session or event is named by its full id or by a unique prefix of the id
-or of its last group (the short id tree prints). Flags may come before or
-after the arguments; "sessionstore <command> -h" lists a command's flags.
+or of its last group: the 8-digit short id that tree and path print. Flags
+may come before or after the arguments; "sessionstore <command> -h" lists a
+command's flags. Exit status: 0 on success, 1 on a failure or a problem
+found, 2 for a bad command line.
 `
 
 // command is one subcommand: it gets its own arguments (flags included)
@@ -68,6 +75,7 @@ var commands = map[string]command{
 	"path":   cmdPath,
 	"show":   cmdShow,
 	"verify": cmdVerify,
+	"repair": cmdRepair,
 	"gc":     cmdGC,
 }
 
@@ -157,8 +165,11 @@ func parse(fs *flag.FlagSet, args []string) ([]string, error) {
 }
 
 // parseArgs parses args and checks the number of positional arguments
-// (max < 0: no limit). It returns the status to exit with when it fails.
-func (c *cmdEnv) parseArgs(fs *flag.FlagSet, args []string, min, max int) ([]string, int, bool) {
+// (max < 0: no limit) and the form of the ids among them: every argument
+// after <root> names a session or an event, ids[i] (the last one for the
+// arguments past the end) says which. It returns the status to exit with
+// when it fails.
+func (c *cmdEnv) parseArgs(fs *flag.FlagSet, args []string, min, max int, ids ...string) ([]string, int, bool) {
 	pos, err := parse(fs, args)
 	if err != nil {
 		// The flag package has printed the error and the usage.
@@ -170,6 +181,15 @@ func (c *cmdEnv) parseArgs(fs *flag.FlagSet, args []string, min, max int) ([]str
 	case max >= 0 && len(pos) > max:
 		return nil, c.usagef(fs, "too many arguments: %s", strings.Join(pos[max:], " ")), false
 	}
+	for i, arg := range pos[1:] {
+		what := ids[len(ids)-1]
+		if i < len(ids) {
+			what = ids[i]
+		}
+		if !wellFormedID(arg) {
+			return nil, c.usagef(fs, "%s %q is neither an id nor an id prefix (hex digits, and dashes where the id has them)", what, arg), false
+		}
+	}
 	return pos, exitOK, true
 }
 
@@ -177,17 +197,34 @@ func (c *cmdEnv) parseArgs(fs *flag.FlagSet, args []string, min, max int) ([]str
 func (c *cmdEnv) openReadOnly(root string) (*sessionstore.Store, error) {
 	s, err := sessionstore.Open(root, &sessionstore.Options{ReadOnly: true})
 	if err != nil {
-		return nil, fmt.Errorf("open store %q: %w", root, err)
+		return nil, openError(root, err, "")
 	}
 	return s, nil
 }
 
+// openError is the error of opening the store at root; mode is "" or
+// " for writing".
+func openError(root string, err error, mode string) error {
+	if errors.Is(err, sessionstore.ErrNoStore) {
+		reason := "it holds no sessions directory"
+		switch info, serr := os.Stat(root); {
+		case errors.Is(serr, fs.ErrNotExist):
+			reason = "the directory does not exist"
+		case serr == nil && !info.IsDir():
+			reason = "it is not a directory"
+		}
+		return fmt.Errorf("no store at %q: %s", root, reason)
+	}
+	return fmt.Errorf("cannot open the store at %q%s: %s", root, mode, describe(err))
+}
+
 // openStore parses the arguments of a command whose first argument is
-// <root>, min to max arguments in all (max < 0: no limit), and opens the
-// store read-only. On failure s is nil and the command exits with status;
-// otherwise the command closes s.
-func (c *cmdEnv) openStore(fs *flag.FlagSet, args []string, min, max int) (s *sessionstore.Store, pos []string, status int) {
-	pos, status, ok := c.parseArgs(fs, args, min, max)
+// <root>, min to max arguments in all (max < 0: no limit) and the session
+// and event ids after it (see parseArgs), and opens the store read-only.
+// On failure s is nil and the command exits with status; otherwise the
+// command closes s.
+func (c *cmdEnv) openStore(fs *flag.FlagSet, args []string, min, max int, ids ...string) (s *sessionstore.Store, pos []string, status int) {
+	pos, status, ok := c.parseArgs(fs, args, min, max, ids...)
 	if !ok {
 		return nil, nil, status
 	}
@@ -200,8 +237,8 @@ func (c *cmdEnv) openStore(fs *flag.FlagSet, args []string, min, max int) (s *se
 
 // openSession is openStore for a command whose second argument is
 // <session>: it also resolves the session.
-func (c *cmdEnv) openSession(ctx context.Context, fs *flag.FlagSet, args []string, min, max int) (s *sessionstore.Store, session uuid.UUID, pos []string, status int) {
-	s, pos, status = c.openStore(fs, args, min, max)
+func (c *cmdEnv) openSession(ctx context.Context, fs *flag.FlagSet, args []string, min, max int, ids ...string) (s *sessionstore.Store, session uuid.UUID, pos []string, status int) {
+	s, pos, status = c.openStore(fs, args, min, max, ids...)
 	if s == nil {
 		return nil, uuid.Nil, nil, status
 	}
@@ -230,25 +267,49 @@ func (w *widthFlag) Set(v string) error {
 	return nil
 }
 
+// notFoundError reports an id or prefix that names no session or event; it
+// matches sessionstore.ErrNotFound.
+type notFoundError struct{ msg string }
+
+func (e *notFoundError) Error() string        { return e.msg }
+func (e *notFoundError) Is(target error) bool { return target == sessionstore.ErrNotFound }
+
+// ambiguousError reports a prefix that several ids start with.
+type ambiguousError struct{ msg string }
+
+func (e *ambiguousError) Error() string { return e.msg }
+
 // resolveSession turns arg (a full id or a unique prefix) into a session id.
+// A session whose session.json cannot be read is still matched: the
+// command's own calls report its damage.
 func resolveSession(ctx context.Context, s *sessionstore.Store, arg string) (uuid.UUID, error) {
 	if id, err := uuid.Parse(arg); err == nil {
 		// Meta reads session.json only. Other errors (a damaged
 		// session.json) are left to the command's own calls to report.
 		if _, err := s.Meta(ctx, id); errors.Is(err, sessionstore.ErrNotFound) {
-			return uuid.Nil, fmt.Errorf("session %s not found in %q", id, s.Dir())
+			return uuid.Nil, &notFoundError{fmt.Sprintf("session %s not found in %q", id, s.Dir())}
 		}
 		return id, nil
 	}
 	metas, err := s.List(ctx)
-	if err != nil {
-		return uuid.Nil, fmt.Errorf("list sessions to match %q: %w", arg, err)
+	var listErr *sessionstore.ListError
+	if err != nil && !errors.As(err, &listErr) {
+		return uuid.Nil, fmt.Errorf("list the sessions to match %q: %s", arg, describe(err))
 	}
-	ids := make([]uuid.UUID, len(metas))
-	for i, m := range metas {
-		ids[i] = m.ID
+	ids := make([]uuid.UUID, 0, len(metas))
+	for _, m := range metas {
+		ids = append(ids, m.ID)
 	}
-	return matchPrefix("session", arg, ids)
+	if listErr != nil {
+		for _, u := range listErr.Unreadable {
+			ids = append(ids, u.ID)
+		}
+	}
+	id, err := matchPrefix("session", arg, ids)
+	if errors.Is(err, sessionstore.ErrNotFound) {
+		err = &notFoundError{fmt.Sprintf("no session in %q matches %q", s.Dir(), arg)}
+	}
+	return id, err
 }
 
 // resolveEvent turns arg (a full id or a unique prefix) into the id of an
@@ -260,32 +321,49 @@ func resolveEvent(ctx context.Context, s *sessionstore.Store, session uuid.UUID,
 	}
 	nodes, err := s.Tree(ctx, session)
 	if err != nil && len(nodes) == 0 {
-		return uuid.Nil, fmt.Errorf("read the tree to match %q: %w", arg, err)
+		return uuid.Nil, fmt.Errorf("read the tree to match %q: %s", arg, describe(err))
 	}
 	ids := make([]uuid.UUID, len(nodes))
 	for i, n := range nodes {
 		ids[i] = n.ID
 	}
-	return matchPrefix("event", arg, ids)
+	id, merr := matchPrefix("event", arg, ids)
+	if merr != nil && err != nil {
+		// The tree stops at the damage: the event may be past it.
+		return uuid.Nil, fmt.Errorf("%w (only the events before the damage were searched: %s)", merr, describe(err))
+	}
+	return id, merr
 }
 
-// matchPrefix returns the one id whose canonical form, or whose last group
-// (the short id), starts with prefix.
+// wellFormedID reports whether arg can name an id: a full id, or a prefix
+// of one (hex digits and dashes, at least one digit).
+func wellFormedID(arg string) bool {
+	if _, err := uuid.Parse(arg); err == nil {
+		return true
+	}
+	p := strings.ToLower(arg)
+	return strings.Trim(p, "0123456789abcdef-") == "" && strings.Trim(p, "-") != ""
+}
+
+// matchPrefix returns the one id whose canonical form, that form without
+// its dashes, or its last group (where the short id is) starts with prefix.
 func matchPrefix(what, prefix string, ids []uuid.UUID) (uuid.UUID, error) {
-	p := strings.ToLower(prefix)
-	if p == "" || strings.Trim(p, "0123456789abcdef-") != "" {
+	if !wellFormedID(prefix) {
 		return uuid.Nil, fmt.Errorf("%s %q is neither an id nor an id prefix", what, prefix)
 	}
+	p := strings.ToLower(prefix)
+	dashless := !strings.Contains(p, "-")
 	var found []uuid.UUID
 	for _, id := range ids {
 		s := id.String()
-		if strings.HasPrefix(s, p) || strings.HasPrefix(s[24:], p) {
+		if strings.HasPrefix(s, p) || strings.HasPrefix(s[24:], p) ||
+			(dashless && strings.HasPrefix(strings.ReplaceAll(s, "-", ""), p)) {
 			found = append(found, id)
 		}
 	}
 	switch len(found) {
 	case 0:
-		return uuid.Nil, fmt.Errorf("no %s matches %q", what, prefix)
+		return uuid.Nil, &notFoundError{fmt.Sprintf("no %s matches %q", what, prefix)}
 	case 1:
 		return found[0], nil
 	}
@@ -297,12 +375,8 @@ func matchPrefix(what, prefix string, ids []uuid.UUID) (uuid.UUID, error) {
 		}
 		names = append(names, id.String())
 	}
-	return uuid.Nil, fmt.Errorf("%s prefix %q is ambiguous: it matches %s", what, prefix, strings.Join(names, ", "))
+	return uuid.Nil, &ambiguousError{fmt.Sprintf("%s prefix %q is ambiguous: it matches %s; give more of the id", what, prefix, strings.Join(names, ", "))}
 }
-
-// shortID is the first 8 hex digits of the id's last group: the random
-// bits of a UUIDv7, where the first digits are its time.
-func shortID(id uuid.UUID) string { return id.String()[24:32] }
 
 // describe turns a library error into a message, with a hint for the
 // errors a user can act on.
@@ -310,8 +384,33 @@ func describe(err error) string {
 	switch {
 	case errors.Is(err, sessionstore.ErrLocked):
 		return fmt.Sprintf("%v (another process holds the session open for writing; stop it first)", err)
+	case errors.Is(err, sessionstore.ErrCorrupt):
+		return fmt.Sprintf("%v (verify lists the session's problems)", err)
+	case errors.Is(err, sessionstore.ErrUnsupportedFormat):
+		return fmt.Sprintf("%v (written by a newer sessionstore: use an inspector built from it)", err)
 	case errors.Is(err, sessionstore.ErrNotFound):
 		return "not found" // the caller names what
 	}
 	return err.Error()
+}
+
+// shellQuote quotes s for a shell command line when it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./:@%+=,") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// verifyHint is the command line that lists the problems of a session.
+func verifyHint(root string, session uuid.UUID) string {
+	return fmt.Sprintf("`sessionstore verify %s %s`", shellQuote(root), session)
+}
+
+// idOrNone is the id, or "-" for none (uuid.Nil).
+func idOrNone(id uuid.UUID, name func(uuid.UUID) string) string {
+	if id == uuid.Nil {
+		return "-"
+	}
+	return name(id)
 }

@@ -5,8 +5,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -123,6 +125,15 @@ func TestBadCommandLines(t *testing.T) {
 		{[]string{"ls", "-nosuchflag", root}, "flag provided but not defined: -nosuchflag"},
 		{[]string{"path", "-width", "-1", root, "s"}, `invalid value "-1" for flag -width: must be 0 or more`},
 		{[]string{"gc", root}, "missing arguments"},
+		{[]string{"repair", root}, "missing arguments"},
+		{[]string{"repair", root, "s", "t"}, "too many arguments: t"},
+		// An argument that cannot name an id is a bad command line too.
+		{[]string{"tree", root, "not-hex!"}, `session "not-hex!" is neither an id nor an id prefix`},
+		{[]string{"path", root, "0123", "xyz"}, `event "xyz" is neither an id nor an id prefix`},
+		{[]string{"show", root, "0123", "-"}, `event "-" is neither an id nor an id prefix`},
+		{[]string{"verify", root, "0123", "garbage"}, `session "garbage" is neither an id nor an id prefix`},
+		{[]string{"gc", root, "g"}, `session "g" is neither an id nor an id prefix`},
+		{[]string{"repair", root, "r"}, `session "r" is neither an id nor an id prefix`},
 	} {
 		status, stdout, stderr := runCmd(tc.args...)
 		assert.Equal(t, exitUsage, status, "args %q", tc.args)
@@ -132,20 +143,41 @@ func TestBadCommandLines(t *testing.T) {
 	}
 }
 
+// TestNotAStore runs every command on a directory that does not exist, on
+// one whose parent does not exist either, and on one that holds no store:
+// each says there is no store there, in its own words only (no "read-only"
+// from gc or repair, no stat error), and creates nothing.
 func TestNotAStore(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "nothing-here")
-	for _, args := range [][]string{
-		{"ls", dir},
-		{"tree", dir, uuid.NewString()},
-		{"verify", dir},
-		{"gc", dir, uuid.NewString()},
+	tmp := t.TempDir()
+	empty := filepath.Join(tmp, "empty")
+	require.NoError(t, os.Mkdir(empty, 0o700))
+	for _, tc := range []struct{ dir, reason string }{
+		{filepath.Join(tmp, "nothing-here"), "the directory does not exist"},
+		{filepath.Join(tmp, "no-parent", "nothing-here"), "the directory does not exist"},
+		{empty, "it holds no sessions directory"},
 	} {
-		status, _, stderr := runCmd(args...)
-		assert.Equal(t, exitFail, status, "args %q", args)
-		assert.Contains(t, stderr, args[0]+": open store \""+dir+"\"", "args %q", args)
+		id := uuid.NewString()
+		for _, args := range [][]string{
+			{"ls", tc.dir},
+			{"tree", tc.dir, id},
+			{"path", tc.dir, id},
+			{"show", tc.dir, id, id},
+			{"verify", tc.dir},
+			{"verify", tc.dir, id},
+			{"gc", tc.dir, id},
+			{"repair", tc.dir, id},
+		} {
+			status, stdout, stderr := runCmd(args...)
+			assert.Equal(t, exitFail, status, "args %q", args)
+			assert.Empty(t, stdout, "args %q", args)
+			assert.Equal(t, args[0]+": no store at \""+tc.dir+"\": "+tc.reason+"\n", stderr, "args %q", args)
+		}
 	}
-	_, err := os.Stat(dir)
+	_, err := os.Stat(filepath.Join(tmp, "nothing-here"))
 	assert.ErrorIs(t, err, os.ErrNotExist, "no command may create the root")
+	entries, err := os.ReadDir(empty)
+	require.NoError(t, err)
+	assert.Empty(t, entries, "no command may create a store")
 }
 
 func TestLs(t *testing.T) {
@@ -190,17 +222,17 @@ func TestTree(t *testing.T) {
 		if ev.ParentID != uuid.Nil {
 			depth[ev.ID] = depth[ev.ParentID] + 1
 		}
-		line := lineOf(t, stdout, shortID(ev.ID)+" ")
-		assert.True(t, strings.HasPrefix(line, strings.Repeat("  ", depth[ev.ID])+shortID(ev.ID)), "indentation of %q", line)
+		line := lineOf(t, stdout, sessionstore.ShortID(ev.ID)+" ")
+		assert.True(t, strings.HasPrefix(line, strings.Repeat("  ", depth[ev.ID])+sessionstore.ShortID(ev.ID)), "indentation of %q", line)
 		assert.Contains(t, line, " "+string(ev.Kind)+" ", line)
 		assert.Equal(t, ev.ID == f.head.ID, strings.Contains(line, "[HEAD]"), line)
 		assert.Equal(t, ev.BranchFrom != uuid.Nil, strings.Contains(line, "[branch from"), line)
 	}
-	assert.Contains(t, lineOf(t, stdout, shortID(f.blob.ID)), " tool_result    tool ")
-	assert.Contains(t, lineOf(t, stdout, shortID(f.branch.ID)), "[branch from "+shortID(f.ask.ID)+"]")
-	assert.Contains(t, lineOf(t, stdout, shortID(f.compaction.ID)), " compaction     - ")
+	assert.Contains(t, lineOf(t, stdout, sessionstore.ShortID(f.blob.ID)), " tool_result    tool ")
+	assert.Contains(t, lineOf(t, stdout, sessionstore.ShortID(f.branch.ID)), "[branch from "+sessionstore.ShortID(f.ask.ID)+"]")
+	assert.Contains(t, lineOf(t, stdout, sessionstore.ShortID(f.compaction.ID)), " compaction     - ")
 	// Depth first: the first branch comes whole before the second.
-	assert.Less(t, strings.Index(stdout, shortID(f.firstLeaf.ID)), strings.Index(stdout, shortID(f.branch.ID)))
+	assert.Less(t, strings.Index(stdout, sessionstore.ShortID(f.firstLeaf.ID)), strings.Index(stdout, sessionstore.ShortID(f.branch.ID)))
 
 	// -full, and a prefix of the session id, flags after the arguments.
 	status, stdout, stderr = runCmd("tree", f.root, f.session.ID.String()[:30], "-full")
@@ -214,9 +246,9 @@ func TestTree(t *testing.T) {
 	// deeper.
 	status, stdout, stderr = runCmd("tree", "-forks", f.root, f.session.ID.String())
 	require.Equal(t, exitOK, status, stderr)
-	assert.True(t, strings.HasPrefix(lineOf(t, stdout, shortID(f.ask.ID)), shortID(f.ask.ID)))
-	assert.True(t, strings.HasPrefix(lineOf(t, stdout, shortID(f.firstLeaf.ID)), "  "+shortID(f.firstLeaf.ID)))
-	assert.True(t, strings.HasPrefix(lineOf(t, stdout, shortID(f.head.ID)), "  "+shortID(f.head.ID)))
+	assert.True(t, strings.HasPrefix(lineOf(t, stdout, sessionstore.ShortID(f.ask.ID)), sessionstore.ShortID(f.ask.ID)))
+	assert.True(t, strings.HasPrefix(lineOf(t, stdout, sessionstore.ShortID(f.firstLeaf.ID)), "  "+sessionstore.ShortID(f.firstLeaf.ID)))
+	assert.True(t, strings.HasPrefix(lineOf(t, stdout, sessionstore.ShortID(f.head.ID)), "  "+sessionstore.ShortID(f.head.ID)))
 
 	// A session without events.
 	status, stdout, stderr = runCmd("tree", f.root, f.empty.ID.String())
@@ -232,19 +264,19 @@ func TestPath(t *testing.T) {
 	require.Equal(t, exitOK, status, stderr)
 	lines := strings.Split(strings.TrimSuffix(stdout, "\n"), "\n")
 	require.Len(t, lines, 2, stdout)
-	assert.Regexp(t, `^`+shortID(f.compaction.ID)+` compaction +- +\{"summary":`, lines[0])
-	assert.Regexp(t, `^`+shortID(f.head.ID)+` message +user +\{"content":"Go on after the summary."\}$`, lines[1])
+	assert.Regexp(t, `^`+sessionstore.ShortID(f.compaction.ID)+` compaction +- +\{"summary":`, lines[0])
+	assert.Regexp(t, `^`+sessionstore.ShortID(f.head.ID)+` message +user +\{"content":"Go on after the summary."\}$`, lines[1])
 
 	// The abandoned branch, up to its end, named by a short id; the blob
 	// record is read and cut to the width.
-	status, stdout, stderr = runCmd("path", "-width", "40", f.root, f.session.ID.String(), shortID(f.firstLeaf.ID))
+	status, stdout, stderr = runCmd("path", "-width", "40", f.root, f.session.ID.String(), sessionstore.ShortID(f.firstLeaf.ID))
 	require.Equal(t, exitOK, status, stderr)
 	lines = strings.Split(strings.TrimSuffix(stdout, "\n"), "\n")
 	require.Len(t, lines, 5, stdout)
 	for i, id := range []uuid.UUID{f.ask.ID, f.all[1].ID, f.call.ID, f.blob.ID, f.firstLeaf.ID} {
-		assert.True(t, strings.HasPrefix(lines[i], shortID(id)+" "), lines[i])
+		assert.True(t, strings.HasPrefix(lines[i], sessionstore.ShortID(id)+" "), lines[i])
 	}
-	blobLine := lineOf(t, stdout, shortID(f.blob.ID))
+	blobLine := lineOf(t, stdout, sessionstore.ShortID(f.blob.ID))
 	assert.Contains(t, blobLine, `{"call_id":"c1","output":"line of`)
 	record := blobLine[strings.Index(blobLine, "{"):]
 	assert.Equal(t, 40, len([]rune(record)), record)
@@ -281,7 +313,13 @@ func TestPath(t *testing.T) {
 	assert.Contains(t, stderr, "tree: session "+f.empty.ID.String()[:24]+"000000000000 not found in \""+f.root+"\"\n")
 	status, _, stderr = runCmd("path", f.root, "0123456789ab")
 	assert.Equal(t, exitFail, status)
-	assert.Contains(t, stderr, `path: no session matches "0123456789ab"`)
+	assert.Contains(t, stderr, `path: no session in "`+f.root+`" matches "0123456789ab"`)
+
+	// A session without events says so.
+	status, stdout, stderr = runCmd("path", f.root, f.empty.ID.String())
+	assert.Equal(t, exitOK, status, stderr)
+	assert.Empty(t, stdout)
+	assert.Equal(t, "path: session "+f.empty.ID.String()+" has no events\n", stderr)
 }
 
 func TestShow(t *testing.T) {
@@ -308,7 +346,7 @@ func TestShow(t *testing.T) {
 	assert.Equal(t, bigOutput, result.Output)
 
 	// -lazy leaves the blob unread.
-	status, stdout, stderr = runCmd("show", "-lazy", f.root, f.session.ID.String(), shortID(f.blob.ID))
+	status, stdout, stderr = runCmd("show", "-lazy", f.root, f.session.ID.String(), sessionstore.ShortID(f.blob.ID))
 	require.Equal(t, exitOK, status, stderr)
 	ev = decode(stdout)
 	assert.Equal(t, f.blob.ID, ev.ID)
@@ -334,9 +372,34 @@ func TestShow(t *testing.T) {
 	assert.Equal(t, exitFail, status)
 	assert.Empty(t, stdout)
 	assert.Contains(t, stderr, "is ambiguous")
-	status, _, stderr = runCmd("show", f.root, f.session.ID.String(), "not-hex!")
-	assert.Equal(t, exitFail, status)
+	assert.Contains(t, stderr, "is ambiguous: it matches "+a+", ")
+	assert.Contains(t, stderr, "; give more of the id\n")
+	status, stdout, stderr = runCmd("show", f.root, f.session.ID.String(), "not-hex!")
+	assert.Equal(t, exitUsage, status)
+	assert.Empty(t, stdout)
 	assert.Contains(t, stderr, `event "not-hex!" is neither an id nor an id prefix`)
+	assert.Contains(t, stderr, "usage: sessionstore show")
+}
+
+// newestChunk returns the newest plain chunk file of a session.
+func newestChunk(t *testing.T, root string, session uuid.UUID) string {
+	t.Helper()
+	paths, err := filepath.Glob(filepath.Join(root, "sessions", session.String(), "chunks", "[0-9][0-9][0-9][0-9][0-9][0-9].jsonl"))
+	require.NoError(t, err)
+	require.NotEmpty(t, paths)
+	return paths[len(paths)-1] // Glob sorts
+}
+
+// damage flips a byte of the first occurrence of s in the file at path
+// (s should not end in a newline: a byte of the record, not its end).
+func damage(t *testing.T, path, s string) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	at := bytes.Index(data, []byte(s))
+	require.GreaterOrEqual(t, at, 0, "%q not in %s", s, path)
+	data[at] ^= 0x20
+	require.NoError(t, os.WriteFile(path, data, 0o600))
 }
 
 // chunkFile returns the first chunk file of a session.
@@ -353,7 +416,8 @@ func TestVerify(t *testing.T) {
 	status, stdout, stderr := runCmd("verify", f.root)
 	require.Equal(t, exitOK, status, stderr)
 	assert.Empty(t, stderr)
-	assert.Regexp(t, `(?m)^`+f.session.ID.String()+` ok: 1 chunks \(\d+ bytes\), 8 records, 8 indexed, 1 blobs, head `+f.head.ID.String()+`$`, stdout)
+	assert.Regexp(t, `(?m)^`+f.session.ID.String()+` ok: 8 records \(\d+ bytes\), 8 indexed, 1 chunk file \(\d+ bytes on disk\), 1 blob, head `+f.head.ID.String()+`$`, stdout)
+	assert.Regexp(t, `(?m)^`+f.empty.ID.String()+` ok: 0 records \(0 bytes\), 0 indexed, 0 chunk files \(0 bytes on disk\), 0 blobs, head -$`, stdout)
 	assert.Regexp(t, `(?m)^`+f.empty.ID.String()+` ok: `, stdout)
 	assert.NotContains(t, stdout, "problem")
 
@@ -385,16 +449,18 @@ func TestVerify(t *testing.T) {
 	assert.Equal(t, exitFail, status)
 	assert.Contains(t, stderr, "show: session "+f.session.ID.String()+": event "+f.ask.ID.String()+": ")
 	assert.Contains(t, stderr, "corrupt data in "+path+" at offset 0")
+	assert.Contains(t, stderr, "(verify lists the session's problems)")
 	status, _, stderr = runCmd("path", f.root, f.session.ID.String(), f.firstLeaf.ID.String())
 	assert.Equal(t, exitFail, status)
 	assert.Contains(t, stderr, "corrupt data in "+path+" at offset 0")
+	assert.Contains(t, stderr, "(verify lists the session's problems)")
 
 	// A session that is not there.
 	missing := uuid.Must(uuid.NewV7())
 	status, _, stderr = runCmd("verify", f.root, missing.String())
 	assert.Equal(t, exitFail, status)
 	assert.Contains(t, stderr, "verify: session "+missing.String()+" not found in \""+f.root+"\"\n")
-	assert.Contains(t, stderr, "verify: 1 of 1 sessions have problems")
+	assert.Contains(t, stderr, "verify: no session verified; 1 not found\n")
 }
 
 func TestGC(t *testing.T) {
@@ -460,15 +526,15 @@ func TestBesideWriter(t *testing.T) {
 
 	status, stdout, stderr = runCmd("tree", root, meta.ID.String())
 	require.Equal(t, exitOK, status, stderr)
-	assert.Contains(t, stdout, shortID(first.ID)+" message")
+	assert.Contains(t, stdout, sessionstore.ShortID(first.ID)+" message")
 
 	// The writer goes on; the next read sees its new event.
 	second, err := s.Append(ctx, meta.ID, sessionstore.AssistantText("hi"))
 	require.NoError(t, err)
 	status, stdout, stderr = runCmd("path", root, meta.ID.String())
 	require.Equal(t, exitOK, status, stderr)
-	assert.Contains(t, stdout, shortID(first.ID)+" message        user      {\"content\":\"hello\"}\n")
-	assert.Contains(t, stdout, shortID(second.ID)+" message        assistant {\"content\":\"hi\"}\n")
+	assert.Contains(t, stdout, sessionstore.ShortID(first.ID)+" message        user      {\"content\":\"hello\"}\n")
+	assert.Contains(t, stdout, sessionstore.ShortID(second.ID)+" message        assistant {\"content\":\"hi\"}\n")
 
 	status, _, stderr = runCmd("verify", root)
 	assert.Equal(t, exitOK, status, stderr)
@@ -521,7 +587,7 @@ func TestSealedChunks(t *testing.T) {
 	status, stdout, stderr := runCmd("tree", "-forks", root, meta.ID.String())
 	require.Equal(t, exitOK, status, stderr)
 	assert.Equal(t, n, strings.Count(stdout, "\n"))
-	assert.Contains(t, lineOf(t, stdout, shortID(last.ID)), "[HEAD]")
+	assert.Contains(t, lineOf(t, stdout, sessionstore.ShortID(last.ID)), "[HEAD]")
 
 	status, stdout, stderr = runCmd("path", "-json", root, meta.ID.String())
 	require.Equal(t, exitOK, status, stderr)
@@ -530,5 +596,329 @@ func TestSealedChunks(t *testing.T) {
 
 	status, stdout, stderr = runCmd("verify", root)
 	require.Equal(t, exitOK, status, stderr)
-	assert.Regexp(t, `ok: \d+ chunks .* `+strconv.Itoa(n)+` records, `+strconv.Itoa(n)+` indexed, 0 blobs, head `+last.ID.String(), stdout)
+	assert.Regexp(t, `ok: `+strconv.Itoa(n)+` records \(\d+ bytes\), `+strconv.Itoa(n)+` indexed, \d+ chunk files \(\d+ bytes on disk\), 0 blobs, head `+last.ID.String(), stdout)
+}
+
+// TestIDForms names sessions and events, in every command that takes them,
+// by the forms the tool accepts: the full id, the short id it prints
+// (sessionstore.ShortID), a prefix of the full id, the same without its
+// dashes, and a prefix of the last group.
+func TestIDForms(t *testing.T) {
+	f := newFixture(t)
+	forms := func(id uuid.UUID) []string {
+		full := id.String()
+		return []string{full, sessionstore.ShortID(id), full[:30], strings.ReplaceAll(full, "-", "")[:26], full[24:30], strings.ToUpper(sessionstore.ShortID(id))}
+	}
+	// The short ids tree and path print are sessionstore.ShortID's.
+	_, stdout, _ := runCmd("tree", f.root, f.session.ID.String())
+	for _, ev := range f.all {
+		assert.Contains(t, stdout, sessionstore.ShortID(ev.ID)+" ", "tree")
+	}
+	_, stdout, _ = runCmd("path", f.root, f.session.ID.String())
+	assert.Contains(t, stdout, sessionstore.ShortID(f.head.ID)+" message", "path")
+
+	for _, session := range forms(f.session.ID) {
+		for _, event := range forms(f.call.ID) {
+			status, stdout, stderr := runCmd("show", f.root, session, event)
+			if assert.Equal(t, exitOK, status, "show %s %s: %s", session, event, stderr) {
+				assert.Contains(t, stdout, `"id": "`+f.call.ID.String()+`"`)
+			}
+			status, stdout, stderr = runCmd("path", f.root, session, event)
+			if assert.Equal(t, exitOK, status, "path %s %s: %s", session, event, stderr) {
+				assert.Contains(t, stdout, sessionstore.ShortID(f.call.ID)+" tool_call")
+			}
+		}
+		for _, cmd := range []string{"tree", "path", "verify", "gc", "repair"} {
+			status, stdout, stderr := runCmd(cmd, f.root, session)
+			assert.Equal(t, exitOK, status, "%s %s: %s", cmd, session, stderr)
+			assert.NotEmpty(t, stdout, "%s %s", cmd, session)
+		}
+	}
+
+	// A prefix two sessions share is ambiguous, and the message names both.
+	a, b := f.session.ID.String(), f.empty.ID.String()
+	n := 0
+	for n < len(a) && a[n] == b[n] {
+		n++
+	}
+	require.Positive(t, n)
+	for _, cmd := range []string{"tree", "path", "verify", "gc", "repair"} {
+		status, _, stderr := runCmd(cmd, f.root, a[:n])
+		assert.Equal(t, exitFail, status, cmd)
+		assert.Contains(t, stderr, cmd+`: session prefix "`+a[:n]+`" is ambiguous: it matches `+a+", "+b+"; give more of the id\n", cmd)
+	}
+}
+
+// TestRepair cuts a torn tail: verify lists the repair, repair makes it and
+// says so, verify is clean afterwards and a second repair has nothing to
+// do.
+func TestRepair(t *testing.T) {
+	f := newFixture(t)
+	chunk := newestChunk(t, f.root, f.session.ID)
+	fh, err := os.OpenFile(chunk, os.O_WRONLY|os.O_APPEND, 0)
+	require.NoError(t, err)
+	_, err = fh.WriteString(`{"id":"01a0`)
+	require.NoError(t, err)
+	require.NoError(t, fh.Close())
+	id := sessionstore.ShortID(f.session.ID)
+
+	status, stdout, stderr := runCmd("verify", f.root, id)
+	require.Equal(t, exitOK, status, stderr)
+	assert.Regexp(t, `(?m)^`+f.session.ID.String()+` ok: `, stdout)
+	assert.Contains(t, stdout, "  repair on next open for writing: cut the torn tail of "+chunk+" at offset ")
+
+	status, stdout, stderr = runCmd("repair", f.root, id)
+	require.Equal(t, exitOK, status, stderr)
+	assert.Empty(t, stderr)
+	assert.Regexp(t, `^repaired: cut the torn tail of `+regexp.QuoteMeta(chunk)+` at offset \d+ \(11 bytes, kept in `, stdout)
+	assert.Equal(t, 1, strings.Count(stdout, "\n"), stdout)
+
+	status, stdout, stderr = runCmd("verify", f.root, id)
+	require.Equal(t, exitOK, status, stderr)
+	assert.Regexp(t, `(?m)^`+f.session.ID.String()+` ok: 8 records `, stdout)
+	assert.NotContains(t, stdout, "repair")
+
+	status, stdout, stderr = runCmd("repair", f.root, id)
+	require.Equal(t, exitOK, status, stderr)
+	assert.Equal(t, "nothing to repair\n", stdout)
+
+	// A session held by a writer.
+	s, err := sessionstore.Open(f.root, nil)
+	require.NoError(t, err)
+	_, err = s.Head(context.Background(), f.session.ID) // opens and locks the session
+	require.NoError(t, err)
+	status, stdout, stderr = runCmd("repair", f.root, id)
+	assert.Equal(t, exitFail, status)
+	assert.Empty(t, stdout)
+	assert.Contains(t, stderr, "repair: session "+f.session.ID.String()+": ")
+	assert.Contains(t, stderr, "another process holds the session open for writing; stop it first")
+	require.NoError(t, s.Close())
+
+	// A session damaged beyond repair (a damaged record that valid ones
+	// follow, which only Verify finds): nothing is changed.
+	damage(t, chunk, "Build the feature.")
+	before, err := os.ReadFile(chunk)
+	require.NoError(t, err)
+	status, stdout, stderr = runCmd("repair", f.root, id)
+	assert.Equal(t, exitFail, status)
+	assert.Empty(t, stdout)
+	assert.Regexp(t, `^repair: session `+f.session.ID.String()+` is damaged beyond repair \(\d+ problems?\), so nothing was changed; `, stderr)
+	assert.Contains(t, stderr, "see `sessionstore verify "+f.root+" "+f.session.ID.String()+"` for the problems\n")
+	after, err := os.ReadFile(chunk)
+	require.NoError(t, err)
+	assert.Equal(t, before, after)
+}
+
+// TestGCDamagedSession runs gc on a session with a damaged record in the
+// middle of its chunk, and on one with a damaged blob: gc verifies first
+// and removes nothing.
+func TestGCDamagedSession(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		damage func(t *testing.T, f *fixture)
+	}{
+		{"record", func(t *testing.T, f *fixture) { damage(t, chunkFile(t, f.root, f.session.ID), "Build the feature.") }},
+		{"blob", func(t *testing.T, f *fixture) {
+			blobs, err := filepath.Glob(filepath.Join(f.root, "sessions", f.session.ID.String(), "blobs", "sha256", "*", "*"))
+			require.NoError(t, err)
+			require.Len(t, blobs, 1)
+			require.NoError(t, os.WriteFile(blobs[0], []byte("not the blob"), 0o600))
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			tc.damage(t, f)
+			dir := filepath.Join(f.root, "sessions", f.session.ID.String(), "blobs", "sha256", "00")
+			require.NoError(t, os.MkdirAll(dir, 0o700))
+			orphan := filepath.Join(dir, strings.Repeat("0", 62)+".zst")
+			require.NoError(t, os.WriteFile(orphan, []byte("orphan"), 0o600))
+
+			status, _, _ := runCmd("verify", f.root, f.session.ID.String())
+			require.Equal(t, exitFail, status, "verify should call the session damaged")
+			status, stdout, stderr := runCmd("gc", f.root, f.session.ID.String())
+			assert.Equal(t, exitFail, status)
+			assert.Empty(t, stdout)
+			assert.Regexp(t, `^gc: session `+f.session.ID.String()+` is damaged \(\d+ problems?\): gc removes nothing from a damaged session; see `+
+				regexp.QuoteMeta("`sessionstore verify "+f.root+" "+f.session.ID.String()+"`")+` for the problems\n$`, stderr)
+			_, err := os.Stat(orphan)
+			assert.NoError(t, err, "gc removed a file")
+		})
+	}
+}
+
+// TestShowDamagedBlob shows an event whose blob is damaged: the event is
+// printed without its record, and the error follows.
+func TestShowDamagedBlob(t *testing.T) {
+	f := newFixture(t)
+	blobs, err := filepath.Glob(filepath.Join(f.root, "sessions", f.session.ID.String(), "blobs", "sha256", "*", "*"))
+	require.NoError(t, err)
+	require.Len(t, blobs, 1)
+	require.NoError(t, os.WriteFile(blobs[0], []byte("not the blob"), 0o600))
+
+	status, stdout, stderr := runCmd("show", f.root, f.session.ID.String(), sessionstore.ShortID(f.blob.ID))
+	assert.Equal(t, exitFail, status)
+	var ev sessionstore.Event
+	require.NoError(t, json.Unmarshal([]byte(stdout), &ev), stdout)
+	assert.Equal(t, f.blob.ID, ev.ID)
+	assert.Equal(t, f.blob.Digest, ev.Digest)
+	assert.Equal(t, "null", string(ev.Record))
+	assert.Contains(t, stderr, "show: session "+f.session.ID.String()+": event "+f.blob.ID.String()+": cannot read its blob, so it is printed above without its record: ")
+	assert.Contains(t, stderr, "corrupt data in "+blobs[0])
+}
+
+// TestShowIntactEventInDamagedSession damages the last record of a closed
+// session: show prints an earlier, intact event and succeeds, while path,
+// which reads the damaged one, reports the damage.
+func TestShowIntactEventInDamagedSession(t *testing.T) {
+	f := newFixture(t)
+	chunk := chunkFile(t, f.root, f.session.ID)
+	damage(t, chunk, "Go on after the summary.")
+
+	for _, ev := range []sessionstore.Event{f.ask, f.blob, f.compaction} {
+		status, stdout, stderr := runCmd("show", f.root, f.session.ID.String(), sessionstore.ShortID(ev.ID))
+		assert.Equal(t, exitOK, status, stderr)
+		assert.Empty(t, stderr)
+		var got sessionstore.Event
+		if assert.NoError(t, json.Unmarshal([]byte(stdout), &got), stdout) {
+			assert.Equal(t, ev.ID, got.ID)
+			assert.NotEqual(t, "null", string(got.Record))
+		}
+	}
+
+	status, _, stderr := runCmd("path", f.root, f.session.ID.String())
+	assert.Equal(t, exitFail, status)
+	assert.Contains(t, stderr, "corrupt data in "+chunk)
+}
+
+// TestVerifyNotFound names sessions that verify cannot check: a malformed
+// argument is a bad command line and nothing is verified; a session not
+// found is counted apart from the sessions with problems.
+func TestVerifyNotFound(t *testing.T) {
+	f := newFixture(t)
+	status, stdout, stderr := runCmd("verify", f.root, f.session.ID.String(), "garbage")
+	assert.Equal(t, exitUsage, status)
+	assert.Empty(t, stdout, "nothing is verified")
+	assert.Contains(t, stderr, `verify: session "garbage" is neither an id nor an id prefix`)
+	assert.Contains(t, stderr, "usage: sessionstore verify <root> [session...]")
+
+	third, err := func() (sessionstore.Meta, error) {
+		s, err := sessionstore.Open(f.root, nil)
+		require.NoError(t, err)
+		defer s.Close()
+		return s.Create(context.Background(), sessionstore.Meta{Name: "third"})
+	}()
+	require.NoError(t, err)
+	_, err = os.Stat(filepath.Join(f.root, "sessions", third.ID.String()))
+	require.NoError(t, err)
+	damage(t, chunkFile(t, f.root, f.session.ID), "Build the feature.")
+	missing := uuid.Must(uuid.NewV7())
+	status, stdout, stderr = runCmd("verify", f.root, sessionstore.ShortID(f.session.ID), missing.String(), sessionstore.ShortID(f.empty.ID), "ffffffffffff", sessionstore.ShortID(third.ID))
+	assert.Equal(t, exitFail, status)
+	assert.Regexp(t, `(?m)^`+f.session.ID.String()+` CORRUPT: `, stdout)
+	assert.Regexp(t, `(?m)^`+f.empty.ID.String()+` ok: `, stdout)
+	assert.Regexp(t, `(?m)^`+third.ID.String()+` ok: `, stdout)
+	assert.Contains(t, stderr, "verify: session "+missing.String()+" not found in \""+f.root+"\"\n")
+	assert.Contains(t, stderr, `verify: no session in "`+f.root+`" matches "ffffffffffff"`+"\n")
+	assert.True(t, strings.HasSuffix(stderr, "verify: 1 of 3 sessions have problems; 2 not found\n"), stderr)
+}
+
+// TestVerifyByteCounts checks a session beside its writer, whose active
+// chunk holds preallocated free space: verify prints the records' bytes
+// and the files' size apart.
+func TestVerifyByteCounts(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	s, err := sessionstore.Open(root, nil)
+	require.NoError(t, err)
+	defer s.Close()
+	meta, err := s.Create(ctx, sessionstore.Meta{})
+	require.NoError(t, err)
+	_, err = s.Append(ctx, meta.ID, sessionstore.UserText("hello"))
+	require.NoError(t, err)
+
+	ro, err := sessionstore.Open(root, &sessionstore.Options{ReadOnly: true})
+	require.NoError(t, err)
+	rep, err := ro.Verify(ctx, meta.ID)
+	require.NoError(t, ro.Close())
+	require.NoError(t, err)
+	require.Less(t, rep.RecordBytes, rep.ChunkBytes, "the active chunk should be preallocated")
+
+	status, stdout, stderr := runCmd("verify", root)
+	require.Equal(t, exitOK, status, stderr)
+	assert.True(t, strings.HasPrefix(stdout, fmt.Sprintf("%s ok: 1 record (%d bytes), 1 indexed, 1 chunk file (%d bytes on disk), 0 blobs, head %s\n",
+		meta.ID, rep.RecordBytes, rep.ChunkBytes, rep.Head)), stdout)
+}
+
+// nilID is what no output may print for "no event".
+var nilID = uuid.Nil.String()
+
+// TestNoNilID runs the reading commands on a store whose session lost its
+// HEAD file and on an empty session: none prints the nil uuid.
+func TestNoNilID(t *testing.T) {
+	f := newFixture(t)
+	head := filepath.Join(f.root, "sessions", f.session.ID.String(), "HEAD")
+	_, err := os.Stat(head)
+	require.NoError(t, err)
+	require.NoError(t, os.Remove(head))
+
+	for _, args := range [][]string{
+		{"ls", f.root},
+		{"ls", "-json", f.root},
+		{"tree", f.root, f.session.ID.String()},
+		{"tree", "-full", f.root, f.session.ID.String()},
+		{"tree", f.root, f.empty.ID.String()},
+		{"path", f.root, f.session.ID.String()},
+		{"path", "-json", f.root, f.session.ID.String(), f.firstLeaf.ID.String()},
+		{"path", f.root, f.empty.ID.String()},
+		{"show", f.root, f.session.ID.String(), f.ask.ID.String()},
+		{"show", "-lazy", f.root, f.session.ID.String(), f.ask.ID.String()},
+		{"verify", f.root},
+	} {
+		status, stdout, stderr := runCmd(args...)
+		assert.Equal(t, exitOK, status, "args %q: %s", args, stderr)
+		assert.NotContains(t, stdout, nilID, "args %q", args)
+		assert.NotContains(t, stderr, nilID, "args %q", args)
+	}
+	_, stdout, _ := runCmd("verify", f.root)
+	assert.Contains(t, stdout, "  repair on next open for writing: set HEAD to "+f.head.ID.String()+" (missing)\n")
+	assert.Regexp(t, `(?m)^`+f.empty.ID.String()+` ok: .*, head -$`, stdout)
+	_, stdout, _ = runCmd("show", f.root, f.session.ID.String(), f.ask.ID.String())
+	assert.Contains(t, stdout, `"parent_id": null,`)
+}
+
+// TestUnreadableSession damages the session.json of one session: ls and
+// verify report it with its path and fail, after doing their work on the
+// others, and prefixes still name the others (and it).
+func TestUnreadableSession(t *testing.T) {
+	f := newFixture(t)
+	metaPath := filepath.Join(f.root, "sessions", f.empty.ID.String(), "session.json")
+	require.NoError(t, os.WriteFile(metaPath, []byte("{not json"), 0o600))
+
+	status, stdout, stderr := runCmd("ls", f.root)
+	assert.Equal(t, exitFail, status)
+	assert.Regexp(t, `(?m)^`+f.session.ID.String()+` +inspect me `, stdout)
+	assert.NotContains(t, stdout, f.empty.ID.String())
+	assert.Contains(t, stderr, "ls: session "+f.empty.ID.String()+": cannot read "+metaPath+": ")
+	assert.Contains(t, stderr, "ls: 1 of 2 sessions in \""+f.root+"\" cannot be read (above: the others)\n")
+
+	status, stdout, stderr = runCmd("ls", "-json", f.root)
+	assert.Equal(t, exitFail, status)
+	assert.Equal(t, 1, strings.Count(stdout, "\n"), stdout)
+	assert.Contains(t, stdout, `"id":"`+f.session.ID.String()+`"`)
+	assert.Contains(t, stderr, "ls: session "+f.empty.ID.String()+": cannot read "+metaPath+": ")
+
+	status, stdout, stderr = runCmd("verify", f.root)
+	assert.Equal(t, exitFail, status)
+	assert.Regexp(t, `(?m)^`+f.session.ID.String()+` ok: 8 records `, stdout)
+	assert.Contains(t, stdout+stderr, metaPath)
+	assert.Contains(t, stderr, "verify: 1 of 2 sessions have problems\n")
+
+	// Prefixes still resolve beside the unreadable session.
+	status, stdout, stderr = runCmd("tree", f.root, sessionstore.ShortID(f.session.ID))
+	assert.Equal(t, exitOK, status, stderr)
+	assert.Contains(t, stdout, sessionstore.ShortID(f.head.ID))
+	status, stdout, stderr = runCmd("verify", f.root, sessionstore.ShortID(f.empty.ID))
+	assert.Equal(t, exitFail, status)
+	assert.Contains(t, stdout+stderr, metaPath)
+	assert.Contains(t, stderr, "verify: 1 of 1 sessions have problems\n")
 }
