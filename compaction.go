@@ -50,7 +50,7 @@ type Compaction struct {
 type CompactionRecord struct {
 	Summary      Summary   `json:"summary"`
 	TokensBefore int64     `json:"tokens_before,omitempty"`
-	FirstKept    uuid.UUID `json:"first_kept"`
+	FirstKept    uuid.UUID `json:"first_kept,omitzero"` // absent when nothing is kept verbatim
 	Summarized   uuid.UUID `json:"summarized"` // the HEAD the summary was made from
 }
 
@@ -68,12 +68,16 @@ func (e Event) Compaction() (CompactionRecord, error) {
 // Durability: as Append; the check of HEAD and the append happen under the
 // session's lock, so no other append can land in between.
 //
-// Errors: ErrHeadMoved (nothing written); ErrInvalidEvent for a FirstKept
-// that is not on the path to c.Head, or while a Branch selection is
-// pending; as Append.
+// Errors: ErrHeadMoved (nothing written); ErrInvalidEvent for an unset
+// c.Head (also in a session without events: there is nothing to compact),
+// a FirstKept that is not on the path to c.Head, or while a Branch
+// selection is pending; as Append.
 func (s *Store) Compact(ctx context.Context, session uuid.UUID, c Compaction) (Event, error) {
 	ev := NewEvent(KindCompaction, RoleNone, CompactionRecord{Summary: c.Summary, TokensBefore: c.TokensBefore, FirstKept: c.FirstKept, Summarized: c.Head})
 	return s.appendOne(ctx, session, ev, func(h *handle) error {
+		if c.Head == uuid.Nil {
+			return invalidEventf("Compaction.Head is not set: set it to the HEAD the summary was made from (Store.Head), so that Compact refuses a summary an append has overtaken")
+		}
 		if head := h.tip(); head != c.Head {
 			return fmt.Errorf("%w: the summary was made at %s, HEAD is %s", ErrHeadMoved, c.Head, head)
 		}

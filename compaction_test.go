@@ -117,6 +117,10 @@ func TestCompactRefusals(t *testing.T) {
 
 			_, err := s.Compact(ctx, id, Compaction{Summary: sum, Head: evs[1].ID})
 			assert.ErrorIs(t, err, ErrHeadMoved)
+			_, err = s.Compact(ctx, id, Compaction{Summary: sum})
+			assert.ErrorIs(t, err, ErrInvalidEvent)
+			assert.NotErrorIs(t, err, ErrHeadMoved, "a missing Head is not a moved one")
+			assert.Contains(t, err.Error(), "Compaction.Head is not set")
 			_, err = s.Compact(ctx, id, Compaction{Summary: sum, Head: evs[2].ID, FirstKept: uuid.New()})
 			assert.ErrorIs(t, err, ErrInvalidEvent)
 			require.NoError(t, s.Branch(ctx, id, evs[0].ID))
@@ -128,6 +132,13 @@ func TestCompactRefusals(t *testing.T) {
 			c, err := s.Compact(ctx, id, Compaction{Summary: sum, Head: evs[2].ID})
 			require.NoError(t, err)
 			assert.Equal(t, sum.Text != "", c.Digest != "", "the long summary is a blob")
+			c, err = s.Resolve(ctx, id, c)
+			require.NoError(t, err)
+			assert.NotContains(t, string(c.Record), "first_kept", "no FirstKept, no member")
+			rec, err := c.Compaction()
+			require.NoError(t, err)
+			assert.Equal(t, evs[2].ID, rec.Summarized)
+			assert.Equal(t, uuid.Nil, rec.FirstKept)
 		})
 	}
 }

@@ -62,7 +62,8 @@ var (
 // Errors returned for bad input; nothing is written when they are returned.
 var (
 	// ErrInvalidEvent reports an event Append refuses: unknown kind or role,
-	// a record that is not valid JSON, or fields the store assigns itself.
+	// a record that is not valid JSON, no record (empty or null) for a
+	// kind other than KindCustom, or fields the store assigns itself.
 	ErrInvalidEvent = errors.New("sessionstore: invalid event")
 	// ErrRecordTooLarge reports a record over Options.MaxRecordSize. Errors
 	// that match it also match ErrInvalidEvent.

@@ -209,6 +209,17 @@ func ToolCallEvent(c ToolCall) Event {
 }
 
 // ToolResultEvent returns a tool result event.
+//
+// Append stores a tool result whose CallID names no tool call on the path
+// as it is, on purpose: the store records what happened and does not
+// check a conversation's grammar. A result may arrive after the user
+// branched away from its call, answer a call made in another session (a
+// subagent's), or come from an imported transcript that keeps calls and
+// results apart; and checking would make each such append read the
+// records of the path (the index holds no call ids) instead of costing
+// one write. Model APIs reject a result without its call, so the code
+// that builds a request pairs them (calls left without a result after a
+// crash are what InterruptedToolCalls finds).
 func ToolResultEvent(r ToolResult) Event {
 	return NewEvent(KindToolResult, RoleTool, r)
 }
@@ -254,12 +265,18 @@ func prepareRecord(ev Event, maxSize int) ([]byte, error) {
 		return nil, invalidEventf("unknown role %q", ev.Role)
 	}
 	if len(ev.Record) == 0 {
+		if ev.Kind != KindCustom {
+			return nil, invalidEventf("a %s event needs a record (Record is empty)", ev.Kind)
+		}
 		return []byte("null"), nil
 	}
 	var buf bytes.Buffer
 	buf.Grow(len(ev.Record))
 	if err := json.Compact(&buf, ev.Record); err != nil {
 		return nil, invalidEventf("record is not valid JSON: %v", err)
+	}
+	if ev.Kind != KindCustom && buf.String() == "null" {
+		return nil, invalidEventf("a %s event needs a record (Record is null)", ev.Kind)
 	}
 	if buf.Len() > maxSize {
 		return nil, fmt.Errorf("%w: %w: %d bytes, limit %d", ErrInvalidEvent, ErrRecordTooLarge, buf.Len(), maxSize)

@@ -251,13 +251,25 @@ func TestAPITypedHelpers(t *testing.T) {
 	assert.Error(t, stored[0].Decode(&n))
 }
 
-func TestAPINilRecordStoredAsNull(t *testing.T) {
+// TestAPINilRecord: a custom event may have no record (a marker), stored
+// as null; every other kind has a record of its own shape, so one without
+// (nil, empty or null) is refused with ErrInvalidEvent and nothing is
+// written.
+func TestAPINilRecord(t *testing.T) {
 	s, dir := apiNewStore(t, nil)
 	id := apiNewSession(t, s)
+	for _, k := range []Kind{KindMessage, KindToolCall, KindToolResult, KindCompaction, KindBranchSummary} {
+		for _, rec := range []json.RawMessage{nil, {}, json.RawMessage(` null `)} {
+			_, err := s.Append(t.Context(), id, Event{Kind: k, Role: RoleUser, Record: rec})
+			assert.ErrorIs(t, err, ErrInvalidEvent, "%s with record %q", k, rec)
+			assert.ErrorContains(t, err, "needs a record")
+		}
+	}
+	assert.Empty(t, apiTree(t, s, id), "nothing was written")
 	cases := []Event{
 		{Kind: KindCustom},
-		{Kind: KindCompaction, Record: json.RawMessage{}},
-		{Kind: KindMessage, Role: RoleUser, Record: json.RawMessage(`null`)},
+		{Kind: KindCustom, Record: json.RawMessage{}},
+		{Kind: KindCustom, Role: RoleUser, Record: json.RawMessage(`null`)},
 	}
 	var stored []Event
 	for _, ev := range cases {
@@ -356,4 +368,28 @@ func TestEventJSON(t *testing.T) {
 		assert.Contains(t, line, name, "the chunk line has the member")
 		assert.Contains(t, string(enc), name, "the event's JSON has the member")
 	}
+}
+
+// TestMessageConstructors: XMessage takes a whole Message and XText its
+// content, for both roles, with the same record shape.
+func TestMessageConstructors(t *testing.T) {
+	m := Message{Content: "hi", Reasoning: "why", Model: "m", Usage: &Usage{InputTokens: 3}}
+	for _, tc := range []struct {
+		role       Role
+		full, text Event
+	}{
+		{RoleUser, UserMessage(m), UserText("hi")},
+		{RoleAssistant, AssistantMessage(m), AssistantText("hi")},
+	} {
+		assert.Equal(t, KindMessage, tc.full.Kind)
+		assert.Equal(t, tc.role, tc.full.Role)
+		assert.Equal(t, tc.role, tc.text.Role)
+		got, err := tc.full.Message()
+		require.NoError(t, err)
+		assert.Equal(t, m, got)
+		got, err = tc.text.Message()
+		require.NoError(t, err)
+		assert.Equal(t, Message{Content: "hi"}, got)
+	}
+	assert.Equal(t, "cdef0123", ShortID(uuid.MustParse("01234567-0123-7000-89ab-cdef01234567")))
 }

@@ -423,3 +423,25 @@ func TestInterruptedToolCallsErrors(t *testing.T) {
 	_, err = s.RepairInterruptedToolCalls(ctx, id)
 	assert.ErrorIs(t, err, ErrClosed)
 }
+
+// TestToolResultWithoutCall: a tool result whose CallID names no call on
+// the path is stored as it is, on purpose (see ToolResultEvent), and is
+// not an interrupted call either.
+func TestToolResultWithoutCall(t *testing.T) {
+	ctx := t.Context()
+	_, s, id := memSession(t, Options{})
+	defer s.Close()
+	appendN(t, s, id, 2)
+	orphan, err := s.Append(ctx, id, ToolResultEvent(ToolResult{CallID: "no-such-call", Output: "late result"}))
+	require.NoError(t, err)
+	path, err := s.Load(ctx, id)
+	require.NoError(t, err)
+	require.Len(t, path, 3)
+	assert.Equal(t, orphan.ID, path[2].ID)
+	got, err := path[2].ToolResult()
+	require.NoError(t, err)
+	assert.Equal(t, "no-such-call", got.CallID)
+	calls, err := s.InterruptedToolCalls(ctx, id)
+	require.NoError(t, err)
+	assert.Empty(t, calls)
+}
