@@ -51,7 +51,7 @@ type CompactionRecord struct {
 	Summary      Summary   `json:"summary"`
 	TokensBefore int64     `json:"tokens_before,omitempty"`
 	FirstKept    uuid.UUID `json:"first_kept,omitzero"` // absent when nothing is kept verbatim
-	Summarized   uuid.UUID `json:"summarized"` // the HEAD the summary was made from
+	Summarized   uuid.UUID `json:"summarized"`          // the HEAD the summary was made from
 }
 
 // Compaction decodes the record of a KindCompaction event.
