@@ -1,10 +1,15 @@
 // Command quickstart walks through sessionstore's core: it creates a
 // session, records a short exchange with a tool call, goes back to an
 // earlier event to try another path, and prints the tree and the active
-// path.
+// path. It keeps the store, and ends with the inspector's command lines to
+// look at it (run them from the repository root).
 //
-//	go run ./examples/quickstart            # uses a temporary directory
+//	go run ./examples/quickstart            # a new directory sessionstore-quickstart-* under the temporary directory
 //	go run ./examples/quickstart -dir ./my-sessions
+//
+// With -dir it uses that directory, creating it if need be (not its
+// parent), and adds a session to any store already there. Either way the
+// store is kept when it exits.
 package main
 
 import (
@@ -14,6 +19,7 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/google/uuid"
@@ -22,17 +28,22 @@ import (
 )
 
 func main() {
-	dir := flag.String("dir", "", "store directory (default: a new temporary directory, removed at exit)")
+	dir := flag.String("dir", "", "store directory, kept at exit (default: a new directory sessionstore-quickstart-* under "+os.TempDir()+", kept too)")
 	flag.Parse()
 	if *dir == "" {
-		tmp, err := os.MkdirTemp("", "sessionstore-quickstart-")
+		tmp, err := os.MkdirTemp("", "sessionstore-quickstart-*")
 		if err != nil {
 			log.Fatal(err)
 		}
-		defer os.RemoveAll(tmp)
 		*dir = tmp
 	}
-	if err := run(context.Background(), *dir); err != nil {
+	// The inspector's command lines run from cmd/: name the store by its
+	// absolute path.
+	abs, err := filepath.Abs(*dir)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := run(context.Background(), abs); err != nil {
 		log.Fatal(err)
 	}
 }
@@ -49,7 +60,7 @@ func run(ctx context.Context, dir string) error {
 		return err
 	}
 	id := meta.ID
-	fmt.Printf("session %s in %s\n\n", id, dir)
+	fmt.Printf("session %s (short id %s) in %s\n\n", id, short(id), dir)
 
 	// Each Append is durable when it returns.
 	ask, err := store.Append(ctx, id, sessionstore.UserText("Build the feature."))
@@ -118,6 +129,18 @@ func run(ctx context.Context, dir string) error {
 		return err
 	}
 	fmt.Printf("\nthe first branch still holds its tool call: %d events up to %s\n", len(old), short(call.ID))
+
+	// The store stays; the inspector looks inside it.
+	fmt.Printf("\nthe store is kept in %s; look inside it with the inspector, from the repository root:\n", dir)
+	inspect := func(args ...string) {
+		fmt.Printf("  (cd cmd && go run ./sessionstore %s)\n", strings.Join(args, " "))
+	}
+	d := shellQuote(dir)
+	inspect("ls", d)
+	inspect("tree", d, short(id))
+	inspect("path", d, short(id))
+	inspect("show", d, short(id), short(call.ID))
+	inspect("verify", d)
 	return nil
 }
 
@@ -135,4 +158,13 @@ func printTree(nodes []sessionstore.Node, parent uuid.UUID, depth int) {
 	}
 }
 
-func short(id uuid.UUID) string { return id.String()[:8] + "…" + id.String()[32:] }
+// short is the short id the inspector prints and takes.
+func short(id uuid.UUID) string { return sessionstore.ShortID(id) }
+
+// shellQuote quotes s for a shell command line when it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./:@%+=,") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
