@@ -265,22 +265,37 @@
 // in that file and the cut is logged); rebuilds
 // missing or torn index lines from the chunks, reading only the unindexed
 // tail; removes the temporary files of interrupted replaces, finishing an
-// interrupted HEAD replace whose event is durable; and restores HEAD. Each
-// repair is synced, and reconciliation is idempotent, so a crash during it
-// is recovered by the next one.
+// interrupted HEAD replace whose event is durable; and restores HEAD. HEAD
+// is a checkpoint of the log, so a HEAD file that is not an id, or names
+// an event the log does not hold, is rebuilt from the log too, its bytes
+// kept in "HEAD.broken". Each repair is synced, and reconciliation is
+// idempotent, so a crash during it is recovered by the next one.
+//
+// One repair follows damage rather than a crash: when the records at the
+// end of the newest chunk are damaged bytes (cut short, or failing their
+// checksum) with no valid record after them although index lines name
+// them, acknowledged events were lost (a disk or another program changed
+// synced data). Their bytes are cut and kept like a torn tail, the index
+// is rewritten without them and HEAD rebuilt, so the session takes appends
+// again; the loss is logged as an error, and [Store.Verify] and a
+// read-only store report it as corruption until a writer has repaired it.
 //
 // Anything else is corruption and is never skipped in silence: a complete
-// record that is invalid, an invalid record followed by a valid one, invalid
-// data in a sealed chunk, a missing chunk file, a duplicate id or unknown
-// parent, an index entry that disagrees with its chunk, a HEAD naming an
-// event the log does not hold. The session then opens damaged: nothing is
-// repaired or truncated, writes return the [*CorruptionError] (naming the
-// file and offset), and reads return what the valid prefix (every event
-// before the first bad one) holds together with that error.
+// record that is invalid (a whole line whose checksum matches but whose
+// content does not decode), an invalid record followed by a valid one,
+// invalid data in a sealed chunk, a missing chunk file, a duplicate id or
+// unknown parent, an index entry that disagrees with its chunk. The
+// session then opens damaged: nothing is repaired or truncated, writes
+// return the [*CorruptionError] (naming the file and offset), Load and
+// Tree return what the valid prefix (every event before the first bad
+// one) holds together with that error, and Event reads any event of the
+// valid prefix without error: damage elsewhere never hides an intact
+// event.
 //
 // [Store.Verify] runs the same analysis without writing or locking, checks
 // every record, parent link and index line, and reports the problems found
-// and the repairs an open would make.
+// and the repairs an open would make. [Store.Repair] makes those repairs
+// at once and says what it did.
 //
 // After a crash a tool call on the active path may have no result: the
 // call was durable, its result was not. [Store.RepairInterruptedToolCalls]

@@ -36,14 +36,16 @@ import (
 //  3. Scan the chunks from the end of that record (so the work is
 //     proportional to the unindexed tail) and index every complete, valid
 //     record found. A tail of the newest chunk that holds no valid record
-//     (a torn write) is copied to "<chunk>.broken-<offset>" and cut off. An
-//     invalid record followed by a valid one, or any invalid data in a
-//     sealed chunk, is corruption.
+//     (a torn write) is copied to "<chunk>.broken-<offset>" and cut off;
+//     so is one that index lines name, when its bytes are damaged
+//     (checkLast: acknowledged events lost, reported by Verify and
+//     readers). An invalid record followed by a valid one, or any invalid
+//     data in a sealed chunk, is corruption.
 //  4. Drop the temporary file of an interrupted session.json replace (the
 //     old file is whole), finish or discard an interrupted HEAD replace, and
-//     rewrite HEAD if it is missing or older than the newest event. A HEAD
-//     naming an event the log does not hold is corruption: HEAD is written
-//     only for durable events, so the log lost data.
+//     rewrite HEAD if it is missing or older than the newest event. HEAD is
+//     a checkpoint of the log: one that does not decode or names an event
+//     the log does not hold is kept aside in "HEAD.broken" and rewritten.
 //
 // Every repair is synced before the session is used, and each step is
 // idempotent, so a crash during reconciliation is recovered by the next one.
