@@ -259,7 +259,7 @@ func (p *printer) print(u sessionstore.Update) {
 		}
 	case u.Event != nil:
 		p.endLine()
-		fmt.Fprintf(p.w, "  saved %-*s %s  %s\n", labelWidth, fmt.Sprintf("%s %s:", u.Event.Role, u.Event.Kind), short(u.Event.ID), summary(u.Event))
+		fmt.Fprintf(p.w, "  saved %-*s %s  %s\n", labelWidth, fmt.Sprintf("%s %s:", u.Event.Role, u.Event.Kind), sessionstore.ShortID(u.Event.ID), summary(u.Event))
 	case u.Missed > 0:
 		p.endLine()
 		fmt.Fprintf(p.w, "  (missed %d updates: the events among them can be read back with Load)\n", u.Missed)
@@ -269,7 +269,6 @@ func (p *printer) print(u sessionstore.Update) {
 // labelWidth fits the longest label of the simulated turn.
 const labelWidth = len("assistant tool_call:")
 
-func short(id uuid.UUID) string { return id.String()[:8] + "…" + id.String()[32:] }
 
 // endLine finishes the live line being written, if any.
 func (p *printer) endLine() {
