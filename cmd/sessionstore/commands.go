@@ -34,14 +34,17 @@ func cmdLs(ctx context.Context, c *cmdEnv, args []string) int {
 	if err != nil && !errors.As(err, &listErr) {
 		return c.failf("list the sessions in %q: %s", root, describe(err))
 	}
-	if *asJSON {
+	switch {
+	case len(metas) == 0 && listErr == nil:
+		c.warnf("no sessions in %q", root)
+	case *asJSON:
 		enc := json.NewEncoder(c.stdout)
 		for _, m := range metas {
 			if err := enc.Encode(m); err != nil {
 				return c.failf("encode session %s: %v", m.ID, err)
 			}
 		}
-	} else {
+	default:
 		tw := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "ID\tNAME\tCREATED\tUPDATED\tWORKING DIR\tMODEL")
 		for _, m := range metas {

@@ -182,6 +182,9 @@ func (c *cmdEnv) parseArgs(fs *flag.FlagSet, args []string, min, max int, ids ..
 		return nil, c.usagef(fs, "too many arguments: %s", strings.Join(pos[max:], " ")), false
 	}
 	for i, arg := range pos[1:] {
+		if len(ids) == 0 {
+			break
+		}
 		what := ids[len(ids)-1]
 		if i < len(ids) {
 			what = ids[i]

@@ -207,6 +207,18 @@ func TestLs(t *testing.T) {
 	assert.Equal(t, "/src/app", metas[0].WorkingDir)
 	assert.Equal(t, "test-model", metas[0].Model)
 	assert.Equal(t, f.empty.ID, metas[1].ID)
+
+	// A store without sessions says so.
+	root := t.TempDir()
+	s, err := sessionstore.Open(root, nil)
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	for _, args := range [][]string{{"ls", root}, {"ls", "-json", root}, {"verify", root}} {
+		status, stdout, stderr = runCmd(args...)
+		assert.Equal(t, exitOK, status, "args %q: %s", args, stderr)
+		assert.Empty(t, stdout, "args %q", args)
+		assert.Equal(t, args[0]+": no sessions in \""+root+"\"\n", stderr, "args %q", args)
+	}
 }
 
 func TestTree(t *testing.T) {
