@@ -295,8 +295,13 @@ type GCReport struct {
 // yet durable), nor the temporary file of a blob an append is writing.
 // Removals are made durable (directories synced) before it returns.
 //
+// GC keeps every blob the session's index names. It does not read every
+// record: a session damaged where only Verify looks (a bad record inside
+// an indexed chunk, a bad blob) is collected like an intact one, so run
+// Verify first where that matters (the inspector's gc does).
+//
 // Errors: ErrNotFound, ErrLocked, ErrSessionFailed, *CorruptionError for a
-// damaged session (GC then removes nothing), ErrClosed.
+// session its open finds damaged (GC then removes nothing), ErrClosed.
 func (s *Store) GC(ctx context.Context, session uuid.UUID) (GCReport, error) {
 	var rep GCReport
 	err := s.withHandle(ctx, session, func(h *handle) error {

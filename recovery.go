@@ -716,11 +716,14 @@ func writeSynced(fsys vfs.FS, path string, data []byte, perm os.FileMode) error 
 // this Store made earlier, when another call opened the session, are
 // returned by the first Repair after them.
 //
-// When Repair returns, every repair is durable. Repair never changes an
-// acknowledged event: a torn tail it cuts is kept in a
-// "<chunk>.broken-<offset>" file beside the chunk. It cannot repair
-// corruption (a damaged record followed by valid ones, a missing chunk):
-// it returns the *CorruptionError and changes nothing.
+// When Repair returns, every repair is durable. The bytes it cuts are
+// kept: a torn tail in a "<chunk>.broken-<offset>" file beside the chunk,
+// a bad HEAD in HEAD.broken. It cannot repair corruption (a damaged record
+// followed by valid ones, a missing chunk): it returns the
+// *CorruptionError and changes nothing. Like the open it runs, it checks
+// the files a writer's open checks (the indexes, the chunks after the last
+// index line, the record of that line, HEAD), not every record: Verify
+// reads the whole session, and finds damage Repair does not look for.
 //
 // Errors: ErrReadOnly, ErrNotFound, ErrLocked, *CorruptionError, ErrClosed.
 func (s *Store) Repair(ctx context.Context, session uuid.UUID) ([]string, error) {
