@@ -298,15 +298,25 @@ func TestCompactedLoadReadsTheTail(t *testing.T) {
 	require.NoError(t, err)
 	meta, err := s.Create(ctx, Meta{})
 	require.NoError(t, err)
-	const total = 100_000
+	// The events go in batches of a thousand, which builds the same events
+	// in less time than one Append each.
+	const total, batchSize = 100_000, 1000
 	var kept, head uuid.UUID
-	for i := 0; i < total; i++ {
-		ev, err := s.Append(ctx, meta.ID, UserText(fmt.Sprintf("event %d %s", i, strings.Repeat("x", 100))))
-		require.NoError(t, err)
-		if i == total-50 {
-			kept = ev.ID
+	batch := make([]Event, 0, batchSize)
+	for i := 0; i < total; i += batchSize {
+		batch = batch[:0]
+		for j := i; j < min(i+batchSize, total); j++ {
+			batch = append(batch, UserText(fmt.Sprintf("event %d %s", j, strings.Repeat("x", 100))))
 		}
-		head = ev.ID
+		out, err := s.AppendBatch(ctx, meta.ID, batch...)
+		require.NoError(t, err)
+		require.Len(t, out, len(batch))
+		for j, ev := range out {
+			if i+j == total-50 {
+				kept = ev.ID
+			}
+			head = ev.ID
+		}
 	}
 	_, err = s.Compact(ctx, meta.ID, Compaction{Summary: Summary{Text: "all of it"}, Head: head, FirstKept: kept})
 	require.NoError(t, err)

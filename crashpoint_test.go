@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"strconv"
 	"strings"
 	"syscall"
@@ -283,10 +282,24 @@ func checkCrashState(t *testing.T, fsys *vfs.MemFS, w *crashWorkload) {
 	require.Equal(t, settled, fsys.String(), "a second reconciliation changes nothing")
 }
 
-// TestCrashPoints loses power at every mutating filesystem operation of a
-// 250-operation workload, under every crash mode, and checks each state.
-// SESSIONSTORE_CRASH_STATES raises the number of states (more random seeds
-// per crash point), e.g. 100000 for a long run.
+// crashStatesEnv sizes TestCrashPoints; crashStatesDefault is its default.
+const (
+	crashStatesEnv     = "SESSIONSTORE_CRASH_STATES"
+	crashStatesDefault = 240
+)
+
+// TestCrashPoints loses power at mutating filesystem operations of a
+// 250-operation workload (about 1,290 crash points), under every crash
+// mode, and checks each state.
+//
+// SESSIONSTORE_CRASH_STATES sets the number of states. By default (240)
+// the test samples 40 crash points evenly across the whole workload, the
+// first and the last included (about every 32nd), and checks each under
+// every crash mode: every mode, and every stretch of the workload, is
+// covered, though not every operation. "all", or any number of at least
+// crash points x modes (about 7,750), checks every crash point under every
+// mode, as .ci/run's long step does; a larger number adds random seeds per
+// crash point, e.g. 100000.
 func TestCrashPoints(t *testing.T) {
 	const ops = 250
 	session := uuid.MustParse("01a02f3f-0000-7000-8000-00000000c0de")
@@ -305,20 +318,24 @@ func TestCrashPoints(t *testing.T) {
 	require.Greater(t, full.batches, 2, "the workload appends batches")
 	require.Greater(t, full.flushes, 0, "the workload flushes")
 
-	target := 5000
-	if v := os.Getenv("SESSIONSTORE_CRASH_STATES"); v != "" {
-		n, err := strconv.Atoi(v)
-		require.NoError(t, err)
-		target = n
+	modes := len(vfs.CrashModes)
+	target := testSize(t, crashStatesEnv, crashStatesDefault, total*modes)
+	// points are the crash points checked: all of them when the target
+	// allows every point under every mode, else target/modes of them,
+	// evenly spread from the first to the last. Each is checked under
+	// every mode; with every point covered, random modes get more seeds
+	// until the target is reached.
+	points := total
+	if target < total*modes {
+		points = min(total, max(2, (target+modes-1)/modes))
 	}
-	// Every crash point is checked under every mode at least once; random
-	// modes get more seeds until the target is reached.
-	perPoint := max(len(vfs.CrashModes), (target+total-1)/total)
+	perPoint := max(modes, (target+points-1)/points)
 	states := 0
-	for k := 1; k <= total; k++ {
+	for i := range points {
+		k := 1 + i*(total-1)/max(1, points-1)
 		m, w, _ := crashAt(ops, 42, session, k)
 		for j := 0; j < perPoint; j++ {
-			mode := vfs.CrashModes[j%len(vfs.CrashModes)]
+			mode := vfs.CrashModes[j%modes]
 			checkCrashState(t, m.CrashClone(mode, uint64(k*1000+j)), w)
 			states++
 		}
@@ -326,96 +343,180 @@ func TestCrashPoints(t *testing.T) {
 			t.Fatalf("crash point %d of %d failed", k, total)
 		}
 	}
-	t.Logf("crash states checked: %d (%d crash points x %d modes/seeds); workload: %d operations, %d events acknowledged, %d compactions, %d batches, %d flushes", states, total, states/total, ops, len(full.order), full.compactions, full.batches, full.flushes)
+	t.Logf("crash states checked: %d (%d of %d crash points x %d modes/seeds); workload: %d operations, %d events acknowledged, %d compactions, %d batches, %d flushes",
+		states, points, total, perPoint, ops, len(full.order), full.compactions, full.batches, full.flushes)
+	if points < total {
+		t.Logf("a sample: %s=all checks every crash point under every mode (%d states)", crashStatesEnv, total*modes)
+	}
 	require.GreaterOrEqual(t, states, target)
 }
 
+// faultRunsEnv sizes TestFaultInjection; faultRunsDefault is its default.
+const (
+	faultRunsEnv     = "SESSIONSTORE_FAULT_RUNS"
+	faultRunsDefault = 100
+)
+
 // TestFaultInjection fails the n-th write, sync, rename or create with EIO
-// or ENOSPC, for every n the workload reaches, and keeps the workload going
-// after the failure. A failed append is not acknowledged; after a failed
-// sync the session refuses writes (sticky) while acknowledged events stay
-// readable; after reopening, and after a power loss, every acknowledged
-// event is there.
+// or ENOSPC and keeps the workload going after the failure. A failed
+// append is not acknowledged; after a failed sync the session refuses
+// writes (sticky) while acknowledged events stay readable; after
+// reopening, and after a power loss, every acknowledged event is there.
+//
+// For each operation and error, a first run without a fault counts the
+// operations of that kind the workload makes (c); then n runs from 1 to c,
+// and on while the fault still fires (c can differ by one between runs).
+// SESSIONSTORE_FAULT_RUNS sets the number of runs: by default about 100,
+// n going up in steps of s (the smallest that keeps within the number,
+// about 11) and taking c itself, so the first and the last operation of
+// every kind fail, and a sample between. "all", or a number of at least
+// one run per n (about 720 runs), tries every n, as .ci/run's long step
+// does.
 func TestFaultInjection(t *testing.T) {
 	ctx := context.Background()
-	cases := 0
-	for _, op := range []vfs.Op{vfs.OpWrite, vfs.OpSync, vfs.OpRename, vfs.OpCreate, vfs.OpSyncDir} {
-		for _, injected := range []error{syscall.EIO, syscall.ENOSPC} {
-			for n := 1; ; n++ {
-				m := vfs.NewMemFS()
-				fault := vfs.FailNth(n, injected, op)
-				m.SetFault(fault.Hook)
-				o := Options{ChunkSize: 2048, fs: m}
-				s, err := Open(memRoot, &o)
-				if err != nil {
-					require.ErrorIs(t, err, injected)
-					continue
+	// run makes one run in which the n-th op fails with injected (none
+	// if n is 0). It returns the fault, which counted the operations of
+	// that kind, and whether the run got past Open and Create.
+	run := func(op vfs.Op, injected error, n int) (*vfs.NthFault, bool) {
+		m := vfs.NewMemFS()
+		fault := vfs.FailNth(n, injected, op)
+		m.SetFault(fault.Hook)
+		o := Options{ChunkSize: 2048, fs: m}
+		s, err := Open(memRoot, &o)
+		if err != nil {
+			require.ErrorIs(t, err, injected)
+			return fault, false
+		}
+		meta, err := s.Create(ctx, Meta{Name: "faults"})
+		if err != nil {
+			require.ErrorIs(t, err, injected)
+			s.Close()
+			return fault, false
+		}
+		var (
+			acked  []Event
+			sticky bool
+		)
+		for i := 0; i < 40; i++ {
+			var err error
+			if i%10 == 9 {
+				_, err = s.UpdateMeta(ctx, meta.ID, func(m *Meta) { m.Name = fmt.Sprint("faults-", i) })
+			} else {
+				var ev Event
+				ev, err = s.Append(ctx, meta.ID, UserText(fmt.Sprintf("event %d %s", i, strings.Repeat("x", i*37))))
+				if err == nil {
+					acked = append(acked, ev)
 				}
-				meta, err := s.Create(ctx, Meta{Name: "faults"})
-				if err != nil {
-					require.ErrorIs(t, err, injected)
-					s.Close()
-					continue
+			}
+			if sticky {
+				require.ErrorIs(t, err, ErrSessionFailed, "writes stay refused after a failed sync")
+			}
+			if err != nil && !errors.Is(err, ErrSessionFailed) {
+				require.ErrorIs(t, err, injected)
+				if op == vfs.OpSync || op == vfs.OpSyncDir {
+					// Never retry a failed sync: the session stops writing.
+					require.ErrorIs(t, s.checkWritable(meta.ID), ErrSessionFailed, "%s #%d", op, n)
+					sticky = true
 				}
-				var (
-					acked  []Event
-					sticky bool
-				)
-				for i := 0; i < 40; i++ {
-					var err error
-					if i%10 == 9 {
-						_, err = s.UpdateMeta(ctx, meta.ID, func(m *Meta) { m.Name = fmt.Sprint("faults-", i) })
-					} else {
-						var ev Event
-						ev, err = s.Append(ctx, meta.ID, UserText(fmt.Sprintf("event %d %s", i, strings.Repeat("x", i*37))))
-						if err == nil {
-							acked = append(acked, ev)
-						}
-					}
-					if sticky {
-						require.ErrorIs(t, err, ErrSessionFailed, "writes stay refused after a failed sync")
-					}
-					if err != nil && !errors.Is(err, ErrSessionFailed) {
-						require.ErrorIs(t, err, injected)
-						if op == vfs.OpSync || op == vfs.OpSyncDir {
-							// Never retry a failed sync: the session stops writing.
-							require.ErrorIs(t, s.checkWritable(meta.ID), ErrSessionFailed, "%s #%d", op, n)
-							sticky = true
-						}
-						if op == vfs.OpRename {
-							sticky = sticky || errors.Is(s.checkWritable(meta.ID), ErrSessionFailed)
-						}
-					}
-				}
-				// Acknowledged events stay readable before reopening.
-				for _, ev := range acked {
-					got, err := s.Event(ctx, meta.ID, ev.ID)
-					require.NoError(t, err)
-					require.Equal(t, string(ev.Record), string(got.Record))
-				}
-				powerLoss := m.CrashClone(vfs.KeepSynced, uint64(n))
-				s.Close()
-				m.SetFault(nil)
-				for _, fsys := range []*vfs.MemFS{m, powerLoss} {
-					s2 := openMem(t, fsys, Options{ChunkSize: 2048})
-					for _, ev := range acked {
-						got, err := s2.Event(ctx, meta.ID, ev.ID)
-						require.NoError(t, err, "%s #%d %v: acknowledged event lost", op, n, injected)
-						require.Equal(t, string(ev.Record), string(got.Record))
-					}
-					r, err := s2.Verify(ctx, meta.ID)
-					require.NoError(t, err)
-					require.True(t, r.OK(), "%v", r.Problems)
-					require.NoError(t, s2.Close())
-				}
-				cases++
-				if !fault.Fired() {
-					break // n is past the workload's last such operation
+				if op == vfs.OpRename {
+					sticky = sticky || errors.Is(s.checkWritable(meta.ID), ErrSessionFailed)
 				}
 			}
 		}
+		// Acknowledged events stay readable before reopening.
+		for _, ev := range acked {
+			got, err := s.Event(ctx, meta.ID, ev.ID)
+			require.NoError(t, err)
+			require.Equal(t, string(ev.Record), string(got.Record))
+		}
+		powerLoss := m.CrashClone(vfs.KeepSynced, uint64(n))
+		s.Close()
+		m.SetFault(nil)
+		for _, fsys := range []*vfs.MemFS{m, powerLoss} {
+			s2 := openMem(t, fsys, Options{ChunkSize: 2048})
+			for _, ev := range acked {
+				got, err := s2.Event(ctx, meta.ID, ev.ID)
+				require.NoError(t, err, "%s #%d %v: acknowledged event lost", op, n, injected)
+				require.Equal(t, string(ev.Record), string(got.Record))
+			}
+			r, err := s2.Verify(ctx, meta.ID)
+			require.NoError(t, err)
+			require.True(t, r.OK(), "%v", r.Problems)
+			require.NoError(t, s2.Close())
+		}
+		return fault, true
 	}
-	t.Logf("fault injection runs: %d", cases)
+
+	type pair struct {
+		op       vfs.Op
+		injected error
+		count    int // operations of the kind in a run without a fault
+	}
+	var (
+		pairs      []pair
+		runs       int // every run
+		pastCreate int // the runs that got past Open and Create
+		fired      int // the runs whose fault fired
+	)
+	for _, op := range []vfs.Op{vfs.OpWrite, vfs.OpSync, vfs.OpRename, vfs.OpCreate, vfs.OpSyncDir} {
+		for _, injected := range []error{syscall.EIO, syscall.ENOSPC} {
+			fault, created := run(op, injected, 0)
+			require.True(t, created, "%s: the workload runs without a fault", op)
+			runs, pastCreate = runs+1, pastCreate+1
+			pairs = append(pairs, pair{op, injected, fault.Count()})
+		}
+	}
+	// runsWith is about the number of runs a stride makes: per pair the
+	// run without a fault, then n = 1, 1+stride, ... below count, count,
+	// and count+1 (which fires rarely, and then ends the pair).
+	runsWith := func(stride int) int {
+		sum := 0
+		for _, p := range pairs {
+			sum++
+			if p.count > 0 {
+				sum += (p.count-1+stride-1)/stride + 2
+			}
+		}
+		return sum
+	}
+	target := testSize(t, faultRunsEnv, faultRunsDefault, runsWith(1))
+	stride, longest := 1, 0
+	for _, p := range pairs {
+		longest = max(longest, p.count)
+	}
+	for stride < longest && runsWith(stride) > target {
+		stride++
+	}
+	for _, p := range pairs {
+		// n = 1, 1+stride, ... below count, then count and on while the
+		// fault fires: the count can differ by one between runs, and the
+		// last operation must fail too.
+		for n := 1; p.count > 0; {
+			fault, created := run(p.op, p.injected, n)
+			runs++
+			if created {
+				pastCreate++
+			}
+			if !fault.Fired() {
+				if n <= p.count {
+					t.Logf("%s #%d of %d, %v: the fault did not fire", p.op, n, p.count, p.injected)
+				}
+				break
+			}
+			fired++
+			if n < p.count {
+				n = min(n+stride, p.count)
+			} else {
+				n++
+			}
+		}
+	}
+	t.Logf("fault injection runs: %d (%d past Open and Create, %d with the fault fired), n in steps of %d over the operations of each of %d pairs of operation and error, the first and the last included",
+		runs, pastCreate, fired, stride, len(pairs))
+	if stride > 1 {
+		t.Logf("a sample: %s=all tries every n (about %d runs)", faultRunsEnv, runsWith(1))
+	}
+	require.Positive(t, fired)
 }
 
 // checkWritable reports whether the session's handle refuses writes.

@@ -2,7 +2,11 @@ package sessionstore
 
 import (
 	"encoding/binary"
+	"os"
+	"strconv"
+	"strings"
 	"sync"
+	"testing"
 	"time"
 
 	"github.com/google/uuid"
@@ -48,4 +52,31 @@ func deterministic(o Options) Options {
 	o.now = c.Now
 	o.newID = c.NewID
 	return o
+}
+
+// testSize returns the size of a long test loop, read from the
+// environment variable name: def when it is unset or empty, the number it
+// holds (a positive integer), or all when it says "all" (the loop's full
+// size: every crash point, every byte; all <= 0 means the loop has no
+// full size, and "all" is refused). Anything else fails the test. The
+// loops sized this way run a sample by default, so that go test ./...
+// stays quick; .ci/run asks for their full sizes in a separate step.
+func testSize(t testing.TB, name string, def, all int) int {
+	t.Helper()
+	v := strings.TrimSpace(os.Getenv(name))
+	switch {
+	case v == "":
+		return def
+	case strings.EqualFold(v, "all") && all > 0:
+		return all
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		want := "a positive number"
+		if all > 0 {
+			want += ` or "all"`
+		}
+		t.Fatalf("%s=%q: want %s", name, v, want)
+	}
+	return n
 }

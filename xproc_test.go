@@ -37,10 +37,12 @@ import (
 // Knobs of TestXprocReaderBesideWriter.
 const (
 	xprocAppendsEnv     = "SESSIONSTORE_XPROC_APPENDS" // appends the writer makes in each run; default xprocAppendsDefault
-	xprocAppendsDefault = 1500
-	// xprocBudget bounds the time allowed for xprocAppendsDefault appends
-	// (scaled for others): a safety net, far above the usual few seconds.
-	xprocBudget = 90 * time.Second
+	xprocAppendsDefault = 300
+	// xprocBudget bounds the time allowed for xprocPerBudget appends
+	// (scaled for others, never below xprocSafety): a safety net, far
+	// above the usual few seconds.
+	xprocBudget    = 90 * time.Second
+	xprocPerBudget = 1500
 	// xprocSafety bounds waits for things that normally take milliseconds.
 	xprocSafety = 30 * time.Second
 )
@@ -415,14 +417,7 @@ func TestXprocWaitForLock(t *testing.T) {
 // xprocTarget is the number of appends of one reader-beside-writer run.
 func xprocTarget(t *testing.T) int {
 	t.Helper()
-	target := xprocAppendsDefault
-	if v := os.Getenv(xprocAppendsEnv); v != "" {
-		n, err := strconv.Atoi(v)
-		require.NoError(t, err, "%s=%q", xprocAppendsEnv, v)
-		require.Positive(t, n, "%s=%q", xprocAppendsEnv, v)
-		target = n
-	}
-	return target
+	return testSize(t, xprocAppendsEnv, xprocAppendsDefault, 0)
 }
 
 // TestXprocReaderBesideWriter runs a writer in a child process and, beside
@@ -450,7 +445,10 @@ func xprocTarget(t *testing.T) int {
 // linear writer that also calls Flush (rewriting index and HEAD), and one
 // that starts branches.
 //
-// SESSIONSTORE_XPROC_APPENDS sets the appends of each run (default 1500).
+// SESSIONSTORE_XPROC_APPENDS sets the appends of each run: by default 300,
+// which still rotate the writer's 16 KiB chunks every few dozen events,
+// with a Flush every 25 appends (linear run) or a Branch about every 10
+// (branching run); .ci/run's long step makes 1500.
 func TestXprocReaderBesideWriter(t *testing.T) {
 	for _, run := range []struct {
 		name     string
@@ -468,7 +466,7 @@ func TestXprocReaderBesideWriter(t *testing.T) {
 
 func xprocReaderBesideWriter(t *testing.T, variants string, linear bool) {
 	target := xprocTarget(t)
-	budget := xprocBudget * time.Duration(target) / xprocAppendsDefault
+	budget := max(xprocSafety, xprocBudget*time.Duration(target)/xprocPerBudget)
 	deadline := time.Now().Add(budget)
 	if d, ok := t.Deadline(); ok && d.Add(-15*time.Second).Before(deadline) {
 		deadline = d.Add(-15 * time.Second)
