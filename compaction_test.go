@@ -291,6 +291,7 @@ func TestBranchSummary(t *testing.T) {
 // TestCompactedLoadReadsTheTail: a 100,000-event session compacted near
 // its end loads by reading O(tail) records, counted through the seam.
 func TestCompactedLoadReadsTheTail(t *testing.T) {
+	t.Parallel() // CPU-bound on a MemFS of its own, like the other parallel tests
 	ctx := context.Background()
 	m := vfs.NewMemFS()
 	o := Options{ChunkSize: 1 << 20, Compression: CompressionNone, fs: noSyncFS{m}}

@@ -301,6 +301,7 @@ const (
 // mode, as .ci/run's long step does; a larger number adds random seeds per
 // crash point, e.g. 100000.
 func TestCrashPoints(t *testing.T) {
+	t.Parallel() // CPU-bound on MemFS instances of its own, like the other parallel tests
 	const ops = 250
 	session := uuid.MustParse("01a02f3f-0000-7000-8000-00000000c0de")
 	_, full, total := crashAt(ops, 42, session, 0)
@@ -373,6 +374,7 @@ const (
 // one run per n (about 720 runs), tries every n, as .ci/run's long step
 // does.
 func TestFaultInjection(t *testing.T) {
+	t.Parallel() // CPU-bound on MemFS instances of its own, like the other parallel tests
 	ctx := context.Background()
 	// run makes one run in which the n-th op fails with injected (none
 	// if n is 0). It returns the fault, which counted the operations of

@@ -134,6 +134,7 @@ const (
 // number at least the possible changes, changes every byte four ways, as
 // .ci/run's long step does.
 func TestByteFlipDetection(t *testing.T) {
+	t.Parallel() // CPU-bound on MemFS instances of its own, like the other parallel tests
 	for _, mode := range []string{CompressionNone, CompressionZstd} {
 		t.Run(mode, func(t *testing.T) {
 			ctx := context.Background()
