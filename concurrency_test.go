@@ -370,6 +370,7 @@ func TestMaxOpenSessions(t *testing.T) {
 	s.mu.Lock()
 	open := len(s.sessions)
 	s.mu.Unlock()
+	t.Logf("%d sessions appended to round-robin twice; %d open at the end, at most %d allowed", n, open, maxOpen)
 	assert.LessOrEqual(t, open, maxOpen)
 	tree, err := s.Tree(ctx, ids[0])
 	require.NoError(t, err)
