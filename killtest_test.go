@@ -83,9 +83,10 @@ type killRun struct {
 // the end.
 //
 // SESSIONSTORE_KILLS=N sets the number of kills: by default 20, each
-// checked in full, at moments drawn from every killSchedule (process
-// startup; reconciliation and the first appends; steady appending);
-// .ci/run's long step makes 200, and SESSIONSTORE_KILLS=2000 makes more.
+// checked in full, at moments drawn at random from the killSchedules
+// (process startup; reconciliation and the first appends; steady
+// appending); .ci/run's long step makes 200, and SESSIONSTORE_KILLS=2000
+// makes more.
 // The time budget scales with it (90 s per 200 kills, at least 60 s, cut to
 // fit the -timeout deadline, so a long run needs a longer -timeout); fewer
 // kills than that within the budget fails the test. SESSIONSTORE_KILL_SEED
