@@ -269,7 +269,6 @@ func (p *printer) print(u sessionstore.Update) {
 // labelWidth fits the longest label of the simulated turn.
 const labelWidth = len("assistant tool_call:")
 
-
 // endLine finishes the live line being written, if any.
 func (p *printer) endLine() {
 	if p.open != "" && !p.bol {
