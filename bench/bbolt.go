@@ -25,11 +25,14 @@ import (
 //
 // Event ids are UUIDv7 generated inside the write transaction, so keys
 // sort in append order and HEAD is the bucket's last key. Append is one
-// Put in one db.Update (bbolt serializes Updates; no db.Batch). Load
+// Put in one db.Update with one writer; with several writers it goes
+// through db.Batch, bbolt's group commit (several writers' Puts in one
+// transaction: one commit, two fdatasyncs, for the group). Load
 // follows parent ids from HEAD with Gets in one read transaction, copying
 // each payload out of the mmap.
 type boltStore struct {
 	db      *bolt.DB
+	batch   bool // appends use db.Batch (set by PrepareAppends)
 	mu      sync.Mutex
 	pending map[uuid.UUID]uuid.UUID
 }
@@ -56,6 +59,29 @@ func openBolt(dir string) (Store, error) {
 		return nil, err
 	}
 	return &boltStore{db: db, pending: map[uuid.UUID]uuid.UUID{}}, nil
+}
+
+// openBoltRead opens the file read-only (Options.ReadOnly: a shared lock,
+// no transaction committed): the buckets exist already.
+func openBoltRead(dir string) (Store, error) {
+	db, err := bolt.Open(filepath.Join(dir, "session.bolt"), 0o600, &bolt.Options{Timeout: 10 * time.Second, ReadOnly: true})
+	if err != nil {
+		return nil, err
+	}
+	return &boltStore{db: db, pending: map[uuid.UUID]uuid.UUID{}}, nil
+}
+
+// PrepareAppends (appendPreparer) makes appends use db.Batch when several
+// goroutines write, with MaxBatchSize = writers so that a group of all
+// the writers commits at once rather than waiting out MaxBatchDelay (10
+// ms by default) for more; one writer keeps db.Update (a Batch of one
+// waits out the delay).
+func (s *boltStore) PrepareAppends(writers int, bytes int64) error {
+	if writers > 1 {
+		s.batch = true
+		s.db.MaxBatchSize = writers
+	}
+	return nil
 }
 
 func (s *boltStore) Create(ctx context.Context, name string) (uuid.UUID, error) {
@@ -112,13 +138,20 @@ func decodeBolt(k, v []byte) (Event, error) {
 }
 
 func (s *boltStore) appendEvents(session uuid.UUID, evs []Event) ([]uuid.UUID, error) {
-	parent, branched := s.takePending(session)
+	pending, branched := s.takePending(session)
 	ids := make([]uuid.UUID, len(evs))
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	commit := s.db.Update
+	if s.batch {
+		commit = s.db.Batch
+	}
+	// fn may run more than once under db.Batch (bbolt retries a batch's
+	// functions one by one after a failure), so it starts afresh each time.
+	err := commit(func(tx *bolt.Tx) error {
 		b := tx.Bucket(boltEvents).Bucket(session[:])
 		if b == nil {
 			return errors.New("bbolt: no such session")
 		}
+		parent := pending
 		if !branched {
 			if k, _ := b.Cursor().Last(); k != nil {
 				copy(parent[:], k)

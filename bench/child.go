@@ -35,10 +35,11 @@ type childSpec struct {
 type childResult struct {
 	Ms           float64 // open + load (or open + tree), in the child
 	Events       int
-	PeakHeap     int64 // max heap object bytes sampled during the operation, less the heap before it
-	RetainedHeap int64 // heap object bytes after a GC with the result alive, less the heap before
-	PeakRSS      int64 // VmHWM at the end
-	Payload      int64 // payload bytes of the loaded path, or summed node sizes
+	PeakHeap     int64  // max heap object bytes sampled during the operation, less the heap before it
+	RetainedHeap int64  // heap object bytes after a GC with the result alive, less the heap before
+	PeakRSS      int64  // VmHWM at the end
+	Payload      int64  // payload bytes of the loaded path, or summed node sizes
+	Hash         string // openload: payloadHash of the loaded path, for the harness to compare with the fixture's
 }
 
 // runChild runs spec in a new process of this binary and decodes its
@@ -98,7 +99,7 @@ func childMain(arg string) error {
 func childOpenLoad(ctx context.Context, p Peer, spec childSpec) (childResult, error) {
 	var res childResult
 	t0 := time.Now()
-	st, err := p.Open(spec.Dir)
+	st, err := p.OpenRead(spec.Dir)
 	if err != nil {
 		return res, err
 	}
@@ -109,9 +110,8 @@ func childOpenLoad(ctx context.Context, p Peer, spec childSpec) (childResult, er
 		return res, err
 	}
 	res.Events = len(path)
-	for _, ev := range path {
-		res.Payload += int64(len(ev.Payload))
-	}
+	res.Payload = payloadBytes(path)
+	res.Hash = payloadHash(path)
 	if res.Events != spec.Expect {
 		st.Close()
 		return res, fmt.Errorf("%s loaded %d events, want %d", p.Name, res.Events, spec.Expect)
@@ -161,7 +161,7 @@ func childTree(ctx context.Context, p Peer, spec childSpec) (childResult, error)
 		}
 	}()
 	t0 := time.Now()
-	st, err := p.Open(spec.Dir)
+	st, err := p.OpenRead(spec.Dir)
 	if err != nil {
 		return res, err
 	}
@@ -214,7 +214,7 @@ func childProfile(ctx context.Context, p Peer, spec childSpec) error {
 			return err
 		}
 		res.Ms += r.Ms / float64(max(1, spec.Loops))
-		res.Events = r.Events
+		res.Events, res.Payload, res.Hash = r.Events, r.Payload, r.Hash
 	}
 	return json.NewEncoder(os.Stdout).Encode(res)
 }

@@ -64,6 +64,11 @@ func openJSONL(dir string) (Store, error) {
 	return &jsonlStore{dir: filepath.Join(dir, "sessions"), sessions: map[uuid.UUID]*jsonlSession{}}, nil
 }
 
+// openJSONLRead opens the store for reading: no directory is created.
+func openJSONLRead(dir string) (Store, error) {
+	return &jsonlStore{dir: filepath.Join(dir, "sessions"), sessions: map[uuid.UUID]*jsonlSession{}}, nil
+}
+
 func (s *jsonlStore) path(id uuid.UUID) string { return filepath.Join(s.dir, id.String()+".jsonl") }
 
 func syncDir(dir string) error {

@@ -1,6 +1,7 @@
 // Command bench compares sessionstore with the stores a harness would
-// otherwise pick (SQLite, bbolt, a plain JSONL file, and a raw
-// write+fdatasync as the physical limit) on the same disk in one run,
+// otherwise pick (SQLite, bbolt, a plain JSONL file) and with a raw floor
+// (lines written into a preallocated file and fdatasynced, group-committed)
+// on the same disk in one run,
 // alternating the peers inside each repetition, and prints medians and
 // ratios as Markdown. See README.md.
 //
@@ -116,10 +117,13 @@ func run() error {
 	for _, w := range wls {
 		t0 := time.Now()
 		e.logf("%s ...", w.name)
+		before := sampleLoad()
 		if err := w.run(e); err != nil {
 			return fmt.Errorf("%s: %w", w.name, err)
 		}
-		e.logf("%s done in %s", w.name, time.Since(t0).Round(100*time.Millisecond))
+		lr := loadBetween(w.name, before, sampleLoad(), mach.Cores)
+		e.load = append(e.load, lr)
+		e.logf("%s done in %s (other processes: %s of the CPUs)", w.name, time.Since(t0).Round(100*time.Millisecond), percent(lr.othersCPU))
 	}
 	var buf bytes.Buffer
 	writeReport(&buf, e, mach, *quick, time.Since(started))
@@ -209,6 +213,15 @@ func writeReport(w io.Writer, e *env, m machine, quick bool, elapsed time.Durati
 			fmt.Fprintf(w, "%s\n\n", strings.TrimSpace(d))
 		}
 	}
+	if len(e.load) > 0 {
+		fmt.Fprintf(w, "### Load on the machine during the run\n\n")
+		fmt.Fprintf(w, "Other processes' CPU is the CPU time all processes used (from /proc/stat, without idle, iowait and steal) less this run's own and its child processes', as a share of all %d cores (kernel threads count as others, including the writeback and ext4 journal work this run causes); steal is time the hypervisor gave to other guests. The disk's load is not measured: the ext4 root is shared with the other processes, whose syncs queue with this run's. The load average counts this run's threads blocked in fdatasync too.\n\n", m.Cores)
+		fmt.Fprintf(w, "| workload | wall | other processes' CPU | steal | load average (1 min) at the end |\n| --- | ---: | ---: | ---: | ---: |\n")
+		for _, l := range e.load {
+			fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", l.name, l.wall.Round(100*time.Millisecond), percent(l.othersCPU), percent(l.steal), l.loadavg)
+		}
+		fmt.Fprintln(w)
+	}
 	fmt.Fprintf(w, "<details><summary>Per-repetition values</summary>\n\n| workload | peer | values |\n| --- | --- | --- |\n")
 	for _, r := range e.res.rows {
 		for _, p := range append(slices.Clone(e.peers), sessionstore64k) {
@@ -226,6 +239,14 @@ func writeReport(w io.Writer, e *env, m machine, quick bool, elapsed time.Durati
 		}
 	}
 	fmt.Fprintf(w, "\n</details>\n")
+}
+
+// percent formats a share; a negative one is unknown.
+func percent(v float64) string {
+	if v < 0 {
+		return "?"
+	}
+	return fmt.Sprintf("%.0f%%", 100*v)
 }
 
 func commandArgs() string {

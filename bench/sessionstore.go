@@ -32,6 +32,16 @@ func openSessionstore(chunkSize int64) func(dir string) (Store, error) {
 	}
 }
 
+// openSessionstoreRead opens the store with Options.ReadOnly: no lock, no
+// file created or written.
+func openSessionstoreRead(dir string) (Store, error) {
+	s, err := sessionstore.Open(dir, &sessionstore.Options{ReadOnly: true})
+	if err != nil {
+		return nil, err
+	}
+	return ssStore{s}, nil
+}
+
 func (s ssStore) Create(ctx context.Context, name string) (uuid.UUID, error) {
 	m, err := s.s.Create(ctx, sessionstore.Meta{Name: name})
 	return m.ID, err

@@ -85,6 +85,19 @@ func openSQLite(synchronous string) func(dir string) (Store, error) {
 	}
 }
 
+// openSQLiteRead opens the database read-only: mode=ro (SQLite opens the
+// file with O_RDONLY) and query_only, no DDL, no journal_mode pragma (WAL
+// mode is recorded in the file), no statement prepared for appends.
+func openSQLiteRead(dir string) (Store, error) {
+	dsn := fmt.Sprintf("file:%s?mode=ro&_pragma=busy_timeout(5000)&_pragma=query_only(1)", filepath.Join(dir, "session.db"))
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, err
+	}
+	db.SetMaxOpenConns(1)
+	return &sqliteStore{db: db, pending: map[uuid.UUID]uuid.UUID{}}, nil
+}
+
 func (s *sqliteStore) Create(ctx context.Context, name string) (uuid.UUID, error) {
 	id, err := uuid.NewV7()
 	if err != nil {
@@ -237,6 +250,8 @@ func (s *sqliteStore) List(ctx context.Context) ([]SessionInfo, error) {
 }
 
 func (s *sqliteStore) Close() error {
-	s.insert.Close()
+	if s.insert != nil {
+		s.insert.Close()
+	}
 	return s.db.Close()
 }

@@ -6,8 +6,10 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // machine describes where the figures were taken.
@@ -77,9 +79,9 @@ var fsMagic = map[int64]string{
 	0xF2F52010: "f2fs",
 }
 
-// fileSystem describes the file system holding dir: the longest mount
-// point of /proc/mounts that contains it, confirmed by statfs(2).
-func fileSystem(dir string) string {
+// mountOf returns dir made absolute and the fields of the /proc/mounts
+// line with the longest mount point containing it (nil if none).
+func mountOf(dir string) (string, []string) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		abs = dir
@@ -104,6 +106,13 @@ func fileSystem(dir string) string {
 		}
 		f.Close()
 	}
+	return abs, best
+}
+
+// fileSystem describes the file system holding dir: the longest mount
+// point of /proc/mounts that contains it, confirmed by statfs(2).
+func fileSystem(dir string) string {
+	abs, best := mountOf(dir)
 	var st syscall.Statfs_t
 	magic := "unknown"
 	if syscall.Statfs(abs, &st) == nil {
@@ -134,4 +143,65 @@ func blocks(info os.FileInfo) int64 {
 		return st.Blocks * 512
 	}
 	return info.Size()
+}
+
+// loadSample is what the machine had done by a moment, to tell how busy
+// the rest of it was during a workload.
+type loadSample struct {
+	at                 time.Time
+	busy, steal, total uint64        // jiffies (USER_HZ) of all CPUs: busy excludes idle, iowait and steal
+	own                time.Duration // CPU of this process and of its children waited for
+	ok                 bool
+}
+
+// sampleLoad reads the counters.
+func sampleLoad() loadSample {
+	ls := loadSample{at: time.Now()}
+	if b, err := os.ReadFile("/proc/stat"); err == nil {
+		line, _, _ := strings.Cut(string(b), "\n")
+		f := strings.Fields(line)
+		if len(f) >= 9 && f[0] == "cpu" {
+			var v [8]uint64
+			for i := range v {
+				v[i], _ = strconv.ParseUint(f[i+1], 10, 64)
+			}
+			// user nice system idle iowait irq softirq steal
+			ls.busy = v[0] + v[1] + v[2] + v[5] + v[6]
+			ls.steal = v[7]
+			ls.total = v[0] + v[1] + v[2] + v[3] + v[4] + v[5] + v[6] + v[7]
+			ls.ok = true
+		}
+	}
+	for _, who := range []int{syscall.RUSAGE_SELF, syscall.RUSAGE_CHILDREN} {
+		var ru syscall.Rusage
+		if syscall.Getrusage(who, &ru) == nil {
+			ls.own += time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+		}
+	}
+	return ls
+}
+
+// loadRow is how busy the rest of the machine was during one workload.
+type loadRow struct {
+	name      string
+	wall      time.Duration
+	othersCPU float64 // share of all cores busy with other processes' work (and the kernel's)
+	steal     float64 // share of all cores' time stolen by the hypervisor
+	loadavg   string  // /proc/loadavg's 1-minute figure at the end (counts this run's blocked threads too)
+}
+
+func loadBetween(name string, a, b loadSample, cores int) loadRow {
+	r := loadRow{name: name, wall: b.at.Sub(a.at), othersCPU: -1, steal: -1}
+	if a.ok && b.ok && b.total > a.total {
+		const hz = 100 // USER_HZ
+		busy := float64(b.busy-a.busy)/hz - (b.own - a.own).Seconds()
+		r.othersCPU = max(0, busy/(r.wall.Seconds()*float64(cores)))
+		r.steal = float64(b.steal-a.steal) / float64(b.total-a.total)
+	}
+	if la, err := os.ReadFile("/proc/loadavg"); err == nil {
+		if f := strings.Fields(string(la)); len(f) > 0 {
+			r.loadavg = f[0]
+		}
+	}
+	return r
 }

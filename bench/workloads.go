@@ -58,6 +58,7 @@ type env struct {
 	transcript string
 	logf       func(format string, args ...any)
 	seq        int
+	load       []loadRow // per workload run, in order
 }
 
 // freshDir creates a new, empty directory under the scratch directory.
@@ -154,6 +155,12 @@ func (e *env) appendWorkload(key, title string, writers, sessions, n int, evs []
 	p99 := e.res.row(key+"/p99", title+": p99 latency", "ms", false, "sessionstore")
 	per := n / writers
 	warm := message300()
+	// What the appends will write, for a store that prepares (the raw
+	// floor preallocates it, untimed).
+	prepBytes := int64(sessions) * int64(len(warm.Payload)+rawLineOverhead)
+	for _, ev := range evs {
+		prepBytes += int64(len(ev.Payload) + rawLineOverhead)
+	}
 	for rep := range e.reps {
 		for _, p := range e.writers() {
 			dir, err := e.freshDir(key, p.Name)
@@ -163,6 +170,11 @@ func (e *env) appendWorkload(key, title string, writers, sessions, n int, evs []
 			st, err := p.Open(dir)
 			if err != nil {
 				return fmt.Errorf("%s: open: %w", p.Name, err)
+			}
+			if pr, ok := st.(appendPreparer); ok {
+				if err := pr.PrepareAppends(writers, prepBytes); err != nil {
+					return fmt.Errorf("%s: %w", p.Name, err)
+				}
 			}
 			ids := make([]uuid.UUID, sessions)
 			for i := range ids {
@@ -227,6 +239,8 @@ type fixture struct {
 	session uuid.UUID
 	expect  int
 	head    uuid.UUID // the newest event
+	hash    string    // openload: payloadHash of the active path, root to HEAD, as appended
+	payload int64     // tree: payload bytes of all the events appended
 }
 
 // appendChain appends n events made by gen (given a running index),
@@ -288,23 +302,33 @@ func (e *env) openLoad(key string, every int) error {
 			return err
 		}
 		next := 0
-		fork, err := appendChain(e.ctx, st, sid, e.sz.Trunk, &next, 500, gen)
+		// path: the events appended on the way to HEAD, the trunk and then
+		// the last branch, whose payloads the load must return.
+		var path []Event
+		record := func(i int) Event {
+			ev := gen(i)
+			path = append(path, ev)
+			return ev
+		}
+		fork, err := appendChain(e.ctx, st, sid, e.sz.Trunk, &next, 500, record)
 		if err != nil {
 			return fmt.Errorf("%s: %w", p.Name, err)
 		}
+		trunk := len(path)
 		var head uuid.UUID
 		for range e.sz.Branches {
 			if err := st.Branch(e.ctx, sid, fork); err != nil {
 				return err
 			}
-			if head, err = appendChain(e.ctx, st, sid, e.sz.BranchLen, &next, 500, gen); err != nil {
+			path = path[:trunk]
+			if head, err = appendChain(e.ctx, st, sid, e.sz.BranchLen, &next, 500, record); err != nil {
 				return fmt.Errorf("%s: %w", p.Name, err)
 			}
 		}
 		if err := st.Close(); err != nil {
 			return err
 		}
-		fixtures[p.Name] = fixture{dir: dir, session: sid, expect: e.sz.Trunk + e.sz.BranchLen, head: head}
+		fixtures[p.Name] = fixture{dir: dir, session: sid, expect: e.sz.Trunk + e.sz.BranchLen, head: head, hash: payloadHash(path)}
 		apparent, _, err := dirSize(dir)
 		if err != nil {
 			return err
@@ -317,6 +341,9 @@ func (e *env) openLoad(key string, every int) error {
 			f := fixtures[p.Name]
 			r, err := runChild(e.ctx, e.exe, childSpec{Op: "openload", Peer: p.Name, Dir: f.dir, Session: f.session, Expect: f.expect, Head: f.head})
 			if err != nil {
+				return err
+			}
+			if err := checkLoad(p.Name, "openload", r, f); err != nil {
 				return err
 			}
 			row.set(p.Name, rep, r.Ms)
@@ -337,7 +364,10 @@ func (e *env) profileChild(key, op string, fixtures map[string]fixture) error {
 		return nil
 	}
 	path := e.cpuprofile + "." + key + ".pprof"
-	_, err := runChild(e.ctx, e.exe, childSpec{Op: op, Peer: "sessionstore", Dir: f.dir, Session: f.session, Expect: f.expect, Head: f.head, CPUProfile: path, Loops: e.loops})
+	r, err := runChild(e.ctx, e.exe, childSpec{Op: op, Peer: "sessionstore", Dir: f.dir, Session: f.session, Expect: f.expect, Head: f.head, CPUProfile: path, Loops: e.loops})
+	if err == nil {
+		err = checkLoad("sessionstore", op, r, f)
+	}
 	if err == nil {
 		e.logf("  cpu profile of the sessionstore side (%d loops): %s", e.loops, path)
 	}
@@ -360,6 +390,7 @@ func (e *env) list() error {
 	row := e.res.row("list/ms", fmt.Sprintf("open + list %s sessions", thousands(int64(e.sz.ListSessions))), "ms", false, "sessionstore")
 	msg := message300()
 	dirs := map[string]string{}
+	want := map[string]string{} // listHash of the sessions created, per peer
 	for _, p := range e.readers() {
 		dir, err := e.freshDir("list", p.Name)
 		if err != nil {
@@ -369,11 +400,14 @@ func (e *env) list() error {
 		if err != nil {
 			return err
 		}
+		var created []SessionInfo
 		for i := range e.sz.ListSessions {
-			sid, err := st.Create(e.ctx, fmt.Sprintf("session %d: fix the build", i))
+			name := fmt.Sprintf("session %d: fix the build", i)
+			sid, err := st.Create(e.ctx, name)
 			if err != nil {
 				return fmt.Errorf("%s: %w", p.Name, err)
 			}
+			created = append(created, SessionInfo{ID: sid, Name: name})
 			if _, err := st.AppendBatch(e.ctx, sid, []Event{msg, msg}); err != nil {
 				return fmt.Errorf("%s: %w", p.Name, err)
 			}
@@ -382,26 +416,25 @@ func (e *env) list() error {
 			return err
 		}
 		dirs[p.Name] = dir
+		want[p.Name] = listHash(created)
 	}
 	for rep := range e.reps {
 		for _, p := range e.readers() {
 			var ms []float64
 			for range e.sz.ListIters {
 				var (
-					n   int
+					l   []SessionInfo
 					err error
 					d   time.Duration
 					st  Store
 				)
 				timed(e.ctx, "list/"+p.Name, func(ctx context.Context) {
 					t0 := time.Now()
-					if st, err = p.Open(dirs[p.Name]); err != nil {
+					if st, err = p.OpenRead(dirs[p.Name]); err != nil {
 						return
 					}
-					var l []SessionInfo
 					l, err = st.List(ctx)
 					d = time.Since(t0)
-					n = len(l)
 				})
 				if err != nil {
 					return fmt.Errorf("%s: list: %w", p.Name, err)
@@ -409,8 +442,11 @@ func (e *env) list() error {
 				if err := st.Close(); err != nil {
 					return err
 				}
-				if n != e.sz.ListSessions {
-					return fmt.Errorf("%s listed %d sessions, want %d", p.Name, n, e.sz.ListSessions)
+				if len(l) != e.sz.ListSessions {
+					return fmt.Errorf("%s listed %d sessions, want %d", p.Name, len(l), e.sz.ListSessions)
+				}
+				if err := checkList(p.Name, l, want[p.Name]); err != nil {
+					return err
 				}
 				ms = append(ms, float64(d.Nanoseconds())/1e6)
 			}
@@ -610,13 +646,18 @@ func (e *env) treeHeap() error {
 			return err
 		}
 		next := 0
-		if _, err := appendChain(e.ctx, st, sid, e.sz.TreeEvents, &next, batch, func(i int) Event { return toolResult(base, i) }); err != nil {
+		var payload int64
+		if _, err := appendChain(e.ctx, st, sid, e.sz.TreeEvents, &next, batch, func(i int) Event {
+			ev := toolResult(base, i)
+			payload += int64(len(ev.Payload))
+			return ev
+		}); err != nil {
 			return fmt.Errorf("%s: %w", p.Name, err)
 		}
 		if err := st.Close(); err != nil {
 			return err
 		}
-		fixtures[p.Name] = fixture{dir: dir, session: sid, expect: e.sz.TreeEvents}
+		fixtures[p.Name] = fixture{dir: dir, session: sid, expect: e.sz.TreeEvents, payload: payload}
 		apparent, _, err := dirSize(dir)
 		if err != nil {
 			return err
@@ -630,6 +671,9 @@ func (e *env) treeHeap() error {
 			f := fixtures[p.Name]
 			r, err := runChild(e.ctx, e.exe, childSpec{Op: "tree", Peer: p.Name, Dir: f.dir, Session: f.session, Expect: f.expect})
 			if err != nil {
+				return err
+			}
+			if err := checkLoad(p.Name, "tree", r, f); err != nil {
 				return err
 			}
 			heap.set(p.Name, rep, float64(r.PeakHeap)/(1<<20))
