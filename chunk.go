@@ -1,6 +1,7 @@
 package sessionstore
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -579,20 +580,26 @@ func (r *chunkReader) read(loc location) (header, payload, error) {
 	return h, p, nil
 }
 
-// damagedAt reports whether the bytes at loc are not one whole framed
-// line with a valid checksum: cut short, not ending in a newline, or
-// failing their frame or checksum (as a torn write or a damaged disk
-// leaves them, where a line that frames well but says something invalid
-// was written so).
+// damagedAt reports whether the bytes at loc do not start one whole
+// framed line with a valid checksum: cut short, or the line that starts
+// there (whatever length loc gives it) failing its frame or checksum, as a
+// torn write or a damaged disk leaves them. A whole line with a valid
+// checksum was written so: if it is invalid, or not the line loc
+// describes, that is corruption, not damage.
 func (r *chunkReader) damagedAt(loc location) bool {
-	if err := r.fill(loc.Chunk, loc.Offset, int64(loc.Length)); err != nil {
-		return false // not known to be damaged: the caller reports corruption, dropping nothing
+	n := max(int64(loc.Length), 4<<10)
+	for {
+		if err := r.fill(loc.Chunk, loc.Offset, n); err != nil {
+			return false // not known to be damaged: the caller reports corruption, dropping nothing
+		}
+		if i := bytes.IndexByte(r.win, '\n'); i >= 0 {
+			return jsonl.Verify(r.win[:i]) != nil
+		}
+		if int64(len(r.win)) < n {
+			return true // the chunk ends before the line does
+		}
+		n *= 2
 	}
-	if int64(len(r.win)) < int64(loc.Length) {
-		return true
-	}
-	line := r.win[:loc.Length]
-	return line[len(line)-1] != '\n' || jsonl.Verify(line[:len(line)-1]) != nil
 }
 
 // blocks widens [start, end) of chunk to whole compressed blocks when the

@@ -289,8 +289,10 @@
 // return the [*CorruptionError] (naming the file and offset), Load and
 // Tree return what the valid prefix (every event before the first bad
 // one) holds together with that error, and Event reads any event of the
-// valid prefix without error: damage elsewhere never hides an intact
-// event.
+// valid prefix without error: damage after an event never makes reading
+// it fail. Events after the damage are not read (the valid prefix ends
+// there; their parents may be the damaged ones): Event reports them with
+// the damage, and Verify checks them.
 //
 // [Store.Verify] runs the same analysis without writing or locking, checks
 // every record, parent link and index line, and reports the problems found

@@ -358,6 +358,13 @@ func (s *Store) materialize(h *handle) error {
 		}
 		h.chunks.close()
 		h.index, h.chunks, h.entries, h.byID, h.lazy = nil, s.closedChunks(h), nil, nil, lazy
+		if errors.Is(err, errRepairFailed) {
+			// The files changed under the lazy state (a truncated index,
+			// say): appending from it would write past the change. Close
+			// the session; the next call opens it again, which analyzes
+			// the files as they are now and makes the repairs again.
+			s.dropHandle(h, err)
+		}
 		return err
 	}
 	return nil

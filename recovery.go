@@ -80,12 +80,14 @@ type recoveryPlan struct {
 	tornPath      string   // newest chunk, when it has a torn tail to cut at activeSize
 	tornSize      int64    // its size before cutting
 	tornErr       error
+	tornKeep      string // where the cut bytes are kept (keepName)
 
 	metaTemp   bool      // session.json.tmp exists
 	headTemp   bool      // HEAD.tmp exists
 	headFinish bool      // HEAD.tmp names a known event: rename it into place
 	headOnDisk uuid.UUID // what HEAD holds (after a finished temp); uuid.Nil if absent or bad
 	headBad    error     // HEAD does not decode, or names an event the log does not hold: keep it aside, rebuild it
+	headKeep   string    // where (keepName)
 
 	// Events index lines name whose records, ending the newest chunk, are
 	// damaged with no valid record after them: lost, cut with the torn
@@ -99,10 +101,10 @@ type recoveryPlan struct {
 func (p *recoveryPlan) repairs(h *handle) []string {
 	var out []string
 	if p.tornPath != "" {
-		out = append(out, fmt.Sprintf("cut the torn tail of %s at offset %d (%d bytes, kept in %s.broken-%d): %v", p.tornPath, p.activeSize, p.tornSize-p.activeSize, p.tornPath, p.activeSize, p.tornErr))
+		out = append(out, fmt.Sprintf("cut the torn tail of %s at offset %d (%d bytes, kept in %s): %v", p.tornPath, p.activeSize, p.tornSize-p.activeSize, p.tornKeep, p.tornErr))
 	}
 	if len(p.lost) > 0 {
-		out = append(out, fmt.Sprintf("drop the %d index lines of events whose damaged records the cut removes (the first %s) and rewrite %s", len(p.lost), p.lost[0], indexName))
+		out = append(out, fmt.Sprintf("drop the %d index lines of events whose records are damaged (the first %s) and rewrite %s", len(p.lost), p.lost[0], indexName))
 	}
 	if p.indexBad >= 0 {
 		out = append(out, fmt.Sprintf("cut %s at offset %d, its first invalid line: %v", indexName, p.indexEnd, p.indexBadErr))
@@ -131,9 +133,9 @@ func (p *recoveryPlan) repairs(h *handle) []string {
 	head := h.head()
 	switch {
 	case p.headBad != nil && head == uuid.Nil:
-		out = append(out, fmt.Sprintf("keep %s aside in %s and remove it, the session has no events: %v", headName, headBroken, p.headBad))
+		out = append(out, fmt.Sprintf("keep %s aside in %s and remove it, the session has no events: %v", headName, filepath.Base(p.headKeep), p.headBad))
 	case p.headBad != nil:
-		out = append(out, fmt.Sprintf("keep %s aside in %s and set HEAD to %s, the newest event: %v", headName, headBroken, head, p.headBad))
+		out = append(out, fmt.Sprintf("keep %s aside in %s and set HEAD to %s, the newest event: %v", headName, filepath.Base(p.headKeep), head, p.headBad))
 	case head != uuid.Nil && head != p.headOnDisk:
 		was := "missing"
 		if p.headOnDisk != uuid.Nil {
@@ -324,8 +326,12 @@ func analyze(fsys vfs.FS, h *handle) (*recoveryPlan, error) {
 	}
 	// HEAD is a checkpoint of the log: one that does not decode, or names
 	// an event the log does not hold, is rebuilt from the log, its bytes
-	// kept aside. Only when the index named that event too was an
-	// acknowledged event lost (p.lost, reported as damage).
+	// kept aside. HEAD is written only for durable events, so one naming
+	// an event the log lacks means the log lost acknowledged events (its
+	// end damaged or cut, with index lines that named them lost too in a
+	// power cut, since they are not synced), unless HEAD itself is
+	// damaged: which, no file tells, so it is reported as a loss (p.lostErr)
+	// as well as repaired.
 	var ce *CorruptionError
 	switch {
 	case errors.As(headErr, &ce):
@@ -336,7 +342,13 @@ func analyze(fsys vfs.FS, h *handle) (*recoveryPlan, error) {
 		p.headOnDisk = head
 		if _, known := h.byID[head]; headExists && !known {
 			p.headBad = corruptf(headPath, 0, "HEAD names event %s, which the log does not hold", head)
+			if p.lostErr == nil {
+				p.lostErr = &CorruptionError{Path: headPath, Err: fmt.Errorf("HEAD names event %s, which the log does not hold: acknowledged events were lost, or HEAD is damaged", head)}
+			}
 		}
+	}
+	if p.headBad != nil {
+		p.headKeep = keepName(fsys, filepath.Join(h.dir, headBroken))
 	}
 	return p, nil
 }
@@ -555,12 +567,13 @@ func (p *recoveryPlan) scanChunk(fsys vfs.FS, h *handle, dir string, n uint32, o
 	}
 	p.activeSize = w.bad
 	p.tornPath, p.tornSize, p.tornErr = path, w.size, w.badErr
+	p.tornKeep = keepName(fsys, fmt.Sprintf("%s.broken-%d", path, w.bad))
 	return nil
 }
 
 // reconcile analyzes a session being opened and applies the repairs; see
 // the comment at the top of this file.
-func (s *Store) reconcile(h *handle) error {
+func (s *Store) reconcile(h *handle) (err error) {
 	fsys := s.opts.fs
 	log := s.opts.Logger.With("session", h.id)
 	p, err := analyze(fsys, h)
@@ -573,18 +586,22 @@ func (s *Store) reconcile(h *handle) error {
 		return nil
 	}
 	repairs := p.repairs(h)
+	defer func() {
+		if err != nil && len(repairs) > 0 {
+			err = fmt.Errorf("%w: %w", errRepairFailed, err)
+		}
+	}()
 	if p.lostErr != nil {
 		log.Error("sessionstore: reconcile: acknowledged events lost; cutting the damaged end of the log", "path", p.lostErr.Path, "offset", p.lostErr.Offset, "err", p.lostErr.Err)
 	}
 	for _, r := range repairs {
 		log.Warn("sessionstore: reconcile: " + r)
 	}
-	h.repaired = append(h.repaired, repairs...)
 	chunkDir := filepath.Join(h.dir, chunksDir)
 	indexPath := filepath.Join(h.dir, indexName)
 
 	if p.tornPath != "" {
-		if err := cutTail(fsys, p.tornPath, p.activeSize, s.opts.FileMode); err != nil {
+		if err := cutTail(fsys, p.tornPath, p.activeSize, p.tornKeep, s.opts.FileMode); err != nil {
 			return err
 		}
 	}
@@ -670,7 +687,7 @@ func (s *Store) reconcile(h *handle) error {
 		if err != nil {
 			return err
 		}
-		if err := writeSynced(fsys, filepath.Join(h.dir, headBroken), b, s.opts.FileMode); err != nil {
+		if err := writeSynced(fsys, p.headKeep, b, s.opts.FileMode); err != nil {
 			return err
 		}
 		if h.head() == uuid.Nil {
@@ -685,13 +702,14 @@ func (s *Store) reconcile(h *handle) error {
 		}
 	}
 	h.headOnDisk = h.head()
+	h.repaired = append(h.repaired, repairs...) // made: Repair reports them
 	return nil
 }
 
-// writeSynced writes data to a new file at path (replacing one there),
-// syncs it and its directory.
+// writeSynced writes data to a new file at path, which must not exist
+// (a kept-aside file is never replaced), and syncs it and its directory.
 func writeSynced(fsys vfs.FS, path string, data []byte, perm os.FileMode) error {
-	f, err := fsys.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, perm)
+	f, err := fsys.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
 	if err != nil {
 		return err
 	}
@@ -738,6 +756,13 @@ func (s *Store) Repair(ctx context.Context, session uuid.UUID) ([]string, error)
 	return done, err
 }
 
+// errRepairFailed marks an error of reconcile after it may have begun to
+// change the session's files: its repairs are half made (each step is
+// safe to redo, but the files are no longer what the analysis saw), so
+// the session must not go on as the analysis left it. A lazily opened
+// session stops writing until the store is reopened (materialize).
+var errRepairFailed = errors.New("sessionstore: repair failed")
+
 // newChunkWriter returns the chunk writer of h, before it opens a chunk:
 // it seals full chunks with their index lines from h.entries, then keeps
 // only the lines of plain chunks in index.jsonl.
@@ -760,9 +785,9 @@ func (s *Store) newChunkWriter(h *handle, log *slog.Logger) chunkWriter {
 		}}
 }
 
-// cutTail keeps the bytes of path from off aside in "<path>.broken-<off>"
+// cutTail keeps the bytes of path from off aside in the new file keep
 // (synced, with its directory), then truncates path at off and syncs it.
-func cutTail(fsys vfs.FS, path string, off int64, perm os.FileMode) error {
+func cutTail(fsys vfs.FS, path string, off int64, keep string, perm os.FileMode) error {
 	f, err := fsys.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
 		return err
@@ -777,13 +802,28 @@ func cutTail(fsys vfs.FS, path string, off int64, perm os.FileMode) error {
 		return err
 	}
 	tail = tail[:len(tail)-zeroTail(tail)] // free space is not kept
-	if err := writeSynced(fsys, fmt.Sprintf("%s.broken-%d", path, off), tail, perm); err != nil {
+	if err := writeSynced(fsys, keep, tail, perm); err != nil {
 		return err
 	}
 	if err := f.Truncate(off); err != nil {
 		return err
 	}
 	return f.Sync()
+}
+
+// keepName returns base, or the first of base.1, base.2, ... that does
+// not exist: a file to keep bytes aside in that replaces no earlier one
+// (an earlier cut at the same offset may hold the only copy of lost
+// events). A crash after keeping and before cutting makes the next
+// reconciliation keep the same bytes again, under the next name.
+func keepName(fsys vfs.FS, base string) string {
+	name := base
+	for i := 1; ; i++ {
+		if _, err := fsys.Stat(name); errors.Is(err, os.ErrNotExist) {
+			return name
+		}
+		name = fmt.Sprintf("%s.%d", base, i)
+	}
 }
 
 // syncFile makes the data of the file at path durable.

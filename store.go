@@ -48,6 +48,9 @@ type Store struct {
 	// reopen stopped (loadFailed), as the package doc promises until the
 	// Store is reopened.
 	failures map[uuid.UUID]failure
+	// Repairs reconciliation made in sessions closed to respect
+	// MaxOpenSessions before a Repair reported them: the next Repair does.
+	repaired map[uuid.UUID][]string
 
 	hub *hub // live fan-out to subscribers (hub.go)
 }
@@ -121,6 +124,9 @@ func Open(dir string, opts *Options) (*Store, error) {
 	}
 	dir = filepath.Clean(dir)
 	root := filepath.Join(dir, sessionsDir)
+	if info, err := o.fs.Stat(dir); err == nil && !info.IsDir() {
+		return nil, fmt.Errorf("%w at %s (not a directory)", ErrNoStore, dir)
+	}
 	if o.ReadOnly {
 		// Read what is there, as it is: no directory, no configuration
 		// file, no compression mode check (reading is layout-blind).
@@ -157,7 +163,7 @@ func Open(dir string, opts *Options) (*Store, error) {
 // newStore returns a Store of the root dir with no session open.
 func newStore(dir string, o Options) *Store {
 	return &Store{dir: dir, opts: o, sessions: map[uuid.UUID]*handle{}, closing: map[uuid.UUID]chan struct{}{},
-		selections: map[uuid.UUID]uuid.UUID{}, failures: map[uuid.UUID]failure{}, hub: newHub()}
+		selections: map[uuid.UUID]uuid.UUID{}, failures: map[uuid.UUID]failure{}, repaired: map[uuid.UUID][]string{}, hub: newHub()}
 }
 
 // rootConfigName is the file that records how a root stores its chunks;
@@ -174,7 +180,9 @@ type rootConfig struct {
 }
 
 // checkRootConfig records the compression mode of a new root, and refuses
-// to open an existing root in the other mode.
+// to open an existing root in the other mode, or one whose
+// sessionstore.json has a format this build does not know (a format
+// member lost or changed reads as another format).
 func checkRootConfig(fsys vfs.FS, dir string, o Options) error {
 	path := filepath.Join(dir, rootConfigName)
 	b, err := vfs.ReadFile(fsys, path)
@@ -380,6 +388,10 @@ func (s *Store) openNew(ctx context.Context, h *handle, create *Meta) error {
 		h.pending = sel
 		delete(s.selections, h.id)
 	}
+	if r, ok := s.repaired[h.id]; ok {
+		h.repaired = append(r, h.repaired...)
+		delete(s.repaired, h.id)
+	}
 	s.mu.Unlock()
 	opened = true
 	return nil
@@ -449,7 +461,7 @@ func (s *Store) evictLocked() []*handle {
 func (s *Store) closeVictims(victims []*handle) {
 	for _, h := range victims {
 		h.mu.Lock()
-		pending := h.pending
+		pending, repaired := h.pending, h.repaired
 		failed := failure{err: h.failed, head: h.head()}
 		h.mu.Unlock()
 		if err := s.closeHandle(h); err != nil {
@@ -461,6 +473,9 @@ func (s *Store) closeVictims(victims []*handle) {
 		}
 		if failed.err != nil {
 			s.failures[h.id] = failed
+		}
+		if len(repaired) > 0 {
+			s.repaired[h.id] = append(s.repaired[h.id], repaired...)
 		}
 		close(s.closing[h.id])
 		delete(s.closing, h.id)
@@ -602,8 +617,28 @@ func (s *Store) closeHandle(h *handle) error {
 	return errors.Join(errs...)
 }
 
+// dropHandle closes h, with h.mu held, after a failure that leaves it
+// unusable (err), and removes it from the Store, so that the next call
+// opens the session again from its files. Calls waiting on h get err. A
+// pending Branch selection is kept for the next handle.
+func (s *Store) dropHandle(h *handle, err error) {
+	h.closeFiles()
+	h.openErr = fmt.Errorf("sessionstore: session %s closed, to be opened again by the next call: %w", h.id, err)
+	s.mu.Lock()
+	if s.sessions[h.id] == h {
+		delete(s.sessions, h.id)
+	}
+	if h.pending != uuid.Nil {
+		s.selections[h.id] = h.pending
+	}
+	s.mu.Unlock()
+}
+
 // writable reports why the session refuses writes, if it does.
 func (h *handle) writable() error {
+	if h.openErr != nil {
+		return h.openErr
+	}
 	if h.readOnly {
 		return ErrReadOnly
 	}
@@ -934,10 +969,11 @@ func readEntry(r *chunkReader, e *entry) (Event, error) {
 // blob, with Record nil and Digest and Size set: Resolve reads the blob.
 //
 // It reads and checks that event's line only, so damage elsewhere in the
-// session does not hide it: in a damaged session (see the package doc)
-// every event of the valid prefix reads without error, and an event past
-// it is reported with the *CorruptionError that ends the prefix (matching
-// ErrNotFound too: the session's readable part does not hold it).
+// session does not make it fail: in a damaged session (see the package
+// doc) every event of the valid prefix (the events before the damage)
+// reads without error. An event the valid prefix does not hold, intact
+// or not, is reported with the *CorruptionError that ends the prefix
+// (matching ErrNotFound too); Verify reads past the damage.
 //
 // Errors: ErrNotFound, ErrLocked, ErrClosed, *CorruptionError for a record
 // that does not match its index entry, or for an event past the damage.

@@ -1014,4 +1014,13 @@ func TestOpenCreatesOnlyTheRoot(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, info.IsDir())
 	assert.FileExists(t, filepath.Join(root, rootConfigName))
+
+	// A file is no store, for writing or reading.
+	file := filepath.Join(parent, "file")
+	require.NoError(t, os.WriteFile(file, []byte("x"), 0o600))
+	for _, ro := range []bool{false, true} {
+		_, err = Open(file, &Options{ReadOnly: ro})
+		assert.ErrorIs(t, err, ErrNoStore, "read-only %t", ro)
+		assert.ErrorContains(t, err, file+" (not a directory)")
+	}
 }

@@ -37,13 +37,27 @@ type VerifyReport struct {
 
 	// Repairs says what opening the session for writing would change: the
 	// normal leftovers of a crash (torn tail, lagging index, stale HEAD,
-	// temporary files). Empty when the session is clean or corrupt.
+	// temporary files), and the cut of a Lost end of the log. Empty when
+	// the session is clean, or corrupt beyond repair.
 	Repairs []string
+
+	// Lost, when set, is the one kind of damage that Repairs mend (it is
+	// also in Problems): acknowledged events at the end of the log whose
+	// records are damaged bytes, or a HEAD naming an event the log does
+	// not hold. Their records are gone; the repair cuts what is left of
+	// them (kept aside) so that the session takes appends again.
+	Lost *CorruptionError
 }
 
 // OK reports whether Verify found no corruption. A session that is OK may
 // still list Repairs, which the next open for writing carries out.
 func (r *VerifyReport) OK() bool { return len(r.Problems) == 0 }
+
+// Repairable reports whether the next open for writing (or Repair) leaves
+// the session without problems: it has none, or its only one is Lost.
+func (r *VerifyReport) Repairable() bool {
+	return len(r.Problems) == 0 || (r.Lost != nil && len(r.Problems) == 1 && r.Problems[0] == r.Lost)
+}
 
 func (r *VerifyReport) problem(err *CorruptionError) {
 	if len(r.Problems) >= maxVerifyProblems {
@@ -135,6 +149,7 @@ func (s *Store) verify(ctx context.Context, session uuid.UUID) (*VerifyReport, e
 	} else {
 		if plan.lostErr != nil {
 			r.problem(plan.lostErr) // damage, though an open for writing repairs it
+			r.Lost = plan.lostErr
 		}
 		r.Repairs = plan.repairs(h)
 	}
@@ -164,7 +179,10 @@ func (s *Store) verify(ctx context.Context, session uuid.UUID) (*VerifyReport, e
 	}
 	chunks := slices.Sorted(maps.Keys(forms))
 	r.Chunks = len(chunks)
-	check := &chunkCheck{report: r, seen: make(map[uuid.UUID]location)}
+	check := &chunkCheck{report: r, seen: make(map[uuid.UUID]location), lost: make(map[uuid.UUID]bool)}
+	for _, id := range plan.lost {
+		check.lost[id] = true // reported once, as r.Lost
+	}
 	for ci, n := range chunks {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -193,6 +211,9 @@ func (s *Store) verify(ctx context.Context, session uuid.UUID) (*VerifyReport, e
 			return nil, err
 		}
 		r.ChunkBytes += size
+		for k < len(want.entries) && check.lost[want.entries[k].ID] {
+			k++ // the loss is reported as one problem, Lost
+		}
 		if k < len(want.entries) {
 			r.problem(&CorruptionError{Path: want.path, Offset: want.offsets[k], Err: fmt.Errorf("%d index entries name records chunk %d does not hold", len(want.entries)-k, n)})
 		}
@@ -235,6 +256,7 @@ type indexRun struct {
 type chunkCheck struct {
 	report *VerifyReport
 	seen   map[uuid.UUID]location // the events so far, and where each is
+	lost   map[uuid.UUID]bool     // events of the Lost end of the log
 	blobs  []payload              // blob references of the valid records
 }
 
@@ -265,6 +287,9 @@ func verifyChunk(fsys vfs.FS, dir string, n uint32, newest bool, want *indexRun,
 	// skipTo reports the entries naming offsets before off, where the walk
 	// found no valid record.
 	skipTo := func(off int64) {
+		for k < len(want.entries) && want.entries[k].Loc.Offset < off && c.lost[want.entries[k].ID] {
+			k++ // the loss is reported as one problem, Lost
+		}
 		from := k
 		for k < len(want.entries) && want.entries[k].Loc.Offset < off {
 			k++

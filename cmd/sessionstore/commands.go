@@ -490,8 +490,12 @@ func cmdGC(ctx context.Context, c *cmdEnv, args []string) int {
 		return c.failf("session %s: cannot verify it before collecting: %s", session, describe(err))
 	}
 	if !rep.OK() {
-		return c.failf("session %s is damaged (%s): gc removes nothing from a damaged session; see %s for the problems",
-			session, count(len(rep.Problems), "problem"), verifyHint(root, session))
+		next := ""
+		if rep.Repairable() {
+			next = fmt.Sprintf(", and `sessionstore repair %s %s` mends it", root, session)
+		}
+		return c.failf("session %s is damaged (%s): gc removes nothing from a damaged session; see %s for the problems%s",
+			session, count(len(rep.Problems), "problem"), verifyHint(root, session), next)
 	}
 
 	s, err := openWritable(root)
@@ -532,9 +536,13 @@ func cmdRepair(ctx context.Context, c *cmdEnv, args []string) int {
 	if err != nil {
 		return c.failf("session %s: cannot verify it before repairing: %s", session, describe(err))
 	}
-	if !rep.OK() {
+	if !rep.Repairable() {
 		return c.failf("session %s is damaged beyond repair (%s), so nothing was changed; see %s for the problems",
 			session, count(len(rep.Problems), "problem"), verifyHint(root, session))
+	}
+	if rep.Lost != nil {
+		// The one damage a repair mends: say what is gone before cutting it.
+		c.warnf("session %s: %v; the repair cuts what is left of them (keeping it aside), so that the session takes appends again", session, rep.Lost)
 	}
 
 	s, err := openWritable(root)
