@@ -4,21 +4,21 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 
 	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sessionstore/sessionstore/internal/vfs"
 )
-
-// errPowerLoss is what every filesystem operation returns once the
-// simulated machine has lost power.
-var errPowerLoss = errors.New("simulated power loss")
 
 const (
 	crashChunkSize     = 4096
@@ -48,7 +48,9 @@ func newCrashWorkload(ops int, seed uint64) *crashWorkload {
 	return &crashWorkload{ops: ops, seed: seed, acked: map[uuid.UUID]Event{}}
 }
 
-// run executes the workload on m until it finishes or an operation fails.
+// run executes the workload on m until it finishes or an operation fails,
+// and closes its store either way, so that no goroutine of the store (a
+// background sealer, say) outlives it.
 func (w *crashWorkload) run(m vfs.FS) {
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(w.seed, 1))
@@ -60,7 +62,13 @@ func (w *crashWorkload) run(m vfs.FS) {
 		}
 		return s
 	}
-	s := open()
+	var s *Store
+	defer func() {
+		if s != nil {
+			s.Close() // idempotent; after a power cut it fails and changes nothing
+		}
+	}()
+	s = open()
 	if s == nil {
 		return
 	}
@@ -170,8 +178,17 @@ func (w *crashWorkload) run(m vfs.FS) {
 }
 
 // crashAt runs the workload on a fresh MemFS whose power fails at the k-th
-// mutating operation (k = 0: never) and returns the filesystem as it was
-// when power failed.
+// mutating operation (k = 0: never) and returns the filesystem frozen as it
+// was when the power failed, the workload, and the number of mutating
+// operations that reached the filesystem (k itself when the power failed
+// at the k-th).
+//
+// The power cut freezes the MemFS: the k-th operation and every later one
+// fail and change nothing, so the store the workload closes afterwards,
+// and its background sealer, cannot write past the crash, and every crash
+// clone of the point comes from the one frozen state. A workload that ends
+// before its k-th operation (their number varies by a few between runs,
+// with the sealer's timing) loses power at its end.
 func crashAt(ops int, seed uint64, session uuid.UUID, k int) (*vfs.MemFS, *crashWorkload, int) {
 	m := vfs.NewMemFS()
 	w := newCrashWorkload(ops, seed)
@@ -179,27 +196,55 @@ func crashAt(ops int, seed uint64, session uuid.UUID, k int) (*vfs.MemFS, *crash
 	n := 0
 	m.SetFault(func(op vfs.Op, path string) error {
 		if !vfs.Mutating(op) {
-			if k > 0 && n >= k {
-				return errPowerLoss
-			}
 			return nil
 		}
 		n++
-		if k > 0 && n >= k {
-			return errPowerLoss
+		if n == k {
+			return vfs.ErrPowerLoss
 		}
 		return nil
 	})
 	w.run(m)
-	m.SetFault(nil)
+	m.PowerOff()
 	return m, w, n
+}
+
+// frozenState describes all of m that a crash clone is made from: the
+// current tree, and the clones that keep every write and only the synced
+// ones (their directory entries are the synced ones).
+func frozenState(m *vfs.MemFS) string {
+	return m.String() + "-- keep-all:\n" + m.CrashClone(vfs.KeepAll, 0).String() + "-- keep-synced:\n" + m.CrashClone(vfs.KeepSynced, 0).String()
+}
+
+// requireFrozen checks that crash point k's filesystem, from crashAt with
+// n mutating operations seen, lost power at the crash and that nothing can
+// change it any more: an operation fails, even with no fault hook, and
+// leaves the state as it was.
+func requireFrozen(t *testing.T, m *vfs.MemFS, k, n int) {
+	t.Helper()
+	before := frozenState(m)
+	m.SetFault(nil)
+	f, err := m.OpenFile("/after-the-crash", os.O_RDWR|os.O_CREATE, 0o600)
+	if err == nil {
+		f.Close()
+	}
+	require.ErrorIs(t, err, vfs.ErrPowerLoss, "crash point %d: the filesystem takes writes after the power loss", k)
+	require.Equal(t, before, frozenState(m), "crash point %d: the filesystem changed after the power loss", k)
+	require.LessOrEqual(t, n, k, "crash point %d: mutating operations reached the filesystem after the power loss", k)
+	cut := m.PowerCut()
+	require.ErrorIs(t, cut, vfs.ErrPowerLoss, "crash point %d: the power is cut", k)
+	var pe *fs.PathError
+	require.ErrorAs(t, cut, &pe)
+	if n == k {
+		require.True(t, vfs.Mutating(vfs.Op(pe.Op)), "crash point %d: cut at %s %s", k, pe.Op, pe.Path)
+	}
 }
 
 // checkCrashState opens a crash clone and checks every promise: it opens;
 // every acknowledged event is there, whole; at most the one in-flight event
 // is there besides, whole; the tree, HEAD and index agree (Verify is clean
-// and has nothing left to repair); the metadata is one that was written;
-// and a second reconciliation changes nothing.
+// and has nothing left to repair); the metadata is the last acknowledged
+// or the one in flight; and a second reconciliation changes nothing.
 func checkCrashState(t *testing.T, fsys *vfs.MemFS, w *crashWorkload) {
 	t.Helper()
 	ctx := context.Background()
@@ -272,6 +317,16 @@ func checkCrashState(t *testing.T, fsys *vfs.MemFS, w *crashWorkload) {
 	require.NoError(t, err)
 	names := append([]string{w.pending}, w.names...)
 	require.Contains(t, names, meta.Name)
+	// Not just any name ever written: the last acknowledged one, or the
+	// one in flight (an UpdateMeta, or the Create, under way).
+	var want []string
+	if len(w.names) > 0 {
+		want = append(want, w.names[len(w.names)-1])
+	}
+	if w.pending != "" {
+		want = append(want, w.pending)
+	}
+	require.Contains(t, want, meta.Name, "session.json lost an acknowledged update (names written: %q)", w.names)
 	require.NoError(t, s.Close())
 
 	settled := fsys.String()
@@ -334,11 +389,24 @@ func TestCrashPoints(t *testing.T) {
 	states := 0
 	for i := range points {
 		k := 1 + i*(total-1)/max(1, points-1)
-		m, w, _ := crashAt(ops, 42, session, k)
+		m, w, n := crashAt(ops, 42, session, k)
+		requireFrozen(t, m, k, n)
+		frozen := frozenState(m)
+		var clones []string // the first clone of each mode, as taken
 		for j := 0; j < perPoint; j++ {
 			mode := vfs.CrashModes[j%modes]
-			checkCrashState(t, m.CrashClone(mode, uint64(k*1000+j)), w)
+			c := m.CrashClone(mode, uint64(k*1000+j))
+			if j < modes {
+				clones = append(clones, c.String())
+			}
+			checkCrashState(t, c, w)
 			states++
+		}
+		// All the clones came from one state: checking them changed
+		// nothing, and each is made again the same.
+		require.Equal(t, frozen, frozenState(m), "crash point %d: the filesystem changed while its clones were checked", k)
+		for j, want := range clones {
+			require.Equal(t, want, m.CrashClone(vfs.CrashModes[j], uint64(k*1000+j)).String(), "crash point %d, %s: a clone made again differs", k, vfs.CrashModes[j])
 		}
 		if t.Failed() {
 			t.Fatalf("crash point %d of %d failed", k, total)
@@ -532,4 +600,95 @@ func (s *Store) checkWritable(id uuid.UUID) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.writable()
+}
+
+// TestAppendBatchCrashPrefixes: power lost at the sync of a batch written
+// into the active chunk's preallocated space keeps a prefix of the batch,
+// never a gap, in every crash mode, each kept event whole and Verify
+// clean. The prefix must be seen to vary: keep-synced keeps none of the
+// batch and keep-all all of it, and every mode that tears writes keeps,
+// over the seeds, none, some but not all (a strict prefix, torn inside the
+// batch), and all.
+//
+// The store is deterministic (clock and ids), so the files, and the
+// outcome of each seed, are the same in every run.
+func TestAppendBatchCrashPrefixes(t *testing.T) {
+	t.Parallel() // CPU-bound on MemFS instances of its own, like the other parallel tests
+	ctx := context.Background()
+	const (
+		seeds    = 64
+		batchLen = 6
+	)
+	m := vfs.NewMemFS()
+	s := openMem(t, m, deterministic(Options{}))
+	meta, err := s.Create(ctx, Meta{Name: "batch"})
+	require.NoError(t, err)
+	base := appendN(t, s, meta.ID, 3)
+	// The batch's write happened; the power fails at its sync, before
+	// the sync returned.
+	m.SetFault(func(op vfs.Op, path string) error {
+		if op == vfs.OpSync && filepath.Base(filepath.Dir(path)) == chunksDir {
+			return vfs.ErrPowerLoss
+		}
+		return nil
+	})
+	evs := make([]Event, batchLen)
+	for i := range evs {
+		evs[i] = UserText(fmt.Sprintf("batch event %d %0300d", i, i))
+	}
+	_, err = s.AppendBatch(ctx, meta.ID, evs...)
+	require.ErrorIs(t, err, vfs.ErrPowerLoss)
+	s.Close() // without power: changes nothing
+	var pe *fs.PathError
+	require.ErrorAs(t, m.PowerCut(), &pe)
+	require.Equal(t, string(vfs.OpSync), pe.Op, "the power failed at the batch's sync")
+
+	for _, mode := range vfs.CrashModes {
+		t.Run(mode.String(), func(t *testing.T) {
+			n := seeds
+			if mode == vfs.KeepSynced || mode == vfs.KeepAll {
+				n = 4 // they draw nothing at random
+			}
+			kept := map[int]int{} // events of the batch kept: seeds
+			for seed := range uint64(n) {
+				s2 := openMem(t, m.CrashClone(mode, seed), Options{})
+				path, err := s2.Load(ctx, meta.ID)
+				require.NoError(t, err, "seed %d", seed)
+				requireChain(t, path)
+				require.GreaterOrEqual(t, len(path), len(base), "seed %d: acknowledged events stay", seed)
+				require.LessOrEqual(t, len(path), len(base)+batchLen)
+				for i := range base {
+					require.Equal(t, base[i].ID, path[i].ID, "seed %d: acknowledged event %d", seed, i)
+				}
+				for i, ev := range path[len(base):] {
+					want, err := prepareRecord(evs[i], DefaultMaxRecordSize)
+					require.NoError(t, err)
+					require.Equal(t, string(want), string(ev.Record), "seed %d: a prefix of the batch, each event whole", seed)
+				}
+				r, err := s2.Verify(ctx, meta.ID)
+				require.NoError(t, err)
+				require.True(t, r.OK(), "seed %d: %v", seed, r.Problems)
+				require.Empty(t, r.Repairs, "seed %d", seed)
+				require.NoError(t, s2.Close())
+				kept[len(path)-len(base)]++
+			}
+			t.Logf("%s: events of the batch kept: seeds %v", mode, kept)
+			switch mode {
+			case vfs.KeepSynced:
+				assert.Equal(t, map[int]int{0: n}, kept, "nothing of an unsynced batch survives")
+			case vfs.KeepAll:
+				assert.Equal(t, map[int]int{batchLen: n}, kept, "every written byte survives")
+			default:
+				strict := 0
+				for n, c := range kept {
+					if 0 < n && n < batchLen {
+						strict += c
+					}
+				}
+				assert.Positive(t, strict, "a strict prefix of the batch is kept for some seed: the write is torn inside the batch")
+				assert.Contains(t, kept, 0, "none of the batch is kept for some seed")
+				assert.Contains(t, kept, batchLen, "all of the batch is kept for some seed")
+			}
+		})
+	}
 }

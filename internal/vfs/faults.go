@@ -3,7 +3,8 @@ package vfs
 import "sync"
 
 // Mutating reports whether op changes the filesystem (what a crash can
-// interrupt); reads and opens of existing files do not.
+// interrupt); reads and opens of existing files do not. An open with
+// O_TRUNC of an existing file is seen as OpOpen and then OpTruncate.
 func Mutating(op Op) bool {
 	switch op {
 	case OpRead, OpOpen:

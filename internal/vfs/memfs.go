@@ -36,6 +36,11 @@ const (
 // FaultFunc decides whether an operation on path fails; a non-nil result is
 // returned to the caller (wrapped in an *fs.PathError) and the operation has
 // no effect.
+//
+// A result that is or wraps ErrPowerLoss cuts the power: that operation and
+// every later one on the MemFS fail with ErrPowerLoss, whatever hook is
+// installed afterwards, and the filesystem stays as it was before the
+// operation (see MemFS.PowerOff).
 type FaultFunc func(op Op, path string) error
 
 // MemFS is an in-memory FS that simulates what survives a power loss.
@@ -45,12 +50,19 @@ type FaultFunc func(op Op, path string) error
 // SyncDir. A create, rename or remove is therefore lost in a crash unless the
 // directory was synced afterwards, and written bytes are lost unless the file
 // was synced. CrashClone builds the filesystem a machine would find after
-// rebooting. The zero value is not usable: call NewMemFS.
+// rebooting. A fault hook (ErrPowerLoss) or PowerOff cuts the power: from
+// then on every operation fails and the MemFS stays frozen in the state
+// its crash clones come from, whatever the program that used it goes on
+// doing. The zero value is not usable: call NewMemFS.
 type MemFS struct {
 	mu    sync.Mutex
 	root  *memNode
 	locks map[*memNode]bool
 	fault FaultFunc
+	// off is the operation at which the power was cut (its error wraps
+	// ErrPowerLoss), nil while the power is on. Once set, nothing
+	// changes the filesystem any more.
+	off *fs.PathError
 }
 
 type memNode struct {
@@ -59,9 +71,12 @@ type memNode struct {
 	data   []byte
 	synced []byte
 	// cut: the file was truncated below its synced size since its last
-	// sync. Truncation frees blocks, so a crash keeps the old file or the
-	// new one, not a mix of their sectors (KeepRandomSectors).
-	cut bool
+	// sync, to cutTo bytes at the least. The truncation is not durable
+	// before the next sync, and it frees blocks: a crash keeps the synced
+	// file whole, or the truncated one (see crashData), never the synced
+	// bytes past cutTo.
+	cut   bool
+	cutTo int
 	// directory state
 	children       map[string]*memNode
 	syncedChildren map[string]*memNode
@@ -79,19 +94,62 @@ func NewMemFS() *MemFS {
 	return &MemFS{root: newDir(0o755), locks: map[*memNode]bool{}}
 }
 
-// SetFault installs a fault hook (nil removes it).
+// SetFault installs a fault hook (nil removes it). It does not bring back
+// the power once it is cut.
 func (m *MemFS) SetFault(f FaultFunc) {
 	m.mu.Lock()
 	m.fault = f
 	m.mu.Unlock()
 }
 
+// PowerOff cuts the power now, as a fault hook returning ErrPowerLoss does:
+// every later operation fails with ErrPowerLoss and changes nothing, so the
+// program that used m can be closed without touching what a crash leaves
+// (CrashClone), however many goroutines it still runs. Cutting it again
+// does nothing.
+func (m *MemFS) PowerOff() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.off == nil {
+		m.off = &fs.PathError{Op: "poweroff", Path: "/", Err: ErrPowerLoss}
+	}
+}
+
+// PowerCut returns the operation at which the power was cut, with the
+// path it named, as an *fs.PathError wrapping ErrPowerLoss (Op "poweroff"
+// for PowerOff), or nil while the power is on.
+func (m *MemFS) PowerCut() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.off == nil {
+		return nil // not a typed nil
+	}
+	return m.off
+}
+
+// powered fails every operation once the power is cut. The caller holds
+// m.mu.
+func (m *MemFS) powered(op, path string) error {
+	if m.off != nil {
+		return &fs.PathError{Op: op, Path: path, Err: ErrPowerLoss}
+	}
+	return nil
+}
+
+// check runs the fault hook for op on path. The caller holds m.mu.
 func (m *MemFS) check(op Op, path string) error {
+	if err := m.powered(string(op), path); err != nil {
+		return err
+	}
 	if m.fault == nil {
 		return nil
 	}
 	if err := m.fault(op, path); err != nil {
-		return &fs.PathError{Op: string(op), Path: path, Err: err}
+		pe := &fs.PathError{Op: string(op), Path: path, Err: err}
+		if errors.Is(err, ErrPowerLoss) {
+			m.off = pe
+		}
+		return pe
 	}
 	return nil
 }
@@ -143,6 +201,9 @@ func (m *MemFS) lookup(op, name string) (*memNode, error) {
 func (m *MemFS) OpenFile(name string, flag int, perm fs.FileMode) (File, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if err := m.powered("open", name); err != nil {
+		return nil, err
+	}
 	dir, base, err := m.lookupParent("open", name)
 	if err != nil {
 		return nil, err
@@ -165,10 +226,13 @@ func (m *MemFS) OpenFile(name string, flag int, perm fs.FileMode) (File, error) 
 		if err := m.check(OpOpen, name); err != nil {
 			return nil, err
 		}
-	}
-	if flag&os.O_TRUNC != 0 && !n.dir {
-		n.data = nil
-		n.cut = n.cut || len(n.synced) > 0
+		if flag&os.O_TRUNC != 0 && !n.dir {
+			// Truncating an existing file changes it, like Truncate(0).
+			if err := m.check(OpTruncate, name); err != nil {
+				return nil, err
+			}
+			n.truncate(0)
+		}
 	}
 	return &memFile{fs: m, node: n, name: name, flag: flag}, nil
 }
@@ -177,6 +241,9 @@ func (m *MemFS) OpenFile(name string, flag int, perm fs.FileMode) (File, error) 
 func (m *MemFS) MkdirAll(name string, perm fs.FileMode) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if err := m.powered("mkdir", name); err != nil {
+		return err
+	}
 	dir := m.root
 	for _, p := range split(name) {
 		next, ok := dir.children[p]
@@ -198,6 +265,9 @@ func (m *MemFS) MkdirAll(name string, perm fs.FileMode) error {
 func (m *MemFS) Remove(name string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if err := m.powered("remove", name); err != nil {
+		return err
+	}
 	dir, base, err := m.lookupParent("remove", name)
 	if err != nil {
 		return err
@@ -220,6 +290,9 @@ func (m *MemFS) Remove(name string) error {
 func (m *MemFS) Rename(oldname, newname string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if err := m.powered("rename", newname); err != nil {
+		return err
+	}
 	odir, obase, err := m.lookupParent("rename", oldname)
 	if err != nil {
 		return err
@@ -244,6 +317,9 @@ func (m *MemFS) Rename(oldname, newname string) error {
 func (m *MemFS) ReadDir(name string) ([]string, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if err := m.powered("readdir", name); err != nil {
+		return nil, err
+	}
 	n, err := m.lookup("readdir", name)
 	if err != nil {
 		return nil, err
@@ -263,6 +339,9 @@ func (m *MemFS) ReadDir(name string) ([]string, error) {
 func (m *MemFS) Stat(name string) (fs.FileInfo, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if err := m.powered("stat", name); err != nil {
+		return nil, err
+	}
 	n, err := m.lookup("stat", name)
 	if err != nil {
 		return nil, err
@@ -274,6 +353,9 @@ func (m *MemFS) Stat(name string) (fs.FileInfo, error) {
 func (m *MemFS) SyncDir(name string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if err := m.powered("syncdir", name); err != nil {
+		return err
+	}
 	n, err := m.lookup("syncdir", name)
 	if err != nil {
 		return err
@@ -327,28 +409,48 @@ func (l *memLock) Close() error {
 type CrashMode int
 
 const (
-	// KeepSynced keeps only synced data: every unsynced write is lost.
+	// KeepSynced keeps only synced data: every unsynced write and
+	// truncation is lost.
 	KeepSynced CrashMode = iota
-	// KeepAll keeps every write, synced or not (directory entries still
-	// follow their last SyncDir).
+	// KeepAll keeps every write and truncation, synced or not (directory
+	// entries still follow their last SyncDir).
 	KeepAll
-	// KeepRandom keeps, per file, a random prefix of the unsynced tail
-	// (seeded), the way a disk that persisted some blocks would.
+	// KeepRandom keeps, per file, a random prefix (seeded) of its unsynced
+	// changes in file order, the way a disk that persisted blocks in order
+	// up to some point would: of the 512-byte sectors that unsynced writes
+	// changed inside the synced size (a preallocated chunk's free space,
+	// say), the first ones hold the new content and the others their
+	// synced content, and only when every one of them reached the disk
+	// does the file also keep a random prefix, in bytes, of what was
+	// written past its synced size.
 	KeepRandom
-	// KeepZeroedTail keeps the current size of each file but replaces its
-	// unsynced tail with zeros: the size reached the disk, the data did not.
+	// KeepZeroedTail keeps the current size of each file, but what was
+	// written past the synced size reads as zeros: the size reached the
+	// disk, the data did not. Of the sectors that unsynced writes changed
+	// inside the synced size, a random prefix (seeded) holds the new
+	// content and the others their synced content (zeros, in preallocated
+	// space).
 	KeepZeroedTail
 	// KeepGarbageTail is KeepZeroedTail with random bytes (seeded) instead
-	// of zeros.
+	// of zeros, and instead of the changed bytes of the sectors past the
+	// prefix that reached the disk.
 	KeepGarbageTail
 	// KeepRandomSectors keeps each 512-byte sector of a file's unsynced
 	// changes, or its synced content, at random (seeded), independently:
 	// blocks reach the disk in any order, so an unsynced write that
 	// overwrites a file's preallocated space may leave holes. The file has
-	// its current or its synced size, at random. A file truncated below
-	// its synced size since its last sync keeps one version whole.
+	// its current or its synced size, at random.
 	KeepRandomSectors
 )
+
+// A truncation below the synced size (Truncate, or an open with O_TRUNC)
+// is not durable before the next sync, and it frees the blocks past the
+// cut. So in every mode but KeepSynced and KeepAll, a file cut since its
+// last sync keeps, at random, its synced content whole or the cut:
+// KeepRandom and KeepRandomSectors then keep the current content whole;
+// KeepZeroedTail and KeepGarbageTail keep the current size, the synced
+// bytes up to the cut and zeros or garbage after it. Never the synced
+// bytes past the cut under a newer size.
 
 // CrashModes lists every CrashMode, for tests that try them all.
 var CrashModes = []CrashMode{KeepSynced, KeepAll, KeepRandom, KeepZeroedTail, KeepGarbageTail, KeepRandomSectors}
@@ -418,48 +520,37 @@ func maps(in map[string]*memNode) map[string]*memNode {
 	return out
 }
 
-// crashData is the content a file has after a crash. Unsynced data is
-// modeled as a tail beyond the synced prefix (the store only appends and
-// truncates); an unsynced overwrite of synced bytes keeps either version.
+// crashData is the content a file has after a crash in mode (see the
+// CrashMode constants). Unsynced changes are modeled as sectors changed
+// inside the synced size (overwrites, such as appends into preallocated
+// space) and a tail past it; a file cut below its synced size since its
+// last sync keeps one version.
 func crashData(n *memNode, mode CrashMode, rng *rand.Rand) []byte {
 	switch mode {
+	case KeepSynced:
+		return append([]byte(nil), n.synced...)
 	case KeepAll:
 		return append([]byte(nil), n.data...)
-	case KeepRandom:
-		common := 0
-		for common < len(n.data) && common < len(n.synced) && n.data[common] == n.synced[common] {
-			common++
+	}
+	if n.cut {
+		if rng.IntN(2) == 0 {
+			return append([]byte(nil), n.synced...) // the cut was lost
 		}
-		if common < len(n.synced) || len(n.data) <= common {
-			// The synced tail was rewritten or cut: keep one version whole.
-			if rng.IntN(2) == 0 {
-				return append([]byte(nil), n.synced...)
+		if mode == KeepZeroedTail || mode == KeepGarbageTail {
+			// The cut and the size reached the disk, the data after the
+			// cut did not. n.data is never shorter than cutTo.
+			out := make([]byte, len(n.data))
+			kept := copy(out, n.synced[:n.cutTo])
+			if mode == KeepGarbageTail {
+				garble(out[kept:], rng)
 			}
-			return append([]byte(nil), n.data...)
+			return out
 		}
-		keep := common + rng.IntN(len(n.data)-common+1)
-		return append([]byte(nil), n.data[:keep]...)
-	case KeepZeroedTail, KeepGarbageTail:
-		// The file has its current size; bytes up to the synced length
-		// are the synced ones, the rest never reached the disk.
-		out := make([]byte, len(n.data))
-		common := copy(out, n.synced)
-		if mode == KeepGarbageTail {
-			for i := common; i < len(out); i++ {
-				out[i] = byte(rng.Uint32())
-			}
-		} else {
-			clear(out[common:])
-		}
-		return out
-	case KeepRandomSectors:
-		if n.cut {
-			if rng.IntN(2) == 0 {
-				return append([]byte(nil), n.synced...)
-			}
-			return append([]byte(nil), n.data...)
-		}
-		size := len(n.synced)
+		return append([]byte(nil), n.data...)
+	}
+	// Not cut: n.data holds as many bytes as n.synced at least.
+	size := len(n.synced)
+	if mode == KeepRandomSectors {
 		if rng.IntN(2) == 0 {
 			size = len(n.data)
 		}
@@ -467,17 +558,59 @@ func crashData(n *memNode, mode CrashMode, rng *rand.Rand) []byte {
 		for off := 0; off < size; off += sectorSize {
 			end := min(off+sectorSize, size)
 			now, was := sector(n.data, off, end), sector(n.synced, off, end)
-			// A sector the file no longer has whole (cut since the last
-			// sync) keeps its synced content.
-			if len(now) == end-off && !bytes.Equal(now, was) && rng.IntN(2) == 0 {
+			if !bytes.Equal(now, was) && rng.IntN(2) == 0 {
 				copy(out[off:end], now)
 			} else {
 				copy(out[off:end], was)
 			}
 		}
 		return out
-	default:
-		return append([]byte(nil), n.synced...)
+	}
+	// The sectors changed inside the synced size, in file order, of which
+	// the first kept reached the disk.
+	var changed []int
+	for off := 0; off < size; off += sectorSize {
+		end := min(off+sectorSize, size)
+		if !bytes.Equal(n.data[off:end], n.synced[off:end]) {
+			changed = append(changed, off)
+		}
+	}
+	kept := 0
+	if len(changed) > 0 {
+		kept = rng.IntN(len(changed) + 1)
+	}
+	out := make([]byte, size, len(n.data)) // zeros up to len(n.data)
+	copy(out, n.synced)
+	for _, off := range changed[:kept] {
+		end := min(off+sectorSize, size)
+		copy(out[off:end], n.data[off:end])
+	}
+	switch mode {
+	case KeepRandom:
+		if kept == len(changed) {
+			tail := rng.IntN(len(n.data) - size + 1)
+			out = append(out, n.data[size:size+tail]...)
+		}
+	case KeepZeroedTail, KeepGarbageTail:
+		out = out[:len(n.data)]
+		if mode == KeepGarbageTail {
+			for _, off := range changed[kept:] {
+				for i := off; i < min(off+sectorSize, size); i++ {
+					if n.data[i] != n.synced[i] {
+						out[i] = byte(rng.Uint32())
+					}
+				}
+			}
+			garble(out[size:], rng)
+		}
+	}
+	return out
+}
+
+// garble fills b with random bytes.
+func garble(b []byte, rng *rand.Rand) {
+	for i := range b {
+		b[i] = byte(rng.Uint32())
 	}
 }
 
@@ -638,7 +771,7 @@ func (f *memFile) Sync() error {
 		return err
 	}
 	f.node.synced = append([]byte(nil), f.node.data...)
-	f.node.cut = false
+	f.node.cut, f.node.cutTo = false, 0
 	return nil
 }
 
@@ -654,17 +787,25 @@ func (f *memFile) Truncate(size int64) error {
 	if err := f.fs.check(OpTruncate, f.name); err != nil {
 		return err
 	}
-	if size < int64(len(f.node.synced)) {
-		f.node.cut = true
+	f.node.truncate(size)
+	return nil
+}
+
+// truncate sets the file's size, noting a cut below the synced size.
+func (n *memNode) truncate(size int64) {
+	if size < int64(len(n.synced)) {
+		if !n.cut || int(size) < n.cutTo {
+			n.cutTo = int(size)
+		}
+		n.cut = true
 	}
-	if size <= int64(len(f.node.data)) {
-		f.node.data = f.node.data[:size:size]
+	if size <= int64(len(n.data)) {
+		n.data = n.data[:size:size]
 	} else {
 		grown := make([]byte, size)
-		copy(grown, f.node.data)
-		f.node.data = grown
+		copy(grown, n.data)
+		n.data = grown
 	}
-	return nil
 }
 
 func (f *memFile) Stat() (fs.FileInfo, error) {
@@ -672,6 +813,9 @@ func (f *memFile) Stat() (fs.FileInfo, error) {
 	defer f.fs.mu.Unlock()
 	if f.closed {
 		return nil, &fs.PathError{Op: "stat", Path: f.name, Err: errClosed}
+	}
+	if err := f.fs.powered("stat", f.name); err != nil {
+		return nil, err
 	}
 	return f.node.info(filepath.Base(f.name)), nil
 }
@@ -683,7 +827,9 @@ func (f *memFile) Close() error {
 		return &fs.PathError{Op: "close", Path: f.name, Err: errClosed}
 	}
 	f.closed = true
-	return nil
+	// Without power the file is closed all the same (its handle is gone
+	// with the machine), but Close says so.
+	return f.fs.powered("close", f.name)
 }
 
 // String describes the filesystem tree with each file's sizes and a

@@ -1,6 +1,7 @@
 package vfs
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -669,6 +670,12 @@ func TestMemFSFault(t *testing.T) {
 		}, func(t *testing.T, e env) {
 			check(t, e, "abc", "abc") // not truncated
 		}},
+		{OpTruncate, "/d/f", func(t *testing.T, e env) error {
+			_, err := e.m.OpenFile("/d/f", os.O_RDWR|os.O_TRUNC, 0)
+			return err
+		}, func(t *testing.T, e env) {
+			check(t, e, "abc", "abc") // the truncating open failed whole
+		}},
 		{OpRead, "/d/f", func(t *testing.T, e env) error {
 			_, err := e.f.Read(make([]byte, 2))
 			return err
@@ -959,5 +966,387 @@ func TestFailNth(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "1245", string(b), "the failed write had no effect")
 	assert.True(t, Mutating(OpSync))
+	assert.True(t, Mutating(OpTruncate))
 	assert.False(t, Mutating(OpRead))
+}
+
+// memState describes everything a crash clone of m is made from: the
+// current tree and the clones keeping every write and only synced ones.
+func memState(m *MemFS) string {
+	return m.String() + "-- keep-all:\n" + m.CrashClone(KeepAll, 0).String() + "-- keep-synced:\n" + m.CrashClone(KeepSynced, 0).String()
+}
+
+// TestMemFSPowerCut: a hook returning ErrPowerLoss (here wrapped) cuts the
+// power at that operation. From then on every operation fails with
+// ErrPowerLoss and changes nothing, also with the hook removed, and crash
+// clones come from the state at the cut.
+func TestMemFSPowerCut(t *testing.T) {
+	m := NewMemFS()
+	require.NoError(t, m.MkdirAll("/d", 0o755))
+	require.NoError(t, m.SyncDir("/"))
+	durableFile(t, m, "/d/f", "synced;")
+	appendFile(t, m, "/d/f", "unsynced;", false)
+	f, err := m.OpenFile("/d/f", os.O_RDWR, 0)
+	require.NoError(t, err)
+	g, err := m.OpenFile("/d/g", os.O_RDWR|os.O_CREATE, 0o644)
+	require.NoError(t, err)
+	require.NoError(t, m.PowerCut())
+
+	m.SetFault(func(op Op, path string) error {
+		if op == OpWrite && path == "/d/g" {
+			return fmt.Errorf("cut at %s: %w", path, ErrPowerLoss)
+		}
+		return nil
+	})
+	_, err = g.Write([]byte("lost"))
+	require.ErrorIs(t, err, ErrPowerLoss)
+	cut := m.PowerCut()
+	var pe *fs.PathError
+	require.ErrorAs(t, cut, &pe)
+	assert.Equal(t, "write", pe.Op)
+	assert.Equal(t, "/d/g", pe.Path)
+
+	before := memState(m)
+	m.SetFault(nil) // does not bring the power back
+	buf := make([]byte, 4)
+	ops := []struct {
+		name string
+		run  func() error
+	}{
+		{"create", func() error { _, err := m.OpenFile("/d/new", os.O_RDWR|os.O_CREATE, 0o644); return err }},
+		{"open", func() error { _, err := m.OpenFile("/d/f", os.O_RDONLY, 0); return err }},
+		{"open O_TRUNC", func() error { _, err := m.OpenFile("/d/f", os.O_RDWR|os.O_TRUNC, 0); return err }},
+		{"mkdir", func() error { return m.MkdirAll("/d/x", 0o755) }},
+		{"mkdir existing", func() error { return m.MkdirAll("/d", 0o755) }},
+		{"remove", func() error { return m.Remove("/d/f") }},
+		{"rename", func() error { return m.Rename("/d/f", "/d/h") }},
+		{"readdir", func() error { _, err := m.ReadDir("/d"); return err }},
+		{"stat", func() error { _, err := m.Stat("/d/f"); return err }},
+		{"syncdir", func() error { return m.SyncDir("/d") }},
+		{"lock", func() error { _, err := m.Lock("/d/LOCK", 0o644); return err }},
+		{"read", func() error { _, err := f.Read(buf); return err }},
+		{"readat", func() error { _, err := f.ReadAt(buf, 0); return err }},
+		{"write", func() error { _, err := f.Write([]byte("more")); return err }},
+		{"writeat", func() error { _, err := f.WriteAt([]byte("XY"), 0); return err }},
+		{"sync", f.Sync},
+		{"truncate", func() error { return f.Truncate(0) }},
+		{"file stat", func() error { _, err := f.Stat(); return err }},
+		{"close", g.Close},
+	}
+	for _, op := range ops {
+		err := op.run()
+		assert.ErrorIs(t, err, ErrPowerLoss, op.name)
+		assert.ErrorAs(t, err, &pe, op.name)
+	}
+	assert.Equal(t, before, memState(m), "nothing changed after the power cut")
+	m.PowerOff()
+	assert.Equal(t, cut, m.PowerCut(), "the first cut stays")
+
+	c := m.CrashClone(KeepAll, 0)
+	require.NoError(t, c.PowerCut(), "a clone is a machine rebooted: powered")
+	got, ok := content(t, c, "/d/f")
+	require.True(t, ok)
+	assert.Equal(t, "synced;unsynced;", got, "the clone holds the state at the cut")
+	appendFile(t, c, "/d/f", "after reboot;", true)
+	assert.Equal(t, before, memState(m), "the clone is independent")
+}
+
+// TestMemFSPowerOff: PowerOff cuts the power at once, for a program that
+// is still running (a store whose goroutines still write): a concurrent
+// writer's writes fail from then on, and nothing changes any more.
+func TestMemFSPowerOff(t *testing.T) {
+	m := NewMemFS()
+	require.NoError(t, m.MkdirAll("/d", 0o755))
+	require.NoError(t, m.SyncDir("/"))
+	durableFile(t, m, "/d/f", "synced;")
+	f, err := m.OpenFile("/d/f", os.O_WRONLY|os.O_APPEND, 0)
+	require.NoError(t, err)
+	var writeErr error
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for writeErr == nil {
+			_, writeErr = f.Write([]byte("w"))
+		}
+	}()
+	m.PowerOff()
+	wg.Wait()
+	assert.ErrorIs(t, writeErr, ErrPowerLoss, "the writer stops at the cut")
+	before := memState(m)
+	_, err = f.Write([]byte("x"))
+	assert.ErrorIs(t, err, ErrPowerLoss)
+	require.Error(t, m.SyncDir("/d"))
+	assert.Equal(t, before, memState(m))
+	var pe *fs.PathError
+	require.ErrorAs(t, m.PowerCut(), &pe)
+	assert.Equal(t, "poweroff", pe.Op)
+}
+
+// TestCrashTornOverwrite: an unsynced write into synced zeros (a
+// preallocated chunk's free space) is torn sector by sector in every mode
+// that tears. KeepRandom, KeepZeroedTail and KeepGarbageTail keep a
+// prefix of its sectors in file order, KeepRandomSectors any of them;
+// over the seeds each keeps none, some but not all, and all of them. A
+// sector not kept holds its synced content (KeepGarbageTail: garbage
+// instead of the bytes the write changed), and bytes the write did not
+// change are kept.
+func TestCrashTornOverwrite(t *testing.T) {
+	const sectors = 6
+	size := sectors * sectorSize
+	synced := append([]byte("head"), make([]byte, size-4)...)
+	end := (sectors-1)*sectorSize + 100 // the write ends inside the last sector
+	now := bytes.Clone(synced)
+	for i := 4; i < end; i++ {
+		now[i] = 'a' + byte(i%26)
+	}
+	m := NewMemFS()
+	durableFile(t, m, "/f", string(synced))
+	f, err := m.OpenFile("/f", os.O_RDWR, 0)
+	require.NoError(t, err)
+	_, err = f.WriteAt(now[4:end], 4)
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+
+	sec := func(b []byte, i int) string { return string(b[i*sectorSize : (i+1)*sectorSize]) }
+	for _, mode := range CrashModes {
+		t.Run(mode.String(), func(t *testing.T) {
+			kept := map[int]int{} // sectors with the new content: seeds
+			for seed := range uint64(128) {
+				b, err := ReadFile(m.CrashClone(mode, seed), "/f")
+				require.NoError(t, err)
+				require.Len(t, b, size, "seed %d: the size is unchanged", seed)
+				require.Equal(t, "head", string(b[:4]), "seed %d: synced bytes the write did not change are kept", seed)
+				require.Equal(t, string(synced[end:]), string(b[end:]), "seed %d: bytes past the write are kept", seed)
+				n, lead := 0, -1
+				for i := range sectors {
+					if sec(b, i) == sec(now, i) {
+						n++
+						require.Equal(t, -1, lead, "seed %d: sector %d kept after sector %d was lost", seed, i, lead)
+						continue
+					}
+					if lead < 0 && mode != KeepRandomSectors {
+						lead = i // every later sector must be lost too
+					}
+					if mode == KeepGarbageTail {
+						require.NotEqual(t, sec(synced, i), sec(b, i), "seed %d: sector %d not kept holds garbage", seed, i)
+					} else {
+						require.Equal(t, sec(synced, i), sec(b, i), "seed %d: sector %d not kept holds its synced content", seed, i)
+					}
+				}
+				kept[n]++
+			}
+			t.Logf("%s: sectors of the write kept: seeds %v", mode, kept)
+			switch mode {
+			case KeepSynced:
+				assert.Equal(t, map[int]int{0: 128}, kept)
+			case KeepAll:
+				assert.Equal(t, map[int]int{sectors: 128}, kept)
+			default:
+				strict := 0
+				for n, c := range kept {
+					if 0 < n && n < sectors {
+						strict += c
+					}
+				}
+				assert.Positive(t, strict, "some seed keeps some sectors of the write, not all")
+				assert.Contains(t, kept, 0, "some seed keeps none of the write")
+				assert.Contains(t, kept, sectors, "some seed keeps all of the write")
+			}
+		})
+	}
+}
+
+// TestCrashTornWriteAcrossSyncedEnd: a write that starts inside the
+// synced size and goes past it. KeepRandom keeps a prefix in file order:
+// the new content up to a sector boundary inside the synced size and the
+// synced content after it, or all of that and a prefix (in bytes) of what
+// lies past the synced size. KeepZeroedTail keeps the current size, with
+// zeros past the synced size.
+func TestCrashTornWriteAcrossSyncedEnd(t *testing.T) {
+	const syncedSize = 2 * sectorSize
+	synced := append([]byte("head"), make([]byte, syncedSize-4)...)
+	const start, end = 300, syncedSize + 400
+	now := append(bytes.Clone(synced), make([]byte, end-syncedSize)...)
+	for i := start; i < end; i++ {
+		now[i] = 'a' + byte(i%26)
+	}
+	m := NewMemFS()
+	durableFile(t, m, "/f", string(synced))
+	f, err := m.OpenFile("/f", os.O_RDWR, 0)
+	require.NoError(t, err)
+	_, err = f.WriteAt(now[start:], start)
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+
+	torn, partTail := 0, 0
+	for seed := range uint64(128) {
+		b, err := ReadFile(m.CrashClone(KeepRandom, seed), "/f")
+		require.NoError(t, err)
+		p := 0
+		for p < len(b) && b[p] == now[p] {
+			p++
+		}
+		if p < len(b) {
+			// Torn inside the synced size, at a sector boundary: from
+			// there on, the synced content.
+			require.Len(t, b, syncedSize, "seed %d", seed)
+			q := p / sectorSize * sectorSize
+			require.Equal(t, string(synced[q:]), string(b[q:]), "seed %d: a prefix in file order, torn at %d", seed, q)
+			torn++
+		} else {
+			require.GreaterOrEqual(t, len(b), syncedSize, "seed %d: a prefix of the new content, past the synced size", seed)
+			if len(b) < end {
+				partTail++
+			}
+		}
+
+		z, err := ReadFile(m.CrashClone(KeepZeroedTail, seed), "/f")
+		require.NoError(t, err)
+		require.Len(t, z, end, "seed %d: zeroed-tail keeps the size", seed)
+		require.Equal(t, string(make([]byte, end-syncedSize)), string(z[syncedSize:]), "seed %d: zeros past the synced size", seed)
+	}
+	assert.Positive(t, torn, "KeepRandom tears inside the synced size for some seed")
+	assert.Positive(t, partTail, "KeepRandom keeps part of the tail for some seed")
+}
+
+// TestMemFSOpenTruncIsATruncate: an open with O_TRUNC of an existing file
+// truncates it, so the fault hook sees it as OpTruncate, a mutating
+// operation (a crash point), which fails or cuts the power like another;
+// an open without O_TRUNC changes nothing, and one that creates the file
+// is a create.
+func TestMemFSOpenTruncIsATruncate(t *testing.T) {
+	m := NewMemFS()
+	durableFile(t, m, "/f", "old content")
+	var mutating []string
+	hook := func(cut bool) FaultFunc {
+		return func(op Op, path string) error {
+			if Mutating(op) {
+				mutating = append(mutating, string(op)+" "+path)
+				if cut && op == OpTruncate {
+					return ErrPowerLoss
+				}
+			}
+			return nil
+		}
+	}
+	m.SetFault(hook(false))
+	open := func(name string, flag int) {
+		t.Helper()
+		mutating = nil
+		f, err := m.OpenFile(name, flag, 0o644)
+		require.NoError(t, err)
+		require.NoError(t, f.Close())
+	}
+	open("/f", os.O_RDWR)
+	assert.Empty(t, mutating, "an open without O_TRUNC")
+	open("/g", os.O_RDWR|os.O_CREATE|os.O_TRUNC)
+	assert.Equal(t, []string{"create /g"}, mutating, "an open that creates the file")
+	open("/f", os.O_WRONLY|os.O_CREATE|os.O_TRUNC)
+	assert.Equal(t, []string{"truncate /f"}, mutating, "an open that truncates an existing file")
+	got, _ := content(t, m, "/f")
+	assert.Empty(t, got)
+
+	// The power cut at the truncating open: nothing is truncated.
+	m = NewMemFS()
+	durableFile(t, m, "/f", "old content")
+	m.SetFault(hook(true))
+	_, err := m.OpenFile("/f", os.O_RDWR|os.O_TRUNC, 0)
+	require.ErrorIs(t, err, ErrPowerLoss)
+	var pe *fs.PathError
+	require.ErrorAs(t, m.PowerCut(), &pe)
+	assert.Equal(t, string(OpTruncate), pe.Op)
+	for _, mode := range CrashModes {
+		got, _ := content(t, m.CrashClone(mode, 1), "/f")
+		assert.Equal(t, "old content", got, "%s", mode)
+	}
+}
+
+// TestCrashCutBeforeSync: a truncation below the synced size (an open
+// with O_TRUNC, or Truncate) followed by unsynced writes is not durable
+// before the file is synced. A crash keeps the synced file whole, or the
+// cut: the current content (KeepRandom, KeepRandomSectors), or the
+// current size holding the synced bytes up to the cut and zeros or
+// garbage after it (KeepZeroedTail, KeepGarbageTail). Never synced bytes
+// past the cut under the new size, and after the sync, the new content.
+func TestCrashCutBeforeSync(t *testing.T) {
+	const old = "old synced content, long enough to cut"
+	tests := []struct {
+		name  string
+		cut   func(t *testing.T, m *MemFS) File
+		cutTo int
+	}{
+		{"O_TRUNC", func(t *testing.T, m *MemFS) File {
+			f, err := m.OpenFile("/f", os.O_RDWR|os.O_TRUNC, 0)
+			require.NoError(t, err)
+			return f
+		}, 0},
+		{"Truncate", func(t *testing.T, m *MemFS) File {
+			f, err := m.OpenFile("/f", os.O_RDWR, 0)
+			require.NoError(t, err)
+			require.NoError(t, f.Truncate(10))
+			return f
+		}, 10},
+		{"Truncate, grow, Truncate", func(t *testing.T, m *MemFS) File {
+			f, err := m.OpenFile("/f", os.O_RDWR, 0)
+			require.NoError(t, err)
+			require.NoError(t, f.Truncate(20))
+			require.NoError(t, f.Truncate(6))
+			require.NoError(t, f.Truncate(15))
+			return f
+		}, 6},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := NewMemFS()
+			durableFile(t, m, "/f", old)
+			f := tt.cut(t, m)
+			_, err := f.WriteAt([]byte("NEW"), int64(tt.cutTo))
+			require.NoError(t, err)
+			current, _ := content(t, m, "/f")
+			require.NotEqual(t, old[:len(current)], current)
+			for _, mode := range CrashModes {
+				outcomes := map[string]int{}
+				for seed := range uint64(64) {
+					got, ok := content(t, m.CrashClone(mode, seed), "/f")
+					require.True(t, ok)
+					switch {
+					case got == old:
+						outcomes["synced"]++
+						continue
+					case mode == KeepSynced:
+						require.Fail(t, "keep-synced keeps the synced file", "seed %d: %q", seed, got)
+					case mode == KeepZeroedTail || mode == KeepGarbageTail:
+						require.Len(t, got, len(current), "%s seed %d: the new size", mode, seed)
+						require.Equal(t, old[:tt.cutTo], got[:tt.cutTo], "%s seed %d: the synced bytes up to the cut", mode, seed)
+						rest := got[tt.cutTo:]
+						require.NotEqual(t, old[tt.cutTo:len(current)], rest, "%s seed %d: synced bytes past the cut under the new size", mode, seed)
+						if mode == KeepZeroedTail {
+							require.Equal(t, strings.Repeat("\x00", len(rest)), rest, "seed %d", seed)
+						} else {
+							require.NotEqual(t, current[tt.cutTo:], rest, "seed %d: garbage, not the new data", seed)
+						}
+					default:
+						require.Equal(t, current, got, "%s seed %d: the cut file whole", mode, seed)
+					}
+					outcomes["cut"]++
+				}
+				switch mode {
+				case KeepSynced:
+					assert.Equal(t, map[string]int{"synced": 64}, outcomes, "%s", mode)
+				case KeepAll:
+					assert.Equal(t, map[string]int{"cut": 64}, outcomes, "%s", mode)
+				default:
+					assert.Len(t, outcomes, 2, "%s: both the synced file and the cut occur: %v", mode, outcomes)
+				}
+			}
+
+			require.NoError(t, f.Sync())
+			require.NoError(t, f.Close())
+			for _, mode := range CrashModes {
+				got, _ := content(t, m.CrashClone(mode, 1), "/f")
+				assert.Equal(t, current, got, "%s: synced", mode)
+			}
+		})
+	}
 }
