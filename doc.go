@@ -87,8 +87,12 @@
 // crc framing; chunk names as six or more decimal digits plus ".jsonl".
 // HEAD is the canonical id and a newline (37 bytes). session.json is an
 // indented JSON object holding "format" (the format version) and the
-// fields of [Meta]; a store refuses a version it does not know with
-// ErrUnsupportedFormat.
+// fields of [Meta], then "crc", the CRC-32C of every byte of the file
+// before the `,` that introduces it (the metadata is held nowhere else; a
+// session.json without it, written before it was added, is read
+// unchecked, and older builds ignore it); a store refuses a version it
+// does not know with ErrUnsupportedFormat, and so it does for a
+// sessionstore.json of a format other than 1.
 //
 // Format versions: 1, the first; 2 adds "parent_loc" to every chunk line
 // of an event with a parent. New sessions are format 2. This build reads
@@ -188,8 +192,14 @@
 // pinned to its own offset; and the framing keeps every line plain JSON.
 // CRC-32C catches every single-byte change (every burst up to 32 bits) in a
 // record; the fixed-shape suffix and the newline catch changes to the frame
-// itself. A test flips every byte of a committed session, four ways each,
-// and checks that Verify and a read of every event both detect all of them.
+// itself. A test flips every byte of every file of a committed session,
+// four ways each, and checks that Verify and a read of every event both
+// detect every change to a chunk or a blob (but for a bit of a blob's
+// zstd frame header that the decoder ignores, which leaves the record its
+// digest names); that a change to index.jsonl or HEAD is reported or
+// repaired by the next open with nothing lost; that a change to
+// session.json is reported or leaves the metadata as it was; and that no
+// change to sessionstore.json switches the compression mode.
 // Reads of indexed records (Load, Event) check the checksum and the header
 // but do not parse the record as JSON again: it was validated when it was
 // appended, and a chunk line that no index covered is validated by the

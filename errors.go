@@ -44,8 +44,9 @@ var (
 	ErrReadOnly = errors.New("sessionstore: store is read-only")
 	// ErrCorrupt is matched by every *CorruptionError.
 	ErrCorrupt = errors.New("sessionstore: corrupt data")
-	// ErrUnsupportedFormat reports a session written in a format version
-	// this build does not read.
+	// ErrUnsupportedFormat reports a session, or a root's
+	// sessionstore.json, written in a format version this build does not
+	// read.
 	ErrUnsupportedFormat = errors.New("sessionstore: unsupported format version")
 	// ErrSessionFailed is returned by every write to a session after a
 	// sync of its files failed, or a write the store could not undo (an

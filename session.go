@@ -1,6 +1,7 @@
 package sessionstore
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/sessionstore/sessionstore/internal/jsonl"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 )
 
@@ -92,18 +94,58 @@ func checkMeta(m Meta) error {
 	return nil
 }
 
+// session.json ends with a checksum member, as chunk and index lines do:
+// "crc", the CRC-32C of every byte of the file before the metaCRCIntro that
+// introduces it, in eight lower-case hex digits, and then metaCRCEnd:
+//
+//	  "labels": {
+//	    "team": "core"
+//	  },
+//	  "crc": "1f0e3c2b"
+//	}
+//
+// The metadata is held nowhere else, so a changed byte must not read as
+// other metadata. A file that does not end that way has no checksum
+// (written before session.json had one) and is read without the check;
+// older builds ignore the member.
+const (
+	metaCRCIntro = ",\n  \"crc\": \""
+	metaCRCEnd   = "\"\n}\n"
+)
+
 func encodeMeta(m Meta, format int) ([]byte, error) {
 	b, err := json.MarshalIndent(metaRecord{Format: format, Meta: m}, "", "  ")
 	if err != nil {
 		return nil, err
 	}
-	return append(b, '\n'), nil
+	b = b[:len(b)-len("\n}")] // the checksum member goes before the closing brace
+	sum := jsonl.Checksum(b)
+	b = append(b, metaCRCIntro...)
+	b = fmt.Appendf(b, "%08x", sum)
+	return append(b, metaCRCEnd...), nil
 }
 
-// decodeMeta parses session.json and checks that it belongs to the session
-// directory it was found in, returning the metadata and the session's
-// format version.
+// checkMetaChecksum checks the checksum that ends a session.json, if it
+// has one.
+func checkMetaChecksum(b []byte, path string) error {
+	n := len(b) - len(metaCRCEnd) - 8 - len(metaCRCIntro) // where the member starts
+	if n < 0 || !bytes.HasSuffix(b, []byte(metaCRCEnd)) || !bytes.HasPrefix(b[n:], []byte(metaCRCIntro)) {
+		return nil
+	}
+	at := n + len(metaCRCIntro)
+	if got, want := string(b[at:at+8]), fmt.Sprintf("%08x", jsonl.Checksum(b[:n])); got != want {
+		return corruptf(path, int64(at), "checksum %q does not match the content's %s", got, want)
+	}
+	return nil
+}
+
+// decodeMeta parses session.json, checking its checksum, and checks that
+// it belongs to the session directory it was found in, returning the
+// metadata and the session's format version.
 func decodeMeta(b []byte, want uuid.UUID, path string) (Meta, int, error) {
+	if err := checkMetaChecksum(b, path); err != nil {
+		return Meta{}, 0, err
+	}
 	var rec metaRecord
 	if err := json.Unmarshal(b, &rec); err != nil {
 		return Meta{}, 0, corruptf(path, 0, "%w", err)

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"hash/crc32"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -227,7 +228,60 @@ func TestAPISessionJSONFormat(t *testing.T) {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
-	assert.Equal(t, []string{"created_at", "format", "id", "updated_at"}, keys)
+	assert.Equal(t, []string{"crc", "created_at", "format", "id", "updated_at"}, keys)
+}
+
+// TestSessionJSONChecksum: session.json ends with its checksum, the
+// CRC-32C of every byte before the member; a changed byte is reported by
+// Meta, List and Verify with the file's path, while a file without the
+// member (written before it was added) is read unchecked.
+func TestSessionJSONChecksum(t *testing.T) {
+	ctx := t.Context()
+	m := vfs.NewMemFS()
+	s := openMem(t, m, Options{})
+	meta, err := s.Create(ctx, Meta{Name: "checked"})
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	path := sessionPath(meta.ID, metaFile)
+	b, err := vfs.ReadFile(m, path)
+	require.NoError(t, err)
+	intro := bytes.LastIndex(b, []byte(",\n  \"crc\": \""))
+	require.Positive(t, intro)
+	assert.Equal(t, fmt.Sprintf(",\n  \"crc\": \"%08x\"\n}\n", crc32.Checksum(b[:intro], crc32.MakeTable(crc32.Castagnoli))), string(b[intro:]),
+		"the last member is the CRC-32C of every byte before it")
+
+	// A changed letter in the name: still valid JSON, other metadata.
+	name := bytes.Index(b, []byte(`"checked"`))
+	require.Positive(t, name)
+	changed := bytes.Clone(b)
+	changed[name+1] = 'C'
+	writeMemFile(t, m, path, changed)
+	s = openMem(t, m, Options{})
+	_, err = s.Meta(ctx, meta.ID)
+	var ce *CorruptionError
+	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, path, ce.Path)
+	assert.Equal(t, int64(intro+len(",\n  \"crc\": \"")), ce.Offset, "the offset of the checksum")
+	_, err = s.List(ctx)
+	var le *ListError
+	require.ErrorAs(t, err, &le)
+	require.Len(t, le.Unreadable, 1)
+	assert.Equal(t, path, le.Unreadable[0].Path)
+	r, err := s.Verify(ctx, meta.ID)
+	require.NoError(t, err)
+	require.False(t, r.OK())
+	assert.Equal(t, path, r.Problems[0].Path)
+	require.NoError(t, s.Close())
+
+	// Without the member, as an older build writes it, the file is read.
+	old := append(bytes.Clone(b[:intro]), "\n}\n"...)
+	writeMemFile(t, m, path, old)
+	s = openMem(t, m, Options{})
+	defer s.Close()
+	got, err := s.Meta(ctx, meta.ID)
+	require.NoError(t, err)
+	assert.Equal(t, "checked", got.Name)
+	assert.Equal(t, meta.ID, got.ID)
 }
 
 // TestListMany: List reads the session.json files of many sessions on

@@ -115,6 +115,7 @@ type handle struct {
 //
 // Errors: ErrInvalidOptions; ErrNoStore when dir's parent does not exist,
 // or for a read-only open, when dir holds no store; ErrCompressionMismatch;
+// ErrUnsupportedFormat for a sessionstore.json of a format other than 1;
 // a *CorruptionError for a damaged sessionstore.json; or the filesystem
 // error that prevented creating the root.
 func Open(dir string, opts *Options) (*Store, error) {
@@ -202,6 +203,9 @@ func checkRootConfig(fsys vfs.FS, dir string, o Options) error {
 	var cfg rootConfig
 	if err := json.Unmarshal(b, &cfg); err != nil {
 		return corruptf(path, 0, "%w", err)
+	}
+	if cfg.Format != rootFormat {
+		return fmt.Errorf("%w: %s has format %d, this build reads %d", ErrUnsupportedFormat, path, cfg.Format, rootFormat)
 	}
 	if cfg.Compression != o.Compression {
 		return fmt.Errorf("%w: %s was created with Compression %q; open it with Options.Compression = %q, or use another directory for %q (there is no conversion)",
