@@ -5,10 +5,13 @@ package sessionstore
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -27,25 +30,47 @@ import (
 
 // Knobs of TestSIGKILLDuringAppends.
 const (
-	killsEnv        = "SESSIONSTORE_KILLS"     // number of kills; default killsDefault
-	killSeedEnv     = "SESSIONSTORE_KILL_SEED" // replay a logged seed
-	killsDefault    = 20
-	killsPerBudget  = 200              // kills allowed killsBudget, scaled for others
-	killsBudget     = 90 * time.Second // time allowed for killsPerBudget kills
-	killsBudgetMin  = 60 * time.Second // the least time allowed, however few the kills
-	killFirstAckMax = 30 * time.Second // a child that acknowledges nothing this long is stuck
-	killOldSample   = 16               // older acknowledged ids read back with Event per round
+	killsEnv     = "SESSIONSTORE_KILLS"     // number of kills; default killsDefault
+	killSeedEnv  = "SESSIONSTORE_KILL_SEED" // replay a logged seed
+	killsDefault = 20
+	// killAckMax is the gate for a stuck child: one killed in steady
+	// state must have acknowledged an event within this long of its
+	// start (it takes milliseconds), or the test fails with its stderr.
+	killAckMax = 30 * time.Second
+	// killReapMax bounds the wait for a killed child's stdout to close.
+	killReapMax = 30 * time.Second
+	// killDeadlineMargin is kept before the -timeout deadline for the
+	// final check and a clear failure: a run that reaches it fails,
+	// saying how many kills it made.
+	killDeadlineMargin = 15 * time.Second
+	killOldSample      = 16 // older acknowledged ids the cross-process tests read back with Event
 	// killsPerSession bounds the kills one session takes; a longer run
 	// moves on to a new session of the same store, because reopening and
 	// checking a session costs time in proportion to its events.
 	killsPerSession = 200
+	// killLoopVariants are the append-loop variants the children run:
+	// each acknowledgement names the event's parent and the SHA-256 of
+	// its record, and some records are blobs.
+	killLoopVariants = "digest,blobs"
 )
+
+// killAck is one acknowledgement line of the append-loop helper in its
+// "digest" variant: what the child appended, as the child saw it.
+type killAck struct {
+	id, parent uuid.UUID
+	sum        [sha256.Size]byte // of the record the child appended, compacted
+	// branch: the event starts a branch (its parent is not the event the
+	// same child acknowledged just before), derived from the chain of
+	// acknowledgements; its branch_from must then be its parent.
+	branch bool
+}
 
 // killSession is one session of the test and what its children printed.
 type killSession struct {
-	id    uuid.UUID
-	acked []uuid.UUID // every acknowledged id, in acknowledgement order
-	seen  []uuid.UUID // the tree after the previous kill
+	id      uuid.UUID
+	acked   []uuid.UUID // every acknowledged id, in acknowledgement order
+	printed map[uuid.UUID]killAck
+	seen    []uuid.UUID // the tree after the previous kill
 }
 
 // killSchedule says when a child is killed.
@@ -64,19 +89,36 @@ func (k killSchedule) String() string {
 
 // killRun is what one killed child printed.
 type killRun struct {
-	acked   []uuid.UUID // the complete lines, in order
-	partial string      // a last line without its newline (not an acknowledgement)
+	acked   []killAck // the complete lines, in order
+	partial string    // a last line without its newline (not an acknowledgement)
 	stderr  string
 	toAck   time.Duration // from start to the first acknowledgement, 0 if none
+	// outOfTime: the -timeout deadline came before the child's first
+	// acknowledgement, which the kill waited for.
+	outOfTime bool
 }
 
 // TestSIGKILLDuringAppends runs the append-loop helper (lock_test.go) in a
 // child process again and again, SIGKILLs it at random moments, and after
-// every kill reopens the store and checks that every event id the children
-// ever acknowledged is there, in acknowledgement order, and that the session
-// is consistent: a tree with one root whose parents precede their children,
-// no duplicates, HEAD the newest event (in memory and in the HEAD file),
-// Load working, and nothing once seen ever vanishing.
+// every kill reopens the store and checks the session against what the
+// children printed, not only against the store's own tree. Each child
+// prints, after each Append returns, the event's id, its parent and the
+// SHA-256 of the record it appended (the "digest" variant; about half its
+// tool results are blobs). After every kill:
+//
+//   - the chain of acknowledgements holds together: a child's first event
+//     is a child of HEAD as the check after the previous kill left it, and
+//     each later one a child of the event the same child acknowledged just
+//     before, or of an earlier one of its own (a branch);
+//   - every event any child acknowledged is in the session, in
+//     acknowledgement order, with exactly the parent the child printed
+//     (in the tree and from Event), branch_from set exactly when it starts
+//     a branch, and a record (blobs resolved) whose SHA-256 is the one the
+//     child printed; so is every acknowledged event Load returns;
+//   - the session is consistent: a tree with one root whose parents
+//     precede their children, no duplicates, HEAD the newest event (in
+//     memory and in the HEAD file), Verify clean with nothing to repair,
+//     and nothing once seen vanishing.
 //
 // A run of more than 200 kills starts a new session of the same store every
 // 200 kills, so that its cost grows linearly, and checks every session at
@@ -86,18 +128,19 @@ type killRun struct {
 // checked in full, at moments drawn at random from the killSchedules
 // (process startup; reconciliation and the first appends; steady
 // appending); .ci/run's long step makes 200, and SESSIONSTORE_KILLS=2000
-// makes more.
-// The time budget scales with it (90 s per 200 kills, at least 60 s, cut to
-// fit the -timeout deadline, so a long run needs a longer -timeout); fewer
-// kills than that within the budget fails the test. SESSIONSTORE_KILL_SEED
-// replays the random choices of a logged run (kill timing still depends on
-// the machine).
+// makes more. The test makes exactly that many, however long they take:
+// there is no time budget. A stuck child is caught by a gate instead: a
+// child to be killed in steady state that acknowledges nothing within 30 s
+// of its start fails the test with its stderr, as does a killed child
+// whose stdout stays open 30 s. A run that comes within 15 s of the
+// -timeout deadline fails there, saying how many kills it made (a long run
+// needs a longer -timeout). SESSIONSTORE_KILL_SEED replays the random
+// choices of a logged run (kill timing still depends on the machine).
 func TestSIGKILLDuringAppends(t *testing.T) {
 	target := testSize(t, killsEnv, killsDefault, 0)
-	budget := max(killsBudgetMin, killsBudget*time.Duration(target)/killsPerBudget)
-	deadline := time.Now().Add(budget)
-	if d, ok := t.Deadline(); ok && d.Add(-15*time.Second).Before(deadline) {
-		deadline = d.Add(-15 * time.Second) // leave time for the final check and a clear failure
+	var stop time.Time // the end of the time the kills may take; zero: no deadline
+	if d, ok := t.Deadline(); ok {
+		stop = d.Add(-killDeadlineMargin)
 	}
 	seed := uint64(time.Now().UnixNano())
 	if v := os.Getenv(killSeedEnv); v != "" {
@@ -105,19 +148,18 @@ func TestSIGKILLDuringAppends(t *testing.T) {
 		require.NoError(t, err, "%s=%q", killSeedEnv, v)
 		seed = n
 	}
-	bound := time.Until(deadline).Round(time.Second)
-	t.Logf("seed %d (replay with %s=%d); target %d kills within %v", seed, killSeedEnv, seed, target, bound)
+	t.Logf("seed %d (replay with %s=%d); %d kills", seed, killSeedEnv, seed, target)
 	rng := rand.New(rand.NewPCG(seed, 0x6b696c6c))
 
 	dir := t.TempDir()
-	opts := &Options{ChunkSize: apiLoopChunkSize}
+	opts := &Options{ChunkSize: apiLoopChunkSize, BlobThreshold: apiLoopBlobThreshold}
 	newSession := func() *killSession {
 		s, err := Open(dir, opts)
 		require.NoError(t, err)
 		m, err := s.Create(t.Context(), Meta{Name: "sigkill"})
 		require.NoError(t, err)
 		require.NoError(t, s.Close())
-		return &killSession{id: m.ID}
+		return &killSession{id: m.ID, printed: map[uuid.UUID]killAck{}}
 	}
 
 	exe, err := os.Executable()
@@ -129,6 +171,7 @@ func TestSIGKILLDuringAppends(t *testing.T) {
 		kills      int
 		noAckKills int // kills that landed before the child's first acknowledgement
 		bySchedule [killSchedules]int
+		branches   int
 		partials   int
 		toAckSum   time.Duration
 		toAckN     int
@@ -136,7 +179,15 @@ func TestSIGKILLDuringAppends(t *testing.T) {
 		verifying  time.Duration // reopening and checking
 		start      = time.Now()
 	)
-	for kills < target && time.Now().Before(deadline) {
+	outOfTime := func() {
+		t.Helper()
+		require.FailNowf(t, "out of time", "%d of %d kills made in %v, and the -timeout deadline is %v away: run %d kills with a longer -timeout (seed %d)",
+			kills, target, time.Since(start).Round(time.Second), killDeadlineMargin, target, seed)
+	}
+	for kills < target {
+		if !stop.IsZero() && time.Now().After(stop) {
+			outOfTime()
+		}
 		if kills%killsPerSession == 0 {
 			sessions = append(sessions, newSession())
 		}
@@ -162,8 +213,11 @@ func TestSIGKILLDuringAppends(t *testing.T) {
 		}
 		childSeed := rng.Uint64()
 		t0 := time.Now()
-		run := killRunChild(t, exe, dir, cur.id, childSeed, sched, delay)
+		run := killRunChild(t, exe, dir, cur.id, childSeed, sched, delay, stop)
 		inChildren += time.Since(t0)
+		if run.outOfTime {
+			outOfTime()
+		}
 		kills++
 		bySchedule[sched]++
 		if run.partial != "" {
@@ -176,22 +230,40 @@ func TestSIGKILLDuringAppends(t *testing.T) {
 		if len(run.acked) == 0 {
 			noAckKills++
 		}
-		for _, id := range run.acked {
-			require.False(t, ackedSet[id], "kill %d (seed %d): id %s acknowledged twice", kills, seed, id)
-			ackedSet[id] = true
-		}
-		newFrom := len(cur.acked)
-		cur.acked = append(cur.acked, run.acked...)
-
-		var check []uuid.UUID // ids read back with Event: this child's and a sample of older ones
-		check = append(check, cur.acked[newFrom:]...)
-		for range min(killOldSample, newFrom) {
-			check = append(check, cur.acked[rng.IntN(newFrom)])
-		}
-		what := fmt.Sprintf("kill %d (seed %d, session %s, child seed %d, schedule %s, delay %v, %d acked by this child, %d in the session)",
+		what := fmt.Sprintf("kill %d (seed %d, session %s, child seed %d, schedule %s, delay %v, %d acked by this child, %d before)",
 			kills, seed, cur.id, childSeed, sched, delay, len(run.acked), len(cur.acked))
+
+		// The chain the child printed: its first event a child of HEAD as
+		// the previous check left it, each later one a child of its
+		// previous event or, starting a branch, of an earlier one of its
+		// own.
+		head := uuid.Nil
+		if len(cur.seen) > 0 {
+			head = cur.seen[len(cur.seen)-1]
+		}
+		own := map[uuid.UUID]bool{}
+		for k := range run.acked {
+			a := &run.acked[k]
+			switch {
+			case k == 0 && a.parent != head:
+				require.Failf(t, "chain of acknowledgements", "%s: the child's first event %s names parent %s, not HEAD %s", what, a.id, a.parent, head)
+			case k > 0 && a.parent != run.acked[k-1].id:
+				if !own[a.parent] {
+					require.Failf(t, "chain of acknowledgements", "%s: acknowledgement %d, event %s, names parent %s, which is neither the event before it, %s, nor an earlier one of this child",
+						what, k+1, a.id, a.parent, run.acked[k-1].id)
+				}
+				a.branch = true
+				branches++
+			}
+			own[a.id] = true
+			require.False(t, ackedSet[a.id], "%s: id %s acknowledged twice", what, a.id)
+			ackedSet[a.id] = true
+			cur.acked = append(cur.acked, a.id)
+			cur.printed[a.id] = *a
+		}
+
 		t0 = time.Now()
-		cur.seen = killVerify(t, dir, opts, cur.id, cur.acked, cur.seen, check, what)
+		cur.seen = killVerifyPrinted(t, dir, opts, cur.id, cur.acked, cur.seen, nil, cur.printed, what)
 		verifying += time.Since(t0)
 	}
 	elapsed := time.Since(start)
@@ -199,12 +271,12 @@ func TestSIGKILLDuringAppends(t *testing.T) {
 	// Final check of every session: every acknowledged event is read back,
 	// and the tree holds at least those (more if a record reached the disk
 	// whole but its child died before printing the id).
-	var acked, found, chunks, broken int
+	var acked, found, chunks, broken, blobs int
 	for _, ks := range sessions {
-		tree := killVerify(t, dir, opts, ks.id, ks.acked, ks.seen, ks.acked, fmt.Sprintf("final check (seed %d, session %s)", seed, ks.id))
+		tree := killVerifyPrinted(t, dir, opts, ks.id, ks.acked, ks.seen, nil, ks.printed, fmt.Sprintf("final check (seed %d, session %s)", seed, ks.id))
 		assert.GreaterOrEqual(t, len(tree), len(ks.acked), "session %s: the tree holds every acknowledged event", ks.id)
-		c, b := killChunkFiles(t, dir, ks.id)
-		acked, found, chunks, broken = acked+len(ks.acked), found+len(tree), chunks+c, broken+b
+		c, b, bl := killSessionFiles(t, dir, ks.id)
+		acked, found, chunks, broken, blobs = acked+len(ks.acked), found+len(tree), chunks+c, broken+b, blobs+bl
 	}
 
 	meanToAck := time.Duration(0)
@@ -214,24 +286,27 @@ func TestSIGKILLDuringAppends(t *testing.T) {
 	t.Logf("%d kills in %v (%v running children, %v verifying; schedules: early %d, startup %d, running %d); %d before the child's first acknowledgement; mean time to first ack %v",
 		kills, elapsed.Round(time.Millisecond), inChildren.Round(time.Millisecond), verifying.Round(time.Millisecond),
 		bySchedule[killEarly], bySchedule[killStartup], bySchedule[killRunning], noAckKills, meanToAck.Round(time.Microsecond))
-	t.Logf("%d events acknowledged, %d found (%d unacknowledged but whole) in %d sessions; %d chunks, %d torn tails cut; %d partial stdout lines ignored",
-		acked, found, found-acked, len(sessions), chunks, broken, partials)
-	require.GreaterOrEqual(t, kills, target,
-		"only %d of %d kills within the time bound (%v); set %s to change the target", kills, target, bound, killsEnv)
+	t.Logf("%d events acknowledged (%d starting a branch), each checked against its child's parent and record digest after every kill; %d found (%d unacknowledged but whole) in %d sessions; %d chunks, %d blobs, %d torn tails cut; %d partial stdout lines ignored",
+		acked, branches, found, found-acked, len(sessions), chunks, blobs, broken, partials)
+	assert.Equal(t, target, kills, "the run makes exactly the kills asked for")
 	assert.Positive(t, acked, "the children acknowledged nothing: the test exercised no append")
+	assert.Positive(t, blobs, "no record was stored as a blob: the test exercised no blob")
 }
 
 // killRunChild starts the append-loop helper, kills it with SIGKILL delay
 // after its start (killEarly, killStartup) or after its first
-// acknowledgement (killRunning), and returns what it printed.
-func killRunChild(t *testing.T, exe, dir string, session uuid.UUID, seed uint64, sched killSchedule, delay time.Duration) killRun {
+// acknowledgement (killRunning), and returns what it printed. A child to
+// be killed running must acknowledge an event within killAckMax, or the
+// test fails as stuck; if stop (the end of the time the kills may take,
+// zero for none) comes first, the child is killed and the run says so.
+func killRunChild(t *testing.T, exe, dir string, session uuid.UUID, seed uint64, sched killSchedule, delay time.Duration, stop time.Time) killRun {
 	t.Helper()
 	cmd := exec.Command(exe, "-test.run=^$")
 	// A race-enabled helper would sleep a second at exit by default.
 	gorace := strings.TrimSpace(os.Getenv("GORACE") + " atexit_sleep_ms=0")
 	cmd.Env = append(os.Environ(),
 		apiHelperEnv+"=append-loop", apiDirEnv+"="+dir, apiSessionEnv+"="+session.String(),
-		apiSeedEnv+"="+strconv.FormatUint(seed, 10), "GORACE="+gorace)
+		apiSeedEnv+"="+strconv.FormatUint(seed, 10), apiLoopEnv+"="+killLoopVariants, "GORACE="+gorace)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	stdout, err := cmd.StdoutPipe()
@@ -279,14 +354,22 @@ func killRunChild(t *testing.T, exe, dir string, session uuid.UUID, seed uint64,
 		}
 	}()
 
-	stuck := false
+	// The gate: a running child acknowledges its first event within
+	// killAckMax, or it is stuck; unless the deadline comes first.
+	stuck, outOfTime := false, false
 	if sched == killRunning {
+		gate := killAckMax
+		if !stop.IsZero() && time.Until(stop) < gate {
+			gate, outOfTime = max(time.Until(stop), 0), true
+		}
 		select {
 		case <-firstAck:
+			outOfTime = false
 		case err := <-done:
 			done <- err // the child ended on its own: reported below
-		case <-time.After(killFirstAckMax):
-			stuck = true
+			outOfTime = false
+		case <-time.After(gate):
+			stuck = !outOfTime
 		}
 	}
 	time.Sleep(delay)
@@ -298,31 +381,54 @@ func killRunChild(t *testing.T, exe, dir string, session uuid.UUID, seed uint64,
 	select {
 	case err := <-done:
 		require.NoError(t, err, "reading the child's stdout")
-	case <-time.After(30 * time.Second):
-		require.FailNow(t, "the killed child's stdout did not close")
+	case <-time.After(killReapMax):
+		require.FailNow(t, "the killed child's stdout did not close", "in %v; stderr:\n%s", killReapMax, stderr.String())
 	}
 	waitErr := cmd.Wait()
 
 	mu.Lock()
 	defer mu.Unlock()
-	run := killRun{partial: partial, stderr: stderr.String(), toAck: toAck}
+	run := killRun{partial: partial, stderr: stderr.String(), toAck: toAck, outOfTime: outOfTime}
 	report := func() string {
 		return fmt.Sprintf("child seed %d, schedule %s, delay %v; stdout %d lines, last %q, partial %q; stderr:\n%s",
 			seed, sched, delay, len(lines), lastOf(lines), partial, run.stderr)
 	}
+	require.False(t, stuck, "STUCK: the child acknowledged nothing in %v while alive: %s", killAckMax, report())
 	ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus)
 	require.True(t, ok, "wait status of %T", cmd.ProcessState.Sys())
 	require.True(t, ws.Signaled() && ws.Signal() == syscall.SIGKILL,
 		"the child must die of SIGKILL, not %v (%v): %s", cmd.ProcessState, waitErr, report())
 	require.Empty(t, run.stderr, "the child wrote to stderr: %s", report())
-	require.False(t, stuck, "the child acknowledged nothing in %v: %s", killFirstAckMax, report())
 	for i, line := range lines {
-		id, err := uuid.Parse(line)
-		require.NoError(t, err, "line %d of the child's stdout is not an event id: %s", i+1, report())
-		require.Equal(t, line, id.String(), "line %d is not a canonical id: %s", i+1, report())
-		run.acked = append(run.acked, id)
+		a, err := parseKillAck(line)
+		require.NoError(t, err, "line %d of the child's stdout: %s", i+1, report())
+		run.acked = append(run.acked, a)
 	}
 	return run
+}
+
+// parseKillAck parses an acknowledgement line of the "digest" variant:
+// "<id> <parent id> <sha256>", ids canonical, the digest in lower-case hex.
+func parseKillAck(line string) (killAck, error) {
+	var a killAck
+	f := strings.Split(line, " ")
+	if len(f) != 3 {
+		return a, fmt.Errorf("%q is not \"<id> <parent id> <sha256>\"", line)
+	}
+	for i, dst := range []*uuid.UUID{&a.id, &a.parent} {
+		id, err := uuid.Parse(f[i])
+		if err != nil || id.String() != f[i] {
+			return a, fmt.Errorf("%q: %q is not a canonical id", line, f[i])
+		}
+		*dst = id
+	}
+	if a.id == uuid.Nil {
+		return a, fmt.Errorf("%q: the nil id", line)
+	}
+	if n, err := hex.Decode(a.sum[:], []byte(f[2])); err != nil || n != sha256.Size || hex.EncodeToString(a.sum[:]) != f[2] {
+		return a, fmt.Errorf("%q: %q is not a SHA-256 in lower-case hex", line, f[2])
+	}
+	return a, nil
 }
 
 func lastOf(lines []string) string {
@@ -338,6 +444,16 @@ func lastOf(lines []string) string {
 // tree consistent; HEAD the newest event; Load working; the events of check
 // read back whole with Event. It returns the tree's ids.
 func killVerify(t *testing.T, dir string, opts *Options, session uuid.UUID, acked, prev, check []uuid.UUID, what string) []uuid.UUID {
+	t.Helper()
+	return killVerifyPrinted(t, dir, opts, session, acked, prev, check, nil, what)
+}
+
+// killVerifyPrinted is killVerify checking, besides, every acknowledged
+// event against what its child printed, when printed holds it: the parent
+// (in the tree, from Event and from Load), branch_from, and the SHA-256
+// of the record (blobs resolved). With printed, every acknowledged event
+// is read back with Event, and check may be nil.
+func killVerifyPrinted(t *testing.T, dir string, opts *Options, session uuid.UUID, acked, prev, check []uuid.UUID, printed map[uuid.UUID]killAck, what string) []uuid.UUID {
 	t.Helper()
 	ctx := context.Background()
 	s, err := Open(dir, opts)
@@ -458,35 +574,73 @@ func killVerify(t *testing.T, dir string, opts *Options, session uuid.UUID, acke
 		}
 	}
 
-	// Events read back whole, matching the tree.
+	// Events read back whole, matching the tree, and what their children
+	// printed.
+	if printed != nil {
+		check = acked
+	}
 	for _, id := range check {
 		ev, err := s.Event(ctx, session, id)
 		require.NoError(t, err, "%s: Event %s", what, id)
+		if ev.Digest != "" {
+			ev, err = s.Resolve(ctx, session, ev)
+			require.NoError(t, err, "%s: Resolve %s", what, id)
+		}
 		n := nodes[pos[id]]
-		require.Equal(t, id, ev.ID, what)
-		require.Equal(t, n.ParentID, ev.ParentID, "%s: parent of %s", what, id)
-		require.Equal(t, n.BranchFrom, ev.BranchFrom, "%s: branch_from of %s", what, id)
-		require.Equal(t, n.Kind, ev.Kind, "%s: kind of %s", what, id)
-		require.Equal(t, n.Role, ev.Role, "%s: role of %s", what, id)
-		require.Equal(t, n.Size, int64(len(ev.Record)), "%s: record size of %s", what, id)
-		require.True(t, json.Valid(ev.Record), "%s: record of %s", what, id)
+		if ev.ID != id || ev.ParentID != n.ParentID || ev.BranchFrom != n.BranchFrom || ev.Kind != n.Kind || ev.Role != n.Role ||
+			int64(len(ev.Record)) != n.Size || ev.Size != n.Size || !json.Valid(ev.Record) {
+			fail("Event", "Event %s returns %s (parent %s, branch_from %s, %s, %s, %d bytes, size %d, valid JSON %v); the tree says parent %s, branch_from %s, %s, %s, %d bytes",
+				id, ev.ID, ev.ParentID, ev.BranchFrom, ev.Kind, ev.Role, len(ev.Record), ev.Size, json.Valid(ev.Record),
+				n.ParentID, n.BranchFrom, n.Kind, n.Role, n.Size)
+		}
+		if a, ok := printed[id]; ok {
+			wantFrom := uuid.Nil
+			if a.branch {
+				wantFrom = a.parent
+			}
+			switch {
+			case n.ParentID != a.parent:
+				fail("WRONG PARENT", "acknowledged event %s has parent %s in the store; its child printed %s", id, n.ParentID, a.parent)
+			case n.BranchFrom != wantFrom:
+				fail("wrong branch_from", "acknowledged event %s has branch_from %s; the chain its child printed says %s", id, n.BranchFrom, wantFrom)
+			case sha256.Sum256(ev.Record) != a.sum:
+				fail("WRONG RECORD", "acknowledged event %s reads back a record of %d bytes with SHA-256 %x; its child appended one with SHA-256 %x",
+					id, len(ev.Record), sha256.Sum256(ev.Record), a.sum)
+			}
+		}
+	}
+	// And so do the acknowledged events of the active path as Load
+	// returned them.
+	for k, ev := range path {
+		if a, ok := printed[ev.ID]; ok && (ev.ParentID != a.parent || sha256.Sum256(ev.Record) != a.sum) {
+			fail("Load", "position %d of the active path, acknowledged event %s, has parent %s and a record with SHA-256 %x; its child printed parent %s and SHA-256 %x",
+				k, ev.ID, ev.ParentID, sha256.Sum256(ev.Record), a.parent, a.sum)
+		}
 	}
 	return ids
 }
 
-// killChunkFiles counts the chunk files of a session and the torn tails
-// reconciliation cut off (kept as "<chunk>.broken-<offset>").
-func killChunkFiles(t *testing.T, dir string, session uuid.UUID) (chunks, broken int) {
+// killSessionFiles counts the chunk files of a session (plain or sealed),
+// the torn tails reconciliation cut off (kept as
+// "<chunk>.broken-<offset>") and the blobs.
+func killSessionFiles(t *testing.T, dir string, session uuid.UUID) (chunks, broken, blobs int) {
 	t.Helper()
-	des, err := os.ReadDir(filepath.Join(dir, "sessions", session.String(), "chunks"))
+	sdir := filepath.Join(dir, "sessions", session.String())
+	des, err := os.ReadDir(filepath.Join(sdir, chunksDir))
 	require.NoError(t, err)
 	for _, de := range des {
-		switch {
-		case strings.Contains(de.Name(), ".broken-"):
+		if strings.Contains(de.Name(), ".broken-") {
 			broken++
-		case strings.HasSuffix(de.Name(), ".jsonl"):
+		} else if _, ok := parseChunkName(de.Name()); ok {
 			chunks++
 		}
 	}
-	return chunks, broken
+	err = filepath.WalkDir(filepath.Join(sdir, blobsDir), func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(d.Name(), blobExt) {
+			blobs++
+		}
+		return err
+	})
+	require.NoError(t, err)
+	return chunks, broken, blobs
 }

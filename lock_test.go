@@ -1,7 +1,11 @@
 package sessionstore
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -42,8 +46,10 @@ func TestMain(m *testing.M) {
 //	append-noclose  the same, but exit without closing the store (a crash)
 //	list            open the store and print the number of sessions List returns
 //	append-loop     open the store with small chunks and append forever,
-//	                printing each acknowledged event id on a line of its own;
-//	                see apiAppendLoop; SESSIONSTORE_TEST_LOOP selects variants
+//	                printing each acknowledged event id on a line of its own
+//	                (with its parent and record digest in the "digest"
+//	                variant); see apiAppendLoop; SESSIONSTORE_TEST_LOOP
+//	                selects variants
 func apiHelper(mode, dir, session string) string {
 	ctx := context.Background()
 	id, err := uuid.Parse(session)
@@ -85,6 +91,10 @@ func apiHelper(mode, dir, session string) string {
 // that chunk rotation happens every few dozen events.
 const apiLoopChunkSize = 16 << 10
 
+// apiLoopBlobThreshold is the BlobThreshold of the append-loop helper's
+// "blobs" variant: about half its tool results (1-8 KiB) are then blobs.
+const apiLoopBlobThreshold = 4 << 10
+
 // apiAppendLoop appends to session forever, until the process is killed; it
 // never closes the store. The workload, drawn from seed: mostly small user
 // messages, some assistant messages and tool calls, every few events a tool
@@ -101,13 +111,20 @@ const apiLoopChunkSize = 16 << 10
 //	        active path holds every event
 //	flush   call Flush after every 25th append, which syncs the index and
 //	        replaces the HEAD file while the loop goes on
+//	digest  print "<id> <parent id> <sha256>" instead of the id alone: the
+//	        parent Append returned, and the SHA-256, in lower-case hex, of
+//	        the record as the store must give it back (compacted as
+//	        prepareRecord does), computed from what this process appends
+//	blobs   open the store with BlobThreshold apiLoopBlobThreshold, so
+//	        that about half the tool results are stored as blobs
 func apiAppendLoop(dir string, session uuid.UUID, seed, variants string) string {
 	ctx := context.Background()
 	n, err := strconv.ParseUint(seed, 10, 64)
 	if err != nil {
 		return "error: bad seed: " + err.Error() + "\n"
 	}
-	var linear, flush bool
+	var linear, flush, digest bool
+	opts := &Options{ChunkSize: apiLoopChunkSize}
 	for v := range strings.SplitSeq(variants, ",") {
 		switch v {
 		case "":
@@ -115,12 +132,16 @@ func apiAppendLoop(dir string, session uuid.UUID, seed, variants string) string 
 			linear = true
 		case "flush":
 			flush = true
+		case "digest":
+			digest = true
+		case "blobs":
+			opts.BlobThreshold = apiLoopBlobThreshold
 		default:
 			return "error: unknown append-loop variant " + v + "\n"
 		}
 	}
 	rng := rand.New(rand.NewPCG(n, 0x5e5510))
-	s, err := Open(dir, &Options{ChunkSize: apiLoopChunkSize})
+	s, err := Open(dir, opts)
 	if err != nil {
 		return "error: open: " + err.Error() + "\n"
 	}
@@ -145,11 +166,25 @@ func apiAppendLoop(dir string, session uuid.UUID, seed, variants string) string 
 			size := 1<<10 + rng.IntN(7<<10)
 			ev = ToolResultEvent(ToolResult{CallID: fmt.Sprintf("call-%d", i), Output: strings.Repeat(string(rune('a'+i%26)), size)})
 		}
+		var sum [sha256.Size]byte
+		if digest {
+			// The hash of what this process appends, taken before the
+			// store sees it.
+			var rec bytes.Buffer
+			if err := json.Compact(&rec, ev.Record); err != nil {
+				return fmt.Sprintf("error: record %d: %v\n", i, err)
+			}
+			sum = sha256.Sum256(rec.Bytes())
+		}
 		out, err := s.Append(ctx, session, ev)
 		if err != nil {
 			return fmt.Sprintf("error: append %d: %v\n", i, err)
 		}
-		if _, err := os.Stdout.Write([]byte(out.ID.String() + "\n")); err != nil {
+		line := out.ID.String() + "\n"
+		if digest {
+			line = out.ID.String() + " " + out.ParentID.String() + " " + hex.EncodeToString(sum[:]) + "\n"
+		}
+		if _, err := os.Stdout.Write([]byte(line)); err != nil {
 			return "" // the parent is gone
 		}
 		mine = append(mine, out.ID)
