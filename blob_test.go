@@ -178,6 +178,22 @@ func TestBlobGC(t *testing.T) {
 	require.NoError(t, s.Close())
 	require.Len(t, blobFiles(t, crashed, id), 2, "the orphan blob is durable")
 	writeMemFile(t, crashed, filepath.Join(filepath.Dir(blobFiles(t, crashed, id)[0]), "stale.tmp"), []byte("x"))
+	// What GC must remove: every blob file but the kept event's, and the
+	// temporary file.
+	d, err := parseDigest(kept.Digest)
+	require.NoError(t, err)
+	var orphans []string
+	var orphanBytes int64
+	for _, f := range blobFiles(t, crashed, id) {
+		if f == blobPath(sessionPath(id), d) {
+			continue
+		}
+		info, err := crashed.Stat(f)
+		require.NoError(t, err)
+		orphans = append(orphans, f)
+		orphanBytes += info.Size()
+	}
+	require.Len(t, orphans, 2, "precondition: the orphan blob and stale.tmp")
 
 	s = openMem(t, crashed, Options{})
 	defer s.Close()
@@ -185,7 +201,7 @@ func TestBlobGC(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 1, rep.Kept)
 	assert.Equal(t, 2, rep.Removed)
-	assert.Positive(t, rep.Bytes)
+	assert.Equal(t, orphanBytes, rep.Bytes, "the size of the orphan blob and of stale.tmp")
 	files := blobFiles(t, crashed, id)
 	require.Len(t, files, 1)
 	ev, err := s.Event(ctx, id, kept.ID)

@@ -29,25 +29,34 @@ func TestCompactLoadBoundaries(t *testing.T) {
 	ctx := context.Background()
 	type tc struct {
 		name string
-		// run builds a session and returns the expected Load result.
-		run func(t *testing.T, s *Store, id uuid.UUID) []uuid.UUID
+		// run builds a session and returns the expected results of Load
+		// and of FullPath from the root.
+		run func(t *testing.T, s *Store, id uuid.UUID) (load, full []uuid.UUID)
 	}
+	cat := func(parts ...[]uuid.UUID) []uuid.UUID {
+		var out []uuid.UUID
+		for _, p := range parts {
+			out = append(out, p...)
+		}
+		return out
+	}
+	one := func(ev Event) []uuid.UUID { return []uuid.UUID{ev.ID} }
 	cases := []tc{
-		{"without FirstKept", func(t *testing.T, s *Store, id uuid.UUID) []uuid.UUID {
+		{"without FirstKept", func(t *testing.T, s *Store, id uuid.UUID) ([]uuid.UUID, []uuid.UUID) {
 			evs := appendN(t, s, id, 5)
 			c, err := s.Compact(ctx, id, Compaction{Summary: Summary{Text: "s"}, Head: evs[4].ID})
 			require.NoError(t, err)
 			after := appendN(t, s, id, 2)
-			return append([]uuid.UUID{c.ID}, ids(after)...)
+			return cat(one(c), ids(after)), cat(ids(evs), one(c), ids(after))
 		}},
-		{"with FirstKept", func(t *testing.T, s *Store, id uuid.UUID) []uuid.UUID {
+		{"with FirstKept", func(t *testing.T, s *Store, id uuid.UUID) ([]uuid.UUID, []uuid.UUID) {
 			evs := appendN(t, s, id, 5)
 			c, err := s.Compact(ctx, id, Compaction{Summary: Summary{Text: "s"}, Head: evs[4].ID, FirstKept: evs[3].ID})
 			require.NoError(t, err)
 			after := appendN(t, s, id, 2)
-			return append(append([]uuid.UUID{c.ID}, evs[3].ID, evs[4].ID), ids(after)...)
+			return cat(one(c), ids(evs[3:]), ids(after)), cat(ids(evs), one(c), ids(after))
 		}},
-		{"FirstKept not on the path", func(t *testing.T, s *Store, id uuid.UUID) []uuid.UUID {
+		{"FirstKept not on the path", func(t *testing.T, s *Store, id uuid.UUID) ([]uuid.UUID, []uuid.UUID) {
 			evs := appendN(t, s, id, 3)
 			require.NoError(t, s.Branch(ctx, id, evs[0].ID))
 			other := appendN(t, s, id, 2)
@@ -56,40 +65,39 @@ func TestCompactLoadBoundaries(t *testing.T) {
 			c, err := s.Append(ctx, id, NewEvent(KindCompaction, RoleNone, CompactionRecord{Summary: Summary{Text: "s"}, FirstKept: other[0].ID}))
 			require.NoError(t, err)
 			after := appendN(t, s, id, 1)
-			return append([]uuid.UUID{c.ID}, ids(after)...)
+			return cat(one(c), ids(after)), cat(ids(evs), one(c), ids(after))
 		}},
-		{"nested compactions: the newest wins", func(t *testing.T, s *Store, id uuid.UUID) []uuid.UUID {
+		{"nested compactions: the newest wins", func(t *testing.T, s *Store, id uuid.UUID) ([]uuid.UUID, []uuid.UUID) {
 			evs := appendN(t, s, id, 3)
-			_, err := s.Compact(ctx, id, Compaction{Head: evs[2].ID, FirstKept: evs[1].ID})
+			c1, err := s.Compact(ctx, id, Compaction{Head: evs[2].ID, FirstKept: evs[1].ID})
 			require.NoError(t, err)
 			mid := appendN(t, s, id, 3)
 			c2, err := s.Compact(ctx, id, Compaction{Head: mid[2].ID, FirstKept: mid[2].ID})
 			require.NoError(t, err)
 			after := appendN(t, s, id, 1)
-			return append([]uuid.UUID{c2.ID, mid[2].ID}, ids(after)...)
+			return cat(one(c2), ids(mid[2:]), ids(after)), cat(ids(evs), one(c1), ids(mid), one(c2), ids(after))
 		}},
-		{"a compaction on one branch does not affect another", func(t *testing.T, s *Store, id uuid.UUID) []uuid.UUID {
+		{"a compaction on one branch does not affect another", func(t *testing.T, s *Store, id uuid.UUID) ([]uuid.UUID, []uuid.UUID) {
 			evs := appendN(t, s, id, 4)
 			_, err := s.Compact(ctx, id, Compaction{Head: evs[3].ID})
 			require.NoError(t, err)
 			require.NoError(t, s.Branch(ctx, id, evs[1].ID))
 			other := appendN(t, s, id, 2)
-			return append(ids(evs[:2]), ids(other)...)
+			return cat(ids(evs[:2]), ids(other)), cat(ids(evs[:2]), ids(other))
 		}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			m, s, id := memSession(t, Options{})
-			want := c.run(t, s, id)
+			want, wantFull := c.run(t, s, id)
 			got, err := s.Load(ctx, id)
 			require.NoError(t, err)
 			assert.Equal(t, want, ids(got))
-			// The whole history stays on disk and FullPath walks it.
+			// The whole history stays on disk and FullPath walks it, from
+			// the root, through every compaction.
 			full, err := s.FullPath(ctx, id, uuid.Nil)
 			require.NoError(t, err)
-			assert.GreaterOrEqual(t, len(full), len(got))
-			assert.Equal(t, got[len(got)-1].ID, full[len(full)-1].ID)
-			assert.Equal(t, uuid.Nil, full[0].ParentID, "FullPath starts at the root")
+			assert.Equal(t, wantFull, ids(full))
 			// The same after reopening.
 			require.NoError(t, s.Close())
 			s2 := openMem(t, m, Options{})
@@ -97,6 +105,9 @@ func TestCompactLoadBoundaries(t *testing.T) {
 			again, err := s2.Load(ctx, id)
 			require.NoError(t, err)
 			assert.Equal(t, want, ids(again))
+			full, err = s2.FullPath(ctx, id, uuid.Nil)
+			require.NoError(t, err)
+			assert.Equal(t, wantFull, ids(full))
 		})
 	}
 }
@@ -222,7 +233,9 @@ func TestCompactWith(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, call.ID, rec.FirstKept)
 		assert.Equal(t, int64(60), rec.TokensBefore)
-		assert.NotEmpty(t, rec.Summary.Goals)
+		// TestSummarizer saw the three messages before the kept tail, and
+		// took the first user message as the goal.
+		assert.Equal(t, Summary{Goals: []string{"message 0 "}, Text: `3 events summarized: {"message":3}`}, rec.Summary)
 		got, err := s.Load(ctx, id)
 		require.NoError(t, err)
 		assert.Equal(t, []uuid.UUID{c.ID, call.ID, res.ID, last.ID}, ids(got))

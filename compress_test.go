@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/google/uuid"
@@ -267,34 +268,54 @@ func gatedSealing(t *testing.T, dir string) (*Store, Meta, gatedSealFS, func()) 
 // TestFlushAwaitsSealing: Flush returns only once a chunk being sealed
 // in the background is sealed and its lines have left index.jsonl, so a
 // crash after Flush has nothing to repair.
+//
+// The sealing is held before it writes anything, and Flush runs in a
+// synctest bubble: Wait returns once every other goroutine of the test is
+// blocked, so by then a Flush that does not wait for the sealing has
+// returned, and one that does is waiting for it (nothing else holds it).
 func TestFlushAwaitsSealing(t *testing.T) {
-	ctx := context.Background()
-	dir := t.TempDir()
-	s, meta, g, release := gatedSealing(t, dir)
-	defer func() {
-		release() // Close waits for the sealing
-		assert.NoError(t, s.Close())
-	}()
-	for len(g.started) == 0 {
-		_, err := s.Append(ctx, meta.ID, UserText("until a chunk is full"))
+	warmZstd(t)
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		dir := t.TempDir()
+		s, meta, g, release := gatedSealing(t, dir)
+		defer func() {
+			release() // Close waits for the sealing
+			assert.NoError(t, s.Close())
+		}()
+		for len(g.started) == 0 {
+			_, err := s.Append(ctx, meta.ID, UserText("until a chunk is full"))
+			require.NoError(t, err)
+		}
+		flushed := make(chan error, 1)
+		go func() { flushed <- s.Flush(ctx, meta.ID) }()
+		synctest.Wait() // Flush returned or waits; the sealing is held
+		select {
+		case err := <-flushed:
+			require.Failf(t, "Flush returned while a sealing was held", "Flush: %v", err)
+		default:
+		}
+		release()
+		require.NoError(t, <-flushed)
+		b, err := os.ReadFile(filepath.Join(dir, sessionsDir, meta.ID.String(), indexName))
 		require.NoError(t, err)
-	}
-	flushed := make(chan error, 1)
-	go func() { flushed <- s.Flush(ctx, meta.ID) }()
-	select {
-	case err := <-flushed:
-		t.Fatalf("Flush returned (%v) while a sealing was held", err)
-	case <-time.After(100 * time.Millisecond):
-	}
-	release()
-	require.NoError(t, <-flushed)
-	b, err := os.ReadFile(filepath.Join(dir, sessionsDir, meta.ID.String(), indexName))
-	require.NoError(t, err)
-	for line := range bytes.Lines(b) {
-		e, err := decodeIndexLine(bytes.TrimSuffix(line, []byte("\n")))
-		require.NoError(t, err)
-		assert.NotEqual(t, uint32(0), e.Loc.Chunk, "a line of the sealed chunk 0 is still in index.jsonl")
-	}
+		for line := range bytes.Lines(b) {
+			e, err := decodeIndexLine(bytes.TrimSuffix(line, []byte("\n")))
+			require.NoError(t, err)
+			assert.NotEqual(t, uint32(0), e.Loc.Chunk, "a line of the sealed chunk 0 is still in index.jsonl")
+		}
+	})
+}
+
+// warmZstd sets up the zstd coders the package shares (internal/zchunk's,
+// which seal chunks, and the blob encoder), which they do on first use.
+// A test calls it before its synctest bubble: channels the coders made in
+// a bubble would belong to it, and the next test to seal a chunk or write
+// a blob would die ("receive on synctest channel from outside bubble").
+func warmZstd(t *testing.T) {
+	t.Helper()
+	require.NoError(t, zchunk.Write(vfs.NewMemFS(), "/warm.jsonl.zst", []byte("warm\n"), []byte("{}\n"), 0o600))
+	blobEncoder.EncodeAll([]byte("warm"), nil)
 }
 
 // TestSealingInBackground: sealing a full chunk runs beside the appends

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/google/uuid"
@@ -56,19 +57,31 @@ func (s slowSyncFS) OpenFile(name string, flag int, perm os.FileMode) (vfs.File,
 }
 
 // requireChain checks that events form one chain in log order: each is the
-// child of the one before.
+// child of the one before. It stops the test, so only the test's goroutine
+// may call it; workers use chainProblem.
 func requireChain(t *testing.T, path []Event) {
 	t.Helper()
+	require.NoError(t, chainProblem(path))
+}
+
+// chainProblem says why events do not form one chain in log order, or
+// returns nil if they do. Any goroutine may call it.
+func chainProblem(path []Event) error {
 	seen := map[uuid.UUID]bool{}
 	for i, ev := range path {
-		require.False(t, seen[ev.ID], "duplicate id %s", ev.ID)
+		if seen[ev.ID] {
+			return fmt.Errorf("event %d: duplicate id %s", i, ev.ID)
+		}
 		seen[ev.ID] = true
-		if i == 0 {
-			require.Equal(t, uuid.Nil, ev.ParentID)
-		} else {
-			require.Equal(t, path[i-1].ID, ev.ParentID, "event %d", i)
+		want := uuid.Nil
+		if i > 0 {
+			want = path[i-1].ID
+		}
+		if ev.ParentID != want {
+			return fmt.Errorf("event %d (%s): parent %s, want %s", i, ev.ID, ev.ParentID, want)
 		}
 	}
+	return nil
 }
 
 // syncCountedSession opens a store on a MemFS whose syncs take delay and
@@ -296,6 +309,8 @@ func TestAppendBatchCrash(t *testing.T) {
 			require.NoError(t, err)
 			requireChain(t, path)
 			require.GreaterOrEqual(t, len(path), len(base), "acknowledged events stay")
+			assert.Equal(t, ids(base), ids(path[:len(base)]), "mode %d seed %d: the acknowledged events come first", mode, seed)
+			assert.LessOrEqual(t, len(path), len(base)+len(evs), "mode %d seed %d: nothing but the batch follows them", mode, seed)
 			for i, ev := range path[len(base):] {
 				assert.Contains(t, string(ev.Record), fmt.Sprintf("batch event %d ", i), "mode %d seed %d: a prefix of the batch", mode, seed)
 			}
@@ -319,12 +334,30 @@ func TestFlush(t *testing.T) {
 	assert.Empty(t, r.Repairs, "nothing to rebuild after Flush")
 	assert.Equal(t, evs[len(evs)-1].ID, r.HeadOnDisk)
 
-	// Without Flush the same crash leaves the index and HEAD behind.
+	// Without Flush the same crash leaves the index and HEAD behind. The
+	// appends fill the chunk active at the Flush, whose lines the synced
+	// index.jsonl holds; once it is sealed they are stale there.
+	h := lockedHandle(t, s, id)
+	active, lines := h.chunks.num, 0
+	for _, ev := range evs {
+		if h.entries[h.byID[ev.ID]].Loc.Chunk == active {
+			lines++
+		}
+	}
+	h.mu.Unlock()
 	more := appendN(t, s, id, 5)
+	awaitSealing(s, id)
+	h = lockedHandle(t, s, id)
+	require.Greater(t, h.chunks.num, active, "precondition: the appends started a new chunk")
+	h.mu.Unlock()
 	crashed = m.CrashClone(vfs.KeepSynced, 1)
 	r, err = openMem(t, crashed, Options{}).Verify(ctx, id)
 	require.NoError(t, err)
-	assert.NotEmpty(t, r.Repairs)
+	assert.Equal(t, []string{
+		fmt.Sprintf("drop %d lines of sealed chunks from index.jsonl, which the chunks embed", lines),
+		fmt.Sprintf("add %d index entries rebuilt from the chunks", len(more)),
+		fmt.Sprintf("set HEAD to %s (was %s)", more[len(more)-1].ID, evs[len(evs)-1].ID),
+	}, r.Repairs, "the index lines and HEAD of the appends after Flush are rebuilt")
 	assert.Equal(t, more[len(more)-1].ID, r.Head)
 	require.NoError(t, s.Close())
 	assert.ErrorIs(t, s.Flush(ctx, id), ErrClosed)
@@ -437,7 +470,7 @@ func TestConcurrencyStress(t *testing.T) {
 					case 4:
 						var path []Event
 						if path, err = s.Load(ctx, id); err == nil {
-							requireChain(t, path)
+							err = chainProblem(path) // reported below, by assert: this is a worker
 						}
 					default:
 						_, err = s.Tree(ctx, id)
@@ -617,13 +650,16 @@ func TestFailedSessionStaysStoppedAfterEviction(t *testing.T) {
 // TestIndexWriteFailureDropsQueuedRecords: when writing an index line
 // fails, the events just synced are acknowledged and the session stops
 // writing; an append queued behind them fails, and its record, never
-// written, must not become the parent the session reports.
+// written, must not become the parent the session reports. The first
+// append's sync is held until the second is queued behind it.
 func TestIndexWriteFailureDropsQueuedRecords(t *testing.T) {
 	ctx := context.Background()
 	m := vfs.NewMemFS()
-	var syncs atomic.Int64
-	s := openMem(t, slowSyncFS{m, 200 * time.Millisecond, &syncs}, Options{})
+	g := &syncGate{FS: m, entered: make(chan struct{}), release: make(chan struct{})}
+	s := openMem(t, g, Options{})
 	defer s.Close()
+	release := sync.OnceFunc(func() { close(g.release) })
+	defer release() // before Close, which waits for the held append
 	meta, err := s.Create(ctx, Meta{Name: "index fails"})
 	require.NoError(t, err)
 	appendN(t, s, meta.ID, 2)
@@ -633,16 +669,25 @@ func TestIndexWriteFailureDropsQueuedRecords(t *testing.T) {
 		}
 		return nil
 	})
+	g.armed.Store(true)
 	first := make(chan Event, 1)
 	go func() {
 		ev, err := s.Append(ctx, meta.ID, UserText("synced, then its index line fails"))
 		assert.NoError(t, err, "durable: acknowledged")
 		first <- ev
 	}()
-	time.Sleep(50 * time.Millisecond) // the first append is syncing
-	_, err = s.Append(ctx, meta.ID, UserText("queued behind it"))
-	require.ErrorIs(t, err, ErrSessionFailed)
+	<-g.entered // the first append's record is written and its sync held
+	queued := make(chan error, 1)
+	go func() {
+		_, err := s.Append(ctx, meta.ID, UserText("queued behind it"))
+		queued <- err
+	}()
+	waitUntil(t, s, meta.ID, "the second append to be queued behind the held sync", func(h *handle) bool {
+		return h.syncing && len(h.inflight) == 2
+	})
+	release()
 	acked := <-first
+	assert.ErrorIs(t, <-queued, ErrSessionFailed)
 	m.SetFault(nil)
 	parent, _, err := s.NextParent(ctx, meta.ID)
 	require.NoError(t, err)
@@ -733,48 +778,65 @@ func waitUntil(t *testing.T, s *Store, id uuid.UUID, what string, cond func(h *h
 // (its record does not fit the active chunk) must not hand its switch to
 // an append made meanwhile: that append goes after the newest event, and
 // only the summary branches.
+//
+// It runs in a synctest bubble, whose Wait returns once every other
+// goroutine of the test is blocked: the summary has then gone as far as it
+// can while the sync is held, before the append starts.
 func TestBranchSummaryWhileAppending(t *testing.T) {
-	ctx := context.Background()
-	g := &syncGate{FS: vfs.NewMemFS(), entered: make(chan struct{}), release: make(chan struct{})}
-	s := openMem(t, g, Options{ChunkSize: 8 << 10, BlobThreshold: -1})
-	defer s.Close()
-	meta, err := s.Create(ctx, Meta{})
-	require.NoError(t, err)
-	id := meta.ID
-	evs := appendN(t, s, id, 4)
-	_, err = s.Append(ctx, id, UserText(strings.Repeat("p", 3<<10)))
-	require.NoError(t, err)
+	warmZstd(t)
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		g := &syncGate{FS: vfs.NewMemFS(), entered: make(chan struct{}), release: make(chan struct{})}
+		s := openMem(t, g, Options{ChunkSize: 8 << 10, BlobThreshold: -1})
+		defer s.Close()
+		var wg sync.WaitGroup
+		defer wg.Wait()
+		release := sync.OnceFunc(func() { close(g.release) })
+		defer release() // on failure too: the goroutines, then Close, wait for the held sync
+		meta, err := s.Create(ctx, Meta{})
+		require.NoError(t, err)
+		id := meta.ID
+		evs := appendN(t, s, id, 4)
+		_, err = s.Append(ctx, id, UserText(strings.Repeat("p", 3<<10)))
+		require.NoError(t, err)
 
-	g.armed.Store(true)
-	var wg sync.WaitGroup
-	var x, sum, y Event
-	wg.Go(func() { // its sync blocks
-		var err error
-		x, err = s.Append(ctx, id, UserText("x"))
-		assert.NoError(t, err)
-	})
-	<-g.entered
-	wg.Go(func() { // waits for that sync to start a new chunk
-		var err error
-		sum, err = s.AppendBranchSummary(ctx, id, evs[1].ID, BranchSummaryRecord{Summary: Summary{Text: strings.Repeat("s", 6<<10)}})
-		assert.NoError(t, err)
-	})
-	waitUntil(t, s, id, "the summary to wait", func(h *handle) bool { return h.syncing && len(h.inflight) == 1 })
-	time.Sleep(20 * time.Millisecond) // the summary reaches its wait
-	wg.Go(func() {
-		var err error
-		y, err = s.Append(ctx, id, UserText("y"))
-		assert.NoError(t, err)
-	})
-	waitUntil(t, s, id, "the append to be queued", func(h *handle) bool { return len(h.inflight) == 2 })
-	close(g.release)
-	wg.Wait()
+		g.armed.Store(true)
+		var x, sum, y Event
+		wg.Go(func() { // its sync is held
+			var err error
+			x, err = s.Append(ctx, id, UserText("x"))
+			assert.NoError(t, err)
+		})
+		<-g.entered
+		wg.Go(func() { // waits for that sync to start a new chunk
+			var err error
+			sum, err = s.AppendBranchSummary(ctx, id, evs[1].ID, BranchSummaryRecord{Summary: Summary{Text: strings.Repeat("s", 6<<10)}})
+			assert.NoError(t, err)
+		})
+		synctest.Wait() // the summary waits
+		inflight := func() int {
+			h := lockedHandle(t, s, id)
+			defer h.mu.Unlock()
+			require.True(t, h.syncing, "precondition: the sync of x is held")
+			return len(h.inflight)
+		}
+		require.Equal(t, 1, inflight(), "precondition: only x is in flight; the summary waits for a new chunk")
+		wg.Go(func() {
+			var err error
+			y, err = s.Append(ctx, id, UserText("y"))
+			assert.NoError(t, err)
+		})
+		synctest.Wait() // the append is queued
+		require.Equal(t, 2, inflight(), "precondition: the append is queued behind the held sync")
+		release()
+		wg.Wait()
 
-	assert.Equal(t, x.ID, y.ParentID, "the append goes after the newest event")
-	assert.Equal(t, uuid.Nil, y.BranchFrom, "the append does not branch")
-	assert.Equal(t, evs[1].ID, sum.ParentID)
-	assert.Equal(t, evs[1].ID, sum.BranchFrom)
-	path, err := s.Load(ctx, id)
-	require.NoError(t, err)
-	assert.Equal(t, sum.ID, path[len(path)-1].ID, "the summary, appended last, is HEAD")
+		assert.Equal(t, x.ID, y.ParentID, "the append goes after the newest event")
+		assert.Equal(t, uuid.Nil, y.BranchFrom, "the append does not branch")
+		assert.Equal(t, evs[1].ID, sum.ParentID)
+		assert.Equal(t, evs[1].ID, sum.BranchFrom)
+		path, err := s.Load(ctx, id)
+		require.NoError(t, err)
+		assert.Equal(t, sum.ID, path[len(path)-1].ID, "the summary, appended last, is HEAD")
+	})
 }

@@ -746,7 +746,12 @@ func TestReadOnlyTornTail(t *testing.T) {
 		rep, err := r.Verify(ctx, id)
 		require.NoError(t, err)
 		assert.True(t, rep.OK(), "problems: %v", rep.Problems)
-		assert.NotEmpty(t, rep.Repairs)
+		// The repair a writer would make: cut everything after the
+		// fourth event's line, the tails so far.
+		cut := size3 + int64(len(line))
+		require.NotEmpty(t, rep.Repairs)
+		assert.True(t, strings.HasPrefix(rep.Repairs[0], fmt.Sprintf("cut the torn tail of %s at offset %d (%d bytes, kept in %s.broken-%d)", chunk, cut, size-cut, chunk, cut)),
+			"the first repair cuts the tails: %q", rep.Repairs)
 		assert.Equal(t, size, roSize(t, chunk), "the chunk keeps its size")
 	}
 	assert.Empty(t, g.mutations())

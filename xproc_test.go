@@ -38,13 +38,16 @@ import (
 const (
 	xprocAppendsEnv     = "SESSIONSTORE_XPROC_APPENDS" // appends the writer makes in each run; default xprocAppendsDefault
 	xprocAppendsDefault = 300
-	// xprocBudget bounds the time allowed for xprocPerBudget appends
-	// (scaled for others, never below xprocSafety): a safety net, far
-	// above the usual few seconds.
-	xprocBudget    = 90 * time.Second
-	xprocPerBudget = 1500
-	// xprocSafety bounds waits for things that normally take milliseconds.
+	// xprocSafety bounds waits for things that normally take milliseconds,
+	// and the writer's silence: a writer that acknowledges nothing for
+	// this long is stuck. A safety net only: no check depends on how fast
+	// the writer is.
 	xprocSafety = 30 * time.Second
+	// xprocTimeoutMargin is what the reader-beside-writer run keeps of
+	// the test binary's -timeout for its checks after the writer is
+	// killed: it stops reading with a clear failure then, rather than
+	// being cut off by the -timeout panic.
+	xprocTimeoutMargin = 15 * time.Second
 )
 
 // xprocChild is a running append-loop helper and what it printed.
@@ -448,7 +451,9 @@ func xprocTarget(t *testing.T) int {
 // SESSIONSTORE_XPROC_APPENDS sets the appends of each run: by default 300,
 // which still rotate the writer's 16 KiB chunks every few dozen events,
 // with a Flush every 25 appends (linear run) or a Branch about every 10
-// (branching run); .ci/run's long step makes 1500.
+// (branching run); .ci/run's long step makes 1500. A run lasts as long as
+// its appends take: it fails if the writer acknowledges nothing for 30 s
+// (stuck), and stops with a failure 15 s before the -timeout deadline.
 func TestXprocReaderBesideWriter(t *testing.T) {
 	for _, run := range []struct {
 		name     string
@@ -466,11 +471,8 @@ func TestXprocReaderBesideWriter(t *testing.T) {
 
 func xprocReaderBesideWriter(t *testing.T, variants string, linear bool) {
 	target := xprocTarget(t)
-	budget := max(xprocSafety, xprocBudget*time.Duration(target)/xprocPerBudget)
-	deadline := time.Now().Add(budget)
-	if d, ok := t.Deadline(); ok && d.Add(-15*time.Second).Before(deadline) {
-		deadline = d.Add(-15 * time.Second)
-	}
+	stopBy, hasDeadline := t.Deadline()
+	stopBy = stopBy.Add(-xprocTimeoutMargin)
 	ctx := t.Context()
 	dir, id := xprocSession(t)
 	r, g := roOpen(t, dir, Options{})
@@ -617,13 +619,25 @@ func xprocReaderBesideWriter(t *testing.T, variants string, linear bool) {
 		}
 	}
 
+	// The run ends when the writer has acknowledged target appends, however
+	// long they take; it fails if the writer makes no progress for
+	// xprocSafety (stuck), or when the -timeout deadline comes near.
+	progressed, lastProgress := 0, time.Now()
 	for {
 		acked := child.acked() // every id here was acknowledged before the calls below
 		if len(acked) >= target {
 			break
 		}
-		require.True(t, time.Now().Before(deadline), "only %d of %d appends in %v", len(acked), target, budget)
 		child.running()
+		if now := time.Now(); len(acked) > progressed {
+			progressed, lastProgress = len(acked), now
+		} else if now.Sub(lastProgress) > xprocSafety {
+			require.Failf(t, "the writer is stuck", "no acknowledgement in %v; %d of %d appends acknowledged", now.Sub(lastProgress).Round(time.Second), len(acked), target)
+		}
+		if hasDeadline && time.Now().After(stopBy) {
+			require.Failf(t, "out of time", "the -timeout deadline is %v away, with %d of %d appends acknowledged in %v: raise -timeout or lower %s",
+				xprocTimeoutMargin, len(acked), target, time.Since(start).Round(time.Second), xprocAppendsEnv)
+		}
 		iters++
 
 		r1 := revision()
