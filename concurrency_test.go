@@ -561,7 +561,7 @@ func TestGCKeepsBlobsOfAppendsInFlight(t *testing.T) {
 		assert.NoError(t, err)
 		done <- ev
 	}()
-	<-g.entered // the append's record is written and its sync started
+	reached(t, g.entered, "the append's record is written and its sync started")
 	rep, err := s.GC(ctx, meta.ID)
 	require.NoError(t, err)
 	assert.Equal(t, 0, rep.Removed, "the blob of the append in flight stays")
@@ -676,7 +676,7 @@ func TestIndexWriteFailureDropsQueuedRecords(t *testing.T) {
 		assert.NoError(t, err, "durable: acknowledged")
 		first <- ev
 	}()
-	<-g.entered // the first append's record is written and its sync held
+	reached(t, g.entered, "the first append's record is written and its sync held")
 	queued := make(chan error, 1)
 	go func() {
 		_, err := s.Append(ctx, meta.ID, UserText("queued behind it"))
@@ -807,7 +807,7 @@ func TestBranchSummaryWhileAppending(t *testing.T) {
 			x, err = s.Append(ctx, id, UserText("x"))
 			assert.NoError(t, err)
 		})
-		<-g.entered
+		reached(t, g.entered, "the sync started")
 		wg.Go(func() { // waits for that sync to start a new chunk
 			var err error
 			sum, err = s.AppendBranchSummary(ctx, id, evs[1].ID, BranchSummaryRecord{Summary: Summary{Text: strings.Repeat("s", 6<<10)}})

@@ -80,3 +80,17 @@ func testSize(t testing.TB, name string, def, all int) int {
 	}
 	return n
 }
+
+// reached waits for a test's gate to signal on ch, and fails the test if
+// it has not within half a minute: a safety net that turns a gate never
+// reached (a sync that never runs, say) into a failure naming what, not a
+// hang until -timeout. It decides no outcome: the gate is reached at once
+// when the code works.
+func reached(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s: not reached in 30s", what)
+	}
+}

@@ -173,7 +173,7 @@ func TestLazyAppendAfterFailedIndexLoad(t *testing.T) {
 		}()
 		r.ev, r.err = s.Append(ctx, id, ToolResultEvent(ToolResult{CallID: "c", Output: strings.Repeat("blob ", 1000)}))
 	}()
-	<-g.entered // the append writes its blob without the session's mutex
+	reached(t, g.entered, "the append writes its blob without the session's mutex")
 	m.SetFault(failIndexOpen)
 	_, err := s.Tree(ctx, id)
 	require.Error(t, err, "precondition: loading the index failed")

@@ -1,0 +1,310 @@
+package sessionstore
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// mutateEnv runs TestMutations: SESSIONSTORE_MUTATE=1 runs every mutation,
+// a regular expression runs those whose names match. .ci/run sets it.
+const mutateEnv = "SESSIONSTORE_MUTATE"
+
+// mutation is a known-bad change to the store: the text old, which must
+// occur exactly once in the function whose declaration starts with in (in
+// file), becomes new. Every mutation must make some test of the package
+// fail: a change that breaks a promise no test notices means the promise
+// is unchecked.
+type mutation struct {
+	name    string
+	file    string
+	in      string // the start of the function's declaration line
+	old     string
+	new     string
+	promise string // what the mutation breaks
+}
+
+// inPlace is Go code that writes data to dir/name in place (truncate,
+// write, sync), as a store that did not replace files atomically would;
+// it is an expression of type error.
+func inPlace(fsys, dir, name, data, perm string) string {
+	return fmt.Sprintf(`func() error {
+		f, err := %s.OpenFile(filepath.Join(%s, %s), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, %s)
+		if err != nil {
+			return err
+		}
+		if _, err := f.Write(%s); err != nil {
+			f.Close()
+			return err
+		}
+		if err := f.Sync(); err != nil {
+			f.Close()
+			return err
+		}
+		return f.Close()
+	}()`, fsys, dir, name, perm, data)
+}
+
+// mutations: every sync and directory sync of the store skipped in turn,
+// then the orderings and checks the durability contract rests on.
+var mutations = []mutation{
+	// The syncs of an append.
+	{"skip the fdatasync of appends", "chunk.go", "func (w *chunkWriter) sync(", "f.Sync()", "error(nil)",
+		"an acknowledged event is on stable storage"},
+	{"skip the commit group's fdatasync", "commit.go", "func (s *Store) commit(", "serr = h.chunks.sync(f)", "serr = func(any) error { return nil }(f)",
+		"an acknowledged event is on stable storage"},
+	{"acknowledge before the fdatasync ends", "commit.go", "func (s *Store) commit(", "serr = h.chunks.sync(f)", "go h.chunks.sync(f)",
+		"Append returns only once a sync that started after its record was written has ended"},
+	{"skip the fdatasync of settle", "commit.go", "func (s *Store) settle(", "h.chunks.sync(h.chunks.f)", "error(nil)",
+		"the records an append waits for are synced before it returns"},
+	{"skip the directory sync after creating a chunk", "chunk.go", "func (w *chunkWriter) create(", "w.fsys.SyncDir(w.dir)", "error(nil)",
+		"a new chunk's name is durable before a record is written to it"},
+	{"skip the blob file's sync", "blob.go", "func syncAll(", "err := f.Sync()", "err := error(nil)",
+		"a blob is durable before the event naming it is written"},
+	{"skip the blob directories' syncs", "blob.go", "func syncAll(", "dirErrs <- fsys.SyncDir(d)", "dirErrs <- nil",
+		"a blob's name is durable before the event naming it is written"},
+	// Sealing.
+	{"skip the sealed chunk's sync", "internal/zchunk/zchunk.go", "func write(", "f.Sync()", "error(nil)",
+		"a sealed chunk is durable before the plain one is removed"},
+	{"skip the directory sync after the sealed chunk's rename", "internal/zchunk/zchunk.go", "func write(", "fsys.SyncDir(dir)", "error(nil)",
+		"a sealed chunk's name is durable before the plain one is removed"},
+	{"remove the plain chunk before sealing it", "chunk.go", "func (w *chunkWriter) seal(",
+		"err = zchunk.Write(w.fsys, path+sealedExt, data, lines, w.perm)",
+		"if err = removeIfExists(w.fsys, path); err == nil {\n\t\t\terr = zchunk.Write(w.fsys, path+sealedExt, data, lines, w.perm)\n\t\t}",
+		"the plain chunk goes only once its sealed copy is durable"},
+	// Atomic replaces: HEAD, session.json, sessionstore.json.
+	{"skip the temporary file's sync in a replace", "store.go", "func replaceFile(", "f.Sync()", "error(nil)",
+		"a replaced file is whole after a crash"},
+	{"skip the directory sync after a replace", "store.go", "func replaceFile(", "return fsys.SyncDir(dir)", "return nil",
+		"a replaced file's new content is durable when the call returns"},
+	{"rename before the temporary file is synced", "store.go", "func replaceFile(",
+		"\tif err := f.Sync(); err != nil {\n\t\tf.Close()\n\t\treturn err\n\t}\n\tif err := f.Close(); err != nil {\n\t\treturn err\n\t}\n\tif err := fsys.Rename(tmp, filepath.Join(dir, name)); err != nil {\n\t\treturn err\n\t}",
+		"\tif err := fsys.Rename(tmp, filepath.Join(dir, name)); err != nil {\n\t\treturn err\n\t}\n\tif err := f.Sync(); err != nil {\n\t\tf.Close()\n\t\treturn err\n\t}\n\tif err := f.Close(); err != nil {\n\t\treturn err\n\t}",
+		"a replaced file is whole after a crash"},
+	{"write session.json in place", "store.go", "func (h *handle) writeMeta(",
+		"replaceFile(h.chunks.fsys, h.dir, metaFile, b, h.chunks.perm)", inPlace("h.chunks.fsys", "h.dir", "metaFile", "b", "h.chunks.perm"),
+		"a crash leaves the old metadata or the new, whole"},
+	{"write HEAD in place", "head.go", "func writeHead(",
+		"replaceFile(fsys, dir, headName, encodeHead(id), perm)", inPlace("fsys", "dir", "headName", "encodeHead(id)", "perm"),
+		"a crash leaves the old HEAD or the new, whole (or a torn one that is rebuilt, kept aside)"},
+	{"skip the sessions directory sync of Create", "session.go", "func (s *Store) createFiles(", "return fsys.SyncDir(filepath.Join(s.dir, sessionsDir))", "return nil",
+		"a created session's directory is durable when Create returns"},
+	{"skip syncing a new root", "store.go", "func Open(", "o.fs.SyncDir(dir)", "error(nil)",
+		"a new store's directories are durable when Open returns"},
+	{"skip syncing a new root's parent", "store.go", "func Open(", "o.fs.SyncDir(filepath.Dir(dir))", "error(nil)",
+		"a new store's directory is durable when Open returns"},
+	// Flush and GC.
+	{"skip the index sync of Flush", "commit.go", "func (s *Store) Flush(", "h.index.f.Sync()", "error(nil)",
+		"after Flush a crash has nothing to rebuild"},
+	{"skip the directory sync after GC's removals", "blob.go", "func (s *Store) GC(", "fsys.SyncDir(filepath.Join(root, sub))", "error(nil)",
+		"GC's removals are durable when it returns"},
+	// Reconciliation.
+	{"skip syncing records found after the last index line", "recovery.go", "func (s *Store) reconcile(",
+		"syncFile(fsys, filepath.Join(chunkDir, chunkName(newest)))", "error(nil)",
+		"an index line or HEAD names only durable records"},
+	{"skip the directory sync after finishing an interrupted HEAD replace", "recovery.go", "func (s *Store) reconcile(",
+		"fsys.SyncDir(h.dir)", "error(nil)",
+		"each repair is synced"},
+	{"skip the sync of a kept-aside file", "recovery.go", "func writeSynced(", "f.Sync()", "error(nil)",
+		"the bytes a repair cuts are kept"},
+	{"skip the directory sync of a kept-aside file", "recovery.go", "func writeSynced(", "return fsys.SyncDir(filepath.Dir(path))", "return nil",
+		"the bytes a repair cuts are kept"},
+	{"keep no cut bytes aside", "recovery.go", "func cutTail(", "writeSynced(fsys, keep, tail, perm)", "error(nil)",
+		"the bytes a repair cuts are kept"},
+	{"skip the sync after cutting a torn tail", "recovery.go", "func cutTail(", "return f.Sync()", "return nil",
+		"each repair is synced"},
+	{"cut no torn tail", "recovery.go", "func (s *Store) reconcile(", "cutTail(fsys, p.tornPath, p.activeSize, p.tornKeep, s.opts.FileMode)", "error(nil)",
+		"a torn tail is cut before the next record is written"},
+	{"skip the sync of the index rewrite", "recovery.go", "func rewriteIndexTail(", "f.Sync()", "error(nil)",
+		"each repair is synced"},
+	{"skip the directory sync of a removal", "recovery.go", "func removeIfExists(", "return fsys.SyncDir(filepath.Dir(path))", "return nil",
+		"each repair is synced"},
+	{"take any damaged end of the log for a lost tail", "recovery.go", "func (p *recoveryPlan) checkLast(", "!r.damagedAt(e.Loc)", "false",
+		"a complete record that is invalid is corruption, never cut"},
+	// Checks.
+	{"skip the checksum of lines", "internal/jsonl/frame.go", "func Verify(", "Checksum(line[:cut]) != want", "false",
+		"damage is detected, never read as data"},
+	{"skip the digest check of blobs", "blob.go", "func readBlobWith(", "sha256.Sum256(rec) != d || int64(len(rec)) != size", "false",
+		"a damaged blob is detected"},
+}
+
+// TestMutations applies each mutation in turn to a copy of the module and
+// runs the package's tests against it (at their default sizes, without the
+// race detector): each must make some test fail. It also runs the copy
+// unchanged first, which must pass, so that a failure means the mutation
+// was caught. It runs only when SESSIONSTORE_MUTATE is set (.ci/run sets
+// it); it takes about a minute per mutation on 2 cores.
+func TestMutations(t *testing.T) {
+	sel := os.Getenv(mutateEnv)
+	if sel == "" {
+		t.Skipf("set %s=1 (or a regular expression of mutation names) to run the mutation check", mutateEnv)
+	}
+	match := regexp.MustCompile(".")
+	if sel != "1" {
+		match = regexp.MustCompile(sel)
+	}
+	src, err := os.Getwd()
+	require.NoError(t, err)
+	dst := t.TempDir()
+	require.NoError(t, copyModule(src, dst))
+
+	run := func(what string) (bool, string, time.Duration) {
+		start := time.Now()
+		// A mutation that makes a test hang (waiting for a sync that never
+		// comes, say) is caught by the test binary's -timeout.
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, "go", "test", "-count=1", "-timeout=4m", "-skip=^TestMutations", ".")
+		cmd.Dir = dst
+		cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool {
+			return strings.HasPrefix(kv, mutateEnv+"=") || strings.HasPrefix(kv, "SESSIONSTORE_")
+		})
+		out, err := cmd.CombinedOutput()
+		if ctx.Err() != nil {
+			t.Fatalf("%s: go test did not finish in time:\n%s", what, out)
+		}
+		return err == nil, string(out), time.Since(start)
+	}
+
+	ok, out, took := run("the unchanged copy")
+	require.True(t, ok, "the unchanged copy must pass its tests:\n%s", out)
+	t.Logf("unchanged copy: tests pass (%v)", took.Round(time.Second))
+
+	failing := regexp.MustCompile(`(?m)^--- FAIL: (\S+)`)
+	caught, tried := 0, 0
+	for _, m := range mutations {
+		if !match.MatchString(m.name) {
+			continue
+		}
+		tried++
+		path := filepath.Join(dst, filepath.FromSlash(m.file))
+		orig, err := os.ReadFile(path)
+		require.NoError(t, err)
+		mutated, err := m.apply(orig)
+		require.NoError(t, err, "mutation %q no longer applies: update it with the code", m.name)
+		require.NoError(t, os.WriteFile(path, mutated, 0o644))
+		vet := exec.Command("go", "vet", "./"+filepath.ToSlash(filepath.Dir(m.file)))
+		vet.Dir = dst
+		if out, err := vet.CombinedOutput(); err != nil {
+			require.NoError(t, os.WriteFile(path, orig, 0o644))
+			t.Errorf("mutation %q does not compile:\n%s", m.name, out)
+			continue
+		}
+		ok, out, took := run(m.name)
+		require.NoError(t, os.WriteFile(path, orig, 0o644))
+		if ok {
+			t.Errorf("MUTATION SURVIVED: %q (%s:%s): no test noticed that it breaks %q", m.name, m.file, m.in, m.promise)
+			continue
+		}
+		var by []string
+		for _, f := range failing.FindAllStringSubmatch(out, -1) {
+			if !strings.Contains(f[1], "/") {
+				by = append(by, f[1])
+			}
+		}
+		if i := strings.Index(out, "panic: test timed out"); i >= 0 {
+			// A hang: name the tests that were running.
+			hung := out[i:]
+			if j := strings.Index(hung, "\n\ngoroutine "); j >= 0 {
+				hung = hung[:j]
+			}
+			by = append(by, "a hang ("+strings.Join(strings.Fields(hung), " ")+")")
+		}
+		if len(by) == 0 {
+			by = []string{"(no test failed: " + firstLine(out) + ")"}
+		}
+		caught++
+		t.Logf("caught %q in %v by %s", m.name, took.Round(time.Second), strings.Join(by, ", "))
+	}
+	t.Logf("mutation score: %d of %d caught", caught, tried)
+	assert.Equal(t, tried, caught, "every mutation must be caught")
+}
+
+// firstLine returns the first line of s that is not blank.
+func firstLine(s string) string {
+	for l := range strings.Lines(s) {
+		if strings.TrimSpace(l) != "" {
+			return strings.TrimSpace(l)
+		}
+	}
+	return ""
+}
+
+// apply returns src with the mutation made, or an error if its function
+// or its text is not there exactly once.
+func (m mutation) apply(src []byte) ([]byte, error) {
+	start := bytes.Index(src, []byte("\n"+m.in))
+	if start < 0 || bytes.Count(src, []byte("\n"+m.in)) != 1 {
+		return nil, fmt.Errorf("%s: no one function starting %q", m.file, m.in)
+	}
+	start++
+	end := bytes.Index(src[start:], []byte("\n}\n"))
+	if end < 0 {
+		return nil, fmt.Errorf("%s: no end of %q", m.file, m.in)
+	}
+	end += start
+	body := src[start:end]
+	if n := bytes.Count(body, []byte(m.old)); n != 1 {
+		return nil, fmt.Errorf("%s: %q occurs %d times in %q, not once", m.file, m.old, n, m.in)
+	}
+	out := slices.Concat(src[:start], bytes.Replace(body, []byte(m.old), []byte(m.new), 1), src[end:])
+	return out, nil
+}
+
+// TestMutationsApply: every mutation still applies to the code as it is,
+// and changes it (a mutation that no longer applies would be skipped in
+// silence by nothing, but fail the mutation check late: this fails early).
+func TestMutationsApply(t *testing.T) {
+	names := map[string]bool{}
+	for _, m := range mutations {
+		assert.False(t, names[m.name], "duplicate mutation name %q", m.name)
+		names[m.name] = true
+		src, err := os.ReadFile(filepath.FromSlash(m.file))
+		require.NoError(t, err)
+		out, err := m.apply(src)
+		if assert.NoError(t, err, m.name) {
+			assert.NotEqual(t, string(src), string(out), m.name)
+		}
+	}
+}
+
+// copyModule copies the files the package's tests need (go.mod, go.sum,
+// the package's files, internal/ and testdata/) from src to dst.
+func copyModule(src, dst string) error {
+	return filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, path)
+		if err != nil {
+			return err
+		}
+		top := strings.Split(filepath.ToSlash(rel), "/")[0]
+		if d.IsDir() {
+			if rel != "." && !strings.Contains(rel, string(filepath.Separator)) && top != "internal" && top != "testdata" {
+				return filepath.SkipDir
+			}
+			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
+		}
+		if rel == top && top != "go.mod" && top != "go.sum" && !strings.HasSuffix(rel, ".go") {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dst, rel), b, 0o644)
+	})
+}
