@@ -212,7 +212,7 @@ func (res *results) writeTargets(w io.Writer) int {
 			what = format(v) + " " + r.unit
 		} else {
 			v, have = r.ratio(t.peer)
-			what = fmt.Sprintf("%.2fx", v)
+			what = fmt.Sprintf("%.3fx", v) // three decimals: 0.949 is not 0.95
 		}
 		if !have {
 			continue
