@@ -258,7 +258,8 @@ func commandArgs() string {
 }
 
 // libraryRevision describes the sessionstore source measured (the module
-// is replaced by ../): its commit and whether the tree had changes. It
+// is replaced by ../): its commit and whether the tree outside bench/ had
+// changes. It
 // runs read-only git commands and returns "" without git.
 func libraryRevision() string {
 	rev, err := exec.Command("git", "-C", "..", "rev-parse", "--short", "HEAD").Output()
@@ -266,7 +267,8 @@ func libraryRevision() string {
 		return ""
 	}
 	s := "commit " + strings.TrimSpace(string(rev))
-	if st, err := exec.Command("git", "-C", "..", "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(bytes.TrimSpace(st)) > 0 {
+	// Changes under bench/ are this harness's, not the library's.
+	if st, err := exec.Command("git", "-C", "..", "status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)bench").Output(); err == nil && len(bytes.TrimSpace(st)) > 0 {
 		s += " plus uncommitted changes"
 	}
 	return s
