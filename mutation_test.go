@@ -73,7 +73,7 @@ var mutations = []mutation{
 		"a new chunk's name is durable before a record is written to it"},
 	{"skip the blob file's sync", "blob.go", "func syncAll(", "err := f.Sync()", "err := error(nil)",
 		"a blob is durable before the event naming it is written"},
-	{"skip the blob directories' syncs", "blob.go", "func syncAll(", "dirErrs <- fsys.SyncDir(d)", "dirErrs <- nil",
+	{"skip the blob directories' syncs", "blob.go", "func syncAll(", "dirErrs <- fsys.SyncDir(d)", "dirErrs <- func(string) error { return nil }(d)",
 		"a blob's name is durable before the event naming it is written"},
 	// Sealing.
 	{"skip the sealed chunk's sync", "internal/zchunk/zchunk.go", "func write(", "f.Sync()", "error(nil)",
@@ -136,7 +136,7 @@ var mutations = []mutation{
 	// Checks.
 	{"skip the checksum of lines", "internal/jsonl/frame.go", "func Verify(", "Checksum(line[:cut]) != want", "false",
 		"damage is detected, never read as data"},
-	{"skip the digest check of blobs", "blob.go", "func readBlobWith(", "sha256.Sum256(rec) != d || int64(len(rec)) != size", "false",
+	{"skip the digest check of blobs", "blob.go", "func readBlobWith(", "sha256.Sum256(rec) != d || int64(len(rec)) != size", "sha256.Sum256(rec) != sha256.Sum256(rec)",
 		"a damaged blob is detected"},
 }
 

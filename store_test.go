@@ -1024,3 +1024,30 @@ func TestOpenCreatesOnlyTheRoot(t *testing.T) {
 		assert.ErrorContains(t, err, file+" (not a directory)")
 	}
 }
+
+// TestOpenMakesSessionsDirDurable: when Open creates the sessions
+// directory of a root whose sessionstore.json exists already (the
+// directory was removed), the new directory's entry is durable when Open
+// returns: a session created and appended to, then a power cut, keeps it.
+// (Writing a new sessionstore.json would sync the root too; here there is
+// none to write.)
+func TestOpenMakesSessionsDirDurable(t *testing.T) {
+	ctx := t.Context()
+	m := vfs.NewMemFS()
+	require.NoError(t, openMem(t, m, Options{}).Close())
+	require.NoError(t, m.Remove(filepath.Join(memRoot, sessionsDir)))
+	require.NoError(t, m.SyncDir(memRoot))
+
+	s := openMem(t, m, Options{})
+	meta, err := s.Create(ctx, Meta{Name: "after the root lost its sessions"})
+	require.NoError(t, err)
+	ev, err := s.Append(ctx, meta.ID, UserText("durable"))
+	require.NoError(t, err)
+
+	cut := openMem(t, m.CrashClone(vfs.KeepSynced, 0), Options{})
+	defer cut.Close()
+	got, err := cut.Event(ctx, meta.ID, ev.ID)
+	require.NoError(t, err, "the acknowledged event survives the power cut")
+	assert.Equal(t, string(ev.Record), string(got.Record))
+	require.NoError(t, s.Close())
+}
