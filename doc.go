@@ -217,7 +217,8 @@
 // file left by a sealing or a replace, the newest chunk plain, the last
 // line of index.jsonl valid, naming HEAD and matching the last record,
 // and nothing but free space after that record. If so it opens without its
-// index (about 1 ms), and Store.Load, Store.FullPath from HEAD and
+// index (0.17 ms for a 100,000-event session in a warm process, the open
+// and close of BenchmarkOpenLoad/open), and Store.Load, Store.FullPath from HEAD and
 // Store.Head are served from HEAD's entry: Load walks from HEAD to the
 // root (or to the newest compaction and the events it keeps) through each
 // line's "parent_loc", checking every line's checksum and that it holds
