@@ -708,8 +708,20 @@ func (s *Store) reconcile(h *handle) (err error) {
 
 // writeSynced writes data to a new file at path, which must not exist
 // (a kept-aside file is never replaced), and syncs it and its directory.
+// The data is written and synced under path+".tmp" first, then renamed:
+// a new file's entry can reach the disk before its data, and path, the
+// name the bytes are promised under, must hold them whole or not exist.
+// A crash before the rename leaves only the temporary file, which the
+// next attempt rewrites (keepName gives it the same path while path does
+// not exist).
 func writeSynced(fsys vfs.FS, path string, data []byte, perm os.FileMode) error {
-	f, err := fsys.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+	if _, err := fsys.Stat(path); err == nil {
+		return &os.PathError{Op: "keep", Path: path, Err: os.ErrExist}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	tmp := path + ".tmp"
+	f, err := fsys.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, perm)
 	if err != nil {
 		return err
 	}
@@ -722,6 +734,9 @@ func writeSynced(fsys vfs.FS, path string, data []byte, perm os.FileMode) error 
 		return err
 	}
 	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := fsys.Rename(tmp, path); err != nil {
 		return err
 	}
 	return fsys.SyncDir(filepath.Dir(path))
