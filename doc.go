@@ -320,17 +320,22 @@
 //
 // All file I/O goes through an internal filesystem seam. Its in-memory
 // implementation keeps, per file, the data and the last synced data, and
-// per directory the entries and the last synced entries, and produces the
-// filesystem a power loss would leave (only synced state; everything; a
-// random prefix of unsynced data; unsynced data as zeros or garbage; each
-// 512-byte sector of unsynced data kept or lost independently). The
-// tests lose power at every mutating operation of a mixed workload under
-// each of these modes (about 7,700 states in the full run, which .ci/run
-// makes with SESSIONSTORE_CRASH_STATES=all; go test alone checks a sample
-// spread over the workload), inject EIO and ENOSPC into every write, sync,
-// rename and create, and SIGKILL a real writing process hundreds of times;
-// after each, every acknowledged event must be there, whole, and Verify
-// must be clean. The README's Tests section lists the variables.
+// per directory the entries, the last synced entries and the log of the
+// creates, renames and removes since, and produces the filesystem a power
+// loss would leave (only synced state; every byte written, under the
+// synced names; a random prefix of unsynced data; unsynced data as zeros
+// or garbage; each 512-byte sector of unsynced data, and each unsynced
+// directory change, kept or lost independently, since a directory change
+// can reach the disk before the data of its file, or without an earlier
+// change). The tests lose power at every mutating operation of a mixed
+// workload under each of these modes (about 7,700 states in the full run,
+// which .ci/run makes with SESSIONSTORE_CRASH_STATES=all; go test alone
+// checks a sample spread over the workload) and at every operation of an
+// atomic replace and of a sealing under many seeds of the last mode,
+// inject EIO and ENOSPC into every write, sync, rename and create, and
+// SIGKILL a real writing process hundreds of times; after each, every
+// acknowledged event must be there, whole, and Verify must be clean. The
+// README's Tests section lists the variables.
 //
 // # Concurrency
 //

@@ -46,14 +46,17 @@ type FaultFunc func(op Op, path string) error
 // MemFS is an in-memory FS that simulates what survives a power loss.
 //
 // Per file it keeps the current data and the data as of the last Sync; per
-// directory it keeps the current entries and the entries as of the last
-// SyncDir. A create, rename or remove is therefore lost in a crash unless the
-// directory was synced afterwards, and written bytes are lost unless the file
-// was synced. CrashClone builds the filesystem a machine would find after
-// rebooting. A fault hook (ErrPowerLoss) or PowerOff cuts the power: from
-// then on every operation fails and the MemFS stays frozen in the state
-// its crash clones come from, whatever the program that used it goes on
-// doing. The zero value is not usable: call NewMemFS.
+// directory it keeps the current entries, the entries as of the last
+// SyncDir, and the log of the changes between the two (creates, renames
+// and removes; dirlog.go). A create, rename or remove is therefore durable
+// only once its directory is synced, and written bytes only once the file
+// is; until then a crash loses them or keeps them as its CrashMode says
+// (only KeepRandomSectors keeps directory changes). CrashClone builds the
+// filesystem a machine would find after rebooting. A fault hook
+// (ErrPowerLoss) or PowerOff cuts the power: from then on every operation
+// fails and the MemFS stays frozen in the state its crash clones come
+// from, whatever the program that used it goes on doing. The zero value is
+// not usable: call NewMemFS.
 type MemFS struct {
 	mu    sync.Mutex
 	root  *memNode
@@ -63,6 +66,11 @@ type MemFS struct {
 	// ErrPowerLoss), nil while the power is on. Once set, nothing
 	// changes the filesystem any more.
 	off *fs.PathError
+	// unsynced lists the directory changes made since their directories'
+	// last SyncDir, oldest first (see dirlog.go), and persisted of them
+	// are durable by now (they go at the next compaction).
+	unsynced  []*dirChange
+	persisted int
 }
 
 type memNode struct {
@@ -77,11 +85,17 @@ type memNode struct {
 	// bytes past cutTo.
 	cut   bool
 	cutTo int
-	// directory state
+	// directory state: the entries, the durable entries, and the changes
+	// from these to those, oldest first (see dirlog.go)
 	children       map[string]*memNode
 	syncedChildren map[string]*memNode
-	modTime        time.Time
-	mode           fs.FileMode
+	log            []*dirChange
+	// syncedIn and syncedName name the node's durable entry (nil if it
+	// has none, as for the root and a node whose create is not durable).
+	syncedIn   *memNode
+	syncedName string
+	modTime    time.Time
+	mode       fs.FileMode
 }
 
 func newDir(perm fs.FileMode) *memNode {
@@ -222,6 +236,7 @@ func (m *MemFS) OpenFile(name string, flag int, perm fs.FileMode) (File, error) 
 		}
 		n = &memNode{mode: perm, modTime: time.Now()}
 		dir.children[base] = n
+		m.logChange(&dirChange{op: dirCreate, node: n, to: dir, toName: base})
 	default:
 		if err := m.check(OpOpen, name); err != nil {
 			return nil, err
@@ -253,6 +268,7 @@ func (m *MemFS) MkdirAll(name string, perm fs.FileMode) error {
 			}
 			next = newDir(perm)
 			dir.children[p] = next
+			m.logChange(&dirChange{op: dirCreate, node: next, to: dir, toName: p})
 		} else if !next.dir {
 			return &fs.PathError{Op: "mkdir", Path: name, Err: errors.New("not a directory")}
 		}
@@ -283,6 +299,7 @@ func (m *MemFS) Remove(name string) error {
 		return err
 	}
 	delete(dir.children, base)
+	m.logChange(&dirChange{op: dirRemove, node: n, from: dir, fromName: base})
 	return nil
 }
 
@@ -308,8 +325,12 @@ func (m *MemFS) Rename(oldname, newname string) error {
 	if err := m.check(OpRename, newname); err != nil {
 		return err
 	}
+	if odir == ndir && obase == nbase {
+		return nil // renaming a file to itself does nothing
+	}
 	delete(odir.children, obase)
 	ndir.children[nbase] = n
+	m.logChange(&dirChange{op: dirRename, node: n, from: odir, fromName: obase, to: ndir, toName: nbase})
 	return nil
 }
 
@@ -366,10 +387,7 @@ func (m *MemFS) SyncDir(name string) error {
 	if err := m.check(OpSyncDir, name); err != nil {
 		return err
 	}
-	n.syncedChildren = make(map[string]*memNode, len(n.children))
-	for k, v := range n.children {
-		n.syncedChildren[k] = v
-	}
+	m.syncDir(n)
 	return nil
 }
 
@@ -413,7 +431,8 @@ const (
 	// truncation is lost.
 	KeepSynced CrashMode = iota
 	// KeepAll keeps every write and truncation, synced or not (directory
-	// entries still follow their last SyncDir).
+	// entries still follow their last SyncDir: no unsynced create, rename
+	// or remove is kept).
 	KeepAll
 	// KeepRandom keeps, per file, a random prefix (seeded) of its unsynced
 	// changes in file order, the way a disk that persisted blocks in order
@@ -439,7 +458,10 @@ const (
 	// changes, or its synced content, at random (seeded), independently:
 	// blocks reach the disk in any order, so an unsynced write that
 	// overwrites a file's preallocated space may leave holes. The file has
-	// its current or its synced size, at random.
+	// its current or its synced size, at random. It is the only mode that
+	// keeps unsynced directory changes: each create, rename or remove made
+	// since its directory's last SyncDir is kept or lost at random,
+	// independently of the others and of file data (see CrashClone).
 	KeepRandomSectors
 )
 
@@ -474,32 +496,86 @@ func (m CrashMode) String() string {
 }
 
 // CrashClone returns the filesystem as it would be after a power loss now:
-// each directory holds the entries it had at its last SyncDir, and each file
-// holds its synced data plus what mode keeps of the rest. Locks are dropped,
-// as the kernel drops them for a dead process. The receiver is unchanged.
+// each directory holds the entries it had at its last SyncDir (in
+// KeepRandomSectors, with a random share of its changes since then
+// applied, see below), and each file holds its synced data plus what mode
+// keeps of the rest. Locks are dropped, as the kernel drops them for a
+// dead process. The receiver is unchanged; the same mode and seed give
+// the same clone.
+//
+// A directory change not made durable by a SyncDir (a create, remove or
+// rename; a rename across directories is one change, in the logs of both,
+// made durable by a SyncDir of either) may reach the disk at any moment,
+// on its own (a journal commit that anything can trigger), and POSIX
+// orders none of them, nor them against file data. KeepRandomSectors,
+// which keeps each sector of unsynced data independently, keeps or loses
+// each such change independently as well, with probability one half,
+// applied in log order on top of the durable entries. Every other mode
+// keeps none: KeepSynced is the baseline that keeps nothing unsynced, and
+// KeepAll keeps every byte written, under the durable names only (what a
+// process crash leaves, every name and byte, is what the SIGKILL tests
+// make). What a kept change leaves:
+//
+//   - A change acts on the file (the inode), not on the name, and the
+//     data follows the file: a kept create of a file whose data was never
+//     synced shows what the mode keeps of its data (empty, or its size
+//     with each sector new or zeros); a file renamed with unsynced data
+//     has that data, torn the same way, under whichever name it keeps.
+//   - A rename or remove takes the file from wherever it is at that point
+//     (under its old name if an earlier rename was lost), and a create or
+//     rename replaces whatever its new name held, so a file has one name
+//     at most. A name removed and created again holds the old file (both
+//     changes lost), nothing (the remove kept, the create lost) or the new
+//     file. The rename of a temporary file over a name may be kept while
+//     the temporary file's create is lost: the name then holds the new
+//     file, with whatever of its data was synced, which is why the data
+//     must be synced before the rename.
+//   - A directory's entries are reachable only through its own entry:
+//     changes kept inside a directory whose entry in its parent is lost
+//     (MkdirAll made it and no SyncDir of the parent followed) are dropped
+//     with it, as a disk cannot show a file in a directory it does not
+//     have; so is a file made durable inside it by a SyncDir of its own.
+//
+// Keeping changes independently allows states that a directory held in
+// one block would not show (its changes reach the disk in order, a
+// prefix of them), such as a file lost because its rename to another name
+// was lost while a later create of its old name was kept; POSIX promises
+// no more, and code that syncs the directory before it depends on a
+// change is safe either way.
 func (m *MemFS) CrashClone(mode CrashMode, seed uint64) *MemFS {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-	seen := map[*memNode]*memNode{}
-	var clone func(n *memNode) *memNode
-	clone = func(n *memNode) *memNode {
-		if c, ok := seen[n]; ok {
-			return c
+	st := newCrashState()
+	if mode == KeepRandomSectors {
+		// Drawn first, in log order, so that the same seed keeps the same
+		// changes and the data draws below go to the same files.
+		for _, c := range m.unsynced {
+			if !c.durable && rng.IntN(2) == 0 {
+				c.apply(st)
+			}
 		}
-		c := &memNode{dir: n.dir, mode: n.mode, modTime: n.modTime}
+	}
+	seen := map[*memNode]*memNode{}
+	var clone func(n, parent *memNode, name string) *memNode
+	clone = func(n, parent *memNode, name string) *memNode {
+		if c, ok := seen[n]; ok {
+			return c // not reached: a node has one name at most
+		}
+		c := &memNode{dir: n.dir, mode: n.mode, modTime: n.modTime, syncedIn: parent, syncedName: name}
 		seen[n] = c
 		if n.dir {
 			c.children = map[string]*memNode{}
 			// In name order, so that KeepRandom's draws go to the same
 			// files for the same seed.
-			names := make([]string, 0, len(n.syncedChildren))
-			for k := range n.syncedChildren {
+			children := st.children(n)
+			names := make([]string, 0, len(children))
+			for k := range children {
 				names = append(names, k)
 			}
 			sort.Strings(names)
 			for _, k := range names {
-				c.children[k] = clone(n.syncedChildren[k])
+				c.children[k] = clone(children[k], c, k)
 			}
 			c.syncedChildren = maps(c.children)
 			return c
@@ -508,7 +584,7 @@ func (m *MemFS) CrashClone(mode CrashMode, seed uint64) *MemFS {
 		c.synced = append([]byte(nil), c.data...)
 		return c
 	}
-	root := clone(m.root)
+	root := clone(m.root, nil, "")
 	return &MemFS{root: root, locks: map[*memNode]bool{}}
 }
 
