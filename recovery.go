@@ -708,7 +708,7 @@ func (s *Store) reconcile(h *handle) (err error) {
 
 // writeSynced writes data to a new file at path, which must not exist
 // (a kept-aside file is never replaced), and syncs it and its directory.
-// The data is written and synced under path+".tmp" first, then renamed:
+// It is replaceFile's atomic write (a temporary file synced, then renamed):
 // a new file's entry can reach the disk before its data, and path, the
 // name the bytes are promised under, must hold them whole or not exist.
 // A crash before the rename leaves only the temporary file, which the
@@ -720,26 +720,7 @@ func writeSynced(fsys vfs.FS, path string, data []byte, perm os.FileMode) error 
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
-	tmp := path + ".tmp"
-	f, err := fsys.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, perm)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := fsys.Rename(tmp, path); err != nil {
-		return err
-	}
-	return fsys.SyncDir(filepath.Dir(path))
+	return replaceFile(fsys, filepath.Dir(path), filepath.Base(path), data, perm)
 }
 
 // Repair opens a session for writing and reconciles it at once, carrying
