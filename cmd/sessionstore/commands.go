@@ -467,27 +467,39 @@ func (c *cmdEnv) resolveForWriting(ctx context.Context, root, arg string) (*sess
 	return ro, session, nil
 }
 
+// verifyFirst parses the arguments <root> <session> of a command that
+// opens the store for writing (gc, repair), names the session through a
+// read-only store and verifies it there. On failure rep is nil and the
+// command exits with status.
+func (c *cmdEnv) verifyFirst(ctx context.Context, args []string, doing string) (root string, session uuid.UUID, rep *sessionstore.VerifyReport, status int) {
+	fs := c.newFlags("<root> <session>")
+	pos, status, ok := c.parseArgs(fs, args, 2, 2, "session")
+	if !ok {
+		return "", uuid.Nil, nil, status
+	}
+	root = pos[0]
+	ro, session, err := c.resolveForWriting(ctx, root, pos[1])
+	if err != nil {
+		return "", uuid.Nil, nil, c.failf("%v", err)
+	}
+	rep, err = ro.Verify(ctx, session)
+	ro.Close()
+	if err != nil {
+		return "", uuid.Nil, nil, c.failf("session %s: cannot verify it before %s: %s", session, doing, describe(err))
+	}
+	return root, session, rep, exitOK
+}
+
 // cmdGC removes the blobs of a session that no event refers to. It verifies
 // the session first and refuses a damaged one. It opens the store for
 // writing: the session is locked, and opening it carries out the repairs
 // Verify lists.
 func cmdGC(ctx context.Context, c *cmdEnv, args []string) int {
-	fs := c.newFlags("<root> <session>")
-	pos, status, ok := c.parseArgs(fs, args, 2, 2, "session")
-	if !ok {
-		return status
-	}
-	root := pos[0]
-	ro, session, err := c.resolveForWriting(ctx, root, pos[1])
-	if err != nil {
-		return c.failf("%v", err)
-	}
 	// GC walks the index only; Verify reads every record and blob, so a
 	// damaged session is caught before anything is removed.
-	rep, err := ro.Verify(ctx, session)
-	ro.Close()
-	if err != nil {
-		return c.failf("session %s: cannot verify it before collecting: %s", session, describe(err))
+	root, session, rep, status := c.verifyFirst(ctx, args, "collecting")
+	if rep == nil {
+		return status
 	}
 	if !rep.OK() {
 		next := ""
@@ -518,23 +530,12 @@ func cmdGC(ctx context.Context, c *cmdEnv, args []string) int {
 // cmdRepair makes the repairs Verify lists for a session (a torn tail cut,
 // the index rebuilt, HEAD set) now, and prints them.
 func cmdRepair(ctx context.Context, c *cmdEnv, args []string) int {
-	fs := c.newFlags("<root> <session>")
-	pos, status, ok := c.parseArgs(fs, args, 2, 2, "session")
-	if !ok {
-		return status
-	}
-	root := pos[0]
-	ro, session, err := c.resolveForWriting(ctx, root, pos[1])
-	if err != nil {
-		return c.failf("%v", err)
-	}
 	// Opening a session for writing reads only the records past the index,
 	// so it does not see a damaged record in the middle of a chunk; Verify
 	// reads them all.
-	rep, err := ro.Verify(ctx, session)
-	ro.Close()
-	if err != nil {
-		return c.failf("session %s: cannot verify it before repairing: %s", session, describe(err))
+	root, session, rep, status := c.verifyFirst(ctx, args, "repairing")
+	if rep == nil {
+		return status
 	}
 	if !rep.Repairable() {
 		return c.failf("session %s is damaged beyond repair (%s), so nothing was changed; see %s for the problems",
