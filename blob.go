@@ -304,7 +304,7 @@ type GCReport struct {
 // session its open finds damaged (GC then removes nothing), ErrClosed.
 func (s *Store) GC(ctx context.Context, session uuid.UUID) (GCReport, error) {
 	var rep GCReport
-	err := s.withHandle(ctx, session, func(h *handle) error {
+	err := s.withHandle(ctx, session, func(h *openSession) error {
 		if err := h.writable(); err != nil {
 			return err
 		}
@@ -314,8 +314,8 @@ func (s *Store) GC(ctx context.Context, session uuid.UUID) (GCReport, error) {
 				referenced[h.entries[i].Digest] = true
 			}
 		}
-		for i := range h.inflight {
-			if e := &h.inflight[i].entry; e.Blob {
+		for i := range h.pipe.inflight {
+			if e := &h.pipe.inflight[i].entry; e.Blob {
 				referenced[e.Digest] = true
 			}
 		}
@@ -360,7 +360,7 @@ func (s *Store) GC(ctx context.Context, session uuid.UUID) (GCReport, error) {
 			}
 			if removed {
 				if err := fsys.SyncDir(filepath.Join(root, sub)); err != nil {
-					h.failed = err
+					h.becomeFailed(err)
 					return err
 				}
 			}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -51,6 +52,16 @@ import (
 // under the mutex, so a chunk is always fully durable before it is sealed
 // or closed.
 
+// groupCommit is the state of a session's commit pipeline, guarded by the
+// session's mutex.
+type groupCommit struct {
+	inflight  []inflightRecord // written, not yet known durable
+	syncing   bool             // a commit leader is syncing the active chunk
+	lastBatch int              // records the last commit sync covered
+	open      *commitGroup     // the in-flight records no sync has started on
+	synced    *sync.Cond       // on the session's mu: in-flight records were published or failed
+}
+
 // inflightRecord is a record written to the active chunk and not yet
 // known to be durable.
 type inflightRecord struct {
@@ -80,9 +91,9 @@ func (s *Store) pendingOf(ev Event, rec []byte) pendingEvent {
 
 // tip is the newest event written, in flight or published: the parent of
 // the next append.
-func (h *handle) tip() uuid.UUID {
-	if n := len(h.inflight); n > 0 {
-		return h.inflight[n-1].entry.ID
+func (h *openSession) tip() uuid.UUID {
+	if n := len(h.pipe.inflight); n > 0 {
+		return h.pipe.inflight[n-1].entry.ID
 	}
 	return h.head()
 }
@@ -114,7 +125,7 @@ func (s *Store) AppendBatch(ctx context.Context, session uuid.UUID, events ...Ev
 // session's mutex right before the events are written (again after any
 // wait that released the mutex); its error is returned and nothing is
 // written.
-func (s *Store) appendEvents(ctx context.Context, session uuid.UUID, evs []Event, check func(h *handle) error) ([]Event, error) {
+func (s *Store) appendEvents(ctx context.Context, session uuid.UUID, evs []Event, check func(h *openSession) error) ([]Event, error) {
 	if err := s.begin(ctx); err != nil {
 		return nil, err
 	}
@@ -130,9 +141,9 @@ func (s *Store) appendEvents(ctx context.Context, session uuid.UUID, evs []Event
 		}
 		batch[i] = s.pendingOf(ev, rec)
 	}
-	get := s.acquireAppend
+	get := s.reg.acquireAppend
 	if check != nil {
-		get = s.acquire
+		get = s.reg.acquire
 	}
 	h, err := get(ctx, session, nil)
 	if err != nil {
@@ -142,22 +153,22 @@ func (s *Store) appendEvents(ctx context.Context, session uuid.UUID, evs []Event
 		// Before the blobs too: a refused append writes nothing. writeBatch
 		// checks again after any wait.
 		if err := check(h); err != nil {
-			s.release(h)
+			s.reg.release(h)
 			return nil, err
 		}
 	}
-	pls, err := s.writeBlobs(h, batch)
+	pls, err := h.writeBlobs(batch)
 	if err != nil {
-		s.release(h)
+		s.reg.release(h)
 		return nil, err
 	}
-	g, out, err := s.writeBatch(ctx, h, batch, pls, uuid.Nil, check)
+	g, out, err := h.writeBatch(ctx, batch, pls, uuid.Nil, check)
 	if err != nil {
-		s.release(h)
+		s.reg.release(h)
 		return nil, err
 	}
-	err = s.commit(h, g)
-	s.releaseUnlocked(h)
+	err = h.commit(g)
+	s.reg.releaseUnlocked(h)
 	if err != nil {
 		return nil, err
 	}
@@ -172,7 +183,7 @@ func (s *Store) appendEvents(ctx context.Context, session uuid.UUID, evs []Event
 // need not wait for. Until the lines naming them are written (in flight),
 // GC keeps the blobs and their temporary files: their digests are counted
 // in h.writingBlobs, until blobsWritten.
-func (s *Store) writeBlobs(h *handle, batch []pendingEvent) ([]payload, error) {
+func (h *openSession) writeBlobs(batch []pendingEvent) ([]payload, error) {
 	pls := make([]payload, len(batch))
 	var big []int
 	for i, p := range batch {
@@ -197,7 +208,7 @@ func (s *Store) writeBlobs(h *handle, batch []pendingEvent) ([]payload, error) {
 	h.mu.Unlock()
 	var err error
 	for _, i := range big {
-		if err = putBlob(s.opts.fs, h.dir, pls[i].Digest, batch[i].rec, s.opts.FileMode, s.opts.DirMode, &h.blobDirs); err != nil {
+		if err = putBlob(h.opts.fs, h.dir, pls[i].Digest, batch[i].rec, h.opts.FileMode, h.opts.DirMode, &h.blobDirs); err != nil {
 			err = fmt.Errorf("sessionstore: write blob: %w", err)
 			break
 		}
@@ -205,8 +216,8 @@ func (s *Store) writeBlobs(h *handle, batch []pendingEvent) ([]payload, error) {
 	h.mu.Lock()
 	if err != nil {
 		h.blobsWritten(pls)
-		if errors.Is(err, errUnsynced) && h.failed == nil {
-			h.failed = err
+		if errors.Is(err, errUnsynced) {
+			h.becomeFailed(err)
 		}
 		return nil, err
 	}
@@ -215,7 +226,7 @@ func (s *Store) writeBlobs(h *handle, batch []pendingEvent) ([]payload, error) {
 
 // blobsWritten ends the protection writeBlobs gave the blobs of pls, with
 // h.mu held: their lines are in flight (or were not written).
-func (h *handle) blobsWritten(pls []payload) {
+func (h *openSession) blobsWritten(pls []payload) {
 	for _, p := range pls {
 		if p.Blob {
 			if h.writingBlobs[p.Digest]--; h.writingBlobs[p.Digest] == 0 {
@@ -235,21 +246,21 @@ func (h *handle) blobsWritten(pls []payload) {
 // fails). from is a parameter, not a selection set for the call: waiting
 // for a sync releases the mutex, and another append would take it. It
 // returns the commit group the batch joined, for commit.
-func (s *Store) writeBatch(ctx context.Context, h *handle, batch []pendingEvent, pls []payload, from uuid.UUID, check func(h *handle) error) (*commitGroup, []Event, error) {
+func (h *openSession) writeBatch(ctx context.Context, batch []pendingEvent, pls []payload, from uuid.UUID, check func(h *openSession) error) (*commitGroup, []Event, error) {
 	defer h.blobsWritten(pls)
 	if err := h.writable(); err != nil {
 		return nil, nil, err
 	}
 	out := make([]Event, len(batch))
 	for i, p := range batch {
-		id, err := s.opts.newID()
+		id, err := h.opts.newID()
 		if err != nil {
 			return nil, nil, fmt.Errorf("sessionstore: new event id: %w", err)
 		}
 		if h.known(id) || (i > 0 && id == out[i-1].ID) {
 			return nil, nil, fmt.Errorf("sessionstore: id source returned duplicate id %s", id)
 		}
-		out[i] = Event{ID: id, Kind: p.ev.Kind, Role: p.ev.Role, Time: s.opts.now().UTC(), Record: p.rec, Size: pls[i].Size}
+		out[i] = Event{ID: id, Kind: p.ev.Kind, Role: p.ev.Role, Time: h.opts.now().UTC(), Record: p.rec, Size: pls[i].Size}
 		if pls[i].Blob {
 			out[i].Digest = string(appendDigest(nil, pls[i].Digest))
 		}
@@ -263,7 +274,7 @@ func (s *Store) writeBatch(ctx context.Context, h *handle, batch []pendingEvent,
 		if err := ctx.Err(); err != nil {
 			return nil, nil, err
 		}
-		if err := s.appendMode(h); err != nil {
+		if err := h.appendMode(); err != nil {
 			return nil, nil, err
 		}
 		if check != nil {
@@ -309,26 +320,26 @@ func (s *Store) writeBatch(ctx context.Context, h *handle, batch []pendingEvent,
 		// chunk meanwhile, and the parent may have changed. Otherwise
 		// settle the old chunk without releasing the mutex and start the
 		// new one.
-		if h.syncing {
-			h.synced.Wait()
+		if h.pipe.syncing {
+			h.pipe.synced.Wait()
 			continue
 		}
 		if h.partial {
 			// Sealing the full chunk embeds all its index lines: load
 			// the index (which settles the records in flight), then
 			// encode again.
-			if err := s.materialize(h); err != nil {
+			if err := h.materialize(); err != nil {
 				return nil, nil, err
 			}
 			continue
 		}
-		if err := s.settle(h); err != nil {
+		if err := h.settle(); err != nil {
 			return nil, nil, err
 		}
 		if err := h.chunks.rotate(); err != nil {
 			if errors.Is(err, errUnsynced) {
-				h.failed = err
-				s.opts.Logger.Error("sessionstore: session stops writing", "session", h.id, "err", err)
+				h.becomeFailed(err)
+				h.opts.Logger.Error("sessionstore: session stops writing", "session", h.id, "err", err)
 			}
 			return nil, nil, err
 		}
@@ -336,7 +347,7 @@ func (s *Store) writeBatch(ctx context.Context, h *handle, batch []pendingEvent,
 	loc := h.chunks.enqueue(h.line)
 	for i := range batch {
 		l := location{Chunk: loc.Chunk, Offset: loc.Offset + int64(starts[i]), Length: uint32(starts[i+1] - starts[i])}
-		h.inflight = append(h.inflight, inflightRecord{entry: newEntry(hdrs[i], pls[i], l), event: out[i]})
+		h.pipe.inflight = append(h.pipe.inflight, inflightRecord{entry: newEntry(hdrs[i], pls[i], l), event: out[i]})
 	}
 	h.pending = uuid.Nil
 	return h.join(len(batch)), out, nil
@@ -344,10 +355,10 @@ func (s *Store) writeBatch(ctx context.Context, h *handle, batch []pendingEvent,
 
 // locationOf returns where the line of event id is, published or in
 // flight; a zero location if the session has no such event.
-func (h *handle) locationOf(id uuid.UUID) location {
-	for i := len(h.inflight) - 1; i >= 0; i-- {
-		if h.inflight[i].entry.ID == id {
-			return h.inflight[i].entry.Loc
+func (h *openSession) locationOf(id uuid.UUID) location {
+	for i := len(h.pipe.inflight) - 1; i >= 0; i-- {
+		if h.pipe.inflight[i].entry.ID == id {
+			return h.pipe.inflight[i].entry.Loc
 		}
 	}
 	if i, ok := h.byID[id]; ok {
@@ -358,12 +369,12 @@ func (h *handle) locationOf(id uuid.UUID) location {
 
 // known reports whether id names an event of the session, published or in
 // flight.
-func (h *handle) known(id uuid.UUID) bool {
+func (h *openSession) known(id uuid.UUID) bool {
 	if _, ok := h.byID[id]; ok {
 		return true
 	}
-	for i := range h.inflight {
-		if h.inflight[i].entry.ID == id {
+	for i := range h.pipe.inflight {
+		if h.pipe.inflight[i].entry.ID == id {
 			return true
 		}
 	}
@@ -381,7 +392,7 @@ const gatherWait = 200 * time.Microsecond
 const gatherLag = 15 * time.Microsecond
 
 // A commitGroup is the in-flight records one write and sync make durable:
-// those queued since the last sync started (h.open). The first append to
+// those queued since the last sync started (h.pipe.open). The first append to
 // join a group leads it: once no other sync runs, it writes the queue,
 // syncs and publishes the group. The others wait for done without taking
 // the session's mutex again, so that the end of a sync wakes only the
@@ -396,12 +407,12 @@ type commitGroup struct {
 
 // join adds n records just queued to the open group, starting one if none
 // is open, with h.mu held.
-func (h *handle) join(n int) *commitGroup {
-	g := h.open
+func (h *openSession) join(n int) *commitGroup {
+	g := h.pipe.open
 	if g == nil {
 		g = &commitGroup{lead: make(chan struct{}), done: make(chan struct{})}
-		h.open = g
-		if !h.syncing {
+		h.pipe.open = g
+		if !h.pipe.syncing {
 			close(g.lead)
 		}
 	}
@@ -410,9 +421,9 @@ func (h *handle) join(n int) *commitGroup {
 }
 
 // finish ends group g with err (nil when its records are published).
-func (h *handle) finish(g *commitGroup, err error) {
-	if h.open == g {
-		h.open = nil
+func (h *openSession) finish(g *commitGroup, err error) {
+	if h.pipe.open == g {
+		h.pipe.open = nil
 	}
 	g.err = err
 	close(g.done)
@@ -431,7 +442,7 @@ func closed(c chan struct{}) bool {
 // commit waits until the records of group g, which the caller joined with
 // h.mu held, are published (durable), leading the group's write and sync
 // if the caller joined it first. It returns with h.mu unlocked.
-func (s *Store) commit(h *handle, g *commitGroup) error {
+func (h *openSession) commit(g *commitGroup) error {
 	if g.led {
 		h.mu.Unlock()
 		<-g.done
@@ -450,12 +461,11 @@ func (s *Store) commit(h *handle, g *commitGroup) error {
 	if closed(g.done) { // settled with a new chunk's start, or failed
 		return g.err
 	}
-	if h.failed != nil {
+	if err := h.failedErr(); err != nil {
 		// The session stopped writing while g waited: its records (and
 		// those of the open group behind it) were never written. Drop
 		// them, so that nothing names them as the next parent.
-		err := fmt.Errorf("%w: %w", ErrSessionFailed, h.failed)
-		h.inflight = h.inflight[:0]
+		h.pipe.inflight = h.pipe.inflight[:0]
 		h.chunks.queue = h.chunks.queue[:0]
 		h.failGroups(g, err)
 		return err
@@ -465,10 +475,10 @@ func (s *Store) commit(h *handle, g *commitGroup) error {
 		return g.err
 	}
 	// Every record in flight is in g: older groups are finished.
-	h.syncing, h.open = true, nil
-	n, f := len(h.inflight), h.chunks.f
+	h.pipe.syncing, h.pipe.open = true, nil
+	n, f := len(h.pipe.inflight), h.chunks.f
 	q, off := h.chunks.takeQueue()
-	h.lastBatch = n
+	h.pipe.lastBatch = n
 	h.mu.Unlock()
 	werr := h.chunks.writeAt(q, off)
 	var serr error
@@ -477,17 +487,17 @@ func (s *Store) commit(h *handle, g *commitGroup) error {
 	}
 	h.mu.Lock()
 	h.chunks.giveBack(q)
-	h.syncing = false
-	if next := h.open; next != nil {
+	h.pipe.syncing = false
+	if next := h.pipe.open; next != nil {
 		close(next.lead)
 	}
 	switch {
 	case werr != nil:
-		s.writeFailed(h, g, off, werr)
+		h.writeFailed(g, off, werr)
 	case serr != nil:
-		s.syncFailed(h, g, serr)
+		h.syncFailed(g, serr)
 	default:
-		s.publish(h, n)
+		h.publish(n)
 		h.finish(g, nil)
 	}
 	return g.err
@@ -500,9 +510,9 @@ func (s *Store) commit(h *handle, g *commitGroup) error {
 // the group besides the leader's. It stops early once most have come and
 // the rest lag behind by gatherLag: they are held up (preempted, woken
 // late) and the next sync covers them.
-func (h *handle) gather(g *commitGroup) {
-	want := g.records + h.lastBatch - 1
-	if h.lastBatch <= 1 || g.records >= want {
+func (h *openSession) gather(g *commitGroup) {
+	want := g.records + h.pipe.lastBatch - 1
+	if h.pipe.lastBatch <= 1 || g.records >= want {
 		return
 	}
 	start := time.Now()
@@ -525,27 +535,27 @@ func (h *handle) gather(g *commitGroup) {
 // held, so that the active chunk can be sealed or closed: it waits for a
 // running sync and writes and syncs the rest itself without releasing the
 // mutex.
-func (s *Store) settle(h *handle) error {
-	for h.syncing {
-		h.synced.Wait()
+func (h *openSession) settle() error {
+	for h.pipe.syncing {
+		h.pipe.synced.Wait()
 	}
-	if h.failed != nil {
-		return fmt.Errorf("%w: %w", ErrSessionFailed, h.failed)
+	if err := h.failedErr(); err != nil {
+		return err
 	}
-	if len(h.inflight) == 0 {
+	if len(h.pipe.inflight) == 0 {
 		return nil
 	}
 	q, off := h.chunks.takeQueue()
 	err := h.chunks.writeAt(q, off)
 	h.chunks.giveBack(q)
 	if err != nil {
-		return s.writeFailed(h, nil, off, err)
+		return h.writeFailed(nil, off, err)
 	}
 	if err := h.chunks.sync(h.chunks.f); err != nil {
-		return s.syncFailed(h, nil, err)
+		return h.syncFailed(nil, err)
 	}
-	s.publish(h, len(h.inflight))
-	if g := h.open; g != nil {
+	h.publish(len(h.pipe.inflight))
+	if g := h.pipe.open; g != nil {
 		h.finish(g, nil)
 	}
 	return nil
@@ -558,14 +568,14 @@ func (s *Store) settle(h *handle) error {
 // used is pending again (the newest, unless a newer one is pending): no
 // event was appended, so where the next one goes has not changed. If even
 // cutting back failed, the session stops writing.
-func (s *Store) writeFailed(h *handle, g *commitGroup, off int64, err error) error {
+func (h *openSession) writeFailed(g *commitGroup, off int64, err error) error {
 	if errors.Is(err, errUnsynced) {
-		return s.syncFailed(h, g, err)
+		return h.syncFailed(g, err)
 	}
-	for i := len(h.inflight) - 1; i >= 0 && h.pending == uuid.Nil; i-- {
-		h.pending = h.inflight[i].event.BranchFrom
+	for i := len(h.pipe.inflight) - 1; i >= 0 && h.pending == uuid.Nil; i-- {
+		h.pending = h.pipe.inflight[i].event.BranchFrom
 	}
-	h.inflight = h.inflight[:0]
+	h.pipe.inflight = h.pipe.inflight[:0]
 	h.chunks.queue = h.chunks.queue[:0]
 	h.chunks.size = off
 	h.failGroups(g, err)
@@ -575,48 +585,49 @@ func (s *Store) writeFailed(h *handle, g *commitGroup, off int64, err error) err
 // syncFailed handles a failed write or sync of the active chunk, for group
 // g (nil from settle): the in-flight records may or may not be on disk, so
 // none is acknowledged and the session stops writing.
-func (s *Store) syncFailed(h *handle, g *commitGroup, err error) error {
-	h.failed = fmt.Errorf("%w: %w", err, errUnsynced)
-	h.inflight = h.inflight[:0]
+func (h *openSession) syncFailed(g *commitGroup, err error) error {
+	failed := fmt.Errorf("%w: %w", err, errUnsynced)
+	h.becomeFailed(failed)
+	h.pipe.inflight = h.pipe.inflight[:0]
 	h.chunks.queue = h.chunks.queue[:0]
-	h.failGroups(g, h.failed)
-	s.opts.Logger.Error("sessionstore: session stops writing", "session", h.id, "err", h.failed)
-	return h.failed
+	h.failGroups(g, failed)
+	h.opts.Logger.Error("sessionstore: session stops writing", "session", h.id, "err", failed)
+	return failed
 }
 
 // failGroups finishes g (if not nil) and the open group with err, after
 // their records were dropped, and wakes whoever waits for a sync.
-func (h *handle) failGroups(g *commitGroup, err error) {
+func (h *openSession) failGroups(g *commitGroup, err error) {
 	if g != nil {
 		h.finish(g, err)
 	}
-	if o := h.open; o != nil {
+	if o := h.pipe.open; o != nil {
 		h.finish(o, err)
 	}
-	h.synced.Broadcast()
+	h.pipe.synced.Broadcast()
 }
 
 // publish moves the first n in-flight records, now durable, into the
 // in-memory index, writes their index lines, hands them to subscribers and
 // wakes the waiters.
-func (s *Store) publish(h *handle, n int) {
-	defer h.synced.Broadcast()
+func (h *openSession) publish(n int) {
+	defer h.pipe.synced.Broadcast()
 	if n == 0 {
 		return
 	}
-	done := h.inflight[:n]
+	done := h.pipe.inflight[:n]
 	first := len(h.entries)
 	events := make([]Event, n)
 	for i := range done {
 		if err := h.add(&done[i].entry); err != nil {
 			// Unreachable unless memory was corrupted: ids and parents
 			// were checked when the records were written.
-			h.failed = err
+			h.becomeFailed(err)
 			return
 		}
 		events[i] = done[i].event
 	}
-	h.inflight = append(h.inflight[:0], h.inflight[n:]...)
+	h.pipe.inflight = append(h.pipe.inflight[:0], h.pipe.inflight[n:]...)
 	h.appended = true
 	es := make([]*entry, n)
 	for i := range es {
@@ -626,10 +637,10 @@ func (s *Store) publish(h *handle, n int) {
 		// The events are durable: acknowledge them. The index will be
 		// rebuilt from the chunk on the next open; until then, stop
 		// writing.
-		h.failed = err
-		s.opts.Logger.Error("sessionstore: index write failed; session stops writing until reopened", "session", h.id, "err", err)
+		h.becomeFailed(err)
+		h.opts.Logger.Error("sessionstore: index write failed; session stops writing until reopened", "session", h.id, "err", err)
 	}
-	s.hub.settled(h.id, events)
+	h.hub.settled(h.id, events)
 }
 
 // Flush is a barrier: it returns once every event appended to the session
@@ -648,13 +659,13 @@ func (s *Store) Flush(ctx context.Context, session uuid.UUID) error {
 	if s.opts.ReadOnly {
 		return ErrReadOnly
 	}
-	h, err := s.acquireAppend(ctx, session, nil)
+	h, err := s.reg.acquireAppend(ctx, session, nil)
 	if err != nil {
 		return err
 	}
-	defer s.release(h)
-	if h.damaged != nil {
-		return h.damaged
+	defer s.reg.release(h)
+	if h.damage() != nil {
+		return h.damage()
 	}
 	// A chunk being sealed in the background still has its lines in
 	// index.jsonl, which the sealing rewrites when it ends. Settling may
@@ -662,7 +673,7 @@ func (s *Store) Flush(ctx context.Context, session uuid.UUID) error {
 	// new chunk meanwhile: look again until no sealing runs.
 	for {
 		h.chunks.awaitSealing()
-		if err := s.settle(h); err != nil {
+		if err := h.settle(); err != nil {
 			return err
 		}
 		if !h.chunks.sealRunning {
@@ -670,12 +681,12 @@ func (s *Store) Flush(ctx context.Context, session uuid.UUID) error {
 		}
 	}
 	if err := h.index.f.Sync(); err != nil {
-		h.failed = err
+		h.becomeFailed(err)
 		return fmt.Errorf("sessionstore: sync %s: %w", h.index.path, err)
 	}
 	if head := h.head(); head != h.headOnDisk {
 		if err := writeHead(s.opts.fs, h.dir, head, s.opts.FileMode); err != nil {
-			h.failed = err
+			h.becomeFailed(err)
 			return err
 		}
 		h.headOnDisk = head

@@ -74,7 +74,7 @@ func (e Event) Compaction() (CompactionRecord, error) {
 // selection is pending; as Append.
 func (s *Store) Compact(ctx context.Context, session uuid.UUID, c Compaction) (Event, error) {
 	ev := NewEvent(KindCompaction, RoleNone, CompactionRecord{Summary: c.Summary, TokensBefore: c.TokensBefore, FirstKept: c.FirstKept, Summarized: c.Head})
-	return s.appendOne(ctx, session, ev, func(h *handle) error {
+	return s.appendOne(ctx, session, ev, func(h *openSession) error {
 		if c.Head == uuid.Nil {
 			return invalidEventf("Compaction.Head is not set: set it to the HEAD the summary was made from (Store.Head), so that Compact refuses a summary an append has overtaken")
 		}
@@ -92,7 +92,7 @@ func (s *Store) Compact(ctx context.Context, session uuid.UUID, c Compaction) (E
 }
 
 // onPath reports whether id is leaf or one of its ancestors.
-func (h *handle) onPath(id, leaf uuid.UUID) bool {
+func (h *openSession) onPath(id, leaf uuid.UUID) bool {
 	for cur := leaf; cur != uuid.Nil; {
 		if cur == id {
 			return true
@@ -109,13 +109,13 @@ func (h *handle) onPath(id, leaf uuid.UUID) bool {
 // keptTail returns the entries kept verbatim by the compaction c: from its
 // FirstKept to its parent, oldest first, or none when FirstKept is unset or
 // not on the path. It reads the compaction's record and walks the index.
-func (s *Store) keptTail(h *handle, r *chunkReader, c *entry) ([]entry, error) {
+func (h *openSession) keptTail(r *chunkReader, c *entry) ([]entry, error) {
 	ev, err := readEntry(r, c)
 	if err != nil {
 		return nil, err
 	}
 	if c.Blob {
-		if ev.Record, err = readBlob(s.opts.fs, h.dir, c.Digest, c.Size); err != nil {
+		if ev.Record, err = readBlob(h.opts.fs, h.dir, c.Digest, c.Size); err != nil {
 			return nil, err
 		}
 	}
@@ -345,12 +345,12 @@ func (s *Store) Abandoned(ctx context.Context, session, from uuid.UUID) ([]Event
 		return nil, err
 	}
 	defer s.end()
-	h, err := s.acquire(ctx, session, nil)
+	h, err := s.reg.acquire(ctx, session, nil)
 	if err != nil {
 		return nil, err
 	}
 	if _, err := h.lookup(from); err != nil {
-		s.release(h)
+		s.reg.release(h)
 		return nil, err
 	}
 	ancestors := map[uuid.UUID]bool{}
@@ -363,7 +363,7 @@ func (s *Store) Abandoned(ctx context.Context, session, from uuid.UUID) ([]Event
 		path = append(path, e)
 		cur = e.ParentID
 	}
-	s.release(h)
+	s.reg.release(h)
 	for l, r := 0, len(path)-1; l < r; l, r = l+1, r-1 {
 		path[l], path[r] = path[r], path[l]
 	}
@@ -383,12 +383,12 @@ func (s *Store) AppendBranchSummary(ctx context.Context, session, from uuid.UUID
 		return Event{}, err
 	}
 	defer s.end()
-	h, err := s.acquire(ctx, session, nil)
+	h, err := s.reg.acquire(ctx, session, nil)
 	if err != nil {
 		return Event{}, err
 	}
 	if _, err := h.lookup(from); err != nil {
-		s.release(h)
+		s.reg.release(h)
 		return Event{}, err
 	}
 	if rec.AbandonedHead == uuid.Nil {
@@ -397,22 +397,22 @@ func (s *Store) AppendBranchSummary(ctx context.Context, session, from uuid.UUID
 	ev := NewEvent(KindBranchSummary, RoleNone, rec)
 	data, err := prepareRecord(ev, s.opts.MaxRecordSize)
 	if err != nil {
-		s.release(h)
+		s.reg.release(h)
 		return Event{}, err
 	}
 	batch := []pendingEvent{s.pendingOf(ev, data)}
-	pls, err := s.writeBlobs(h, batch)
+	pls, err := h.writeBlobs(batch)
 	if err != nil {
-		s.release(h)
+		s.reg.release(h)
 		return Event{}, err
 	}
-	g, out, err := s.writeBatch(ctx, h, batch, pls, from, nil)
+	g, out, err := h.writeBatch(ctx, batch, pls, from, nil)
 	if err != nil {
-		s.release(h)
+		s.reg.release(h)
 		return Event{}, err
 	}
-	err = s.commit(h, g)
-	s.releaseUnlocked(h)
+	err = h.commit(g)
+	s.reg.releaseUnlocked(h)
 	if err != nil {
 		return Event{}, err
 	}

@@ -222,9 +222,9 @@ func TestSealedIndex(t *testing.T) {
 // awaitSealing waits until no chunk of the session, if open in s, is being
 // sealed in the background.
 func awaitSealing(s *Store, id uuid.UUID) {
-	s.mu.Lock()
-	h := s.sessions[id]
-	s.mu.Unlock()
+	s.reg.mu.Lock()
+	h := s.reg.sessions[id]
+	s.reg.mu.Unlock()
 	if h == nil {
 		return
 	}

@@ -246,13 +246,13 @@ func TestAppendBatch(t *testing.T) {
 		}
 		got, err := s.AppendBatch(ctx, meta.ID, big...)
 		require.NoError(t, err)
-		h, err := s.acquire(ctx, meta.ID, nil)
+		h, err := s.reg.acquire(ctx, meta.ID, nil)
 		require.NoError(t, err)
 		chunk := h.entries[h.byID[got[0].ID]].Loc.Chunk
 		for _, ev := range got {
 			assert.Equal(t, chunk, h.entries[h.byID[ev.ID]].Loc.Chunk, "a batch stays in one chunk")
 		}
-		s.release(h)
+		s.reg.release(h)
 	}
 
 	// One bad event: nothing is written.
@@ -408,9 +408,9 @@ func TestMaxOpenSessions(t *testing.T) {
 			require.NoError(t, err, "session %d round %d", i, round)
 		}
 	}
-	s.mu.Lock()
-	open := len(s.sessions)
-	s.mu.Unlock()
+	s.reg.mu.Lock()
+	open := len(s.reg.sessions)
+	s.reg.mu.Unlock()
 	t.Logf("%d sessions appended to round-robin twice; %d open at the end, at most %d allowed", n, open, maxOpen)
 	assert.LessOrEqual(t, open, maxOpen)
 	tree, err := s.Tree(ctx, ids[0])
@@ -689,8 +689,8 @@ func TestIndexWriteFailureDropsQueuedRecords(t *testing.T) {
 		_, err := s.Append(ctx, meta.ID, UserText("queued behind it"))
 		queued <- err
 	}()
-	waitUntil(t, s, meta.ID, "the second append to be queued behind the held sync", func(h *handle) bool {
-		return h.syncing && len(h.inflight) == 2
+	waitUntil(t, s, meta.ID, "the second append to be queued behind the held sync", func(h *openSession) bool {
+		return h.pipe.syncing && len(h.pipe.inflight) == 2
 	})
 	release()
 	acked := <-first
@@ -768,7 +768,7 @@ func (f syncGateFile) Sync() error {
 }
 
 // waitUntil polls cond on the session's locked handle until it holds.
-func waitUntil(t *testing.T, s *Store, id uuid.UUID, what string, cond func(h *handle) bool) {
+func waitUntil(t *testing.T, s *Store, id uuid.UUID, what string, cond func(h *openSession) bool) {
 	t.Helper()
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
 		h := lockedHandle(t, s, id)
@@ -824,8 +824,8 @@ func TestBranchSummaryWhileAppending(t *testing.T) {
 		inflight := func() int {
 			h := lockedHandle(t, s, id)
 			defer h.mu.Unlock()
-			require.True(t, h.syncing, "precondition: the sync of x is held")
-			return len(h.inflight)
+			require.True(t, h.pipe.syncing, "precondition: the sync of x is held")
+			return len(h.pipe.inflight)
 		}
 		require.Equal(t, 1, inflight(), "precondition: only x is in flight; the summary waits for a new chunk")
 		wg.Go(func() {

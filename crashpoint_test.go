@@ -591,9 +591,9 @@ func TestFaultInjection(t *testing.T) {
 
 // checkWritable reports whether the session's handle refuses writes.
 func (s *Store) checkWritable(id uuid.UUID) error {
-	s.mu.Lock()
-	h := s.sessions[id]
-	s.mu.Unlock()
+	s.reg.mu.Lock()
+	h := s.reg.sessions[id]
+	s.reg.mu.Unlock()
 	if h == nil {
 		return nil
 	}

@@ -76,7 +76,7 @@ func writeHead(fsys vfs.FS, dir string, id uuid.UUID, perm os.FileMode) error {
 // Errors: ErrNotFound, ErrLocked, ErrClosed.
 func (s *Store) Head(ctx context.Context, session uuid.UUID) (uuid.UUID, error) {
 	var head uuid.UUID
-	err := s.useHandle(ctx, session, s.acquireLazy, func(h *handle) error {
+	err := s.useHandle(ctx, session, s.reg.acquireLazy, func(h *openSession) error {
 		head = h.head()
 		return nil
 	})
@@ -91,8 +91,8 @@ func (s *Store) Head(ctx context.Context, session uuid.UUID) (uuid.UUID, error) 
 //
 // Errors: ErrNotFound when from is not in the session; ErrLocked; ErrClosed.
 func (s *Store) Branch(ctx context.Context, session, from uuid.UUID) error {
-	return s.withHandle(ctx, session, func(h *handle) error {
-		if h.readOnly {
+	return s.withHandle(ctx, session, func(h *openSession) error {
+		if h.opts.ReadOnly {
 			return ErrReadOnly
 		}
 		if _, err := h.lookup(from); err != nil {
@@ -113,7 +113,7 @@ func (s *Store) Branch(ctx context.Context, session, from uuid.UUID) error {
 //
 // Errors: ErrNotFound, ErrLocked, ErrClosed.
 func (s *Store) NextParent(ctx context.Context, session uuid.UUID) (parent uuid.UUID, branching bool, err error) {
-	err = s.withHandle(ctx, session, func(h *handle) error {
+	err = s.withHandle(ctx, session, func(h *openSession) error {
 		if h.pending != uuid.Nil {
 			parent, branching = h.pending, true
 		} else {

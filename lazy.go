@@ -83,12 +83,12 @@ const (
 )
 
 // openLazy opens a writable session of format 2 without its index when its
-// files need no repair (see above), setting h.lazy to HEAD's entry and
+// files need no repair (see above), setting h.headEntry to HEAD's entry and
 // reporting true. It reports false, with h unchanged, when the session
 // needs the normal open, also when reading a file failed: the normal open
 // reads it again and reports the error. It writes nothing.
-func (s *Store) openLazy(h *handle) bool {
-	fsys := s.opts.fs
+func (h *openSession) openLazy() bool {
+	fsys := h.opts.fs
 	for _, name := range []string{headTemp, metaFile + ".tmp"} {
 		if _, err := fsys.Stat(filepath.Join(h.dir, name)); !errors.Is(err, os.ErrNotExist) {
 			return false
@@ -98,11 +98,11 @@ func (s *Store) openLazy(h *handle) bool {
 	if err != nil || !exists {
 		return false
 	}
-	last, ok := lazyTip(fsys, h, false)
+	last, ok := lazyTip(fsys, h.dir, h.format, false)
 	if !ok || last.ID != head {
 		return false
 	}
-	h.lazy = &last
+	h.becomeLazy(last)
 	h.headOnDisk = head
 	return true
 }
@@ -111,18 +111,19 @@ func (s *Store) openLazy(h *handle) bool {
 // and so needs only the log to be clean: HEAD is the newest record, found
 // from the last index line (followTail), and the HEAD file, which a writer
 // replaces only now and then, is not read.
-func (s *Store) openLazyReader(h *handle) bool {
-	rev, err := revisionOf(s.opts.fs, h.dir)
+func (h *openSession) openLazyReader() bool {
+	rev, err := revisionOf(h.opts.fs, h.dir)
 	if err != nil {
 		return false
 	}
-	last, ok := lazyTip(s.opts.fs, h, true)
+	last, ok := lazyTip(h.opts.fs, h.dir, h.format, true)
 	if !ok {
 		return false
 	}
 	// The revision from before the check: if the log grew meanwhile, the
 	// next call sees a change and looks again.
-	h.lazy, h.revision = &last, rev
+	h.becomeLazy(last)
+	h.revision = rev
 	return true
 }
 
@@ -132,11 +133,11 @@ func (s *Store) openLazyReader(h *handle) bool {
 // holding the record that line locates, and only zero bytes after it. With
 // follow, records may come after it (followTail), and it returns the
 // newest. It reports false otherwise, also when reading a file failed.
-func lazyTip(fsys vfs.FS, h *handle, follow bool) (entry, bool) {
-	if h.format < 2 {
+func lazyTip(fsys vfs.FS, dir string, format int, follow bool) (entry, bool) {
+	if format < 2 {
 		return entry{}, false
 	}
-	chunkDir := filepath.Join(h.dir, chunksDir)
+	chunkDir := filepath.Join(dir, chunksDir)
 	forms, temps, err := chunkForms(fsys, chunkDir)
 	if err != nil || len(temps) > 0 || len(forms) == 0 {
 		return entry{}, false
@@ -148,7 +149,7 @@ func lazyTip(fsys vfs.FS, h *handle, follow bool) (entry, bool) {
 			return entry{}, false
 		}
 	}
-	last, ok := lastIndexLine(fsys, filepath.Join(h.dir, indexName))
+	last, ok := lastIndexLine(fsys, filepath.Join(dir, indexName))
 	if !ok || last.Loc.Chunk != newest {
 		return entry{}, false
 	}
@@ -200,72 +201,50 @@ func followTail(fsys vfs.FS, r *chunkReader, last entry) (entry, bool) {
 // errTailGap stops followTail at an invalid record followed by a valid one.
 var errTailGap = errors.New("an invalid record before a valid one")
 
-// acquireAppend is acquire for appends: a session opened without its
-// index starts appending without it (startAppending), unless a Branch
-// selection is pending, whose location only the index holds. A read-only
-// handle is returned as it is, and the append refuses it.
-func (s *Store) acquireAppend(ctx context.Context, id uuid.UUID, _ *Meta) (*handle, error) {
-	return s.acquireReady(ctx, id, nil, s.appendMode)
-}
-
-// appendMode readies h for an append, with h.mu held. A handle with its
-// index, or appending without it, stays as it is, and so does a read-only
-// one (the append refuses it: writable). One opened without its index
-// starts appending without it, unless a Branch selection is pending, whose
+// appendMode readies h for an append, with h.mu held. A session with its
+// index, or appending without it, stays as it is, and so does one of a
+// read-only store (the append refuses it: writable). A lazy one starts
+// appending without its index, unless a Branch selection is pending, whose
 // location only the index holds; failing that, the index is loaded.
 // Failing to open a file for appending, like everything else, is left to
 // the normal open (materialize), which reports or repairs it.
 //
 // writeBatch calls it again after each wait that released the mutex: a
-// call that failed to load the index meanwhile left the handle without it.
-func (s *Store) appendMode(h *handle) error {
-	if h.lazy == nil || h.readOnly {
+// call that failed to load the index meanwhile left the session lazy.
+func (h *openSession) appendMode() error {
+	if h.state != stateLazy || h.opts.ReadOnly {
 		return nil
 	}
-	if h.pending == uuid.Nil && s.startAppending(h) == nil {
+	if h.pending == uuid.Nil && h.startAppending() == nil {
 		return nil
 	}
-	return s.materialize(h)
+	return h.materialize()
 }
 
-// startAppending prepares a session opened without its index for appends,
-// with h.mu held: it opens the newest chunk at the end of HEAD's record
-// and index.jsonl at its end (as openLazy found them: nothing has written
-// since) and makes HEAD's entry the first of a partial index. On an error
-// h is unchanged.
-func (s *Store) startAppending(h *handle) error {
-	head := *h.lazy
+// startAppending prepares a lazy session for appends, with h.mu held: it
+// opens the newest chunk at the end of HEAD's record and index.jsonl at
+// its end (as openLazy found them: nothing has written since) and makes
+// HEAD's entry the first of a partial index (state appending). On an
+// error h is unchanged.
+func (h *openSession) startAppending() error {
+	head := *h.headEntry
 	indexPath := filepath.Join(h.dir, indexName)
-	info, err := s.opts.fs.Stat(indexPath)
+	info, err := h.opts.fs.Stat(indexPath)
 	if err != nil {
 		return err
 	}
-	chunks := s.newChunkWriter(h, s.opts.Logger.With("session", h.id))
+	chunks := h.newChunkWriter()
 	if err := chunks.openActive(head.Loc.Chunk, head.Loc.end()); err != nil {
 		return err
 	}
-	index, err := openIndexFile(s.opts.fs, indexPath, info.Size(), s.opts.FileMode)
+	index, err := openIndexFile(h.opts.fs, indexPath, info.Size(), h.opts.FileMode)
 	if err != nil {
 		chunks.close()
 		return err
 	}
 	h.chunks, h.index = chunks, index
-	h.entries = append(make([]entry, 0, 256), head)
-	h.byID = map[uuid.UUID]int32{head.ID: 0}
-	h.lazy, h.partial = nil, true
+	h.becomeAppending()
 	return nil
-}
-
-// lazyHead returns HEAD's entry when the session has no whole index in
-// memory: opened without it, or appending without it.
-func (h *handle) lazyHead() (entry, bool) {
-	switch {
-	case h.lazy != nil:
-		return *h.lazy, true
-	case h.partial:
-		return h.entries[len(h.entries)-1], true
-	}
-	return entry{}, false
 }
 
 // freeAfter reports whether only zero bytes, at most lazyFreeSpace of
@@ -322,113 +301,62 @@ func lastIndexLine(fsys vfs.FS, path string) (entry, bool) {
 	return e, err == nil
 }
 
-// materialize loads the index of a session opened without it, with h.mu
-// held: the normal open's reconciliation, which may repair what it finds
-// (see recovery.go). On an error the handle stays without its index, so a
-// later call tries again.
-func (s *Store) materialize(h *handle) error {
-	if h.partial {
-		if err := s.endAppending(h); err != nil {
-			return err
-		}
-	}
-	lazy := h.lazy
-	if lazy == nil {
-		return nil
-	}
-	h.lazy = nil
-	if h.readOnly {
-		// A reader's analysis changes h only when it succeeds.
-		if err := s.reload(h); err != nil {
-			h.lazy = lazy
-			return err
-		}
-		return nil
-	}
-	if h.failed != nil {
-		if err := s.loadFailed(h, lazy.ID); err != nil {
-			h.lazy = lazy
-			return err
-		}
-		return nil
-	}
-	if err := s.reconcile(h); err != nil {
-		if h.index != nil {
-			h.index.close()
-		}
-		h.chunks.close()
-		h.index, h.chunks, h.entries, h.byID, h.lazy = nil, s.closedChunks(h), nil, nil, lazy
-		if errors.Is(err, errRepairFailed) {
-			// The files changed under the lazy state (a truncated index,
-			// say): appending from it would write past the change. Close
-			// the session; the next call opens it again, which analyzes
-			// the files as they are now and makes the repairs again.
-			s.dropHandle(h, err)
-		}
-		return err
-	}
-	return nil
-}
-
 // loadFailed loads the index of a session whose writes stopped after a
-// failed sync (h.failed), with h.mu held: when materialize loads it, or
-// when the session reopens in the same Store after it was closed to make
-// room (openHandle). The records that sync carried are in the chunk file
+// failed sync, with h.mu held: when materialize loads it, or when the
+// session reopens in the same Store after it was closed to make room
+// (openSession.open). The records that sync carried are in the chunk file
 // but were never acknowledged, and may not be on disk: reconciling would
 // index them and name one in a durable HEAD, which a power loss would then
 // leave naming a record that is gone. So the index is loaded as a reader
 // loads it, repairing nothing, and cut after head, the newest acknowledged
 // event (uuid.Nil: none), as the in-memory index of a session that had
-// its index all along is. On an error h is unchanged.
-func (s *Store) loadFailed(h *handle, head uuid.UUID) error {
-	fresh := &handle{id: h.id, dir: h.dir, format: h.format, readOnly: true}
-	p, err := analyze(s.opts.fs, fresh)
+// its index all along is. The session is then failed with its whole index,
+// or damaged. On an error h is unchanged.
+func (h *openSession) loadFailed(head uuid.UUID) error {
+	p, err := analyze(h.opts.fs, h.dir, true)
 	if err != nil {
 		return err
 	}
-	switch i, ok := fresh.byID[head]; {
+	x := p.index
+	switch i, ok := x.byID[head]; {
 	case head == uuid.Nil:
-		fresh.truncateTo(0)
+		x.truncateTo(0)
 	case ok:
-		fresh.truncateTo(int(i) + 1)
+		x.truncateTo(int(i) + 1)
 	case p.damage() == nil:
 		return fmt.Errorf("sessionstore: the files of session %s do not hold its newest acknowledged event %s", h.id, head)
 	}
-	h.entries, h.byID = fresh.entries, fresh.byID
 	if d := p.damage(); d != nil {
-		h.damaged = d
+		h.becomeDamaged(x, d)
+		return nil
 	}
+	h.becomeFailedIndexed(x)
 	return nil
 }
 
-// closedChunks is the chunk writer of a handle without its index: no file
-// open, but what writeMeta and Close use set.
-func (s *Store) closedChunks(h *handle) chunkWriter {
-	return s.newChunkWriter(h, s.opts.Logger.With("session", h.id))
-}
-
-// endAppending turns a session appending without its index back into one
-// opened without it, with h.mu held, so that materialize can load the
-// index: it makes the records in flight durable (unless a failure dropped
-// them), then closes the chunk and index files, which the appends left
-// as a clean open finds them. Waiting for a sync releases the mutex, so
-// another call may have ended it (and loaded the index) meanwhile.
-func (s *Store) endAppending(h *handle) error {
-	if h.failed == nil {
-		if err := s.settle(h); err != nil {
+// endAppending ends appending without the index, with h.mu held, so that
+// materialize can load it: it makes the records in flight durable (unless
+// a failure dropped them), then closes the chunk and index files, which
+// the appends left as a clean open finds them, and keeps HEAD's entry
+// only (lazy; a failed session stays failed). Waiting for a sync releases
+// the mutex, so another call may have ended it (and loaded the index)
+// meanwhile.
+func (h *openSession) endAppending() error {
+	if h.writeFailure == nil {
+		if err := h.settle(); err != nil {
 			return err
 		}
 	}
-	for h.syncing {
-		h.synced.Wait()
+	for h.pipe.syncing {
+		h.pipe.synced.Wait()
 	}
 	if !h.partial {
 		return nil // another call ended it while this one waited
 	}
 	head := h.entries[len(h.entries)-1]
 	err := errors.Join(h.chunks.close(), h.index.close())
-	h.chunks, h.index, h.entries, h.byID = s.closedChunks(h), nil, nil, nil
-	h.lazy, h.partial = &head, false
+	h.chunks, h.index = h.newChunkWriter(), nil
+	h.becomeLazy(head)
 	return err
 }
 

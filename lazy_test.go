@@ -20,11 +20,11 @@ import (
 )
 
 // lockedHandle returns the open handle of a session with its mutex held.
-func lockedHandle(t *testing.T, s *Store, id uuid.UUID) *handle {
+func lockedHandle(t *testing.T, s *Store, id uuid.UUID) *openSession {
 	t.Helper()
-	s.mu.Lock()
-	h := s.sessions[id]
-	s.mu.Unlock()
+	s.reg.mu.Lock()
+	h := s.reg.sessions[id]
+	s.reg.mu.Unlock()
 	require.NotNil(t, h, "the session is open")
 	h.mu.Lock()
 	return h
@@ -36,10 +36,10 @@ func isLazy(t *testing.T, s *Store, id uuid.UUID) bool {
 	t.Helper()
 	h := lockedHandle(t, s, id)
 	defer h.mu.Unlock()
-	if h.lazy != nil {
+	if h.headEntry != nil {
 		require.Empty(t, h.entries, "a session opened without its index holds no entries")
 	}
-	return h.lazy != nil
+	return h.headEntry != nil
 }
 
 // assertSameEvents compares two paths event by event.
@@ -385,9 +385,9 @@ func TestLazyAppendRestoredSelection(t *testing.T) {
 	evs := appendN(t, s, a.ID, 3)
 	require.NoError(t, s.Branch(ctx, a.ID, evs[0].ID))
 	appendN(t, s, b.ID, 1) // closes a to make room
-	s.mu.Lock()
-	_, open := s.sessions[a.ID]
-	s.mu.Unlock()
+	s.reg.mu.Lock()
+	_, open := s.reg.sessions[a.ID]
+	s.reg.mu.Unlock()
 	require.False(t, open, "precondition: a was closed")
 
 	ev, err := s.Append(ctx, a.ID, UserText("on the selection"))
@@ -486,13 +486,13 @@ func TestLazyLoadBadParentLocation(t *testing.T) {
 			ctx := context.Background()
 			m, s, id := memSession(t, Options{Compression: CompressionNone})
 			appendN(t, s, id, 6)
-			h, err := s.acquire(ctx, id, nil)
+			h, err := s.reg.acquire(ctx, id, nil)
 			require.NoError(t, err)
 			var locs []location
 			for _, e := range h.entries {
 				locs = append(locs, e.Loc)
 			}
-			s.release(h)
+			s.reg.release(h)
 			require.NoError(t, s.Close())
 
 			// Rewrite the last line with the new parent location, same
@@ -554,13 +554,13 @@ func TestLazyLoadReadsAboutThePath(t *testing.T) {
 		require.NoError(t, s.Branch(ctx, meta.ID, trunk[len(trunk)-1].ID))
 		appendN(t, s, meta.ID, 100)
 	}
-	h, err := s.acquire(ctx, meta.ID, nil)
+	h, err := s.reg.acquire(ctx, meta.ID, nil)
 	require.NoError(t, err)
 	var pathBytes, total int64
 	for _, e := range h.entries {
 		total += int64(e.Loc.Length)
 	}
-	s.release(h)
+	s.reg.release(h)
 	require.NoError(t, s.Close())
 
 	counting := vfs.NewCounting(m)

@@ -140,40 +140,45 @@ func plainDataEnd(fsys vfs.FS, path string) (int64, error) {
 	return lo, nil
 }
 
-// openReadOnly opens a session for a read-only store, with h.mu held.
-func (s *Store) openReadOnly(h *handle) error {
-	m, format, err := readMeta(s.opts.fs, h.dir, h.id)
+// openReader opens a session for a read-only store, with h.mu held: lazy
+// when its log is clean (openLazyReader), else indexed or damaged by the
+// analysis (reload).
+func (h *openSession) openReader() error {
+	m, format, err := readMeta(h.opts.fs, h.dir, h.id)
 	if err != nil {
 		return err
 	}
 	h.meta, h.format = m, format
-	h.readOnly = true
-	if s.openLazyReader(h) {
+	h.chunks = h.newChunkWriter()
+	if h.openLazyReader() {
 		return nil
 	}
-	return s.reload(h)
+	return h.reload()
 }
 
-// refresh reloads a read-only session if its revision changed.
-func (s *Store) refresh(h *handle) error {
-	rev, err := revisionOf(s.opts.fs, h.dir)
+// refresh brings a read-only session up to date with the files if their
+// revision changed: a lazy one checks its log again (or is analyzed), an
+// indexed one reads the log's new tail (readTail), anything else is
+// analyzed again (reload).
+func (h *openSession) refresh() error {
+	rev, err := revisionOf(h.opts.fs, h.dir)
 	if err != nil {
 		return err
 	}
 	if rev == h.revision && h.holdsAll(rev) {
 		return nil
 	}
-	if h.lazy != nil {
-		if s.openLazyReader(h) {
+	if h.state == stateLazy {
+		if h.openLazyReader() {
 			return nil
 		}
-		return s.materialize(h) // the analysis; h stays lazy if it fails
+		return h.materialize() // the analysis; h stays lazy if it fails
 	}
-	if h.damaged == nil && s.readTail(h) {
+	if h.state == stateIndexed && h.readTail() {
 		h.revision = rev
 		return nil
 	}
-	return s.reload(h)
+	return h.reload()
 }
 
 // holdsAll reports whether a reader's h holds every record of the log at
@@ -182,7 +187,7 @@ func (s *Store) refresh(h *handle) error {
 // progress or a torn tail that the writer's next open cuts, mean that the
 // same revision can come back holding other records (the cut, then an
 // append of the same length), so an unchanged revision proves nothing.
-func (h *handle) holdsAll(rev Revision) bool {
+func (h *openSession) holdsAll(rev Revision) bool {
 	if rev.Sealed || rev.Size == 0 {
 		return true
 	}
@@ -203,11 +208,11 @@ func (h *handle) holdsAll(rev Revision) bool {
 // not simply extend what h holds (the chunk of its last event no longer
 // reaches past it, a chunk is missing) or anything fails; reload then
 // starts over.
-func (s *Store) readTail(h *handle) bool {
+func (h *openSession) readTail() bool {
 	if len(h.entries) == 0 {
 		return false
 	}
-	fsys := s.opts.fs
+	fsys := h.opts.fs
 	chunkDir := filepath.Join(h.dir, chunksDir)
 	forms, _, err := chunkForms(fsys, chunkDir)
 	if err != nil {
@@ -235,7 +240,7 @@ func (s *Store) readTail(h *handle) bool {
 		var err error
 		switch {
 		case n == last.Chunk:
-			err = p.scanChunk(fsys, h, chunkDir, n, last.end(), n == newest)
+			err = p.scanChunk(fsys, &h.memIndex, chunkDir, n, last.end(), n == newest)
 		case forms[n].sealed:
 			var es []entry
 			if es, _, err = sealedIndex(fsys, chunkDir, n); err == nil {
@@ -246,7 +251,7 @@ func (s *Store) readTail(h *handle) bool {
 				}
 			}
 		default:
-			err = p.scanChunk(fsys, h, chunkDir, n, 0, n == newest)
+			err = p.scanChunk(fsys, &h.memIndex, chunkDir, n, 0, n == newest)
 		}
 		if err != nil {
 			h.truncateTo(keep)
@@ -260,17 +265,16 @@ func (s *Store) readTail(h *handle) bool {
 // a consistent prefix even while a writer appends; when it reports damage
 // or fails, it is repeated (a few times at most), so that a reader does
 // not take a writer's work in progress for damage.
-func (s *Store) reload(h *handle) error {
+func (h *openSession) reload() error {
 	const attempts = 5
 	for attempt := 1; ; attempt++ {
-		before, err := revisionOf(s.opts.fs, h.dir)
+		before, err := revisionOf(h.opts.fs, h.dir)
 		if err != nil {
 			return err
 		}
-		fresh := &handle{id: h.id, dir: h.dir, readOnly: true}
-		p, err := analyze(s.opts.fs, fresh)
+		p, err := analyze(h.opts.fs, h.dir, true)
 		if err != nil || p.damage() != nil {
-			after, rerr := revisionOf(s.opts.fs, h.dir)
+			after, rerr := revisionOf(h.opts.fs, h.dir)
 			if rerr != nil {
 				return rerr
 			}
@@ -286,10 +290,11 @@ func (s *Store) reload(h *handle) error {
 		}
 		// The revision from before the analysis: if the log grew during
 		// it, the next call sees a change and reloads.
-		h.entries, h.byID, h.revision = fresh.entries, fresh.byID, before
-		h.damaged = nil
+		h.revision = before
 		if d := p.damage(); d != nil {
-			h.damaged = d // a writer's open repairs a lost tail; a reader reports it
+			h.becomeDamaged(p.index, d) // a writer's open repairs a lost tail; a reader reports it
+		} else {
+			h.becomeIndexed(p.index)
 		}
 		return nil
 	}

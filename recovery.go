@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -62,7 +61,7 @@ type recoveryPlan struct {
 	indexEnd    int64 // end of its valid prefix
 	indexBad    int64 // offset of its first invalid line, or -1
 	indexBadErr error
-	firstNew    int // h.entries[firstNew:] are in the chunks but not in the index
+	firstNew    int // x.entries[firstNew:] are in the chunks but not in the index
 
 	indexed    int // entries taken from index.jsonl
 	staleLines int // index.jsonl lines of sealed chunks, which embed them
@@ -72,7 +71,7 @@ type recoveryPlan struct {
 	// The embedded index of each sealed chunk, or why it could not be read.
 	sealedEntries [][]entry
 	sealedErrs    []error
-	sealedAt      []int    // where readSealed decoded a chunk's entries in the array of h.entries, or -1
+	sealedAt      []int    // where readSealed decoded a chunk's entries in the array of x.entries, or -1
 	unsealed      []uint32 // chunks with both a plain and a sealed file
 	sealTemps     []string // temporary files of interrupted sealings
 	newestSealed  bool     // the newest chunk is sealed (compressed)
@@ -95,10 +94,23 @@ type recoveryPlan struct {
 	lost         []uuid.UUID
 	lostErr      *CorruptionError
 	rewriteIndex bool
+
+	// index is what the analysis read: every event of the log, or its
+	// valid prefix when it found corruption.
+	index memIndex
+}
+
+// head is the newest event the analysis found, uuid.Nil if none.
+func (p *recoveryPlan) head() uuid.UUID {
+	if e, ok := p.index.last(); ok {
+		return e.ID
+	}
+	return uuid.Nil
 }
 
 // repairs describes what apply would change, for logs and Verify.
-func (p *recoveryPlan) repairs(h *handle) []string {
+func (p *recoveryPlan) repairs() []string {
+	x := &p.index
 	var out []string
 	if p.tornPath != "" {
 		out = append(out, fmt.Sprintf("cut the torn tail of %s at offset %d (%d bytes, kept in %s): %v", p.tornPath, p.activeSize, p.tornSize-p.activeSize, p.tornKeep, p.tornErr))
@@ -112,7 +124,7 @@ func (p *recoveryPlan) repairs(h *handle) []string {
 	if p.staleLines > 0 {
 		out = append(out, fmt.Sprintf("drop %d lines of sealed chunks from %s, which the chunks embed", p.staleLines, indexName))
 	}
-	if n := len(p.plainEntries(h.entries[p.firstNew:])); n > 0 {
+	if n := len(p.plainEntries(x.entries[p.firstNew:])); n > 0 {
 		out = append(out, fmt.Sprintf("add %d index entries rebuilt from the chunks", n))
 	}
 	for _, name := range p.sealTemps {
@@ -130,7 +142,7 @@ func (p *recoveryPlan) repairs(h *handle) []string {
 	case p.headTemp:
 		out = append(out, "remove "+headTemp+", which names no known event")
 	}
-	head := h.head()
+	head := p.head()
 	switch {
 	case p.headBad != nil && head == uuid.Nil:
 		out = append(out, fmt.Sprintf("keep %s aside in %s and remove it, the session has no events: %v", headName, filepath.Base(p.headKeep), p.headBad))
@@ -146,20 +158,21 @@ func (p *recoveryPlan) repairs(h *handle) []string {
 	return out
 }
 
-// analyze reads a session's files into h.entries and h.byID and decides the
+// analyze reads a session's files into x.entries and x.byID and decides the
 // repairs, writing nothing. Corruption is reported in the plan, with h
 // holding the valid prefix; the error is for I/O failures only.
-func analyze(fsys vfs.FS, h *handle) (*recoveryPlan, error) {
+func analyze(fsys vfs.FS, dir string, readOnly bool) (*recoveryPlan, error) {
 	p := &recoveryPlan{indexBad: -1}
-	indexPath := filepath.Join(h.dir, indexName)
-	chunkDir := filepath.Join(h.dir, chunksDir)
+	x := &p.index
+	indexPath := filepath.Join(dir, indexName)
+	chunkDir := filepath.Join(dir, chunksDir)
 
 	// HEAD first: it names only durable events, so the chunks read after
 	// it hold its event even if a writer replaces it meanwhile.
-	headPath := filepath.Join(h.dir, headName)
+	headPath := filepath.Join(dir, headName)
 	head, headExists, headErr := readHeadFile(fsys, headPath)
-	tmp, tmpExists, tmpErr := readHeadFile(fsys, filepath.Join(h.dir, headTemp))
-	_, err := fsys.Stat(filepath.Join(h.dir, metaFile+".tmp"))
+	tmp, tmpExists, tmpErr := readHeadFile(fsys, filepath.Join(dir, headTemp))
+	_, err := fsys.Stat(filepath.Join(dir, metaFile+".tmp"))
 	p.metaTemp = err == nil
 
 	forms, temps, err := chunkForms(fsys, chunkDir)
@@ -203,7 +216,7 @@ func analyze(fsys vfs.FS, h *handle) (*recoveryPlan, error) {
 	if info, err := fsys.Stat(indexPath); err == nil {
 		extra += int(info.Size() / minIndexLine)
 	}
-	p.readSealed(fsys, h, chunkDir, missing, extra)
+	p.readSealed(fsys, x, chunkDir, missing, extra)
 
 	// The entries, in log order: those of a sealed chunk from its embedded
 	// index, those of a plain chunk from index.jsonl (whose lines for
@@ -213,7 +226,7 @@ func analyze(fsys vfs.FS, h *handle) (*recoveryPlan, error) {
 	addSealed := func(upto uint32) error {
 		for ; next < upto && next < missing; next++ {
 			if p.sealed[next] {
-				if err := p.addSealed(h, chunkDir, next); err != nil {
+				if err := p.addSealed(x, chunkDir, next); err != nil {
 					return err
 				}
 			}
@@ -228,21 +241,21 @@ func analyze(fsys vfs.FS, h *handle) (*recoveryPlan, error) {
 		if err := addSealed(e.Loc.Chunk); err != nil {
 			return err
 		}
-		if len(h.entries) == 0 {
+		if len(x.entries) == 0 {
 			if e.Loc.Chunk != 0 || e.Loc.Offset != 0 {
 				return corruptf(indexPath, off, "first entry is at chunk %d offset %d, not at the start of chunk 0", e.Loc.Chunk, e.Loc.Offset)
 			}
-		} else if prev := &h.entries[len(h.entries)-1]; !(e.Loc.Chunk == prev.Loc.Chunk && e.Loc.Offset == prev.Loc.end()) && !(e.Loc.Chunk == prev.Loc.Chunk+1 && e.Loc.Offset == 0) {
+		} else if prev := &x.entries[len(x.entries)-1]; !(e.Loc.Chunk == prev.Loc.Chunk && e.Loc.Offset == prev.Loc.end()) && !(e.Loc.Chunk == prev.Loc.Chunk+1 && e.Loc.Offset == 0) {
 			return corruptf(indexPath, off, "entry %s at chunk %d offset %d does not follow the previous record", e.ID, e.Loc.Chunk, e.Loc.Offset)
 		}
-		if err := h.add(e); err != nil {
+		if err := x.add(e); err != nil {
 			return corruptf(indexPath, off, "%w", err)
 		}
 		p.indexed++
 		return nil
 	}
 	scan, err := readIndex(fsys, indexPath, func(e *entry, off int64) error {
-		if !h.readOnly {
+		if !readOnly {
 			return add(e, off)
 		}
 		// A reader races the writer: the index may name chunks created
@@ -266,8 +279,8 @@ func analyze(fsys vfs.FS, h *handle) (*recoveryPlan, error) {
 		return p, p.fail(err)
 	}
 	p.indexSize, p.indexEnd, p.indexBad, p.indexBadErr = scan.size, scan.end, scan.bad, scan.badErr
-	if missing < uint32(len(p.chunks)) || (len(h.entries) > 0 && h.entries[len(h.entries)-1].Loc.Chunk >= missing) {
-		h.truncate(func(e *entry) bool { return e.Loc.Chunk >= missing })
+	if missing < uint32(len(p.chunks)) || (len(x.entries) > 0 && x.entries[len(x.entries)-1].Loc.Chunk >= missing) {
+		x.truncate(func(e *entry) bool { return e.Loc.Chunk >= missing })
 		if err := addSealed(missing); err != nil {
 			return p, p.fail(err)
 		}
@@ -275,9 +288,9 @@ func analyze(fsys vfs.FS, h *handle) (*recoveryPlan, error) {
 	}
 
 	start := location{}
-	if len(h.entries) > 0 {
+	if len(x.entries) > 0 {
 		r := newChunkReader(fsys, chunkDir)
-		err := p.checkLast(h, r, chunkDir)
+		err := p.checkLast(x, r, chunkDir)
 		r.close()
 		if err != nil {
 			return nil, err
@@ -285,13 +298,13 @@ func analyze(fsys vfs.FS, h *handle) (*recoveryPlan, error) {
 		if p.corrupt != nil {
 			return p, nil
 		}
-		if len(h.entries) > 0 {
-			last := &h.entries[len(h.entries)-1]
+		if len(x.entries) > 0 {
+			last := &x.entries[len(x.entries)-1]
 			start = location{Chunk: last.Loc.Chunk, Offset: last.Loc.end()}
 		}
 	}
 
-	p.firstNew = len(h.entries)
+	p.firstNew = len(x.entries)
 	for _, n := range p.chunks {
 		if n < start.Chunk || (n < next && p.sealed[n]) {
 			continue
@@ -299,13 +312,13 @@ func analyze(fsys vfs.FS, h *handle) (*recoveryPlan, error) {
 		var err error
 		if p.sealed[n] {
 			next = n + 1
-			err = p.addSealed(h, chunkDir, n)
+			err = p.addSealed(x, chunkDir, n)
 		} else {
 			off := int64(0)
 			if n == start.Chunk {
 				off = start.Offset
 			}
-			err = p.scanChunk(fsys, h, chunkDir, n, off, n == p.chunks[len(p.chunks)-1])
+			err = p.scanChunk(fsys, x, chunkDir, n, off, n == p.chunks[len(p.chunks)-1])
 		}
 		if err != nil {
 			if perr := p.fail(err); perr != nil {
@@ -317,7 +330,7 @@ func analyze(fsys vfs.FS, h *handle) (*recoveryPlan, error) {
 
 	if tmpExists {
 		p.headTemp = true
-		_, known := h.byID[tmp]
+		_, known := x.byID[tmp]
 		p.headFinish = tmpErr == nil && known
 	}
 	if p.headFinish {
@@ -340,7 +353,7 @@ func analyze(fsys vfs.FS, h *handle) (*recoveryPlan, error) {
 		return nil, headErr
 	default:
 		p.headOnDisk = head
-		if _, known := h.byID[head]; headExists && !known {
+		if _, known := x.byID[head]; headExists && !known {
 			p.headBad = corruptf(headPath, 0, "HEAD names event %s, which the log does not hold", head)
 			if p.lostErr == nil {
 				p.lostErr = &CorruptionError{Path: headPath, Err: fmt.Errorf("HEAD names event %s, which the log does not hold: acknowledged events were lost, or HEAD is damaged", head)}
@@ -348,7 +361,7 @@ func analyze(fsys vfs.FS, h *handle) (*recoveryPlan, error) {
 		}
 	}
 	if p.headBad != nil {
-		p.headKeep = keepName(fsys, filepath.Join(h.dir, headBroken))
+		p.headKeep = keepName(fsys, filepath.Join(dir, headBroken))
 	}
 	return p, nil
 }
@@ -361,12 +374,12 @@ func analyze(fsys vfs.FS, h *handle) (*recoveryPlan, error) {
 // are lost (a disk or another program damaged synced data), and the tail
 // is cut like any torn tail, their entries dropped (p.lost). Any other
 // mismatch is corruption.
-func (p *recoveryPlan) checkLast(h *handle, r *chunkReader, chunkDir string) error {
+func (p *recoveryPlan) checkLast(x *memIndex, r *chunkReader, chunkDir string) error {
 	newest := p.chunks[len(p.chunks)-1]
 	var firstBad error
-	k := len(h.entries)
+	k := len(x.entries)
 	for k > 0 {
-		e := &h.entries[k-1]
+		e := &x.entries[k-1]
 		_, err := readEntry(r, e)
 		if err == nil {
 			break
@@ -379,7 +392,7 @@ func (p *recoveryPlan) checkLast(h *handle, r *chunkReader, chunkDir string) err
 		// is invalid, or that the entry disagrees with) at the end of the
 		// plain newest chunk are a lost tail.
 		if e.Loc.Chunk != newest || p.newestSealed || !r.damagedAt(e.Loc) {
-			h.truncateTo(k - 1)
+			x.truncateTo(k - 1)
 			return p.fail(err)
 		}
 		firstBad = err
@@ -388,7 +401,7 @@ func (p *recoveryPlan) checkLast(h *handle, r *chunkReader, chunkDir string) err
 	if firstBad == nil {
 		return nil
 	}
-	lost := h.entries[k:]
+	lost := x.entries[k:]
 	for _, e := range lost {
 		p.lost = append(p.lost, e.ID)
 	}
@@ -398,7 +411,7 @@ func (p *recoveryPlan) checkLast(h *handle, r *chunkReader, chunkDir string) err
 	p.lostErr = &CorruptionError{Path: ce.Path, Offset: first.Loc.Offset, Err: fmt.Errorf("%d acknowledged events lost: the index names %s (and %d after it) at the end of the newest chunk, whose record is damaged: %w",
 		len(lost), first.ID, len(lost)-1, ce.Err)}
 	p.rewriteIndex = true
-	h.truncateTo(k)
+	x.truncateTo(k)
 	return nil
 }
 
@@ -414,17 +427,17 @@ func (p *recoveryPlan) damage() *CorruptionError {
 
 // readSealed reads the embedded indexes of the sealed chunks before
 // missing, in parallel, into p.sealedEntries and p.sealedErrs, and makes
-// h.entries and h.byID with room for their entries plus extra.
+// x.entries and x.byID with room for their entries plus extra.
 //
 // The sealed chunks that start the log (0, 1, ... up to the first plain or
-// missing one) are decoded straight into the array of h.entries, each in a
+// missing one) are decoded straight into the array of x.entries, each in a
 // region sized by sealedMeta.bound and laid out in chunk order, so that
 // addSealed moves them down into place instead of copying them from
 // another slice (p.sealedAt). This is sound because nothing is added to
-// h.entries before them: every other entry is in a later chunk, and add
+// x.entries before them: every other entry is in a later chunk, and add
 // first adds the sealed chunks before its own. Opening a large session so
 // touches the memory of one array of entries, not two.
-func (p *recoveryPlan) readSealed(fsys vfs.FS, h *handle, dir string, missing uint32, extra int) {
+func (p *recoveryPlan) readSealed(fsys vfs.FS, x *memIndex, dir string, missing uint32, extra int) {
 	p.sealedEntries = make([][]entry, missing)
 	p.sealedErrs = make([]error, missing)
 	p.sealedAt = make([]int, missing)
@@ -448,10 +461,10 @@ func (p *recoveryPlan) readSealed(fsys vfs.FS, h *handle, dir string, missing ui
 			total += metas[n].bound()
 		}
 	}
-	h.entries = make([]entry, 0, total+extra)
+	x.entries = make([]entry, 0, total+extra)
 	for n, at := uint32(0), 0; n < missing && metas[n] != nil; n++ {
 		b := metas[n].bound()
-		regions[n], p.sealedAt[n] = h.entries[at:at:at+b], at
+		regions[n], p.sealedAt[n] = x.entries[at:at:at+b], at
 		at += b
 	}
 	each(func(n uint32, b *zchunk.MetaBuffer) {
@@ -476,31 +489,31 @@ func (p *recoveryPlan) readSealed(fsys vfs.FS, h *handle, dir string, missing ui
 			p.sealedAt[n] = -1
 		}
 	}
-	h.byID = make(map[uuid.UUID]int32, total)
+	x.byID = make(map[uuid.UUID]int32, total)
 }
 
 // errIndexEnd stops a read-only analysis's use of index.jsonl.
 var errIndexEnd = errors.New("end of the usable index")
 
 // addSealed adds the entries embedded in sealed chunk n to h.
-func (p *recoveryPlan) addSealed(h *handle, dir string, n uint32) error {
+func (p *recoveryPlan) addSealed(x *memIndex, dir string, n uint32) error {
 	es, err := p.sealedEntries[n], p.sealedErrs[n]
 	p.sealedEntries[n] = nil
 	if err != nil {
 		return err
 	}
-	if len(h.entries) > 0 && h.entries[len(h.entries)-1].Loc.Chunk >= n {
-		return corruptf(filepath.Join(dir, chunkName(n)+sealedExt), 0, "sealed chunk %d follows records indexed in chunk %d", n, h.entries[len(h.entries)-1].Loc.Chunk)
+	if len(x.entries) > 0 && x.entries[len(x.entries)-1].Loc.Chunk >= n {
+		return corruptf(filepath.Join(dir, chunkName(n)+sealedExt), 0, "sealed chunk %d follows records indexed in chunk %d", n, x.entries[len(x.entries)-1].Loc.Chunk)
 	}
-	k, all := len(h.entries), h.entries[:cap(h.entries)]
+	k, all := len(x.entries), x.entries[:cap(x.entries)]
 	if at := p.sealedAt[n]; at >= k && len(es) > 0 && &all[at] == &es[0] {
-		// Decoded into the array of h.entries, at or after its end.
+		// Decoded into the array of x.entries, at or after its end.
 		copy(all[k:], es)
-		h.entries = all[:k+len(es)]
-		err = h.adopt(len(es))
+		x.entries = all[:k+len(es)]
+		err = x.adopt(len(es))
 	} else {
 		for i := range es {
-			if err = h.add(&es[i]); err != nil {
+			if err = x.add(&es[i]); err != nil {
 				break
 			}
 		}
@@ -538,7 +551,7 @@ func (p *recoveryPlan) fail(err error) error {
 
 // scanChunk indexes the records of one chunk from off, adding them to h,
 // and records where valid data ends and any torn tail to cut.
-func (p *recoveryPlan) scanChunk(fsys vfs.FS, h *handle, dir string, n uint32, off int64, newest bool) error {
+func (p *recoveryPlan) scanChunk(fsys vfs.FS, x *memIndex, dir string, n uint32, off int64, newest bool) error {
 	f, size, path, err := openChunk(fsys, dir, n)
 	if err != nil {
 		return err
@@ -546,7 +559,7 @@ func (p *recoveryPlan) scanChunk(fsys vfs.FS, h *handle, dir string, n uint32, o
 	defer f.Close()
 	sealed := strings.HasSuffix(path, sealedExt)
 	w, err := walkRecords(f, n, off, size, newest && !sealed, func(hdr header, pl payload, loc location) error {
-		if err := h.add(ptr(newEntry(hdr, pl, loc))); err != nil {
+		if err := x.add(ptr(newEntry(hdr, pl, loc))); err != nil {
 			return corruptf(path, loc.Offset, "%w", err)
 		}
 		return nil
@@ -571,21 +584,25 @@ func (p *recoveryPlan) scanChunk(fsys vfs.FS, h *handle, dir string, n uint32, o
 	return nil
 }
 
-// reconcile analyzes a session being opened and applies the repairs; see
-// the comment at the top of this file.
-func (s *Store) reconcile(h *handle) (err error) {
-	fsys := s.opts.fs
-	log := s.opts.Logger.With("session", h.id)
-	p, err := analyze(fsys, h)
+// reconcile analyzes a session's files (analyze), applies the repairs the
+// plan names (applyRepairs), then opens index.jsonl and the newest chunk
+// for appending, with h.mu held: the session is then indexed, or damaged
+// when the analysis found corruption (nothing is changed on disk then).
+// On an error h is unchanged but for files it opened, which it closes; an
+// error after a repair changed files is marked errRepairFailed.
+func (h *openSession) reconcile() (err error) {
+	fsys := h.opts.fs
+	log := h.opts.Logger.With("session", h.id)
+	p, err := analyze(fsys, h.dir, false)
 	if err != nil {
 		return err
 	}
 	if p.corrupt != nil {
-		h.damaged = p.corrupt
-		log.Error("sessionstore: session is damaged; its valid prefix is readable and writes are refused", "path", p.corrupt.Path, "offset", p.corrupt.Offset, "err", p.corrupt.Err, "valid_events", len(h.entries))
+		log.Error("sessionstore: session is damaged; its valid prefix is readable and writes are refused", "path", p.corrupt.Path, "offset", p.corrupt.Offset, "err", p.corrupt.Err, "valid_events", len(p.index.entries))
+		h.becomeDamaged(p.index, p.corrupt)
 		return nil
 	}
-	repairs := p.repairs(h)
+	repairs := p.repairs()
 	defer func() {
 		if err != nil && len(repairs) > 0 {
 			err = fmt.Errorf("%w: %w", errRepairFailed, err)
@@ -597,12 +614,50 @@ func (s *Store) reconcile(h *handle) (err error) {
 	for _, r := range repairs {
 		log.Warn("sessionstore: reconcile: " + r)
 	}
-	chunkDir := filepath.Join(h.dir, chunksDir)
-	indexPath := filepath.Join(h.dir, indexName)
-
-	if p.tornPath != "" {
-		if err := cutTail(fsys, p.tornPath, p.activeSize, p.tornKeep, s.opts.FileMode); err != nil {
+	indexSize, err := applyRepairs(fsys, h.dir, p, h.opts.FileMode)
+	if err != nil {
+		return err
+	}
+	index, err := openIndexFile(fsys, filepath.Join(h.dir, indexName), indexSize, h.opts.FileMode)
+	if err != nil {
+		return err
+	}
+	chunks := h.newChunkWriter()
+	if chunks.compress {
+		for i, n := range p.chunks[:max(len(p.chunks)-1, 0)] {
+			if !p.sealed[i] {
+				chunks.unsealed = append(chunks.unsealed, n)
+			}
+		}
+	}
+	if n := len(p.chunks); n > 0 && p.newestSealed {
+		chunks.next = p.chunks[n-1] + 1 // the next append starts a new chunk
+	} else if n > 0 {
+		if err := chunks.openActive(p.chunks[n-1], p.activeSize); err != nil {
+			index.close()
 			return err
+		}
+	}
+	h.chunks.close()
+	h.index, h.chunks = index, chunks
+	h.becomeIndexed(p.index)
+	h.headOnDisk = h.head()
+	h.repaired = append(h.repaired, repairs...) // made: Repair reports them
+	return nil
+}
+
+// applyRepairs carries out the repairs of plan p (see the top of this
+// file) in the session directory dir, each synced before the next, and
+// returns the size of index.jsonl after them. It changes files only; a
+// crash at any point leaves files the next analysis plans the rest of the
+// repairs from.
+func applyRepairs(fsys vfs.FS, dir string, p *recoveryPlan, perm os.FileMode) (int64, error) {
+	chunkDir := filepath.Join(dir, chunksDir)
+	indexPath := filepath.Join(dir, indexName)
+	x := &p.index
+	if p.tornPath != "" {
+		if err := cutTail(fsys, p.tornPath, p.activeSize, p.tornKeep, perm); err != nil {
+			return 0, err
 		}
 	}
 	// Records found after the last index line in the newest chunk may
@@ -612,98 +667,80 @@ func (s *Store) reconcile(h *handle) (err error) {
 	// synced it already).
 	if n := len(p.chunks); n > 0 && !p.newestSealed && p.tornPath == "" {
 		newest := p.chunks[n-1]
-		for _, e := range h.entries[p.firstNew:] {
+		for _, e := range x.entries[p.firstNew:] {
 			if e.Loc.Chunk == newest {
 				if err := syncFile(fsys, filepath.Join(chunkDir, chunkName(newest))); err != nil {
-					return err
+					return 0, err
 				}
 				break
 			}
 		}
 	}
-	indexEnd, added := p.indexEnd, p.plainEntries(h.entries[p.firstNew:])
+	indexEnd, added := p.indexEnd, p.plainEntries(x.entries[p.firstNew:])
 	if p.staleLines > 0 || p.rewriteIndex {
-		indexEnd, added = 0, p.plainEntries(h.entries)
+		indexEnd, added = 0, p.plainEntries(x.entries)
 	}
 	indexSize := indexEnd
 	if p.indexBad >= 0 || len(added) > 0 || p.indexSize != indexEnd {
-		if indexSize, err = rewriteIndexTail(fsys, indexPath, indexEnd, added, s.opts.FileMode); err != nil {
-			return err
+		var err error
+		if indexSize, err = rewriteIndexTail(fsys, indexPath, indexEnd, added, perm); err != nil {
+			return 0, err
 		}
 	}
-	if h.index, err = openIndexFile(fsys, indexPath, indexSize, s.opts.FileMode); err != nil {
-		return err
-	}
 	if p.metaTemp {
-		if err := removeIfExists(fsys, filepath.Join(h.dir, metaFile+".tmp")); err != nil {
-			return err
+		if err := removeIfExists(fsys, filepath.Join(dir, metaFile+".tmp")); err != nil {
+			return 0, err
 		}
 	}
 	for _, n := range p.unsealed {
 		if err := removeIfExists(fsys, filepath.Join(chunkDir, chunkName(n))); err != nil {
-			return err
+			return 0, err
 		}
 	}
 	for _, name := range p.sealTemps {
 		if err := removeIfExists(fsys, filepath.Join(chunkDir, name)); err != nil {
-			return err
-		}
-	}
-	h.chunks = s.newChunkWriter(h, log)
-	if h.chunks.compress {
-		for i, n := range p.chunks[:max(len(p.chunks)-1, 0)] {
-			if !p.sealed[i] {
-				h.chunks.unsealed = append(h.chunks.unsealed, n)
-			}
-		}
-	}
-	if n := len(p.chunks); n > 0 && p.newestSealed {
-		h.chunks.next = p.chunks[n-1] + 1 // the next append starts a new chunk
-	} else if n > 0 {
-		if err := h.chunks.openActive(p.chunks[n-1], p.activeSize); err != nil {
-			return err
+			return 0, err
 		}
 	}
 
-	headPath := filepath.Join(h.dir, headName)
-	tmpPath := filepath.Join(h.dir, headTemp)
+	headPath := filepath.Join(dir, headName)
+	tmpPath := filepath.Join(dir, headTemp)
 	if p.headFinish {
 		if err := fsys.Rename(tmpPath, headPath); err != nil {
-			return err
+			return 0, err
 		}
-		if err := fsys.SyncDir(h.dir); err != nil {
-			return err
+		if err := fsys.SyncDir(dir); err != nil {
+			return 0, err
 		}
 	} else if p.headTemp {
 		if err := removeIfExists(fsys, tmpPath); err != nil {
-			return err
+			return 0, err
 		}
 	}
+	head := p.head()
 	if p.headBad != nil {
 		// Keep the bad checkpoint's bytes (synced) before replacing it, so
 		// that a crash in between finds the same bad HEAD and does this
 		// again.
 		b, err := vfs.ReadFile(fsys, headPath)
 		if err != nil {
-			return err
+			return 0, err
 		}
-		if err := writeSynced(fsys, p.headKeep, b, s.opts.FileMode); err != nil {
-			return err
+		if err := writeSynced(fsys, p.headKeep, b, perm); err != nil {
+			return 0, err
 		}
-		if h.head() == uuid.Nil {
+		if head == uuid.Nil {
 			if err := removeIfExists(fsys, headPath); err != nil {
-				return err
+				return 0, err
 			}
 		}
 	}
-	if head := h.head(); head != uuid.Nil && (head != p.headOnDisk || p.headBad != nil) {
-		if err := writeHead(fsys, h.dir, head, s.opts.FileMode); err != nil {
-			return err
+	if head != uuid.Nil && (head != p.headOnDisk || p.headBad != nil) {
+		if err := writeHead(fsys, dir, head, perm); err != nil {
+			return 0, err
 		}
 	}
-	h.headOnDisk = h.head()
-	h.repaired = append(h.repaired, repairs...) // made: Repair reports them
-	return nil
+	return indexSize, nil
 }
 
 // writeSynced writes data to a new file at path, which must not exist
@@ -745,7 +782,7 @@ func (s *Store) Repair(ctx context.Context, session uuid.UUID) ([]string, error)
 		return nil, ErrReadOnly
 	}
 	var done []string
-	err := s.withHandle(ctx, session, func(h *handle) error {
+	err := s.withHandle(ctx, session, func(h *openSession) error {
 		done, h.repaired = h.repaired, nil
 		return nil
 	})
@@ -759,12 +796,14 @@ func (s *Store) Repair(ctx context.Context, session uuid.UUID) ([]string, error)
 // session stops writing until the store is reopened (materialize).
 var errRepairFailed = errors.New("sessionstore: repair failed")
 
-// newChunkWriter returns the chunk writer of h, before it opens a chunk:
-// it seals full chunks with their index lines from h.entries, then keeps
-// only the lines of plain chunks in index.jsonl.
-func (s *Store) newChunkWriter(h *handle, log *slog.Logger) chunkWriter {
-	return chunkWriter{fsys: s.opts.fs, dir: filepath.Join(h.dir, chunksDir), perm: s.opts.FileMode, maxSize: s.opts.ChunkSize,
-		compress: s.opts.Compression == CompressionZstd, log: log,
+// newChunkWriter returns the session's chunk writer, with no file open.
+// The sealer embeds the session's entries of a full chunk and, after a
+// sealing, has index.jsonl rewritten without them: both run with the
+// session's mutex held (sealMu).
+func (h *openSession) newChunkWriter() chunkWriter {
+	log := h.opts.Logger.With("session", h.id)
+	return chunkWriter{fsys: h.opts.fs, dir: filepath.Join(h.dir, chunksDir), perm: h.opts.FileMode, maxSize: h.opts.ChunkSize,
+		compress: h.opts.Compression == CompressionZstd, log: log,
 		sealMu: &h.mu,
 		embed:  func(n uint32) []entry { return chunkEntries(h.entries, n) },
 		resealed: func() {
@@ -775,7 +814,7 @@ func (s *Store) newChunkWriter(h *handle, log *slog.Logger) chunkWriter {
 				}
 			}
 			if err := h.index.reset(keep); err != nil {
-				h.failed = err
+				h.becomeFailed(err)
 				log.Error("sessionstore: index write failed; session stops writing until reopened", "err", err)
 			}
 		}}

@@ -405,12 +405,12 @@ func TestReconcileCorruption(t *testing.T) {
 			m, s, id := memSession(t, Options{ChunkSize: 700, Compression: CompressionNone})
 			evs := appendN(t, s, id, 12)
 			var locs []location
-			h, err := s.acquire(t.Context(), id, nil)
+			h, err := s.reg.acquire(t.Context(), id, nil)
 			require.NoError(t, err)
 			for _, e := range h.entries {
 				locs = append(locs, e.Loc)
 			}
-			s.release(h)
+			s.reg.release(h)
 			require.NoError(t, s.Close())
 			require.Greater(t, locs[len(locs)-1].Chunk, uint32(1))
 
@@ -627,13 +627,13 @@ func TestLoadReadsOnlyTheActivePath(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, path, 40)
 
-	h, err := s.acquire(ctx, meta.ID, nil)
+	h, err := s.reg.acquire(ctx, meta.ID, nil)
 	require.NoError(t, err)
 	want := int64(0)
 	for _, ev := range path {
 		want += int64(h.entries[h.byID[ev.ID]].Loc.Length)
 	}
-	s.release(h)
+	s.reg.release(h)
 	var got int64
 	for p, st := range counting.Stats() {
 		require.Contains(t, p, string(filepath.Separator)+chunksDir+string(filepath.Separator), "Load reads chunk files only")
@@ -845,13 +845,13 @@ func TestReconcileLostTail(t *testing.T) {
 			ctx := t.Context()
 			m, s, id := memSession(t, Options{ChunkSize: 1 << 20})
 			evs := appendN(t, s, id, 6)
-			h, err := s.acquire(ctx, id, nil)
+			h, err := s.reg.acquire(ctx, id, nil)
 			require.NoError(t, err)
 			locs := make([]location, len(h.entries))
 			for i, e := range h.entries {
 				locs[i] = e.Loc
 			}
-			s.release(h)
+			s.reg.release(h)
 			require.NoError(t, s.Close())
 			chunk := sessionPath(id, chunksDir, chunkName(0))
 			b, err := vfs.ReadFile(m, chunk)
@@ -931,10 +931,10 @@ func TestDamageElsewhereHidesNoEvent(t *testing.T) {
 	require.NotEmpty(t, blob.Digest)
 	evs = append(evs, blob)
 	evs = append(evs, appendN(t, s, id, 3)...)
-	h, err := s.acquire(ctx, id, nil)
+	h, err := s.reg.acquire(ctx, id, nil)
 	require.NoError(t, err)
 	bad := h.entries[5].Loc
-	s.release(h)
+	s.reg.release(h)
 	require.NoError(t, s.Close())
 	// Drop the index so the chunk is scanned, and damage the sixth record:
 	// a valid one follows it, so this is corruption, not a torn tail.

@@ -18,9 +18,9 @@ import (
 // entryLocs returns the locations of a session's entries, in log order.
 func entryLocs(t *testing.T, s *Store, id uuid.UUID) []location {
 	t.Helper()
-	h, err := s.acquire(context.Background(), id, nil)
+	h, err := s.reg.acquire(context.Background(), id, nil)
 	require.NoError(t, err)
-	defer s.release(h)
+	defer s.reg.release(h)
 	out := make([]location, len(h.entries))
 	for i, e := range h.entries {
 		out[i] = e.Loc
@@ -238,10 +238,10 @@ func TestIndexLengthMismatchIsNotALoss(t *testing.T) {
 	ctx := context.Background()
 	m, s, id := memSession(t, Options{ChunkSize: 1 << 20})
 	evs := appendN(t, s, id, 6)
-	h, err := s.acquire(ctx, id, nil)
+	h, err := s.reg.acquire(ctx, id, nil)
 	require.NoError(t, err)
 	last := h.entries[len(h.entries)-1]
-	s.release(h)
+	s.reg.release(h)
 	require.NoError(t, s.Close())
 
 	idx := sessionPath(id, indexName)

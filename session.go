@@ -232,24 +232,23 @@ func (s *Store) Create(ctx context.Context, meta Meta) (Meta, error) {
 	if err := checkMeta(meta); err != nil {
 		return Meta{}, err // before anything is created
 	}
-	h, err := s.acquire(ctx, meta.ID, &meta)
+	h, err := s.reg.acquire(ctx, meta.ID, &meta)
 	if err != nil {
 		return Meta{}, err
 	}
-	defer s.release(h)
+	defer s.reg.release(h)
 	return h.meta.clone(), nil
 }
 
-// createFiles lays out a new session directory under the session's lock.
-func (s *Store) createFiles(dir string, meta Meta) error {
-	fsys := s.opts.fs
+// createSessionFiles lays out a new session directory under the session's lock.
+func createSessionFiles(fsys vfs.FS, dir string, meta Meta, opts *Options) error {
 	if _, err := fsys.Stat(filepath.Join(dir, metaFile)); err == nil {
 		return fmt.Errorf("%w: session %s", ErrExists, meta.ID)
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
 	for _, sub := range []string{chunksDir, blobsDir} {
-		if err := fsys.MkdirAll(filepath.Join(dir, sub), s.opts.DirMode); err != nil {
+		if err := fsys.MkdirAll(filepath.Join(dir, sub), opts.DirMode); err != nil {
 			return err
 		}
 	}
@@ -257,11 +256,11 @@ func (s *Store) createFiles(dir string, meta Meta) error {
 	if err != nil {
 		return err
 	}
-	if err := replaceFile(fsys, dir, metaFile, b, s.opts.FileMode); err != nil {
+	if err := replaceFile(fsys, dir, metaFile, b, opts.FileMode); err != nil {
 		return err
 	}
 	// The session directory's own entry must survive too.
-	return fsys.SyncDir(filepath.Join(s.dir, sessionsDir))
+	return fsys.SyncDir(filepath.Dir(dir))
 }
 
 // List returns the metadata of every session, ordered by id (UUIDv7 ids
@@ -361,7 +360,7 @@ func (s *Store) Meta(ctx context.Context, session uuid.UUID) (Meta, error) {
 // ErrClosed.
 func (s *Store) UpdateMeta(ctx context.Context, session uuid.UUID, fn func(*Meta)) (Meta, error) {
 	var out Meta
-	err := s.withHandle(ctx, session, func(h *handle) error {
+	err := s.withHandle(ctx, session, func(h *openSession) error {
 		if err := h.writable(); err != nil {
 			return err
 		}

@@ -27,7 +27,7 @@ type Node struct {
 // session, with the nodes of its valid prefix.
 func (s *Store) Tree(ctx context.Context, session uuid.UUID) ([]Node, error) {
 	var out []Node
-	err := s.withHandle(ctx, session, func(h *handle) error {
+	err := s.withHandle(ctx, session, func(h *openSession) error {
 		out = make([]Node, len(h.entries))
 		for i := range h.entries {
 			out[i] = h.entries[i].node()
@@ -45,7 +45,7 @@ func (s *Store) Tree(ctx context.Context, session uuid.UUID) ([]Node, error) {
 // *CorruptionError as Tree.
 func (s *Store) Children(ctx context.Context, session, id uuid.UUID) ([]Node, error) {
 	var out []Node
-	err := s.withHandle(ctx, session, func(h *handle) error {
+	err := s.withHandle(ctx, session, func(h *openSession) error {
 		if id != uuid.Nil {
 			if _, err := h.lookup(id); err != nil {
 				return err

@@ -94,13 +94,9 @@ func (s *Store) Verify(ctx context.Context, session uuid.UUID) (*VerifyReport, e
 		return nil, err
 	}
 	defer s.end()
-	s.mu.Lock()
-	h := s.sessions[session]
-	s.mu.Unlock()
-	if h != nil {
-		<-h.ready
+	if h := s.reg.lookup(session); h != nil {
 		h.mu.Lock()
-		if h.openErr == nil {
+		if h.usable() == nil {
 			h.chunks.awaitSealing()
 		}
 		h.mu.Unlock()
@@ -138,8 +134,7 @@ func (s *Store) verify(ctx context.Context, session uuid.UUID) (*VerifyReport, e
 
 	// The checks reconciliation makes, and the repairs it would do.
 	// Analyzed as a reader does: the files may change while they are read.
-	h := &handle{id: session, dir: dir, readOnly: true}
-	plan, err := analyze(fsys, h)
+	plan, err := analyze(fsys, dir, true)
 	if err != nil {
 		return nil, err
 	}
@@ -151,7 +146,7 @@ func (s *Store) verify(ctx context.Context, session uuid.UUID) (*VerifyReport, e
 			r.problem(plan.lostErr) // damage, though an open for writing repairs it
 			r.Lost = plan.lostErr
 		}
-		r.Repairs = plan.repairs(h)
+		r.Repairs = plan.repairs()
 	}
 
 	// Every index line, as far as it decodes, by chunk.

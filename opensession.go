@@ -1,0 +1,435 @@
+package sessionstore
+
+import (
+	"container/list"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// An openSession is one session opened by a Store: its lock, its metadata,
+// its in-memory index and its writers. The Store's registry (registry.go)
+// finds it and counts the calls using it; every call works on it with mu
+// held, and every field is guarded by mu.
+//
+// # States
+//
+// The session is always in exactly one state (the state field), and every
+// change of state goes through one of the become methods in this file:
+//
+//	                        open (openSession.open)
+//	 opening ─────────────────────────┬──────────────┬────────────┐
+//	    │ a clean format 2 session    │ otherwise    │ a failure  │ corruption
+//	    ▼                             ▼              ▼ kept by    ▼
+//	  lazy ──── materialize ──────► indexed         the Store   damaged
+//	    │  ▲                          ▲   │                       ▲
+//	    │  │ endAppending             │   │ a failed sync,        │ found by
+//	    ▼  │                          │   │ write or checkpoint   │ materialize
+//	appending ── materialize ─────────┘   ▼                       │
+//	    └───────── a failed sync ──────► failed ─── materialize ──┘
+//
+//	 any state ── Close, eviction, a failed repair, a failed open ──► closed
+//
+// What each state holds and allows:
+//
+//   - opening: the call that registered the session is opening it (with mu
+//     held); others wait on ready. Nothing is allowed yet.
+//   - lazy: opened without its index (lazy.go): tip is HEAD's entry and the
+//     memIndex is empty. Load from HEAD, Head and appends (which move it to
+//     appending) work as they are; every other call first loads the index
+//     (materialize), which moves it to indexed, or damaged.
+//   - appending: a writer appending without its index: the memIndex is
+//     partial, from the HEAD the session was opened with on. Appends chain
+//     onto it; anything else, a pending Branch selection and the start of a
+//     new chunk load the index first (endAppending, then materialize).
+//   - indexed: the whole index is in memory; every call is allowed (a
+//     read-only store refuses writes with ErrReadOnly in every state).
+//   - failed: a sync, a write the store could not cut back, or a checkpoint
+//     failed (cause): nothing written since may be durable, so writes are
+//     refused with ErrSessionFailed and reads see the acknowledged events.
+//     The index may still be partial or absent (tip set); materialize loads
+//     it as a reader would, repairing nothing (loadFailed). The failure
+//     outlives a close to make room: the registry reopens the session
+//     failed until the Store is reopened.
+//   - damaged: reconciliation or a reader's analysis found corruption
+//     (cause, a *CorruptionError): the valid prefix is readable, writes are
+//     refused, and calls return the damage besides their result. A reader
+//     leaves it when its next analysis finds the log whole (a writer's work
+//     in progress); a writer only by reopening the Store after a repair.
+//   - closed: the session's files are closed and cause says why: ErrClosed,
+//     a failed open, or a failed repair after which the next call opens the
+//     session again from its files (the registry forgets a closed session
+//     when its last call ends). Every call gets cause.
+//
+// A read-only store's sessions (readonly.go) use the same states: they are
+// never appending or failed, and a refresh may move them from damaged back
+// to indexed.
+type openSession struct {
+	mu  sync.Mutex
+	id  uuid.UUID
+	dir string
+
+	opts *Options // the Store's, read-only
+	hub  *hub     // where published events go (hub.go)
+
+	state sessionState
+	// cause is why the session is failed (the write error), damaged (a
+	// *CorruptionError) or closed; nil in the other states.
+	cause error
+	// writeFailure is the failure that stopped writes: set on entering
+	// failed, and kept when damage is found afterwards, so that a session
+	// closed to make room reopens stopped (registry.go).
+	writeFailure error
+
+	lock   io.Closer
+	meta   Meta
+	format int // of the session's files (session.go: formatVersion)
+
+	refs  int           // calls using the session; guarded by the registry's mu
+	elem  *list.Element // in the registry's idle list when refs is 0; guarded by its mu
+	ready chan struct{} // closed once opening succeeded or failed
+
+	memIndex            // the events in memory: none (lazy), from HEAD on (appending), or all
+	headEntry *entry    // HEAD's entry while the memIndex does not hold it (lazy; failed before its index loads)
+	pending   uuid.UUID // parent chosen by Branch, uuid.Nil if none
+	revision  Revision  // of the files when a read-only session last looked (readonly.go)
+	repaired  []string  // repairs reconciliation made that Repair has not returned
+	line      []byte    // reused encoding buffer
+
+	chunks chunkWriter // chunk.go
+	index  *indexFile  // index.go
+	pipe   groupCommit // commit.go: records in flight and the sync that carries them
+	// writingBlobs counts the blobs of appends that have not written their
+	// lines yet; GC keeps them.
+	writingBlobs map[[32]byte]int
+	blobDirs     blobDirs // blob directories known durable (has its own mutex)
+
+	// What the derived files hold, so that Close and Flush write only what
+	// changed: the HEAD file's event, and whether events were appended
+	// since the open (session.json's UpdatedAt lags).
+	headOnDisk uuid.UUID
+	appended   bool
+}
+
+// sessionState is the state of an openSession; see openSession.
+type sessionState uint8
+
+const (
+	stateOpening sessionState = iota
+	stateLazy
+	stateAppending
+	stateIndexed
+	stateFailed
+	stateDamaged
+	stateClosed
+)
+
+var stateNames = [...]string{"opening", "lazy", "appending", "indexed", "failed", "damaged", "closed"}
+
+func (st sessionState) String() string {
+	if int(st) < len(stateNames) {
+		return stateNames[st]
+	}
+	return fmt.Sprintf("sessionState(%d)", st)
+}
+
+// newOpenSession returns a session in state opening, not yet registered.
+func newOpenSession(id uuid.UUID, dir string, opts *Options, hb *hub) *openSession {
+	h := &openSession{id: id, dir: dir, opts: opts, hub: hb, ready: make(chan struct{})}
+	h.pipe.synced = sync.NewCond(&h.mu)
+	return h
+}
+
+// The transitions. Each one is the only way into its state.
+
+// becomeLazy makes an opening, reading or appending session lazy, with
+// HEAD's entry tip and no index in memory. A failed session appending
+// without its index stays failed, its partial index dropped the same way.
+func (h *openSession) becomeLazy(tip entry) {
+	h.mustBeIn("becomeLazy", stateOpening, stateLazy, stateAppending, stateFailed)
+	h.memIndex, h.headEntry = memIndex{}, &tip
+	if h.state != stateFailed {
+		h.state = stateLazy
+	}
+}
+
+// becomeAppending makes a lazy writer append without its index: the
+// memIndex starts with HEAD's entry.
+func (h *openSession) becomeAppending() {
+	h.mustBeIn("becomeAppending", stateLazy)
+	head := *h.headEntry
+	h.memIndex = memIndex{entries: append(make([]entry, 0, 256), head), byID: map[uuid.UUID]int32{head.ID: 0}, partial: true}
+	h.headEntry, h.state = nil, stateAppending
+}
+
+// becomeIndexed records that the whole index x is in memory.
+func (h *openSession) becomeIndexed(x memIndex) {
+	h.mustBeIn("becomeIndexed", stateOpening, stateLazy, stateIndexed, stateDamaged)
+	h.memIndex, h.headEntry, h.cause, h.state = x, nil, nil, stateIndexed
+}
+
+// becomeFailed stops writes after err. A damaged or closed session stays
+// as it is (it refuses writes already), keeping err as the write failure.
+// The memIndex and tip are left as they are: loadFailed loads the rest.
+func (h *openSession) becomeFailed(err error) {
+	if h.writeFailure == nil {
+		h.writeFailure = err
+	}
+	switch h.state {
+	case stateDamaged, stateClosed, stateFailed:
+		return
+	}
+	h.cause, h.state = err, stateFailed
+}
+
+// becomeFailedIndexed makes a session whose writes stopped (writeFailure)
+// failed with the whole index x: loadFailed.
+func (h *openSession) becomeFailedIndexed(x memIndex) {
+	h.mustBeIn("becomeFailedIndexed", stateOpening, stateFailed)
+	h.memIndex, h.headEntry, h.cause, h.state = x, nil, h.writeFailure, stateFailed
+}
+
+// becomeDamaged records corruption: x holds the valid prefix.
+func (h *openSession) becomeDamaged(x memIndex, d *CorruptionError) {
+	h.mustBeIn("becomeDamaged", stateOpening, stateLazy, stateIndexed, stateFailed, stateDamaged)
+	h.memIndex, h.headEntry, h.cause, h.state = x, nil, d, stateDamaged
+}
+
+// becomeClosed closes the session's files and makes every later call get
+// err. It is idempotent.
+func (h *openSession) becomeClosed(err error) {
+	if h.state == stateClosed {
+		return
+	}
+	h.closeFiles()
+	h.cause, h.state = err, stateClosed
+}
+
+// mustBeIn panics unless h is in one of the states: a transition from
+// another state is a bug in the package.
+func (h *openSession) mustBeIn(op string, states ...sessionState) {
+	for _, st := range states {
+		if h.state == st {
+			return
+		}
+	}
+	panic(fmt.Sprintf("sessionstore: %s in state %s (session %s)", op, h.state, h.id))
+}
+
+// What the states allow.
+
+// usable reports why no call may use the session, if none may.
+func (h *openSession) usable() error {
+	if h.state == stateClosed {
+		return h.cause
+	}
+	return nil
+}
+
+// damage is the corruption a damaged session was found with, else nil.
+func (h *openSession) damage() error {
+	if h.state == stateDamaged {
+		return h.cause
+	}
+	return nil
+}
+
+// writable reports why the session refuses writes, if it does.
+func (h *openSession) writable() error {
+	switch {
+	case h.state == stateClosed:
+		return h.cause
+	case h.opts.ReadOnly:
+		return ErrReadOnly
+	case h.state == stateDamaged:
+		return h.cause
+	case h.state == stateFailed:
+		return fmt.Errorf("%w: %w", ErrSessionFailed, h.cause)
+	}
+	return nil
+}
+
+// failedErr is the error of a call refused because writes stopped, or nil.
+func (h *openSession) failedErr() error {
+	if h.writeFailure == nil {
+		return nil
+	}
+	return fmt.Errorf("%w: %w", ErrSessionFailed, h.writeFailure)
+}
+
+// lazyHead returns HEAD's entry when the session has no whole index in
+// memory: opened without it, or appending without it.
+func (h *openSession) lazyHead() (entry, bool) {
+	switch {
+	case h.headEntry != nil:
+		return *h.headEntry, true
+	case h.partial:
+		return h.entries[len(h.entries)-1], true
+	}
+	return entry{}, false
+}
+
+// head is the newest event in log order: every Append moves HEAD to the
+// event it writes and nothing else moves it.
+func (h *openSession) head() uuid.UUID {
+	if h.headEntry != nil {
+		return h.headEntry.ID
+	}
+	if e, ok := h.last(); ok {
+		return e.ID
+	}
+	return uuid.Nil
+}
+
+// lookup returns the entry of an event.
+func (h *openSession) lookup(id uuid.UUID) (*entry, error) {
+	i, ok := h.byID[id]
+	if !ok {
+		return nil, fmt.Errorf("%w: event %s in session %s", ErrNotFound, id, h.id)
+	}
+	return &h.entries[i], nil
+}
+
+// open opens a session registered in state opening, with h.mu held:
+// locks it, creates its files if create is not nil, and reads them
+// (reconciling them for a writer). prior is the failure the Store kept of
+// an earlier open of the session in this Store (nil if none): the session
+// then opens failed (loadFailed). On an error the session's files are
+// closed and h stays opening; the registry closes it.
+func (h *openSession) open(lockSession func(string) (io.Closer, error), create *Meta, prior *failure) error {
+	fsys := h.opts.fs
+	if h.opts.ReadOnly {
+		return h.openReader()
+	}
+	lk, err := lockSession(filepath.Join(h.dir, lockName))
+	if err != nil {
+		return err
+	}
+	h.lock = lk
+	ok := false
+	defer func() {
+		if !ok {
+			h.closeFiles()
+		}
+	}()
+	if create != nil {
+		if err := createSessionFiles(fsys, h.dir, *create, h.opts); err != nil {
+			return err
+		}
+		h.meta, h.format = create.clone(), formatVersion
+	} else if h.meta, h.format, err = readMeta(fsys, h.dir, h.id); err != nil {
+		return err
+	}
+	h.chunks = h.newChunkWriter()
+	switch {
+	case prior != nil:
+		h.writeFailure = prior.err
+		err = h.loadFailed(prior.head)
+	case create == nil && h.openLazy():
+	default:
+		err = h.reconcile()
+	}
+	ok = err == nil
+	return err
+}
+
+// materialize loads the whole index into memory if it is not, with h.mu
+// held: a lazy writer reconciles (which may repair what it finds: see
+// recovery.go), a reader analyzes, a failed session loads it repairing
+// nothing. On an error the session stays as it was, so a later call tries
+// again, unless a repair failed after changing files: then the session
+// closes (the files changed under its lazy state) and the next call opens
+// it again.
+func (h *openSession) materialize() error {
+	if h.partial {
+		if err := h.endAppending(); err != nil {
+			return err
+		}
+	}
+	if h.headEntry == nil {
+		return nil
+	}
+	switch {
+	case h.opts.ReadOnly:
+		return h.reload()
+	case h.state == stateFailed:
+		return h.loadFailed(h.headEntry.ID)
+	}
+	err := h.reconcile()
+	if errors.Is(err, errRepairFailed) {
+		h.becomeClosed(fmt.Errorf("sessionstore: session %s closed, to be opened again by the next call: %w", h.id, err))
+	}
+	return err
+}
+
+// closeFiles closes the session's files and releases its lock.
+func (h *openSession) closeFiles() error {
+	var errs []error
+	if h.index != nil {
+		errs = append(errs, h.index.close())
+		h.index = nil
+	}
+	errs = append(errs, h.chunks.close())
+	if h.lock != nil {
+		errs = append(errs, h.lock.Close())
+		h.lock = nil
+	}
+	return errors.Join(errs...)
+}
+
+// close checkpoints HEAD and metadata and closes the session: Close, and
+// the registry making room.
+func (h *openSession) close() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.state == stateClosed || h.state == stateOpening {
+		return nil
+	}
+	h.chunks.awaitSealing()
+	var errs []error
+	if h.writable() == nil {
+		h.chunks.trim()
+		if head := h.head(); head != h.headOnDisk {
+			if err := writeHead(h.opts.fs, h.dir, head, h.opts.FileMode); err != nil {
+				errs = append(errs, err)
+			} else {
+				h.headOnDisk = head
+			}
+		}
+		if h.appended {
+			m := h.meta.clone()
+			newest, ok := h.lazyHead()
+			if !ok {
+				newest = h.entries[len(h.entries)-1]
+			}
+			if last := time.Unix(0, newest.Time).UTC(); last.After(m.UpdatedAt) {
+				m.UpdatedAt = last
+				errs = append(errs, h.writeMeta(m))
+			}
+		}
+	}
+	errs = append(errs, h.closeFiles())
+	h.cause, h.state = ErrClosed, stateClosed
+	return errors.Join(errs...)
+}
+
+// writeMeta atomically replaces session.json and updates the cached copy.
+func (h *openSession) writeMeta(m Meta) error {
+	b, err := encodeMeta(m, h.format)
+	if err != nil {
+		return err
+	}
+	if err := replaceFile(h.opts.fs, h.dir, metaFile, b, h.opts.FileMode); err != nil {
+		// The old or the new file is whole on disk, but which one a crash
+		// would keep is unknown after a failed sync: stop writing.
+		h.becomeFailed(err)
+		return fmt.Errorf("sessionstore: write %s: %w", filepath.Join(h.dir, metaFile), err)
+	}
+	h.meta = m
+	return nil
+}

@@ -1,0 +1,344 @@
+package sessionstore
+
+import (
+	"container/list"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/sessionstore/sessionstore/internal/vfs"
+)
+
+// registry holds a Store's open sessions: it opens a session on first use,
+// counts the calls using each one, and closes idle ones beyond
+// Options.MaxOpenSessions, least recently used first. It keeps what must
+// outlive a session closed to make room: its pending Branch selection, the
+// failure that stopped its writes, and the repairs its reconciliation made
+// that Repair has not reported. It forgets a closed session (a repair that
+// failed closes one) when the last call using it ends, so that the next
+// call opens it again from its files.
+type registry struct {
+	opts *Options
+	hub  *hub
+	dir  func(uuid.UUID) string // a session's directory
+
+	mu       sync.Mutex // guards every field below and every session's refs and elem
+	sessions map[uuid.UUID]*openSession
+	idle     list.List                   // open sessions no call uses, most recently used first
+	closing  map[uuid.UUID]chan struct{} // sessions being closed to respect MaxOpenSessions
+	// Branch selections of sessions closed to respect MaxOpenSessions,
+	// restored when they reopen: closing an idle session must not change
+	// where its next event goes.
+	selections map[uuid.UUID]uuid.UUID
+	// Sessions closed to respect MaxOpenSessions after a failed sync
+	// stopped their writes, with their newest acknowledged event: they
+	// reopen failed (loadFailed), as the package doc promises until the
+	// Store is reopened.
+	failures map[uuid.UUID]failure
+	// Repairs reconciliation made in sessions closed to respect
+	// MaxOpenSessions before a Repair reported them: the next Repair does.
+	repaired map[uuid.UUID][]string
+}
+
+// failure is what the registry keeps of a session closed after a failed
+// sync: the error, and the newest acknowledged event.
+type failure struct {
+	err  error
+	head uuid.UUID
+}
+
+func newRegistry(opts *Options, hb *hub, dir func(uuid.UUID) string) *registry {
+	return &registry{opts: opts, hub: hb, dir: dir, sessions: map[uuid.UUID]*openSession{}, closing: map[uuid.UUID]chan struct{}{},
+		selections: map[uuid.UUID]uuid.UUID{}, failures: map[uuid.UUID]failure{}, repaired: map[uuid.UUID][]string{}}
+}
+
+// lookup returns the registered session id, nil if none, having waited
+// for its open to end.
+func (r *registry) lookup(id uuid.UUID) *openSession {
+	r.mu.Lock()
+	h := r.sessions[id]
+	r.mu.Unlock()
+	if h != nil {
+		<-h.ready
+	}
+	return h
+}
+
+// acquire returns the open session id with its mutex held, opening (and,
+// when create is non-nil, creating) it first, with its whole index
+// loaded. The caller must pass it to release when done.
+func (r *registry) acquire(ctx context.Context, id uuid.UUID, create *Meta) (*openSession, error) {
+	return r.acquireReady(ctx, id, create, (*openSession).materialize)
+}
+
+// acquireAppend is acquire for appends: a lazy session starts appending
+// without its index (appendMode).
+func (r *registry) acquireAppend(ctx context.Context, id uuid.UUID, _ *Meta) (*openSession, error) {
+	return r.acquireReady(ctx, id, nil, (*openSession).appendMode)
+}
+
+// acquireReady is acquireLazy, then ready(h) with the mutex held; on its
+// error the session is released.
+func (r *registry) acquireReady(ctx context.Context, id uuid.UUID, create *Meta, ready func(h *openSession) error) (*openSession, error) {
+	h, err := r.acquireLazy(ctx, id, create)
+	if err != nil {
+		return nil, err
+	}
+	if err := ready(h); err != nil {
+		r.release(h)
+		return nil, err
+	}
+	return h, nil
+}
+
+// acquireLazy is acquire for a caller that can use a session in any state
+// with HEAD (lazy, appending: see lazy.go).
+func (r *registry) acquireLazy(ctx context.Context, id uuid.UUID, create *Meta) (*openSession, error) {
+	for {
+		r.mu.Lock()
+		if done, ok := r.closing[id]; ok {
+			// Being closed to make room: wait, then open it again.
+			r.mu.Unlock()
+			select {
+			case <-done:
+				continue
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		if h, ok := r.sessions[id]; ok {
+			r.ref(h)
+			r.mu.Unlock()
+			select {
+			case <-h.ready:
+			case <-ctx.Done():
+				// Another call is still opening the session (perhaps
+				// waiting for its lock): give up without waiting for it.
+				r.mu.Lock()
+				victims := r.unref(h)
+				r.mu.Unlock()
+				r.closeVictims(victims)
+				return nil, ctx.Err()
+			}
+			h.mu.Lock()
+			if err := h.usable(); err != nil {
+				r.release(h)
+				return nil, err
+			}
+			if create != nil {
+				r.release(h)
+				return nil, fmt.Errorf("%w: session %s", ErrExists, id)
+			}
+			if r.opts.ReadOnly {
+				if err := h.refresh(); err != nil {
+					r.release(h)
+					return nil, err
+				}
+			}
+			return h, nil
+		}
+		h := newOpenSession(id, r.dir(id), r.opts, r.hub)
+		h.refs = 1
+		h.mu.Lock() // held while opening, so other callers wait for the result
+		r.sessions[id] = h
+		victims := r.evictLocked()
+		r.mu.Unlock()
+		r.closeVictims(victims)
+		if err := r.openNew(ctx, h, create); err != nil {
+			return nil, err
+		}
+		return h, nil
+	}
+}
+
+// openNew opens a session registered in state opening, with h.mu held. On
+// failure (also on a panic) it closes and removes the session, so that
+// other callers do not wait on a session that never opened.
+func (r *registry) openNew(ctx context.Context, h *openSession, create *Meta) error {
+	opened := false
+	defer close(h.ready)
+	defer func() {
+		if !opened {
+			if h.state != stateClosed {
+				h.becomeClosed(fmt.Errorf("sessionstore: opening session %s failed", h.id))
+			}
+			r.release(h)
+		}
+	}()
+	fsys := r.opts.fs
+	if create != nil {
+		if err := fsys.MkdirAll(h.dir, r.opts.DirMode); err != nil {
+			h.becomeClosed(err)
+			return err
+		}
+	} else if _, err := fsys.Stat(filepath.Join(h.dir, metaFile)); err != nil {
+		if noSession(fsys, h.dir, err) {
+			err = fmt.Errorf("%w: session %s", ErrNotFound, h.id)
+		}
+		h.becomeClosed(err)
+		return err
+	}
+	r.mu.Lock()
+	prior, wasFailed := r.failures[h.id]
+	delete(r.failures, h.id)
+	r.mu.Unlock()
+	var p *failure
+	if wasFailed {
+		p = &prior
+	}
+	lock := func(path string) (io.Closer, error) { return r.lockSession(ctx, path) }
+	if err := h.open(lock, create, p); err != nil {
+		if wasFailed {
+			r.mu.Lock()
+			r.failures[h.id] = prior
+			r.mu.Unlock()
+		}
+		h.becomeClosed(err)
+		return err
+	}
+	r.mu.Lock()
+	if sel, ok := r.selections[h.id]; ok {
+		h.pending = sel
+		delete(r.selections, h.id)
+	}
+	if rep, ok := r.repaired[h.id]; ok {
+		h.repaired = append(rep, h.repaired...)
+		delete(r.repaired, h.id)
+	}
+	r.mu.Unlock()
+	opened = true
+	return nil
+}
+
+// lockSession takes a session's lock file, waiting for it while ctx
+// allows when Options.WaitForLock is set.
+func (r *registry) lockSession(ctx context.Context, path string) (io.Closer, error) {
+	const poll = 5 * time.Millisecond
+	for {
+		lk, err := r.opts.fs.Lock(path, r.opts.FileMode)
+		if !errors.Is(err, vfs.ErrLocked) {
+			return lk, err
+		}
+		locked := &fs.PathError{Op: "lock", Path: path, Err: ErrLocked}
+		if !r.opts.WaitForLock {
+			return nil, locked
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w (waited until: %w)", locked, ctx.Err())
+		case <-time.After(poll):
+		}
+	}
+}
+
+// ref counts a call using h, with r.mu held.
+func (r *registry) ref(h *openSession) {
+	h.refs++
+	if h.elem != nil {
+		r.idle.Remove(h.elem)
+		h.elem = nil
+	}
+}
+
+// unref drops a call's reference to h, with r.mu held, making h idle when
+// it was the last.
+func (r *registry) unref(h *openSession) []*openSession {
+	h.refs--
+	if h.refs == 0 && r.sessions[h.id] == h {
+		h.elem = r.idle.PushFront(h)
+		return r.evictLocked()
+	}
+	return nil
+}
+
+// release unlocks a session acquire returned. When no call uses it any
+// more it becomes idle, and idle sessions beyond Options.MaxOpenSessions
+// are closed, least recently used first. A session the call left closed
+// (a failed repair) is forgotten at once, keeping its Branch selection,
+// so that the next call opens it again from its files; the calls still
+// using it get its cause.
+func (r *registry) release(h *openSession) {
+	if h.state == stateClosed {
+		r.mu.Lock() // lock order: a session's mu, then the registry's
+		if r.sessions[h.id] == h {
+			delete(r.sessions, h.id)
+			if h.pending != uuid.Nil {
+				r.selections[h.id] = h.pending
+			}
+		}
+		r.mu.Unlock()
+	}
+	h.mu.Unlock()
+	r.releaseUnlocked(h)
+}
+
+// releaseUnlocked is release for a caller that has unlocked h.mu already,
+// and left the session open (commit).
+func (r *registry) releaseUnlocked(h *openSession) {
+	r.mu.Lock()
+	victims := r.unref(h)
+	r.mu.Unlock()
+	r.closeVictims(victims)
+}
+
+// evictLocked picks idle sessions to close while more than MaxOpenSessions
+// are open, removing them from r.sessions and marking them closing, with
+// r.mu held.
+func (r *registry) evictLocked() []*openSession {
+	var out []*openSession
+	for len(r.sessions) > r.opts.MaxOpenSessions && r.idle.Len() > 0 {
+		h := r.idle.Remove(r.idle.Back()).(*openSession)
+		h.elem = nil
+		delete(r.sessions, h.id)
+		r.closing[h.id] = make(chan struct{})
+		out = append(out, h)
+	}
+	return out
+}
+
+// closeVictims closes sessions evictLocked picked. A failure is logged:
+// the events were durable already, and what failed (a HEAD or metadata
+// checkpoint) is rebuilt when the session is next opened.
+func (r *registry) closeVictims(victims []*openSession) {
+	for _, h := range victims {
+		h.mu.Lock()
+		pending, repaired := h.pending, h.repaired
+		failed := failure{err: h.writeFailure, head: h.head()}
+		h.mu.Unlock()
+		if err := h.close(); err != nil {
+			r.opts.Logger.Warn("sessionstore: closing an idle session failed", "session", h.id, "err", err)
+		}
+		r.mu.Lock()
+		if pending != uuid.Nil {
+			r.selections[h.id] = pending
+		}
+		if failed.err != nil {
+			r.failures[h.id] = failed
+		}
+		if len(repaired) > 0 {
+			r.repaired[h.id] = append(r.repaired[h.id], repaired...)
+		}
+		close(r.closing[h.id])
+		delete(r.closing, h.id)
+		r.mu.Unlock()
+	}
+}
+
+// closeAll closes every open session, for Store.Close.
+func (r *registry) closeAll() error {
+	var errs []error
+	for id, h := range r.sessions {
+		if err := h.close(); err != nil {
+			errs = append(errs, fmt.Errorf("sessionstore: close session %s: %w", id, err))
+		}
+	}
+	clear(r.sessions)
+	return errors.Join(errs...)
+}
