@@ -45,6 +45,7 @@ func run() error {
 	var (
 		quick      = flag.Bool("quick", false, "every workload with small sizes and 2 repetitions (under two minutes), for CI")
 		out        = flag.String("out", "", "also write the Markdown report to this file")
+		jsonOut    = flag.String("json", "", "also write the results as JSON to this `file` (every value per peer and repetition; see README.md)")
 		reps       = flag.Int("reps", 0, "repetitions (default 5, or 2 with -quick)")
 		dir        = flag.String("dir", os.TempDir(), "parent of the scratch directory (put it on the disk you want measured)")
 		keep       = flag.Bool("keep", false, "keep the scratch directory")
@@ -130,6 +131,11 @@ func run() error {
 	os.Stdout.Write(buf.Bytes())
 	if *out != "" {
 		if err := os.WriteFile(*out, buf.Bytes(), 0o644); err != nil {
+			return err
+		}
+	}
+	if *jsonOut != "" {
+		if err := writeJSON(*jsonOut, e, *quick); err != nil {
 			return err
 		}
 	}

@@ -1,9 +1,12 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math"
+	"os"
 	"slices"
 	"strings"
 )
@@ -232,4 +235,56 @@ func (res *results) writeTargets(w io.Writer) int {
 		fmt.Fprintf(w, "| %s | %s | %s |\n", t.text, what, status)
 	}
 	return missed
+}
+
+// jsonReport is what -json writes: every row with its values per peer in
+// repetition order, and the machine's load per workload. bench/cmd/ab
+// reads it.
+type jsonReport struct {
+	Quick   bool       `json:"quick"`
+	Reps    int        `json:"reps"`
+	Library string     `json:"library,omitempty"` // libraryRevision
+	Rows    []jsonRow  `json:"rows"`
+	Load    []jsonLoad `json:"load"`
+}
+
+type jsonRow struct {
+	Key     string               `json:"key"` // <workload>/<metric>, e.g. append300/rate
+	Title   string               `json:"title"`
+	Unit    string               `json:"unit"`
+	Higher  bool                 `json:"higher"`  // higher is better
+	Subject string               `json:"subject"` // the sessionstore peer of the row
+	Values  map[string][]float64 `json:"values"`  // per peer, one per repetition measured, in order
+}
+
+type jsonLoad struct {
+	Workload  string  `json:"workload"`
+	WallS     float64 `json:"wall_s"`
+	OthersCPU float64 `json:"others_cpu"` // share of all cores; -1 unknown
+	Steal     float64 `json:"steal"`      // share of all cores; -1 unknown
+	Loadavg   string  `json:"loadavg"`
+}
+
+func writeJSON(path string, e *env, quick bool) error {
+	rep := jsonReport{Quick: quick, Reps: e.reps, Library: libraryRevision(), Rows: []jsonRow{}, Load: []jsonLoad{}}
+	for _, r := range e.res.rows {
+		jr := jsonRow{Key: r.key, Title: r.title, Unit: r.unit, Higher: r.higher, Subject: r.subject, Values: map[string][]float64{}}
+		for peer, m := range r.vals {
+			reps := slices.Sorted(maps.Keys(m))
+			vs := make([]float64, len(reps))
+			for i, k := range reps {
+				vs[i] = m[k]
+			}
+			jr.Values[peer] = vs
+		}
+		rep.Rows = append(rep.Rows, jr)
+	}
+	for _, l := range e.load {
+		rep.Load = append(rep.Load, jsonLoad{Workload: l.name, WallS: l.wall.Seconds(), OthersCPU: l.othersCPU, Steal: l.steal, Loadavg: l.loadavg})
+	}
+	b, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
 }
