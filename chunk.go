@@ -160,9 +160,8 @@ func sealedErr(err error) error {
 // start or a 512-byte boundary to a 512-byte boundary is such a hole, and
 // it and everything after it are the torn tail (walkRecords, hole).
 type chunkWriter struct {
-	fsys     vfs.FS
-	dir      string
-	perm     os.FileMode
+	files    durableFiles // where the chunks go (durable.go)
+	dir      string       // the chunks directory, for messages
 	maxSize  int64
 	compress bool         // seal full chunks into compressed files
 	log      *slog.Logger // for sealing failures, which lose nothing
@@ -181,11 +180,10 @@ type chunkWriter struct {
 	sealRunning bool          // a sealLoop goroutine runs
 	sealDone    chan struct{} // closed when it ends
 
-	num   uint32
-	f     vfs.File // nil until the first append of a new session
-	size  int64    // the end of the active chunk's data, with the queued bytes
-	alloc int64    // its file size: data, then free space (zeros)
-	next  uint32   // number of the next chunk to create
+	num    uint32
+	active activeChunk // nil until the first append of a new session
+	size   int64       // the end of the active chunk's data, with the queued bytes
+	next   uint32      // number of the next chunk to create
 	// Records are queued in memory and a commit leader writes the queue
 	// with one write (commit.go): queue holds them, from file offset
 	// size-len(queue); spare is the buffer a leader handed back, reused
@@ -198,46 +196,30 @@ func (w *chunkWriter) path(n uint32) string { return filepath.Join(w.dir, chunkN
 // openActive opens chunk num, whose valid data ends at size (free space
 // may follow), for appending.
 func (w *chunkWriter) openActive(num uint32, size int64) error {
-	f, err := w.fsys.OpenFile(w.path(num), os.O_RDWR, 0)
+	c, err := w.files.openChunk(num, size)
 	if err != nil {
 		return err
 	}
-	info, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return err
-	}
-	w.num, w.f, w.size, w.alloc, w.next = num, f, size, max(size, info.Size()), num+1
+	w.num, w.active, w.size, w.next = num, c, size, num+1
 	w.queue = w.queue[:0]
 	return nil
 }
 
-// create starts chunk num as a new, empty file whose directory entry is
-// durable.
+// create starts chunk num, new and empty, its existence durable.
 func (w *chunkWriter) create(num uint32) error {
-	f, err := w.fsys.OpenFile(w.path(num), os.O_RDWR|os.O_CREATE|os.O_EXCL, w.perm)
+	c, err := w.files.createChunk(num)
 	if err != nil {
 		return err
 	}
-	if err := w.fsys.SyncDir(w.dir); err != nil {
-		// The file exists but its entry may not be durable, and a failed
-		// sync is not retried: the writer stops.
-		f.Close()
-		return fmt.Errorf("%w: %w", err, errUnsynced)
-	}
-	w.num, w.f, w.size, w.alloc, w.next = num, f, 0, 0, num+1
+	w.num, w.active, w.size, w.next = num, c, 0, num+1
 	w.queue = w.queue[:0]
 	return nil
 }
-
-// errUnsynced marks append failures after which the file's state on disk
-// is unknown: the session must stop writing.
-var errUnsynced = errors.New("chunk state unknown after failure")
 
 // full reports whether a line of n bytes needs a new chunk: there is no
 // active chunk yet, or the line would take a non-empty one past maxSize.
 func (w *chunkWriter) full(n int) bool {
-	return w.f == nil || (w.size > 0 && w.size+int64(n) > w.maxSize)
+	return w.active == nil || (w.size > 0 && w.size+int64(n) > w.maxSize)
 }
 
 // rotate closes the active chunk, queues it for sealing (when
@@ -245,13 +227,13 @@ func (w *chunkWriter) full(n int) bool {
 // made every record of the active chunk durable.
 func (w *chunkWriter) rotate() error {
 	next := w.next
-	if w.f != nil {
+	if w.active != nil {
 		w.trim()
 		// The full chunk takes no more records, even if starting the next
 		// one fails: sealing may remove its plain file, so a record written
 		// there would be lost. The next append retries the start.
-		err := w.f.Close()
-		w.f = nil
+		err := w.active.close()
+		w.active = nil
 		if w.compress {
 			w.unsealed = append(w.unsealed, w.num)
 			w.startSealing()
@@ -266,70 +248,19 @@ func (w *chunkWriter) rotate() error {
 	return nil
 }
 
-// writeAt writes data at offset off of the active chunk, the end of its
-// data, first growing the free space if data does not fit. On an error it
-// cuts the file back to off (errUnsynced if that fails too).
+// writeAt writes a commit group's bytes at offset off of the active
+// chunk, the end of its data (durableFiles).
 func (w *chunkWriter) writeAt(data []byte, off int64) error {
-	if len(data) == 0 {
-		return nil
-	}
-	end := off + int64(len(data))
-	err := w.grow(end)
-	if err == nil {
-		_, err = w.f.WriteAt(data, off)
-	}
-	if err != nil {
-		if terr := w.f.Truncate(off); terr != nil {
-			return fmt.Errorf("sessionstore: write %s: %w (and cutting back failed: %v): %w", w.path(w.num), err, terr, errUnsynced)
-		}
-		w.alloc = off
-		return fmt.Errorf("sessionstore: write %s: %w", w.path(w.num), err)
-	}
-	return nil
-}
-
-// Preallocation steps: the free space grows by the data's size, at least
-// preallocMin and at most preallocMax, and never past the chunk's maximum
-// size (unless one batch needs more).
-const (
-	preallocMin = 64 << 10
-	preallocMax = 256 << 10
-)
-
-// zeros is written to preallocate free space.
-var zeros [64 << 10]byte
-
-// grow makes the file at least end bytes long, writing zeros beyond the
-// data. The next sync makes them durable with the records.
-func (w *chunkWriter) grow(end int64) error {
-	if end <= w.alloc {
-		return nil
-	}
-	n := (end + min(max(end, preallocMin), preallocMax) + 4095) &^ 4095
-	n = min(n, max(w.maxSize, end))
-	for off := end; off < n; {
-		k, err := w.f.WriteAt(zeros[:min(int64(len(zeros)), n-off)], off)
-		if err != nil {
-			return err
-		}
-		off += int64(k)
-	}
-	w.alloc = n
-	return nil
+	return w.active.writeAt(data, off)
 }
 
 // trim cuts the free space off the active chunk, so that a chunk no
-// longer written takes only its data. Nothing depends on it: a failure
-// leaves free space, which readers skip.
+// longer written takes only its data, unless records are queued.
 func (w *chunkWriter) trim() {
-	if w.f == nil || w.alloc <= w.size || len(w.queue) > 0 {
+	if w.active == nil || len(w.queue) > 0 {
 		return
 	}
-	if err := w.f.Truncate(w.size); err != nil {
-		w.log.Warn("sessionstore: free space stays at the end of a chunk", "path", w.path(w.num), "err", err)
-		return
-	}
-	w.alloc = w.size
+	w.active.trim(w.size)
 }
 
 // nextAt is where enqueue would put the next line (its Length unset).
@@ -353,12 +284,9 @@ func (w *chunkWriter) takeQueue() ([]byte, int64) {
 	return q, off
 }
 
-// sync syncs f, the active chunk.
-func (w *chunkWriter) sync(f vfs.File) error {
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("sessionstore: sync %s: %w", w.path(w.num), err)
-	}
-	return nil
+// sync makes the bytes written to f, the active chunk, durable.
+func (w *chunkWriter) sync(f activeChunk) error {
+	return f.sync()
 }
 
 // giveBack returns a buffer takeQueue handed out, for reuse.
@@ -434,7 +362,7 @@ func (w *chunkWriter) sealChunks(todo []uint32) (failed []uint32) {
 // plain reports whether chunk n's index lines belong in index.jsonl: it
 // is the active chunk, or a full one not sealed (yet).
 func (w *chunkWriter) plain(n uint32) bool {
-	return (w.f != nil && n == w.num) || slices.Contains(w.unsealed, n)
+	return (w.active != nil && n == w.num) || slices.Contains(w.unsealed, n)
 }
 
 // awaitSealing waits until no chunk is being sealed in the background.
@@ -448,40 +376,24 @@ func (w *chunkWriter) awaitSealing() {
 	}
 }
 
-// seal stores full chunk n compressed (internal/zchunk) with the index
-// lines of its records embedded, and removes the plain file. The
-// compressed file is durable under its final name before the plain one is
-// removed, so a crash leaves one or both, whole (reconciliation removes the
-// plain file then). Index locations address logical offsets, which the
-// compressed file keeps. Sealing saves space and nothing depends on it, so
-// a failure is logged, the plain chunk stays and the next rotation retries.
-// It reports whether the sealed file is in place.
+// seal seals full chunk n, whose records' entries are es (durableFiles:
+// sealChunk). Sealing saves space and nothing depends on it, so a failure
+// is logged, the plain chunk stays and the next rotation retries. It
+// reports whether the sealed file is in place.
 func (w *chunkWriter) seal(n uint32, es []entry) bool {
-	path := w.path(n)
-	data, err := vfs.ReadFile(w.fsys, path)
-	if err == nil {
-		// Free space a failed trim left is not sealed: records end in a
-		// newline, never in a zero byte.
-		data = data[:len(data)-zeroTail(data)]
-		lines := encodeIndexLines(make([]byte, 0, len(es)*typicalIndexLine), es)
-		err = zchunk.Write(w.fsys, path+sealedExt, data, lines, w.perm)
-	}
-	if err != nil {
-		w.log.Warn("sessionstore: chunk stays uncompressed", "path", path, "err", err)
+	if err := w.files.sealChunk(n, es); err != nil {
+		w.log.Warn("sessionstore: chunk stays uncompressed", "path", w.path(n), "err", err)
 		return false
-	}
-	if err := removeIfExists(w.fsys, path); err != nil {
-		w.log.Warn("sessionstore: plain copy of a sealed chunk stays until the session is next opened", "path", path, "err", err)
 	}
 	return true
 }
 
 func (w *chunkWriter) close() error {
-	if w.f == nil {
+	if w.active == nil {
 		return nil
 	}
-	err := w.f.Close()
-	w.f = nil
+	err := w.active.close()
+	w.active = nil
 	return err
 }
 

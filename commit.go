@@ -208,7 +208,7 @@ func (h *openSession) writeBlobs(batch []pendingEvent) ([]payload, error) {
 	h.mu.Unlock()
 	var err error
 	for _, i := range big {
-		if err = putBlob(h.opts.fs, h.dir, pls[i].Digest, batch[i].rec, h.opts.FileMode, h.opts.DirMode, &h.blobDirs); err != nil {
+		if err = h.files.putBlob(pls[i].Digest, batch[i].rec); err != nil {
 			err = fmt.Errorf("sessionstore: write blob: %w", err)
 			break
 		}
@@ -476,7 +476,7 @@ func (h *openSession) commit(g *commitGroup) error {
 	}
 	// Every record in flight is in g: older groups are finished.
 	h.pipe.syncing, h.pipe.open = true, nil
-	n, f := len(h.pipe.inflight), h.chunks.f
+	n, f := len(h.pipe.inflight), h.chunks.active
 	q, off := h.chunks.takeQueue()
 	h.pipe.lastBatch = n
 	h.mu.Unlock()
@@ -551,7 +551,7 @@ func (h *openSession) settle() error {
 	if err != nil {
 		return h.writeFailed(nil, off, err)
 	}
-	if err := h.chunks.sync(h.chunks.f); err != nil {
+	if err := h.chunks.sync(h.chunks.active); err != nil {
 		return h.syncFailed(nil, err)
 	}
 	h.publish(len(h.pipe.inflight))
@@ -664,6 +664,11 @@ func (s *Store) Flush(ctx context.Context, session uuid.UUID) error {
 		return err
 	}
 	defer s.reg.release(h)
+	return h.flush()
+}
+
+// flush is Flush with h.mu held.
+func (h *openSession) flush() error {
 	if h.damage() != nil {
 		return h.damage()
 	}
@@ -685,7 +690,7 @@ func (s *Store) Flush(ctx context.Context, session uuid.UUID) error {
 		return fmt.Errorf("sessionstore: sync %s: %w", h.index.path, err)
 	}
 	if head := h.head(); head != h.headOnDisk {
-		if err := writeHead(s.opts.fs, h.dir, head, s.opts.FileMode); err != nil {
+		if err := h.files.putHead(head); err != nil {
 			h.becomeFailed(err)
 			return err
 		}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path/filepath"
 
 	"github.com/google/uuid"
 )
@@ -115,7 +114,7 @@ func (h *openSession) keptTail(r *chunkReader, c *entry) ([]entry, error) {
 		return nil, err
 	}
 	if c.Blob {
-		if ev.Record, err = readBlob(h.opts.fs, h.dir, c.Digest, c.Size); err != nil {
+		if ev.Record, err = h.files.readBlob(c.Digest, c.Size); err != nil {
 			return nil, err
 		}
 	}
@@ -367,9 +366,9 @@ func (s *Store) Abandoned(ctx context.Context, session, from uuid.UUID) ([]Event
 	for l, r := 0, len(path)-1; l < r; l, r = l+1, r-1 {
 		path[l], path[r] = path[r], path[l]
 	}
-	r := newChunkReader(s.opts.fs, filepath.Join(h.dir, chunksDir))
+	r := h.files.chunkReader()
 	defer r.close()
-	return s.readEntries(ctx, h, r, path)
+	return s.readEntries(ctx, h.dir, r, path)
 }
 
 // AppendBranchSummary switches to from and appends a branch summary as the

@@ -107,7 +107,7 @@ type openSession struct {
 	// writingBlobs counts the blobs of appends that have not written their
 	// lines yet; GC keeps them.
 	writingBlobs map[[32]byte]int
-	blobDirs     blobDirs // blob directories known durable (has its own mutex)
+	files        durableFiles // where the session's durable facts go (durable.go)
 
 	// What the derived files hold, so that Close and Flush write only what
 	// changed: the HEAD file's event, and whether events were appended
@@ -141,6 +141,7 @@ func (st sessionState) String() string {
 // newOpenSession returns a session in state opening, not yet registered.
 func newOpenSession(id uuid.UUID, dir string, opts *Options, hb *hub) *openSession {
 	h := &openSession{id: id, dir: dir, opts: opts, hub: hb, ready: make(chan struct{})}
+	h.files = &localFiles{fsys: opts.fs, dir: dir, perm: opts.FileMode, dirPerm: opts.DirMode, maxChunk: opts.ChunkSize, log: opts.Logger.With("session", id)}
 	h.pipe.synced = sync.NewCond(&h.mu)
 	return h
 }
@@ -322,7 +323,7 @@ func (h *openSession) open(lockSession func(string) (io.Closer, error), create *
 			return err
 		}
 		h.meta, h.format = create.clone(), formatVersion
-	} else if h.meta, h.format, err = readMeta(fsys, h.dir, h.id); err != nil {
+	} else if h.meta, h.format, err = h.files.readMeta(h.id); err != nil {
 		return err
 	}
 	h.chunks = h.newChunkWriter()
@@ -395,7 +396,7 @@ func (h *openSession) close() error {
 	if h.writable() == nil {
 		h.chunks.trim()
 		if head := h.head(); head != h.headOnDisk {
-			if err := writeHead(h.opts.fs, h.dir, head, h.opts.FileMode); err != nil {
+			if err := h.files.putHead(head); err != nil {
 				errs = append(errs, err)
 			} else {
 				h.headOnDisk = head
@@ -424,7 +425,7 @@ func (h *openSession) writeMeta(m Meta) error {
 	if err != nil {
 		return err
 	}
-	if err := replaceFile(h.opts.fs, h.dir, metaFile, b, h.opts.FileMode); err != nil {
+	if err := h.files.putMeta(b); err != nil {
 		// The old or the new file is whole on disk, but which one a crash
 		// would keep is unknown after a failed sync: stop writing.
 		h.becomeFailed(err)

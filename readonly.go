@@ -144,7 +144,7 @@ func plainDataEnd(fsys vfs.FS, path string) (int64, error) {
 // when its log is clean (openLazyReader), else indexed or damaged by the
 // analysis (reload).
 func (h *openSession) openReader() error {
-	m, format, err := readMeta(h.opts.fs, h.dir, h.id)
+	m, format, err := h.files.readMeta(h.id)
 	if err != nil {
 		return err
 	}

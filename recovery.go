@@ -802,7 +802,7 @@ var errRepairFailed = errors.New("sessionstore: repair failed")
 // session's mutex held (sealMu).
 func (h *openSession) newChunkWriter() chunkWriter {
 	log := h.opts.Logger.With("session", h.id)
-	return chunkWriter{fsys: h.opts.fs, dir: filepath.Join(h.dir, chunksDir), perm: h.opts.FileMode, maxSize: h.opts.ChunkSize,
+	return chunkWriter{files: h.files, dir: filepath.Join(h.dir, chunksDir), maxSize: h.opts.ChunkSize,
 		compress: h.opts.Compression == CompressionZstd, log: log,
 		sealMu: &h.mu,
 		embed:  func(n uint32) []entry { return chunkEntries(h.entries, n) },

@@ -325,7 +325,7 @@ func (s *Store) loadPath(ctx context.Context, session, leaf uuid.UUID, fromHead,
 	damaged := h.damage()
 	s.reg.release(h)
 	// Records never move once written, so they are read without the lock.
-	r := newChunkReader(s.opts.fs, filepath.Join(h.dir, chunksDir))
+	r := h.files.chunkReader()
 	defer r.close()
 	if boundaries && len(path) > 0 && kinds[path[0].Kind] == KindCompaction {
 		kept, err := h.keptTail(r, &path[0])
@@ -334,7 +334,7 @@ func (s *Store) loadPath(ctx context.Context, session, leaf uuid.UUID, fromHead,
 		}
 		path = slices.Concat(path[:1], kept, path[1:])
 	}
-	out, err := s.readEntries(ctx, h, r, path)
+	out, err := s.readEntries(ctx, h.dir, r, path)
 	if err != nil {
 		return nil, err
 	}
@@ -346,7 +346,7 @@ func (s *Store) loadPath(ctx context.Context, session, leaf uuid.UUID, fromHead,
 
 // readEntries reads the events of path with their records resolved,
 // reading each run of adjacent records with one read.
-func (s *Store) readEntries(ctx context.Context, h *openSession, r *chunkReader, path []entry) ([]Event, error) {
+func (s *Store) readEntries(ctx context.Context, dir string, r *chunkReader, path []entry) ([]Event, error) {
 	out := make([]Event, len(path))
 	var total int64
 	for i := range path {
@@ -373,7 +373,7 @@ func (s *Store) readEntries(ctx context.Context, h *openSession, r *chunkReader,
 			out[k] = ev
 		}
 	}
-	blobs := s.startBlobReads(ctx, h.dir)
+	blobs := s.startBlobReads(ctx, dir)
 	defer blobs.abandon()
 	for k := range path {
 		if path[k].Blob {
@@ -456,7 +456,7 @@ func (s *Store) Event(ctx context.Context, session, id uuid.UUID) (Event, error)
 	}
 	ent := *e
 	s.reg.release(h)
-	r := newChunkReader(s.opts.fs, filepath.Join(h.dir, chunksDir))
+	r := h.files.chunkReader()
 	defer r.close()
 	return readEntry(r, &ent)
 }
