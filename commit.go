@@ -98,81 +98,23 @@ func (h *openSession) tip() uuid.UUID {
 	return h.head()
 }
 
-// AppendBatch appends events in order as one unit: the first is a child of
-// HEAD (or of the event chosen by Branch), each next one a child of the one
-// before, and the last becomes HEAD. Use it for an assistant message and
-// the tool calls it makes. The batch is written with one write and made
-// durable with one fdatasync (shared with concurrent appends), and it is
-// never split between chunks: a batch that does not fit in the active
-// chunk starts a new one, and a batch larger than Options.ChunkSize gets a
-// chunk of its own.
-//
-// Durability: when AppendBatch returns nil, every event of the batch is on
-// stable storage. After a crash during the call, a prefix of the batch
-// may be present (each event whole), never a gap: an event is present only
-// if all the events before it are. On an error nothing was acknowledged.
-//
-// Errors: as Append. ErrInvalidEvent for any bad event, and then nothing is
-// written. An empty batch returns nil, nil.
-func (s *Store) AppendBatch(ctx context.Context, session uuid.UUID, events ...Event) ([]Event, error) {
-	if len(events) == 0 {
-		return nil, nil
-	}
-	return s.appendEvents(ctx, session, events, nil)
-}
-
-// appendEvents appends evs as one batch. check, if not nil, runs under the
-// session's mutex right before the events are written (again after any
-// wait that released the mutex); its error is returned and nothing is
-// written.
-func (s *Store) appendEvents(ctx context.Context, session uuid.UUID, evs []Event, check func(h *openSession) error) ([]Event, error) {
-	if err := s.begin(ctx); err != nil {
-		return nil, err
-	}
-	defer s.end()
-	batch := make([]pendingEvent, len(evs))
-	for i, ev := range evs {
-		rec, err := prepareRecord(ev, s.opts.MaxRecordSize)
-		if err != nil {
-			if len(evs) > 1 {
-				return nil, fmt.Errorf("event %d of the batch: %w", i, err)
-			}
-			return nil, err
-		}
-		batch[i] = s.pendingOf(ev, rec)
-	}
-	get := s.reg.acquireAppend
+// queue is the first half of an append, with h.mu held: it stores the
+// batch's large records as blobs (writeBlobs), then encodes the batch and
+// queues its lines at the end of the active chunk (writeBatch), returning
+// the commit group they joined; commit is the second half. check, if not
+// nil, runs before the blobs are written and again before the lines are
+// queued: a refused append writes nothing. from is as for writeBatch.
+func (h *openSession) queue(ctx context.Context, batch []pendingEvent, from uuid.UUID, check func(h *openSession) error) (*commitGroup, []Event, error) {
 	if check != nil {
-		get = s.reg.acquire
-	}
-	h, err := get(ctx, session, nil)
-	if err != nil {
-		return nil, err
-	}
-	if check != nil {
-		// Before the blobs too: a refused append writes nothing. writeBatch
-		// checks again after any wait.
 		if err := check(h); err != nil {
-			s.reg.release(h)
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	pls, err := h.writeBlobs(batch)
 	if err != nil {
-		s.reg.release(h)
-		return nil, err
+		return nil, nil, err
 	}
-	g, out, err := h.writeBatch(ctx, batch, pls, uuid.Nil, check)
-	if err != nil {
-		s.reg.release(h)
-		return nil, err
-	}
-	err = h.commit(g)
-	s.reg.releaseUnlocked(h)
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
+	return h.writeBatch(ctx, batch, pls, from, check)
 }
 
 // writeBlobs stores the records of the batch over the blob threshold as
@@ -641,30 +583,6 @@ func (h *openSession) publish(n int) {
 		h.opts.Logger.Error("sessionstore: index write failed; session stops writing until reopened", "session", h.id, "err", err)
 	}
 	h.hub.settled(h.id, events)
-}
-
-// Flush is a barrier: it returns once every event appended to the session
-// before the call is durable (each Append already waits for its own), and
-// makes the derived files current: a chunk being sealed in the background
-// is finished (and its lines leave index.jsonl), index.jsonl is synced and
-// the HEAD file replaced if it lags. After Flush, reopening the session after a
-// crash has nothing to rebuild for the events appended so far.
-//
-// Errors: ErrNotFound, ErrLocked, ErrClosed, ErrReadOnly, ErrSessionFailed.
-func (s *Store) Flush(ctx context.Context, session uuid.UUID) error {
-	if err := s.begin(ctx); err != nil {
-		return err
-	}
-	defer s.end()
-	if s.opts.ReadOnly {
-		return ErrReadOnly
-	}
-	h, err := s.reg.acquireAppend(ctx, session, nil)
-	if err != nil {
-		return err
-	}
-	defer s.reg.release(h)
-	return h.flush()
 }
 
 // flush is Flush with h.mu held.

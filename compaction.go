@@ -400,12 +400,7 @@ func (s *Store) AppendBranchSummary(ctx context.Context, session, from uuid.UUID
 		return Event{}, err
 	}
 	batch := []pendingEvent{s.pendingOf(ev, data)}
-	pls, err := h.writeBlobs(batch)
-	if err != nil {
-		s.reg.release(h)
-		return Event{}, err
-	}
-	g, out, err := h.writeBatch(ctx, batch, pls, from, nil)
+	g, out, err := h.queue(ctx, batch, from, nil)
 	if err != nil {
 		s.reg.release(h)
 		return Event{}, err

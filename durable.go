@@ -263,3 +263,31 @@ func (c *localChunk) close() error {
 // errUnsynced marks append failures after which the file's state on disk
 // is unknown: the session must stop writing.
 var errUnsynced = errors.New("chunk state unknown after failure")
+
+// replaceFile atomically replaces dir/name with data: write a temporary
+// file, sync it, close it, rename it over the target, sync the directory.
+// When it returns nil the new content is durable; a crash at any point
+// leaves the old content or the new, whole, plus perhaps the temporary
+// file, which reconciliation removes.
+func replaceFile(fsys vfs.FS, dir, name string, data []byte, perm os.FileMode) error {
+	tmp := filepath.Join(dir, name+".tmp")
+	f, err := fsys.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, perm)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := fsys.Rename(tmp, filepath.Join(dir, name)); err != nil {
+		return err
+	}
+	return fsys.SyncDir(dir)
+}

@@ -240,6 +240,94 @@ func (s *Store) appendOne(ctx context.Context, session uuid.UUID, ev Event, chec
 	return out[0], nil
 }
 
+// AppendBatch appends events in order as one unit: the first is a child of
+// HEAD (or of the event chosen by Branch), each next one a child of the one
+// before, and the last becomes HEAD. Use it for an assistant message and
+// the tool calls it makes. The batch is written with one write and made
+// durable with one fdatasync (shared with concurrent appends), and it is
+// never split between chunks: a batch that does not fit in the active
+// chunk starts a new one, and a batch larger than Options.ChunkSize gets a
+// chunk of its own.
+//
+// Durability: when AppendBatch returns nil, every event of the batch is on
+// stable storage. After a crash during the call, a prefix of the batch
+// may be present (each event whole), never a gap: an event is present only
+// if all the events before it are. On an error nothing was acknowledged.
+//
+// Errors: as Append. ErrInvalidEvent for any bad event, and then nothing is
+// written. An empty batch returns nil, nil.
+func (s *Store) AppendBatch(ctx context.Context, session uuid.UUID, events ...Event) ([]Event, error) {
+	if len(events) == 0 {
+		return nil, nil
+	}
+	return s.appendEvents(ctx, session, events, nil)
+}
+
+// appendEvents appends evs as one batch. check, if not nil, runs under the
+// session's mutex right before the events are written (again after any
+// wait that released the mutex); its error is returned and nothing is
+// written.
+func (s *Store) appendEvents(ctx context.Context, session uuid.UUID, evs []Event, check func(h *openSession) error) ([]Event, error) {
+	if err := s.begin(ctx); err != nil {
+		return nil, err
+	}
+	defer s.end()
+	batch := make([]pendingEvent, len(evs))
+	for i, ev := range evs {
+		rec, err := prepareRecord(ev, s.opts.MaxRecordSize)
+		if err != nil {
+			if len(evs) > 1 {
+				return nil, fmt.Errorf("event %d of the batch: %w", i, err)
+			}
+			return nil, err
+		}
+		batch[i] = s.pendingOf(ev, rec)
+	}
+	get := s.reg.acquireAppend
+	if check != nil {
+		get = s.reg.acquire
+	}
+	h, err := get(ctx, session, nil)
+	if err != nil {
+		return nil, err
+	}
+	g, out, err := h.queue(ctx, batch, uuid.Nil, check)
+	if err != nil {
+		s.reg.release(h)
+		return nil, err
+	}
+	err = h.commit(g)
+	s.reg.releaseUnlocked(h)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Flush is a barrier: it returns once every event appended to the session
+// before the call is durable (each Append already waits for its own), and
+// makes the derived files current: a chunk being sealed in the background
+// is finished (and its lines leave index.jsonl), index.jsonl is synced and
+// the HEAD file replaced if it lags. After Flush, reopening the session after a
+// crash has nothing to rebuild for the events appended so far.
+//
+// Errors: ErrNotFound, ErrLocked, ErrClosed, ErrReadOnly, ErrSessionFailed.
+func (s *Store) Flush(ctx context.Context, session uuid.UUID) error {
+	if err := s.begin(ctx); err != nil {
+		return err
+	}
+	defer s.end()
+	if s.opts.ReadOnly {
+		return ErrReadOnly
+	}
+	h, err := s.reg.acquireAppend(ctx, session, nil)
+	if err != nil {
+		return err
+	}
+	defer s.reg.release(h)
+	return h.flush()
+}
+
 // Load returns the active context of a session: the events from the root
 // to HEAD, oldest first, with their records resolved, stopping at the
 // newest compaction on the path (see compaction.go: the compaction, the
@@ -459,32 +547,4 @@ func (s *Store) Event(ctx context.Context, session, id uuid.UUID) (Event, error)
 	r := h.files.chunkReader()
 	defer r.close()
 	return readEntry(r, &ent)
-}
-
-// replaceFile atomically replaces dir/name with data: write a temporary
-// file, sync it, close it, rename it over the target, sync the directory.
-// When it returns nil the new content is durable; a crash at any point
-// leaves the old content or the new, whole, plus perhaps the temporary
-// file, which reconciliation removes.
-func replaceFile(fsys vfs.FS, dir, name string, data []byte, perm os.FileMode) error {
-	tmp := filepath.Join(dir, name+".tmp")
-	f, err := fsys.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, perm)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := fsys.Rename(tmp, filepath.Join(dir, name)); err != nil {
-		return err
-	}
-	return fsys.SyncDir(dir)
 }
