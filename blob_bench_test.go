@@ -1,8 +1,16 @@
 package sessionstore
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"encoding/base64"
+	"encoding/json"
+	"io/fs"
+	"maps"
+	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -10,6 +18,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/klauspost/compress/zstd"
 
 	"github.com/sessionstore/sessionstore/internal/synth"
 	"github.com/sessionstore/sessionstore/internal/vfs"
@@ -188,4 +198,157 @@ func BenchmarkTreeHeap(b *testing.B) {
 	b.ReportMetric(float64(heap)/(1<<20), "heap-MiB")
 	b.ReportMetric(float64(int64(per)*events)/(1<<30), "payload-GiB")
 	b.ReportMetric(events, "events")
+}
+
+// base64Result is a tool result whose output is n bytes of base64 of
+// random bytes: a deterministic stand-in for the base64 images (PNG, JPEG:
+// already compressed) of agent transcripts, which zstd cannot shorten by
+// matches, only by coding the 64 symbols in about 6 bits each.
+func base64Result(callID string, seed uint64, n int) Event {
+	rng := rand.New(rand.NewPCG(seed, 3))
+	raw := make([]byte, base64.StdEncoding.DecodedLen(n))
+	for i := range raw {
+		raw[i] = byte(rng.Uint32())
+	}
+	return ToolResultEvent(ToolResult{CallID: callID, Output: base64.StdEncoding.EncodeToString(raw)[:n]})
+}
+
+// sharedDataDir returns the directory of the project's shared real data
+// (../shared/data beside the project, or $SESSIONSTORE_SHARED_DATA, or
+// /work/shared/data), or "" if there is none.
+func sharedDataDir() string {
+	for _, dir := range []string{os.Getenv("SESSIONSTORE_SHARED_DATA"), filepath.Join("..", "shared", "data"), "/work/shared/data"} {
+		if dir == "" {
+			continue
+		}
+		if fi, err := os.Stat(filepath.Join(dir, "claude-code")); err == nil && fi.IsDir() {
+			return dir
+		}
+	}
+	return ""
+}
+
+// claudeCodeBlobs returns the lines of the shared Claude Code transcripts
+// whose compact JSON is over DefaultBlobThreshold, as records a harness
+// storing each line would write as blobs: those holding base64 image data,
+// and the others (mostly large tool results).
+func claudeCodeBlobs(tb testing.TB, dir string) (images, others [][]byte) {
+	tb.Helper()
+	err := filepath.WalkDir(filepath.Join(dir, "claude-code"), func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || filepath.Ext(path) != ".jsonl" {
+			return err
+		}
+		f, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		sc := bufio.NewScanner(f)
+		sc.Buffer(make([]byte, 0, 1<<20), 64<<20)
+		for sc.Scan() {
+			var rec bytes.Buffer
+			if err := json.Compact(&rec, sc.Bytes()); err != nil || rec.Len() <= DefaultBlobThreshold {
+				continue
+			}
+			if bytes.Contains(rec.Bytes(), []byte(`"type":"base64"`)) {
+				images = append(images, rec.Bytes())
+			} else {
+				others = append(others, rec.Bytes())
+			}
+		}
+		return sc.Err()
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return images, others
+}
+
+// BenchmarkBlobEncode compresses blob records as putBlob does, with
+// blobEncoder and, alternately in the same loop, with the encoder blobs
+// had before literals were entropy coded (SpeedDefault alone), and reports
+// for each the stored/raw size ratio and the time per record: for a
+// 64 KiB text tool result (the hot path of blob writes) and a 1 MiB base64
+// tool result (an image's stand-in).
+func BenchmarkBlobEncode(b *testing.B) {
+	text := ToolResultEvent(ToolResult{CallID: "c1", Output: toolOutput(1, 64<<10)})
+	benchBlobEncode(b, map[string][][]byte{
+		"text-64KiB":  {text.Record},
+		"base64-1MiB": {base64Result("c2", 1, 1<<20).Record},
+	})
+}
+
+// BenchmarkBlobEncodeClaudeCode is BenchmarkBlobEncode on the records over
+// the blob threshold in the shared Claude Code transcripts (see
+// claudeCodeBlobs): the lines with base64 images (one of them the 1 MB
+// screenshot) and the others. It is skipped without the shared data.
+func BenchmarkBlobEncodeClaudeCode(b *testing.B) {
+	dir := sharedDataDir()
+	if dir == "" {
+		b.Skip("no shared data (../shared/data, $SESSIONSTORE_SHARED_DATA or /work/shared/data)")
+	}
+	images, others := claudeCodeBlobs(b, dir)
+	if len(images) == 0 || len(others) == 0 {
+		b.Fatalf("%d image records and %d others over the blob threshold", len(images), len(others))
+	}
+	largest := slices.MaxFunc(images, func(x, y []byte) int { return len(x) - len(y) })
+	benchBlobEncode(b, map[string][][]byte{
+		"images":        images,
+		"largest-image": {largest},
+		"others":        others,
+	})
+}
+
+// benchBlobEncode runs BenchmarkBlobEncode's measurement on each named set
+// of records: both encoders compress the whole set once per iteration,
+// taking turns at going first.
+func benchBlobEncode(b *testing.B, sets map[string][][]byte) {
+	prev, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedDefault), zstd.WithEncoderConcurrency(1))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer prev.Close()
+	names := slices.Sorted(maps.Keys(sets))
+	for _, name := range names {
+		recs := sets[name]
+		b.Run(name, func(b *testing.B) {
+			raw := 0
+			for _, r := range recs {
+				raw += len(r)
+			}
+			buf := make([]byte, 0, raw+raw/8)
+			encode := func(enc *zstd.Encoder) (int, time.Duration) {
+				t0 := time.Now()
+				n := 0
+				for _, r := range recs {
+					n += len(enc.EncodeAll(r, buf[:0]))
+				}
+				return n, time.Since(t0)
+			}
+			var stored, storedPrev int
+			var t, tPrev time.Duration
+			i := 0
+			for b.Loop() {
+				var d, dPrev time.Duration
+				if i%2 == 0 {
+					stored, d = encode(blobEncoder)
+					storedPrev, dPrev = encode(prev)
+				} else {
+					storedPrev, dPrev = encode(prev)
+					stored, d = encode(blobEncoder)
+				}
+				t, tPrev = t+d, tPrev+dPrev
+				i++
+			}
+			b.ReportMetric(float64(stored)/float64(raw), "stored/raw")
+			b.ReportMetric(float64(storedPrev)/float64(raw), "stored/raw-prev")
+			b.ReportMetric(float64(raw)*float64(i)/t.Seconds()/1e6, "MB/s")
+			b.ReportMetric(float64(raw)*float64(i)/tPrev.Seconds()/1e6, "MB/s-prev")
+			b.ReportMetric(t.Seconds()/tPrev.Seconds(), "time/prev")
+			b.ReportMetric(float64(len(recs)), "records")
+			b.ReportMetric(float64(raw), "raw-bytes")
+			b.ReportMetric(float64(stored), "stored-bytes")
+			b.ReportMetric(float64(storedPrev), "stored-bytes-prev")
+		})
+	}
 }

@@ -4,14 +4,17 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/klauspost/compress/zstd"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -514,4 +517,114 @@ func TestResolveBadInput(t *testing.T) {
 	got, err := s.Resolve(ctx, id, ev)
 	require.NoError(t, err)
 	assert.JSONEq(t, string(big.Record), string(got.Record))
+}
+
+// TestBlobBase64Compressed: base64 data, which zstd's matches do not
+// shorten, is stored at under 0.8 of its size: its literals are entropy
+// coded (about 6 bits each), not kept raw. Without
+// WithAllLitEntropyCompression it was stored at 1.0.
+func TestBlobBase64Compressed(t *testing.T) {
+	ctx := context.Background()
+	m, s, id := memSession(t, Options{})
+	defer s.Close()
+	ev, err := s.Append(ctx, id, base64Result("c1", 1, 1<<20))
+	require.NoError(t, err)
+	require.NotEmpty(t, ev.Digest)
+	files := blobFiles(t, m, id)
+	require.Len(t, files, 1)
+	info, err := m.Stat(files[0])
+	require.NoError(t, err)
+	assert.Less(t, float64(info.Size())/float64(ev.Size), 0.8, "stored/raw of %d bytes of base64", ev.Size)
+	got, err := s.Resolve(ctx, id, Event{Digest: ev.Digest, Size: ev.Size})
+	require.NoError(t, err)
+	assert.Equal(t, string(ev.Record), string(got.Record))
+}
+
+// zstdBlocks parses frame, one zstd frame (RFC 8878), and returns the size
+// of its frame header and the type of each of its blocks (0 raw, 1 RLE, 2
+// compressed), after checking that the blocks and the content checksum end
+// the frame exactly.
+func zstdBlocks(t *testing.T, frame []byte) (headerSize int, types []int) {
+	t.Helper()
+	var h zstd.Header
+	require.NoError(t, h.Decode(frame))
+	require.True(t, h.HasCheckSum)
+	pos := h.HeaderSize
+	for {
+		require.LessOrEqual(t, pos+3, len(frame), "block header at %d", pos)
+		bh := int(frame[pos]) | int(frame[pos+1])<<8 | int(frame[pos+2])<<16
+		last, typ, size := bh&1 == 1, bh>>1&3, bh>>3
+		if typ == 1 {
+			size = 1 // an RLE block holds the byte it repeats
+		}
+		types = append(types, typ)
+		pos += 3 + size
+		if last {
+			break
+		}
+	}
+	require.Equal(t, len(frame), pos+4, "the content checksum ends the frame")
+	require.True(t, h.HeaderSize >= 6 && h.HeaderSize <= 10, "frame header of %d bytes", h.HeaderSize)
+	return h.HeaderSize, types
+}
+
+// TestBlobIncompressible: a blob of random bytes is a frame of raw blocks
+// holding the record as it is: the record plus the frame header, 3 bytes
+// per 128 KiB block and the 4-byte checksum, nothing more (37 bytes for
+// 1 MiB). Records that compress a little or not at all, base64 and a mix
+// of random bytes and text, stay within the same bound, and every blob
+// reads back.
+func TestBlobIncompressible(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	random := func(n int) []byte {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = byte(rng.Uint32())
+		}
+		return b
+	}
+	bound := func(n, headerSize int) int { return n + headerSize + 3*((n+128<<10-1)/(128<<10)) + 4 }
+	fsys := vfs.NewMemFS()
+	var known blobDirs
+	put := func(rec []byte) []byte {
+		t.Helper()
+		d := sha256.Sum256(rec)
+		require.NoError(t, putBlob(fsys, "/s", d, rec, 0o600, 0o700, &known))
+		got, err := readBlob(fsys, "/s", d, int64(len(rec)))
+		require.NoError(t, err)
+		require.Equal(t, rec, got)
+		frame, err := vfs.ReadFile(fsys, blobPath("/s", d))
+		require.NoError(t, err)
+		return frame
+	}
+	for _, n := range []int{200, 1000, 16<<10 + 1, 100 << 10, 128 << 10, 1 << 20, 1<<20 + 1, 9 << 20} {
+		t.Run(fmt.Sprintf("random-%d", n), func(t *testing.T) {
+			frame := put(random(n))
+			headerSize, types := zstdBlocks(t, frame)
+			assert.Equal(t, bound(n, headerSize), len(frame))
+			for i, typ := range types {
+				assert.Zero(t, typ, "block %d is not raw", i)
+			}
+			if n == 1<<20 {
+				assert.Equal(t, n+37, len(frame))
+			}
+		})
+	}
+	text := []byte(toolOutput(3, 300<<10))
+	mixed := slices.Concat(random(200<<10), text, random(5000), text[:70<<10])
+	for name, rec := range map[string][]byte{
+		"base64": base64Result("c", 2, 600<<10).Record,
+		"mixed":  mixed,
+	} {
+		t.Run(name, func(t *testing.T) {
+			frame := put(rec)
+			headerSize, types := zstdBlocks(t, frame)
+			assert.LessOrEqual(t, len(frame), bound(len(rec), headerSize))
+			if name == "mixed" {
+				// Each block is raw or compressed, whichever is shorter.
+				assert.Contains(t, types, 0)
+				assert.Contains(t, types, 2)
+			}
+		})
+	}
 }

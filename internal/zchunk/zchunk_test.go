@@ -2,6 +2,7 @@ package zchunk
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/binary"
 	"errors"
 	"flag"
@@ -14,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -426,6 +428,142 @@ func TestLayout(t *testing.T) {
 			assert.Equal(t, string(meta), string(got))
 			assert.Equal(t, int(metaLen), len(encoder().EncodeAll(meta, nil)))
 		})
+	}
+}
+
+// zstdBlocks parses frame, one zstd frame (RFC 8878), and returns the size
+// of its frame header and the type of each of its blocks (0 raw, 1 RLE, 2
+// compressed), after checking that the blocks and the content checksum end
+// the frame exactly.
+func zstdBlocks(t *testing.T, frame []byte) (headerSize int, types []int) {
+	t.Helper()
+	var h zstd.Header
+	require.NoError(t, h.Decode(frame))
+	require.True(t, h.HasCheckSum)
+	pos := h.HeaderSize
+	for {
+		require.LessOrEqual(t, pos+3, len(frame), "block header at %d", pos)
+		bh := int(frame[pos]) | int(frame[pos+1])<<8 | int(frame[pos+2])<<16
+		last, typ, size := bh&1 == 1, bh>>1&3, bh>>3
+		if typ == 1 {
+			size = 1 // an RLE block holds the byte it repeats
+		}
+		types = append(types, typ)
+		pos += 3 + size
+		if last {
+			break
+		}
+	}
+	require.Equal(t, len(frame), pos+4, "the content checksum ends the frame")
+	require.True(t, h.HeaderSize >= 6 && h.HeaderSize <= 10, "frame header of %d bytes", h.HeaderSize)
+	return h.HeaderSize, types
+}
+
+// randomLines returns random bytes cut into lines of the given lengths
+// (newline included, and no other newline).
+func randomLines(seed uint64, lengths ...int) []byte {
+	rng := rand.New(rand.NewPCG(seed, seed+1))
+	var out []byte
+	for _, n := range lengths {
+		for range n - 1 {
+			c := byte(rng.Uint32())
+			if c == '\n' {
+				c = 0
+			}
+			out = append(out, c)
+		}
+		out = append(out, '\n')
+	}
+	return out
+}
+
+// TestIncompressibleFrames: a block of random bytes is a frame of raw
+// blocks holding it as it is: the block plus the frame header, 3 bytes per
+// 128 KiB and the 4-byte checksum, nothing more (14 bytes for a 64 KiB
+// block). Blocks that compress a little or not at all, base64 and a mix of
+// random bytes and text, stay within the same bound.
+func TestIncompressibleFrames(t *testing.T) {
+	bound := func(n, headerSize int) int { return n + headerSize + 3*((n+128<<10-1)/(128<<10)) + 4 }
+	frames := func(t *testing.T, src []byte) (data []byte, r *Reader) {
+		m, r := writeOpen(t, src, nil, BlockSize)
+		require.Equal(t, string(src), string(readAll(t, r)))
+		data, err := vfs.ReadFile(m, testPath)
+		require.NoError(t, err)
+		return data, r
+	}
+	t.Run("random", func(t *testing.T) {
+		// Lines of 300 bytes (blocks of a few hundred lines), one line of
+		// exactly BlockSize, one of 300 KiB (three zstd blocks in one frame)
+		// and a last short block.
+		var lengths []int
+		for range 500 {
+			lengths = append(lengths, 300)
+		}
+		lengths = append(lengths, BlockSize, 300<<10, 1000, 200)
+		src := randomLines(9, lengths...)
+		data, r := frames(t, src)
+		require.Greater(t, len(r.table), 4)
+		full := 0
+		for i, e := range r.table {
+			frame := data[e.compOff : e.compOff+e.compLen]
+			headerSize, types := zstdBlocks(t, frame)
+			assert.Equal(t, bound(int(e.logLen), headerSize), len(frame), "frame %d", i)
+			for j, typ := range types {
+				assert.Zero(t, typ, "frame %d block %d is not raw", i, j)
+			}
+			if e.logLen == BlockSize {
+				full++
+				assert.Equal(t, BlockSize+14, len(frame))
+			}
+		}
+		require.Equal(t, 1, full, "frames of exactly BlockSize")
+	})
+	t.Run("base64 and mixed", func(t *testing.T) {
+		text := transcript(3, 100<<10, false)
+		src := slices.Concat(base64Lines(4, 20, 30<<10), randomLines(5, 70<<10, 20<<10), text, base64Lines(6, 1, 200<<10))
+		data, r := frames(t, src)
+		seen := map[int]bool{}
+		for i, e := range r.table {
+			frame := data[e.compOff : e.compOff+e.compLen]
+			headerSize, types := zstdBlocks(t, frame)
+			assert.LessOrEqual(t, len(frame), bound(int(e.logLen), headerSize), "frame %d", i)
+			for _, typ := range types {
+				seen[typ] = true
+			}
+		}
+		// Each block is raw or compressed, whichever is shorter.
+		assert.True(t, seen[0] && seen[2], "block types %v", seen)
+	})
+}
+
+// base64Lines returns n JSON lines, each a record of size bytes of base64
+// of random bytes: a deterministic stand-in for the base64 images (PNG,
+// JPEG: already compressed) of agent transcripts.
+func base64Lines(seed uint64, n, size int) []byte {
+	rng := rand.New(rand.NewPCG(seed, seed+1))
+	var out []byte
+	for range n {
+		raw := make([]byte, base64.StdEncoding.DecodedLen(size))
+		for i := range raw {
+			raw[i] = byte(rng.Uint32())
+		}
+		out = fmt.Appendf(out, `{"type":"image","source":{"type":"base64","media_type":"image/png","data":"%s"}}`+"\n", base64.StdEncoding.EncodeToString(raw)[:size])
+	}
+	return out
+}
+
+// TestBase64Compressed: sealed chunks of base64 data, which zstd's matches
+// do not shorten, are stored at under 0.8 of their size, in blocks and in
+// a line longer than BlockSize alike: literals are entropy coded (about 6
+// bits each), not kept raw. Without WithAllLitEntropyCompression they were
+// stored at 1.0.
+func TestBase64Compressed(t *testing.T) {
+	for _, src := range [][]byte{base64Lines(7, 40, 20<<10), base64Lines(8, 1, 1<<20)} {
+		m, r := writeOpen(t, src, nil, BlockSize)
+		require.Equal(t, string(src), string(readAll(t, r)))
+		fi, err := m.Stat(testPath)
+		require.NoError(t, err)
+		assert.Less(t, float64(fi.Size())/float64(len(src)), 0.8, "stored/raw of %d bytes of base64 in %d frames", len(src), len(r.table))
 	}
 }
 
