@@ -46,7 +46,7 @@ import (
 //
 // Concurrency: an append writes its blobs without holding the session's
 // mutex (writeBlobs), so other appends, reads and GC go on meanwhile. It
-// counts their digests in the handle's writingBlobs first, and GC keeps
+// counts their digests in the session's writingBlobs first, and GC keeps
 // those blobs and their temporary files. Each write has its own temporary
 // file ("<name>.<n>.tmp"), so appends that store the same record at once
 // do not collide; their renames replace a name with the same content.

@@ -55,7 +55,7 @@ import (
 // log: the last index line, or the newest valid record after it (a
 // writer's append in progress, or an index line a crash lost), so that a
 // reader never shows an older HEAD than the log holds. Each refresh of a
-// handle still without its index makes the check again.
+// session still lazy makes the check again.
 //
 // The files need no repair when: every chunk from 0 on is there once, as
 // a plain or a sealed file, with no temporary file of a sealing, a HEAD

@@ -368,6 +368,92 @@ func (h *openSession) materialize() error {
 	return err
 }
 
+// reconcile analyzes a session's files (analyze), applies the repairs the
+// plan names (applyRepairs), then opens index.jsonl and the newest chunk
+// for appending, with h.mu held: the session is then indexed, or damaged
+// when the analysis found corruption (nothing is changed on disk then).
+// On an error h is unchanged but for files it opened, which it closes; an
+// error after a repair changed files is marked errRepairFailed.
+func (h *openSession) reconcile() (err error) {
+	fsys := h.opts.fs
+	log := h.opts.Logger.With("session", h.id)
+	p, err := analyze(fsys, h.dir, false)
+	if err != nil {
+		return err
+	}
+	if p.corrupt != nil {
+		log.Error("sessionstore: session is damaged; its valid prefix is readable and writes are refused", "path", p.corrupt.Path, "offset", p.corrupt.Offset, "err", p.corrupt.Err, "valid_events", len(p.index.entries))
+		h.becomeDamaged(p.index, p.corrupt)
+		return nil
+	}
+	repairs := p.repairs()
+	defer func() {
+		if err != nil && len(repairs) > 0 {
+			err = fmt.Errorf("%w: %w", errRepairFailed, err)
+		}
+	}()
+	if p.lostErr != nil {
+		log.Error("sessionstore: reconcile: acknowledged events lost; cutting the damaged end of the log", "path", p.lostErr.Path, "offset", p.lostErr.Offset, "err", p.lostErr.Err)
+	}
+	for _, r := range repairs {
+		log.Warn("sessionstore: reconcile: " + r)
+	}
+	indexSize, err := applyRepairs(fsys, h.dir, p, h.opts.FileMode)
+	if err != nil {
+		return err
+	}
+	index, err := openIndexFile(fsys, filepath.Join(h.dir, indexName), indexSize, h.opts.FileMode)
+	if err != nil {
+		return err
+	}
+	chunks := h.newChunkWriter()
+	if chunks.compress {
+		for i, n := range p.chunks[:max(len(p.chunks)-1, 0)] {
+			if !p.sealed[i] {
+				chunks.unsealed = append(chunks.unsealed, n)
+			}
+		}
+	}
+	if n := len(p.chunks); n > 0 && p.newestSealed {
+		chunks.next = p.chunks[n-1] + 1 // the next append starts a new chunk
+	} else if n > 0 {
+		if err := chunks.openActive(p.chunks[n-1], p.activeSize); err != nil {
+			index.close()
+			return err
+		}
+	}
+	h.chunks.close()
+	h.index, h.chunks = index, chunks
+	h.becomeIndexed(p.index)
+	h.headOnDisk = h.head()
+	h.repaired = append(h.repaired, repairs...) // made: Repair reports them
+	return nil
+}
+
+// newChunkWriter returns the session's chunk writer, with no file open.
+// The sealer embeds the session's entries of a full chunk and, after a
+// sealing, has index.jsonl rewritten without them: both run with the
+// session's mutex held (sealMu).
+func (h *openSession) newChunkWriter() chunkWriter {
+	log := h.opts.Logger.With("session", h.id)
+	return chunkWriter{files: h.files, dir: filepath.Join(h.dir, chunksDir), maxSize: h.opts.ChunkSize,
+		compress: h.opts.Compression == CompressionZstd, log: log,
+		sealMu: &h.mu,
+		embed:  func(n uint32) []entry { return chunkEntries(h.entries, n) },
+		resealed: func() {
+			var keep []entry
+			for i := range h.entries {
+				if h.chunks.plain(h.entries[i].Loc.Chunk) {
+					keep = append(keep, h.entries[i])
+				}
+			}
+			if err := h.index.reset(keep); err != nil {
+				h.becomeFailed(err)
+				log.Error("sessionstore: index write failed; session stops writing until reopened", "err", err)
+			}
+		}}
+}
+
 // closeFiles closes the session's files and releases its lock.
 func (h *openSession) closeFiles() error {
 	var errs []error

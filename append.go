@@ -1,0 +1,276 @@
+package sessionstore
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+
+	"github.com/google/uuid"
+)
+
+// Appending
+//
+// An append has two halves. The first runs under the session's mutex and
+// is the open session's (this file): it stores the batch's large records
+// as blobs, with the mutex released while they are written (writeBlobs),
+// picks the parent (the newest event written, the pending Branch
+// selection, or the caller's), encodes the lines, and queues them at the
+// end of the active chunk, starting a new chunk when the batch does not
+// fit (writeBatch). The second half is group commit (commit.go): the
+// queued lines are written and made durable together with those of
+// concurrent appends, then published.
+
+// pendingEvent is an event to append: the caller's event and its record
+// after prepareRecord, and, for a record stored as a blob, its digest.
+type pendingEvent struct {
+	ev     Event
+	rec    []byte
+	blob   bool
+	digest [32]byte
+}
+
+// pendingOf returns the pendingEvent of ev and its prepared record,
+// hashing a record that goes to a blob. Appends call it before they take
+// the session's mutex, so that no one waits for the hashing.
+func (s *Store) pendingOf(ev Event, rec []byte) pendingEvent {
+	p := pendingEvent{ev: ev, rec: rec}
+	if s.opts.BlobThreshold >= 0 && len(rec) > s.opts.BlobThreshold {
+		p.blob, p.digest = true, sha256.Sum256(rec)
+	}
+	return p
+}
+
+// tip is the newest event written, in flight or published: the parent of
+// the next append.
+func (h *openSession) tip() uuid.UUID {
+	if n := len(h.pipe.inflight); n > 0 {
+		return h.pipe.inflight[n-1].entry.ID
+	}
+	return h.head()
+}
+
+// queue is the first half of an append, with h.mu held: it stores the
+// batch's large records as blobs (writeBlobs), then encodes the batch and
+// queues its lines at the end of the active chunk (writeBatch), returning
+// the commit group they joined; commit is the second half. check, if not
+// nil, runs before the blobs are written and again before the lines are
+// queued: a refused append writes nothing. from is as for writeBatch.
+func (h *openSession) queue(ctx context.Context, batch []pendingEvent, from uuid.UUID, check func(h *openSession) error) (*commitGroup, []Event, error) {
+	if check != nil {
+		if err := check(h); err != nil {
+			return nil, nil, err
+		}
+	}
+	pls, err := h.writeBlobs(batch)
+	if err != nil {
+		return nil, nil, err
+	}
+	return h.writeBatch(ctx, batch, pls, from, check)
+}
+
+// writeBlobs stores the records of the batch over the blob threshold as
+// blobs and returns the payloads of all its records: inline, or blob
+// references. It is called with h.mu held and returns with it held, but
+// writes the blobs without it: compressing a large record and syncing its
+// file and directory take milliseconds, which other appends to the session
+// need not wait for. Until the lines naming them are written (in flight),
+// GC keeps the blobs and their temporary files: their digests are counted
+// in h.writingBlobs, until blobsWritten.
+func (h *openSession) writeBlobs(batch []pendingEvent) ([]payload, error) {
+	pls := make([]payload, len(batch))
+	var big []int
+	for i, p := range batch {
+		pls[i] = inline(p.rec)
+		if p.blob {
+			big = append(big, i)
+		}
+	}
+	if len(big) == 0 {
+		return pls, nil
+	}
+	if err := h.writable(); err != nil {
+		return nil, err
+	}
+	for _, i := range big {
+		pls[i] = payload{Blob: true, Digest: batch[i].digest, Size: int64(len(batch[i].rec))}
+		if h.writingBlobs == nil {
+			h.writingBlobs = map[[32]byte]int{}
+		}
+		h.writingBlobs[pls[i].Digest]++
+	}
+	h.mu.Unlock()
+	var err error
+	for _, i := range big {
+		if err = h.files.putBlob(pls[i].Digest, batch[i].rec); err != nil {
+			err = fmt.Errorf("sessionstore: write blob: %w", err)
+			break
+		}
+	}
+	h.mu.Lock()
+	if err != nil {
+		h.blobsWritten(pls)
+		if errors.Is(err, errUnsynced) {
+			h.becomeFailed(err)
+		}
+		return nil, err
+	}
+	return pls, nil
+}
+
+// blobsWritten ends the protection writeBlobs gave the blobs of pls, with
+// h.mu held: their lines are in flight (or were not written).
+func (h *openSession) blobsWritten(pls []payload) {
+	for _, p := range pls {
+		if p.Blob {
+			if h.writingBlobs[p.Digest]--; h.writingBlobs[p.Digest] == 0 {
+				delete(h.writingBlobs, p.Digest)
+			}
+		}
+	}
+}
+
+// writeBatch queues the lines of a batch at the end of the active chunk,
+// with h.mu held, and records them in flight. pls are the records'
+// payloads from writeBlobs, whose protection from GC ends when writeBatch
+// returns. The batch's first event is a child of from with BranchFrom set
+// when from is not uuid.Nil (AppendBranchSummary), else of the pending
+// Branch selection, else of the newest event; either way the selection is
+// used up once the batch is queued (writeFailed gives it back if the write
+// fails). from is a parameter, not a selection set for the call: waiting
+// for a sync releases the mutex, and another append would take it. It
+// returns the commit group the batch joined, for commit.
+func (h *openSession) writeBatch(ctx context.Context, batch []pendingEvent, pls []payload, from uuid.UUID, check func(h *openSession) error) (*commitGroup, []Event, error) {
+	defer h.blobsWritten(pls)
+	if err := h.writable(); err != nil {
+		return nil, nil, err
+	}
+	out := make([]Event, len(batch))
+	for i, p := range batch {
+		id, err := h.opts.newID()
+		if err != nil {
+			return nil, nil, fmt.Errorf("sessionstore: new event id: %w", err)
+		}
+		if h.known(id) || (i > 0 && id == out[i-1].ID) {
+			return nil, nil, fmt.Errorf("sessionstore: id source returned duplicate id %s", id)
+		}
+		out[i] = Event{ID: id, Kind: p.ev.Kind, Role: p.ev.Role, Time: h.opts.now().UTC(), Record: p.rec, Size: pls[i].Size}
+		if pls[i].Blob {
+			out[i].Digest = string(appendDigest(nil, pls[i].Digest))
+		}
+	}
+	hdrs := make([]header, len(batch))
+	starts := make([]int, len(batch)+1)
+	for {
+		if err := h.writable(); err != nil {
+			return nil, nil, err
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, nil, err
+		}
+		if err := h.appendMode(); err != nil {
+			return nil, nil, err
+		}
+		if check != nil {
+			if err := check(h); err != nil {
+				return nil, nil, err
+			}
+		}
+		h.line = h.line[:0]
+		parent, branch := h.tip(), uuid.Nil
+		switch {
+		case from != uuid.Nil:
+			parent, branch = from, from
+		case h.pending != uuid.Nil:
+			parent, branch = h.pending, h.pending
+		}
+		// In format 2 each line names where its parent's line is: the
+		// parent's entry, then the line before it in the batch, which is
+		// queued at base (a rotation below changes base, and the loop
+		// encodes the batch again).
+		var at location
+		base := h.chunks.nextAt()
+		if h.format >= 2 && parent != uuid.Nil {
+			at = h.locationOf(parent)
+		}
+		for i := range batch {
+			out[i].ParentID, out[i].BranchFrom = parent, branch
+			hdrs[i] = headerOf(&out[i])
+			starts[i] = len(h.line)
+			pl := pls[i]
+			pl.ParentAt = at
+			h.line = encodeEventLine(h.line, &hdrs[i], pl)
+			parent, branch = out[i].ID, uuid.Nil
+			if h.format >= 2 {
+				at = location{Chunk: base.Chunk, Offset: base.Offset + int64(starts[i]), Length: uint32(len(h.line) - starts[i])}
+			}
+		}
+		starts[len(batch)] = len(h.line)
+		if !h.chunks.full(len(h.line)) {
+			break
+		}
+		// A new chunk. While a sync runs, wait for it (which releases the
+		// mutex) and look again: another append may have started the new
+		// chunk meanwhile, and the parent may have changed. Otherwise
+		// settle the old chunk without releasing the mutex and start the
+		// new one.
+		if h.pipe.syncing {
+			h.pipe.synced.Wait()
+			continue
+		}
+		if h.partial {
+			// Sealing the full chunk embeds all its index lines: load
+			// the index (which settles the records in flight), then
+			// encode again.
+			if err := h.materialize(); err != nil {
+				return nil, nil, err
+			}
+			continue
+		}
+		if err := h.settle(); err != nil {
+			return nil, nil, err
+		}
+		if err := h.chunks.rotate(); err != nil {
+			if errors.Is(err, errUnsynced) {
+				h.becomeFailed(err)
+				h.opts.Logger.Error("sessionstore: session stops writing", "session", h.id, "err", err)
+			}
+			return nil, nil, err
+		}
+	}
+	loc := h.chunks.enqueue(h.line)
+	for i := range batch {
+		l := location{Chunk: loc.Chunk, Offset: loc.Offset + int64(starts[i]), Length: uint32(starts[i+1] - starts[i])}
+		h.pipe.inflight = append(h.pipe.inflight, inflightRecord{entry: newEntry(hdrs[i], pls[i], l), event: out[i]})
+	}
+	h.pending = uuid.Nil
+	return h.join(len(batch)), out, nil
+}
+
+// locationOf returns where the line of event id is, published or in
+// flight; a zero location if the session has no such event.
+func (h *openSession) locationOf(id uuid.UUID) location {
+	for i := len(h.pipe.inflight) - 1; i >= 0; i-- {
+		if h.pipe.inflight[i].entry.ID == id {
+			return h.pipe.inflight[i].entry.Loc
+		}
+	}
+	if i, ok := h.byID[id]; ok {
+		return h.entries[i].Loc
+	}
+	return location{}
+}
+
+// known reports whether id names an event of the session, published or in
+// flight.
+func (h *openSession) known(id uuid.UUID) bool {
+	if _, ok := h.byID[id]; ok {
+		return true
+	}
+	for i := range h.pipe.inflight {
+		if h.pipe.inflight[i].entry.ID == id {
+			return true
+		}
+	}
+	return false
+}
