@@ -3,6 +3,7 @@ package sessionstore
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"runtime"
 	"sync"
 	"time"
@@ -347,7 +348,19 @@ func (h *openSession) flush() error {
 			break
 		}
 	}
-	if err := h.index.f.Sync(); err != nil {
+	// The waits released the mutex: another call may have closed the
+	// session (a failed repair) or ended its appending without the index
+	// (lazy again: index.jsonl closed, every line written).
+	if err := h.writable(); err != nil {
+		return err
+	}
+	if h.index == nil {
+		path := filepath.Join(h.dir, indexName)
+		if err := syncFile(h.opts.fs, path); err != nil {
+			h.becomeFailed(err)
+			return fmt.Errorf("sessionstore: sync %s: %w", path, err)
+		}
+	} else if err := h.index.f.Sync(); err != nil {
 		h.becomeFailed(err)
 		return fmt.Errorf("sessionstore: sync %s: %w", h.index.path, err)
 	}

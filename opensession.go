@@ -202,13 +202,14 @@ func (h *openSession) becomeDamaged(x memIndex, d *CorruptionError) {
 }
 
 // becomeClosed closes the session's files and makes every later call get
-// err. It is idempotent.
-func (h *openSession) becomeClosed(err error) {
+// err, returning the error of closing the files. It is idempotent.
+func (h *openSession) becomeClosed(err error) error {
 	if h.state == stateClosed {
-		return
+		return nil
 	}
-	h.closeFiles()
+	cerr := h.closeFiles()
 	h.cause, h.state = err, stateClosed
+	return cerr
 }
 
 // mustBeIn panics unless h is in one of the states: a transition from
@@ -351,6 +352,11 @@ func (h *openSession) materialize() error {
 		if err := h.endAppending(); err != nil {
 			return err
 		}
+	}
+	// endAppending may have waited, releasing the mutex: another call may
+	// have closed the session meanwhile.
+	if err := h.usable(); err != nil {
+		return err
 	}
 	if h.headEntry == nil {
 		return nil
@@ -500,8 +506,7 @@ func (h *openSession) close() error {
 			}
 		}
 	}
-	errs = append(errs, h.closeFiles())
-	h.cause, h.state = ErrClosed, stateClosed
+	errs = append(errs, h.becomeClosed(ErrClosed))
 	return errors.Join(errs...)
 }
 

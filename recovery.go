@@ -731,7 +731,8 @@ func (s *Store) Repair(ctx context.Context, session uuid.UUID) ([]string, error)
 // change the session's files: its repairs are half made (each step is
 // safe to redo, but the files are no longer what the analysis saw), so
 // the session must not go on as the analysis left it. A lazily opened
-// session stops writing until the store is reopened (materialize).
+// session is closed (materialize), and the next call opens it again from
+// its files, analyzing them as they are.
 var errRepairFailed = errors.New("sessionstore: repair failed")
 
 // cutTail keeps the bytes of path from off aside in the new file keep
