@@ -19,8 +19,13 @@ import (
 // writer and sealing) decides what is written, in which order, and when a
 // fact must be durable; an implementation decides only where the bytes go
 // and how they are made durable there. localFiles keeps them in the
-// session's directory; nothing else in the engine opens, writes or syncs
-// a session's files.
+// session's directory. What else touches a session's files, and why it is
+// not a durable fact of this seam: the recovery analysis and its repairs
+// (recovery.go) and Verify, which are about the local files' state after a
+// crash; index.jsonl (index.go), derived from the chunks and rebuilt from
+// them; GC's removal of unreferenced blobs (blob.go); and Create's making
+// of the session directory and first session.json (session.go), before the
+// session is open.
 //
 // What crosses the seam, and what each method promises when it returns
 // nil:
@@ -46,9 +51,7 @@ import (
 //     the new one durable on return.
 //
 // Reads: readMeta, readBlob (verified against its digest) and
-// chunkReader (records by location, checked by their CRC-32C). The
-// recovery analysis (recovery.go) and Verify read and repair the local
-// files directly: they are about those files' states after a crash.
+// chunkReader (records by location, checked by their CRC-32C).
 type durableFiles interface {
 	createChunk(n uint32) (activeChunk, error)
 	openChunk(n uint32, size int64) (activeChunk, error)
