@@ -14,11 +14,11 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/klauspost/compress/zstd"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sessionstore/sessionstore/internal/vfs"
+	"github.com/sessionstore/sessionstore/internal/zchunk"
 )
 
 // bigResult is a tool result whose record is well over the default blob
@@ -540,32 +540,14 @@ func TestBlobBase64Compressed(t *testing.T) {
 	assert.Equal(t, string(ev.Record), string(got.Record))
 }
 
-// zstdBlocks parses frame, one zstd frame (RFC 8878), and returns the size
-// of its frame header and the type of each of its blocks (0 raw, 1 RLE, 2
-// compressed), after checking that the blocks and the content checksum end
-// the frame exactly.
+// zstdBlocks is zchunk.FrameBlocks, failing t on an error; it also checks the
+// frame header's size (6 to 10 bytes with a checksum and a content size).
 func zstdBlocks(t *testing.T, frame []byte) (headerSize int, types []int) {
 	t.Helper()
-	var h zstd.Header
-	require.NoError(t, h.Decode(frame))
-	require.True(t, h.HasCheckSum)
-	pos := h.HeaderSize
-	for {
-		require.LessOrEqual(t, pos+3, len(frame), "block header at %d", pos)
-		bh := int(frame[pos]) | int(frame[pos+1])<<8 | int(frame[pos+2])<<16
-		last, typ, size := bh&1 == 1, bh>>1&3, bh>>3
-		if typ == 1 {
-			size = 1 // an RLE block holds the byte it repeats
-		}
-		types = append(types, typ)
-		pos += 3 + size
-		if last {
-			break
-		}
-	}
-	require.Equal(t, len(frame), pos+4, "the content checksum ends the frame")
-	require.True(t, h.HeaderSize >= 6 && h.HeaderSize <= 10, "frame header of %d bytes", h.HeaderSize)
-	return h.HeaderSize, types
+	headerSize, types, err := zchunk.FrameBlocks(frame)
+	require.NoError(t, err)
+	require.True(t, headerSize >= 6 && headerSize <= 10, "frame header of %d bytes", headerSize)
+	return headerSize, types
 }
 
 // TestBlobIncompressible: a blob of random bytes is a frame of raw blocks
