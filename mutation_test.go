@@ -114,6 +114,9 @@ var mutations = []mutation{
 		"after Flush a crash has nothing to rebuild"},
 	{"skip the directory sync after GC's removals", "blob.go", "func (s *Store) GC(", "fsys.SyncDir(filepath.Join(root, sub))", "error(nil)",
 		"GC's removals are durable when it returns"},
+	{"collect the blobs kept-aside bytes name", "blob.go", "func (s *Store) GC(",
+		"keptAsideBlobs(fsys, h.dir, referenced)", "keptAsideBlobs(fsys, h.dir, map[[32]byte]bool{})",
+		"GC keeps the blobs of records a repair kept aside"},
 	// Reconciliation.
 	{"skip syncing records found after the last index line", "recovery.go", "func (s *Store) reconcile(",
 		"syncFile(fsys, filepath.Join(chunkDir, chunkName(newest)))", "error(nil)",
