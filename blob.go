@@ -1,6 +1,7 @@
 package sessionstore
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -303,7 +304,7 @@ func (s *Store) Resolve(ctx context.Context, session uuid.UUID, ev Event) (Event
 
 // GCReport says what GC removed.
 type GCReport struct {
-	Kept    int   // blobs an event refers to
+	Kept    int   // blobs an event or a kept-aside file refers to
 	Removed int   // unreferenced blobs and temporary files removed
 	Bytes   int64 // their size on disk
 }
@@ -312,7 +313,17 @@ type GCReport struct {
 // crash between writing a blob and appending its event) and temporary blob
 // files. It never removes a blob that an event refers to, including the
 // events of appends still in progress (written, or about to be, and not
-// yet durable), nor the temporary file of a blob an append is writing.
+// yet durable), nor the temporary file of a blob an append is writing,
+// nor a blob that bytes a repair kept aside may name: the records cut
+// from the end of the log into "<chunk>.broken-<offset>" (acknowledged
+// events among them, when their records were damaged), the temporary
+// files of those, and HEAD.broken (every file of the session and chunks
+// directories whose name holds ".broken"). Those bytes may be torn or
+// damaged, so GC does not decode them as records: it keeps every blob
+// whose digest appears in them ("sha256:" and 64 lower-case hex digits,
+// the form of chunk lines), and where such a digest is cut short (by the
+// end of the bytes or damage), every blob whose digest starts with the
+// digits there. A digest that damage turned into another is not found.
 // Removals are made durable (directories synced) before it returns.
 //
 // GC keeps every blob the session's index names. It does not read every
@@ -343,6 +354,10 @@ func (s *Store) GC(ctx context.Context, session uuid.UUID) (GCReport, error) {
 			referenced[d] = true
 		}
 		fsys := s.opts.fs
+		partial, err := keptAsideBlobs(fsys, h.dir, referenced)
+		if err != nil {
+			return err
+		}
 		root := filepath.Join(h.dir, blobsDir, "sha256")
 		subs, err := fsys.ReadDir(root)
 		if errors.Is(err, os.ErrNotExist) {
@@ -362,7 +377,7 @@ func (s *Store) GC(ctx context.Context, session uuid.UUID) (GCReport, error) {
 			removed := false
 			for _, name := range names {
 				path := filepath.Join(root, sub, name)
-				if d, ok := blobName(sub, name); ok && referenced[d] {
+				if d, ok := blobName(sub, name); ok && (referenced[d] || keptAsidePrefix(d, partial)) {
 					rep.Kept++
 					continue
 				}
@@ -388,6 +403,73 @@ func (s *Store) GC(ctx context.Context, session uuid.UUID) (GCReport, error) {
 		return nil
 	})
 	return rep, err
+}
+
+// keptAsideBlobs adds to referenced the digests that the kept-aside files
+// of session directory dir name (see GC), and returns the digits of those
+// cut short.
+func keptAsideBlobs(fsys vfs.FS, dir string, referenced map[[32]byte]bool) (partial []string, err error) {
+	for _, d := range []string{dir, filepath.Join(dir, chunksDir)} {
+		names, err := fsys.ReadDir(d)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		for _, name := range names {
+			if !strings.Contains(name, ".broken") {
+				continue
+			}
+			b, err := vfs.ReadFile(fsys, filepath.Join(d, name))
+			if err != nil {
+				return nil, err
+			}
+			keptAsideDigests(b, referenced, &partial)
+		}
+	}
+	return partial, nil
+}
+
+// keptAsideDigests scans kept-aside bytes b for blob digests: each
+// "sha256:" followed by 64 lower-case hex digits goes into full, and the
+// digits after one followed by fewer (1 to 63) into partial.
+func keptAsideDigests(b []byte, full map[[32]byte]bool, partial *[]string) {
+	for {
+		i := bytes.Index(b, []byte(digestPrefix))
+		if i < 0 {
+			return
+		}
+		b = b[i+len(digestPrefix):]
+		n := 0
+		for n < 64 && n < len(b) && (b[n] >= '0' && b[n] <= '9' || b[n] >= 'a' && b[n] <= 'f') {
+			n++
+		}
+		var d [32]byte
+		switch {
+		case n == 64:
+			hex.Decode(d[:], b[:n])
+			full[d] = true
+		case n > 0:
+			*partial = append(*partial, string(b[:n]))
+		}
+		b = b[n:]
+	}
+}
+
+// keptAsidePrefix reports whether digest d starts with one of the digits
+// in partial.
+func keptAsidePrefix(d [32]byte, partial []string) bool {
+	if len(partial) == 0 {
+		return false
+	}
+	h := hex.EncodeToString(d[:])
+	for _, p := range partial {
+		if strings.HasPrefix(h, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // blobName parses the digest out of a blob's directory and file name.

@@ -378,8 +378,8 @@ func TestSealingInBackground(t *testing.T) {
 
 // indexGapFS holds a sealing (the creation of its temporary file) and the
 // syncs of plain chunks while their gates are armed, and fails the next
-// write at offset 0 of index.jsonl (the rewrite after a sealing) once
-// failIndex is armed.
+// write of index.jsonl's temporary file (the rewrite after a sealing)
+// once failIndex is armed.
 type indexGapFS struct {
 	vfs.FS
 	sealHeld, syncHeld, indexFailed chan struct{}
@@ -413,12 +413,12 @@ func (f *indexGapFile) Sync() error {
 	return f.File.Sync()
 }
 
-func (f *indexGapFile) WriteAt(p []byte, off int64) (int, error) {
-	if off == 0 && strings.HasSuffix(f.name, indexName) && f.fs.failIndex.CompareAndSwap(true, false) {
+func (f *indexGapFile) Write(p []byte) (int, error) {
+	if strings.HasSuffix(f.name, indexName+".tmp") && f.fs.failIndex.CompareAndSwap(true, false) {
 		close(f.fs.indexFailed)
 		return 0, errors.New("injected index write failure")
 	}
-	return f.File.WriteAt(p, off)
+	return f.File.Write(p)
 }
 
 // TestIndexRewriteFailsDuringSync: the rewrite of index.jsonl after a

@@ -176,7 +176,9 @@ func TestReplaceCrashPoints(t *testing.T) {
 // sealingOp reports whether an operation is part of sealing a chunk (see
 // chunkWriter.seal and zchunk.Write): the compressed file's temporary
 // file, its rename, the directory syncs (a chunk's creation syncs the
-// directory too), the plain file's removal, and the index rewrite.
+// directory too), the plain file's removal, and the index rewrite (its
+// temporary file and rename, or a truncation in place; the directory
+// sync after the rename is TestIndexRewriteCrashPoints's).
 func sealingOp(op vfs.Op, path string) bool {
 	switch {
 	case strings.Contains(filepath.Base(path), sealedExt) && vfs.Mutating(op):
@@ -186,6 +188,10 @@ func sealingOp(op vfs.Op, path string) bool {
 	case op == vfs.OpRemove && filepath.Base(filepath.Dir(path)) == chunksDir:
 		return true
 	case op == vfs.OpTruncate && filepath.Base(path) == indexName:
+		return true
+	case filepath.Base(path) == indexName+".tmp" && vfs.Mutating(op):
+		return true
+	case op == vfs.OpRename && filepath.Base(path) == indexName:
 		return true
 	}
 	return false

@@ -122,7 +122,10 @@
 // The sealed file also embeds the index lines of its records, in the
 // format above, compressed as one more checked frame (the zchunk metadata
 // section); index.jsonl is then rewritten to hold only the lines of chunks
-// still plain: the active one, and any full chunk not sealed yet. On the
+// still plain: the active one, and any full chunk not sealed yet (through a
+// temporary file, synced and renamed over it: rewritten in place, a crash
+// could keep the new lines and lose the truncation, the old lines after
+// them). On the
 // recorded transcript in testdata the index lines are a sixth of the
 // session's plain size and compress about six times, so this keeps the
 // index from dominating the bytes on disk. Loading a session's index reads
@@ -331,8 +334,10 @@
 // workload under each of these modes (about 7,700 states in the full run,
 // which .ci/run makes with SESSIONSTORE_CRASH_STATES=all; go test alone
 // checks a sample spread over the workload) and at every operation of an
-// atomic replace and of a sealing under many seeds of the last mode,
-// inject EIO and ENOSPC into every write, sync, rename and create, and
+// atomic replace, of a sealing and of a rewrite of index.jsonl under many
+// seeds of the last mode (the last also with its truncation lost and its
+// writes kept, a reordering the in-memory file system does not make
+// itself), inject EIO and ENOSPC into every write, sync, rename and create, and
 // SIGKILL a real writing process hundreds of times; after each, every
 // acknowledged event must be there, whole, and Verify must be clean. The
 // README's Tests section lists the variables.

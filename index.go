@@ -115,14 +115,16 @@ func decodeIndexLine(line []byte) (entry, error) {
 // reconciliation rebuilds whatever a crash loses (see doc.go).
 //
 // After a failed write the file is left alone for good (err): it may end
-// in a torn line, or, after a failed rewrite, hold only a prefix of its
-// lines, both of which reconciliation repairs (it keeps the valid prefix
-// and rebuilds the rest from the chunks). A line written after that would
-// leave a gap in the index, which reconciliation rightly takes for
-// corruption: an append already in flight when a rewrite fails publishes
-// its events afterwards.
+// in a torn line, or, after a failed rewrite, hold its old lines or the
+// new ones (see reset), all of which reconciliation repairs (it keeps the
+// valid prefix, drops the lines of sealed chunks and rebuilds the rest
+// from the chunks). A line written after that would leave a gap in the
+// index, which reconciliation rightly takes for corruption: an append
+// already in flight when a rewrite fails publishes its events afterwards.
 type indexFile struct {
+	fsys vfs.FS
 	path string
+	perm os.FileMode
 	f    vfs.File
 	size int64
 	buf  []byte
@@ -134,7 +136,7 @@ func openIndexFile(fsys vfs.FS, path string, size int64, perm os.FileMode) (*ind
 	if err != nil {
 		return nil, err
 	}
-	return &indexFile{path: path, f: f, size: size}, nil
+	return &indexFile{fsys: fsys, path: path, perm: perm, f: f, size: size}, nil
 }
 
 // append writes the index lines of es at the end of the file.
@@ -157,23 +159,32 @@ func (x *indexFile) append(es ...*entry) error {
 
 // reset replaces the file's lines with those of es: after a chunk is
 // sealed, the lines of its records leave index.jsonl, since the sealed file
-// embeds them. Like every index write it is not synced: a crash part way
-// leaves a shorter or stale index, which reconciliation repairs.
+// embeds them. The new lines are written to a temporary file, which is
+// synced and renamed over index.jsonl, its directory synced
+// (replaceFile); later lines are appended to the new file. A crash leaves
+// the old file whole (its lines of sealed chunks are skipped when the
+// session is loaded, and reconciliation drops them) or the new one whole
+// with a prefix of the lines appended since. Not in place: a truncation
+// and the write after it reach the disk in no set order until the file
+// is synced, and a file system that kept the write and lost the
+// truncation would leave the new lines followed by the old ones, which
+// name earlier records again (reconciliation takes that for corruption).
 func (x *indexFile) reset(es []entry) error {
 	if x.err != nil {
 		return x.err
 	}
 	x.buf = encodeIndexLines(x.buf[:0], es)
-	if err := x.f.Truncate(0); err != nil {
-		x.err = fmt.Errorf("sessionstore: rewrite index: %w", err)
-		return x.err
+	err := replaceFile(x.fsys, filepath.Dir(x.path), filepath.Base(x.path), x.buf, x.perm)
+	var f vfs.File
+	if err == nil {
+		f, err = x.fsys.OpenFile(x.path, os.O_RDWR, 0)
 	}
-	n, err := x.f.WriteAt(x.buf, 0)
-	x.size = int64(n)
 	if err != nil {
 		x.err = fmt.Errorf("sessionstore: rewrite index: %w", err)
 		return x.err
 	}
+	x.f.Close() // the replaced file, which nothing reads or writes any more
+	x.f, x.size = f, int64(len(x.buf))
 	return nil
 }
 

@@ -786,19 +786,36 @@ func syncFile(fsys vfs.FS, path string) error {
 }
 
 // rewriteIndexTail cuts the index at end, appends the lines of added,
-// syncs the file and returns its new size.
+// syncs the file and returns its new size. When the file holds nothing
+// past end, the lines are appended in place. Otherwise its first end
+// bytes and the new lines replace it (replaceFile: a temporary file
+// synced, renamed over it, the directory synced), as reset does and for
+// its reason: cut in place, a crash before the sync could leave the new
+// lines followed by the bytes the truncation was to drop, which may be
+// whole lines naming records already named (a sealed chunk's, or those
+// of the lines the rewrite drops).
 func rewriteIndexTail(fsys vfs.FS, path string, end int64, added []entry, perm os.FileMode) (int64, error) {
 	f, err := fsys.OpenFile(path, os.O_RDWR|os.O_CREATE, perm)
 	if err != nil {
 		return 0, err
 	}
 	defer f.Close()
-	if err := f.Truncate(end); err != nil {
+	info, err := f.Stat()
+	if err != nil {
 		return 0, err
 	}
 	var buf []byte
+	if info.Size() > end {
+		buf = make([]byte, end, end+int64(len(added))*typicalIndexLine)
+		if _, err := f.ReadAt(buf, 0); err != nil {
+			return 0, err
+		}
+	}
 	for i := range added {
 		buf = encodeIndexLine(buf, &added[i])
+	}
+	if info.Size() > end {
+		return int64(len(buf)), replaceFile(fsys, filepath.Dir(path), filepath.Base(path), buf, perm)
 	}
 	if _, err := f.WriteAt(buf, end); err != nil {
 		return 0, err

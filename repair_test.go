@@ -220,7 +220,7 @@ func TestRepairReportsEachRepairOnce(t *testing.T) {
 	defer w.Close()
 	_, err = w.Head(ctx, id) // opens the session without its index
 	require.NoError(t, err)
-	m.SetFault(vfs.FailNth(1, syscall.EIO, vfs.OpTruncate).Hook)
+	m.SetFault(vfs.FailNth(1, syscall.EIO, vfs.OpRename).Hook) // the rename of the rewritten index over index.jsonl
 	_, err = w.Repair(ctx, id)
 	m.SetFault(nil)
 	require.Error(t, err, "the index rewrite failed")
@@ -410,9 +410,9 @@ func TestRepairReportsRepairsAfterEviction(t *testing.T) {
 
 // TestAppendAfterFailedLazyRepair: a session that opened without its
 // index needs a repair when a call loads the index (an earlier index line
-// is damaged). The repair cuts index.jsonl and then fails to write the
-// rebuilt lines (ENOSPC): the session is closed, and the next Append opens
-// it again, repairs it and appends; the next open finds it whole.
+// is damaged). The repair fails to write the rebuilt index (ENOSPC): the
+// session is closed, and the next Append opens it again, repairs it and
+// appends; the next open finds it whole.
 func TestAppendAfterFailedLazyRepair(t *testing.T) {
 	ctx := context.Background()
 	m, s, id := memSession(t, Options{ChunkSize: 1 << 20})
@@ -429,7 +429,7 @@ func TestAppendAfterFailedLazyRepair(t *testing.T) {
 	_, err = w.Head(ctx, id) // opens without the index
 	require.NoError(t, err)
 	m.SetFault(func(op vfs.Op, path string) error {
-		if op == vfs.OpWrite && path == idx {
+		if op == vfs.OpWrite && strings.HasPrefix(path, idx) { // or the temporary file it is replaced through
 			return syscall.ENOSPC
 		}
 		return nil
@@ -459,7 +459,9 @@ func TestAppendAfterFailedLazyRepair(t *testing.T) {
 // power cut (only synced state kept) does not bring the repaired damage
 // back. For a
 // finished HEAD replace (the directory sync after its rename), a cut torn
-// tail (the sync after the truncation) and a rewritten index (its sync).
+// tail (the sync after the truncation), a cut index (replaced: the syncs
+// of replaceFile) and index lines a crash lost (appended in place, then
+// synced).
 func TestRepairsSurviveASecondPowerCut(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -485,6 +487,13 @@ func TestRepairsSurviveASecondPowerCut(t *testing.T) {
 			b[second+10] ^= 0x01
 			writeMemFile(t, m, idx, b)
 		}, "its first invalid line"},
+		{"index lines lost", func(t *testing.T, m *vfs.MemFS, id uuid.UUID, _ []Event) {
+			idx := sessionPath(id, indexName)
+			b, err := vfs.ReadFile(m, idx)
+			require.NoError(t, err)
+			b = b[:bytes.LastIndexByte(b[:len(b)-1], '\n')+1]
+			writeMemFile(t, m, idx, b[:bytes.LastIndexByte(b[:len(b)-1], '\n')+1]) // the last two lines
+		}, "add 2 index entries rebuilt from the chunks"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := t.Context()
