@@ -215,7 +215,7 @@ func (h *openSession) writeBatch(ctx context.Context, batch []pendingEvent, pls 
 		// settle the old chunk without releasing the mutex and start the
 		// new one.
 		if h.pipe.syncing {
-			h.pipe.synced.Wait()
+			h.pipe.waitSync()
 			continue
 		}
 		if h.partial {

@@ -59,6 +59,15 @@ type groupCommit struct {
 	lastBatch int              // records the last commit sync covered
 	open      *commitGroup     // the in-flight records no sync has started on
 	synced    *sync.Cond       // on the session's mu: in-flight records were published or failed
+	waiting   int              // calls in waitSync, which tests wait for
+}
+
+// waitSync waits, with the session's mutex released, until the records in
+// flight are published or failed (synced).
+func (p *groupCommit) waitSync() {
+	p.waiting++
+	p.synced.Wait()
+	p.waiting--
 }
 
 // inflightRecord is a record written to the active chunk and not yet
@@ -224,7 +233,7 @@ func (h *openSession) gather(g *commitGroup) {
 // mutex.
 func (h *openSession) settle() error {
 	for h.pipe.syncing {
-		h.pipe.synced.Wait()
+		h.pipe.waitSync()
 	}
 	if err := h.failedErr(); err != nil {
 		return err

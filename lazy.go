@@ -348,7 +348,7 @@ func (h *openSession) endAppending() error {
 		}
 	}
 	for h.pipe.syncing {
-		h.pipe.synced.Wait()
+		h.pipe.waitSync()
 	}
 	if !h.partial {
 		return nil // another call ended it while this one waited

@@ -67,7 +67,7 @@ func TestMaterializeAfterFailedRepairByAnotherCall(t *testing.T) {
 			})
 		}()
 	}
-	time.Sleep(200 * time.Millisecond) // both wait for the sync in endAppending
+	waitUntil(t, s, id, "both calls to wait for the sync in endAppending", func(h *openSession) bool { return h.pipe.waiting == 2 })
 	close(g.release)
 	require.NoError(t, <-appended)
 	for range 2 {
@@ -115,7 +115,7 @@ func flushBesideFailedIndexLoad(t *testing.T) {
 
 	flushed := make(chan error, 1)
 	go func() { flushed <- callNoPanic(func() error { return s.Flush(ctx, id) }) }()
-	time.Sleep(50 * time.Millisecond) // Flush waits for the sync
+	waitUntil(t, s, id, "Flush to wait for the sync", func(h *openSession) bool { return h.pipe.waiting == 1 })
 	m.SetFault(failIndexOpen)         // loading the index fails
 	loaded := make(chan error, 1)
 	go func() {
@@ -124,7 +124,7 @@ func flushBesideFailedIndexLoad(t *testing.T) {
 			return err
 		})
 	}()
-	time.Sleep(50 * time.Millisecond) // Tree waits for the sync in endAppending
+	waitUntil(t, s, id, "Tree to wait for the sync in endAppending", func(h *openSession) bool { return h.pipe.waiting == 2 })
 	close(g.release)
 	require.NoError(t, <-appended)
 	panicked := false

@@ -3,7 +3,6 @@ package sessionstore
 import (
 	"context"
 	"errors"
-	"os"
 	"strings"
 	"testing"
 
@@ -94,7 +93,7 @@ func TestSessionDamagedState(t *testing.T) {
 	i := strings.Index(string(b), evs[1].ID.String())
 	require.Positive(t, i, "precondition: the second event's line is in the chunk")
 	b[i] ^= 1 // inside the second of four lines: not a torn tail
-	require.NoError(t, writeFile(m, path, b))
+	writeMemFile(t, m, path, b)
 	// Without index.jsonl the analysis rebuilds the index from the chunk,
 	// reading every record.
 	require.NoError(t, m.Remove(sessionPath(id, indexName)))
@@ -110,19 +109,6 @@ func TestSessionDamagedState(t *testing.T) {
 	assertSameEvents(t, evs[:1], got)
 	_, err = s.Append(ctx, id, UserText("refused"))
 	assert.ErrorAs(t, err, &ce, "writes are refused with the damage")
-}
-
-// writeFile replaces path's content in m.
-func writeFile(m vfs.FS, path string, b []byte) error {
-	f, err := m.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
 }
 
 // TestSessionTransitionsGuarded: a transition from a state that does not
