@@ -116,7 +116,7 @@ func flushBesideFailedIndexLoad(t *testing.T) {
 	flushed := make(chan error, 1)
 	go func() { flushed <- callNoPanic(func() error { return s.Flush(ctx, id) }) }()
 	waitUntil(t, s, id, "Flush to wait for the sync", func(h *openSession) bool { return h.pipe.waiting == 1 })
-	m.SetFault(failIndexOpen)         // loading the index fails
+	m.SetFault(failIndexOpen) // loading the index fails
 	loaded := make(chan error, 1)
 	go func() {
 		loaded <- callNoPanic(func() error {
