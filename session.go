@@ -331,6 +331,31 @@ func (s *Store) List(ctx context.Context) ([]Meta, error) {
 	return out, nil
 }
 
+// ListRecent returns the metadata of the n newest sessions, newest first:
+// those with the greatest ids (UUIDv7 ids sort by creation time). n <= 0
+// returns none. It reports unreadable sessions as List does, with a
+// *ListError beside the readable ones.
+//
+// Errors: as List.
+func (s *Store) ListRecent(ctx context.Context, n int) ([]Meta, error) {
+	if n <= 0 {
+		if err := s.begin(ctx); err != nil {
+			return nil, err
+		}
+		s.end()
+		return nil, nil
+	}
+	all, err := s.List(ctx)
+	if all == nil {
+		return nil, err
+	}
+	out := make([]Meta, 0, min(n, len(all)))
+	for i := len(all) - 1; i >= 0 && len(out) < n; i-- {
+		out = append(out, all[i])
+	}
+	return out, err
+}
+
 // listBatch is the number of sessions below which List reads session.json
 // files from one goroutine; each further batch may add one.
 const listBatch = 64
