@@ -218,10 +218,11 @@ func (h *openSession) writeBatch(ctx context.Context, batch []pendingEvent, pls 
 			h.pipe.waitSync()
 			continue
 		}
-		if h.partial {
+		if h.partial && h.chunks.active != nil {
 			// Sealing the full chunk embeds all its index lines: load
 			// the index (which settles the records in flight), then
-			// encode again.
+			// encode again. (Without an active chunk, HEAD is in a
+			// sealed one, and there is nothing to seal.)
 			if err := h.materialize(); err != nil {
 				return nil, nil, err
 			}

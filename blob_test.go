@@ -55,7 +55,7 @@ func TestBlobRoundTripAndLaziness(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, small.Digest, "small records stay inline")
 	require.True(t, strings.HasPrefix(big.Digest, "sha256:"))
-	assert.Greater(t, big.Size, int64(DefaultBlobThreshold))
+	assert.Greater(t, big.Size, int64(testBlobThreshold))
 	assert.Equal(t, big.Size, int64(len(big.Record)))
 	files := blobFiles(t, m, id)
 	require.Len(t, files, 1)

@@ -182,6 +182,7 @@ type chunkWriter struct {
 
 	num    uint32
 	active activeChunk // nil until the first append of a new session
+	fresh  bool        // the active chunk was created by this writer: every record in it was appended through it
 	size   int64       // the end of the active chunk's data, with the queued bytes
 	next   uint32      // number of the next chunk to create
 	// Records are queued in memory and a commit leader writes the queue
@@ -200,7 +201,7 @@ func (w *chunkWriter) openActive(num uint32, size int64) error {
 	if err != nil {
 		return err
 	}
-	w.num, w.active, w.size, w.next = num, c, size, num+1
+	w.num, w.active, w.size, w.next, w.fresh = num, c, size, num+1, false
 	w.queue = w.queue[:0]
 	return nil
 }
@@ -211,7 +212,7 @@ func (w *chunkWriter) create(num uint32) error {
 	if err != nil {
 		return err
 	}
-	w.num, w.active, w.size, w.next = num, c, 0, num+1
+	w.num, w.active, w.size, w.next, w.fresh = num, c, 0, num+1, true
 	w.queue = w.queue[:0]
 	return nil
 }

@@ -60,7 +60,7 @@
 //
 //	{"id":"01a039f0-fd62-7000-8000-000000000005","parent_id":"01a039f0-e5f2-7000-8000-000000000001","branch_from":"01a039f0-e5f2-7000-8000-000000000001","kind":"message","role":"user","timestamp":"2026-08-25T17:21:31.454897183Z","size":37,"location":{"chunk":1,"offset":328,"length":313},"crc":"758e8cdf"}
 //
-// A record larger than Options.BlobThreshold (16 KiB by default) is stored
+// A record larger than Options.BlobThreshold (1 MiB by default) is stored
 // once in blobs/ and its chunk and index lines carry its digest and size
 // instead, with "record":null in the chunk line:
 //

@@ -145,9 +145,12 @@ func lazyTip(fsys vfs.FS, dir string, format int, follow bool) (entry, bool) {
 	newest := uint32(len(forms) - 1)
 	for n := range newest + 1 {
 		f, ok := forms[n]
-		if !ok || f.plain == f.sealed || (n == newest && f.sealed) {
+		if !ok || f.plain == f.sealed {
 			return entry{}, false
 		}
+	}
+	if forms[newest].sealed {
+		return sealedTip(fsys, dir, newest)
 	}
 	last, ok := lastIndexLine(fsys, filepath.Join(dir, indexName))
 	if !ok || last.Loc.Chunk != newest {
@@ -165,6 +168,42 @@ func lazyTip(fsys vfs.FS, dir string, format int, follow bool) (entry, bool) {
 		return entry{}, false
 	}
 	return followTail(fsys, r, last)
+}
+
+// sealedTip returns the entry of the last record of sealed chunk newest,
+// the newest chunk: the state a Close that sealed the active chunk
+// (sealOnClose) leaves. index.jsonl must then be empty, as that Close
+// leaves it (every chunk embeds its index lines); anything else takes the
+// normal open. A sealed chunk is never written again, so no record
+// follows the one it returns.
+func sealedTip(fsys vfs.FS, dir string, newest uint32) (entry, bool) {
+	if info, err := fsys.Stat(filepath.Join(dir, indexName)); err != nil || info.Size() != 0 {
+		return entry{}, false
+	}
+	r := newChunkReader(fsys, filepath.Join(dir, chunksDir))
+	defer r.close()
+	f, err := r.file(newest)
+	if err != nil {
+		return entry{}, false
+	}
+	z, ok := f.(*zchunk.Reader)
+	if !ok || z.Size() == 0 {
+		return entry{}, false
+	}
+	// Every block of a sealed chunk starts at a line's start and ends with
+	// a newline: the last line starts in the last block.
+	start, end := z.Block(z.Size() - 1)
+	if err := r.fill(newest, start, end-start); err != nil || int64(len(r.win)) != end-start {
+		return entry{}, false
+	}
+	body := r.win[:len(r.win)-1]
+	i := bytes.LastIndexByte(body, '\n') + 1
+	loc := location{Chunk: newest, Offset: start + int64(i), Length: uint32(len(r.win) - i)}
+	h, p, err := r.read(loc)
+	if err != nil {
+		return entry{}, false
+	}
+	return newEntry(h, p, loc), true
 }
 
 // followTail returns the newest record of the newest chunk from last on,
@@ -234,7 +273,11 @@ func (h *openSession) startAppending() error {
 		return err
 	}
 	chunks := h.newChunkWriter()
-	if err := chunks.openActive(head.Loc.Chunk, head.Loc.end()); err != nil {
+	if _, err := h.opts.fs.Stat(filepath.Join(h.dir, chunksDir, chunkName(head.Loc.Chunk))); errors.Is(err, os.ErrNotExist) {
+		// HEAD is in a sealed chunk (sealedTip): the first append starts
+		// the next chunk.
+		chunks.next = head.Loc.Chunk + 1
+	} else if err := chunks.openActive(head.Loc.Chunk, head.Loc.end()); err != nil {
 		return err
 	}
 	index, err := openIndexFile(h.opts.fs, indexPath, info.Size(), h.opts.FileMode)

@@ -487,6 +487,7 @@ func (h *openSession) close() error {
 	var errs []error
 	if h.writable() == nil {
 		h.chunks.trim()
+		h.sealOnClose()
 		if head := h.head(); head != h.headOnDisk {
 			if err := h.files.putHead(head); err != nil {
 				errs = append(errs, err)
@@ -508,6 +509,60 @@ func (h *openSession) close() error {
 	}
 	errs = append(errs, h.becomeClosed(ErrClosed))
 	return errors.Join(errs...)
+}
+
+// sealOnCloseMin is the least data the active chunk must hold for Close
+// to seal it. A session closed and reopened after every few appends (the
+// registry making room, a harness that runs once per turn) would
+// otherwise leave a chunk per visit; below this size a chunk stays plain
+// and the next visit appends to it.
+const sealOnCloseMin = 64 << 10
+
+// sealOnClose seals the active chunk when the session closes, with h.mu
+// held and the session writable: a closed session is cold, and sealed
+// chunks take about a fifth of the plain bytes (internal/zchunk). It
+// seals through the seam as a full chunk's sealing does (sealChunk: the
+// sealed file durable before the plain one goes), then rewrites
+// index.jsonl without the chunk's lines, which the sealed file embeds.
+// Nothing depends on it: a failure is logged and the chunk stays plain,
+// appended to on the next open. The next append after it starts a new
+// chunk; a lazy open finds HEAD as the sealed chunk's last record
+// (sealedTip).
+//
+// The embedded index must cover every record of the chunk. A session
+// appending without its index (partial) holds the entries of a chunk it
+// created (fresh); one that went on appending to an older chunk loads its
+// index first.
+func (h *openSession) sealOnClose() {
+	w := &h.chunks
+	if !w.compress || w.active == nil || w.size < min(sealOnCloseMin, w.maxSize) || len(w.queue) > 0 {
+		return
+	}
+	log := h.opts.Logger.With("session", h.id)
+	if h.partial && !w.fresh {
+		if err := h.materialize(); err != nil {
+			log.Warn("sessionstore: chunk stays uncompressed: loading the index to seal it failed", "err", err)
+			return
+		}
+		if h.writable() != nil || w.active == nil || len(w.queue) > 0 {
+			return
+		}
+	}
+	n := w.num
+	es := chunkEntries(h.entries, n)
+	if len(es) == 0 || es[0].Loc.Offset != 0 || es[len(es)-1].Loc.end() != w.size {
+		return // not the whole chunk: leave it plain
+	}
+	err := w.active.close()
+	w.active = nil
+	if err != nil {
+		log.Warn("sessionstore: chunk stays uncompressed", "path", w.path(n), "err", err)
+		return
+	}
+	if !w.seal(n, es) {
+		return
+	}
+	w.resealed()
 }
 
 // writeMeta atomically replaces session.json and updates the cached copy.

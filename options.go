@@ -15,7 +15,7 @@ import (
 const (
 	DefaultChunkSize     = 8 << 20  // 8 MiB
 	DefaultMaxRecordSize = 64 << 20 // 64 MiB
-	DefaultBlobThreshold = 16 << 10 // 16 KiB
+	DefaultBlobThreshold = 1 << 20  // 1 MiB
 	// DefaultMaxOpenSessions is the default Options.MaxOpenSessions.
 	DefaultMaxOpenSessions = 256
 
@@ -43,6 +43,14 @@ type Options struct {
 	// record is stored as a content-addressed, compressed blob instead of
 	// inline in its chunk line (see blob.go). Zero selects
 	// DefaultBlobThreshold; a negative value stores every record inline.
+	//
+	// An inline record is durable in the append's one write and sync, and
+	// is compressed with its neighbours when its chunk is sealed; a blob
+	// costs its own file and two more sync rounds (file and directory,
+	// then the line that names it), is compressed alone, and is stored
+	// once however many events name it. The 1 MiB default keeps tool
+	// results of tens and hundreds of KiB (file reads, test logs) on the
+	// append's one sync round, and sends the rare larger one to a blob.
 	BlobThreshold int
 	// Compression selects how sealed chunks are stored: CompressionZstd
 	// (the default for "") compresses each chunk when it fills up, keeping
@@ -91,6 +99,13 @@ type Options struct {
 	newID func() (uuid.UUID, error)
 }
 
+// defaultBlobThreshold is what a zero BlobThreshold selects:
+// DefaultBlobThreshold, except in this package's tests, whose TestMain sets
+// it once, before any test runs, to the 16 KiB default of earlier builds,
+// so that the many tests of blobs (crash points, faults, GC, Verify) keep
+// making them with records of tens of KiB. Nothing else writes it.
+var defaultBlobThreshold = DefaultBlobThreshold
+
 // withDefaults returns a validated copy of o with defaults filled in.
 func (o *Options) withDefaults() (Options, error) {
 	var c Options
@@ -118,7 +133,7 @@ func (o *Options) withDefaults() (Options, error) {
 		return c, fmt.Errorf("%w: Compression %q is neither %q nor %q", ErrInvalidOptions, c.Compression, CompressionZstd, CompressionNone)
 	}
 	if c.BlobThreshold == 0 {
-		c.BlobThreshold = DefaultBlobThreshold
+		c.BlobThreshold = defaultBlobThreshold
 	}
 	if c.MaxRecordSize == 0 {
 		c.MaxRecordSize = DefaultMaxRecordSize

@@ -211,9 +211,10 @@ func TestReconcileTornChunkTail(t *testing.T) {
 				tail = line[:len(line)-1]
 			}
 			writeMemFile(t, m, chunk, append(bytes.Clone(b), tail...))
-			checkAll(t, m, id, evs).Close()
-			after, err := vfs.ReadFile(m, chunk)
+			reopened := checkAll(t, m, id, evs)
+			after, err := vfs.ReadFile(m, chunk) // before Close, which seals the chunk
 			require.NoError(t, err)
+			require.NoError(t, reopened.Close())
 			assert.Equal(t, b, after, "chunk is cut back to its last valid record")
 			kept, err := vfs.ReadFile(m, fmt.Sprintf("%s.broken-%d", chunk, len(b)))
 			require.NoError(t, err)
@@ -300,9 +301,10 @@ func TestReconcileHole(t *testing.T) {
 			assert.Empty(t, r.Problems)
 			require.Len(t, r.Repairs, 1)
 			assert.Contains(t, r.Repairs[0], "cut the torn tail")
-			checkAll(t, m, id, evs).Close()
-			after, err := vfs.ReadFile(m, chunk)
+			reopened := checkAll(t, m, id, evs)
+			after, err := vfs.ReadFile(m, chunk) // before Close, which seals the chunk
 			require.NoError(t, err)
+			require.NoError(t, reopened.Close())
 			assert.Equal(t, b, after, "chunk is cut back at the hole")
 			kept, err := vfs.ReadFile(m, fmt.Sprintf("%s.broken-%d", chunk, off))
 			require.NoError(t, err)
