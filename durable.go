@@ -124,6 +124,14 @@ func (l *localFiles) openChunk(n uint32, size int64) (activeChunk, error) {
 	return &localChunk{f: f, path: path, alloc: max(size, info.Size()), maxSize: l.maxChunk, log: l.log}, nil
 }
 
+// sealBlockSize is the plain bytes per compressed block of a sealed
+// chunk (internal/zchunk). On the shared real transcripts, 256 KiB blocks
+// store sealed chunks in about 0.89x the bytes of 64 KiB ones (zchunk's
+// default); reaching one line then decompresses up to 256 KiB, about
+// 0.1-0.3 ms, and a Load along a path reads the blocks it needs once
+// each, as before.
+const sealBlockSize = 256 << 10
+
 // sealChunk stores full chunk n compressed (internal/zchunk) with the
 // index lines of its records es embedded, and removes the plain file. The
 // compressed file is durable under its final name before the plain one is
@@ -141,7 +149,7 @@ func (l *localFiles) sealChunk(n uint32, es []entry) error {
 	// newline, never in a zero byte.
 	data = data[:len(data)-zeroTail(data)]
 	lines := encodeIndexLines(make([]byte, 0, len(es)*typicalIndexLine), es)
-	if err := zchunk.Write(l.fsys, path+sealedExt, data, lines, l.perm); err != nil {
+	if err := zchunk.WriteBlocks(l.fsys, path+sealedExt, data, lines, l.perm, sealBlockSize); err != nil {
 		return err
 	}
 	if err := removeIfExists(l.fsys, path); err != nil {

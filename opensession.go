@@ -516,7 +516,7 @@ func (h *openSession) close() error {
 // registry making room, a harness that runs once per turn) would
 // otherwise leave a chunk per visit; below this size a chunk stays plain
 // and the next visit appends to it.
-const sealOnCloseMin = 64 << 10
+const sealOnCloseMin = 16 << 10
 
 // sealOnClose seals the active chunk when the session closes, with h.mu
 // held and the session writable: a closed session is cold, and sealed

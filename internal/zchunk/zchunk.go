@@ -358,6 +358,17 @@ func Write(fsys vfs.FS, dst string, src, meta []byte, perm fs.FileMode) error {
 	return write(fsys, dst, src, meta, perm, BlockSize)
 }
 
+// WriteBlocks is Write with blocks of at most blockSize bytes (unless a
+// single line is longer) instead of BlockSize: larger blocks compress
+// better, and a read then decompresses more to reach one line. A
+// blockSize below 1 selects BlockSize.
+func WriteBlocks(fsys vfs.FS, dst string, src, meta []byte, perm fs.FileMode, blockSize int) error {
+	if blockSize < 1 {
+		blockSize = BlockSize
+	}
+	return write(fsys, dst, src, meta, perm, blockSize)
+}
+
 func write(fsys vfs.FS, dst string, src, meta []byte, perm fs.FileMode, blockSize int) (err error) {
 	data, err := encode(src, meta, blockSize)
 	if err != nil {
