@@ -512,7 +512,7 @@ func (h *openSession) close() error {
 }
 
 // sealOnCloseMin is the least data the active chunk must hold for Close
-// to seal it. A session closed and reopened after every few appends (the
+// to seal it (a quarter of Options.ChunkSize if that is less). A session closed and reopened after every few appends (the
 // registry making room, a harness that runs once per turn) would
 // otherwise leave a chunk per visit; below this size a chunk stays plain
 // and the next visit appends to it.
@@ -535,7 +535,7 @@ const sealOnCloseMin = 16 << 10
 // index first.
 func (h *openSession) sealOnClose() {
 	w := &h.chunks
-	if !w.compress || w.active == nil || w.size < min(sealOnCloseMin, w.maxSize) || len(w.queue) > 0 {
+	if !w.compress || w.active == nil || w.size < min(sealOnCloseMin, w.maxSize/4) || len(w.queue) > 0 {
 		return
 	}
 	log := h.opts.Logger.With("session", h.id)
