@@ -134,7 +134,7 @@ func (e *env) diskReal() error {
 	openRow := e.res.row("disk-real/appending", "bytes on disk / raw JSONL, "+title+", default options, while appending", "x raw JSONL", false, "sessionstore")
 	closedRow := e.res.row("disk-real/closed", "bytes on disk / raw JSONL, "+title+", default options, closed", "x raw JSONL", false, "sessionstore")
 	var b strings.Builder
-	fmt.Fprintf(&b, "Bytes on disk, %s under %s: %d sessions, %d events (one per line), raw JSONL %s bytes. Each file imported as one session, one durable Append per line.\n\n", title, e.transcripts, len(ts), events, thousands(raw))
+	fmt.Fprintf(&b, "Bytes on disk, %s under %s: %d sessions, %s events (one per line), raw JSONL %s bytes. Each file imported as one session, one durable Append per line.\n\n", title, e.transcripts, len(ts), thousands(int64(events)), thousands(raw))
 	fmt.Fprintf(&b, "| store | import time | while appending: apparent MiB | allocated MiB (du) | x raw | closed: apparent MiB | allocated MiB (du) | x raw |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	var breakdown []string
 	for _, p := range e.readers() {

@@ -41,7 +41,7 @@ type sizes struct {
 
 func fullSizes() sizes {
 	return sizes{Append300: 1000, Concurrent: 3200, Writers: 16, Tool: 300, Trunk: 1000, Branches: 10, BranchLen: 10000, Every: 20,
-		ListSessions: 1000, ListIters: 5, Recent: 100000, RecentN: 50, ToolWriters: 8, Turns: 600, TreeBytes: 1 << 30, TreeEvents: 10000}
+		ListSessions: 1000, ListIters: 5, Recent: 10000, RecentN: 50, ToolWriters: 8, Turns: 600, TreeBytes: 1 << 30, TreeEvents: 10000}
 }
 
 func quickSizes() sizes {
