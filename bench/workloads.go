@@ -46,7 +46,7 @@ func fullSizes() sizes {
 
 func quickSizes() sizes {
 	return sizes{Append300: 100, Concurrent: 320, Writers: 16, Tool: 40, Trunk: 100, Branches: 10, BranchLen: 1000, Every: 20,
-		ListSessions: 200, ListIters: 3, Recent: 2000, RecentN: 50, ToolWriters: 8, RealFiles: 10, Turns: 40, TreeBytes: 32 << 20, TreeEvents: 1000}
+		ListSessions: 200, ListIters: 3, Recent: 500, RecentN: 50, ToolWriters: 8, RealFiles: 10, Turns: 40, TreeBytes: 32 << 20, TreeEvents: 1000}
 }
 
 // env is what every workload needs.
