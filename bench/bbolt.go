@@ -239,18 +239,87 @@ func (s *boltStore) List(ctx context.Context) ([]SessionInfo, error) {
 	var out []SessionInfo
 	err := s.db.View(func(tx *bolt.Tx) error {
 		return tx.Bucket(boltSessions).ForEach(func(k, v []byte) error {
-			if len(k) != 16 || len(v) < 8 {
-				return errors.New("bbolt: bad session")
-			}
-			var si SessionInfo
-			copy(si.ID[:], k)
-			si.CreatedAt = time.Unix(0, int64(binary.BigEndian.Uint64(v))).UTC()
-			si.Name = string(v[8:])
+			si, err := decodeBoltSession(k, v)
 			out = append(out, si)
-			return nil
+			return err
 		})
 	})
 	return out, err
+}
+
+// ListRecent walks the sessions bucket from its last key backwards: keys
+// are UUIDv7 session ids, so in creation order.
+func (s *boltStore) ListRecent(ctx context.Context, n int) ([]SessionInfo, error) {
+	var out []SessionInfo
+	err := s.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(boltSessions).Cursor()
+		for k, v := c.Last(); k != nil && len(out) < n; k, v = c.Prev() {
+			si, err := decodeBoltSession(k, v)
+			if err != nil {
+				return err
+			}
+			out = append(out, si)
+		}
+		return nil
+	})
+	return out, err
+}
+
+func decodeBoltSession(k, v []byte) (SessionInfo, error) {
+	var si SessionInfo
+	if len(k) != 16 || len(v) < 8 {
+		return si, errors.New("bbolt: bad session")
+	}
+	copy(si.ID[:], k)
+	si.CreatedAt = time.Unix(0, int64(binary.BigEndian.Uint64(v))).UTC()
+	si.Name = string(v[8:])
+	return si, nil
+}
+
+// BuildSessions (bulkBuilder) creates one session per name, each holding
+// evs, in one db.Update per 10,000 sessions.
+func (s *boltStore) BuildSessions(ctx context.Context, names []string, evs []Event) ([]uuid.UUID, error) {
+	ids := make([]uuid.UUID, 0, len(names))
+	for len(names) > 0 {
+		part := names[:min(len(names), 10000)]
+		names = names[len(part):]
+		var made []uuid.UUID
+		err := s.db.Update(func(tx *bolt.Tx) error {
+			made = made[:0]
+			for _, name := range part {
+				id, err := uuid.NewV7()
+				if err != nil {
+					return err
+				}
+				v := binary.BigEndian.AppendUint64(nil, uint64(time.Now().UnixNano()))
+				if err := tx.Bucket(boltSessions).Put(id[:], append(v, name...)); err != nil {
+					return err
+				}
+				b, err := tx.Bucket(boltEvents).CreateBucket(id[:])
+				if err != nil {
+					return err
+				}
+				var parent uuid.UUID
+				for i := range evs {
+					eid, err := uuid.NewV7()
+					if err != nil {
+						return err
+					}
+					if err := b.Put(eid[:], encodeBolt(parent, &evs[i], time.Now())); err != nil {
+						return err
+					}
+					parent = eid
+				}
+				made = append(made, id)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		ids = append(ids, made...)
+	}
+	return ids, nil
 }
 
 func (s *boltStore) Close() error { return s.db.Close() }

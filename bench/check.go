@@ -64,3 +64,17 @@ func checkList(peer string, got []SessionInfo, want string) error {
 	}
 	return nil
 }
+
+// checkRecent fails a list of the newest sessions that is not want (the
+// newest sessions created, newest first): same ids and names, same order.
+func checkRecent(peer string, got, want []SessionInfo) error {
+	if len(got) != len(want) {
+		return fmt.Errorf("%s: listed %d recent sessions, want %d", peer, len(got), len(want))
+	}
+	for i := range got {
+		if got[i].ID != want[i].ID || got[i].Name != want[i].Name {
+			return fmt.Errorf("%s: recent session %d is %s %q, want %s %q", peer, i, got[i].ID, got[i].Name, want[i].ID, want[i].Name)
+		}
+	}
+	return nil
+}

@@ -284,6 +284,76 @@ func (s *jsonlStore) List(ctx context.Context) ([]SessionInfo, error) {
 	return out, nil
 }
 
+// ListRecent reads the directory (os.ReadDir sorts the names: a UUIDv7
+// in text sorts in creation order) and the first line of the n newest
+// files.
+func (s *jsonlStore) ListRecent(ctx context.Context, n int) ([]SessionInfo, error) {
+	names, err := os.ReadDir(s.dir)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]SessionInfo, 0, min(n, len(names)))
+	for i := len(names) - 1; i >= 0 && len(out) < n; i-- {
+		if !strings.HasSuffix(names[i].Name(), ".jsonl") {
+			continue
+		}
+		h, err := readJSONLHeader(filepath.Join(s.dir, names[i].Name()))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, SessionInfo{ID: h.SessionID, Name: h.Name, CreatedAt: h.CreatedAt})
+	}
+	return out, nil
+}
+
+// BuildSessions (bulkBuilder) writes one file per name, the header and
+// evs as Create and Append would, from 32 goroutines; each file is
+// fsynced and closed, and the directory is fsynced once at the end.
+func (s *jsonlStore) BuildSessions(ctx context.Context, names []string, evs []Event) ([]uuid.UUID, error) {
+	ids := make([]uuid.UUID, len(names))
+	for i := range ids {
+		id, err := uuid.NewV7()
+		if err != nil {
+			return nil, err
+		}
+		ids[i] = id
+	}
+	write := func(i int) error {
+		id := ids[i]
+		line, err := json.Marshal(jsonlHeader{SessionID: id, Name: names[i], CreatedAt: time.Now().UTC()})
+		if err != nil {
+			return err
+		}
+		buf := append(line, '\n')
+		var parent uuid.UUID
+		for _, ev := range evs {
+			eid, err := uuid.NewV7()
+			if err != nil {
+				return err
+			}
+			line, err := json.Marshal(jsonlEvent{ID: eid, ParentID: parent, SessionID: id, Time: time.Now().UTC(), Kind: ev.Kind, Role: ev.Role, Payload: ev.Payload})
+			if err != nil {
+				return err
+			}
+			buf = append(append(buf, line...), '\n')
+			parent = eid
+		}
+		f, err := os.OpenFile(s.path(id), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if err != nil {
+			return err
+		}
+		_, err = f.Write(buf)
+		if err == nil {
+			err = f.Sync()
+		}
+		return errors.Join(err, f.Close())
+	}
+	if err := parallel(32, len(names), write); err != nil {
+		return nil, err
+	}
+	return ids, syncDir(s.dir)
+}
+
 func readJSONLHeader(path string) (jsonlHeader, error) {
 	var h jsonlHeader
 	f, err := os.Open(path)

@@ -6,7 +6,7 @@
 // ratios as Markdown. See README.md.
 //
 //	cd bench && go run . -out results.md   # full run
-//	cd bench && go run . -quick            # every workload, small sizes, < 2 minutes
+//	cd bench && go run . -quick            # every workload, small sizes, about 30 s
 package main
 
 import (
@@ -54,6 +54,7 @@ func run() error {
 		cpuprofile = flag.String("cpuprofile", "", "write a CPU profile of this process to `file` (timed sections labelled timed=<workload>/<peer>); fresh-process workloads write <file>.<workload>.pprof of their sessionstore side")
 		loops      = flag.Int("profile-loops", 30, "with -cpuprofile, how many times a profiled child repeats its operation")
 		transcript = flag.String("transcript", "../testdata/transcripts/recorded-session.jsonl", "the recorded transcript for the disk workload")
+		realDir    = flag.String("transcripts", "../../shared/data/claude-code", "directory of the shared real Claude Code transcripts for the disk-real workload (every non-empty *.jsonl under it)")
 		fdatasync  = flag.Bool("sqlite-fdatasync", true, "SQLite commits with fdatasync(2), as the C SQLite of Linux distributions does; false keeps modernc.org/sqlite's default, fsync(2)")
 	)
 	flag.Parse()
@@ -102,7 +103,7 @@ func run() error {
 	}
 	e := &env{
 		ctx: context.Background(), scratch: scratch, peers: peers, reps: *reps, sz: sz, res: newResults(),
-		exe: exe, loops: *loops, transcript: *transcript,
+		exe: exe, loops: *loops, transcript: *transcript, transcripts: *realDir,
 		logf: func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) },
 	}
 	if *cpuprofile != "" {

@@ -58,6 +58,9 @@ type Store interface {
 	Tree(ctx context.Context, session uuid.UUID) ([]Node, error)
 	// List returns every session.
 	List(ctx context.Context) ([]SessionInfo, error)
+	// ListRecent returns the n newest sessions (by id: UUIDv7, so in
+	// creation order), newest first.
+	ListRecent(ctx context.Context, n int) ([]SessionInfo, error)
 	// Close releases everything; the store is reopened with Peer.Open.
 	Close() error
 }

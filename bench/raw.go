@@ -237,7 +237,10 @@ func (s *rawFloor) Branch(ctx context.Context, session, from uuid.UUID) error {
 func (s *rawFloor) Load(context.Context, uuid.UUID) ([]Event, error) { return nil, errUnsupported }
 func (s *rawFloor) Tree(context.Context, uuid.UUID) ([]Node, error)  { return nil, errUnsupported }
 func (s *rawFloor) List(context.Context) ([]SessionInfo, error)      { return nil, errUnsupported }
-func (s *rawFloor) Close() error                                     { return s.f.Close() }
+func (s *rawFloor) ListRecent(context.Context, int) ([]SessionInfo, error) {
+	return nil, errUnsupported
+}
+func (s *rawFloor) Close() error { return s.f.Close() }
 
 // rawGrow: see rawFloor's comment.
 type rawGrow struct {
@@ -294,7 +297,8 @@ func (s *rawGrow) Branch(ctx context.Context, session, from uuid.UUID) error {
 	return nil
 }
 
-func (s *rawGrow) Load(context.Context, uuid.UUID) ([]Event, error) { return nil, errUnsupported }
-func (s *rawGrow) Tree(context.Context, uuid.UUID) ([]Node, error)  { return nil, errUnsupported }
-func (s *rawGrow) List(context.Context) ([]SessionInfo, error)      { return nil, errUnsupported }
-func (s *rawGrow) Close() error                                     { return s.f.Close() }
+func (s *rawGrow) Load(context.Context, uuid.UUID) ([]Event, error)       { return nil, errUnsupported }
+func (s *rawGrow) Tree(context.Context, uuid.UUID) ([]Node, error)        { return nil, errUnsupported }
+func (s *rawGrow) List(context.Context) ([]SessionInfo, error)            { return nil, errUnsupported }
+func (s *rawGrow) ListRecent(context.Context, int) ([]SessionInfo, error) { return nil, errUnsupported }
+func (s *rawGrow) Close() error                                           { return s.f.Close() }

@@ -15,7 +15,7 @@ import (
 // is Store.AppendBatch; Load is Store.Load (HEAD to root through each chunk
 // line's parent location, in a session opened without its index); Tree is
 // Store.Tree; List is Store.List (reads every
-// session.json).
+// session.json); ListRecent is Store.ListRecent.
 type ssStore struct{ s *sessionstore.Store }
 
 func openSessionstore(chunkSize int64) func(dir string) (Store, error) {
@@ -102,6 +102,19 @@ func (s ssStore) Tree(ctx context.Context, session uuid.UUID) ([]Node, error) {
 
 func (s ssStore) List(ctx context.Context) ([]SessionInfo, error) {
 	metas, err := s.s.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]SessionInfo, len(metas))
+	for i, m := range metas {
+		out[i] = SessionInfo{ID: m.ID, Name: m.Name, CreatedAt: m.CreatedAt}
+	}
+	return out, nil
+}
+
+// ListRecent is Store.ListRecent.
+func (s ssStore) ListRecent(ctx context.Context, n int) ([]SessionInfo, error) {
+	metas, err := s.s.ListRecent(ctx, n)
 	if err != nil {
 		return nil, err
 	}

@@ -229,6 +229,20 @@ func (s *sqliteStore) List(ctx context.Context) ([]SessionInfo, error) {
 	if err != nil {
 		return nil, err
 	}
+	return scanSessions(rows)
+}
+
+// ListRecent walks the primary key backwards: ids are UUIDv7 blobs, so id
+// order is creation order.
+func (s *sqliteStore) ListRecent(ctx context.Context, n int) ([]SessionInfo, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT id, name, created_at FROM sessions ORDER BY id DESC LIMIT ?`, n)
+	if err != nil {
+		return nil, err
+	}
+	return scanSessions(rows)
+}
+
+func scanSessions(rows *sql.Rows) ([]SessionInfo, error) {
 	defer rows.Close()
 	var (
 		out []SessionInfo
@@ -247,6 +261,40 @@ func (s *sqliteStore) List(ctx context.Context) ([]SessionInfo, error) {
 		out = append(out, si)
 	}
 	return out, rows.Err()
+}
+
+// BuildSessions (bulkBuilder) creates one session per name, each holding
+// evs, in one transaction.
+func (s *sqliteStore) BuildSessions(ctx context.Context, names []string, evs []Event) ([]uuid.UUID, error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback()
+	ins := tx.StmtContext(ctx, s.insert)
+	ids := make([]uuid.UUID, len(names))
+	for i, name := range names {
+		id, err := uuid.NewV7()
+		if err != nil {
+			return nil, err
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO sessions(id, name, created_at) VALUES(?, ?, ?)`, id[:], name, time.Now().UnixNano()); err != nil {
+			return nil, err
+		}
+		var parent any
+		for _, ev := range evs {
+			eid, err := uuid.NewV7()
+			if err != nil {
+				return nil, err
+			}
+			if _, err := ins.ExecContext(ctx, eid[:], id[:], parent, ev.Kind, ev.Role, time.Now().UnixNano(), []byte(ev.Payload)); err != nil {
+				return nil, err
+			}
+			parent = eid[:]
+		}
+		ids[i] = id
+	}
+	return ids, tx.Commit()
 }
 
 func (s *sqliteStore) Close() error {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -29,6 +30,10 @@ type sizes struct {
 	Every        int   // in the second open+load fixture every Every-th event is a 16 KiB tool result
 	ListSessions int   // sessions to list
 	ListIters    int   // open+list per repetition and peer (median taken)
+	Recent       int   // sessions of the list-recent fixture
+	RecentN      int   // newest sessions list-recent asks for
+	ToolWriters  int   // concurrent writers of the tool*-8w workloads
+	RealFiles    int   // disk-real: the first RealFiles transcripts (sorted by path); 0 = all
 	Turns        int   // turns of the synthetic coding session (disk workload)
 	TreeBytes    int64 // tool-result bytes of the tree-heap session
 	TreeEvents   int   // events of the tree-heap session
@@ -36,29 +41,30 @@ type sizes struct {
 
 func fullSizes() sizes {
 	return sizes{Append300: 1000, Concurrent: 3200, Writers: 16, Tool: 300, Trunk: 1000, Branches: 10, BranchLen: 10000, Every: 20,
-		ListSessions: 1000, ListIters: 5, Turns: 600, TreeBytes: 1 << 30, TreeEvents: 10000}
+		ListSessions: 1000, ListIters: 5, Recent: 10000, RecentN: 50, ToolWriters: 8, Turns: 600, TreeBytes: 1 << 30, TreeEvents: 10000}
 }
 
 func quickSizes() sizes {
 	return sizes{Append300: 100, Concurrent: 320, Writers: 16, Tool: 40, Trunk: 100, Branches: 10, BranchLen: 1000, Every: 20,
-		ListSessions: 200, ListIters: 3, Turns: 40, TreeBytes: 32 << 20, TreeEvents: 1000}
+		ListSessions: 200, ListIters: 3, Recent: 500, RecentN: 50, ToolWriters: 8, RealFiles: 10, Turns: 40, TreeBytes: 32 << 20, TreeEvents: 1000}
 }
 
 // env is what every workload needs.
 type env struct {
-	ctx        context.Context
-	scratch    string
-	peers      []Peer // selected peers, subject first
-	reps       int
-	sz         sizes
-	res        *results
-	exe        string // this binary, for fresh-process measurements
-	cpuprofile string // prefix of child profiles; "" when not profiling
-	loops      int    // repetitions inside a profiled child
-	transcript string
-	logf       func(format string, args ...any)
-	seq        int
-	load       []loadRow // per workload run, in order
+	ctx         context.Context
+	scratch     string
+	peers       []Peer // selected peers, subject first
+	reps        int
+	sz          sizes
+	res         *results
+	exe         string // this binary, for fresh-process measurements
+	cpuprofile  string // prefix of child profiles; "" when not profiling
+	loops       int    // repetitions inside a profiled child
+	transcript  string
+	transcripts string // directory of the real transcripts (disk-real)
+	logf        func(format string, args ...any)
+	seq         int
+	load        []loadRow // per workload run, in order
 }
 
 // freshDir creates a new, empty directory under the scratch directory.
@@ -121,12 +127,25 @@ var workloads = []workload{
 	{"tool64k", func(e *env) error {
 		return e.appendWorkload("tool64k", "durable append of a 64 KiB tool result", 1, 1, e.sz.Tool, toolEvents(64<<10, e.sz.Tool))
 	}},
+	{"tool16k-8w", func(e *env) error {
+		n := roundUp(e.sz.Tool, e.sz.ToolWriters)
+		return e.appendWorkload("tool16k-8w", fmt.Sprintf("durable append of a 16 KiB tool result, %d writers, one session", e.sz.ToolWriters), e.sz.ToolWriters, 1, n, toolEvents(16<<10, n))
+	}},
+	{"tool64k-8w", func(e *env) error {
+		n := roundUp(e.sz.Tool, e.sz.ToolWriters)
+		return e.appendWorkload("tool64k-8w", fmt.Sprintf("durable append of a 64 KiB tool result, %d writers, one session", e.sz.ToolWriters), e.sz.ToolWriters, 1, n, toolEvents(64<<10, n))
+	}},
 	{"openload", func(e *env) error { return e.openLoad("openload", 0) }},
 	{"openload16k", func(e *env) error { return e.openLoad("openload16k", e.sz.Every) }},
 	{"list", (*env).list},
+	{"list-recent", (*env).listRecent},
 	{"disk", (*env).disk},
+	{"disk-real", (*env).diskReal},
 	{"treeheap", (*env).treeHeap},
 }
+
+// roundUp returns n rounded up to a multiple of m.
+func roundUp(n, m int) int { return (n + m - 1) / m * m }
 
 func constEvents(ev Event, n int) []Event {
 	out := make([]Event, n)
@@ -461,6 +480,166 @@ func (e *env) list() error {
 	return nil
 }
 
+// bulkBuilder is implemented by a peer with a faster correct way to
+// create many sessions than Create and AppendBatch one by one: SQLite one
+// transaction, bbolt one db.Update per 10,000 sessions, JSONL every file
+// written and fsynced from 32 goroutines and the directory fsynced once.
+type bulkBuilder interface {
+	BuildSessions(ctx context.Context, names []string, evs []Event) ([]uuid.UUID, error)
+}
+
+// buildWorkers is how many goroutines build a fixture of many sessions
+// through Create and AppendBatch.
+const buildWorkers = 32
+
+// buildSessions creates one session per name, each holding evs (appended
+// with one AppendBatch), through the peer's bulkBuilder or else with
+// buildWorkers goroutines calling Create and AppendBatch. It returns the
+// ids in the order of names.
+func buildSessions(ctx context.Context, st Store, names []string, evs []Event) ([]uuid.UUID, error) {
+	if b, ok := st.(bulkBuilder); ok {
+		return b.BuildSessions(ctx, names, evs)
+	}
+	ids := make([]uuid.UUID, len(names))
+	err := parallel(buildWorkers, len(names), func(i int) error {
+		id, err := st.Create(ctx, names[i])
+		if err != nil {
+			return err
+		}
+		ids[i] = id
+		if len(evs) > 0 {
+			_, err = st.AppendBatch(ctx, id, evs)
+		}
+		return err
+	})
+	return ids, err
+}
+
+// parallel calls fn(i) for i in [0, n) from workers goroutines and
+// returns the first error (the others stop taking work after one).
+func parallel(workers, n int, fn func(i int) error) error {
+	var (
+		mu    sync.Mutex
+		next  int
+		first error
+		wg    sync.WaitGroup
+	)
+	for range min(workers, n) {
+		wg.Go(func() {
+			for {
+				mu.Lock()
+				i := next
+				next++
+				stop := first != nil || i >= n
+				mu.Unlock()
+				if stop {
+					return
+				}
+				if err := fn(i); err != nil {
+					mu.Lock()
+					if first == nil {
+						first = err
+					}
+					mu.Unlock()
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return first
+}
+
+// listRecent: Recent sessions of two 300-byte events each (the list
+// workload's shape), built in parallel or in bulk (buildSessions, timed
+// and reported); each repetition times ListIters rounds of open the store
+// read-only + the RecentN newest sessions (in this process, warm cache)
+// and keeps the median round; each round's answer is checked against the
+// RecentN greatest ids Create returned, newest first, and their names.
+func (e *env) listRecent() error {
+	n, k := e.sz.Recent, e.sz.RecentN
+	row := e.res.row("list-recent/ms", fmt.Sprintf("open + newest %d of %s sessions", k, thousands(int64(n))), "ms", false, "sessionstore")
+	msg := message300()
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("session %d: fix the build", i)
+	}
+	dirs := map[string]string{}
+	want := map[string][]SessionInfo{} // the k newest, newest first, per peer
+	var built []string
+	for _, p := range e.readers() {
+		dir, err := e.freshDir("list-recent", p.Name)
+		if err != nil {
+			return err
+		}
+		st, err := p.Open(dir)
+		if err != nil {
+			return err
+		}
+		t0 := time.Now()
+		ids, err := buildSessions(e.ctx, st, names, []Event{msg, msg})
+		if err == nil {
+			err = st.Close()
+		}
+		if err != nil {
+			return fmt.Errorf("%s: build: %w", p.Name, err)
+		}
+		took := time.Since(t0)
+		created := make([]SessionInfo, n)
+		for i := range created {
+			created[i] = SessionInfo{ID: ids[i], Name: names[i]}
+		}
+		slices.SortFunc(created, func(a, b SessionInfo) int { return -bytes.Compare(a.ID[:], b.ID[:]) })
+		dirs[p.Name] = dir
+		want[p.Name] = created[:min(k, n)]
+		apparent, _, err := dirSize(dir)
+		if err != nil {
+			return err
+		}
+		built = append(built, fmt.Sprintf("%s %.1f s (%.1f MiB)", p.Label, took.Seconds(), float64(apparent)/(1<<20)))
+		e.logf("  %s: built %s sessions in %s", p.Name, thousands(int64(n)), took.Round(100*time.Millisecond))
+	}
+	e.res.detail("List-recent fixture, %s sessions of two 300-byte events each: build time, not part of the timing (sessionstore Create + AppendBatch from %d goroutines; SQLite one transaction; bbolt one db.Update per 10,000 sessions; JSONL every file written and fsynced from 32 goroutines, the directory fsynced once), and size on disk: %s.", thousands(int64(n)), buildWorkers, strings.Join(built, ", "))
+	for rep := range e.reps {
+		for _, p := range e.readers() {
+			var ms []float64
+			for range e.sz.ListIters {
+				var (
+					l   []SessionInfo
+					err error
+					d   time.Duration
+					st  Store
+				)
+				timed(e.ctx, "list-recent/"+p.Name, func(ctx context.Context) {
+					t0 := time.Now()
+					if st, err = p.OpenRead(dirs[p.Name]); err != nil {
+						return
+					}
+					l, err = st.ListRecent(ctx, k)
+					d = time.Since(t0)
+				})
+				if err != nil {
+					return fmt.Errorf("%s: list recent: %w", p.Name, err)
+				}
+				if err := st.Close(); err != nil {
+					return err
+				}
+				if err := checkRecent(p.Name, l, want[p.Name]); err != nil {
+					return err
+				}
+				ms = append(ms, float64(d.Nanoseconds())/1e6)
+			}
+			row.set(p.Name, rep, median(ms))
+		}
+	}
+	for _, d := range dirs {
+		if err := os.RemoveAll(d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // dirSize returns the apparent size (sum of file sizes) and the allocated
 // size (st_blocks) of the regular files under dir.
 func dirSize(dir string) (apparent, allocated int64, err error) {
@@ -480,23 +659,31 @@ func dirSize(dir string) (apparent, allocated int64, err error) {
 }
 
 // disk: the same events appended one by one (each durable) to a new
-// session of each reading peer, then the store closed and the bytes of
-// its directory counted (session metadata, index, WAL and free pages
-// included). Once, not per repetition: the sizes do not depend on the
-// disk's mood. Two sessions: the package's synthetic coding session and
-// the recorded transcript in testdata; sessionstore with its default 8 MiB
-// chunks and with 64 KiB chunks.
+// session of each reading peer, and the bytes of its directory counted
+// twice (session metadata, index, WAL and free pages included): while
+// appending (after the last Append returned, before Close: sessionstore's
+// active chunk still holds its preallocated free space) and closed. Once,
+// not per repetition: the sizes do not depend on the disk's mood. Two
+// sessions: the package's synthetic coding session and the recorded
+// transcript in testdata; sessionstore with its default 8 MiB chunks and
+// with 64 KiB chunks. For the transcript, the sizes are also given as a
+// ratio to the transcript file's size (raw JSONL).
 func (e *env) disk() error {
 	trans, err := loadTranscript(e.transcript)
+	if err != nil {
+		return err
+	}
+	info, err := os.Stat(e.transcript)
 	if err != nil {
 		return err
 	}
 	sets := []struct {
 		key, title string
 		evs        []Event
+		raw        int64 // bytes of the input file; 0 for none
 	}{
-		{"synthetic", fmt.Sprintf("synthetic coding session (%d turns)", e.sz.Turns), codingSession(e.sz.Turns, 1)},
-		{"transcript", "real transcript (testdata/transcripts/recorded-session.jsonl)", trans},
+		{"synthetic", fmt.Sprintf("synthetic coding session (%d turns)", e.sz.Turns), codingSession(e.sz.Turns, 1), 0},
+		{"transcript", "real transcript (testdata/transcripts/recorded-session.jsonl)", trans, info.Size()},
 	}
 	peers := e.readers()
 	if e.has("sessionstore") {
@@ -505,15 +692,20 @@ func (e *env) disk() error {
 	for _, set := range sets {
 		def := e.res.row("disk/"+set.key, "bytes on disk per event, "+set.title+", sessionstore 8 MiB chunks", "bytes/event", false, "sessionstore")
 		small := e.res.row("disk/"+set.key+"64k", "bytes on disk per event, "+set.title+", sessionstore 64 KiB chunks", "bytes/event", false, "sessionstore-64k")
+		var rawOpen, rawClosed *row
+		if set.raw > 0 {
+			rawOpen = e.res.row("disk/"+set.key+"-raw-appending", "bytes on disk / raw JSONL, "+set.title+", default options, while appending", "x raw JSONL", false, "sessionstore")
+			rawClosed = e.res.row("disk/"+set.key+"-raw-closed", "bytes on disk / raw JSONL, "+set.title+", default options, closed", "x raw JSONL", false, "sessionstore")
+		}
 		n := float64(len(set.evs))
 		var b strings.Builder
-		fmt.Fprintf(&b, "Bytes on disk, %s: %d events, %.2f MiB of payload (records as compact JSON).\n\n", set.title, len(set.evs), float64(payloadBytes(set.evs))/(1<<20))
-		fmt.Fprintf(&b, "| store | apparent MiB | allocated MiB (du) | bytes/event |\n| --- | ---: | ---: | ---: |\n")
+		fmt.Fprintf(&b, "Bytes on disk, %s: %d events, %.2f MiB of payload (records as compact JSON)", set.title, len(set.evs), float64(payloadBytes(set.evs))/(1<<20))
+		if set.raw > 0 {
+			fmt.Fprintf(&b, ", raw JSONL file %s bytes", thousands(set.raw))
+		}
+		fmt.Fprintf(&b, ".\n\n| store | while appending: apparent MiB | allocated MiB (du) | closed: apparent MiB | allocated MiB (du) | bytes/event (closed) |\n| --- | ---: | ---: | ---: | ---: | ---: |\n")
 		var (
-			breakdown []struct {
-				label string
-				parts map[string]int64
-			}
+			breakdown []string
 			jsonlSize int64
 		)
 		for _, p := range peers {
@@ -534,61 +726,70 @@ func (e *env) disk() error {
 					return fmt.Errorf("%s: %w", p.Name, err)
 				}
 			}
-			if err := st.Close(); err != nil {
-				return err
-			}
-			apparent, allocated, err := dirSize(dir)
+			open, err := measureDir(dir)
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(&b, "| %s | %.2f | %.2f | %s |\n", p.Label, float64(apparent)/(1<<20), float64(allocated)/(1<<20), format(float64(apparent)/n))
+			if err := st.Close(); err != nil {
+				return err
+			}
+			closed, err := measureDir(dir)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(&b, "| %s | %.2f | %.2f | %.2f | %.2f | %s |\n", p.Label, mib(open.apparent), mib(open.allocated), mib(closed.apparent), mib(closed.allocated), format(float64(closed.apparent)/n))
 			if strings.HasPrefix(p.Name, "sessionstore") {
-				parts, err := ssParts(dir)
-				if err != nil {
-					return err
-				}
-				breakdown = append(breakdown, struct {
-					label string
-					parts map[string]int64
-				}{p.Label, parts})
+				breakdown = append(breakdown, open.partsLine(p.Label+", while appending", set.raw), closed.partsLine(p.Label+", closed", set.raw))
 			}
 			if p.Name == "jsonl" {
-				jsonlSize = apparent
+				jsonlSize = closed.apparent
 			}
+			a := float64(closed.apparent)
 			switch p.Name {
 			case "sessionstore":
-				def.set(p.Name, 0, float64(apparent)/n)
+				def.set(p.Name, 0, a/n)
 			case "sessionstore-64k":
-				small.set(p.Name, 0, float64(apparent)/n)
+				small.set(p.Name, 0, a/n)
 			default:
-				def.set(p.Name, 0, float64(apparent)/n)
-				small.set(p.Name, 0, float64(apparent)/n)
+				def.set(p.Name, 0, a/n)
+				small.set(p.Name, 0, a/n)
+			}
+			if set.raw > 0 && p.Name != "sessionstore-64k" {
+				rawOpen.set(p.Name, 0, float64(open.apparent)/float64(set.raw))
+				rawClosed.set(p.Name, 0, a/float64(set.raw))
 			}
 			if err := os.RemoveAll(dir); err != nil {
 				return err
 			}
 		}
-		for _, bd := range breakdown {
-			var out []string
-			for _, k := range partKinds {
-				if n, ok := bd.parts[k]; ok {
-					share := ""
-					if jsonlSize > 0 {
-						share = fmt.Sprintf(" (%.3f of the JSONL file)", float64(n)/float64(jsonlSize))
-					}
-					out = append(out, fmt.Sprintf("%s %s bytes%s", k, thousands(n), share))
-				}
+		if jsonlSize > 0 {
+			fmt.Fprintf(&b, "\nThe naive JSONL store's file (closed) is %s bytes.\n", thousands(jsonlSize))
+		}
+		if len(breakdown) > 0 {
+			fmt.Fprintf(&b, "\nBytes by part (apparent)%s:\n\n", map[bool]string{true: ", and as a fraction of the raw JSONL file", false: ""}[set.raw > 0])
+			for _, l := range breakdown {
+				fmt.Fprintf(&b, "- %s\n", l)
 			}
-			fmt.Fprintf(&b, "\n%s, bytes by part: %s.\n", bd.label, strings.Join(out, ", "))
 		}
 		e.res.detail("%s", b.String())
 	}
 	return nil
 }
 
-// ssParts adds up a sessionstore root's bytes by part.
-func ssParts(dir string) (map[string]int64, error) {
-	parts := map[string]int64{}
+func mib(n int64) float64 { return float64(n) / (1 << 20) }
+
+// dirSnapshot is the bytes of a store's directory at one moment: apparent
+// (sum of file sizes) and allocated (st_blocks), and the apparent bytes by
+// part (ssParts: meaningful for a sessionstore root).
+type dirSnapshot struct {
+	apparent, allocated int64
+	parts               map[string]int64
+	names               map[string][]string // per part of partNamed, the base names of its files
+}
+
+// measureDir counts dir's regular files, by sessionstore part.
+func measureDir(dir string) (dirSnapshot, error) {
+	snap := dirSnapshot{parts: map[string]int64{}, names: map[string][]string{}}
 	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil || !d.Type().IsRegular() {
 			return err
@@ -597,26 +798,99 @@ func ssParts(dir string) (map[string]int64, error) {
 		if err != nil {
 			return err
 		}
-		rel, _ := filepath.Rel(dir, path)
-		kind := "metadata (session.json, HEAD, LOCK, sessionstore.json)"
-		switch {
-		case filepath.Base(path) == "index.jsonl":
-			kind = "index.jsonl"
-		case strings.Contains(rel, "/chunks/") && strings.HasSuffix(path, ".zst"):
-			kind = "sealed chunks (zstd, with their index lines)"
-		case strings.Contains(rel, "/chunks/"):
-			kind = "plain chunks"
-		case strings.Contains(rel, "/blobs/"):
-			kind = "blobs"
+		rel, err := filepath.Rel(dir, path)
+		if err != nil {
+			return err
 		}
-		parts[kind] += info.Size()
+		snap.apparent += info.Size()
+		snap.allocated += blocks(info)
+		part := ssPart(rel)
+		snap.parts[part] += info.Size()
+		if partNamed[part] {
+			base := filepath.Base(rel)
+			if !slices.Contains(snap.names[part], base) && len(snap.names[part]) < 8 {
+				snap.names[part] = append(snap.names[part], base)
+			}
+		}
 		return nil
 	})
-	return parts, err
+	return snap, err
 }
 
-// partKinds orders the parts ssParts reports.
-var partKinds = []string{"plain chunks", "sealed chunks (zstd, with their index lines)", "blobs", "index.jsonl", "metadata (session.json, HEAD, LOCK, sessionstore.json)"}
+// partsLine describes the snapshot's parts, each also as a fraction of
+// raw when raw > 0.
+func (s dirSnapshot) partsLine(label string, raw int64) string {
+	var out []string
+	for _, k := range partKinds {
+		n, ok := s.parts[k]
+		if !ok {
+			continue
+		}
+		name := k
+		if len(s.names[k]) > 0 {
+			name += " (" + strings.Join(s.names[k], ", ") + ")"
+		}
+		share := ""
+		if raw > 0 {
+			share = fmt.Sprintf(" (%.3f)", float64(n)/float64(raw))
+		}
+		out = append(out, fmt.Sprintf("%s %s bytes%s", name, thousands(n), share))
+	}
+	total := ""
+	if raw > 0 {
+		total = fmt.Sprintf(" (%.3f)", float64(s.apparent)/float64(raw))
+	}
+	return fmt.Sprintf("%s: %s bytes in all%s: %s", label, thousands(s.apparent), total, strings.Join(out, ", "))
+}
+
+// The parts of a sessionstore root ssPart tells apart (chunk.go's
+// chunkExt and sealedExt, session.go's file names).
+const (
+	partPlain  = "plain chunks"
+	partSealed = "sealed chunks (zstd, with their index lines)"
+	partBlobs  = "blobs"
+	partIndex  = "index.jsonl"
+	partMeta   = "session metadata (session.json, HEAD, LOCK)"
+	partRoot   = "root files"
+	partOther  = "other"
+)
+
+// partKinds orders the parts; partNamed are listed with the names of
+// their files (root files and unknown ones).
+var (
+	partKinds = []string{partPlain, partSealed, partBlobs, partIndex, partMeta, partRoot, partOther}
+	partNamed = map[string]bool{partRoot: true, partOther: true}
+)
+
+// ssPart names the part of a sessionstore root a file (path relative to
+// the root) belongs to: sessions/<id>/chunks/NNNNNN.jsonl (plain) or
+// .jsonl.zst (sealed), sessions/<id>/blobs/..., sessions/<id>/index.jsonl,
+// sessions/<id>/{session.json,HEAD,LOCK}, files at the root
+// (sessionstore.json, anything else the library keeps there), and
+// anything else (temporary files, unknown names) as other.
+func ssPart(rel string) string {
+	parts := strings.Split(filepath.ToSlash(rel), "/")
+	switch {
+	case len(parts) == 1:
+		return partRoot
+	case parts[0] != "sessions" || len(parts) < 3:
+		return partOther
+	}
+	name := parts[len(parts)-1]
+	switch {
+	case len(parts) == 3 && name == "index.jsonl":
+		return partIndex
+	case len(parts) == 3 && (name == "session.json" || name == "HEAD" || name == "LOCK"):
+		return partMeta
+	case len(parts) == 4 && parts[2] == "chunks" && strings.HasSuffix(name, ".jsonl.zst"):
+		return partSealed
+	case len(parts) == 4 && parts[2] == "chunks" && strings.HasSuffix(name, ".jsonl"):
+		return partPlain
+	case len(parts) > 3 && parts[2] == "blobs" && !strings.HasSuffix(name, ".tmp"):
+		return partBlobs
+	}
+	return partOther
+}
 
 // treeHeap: a session of TreeEvents tool results holding TreeBytes of
 // output in all, built with AppendBatch; each repetition opens it in a new
