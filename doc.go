@@ -105,7 +105,7 @@
 //
 // When the active chunk is full it is sealed: written again as
 // "<chunk>.jsonl.zst" in the format of internal/zchunk (independent zstd
-// frames of at most 64 KiB of lines, each with its content checksum and a
+// frames of at most 256 KiB of lines, each with its content checksum and a
 // CRC-32C of its compressed bytes, then a frame table and a footer), made
 // durable under its final name, and only then is the plain file removed.
 // Sealing runs in a background goroutine of the session while appends fill
@@ -118,6 +118,20 @@
 // one bounded frame. Reading is layout-blind: plain and compressed chunks
 // load identically, and a chunk whose sealing failed stays plain until the
 // next rotation retries it.
+//
+// Closing a session (Store.Close, or the registry closing an idle one to
+// make room) also seals its active chunk when that holds at least 16 KiB
+// (or a quarter of Options.ChunkSize, if less): a closed session is cold,
+// and most sessions never fill a chunk. The sealing is the same, in the
+// same order (sealed file durable, plain file removed, index.jsonl
+// rewritten without its lines), done before Close returns; a failure is
+// logged and leaves the chunk plain. The next append starts a new chunk.
+// A smaller chunk stays plain, so that a session closed after every few
+// appends does not leave a chunk per visit; the next visit appends to it,
+// and its Close seals it once it has grown past the bound (loading the
+// index first when the session appended without it, since the sealed file
+// embeds the whole chunk's index). On the shared real transcripts this
+// takes a closed session from about 1.06x the bytes of its JSONL to 0.29x.
 //
 // The sealed file also embeds the index lines of its records, in the
 // format above, compressed as one more checked frame (the zchunk metadata
@@ -217,9 +231,12 @@
 // commonest reason to open it, needs only the active path. So a session of
 // format 2 opened for writing first checks, without reading the index,
 // that its files need no repair: every chunk there once with no temporary
-// file left by a sealing or a replace, the newest chunk plain, the last
-// line of index.jsonl valid, naming HEAD and matching the last record,
-// and nothing but free space after that record. If so it opens without its
+// file left by a sealing or a replace, and either the newest chunk plain,
+// the last line of index.jsonl valid, naming HEAD and matching the last
+// record, and nothing but free space after that record; or the newest
+// chunk sealed, index.jsonl empty, and the sealed chunk's last record
+// (read from its last frame) HEAD, as a Close that sealed the active
+// chunk leaves it. If so it opens without its
 // index (0.17 ms for a 100,000-event session in a warm process, the open
 // and close of BenchmarkOpenLoad/open), and Store.Load, Store.FullPath from HEAD and
 // Store.Head are served from HEAD's entry: Load walks from HEAD to the

@@ -59,10 +59,12 @@ import (
 //
 // The files need no repair when: every chunk from 0 on is there once, as
 // a plain or a sealed file, with no temporary file of a sealing, a HEAD
-// replace or a session.json replace; the newest chunk is plain; the last
-// line of index.jsonl is valid and names HEAD, in the newest chunk; the
-// record it locates matches it; and only zero bytes (free space) follow
-// that record. These are the states a clean Close, or a crash after the
+// replace or a session.json replace; and either the newest chunk is
+// plain, the last line of index.jsonl is valid and names HEAD, in the
+// newest chunk, the record it locates matches it, and only zero bytes
+// (free space) follow that record; or the newest chunk is sealed,
+// index.jsonl is empty and the sealed chunk's last record is HEAD
+// (sealedTip: the state a Close that sealed the active chunk leaves). These are the states a clean Close, or a crash after the
 // last append's index line and HEAD were written, leaves. Anything else
 // takes the normal open. What a lazy open does not check until the index
 // is loaded: the index lines before the last one and the embedded indexes
