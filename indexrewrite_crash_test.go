@@ -244,7 +244,7 @@ func TestIndexRewriteCrashPoints(t *testing.T) {
 	session := uuid.MustParse("01a02f3f-0000-7000-8000-0000000014de")
 	const events = 40 // of about 450 bytes: four chunks of crashChunkSize sealed
 	// The clock and ids are fake, so every run writes the same bytes.
-	opts := func() Options { return deterministic(Options{ChunkSize: crashChunkSize}) }
+	opts := func() Options { return deterministic(Options{ChunkSize: crashChunkSize, keepPlainOnClose: true}) }
 
 	// check checks the crash states of point k of l, whose workload w
 	// acknowledged what it did, and returns the number of states in which
@@ -400,7 +400,7 @@ func TestIndexRewriteCrashPoints(t *testing.T) {
 				}
 				return nil
 			})
-			s := openMem(t, l, Options{ChunkSize: crashChunkSize})
+			s := openMem(t, l, Options{ChunkSize: crashChunkSize, keepPlainOnClose: true})
 			_, err := s.Repair(ctx, session)
 			s.Close()
 			l.PowerOff()

@@ -172,7 +172,35 @@ func TestLazyOpenNeedsCleanFiles(t *testing.T) {
 			writeMemFile(t, m, sessionPath(id, chunksDir, chunkName(0)+sealedExt+".tmp"), []byte("partial"))
 		}, false, false},
 	}
-	for _, tc := range cases {
+	// The same session closed as Close leaves it by default: the newest
+	// chunk sealed and index.jsonl empty.
+	sealedCases := []struct {
+		name         string
+		damage       func(t *testing.T, m *vfs.MemFS, id uuid.UUID, path []Event)
+		lazy, reader bool
+	}{
+		{"sealed newest, clean", func(*testing.T, *vfs.MemFS, uuid.UUID, []Event) {}, true, true},
+		{"sealed newest, HEAD behind the log", func(t *testing.T, m *vfs.MemFS, id uuid.UUID, path []Event) {
+			writeMemFile(t, m, sessionPath(id, headName), encodeHead(path[len(path)-2].ID))
+		}, false, true},
+		{"sealed newest, stale index lines", func(t *testing.T, m *vfs.MemFS, id uuid.UUID, path []Event) {
+			writeMemFile(t, m, sessionPath(id, indexName), []byte("{}\n"))
+		}, false, false},
+		{"sealed newest, plain copy left", func(t *testing.T, m *vfs.MemFS, id uuid.UUID, _ []Event) {
+			// As a crash between the sealed file's rename and the plain
+			// file's removal leaves it: whole, the same records.
+			chunks, err := listChunks(m, sessionPath(id, chunksDir))
+			require.NoError(t, err)
+			src, size, _, err := openChunk(m, sessionPath(id, chunksDir), chunks[len(chunks)-1])
+			require.NoError(t, err)
+			b := make([]byte, size)
+			_, err = src.ReadAt(b, 0)
+			require.NoError(t, err)
+			require.NoError(t, src.Close())
+			writeMemFile(t, m, newestChunk(t, m, id), b)
+		}, false, false},
+	}
+	for _, tc := range sealedCases {
 		for _, readOnly := range []bool{false, true} {
 			name := tc.name
 			if readOnly {
@@ -181,6 +209,32 @@ func TestLazyOpenNeedsCleanFiles(t *testing.T) {
 			t.Run(name, func(t *testing.T) {
 				m := vfs.NewMemFS()
 				o := Options{ChunkSize: 2048, BlobThreshold: 1024}
+				s, id, want := branchySession(t, m, o)
+				require.NoError(t, s.Close())
+				_, err := m.Stat(newestChunk(t, m, id) + sealedExt)
+				require.NoError(t, err, "Close sealed the newest chunk")
+				tc.damage(t, m, id, want)
+				lazy := tc.lazy
+				if readOnly {
+					o.fs, lazy = m, tc.reader
+					s, _ = roOpen(t, memRoot, o)
+				} else {
+					s = openMem(t, m, o)
+					defer s.Close()
+				}
+				assertHeadAndPath(t, s, id, want, lazy)
+			})
+		}
+	}
+	for _, tc := range cases {
+		for _, readOnly := range []bool{false, true} {
+			name := tc.name
+			if readOnly {
+				name += "/read-only"
+			}
+			t.Run(name, func(t *testing.T) {
+				m := vfs.NewMemFS()
+				o := Options{ChunkSize: 2048, BlobThreshold: 1024, keepPlainOnClose: true}
 				s, id, want := branchySession(t, m, o)
 				require.NoError(t, s.Close())
 				tc.damage(t, m, id, want)
@@ -205,7 +259,7 @@ func TestLazyOpenNeedsCleanFiles(t *testing.T) {
 func TestLazyReaderStopsAtDamage(t *testing.T) {
 	ctx := context.Background()
 	m := vfs.NewMemFS()
-	o := Options{ChunkSize: 2048, BlobThreshold: 1024}
+	o := Options{ChunkSize: 2048, BlobThreshold: 1024, keepPlainOnClose: true} // a plain newest chunk to damage
 	s, id, want := branchySession(t, m, o)
 	require.NoError(t, s.Close())
 	b, err := vfs.ReadFile(m, sessionPath(id, indexName))

@@ -535,7 +535,7 @@ const sealOnCloseMin = 16 << 10
 // index first.
 func (h *openSession) sealOnClose() {
 	w := &h.chunks
-	if !w.compress || w.active == nil || w.size < min(sealOnCloseMin, w.maxSize/4) || len(w.queue) > 0 {
+	if !w.compress || h.opts.keepPlainOnClose || w.active == nil || w.size < min(sealOnCloseMin, w.maxSize/4) || len(w.queue) > 0 {
 		return
 	}
 	log := h.opts.Logger.With("session", h.id)

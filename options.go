@@ -93,8 +93,11 @@ type Options struct {
 	// (see readonly.go).
 	ReadOnly bool
 
-	// Test seams, unexported: the filesystem, the clock and the id source.
-	fs    vfs.FS
+	// Test seams, unexported: the filesystem, the clock and the id source,
+	// and keepPlainOnClose, which leaves the active chunk plain at Close
+	// (sealOnClose), for tests of the states a plain newest chunk can be in.
+	keepPlainOnClose bool
+	fs               vfs.FS
 	now   func() time.Time
 	newID func() (uuid.UUID, error)
 }

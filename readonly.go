@@ -38,7 +38,8 @@ import (
 
 // Revision identifies the state of a session's event log cheaply: the
 // newest chunk file's number, form and size. Every append changes it (the
-// chunk's data grows, or a new chunk starts), so a caller that polls can
+// chunk's data grows, or a new chunk starts), and so does a Close that
+// seals the active chunk (its form), so a caller that polls can
 // compare revisions instead of loading the session. Computing it lists the
 // chunks directory, stats one file and, for a plain chunk, reads a few
 // bytes to find where its data ends (about 25 one-byte reads: a binary

@@ -454,7 +454,7 @@ func mustLoad(t *testing.T, s *Store, id uuid.UUID) []Event {
 func TestReadOnlyRevision(t *testing.T) {
 	ctx := t.Context()
 	dir := t.TempDir()
-	w := apiOpen(t, dir, &Options{ChunkSize: 1 << 10})
+	w := apiOpen(t, dir, &Options{ChunkSize: 1 << 10, keepPlainOnClose: true})
 	r, _ := roOpen(t, dir, Options{})
 
 	_, err := r.Revision(ctx, uuid.New())

@@ -158,7 +158,7 @@ func TestReconcileIndexDamage(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			m, s, id := memSession(t, Options{ChunkSize: 512})
+			m, s, id := memSession(t, Options{ChunkSize: 512, keepPlainOnClose: true})
 			evs := appendN(t, s, id, 12)
 			require.NoError(t, s.Close())
 			path := sessionPath(id, indexName)

@@ -306,7 +306,7 @@ func TestHeadNamesCutRecordIsALoss(t *testing.T) {
 // several sealed chunks whose newest plain chunk ends in two damaged
 // records the index names (a lost tail of two events).
 func TestLostTailSealedChunksCrashSafe(t *testing.T) {
-	m, s, id := memSession(t, Options{ChunkSize: 512})
+	m, s, id := memSession(t, Options{ChunkSize: 512, keepPlainOnClose: true})
 	evs := appendN(t, s, id, 30)
 	locs := entryLocs(t, s, id)
 	for n := len(locs); locs[n-1].Chunk != locs[n-2].Chunk; n = len(locs) {

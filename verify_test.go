@@ -312,7 +312,7 @@ func TestByteFlipDetection(t *testing.T) {
 func flipStore(t *testing.T, mode string) (*vfs.MemFS, *flipSession) {
 	t.Helper()
 	ctx := context.Background()
-	fs := &flipSession{o: Options{ChunkSize: 900, Compression: mode, BlobThreshold: 200}}
+	fs := &flipSession{o: Options{ChunkSize: 900, Compression: mode, BlobThreshold: 200, keepPlainOnClose: true /* an active chunk to flip */}}
 	m := vfs.NewMemFS()
 	s := openMem(t, m, fs.o)
 	meta, err := s.Create(ctx, Meta{Name: "flip", WorkingDir: "/work/flip", Model: "test-model", Labels: map[string]string{"team": "storage"}})
