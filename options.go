@@ -98,8 +98,8 @@ type Options struct {
 	// (sealOnClose), for tests of the states a plain newest chunk can be in.
 	keepPlainOnClose bool
 	fs               vfs.FS
-	now   func() time.Time
-	newID func() (uuid.UUID, error)
+	now              func() time.Time
+	newID            func() (uuid.UUID, error)
 }
 
 // defaultBlobThreshold is what a zero BlobThreshold selects:
