@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/sessionstore/sessionstore/internal/jsoncompact"
 	"github.com/sessionstore/sessionstore/internal/jsonl"
 )
 
@@ -270,18 +271,20 @@ func prepareRecord(ev Event, maxSize int) ([]byte, error) {
 		}
 		return []byte("null"), nil
 	}
-	var buf bytes.Buffer
-	buf.Grow(len(ev.Record))
-	if err := json.Compact(&buf, ev.Record); err != nil {
+	// encoding/json.Compact's result, several times faster on long strings
+	// (internal/jsoncompact): a 64 KiB tool result took 0.75 ms of an
+	// append's CPU.
+	rec, err := jsoncompact.Append(make([]byte, 0, len(ev.Record)), ev.Record)
+	if err != nil {
 		return nil, invalidEventf("record is not valid JSON: %v", err)
 	}
-	if ev.Kind != KindCustom && buf.String() == "null" {
+	if ev.Kind != KindCustom && string(rec) == "null" {
 		return nil, invalidEventf("a %s event needs a record (Record is null)", ev.Kind)
 	}
-	if buf.Len() > maxSize {
-		return nil, fmt.Errorf("%w: %w: %d bytes, limit %d", ErrInvalidEvent, ErrRecordTooLarge, buf.Len(), maxSize)
+	if len(rec) > maxSize {
+		return nil, fmt.Errorf("%w: %w: %d bytes, limit %d", ErrInvalidEvent, ErrRecordTooLarge, len(rec), maxSize)
 	}
-	return buf.Bytes(), nil
+	return rec, nil
 }
 
 // timeLayout is the on-disk timestamp format: RFC 3339 in UTC with
