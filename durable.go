@@ -201,7 +201,7 @@ func (c *localChunk) writeAt(data []byte, off int64) error {
 		return nil
 	}
 	end := off + int64(len(data))
-	err := c.grow(end)
+	err := c.grow(end, len(data))
 	if err == nil {
 		_, err = c.f.WriteAt(data, off)
 	}
@@ -216,23 +216,29 @@ func (c *localChunk) writeAt(data []byte, off int64) error {
 }
 
 // Preallocation steps: the free space grows by the data's size, at least
-// preallocMin and at most preallocMax, and never past the chunk's maximum
-// size (unless one batch needs more).
+// preallocMin and at most preallocMax, or by preallocWrites times the
+// write that needs it if that is more (at most preallocBig), and never
+// past the chunk's maximum size (unless one batch needs more). Large
+// records (tool results of tens of KiB) would otherwise grow the file
+// every few appends, each growth a journal commit in the next sync.
 const (
-	preallocMin = 64 << 10
-	preallocMax = 256 << 10
+	preallocMin    = 64 << 10
+	preallocMax    = 256 << 10
+	preallocWrites = 16
+	preallocBig    = 1 << 20
 )
 
 // zeros is written to preallocate free space.
 var zeros [64 << 10]byte
 
-// grow makes the file at least end bytes long, writing zeros beyond the
-// data. The next sync makes them durable with the records.
-func (c *localChunk) grow(end int64) error {
+// grow makes the file at least end bytes long, for a write of write
+// bytes ending there, writing zeros beyond the data. The next sync makes them durable with the records.
+func (c *localChunk) grow(end int64, write int) error {
 	if end <= c.alloc {
 		return nil
 	}
-	n := (end + min(max(end, preallocMin), preallocMax) + 4095) &^ 4095
+	step := max(min(max(end, preallocMin), preallocMax), min(int64(write)*preallocWrites, preallocBig))
+	n := (end + step + 4095) &^ 4095
 	n = min(n, max(c.maxSize, end))
 	for off := end; off < n; {
 		k, err := c.f.WriteAt(zeros[:min(int64(len(zeros)), n-off)], off)
