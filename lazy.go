@@ -556,7 +556,7 @@ type parentWalk struct {
 
 func newParentWalk(fsys vfs.FS, dir string, head entry) *parentWalk {
 	r := newChunkReader(fsys, filepath.Join(dir, chunksDir))
-	r.reserve(lazyReadRun + 2*zchunk.BlockSize)
+	r.reserve(lazyReadRun + 2*sealBlockSize)
 	return &parentWalk{r: r, loc: head.Loc, want: head.ID}
 }
 
