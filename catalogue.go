@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -241,20 +242,26 @@ func (p *catParser) int() int64 {
 	if p.bad {
 		return 0
 	}
-	j := p.i
-	if j < len(p.b) && p.b[j] == '-' {
-		j++
+	neg := p.i < len(p.b) && p.b[p.i] == '-'
+	if neg {
+		p.i++
 	}
-	for j < len(p.b) && p.b[j] >= '0' && p.b[j] <= '9' {
-		j++
+	start := p.i
+	var v uint64
+	for p.i < len(p.b) && p.b[p.i] >= '0' && p.b[p.i] <= '9' {
+		v = v*10 + uint64(p.b[p.i]-'0')
+		p.i++
 	}
-	v, err := strconv.ParseInt(string(p.b[p.i:j]), 10, 64)
-	if err != nil {
+	// At most 19 digits (no uint64 overflow), within int64, and no
+	// leading zeros or "-0": the one form strconv writes.
+	if n := p.i - start; n == 0 || n > 19 || v > math.MaxInt64 || n > 1 && p.b[start] == '0' || neg && v == 0 {
 		p.bad = true
 		return 0
 	}
-	p.i = j
-	return v
+	if neg {
+		return -int64(v)
+	}
+	return int64(v)
 }
 
 func (p *catParser) stamp() stamp {
@@ -312,11 +319,62 @@ func (p *catParser) time() time.Time {
 		p.bad = true
 		return time.Time{}
 	}
+	if t, ok := parseUTC(raw); ok {
+		return t
+	}
 	t, err := time.Parse(time.RFC3339Nano, string(raw))
 	if err != nil {
 		p.bad = true
 	}
 	return t
+}
+
+// parseUTC parses the form time.RFC3339Nano gives a UTC time,
+// 2006-01-02T15:04:05.999999999Z, to the same time.Time time.Parse
+// returns; ok is false for anything else (time.Parse decides).
+func parseUTC(b []byte) (time.Time, bool) {
+	if len(b) < 20 || b[len(b)-1] != 'Z' || b[4] != '-' || b[7] != '-' || b[10] != 'T' || b[13] != ':' || b[16] != ':' {
+		return time.Time{}, false
+	}
+	num := func(s []byte) (int, bool) {
+		v := 0
+		for _, c := range s {
+			if c < '0' || c > '9' {
+				return 0, false
+			}
+			v = v*10 + int(c-'0')
+		}
+		return v, true
+	}
+	year, ok1 := num(b[0:4])
+	month, ok2 := num(b[5:7])
+	day, ok3 := num(b[8:10])
+	hour, ok4 := num(b[11:13])
+	minute, ok5 := num(b[14:16])
+	sec, ok6 := num(b[17:19])
+	if !(ok1 && ok2 && ok3 && ok4 && ok5 && ok6) || month < 1 || month > 12 || day < 1 || hour > 23 || minute > 59 || sec > 59 {
+		return time.Time{}, false
+	}
+	nsec := 0
+	if frac := b[19 : len(b)-1]; len(frac) > 0 {
+		// A dot and 1 to 9 digits, the last not 0 (RFC3339Nano trims them).
+		if len(frac) < 2 || len(frac) > 10 || frac[0] != '.' || frac[len(frac)-1] == '0' {
+			return time.Time{}, false
+		}
+		v, ok := num(frac[1:])
+		if !ok {
+			return time.Time{}, false
+		}
+		for range 10 - len(frac) {
+			v *= 10
+		}
+		nsec = v
+	}
+	t := time.Date(year, time.Month(month), day, hour, minute, sec, nsec, time.UTC)
+	if t.Day() != day {
+		return time.Time{}, false // past the month's end
+	}
+	return t, true
 }
 
 // decodeCatRecord decodes one line (without its newline), checking its
@@ -349,8 +407,9 @@ func decodeCatRecord(line []byte) (catRecord, error) {
 			return r, errCatalogue
 		}
 		id, err := uuid.ParseBytes(p.b[p.i : p.i+36])
-		if err != nil || !bytes.Equal([]byte(id.String()), p.b[p.i:p.i+36]) {
-			return r, errCatalogue
+		var canon [36]byte
+		if err != nil || !bytes.Equal(appendUUID(canon[:0], id), p.b[p.i:p.i+36]) {
+			return r, errCatalogue // only the canonical form: one line, one encoding
 		}
 		r.id = id
 		p.i += 36
@@ -593,7 +652,7 @@ func (st *catState) lookup(id uuid.UUID, hint int) (catEntry, bool, bool) {
 func resolveMeta(fsys vfs.FS, sdir string, id uuid.UUID, e catEntry, usable bool, buf []byte) (Meta, []byte, error) {
 	if usable {
 		if st, err := statStamp(fsys, filepath.Join(sdir, metaFile)); err == nil && st == e.file {
-			return e.meta.clone(), buf, nil
+			return e.meta, buf, nil // decoded for this call: the caller's own
 		}
 	}
 	m, _, buf, err := readMetaInto(fsys, sdir, id, buf)
@@ -944,14 +1003,22 @@ func sessionIDs(fsys vfs.FS, root string) ([]uuid.UUID, error) {
 		return nil, err
 	}
 	ids := make([]uuid.UUID, 0, len(names))
+	var canon [36]byte
 	for _, name := range names {
+		if len(name) != 36 {
+			continue
+		}
 		id, err := uuid.Parse(name)
-		if err != nil || id.String() != name {
+		if err != nil || string(appendUUID(canon[:0], id)) != name {
 			continue // not a session directory
 		}
 		ids = append(ids, id)
 	}
-	sort.Slice(ids, func(i, j int) bool { return bytesLess(ids[i][:], ids[j][:]) })
+	// Names sorted (ReadDir sorts them) are ids sorted: lower-case hex
+	// sorts as the bytes it encodes.
+	if !slices.IsSortedFunc(ids, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) }) {
+		sort.Slice(ids, func(i, j int) bool { return bytesLess(ids[i][:], ids[j][:]) })
+	}
 	return ids, nil
 }
 

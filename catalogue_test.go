@@ -224,6 +224,29 @@ func FuzzCatalogueRecord(f *testing.F) {
 	})
 }
 
+// TestParseUTC: the fast path gives what time.Parse gives, and leaves to
+// it what it does not know.
+func TestParseUTC(t *testing.T) {
+	for _, in := range []string{
+		"2026-08-25T17:21:23.954897183Z", "2026-08-25T17:21:23Z", "2026-08-25T17:21:23.5Z", "0001-01-01T00:00:00Z",
+		"9999-12-31T23:59:59.999999999Z", "2024-02-29T00:00:00Z", "2026-08-25T17:21:23.000000001Z",
+	} {
+		want, err := time.Parse(time.RFC3339Nano, in)
+		require.NoError(t, err)
+		got, ok := parseUTC([]byte(in))
+		require.True(t, ok, in)
+		assert.Equal(t, want, got, in)
+		assert.Equal(t, in, got.Format(time.RFC3339Nano))
+	}
+	for _, in := range []string{
+		"2026-08-25T17:21:23+02:00", "2026-02-30T00:00:00Z", "2026-13-01T00:00:00Z", "2026-08-25T24:00:00Z",
+		"2026-08-25T17:21:23.50Z", "2026-08-25T17:21:23.Z", "2026-08-25 17:21:23Z", "2026-08-25T17:21:2xZ", "short",
+	} {
+		_, ok := parseUTC([]byte(in))
+		assert.False(t, ok, in)
+	}
+}
+
 // catalogueWorkload is what the crash and fault tests run: Creates, an
 // UpdateMeta, appends and the close that records the newest event's time,
 // then a second Store that updates and closes again. It stops at the
