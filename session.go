@@ -38,8 +38,8 @@ const (
 	lockName    = "LOCK"
 )
 
-// Meta is a session's metadata, stored in session.json. Listing sessions
-// reads these files and nothing else.
+// Meta is a session's metadata, stored in session.json, and copied into
+// the store's catalogue (catalogue.go), which List and ListRecent read.
 type Meta struct {
 	ID         uuid.UUID         `json:"id"`
 	Name       string            `json:"name,omitempty"`

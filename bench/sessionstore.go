@@ -14,8 +14,8 @@ import (
 // blob's file and directory syncs for a record over 16 KiB); AppendBatch
 // is Store.AppendBatch; Load is Store.Load (HEAD to root through each chunk
 // line's parent location, in a session opened without its index); Tree is
-// Store.Tree; List is Store.List (reads every
-// session.json).
+// Store.Tree; List is Store.List (reads the root's catalogue and stats
+// every session.json).
 type ssStore struct{ s *sessionstore.Store }
 
 func openSessionstore(chunkSize int64) func(dir string) (Store, error) {
