@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sort"
 	"strconv"
@@ -826,7 +827,8 @@ func readCatHeaderFrom(f vfs.File) (int64, stamp, error) {
 // log holding the open pending records, under a new generation. With scan
 // it lists the sessions directory: entries of directories gone are
 // dropped, and sessions the catalogue does not know (all of them when it
-// is unusable) are read from session.json. It returns the new state.
+// is unusable), or whose session.json's stamp is not the recorded one,
+// are read from session.json. It returns the new state.
 func (c *catalogue) rebuild(scan bool) (*catState, error) {
 	old, err := loadCatState(c.fsys, c.dir)
 	if err != nil {
@@ -876,15 +878,15 @@ func (c *catalogue) rebuild(scan bool) (*catState, error) {
 			}
 		}
 		found := make([]bool, len(ids))
-		workers := min(8, (len(ids)+listBatch-1)/listBatch)
+		workers := min(runtime.GOMAXPROCS(0), (len(ids)+listBatch-1)/listBatch)
 		bufs := make([][]byte, max(workers, 1))
 		forEach(len(ids), workers, func(w, i int) {
-			if known[i] {
-				found[i] = true
-				return
-			}
 			sdir := filepath.Join(c.sessions(), ids[i].String())
 			st, serr := statStamp(c.fsys, filepath.Join(sdir, metaFile))
+			if known[i] && serr == nil && st == entries[i].file {
+				found[i] = true // as recorded; else read again, changed behind the catalogue
+				return
+			}
 			m, _, buf, err := readMetaInto(c.fsys, sdir, ids[i], bufs[w])
 			bufs[w] = buf
 			switch {

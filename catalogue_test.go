@@ -8,8 +8,10 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -738,5 +740,58 @@ func TestCatalogueWritersAtOnce(t *testing.T) {
 		e, ok, usable := st.lookup(id, -1)
 		require.True(t, ok && usable)
 		assert.Equal(t, "updated", e.meta.Model)
+	}
+}
+
+// TestCatalogueXproc: two writer processes and this one create and update
+// sessions at once, each under its own session locks, all through the one
+// catalogue; then the catalogue holds every session as its session.json
+// does, with no pending record left open.
+func TestCatalogueXproc(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, err := Open(dir, nil)
+	require.NoError(t, err)
+	defer s.Close()
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	outs := make([]string, 2)
+	for i := range outs {
+		cmd := exec.CommandContext(t.Context(), exe, "-test.run=^$")
+		gorace := strings.TrimSpace(os.Getenv("GORACE") + " atexit_sleep_ms=0")
+		cmd.Env = append(os.Environ(), apiHelperEnv+"=catalogue-writes", apiDirEnv+"="+dir, apiSessionEnv+"="+uuid.Nil.String(), "GORACE="+gorace)
+		wg.Go(func() {
+			out, err := cmd.CombinedOutput()
+			outs[i] = fmt.Sprintf("%s%v", out, err) // "ok<nil>" when all went well
+		})
+	}
+	for i := range 10 {
+		meta, err := s.Create(ctx, Meta{Name: fmt.Sprint("parent ", i)})
+		require.NoError(t, err)
+		_, err = s.UpdateMeta(ctx, meta.ID, func(m *Meta) { m.Model = "updated" })
+		require.NoError(t, err)
+	}
+	wg.Wait()
+	assert.Equal(t, []string{"ok<nil>", "ok<nil>"}, outs)
+	require.NoError(t, s.Close())
+
+	st, err := loadCatState(vfs.Default, dir)
+	require.NoError(t, err)
+	assert.Empty(t, st.log.pending, "every pending record has its commit")
+	r, err := Open(dir, &Options{ReadOnly: true})
+	require.NoError(t, err)
+	defer r.Close()
+	got, err := r.List(ctx)
+	require.NoError(t, err)
+	require.Len(t, got, 30)
+	for _, m := range got {
+		onDisk, _, err := readMeta(vfs.Default, filepath.Join(dir, sessionsDir, m.ID.String()), m.ID)
+		require.NoError(t, err)
+		assert.Equal(t, onDisk, m)
+		assert.Equal(t, "updated", m.Model)
+		e, ok, usable := st.lookup(m.ID, -1)
+		require.True(t, ok && usable, "the catalogue knows %s", m.Name)
+		assert.Equal(t, onDisk, e.meta)
 	}
 }
