@@ -71,7 +71,11 @@ import (
 // Bytes after the last whole line, or bad lines with no good line after
 // them, are an unsynced tail and are ignored: ignoring a commit only sends
 // readers to session.json, and a pending record whose sync did not return
-// guarded no write. A bad line followed by good ones is damage.
+// guarded no write. A bad line followed by good ones is damage. For the
+// same reason a later append may sync the log again after a failed sync
+// (which the store never does for its own data): what such a sync may
+// have lost is at most unsynced commits and the failed pending record,
+// whose write never started.
 //
 // A writer rewrites the catalogue (rebuild: the snapshot, then a new log
 // of the open pending records, each by replaceFile, a new generation)

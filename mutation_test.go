@@ -120,7 +120,7 @@ var mutations = []mutation{
 		"err == nil && st == e.file {", "err == nil && st == st {",
 		"a session.json changed behind the catalogue is read"},
 	{"answer ListRecent whatever the sessions directory's stamp", "catalogue.go", "func (c *catalogue) recent(",
-		"err != nil || d != l.dir {", "err != nil {",
+		"err != nil || d != l.dir {", "err != nil || d != d {",
 		"a session directory added behind the catalogue is listed"},
 	{"accept a catalogue log of another generation", "catalogue.go", "func loadCatState(",
 		"if l.gen != snap.gen {", "if false {",

@@ -206,7 +206,10 @@ func readMetaInto(fsys vfs.FS, dir string, id uuid.UUID, buf []byte) (Meta, int,
 // Errors: ErrExists if a session with meta.ID exists; ErrLocked if another
 // writer holds that id; ErrInvalidMeta for metadata session.json cannot
 // hold as it is (a string that is not valid UTF-8, a year past 9999), and
-// then nothing is created; ErrClosed.
+// then nothing is created; ErrClosed. An I/O error writing the catalogue
+// (catalogue.go) before session.json is written leaves no session; one
+// after it leaves the session created and stopped for writes
+// (ErrSessionFailed) until the store is reopened, as a failed sync does.
 func (s *Store) Create(ctx context.Context, meta Meta) (Meta, error) {
 	if err := s.begin(ctx); err != nil {
 		return Meta{}, err
@@ -423,6 +426,10 @@ func (s *Store) Meta(ctx context.Context, session uuid.UUID) (Meta, error) {
 // When UpdateMeta returns nil, the new session.json is durable (written to
 // a temporary file, synced, renamed over the old one, directory synced); a
 // crash at any point leaves either the old or the new metadata, whole.
+//
+// The store's catalogue records the change around the write (catalogue.go);
+// an I/O error there, before or after session.json is replaced, stops the
+// session's writes (ErrSessionFailed) as a failed sync does.
 //
 // Errors: ErrNotFound, ErrInvalidMeta, ErrLocked, ErrSessionFailed,
 // ErrClosed.
