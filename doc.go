@@ -23,6 +23,10 @@
 //
 // # Directory layout
 //
+//	<root>/sessionstore.json  the root's format and compression mode
+//	<root>/catalogue.jsonl    derived: every session's metadata, by id
+//	<root>/catalogue.log      derived: changes since catalogue.jsonl
+//	<root>/catalogue.lock     flock'ed by a writer changing the two
 //	<root>/sessions/<session-id>/
 //	  session.json        metadata (name, working dir, model, times, format)
 //	  HEAD                id of the newest event, a checkpoint (see below)
@@ -93,6 +97,29 @@
 // unchecked, and older builds ignore it); a store refuses a version it
 // does not know with ErrUnsupportedFormat, and so it does for a
 // sessionstore.json of a format other than 1.
+//
+// The catalogue (catalogue.go) is a derived copy of every session.json, so
+// that [Store.List] reads one file and [Store.ListRecent] the newest part
+// of it. Its lines are framed as chunk lines are, with members in a fixed
+// order: "k" (the kind), "dir" (the sessions directory's modification
+// time in Unix nanoseconds and size), then "v" and "gen" (a header), or
+// "id" and "file" (session.json's time and size) followed, for an entry
+// or a commit, by "created_at", "updated_at", "name", "working_dir",
+// "model" and "labels" (keys sorted), each always present:
+//
+//	{"k":"h","dir":[1796155150197809645,4096],"v":1,"gen":1,"crc":"…"}
+//	{"k":"e","dir":[0,0],"id":"01a02f3f-a89d-7d25-b4ac-ac89a183258d","file":[1796155150217898712,301],"created_at":"2026-08-25T17:21:23.954897183Z","updated_at":"2026-08-25T17:21:35.954897183Z","name":"golden","working_dir":"/workspace","model":"model-name","labels":{"team":"core"},"crc":"…"}
+//
+// catalogue.jsonl is a header and one entry ("e") per session sorted by
+// id ("u" for a session.json that could not be read); catalogue.log is a
+// header of the same generation, then pending ("p") and commit ("c")
+// records. A writer appends a synced pending record before it replaces a
+// session.json and a commit after (catalogue.go says why this is enough,
+// and what changes made by hand are and are not noticed). The catalogue
+// is never the only copy: a missing, damaged or stale one is rebuilt from
+// the session.json files by a writer and read around by a read-only
+// store, and a session.json whose time or size is not the recorded one is
+// read. Its format is 1, independent of the sessions' format.
 //
 // Format versions: 1, the first; 2 adds "parent_loc" to every chunk line
 // of an event with a parent. New sessions are format 2. This build reads
@@ -198,7 +225,9 @@
 // the four syncs of a fully eager protocol would cost four times as much.
 //
 // Metadata is replaced atomically and synced by [Store.Create] and
-// [Store.UpdateMeta]. UpdatedAt also follows the newest event, written when
+// [Store.UpdateMeta], each between the catalogue's synced pending record
+// and its unsynced commit; a crash between them leaves readers reading
+// that session.json. UpdatedAt also follows the newest event, written when
 // the session is closed; after a crash it may lag until the next close.
 //
 // # Checksums
@@ -216,7 +245,8 @@
 // digest names); that a change to index.jsonl or HEAD is reported or
 // repaired by the next open with nothing lost; that a change to
 // session.json is reported or leaves the metadata as it was; and that no
-// change to sessionstore.json switches the compression mode.
+// change to sessionstore.json switches the compression mode, nor any
+// change to the catalogue what List and ListRecent return.
 // Reads of indexed records (Load, Event) check the checksum and the header
 // but do not parse the record as JSON again: it was validated when it was
 // appended, and a chunk line that no index covered is validated by the
@@ -348,7 +378,7 @@
 // directory change, kept or lost independently, since a directory change
 // can reach the disk before the data of its file, or without an earlier
 // change). The tests lose power at every mutating operation of a mixed
-// workload under each of these modes (about 8,100 states in the full run,
+// workload under each of these modes (about 8,700 states in the full run,
 // which .ci/run makes with SESSIONSTORE_CRASH_STATES=all; go test alone
 // checks a sample spread over the workload) and at every operation of an
 // atomic replace, of a sealing and of a rewrite of index.jsonl under many
@@ -356,7 +386,10 @@
 // writes kept, a reordering the in-memory file system does not make
 // itself), inject EIO and ENOSPC into every write, sync, rename and create, and
 // SIGKILL a real writing process hundreds of times; after each, every
-// acknowledged event must be there, whole, and Verify must be clean. The
+// acknowledged event must be there, whole, and Verify must be clean.
+// The catalogue's tests lose power at every operation of a run of
+// Creates, UpdateMetas and closes, and inject faults into each; after
+// each, List and ListRecent must say what the session.json files say. The
 // README's Tests section lists the variables.
 //
 // # Concurrency
@@ -382,8 +415,11 @@
 // ends with Options.WaitForLock. A store opened with Options.ReadOnly
 // reads beside a writer in another process without a lock and without
 // writing anything (readonly.go); [Store.Revision] tells a poller cheaply
-// whether anything changed. [Store.List] and [Store.Meta] read only
-// session.json and take no lock.
+// whether anything changed. [Store.Meta] reads only session.json, and
+// [Store.List] the catalogue and the session.json files it cannot vouch
+// for; neither takes a lock. Writers of different sessions, in any
+// processes, take the catalogue's lock file only to append a record (or
+// rewrite the catalogue), never while holding it across a session's lock.
 //
 // [Store.Subscribe] delivers a session's events to subscribers once they
 // are durable, and [Store.Publish] fans out live, non-durable deltas (hub.go).

@@ -23,9 +23,11 @@ import (
 // not a durable fact of this seam: the recovery analysis and its repairs
 // (recovery.go) and Verify, which are about the local files' state after a
 // crash; index.jsonl (index.go), derived from the chunks and rebuilt from
-// them; GC's removal of unreferenced blobs (blob.go); and Create's making
-// of the session directory and first session.json (session.go), before the
-// session is open.
+// them; GC's removal of unreferenced blobs (blob.go); Create's making of
+// the session directory and first session.json (session.go), before the
+// session is open; and the store's catalogue (catalogue.go), a derived
+// file at the root that the session tells of each putMeta, before and
+// after it (metaWatcher).
 //
 // What crosses the seam, and what each method promises when it returns
 // nil:

@@ -99,3 +99,35 @@ func ExampleStore_Branch() {
 	//   Approach B.
 	// answers to the question: 2
 }
+
+// ListRecent returns the newest sessions first, reading only the newest
+// part of the store's catalogue, however many sessions the store holds.
+func ExampleStore_ListRecent() {
+	dir, err := os.MkdirTemp("", "sessionstore-example-")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	ctx := context.Background()
+
+	store, err := sessionstore.Open(dir, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer store.Close()
+	for _, name := range []string{"first", "second", "third", "fourth"} {
+		if _, err := store.Create(ctx, sessionstore.Meta{Name: name}); err != nil {
+			log.Fatal(err)
+		}
+	}
+	recent, err := store.ListRecent(ctx, 2)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, m := range recent {
+		fmt.Println(m.Name)
+	}
+	// Output:
+	// fourth
+	// third
+}

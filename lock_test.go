@@ -84,6 +84,21 @@ func apiHelper(mode, dir, session string) string {
 			return "close: " + err.Error()
 		}
 		return "ok"
+	case "catalogue-writes": // catalogue_test.go: TestCatalogueXproc
+		defer s.Close()
+		for i := range 10 {
+			meta, err := s.Create(ctx, Meta{Name: fmt.Sprint("child ", i)})
+			if err != nil {
+				return err.Error()
+			}
+			if _, err := s.UpdateMeta(ctx, meta.ID, func(m *Meta) { m.Model = "updated" }); err != nil {
+				return err.Error()
+			}
+		}
+		if err := s.Close(); err != nil {
+			return "close: " + err.Error()
+		}
+		return "ok"
 	case "list":
 		defer s.Close()
 		list, err := s.List(ctx)

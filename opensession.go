@@ -108,6 +108,7 @@ type openSession struct {
 	// lines yet; GC keeps them.
 	writingBlobs map[[32]byte]int
 	files        durableFiles // where the session's durable facts go (durable.go)
+	watch        metaWatcher  // told of each session.json write; nil for none
 
 	// What the derived files hold, so that Close and Flush write only what
 	// changed: the HEAD file's event, and whether events were appended
@@ -512,10 +513,11 @@ func (h *openSession) close() error {
 }
 
 // sealOnCloseMin is the least data the active chunk must hold for Close
-// to seal it (a quarter of Options.ChunkSize if that is less). A session closed and reopened after every few appends (the
-// registry making room, a harness that runs once per turn) would
-// otherwise leave a chunk per visit; below this size a chunk stays plain
-// and the next visit appends to it.
+// to seal it (a quarter of Options.ChunkSize if that is less). A session
+// closed and reopened after every few appends (the registry making room,
+// a harness that runs once per turn) would otherwise leave a chunk per
+// visit; below this size a chunk stays plain and the next visit appends
+// to it.
 const sealOnCloseMin = 16 << 10
 
 // sealOnClose seals the active chunk when the session closes, with h.mu
@@ -565,11 +567,27 @@ func (h *openSession) sealOnClose() {
 	w.resealed()
 }
 
+// metaWatcher hears of every write of session.json around it: the Store's
+// catalogue (catalogue.go), passed down to the session so that it calls
+// up without knowing what listens. willWrite comes before the write (an
+// error stops it), wrote after it is durable.
+type metaWatcher interface {
+	willWrite(id uuid.UUID, change func() (skip bool, err error)) error
+	wrote(m Meta) error
+}
+
 // writeMeta atomically replaces session.json and updates the cached copy.
+// The watcher hears of it first; if it cannot, nothing is written.
 func (h *openSession) writeMeta(m Meta) error {
 	b, err := encodeMeta(m, h.format)
 	if err != nil {
 		return err
+	}
+	if h.watch != nil {
+		if err := h.watch.willWrite(h.id, nil); err != nil {
+			h.becomeFailed(err) // a failed sync is not retried
+			return fmt.Errorf("sessionstore: write %s: catalogue: %w", filepath.Join(h.dir, metaFile), err)
+		}
 	}
 	if err := h.files.putMeta(b); err != nil {
 		// The old or the new file is whole on disk, but which one a crash
@@ -578,5 +596,11 @@ func (h *openSession) writeMeta(m Meta) error {
 		return fmt.Errorf("sessionstore: write %s: %w", filepath.Join(h.dir, metaFile), err)
 	}
 	h.meta = m
+	if h.watch != nil {
+		if err := h.watch.wrote(m); err != nil {
+			h.becomeFailed(err)
+			return fmt.Errorf("sessionstore: write %s: catalogue: %w", filepath.Join(h.dir, metaFile), err)
+		}
+	}
 	return nil
 }

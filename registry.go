@@ -28,6 +28,9 @@ type registry struct {
 	opts *Options
 	hub  *hub
 	dir  func(uuid.UUID) string // a session's directory
+	// watch is given to every session it opens: the catalogue, told of
+	// each session.json write (opensession.go, metaWatcher).
+	watch metaWatcher
 
 	mu       sync.Mutex // guards every field below and every session's refs and elem
 	sessions map[uuid.UUID]*openSession
@@ -54,8 +57,8 @@ type failure struct {
 	head uuid.UUID
 }
 
-func newRegistry(opts *Options, hb *hub, dir func(uuid.UUID) string) *registry {
-	return &registry{opts: opts, hub: hb, dir: dir, sessions: map[uuid.UUID]*openSession{}, closing: map[uuid.UUID]chan struct{}{},
+func newRegistry(opts *Options, hb *hub, dir func(uuid.UUID) string, watch metaWatcher) *registry {
+	return &registry{opts: opts, hub: hb, dir: dir, watch: watch, sessions: map[uuid.UUID]*openSession{}, closing: map[uuid.UUID]chan struct{}{},
 		selections: map[uuid.UUID]uuid.UUID{}, failures: map[uuid.UUID]failure{}, repaired: map[uuid.UUID][]string{}}
 }
 
@@ -145,6 +148,7 @@ func (r *registry) acquireLazy(ctx context.Context, id uuid.UUID, create *Meta) 
 			return h, nil
 		}
 		h := newOpenSession(id, r.dir(id), r.opts, r.hub)
+		h.watch = r.watch
 		h.refs = 1
 		h.mu.Lock() // held while opening, so other callers wait for the result
 		r.sessions[id] = h

@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"sort"
 	"time"
 	"unicode/utf8"
 
@@ -39,8 +38,8 @@ const (
 	lockName    = "LOCK"
 )
 
-// Meta is a session's metadata, stored in session.json. Listing sessions
-// reads these files and nothing else.
+// Meta is a session's metadata, stored in session.json, and copied into
+// the store's catalogue (catalogue.go), which List and ListRecent read.
 type Meta struct {
 	ID         uuid.UUID         `json:"id"`
 	Name       string            `json:"name,omitempty"`
@@ -207,7 +206,10 @@ func readMetaInto(fsys vfs.FS, dir string, id uuid.UUID, buf []byte) (Meta, int,
 // Errors: ErrExists if a session with meta.ID exists; ErrLocked if another
 // writer holds that id; ErrInvalidMeta for metadata session.json cannot
 // hold as it is (a string that is not valid UTF-8, a year past 9999), and
-// then nothing is created; ErrClosed.
+// then nothing is created; ErrClosed. An I/O error writing the catalogue
+// (catalogue.go) before session.json is written leaves no session; one
+// after it leaves the session created and stopped for writes
+// (ErrSessionFailed) until the store is reopened, as a failed sync does.
 func (s *Store) Create(ctx context.Context, meta Meta) (Meta, error) {
 	if err := s.begin(ctx); err != nil {
 		return Meta{}, err
@@ -232,12 +234,34 @@ func (s *Store) Create(ctx context.Context, meta Meta) (Meta, error) {
 	if err := checkMeta(meta); err != nil {
 		return Meta{}, err // before anything is created
 	}
+	// The catalogue's pending record comes first, and the session
+	// directory with it, under its lock (catalogue.go, the protocol).
+	if err := s.cat.willWrite(meta.ID, func() (bool, error) { return s.makeSessionDir(meta.ID) }); err != nil {
+		return Meta{}, err
+	}
 	h, err := s.reg.acquire(ctx, meta.ID, &meta)
 	if err != nil {
 		return Meta{}, err
 	}
 	defer s.reg.release(h)
+	if err := s.cat.wrote(h.meta); err != nil {
+		// session.json is durable, the catalogue's commit unknown: the
+		// session stops writing, as after any failed write.
+		h.becomeFailed(err)
+		return Meta{}, fmt.Errorf("sessionstore: create session %s: catalogue: %w", meta.ID, err)
+	}
 	return h.meta.clone(), nil
+}
+
+// makeSessionDir makes a new session's directory for Create, with the
+// catalogue's lock held; skip says the session exists, so that Create
+// will fail (ErrExists, ErrLocked) without writing.
+func (s *Store) makeSessionDir(id uuid.UUID) (skip bool, err error) {
+	dir := s.sessionDir(id)
+	if _, err := s.opts.fs.Stat(filepath.Join(dir, metaFile)); err == nil {
+		return true, nil
+	}
+	return false, s.opts.fs.MkdirAll(dir, s.opts.DirMode)
 }
 
 // createSessionFiles lays out a new session directory under the session's lock.
@@ -264,8 +288,12 @@ func createSessionFiles(fsys vfs.FS, dir string, meta Meta, opts *Options) error
 }
 
 // List returns the metadata of every session, ordered by id (UUIDv7 ids
-// sort by creation time). It reads the session.json files and nothing else,
-// several at a time, and works while other processes write sessions.
+// sort by creation time). It lists the sessions directory, reads the
+// catalogue (catalogue.go) and stats each session.json, reading only those
+// the catalogue cannot vouch for (changed since it recorded them, being
+// written, unknown to it); without a usable catalogue it reads every
+// session.json, several at a time, and a writable store then rewrites
+// the catalogue. It works while other processes write sessions.
 //
 // A session whose session.json cannot be read (damaged, of an unknown
 // format, unreadable) is not skipped in silence, nor does it hide the
@@ -282,31 +310,34 @@ func (s *Store) List(ctx context.Context) ([]Meta, error) {
 	}
 	defer s.end()
 	root := filepath.Join(s.dir, sessionsDir)
-	names, err := s.opts.fs.ReadDir(root)
+	ids, err := sessionIDs(s.opts.fs, root)
 	if err != nil {
 		return nil, fmt.Errorf("sessionstore: list sessions: %w", err)
 	}
-	ids := make([]uuid.UUID, 0, len(names))
-	for _, name := range names {
-		id, err := uuid.Parse(name)
-		if err != nil || id.String() != name {
-			continue // not a session directory
-		}
-		ids = append(ids, id)
-	}
-	sort.Slice(ids, func(i, j int) bool { return bytesLess(ids[i][:], ids[j][:]) })
 	metas := make([]Meta, len(ids))
 	errs := make([]error, len(ids))
-	// Opening a file is most of the work: spread it over the CPUs. Each
-	// goroutine reads into a buffer of its own, large enough for a
-	// session.json, so that a read needs no fstat to size it.
+	// The catalogue (catalogue.go) says what each session.json holds while
+	// its stamp is unchanged; without one, each is read. Either way the
+	// work is spread over the CPUs, each goroutine reading into a buffer
+	// of its own, large enough for a session.json, so that a read needs no
+	// fstat to size it.
+	st := s.cat.state()
+	var hints []int
+	if st != nil {
+		hints = st.hints(ids)
+	}
 	workers := min(runtime.GOMAXPROCS(0), (len(ids)+listBatch-1)/listBatch)
 	bufs := make([][]byte, max(workers, 1))
 	forEach(len(ids), workers, func(w, i int) {
-		if ctx.Err() == nil {
-			if bufs[w] == nil {
-				bufs[w] = make([]byte, 0, 4<<10)
-			}
+		if ctx.Err() != nil {
+			return
+		}
+		if bufs[w] == nil {
+			bufs[w] = make([]byte, 0, 4<<10)
+		}
+		if st != nil {
+			metas[i], bufs[w], errs[i] = st.meta(s.opts.fs, root, ids[i], hints[i], bufs[w])
+		} else {
 			metas[i], _, bufs[w], errs[i] = readMetaInto(s.opts.fs, filepath.Join(root, ids[i].String()), ids[i], bufs[w])
 		}
 	})
@@ -333,8 +364,12 @@ func (s *Store) List(ctx context.Context) ([]Meta, error) {
 
 // ListRecent returns the metadata of the n newest sessions, newest first:
 // those with the greatest ids (UUIDv7 ids sort by creation time). n <= 0
-// returns none. It reports unreadable sessions as List does, with a
-// *ListError beside the readable ones.
+// returns none. It reads the newest part of the catalogue (catalogue.go)
+// and the session.json files it cannot vouch for, and falls back to List
+// when the catalogue is unusable or the sessions directory changed behind
+// it. It reports unreadable sessions as List does, with a *ListError
+// beside the readable ones, but only those it met on its way: sessions
+// newer than the oldest one returned (List reports them all).
 //
 // Errors: as List.
 func (s *Store) ListRecent(ctx context.Context, n int) ([]Meta, error) {
@@ -344,6 +379,17 @@ func (s *Store) ListRecent(ctx context.Context, n int) ([]Meta, error) {
 		}
 		s.end()
 		return nil, nil
+	}
+	if err := s.begin(ctx); err != nil {
+		return nil, err
+	}
+	metas, bad, ok := s.cat.recent(n)
+	s.end()
+	if ok {
+		if len(bad) > 0 {
+			return metas, &ListError{Unreadable: bad}
+		}
+		return metas, nil
 	}
 	all, err := s.List(ctx)
 	if all == nil {
@@ -380,6 +426,10 @@ func (s *Store) Meta(ctx context.Context, session uuid.UUID) (Meta, error) {
 // When UpdateMeta returns nil, the new session.json is durable (written to
 // a temporary file, synced, renamed over the old one, directory synced); a
 // crash at any point leaves either the old or the new metadata, whole.
+//
+// The store's catalogue records the change around the write (catalogue.go);
+// an I/O error there, before or after session.json is replaced, stops the
+// session's writes (ErrSessionFailed) as a failed sync does.
 //
 // Errors: ErrNotFound, ErrInvalidMeta, ErrLocked, ErrSessionFailed,
 // ErrClosed.

@@ -457,7 +457,7 @@ func TestAPIListReadsOnlySessionJSON(t *testing.T) {
 			continue
 		}
 		opened = append(opened, path)
-		assert.Equal(t, "session.json", filepath.Base(path), "List/Meta opened %s", path)
+		assert.Contains(t, []string{"session.json", catalogueName, catalogueLogName}, filepath.Base(path), "List/Meta opened %s", path)
 		assert.False(t, strings.HasSuffix(path, "index.jsonl"), "List/Meta opened the index %s", path)
 		assert.False(t, strings.HasSuffix(path, ".jsonl") && filepath.Base(filepath.Dir(path)) == "chunks", "List/Meta opened the chunk %s", path)
 		assert.NotEqual(t, "LOCK", filepath.Base(path))
@@ -466,6 +466,7 @@ func TestAPIListReadsOnlySessionJSON(t *testing.T) {
 	for i, id := range ids {
 		wantOpened[i] = filepath.Join(apiSessionDir(dir, id), "session.json")
 	}
+	wantOpened = append(wantOpened, filepath.Join(dir, catalogueName), filepath.Join(dir, catalogueLogName))
 	slices.Sort(opened)
 	slices.Sort(wantOpened)
 	assert.Equal(t, wantOpened, opened)

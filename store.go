@@ -31,7 +31,8 @@ type Store struct {
 	closeMu sync.RWMutex
 	closed  atomic.Bool
 
-	reg *registry // the open sessions (registry.go)
+	reg *registry  // the open sessions (registry.go)
+	cat *catalogue // the derived copy of every session.json (catalogue.go)
 
 	hub *hub // live fan-out to subscribers (hub.go)
 }
@@ -98,7 +99,8 @@ func Open(dir string, opts *Options) (*Store, error) {
 // newStore returns a Store of the root dir with no session open.
 func newStore(dir string, o Options) *Store {
 	s := &Store{dir: dir, opts: o, hub: newHub()}
-	s.reg = newRegistry(&s.opts, s.hub, s.sessionDir)
+	s.cat = &catalogue{fsys: s.opts.fs, dir: dir, opts: &s.opts}
+	s.reg = newRegistry(&s.opts, s.hub, s.sessionDir, s.cat)
 	return s
 }
 

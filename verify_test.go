@@ -132,15 +132,16 @@ const (
 type flipRole int
 
 const (
-	flipData    flipRole = iota // chunks and blobs: the records, held nowhere else
-	flipDerived                 // index.jsonl and HEAD: rebuilt from the chunks
-	flipMeta                    // session.json: the metadata, held nowhere else
-	flipRoot                    // sessionstore.json: the root's compression mode
+	flipData      flipRole = iota // chunks and blobs: the records, held nowhere else
+	flipDerived                   // index.jsonl and HEAD: rebuilt from the chunks
+	flipMeta                      // session.json: the metadata, held nowhere else
+	flipRoot                      // sessionstore.json: the root's compression mode
+	flipCatalogue                 // catalogue.jsonl and .log: derived from every session.json
 )
 
 // flipKinds are the kinds of file the flip test changes, in the order of
 // its counts.
-var flipKinds = []string{"sealed chunk", "full chunk", "active chunk", "blob", indexName, headName, metaFile, rootConfigName}
+var flipKinds = []string{"sealed chunk", "full chunk", "active chunk", "blob", indexName, headName, metaFile, rootConfigName, catalogueName, catalogueLogName}
 
 // flipFile is one file of the flip test's store.
 type flipFile struct {
@@ -385,6 +386,11 @@ func flipFiles(t *testing.T, m *vfs.MemFS, fs *flipSession) []flipFile {
 			switch {
 			case path == filepath.Join(memRoot, rootConfigName):
 				f.kind, f.role = rootConfigName, flipRoot
+			case path == filepath.Join(memRoot, catalogueName), path == filepath.Join(memRoot, catalogueLogName):
+				f.kind, f.role = name, flipCatalogue
+			case path == filepath.Join(memRoot, catalogueLockName):
+				require.Empty(t, b, "the catalogue's lock file holds nothing")
+				continue
 			case rel == metaFile:
 				f.kind, f.role = metaFile, flipMeta
 			case rel == headName, rel == indexName:
@@ -530,6 +536,24 @@ func (fs *flipSession) check(t *testing.T, fsys *vfs.MemFS, f flipFile, b []byte
 		}
 		if what := readDetects(ctx, v, fs.id, fs.evs); what != "" {
 			return "Meta reads it as it was, but " + what
+		}
+		c.harmless++
+		return ""
+
+	case flipCatalogue:
+		// Whatever the changed byte does to the catalogue, List and
+		// ListRecent answer as session.json says, for a read-only store
+		// (which reads around it) and a writer (which rewrites it).
+		for _, ro := range []bool{true, false} {
+			o := fs.o
+			o.ReadOnly = ro
+			v := openMem(t, fsys, o)
+			list, lerr := v.List(ctx)
+			recent, rerr := v.ListRecent(ctx, 5)
+			require.NoError(t, v.Close())
+			if lerr != nil || rerr != nil || !assert.ObjectsAreEqual([]Meta{fs.meta}, list) || !assert.ObjectsAreEqual([]Meta{fs.meta}, recent) {
+				return fmt.Sprintf("read-only %v: List %v (%v), ListRecent %v (%v), want %v", ro, list, lerr, recent, rerr, fs.meta)
+			}
 		}
 		c.harmless++
 		return ""

@@ -11,11 +11,12 @@ import (
 // ssStore adapts *sessionstore.Store, with default options except the
 // chunk size. Append is Store.Append (safe from many goroutines,
 // group-committed: one fdatasync of the active chunk per group, plus the
-// blob's file and directory syncs for a record over 16 KiB); AppendBatch
+// blob's file and directory syncs for a record over 1 MiB); AppendBatch
 // is Store.AppendBatch; Load is Store.Load (HEAD to root through each chunk
 // line's parent location, in a session opened without its index); Tree is
-// Store.Tree; List is Store.List (reads every
-// session.json); ListRecent is Store.ListRecent.
+// Store.Tree; List is Store.List (reads the root's catalogue and stats
+// every session.json); ListRecent is Store.ListRecent (the catalogue's
+// newest lines).
 type ssStore struct{ s *sessionstore.Store }
 
 func openSessionstore(chunkSize int64) func(dir string) (Store, error) {

@@ -71,6 +71,20 @@ type MemFS struct {
 	// are durable by now (they go at the next compaction).
 	unsynced  []*dirChange
 	persisted int
+	// clock is the newest modification time given out (stamp): times
+	// only grow, so that two changes never share one.
+	clock time.Time
+}
+
+// stamp returns a modification time for a change made now, later than
+// every one before. The caller holds m.mu.
+func (m *MemFS) stamp() time.Time {
+	t := time.Now()
+	if !t.After(m.clock) {
+		t = m.clock.Add(time.Nanosecond)
+	}
+	m.clock = t
+	return t
 }
 
 type memNode struct {
@@ -234,8 +248,9 @@ func (m *MemFS) OpenFile(name string, flag int, perm fs.FileMode) (File, error) 
 		if err := m.check(OpCreate, name); err != nil {
 			return nil, err
 		}
-		n = &memNode{mode: perm, modTime: time.Now()}
+		n = &memNode{mode: perm, modTime: m.stamp()}
 		dir.children[base] = n
+		dir.modTime = n.modTime
 		m.logChange(&dirChange{op: dirCreate, node: n, to: dir, toName: base})
 	default:
 		if err := m.check(OpOpen, name); err != nil {
@@ -247,6 +262,7 @@ func (m *MemFS) OpenFile(name string, flag int, perm fs.FileMode) (File, error) 
 				return nil, err
 			}
 			n.truncate(0)
+			n.modTime = m.stamp()
 		}
 	}
 	return &memFile{fs: m, node: n, name: name, flag: flag}, nil
@@ -267,7 +283,9 @@ func (m *MemFS) MkdirAll(name string, perm fs.FileMode) error {
 				return err
 			}
 			next = newDir(perm)
+			next.modTime = m.stamp()
 			dir.children[p] = next
+			dir.modTime = next.modTime
 			m.logChange(&dirChange{op: dirCreate, node: next, to: dir, toName: p})
 		} else if !next.dir {
 			return &fs.PathError{Op: "mkdir", Path: name, Err: errors.New("not a directory")}
@@ -299,6 +317,7 @@ func (m *MemFS) Remove(name string) error {
 		return err
 	}
 	delete(dir.children, base)
+	dir.modTime = m.stamp()
 	m.logChange(&dirChange{op: dirRemove, node: n, from: dir, fromName: base})
 	return nil
 }
@@ -330,6 +349,8 @@ func (m *MemFS) Rename(oldname, newname string) error {
 	}
 	delete(odir.children, obase)
 	ndir.children[nbase] = n
+	odir.modTime = m.stamp()
+	ndir.modTime = odir.modTime
 	m.logChange(&dirChange{op: dirRename, node: n, from: odir, fromName: obase, to: ndir, toName: nbase})
 	return nil
 }
@@ -585,7 +606,7 @@ func (m *MemFS) CrashClone(mode CrashMode, seed uint64) *MemFS {
 		return c
 	}
 	root := clone(m.root, nil, "")
-	return &MemFS{root: root, locks: map[*memNode]bool{}}
+	return &MemFS{root: root, locks: map[*memNode]bool{}, clock: m.clock}
 }
 
 func maps(in map[string]*memNode) map[string]*memNode {
@@ -812,7 +833,7 @@ func (f *memFile) writeAt(p []byte, off int64) (int, error) {
 		}
 	}
 	copy(f.node.data[off:], p)
-	f.node.modTime = time.Now()
+	f.node.modTime = f.fs.stamp()
 	return len(p), nil
 }
 
@@ -864,6 +885,7 @@ func (f *memFile) Truncate(size int64) error {
 		return err
 	}
 	f.node.truncate(size)
+	f.node.modTime = f.fs.stamp()
 	return nil
 }
 

@@ -1,0 +1,1200 @@
+package sessionstore
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/sessionstore/sessionstore/internal/jsonl"
+	"github.com/sessionstore/sessionstore/internal/vfs"
+)
+
+// The catalogue is a derived copy of every session's metadata at the store
+// root, so that List reads one file instead of every session.json, and
+// ListRecent reads only the newest part of it. session.json stays the one
+// source of truth: the catalogue is rebuilt from the session.json files
+// when it is missing, damaged or stale, and a reader that cannot trust it
+// (for one session or for all) reads session.json instead.
+//
+// # Files
+//
+//   - catalogue.jsonl, the snapshot: a header line (its generation and the
+//     sessions directory's stamp when it was written), then one line per
+//     session sorted by id: the metadata and the stamp (modification time
+//     and size) session.json had when the line was written, or, for a
+//     session.json that could not be read, the id and stamp alone.
+//   - catalogue.log, the log: a header line (the snapshot's generation),
+//     then records appended since the snapshot was written: pending (a
+//     session.json of this id is about to change) and commit (it changed:
+//     the new metadata and stamp). Every record also carries the sessions
+//     directory's stamp after the writer's change.
+//   - catalogue.lock, the lock file writers take (vfs.FS.Lock) around each
+//     append and rewrite; readers take no lock.
+//
+// Every line is a CRC-32C framed JSON object (internal/jsonl) with its
+// members in a fixed order, so that decoding is positional (catParser);
+// a string that needs escapes falls back to encoding/json.
+//
+// # The protocol
+//
+// A writer, holding the session's lock, changes session.json so:
+//
+//  1. under catalogue.lock, append a pending record for the id and sync
+//     the log (Create first makes the session directory, under the lock,
+//     so the record's directory stamp includes it);
+//  2. replace session.json durably (replaceFile);
+//  3. under catalogue.lock, append a commit record with the new metadata
+//     and session.json's new stamp, without a sync.
+//
+// A reader folds the log over the snapshot: a commit replaces the id's
+// entry and closes every pending record of the id before it; an id with a
+// pending record and no later commit is read from session.json, which a
+// crash at any point leaves whole, old or new (or missing: a Create that
+// did not finish is not a session). The commit carries the metadata, not
+// the pending record, so that a commit is true by itself: the pending
+// record of a Create that lost a race (ErrExists, ErrLocked) never wrote
+// session.json and is closed by the winner's commit, or stays open and
+// costs its readers one read. A lost commit (unsynced) costs the same.
+// Bytes after the last whole line, or bad lines with no good line after
+// them, are an unsynced tail and are ignored: ignoring a commit only sends
+// readers to session.json, and a pending record whose sync did not return
+// guarded no write. A bad line followed by good ones is damage. For the
+// same reason a later append may sync the log again after a failed sync
+// (which the store never does for its own data): what such a sync may
+// have lost is at most unsynced commits and the failed pending record,
+// whose write never started.
+//
+// A writer rewrites the catalogue (rebuild: the snapshot, then a new log
+// of the open pending records, each by replaceFile, a new generation)
+// when the log passes catalogueMaxLog records, when it is missing or
+// damaged, or when the sessions directory's stamp is not the one the
+// catalogue last recorded. A log of another generation than the snapshot
+// (a crash between the two renames) is damage.
+//
+// # What is detected
+//
+// Each session's entry is trusted only while session.json's stamp
+// (modification time and size, what vfs.FS.Stat gives) is the recorded
+// one: List stats every session.json, ListRecent those it returns, and a
+// mismatch reads the file. List also lists the sessions directory, so it
+// sees directories added or removed by hand. ListRecent instead compares
+// the directory's stamp with the last recorded one and, on a mismatch,
+// answers as List does. Not detected: a session.json edited by hand to
+// the same size within one tick of the file system's clock (or one whose
+// modification time is set back), and, for ListRecent, a directory added
+// or removed by hand within the tick of the catalogue's last change, or a
+// session.json dropped by hand into an existing directory that had none.
+// The snapshot and the log are covered by their CRCs; a damaged one is
+// rebuilt by a writer and read around by a read-only store, which writes
+// nothing and scans the session.json files as List did before the
+// catalogue.
+const (
+	catalogueName     = "catalogue.jsonl"
+	catalogueLogName  = "catalogue.log"
+	catalogueLockName = "catalogue.lock"
+	catalogueFormat   = 1
+	// catalogueMaxLog is how many records the log holds before a writer
+	// folds it into a new snapshot: ListRecent reads the whole log.
+	catalogueMaxLog = 256
+)
+
+// errCatalogue says the catalogue cannot be used as it is (damaged, of
+// another generation, or unknown format); callers fall back to the
+// session.json files.
+var errCatalogue = errors.New("sessionstore: catalogue unusable")
+
+// stamp is what the file system says of a file that changes when it is
+// written: its modification time and size.
+type stamp struct{ mtime, size int64 }
+
+func stampOf(info fs.FileInfo) stamp { return stamp{info.ModTime().UnixNano(), info.Size()} }
+
+func statStamp(fsys vfs.FS, path string) (stamp, error) {
+	info, err := fsys.Stat(path)
+	if err != nil {
+		return stamp{}, err
+	}
+	return stampOf(info), nil
+}
+
+// Record kinds, the "k" member of every line.
+const (
+	kindHeader     = 'h' // snapshot and log header: generation, directory stamp
+	kindEntry      = 'e' // snapshot: a session's metadata and session.json's stamp
+	kindUnreadable = 'u' // snapshot: a session.json that could not be read, and its stamp
+	kindPending    = 'p' // log: the id's session.json is about to change
+	kindCommit     = 'c' // log: it changed; the new metadata and stamp
+)
+
+// catRecord is one line of the catalogue.
+type catRecord struct {
+	kind byte
+	dir  stamp     // the sessions directory's stamp (header, log records)
+	gen  int64     // header
+	id   uuid.UUID // all but header
+	file stamp     // session.json's stamp (entry, unreadable, commit)
+	meta Meta      // entry, commit
+}
+
+func hasMeta(kind byte) bool { return kind == kindEntry || kind == kindCommit }
+
+// appendCatRecord appends r's framed line to dst. The members are, in
+// order: k, dir, then gen (header) or id and file, then the metadata
+// (entry, commit): created_at, updated_at, name, working_dir, model,
+// labels (keys sorted).
+func appendCatRecord(dst []byte, r catRecord) []byte {
+	start := len(dst)
+	dst = append(dst, `{"k":"`...)
+	dst = append(dst, r.kind)
+	dst = append(dst, `","dir":[`...)
+	dst = strconv.AppendInt(dst, r.dir.mtime, 10)
+	dst = append(dst, ',')
+	dst = strconv.AppendInt(dst, r.dir.size, 10)
+	dst = append(dst, ']')
+	if r.kind == kindHeader {
+		dst = append(dst, `,"v":`...)
+		dst = strconv.AppendInt(dst, catalogueFormat, 10)
+		dst = append(dst, `,"gen":`...)
+		dst = strconv.AppendInt(dst, r.gen, 10)
+		dst = append(dst, '}')
+		return jsonl.SealTail(dst, start)
+	}
+	dst = append(dst, `,"id":"`...)
+	dst = appendUUID(dst, r.id)
+	dst = append(dst, `","file":[`...)
+	dst = strconv.AppendInt(dst, r.file.mtime, 10)
+	dst = append(dst, ',')
+	dst = strconv.AppendInt(dst, r.file.size, 10)
+	dst = append(dst, ']')
+	if hasMeta(r.kind) {
+		m := r.meta
+		dst = append(dst, `,"created_at":"`...)
+		dst = m.CreatedAt.AppendFormat(dst, time.RFC3339Nano)
+		dst = append(dst, `","updated_at":"`...)
+		dst = m.UpdatedAt.AppendFormat(dst, time.RFC3339Nano)
+		dst = append(dst, `","name":`...)
+		dst = appendCatString(dst, m.Name)
+		dst = append(dst, `,"working_dir":`...)
+		dst = appendCatString(dst, m.WorkingDir)
+		dst = append(dst, `,"model":`...)
+		dst = appendCatString(dst, m.Model)
+		dst = append(dst, `,"labels":{`...)
+		keys := make([]string, 0, len(m.Labels))
+		for k := range m.Labels {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for i, k := range keys {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = appendCatString(dst, k)
+			dst = append(dst, ':')
+			dst = appendCatString(dst, m.Labels[k])
+		}
+		dst = append(dst, '}')
+	}
+	dst = append(dst, '}')
+	return jsonl.SealTail(dst, start)
+}
+
+// appendCatString appends s as a JSON string: as it is when nothing in it
+// needs an escape, else through encoding/json.
+func appendCatString(dst []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c == '"' || c == '\\' {
+			b, _ := json.Marshal(s) // a string always encodes
+			return append(dst, b...)
+		}
+	}
+	dst = append(dst, '"')
+	dst = append(dst, s...)
+	return append(dst, '"')
+}
+
+// catParser decodes a line's members in the order appendCatRecord writes
+// them. The first mismatch sets bad; later calls do nothing.
+type catParser struct {
+	b   []byte
+	i   int
+	bad bool
+}
+
+func (p *catParser) lit(s string) {
+	if p.bad || len(p.b)-p.i < len(s) || string(p.b[p.i:p.i+len(s)]) != s {
+		p.bad = true
+		return
+	}
+	p.i += len(s)
+}
+
+func (p *catParser) peek(c byte) bool { return !p.bad && p.i < len(p.b) && p.b[p.i] == c }
+
+func (p *catParser) int() int64 {
+	if p.bad {
+		return 0
+	}
+	neg := p.i < len(p.b) && p.b[p.i] == '-'
+	if neg {
+		p.i++
+	}
+	start := p.i
+	var v uint64
+	for p.i < len(p.b) && p.b[p.i] >= '0' && p.b[p.i] <= '9' {
+		v = v*10 + uint64(p.b[p.i]-'0')
+		p.i++
+	}
+	// At most 19 digits (no uint64 overflow), within int64, and no
+	// leading zeros or "-0": the one form strconv writes.
+	if n := p.i - start; n == 0 || n > 19 || v > math.MaxInt64 || n > 1 && p.b[start] == '0' || neg && v == 0 {
+		p.bad = true
+		return 0
+	}
+	if neg {
+		return -int64(v)
+	}
+	return int64(v)
+}
+
+func (p *catParser) stamp() stamp {
+	p.lit("[")
+	a := p.int()
+	p.lit(",")
+	b := p.int()
+	p.lit("]")
+	return stamp{a, b}
+}
+
+// raw returns the bytes of a JSON string without escapes, and whether it
+// had any (then str decodes it with encoding/json).
+func (p *catParser) rawString() ([]byte, bool) {
+	p.lit(`"`)
+	if p.bad {
+		return nil, false
+	}
+	start := p.i
+	escaped := false
+	for p.i < len(p.b) {
+		switch p.b[p.i] {
+		case '"':
+			p.i++
+			return p.b[start : p.i-1], escaped
+		case '\\':
+			escaped = true
+			p.i++
+		}
+		p.i++
+	}
+	p.bad = true
+	return nil, false
+}
+
+func (p *catParser) str() string {
+	start := p.i
+	raw, escaped := p.rawString()
+	if p.bad {
+		return ""
+	}
+	if !escaped {
+		return string(raw)
+	}
+	var s string
+	if err := json.Unmarshal(p.b[start:p.i], &s); err != nil {
+		p.bad = true
+	}
+	return s
+}
+
+func (p *catParser) time() time.Time {
+	raw, escaped := p.rawString()
+	if p.bad || escaped {
+		p.bad = true
+		return time.Time{}
+	}
+	if t, ok := parseUTC(raw); ok {
+		return t
+	}
+	t, err := time.Parse(time.RFC3339Nano, string(raw))
+	if err != nil {
+		p.bad = true
+	}
+	return t
+}
+
+// parseUTC parses the form time.RFC3339Nano gives a UTC time,
+// 2006-01-02T15:04:05.999999999Z, to the same time.Time time.Parse
+// returns; ok is false for anything else (time.Parse decides).
+func parseUTC(b []byte) (time.Time, bool) {
+	if len(b) < 20 || b[len(b)-1] != 'Z' || b[4] != '-' || b[7] != '-' || b[10] != 'T' || b[13] != ':' || b[16] != ':' {
+		return time.Time{}, false
+	}
+	num := func(s []byte) (int, bool) {
+		v := 0
+		for _, c := range s {
+			if c < '0' || c > '9' {
+				return 0, false
+			}
+			v = v*10 + int(c-'0')
+		}
+		return v, true
+	}
+	year, ok1 := num(b[0:4])
+	month, ok2 := num(b[5:7])
+	day, ok3 := num(b[8:10])
+	hour, ok4 := num(b[11:13])
+	minute, ok5 := num(b[14:16])
+	sec, ok6 := num(b[17:19])
+	if !(ok1 && ok2 && ok3 && ok4 && ok5 && ok6) || month < 1 || month > 12 || day < 1 || hour > 23 || minute > 59 || sec > 59 {
+		return time.Time{}, false
+	}
+	nsec := 0
+	if frac := b[19 : len(b)-1]; len(frac) > 0 {
+		// A dot and 1 to 9 digits, the last not 0 (RFC3339Nano trims them).
+		if len(frac) < 2 || len(frac) > 10 || frac[0] != '.' || frac[len(frac)-1] == '0' {
+			return time.Time{}, false
+		}
+		v, ok := num(frac[1:])
+		if !ok {
+			return time.Time{}, false
+		}
+		for range 10 - len(frac) {
+			v *= 10
+		}
+		nsec = v
+	}
+	t := time.Date(year, time.Month(month), day, hour, minute, sec, nsec, time.UTC)
+	if t.Day() != day {
+		return time.Time{}, false // past the month's end
+	}
+	return t, true
+}
+
+// decodeCatRecord decodes one line (without its newline), checking its
+// frame and CRC.
+func decodeCatRecord(line []byte) (catRecord, error) {
+	if err := jsonl.Verify(line); err != nil {
+		return catRecord{}, err
+	}
+	p := catParser{b: line[:len(line)-jsonl.SuffixLen]}
+	var r catRecord
+	p.lit(`{"k":"`)
+	if p.bad || p.i >= len(p.b) {
+		return r, errCatalogue
+	}
+	r.kind = p.b[p.i]
+	p.i++
+	p.lit(`","dir":`)
+	r.dir = p.stamp()
+	switch r.kind {
+	case kindHeader:
+		p.lit(`,"v":`)
+		if v := p.int(); v != catalogueFormat {
+			p.bad = true
+		}
+		p.lit(`,"gen":`)
+		r.gen = p.int()
+	case kindEntry, kindUnreadable, kindPending, kindCommit:
+		p.lit(`,"id":"`)
+		if p.bad || len(p.b)-p.i < 36 {
+			return r, errCatalogue
+		}
+		id, err := uuid.ParseBytes(p.b[p.i : p.i+36])
+		var canon [36]byte
+		if err != nil || !bytes.Equal(appendUUID(canon[:0], id), p.b[p.i:p.i+36]) {
+			return r, errCatalogue // only the canonical form: one line, one encoding
+		}
+		r.id = id
+		p.i += 36
+		p.lit(`","file":`)
+		r.file = p.stamp()
+		if hasMeta(r.kind) {
+			m := &r.meta
+			m.ID = id
+			p.lit(`,"created_at":`)
+			m.CreatedAt = p.time()
+			p.lit(`,"updated_at":`)
+			m.UpdatedAt = p.time()
+			p.lit(`,"name":`)
+			m.Name = p.str()
+			p.lit(`,"working_dir":`)
+			m.WorkingDir = p.str()
+			p.lit(`,"model":`)
+			m.Model = p.str()
+			p.lit(`,"labels":{`)
+			for !p.bad && !p.peek('}') {
+				if len(m.Labels) > 0 {
+					p.lit(",")
+				}
+				k := p.str()
+				p.lit(":")
+				v := p.str()
+				if m.Labels == nil {
+					m.Labels = map[string]string{}
+				}
+				m.Labels[k] = v
+			}
+			p.lit("}")
+		}
+	default:
+		return r, errCatalogue
+	}
+	if p.bad || p.i != len(p.b) {
+		return r, errCatalogue
+	}
+	return r, nil
+}
+
+// catLines calls fn for each whole line of b (without its newline) and
+// returns the offset after the last one.
+func catLines(b []byte, fn func(line []byte) bool) int {
+	off := 0
+	for off < len(b) {
+		n := bytes.IndexByte(b[off:], '\n')
+		if n < 0 {
+			break
+		}
+		if !fn(b[off : off+n]) {
+			break
+		}
+		off += n + 1
+	}
+	return off
+}
+
+// catEntry is what the catalogue holds of one session.
+type catEntry struct {
+	file       stamp
+	meta       Meta
+	unreadable bool
+}
+
+// catLog is the log folded: the commits since the snapshot, the ids with
+// an open pending record, and where the log stands.
+type catLog struct {
+	gen       int64
+	dir       stamp // of the newest record (the header's if none)
+	committed map[uuid.UUID]catEntry
+	pending   map[uuid.UUID]bool
+	records   int
+	size      int64 // the end of its last good line
+	tail      bool  // an unsynced tail follows size (a writer rewrites)
+}
+
+// readCatLog reads and folds the log.
+func readCatLog(fsys vfs.FS, dir string) (*catLog, error) {
+	b, err := vfs.ReadFile(fsys, filepath.Join(dir, catalogueLogName))
+	if err != nil {
+		return nil, err
+	}
+	return parseCatLog(b)
+}
+
+func parseCatLog(b []byte) (*catLog, error) {
+	l := &catLog{committed: map[uuid.UUID]catEntry{}, pending: map[uuid.UUID]bool{}}
+	first, bad := true, false
+	end := catLines(b, func(line []byte) bool {
+		r, err := decodeCatRecord(line)
+		switch {
+		case err != nil:
+			bad = true
+			return false
+		case first:
+			if r.kind != kindHeader {
+				bad = true
+				return false
+			}
+			l.gen, l.dir, first = r.gen, r.dir, false
+			return true
+		}
+		switch r.kind {
+		case kindPending:
+			l.pending[r.id] = true
+		case kindCommit:
+			delete(l.pending, r.id)
+			l.committed[r.id] = catEntry{file: r.file, meta: r.meta}
+		default:
+			bad = true
+			return false
+		}
+		l.dir = r.dir
+		l.records++
+		return true
+	})
+	if first {
+		return nil, errCatalogue // no header: not even the rewrite that made it finished
+	}
+	l.size = int64(end)
+	if end < len(b) {
+		l.tail = true
+		if bad {
+			// A bad line is an unsynced tail only if no good line follows.
+			rest := b[end:]
+			if i := bytes.IndexByte(rest, '\n'); i >= 0 {
+				good := false
+				catLines(rest[i+1:], func(line []byte) bool {
+					if _, err := decodeCatRecord(line); err == nil {
+						good = true
+						return false
+					}
+					return true
+				})
+				if good {
+					return nil, errCatalogue
+				}
+			}
+		}
+	}
+	return l, nil
+}
+
+// catSnapshot is the snapshot read whole: its header and entries in id
+// order.
+type catSnapshot struct {
+	gen     int64
+	dir     stamp
+	ids     []uuid.UUID
+	entries []catEntry
+}
+
+func readCatSnapshot(fsys vfs.FS, dir string) (*catSnapshot, error) {
+	b, err := vfs.ReadFile(fsys, filepath.Join(dir, catalogueName))
+	if err != nil {
+		return nil, err
+	}
+	return parseCatSnapshot(b)
+}
+
+func parseCatSnapshot(b []byte) (*catSnapshot, error) {
+	s := &catSnapshot{}
+	first, bad := true, false
+	n := bytes.Count(b, []byte{'\n'})
+	s.ids, s.entries = make([]uuid.UUID, 0, n), make([]catEntry, 0, n)
+	end := catLines(b, func(line []byte) bool {
+		r, err := decodeCatRecord(line)
+		switch {
+		case err != nil:
+			bad = true
+		case first:
+			bad = r.kind != kindHeader
+			s.gen, s.dir, first = r.gen, r.dir, false
+		case r.kind != kindEntry && r.kind != kindUnreadable,
+			len(s.ids) > 0 && bytesLess(r.id[:], s.ids[len(s.ids)-1][:]) || len(s.ids) > 0 && r.id == s.ids[len(s.ids)-1]:
+			bad = true
+		default:
+			s.ids = append(s.ids, r.id)
+			s.entries = append(s.entries, catEntry{file: r.file, meta: r.meta, unreadable: r.kind == kindUnreadable})
+		}
+		return !bad
+	})
+	if bad || first || end != len(b) {
+		return nil, errCatalogue // written by replaceFile: whole or damaged
+	}
+	return s, nil
+}
+
+// catState is the snapshot with the log folded over it: what the
+// catalogue says of every session.
+type catState struct {
+	snap *catSnapshot
+	log  *catLog
+}
+
+// loadCatState reads the snapshot and the log; an error (errCatalogue,
+// or a missing file) means the catalogue cannot be used.
+func loadCatState(fsys vfs.FS, dir string) (*catState, error) {
+	snap, err := readCatSnapshot(fsys, dir)
+	if err != nil {
+		return nil, err
+	}
+	l, err := readCatLog(fsys, dir)
+	if err != nil {
+		return nil, err
+	}
+	if l.gen != snap.gen {
+		return nil, errCatalogue
+	}
+	return &catState{snap: snap, log: l}, nil
+}
+
+// lookup returns what the catalogue says of id: its entry (ok false if
+// none), and whether the entry may be used without reading session.json
+// if its stamp matches (no open pending record, not unreadable).
+func (st *catState) lookup(id uuid.UUID, hint int) (catEntry, bool, bool) {
+	if st.log.pending[id] {
+		return catEntry{}, false, false
+	}
+	if e, ok := st.log.committed[id]; ok {
+		return e, true, true
+	}
+	i := hint
+	if i < 0 || i >= len(st.snap.ids) || st.snap.ids[i] != id {
+		var found bool
+		i, found = slices.BinarySearchFunc(st.snap.ids, id, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) })
+		if !found {
+			return catEntry{}, false, false
+		}
+	}
+	e := st.snap.entries[i]
+	return e, true, !e.unreadable
+}
+
+// resolveMeta returns a session's metadata from the catalogue's entry e
+// when session.json's stamp is still the recorded one, else from
+// session.json. buf is a reading buffer, returned for reuse.
+func resolveMeta(fsys vfs.FS, sdir string, id uuid.UUID, e catEntry, usable bool, buf []byte) (Meta, []byte, error) {
+	if usable {
+		if st, err := statStamp(fsys, filepath.Join(sdir, metaFile)); err == nil && st == e.file {
+			return e.meta, buf, nil // decoded for this call: the caller's own
+		}
+	}
+	m, _, buf, err := readMetaInto(fsys, sdir, id, buf)
+	return m, buf, err
+}
+
+// catalogue is a Store's access to its catalogue files: reading them, and
+// for a writable store the protocol's steps and rewrites. mu orders the
+// Store's own writers before they take the lock file.
+type catalogue struct {
+	mu   sync.Mutex
+	fsys vfs.FS
+	dir  string // the store's root
+	opts *Options
+}
+
+func (c *catalogue) sessions() string { return filepath.Join(c.dir, sessionsDir) }
+
+// lock takes the catalogue's lock file, waiting for another holder (a
+// writer holds it for an append, or a rewrite).
+func (c *catalogue) lock() (io.Closer, error) {
+	c.mu.Lock()
+	for {
+		lk, err := c.fsys.Lock(filepath.Join(c.dir, catalogueLockName), c.opts.FileMode)
+		if err == nil {
+			return unlockBoth{lk, &c.mu}, nil
+		}
+		if !errors.Is(err, vfs.ErrLocked) {
+			c.mu.Unlock()
+			return nil, err
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+type unlockBoth struct {
+	lk io.Closer
+	mu *sync.Mutex
+}
+
+func (u unlockBoth) Close() error {
+	err := u.lk.Close()
+	u.mu.Unlock()
+	return err
+}
+
+// willWrite is step 1 of the protocol for session id: with the lock held,
+// it brings the catalogue up to date if it is not (rebuild), runs
+// change (Create's mkdir; may be nil, and may say that no write follows),
+// and appends a synced pending record with the sessions directory's stamp
+// after it.
+func (c *catalogue) willWrite(id uuid.UUID, change func() (skip bool, err error)) error {
+	return c.withLog(func(l *catLog) (catRecord, bool, error) {
+		if change != nil {
+			skip, err := change()
+			if err != nil || skip {
+				return catRecord{}, false, err
+			}
+		}
+		return catRecord{kind: kindPending, id: id}, true, nil
+	})
+}
+
+// wrote is step 3: m is now durable in session.json. After an error the
+// pending record stays open, which sends readers to session.json; the
+// caller stops writing as after any failed write.
+func (c *catalogue) wrote(m Meta) error {
+	return c.withLog(func(l *catLog) (catRecord, bool, error) {
+		st, err := statStamp(c.fsys, filepath.Join(c.sessions(), m.ID.String(), metaFile))
+		if err != nil {
+			return catRecord{}, false, err
+		}
+		return catRecord{kind: kindCommit, id: m.ID, file: st, meta: m.clone()}, false, nil
+	})
+}
+
+// withLog runs one append under the lock: it reads the log, rewrites the
+// catalogue first if it is unusable, has an unsynced tail or the sessions
+// directory changed behind it, then appends the record rec returns
+// (stamped with the directory's stamp after rec ran), syncing it if sync,
+// and folds the log into a new snapshot once it is long.
+func (c *catalogue) withLog(rec func(l *catLog) (catRecord, bool, error)) error {
+	lk, err := c.lock()
+	if err != nil {
+		return err
+	}
+	defer lk.Close()
+	l, err := c.current()
+	if err != nil {
+		return err
+	}
+	r, sync, err := rec(l)
+	if err != nil || r.kind == 0 {
+		return err
+	}
+	if r.dir, err = statStamp(c.fsys, c.sessions()); err != nil {
+		return err
+	}
+	f, err := c.fsys.OpenFile(filepath.Join(c.dir, catalogueLogName), os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	if _, err := f.WriteAt(appendCatRecord(nil, r), l.size); err != nil {
+		f.Close()
+		return err
+	}
+	if sync {
+		if err := f.Sync(); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if r.kind == kindCommit && l.records+1 >= catalogueMaxLog {
+		if _, err := c.rebuild(false); err != nil && c.opts.Logger != nil {
+			c.opts.Logger.Warn("sessionstore: catalogue compaction", "err", err)
+		}
+	}
+	return nil
+}
+
+// current returns the log with the lock held, rewriting the catalogue
+// first when it cannot be appended to as it is.
+func (c *catalogue) current() (*catLog, error) {
+	l, err := readCatLog(c.fsys, c.dir)
+	if err == nil && !l.tail {
+		var snapGen int64
+		snapGen, _, err = readCatHeader(c.fsys, c.dir)
+		if err == nil && snapGen == l.gen {
+			if d, err := statStamp(c.fsys, c.sessions()); err == nil && d == l.dir {
+				return l, nil
+			}
+		}
+	}
+	if _, err := c.rebuild(true); err != nil {
+		return nil, err
+	}
+	return readCatLog(c.fsys, c.dir)
+}
+
+// readCatHeader reads the snapshot's header line alone.
+func readCatHeader(fsys vfs.FS, dir string) (int64, stamp, error) {
+	f, err := fsys.OpenFile(filepath.Join(dir, catalogueName), os.O_RDONLY, 0)
+	if err != nil {
+		return 0, stamp{}, err
+	}
+	defer f.Close()
+	return readCatHeaderFrom(f)
+}
+
+func readCatHeaderFrom(f vfs.File) (int64, stamp, error) {
+	buf := make([]byte, 256)
+	n, err := f.ReadAt(buf, 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return 0, stamp{}, err
+	}
+	i := bytes.IndexByte(buf[:n], '\n')
+	if i < 0 {
+		return 0, stamp{}, errCatalogue
+	}
+	r, err := decodeCatRecord(buf[:i])
+	if err != nil || r.kind != kindHeader {
+		return 0, stamp{}, errCatalogue
+	}
+	return r.gen, r.dir, nil
+}
+
+// rebuild rewrites the catalogue with the lock held: the snapshot, then a
+// log holding the open pending records, under a new generation. With scan
+// it lists the sessions directory: entries of directories gone are
+// dropped, and sessions the catalogue does not know (all of them when it
+// is unusable), or whose session.json's stamp is not the recorded one,
+// are read from session.json. It returns the new state.
+func (c *catalogue) rebuild(scan bool) (*catState, error) {
+	old, err := loadCatState(c.fsys, c.dir)
+	if err != nil {
+		old = nil
+		scan = true
+		// Keep the open pending records of a log that is still readable:
+		// writers of other processes may be between their steps 1 and 3.
+		if l, lerr := readCatLog(c.fsys, c.dir); lerr == nil {
+			old = &catState{snap: &catSnapshot{}, log: l}
+			old.log.committed = map[uuid.UUID]catEntry{}
+		}
+	}
+	dirStamp, err := statStamp(c.fsys, c.sessions())
+	if err != nil {
+		return nil, err
+	}
+	var gen int64
+	if g, _, err := readCatHeader(c.fsys, c.dir); err == nil {
+		gen = g
+	}
+	if old != nil {
+		gen = max(gen, old.log.gen)
+	}
+	gen++
+
+	pending := map[uuid.UUID]bool{}
+	var ids []uuid.UUID
+	var entries []catEntry
+	if scan {
+		ids, err = sessionIDs(c.fsys, c.sessions())
+		if err != nil {
+			return nil, err
+		}
+		entries = make([]catEntry, len(ids))
+		known := make([]bool, len(ids))
+		for i, id := range ids {
+			if old == nil {
+				continue
+			}
+			if old.log.pending[id] {
+				pending[id] = true
+			}
+			if e, ok, _ := old.lookup(id, -1); ok {
+				entries[i], known[i] = e, true
+			} else if e, ok := old.snapEntry(id); ok {
+				entries[i], known[i] = e, true
+			}
+		}
+		found := make([]bool, len(ids))
+		workers := min(runtime.GOMAXPROCS(0), (len(ids)+listBatch-1)/listBatch)
+		bufs := make([][]byte, max(workers, 1))
+		forEach(len(ids), workers, func(w, i int) {
+			sdir := filepath.Join(c.sessions(), ids[i].String())
+			st, serr := statStamp(c.fsys, filepath.Join(sdir, metaFile))
+			if known[i] && serr == nil && st == entries[i].file {
+				found[i] = true // as recorded; else read again, changed behind the catalogue
+				return
+			}
+			m, _, buf, err := readMetaInto(c.fsys, sdir, ids[i], bufs[w])
+			bufs[w] = buf
+			switch {
+			case errors.Is(err, ErrNotFound):
+			case err != nil || serr != nil:
+				entries[i], found[i] = catEntry{file: st, unreadable: true}, true
+			default:
+				entries[i], found[i] = catEntry{file: st, meta: m}, true
+			}
+		})
+		n := 0
+		for i := range ids {
+			if found[i] {
+				ids[n], entries[n] = ids[i], entries[i]
+				n++
+			}
+		}
+		ids, entries = ids[:n], entries[:n]
+	} else {
+		ids, entries = old.merged()
+		for id := range old.log.pending {
+			pending[id] = true
+		}
+	}
+
+	snap := appendCatRecord(make([]byte, 0, 256*(len(ids)+1)), catRecord{kind: kindHeader, dir: dirStamp, gen: gen})
+	for i, id := range ids {
+		r := catRecord{kind: kindEntry, id: id, file: entries[i].file, meta: entries[i].meta}
+		if entries[i].unreadable {
+			r.kind, r.meta = kindUnreadable, Meta{}
+		}
+		snap = appendCatRecord(snap, r)
+	}
+	logb := appendCatRecord(nil, catRecord{kind: kindHeader, dir: dirStamp, gen: gen})
+	for id := range pending {
+		logb = appendCatRecord(logb, catRecord{kind: kindPending, dir: dirStamp, id: id})
+	}
+	if err := replaceFile(c.fsys, c.dir, catalogueName, snap, c.opts.FileMode); err != nil {
+		return nil, err
+	}
+	if err := replaceFile(c.fsys, c.dir, catalogueLogName, logb, c.opts.FileMode); err != nil {
+		return nil, err
+	}
+	l := &catLog{gen: gen, dir: dirStamp, committed: map[uuid.UUID]catEntry{}, pending: pending, size: int64(len(logb))}
+	return &catState{snap: &catSnapshot{gen: gen, dir: dirStamp, ids: ids, entries: entries}, log: l}, nil
+}
+
+// snapEntry is the snapshot's entry for id, whatever the log says.
+func (st *catState) snapEntry(id uuid.UUID) (catEntry, bool) {
+	i, found := slices.BinarySearchFunc(st.snap.ids, id, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) })
+	if !found {
+		return catEntry{}, false
+	}
+	return st.snap.entries[i], true
+}
+
+// merged returns the snapshot with the log's commits folded in, in id
+// order.
+func (st *catState) merged() ([]uuid.UUID, []catEntry) {
+	ids := slices.Clone(st.snap.ids)
+	entries := slices.Clone(st.snap.entries)
+	var extra []uuid.UUID
+	for id, e := range st.log.committed {
+		if i, found := slices.BinarySearchFunc(ids, id, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) }); found {
+			entries[i] = e
+		} else {
+			extra = append(extra, id)
+		}
+	}
+	if len(extra) == 0 {
+		return ids, entries
+	}
+	for _, id := range extra {
+		ids = append(ids, id)
+		entries = append(entries, st.log.committed[id])
+	}
+	idx := make([]int, len(ids))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.Slice(idx, func(a, b int) bool { return bytesLess(ids[idx[a]][:], ids[idx[b]][:]) })
+	outIDs, outEntries := make([]uuid.UUID, len(ids)), make([]catEntry, len(ids))
+	for i, j := range idx {
+		outIDs[i], outEntries[i] = ids[j], entries[j]
+	}
+	return outIDs, outEntries
+}
+
+// state returns the catalogue for a reader: as it is on disk if usable,
+// else (a writable store) rewritten from the session.json files, else nil:
+// the caller reads session.json files.
+func (c *catalogue) state() *catState {
+	st, err := loadCatState(c.fsys, c.dir)
+	if err == nil || c.opts.ReadOnly {
+		return st
+	}
+	lk, err := c.lock()
+	if err != nil {
+		return nil
+	}
+	defer lk.Close()
+	if st, err := loadCatState(c.fsys, c.dir); err == nil {
+		return st // another writer rewrote it meanwhile
+	}
+	st, err = c.rebuild(true)
+	if err != nil {
+		return nil
+	}
+	return st
+}
+
+// sessionIDs lists the session directories under root in id order.
+func sessionIDs(fsys vfs.FS, root string) ([]uuid.UUID, error) {
+	names, err := fsys.ReadDir(root)
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]uuid.UUID, 0, len(names))
+	var canon [36]byte
+	for _, name := range names {
+		if len(name) != 36 {
+			continue
+		}
+		id, err := uuid.Parse(name)
+		if err != nil || string(appendUUID(canon[:0], id)) != name {
+			continue // not a session directory
+		}
+		ids = append(ids, id)
+	}
+	// Names sorted (ReadDir sorts them) are ids sorted: lower-case hex
+	// sorts as the bytes it encodes.
+	if !slices.IsSortedFunc(ids, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) }) {
+		sort.Slice(ids, func(i, j int) bool { return bytesLess(ids[i][:], ids[j][:]) })
+	}
+	return ids, nil
+}
+
+// recent returns up to n sessions, newest first, from the catalogue
+// without reading the whole snapshot: the log, then the snapshot's lines
+// backwards from its end. ok is false when the catalogue cannot answer
+// (unusable, or the sessions directory's stamp is not the one recorded):
+// the caller lists all sessions instead.
+func (c *catalogue) recent(n int) (metas []Meta, bad []UnreadableSession, ok bool) {
+	f, err := c.fsys.OpenFile(filepath.Join(c.dir, catalogueName), os.O_RDONLY, 0)
+	if err != nil {
+		return nil, nil, false
+	}
+	defer f.Close()
+	gen, _, err := readCatHeaderFrom(f)
+	if err != nil {
+		return nil, nil, false
+	}
+	l, err := readCatLog(c.fsys, c.dir)
+	if err != nil || l.gen != gen {
+		return nil, nil, false
+	}
+	if d, err := statStamp(c.fsys, c.sessions()); err != nil || d != l.dir {
+		return nil, nil, false
+	}
+	info, err := f.Stat()
+	if err != nil {
+		return nil, nil, false
+	}
+	// The ids the log names, newest first: they override the snapshot.
+	var logIDs []uuid.UUID
+	for id := range l.committed {
+		logIDs = append(logIDs, id)
+	}
+	for id := range l.pending {
+		if _, dup := l.committed[id]; !dup {
+			logIDs = append(logIDs, id)
+		}
+	}
+	sort.Slice(logIDs, func(i, j int) bool { return bytesLess(logIDs[j][:], logIDs[i][:]) })
+	inLog := func(id uuid.UUID) bool {
+		_, committed := l.committed[id]
+		return committed || l.pending[id]
+	}
+
+	tail := catTail{f: f, end: info.Size()}
+	root := c.sessions()
+	var buf []byte
+	add := func(id uuid.UUID, e catEntry, usable bool) {
+		sdir := filepath.Join(root, id.String())
+		m, b, err := resolveMeta(c.fsys, sdir, id, e, usable, buf)
+		buf = b
+		switch {
+		case errors.Is(err, ErrNotFound):
+		case err != nil:
+			bad = append(bad, UnreadableSession{ID: id, Path: filepath.Join(sdir, metaFile), Err: err})
+		default:
+			metas = append(metas, m)
+		}
+	}
+	snapRec, snapOK, err := tail.prev(inLog)
+	if err != nil {
+		return nil, nil, false
+	}
+	li := 0
+	for len(metas) < n && (snapOK || li < len(logIDs)) {
+		if li < len(logIDs) && (!snapOK || bytesLess(snapRec.id[:], logIDs[li][:])) {
+			id := logIDs[li]
+			li++
+			e, committed := l.committed[id]
+			add(id, e, committed && !l.pending[id])
+			continue
+		}
+		add(snapRec.id, catEntry{file: snapRec.file, meta: snapRec.meta}, snapRec.kind == kindEntry)
+		if snapRec, snapOK, err = tail.prev(inLog); err != nil {
+			return nil, nil, false
+		}
+	}
+	return metas, bad, true
+}
+
+// catTail reads a snapshot's entry lines backwards from end.
+type catTail struct {
+	f     vfs.File
+	end   int64  // the offset buf starts at
+	buf   []byte // whole lines not yet returned, and before them a part line
+	lines [][]byte
+	done  bool
+}
+
+// prev returns the entry before those returned, skipping ids skip says
+// the log overrides; ok is false at the header.
+func (t *catTail) prev(skip func(uuid.UUID) bool) (catRecord, bool, error) {
+	for {
+		for len(t.lines) > 0 {
+			line := t.lines[len(t.lines)-1]
+			t.lines = t.lines[:len(t.lines)-1]
+			r, err := decodeCatRecord(line)
+			if err != nil {
+				return r, false, err
+			}
+			switch r.kind {
+			case kindHeader:
+				t.done = true
+				return r, false, nil
+			case kindEntry, kindUnreadable:
+			default:
+				return r, false, errCatalogue
+			}
+			if !skip(r.id) {
+				return r, true, nil
+			}
+		}
+		if t.done || t.end == 0 && len(t.buf) == 0 {
+			return catRecord{}, false, nil
+		}
+		if t.end == 0 {
+			// What is left is the first line.
+			t.lines = append(t.lines, bytes.TrimSuffix(t.buf, []byte{'\n'}))
+			t.buf = nil
+			continue
+		}
+		const block = 32 << 10
+		start := max(t.end-block, 0)
+		chunk := make([]byte, t.end-start, int(t.end-start)+len(t.buf))
+		if _, err := t.f.ReadAt(chunk, start); err != nil && !errors.Is(err, io.EOF) {
+			return catRecord{}, false, err
+		}
+		chunk = append(chunk, t.buf...)
+		t.end = start
+		// Whole lines are those after the first newline (or all, at 0).
+		body := chunk
+		if start > 0 {
+			i := bytes.IndexByte(chunk, '\n')
+			if i < 0 {
+				t.buf = chunk
+				continue
+			}
+			t.buf, body = chunk[:i+1], chunk[i+1:]
+		} else {
+			t.buf = nil
+		}
+		catLines(body, func(line []byte) bool {
+			t.lines = append(t.lines, line)
+			return true
+		})
+		if len(body) > 0 && body[len(body)-1] != '\n' {
+			return catRecord{}, false, errCatalogue // the snapshot ends with a newline
+		}
+	}
+}
+
+// hints returns, for each of ids (in id order), where the snapshot has
+// it or would: a start for lookup's search.
+func (st *catState) hints(ids []uuid.UUID) []int {
+	hints := make([]int, len(ids))
+	j := 0
+	for i, id := range ids {
+		for j < len(st.snap.ids) && bytesLess(st.snap.ids[j][:], id[:]) {
+			j++
+		}
+		hints[i] = j
+	}
+	return hints
+}
+
+// meta returns session id's metadata as the catalogue has it if
+// session.json is unchanged, else as session.json has it; buf is a
+// reading buffer, returned for reuse.
+func (st *catState) meta(fsys vfs.FS, root string, id uuid.UUID, hint int, buf []byte) (Meta, []byte, error) {
+	e, _, usable := st.lookup(id, hint)
+	return resolveMeta(fsys, filepath.Join(root, id.String()), id, e, usable, buf)
+}

@@ -1,0 +1,797 @@
+package sessionstore
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sessionstore/sessionstore/internal/jsonl"
+	"github.com/sessionstore/sessionstore/internal/vfs"
+)
+
+// scanMetas is what List answered before the catalogue: every
+// session.json under memRoot read, the readable ones in id order, and the
+// ids of the unreadable ones.
+func scanMetas(t *testing.T, fsys vfs.FS) ([]Meta, []uuid.UUID) {
+	t.Helper()
+	ids, err := sessionIDs(fsys, filepath.Join(memRoot, sessionsDir))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	require.NoError(t, err)
+	var out []Meta
+	var bad []uuid.UUID
+	for _, id := range ids {
+		m, _, err := readMeta(fsys, sessionPath(id), id)
+		switch {
+		case errors.Is(err, ErrNotFound):
+		case err != nil:
+			bad = append(bad, id)
+		default:
+			out = append(out, m)
+		}
+	}
+	return out, bad
+}
+
+// unreadableIDs returns the ids a *ListError names (nil for nil).
+func unreadableIDs(t *testing.T, err error) []uuid.UUID {
+	t.Helper()
+	if err == nil {
+		return nil
+	}
+	var le *ListError
+	require.ErrorAs(t, err, &le)
+	var ids []uuid.UUID
+	for _, u := range le.Unreadable {
+		ids = append(ids, u.ID)
+	}
+	return ids
+}
+
+// newestFirst returns up to n of metas (in id order), newest first.
+func newestFirst(metas []Meta, n int) []Meta {
+	var out []Meta
+	for i := len(metas) - 1; i >= 0 && len(out) < n; i-- {
+		out = append(out, metas[i])
+	}
+	return out
+}
+
+// checkListsAgree asserts that List and ListRecent of a store opened on
+// fsys (read-only or not) say what the session.json files say.
+func checkListsAgree(t *testing.T, fsys vfs.FS, readOnly bool, msg string) {
+	t.Helper()
+	ctx := context.Background()
+	want, bad := scanMetas(t, fsys)
+	s := openMem(t, fsys, Options{ReadOnly: readOnly})
+	defer s.Close()
+	got, err := s.List(ctx)
+	assert.Equal(t, bad, unreadableIDs(t, err), "%s: unreadable sessions", msg)
+	if len(want) == 0 && len(got) == 0 {
+		got = nil // none either way
+	}
+	assert.Equal(t, want, got, "%s: List (read-only %v)", msg, readOnly)
+	recent, err := s.ListRecent(ctx, 2)
+	if len(bad) == 0 {
+		assert.NoError(t, err, msg)
+	}
+	if len(recent) == 0 {
+		recent = nil
+	}
+	assert.Equal(t, newestFirst(want, 2), recent, "%s: ListRecent (read-only %v)", msg, readOnly)
+}
+
+func TestCatalogueCodec(t *testing.T) {
+	id := uuid.MustParse("01a02f3f-a89d-7d25-b4ac-ac89a183258d")
+	at := time.Date(2026, 8, 25, 17, 21, 23, 954897183, time.UTC)
+	full := Meta{ID: id, Name: "name", WorkingDir: "/w", Model: "m", CreatedAt: at, UpdatedAt: at.Add(time.Second), Labels: map[string]string{"b": "2", "a": "1"}}
+	tests := []struct {
+		name string
+		rec  catRecord
+		line string // the encoding without the crc suffix; "" to skip the check
+	}{
+		{"header", catRecord{kind: kindHeader, dir: stamp{5, 4096}, gen: 7},
+			`{"k":"h","dir":[5,4096],"v":1,"gen":7`},
+		{"pending", catRecord{kind: kindPending, dir: stamp{-1, 0}, id: id},
+			`{"k":"p","dir":[-1,0],"id":"01a02f3f-a89d-7d25-b4ac-ac89a183258d","file":[0,0]`},
+		{"unreadable", catRecord{kind: kindUnreadable, id: id, file: stamp{9, 301}},
+			`{"k":"u","dir":[0,0],"id":"01a02f3f-a89d-7d25-b4ac-ac89a183258d","file":[9,301]`},
+		{"entry", catRecord{kind: kindEntry, id: id, file: stamp{9, 301}, meta: full},
+			`{"k":"e","dir":[0,0],"id":"01a02f3f-a89d-7d25-b4ac-ac89a183258d","file":[9,301],"created_at":"2026-08-25T17:21:23.954897183Z","updated_at":"2026-08-25T17:21:24.954897183Z","name":"name","working_dir":"/w","model":"m","labels":{"a":"1","b":"2"}`},
+		{"commit, empty metadata", catRecord{kind: kindCommit, id: id, file: stamp{1, 2}, meta: Meta{ID: id, CreatedAt: at, UpdatedAt: at}},
+			`{"k":"c","dir":[0,0],"id":"01a02f3f-a89d-7d25-b4ac-ac89a183258d","file":[1,2],"created_at":"2026-08-25T17:21:23.954897183Z","updated_at":"2026-08-25T17:21:23.954897183Z","name":"","working_dir":"","model":"","labels":{}`},
+		{"escapes", catRecord{kind: kindEntry, id: id, meta: Meta{ID: id, Name: "a \"quoted\"\n\\ name", Model: "é ✓ \t", CreatedAt: at, UpdatedAt: at, Labels: map[string]string{"k\"": "v\x01"}}}, ""},
+		{"an offset time", catRecord{kind: kindEntry, id: id, meta: Meta{ID: id, CreatedAt: time.Date(2020, 1, 2, 3, 4, 5, 0, time.FixedZone("", 3600)), UpdatedAt: at}}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := appendCatRecord(nil, tt.rec)
+			require.True(t, bytes.HasSuffix(b, []byte("\n")))
+			if tt.line != "" {
+				assert.Equal(t, tt.line, string(b[:len(b)-len(`,"crc":"xxxxxxxx"}`)-1]))
+			}
+			got, err := decodeCatRecord(b[:len(b)-1])
+			require.NoError(t, err)
+			want := tt.rec
+			if hasMeta(want.kind) {
+				want.meta.ID = want.id
+				if len(want.meta.Labels) == 0 {
+					want.meta.Labels = nil
+				}
+			}
+			if !hasMeta(want.kind) {
+				want.meta = Meta{}
+			}
+			assert.Equal(t, want.kind, got.kind)
+			assert.Equal(t, want.dir, got.dir)
+			assert.Equal(t, want.gen, got.gen)
+			assert.Equal(t, want.id, got.id)
+			assert.Equal(t, want.file, got.file)
+			assert.True(t, want.meta.CreatedAt.Equal(got.meta.CreatedAt) && want.meta.UpdatedAt.Equal(got.meta.UpdatedAt))
+			want.meta.CreatedAt, want.meta.UpdatedAt = got.meta.CreatedAt, got.meta.UpdatedAt
+			assert.Equal(t, want.meta, got.meta)
+		})
+	}
+
+	// The times decode as session.json's decode: a List answered from the
+	// catalogue equals one that read the files (TestCatalogueCrashPoints).
+	t.Run("times as session.json", func(t *testing.T) {
+		m := full
+		m.CreatedAt = time.Date(2020, 1, 2, 3, 4, 5, 6, time.FixedZone("", -7200))
+		b, err := encodeMeta(m, formatVersion)
+		require.NoError(t, err)
+		fromFile, _, err := decodeMeta(b, id, "session.json")
+		require.NoError(t, err)
+		line := appendCatRecord(nil, catRecord{kind: kindEntry, id: id, meta: fromFile})
+		r, err := decodeCatRecord(line[:len(line)-1])
+		require.NoError(t, err)
+		assert.Equal(t, fromFile, r.meta)
+	})
+
+	good := appendCatRecord(nil, catRecord{kind: kindEntry, id: id, meta: full})
+	good = good[:len(good)-1]
+	reseal := func(body string) []byte { return bytes.TrimSuffix(jsonl.Seal(nil, []byte(body)), []byte("\n")) }
+	bad := []struct {
+		name string
+		line []byte
+	}{
+		{"empty", nil},
+		{"a changed byte", func() []byte { b := bytes.Clone(good); b[20] ^= 1; return b }()},
+		{"cut short", good[:len(good)-3]},
+		{"unknown kind", reseal(`{"k":"x","dir":[0,0],"id":"01a02f3f-a89d-7d25-b4ac-ac89a183258d","file":[0,0]}`)},
+		{"unknown version", reseal(`{"k":"h","dir":[0,0],"v":2,"gen":1}`)},
+		{"upper-case id", reseal(`{"k":"p","dir":[0,0],"id":"01A02F3F-A89D-7D25-B4AC-AC89A183258D","file":[0,0]}`)},
+		{"a member more", reseal(`{"k":"p","dir":[0,0],"id":"01a02f3f-a89d-7d25-b4ac-ac89a183258d","file":[0,0],"x":1}`)},
+		{"members out of order", reseal(`{"k":"p","id":"01a02f3f-a89d-7d25-b4ac-ac89a183258d","dir":[0,0],"file":[0,0]}`)},
+		{"bad time", reseal(`{"k":"c","dir":[0,0],"id":"01a02f3f-a89d-7d25-b4ac-ac89a183258d","file":[0,0],"created_at":"yesterday","updated_at":"2026-08-25T17:21:23Z","name":"","working_dir":"","model":"","labels":{}}`)},
+		{"bad escape", reseal(`{"k":"c","dir":[0,0],"id":"01a02f3f-a89d-7d25-b4ac-ac89a183258d","file":[0,0],"created_at":"2026-08-25T17:21:23Z","updated_at":"2026-08-25T17:21:23Z","name":"\q","working_dir":"","model":"","labels":{}}`)},
+		{"unterminated labels", reseal(`{"k":"c","dir":[0,0],"id":"01a02f3f-a89d-7d25-b4ac-ac89a183258d","file":[0,0],"created_at":"2026-08-25T17:21:23Z","updated_at":"2026-08-25T17:21:23Z","name":"","working_dir":"","model":"","labels":{"a":"b"}`)},
+	}
+	for _, tt := range bad {
+		t.Run("refused: "+tt.name, func(t *testing.T) {
+			_, err := decodeCatRecord(tt.line)
+			assert.Error(t, err)
+		})
+	}
+}
+
+func FuzzCatalogueRecord(f *testing.F) {
+	id := uuid.MustParse("01a02f3f-a89d-7d25-b4ac-ac89a183258d")
+	at := time.Date(2026, 8, 25, 17, 21, 23, 954897183, time.UTC)
+	for _, r := range []catRecord{
+		{kind: kindHeader, gen: 3, dir: stamp{1, 2}},
+		{kind: kindPending, id: id},
+		{kind: kindUnreadable, id: id, file: stamp{3, 4}},
+		{kind: kindCommit, id: id, meta: Meta{Name: "n \"q\"", CreatedAt: at, UpdatedAt: at, Labels: map[string]string{"a": "b", "c": "\\"}}},
+	} {
+		b := appendCatRecord(nil, r)
+		f.Add(b[:len(b)-1])
+	}
+	f.Add([]byte(`{"k":"e"}`))
+	f.Fuzz(func(t *testing.T, line []byte) {
+		r, err := decodeCatRecord(line)
+		if err != nil {
+			return
+		}
+		// What decodes encodes back to a line that decodes the same.
+		b := appendCatRecord(nil, r)
+		again, err := decodeCatRecord(b[:len(b)-1])
+		require.NoError(t, err)
+		require.Equal(t, r.kind, again.kind)
+		require.Equal(t, r.id, again.id)
+		require.Equal(t, r.file, again.file)
+		require.Equal(t, r.dir, again.dir)
+		require.Equal(t, r.gen, again.gen)
+		if hasMeta(r.kind) {
+			require.Equal(t, r.meta.Name, again.meta.Name)
+			require.Equal(t, r.meta.Labels, again.meta.Labels)
+			require.True(t, r.meta.UpdatedAt.Equal(again.meta.UpdatedAt))
+		}
+	})
+}
+
+// TestParseUTC: the fast path gives what time.Parse gives, and leaves to
+// it what it does not know.
+func TestParseUTC(t *testing.T) {
+	for _, in := range []string{
+		"2026-08-25T17:21:23.954897183Z", "2026-08-25T17:21:23Z", "2026-08-25T17:21:23.5Z", "0001-01-01T00:00:00Z",
+		"9999-12-31T23:59:59.999999999Z", "2024-02-29T00:00:00Z", "2026-08-25T17:21:23.000000001Z",
+	} {
+		want, err := time.Parse(time.RFC3339Nano, in)
+		require.NoError(t, err)
+		got, ok := parseUTC([]byte(in))
+		require.True(t, ok, in)
+		assert.Equal(t, want, got, in)
+		assert.Equal(t, in, got.Format(time.RFC3339Nano))
+	}
+	for _, in := range []string{
+		"2026-08-25T17:21:23+02:00", "2026-02-30T00:00:00Z", "2026-13-01T00:00:00Z", "2026-08-25T24:00:00Z",
+		"2026-08-25T17:21:23.50Z", "2026-08-25T17:21:23.Z", "2026-08-25 17:21:23Z", "2026-08-25T17:21:2xZ", "short",
+	} {
+		_, ok := parseUTC([]byte(in))
+		assert.False(t, ok, in)
+	}
+}
+
+// catalogueWorkload is what the crash and fault tests run: Creates, an
+// UpdateMeta, appends and the close that records the newest event's time,
+// then a second Store that updates and closes again. It stops at the
+// first error (the power cut, the injected fault).
+func catalogueWorkload(fsys vfs.FS) error {
+	ctx := context.Background()
+	o := deterministic(Options{fs: fsys})
+	s, err := Open(memRoot, &o)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	a, err := s.Create(ctx, Meta{Name: "a", Labels: map[string]string{"k": "v"}})
+	if err != nil {
+		return err
+	}
+	b, err := s.Create(ctx, Meta{Name: "b"})
+	if err != nil {
+		return err
+	}
+	if _, err := s.UpdateMeta(ctx, a.ID, func(m *Meta) { m.Name = "A" }); err != nil {
+		return err
+	}
+	if _, err := s.Append(ctx, b.ID, UserText("hello")); err != nil {
+		return err
+	}
+	if err := s.Close(); err != nil { // b's UpdatedAt moves to the event's time
+		return err
+	}
+	s2, err := Open(memRoot, &o)
+	if err != nil {
+		return err
+	}
+	defer s2.Close()
+	if _, err := s2.UpdateMeta(ctx, b.ID, func(m *Meta) { m.Name = "B" }); err != nil {
+		return err
+	}
+	if _, err := s2.Create(ctx, Meta{Name: "c"}); err != nil {
+		return err
+	}
+	return s2.Close()
+}
+
+// countMutating returns how many mutating operations catalogueWorkload
+// makes.
+func countMutating(t testing.TB) int {
+	t.Helper()
+	m := vfs.NewMemFS()
+	n := 0
+	m.SetFault(func(op vfs.Op, _ string) error {
+		if vfs.Mutating(op) {
+			n++
+		}
+		return nil
+	})
+	require.NoError(t, catalogueWorkload(m))
+	return n
+}
+
+// TestCatalogueCrashPoints cuts the power at every mutating operation of
+// catalogueWorkload and checks that, in every crash clone, List and
+// ListRecent (read-only, then by a writer, which may rewrite the
+// catalogue) say what the session.json files say.
+func TestCatalogueCrashPoints(t *testing.T) {
+	t.Parallel()
+	for _, coarse := range []bool{false, true} {
+		t.Run(fmt.Sprint("coarse clock ", coarse), func(t *testing.T) {
+			wrap := func(m *vfs.MemFS) vfs.FS {
+				if coarse {
+					return coarseFS{m}
+				}
+				return m
+			}
+			total := countMutating(t)
+			modes := []vfs.CrashMode{vfs.KeepSynced, vfs.KeepAll, vfs.KeepGarbageTail, vfs.KeepRandomSectors}
+			states := 0
+			for point := 1; point <= total; point++ {
+				m := vfs.NewMemFS()
+				n := 0
+				m.SetFault(func(op vfs.Op, path string) error {
+					if vfs.Mutating(op) {
+						n++
+						if n == point {
+							return vfs.ErrPowerLoss
+						}
+					}
+					return nil
+				})
+				err := catalogueWorkload(wrap(m))
+				require.ErrorIs(t, err, vfs.ErrPowerLoss, "crash point %d", point)
+				for i, mode := range modes {
+					clone := wrap(m.CrashClone(mode, uint64(point*10+i)))
+					if _, err := clone.Stat(filepath.Join(memRoot, sessionsDir)); err != nil {
+						continue // the store did not exist yet
+					}
+					states++
+					msg := fmt.Sprintf("crash point %d (%s), %s", point, m.PowerCut(), mode)
+					checkListsAgree(t, clone, true, msg)
+					checkListsAgree(t, clone, false, msg)
+					checkListsAgree(t, clone, true, msg+", after the writer")
+				}
+			}
+			t.Logf("catalogue crash states checked: %d (%d crash points)", states, total)
+		})
+	}
+}
+
+// coarseFS is a file system whose clock never moves: every file and
+// directory has the same modification time, so that only sizes tell a
+// change, as on a file system whose clock ticks slower than the writes
+// come. The protocol (the pending records) must keep List right without
+// the stamps' help.
+type coarseFS struct{ vfs.FS }
+
+func (c coarseFS) Stat(name string) (fs.FileInfo, error) {
+	info, err := c.FS.Stat(name)
+	if err != nil {
+		return nil, err
+	}
+	return coarseInfo{info}, nil
+}
+
+type coarseInfo struct{ fs.FileInfo }
+
+func (coarseInfo) ModTime() time.Time { return time.Unix(1, 0) }
+
+// TestCatalogueFaults fails the n-th mutating operation of the workload
+// (without a crash) and checks that the store that saw the failure, and a
+// new one, list what the session.json files say.
+func TestCatalogueFaults(t *testing.T) {
+	t.Parallel()
+	total := countMutating(t)
+	injected := errors.New("injected fault")
+	for n := 1; n <= total; n++ {
+		m := vfs.NewMemFS()
+		f := vfs.FailNth(n, injected, vfs.OpCreate, vfs.OpWrite, vfs.OpSync, vfs.OpTruncate, vfs.OpRename, vfs.OpRemove, vfs.OpMkdir, vfs.OpSyncDir)
+		m.SetFault(f.Hook)
+		err := catalogueWorkload(m)
+		m.SetFault(nil)
+		if !f.Fired() {
+			require.NoError(t, err)
+			continue
+		}
+		if err != nil { // a failed write of a derived file (index.jsonl) is not an error
+			require.ErrorIs(t, err, injected, "fault %d", n)
+		}
+		if _, err := m.Stat(filepath.Join(memRoot, sessionsDir)); err != nil {
+			continue
+		}
+		checkListsAgree(t, m, true, fmt.Sprintf("fault %d", n))
+		checkListsAgree(t, m, false, fmt.Sprintf("fault %d", n))
+	}
+}
+
+// catalogueStore makes a store on a MemFS with n sessions, closed.
+func catalogueStore(t *testing.T, n int) (*vfs.MemFS, []Meta) {
+	t.Helper()
+	ctx := context.Background()
+	m := vfs.NewMemFS()
+	s := openMem(t, m, deterministic(Options{}))
+	var metas []Meta
+	for i := range n {
+		meta, err := s.Create(ctx, Meta{Name: fmt.Sprint("session ", i)})
+		require.NoError(t, err)
+		metas = append(metas, meta)
+	}
+	require.NoError(t, s.Close())
+	slices.SortFunc(metas, func(a, b Meta) int { return bytes.Compare(a.ID[:], b.ID[:]) })
+	return m, metas
+}
+
+// removeAll removes a directory of a MemFS and everything in it.
+func removeAll(t *testing.T, fsys vfs.FS, dir string) {
+	t.Helper()
+	names, err := fsys.ReadDir(dir)
+	require.NoError(t, err)
+	for _, name := range names {
+		p := filepath.Join(dir, name)
+		info, err := fsys.Stat(p)
+		require.NoError(t, err)
+		if info.IsDir() {
+			removeAll(t, fsys, p)
+		} else {
+			require.NoError(t, fsys.Remove(p))
+		}
+	}
+	require.NoError(t, fsys.Remove(dir))
+}
+
+// TestCatalogueDisagrees: the catalogue says one thing, the session.json
+// files another; List and ListRecent follow the files.
+func TestCatalogueDisagrees(t *testing.T) {
+	ctx := context.Background()
+	catPath := filepath.Join(memRoot, catalogueName)
+	logPath := filepath.Join(memRoot, catalogueLogName)
+
+	t.Run("a changed byte in the catalogue", func(t *testing.T) {
+		m, metas := catalogueStore(t, 4)
+		for _, path := range []string{catPath, logPath} {
+			orig, err := vfs.ReadFile(m, path)
+			require.NoError(t, err)
+			for _, at := range []int{0, 10, len(orig) / 2, len(orig) - 12, len(orig) - 2} {
+				b := bytes.Clone(orig)
+				b[at] ^= 0x20
+				writeMemFile(t, m, path, b)
+				checkListsAgree(t, m, true, fmt.Sprintf("%s byte %d", path, at))
+				checkListsAgree(t, m, false, fmt.Sprintf("%s byte %d", path, at))
+				_, err := loadCatState(m, memRoot)
+				assert.NoError(t, err, "the writer rebuilt the catalogue")
+				writeMemFile(t, m, path, orig)
+			}
+		}
+		checkListsAgree(t, m, true, "restored")
+		s := openMem(t, m, Options{ReadOnly: true})
+		defer s.Close()
+		got, err := s.List(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, metas, got)
+	})
+
+	t.Run("a session directory removed by hand", func(t *testing.T) {
+		m, metas := catalogueStore(t, 3)
+		for _, victim := range []Meta{metas[2], metas[0]} { // the newest, then the oldest
+			removeAll(t, m, sessionPath(victim.ID))
+			checkListsAgree(t, m, true, "removed "+victim.Name)
+			checkListsAgree(t, m, false, "removed "+victim.Name)
+		}
+		want, _ := scanMetas(t, m)
+		assert.Equal(t, metas[1:2], want)
+	})
+
+	t.Run("a session directory added by hand", func(t *testing.T) {
+		m, metas := catalogueStore(t, 3)
+		catBytes, err := vfs.ReadFile(m, catPath)
+		require.NoError(t, err)
+		logBytes, err := vfs.ReadFile(m, logPath)
+		require.NoError(t, err)
+		s := openMem(t, m, Options{})
+		extra, err := s.Create(ctx, Meta{Name: "copied in"})
+		require.NoError(t, err)
+		require.NoError(t, s.Close())
+		// The catalogue as it was before: the new session is unknown to it.
+		writeMemFile(t, m, catPath, catBytes)
+		writeMemFile(t, m, logPath, logBytes)
+		st, err := loadCatState(m, memRoot)
+		require.NoError(t, err)
+		_, known, _ := st.lookup(extra.ID, -1)
+		require.False(t, known)
+		checkListsAgree(t, m, true, "added")
+		r := openMem(t, m, Options{ReadOnly: true})
+		recent, err := r.ListRecent(ctx, 1)
+		require.NoError(t, err)
+		assert.Equal(t, []Meta{extra}, recent, "the newest session, unknown to the catalogue")
+		require.NoError(t, r.Close())
+		checkListsAgree(t, m, false, "added")
+		assert.Len(t, metas, 3)
+	})
+
+	t.Run("a pending record without its commit", func(t *testing.T) {
+		m, metas := catalogueStore(t, 2)
+		victim := metas[1]
+		st, err := statStamp(m, sessionPath(victim.ID, metaFile))
+		require.NoError(t, err)
+		// A commit that matches session.json's stamp but not its content,
+		// then a pending record: only the pending record keeps a reader
+		// from believing the commit.
+		wrong := victim
+		wrong.Name = "not what session.json holds"
+		l, err := readCatLog(m, memRoot)
+		require.NoError(t, err)
+		b, err := vfs.ReadFile(m, logPath)
+		require.NoError(t, err)
+		b = appendCatRecord(b, catRecord{kind: kindCommit, dir: l.dir, id: victim.ID, file: st, meta: wrong})
+		writeMemFile(t, m, logPath, b)
+		s := openMem(t, m, Options{ReadOnly: true})
+		got, err := s.List(ctx)
+		require.NoError(t, err)
+		require.Equal(t, wrong, got[1], "precondition: the catalogue is believed while the stamp matches")
+		require.NoError(t, s.Close())
+
+		b = appendCatRecord(b, catRecord{kind: kindPending, dir: l.dir, id: victim.ID})
+		writeMemFile(t, m, logPath, b)
+		checkListsAgree(t, m, true, "pending")
+		checkListsAgree(t, m, false, "pending")
+	})
+
+	t.Run("an unsynced tail and damage before good lines", func(t *testing.T) {
+		m, _ := catalogueStore(t, 2)
+		b, err := vfs.ReadFile(m, logPath)
+		require.NoError(t, err)
+		_, err = parseCatLog(append(bytes.Clone(b), `{"k":"c","dir":[1,`...))
+		assert.NoError(t, err, "a torn last line is an unsynced tail")
+		damaged := bytes.Clone(b)
+		i := bytes.IndexByte(damaged, '\n')
+		damaged[i+5] ^= 1 // inside the first record after the header
+		_, err = parseCatLog(damaged)
+		assert.ErrorIs(t, err, errCatalogue, "a bad line with good ones after it is damage")
+	})
+
+	t.Run("a catalogue of another generation", func(t *testing.T) {
+		m, _ := catalogueStore(t, 2)
+		s := openMem(t, m, Options{})
+		_, err := s.List(ctx)
+		require.NoError(t, err)
+		oldLog, err := vfs.ReadFile(m, logPath)
+		require.NoError(t, err)
+		c := s.cat
+		lk, err := c.lock()
+		require.NoError(t, err)
+		_, err = c.rebuild(false)
+		require.NoError(t, err)
+		require.NoError(t, lk.Close())
+		require.NoError(t, s.Close())
+		writeMemFile(t, m, logPath, oldLog) // a crash between the two renames
+		_, err = loadCatState(m, memRoot)
+		require.ErrorIs(t, err, errCatalogue)
+		checkListsAgree(t, m, true, "generations")
+		checkListsAgree(t, m, false, "generations")
+	})
+
+	t.Run("a hand-edited session.json", func(t *testing.T) {
+		m, metas := catalogueStore(t, 2)
+		path := sessionPath(metas[0].ID, metaFile)
+		edited := metas[0]
+		edited.Name = "edited by hand, not through the store"
+		b, err := encodeMeta(edited, formatVersion)
+		require.NoError(t, err)
+		writeMemFile(t, m, path, b)
+		checkListsAgree(t, m, true, "edited")
+		writeMemFile(t, m, path, []byte(`{"id":`))
+		checkListsAgree(t, m, true, "damaged")
+		checkListsAgree(t, m, false, "damaged")
+	})
+}
+
+// TestCatalogueCompaction: past catalogueMaxLog records the log folds
+// into a new snapshot, and the answers stay.
+func TestCatalogueCompaction(t *testing.T) {
+	ctx := context.Background()
+	m, metas := catalogueStore(t, 3)
+	s := openMem(t, m, Options{})
+	defer s.Close()
+	gen, _, err := readCatHeader(m, memRoot)
+	require.NoError(t, err)
+	for i := range catalogueMaxLog {
+		_, err := s.UpdateMeta(ctx, metas[i%3].ID, func(m *Meta) { m.Model = fmt.Sprint("model ", i) })
+		require.NoError(t, err)
+	}
+	gen2, _, err := readCatHeader(m, memRoot)
+	require.NoError(t, err)
+	assert.Greater(t, gen2, gen, "the log was folded into a new snapshot")
+	l, err := readCatLog(m, memRoot)
+	require.NoError(t, err)
+	assert.Less(t, l.records, catalogueMaxLog)
+	checkListsAgree(t, m, true, "compacted")
+}
+
+// noWriteFS fails the test on any operation that would change the files.
+type noWriteFS struct {
+	vfs.FS
+	t *testing.T
+}
+
+func (n noWriteFS) OpenFile(name string, flag int, perm fs.FileMode) (vfs.File, error) {
+	if flag&(os.O_WRONLY|os.O_RDWR|os.O_CREATE|os.O_TRUNC) != 0 {
+		n.t.Errorf("a read-only store opened %s for writing", name)
+	}
+	return n.FS.OpenFile(name, flag, perm)
+}
+func (n noWriteFS) Rename(a, b string) error {
+	n.t.Errorf("a read-only store renamed %s", a)
+	return n.FS.Rename(a, b)
+}
+func (n noWriteFS) Remove(name string) error {
+	n.t.Errorf("a read-only store removed %s", name)
+	return n.FS.Remove(name)
+}
+func (n noWriteFS) MkdirAll(name string, perm fs.FileMode) error {
+	n.t.Errorf("a read-only store made %s", name)
+	return n.FS.MkdirAll(name, perm)
+}
+func (n noWriteFS) Lock(name string, perm fs.FileMode) (io.Closer, error) {
+	n.t.Errorf("a read-only store locked %s", name)
+	return n.FS.Lock(name, perm)
+}
+
+// TestCatalogueReaderBesideWriter: a read-only store in the same process
+// as a writer lists what the writer wrote at every step, and never writes,
+// also while the catalogue is missing or damaged.
+func TestCatalogueReaderBesideWriter(t *testing.T) {
+	ctx := context.Background()
+	m := vfs.NewMemFS()
+	o := deterministic(Options{})
+	w := openMem(t, m, o)
+	defer func() { w.Close() }()
+	r := openMem(t, noWriteFS{m, t}, Options{ReadOnly: true})
+	defer r.Close()
+	var ids []uuid.UUID
+	for i := range 6 {
+		meta, err := w.Create(ctx, Meta{Name: fmt.Sprint(i)})
+		require.NoError(t, err)
+		ids = append(ids, meta.ID)
+		_, err = w.UpdateMeta(ctx, ids[i/2], func(m *Meta) { m.Model = fmt.Sprint("model ", i) })
+		require.NoError(t, err)
+		if i == 3 {
+			require.NoError(t, m.Remove(filepath.Join(memRoot, catalogueName)))
+		}
+		want, err := w.List(ctx)
+		require.NoError(t, err)
+		got, err := r.List(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, want, got, "step %d", i)
+		recent, err := r.ListRecent(ctx, 3)
+		require.NoError(t, err)
+		assert.Equal(t, newestFirst(want, 3), recent, "step %d", i)
+		if i == 4 {
+			// A damaged catalogue the reader must read around, not repair.
+			require.NoError(t, w.Close())
+			writeMemFile(t, m, filepath.Join(memRoot, catalogueLogName), []byte("garbage\n"))
+			got, err := r.List(ctx)
+			require.NoError(t, err)
+			assert.Equal(t, want, got, "damaged catalogue")
+			w = openMem(t, m, o)
+		}
+	}
+}
+
+// TestCatalogueWritersAtOnce: several Stores on one directory (each
+// lock file taken through its own descriptor, as another process's would
+// be) write their own sessions at once; every List agrees with the files.
+func TestCatalogueWritersAtOnce(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	const writers, each = 3, 8
+	first, err := Open(dir, nil) // the root, made once
+	require.NoError(t, err)
+	require.NoError(t, first.Close())
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for w := range writers {
+		wg.Go(func() {
+			s, err := Open(dir, nil)
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer s.Close()
+			for i := range each {
+				meta, err := s.Create(ctx, Meta{Name: fmt.Sprint(w, "/", i)})
+				if err != nil {
+					errs <- err
+					return
+				}
+				if _, err := s.UpdateMeta(ctx, meta.ID, func(m *Meta) { m.Model = "updated" }); err != nil {
+					errs <- err
+					return
+				}
+				if _, err := s.List(ctx); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	s, err := Open(dir, &Options{ReadOnly: true})
+	require.NoError(t, err)
+	defer s.Close()
+	got, err := s.List(ctx)
+	require.NoError(t, err)
+	require.Len(t, got, writers*each)
+	ids, err := sessionIDs(vfs.Default, filepath.Join(dir, sessionsDir))
+	require.NoError(t, err)
+	for i, id := range ids {
+		m, _, err := readMeta(vfs.Default, filepath.Join(dir, sessionsDir, id.String()), id)
+		require.NoError(t, err)
+		assert.Equal(t, m, got[i])
+		assert.Equal(t, "updated", got[i].Model)
+	}
+	// And the catalogue says so by itself: every entry current.
+	st, err := loadCatState(vfs.Default, dir)
+	require.NoError(t, err)
+	assert.Empty(t, st.log.pending, "every pending record has its commit")
+	for _, id := range ids {
+		e, ok, usable := st.lookup(id, -1)
+		require.True(t, ok && usable)
+		assert.Equal(t, "updated", e.meta.Model)
+	}
+}
+
+// TestCatalogueXproc: two writer processes and this one create and update
+// sessions at once, each under its own session locks, all through the one
+// catalogue; then the catalogue holds every session as its session.json
+// does, with no pending record left open.
+func TestCatalogueXproc(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, err := Open(dir, nil)
+	require.NoError(t, err)
+	defer s.Close()
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	outs := make([]string, 2)
+	for i := range outs {
+		cmd := exec.CommandContext(t.Context(), exe, "-test.run=^$")
+		gorace := strings.TrimSpace(os.Getenv("GORACE") + " atexit_sleep_ms=0")
+		cmd.Env = append(os.Environ(), apiHelperEnv+"=catalogue-writes", apiDirEnv+"="+dir, apiSessionEnv+"="+uuid.Nil.String(), "GORACE="+gorace)
+		wg.Go(func() {
+			out, err := cmd.CombinedOutput()
+			outs[i] = fmt.Sprintf("%s%v", out, err) // "ok<nil>" when all went well
+		})
+	}
+	for i := range 10 {
+		meta, err := s.Create(ctx, Meta{Name: fmt.Sprint("parent ", i)})
+		require.NoError(t, err)
+		_, err = s.UpdateMeta(ctx, meta.ID, func(m *Meta) { m.Model = "updated" })
+		require.NoError(t, err)
+	}
+	wg.Wait()
+	assert.Equal(t, []string{"ok<nil>", "ok<nil>"}, outs)
+	require.NoError(t, s.Close())
+
+	st, err := loadCatState(vfs.Default, dir)
+	require.NoError(t, err)
+	assert.Empty(t, st.log.pending, "every pending record has its commit")
+	r, err := Open(dir, &Options{ReadOnly: true})
+	require.NoError(t, err)
+	defer r.Close()
+	got, err := r.List(ctx)
+	require.NoError(t, err)
+	require.Len(t, got, 30)
+	for _, m := range got {
+		onDisk, _, err := readMeta(vfs.Default, filepath.Join(dir, sessionsDir, m.ID.String()), m.ID)
+		require.NoError(t, err)
+		assert.Equal(t, onDisk, m)
+		assert.Equal(t, "updated", m.Model)
+		e, ok, usable := st.lookup(m.ID, -1)
+		require.True(t, ok && usable, "the catalogue knows %s", m.Name)
+		assert.Equal(t, onDisk, e.meta)
+	}
+}
