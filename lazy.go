@@ -80,7 +80,7 @@ import (
 // cache are cheap) and costs fresh memory.
 const (
 	lazyIndexTail = 4 << 10
-	lazyFreeSpace = preallocBig + 64<<10
+	lazyFreeSpace = preallocMax + 64<<10
 	lazyReadRun   = 128 << 10
 )
 
