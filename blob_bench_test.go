@@ -29,12 +29,23 @@ import (
 // internal/synth).
 func toolOutput(seed uint64, n int) string { return synth.ToolOutput(seed, n) }
 
-// BenchmarkAppendLarge appends 64 KiB tool results (stored as blobs) and
-// 300-byte messages alternately in one loop on the same disk, durable,
-// and reports the throughput and p99 latency of each.
+// BenchmarkAppendLarge appends 64 KiB tool results and 300-byte messages
+// alternately in one loop on the same disk, durable, and reports the
+// throughput and p99 latency of each: with the default blob threshold
+// (inline: one write and sync per append) and with the 16 KiB threshold
+// of earlier builds (a blob: its own file, two more sync rounds).
 func BenchmarkAppendLarge(b *testing.B) {
+	for _, mode := range []struct {
+		name      string
+		threshold int
+	}{{"inline", DefaultBlobThreshold}, {"blob", 16 << 10}} {
+		b.Run(mode.name, func(b *testing.B) { benchAppendLarge(b, mode.threshold) })
+	}
+}
+
+func benchAppendLarge(b *testing.B, threshold int) {
 	ctx := context.Background()
-	s, id := benchSession(b, b.TempDir(), nil)
+	s, id := benchSession(b, b.TempDir(), &Options{BlobThreshold: threshold})
 	small := benchRecord300()
 	base := toolOutput(1, 64<<10)
 	var smallLat, largeLat []time.Duration
@@ -69,14 +80,14 @@ func BenchmarkAppendLarge(b *testing.B) {
 }
 
 // BenchmarkAppendLargeConcurrent: 8 goroutines append 64 KiB tool results
-// (blobs) to one session while one more appends 300-byte messages to it;
+// (blobs: a 16 KiB threshold) to one session while one more appends 300-byte messages to it;
 // it reports the tool results' throughput and the messages' p99 latency.
 // Blobs are written outside the session's mutex, so their compression and
 // syncs overlap and the messages do not queue behind them.
 func BenchmarkAppendLargeConcurrent(b *testing.B) {
 	const writers = 8
 	ctx := context.Background()
-	s, id := benchSession(b, b.TempDir(), nil)
+	s, id := benchSession(b, b.TempDir(), &Options{BlobThreshold: 16 << 10})
 	base := toolOutput(1, 64<<10)
 	small := benchRecord300()
 	var next atomic.Int64

@@ -151,8 +151,9 @@ func sealedErr(err error) error {
 // Free space: the active chunk is preallocated by writing zeros past the
 // end of its data, in steps (grow), so that most fdatasyncs write data
 // only and need no journal commit for a new file size (1.3-1.5x more
-// durable appends per second in this package's benchmarks on ext4).
-// Records hold no zero byte, so zeros running to the end of a plain chunk
+// durable appends per second in this package's benchmarks on ext4), but
+// not for a commit of 32 KiB or more, which extends the file by itself
+// (localChunk.grow). Records hold no zero byte, so zeros running to the end of a plain chunk
 // are free space, not a torn write; the free space is cut off when the
 // chunk is closed or fills up. After a power loss, part of an unsynced
 // write may be missing in the middle of the free space (sectors reach the

@@ -117,8 +117,8 @@ func writeSession(b *testing.B, o Options, evs []Event) (string, uuid.UUID, int6
 // BenchmarkDiskRatio reports the bytes a session takes on disk (chunks,
 // blobs, index, metadata), with compression and blobs, against the same
 // events as plain JSONL lines, on a synthetic coding-agent session of
-// about 11 MiB: with the default 8 MiB chunks (one sealed) and with 1 MiB
-// chunks (all but the last sealed).
+// about 11 MiB, with the default options (the session closed: every
+// chunk sealed) and with 1 MiB chunks.
 func BenchmarkDiskRatio(b *testing.B) {
 	benchDiskRatio(b, codingSession(600, 1), DefaultChunkSize, 1<<20)
 }
@@ -126,8 +126,7 @@ func BenchmarkDiskRatio(b *testing.B) {
 // BenchmarkDiskRatioRecorded is BenchmarkDiskRatio on the session recorded
 // from this repository (testdata/transcripts): real file contents, grep
 // matches, git logs and vet output. At 0.71 MiB it fits in one default
-// chunk, which stays plain, so it is also measured with 64 KiB chunks, as a
-// stand-in for the sealed bulk of a long session.
+// chunk, which Close seals; it is also measured with 64 KiB chunks.
 func BenchmarkDiskRatioRecorded(b *testing.B) {
 	benchDiskRatio(b, loadTranscript(b, recordedTranscript), DefaultChunkSize, 64<<10)
 }
@@ -144,7 +143,7 @@ func benchDiskRatio(b *testing.B, evs []Event, chunkSizes ...int64) {
 			)
 			for i := 0; i < b.N; i++ {
 				var dir string
-				dir, _, plain = writeSession(b, Options{ChunkSize: chunk}, evs)
+				dir, _, plain = writeSession(b, Options{ChunkSize: chunk, BlobThreshold: DefaultBlobThreshold}, evs)
 				parts = diskParts(b, dir)
 				plainMiB = float64(plain) / (1 << 20)
 			}

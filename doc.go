@@ -199,7 +199,10 @@
 // so that most syncs write data only, with no new file size to commit
 // (1.3-1.5x more durable appends per second in this package's benchmarks
 // on ext4); the free space is cut off when the session is closed or the
-// chunk fills. The directory is
+// chunk fills. A commit of 32 KiB or more that does not fit the free space
+// extends the file by itself instead: zeros written ahead reach the disk
+// in the next sync, doubling what a large record's sync writes. The
+// directory is
 // synced only when a new chunk file is created, before any record is
 // written to it. The index line is written after the sync and not synced
 // itself, and the HEAD file is not touched. This is safe because both are
