@@ -488,7 +488,12 @@ func (h *openSession) close() error {
 	var errs []error
 	if h.writable() == nil {
 		h.chunks.trim()
-		h.sealOnClose()
+		// Sealing may load the index first, which can find the session
+		// damaged or fail and close it: only a session still writable
+		// then writes HEAD and session.json.
+		errs = append(errs, h.sealOnClose())
+	}
+	if h.writable() == nil {
 		if head := h.head(); head != h.headOnDisk {
 			if err := h.files.putHead(head); err != nil {
 				errs = append(errs, err)
@@ -535,36 +540,39 @@ const sealOnCloseMin = 16 << 10
 // appending without its index (partial) holds the entries of a chunk it
 // created (fresh); one that went on appending to an older chunk loads its
 // index first.
-func (h *openSession) sealOnClose() {
+//
+// It returns the error of loading the index, which may have left the
+// session damaged or closed; a failure of the sealing itself is logged.
+func (h *openSession) sealOnClose() error {
 	w := &h.chunks
 	if !w.compress || h.opts.keepPlainOnClose || w.active == nil || w.size < min(sealOnCloseMin, w.maxSize/4) || len(w.queue) > 0 {
-		return
+		return nil
 	}
 	log := h.opts.Logger.With("session", h.id)
 	if h.partial && !w.fresh {
 		if err := h.materialize(); err != nil {
 			log.Warn("sessionstore: chunk stays uncompressed: loading the index to seal it failed", "err", err)
-			return
+			return err
 		}
 		if h.writable() != nil || w.active == nil || len(w.queue) > 0 {
-			return
+			return nil
 		}
 	}
 	n := w.num
 	es := chunkEntries(h.entries, n)
 	if len(es) == 0 || es[0].Loc.Offset != 0 || es[len(es)-1].Loc.end() != w.size {
-		return // not the whole chunk: leave it plain
+		return nil // not the whole chunk: leave it plain
 	}
 	err := w.active.close()
 	w.active = nil
 	if err != nil {
 		log.Warn("sessionstore: chunk stays uncompressed", "path", w.path(n), "err", err)
-		return
+		return nil
 	}
-	if !w.seal(n, es) {
-		return
+	if w.seal(n, es) {
+		w.resealed()
 	}
-	w.resealed()
+	return nil
 }
 
 // metaWatcher hears of every write of session.json around it: the Store's

@@ -2,6 +2,7 @@ package sessionstore
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"strings"
@@ -151,4 +152,38 @@ func TestDefaultBlobThreshold(t *testing.T) {
 	assert.Len(t, blobFiles(t, m, id), 1)
 	assert.Equal(t, 1<<20, DefaultBlobThreshold)
 	require.NoError(t, s.Close())
+}
+
+// TestCloseSealFindsDamage: a session that appended without its index to
+// a chunk it did not create loads the index to seal it at Close; when
+// that finds damage the lazy open could not see (here, a sealed chunk's
+// embedded index), Close writes nothing more: no HEAD over the old one,
+// no panic, and the session opens damaged, its valid prefix readable.
+func TestCloseSealFindsDamage(t *testing.T) {
+	o := Options{ChunkSize: 64 << 10, keepPlainOnClose: true}
+	m, s, id := memSession(t, o)
+	appendKiB(t, s, id, 70, 1) // chunk 0 sealed when full, chunk 1 plain
+	require.NoError(t, s.Close())
+	sealed := sessionPath(id, chunksDir, chunkName(0)+sealedExt)
+	b, err := vfs.ReadFile(m, sealed)
+	require.NoError(t, err)
+	footer := b[len(b)-68:]
+	metaOff, metaLen := binary.LittleEndian.Uint64(footer[32:]), binary.LittleEndian.Uint64(footer[40:])
+	require.NotZero(t, metaLen)
+	flipByte(t, m, sealed, int64(metaOff+metaLen/2))
+	headBefore, err := vfs.ReadFile(m, sessionPath(id, headName))
+	require.NoError(t, err)
+
+	o.keepPlainOnClose = false
+	s = openMem(t, m, o)
+	appendKiB(t, s, id, 20, 1)
+	h := lockedHandle(t, s, id)
+	partial := h.partial
+	h.mu.Unlock()
+	require.True(t, partial, "appending without the index to chunk 1, which it did not create")
+	assert.NotPanics(t, func() { _ = s.Close() })
+	headAfter, err := vfs.ReadFile(m, sessionPath(id, headName))
+	require.NoError(t, err)
+	assert.Equal(t, string(headBefore), string(headAfter), "a damaged session's files are not written")
+	assert.Equal(t, []string{chunkName(0) + sealedExt, chunkName(1)}, chunkFiles(t, m, id), "nothing sealed")
 }
