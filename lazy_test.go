@@ -146,46 +146,42 @@ func TestLazyOpenNeedsCleanFiles(t *testing.T) {
 		name         string
 		damage       func(t *testing.T, m *vfs.MemFS, id uuid.UUID, path []Event)
 		lazy, reader bool // whether a writing and a read-only store open lazily
+		// sealed: the session closed as Close leaves it by default, the
+		// newest chunk sealed and index.jsonl empty; otherwise with the
+		// newest chunk kept plain.
+		sealed bool
 	}{
-		{"clean", func(*testing.T, *vfs.MemFS, uuid.UUID, []Event) {}, true, true},
+		{"clean", func(*testing.T, *vfs.MemFS, uuid.UUID, []Event) {}, true, true, false},
 		{"HEAD replace interrupted", func(t *testing.T, m *vfs.MemFS, id uuid.UUID, path []Event) {
 			writeMemFile(t, m, sessionPath(id, headTemp), encodeHead(path[len(path)-1].ID))
-		}, false, true},
+		}, false, true, false},
 		{"session.json replace interrupted", func(t *testing.T, m *vfs.MemFS, id uuid.UUID, _ []Event) {
 			writeMemFile(t, m, sessionPath(id, metaFile+".tmp"), []byte("{"))
-		}, false, true},
+		}, false, true, false},
 		{"HEAD behind the log", func(t *testing.T, m *vfs.MemFS, id uuid.UUID, path []Event) {
 			writeMemFile(t, m, sessionPath(id, headName), encodeHead(path[len(path)-2].ID))
-		}, false, true},
+		}, false, true, false},
 		{"last index line lost", func(t *testing.T, m *vfs.MemFS, id uuid.UUID, _ []Event) {
 			b, err := vfs.ReadFile(m, sessionPath(id, indexName))
 			require.NoError(t, err)
 			writeMemFile(t, m, sessionPath(id, indexName), b[:bytes.LastIndexByte(b[:len(b)-1], '\n')+1])
-		}, false, true},
+		}, false, true, false},
 		{"torn tail after the last record", func(t *testing.T, m *vfs.MemFS, id uuid.UUID, _ []Event) {
 			p := newestChunk(t, m, id)
 			b, err := vfs.ReadFile(m, p)
 			require.NoError(t, err)
 			writeMemFile(t, m, p, append(b, `{"id":"torn`...))
-		}, false, true},
+		}, false, true, false},
 		{"sealing interrupted", func(t *testing.T, m *vfs.MemFS, id uuid.UUID, _ []Event) {
 			writeMemFile(t, m, sessionPath(id, chunksDir, chunkName(0)+sealedExt+".tmp"), []byte("partial"))
-		}, false, false},
-	}
-	// The same session closed as Close leaves it by default: the newest
-	// chunk sealed and index.jsonl empty.
-	sealedCases := []struct {
-		name         string
-		damage       func(t *testing.T, m *vfs.MemFS, id uuid.UUID, path []Event)
-		lazy, reader bool
-	}{
-		{"sealed newest, clean", func(*testing.T, *vfs.MemFS, uuid.UUID, []Event) {}, true, true},
+		}, false, false, false},
+		{"sealed newest, clean", func(*testing.T, *vfs.MemFS, uuid.UUID, []Event) {}, true, true, true},
 		{"sealed newest, HEAD behind the log", func(t *testing.T, m *vfs.MemFS, id uuid.UUID, path []Event) {
 			writeMemFile(t, m, sessionPath(id, headName), encodeHead(path[len(path)-2].ID))
-		}, false, true},
+		}, false, true, true},
 		{"sealed newest, stale index lines", func(t *testing.T, m *vfs.MemFS, id uuid.UUID, path []Event) {
 			writeMemFile(t, m, sessionPath(id, indexName), []byte("{}\n"))
-		}, false, false},
+		}, false, false, true},
 		{"sealed newest, plain copy left", func(t *testing.T, m *vfs.MemFS, id uuid.UUID, _ []Event) {
 			// As a crash between the sealed file's rename and the plain
 			// file's removal leaves it: whole, the same records.
@@ -198,33 +194,7 @@ func TestLazyOpenNeedsCleanFiles(t *testing.T) {
 			require.NoError(t, err)
 			require.NoError(t, src.Close())
 			writeMemFile(t, m, newestChunk(t, m, id), b)
-		}, false, false},
-	}
-	for _, tc := range sealedCases {
-		for _, readOnly := range []bool{false, true} {
-			name := tc.name
-			if readOnly {
-				name += "/read-only"
-			}
-			t.Run(name, func(t *testing.T) {
-				m := vfs.NewMemFS()
-				o := Options{ChunkSize: 2048, BlobThreshold: 1024}
-				s, id, want := branchySession(t, m, o)
-				require.NoError(t, s.Close())
-				_, err := m.Stat(newestChunk(t, m, id) + sealedExt)
-				require.NoError(t, err, "Close sealed the newest chunk")
-				tc.damage(t, m, id, want)
-				lazy := tc.lazy
-				if readOnly {
-					o.fs, lazy = m, tc.reader
-					s, _ = roOpen(t, memRoot, o)
-				} else {
-					s = openMem(t, m, o)
-					defer s.Close()
-				}
-				assertHeadAndPath(t, s, id, want, lazy)
-			})
-		}
+		}, false, false, true},
 	}
 	for _, tc := range cases {
 		for _, readOnly := range []bool{false, true} {
@@ -234,9 +204,11 @@ func TestLazyOpenNeedsCleanFiles(t *testing.T) {
 			}
 			t.Run(name, func(t *testing.T) {
 				m := vfs.NewMemFS()
-				o := Options{ChunkSize: 2048, BlobThreshold: 1024, keepPlainOnClose: true}
+				o := Options{ChunkSize: 2048, BlobThreshold: 1024, keepPlainOnClose: !tc.sealed}
 				s, id, want := branchySession(t, m, o)
 				require.NoError(t, s.Close())
+				_, err := m.Stat(newestChunk(t, m, id) + sealedExt)
+				require.Equal(t, tc.sealed, err == nil, "the newest chunk sealed at Close")
 				tc.damage(t, m, id, want)
 
 				lazy := tc.lazy

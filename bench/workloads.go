@@ -437,6 +437,19 @@ func (e *env) list() error {
 		dirs[p.Name] = dir
 		want[p.Name] = listHash(created)
 	}
+	return e.timeLists(row, "list", dirs, func(ctx context.Context, st Store) ([]SessionInfo, error) { return st.List(ctx) },
+		func(name string, l []SessionInfo) error {
+			if len(l) != e.sz.ListSessions {
+				return fmt.Errorf("%s listed %d sessions, want %d", name, len(l), e.sz.ListSessions)
+			}
+			return checkList(name, l, want[name])
+		})
+}
+
+// timeLists times e.sz.ListIters rounds of a read-only open and list per
+// repetition and reader, keeping the median round in row, checks each
+// list outside the timing, and removes the fixtures in dirs.
+func (e *env) timeLists(r *row, what string, dirs map[string]string, list func(context.Context, Store) ([]SessionInfo, error), check func(peer string, l []SessionInfo) error) error {
 	for rep := range e.reps {
 		for _, p := range e.readers() {
 			var ms []float64
@@ -447,29 +460,26 @@ func (e *env) list() error {
 					d   time.Duration
 					st  Store
 				)
-				timed(e.ctx, "list/"+p.Name, func(ctx context.Context) {
+				timed(e.ctx, what+"/"+p.Name, func(ctx context.Context) {
 					t0 := time.Now()
 					if st, err = p.OpenRead(dirs[p.Name]); err != nil {
 						return
 					}
-					l, err = st.List(ctx)
+					l, err = list(ctx, st)
 					d = time.Since(t0)
 				})
 				if err != nil {
-					return fmt.Errorf("%s: list: %w", p.Name, err)
+					return fmt.Errorf("%s: %s: %w", p.Name, what, err)
 				}
 				if err := st.Close(); err != nil {
 					return err
 				}
-				if len(l) != e.sz.ListSessions {
-					return fmt.Errorf("%s listed %d sessions, want %d", p.Name, len(l), e.sz.ListSessions)
-				}
-				if err := checkList(p.Name, l, want[p.Name]); err != nil {
+				if err := check(p.Name, l); err != nil {
 					return err
 				}
 				ms = append(ms, float64(d.Nanoseconds())/1e6)
 			}
-			row.set(p.Name, rep, median(ms))
+			r.set(p.Name, rep, median(ms))
 		}
 	}
 	for _, d := range dirs {
@@ -600,44 +610,8 @@ func (e *env) listRecent() error {
 		e.logf("  %s: built %s sessions in %s", p.Name, thousands(int64(n)), took.Round(100*time.Millisecond))
 	}
 	e.res.detail("List-recent fixture, %s sessions of two 300-byte events each: build time, not part of the timing (sessionstore Create + AppendBatch from %d goroutines; SQLite one transaction; bbolt one db.Update per 10,000 sessions; JSONL every file written and fsynced from 32 goroutines, the directory fsynced once), and size on disk: %s.", thousands(int64(n)), buildWorkers, strings.Join(built, ", "))
-	for rep := range e.reps {
-		for _, p := range e.readers() {
-			var ms []float64
-			for range e.sz.ListIters {
-				var (
-					l   []SessionInfo
-					err error
-					d   time.Duration
-					st  Store
-				)
-				timed(e.ctx, "list-recent/"+p.Name, func(ctx context.Context) {
-					t0 := time.Now()
-					if st, err = p.OpenRead(dirs[p.Name]); err != nil {
-						return
-					}
-					l, err = st.ListRecent(ctx, k)
-					d = time.Since(t0)
-				})
-				if err != nil {
-					return fmt.Errorf("%s: list recent: %w", p.Name, err)
-				}
-				if err := st.Close(); err != nil {
-					return err
-				}
-				if err := checkRecent(p.Name, l, want[p.Name]); err != nil {
-					return err
-				}
-				ms = append(ms, float64(d.Nanoseconds())/1e6)
-			}
-			row.set(p.Name, rep, median(ms))
-		}
-	}
-	for _, d := range dirs {
-		if err := os.RemoveAll(d); err != nil {
-			return err
-		}
-	}
-	return nil
+	return e.timeLists(row, "list-recent", dirs, func(ctx context.Context, st Store) ([]SessionInfo, error) { return st.ListRecent(ctx, k) },
+		func(name string, l []SessionInfo) error { return checkRecent(name, l, want[name]) })
 }
 
 // dirSize returns the apparent size (sum of file sizes) and the allocated
