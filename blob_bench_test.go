@@ -240,9 +240,10 @@ func sharedDataDir() string {
 }
 
 // claudeCodeBlobs returns the lines of the shared Claude Code transcripts
-// whose compact JSON is over DefaultBlobThreshold, as records a harness
-// storing each line would write as blobs: those holding base64 image data,
-// and the others (mostly large tool results).
+// whose compact JSON is over 16 KiB (testBlobThreshold), as records a
+// harness storing each line with that threshold would write as blobs
+// (with the 1 MiB default none of them is one): those holding base64
+// image data, and the others (mostly large tool results).
 func claudeCodeBlobs(tb testing.TB, dir string) (images, others [][]byte) {
 	tb.Helper()
 	err := filepath.WalkDir(filepath.Join(dir, "claude-code"), func(path string, d fs.DirEntry, err error) error {
@@ -258,7 +259,7 @@ func claudeCodeBlobs(tb testing.TB, dir string) (images, others [][]byte) {
 		sc.Buffer(make([]byte, 0, 1<<20), 64<<20)
 		for sc.Scan() {
 			var rec bytes.Buffer
-			if err := json.Compact(&rec, sc.Bytes()); err != nil || rec.Len() <= DefaultBlobThreshold {
+			if err := json.Compact(&rec, sc.Bytes()); err != nil || rec.Len() <= testBlobThreshold {
 				continue
 			}
 			if bytes.Contains(rec.Bytes(), []byte(`"type":"base64"`)) {
@@ -290,7 +291,7 @@ func BenchmarkBlobEncode(b *testing.B) {
 }
 
 // BenchmarkBlobEncodeClaudeCode is BenchmarkBlobEncode on the records over
-// the blob threshold in the shared Claude Code transcripts (see
+// 16 KiB in the shared Claude Code transcripts (see
 // claudeCodeBlobs): the lines with base64 images (one of them the 1 MB
 // screenshot) and the others. It is skipped without the shared data.
 func BenchmarkBlobEncodeClaudeCode(b *testing.B) {
@@ -300,7 +301,7 @@ func BenchmarkBlobEncodeClaudeCode(b *testing.B) {
 	}
 	images, others := claudeCodeBlobs(b, dir)
 	if len(images) == 0 || len(others) == 0 {
-		b.Fatalf("%d image records and %d others over the blob threshold", len(images), len(others))
+		b.Fatalf("%d image records and %d others over 16 KiB", len(images), len(others))
 	}
 	largest := slices.MaxFunc(images, func(x, y []byte) int { return len(x) - len(y) })
 	benchBlobEncode(b, map[string][][]byte{

@@ -89,7 +89,7 @@ func TestSubscribeReceivesAppendedEvents(t *testing.T) {
 	ctx := context.Background()
 	sub := hubSubscribe(t, s, id)
 
-	large := strings.Repeat("y", DefaultBlobThreshold+1) // stored as a blob
+	large := strings.Repeat("y", testBlobThreshold+1) // stored as a blob
 	var want []Event
 	for _, ev := range []Event{
 		UserText("first"),
