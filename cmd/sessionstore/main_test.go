@@ -35,7 +35,7 @@ type fixture struct {
 	all        []sessionstore.Event // in append order
 }
 
-// bigOutput is a tool output over the 16 KiB blob threshold.
+// bigOutput is a tool output over the fixture's 16 KiB blob threshold.
 var bigOutput = strings.Repeat("line of test output\n", 1200)
 
 // newFixture builds a closed store in a temporary directory: a session
@@ -45,7 +45,9 @@ func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	ctx := context.Background()
 	f := &fixture{root: t.TempDir()}
-	s, err := sessionstore.Open(f.root, nil)
+	// A 16 KiB blob threshold (the default is 1 MiB), so that the tool
+	// result is a blob for the commands that show and check blobs.
+	s, err := sessionstore.Open(f.root, &sessionstore.Options{BlobThreshold: 16 << 10})
 	require.NoError(t, err)
 	defer func() { require.NoError(t, s.Close()) }()
 
