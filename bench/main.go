@@ -17,6 +17,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -54,7 +55,7 @@ func run() error {
 		cpuprofile = flag.String("cpuprofile", "", "write a CPU profile of this process to `file` (timed sections labelled timed=<workload>/<peer>); fresh-process workloads write <file>.<workload>.pprof of their sessionstore side")
 		loops      = flag.Int("profile-loops", 30, "with -cpuprofile, how many times a profiled child repeats its operation")
 		transcript = flag.String("transcript", "../testdata/transcripts/recorded-session.jsonl", "the recorded transcript for the disk workload")
-		realDir    = flag.String("transcripts", "../../shared/data/claude-code", "directory of the shared real Claude Code transcripts for the disk-real workload (every non-empty *.jsonl under it)")
+		realDir    = flag.String("transcripts", "", "directory of the shared real Claude Code transcripts for the disk-real workload (every non-empty *.jsonl under it); default: claude-code under $SESSIONSTORE_SHARED_DATA, ../../shared/data (from bench/) or /work/shared/data, the first that exists")
 		fdatasync  = flag.Bool("sqlite-fdatasync", true, "SQLite commits with fdatasync(2), as the C SQLite of Linux distributions does; false keeps modernc.org/sqlite's default, fsync(2)")
 	)
 	flag.Parse()
@@ -103,7 +104,7 @@ func run() error {
 	}
 	e := &env{
 		ctx: context.Background(), scratch: scratch, peers: peers, reps: *reps, sz: sz, res: newResults(),
-		exe: exe, loops: *loops, transcript: *transcript, transcripts: *realDir,
+		exe: exe, loops: *loops, transcript: *transcript, transcripts: transcriptsDir(*realDir),
 		logf: func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) },
 	}
 	if *cpuprofile != "" {
@@ -279,4 +280,25 @@ func libraryRevision() string {
 		s += " plus uncommitted changes"
 	}
 	return s
+}
+
+// transcriptsDir is the -transcripts flag, or when it is empty the first
+// of the places the shared data is kept that exists (as the package's
+// tests look for it); if none does, the first candidate, so that the
+// disk-real workload fails naming it.
+func transcriptsDir(flagValue string) string {
+	if flagValue != "" {
+		return flagValue
+	}
+	var candidates []string
+	if env := os.Getenv("SESSIONSTORE_SHARED_DATA"); env != "" {
+		candidates = append(candidates, filepath.Join(env, "claude-code"))
+	}
+	candidates = append(candidates, filepath.Join("..", "..", "shared", "data", "claude-code"), "/work/shared/data/claude-code")
+	for _, dir := range candidates {
+		if fi, err := os.Stat(dir); err == nil && fi.IsDir() {
+			return dir
+		}
+	}
+	return candidates[0]
 }
