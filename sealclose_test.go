@@ -187,3 +187,34 @@ func TestCloseSealFindsDamage(t *testing.T) {
 	assert.Equal(t, string(headBefore), string(headAfter), "a damaged session's files are not written")
 	assert.Equal(t, []string{chunkName(0) + sealedExt, chunkName(1)}, chunkFiles(t, m, id), "nothing sealed")
 }
+
+// TestReaderBesideSealingClose: a read-only store that loaded a session
+// while its writer appended sees the same events after the writer's Close
+// seals the chunk under it, and the events of a later writer after that.
+func TestReaderBesideSealingClose(t *testing.T) {
+	ctx := context.Background()
+	m, w, id := memSession(t, Options{})
+	evs := appendKiB(t, w, id, 20, 1)
+	r, _ := roOpen(t, memRoot, Options{fs: m})
+	defer r.Close()
+	got, err := r.Load(ctx, id)
+	require.NoError(t, err)
+	assertSameEvents(t, evs, got)
+
+	require.NoError(t, w.Close())
+	_, err = m.Stat(sessionPath(id, chunksDir, chunkName(0)+sealedExt))
+	require.NoError(t, err, "the writer's Close sealed chunk 0")
+	got, err = r.Load(ctx, id)
+	require.NoError(t, err)
+	assertSameEvents(t, evs, got)
+
+	w = openMem(t, m, Options{})
+	evs = append(evs, appendKiB(t, w, id, 2, 1)...)
+	got, err = r.Load(ctx, id)
+	require.NoError(t, err)
+	assertSameEvents(t, evs, got)
+	head, err := r.Head(ctx, id)
+	require.NoError(t, err)
+	assert.Equal(t, evs[len(evs)-1].ID, head)
+	require.NoError(t, w.Close())
+}
