@@ -381,7 +381,7 @@
 // directory change, kept or lost independently, since a directory change
 // can reach the disk before the data of its file, or without an earlier
 // change). The tests lose power at every mutating operation of a mixed
-// workload under each of these modes (about 8,700 states in the full run,
+// workload under each of these modes (about 9,000 states in the full run,
 // which .ci/run makes with SESSIONSTORE_CRASH_STATES=all; go test alone
 // checks a sample spread over the workload) and at every operation of an
 // atomic replace, of a sealing and of a rewrite of index.jsonl under many

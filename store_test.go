@@ -1039,6 +1039,12 @@ func TestOpenMakesSessionsDirDurable(t *testing.T) {
 	require.NoError(t, m.SyncDir(memRoot))
 
 	s := openMem(t, m, Options{})
+	// Durable when Open returns, before anything else syncs the root (a
+	// Create's catalogue records would).
+	opened := m.CrashClone(vfs.KeepSynced, 0)
+	info, err := opened.Stat(filepath.Join(memRoot, sessionsDir))
+	require.NoError(t, err, "the sessions directory Open made survives a power cut right after it")
+	assert.True(t, info.IsDir())
 	meta, err := s.Create(ctx, Meta{Name: "after the root lost its sessions"})
 	require.NoError(t, err)
 	ev, err := s.Append(ctx, meta.ID, UserText("durable"))
