@@ -1,0 +1,67 @@
+package sessionstore
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// ObjectStore is the object storage a Store keeps its sessions in when
+// Options.Remote is set: S3, GCS, Azure Blob or an S3-compatible server,
+// through the binding in the module github.com/sessionstore/sessionstore/remote
+// (gocloud.dev/blob), or any other implementation of these six calls. Keys
+// are slash-separated paths; the Store writes under sessions/ and meta/.
+//
+// The one guarantee the Store builds on is Create: of any number of
+// concurrent Creates of one key, across processes and machines, exactly one
+// succeeds, and the others return an error matching ErrObjectExists. That
+// is what fences a writer that lost its session (see remote.go). Every
+// call returns only after the object store answered: a Create or Put that
+// returns nil is durable there.
+type ObjectStore interface {
+	// Create stores data under key if no object has that key (S3's
+	// If-None-Match: *), else returns an error matching ErrObjectExists.
+	Create(ctx context.Context, key string, data []byte) error
+	// Put stores data under key, replacing any object there.
+	Put(ctx context.Context, key string, data []byte) error
+	// Get returns length bytes of key's object from offset (all of it
+	// from offset when length is negative), or an error matching
+	// ErrObjectNotFound.
+	Get(ctx context.Context, key string, offset, length int64) ([]byte, error)
+	// Stat returns the attributes of key's object, or an error matching
+	// ErrObjectNotFound.
+	Stat(ctx context.Context, key string) (ObjectInfo, error)
+	// List returns every object whose key starts with prefix, in key
+	// order.
+	List(ctx context.Context, prefix string) ([]ObjectInfo, error)
+	// Delete removes key's object; an absent object is not an error.
+	Delete(ctx context.Context, key string) error
+}
+
+// ObjectInfo describes a stored object. ModTime is the object store's own
+// clock, which lease expiry reads (never the local clock).
+type ObjectInfo struct {
+	Key     string
+	Size    int64
+	ModTime time.Time
+}
+
+// Errors of an ObjectStore, and of sessions kept in one.
+var (
+	// ErrObjectExists is returned by ObjectStore.Create when the key holds
+	// an object.
+	ErrObjectExists = errors.New("sessionstore: object exists")
+	// ErrObjectNotFound is returned by ObjectStore.Get and Stat for a key
+	// that holds no object.
+	ErrObjectNotFound = errors.New("sessionstore: object not found")
+	// ErrRemote reports a call to the object store that failed (it could
+	// not be reached, answered with an error, or did not answer before
+	// Options.RemoteTimeout). An Append that returns it acknowledged
+	// nothing; the session's next open keeps or cuts the events that
+	// append wrote by what the object store holds (remote.go).
+	ErrRemote = errors.New("sessionstore: object store call failed")
+	// ErrFenced is returned by every write to a session that another
+	// worker took over: this Store lost it, acknowledges nothing more
+	// and opens it again only by reconciling with the object store.
+	ErrFenced = errors.New("sessionstore: session taken over by another writer")
+)
