@@ -242,6 +242,15 @@ func readBlobWith(fsys vfs.FS, dir string, d [32]byte, size int64, scratch *[]by
 	if err != nil {
 		return nil, err
 	}
+	return decodeBlob(path, b, d, size)
+}
+
+// decodeBlob decompresses and verifies the stored blob b, whose digest
+// is d and record size is size, read from path (a file or an object key).
+func decodeBlob(path string, b []byte, d [32]byte, size int64) ([]byte, error) {
+	if size < 0 || size > maxRecordSizeLimit {
+		return nil, corruptf(path, 0, "blob record size %d out of range", size)
+	}
 	rec, err := blobDecoder.DecodeAll(b, make([]byte, 0, size))
 	if err != nil {
 		return nil, corruptf(path, 0, "decompress blob: %w", err)
@@ -295,6 +304,9 @@ func (s *Store) Resolve(ctx context.Context, session uuid.UUID, ev Event) (Event
 		return Event{}, err
 	}
 	rec, err := readBlob(s.opts.fs, dir, d, ev.Size)
+	if err != nil && s.fetchMissingBlob(ctx, dir, d, ev.Size) {
+		rec, err = readBlob(s.opts.fs, dir, d, ev.Size)
+	}
 	if err != nil {
 		return Event{}, err
 	}
@@ -523,6 +535,9 @@ func (b *blobReads) add(step int, e entry) {
 			for j := range b.jobs {
 				if j.err = b.ctx.Err(); j.err == nil {
 					j.rec, j.err = readBlobWith(b.s.opts.fs, b.dir, j.e.Digest, j.e.Size, &scratch)
+					if j.err != nil && b.s.fetchMissingBlob(b.ctx, b.dir, j.e.Digest, j.e.Size) {
+						j.rec, j.err = readBlobWith(b.s.opts.fs, b.dir, j.e.Digest, j.e.Size, &scratch)
+					}
 				}
 			}
 		})

@@ -64,6 +64,9 @@ type durableFiles interface {
 	readMeta(id uuid.UUID) (Meta, int, error)
 	putHead(id uuid.UUID) error
 	chunkReader() *chunkReader
+	// release ends the session's use of the files when it closes: a
+	// remote session's lease (remote.go); nothing for local files.
+	release(clean bool) error
 }
 
 // activeChunk is the chunk appends go to: see durableFiles.
@@ -179,6 +182,8 @@ func (l *localFiles) readMeta(id uuid.UUID) (Meta, int, error) {
 func (l *localFiles) putHead(id uuid.UUID) error {
 	return writeHead(l.fsys, l.dir, id, l.perm)
 }
+
+func (l *localFiles) release(bool) error { return nil }
 
 func (l *localFiles) chunkReader() *chunkReader {
 	return newChunkReader(l.fsys, l.chunkDir())

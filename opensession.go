@@ -2,6 +2,7 @@ package sessionstore
 
 import (
 	"container/list"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -142,7 +143,11 @@ func (st sessionState) String() string {
 // newOpenSession returns a session in state opening, not yet registered.
 func newOpenSession(id uuid.UUID, dir string, opts *Options, hb *hub) *openSession {
 	h := &openSession{id: id, dir: dir, opts: opts, hub: hb, ready: make(chan struct{})}
-	h.files = &localFiles{fsys: opts.fs, dir: dir, perm: opts.FileMode, dirPerm: opts.DirMode, maxChunk: opts.ChunkSize, log: opts.Logger.With("session", id)}
+	local := &localFiles{fsys: opts.fs, dir: dir, perm: opts.FileMode, dirPerm: opts.DirMode, maxChunk: opts.ChunkSize, log: opts.Logger.With("session", id)}
+	h.files = local
+	if opts.Remote != nil {
+		h.files = &remoteFiles{localFiles: local, obj: opts.Remote, id: id, store: opts.storeID, timeout: opts.RemoteTimeout, leaseT: opts.LeaseTime, now: time.Now}
+	}
 	h.pipe.synced = sync.NewCond(&h.mu)
 	return h
 }
@@ -304,7 +309,7 @@ func (h *openSession) lookup(id uuid.UUID) (*entry, error) {
 // an earlier open of the session in this Store (nil if none): the session
 // then opens failed (loadFailed). On an error the session's files are
 // closed and h stays opening; the registry closes it.
-func (h *openSession) open(lockSession func(string) (io.Closer, error), create *Meta, prior *failure) error {
+func (h *openSession) open(ctx context.Context, lockSession func(string) (io.Closer, error), create *Meta, prior *failure) error {
 	fsys := h.opts.fs
 	if h.opts.ReadOnly {
 		return h.openReader()
@@ -320,6 +325,22 @@ func (h *openSession) open(lockSession func(string) (io.Closer, error), create *
 			h.closeFiles()
 		}
 	}()
+	if rf, ok := h.files.(*remoteFiles); ok {
+		// The object store decides first: whether the session exists,
+		// and who holds it (remote.go).
+		if create != nil {
+			b, merr := encodeMeta(*create, formatVersion)
+			if merr != nil {
+				return merr
+			}
+			err = rf.create(ctx, b)
+		} else {
+			err = rf.acquire(ctx, h.opts.WaitForLock)
+		}
+		if err != nil {
+			return err
+		}
+	}
 	if create != nil {
 		if err := createSessionFiles(fsys, h.dir, *create, h.opts); err != nil {
 			return err
@@ -469,6 +490,9 @@ func (h *openSession) closeFiles() error {
 		h.index = nil
 	}
 	errs = append(errs, h.chunks.close())
+	// A remote session's lease ends (remote.go): with a clean release when
+	// every acknowledged event is in the files and nothing failed.
+	errs = append(errs, h.files.release(h.writeFailure == nil && h.state != stateDamaged && h.state != stateOpening))
 	if h.lock != nil {
 		errs = append(errs, h.lock.Close())
 		h.lock = nil

@@ -24,6 +24,11 @@ const (
 	DefaultFileMode = fs.FileMode(0o600)
 	DefaultDirMode  = fs.FileMode(0o700)
 
+	// DefaultLeaseTime is the default Options.LeaseTime.
+	DefaultLeaseTime = 30 * time.Second
+	// DefaultRemoteTimeout is the default Options.RemoteTimeout.
+	DefaultRemoteTimeout = 30 * time.Second
+
 	// maxRecordSizeLimit bounds MaxRecordSize so that a record's length
 	// always fits the index's 32-bit fields with room for its framing.
 	maxRecordSizeLimit = 1 << 30
@@ -93,10 +98,29 @@ type Options struct {
 	// (see readonly.go).
 	ReadOnly bool
 
+	// Remote keeps every session in an object store, the system of
+	// record, with the Store's directory as their cache (see ObjectStore
+	// and the package doc, Object storage). An Append then returns nil
+	// only when its events are durable in the local chunk and in the
+	// object store. Nil (the default) keeps sessions on the local disk
+	// only. A read-only store cannot have a remote.
+	Remote ObjectStore
+	// LeaseTime is how long a session's newest log object must be idle,
+	// on the object store's clock, before another Store may take the
+	// session over without its release (a holder that died). A holder
+	// idle that long may be taken over too: its next write returns
+	// ErrFenced. Default DefaultLeaseTime.
+	LeaseTime time.Duration
+	// RemoteTimeout bounds each object store call of the commit pipeline
+	// and of sealing, which serve many callers and so take none's context.
+	// Default DefaultRemoteTimeout.
+	RemoteTimeout time.Duration
+
 	// Test seams, unexported: the filesystem, the clock and the id source,
 	// and keepPlainOnClose, which leaves the active chunk plain at Close
 	// (sealOnClose), for tests of the states a plain newest chunk can be in.
 	keepPlainOnClose bool
+	storeID          uuid.UUID // set by Open: the holder named in a remote session's log
 	fs               vfs.FS
 	now              func() time.Time
 	newID            func() (uuid.UUID, error)
@@ -124,6 +148,16 @@ func (o *Options) withDefaults() (Options, error) {
 		return c, fmt.Errorf("%w: MaxOpenSessions %d is negative", ErrInvalidOptions, c.MaxOpenSessions)
 	case c.FileMode&^fs.ModePerm != 0 || c.DirMode&^fs.ModePerm != 0:
 		return c, fmt.Errorf("%w: FileMode and DirMode take permission bits only", ErrInvalidOptions)
+	case c.LeaseTime < 0 || c.RemoteTimeout < 0:
+		return c, fmt.Errorf("%w: LeaseTime and RemoteTimeout cannot be negative", ErrInvalidOptions)
+	case c.Remote != nil && c.ReadOnly:
+		return c, fmt.Errorf("%w: a read-only store cannot have a Remote", ErrInvalidOptions)
+	}
+	if c.LeaseTime == 0 {
+		c.LeaseTime = DefaultLeaseTime
+	}
+	if c.RemoteTimeout == 0 {
+		c.RemoteTimeout = DefaultRemoteTimeout
 	}
 	if c.ChunkSize == 0 {
 		c.ChunkSize = DefaultChunkSize

@@ -182,7 +182,13 @@ func (r *registry) openNew(ctx context.Context, h *openSession, create *Meta) er
 			h.becomeClosed(err)
 			return err
 		}
-	} else if _, err := fsys.Stat(filepath.Join(h.dir, metaFile)); err != nil {
+	} else if _, err := fsys.Stat(filepath.Join(h.dir, metaFile)); err != nil && r.opts.Remote != nil {
+		// A remote session this machine lacks: opening restores it.
+		if err := fsys.MkdirAll(h.dir, r.opts.DirMode); err != nil {
+			h.becomeClosed(err)
+			return err
+		}
+	} else if err != nil {
 		if noSession(fsys, h.dir, err) {
 			err = fmt.Errorf("%w: session %s", ErrNotFound, h.id)
 		}
@@ -198,7 +204,7 @@ func (r *registry) openNew(ctx context.Context, h *openSession, create *Meta) er
 		p = &prior
 	}
 	lock := func(path string) (io.Closer, error) { return r.lockSession(ctx, path) }
-	if err := h.open(lock, create, p); err != nil {
+	if err := h.open(ctx, lock, create, p); err != nil {
 		if wasFailed {
 			r.mu.Lock()
 			r.failures[h.id] = prior
@@ -269,6 +275,7 @@ func (r *registry) unref(h *openSession) []*openSession {
 // so that the next call opens it again from its files; the calls still
 // using it get its cause.
 func (r *registry) release(h *openSession) {
+	r.closeLost(h)
 	if h.state == stateClosed {
 		r.mu.Lock() // lock order: a session's mu, then the registry's
 		if r.sessions[h.id] == h {
@@ -283,9 +290,29 @@ func (r *registry) release(h *openSession) {
 	r.releaseUnlocked(h)
 }
 
+// closeLost closes a remote session that lost its lease or whose remote
+// state is unknown (remote.go), with h.mu held, so that release forgets
+// it and the next call opens it again from the object store.
+func (r *registry) closeLost(h *openSession) {
+	if h.state != stateFailed || !remoteLost(h.writeFailure) {
+		return
+	}
+	if err := h.becomeClosed(h.cause); err != nil {
+		r.opts.Logger.Warn("sessionstore: closing a session after a remote failure", "session", h.id, "err", err)
+	}
+}
+
 // releaseUnlocked is release for a caller that has unlocked h.mu already,
 // and left the session open (commit).
 func (r *registry) releaseUnlocked(h *openSession) {
+	if r.opts.Remote != nil {
+		h.mu.Lock()
+		if h.state == stateFailed && remoteLost(h.writeFailure) {
+			r.release(h) // closes it and forgets it, unlocking h.mu
+			return
+		}
+		h.mu.Unlock()
+	}
 	r.mu.Lock()
 	victims := r.unref(h)
 	r.mu.Unlock()
@@ -323,7 +350,7 @@ func (r *registry) closeVictims(victims []*openSession) {
 		if pending != uuid.Nil {
 			r.selections[h.id] = pending
 		}
-		if failed.err != nil {
+		if failed.err != nil && !remoteLost(failed.err) {
 			r.failures[h.id] = failed
 		}
 		if len(repaired) > 0 {

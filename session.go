@@ -309,6 +309,9 @@ func (s *Store) List(ctx context.Context) ([]Meta, error) {
 		return nil, err
 	}
 	defer s.end()
+	if s.opts.Remote != nil {
+		return s.listRemote(ctx)
+	}
 	root := filepath.Join(s.dir, sessionsDir)
 	ids, err := sessionIDs(s.opts.fs, root)
 	if err != nil {
@@ -383,6 +386,10 @@ func (s *Store) ListRecent(ctx context.Context, n int) ([]Meta, error) {
 	if err := s.begin(ctx); err != nil {
 		return nil, err
 	}
+	if s.opts.Remote != nil {
+		s.end()
+		return s.listRecentRemote(ctx, n)
+	}
 	metas, bad, ok := s.cat.recent(n)
 	s.end()
 	if ok {
@@ -416,6 +423,9 @@ func (s *Store) Meta(ctx context.Context, session uuid.UUID) (Meta, error) {
 		return Meta{}, err
 	}
 	defer s.end()
+	if s.opts.Remote != nil {
+		return s.metaRemote(ctx, session)
+	}
 	m, _, err := readMeta(s.opts.fs, s.sessionDir(session), session)
 	return m, err
 }

@@ -1,0 +1,172 @@
+package sessionstore
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// memObjects is an in-memory ObjectStore for the tests of remote
+// sessions, with a clock the test moves and a hook that can fail calls.
+type memObjects struct {
+	mu      sync.Mutex
+	objs    map[string]memObject
+	clock   time.Time
+	calls   map[string]int // by operation
+	bytesIn int64          // bytes Get returned
+	// fail, when set, is asked before each call; a non-nil error fails
+	// it. after says whether the call is applied first (an answer lost
+	// on the way back).
+	fail func(op, key string) (err error, after bool)
+}
+
+type memObject struct {
+	data []byte
+	mod  time.Time
+}
+
+func newMemObjects() *memObjects {
+	return &memObjects{objs: map[string]memObject{}, clock: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), calls: map[string]int{}}
+}
+
+// advance moves the object store's clock.
+func (m *memObjects) advance(d time.Duration) {
+	m.mu.Lock()
+	m.clock = m.clock.Add(d)
+	m.mu.Unlock()
+}
+
+func (m *memObjects) count(op string) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.calls[op]
+}
+
+func (m *memObjects) keys(prefix string) []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []string
+	for k := range m.objs {
+		if strings.HasPrefix(k, prefix) {
+			out = append(out, k)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// call counts op and asks the fault hook, with m.mu held.
+func (m *memObjects) call(op, key string) (error, bool) {
+	m.calls[op]++
+	if m.fail == nil {
+		return nil, false
+	}
+	return m.fail(op, key)
+}
+
+func (m *memObjects) Create(ctx context.Context, key string, data []byte) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ferr, after := m.call("create", key)
+	if ferr != nil && !after {
+		return ferr
+	}
+	if _, ok := m.objs[key]; ok {
+		return fmt.Errorf("create %s: %w", key, ErrObjectExists)
+	}
+	m.objs[key] = memObject{data: slices.Clone(data), mod: m.clock}
+	return ferr
+}
+
+func (m *memObjects) Put(ctx context.Context, key string, data []byte) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ferr, after := m.call("put", key)
+	if ferr != nil && !after {
+		return ferr
+	}
+	m.objs[key] = memObject{data: slices.Clone(data), mod: m.clock}
+	return ferr
+}
+
+func (m *memObjects) Get(ctx context.Context, key string, off, n int64) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if ferr, _ := m.call("get", key); ferr != nil {
+		return nil, ferr
+	}
+	o, ok := m.objs[key]
+	if !ok {
+		return nil, fmt.Errorf("get %s: %w", key, ErrObjectNotFound)
+	}
+	if off > int64(len(o.data)) {
+		off = int64(len(o.data))
+	}
+	end := int64(len(o.data))
+	if n >= 0 {
+		end = min(end, off+n)
+	}
+	m.bytesIn += end - off
+	return slices.Clone(o.data[off:end]), nil
+}
+
+func (m *memObjects) Stat(ctx context.Context, key string) (ObjectInfo, error) {
+	if err := ctx.Err(); err != nil {
+		return ObjectInfo{}, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if ferr, _ := m.call("stat", key); ferr != nil {
+		return ObjectInfo{}, ferr
+	}
+	o, ok := m.objs[key]
+	if !ok {
+		return ObjectInfo{}, fmt.Errorf("stat %s: %w", key, ErrObjectNotFound)
+	}
+	return ObjectInfo{Key: key, Size: int64(len(o.data)), ModTime: o.mod}, nil
+}
+
+func (m *memObjects) List(ctx context.Context, prefix string) ([]ObjectInfo, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if ferr, _ := m.call("list", prefix); ferr != nil {
+		return nil, ferr
+	}
+	var out []ObjectInfo
+	for k, o := range m.objs {
+		if strings.HasPrefix(k, prefix) {
+			out = append(out, ObjectInfo{Key: k, Size: int64(len(o.data)), ModTime: o.mod})
+		}
+	}
+	slices.SortFunc(out, func(a, b ObjectInfo) int { return strings.Compare(a.Key, b.Key) })
+	return out, nil
+}
+
+func (m *memObjects) Delete(ctx context.Context, key string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ferr, after := m.call("delete", key)
+	if ferr != nil && !after {
+		return ferr
+	}
+	delete(m.objs, key)
+	return ferr
+}

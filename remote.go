@@ -1,0 +1,975 @@
+package sessionstore
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/sessionstore/sessionstore/internal/vfs"
+	"github.com/sessionstore/sessionstore/internal/zchunk"
+)
+
+// Sessions on object storage
+//
+// With Options.Remote set, the object store is the system of record and
+// the session's directory is its cache. remoteFiles is the durableFiles
+// seam for such a session: every durable fact goes to the local files (as
+// without a remote) and to the object store, and a call returns only when
+// both hold it.
+//
+// The log. Each session has a log of numbered, immutable objects,
+// sessions/<id>/log/<n> (n in 20 decimal digits, from 1, no gaps), each
+// written with ObjectStore.Create, which succeeds for exactly one writer.
+// An object is a JSON header line (logHeader) and a payload:
+//
+//   - data: one commit group, the bytes written at (chunk, offset) of the
+//     session's chunk, checked by their CRC-32C;
+//   - seal: chunk c is sealed, its compressed file stored once as the
+//     immutable object the header names (uploaded before the record);
+//   - meta: a new session.json (its payload), also copied to
+//     meta/<id>/<n> for List;
+//   - markers: create (the session's first object), open (a Store took
+//     the session), release (Close let it go). A marker's header holds
+//     the whole state of the log before it (remoteState: the sealed
+//     chunks, the data objects of the chunks not sealed, the data objects
+//     sealing made unneeded) and its payload session.json, so a reader
+//     needs only the newest marker and the objects after it.
+//
+// Fencing. A Store holds a session from the marker it created to its
+// release. Its next object is always the number after its last one, and a
+// Store taking the session creates its marker at the number after the
+// newest object it saw, so a writer that lost the session (a zombie:
+// paused, partitioned, slow) fails its next Create, stops with ErrFenced
+// and acknowledges nothing more. Markers are never deleted; data objects
+// are deleted only once a seal record covers their chunk, after
+// LeaseTime, so a number a zombie could still try is never free again.
+//
+// Handoff. Opening a session whose newest object is a release marker
+// takes it at once. Opening one another Store holds fails with ErrLocked,
+// or with Options.WaitForLock waits (polling) until it is released or its
+// newest object is older than Options.LeaseTime on the object store's own
+// clock (a probe object's modification time, never the local clock);
+// then the open takes it over. A holder that writes nothing for LeaseTime
+// can be taken over: its next write returns ErrFenced.
+//
+// Opening reconciles the local files with the log (reconcileLocal): a
+// sealed chunk the local files lack is downloaded whole, the plain chunks
+// are rebuilt from their data objects (only those newer than what the
+// local files held at their last clean release, recorded in remote.json),
+// bytes or chunks the log does not hold are cut (they were never
+// acknowledged), and the index and HEAD are rebuilt from the chunks.
+// Blobs are fetched when a read needs them, verified by their digest.
+//
+// Acknowledged means remote. A commit group's Append returns nil only
+// after the local fdatasync and the Create of its data object, run side
+// by side, both succeeded. A Create that fails for another reason than
+// ErrObjectExists leaves the object's state unknown: the session stops
+// writing (ErrRemote, matched with ErrSessionFailed), and the registry
+// forgets it, so that the next call opens it again from the log: the
+// events of the failed group are then kept if their object was stored,
+// cut if not. Every remote call of an open or a read takes the caller's
+// context; those of the commit pipeline and of sealing, which serve many
+// callers, are bounded by Options.RemoteTimeout.
+
+// remoteFormat is the version of the log's objects.
+const remoteFormat = 1
+
+// Kinds of log objects.
+const (
+	logCreate  = "create"
+	logOpen    = "open"
+	logRelease = "release"
+	logData    = "data"
+	logSeal    = "seal"
+	logMeta    = "meta"
+)
+
+func isMarker(kind string) bool {
+	return kind == logCreate || kind == logOpen || kind == logRelease
+}
+
+// remoteStateFile records, in a session's directory, the log object the
+// local files match exactly, written after a clean release: the next
+// open fetches only newer objects.
+const remoteStateFile = "remote.json"
+
+// logHeader is the first line of a log object.
+type logHeader struct {
+	V     int          `json:"v"`
+	Kind  string       `json:"kind"`
+	Lease uuid.UUID    `json:"lease"`          // the lease (one open of the session) that wrote it
+	Store uuid.UUID    `json:"store"`          // the Store that held the lease
+	Chunk uint32       `json:"chunk,omitzero"` // data, seal
+	Off   int64        `json:"off,omitzero"`   // data: where the payload goes in the chunk
+	Len   int          `json:"len"`            // payload bytes
+	CRC   uint32       `json:"crc"`            // CRC-32C of the payload
+	Key   string       `json:"key,omitzero"`   // seal: the sealed chunk's object
+	Size  int64        `json:"size,omitzero"`  // seal: the chunk's plain size
+	State *remoteState `json:"state,omitzero"` // markers: the log's state before them
+}
+
+// remoteState is what the log holds, as of some object.
+type remoteState struct {
+	Sealed []sealedObject `json:"sealed"`
+	Live   []logPiece     `json:"live"` // data objects of chunks not sealed, in log order
+	Dead   []uint64       `json:"dead"` // data objects of sealed chunks, not deleted yet
+}
+
+// sealedObject is a sealed chunk's object.
+type sealedObject struct {
+	Chunk uint32 `json:"chunk"`
+	Key   string `json:"key"`
+	Size  int64  `json:"size"` // plain size
+}
+
+// logPiece is a data object: Len bytes of Chunk at Off.
+type logPiece struct {
+	Seq   uint64 `json:"seq"`
+	Chunk uint32 `json:"chunk"`
+	Off   int64  `json:"off"`
+	Len   int    `json:"len"`
+}
+
+func (st *remoteState) clone() *remoteState {
+	return &remoteState{Sealed: slices.Clone(st.Sealed), Live: slices.Clone(st.Live), Dead: slices.Clone(st.Dead)}
+}
+
+func (st *remoteState) sealed(c uint32) (sealedObject, bool) {
+	for _, s := range st.Sealed {
+		if s.Chunk == c {
+			return s, true
+		}
+	}
+	return sealedObject{}, false
+}
+
+// apply adds object seq, with header h, to the state.
+func (st *remoteState) apply(seq uint64, h *logHeader) {
+	switch h.Kind {
+	case logData:
+		st.Live = append(st.Live, logPiece{Seq: seq, Chunk: h.Chunk, Off: h.Off, Len: h.Len})
+	case logSeal:
+		if _, ok := st.sealed(h.Chunk); ok {
+			return
+		}
+		st.Sealed = append(st.Sealed, sealedObject{Chunk: h.Chunk, Key: h.Key, Size: h.Size})
+		live := st.Live[:0]
+		for _, p := range st.Live {
+			if p.Chunk == h.Chunk {
+				st.Dead = append(st.Dead, p.Seq)
+			} else {
+				live = append(live, p)
+			}
+		}
+		st.Live = live
+	}
+}
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+func encodeLogObject(h *logHeader, payload []byte) ([]byte, error) {
+	h.V, h.Len, h.CRC = remoteFormat, len(payload), crc32.Checksum(payload, castagnoli)
+	b, err := json.Marshal(h)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]byte, 0, len(b)+1+len(payload))
+	out = append(append(append(out, b...), '\n'), payload...)
+	return out, nil
+}
+
+func decodeLogObject(key string, b []byte) (*logHeader, []byte, error) {
+	i := bytes.IndexByte(b, '\n')
+	if i < 0 {
+		return nil, nil, corruptf(key, 0, "log object has no header line")
+	}
+	var h logHeader
+	if err := json.Unmarshal(b[:i], &h); err != nil {
+		return nil, nil, corruptf(key, 0, "log object header: %w", err)
+	}
+	if h.V != remoteFormat {
+		return nil, nil, fmt.Errorf("%w: log object %s has version %d", ErrUnsupportedFormat, key, h.V)
+	}
+	payload := b[i+1:]
+	if len(payload) != h.Len || crc32.Checksum(payload, castagnoli) != h.CRC {
+		return nil, nil, corruptf(key, int64(i+1), "log object payload does not match its header (%d bytes, want %d, or CRC-32C)", len(payload), h.Len)
+	}
+	if h.Kind == logData && (h.Off < 0 || h.Len == 0) {
+		return nil, nil, corruptf(key, 0, "data object at offset %d with %d bytes", h.Off, h.Len)
+	}
+	return &h, payload, nil
+}
+
+// Object keys.
+func sessionPrefix(id uuid.UUID) string { return "sessions/" + id.String() + "/" }
+func logPrefix(id uuid.UUID) string     { return sessionPrefix(id) + "log/" }
+func logKey(id uuid.UUID, seq uint64) string {
+	return fmt.Sprintf("%s%020d", logPrefix(id), seq)
+}
+func parseLogKey(prefix, key string) (uint64, bool) {
+	var seq uint64
+	rest, ok := cutPrefix(key, prefix)
+	if !ok || len(rest) != 20 {
+		return 0, false
+	}
+	for _, c := range rest {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		seq = seq*10 + uint64(c-'0')
+	}
+	return seq, seq > 0
+}
+func cutPrefix(s, prefix string) (string, bool) {
+	if len(s) < len(prefix) || s[:len(prefix)] != prefix {
+		return "", false
+	}
+	return s[len(prefix):], true
+}
+func blobKey(id uuid.UUID, d [32]byte) string {
+	return sessionPrefix(id) + "blobs/" + hex.EncodeToString(d[:])
+}
+func sealedKey(id uuid.UUID, c uint32, lease uuid.UUID) string {
+	return sessionPrefix(id) + "chunks/" + chunkName(c) + "." + lease.String() + sealedExt
+}
+func clockKey(id uuid.UUID) string { return sessionPrefix(id) + "clock" }
+
+// metaPrefix is where List finds every session's metadata:
+// meta/<id>/<n>, a copy of the meta (or marker) log object n's payload.
+const metaPrefix = "meta/"
+
+func metaKey(id uuid.UUID, seq uint64) string {
+	return fmt.Sprintf("%s%s/%020d", metaPrefix, id, seq)
+}
+
+// remoteErr wraps a failed object store call.
+func remoteErr(op, key string, err error) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%w: %s %s: %w", ErrRemote, op, key, err)
+	}
+	return fmt.Errorf("%w: %s %s: %w", ErrRemote, op, key, err)
+}
+
+// remoteFiles is durableFiles for a session kept in an object store: see
+// the top of this file.
+type remoteFiles struct {
+	*localFiles
+	obj     ObjectStore
+	id      uuid.UUID
+	lease   uuid.UUID
+	store   uuid.UUID // the Store's id (Options.storeID)
+	timeout time.Duration
+	leaseT  time.Duration
+	now     func() time.Time // local monotonic clock, for the grace of deletions only
+
+	logMu  sync.Mutex // held across each log object's Create, so numbers follow the log's order
+	seq    uint64     // the newest log object this lease wrote; 0 before it holds the session
+	lost   error      // ErrFenced or ErrRemote once a Create failed: no more log objects
+	state  *remoteState
+	meta   []byte        // session.json as the log holds it
+	dying  []dyingPieces // data objects sealing made unneeded, deleted after leaseT
+	holder bool          // the lease is held (between acquire and release)
+}
+
+// dyingPieces are data objects unneeded since a time.
+type dyingPieces struct {
+	since time.Time
+	seqs  []uint64
+}
+
+func (r *remoteFiles) ctx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), r.timeout)
+}
+
+// putLog creates the next log object, with logMu held by the caller.
+func (r *remoteFiles) putLogLocked(ctx context.Context, h *logHeader, payload []byte) (uint64, error) {
+	if r.lost != nil {
+		return 0, r.lost
+	}
+	if !r.holder {
+		return 0, fmt.Errorf("%w: session %s is not held", ErrRemote, r.id)
+	}
+	h.Lease, h.Store = r.lease, r.store
+	b, err := encodeLogObject(h, payload)
+	if err != nil {
+		return 0, err
+	}
+	seq := r.seq + 1
+	key := logKey(r.id, seq)
+	if err := r.obj.Create(ctx, key, b); err != nil {
+		if errors.Is(err, ErrObjectExists) {
+			r.lost = fmt.Errorf("%w: session %s: log object %s exists (another writer took the session)", ErrFenced, r.id, key)
+		} else {
+			r.lost = fmt.Errorf("%w: session %s: the state of log object %s is unknown: %w", ErrRemote, r.id, key, remoteErr("create", key, err))
+		}
+		return 0, r.lost
+	}
+	r.seq = seq
+	r.state.apply(seq, h)
+	if h.Kind == logSeal {
+		if dead := r.state.Dead; len(dead) > 0 {
+			r.dying = append(r.dying, dyingPieces{since: r.now(), seqs: slices.Clone(dead)})
+		}
+	}
+	return seq, nil
+}
+
+func (r *remoteFiles) putLog(h *logHeader, payload []byte) (uint64, error) {
+	ctx, cancel := r.ctx()
+	defer cancel()
+	r.logMu.Lock()
+	defer r.logMu.Unlock()
+	return r.putLogLocked(ctx, h, payload)
+}
+
+func (r *remoteFiles) createChunk(n uint32) (activeChunk, error) {
+	c, err := r.localFiles.createChunk(n)
+	if err != nil {
+		return nil, err
+	}
+	return &remoteChunk{activeChunk: c, r: r, n: n}, nil
+}
+
+func (r *remoteFiles) openChunk(n uint32, size int64) (activeChunk, error) {
+	c, err := r.localFiles.openChunk(n, size)
+	if err != nil {
+		return nil, err
+	}
+	return &remoteChunk{activeChunk: c, r: r, n: n}, nil
+}
+
+// remoteChunk is the active chunk of a remote session: a commit group's
+// bytes are written locally, then made durable by the local sync and the
+// Create of their data object, side by side.
+type remoteChunk struct {
+	activeChunk
+	r    *remoteFiles
+	n    uint32
+	pend []byte // written since the last sync
+	off  int64  // where pend starts
+}
+
+func (c *remoteChunk) writeAt(data []byte, off int64) error {
+	if err := c.activeChunk.writeAt(data, off); err != nil {
+		return err
+	}
+	if len(data) == 0 {
+		return nil
+	}
+	if len(c.pend) == 0 {
+		c.off = off
+	} else if off != c.off+int64(len(c.pend)) {
+		return fmt.Errorf("sessionstore: write at %d after %d unsynced bytes from %d: %w", off, len(c.pend), c.off, errUnsynced)
+	}
+	c.pend = append(c.pend, data...)
+	return nil
+}
+
+func (c *remoteChunk) sync() error {
+	if len(c.pend) == 0 {
+		return c.activeChunk.sync()
+	}
+	local := make(chan error, 1)
+	go func() { local <- c.activeChunk.sync() }()
+	_, rerr := c.r.putLog(&logHeader{Kind: logData, Chunk: c.n, Off: c.off}, c.pend)
+	lerr := <-local
+	c.pend = c.pend[:0]
+	if lerr != nil {
+		return lerr
+	}
+	return rerr
+}
+
+// sealChunk seals chunk n locally, uploads the sealed file as an
+// immutable object and records it in the log. A failure to store it
+// remotely leaves the chunk's data objects in place (the log still holds
+// the chunk); it is logged, since the local sealing succeeded.
+func (r *remoteFiles) sealChunk(n uint32, es []entry) error {
+	if err := r.localFiles.sealChunk(n, es); err != nil {
+		return err
+	}
+	if err := r.uploadSealed(n); err != nil {
+		r.log.Warn("sessionstore: sealed chunk not stored remotely; its data objects stay", "chunk", n, "err", err)
+	}
+	r.deleteDying(false)
+	return nil
+}
+
+func (r *remoteFiles) uploadSealed(n uint32) error {
+	path := r.chunkPath(n) + sealedExt
+	b, err := vfs.ReadFile(r.fsys, path)
+	if err != nil {
+		return err
+	}
+	zr, err := zchunk.Open(r.fsys, path)
+	if err != nil {
+		return err
+	}
+	size := zr.Size()
+	zr.Close()
+	key := sealedKey(r.id, n, r.lease)
+	ctx, cancel := r.ctx()
+	defer cancel()
+	if err := r.obj.Create(ctx, key, b); err != nil && !errors.Is(err, ErrObjectExists) {
+		return remoteErr("create", key, err)
+	}
+	_, err = r.putLog(&logHeader{Kind: logSeal, Chunk: n, Key: key, Size: size}, nil)
+	return err
+}
+
+// deleteDying deletes the data objects sealing made unneeded LeaseTime
+// ago (all of them with all set, at release).
+func (r *remoteFiles) deleteDying(all bool) {
+	r.logMu.Lock()
+	var due []uint64
+	keep := r.dying[:0]
+	for _, d := range r.dying {
+		if all || r.now().Sub(d.since) >= r.leaseT {
+			due = append(due, d.seqs...)
+		} else {
+			keep = append(keep, d)
+		}
+	}
+	r.dying = keep
+	r.logMu.Unlock()
+	if len(due) == 0 {
+		return
+	}
+	ctx, cancel := r.ctx()
+	defer cancel()
+	var deleted []uint64
+	for _, seq := range due {
+		if err := r.obj.Delete(ctx, logKey(r.id, seq)); err != nil {
+			r.log.Warn("sessionstore: unneeded log object stays", "key", logKey(r.id, seq), "err", err)
+			continue
+		}
+		deleted = append(deleted, seq)
+	}
+	r.logMu.Lock()
+	r.state.Dead = slices.DeleteFunc(r.state.Dead, func(s uint64) bool { return slices.Contains(deleted, s) })
+	r.logMu.Unlock()
+}
+
+// putBlob stores the blob locally and as an immutable object, before the
+// line naming it is written. An object already there with the digest is
+// reused once its content verifies.
+func (r *remoteFiles) putBlob(d [32]byte, rec []byte) error {
+	if err := r.localFiles.putBlob(d, rec); err != nil {
+		return err
+	}
+	b, err := vfs.ReadFile(r.fsys, blobPath(r.dir, d))
+	if err != nil {
+		return err
+	}
+	key := blobKey(r.id, d)
+	ctx, cancel := r.ctx()
+	defer cancel()
+	err = r.obj.Create(ctx, key, b)
+	if errors.Is(err, ErrObjectExists) {
+		old, gerr := r.obj.Get(ctx, key, 0, -1)
+		if gerr != nil {
+			return remoteErr("get", key, gerr)
+		}
+		if _, verr := decodeBlob(key, old, d, int64(len(rec))); verr == nil {
+			return nil
+		}
+		// A bad object under the digest: replace it.
+		err = r.obj.Put(ctx, key, b)
+	}
+	if err != nil {
+		return remoteErr("create", key, err)
+	}
+	return nil
+}
+
+func (r *remoteFiles) readBlob(d [32]byte, size int64) ([]byte, error) {
+	rec, err := r.localFiles.readBlob(d, size)
+	if err == nil || !blobMissing(r.fsys, r.dir, d) {
+		return rec, err
+	}
+	ctx, cancel := r.ctx()
+	defer cancel()
+	if err := fetchBlob(ctx, r.obj, r.fsys, r.id, r.dir, d, size, r.perm, r.dirPerm); err != nil {
+		return nil, err
+	}
+	return r.localFiles.readBlob(d, size)
+}
+
+// blobMissing reports whether the local blob file is absent.
+func blobMissing(fsys vfs.FS, dir string, d [32]byte) bool {
+	_, err := fsys.Stat(blobPath(dir, d))
+	return errors.Is(err, os.ErrNotExist)
+}
+
+// fetchBlob downloads blob d of session id into its directory dir,
+// verified by its digest first.
+func fetchBlob(ctx context.Context, obj ObjectStore, fsys vfs.FS, id uuid.UUID, dir string, d [32]byte, size int64, perm, dirPerm os.FileMode) error {
+	key := blobKey(id, d)
+	b, err := obj.Get(ctx, key, 0, -1)
+	if errors.Is(err, ErrObjectNotFound) {
+		return corruptf(key, 0, "blob is missing from the object store")
+	}
+	if err != nil {
+		return remoteErr("get", key, err)
+	}
+	if _, err := decodeBlob(key, b, d, size); err != nil {
+		return err
+	}
+	path := blobPath(dir, d)
+	if err := fsys.MkdirAll(filepath.Dir(path), dirPerm); err != nil {
+		return err
+	}
+	return writeFileAtomic(fsys, path, b, perm)
+}
+
+// writeFileAtomic writes path through a temporary file renamed over it,
+// both synced.
+func writeFileAtomic(fsys vfs.FS, path string, b []byte, perm os.FileMode) error {
+	return replaceFile(fsys, filepath.Dir(path), filepath.Base(path), b, perm)
+}
+
+// putMeta replaces session.json locally, then records it in the log and
+// copies it where List reads it.
+func (r *remoteFiles) putMeta(b []byte) error {
+	if err := r.localFiles.putMeta(b); err != nil {
+		return err
+	}
+	ctx, cancel := r.ctx()
+	defer cancel()
+	r.logMu.Lock()
+	seq, err := r.putLogLocked(ctx, &logHeader{Kind: logMeta}, b)
+	if err == nil {
+		r.meta = slices.Clone(b)
+	}
+	r.logMu.Unlock()
+	if err != nil {
+		return err
+	}
+	r.copyMeta(ctx, seq, b)
+	return nil
+}
+
+// copyMeta writes meta/<id>/<seq> for List and deletes older copies. A
+// failure is logged: List shows the older copy until the next one.
+func (r *remoteFiles) copyMeta(ctx context.Context, seq uint64, b []byte) {
+	key := metaKey(r.id, seq)
+	if err := r.obj.Create(ctx, key, b); err != nil && !errors.Is(err, ErrObjectExists) {
+		r.log.Warn("sessionstore: metadata copy for List not stored", "key", key, "err", err)
+		return
+	}
+	infos, err := r.obj.List(ctx, metaPrefix+r.id.String()+"/")
+	if err != nil {
+		return
+	}
+	for _, o := range infos {
+		if o.Key < key {
+			if err := r.obj.Delete(ctx, o.Key); err != nil {
+				r.log.Warn("sessionstore: older metadata copy stays", "key", o.Key, "err", err)
+			}
+		}
+	}
+}
+
+// release ends the lease with a release marker, so that another Store
+// may open the session at once. With clean (the session wrote everything
+// it acknowledged, and the local files hold exactly the log), it records
+// in remote.json that the local files match the marker. A Store that
+// lost the session writes nothing.
+func (r *remoteFiles) release(clean bool) error {
+	r.logMu.Lock()
+	held := r.holder
+	r.logMu.Unlock()
+	if !held {
+		return nil
+	}
+	r.deleteDying(true)
+	ctx, cancel := r.ctx()
+	defer cancel()
+	r.logMu.Lock()
+	defer r.logMu.Unlock()
+	r.holder = false
+	if errors.Is(r.lost, ErrFenced) {
+		return nil
+	}
+	if r.lost != nil {
+		// The state of the object after r.seq is unknown: release after
+		// the newest object if it is this lease's.
+		infos, err := r.obj.List(ctx, logPrefix(r.id))
+		if err != nil || len(infos) == 0 {
+			return remoteErr("list", logPrefix(r.id), err)
+		}
+		newest := infos[len(infos)-1]
+		seq, ok := parseLogKey(logPrefix(r.id), newest.Key)
+		if !ok {
+			return corruptf(newest.Key, 0, "not a log object name")
+		}
+		b, err := r.obj.Get(ctx, newest.Key, 0, -1)
+		if err != nil {
+			return remoteErr("get", newest.Key, err)
+		}
+		h, _, err := decodeLogObject(newest.Key, b)
+		if err != nil || h.Lease != r.lease {
+			return err
+		}
+		// The objects whose Create failed but were stored are this
+		// lease's: the release's state holds them (their events stay,
+		// unacknowledged).
+		for k := r.seq + 1; k <= seq; k++ {
+			key := logKey(r.id, k)
+			b, err := r.obj.Get(ctx, key, 0, -1)
+			if err != nil {
+				return remoteErr("get", key, err)
+			}
+			h, _, err := decodeLogObject(key, b)
+			if err != nil {
+				return err
+			}
+			r.state.apply(k, h)
+		}
+		r.seq, r.lost, r.holder, clean = seq, nil, true, false
+		defer func() { r.holder = false }()
+	} else {
+		r.holder = true
+		defer func() { r.holder = false }()
+	}
+	seq, err := r.putLogLocked(ctx, &logHeader{Kind: logRelease, State: r.state.clone()}, r.meta)
+	if err != nil {
+		return err
+	}
+	if !clean {
+		return nil
+	}
+	b, _ := json.Marshal(localRemoteState{Seq: seq, Lease: r.lease})
+	return replaceFile(r.fsys, r.dir, remoteStateFile, b, r.perm)
+}
+
+// localRemoteState is remote.json.
+type localRemoteState struct {
+	Seq   uint64    `json:"seq"`
+	Lease uuid.UUID `json:"lease"`
+}
+
+// logView is the log as a Store opening a session reads it: its newest
+// object and the state after it.
+type logView struct {
+	newest     ObjectInfo
+	newestSeq  uint64
+	newestHead *logHeader
+	state      *remoteState
+	meta       []byte
+	payloads   map[uint64][]byte // data objects read on the way
+}
+
+// readView lists the log and reads back from its newest object to the
+// newest marker, a batch of objects at a time. It returns a nil view for
+// a session the object store does not hold.
+func (r *remoteFiles) readView(ctx context.Context) (*logView, error) {
+	prefix := logPrefix(r.id)
+	infos, err := r.obj.List(ctx, prefix)
+	if err != nil {
+		return nil, remoteErr("list", prefix, err)
+	}
+	var seqs []uint64
+	var objs []ObjectInfo
+	for _, o := range infos {
+		if seq, ok := parseLogKey(prefix, o.Key); ok {
+			seqs, objs = append(seqs, seq), append(objs, o)
+		}
+	}
+	if len(seqs) == 0 {
+		return nil, nil
+	}
+	v := &logView{newest: objs[len(objs)-1], newestSeq: seqs[len(seqs)-1], payloads: map[uint64][]byte{}}
+	type got struct {
+		h       *logHeader
+		payload []byte
+	}
+	read := map[uint64]got{}
+	marker := -1
+	const batch = 16
+	for end := len(seqs); end > 0 && marker < 0; end -= batch {
+		start := max(0, end-batch)
+		res := make([]got, end-start)
+		errs := make([]error, end-start)
+		forEach(end-start, batch, func(_, i int) {
+			key := objs[start+i].Key
+			b, err := r.obj.Get(ctx, key, 0, -1)
+			if err != nil {
+				if errors.Is(err, ErrObjectNotFound) {
+					// Deleted since the listing: a data object of a sealed
+					// chunk, which a newer seal record covers.
+					return
+				}
+				errs[i] = remoteErr("get", key, err)
+				return
+			}
+			h, payload, err := decodeLogObject(key, b)
+			res[i], errs[i] = got{h, payload}, err
+		})
+		if err := errors.Join(errs...); err != nil {
+			return nil, err
+		}
+		for i := len(res) - 1; i >= 0; i-- {
+			if res[i].h == nil {
+				continue
+			}
+			read[seqs[start+i]] = res[i]
+			if isMarker(res[i].h.Kind) && marker < 0 {
+				marker = start + i
+			}
+		}
+	}
+	if marker < 0 {
+		return nil, corruptf(objs[0].Key, 0, "the log has no create, open or release marker")
+	}
+	m := read[seqs[marker]]
+	if m.h.State == nil {
+		v.state = &remoteState{}
+	} else {
+		v.state = m.h.State.clone()
+	}
+	v.meta = m.payload
+	for i := marker + 1; i < len(seqs); i++ {
+		g, ok := read[seqs[i]]
+		if !ok {
+			continue
+		}
+		switch g.h.Kind {
+		case logData:
+			v.payloads[seqs[i]] = g.payload
+		case logMeta:
+			v.meta = g.payload
+		}
+		v.state.apply(seqs[i], g.h)
+	}
+	v.newestHead = read[v.newestSeq].h
+	return v, nil
+}
+
+// storeClock returns the object store's current time: the modification
+// time of a probe object it writes.
+func (r *remoteFiles) storeClock(ctx context.Context) (time.Time, error) {
+	key := clockKey(r.id)
+	if err := r.obj.Put(ctx, key, []byte(r.lease.String())); err != nil {
+		return time.Time{}, remoteErr("put", key, err)
+	}
+	info, err := r.obj.Stat(ctx, key)
+	if err != nil {
+		return time.Time{}, remoteErr("stat", key, err)
+	}
+	return info.ModTime, nil
+}
+
+// create makes the session's log, with its first object, for Create.
+func (r *remoteFiles) create(ctx context.Context, meta []byte) error {
+	r.logMu.Lock()
+	defer r.logMu.Unlock()
+	r.lease, r.state, r.meta, r.seq, r.lost = uuid.Must(uuid.NewV7()), &remoteState{}, slices.Clone(meta), 0, nil
+	r.holder = true
+	_, err := r.putLogLocked(ctx, &logHeader{Kind: logCreate, State: &remoteState{}}, meta)
+	if errors.Is(err, ErrFenced) {
+		r.holder, r.lost = false, nil
+		return fmt.Errorf("%w: session %s (in the object store)", ErrExists, r.id)
+	}
+	if err != nil {
+		r.holder = false
+		return err
+	}
+	r.copyMeta(ctx, r.seq, meta)
+	return nil
+}
+
+// leasePoll is how often an open waiting for a session another Store
+// holds looks again.
+func leasePoll(lease time.Duration) time.Duration {
+	return min(max(lease/10, 10*time.Millisecond), time.Second)
+}
+
+// acquire takes the session for this Store: it waits for (wait) or
+// refuses a session another Store holds, reconciles the local files with
+// the log, and creates its open marker. It returns ErrNotFound for a
+// session the object store does not hold.
+func (r *remoteFiles) acquire(ctx context.Context, wait bool) error {
+	for {
+		v, err := r.readView(ctx)
+		if err != nil {
+			return err
+		}
+		if v == nil {
+			return fmt.Errorf("%w: session %s", ErrNotFound, r.id)
+		}
+		// Held, unless released or held by this Store: a lease of an
+		// earlier open of the session here, which closed without its
+		// release (a remote failure), is this Store's to take.
+		if v.newestHead == nil || v.newestHead.Kind != logRelease && v.newestHead.Store != r.store {
+			now, err := r.storeClock(ctx)
+			if err != nil {
+				return err
+			}
+			idle := now.Sub(v.newest.ModTime)
+			if idle < r.leaseT {
+				if !wait {
+					return fmt.Errorf("%w: session %s is held by another Store (newest log object %s, %s old, lease %s)", ErrLocked, r.id, v.newest.Key, idle.Round(time.Millisecond), r.leaseT)
+				}
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-time.After(leasePoll(r.leaseT)):
+				}
+				continue
+			}
+			r.log.Warn("sessionstore: taking over a session whose holder wrote nothing for the lease time", "newest", v.newest.Key, "idle", idle)
+		}
+		if err := r.reconcileLocal(ctx, v); err != nil {
+			return err
+		}
+		r.logMu.Lock()
+		r.lease, r.state, r.meta, r.seq, r.lost, r.holder = uuid.Must(uuid.NewV7()), v.state, v.meta, v.newestSeq, nil, true
+		_, err = r.putLogLocked(ctx, &logHeader{Kind: logOpen, State: v.state.clone()}, v.meta)
+		if errors.Is(err, ErrFenced) {
+			// Another Store wrote meanwhile: read the log again.
+			r.lost, r.holder = nil, false
+			r.logMu.Unlock()
+			continue
+		}
+		if err != nil {
+			r.holder = false
+		}
+		if dead := r.state.Dead; err == nil && len(dead) > 0 {
+			r.dying = append(r.dying, dyingPieces{since: r.now(), seqs: slices.Clone(dead)})
+		}
+		r.logMu.Unlock()
+		return err
+	}
+}
+
+// remoteLost reports whether err stopped a remote session's writes for a
+// remote cause, which its next open settles by reading the log.
+func remoteLost(err error) bool {
+	return err != nil && (errors.Is(err, ErrFenced) || errors.Is(err, ErrRemote))
+}
+
+// fetchMissingBlob downloads blob d of the session in dir when the store
+// has a remote and the local file is absent, reporting whether it did: a
+// restored session's blobs come when a read needs them. A failed
+// download is logged; the read then reports the blob missing.
+func (s *Store) fetchMissingBlob(ctx context.Context, dir string, d [32]byte, size int64) bool {
+	if s.opts.Remote == nil || !blobMissing(s.opts.fs, dir, d) {
+		return false
+	}
+	id, err := uuid.Parse(filepath.Base(dir))
+	if err != nil {
+		return false
+	}
+	if err := fetchBlob(ctx, s.opts.Remote, s.opts.fs, id, dir, d, size, s.opts.FileMode, s.opts.DirMode); err != nil {
+		s.opts.Logger.Warn("sessionstore: fetching a blob from the object store failed", "session", id, "digest", hex.EncodeToString(d[:]), "err", err)
+		return false
+	}
+	return true
+}
+
+// listRemote is List for a store with a remote: the newest metadata copy
+// of every session (meta/<id>/<n>), read several at a time.
+func (s *Store) listRemote(ctx context.Context) ([]Meta, error) {
+	infos, err := s.opts.Remote.List(ctx, metaPrefix)
+	if err != nil {
+		return nil, remoteErr("list", metaPrefix, err)
+	}
+	// Keys sort by id, then number: the last of each id is its newest.
+	var ids []uuid.UUID
+	var keys []string
+	for _, o := range infos {
+		rest, _ := cutPrefix(o.Key, metaPrefix)
+		idStr, _, ok := cutAt(rest, '/')
+		id, err := uuid.Parse(idStr)
+		if !ok || err != nil {
+			continue
+		}
+		if n := len(ids); n > 0 && ids[n-1] == id {
+			keys[n-1] = o.Key
+			continue
+		}
+		ids, keys = append(ids, id), append(keys, o.Key)
+	}
+	metas := make([]Meta, len(ids))
+	errs := make([]error, len(ids))
+	forEach(len(ids), 16, func(_, i int) {
+		b, err := s.opts.Remote.Get(ctx, keys[i], 0, -1)
+		if err != nil {
+			errs[i] = remoteErr("get", keys[i], err)
+			return
+		}
+		metas[i], _, errs[i] = decodeMeta(b, ids[i], keys[i])
+	})
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	out := metas[:0]
+	var bad []UnreadableSession
+	for i := range ids {
+		if errors.Is(errs[i], ErrObjectNotFound) {
+			continue // replaced by a newer copy since the listing
+		}
+		if errs[i] != nil {
+			bad = append(bad, UnreadableSession{ID: ids[i], Path: keys[i], Err: errs[i]})
+			continue
+		}
+		out = append(out, metas[i])
+	}
+	if len(bad) > 0 {
+		return out, &ListError{Unreadable: bad}
+	}
+	return out, nil
+}
+
+func (s *Store) listRecentRemote(ctx context.Context, n int) ([]Meta, error) {
+	all, err := s.List(ctx)
+	if all == nil {
+		return nil, err
+	}
+	out := make([]Meta, 0, min(n, len(all)))
+	for i := len(all) - 1; i >= 0 && len(out) < n; i-- {
+		out = append(out, all[i])
+	}
+	return out, err
+}
+
+// metaRemote is Meta for a store with a remote: the session's newest
+// metadata copy.
+func (s *Store) metaRemote(ctx context.Context, id uuid.UUID) (Meta, error) {
+	prefix := metaPrefix + id.String() + "/"
+	infos, err := s.opts.Remote.List(ctx, prefix)
+	if err != nil {
+		return Meta{}, remoteErr("list", prefix, err)
+	}
+	if len(infos) == 0 {
+		return Meta{}, fmt.Errorf("%w: session %s", ErrNotFound, id)
+	}
+	key := infos[len(infos)-1].Key
+	b, err := s.opts.Remote.Get(ctx, key, 0, -1)
+	if err != nil {
+		return Meta{}, remoteErr("get", key, err)
+	}
+	m, _, err := decodeMeta(b, id, key)
+	return m, err
+}
+
+func cutAt(s string, c byte) (string, string, bool) {
+	for i := 0; i < len(s); i++ {
+		if s[i] == c {
+			return s[:i], s[i+1:], true
+		}
+	}
+	return s, "", false
+}

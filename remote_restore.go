@@ -1,0 +1,328 @@
+package sessionstore
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/sessionstore/sessionstore/internal/vfs"
+	"github.com/sessionstore/sessionstore/internal/zchunk"
+)
+
+// reconcileLocal makes a remote session's directory hold exactly what
+// the log view v holds, before the session opens from it (see remote.go):
+//
+//   - a sealed chunk of the log that the directory lacks (or holds with
+//     another size) is downloaded whole and checked by its CRCs before it
+//     takes its name; a bad object is a *CorruptionError naming its key;
+//   - each chunk the log holds as data objects is rebuilt from them,
+//     fetching only the objects newer than remote.json says the directory
+//     held (the directory never loses what it held then), and cut to the
+//     log's end: bytes after it were never acknowledged;
+//   - chunks the log does not hold are removed (never acknowledged);
+//   - session.json becomes the log's;
+//   - when a chunk changed, index.jsonl and HEAD go: the open rebuilds
+//     them from the chunks.
+//
+// Each file written is synced; a crash in the middle leaves files the
+// next open reconciles the same way.
+func (r *remoteFiles) reconcileLocal(ctx context.Context, v *logView) error {
+	fsys := r.fsys
+	cdir := r.chunkDir()
+	for _, d := range []string{cdir, filepath.Join(r.dir, blobsDir)} {
+		if err := fsys.MkdirAll(d, r.dirPerm); err != nil {
+			return err
+		}
+	}
+	var trusted uint64
+	if b, err := vfs.ReadFile(fsys, filepath.Join(r.dir, remoteStateFile)); err == nil {
+		var ls localRemoteState
+		if json.Unmarshal(b, &ls) == nil && ls.Seq <= v.newestSeq {
+			trusted = ls.Seq
+		}
+	}
+	changed := trusted == 0 || trusted < v.newestSeq
+	local, err := localChunks(fsys, cdir)
+	if err != nil {
+		return err
+	}
+	want := map[uint32]bool{}
+
+	for _, s := range v.state.Sealed {
+		want[s.Chunk] = true
+		path := r.chunkPath(s.Chunk)
+		if l := local[s.Chunk]; l.sealed && l.sealedSize == s.Size {
+			if l.plain {
+				if err := removeIfExists(fsys, path); err != nil {
+					return err
+				}
+			}
+			continue
+		}
+		if err := r.downloadSealed(ctx, s); err != nil {
+			return err
+		}
+		if err := removeIfExists(fsys, path); err != nil {
+			return err
+		}
+		changed = true
+	}
+
+	pieces := map[uint32][]logPiece{}
+	for _, p := range v.state.Live {
+		if _, ok := v.state.sealed(p.Chunk); !ok {
+			pieces[p.Chunk] = append(pieces[p.Chunk], p)
+		}
+	}
+	for c, ps := range pieces {
+		want[c] = true
+		slices.SortFunc(ps, func(a, b logPiece) int { return cmp.Compare(a.Off, b.Off) })
+		var end int64
+		for _, p := range ps {
+			if p.Off != end {
+				return corruptf(logKey(r.id, p.Seq), 0, "data object for chunk %d at offset %d, where the chunk's data so far ends at %d", c, p.Off, end)
+			}
+			end += int64(p.Len)
+		}
+		l := local[c]
+		newer := slices.ContainsFunc(ps, func(p logPiece) bool { return p.Seq > trusted })
+		if l.sealed {
+			if l.sealedSize == end && !newer {
+				continue
+			}
+			if err := removeIfExists(fsys, r.chunkPath(c)+sealedExt); err != nil {
+				return err
+			}
+			changed = true
+		}
+		wrote, err := r.rebuildPlain(ctx, v, c, ps, trusted, end)
+		if err != nil {
+			return err
+		}
+		changed = changed || wrote
+	}
+
+	for c, l := range local {
+		if want[c] {
+			continue
+		}
+		for _, name := range []string{chunkName(c), chunkName(c) + sealedExt} {
+			if err := removeIfExists(fsys, filepath.Join(cdir, name)); err != nil {
+				return err
+			}
+		}
+		_ = l
+		changed = true
+	}
+
+	if changed {
+		for _, name := range []string{indexName, headName, headTemp} {
+			if err := removeIfExists(fsys, filepath.Join(r.dir, name)); err != nil {
+				return err
+			}
+		}
+	}
+	old, err := vfs.ReadFile(fsys, filepath.Join(r.dir, metaFile))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	if !bytes.Equal(old, v.meta) {
+		if err := replaceFile(fsys, r.dir, metaFile, v.meta, r.perm); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// localChunk is what a session directory holds of one chunk.
+type localChunkFiles struct {
+	plain      bool
+	plainSize  int64
+	sealed     bool
+	sealedSize int64 // the sealed chunk's plain size; -1 when it cannot be read
+}
+
+func localChunks(fsys vfs.FS, dir string) (map[uint32]localChunkFiles, error) {
+	names, err := fsys.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	out := map[uint32]localChunkFiles{}
+	for _, name := range names {
+		n, ok := parseChunkName(name)
+		if !ok {
+			continue
+		}
+		l := out[n]
+		path := filepath.Join(dir, name)
+		if filepath.Ext(name) == sealedExt {
+			l.sealed, l.sealedSize = true, -1
+			if zr, err := zchunk.Open(fsys, path); err == nil {
+				l.sealedSize = zr.Size()
+				zr.Close()
+			}
+		} else {
+			info, err := fsys.Stat(path)
+			if err != nil {
+				return nil, err
+			}
+			l.plain, l.plainSize = true, info.Size()
+		}
+		out[n] = l
+	}
+	return out, nil
+}
+
+// downloadSealed fetches sealed chunk s, checks it, and stores it under
+// its local name.
+func (r *remoteFiles) downloadSealed(ctx context.Context, s sealedObject) error {
+	b, err := r.obj.Get(ctx, s.Key, 0, -1)
+	if errors.Is(err, ErrObjectNotFound) {
+		return corruptf(s.Key, 0, "sealed chunk %d is missing from the object store", s.Chunk)
+	}
+	if err != nil {
+		return remoteErr("get", s.Key, err)
+	}
+	path := r.chunkPath(s.Chunk) + sealedExt
+	tmp := path + ".tmp" // a leftover one is removed by reconciliation
+	if err := writeTemp(r.fsys, tmp, b, r.perm); err != nil {
+		return err
+	}
+	if err := checkSealed(r.fsys, tmp, s); err != nil {
+		removeIfExists(r.fsys, tmp)
+		return err
+	}
+	if err := r.fsys.Rename(tmp, path); err != nil {
+		return err
+	}
+	return r.fsys.SyncDir(r.chunkDir())
+}
+
+// checkSealed reads every block and the embedded index of the sealed
+// chunk at path, which must hold s.Size plain bytes.
+func checkSealed(fsys vfs.FS, path string, s sealedObject) error {
+	zr, err := zchunk.Open(fsys, path)
+	if err != nil {
+		return corruptf(s.Key, 0, "sealed chunk: %w", err)
+	}
+	defer zr.Close()
+	if zr.Size() != s.Size {
+		return corruptf(s.Key, 0, "sealed chunk holds %d bytes, the log says %d", zr.Size(), s.Size)
+	}
+	buf := make([]byte, 256<<10)
+	for off := int64(0); off < zr.Size(); {
+		n, err := zr.ReadAt(buf[:min(int64(len(buf)), zr.Size()-off)], off)
+		if err != nil && n == 0 {
+			return corruptf(s.Key, off, "sealed chunk: %w", err)
+		}
+		off += int64(n)
+	}
+	if _, err := zr.Meta(); err != nil {
+		return corruptf(s.Key, 0, "sealed chunk index: %w", err)
+	}
+	return nil
+}
+
+// rebuildPlain makes chunk c's plain file hold exactly the data objects
+// ps, which end at end: objects up to trusted are in the file already
+// when it is long enough, the others are fetched (or taken from v). It
+// reports whether it changed the file's data.
+func (r *remoteFiles) rebuildPlain(ctx context.Context, v *logView, c uint32, ps []logPiece, trusted uint64, end int64) (bool, error) {
+	fsys := r.fsys
+	path := r.chunkPath(c)
+	f, err := fsys.OpenFile(path, os.O_RDWR|os.O_CREATE, r.perm)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return false, err
+	}
+	size := info.Size()
+	var need []logPiece
+	for _, p := range ps {
+		if p.Seq > trusted || size < p.Off+int64(p.Len) {
+			need = append(need, p)
+		}
+	}
+	data := make([][]byte, len(need))
+	errs := make([]error, len(need))
+	forEach(len(need), 16, func(_, i int) {
+		p := need[i]
+		if b, ok := v.payloads[p.Seq]; ok {
+			data[i] = b
+			return
+		}
+		key := logKey(r.id, p.Seq)
+		b, err := r.obj.Get(ctx, key, 0, -1)
+		if err != nil {
+			errs[i] = remoteErr("get", key, err)
+			return
+		}
+		h, payload, err := decodeLogObject(key, b)
+		if err == nil && (h.Kind != logData || h.Chunk != c || h.Off != p.Off || h.Len != p.Len) {
+			err = corruptf(key, 0, "data object is %s of chunk %d at %d (%d bytes), the log's state says chunk %d at %d (%d bytes)", h.Kind, h.Chunk, h.Off, h.Len, c, p.Off, p.Len)
+		}
+		data[i], errs[i] = payload, err
+	})
+	if err := errors.Join(errs...); err != nil {
+		return false, err
+	}
+	changed := false
+	buf := make([]byte, 0, 64<<10)
+	for i, p := range need {
+		if size >= p.Off+int64(p.Len) {
+			buf = buf[:p.Len]
+			if _, err := f.ReadAt(buf, p.Off); err == nil && bytes.Equal(buf, data[i]) {
+				continue
+			}
+		}
+		if _, err := f.WriteAt(data[i], p.Off); err != nil {
+			return false, err
+		}
+		changed = true
+	}
+	if size > end {
+		tail := make([]byte, size-end)
+		if _, err := f.ReadAt(tail, end); err != nil || bytes.ContainsFunc(tail, func(r rune) bool { return r != 0 }) {
+			changed = true
+		}
+		if err := f.Truncate(end); err != nil {
+			return false, err
+		}
+	}
+	if err := f.Sync(); err != nil {
+		return false, fmt.Errorf("sessionstore: sync %s: %w", path, err)
+	}
+	if size == 0 {
+		if err := fsys.SyncDir(r.chunkDir()); err != nil {
+			return false, err
+		}
+	}
+	return changed, nil
+}
+
+// writeTemp writes b to the file at path, made or emptied, and syncs it.
+func writeTemp(fsys vfs.FS, path string, b []byte, perm os.FileMode) error {
+	f, err := fsys.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, perm)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
