@@ -146,7 +146,7 @@ func newOpenSession(id uuid.UUID, dir string, opts *Options, hb *hub) *openSessi
 	local := &localFiles{fsys: opts.fs, dir: dir, perm: opts.FileMode, dirPerm: opts.DirMode, maxChunk: opts.ChunkSize, log: opts.Logger.With("session", id)}
 	h.files = local
 	if opts.Remote != nil {
-		h.files = &remoteFiles{localFiles: local, obj: opts.Remote, id: id, store: opts.storeID, timeout: opts.RemoteTimeout, leaseT: opts.LeaseTime, now: time.Now}
+		h.files = &remoteFiles{localFiles: local, obj: opts.Remote, id: id, store: opts.storeID, fetch: opts.fetch, timeout: opts.RemoteTimeout, leaseT: opts.LeaseTime, now: time.Now}
 	}
 	h.pipe.synced = sync.NewCond(&h.mu)
 	return h

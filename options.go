@@ -121,6 +121,7 @@ type Options struct {
 	// (sealOnClose), for tests of the states a plain newest chunk can be in.
 	keepPlainOnClose bool
 	storeID          uuid.UUID // set by Open: the holder named in a remote session's log
+	fetch            *fetchFS  // set by Open with a Remote: fs, which fetches deferred chunks
 	fs               vfs.FS
 	now              func() time.Time
 	newID            func() (uuid.UUID, error)

@@ -269,6 +269,7 @@ type remoteFiles struct {
 	id      uuid.UUID
 	lease   uuid.UUID
 	store   uuid.UUID // the Store's id (Options.storeID)
+	fetch   *fetchFS  // the Store's filesystem (remote_fetch.go)
 	timeout time.Duration
 	leaseT  time.Duration
 	now     func() time.Time // local monotonic clock, for the grace of deletions only

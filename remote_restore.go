@@ -49,7 +49,8 @@ func (r *remoteFiles) reconcileLocal(ctx context.Context, v *logView) error {
 		}
 	}
 	changed := trusted == 0 || trusted < v.newestSeq
-	local, err := localChunks(fsys, cdir)
+	r.fetch.forget(cdir)
+	local, err := localChunks(r.fetch.FS, cdir)
 	if err != nil {
 		return err
 	}
@@ -58,7 +59,8 @@ func (r *remoteFiles) reconcileLocal(ctx context.Context, v *logView) error {
 	for _, s := range v.state.Sealed {
 		want[s.Chunk] = true
 		path := r.chunkPath(s.Chunk)
-		if l := local[s.Chunk]; l.sealed && l.sealedSize == s.Size {
+		l := local[s.Chunk]
+		if l.sealed && l.sealedSize == s.Size {
 			if l.plain {
 				if err := removeIfExists(fsys, path); err != nil {
 					return err
@@ -66,12 +68,16 @@ func (r *remoteFiles) reconcileLocal(ctx context.Context, v *logView) error {
 			}
 			continue
 		}
-		if err := r.downloadSealed(ctx, s); err != nil {
-			return err
-		}
 		if err := removeIfExists(fsys, path); err != nil {
 			return err
 		}
+		if l.sealed { // another size: not this chunk's sealing
+			if err := removeIfExists(fsys, path+sealedExt); err != nil {
+				return err
+			}
+		}
+		// Downloaded when first read (fetchFS).
+		r.fetch.deferFetch(path+sealedExt, s)
 		changed = true
 	}
 
@@ -123,10 +129,8 @@ func (r *remoteFiles) reconcileLocal(ctx context.Context, v *logView) error {
 	}
 
 	if changed {
-		for _, name := range []string{indexName, headName, headTemp} {
-			if err := removeIfExists(fsys, filepath.Join(r.dir, name)); err != nil {
-				return err
-			}
+		if err := r.rebuildDerived(v, pieces); err != nil {
+			return err
 		}
 	}
 	old, err := vfs.ReadFile(fsys, filepath.Join(r.dir, metaFile))
@@ -180,29 +184,29 @@ func localChunks(fsys vfs.FS, dir string) (map[uint32]localChunkFiles, error) {
 	return out, nil
 }
 
-// downloadSealed fetches sealed chunk s, checks it, and stores it under
-// its local name.
-func (r *remoteFiles) downloadSealed(ctx context.Context, s sealedObject) error {
-	b, err := r.obj.Get(ctx, s.Key, 0, -1)
+// downloadSealed fetches sealed chunk s into path (a chunk's local
+// sealed name, in fsys without the fetching layer), checked before it
+// takes its name. It returns the bytes downloaded.
+func downloadSealed(ctx context.Context, obj ObjectStore, fsys vfs.FS, path string, s sealedObject, perm os.FileMode) (int64, error) {
+	b, err := obj.Get(ctx, s.Key, 0, -1)
 	if errors.Is(err, ErrObjectNotFound) {
-		return corruptf(s.Key, 0, "sealed chunk %d is missing from the object store", s.Chunk)
+		return 0, corruptf(s.Key, 0, "sealed chunk %d is missing from the object store", s.Chunk)
 	}
 	if err != nil {
-		return remoteErr("get", s.Key, err)
+		return 0, remoteErr("get", s.Key, err)
 	}
-	path := r.chunkPath(s.Chunk) + sealedExt
 	tmp := path + ".tmp" // a leftover one is removed by reconciliation
-	if err := writeTemp(r.fsys, tmp, b, r.perm); err != nil {
-		return err
+	if err := writeTemp(fsys, tmp, b, perm); err != nil {
+		return 0, err
 	}
-	if err := checkSealed(r.fsys, tmp, s); err != nil {
-		removeIfExists(r.fsys, tmp)
-		return err
+	if err := checkSealed(fsys, tmp, s); err != nil {
+		removeIfExists(fsys, tmp)
+		return 0, err
 	}
-	if err := r.fsys.Rename(tmp, path); err != nil {
-		return err
+	if err := fsys.Rename(tmp, path); err != nil {
+		return 0, err
 	}
-	return r.fsys.SyncDir(r.chunkDir())
+	return int64(len(b)), fsys.SyncDir(filepath.Dir(path))
 }
 
 // checkSealed reads every block and the embedded index of the sealed
@@ -325,4 +329,57 @@ func writeTemp(fsys vfs.FS, path string, b []byte, perm os.FileMode) error {
 		return err
 	}
 	return f.Close()
+}
+
+// rebuildDerived rewrites index.jsonl and HEAD after reconcileLocal
+// changed the chunks, so that the session opens lazily (lazy.go) when the
+// log allows it: every chunk but the newest sealed, and the newest plain
+// (index.jsonl then holds its lines, the last one HEAD) or sealed
+// (index.jsonl empty, HEAD its last record). Otherwise both go, and the
+// open rebuilds them from every chunk (reconciliation).
+func (r *remoteFiles) rebuildDerived(v *logView, pieces map[uint32][]logPiece) error {
+	fsys := r.fsys
+	for _, name := range []string{indexName, headName, headTemp} {
+		if err := removeIfExists(fsys, filepath.Join(r.dir, name)); err != nil {
+			return err
+		}
+	}
+	var newest uint32
+	for _, s := range v.state.Sealed {
+		newest = max(newest, s.Chunk)
+	}
+	for c := range pieces {
+		newest = max(newest, c)
+	}
+	if len(pieces) > 1 || len(pieces) == 1 && pieces[newest] == nil || len(v.state.Sealed)+len(pieces) != int(newest)+1 {
+		return nil // an older chunk is plain, or one is missing: reconcile
+	}
+	var lines []byte
+	var head entry
+	if len(pieces) == 1 {
+		b, err := vfs.ReadFile(fsys, r.chunkPath(newest))
+		if err != nil {
+			return err
+		}
+		var es []entry
+		_, err = walkRecords(bytes.NewReader(b), newest, 0, int64(len(b)), true, func(h header, p payload, loc location) error {
+			es = append(es, newEntry(h, p, loc))
+			return nil
+		}, func(bad, next int64, err error) error { return err })
+		if err != nil || len(es) == 0 {
+			return nil // reconciliation reports it
+		}
+		lines, head = encodeIndexLines(nil, es), es[len(es)-1]
+	}
+	if err := replaceFile(fsys, r.dir, indexName, lines, r.perm); err != nil {
+		return err
+	}
+	if len(pieces) == 0 {
+		tip, ok := sealedTip(fsys, r.dir, newest)
+		if !ok {
+			return nil
+		}
+		head = tip
+	}
+	return writeHead(fsys, r.dir, head.ID, r.perm)
 }

@@ -268,3 +268,47 @@ func TestRemoteCreateExisting(t *testing.T) {
 	_, err = b.Load(ctx, uuid.Must(uuid.NewV7()))
 	require.ErrorIs(t, err, ErrNotFound)
 }
+
+func TestRemoteRestoreFetchesOnlyThePathsChunks(t *testing.T) {
+	ctx := context.Background()
+	obj := newMemObjects()
+	opts := remoteOpts(obj)
+	opts.ChunkSize = 4 << 10
+	a, _ := apiNewStore(t, opts)
+	m, err := a.Create(ctx, Meta{})
+	require.NoError(t, err)
+	var trunk []string
+	for i := range 20 {
+		trunk = append(trunk, fmt.Sprintf("trunk %d", i))
+		apiAppend(t, a, m.ID, textEv(trunk[i]))
+	}
+	fork, err := a.Head(ctx, m.ID)
+	require.NoError(t, err)
+	for i := range 400 {
+		apiAppend(t, a, m.ID, textEv(fmt.Sprintf("abandoned %d %s", i, strings.Repeat("y", 80))))
+	}
+	require.NoError(t, a.Branch(ctx, m.ID, fork))
+	want := trunk
+	for i := range 60 {
+		want = append(want, fmt.Sprintf("active %d %s", i, strings.Repeat("z", 80)))
+		apiAppend(t, a, m.ID, textEv(want[len(want)-1]))
+	}
+	require.NoError(t, a.Close())
+	var sealedBytes int64
+	for _, k := range obj.keys(sessionPrefix(m.ID) + "chunks/") {
+		info, err := obj.Stat(ctx, k)
+		require.NoError(t, err)
+		sealedBytes += info.Size
+	}
+
+	b, _ := apiNewStore(t, remoteOpts(obj))
+	assert.Equal(t, want, loadTexts(t, b, m.ID))
+	fetched := b.opts.fetch.fetched
+	assert.Less(t, fetched, sealedBytes/3, "the abandoned branch's chunks stay remote")
+	t.Logf("sealed chunks %d bytes, fetched for the active path %d", sealedBytes, fetched)
+	apiAppend(t, b, m.ID, textEv("next"))
+	// A call that needs the whole index downloads the rest.
+	tree, err := b.Tree(ctx, m.ID)
+	require.NoError(t, err)
+	assert.Len(t, tree, 20+400+60+1)
+}

@@ -99,6 +99,10 @@ func Open(dir string, opts *Options) (*Store, error) {
 // newStore returns a Store of the root dir with no session open.
 func newStore(dir string, o Options) *Store {
 	o.storeID = uuid.New() // names this Store's leases of remote sessions
+	if o.Remote != nil {
+		o.fetch = newFetchFS(o.fs, o.Remote, o.RemoteTimeout)
+		o.fs = o.fetch
+	}
 	s := &Store{dir: dir, opts: o, hub: newHub()}
 	s.cat = &catalogue{fsys: s.opts.fs, dir: dir, opts: &s.opts}
 	s.reg = newRegistry(&s.opts, s.hub, s.sessionDir, s.cat)
