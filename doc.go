@@ -395,6 +395,70 @@
 // each, List and ListRecent must say what the session.json files say. The
 // README's Tests section lists the variables.
 //
+// # Object storage
+//
+// With [Options.Remote] set, the object store (S3, GCS, Azure Blob, an
+// S3-compatible server, through the module
+// github.com/sessionstore/sessionstore/remote, or any [ObjectStore]) is
+// the system of record and the Store's directory is its cache. Nothing
+// changes for a Store without one. The protocol is in remote.go; what it
+// promises:
+//
+//   - When Append returns nil, its events are durable in the local chunk
+//     (fdatasync) and in the object store: each commit group is one
+//     immutable log object, sessions/<id>/log/<n>, created create-only.
+//     The local sync and the Create run side by side, so an append costs
+//     the slower of the two; concurrent appends still share one group,
+//     hence one object.
+//   - A crash of the process, or the loss of the machine and its disk,
+//     loses no acknowledged event: another Store, on another machine with
+//     an empty directory, opens the session from the log, with every
+//     acknowledged event in order and HEAD the newest of them. It reads
+//     the newest marker (which holds the log's state) and the objects
+//     after it, downloads a sealed chunk only when a read reaches it (a
+//     Load of the active path reads the chunks the path crosses), and a
+//     blob when a read needs it, each checked by its CRCs or digest; a bad
+//     object is a *CorruptionError whose Path is the object's key.
+//   - One writer per session, fenced without clocks: log objects are
+//     numbered without gaps and each number can be created once, so a
+//     writer that lost the session (paused, partitioned, slow past the
+//     lease) fails its next Create and stops with ErrFenced, having
+//     acknowledged nothing the new holder does not have. No acknowledged
+//     event is ever lost or forked by two writers.
+//   - Handoff: Close (or the Store making room) writes a release marker;
+//     the next open, anywhere, takes the session at once. A session
+//     another Store holds is refused with ErrLocked, or waited for with
+//     Options.WaitForLock: until it is released, or until its newest log
+//     object is Options.LeaseTime old on the object store's clock, when
+//     the open takes it over. A holder idle for LeaseTime can therefore be
+//     taken over; its next write returns ErrFenced. A root that reopens
+//     after its process died takes its own sessions back at once (its
+//     holder.id names the leases it took, and the session's lock file
+//     keeps other processes of the machine out meanwhile).
+//   - A failed remote call (unreachable, 5xx, refused, over
+//     Options.RemoteTimeout) fails the appends of its commit group with
+//     ErrRemote and acknowledges nothing. The object's state is then
+//     unknown, so the session stops writing and the Store forgets it; the
+//     next call opens it again from the log, which decides: the failed
+//     group's events are kept if their object was stored, cut if not
+//     (the local bytes are cut to what the log holds). Opens, Loads and
+//     List take the caller's context; the calls of the commit pipeline and
+//     of sealing, which serve many callers, are bounded by RemoteTimeout.
+//   - Sealed chunks and blobs are immutable objects created before any log
+//     object refers to them (a seal record names the sealed object); once
+//     a seal record covers a chunk, its data objects are deleted after
+//     LeaseTime, never before. Markers are never deleted: their numbers
+//     fence zombies.
+//   - Metadata: each session.json is a log object (so a fenced writer
+//     cannot write one) and a copy, meta/<id>/<n>, from which List, ListRecent
+//     and Meta read; the newest number wins, so no concurrent change is
+//     lost.
+//
+// What a remote does not cover yet: read-only Stores (Options.ReadOnly
+// with a Remote is refused), GC of remote blobs (GC removes local files
+// only), and Subscribe across Stores (subscribers hear of their own
+// Store's appends).
+//
 // # Concurrency
 //
 // A Store is safe for concurrent use by any number of goroutines. Appends

@@ -159,7 +159,7 @@ var mutations = []mutation{
 	// Checks.
 	{"skip the checksum of lines", "internal/jsonl/frame.go", "func Verify(", "Checksum(line[:cut]) != want", "false",
 		"damage is detected, never read as data"},
-	{"skip the digest check of blobs", "blob.go", "func readBlobWith(", "sha256.Sum256(rec) != d || int64(len(rec)) != size", "sha256.Sum256(rec) != sha256.Sum256(rec)",
+	{"skip the digest check of blobs", "blob.go", "func decodeBlob(", "sha256.Sum256(rec) != d || int64(len(rec)) != size", "sha256.Sum256(rec) != sha256.Sum256(rec)",
 		"a damaged blob is detected"},
 }
 

@@ -698,9 +698,11 @@ func (r *remoteFiles) readView(ctx context.Context) (*logView, error) {
 	}
 	read := map[uint64]got{}
 	marker := -1
+	// The newest object first: after a clean Close it is the release
+	// marker, and nothing else is needed. Then batches of 16.
 	const batch = 16
-	for end := len(seqs); end > 0 && marker < 0; end -= batch {
-		start := max(0, end-batch)
+	for end, n := len(seqs), 1; end > 0 && marker < 0; end, n = end-n, batch {
+		start := max(0, end-n)
 		res := make([]got, end-start)
 		errs := make([]error, end-start)
 		forEach(end-start, batch, func(_, i int) {
@@ -973,4 +975,32 @@ func cutAt(s string, c byte) (string, string, bool) {
 		}
 	}
 	return s, "", false
+}
+
+// holderFile names a root as the holder of the remote sessions' leases
+// it takes. A process that opens the root after one that died holding a
+// session takes the session back at once instead of after LeaseTime: the
+// session's lock file guarantees that no other process of this machine
+// uses it meanwhile, and another root (another machine) has another id.
+const holderFile = "holder.id"
+
+// holderID reads the root's holder id, making it on first use.
+func holderID(fsys vfs.FS, dir string, perm os.FileMode) (uuid.UUID, error) {
+	path := filepath.Join(dir, holderFile)
+	b, err := vfs.ReadFile(fsys, path)
+	if err == nil {
+		id, perr := uuid.ParseBytes(bytes.TrimSpace(b))
+		if perr != nil {
+			return uuid.Nil, corruptf(path, 0, "holder id: %w", perr)
+		}
+		return id, nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return uuid.Nil, err
+	}
+	id := uuid.New()
+	if err := replaceFile(fsys, dir, holderFile, []byte(id.String()+"\n"), perm); err != nil {
+		return uuid.Nil, fmt.Errorf("sessionstore: create %s: %w", path, err)
+	}
+	return id, nil
 }

@@ -93,12 +93,19 @@ func Open(dir string, opts *Options) (*Store, error) {
 	if err := checkRootConfig(o.fs, dir, o); err != nil {
 		return nil, err
 	}
+	if o.Remote != nil {
+		if o.storeID, err = holderID(o.fs, dir, o.FileMode); err != nil {
+			return nil, err
+		}
+	}
 	return newStore(dir, o), nil
 }
 
 // newStore returns a Store of the root dir with no session open.
 func newStore(dir string, o Options) *Store {
-	o.storeID = uuid.New() // names this Store's leases of remote sessions
+	if o.storeID == uuid.Nil {
+		o.storeID = uuid.New() // names this Store's leases of remote sessions
+	}
 	if o.Remote != nil {
 		o.fetch = newFetchFS(o.fs, o.Remote, o.RemoteTimeout)
 		o.fs = o.fetch
