@@ -469,6 +469,11 @@ func (h *openSession) newChunkWriter() chunkWriter {
 		sealMu: &h.mu,
 		embed:  func(n uint32) []entry { return chunkEntries(h.entries, n) },
 		resealed: func() {
+			if h.index == nil {
+				// Closed while the chunk was sealed: index.jsonl keeps
+				// the sealed chunk's lines, which the next open drops.
+				return
+			}
 			var keep []entry
 			for i := range h.entries {
 				if h.chunks.plain(h.entries[i].Loc.Chunk) {

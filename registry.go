@@ -297,6 +297,10 @@ func (r *registry) closeLost(h *openSession) {
 	if h.state != stateFailed || !remoteLost(h.writeFailure) {
 		return
 	}
+	h.chunks.awaitSealing()
+	if h.state != stateFailed {
+		return // closed meanwhile
+	}
 	if err := h.becomeClosed(h.cause); err != nil {
 		r.opts.Logger.Warn("sessionstore: closing a session after a remote failure", "session", h.id, "err", err)
 	}

@@ -403,7 +403,7 @@ func (r *remoteFiles) sealChunk(n uint32, es []entry) error {
 	if err := r.uploadSealed(n); err != nil {
 		r.log.Warn("sessionstore: sealed chunk not stored remotely; its data objects stay", "chunk", n, "err", err)
 	}
-	r.deleteDying(false)
+	r.deleteDying()
 	return nil
 }
 
@@ -430,13 +430,15 @@ func (r *remoteFiles) uploadSealed(n uint32) error {
 }
 
 // deleteDying deletes the data objects sealing made unneeded LeaseTime
-// ago (all of them with all set, at release).
-func (r *remoteFiles) deleteDying(all bool) {
+// ago: a Store reading an older state of the log may still read them
+// until then. Those younger stay in the state (Dead) the release marker
+// records, for the next holder to delete.
+func (r *remoteFiles) deleteDying() {
 	r.logMu.Lock()
 	var due []uint64
 	keep := r.dying[:0]
 	for _, d := range r.dying {
-		if all || r.now().Sub(d.since) >= r.leaseT {
+		if r.now().Sub(d.since) >= r.leaseT {
 			due = append(due, d.seqs...)
 		} else {
 			keep = append(keep, d)
@@ -594,7 +596,7 @@ func (r *remoteFiles) release(clean bool) error {
 	if !held {
 		return nil
 	}
-	r.deleteDying(true)
+	r.deleteDying()
 	ctx, cancel := r.ctx()
 	defer cancel()
 	r.logMu.Lock()

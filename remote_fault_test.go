@@ -1,0 +1,150 @@
+package sessionstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// remoteFaultWorkload appends to one session through two opens of a
+// Store on obj, with small chunks (sealing), a blob, a metadata update
+// and closes, and returns the texts of the events whose appends returned
+// nil and of all it tried, in order. Errors of calls are returned for the
+// test to check their types.
+func remoteFaultWorkload(t *testing.T, obj *memObjects, id uuid.UUID) (acked, tried []string, errs []error) {
+	ctx := context.Background()
+	opts := remoteOpts(obj)
+	opts.ChunkSize = 2 << 10
+	dir := t.TempDir()
+	n := 0
+	appendSome := func(s *Store, k int) {
+		for range k {
+			text := fmt.Sprintf("event %d %s", n, strings.Repeat("w", n%5*60))
+			if n == 7 {
+				text += strings.Repeat("blob", 5000)
+			}
+			n++
+			tried = append(tried, text)
+			if _, err := s.Append(ctx, id, textEv(text)); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			acked = append(acked, text)
+		}
+	}
+	for round := range 2 {
+		s, err := Open(dir, opts)
+		require.NoError(t, err)
+		if round == 0 {
+			if _, err := s.Create(ctx, Meta{ID: id, Name: "faults"}); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		appendSome(s, 12)
+		if _, err := s.UpdateMeta(ctx, id, func(m *Meta) { m.Name = fmt.Sprintf("round %d", round) }); err != nil {
+			errs = append(errs, err)
+		}
+		appendSome(s, 6)
+		if err := s.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return acked, tried, errs
+}
+
+// TestRemoteFaultAtEveryCall fails each object store call of a workload
+// in turn, once with the call not applied and once applied but answered
+// with an error (a reply lost on the way back), then opens the session
+// into an empty directory: every acknowledged event is there, in order,
+// nothing that was not tried, the session opens and appends, and every
+// error the workload saw is typed.
+func TestRemoteFaultAtEveryCall(t *testing.T) {
+	id := uuid.Must(uuid.NewV7())
+	clean := newMemObjects()
+	acked, _, errs := remoteFaultWorkload(t, clean, id)
+	require.Empty(t, errs)
+	require.Len(t, acked, 36)
+	calls := 0
+	for _, c := range clean.calls {
+		calls += c
+	}
+	step := max(1, calls/testSize(t, "SESSIONSTORE_REMOTE_FAULTS", 10, calls))
+	runs := 0
+	for k := 1; k <= calls; k += step {
+		for _, applied := range []bool{false, true} {
+			obj := newMemObjects()
+			seen := 0
+			obj.fail = func(op, key string) (error, bool) {
+				seen++
+				if seen == k {
+					return fmt.Errorf("injected failure of %s %s", op, key), applied
+				}
+				return nil, false
+			}
+			id := uuid.Must(uuid.NewV7())
+			acked, tried, errs := remoteFaultWorkload(t, obj, id)
+			runs++
+			for _, err := range errs {
+				typed := errors.Is(err, ErrRemote) || errors.Is(err, ErrSessionFailed) || errors.Is(err, ErrLocked) || errors.Is(err, ErrFenced) || errors.Is(err, ErrNotFound)
+				assert.True(t, typed, "call %d (applied %v): untyped error %v", k, applied, err)
+			}
+			obj.mu.Lock()
+			obj.fail = nil
+			obj.mu.Unlock()
+			obj.advance(2 * time.Minute) // past any lease left held
+			s, err := Open(t.TempDir(), remoteOpts(obj))
+			require.NoError(t, err)
+			if errors.Is(errs0(errs), ErrNotFound) && len(acked) == 0 {
+				s.Close()
+				continue
+			}
+			got, err := s.Load(context.Background(), id)
+			if len(acked) == 0 && errors.Is(err, ErrNotFound) {
+				s.Close()
+				continue // the Create failed
+			}
+			require.NoError(t, err, "call %d (applied %v): the session opens", k, applied)
+			texts := make([]string, len(got))
+			for i, e := range got {
+				texts[i] = decodeText(t, e)
+			}
+			assert.True(t, subsequence(acked, texts), "call %d (applied %v): every acknowledged event, in order", k, applied)
+			assert.True(t, subsequence(texts, tried), "call %d (applied %v): only events tried", k, applied)
+			_, err = s.Append(context.Background(), id, textEv("after"))
+			assert.NoError(t, err, "call %d (applied %v)", k, applied)
+			require.NoError(t, s.Close())
+		}
+	}
+	t.Logf("%d calls in the workload, %d runs with a fault", calls, runs)
+}
+
+func errs0(errs []error) error {
+	if len(errs) == 0 {
+		return nil
+	}
+	return errs[0]
+}
+
+func decodeText(t *testing.T, e Event) string {
+	var r struct{ Text string }
+	require.NoError(t, e.Decode(&r))
+	return r.Text
+}
+
+// subsequence reports whether a's elements appear in b in order.
+func subsequence(a, b []string) bool {
+	i := 0
+	for _, x := range b {
+		if i < len(a) && a[i] == x {
+			i++
+		}
+	}
+	return i == len(a)
+}
