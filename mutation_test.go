@@ -161,6 +161,11 @@ var mutations = []mutation{
 		"damage is detected, never read as data"},
 	{"skip the digest check of blobs", "blob.go", "func decodeBlob(", "sha256.Sum256(rec) != d || int64(len(rec)) != size", "sha256.Sum256(rec) != sha256.Sum256(rec)",
 		"a damaged blob is detected"},
+	// Object storage.
+	{"acknowledge before the object store has the commit group", "remote.go", "func (c *remoteChunk) sync(", "return rerr", "return nil",
+		"acknowledged means remote"},
+	{"take an existing log object for this writer's", "remote.go", "func (r *remoteFiles) putLogLocked(", "if err := r.obj.Create(ctx, key, b); err != nil {", "if err := r.obj.Create(ctx, key, b); err != nil && !errors.Is(err, ErrObjectExists) {",
+		"a writer that lost the session is fenced"},
 }
 
 // TestMutations applies each mutation in turn to a copy of the module and

@@ -123,7 +123,7 @@ type logHeader struct {
 type remoteState struct {
 	Sealed []sealedObject `json:"sealed"`
 	Live   []logPiece     `json:"live"` // data objects of chunks not sealed, in log order
-	Dead   []uint64       `json:"dead"` // data objects of sealed chunks, not deleted yet
+	Dead   []seqRange     `json:"dead"` // data objects of sealed chunks, not deleted yet
 }
 
 // sealedObject is a sealed chunk's object.
@@ -167,7 +167,7 @@ func (st *remoteState) apply(seq uint64, h *logHeader) {
 		live := st.Live[:0]
 		for _, p := range st.Live {
 			if p.Chunk == h.Chunk {
-				st.Dead = append(st.Dead, p.Seq)
+				st.Dead = addSeq(st.Dead, p.Seq)
 			} else {
 				live = append(live, p)
 			}
@@ -286,7 +286,48 @@ type remoteFiles struct {
 // dyingPieces are data objects unneeded since a time.
 type dyingPieces struct {
 	since time.Time
-	seqs  []uint64
+	seqs  []seqRange
+}
+
+// seqRange is the log objects From to To.
+type seqRange struct {
+	From uint64 `json:"from"`
+	To   uint64 `json:"to"`
+}
+
+// addSeq adds seq, greater than every number in rs, to rs.
+func addSeq(rs []seqRange, seq uint64) []seqRange {
+	if n := len(rs); n > 0 && rs[n-1].To+1 == seq {
+		rs[n-1].To = seq
+		return rs
+	}
+	return append(rs, seqRange{seq, seq})
+}
+
+// dropSeqs removes the numbers of done from rs.
+func dropSeqs(rs, done []seqRange) []seqRange {
+	var out []seqRange
+	for _, r := range rs {
+		parts := []seqRange{r}
+		for _, d := range done {
+			var next []seqRange
+			for _, p := range parts {
+				if d.To < p.From || d.From > p.To {
+					next = append(next, p)
+					continue
+				}
+				if p.From < d.From {
+					next = append(next, seqRange{p.From, d.From - 1})
+				}
+				if p.To > d.To {
+					next = append(next, seqRange{d.To + 1, p.To})
+				}
+			}
+			parts = next
+		}
+		out = append(out, parts...)
+	}
+	return out
 }
 
 func (r *remoteFiles) ctx() (context.Context, context.CancelFunc) {
@@ -317,10 +358,20 @@ func (r *remoteFiles) putLogLocked(ctx context.Context, h *logHeader, payload []
 		return 0, r.lost
 	}
 	r.seq = seq
+	before := remoteState{Live: r.state.Live}
+	if h.Kind == logSeal {
+		before.Live = slices.Clone(r.state.Live)
+	}
 	r.state.apply(seq, h)
 	if h.Kind == logSeal {
-		if dead := r.state.Dead; len(dead) > 0 {
-			r.dying = append(r.dying, dyingPieces{since: r.now(), seqs: slices.Clone(dead)})
+		var dead []seqRange
+		for _, p := range before.Live {
+			if p.Chunk == h.Chunk {
+				dead = addSeq(dead, p.Seq)
+			}
+		}
+		if len(dead) > 0 {
+			r.dying = append(r.dying, dyingPieces{since: r.now(), seqs: dead})
 		}
 	}
 	return seq, nil
@@ -435,7 +486,7 @@ func (r *remoteFiles) uploadSealed(n uint32) error {
 // records, for the next holder to delete.
 func (r *remoteFiles) deleteDying() {
 	r.logMu.Lock()
-	var due []uint64
+	var due []seqRange
 	keep := r.dying[:0]
 	for _, d := range r.dying {
 		if r.now().Sub(d.since) >= r.leaseT {
@@ -451,16 +502,18 @@ func (r *remoteFiles) deleteDying() {
 	}
 	ctx, cancel := r.ctx()
 	defer cancel()
-	var deleted []uint64
-	for _, seq := range due {
-		if err := r.obj.Delete(ctx, logKey(r.id, seq)); err != nil {
-			r.log.Warn("sessionstore: unneeded log object stays", "key", logKey(r.id, seq), "err", err)
-			continue
+	var deleted []seqRange
+	for _, rg := range due {
+		for seq := rg.From; seq <= rg.To; seq++ {
+			if err := r.obj.Delete(ctx, logKey(r.id, seq)); err != nil {
+				r.log.Warn("sessionstore: unneeded log object stays", "key", logKey(r.id, seq), "err", err)
+				continue
+			}
+			deleted = addSeq(deleted, seq)
 		}
-		deleted = append(deleted, seq)
 	}
 	r.logMu.Lock()
-	r.state.Dead = slices.DeleteFunc(r.state.Dead, func(s uint64) bool { return slices.Contains(deleted, s) })
+	r.state.Dead = dropSeqs(r.state.Dead, deleted)
 	r.logMu.Unlock()
 }
 

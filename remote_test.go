@@ -98,7 +98,7 @@ func TestRemoteHandoffBackAndForth(t *testing.T) {
 	ctx := context.Background()
 	obj := newMemObjects()
 	dirs := []string{t.TempDir(), t.TempDir()}
-	rounds := testSize(t, "SESSIONSTORE_HANDOFFS", 200, 1000)
+	rounds := testSize(t, "SESSIONSTORE_HANDOFFS", 100, 1000)
 	s, err := Open(dirs[0], remoteOpts(obj))
 	require.NoError(t, err)
 	m, err := s.Create(ctx, Meta{Name: "handed"})
@@ -311,4 +311,23 @@ func TestRemoteRestoreFetchesOnlyThePathsChunks(t *testing.T) {
 	tree, err := b.Tree(ctx, m.ID)
 	require.NoError(t, err)
 	assert.Len(t, tree, 20+400+60+1)
+}
+
+func TestSeqRanges(t *testing.T) {
+	var rs []seqRange
+	for _, s := range []uint64{3, 4, 5, 7, 8, 10} {
+		rs = addSeq(rs, s)
+	}
+	assert.Equal(t, []seqRange{{3, 5}, {7, 8}, {10, 10}}, rs)
+	for _, tc := range []struct {
+		done, want []seqRange
+	}{
+		{nil, rs},
+		{[]seqRange{{4, 4}}, []seqRange{{3, 3}, {5, 5}, {7, 8}, {10, 10}}},
+		{[]seqRange{{1, 7}}, []seqRange{{8, 8}, {10, 10}}},
+		{[]seqRange{{3, 5}, {10, 12}}, []seqRange{{7, 8}}},
+		{[]seqRange{{0, 100}}, nil},
+	} {
+		assert.Equal(t, tc.want, dropSeqs(rs, tc.done), "dropping %v", tc.done)
+	}
 }
