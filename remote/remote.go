@@ -41,8 +41,10 @@
 // object but the answer was lost, the retry finds the object and the
 // Create returns ErrObjectExists although its data is what is stored. No
 // Create ever returns nil for an object it did not store. A caller that
-// must tell these apart writes data that names it (the Store does) and
-// reads the object back.
+// must tell the two apart creates data unique to it and, on
+// ErrObjectExists, reads the object back. With the client's retries off
+// (S3Config.MaxAttempts 1) such a Create returns an error that matches
+// neither sentinel.
 //
 // Errors name the call and the key ("remote: get sessions/a: ..."). Get
 // and Stat of an absent key return an error matching
@@ -278,9 +280,9 @@ func (s *store) Put(ctx context.Context, key string, data []byte) error {
 // Get returns length bytes of key's object from offset, or all of it from
 // offset when length is negative; fewer when the object ends first, and
 // none when offset is at or past its end. An absent key returns an error
-// matching sessionstore.ErrObjectNotFound. A Get that returns nil read
-// every byte it returns from the object store, whole: a body cut short on
-// the way is an error, never a short result.
+// matching sessionstore.ErrObjectNotFound. The bytes of a Get without error
+// are the object's as one answer of the object store gave them: a body cut
+// short on the way is an error, never a short result.
 func (s *store) Get(ctx context.Context, key string, offset, length int64) ([]byte, error) {
 	if offset < 0 {
 		return nil, fmt.Errorf("remote: get %s: negative offset %d", key, offset)

@@ -152,17 +152,33 @@ func TestBinary(t *testing.T) {
 
 	// Without the variable: GOBIN, then GOPATH/bin.
 	t.Setenv(s3test.EnvBinary, "")
-	gobin := t.TempDir()
+	gobin, gopath := t.TempDir(), t.TempDir()
 	t.Setenv("GOBIN", gobin)
+	t.Setenv("GOPATH", gopath)
 	t.Setenv("GOFLAGS", "")
 	t.Setenv("GOENV", "off")
 	t.Setenv("PATH", filepath.Dir(goCommand(t)))
 	_, err = s3test.Binary()
 	assert.ErrorIs(t, err, s3test.ErrNoBinary, "an empty GOBIN and GOPATH, no versitygw on PATH")
+	require.NoError(t, os.MkdirAll(filepath.Join(gopath, "bin"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(gopath, "bin", "versitygw"), []byte("#!/bin/sh\n"), 0o755))
+	got, err = s3test.Binary()
+	require.NoError(t, err)
+	assert.Equal(t, filepath.Join(gopath, "bin", "versitygw"), got, "GOPATH/bin")
 	require.NoError(t, os.WriteFile(filepath.Join(gobin, "versitygw"), []byte("#!/bin/sh\n"), 0o755))
 	got, err = s3test.Binary()
 	require.NoError(t, err)
-	assert.Equal(t, filepath.Join(gobin, "versitygw"), got)
+	assert.Equal(t, filepath.Join(gobin, "versitygw"), got, "GOBIN before GOPATH/bin")
+
+	// Last, PATH.
+	require.NoError(t, os.Remove(filepath.Join(gobin, "versitygw")))
+	require.NoError(t, os.Remove(filepath.Join(gopath, "bin", "versitygw")))
+	onPath := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(onPath, "versitygw"), []byte("#!/bin/sh\n"), 0o755))
+	t.Setenv("PATH", filepath.Dir(goCommand(t))+string(filepath.ListSeparator)+onPath)
+	got, err = s3test.Binary()
+	require.NoError(t, err)
+	assert.Equal(t, filepath.Join(onPath, "versitygw"), got, "PATH")
 }
 
 // goCommand returns the go command's path; its directory holds no
