@@ -164,7 +164,7 @@ var mutations = []mutation{
 	// Object storage.
 	{"acknowledge before the object store has the commit group", "remote.go", "func (c *remoteChunk) sync(", "return rerr", "return nil",
 		"acknowledged means remote"},
-	{"take an existing log object for this writer's", "remote.go", "func (r *remoteFiles) putLogLocked(", "if err := r.obj.Create(ctx, key, b); err != nil {", "if err := r.obj.Create(ctx, key, b); err != nil && !errors.Is(err, ErrObjectExists) {",
+	{"take an existing log object for this writer's", "remote.go", "func (r *remoteFiles) putLogLocked(", "err = r.obj.Create(ctx, key, b)", "err = r.obj.Create(ctx, key, b)\n\tif errors.Is(err, ErrObjectExists) {\n\t\terr = nil\n\t}",
 		"a writer that lost the session is fenced"},
 }
 

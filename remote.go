@@ -349,7 +349,13 @@ func (r *remoteFiles) putLogLocked(ctx context.Context, h *logHeader, payload []
 	}
 	seq := r.seq + 1
 	key := logKey(r.id, seq)
-	if err := r.obj.Create(ctx, key, b); err != nil {
+	err = r.obj.Create(ctx, key, b)
+	if errors.Is(err, ErrObjectExists) && r.storedOwn(ctx, key, b) {
+		// A retry of a Create whose first answer was lost: the object is
+		// this one (its header names this lease), not another writer's.
+		err = nil
+	}
+	if err != nil {
 		if errors.Is(err, ErrObjectExists) {
 			r.lost = fmt.Errorf("%w: session %s: log object %s exists (another writer took the session)", ErrFenced, r.id, key)
 		} else {
@@ -375,6 +381,12 @@ func (r *remoteFiles) putLogLocked(ctx context.Context, h *logHeader, payload []
 		}
 	}
 	return seq, nil
+}
+
+// storedOwn reports whether the object at key holds exactly b.
+func (r *remoteFiles) storedOwn(ctx context.Context, key string, b []byte) bool {
+	got, err := r.obj.Get(ctx, key, 0, -1)
+	return err == nil && bytes.Equal(got, b)
 }
 
 func (r *remoteFiles) putLog(h *logHeader, payload []byte) (uint64, error) {

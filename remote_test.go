@@ -331,3 +331,28 @@ func TestSeqRanges(t *testing.T) {
 		assert.Equal(t, tc.want, dropSeqs(rs, tc.done), "dropping %v", tc.done)
 	}
 }
+
+// TestRemoteLostCreateAnswer: a Create stored whose answer was lost, and
+// retried by the client, reads as ErrObjectExists; the object is the
+// writer's own, so the append is acknowledged, not fenced.
+func TestRemoteLostCreateAnswer(t *testing.T) {
+	ctx := context.Background()
+	obj := newMemObjects()
+	a, _ := apiNewStore(t, remoteOpts(obj))
+	m, err := a.Create(ctx, Meta{})
+	require.NoError(t, err)
+	obj.mu.Lock()
+	obj.fail = func(op, key string) (error, bool) {
+		if op == "create" && strings.Contains(key, "/log/") {
+			obj.fail = nil
+			return fmt.Errorf("create %s: %w", key, ErrObjectExists), true
+		}
+		return nil, false
+	}
+	obj.mu.Unlock()
+	apiAppend(t, a, m.ID, textEv("stored, answer lost"))
+	apiAppend(t, a, m.ID, textEv("next"))
+	require.NoError(t, a.Close())
+	b, _ := apiNewStore(t, remoteOpts(obj))
+	assert.Equal(t, []string{"stored, answer lost", "next"}, loadTexts(t, b, m.ID))
+}
