@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -173,7 +174,7 @@ var mutations = []mutation{
 // race detector): each must make some test fail. It also runs the copy
 // unchanged first, which must pass, so that a failure means the mutation
 // was caught. It runs only when SESSIONSTORE_MUTATE is set (.ci/run sets
-// it); it takes about a minute per mutation on 2 cores.
+// it); it takes about 20 seconds per mutation on 2 cores, two at a time.
 func TestMutations(t *testing.T) {
 	sel := os.Getenv(mutateEnv)
 	if sel == "" {
@@ -185,79 +186,136 @@ func TestMutations(t *testing.T) {
 	}
 	src, err := os.Getwd()
 	require.NoError(t, err)
-	dst := t.TempDir()
-	require.NoError(t, copyModule(src, dst))
+	// Two copies of the module, each mutated and tested in turn by a
+	// worker of its own: a package's tests run mostly on one core (they
+	// wait for fsyncs), so two at once take about half the time on the
+	// two cores CI has.
+	const workers = 2
+	dsts := make([]string, workers)
+	for i := range dsts {
+		dsts[i] = t.TempDir()
+		require.NoError(t, copyModule(src, dsts[i]))
+	}
 
-	run := func(what string) (bool, string, time.Duration) {
+	run := func(dst, what string) (bool, string, time.Duration) {
 		start := time.Now()
 		// A mutation that makes a test hang (waiting for a sync that never
 		// comes, say) is caught by the test binary's -timeout.
 		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
 		defer cancel()
-		cmd := exec.CommandContext(ctx, "go", "test", "-count=1", "-timeout=4m", "-skip=^TestMutations", ".")
+		cmd := exec.CommandContext(ctx, "go", "test", "-count=1", "-timeout=150s", "-skip=^TestMutations", ".")
 		cmd.Dir = dst
 		cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool {
 			return strings.HasPrefix(kv, mutateEnv+"=") || strings.HasPrefix(kv, "SESSIONSTORE_")
 		})
 		out, err := cmd.CombinedOutput()
 		if ctx.Err() != nil {
-			t.Fatalf("%s: go test did not finish in time:\n%s", what, out)
+			return false, fmt.Sprintf("%s: go test did not finish in time:\n%s", what, out), time.Since(start)
 		}
 		return err == nil, string(out), time.Since(start)
 	}
 
-	ok, out, took := run("the unchanged copy")
+	// The unchanged copy first, alone, so that a failure means the
+	// mutation was caught.
+	ok, out, took := run(dsts[0], "the unchanged copy")
 	require.True(t, ok, "the unchanged copy must pass its tests:\n%s", out)
 	t.Logf("unchanged copy: tests pass (%v)", took.Round(time.Second))
 
-	failing := regexp.MustCompile(`(?m)^--- FAIL: (\S+)`)
-	caught, tried := 0, 0
-	for _, m := range mutations {
-		if !match.MatchString(m.name) {
-			continue
+	type result struct {
+		logs, errs []string
+		caught     bool
+	}
+	var todo []int
+	for i, m := range mutations {
+		if match.MatchString(m.name) {
+			todo = append(todo, i)
 		}
-		tried++
-		path := filepath.Join(dst, filepath.FromSlash(m.file))
-		orig, err := os.ReadFile(path)
-		require.NoError(t, err)
-		mutated, err := m.apply(orig)
-		require.NoError(t, err, "mutation %q no longer applies: update it with the code", m.name)
-		require.NoError(t, os.WriteFile(path, mutated, 0o644))
-		vet := exec.Command("go", "vet", "./"+filepath.ToSlash(filepath.Dir(m.file)))
-		vet.Dir = dst
-		if out, err := vet.CombinedOutput(); err != nil {
-			require.NoError(t, os.WriteFile(path, orig, 0o644))
-			t.Errorf("mutation %q does not compile:\n%s", m.name, out)
-			continue
-		}
-		ok, out, took := run(m.name)
-		require.NoError(t, os.WriteFile(path, orig, 0o644))
-		if ok {
-			t.Errorf("MUTATION SURVIVED: %q (%s:%s): no test noticed that it breaks %q", m.name, m.file, m.in, m.promise)
-			continue
-		}
-		var by []string
-		for _, f := range failing.FindAllStringSubmatch(out, -1) {
-			if !strings.Contains(f[1], "/") {
-				by = append(by, f[1])
+	}
+	results := make([]result, len(todo))
+	jobs := make(chan int)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for j := range jobs {
+				results[j] = mutate(dsts[w], mutations[todo[j]], run)
 			}
+		})
+	}
+	for j := range todo {
+		jobs <- j
+	}
+	close(jobs)
+	wg.Wait()
+	caught, tried := 0, len(todo)
+	for _, r := range results {
+		for _, l := range r.logs {
+			t.Log(l)
 		}
-		if i := strings.Index(out, "panic: test timed out"); i >= 0 {
-			// A hang: name the tests that were running.
-			hung := out[i:]
-			if j := strings.Index(hung, "\n\ngoroutine "); j >= 0 {
-				hung = hung[:j]
-			}
-			by = append(by, "a hang ("+strings.Join(strings.Fields(hung), " ")+")")
+		for _, e := range r.errs {
+			t.Error(e)
 		}
-		if len(by) == 0 {
-			by = []string{"(no test failed: " + firstLine(out) + ")"}
+		if r.caught {
+			caught++
 		}
-		caught++
-		t.Logf("caught %q in %v by %s", m.name, took.Round(time.Second), strings.Join(by, ", "))
 	}
 	t.Logf("mutation score: %d of %d caught", caught, tried)
 	assert.Equal(t, tried, caught, "every mutation must be caught")
+}
+
+// mutate applies m to the module copy dst, runs its tests with run and
+// restores the file: the mutation is caught when a test fails.
+func mutate(dst string, m mutation, run func(dst, what string) (bool, string, time.Duration)) (r struct {
+	logs, errs []string
+	caught     bool
+}) {
+	failing := regexp.MustCompile(`(?m)^--- FAIL: (\S+)`)
+	path := filepath.Join(dst, filepath.FromSlash(m.file))
+	orig, err := os.ReadFile(path)
+	if err != nil {
+		r.errs = append(r.errs, err.Error())
+		return r
+	}
+	mutated, err := m.apply(orig)
+	if err != nil {
+		r.errs = append(r.errs, fmt.Sprintf("mutation %q no longer applies: update it with the code: %v", m.name, err))
+		return r
+	}
+	if err := os.WriteFile(path, mutated, 0o644); err != nil {
+		r.errs = append(r.errs, err.Error())
+		return r
+	}
+	defer os.WriteFile(path, orig, 0o644)
+	vet := exec.Command("go", "vet", "./"+filepath.ToSlash(filepath.Dir(m.file)))
+	vet.Dir = dst
+	if out, err := vet.CombinedOutput(); err != nil {
+		r.errs = append(r.errs, fmt.Sprintf("mutation %q does not compile:\n%s", m.name, out))
+		return r
+	}
+	ok, out, took := run(dst, m.name)
+	if ok {
+		r.errs = append(r.errs, fmt.Sprintf("MUTATION SURVIVED: %q (%s:%s): no test noticed that it breaks %q", m.name, m.file, m.in, m.promise))
+		return r
+	}
+	var by []string
+	for _, f := range failing.FindAllStringSubmatch(out, -1) {
+		if !strings.Contains(f[1], "/") {
+			by = append(by, f[1])
+		}
+	}
+	if i := strings.Index(out, "panic: test timed out"); i >= 0 {
+		// A hang: name the tests that were running.
+		hung := out[i:]
+		if j := strings.Index(hung, "\n\ngoroutine "); j >= 0 {
+			hung = hung[:j]
+		}
+		by = append(by, "a hang ("+strings.Join(strings.Fields(hung), " ")+")")
+	}
+	if len(by) == 0 {
+		by = []string{"(no test failed: " + firstLine(out) + ")"}
+	}
+	r.caught = true
+	r.logs = append(r.logs, fmt.Sprintf("caught %q in %v by %s", m.name, took.Round(time.Second), strings.Join(by, ", ")))
+	return r
 }
 
 // firstLine returns the first line of s that is not blank.

@@ -356,3 +356,53 @@ func TestRemoteLostCreateAnswer(t *testing.T) {
 	b, _ := apiNewStore(t, remoteOpts(obj))
 	assert.Equal(t, []string{"stored, answer lost", "next"}, loadTexts(t, b, m.ID))
 }
+
+func TestRemoteOptions(t *testing.T) {
+	obj := newMemObjects()
+	for _, o := range []Options{
+		{Remote: obj, ReadOnly: true},
+		{Remote: obj, LeaseTime: -time.Second},
+		{Remote: obj, RemoteTimeout: -time.Second},
+	} {
+		_, err := Open(t.TempDir(), &o)
+		assert.ErrorIs(t, err, ErrInvalidOptions, "%+v", o)
+	}
+	s, dir := apiNewStore(t, remoteOpts(obj))
+	id1 := s.opts.storeID
+	require.NoError(t, s.Close())
+	s2 := apiOpen(t, dir, remoteOpts(obj))
+	assert.Equal(t, id1, s2.opts.storeID, "a root keeps its holder id")
+	s3, _ := apiNewStore(t, remoteOpts(obj))
+	assert.NotEqual(t, id1, s3.opts.storeID, "another root has another")
+}
+
+// TestRemoteRestartTakesItsOwnSessionBack: a Store on the same root
+// after a crash (no release) takes the session at once, where another
+// root must wait out the lease.
+func TestRemoteRestartTakesItsOwnSessionBack(t *testing.T) {
+	ctx := context.Background()
+	obj := newMemObjects()
+	dir := t.TempDir()
+	a, err := Open(dir, remoteOpts(obj))
+	require.NoError(t, err)
+	m, err := a.Create(ctx, Meta{})
+	require.NoError(t, err)
+	apiAppend(t, a, m.ID, textEv("before the crash"))
+	// The process dies: its lock goes, its lease stays (a is left as it
+	// is, never closed, as a dead process would leave it).
+	a.reg.mu.Lock()
+	h := a.reg.sessions[m.ID]
+	a.reg.mu.Unlock()
+	require.NotNil(t, h)
+	h.mu.Lock()
+	require.NoError(t, h.lock.Close())
+	h.lock = nil
+	h.mu.Unlock()
+
+	other, _ := apiNewStore(t, remoteOpts(obj))
+	_, err = other.Load(ctx, m.ID)
+	assert.ErrorIs(t, err, ErrLocked)
+	again := apiOpen(t, dir, remoteOpts(obj))
+	assert.Equal(t, []string{"before the crash"}, loadTexts(t, again, m.ID))
+	apiAppend(t, again, m.ID, textEv("after"))
+}
