@@ -60,6 +60,7 @@ type groupCommit struct {
 	open      *commitGroup     // the in-flight records no sync has started on
 	synced    *sync.Cond       // on the session's mu: in-flight records were published or failed
 	waiting   int              // calls in waitSync, which tests wait for
+	settled   int              // settles that synced records in flight, which tests count
 }
 
 // waitSync waits, with the session's mutex released, until the records in
@@ -250,6 +251,7 @@ func (h *openSession) settle() error {
 	if err := h.chunks.sync(h.chunks.active); err != nil {
 		return h.syncFailed(nil, err)
 	}
+	h.pipe.settled++
 	h.publish(len(h.pipe.inflight))
 	if g := h.pipe.open; g != nil {
 		h.finish(g, nil)

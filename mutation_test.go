@@ -163,7 +163,7 @@ var mutations = []mutation{
 	{"skip the digest check of blobs", "blob.go", "func decodeBlob(", "sha256.Sum256(rec) != d || int64(len(rec)) != size", "sha256.Sum256(rec) != sha256.Sum256(rec)",
 		"a damaged blob is detected"},
 	// Object storage.
-	{"acknowledge before the object store has the commit group", "remote.go", "func (c *remoteChunk) sync(", "return rerr", "return nil",
+	{"acknowledge before the object store has the commit group", "remote.go", "func (c *remoteChunk) sync(", "return rerr", "_ = rerr\n\treturn nil",
 		"acknowledged means remote"},
 	{"take an existing log object for this writer's", "remote.go", "func (r *remoteFiles) putLogLocked(", "err = r.obj.Create(ctx, key, b)", "err = r.obj.Create(ctx, key, b)\n\tif errors.Is(err, ErrObjectExists) {\n\t\terr = nil\n\t}",
 		"a writer that lost the session is fenced"},

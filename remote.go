@@ -985,34 +985,8 @@ func (s *Store) listRemote(ctx context.Context) ([]Meta, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	out := metas[:0]
-	var bad []UnreadableSession
-	for i := range ids {
-		if errors.Is(errs[i], ErrObjectNotFound) {
-			continue // replaced by a newer copy since the listing
-		}
-		if errs[i] != nil {
-			bad = append(bad, UnreadableSession{ID: ids[i], Path: keys[i], Err: errs[i]})
-			continue
-		}
-		out = append(out, metas[i])
-	}
-	if len(bad) > 0 {
-		return out, &ListError{Unreadable: bad}
-	}
-	return out, nil
-}
-
-func (s *Store) listRecentRemote(ctx context.Context, n int) ([]Meta, error) {
-	all, err := s.List(ctx)
-	if all == nil {
-		return nil, err
-	}
-	out := make([]Meta, 0, min(n, len(all)))
-	for i := len(all) - 1; i >= 0 && len(out) < n; i-- {
-		out = append(out, all[i])
-	}
-	return out, err
+	// A copy not found was replaced by a newer one since the listing.
+	return listResult(ids, metas, errs, ErrObjectNotFound, func(i int) string { return keys[i] })
 }
 
 // metaRemote is Meta for a store with a remote: the session's newest

@@ -347,14 +347,21 @@ func (s *Store) List(ctx context.Context) ([]Meta, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	return listResult(ids, metas, errs, ErrNotFound, func(i int) string { return filepath.Join(root, ids[i].String(), metaFile) })
+}
+
+// listResult is List's answer from each session's metadata or error:
+// those whose error matches absent are left out (a Create that did not
+// finish), the others reported in a *ListError beside the readable ones.
+func listResult(ids []uuid.UUID, metas []Meta, errs []error, absent error, path func(i int) string) ([]Meta, error) {
 	out := metas[:0]
 	var bad []UnreadableSession
 	for i := range ids {
 		switch {
-		case errors.Is(errs[i], ErrNotFound):
-			continue // a Create that did not finish
+		case errors.Is(errs[i], absent):
+			continue
 		case errs[i] != nil:
-			bad = append(bad, UnreadableSession{ID: ids[i], Path: filepath.Join(root, ids[i].String(), metaFile), Err: errs[i]})
+			bad = append(bad, UnreadableSession{ID: ids[i], Path: path(i), Err: errs[i]})
 			continue
 		}
 		out = append(out, metas[i])
@@ -386,11 +393,12 @@ func (s *Store) ListRecent(ctx context.Context, n int) ([]Meta, error) {
 	if err := s.begin(ctx); err != nil {
 		return nil, err
 	}
-	if s.opts.Remote != nil {
-		s.end()
-		return s.listRecentRemote(ctx, n)
+	var metas []Meta
+	var bad []UnreadableSession
+	ok := false
+	if s.opts.Remote == nil { // a remote session's metadata is in the object store
+		metas, bad, ok = s.cat.recent(n)
 	}
-	metas, bad, ok := s.cat.recent(n)
 	s.end()
 	if ok {
 		if len(bad) > 0 {
