@@ -42,7 +42,9 @@
 // Create returns ErrObjectExists although its data is what is stored. No
 // Create ever returns nil for an object it did not store. A caller that
 // must tell the two apart creates data unique to it and, on
-// ErrObjectExists, reads the object back. With the client's retries off
+// ErrObjectExists, reads the object back, as sessionstore does: its log
+// objects name the lease that wrote them, and an existing object holding
+// exactly the bytes it created is its own. With the client's retries off
 // (S3Config.MaxAttempts 1) such a Create returns an error that matches
 // neither sentinel.
 //
