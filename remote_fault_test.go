@@ -75,7 +75,7 @@ func TestRemoteFaultAtEveryCall(t *testing.T) {
 	for _, c := range clean.calls {
 		calls += c
 	}
-	step := max(1, calls/testSize(t, "SESSIONSTORE_REMOTE_FAULTS", 10, calls))
+	step := max(1, calls/testSize(t, "SESSIONSTORE_REMOTE_FAULTS", 5, calls))
 	runs := 0
 	for k := 1; k <= calls; k += step {
 		for _, applied := range []bool{false, true} {
