@@ -338,10 +338,12 @@ func (r *registry) evictLocked() []*openSession {
 	return out
 }
 
-// closeVictims closes sessions evictLocked picked. A failure is logged:
-// the events were durable already, and what failed (a HEAD or metadata
-// checkpoint) is rebuilt when the session is next opened.
-func (r *registry) closeVictims(victims []*openSession) {
+// closeVictims closes sessions evictLocked (or closeOne) picked. A
+// failure is logged, and returned for CloseSession: the events were
+// durable already, and what failed (a HEAD or metadata checkpoint) is
+// rebuilt when the session is next opened.
+func (r *registry) closeVictims(victims []*openSession) error {
+	var errs []error
 	for _, h := range victims {
 		h.mu.Lock()
 		pending, repaired := h.pending, h.repaired
@@ -349,6 +351,7 @@ func (r *registry) closeVictims(victims []*openSession) {
 		h.mu.Unlock()
 		if err := h.close(); err != nil {
 			r.opts.Logger.Warn("sessionstore: closing an idle session failed", "session", h.id, "err", err)
+			errs = append(errs, err)
 		}
 		r.mu.Lock()
 		if pending != uuid.Nil {
@@ -364,6 +367,7 @@ func (r *registry) closeVictims(victims []*openSession) {
 		delete(r.closing, h.id)
 		r.mu.Unlock()
 	}
+	return errors.Join(errs...)
 }
 
 // closeAll closes every open session, for Store.Close.
@@ -376,4 +380,45 @@ func (r *registry) closeAll() error {
 	}
 	clear(r.sessions)
 	return errors.Join(errs...)
+}
+
+// closeOne closes session id if this Store has it open, as the registry
+// making room would, once no call uses it: it waits (polling) for the
+// calls using it to end, while ctx allows. Its Branch selection and a
+// failure that stopped its writes are kept, as for eviction.
+func (r *registry) closeOne(ctx context.Context, id uuid.UUID) error {
+	const poll = 2 * time.Millisecond
+	for {
+		r.mu.Lock()
+		if done, ok := r.closing[id]; ok {
+			r.mu.Unlock()
+			select {
+			case <-done:
+				continue
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		h, ok := r.sessions[id]
+		if !ok {
+			r.mu.Unlock()
+			return nil
+		}
+		if h.refs == 0 {
+			if h.elem != nil {
+				r.idle.Remove(h.elem)
+				h.elem = nil
+			}
+			delete(r.sessions, id)
+			r.closing[id] = make(chan struct{})
+			r.mu.Unlock()
+			return r.closeVictims([]*openSession{h})
+		}
+		r.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(poll):
+		}
+	}
 }

@@ -406,3 +406,20 @@ func TestRemoteRestartTakesItsOwnSessionBack(t *testing.T) {
 	assert.Equal(t, []string{"before the crash"}, loadTexts(t, again, m.ID))
 	apiAppend(t, again, m.ID, textEv("after"))
 }
+
+func TestRemoteCloseSessionHandsOffAtOnce(t *testing.T) {
+	ctx := context.Background()
+	obj := newMemObjects()
+	a, _ := apiNewStore(t, remoteOpts(obj))
+	b, _ := apiNewStore(t, remoteOpts(obj))
+	m, err := a.Create(ctx, Meta{})
+	require.NoError(t, err)
+	apiAppend(t, a, m.ID, textEv("on a"))
+	_, err = b.Load(ctx, m.ID)
+	require.ErrorIs(t, err, ErrLocked, "a holds it while open")
+	require.NoError(t, a.CloseSession(ctx, m.ID))
+	apiAppend(t, b, m.ID, textEv("on b"))
+	require.NoError(t, b.CloseSession(ctx, m.ID))
+	require.NoError(t, b.CloseSession(ctx, m.ID), "closing a session not open does nothing")
+	assert.Equal(t, []string{"on a", "on b"}, loadTexts(t, a, m.ID), "a opens it again")
+}

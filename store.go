@@ -166,6 +166,23 @@ func checkRootConfig(fsys vfs.FS, dir string, o Options) error {
 // Dir returns the store's root directory.
 func (s *Store) Dir() string { return s.dir }
 
+// CloseSession closes one session as Close closes each: it waits for the
+// calls using it to end (while ctx allows), checkpoints HEAD and the
+// metadata, closes its files and releases its lock, and with a Remote
+// releases it in the object store, so that another Store, on any
+// machine, opens it at once instead of waiting out Options.LeaseTime. A
+// worker of a fleet calls it when it is done with a session for now. The
+// next call that uses the session opens it again. A session this Store
+// does not have open is left alone; the error is that of the close
+// (the events were durable already), or ctx's.
+func (s *Store) CloseSession(ctx context.Context, session uuid.UUID) error {
+	if err := s.begin(ctx); err != nil {
+		return err
+	}
+	defer s.end()
+	return s.reg.closeOne(ctx, session)
+}
+
 // Close waits for calls in flight, then closes every open session: it
 // checkpoints HEAD and the metadata's UpdatedAt (both atomically replaced
 // and synced), closes the files and releases the locks; then it ends every

@@ -1057,3 +1057,22 @@ func TestOpenMakesSessionsDirDurable(t *testing.T) {
 	assert.Equal(t, string(ev.Record), string(got.Record))
 	require.NoError(t, s.Close())
 }
+
+func TestCloseSessionReleasesTheLock(t *testing.T) {
+	ctx := context.Background()
+	a, dir := apiNewStore(t, nil)
+	id := apiNewSession(t, a)
+	apiAppend(t, a, id, UserText("one"))
+	b := apiOpen(t, dir, nil)
+	_, err := b.Append(ctx, id, UserText("two"))
+	require.ErrorIs(t, err, ErrLocked)
+	require.NoError(t, a.CloseSession(ctx, id))
+	apiAppend(t, b, id, UserText("two"))
+	require.NoError(t, b.CloseSession(ctx, id))
+	evs, err := a.Load(ctx, id)
+	require.NoError(t, err)
+	assert.Len(t, evs, 2)
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	assert.ErrorIs(t, a.CloseSession(cctx, id), context.Canceled)
+}
