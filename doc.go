@@ -425,7 +425,8 @@
 //     lease) fails its next Create and stops with ErrFenced, having
 //     acknowledged nothing the new holder does not have. No acknowledged
 //     event is ever lost or forked by two writers.
-//   - Handoff: Close (or the Store making room) writes a release marker;
+//   - Handoff: Close, CloseSession (a worker done with a session for now)
+//     or the Store making room writes a release marker;
 //     the next open, anywhere, takes the session at once. A session
 //     another Store holds is refused with ErrLocked, or waited for with
 //     Options.WaitForLock: until it is released, or until its newest log
