@@ -138,7 +138,7 @@ func (m *memObjects) Stat(ctx context.Context, key string) (ObjectInfo, error) {
 	return ObjectInfo{Key: key, Size: int64(len(o.data)), ModTime: o.mod}, nil
 }
 
-func (m *memObjects) List(ctx context.Context, prefix string) ([]ObjectInfo, error) {
+func (m *memObjects) List(ctx context.Context, prefix string, limit int) ([]ObjectInfo, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -154,6 +154,9 @@ func (m *memObjects) List(ctx context.Context, prefix string) ([]ObjectInfo, err
 		}
 	}
 	slices.SortFunc(out, func(a, b ObjectInfo) int { return strings.Compare(a.Key, b.Key) })
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
 	return out, nil
 }
 

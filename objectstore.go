@@ -31,9 +31,12 @@ type ObjectStore interface {
 	// Stat returns the attributes of key's object, or an error matching
 	// ErrObjectNotFound.
 	Stat(ctx context.Context, key string) (ObjectInfo, error)
-	// List returns every object whose key starts with prefix, in key
-	// order.
-	List(ctx context.Context, prefix string) ([]ObjectInfo, error)
+	// List returns the objects whose keys start with prefix, in key
+	// order (byte-wise): every one when limit <= 0, else the first limit
+	// of them (one page of the object store's listing, so that finding a
+	// session's newest log objects costs one request however long its log
+	// is).
+	List(ctx context.Context, prefix string, limit int) ([]ObjectInfo, error)
 	// Delete removes key's object; an absent object is not an error.
 	Delete(ctx context.Context, key string) error
 }

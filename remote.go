@@ -8,9 +8,11 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
+	"sort"
 	"sync"
 	"time"
 
@@ -214,21 +216,26 @@ func decodeLogObject(key string, b []byte) (*logHeader, []byte, error) {
 // Object keys.
 func sessionPrefix(id uuid.UUID) string { return "sessions/" + id.String() + "/" }
 func logPrefix(id uuid.UUID) string     { return sessionPrefix(id) + "log/" }
+
+// logKey names log object seq. The number is stored as its distance from
+// the largest uint64, in 20 digits, so that the newest objects come first
+// in a listing: an open reads the first page only.
 func logKey(id uuid.UUID, seq uint64) string {
-	return fmt.Sprintf("%s%020d", logPrefix(id), seq)
+	return fmt.Sprintf("%s%020d", logPrefix(id), math.MaxUint64-seq)
 }
 func parseLogKey(prefix, key string) (uint64, bool) {
-	var seq uint64
+	var inv uint64
 	rest, ok := cutPrefix(key, prefix)
 	if !ok || len(rest) != 20 {
 		return 0, false
 	}
 	for _, c := range rest {
-		if c < '0' || c > '9' {
+		if c < '0' || c > '9' || inv > (math.MaxUint64-uint64(c-'0'))/10 {
 			return 0, false
 		}
-		seq = seq*10 + uint64(c-'0')
+		inv = inv*10 + uint64(c-'0')
 	}
+	seq := math.MaxUint64 - inv
 	return seq, seq > 0
 }
 func cutPrefix(s, prefix string) (string, bool) {
@@ -636,7 +643,7 @@ func (r *remoteFiles) copyMeta(ctx context.Context, seq uint64, b []byte) {
 		r.log.Warn("sessionstore: metadata copy for List not stored", "key", key, "err", err)
 		return
 	}
-	infos, err := r.obj.List(ctx, metaPrefix+r.id.String()+"/")
+	infos, err := r.obj.List(ctx, metaPrefix+r.id.String()+"/", 0)
 	if err != nil {
 		return
 	}
@@ -673,11 +680,11 @@ func (r *remoteFiles) release(clean bool) error {
 	if r.lost != nil {
 		// The state of the object after r.seq is unknown: release after
 		// the newest object if it is this lease's.
-		infos, err := r.obj.List(ctx, logPrefix(r.id))
+		infos, err := r.obj.List(ctx, logPrefix(r.id), 1)
 		if err != nil || len(infos) == 0 {
 			return remoteErr("list", logPrefix(r.id), err)
 		}
-		newest := infos[len(infos)-1]
+		newest := infos[0]
 		seq, ok := parseLogKey(logPrefix(r.id), newest.Key)
 		if !ok {
 			return corruptf(newest.Key, 0, "not a log object name")
@@ -739,26 +746,42 @@ type logView struct {
 	payloads   map[uint64][]byte // data objects read on the way
 }
 
+// viewPage is how many of the newest log objects an open lists first.
+const viewPage = 32
+
+// listLog lists the newest limit log objects (all with limit <= 0),
+// returning them oldest first.
+func (r *remoteFiles) listLog(ctx context.Context, limit int) ([]uint64, []ObjectInfo, error) {
+	prefix := logPrefix(r.id)
+	infos, err := r.obj.List(ctx, prefix, limit)
+	if err != nil {
+		return nil, nil, remoteErr("list", prefix, err)
+	}
+	var seqs []uint64
+	var objs []ObjectInfo
+	for i := len(infos) - 1; i >= 0; i-- {
+		if seq, ok := parseLogKey(prefix, infos[i].Key); ok {
+			seqs, objs = append(seqs, seq), append(objs, infos[i])
+		}
+	}
+	return seqs, objs, nil
+}
+
 // readView lists the log and reads back from its newest object to the
 // newest marker, a batch of objects at a time. It returns a nil view for
 // a session the object store does not hold.
 func (r *remoteFiles) readView(ctx context.Context) (*logView, error) {
-	prefix := logPrefix(r.id)
-	infos, err := r.obj.List(ctx, prefix)
+	// The newest objects come first (logKey): a page of them holds the
+	// newest marker unless many objects came after it (a holder that died
+	// after many appends), and then the whole listing is read.
+	seqs, objs, err := r.listLog(ctx, viewPage)
 	if err != nil {
-		return nil, remoteErr("list", prefix, err)
-	}
-	var seqs []uint64
-	var objs []ObjectInfo
-	for _, o := range infos {
-		if seq, ok := parseLogKey(prefix, o.Key); ok {
-			seqs, objs = append(seqs, seq), append(objs, o)
-		}
+		return nil, err
 	}
 	if len(seqs) == 0 {
 		return nil, nil
 	}
-	v := &logView{newest: objs[len(objs)-1], newestSeq: seqs[len(seqs)-1], payloads: map[uint64][]byte{}}
+	full := len(seqs) < viewPage
 	type got struct {
 		h       *logHeader
 		payload []byte
@@ -768,7 +791,22 @@ func (r *remoteFiles) readView(ctx context.Context) (*logView, error) {
 	// The newest object first: after a clean Close it is the release
 	// marker, and nothing else is needed. Then batches of 16.
 	const batch = 16
-	for end, n := len(seqs), 1; end > 0 && marker < 0; end, n = end-n, batch {
+	for end, n := len(seqs), 1; marker < 0; end, n = end-n, batch {
+		if end <= 0 {
+			if full {
+				break
+			}
+			// Past the first page without a marker: list it all, and go
+			// on below what was read.
+			low := seqs[0]
+			if seqs, objs, err = r.listLog(ctx, 0); err != nil {
+				return nil, err
+			}
+			full, end = true, sort.Search(len(seqs), func(i int) bool { return seqs[i] >= low })
+			if end == 0 {
+				break
+			}
+		}
 		start := max(0, end-n)
 		res := make([]got, end-start)
 		errs := make([]error, end-start)
@@ -803,6 +841,7 @@ func (r *remoteFiles) readView(ctx context.Context) (*logView, error) {
 	if marker < 0 {
 		return nil, corruptf(objs[0].Key, 0, "the log has no create, open or release marker")
 	}
+	v := &logView{newest: objs[len(objs)-1], newestSeq: seqs[len(seqs)-1], payloads: map[uint64][]byte{}}
 	m := read[seqs[marker]]
 	if m.h.State == nil {
 		v.state = &remoteState{}
@@ -952,7 +991,7 @@ func (s *Store) fetchMissingBlob(ctx context.Context, dir string, d [32]byte, si
 // listRemote is List for a store with a remote: the newest metadata copy
 // of every session (meta/<id>/<n>), read several at a time.
 func (s *Store) listRemote(ctx context.Context) ([]Meta, error) {
-	infos, err := s.opts.Remote.List(ctx, metaPrefix)
+	infos, err := s.opts.Remote.List(ctx, metaPrefix, 0)
 	if err != nil {
 		return nil, remoteErr("list", metaPrefix, err)
 	}
@@ -993,7 +1032,7 @@ func (s *Store) listRemote(ctx context.Context) ([]Meta, error) {
 // metadata copy.
 func (s *Store) metaRemote(ctx context.Context, id uuid.UUID) (Meta, error) {
 	prefix := metaPrefix + id.String() + "/"
-	infos, err := s.opts.Remote.List(ctx, prefix)
+	infos, err := s.opts.Remote.List(ctx, prefix, 0)
 	if err != nil {
 		return Meta{}, remoteErr("list", prefix, err)
 	}

@@ -116,11 +116,12 @@ func TestRemoteHandoffBackAndForth(t *testing.T) {
 		}
 		require.NoError(t, s.Close())
 	}
-	gets := obj.count("get")
+	gets, lists := obj.count("get"), obj.count("list")
 	s, err = Open(t.TempDir(), remoteOpts(obj))
 	require.NoError(t, err)
 	defer s.Close()
 	assert.Equal(t, want, loadTexts(t, s, m.ID))
+	assert.Equal(t, 1, obj.count("list")-lists, "an open lists one page of the log, however long")
 	t.Logf("%d handoffs, %d GETs in all, %d for a restore into an empty directory", rounds, gets, obj.count("get")-gets)
 }
 
@@ -422,4 +423,28 @@ func TestRemoteCloseSessionHandsOffAtOnce(t *testing.T) {
 	require.NoError(t, b.CloseSession(ctx, m.ID))
 	require.NoError(t, b.CloseSession(ctx, m.ID), "closing a session not open does nothing")
 	assert.Equal(t, []string{"on a", "on b"}, loadTexts(t, a, m.ID), "a opens it again")
+}
+
+// TestRemoteRestoreAfterManyUnreleasedAppends: more objects than a page
+// of the listing after the newest marker (a holder that died after many
+// appends): the open lists the whole log and has every event.
+func TestRemoteRestoreAfterManyUnreleasedAppends(t *testing.T) {
+	ctx := context.Background()
+	obj := newMemObjects()
+	a, err := Open(t.TempDir(), remoteOpts(obj))
+	require.NoError(t, err)
+	m, err := a.Create(ctx, Meta{})
+	require.NoError(t, err)
+	var want []string
+	for i := range 3*viewPage + 5 {
+		want = append(want, fmt.Sprintf("e%d", i))
+		apiAppend(t, a, m.ID, textEv(want[i]))
+	}
+	obj.advance(2 * time.Minute)
+	b, _ := apiNewStore(t, remoteOpts(obj))
+	lists := obj.count("list")
+	assert.Equal(t, want, loadTexts(t, b, m.ID))
+	assert.Equal(t, 2, obj.count("list")-lists, "a page, then the whole log")
+	apiAppend(t, b, m.ID, textEv("b"))
+	assert.ErrorIs(t, a.Close(), ErrFenced, "a's Close finds it lost the session")
 }

@@ -145,7 +145,7 @@ func TestAbsent(t *testing.T) {
 			assert.Contains(t, err.Error(), "remote: stat sessions/c/absent:")
 		}
 		assert.NoError(t, s.Delete(ctx, "sessions/c/absent"), "Delete of an absent key")
-		list, err := s.List(ctx, "sessions/c/absent")
+		list, err := s.List(ctx, "sessions/c/absent", 0)
 		require.NoError(t, err)
 		assert.Empty(t, list)
 
@@ -217,7 +217,7 @@ func TestListAndStat(t *testing.T) {
 			{"", []string{"meta/catalogue", "sessions/s1-x", "sessions/s1/a/b/c", "sessions/s1/chunk-0002", "sessions/s1/chunk-0010", "sessions/s1/lease", "sessions/s10/lease", "sessions/s2/chunk-0002", "sessionsX"}},
 			{"sessions/s3/", nil},
 		} {
-			list, err := s.List(ctx, tc.prefix)
+			list, err := s.List(ctx, tc.prefix, 0)
 			require.NoError(t, err, "prefix %q", tc.prefix)
 			var got []string
 			for _, o := range list {
@@ -228,7 +228,7 @@ func TestListAndStat(t *testing.T) {
 			assert.Equal(t, tc.want, got, "prefix %q", tc.prefix)
 		}
 
-		list, err := s.List(ctx, "sessions/s1/")
+		list, err := s.List(ctx, "sessions/s1/", 0)
 		require.NoError(t, err)
 		for _, o := range list {
 			info, err := s.Stat(ctx, o.Key)
@@ -260,11 +260,21 @@ func TestListPages(t *testing.T) {
 		}
 		wg.Wait()
 		require.NoError(t, s.Put(ctx, "q/outside", nil))
-		list, err := s.List(ctx, "p/")
+		list, err := s.List(ctx, "p/", 0)
 		require.NoError(t, err)
 		require.Len(t, list, n)
 		for i, o := range list {
 			assert.Equal(t, fmt.Sprintf("p/%05d", i), o.Key)
+		}
+		// A limit gives the first keys, in order, within one page and
+		// across the page's edge.
+		for _, limit := range []int{1, 32, 1000} {
+			first, err := s.List(ctx, "p/", limit)
+			require.NoError(t, err)
+			require.Len(t, first, limit)
+			for i, o := range first {
+				assert.Equal(t, fmt.Sprintf("p/%05d", i), o.Key, "limit %d", limit)
+			}
 		}
 	})
 }
@@ -322,7 +332,7 @@ func TestOpenURL(t *testing.T) {
 		require.NoError(t, err, url)
 		require.NoError(t, s.Create(ctx, "a/b", []byte(url)), url)
 		assert.ErrorIs(t, s.Create(ctx, "a/b", nil), sessionstore.ErrObjectExists, url)
-		list, err := s.List(ctx, "")
+		list, err := s.List(ctx, "", 0)
 		require.NoError(t, err, url)
 		if assert.Len(t, list, 1, url) {
 			assert.Equal(t, "a/b", list[0].Key, url)
@@ -362,7 +372,7 @@ func TestOpenURLS3(t *testing.T) {
 	assert.Equal(t, "v", string(got))
 
 	direct := remote.New(srv.Open(t, srv.Config(bucket)))
-	list, err := direct.List(ctx, "")
+	list, err := direct.List(ctx, "", 0)
 	require.NoError(t, err)
 	if assert.Len(t, list, 1) {
 		assert.Equal(t, "pre/k", list[0].Key)
@@ -380,7 +390,7 @@ func TestOpenS3Prefix(t *testing.T) {
 	two := remote.New(srv.Open(t, cfg))
 	require.NoError(t, one.Create(ctx, "lease", []byte("1")))
 	require.NoError(t, two.Create(ctx, "lease", []byte("2")), "the other prefix's key is free")
-	list, err := one.List(ctx, "")
+	list, err := one.List(ctx, "", 0)
 	require.NoError(t, err)
 	if assert.Len(t, list, 1) {
 		assert.Equal(t, "lease", list[0].Key)

@@ -383,11 +383,27 @@ func (s *store) Stat(ctx context.Context, key string) (sessionstore.ObjectInfo, 
 	return sessionstore.ObjectInfo{Key: key, Size: a.Size, ModTime: a.ModTime}, nil
 }
 
-// List returns every object whose key starts with prefix, in key order
+// List returns the objects whose key starts with prefix, in key order
 // (byte-wise), with the sizes and modification times the object store
-// lists. It reads every page of the listing before it returns; an object
-// written or removed while it lists may or may not be in the result.
-func (s *store) List(ctx context.Context, prefix string) ([]sessionstore.ObjectInfo, error) {
+// lists: every one when limit <= 0, reading every page of the listing
+// before it returns, else the first limit of them, with one request (a
+// page of limit keys). An object written or removed while it lists may or
+// may not be in the result.
+func (s *store) List(ctx context.Context, prefix string, limit int) ([]sessionstore.ObjectInfo, error) {
+	if limit > 0 {
+		page, _, err := s.b.ListPage(ctx, blob.FirstPageToken, limit, &blob.ListOptions{Prefix: prefix})
+		if err != nil {
+			return nil, fmt.Errorf("remote: list %s: %w", prefix, err)
+		}
+		var out []sessionstore.ObjectInfo
+		for _, obj := range page {
+			if !obj.IsDir {
+				out = append(out, sessionstore.ObjectInfo{Key: obj.Key, Size: obj.Size, ModTime: obj.ModTime})
+			}
+		}
+		slices.SortFunc(out, func(a, b sessionstore.ObjectInfo) int { return strings.Compare(a.Key, b.Key) })
+		return out, nil
+	}
 	it := s.b.List(&blob.ListOptions{Prefix: prefix})
 	var out []sessionstore.ObjectInfo
 	for {

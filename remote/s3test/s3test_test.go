@@ -43,7 +43,7 @@ func TestStart(t *testing.T) {
 
 	// Each Store is a bucket of its own.
 	other := srv.Store(t)
-	list, err := other.List(ctx, "")
+	list, err := other.List(ctx, "", 0)
 	require.NoError(t, err)
 	assert.Empty(t, list)
 	assert.NoError(t, other.Create(ctx, "a/b", nil))
