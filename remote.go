@@ -296,19 +296,33 @@ type dyingPieces struct {
 	seqs  []seqRange
 }
 
-// seqRange is the log objects From to To.
+// seqRange is the log objects From to To; in remoteState.Dead, unneeded
+// since At (Unix milliseconds, the sealing writer's clock), so that any
+// later holder deletes them once LeaseTime passed, however briefly each
+// holds the session.
 type seqRange struct {
 	From uint64 `json:"from"`
 	To   uint64 `json:"to"`
+	At   int64  `json:"at,omitzero"`
 }
 
-// addSeq adds seq, greater than every number in rs, to rs.
+// addSeq adds seq, greater than every number in rs, to rs, extending
+// the last range only if it has no time yet (the same sealing's).
 func addSeq(rs []seqRange, seq uint64) []seqRange {
-	if n := len(rs); n > 0 && rs[n-1].To+1 == seq {
+	if n := len(rs); n > 0 && rs[n-1].To+1 == seq && rs[n-1].At == 0 {
 		rs[n-1].To = seq
 		return rs
 	}
-	return append(rs, seqRange{seq, seq})
+	return append(rs, seqRange{From: seq, To: seq})
+}
+
+// stampDead sets At to now in the ranges of rs that have none.
+func stampDead(rs []seqRange, now time.Time) {
+	for i := range rs {
+		if rs[i].At == 0 {
+			rs[i].At = now.UnixMilli()
+		}
+	}
 }
 
 // dropSeqs removes the numbers of done from rs.
@@ -324,10 +338,10 @@ func dropSeqs(rs, done []seqRange) []seqRange {
 					continue
 				}
 				if p.From < d.From {
-					next = append(next, seqRange{p.From, d.From - 1})
+					next = append(next, seqRange{From: p.From, To: d.From - 1, At: p.At})
 				}
 				if p.To > d.To {
-					next = append(next, seqRange{d.To + 1, p.To})
+					next = append(next, seqRange{From: d.To + 1, To: p.To, At: p.At})
 				}
 			}
 			parts = next
@@ -377,6 +391,7 @@ func (r *remoteFiles) putLogLocked(ctx context.Context, h *logHeader, payload []
 	}
 	r.state.apply(seq, h)
 	if h.Kind == logSeal {
+		now := r.now()
 		var dead []seqRange
 		for _, p := range before.Live {
 			if p.Chunk == h.Chunk {
@@ -384,8 +399,9 @@ func (r *remoteFiles) putLogLocked(ctx context.Context, h *logHeader, payload []
 			}
 		}
 		if len(dead) > 0 {
-			r.dying = append(r.dying, dyingPieces{since: r.now(), seqs: dead})
+			r.dying = append(r.dying, dyingPieces{since: now, seqs: dead})
 		}
+		stampDead(r.state.Dead, now)
 	}
 	return seq, nil
 }
@@ -955,8 +971,14 @@ func (r *remoteFiles) acquire(ctx context.Context, wait bool) error {
 		if err != nil {
 			r.holder = false
 		}
-		if dead := r.state.Dead; err == nil && len(dead) > 0 {
-			r.dying = append(r.dying, dyingPieces{since: r.now(), seqs: slices.Clone(dead)})
+		if err == nil {
+			// The dead objects the log's state names die LeaseTime after
+			// their sealing (At), or after now if it does not say.
+			now := r.now()
+			stampDead(r.state.Dead, now)
+			for _, rg := range r.state.Dead {
+				r.dying = append(r.dying, dyingPieces{since: time.UnixMilli(rg.At), seqs: []seqRange{rg}})
+			}
 		}
 		r.logMu.Unlock()
 		return err

@@ -319,15 +319,15 @@ func TestSeqRanges(t *testing.T) {
 	for _, s := range []uint64{3, 4, 5, 7, 8, 10} {
 		rs = addSeq(rs, s)
 	}
-	assert.Equal(t, []seqRange{{3, 5}, {7, 8}, {10, 10}}, rs)
+	assert.Equal(t, []seqRange{{From: 3, To: 5}, {From: 7, To: 8}, {From: 10, To: 10}}, rs)
 	for _, tc := range []struct {
 		done, want []seqRange
 	}{
 		{nil, rs},
-		{[]seqRange{{4, 4}}, []seqRange{{3, 3}, {5, 5}, {7, 8}, {10, 10}}},
-		{[]seqRange{{1, 7}}, []seqRange{{8, 8}, {10, 10}}},
-		{[]seqRange{{3, 5}, {10, 12}}, []seqRange{{7, 8}}},
-		{[]seqRange{{0, 100}}, nil},
+		{[]seqRange{{From: 4, To: 4}}, []seqRange{{From: 3, To: 3}, {From: 5, To: 5}, {From: 7, To: 8}, {From: 10, To: 10}}},
+		{[]seqRange{{From: 1, To: 7}}, []seqRange{{From: 8, To: 8}, {From: 10, To: 10}}},
+		{[]seqRange{{From: 3, To: 5}, {From: 10, To: 12}}, []seqRange{{From: 7, To: 8}}},
+		{[]seqRange{{From: 0, To: 100}}, nil},
 	} {
 		assert.Equal(t, tc.want, dropSeqs(rs, tc.done), "dropping %v", tc.done)
 	}
@@ -447,4 +447,39 @@ func TestRemoteRestoreAfterManyUnreleasedAppends(t *testing.T) {
 	assert.Equal(t, 2, obj.count("list")-lists, "a page, then the whole log")
 	apiAppend(t, b, m.ID, textEv("b"))
 	assert.ErrorIs(t, a.Close(), ErrFenced, "a's Close finds it lost the session")
+}
+
+// TestRemoteDeadObjectsDieAcrossShortHolds: data objects a sealing made
+// unneeded are deleted LeaseTime after the sealing by whichever Store
+// holds the session then, even when no holder keeps it that long.
+func TestRemoteDeadObjectsDieAcrossShortHolds(t *testing.T) {
+	ctx := context.Background()
+	obj := newMemObjects()
+	opts := remoteOpts(obj)
+	opts.ChunkSize = 4 << 10
+	opts.LeaseTime = 300 * time.Millisecond
+	dirs := []string{t.TempDir(), t.TempDir()}
+	s, err := Open(dirs[0], opts)
+	require.NoError(t, err)
+	m, err := s.Create(ctx, Meta{})
+	require.NoError(t, err)
+	for i := range 100 {
+		apiAppend(t, s, m.ID, textEv(fmt.Sprintf("event %d %s", i, strings.Repeat("d", 100))))
+	}
+	require.NoError(t, s.Close())
+	before := len(obj.keys(logPrefix(m.ID)))
+	require.Greater(t, before, 100, "the sealings' data objects are still there")
+	deadline := time.Now().Add(5 * time.Second)
+	for i := 0; time.Now().Before(deadline) && len(obj.keys(logPrefix(m.ID))) > before/2; i++ {
+		s, err := Open(dirs[i%2], opts)
+		require.NoError(t, err)
+		apiAppend(t, s, m.ID, textEv(fmt.Sprintf("short hold %d", i)))
+		require.NoError(t, s.Close()) // held far less than LeaseTime
+		time.Sleep(50 * time.Millisecond)
+	}
+	assert.Less(t, len(obj.keys(logPrefix(m.ID))), before/2, "dead data objects were deleted")
+	c, _ := apiNewStore(t, remoteOpts(obj))
+	texts := loadTexts(t, c, m.ID)
+	assert.Equal(t, "event 0 "+strings.Repeat("d", 100), texts[0])
+	assert.Greater(t, len(texts), 100)
 }
