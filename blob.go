@@ -304,8 +304,12 @@ func (s *Store) Resolve(ctx context.Context, session uuid.UUID, ev Event) (Event
 		return Event{}, err
 	}
 	rec, err := readBlob(s.opts.fs, dir, d, ev.Size)
-	if err != nil && s.fetchMissingBlob(ctx, dir, d, ev.Size) {
-		rec, err = readBlob(s.opts.fs, dir, d, ev.Size)
+	if err != nil {
+		if fetched, ferr := s.fetchMissingBlob(ctx, dir, d, ev.Size); fetched {
+			rec, err = readBlob(s.opts.fs, dir, d, ev.Size)
+		} else if ferr != nil {
+			err = ferr
+		}
 	}
 	if err != nil {
 		return Event{}, err
@@ -535,8 +539,12 @@ func (b *blobReads) add(step int, e entry) {
 			for j := range b.jobs {
 				if j.err = b.ctx.Err(); j.err == nil {
 					j.rec, j.err = readBlobWith(b.s.opts.fs, b.dir, j.e.Digest, j.e.Size, &scratch)
-					if j.err != nil && b.s.fetchMissingBlob(b.ctx, b.dir, j.e.Digest, j.e.Size) {
-						j.rec, j.err = readBlobWith(b.s.opts.fs, b.dir, j.e.Digest, j.e.Size, &scratch)
+					if j.err != nil {
+						if fetched, ferr := b.s.fetchMissingBlob(b.ctx, b.dir, j.e.Digest, j.e.Size); fetched {
+							j.rec, j.err = readBlobWith(b.s.opts.fs, b.dir, j.e.Digest, j.e.Size, &scratch)
+						} else if ferr != nil {
+							j.err = ferr
+						}
 					}
 				}
 			}

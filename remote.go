@@ -992,22 +992,22 @@ func remoteLost(err error) bool {
 }
 
 // fetchMissingBlob downloads blob d of the session in dir when the store
-// has a remote and the local file is absent, reporting whether it did: a
-// restored session's blobs come when a read needs them. A failed
-// download is logged; the read then reports the blob missing.
-func (s *Store) fetchMissingBlob(ctx context.Context, dir string, d [32]byte, size int64) bool {
+// has a remote and the local file is absent, reporting whether it did,
+// and the download's error (ErrRemote, or a *CorruptionError naming the
+// object's key) when it failed: a restored session's blobs come when a
+// read needs them.
+func (s *Store) fetchMissingBlob(ctx context.Context, dir string, d [32]byte, size int64) (bool, error) {
 	if s.opts.Remote == nil || !blobMissing(s.opts.fs, dir, d) {
-		return false
+		return false, nil
 	}
 	id, err := uuid.Parse(filepath.Base(dir))
 	if err != nil {
-		return false
+		return false, nil
 	}
 	if err := fetchBlob(ctx, s.opts.Remote, s.opts.fs, id, dir, d, size, s.opts.FileMode, s.opts.DirMode); err != nil {
-		s.opts.Logger.Warn("sessionstore: fetching a blob from the object store failed", "session", id, "digest", hex.EncodeToString(d[:]), "err", err)
-		return false
+		return false, err
 	}
-	return true
+	return true, nil
 }
 
 // listRemote is List for a store with a remote: the newest metadata copy

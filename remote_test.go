@@ -483,3 +483,33 @@ func TestRemoteDeadObjectsDieAcrossShortHolds(t *testing.T) {
 	assert.Equal(t, "event 0 "+strings.Repeat("d", 100), texts[0])
 	assert.Greater(t, len(texts), 100)
 }
+
+// TestRemoteBlobFetchFailureIsRemote: a blob a restore must fetch, whose
+// download fails, is an ErrRemote, not a missing (corrupt) blob; the
+// next read fetches it.
+func TestRemoteBlobFetchFailureIsRemote(t *testing.T) {
+	ctx := context.Background()
+	obj := newMemObjects()
+	a, _ := apiNewStore(t, remoteOpts(obj))
+	m, err := a.Create(ctx, Meta{})
+	require.NoError(t, err)
+	big := strings.Repeat("blob", 5000)
+	apiAppend(t, a, m.ID, textEv(big))
+	require.NoError(t, a.Close())
+	obj.mu.Lock()
+	obj.fail = func(op, key string) (error, bool) {
+		if op == "get" && strings.Contains(key, "/blobs/") {
+			return errors.New("connection reset"), false
+		}
+		return nil, false
+	}
+	obj.mu.Unlock()
+	b, _ := apiNewStore(t, remoteOpts(obj))
+	_, err = b.Load(ctx, m.ID)
+	require.ErrorIs(t, err, ErrRemote)
+	assert.NotErrorIs(t, err, ErrCorrupt)
+	obj.mu.Lock()
+	obj.fail = nil
+	obj.mu.Unlock()
+	assert.Equal(t, []string{big}, loadTexts(t, b, m.ID))
+}
