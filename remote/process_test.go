@@ -501,13 +501,14 @@ func (s procSchedule) String() string { return [...]string{"early", "restore", "
 const (
 	landCreate    = iota // a new session's child, before Create returned
 	landOpen             // before the Store was open
-	landWaiting          // the Store open, the load not reported: waiting for the lease, taking over, restoring
+	landWaiting          // the Store open, the load not reported, the dead writer's lease not run out: waiting
+	landRestoring        // the same, the lease run out: taking over, restoring
 	landRestored         // the load reported, nothing acknowledged
 	landAppending        // after acknowledgements
 	lands
 )
 
-var landNames = [lands]string{"before create", "before open", "waiting or restoring", "restored, no ack", "appending"}
+var landNames = [lands]string{"before create", "before open", "waiting for the lease", "taking over or restoring", "restored, no ack", "appending"}
 
 // procSession is a session of TestKillMachineLoss and what its children
 // reported.
@@ -627,6 +628,7 @@ func (pl *procPipeline) round() error {
 		}
 		p.readUntil(time.Now().Add(delay), nil)
 	}
+	killedAt := time.Now()
 	if err := p.kill(); err != nil {
 		return err
 	}
@@ -643,8 +645,10 @@ func (pl *procPipeline) round() error {
 		pl.land[landAppending]++
 	case !run.opened:
 		pl.land[landOpen]++
-	case !run.loadDone:
+	case !run.loadDone && killedAt.Before(leaseEnd):
 		pl.land[landWaiting]++
+	case !run.loadDone:
+		pl.land[landRestoring]++
 	case len(run.acks) == 0:
 		pl.land[landRestored]++
 	default:
@@ -1390,16 +1394,17 @@ func (c *listCounter) List(ctx context.Context, prefix string) ([]sessionstore.O
 // TestHandoffListIsBounded: what an open lists must not grow with the
 // number of handoffs the session had. FAILS with the core as of this
 // writing: every open lists the session's whole log (readView in
-// remote.go lists sessions/<id>/log/), and every handoff leaves two
-// markers there for good (an open and a release; markers are never
-// deleted), so an open after n handoffs lists about 2n objects: the cost
-// of a handoff grows linearly and a session's handoffs cost
-// quadratically (on S3, a LIST request per 1000 keys, each costing what
-// about 12 GETs do). A session resumed on a new worker for every turn
-// reaches thousands of handoffs. The test counts the objects List returns
-// in each round (memblob, so that it is quick; the count is the same on
-// any backend) and wants the 60th handoff to list no more than 10 objects
-// beyond what the 10th listed.
+// remote.go lists sessions/<id>/log/), and every handoff leaves objects
+// there for good: an open and a release marker (markers are never
+// deleted), a meta object, and its data objects (see
+// TestSealedDataObjectsDeletedAcrossHandoffs). An open after n short
+// handoffs lists about 4n objects: the cost of a handoff grows linearly,
+// that of a session's handoffs quadratically (on S3, a LIST request per
+// 1000 keys, each priced as about 12 GETs). A session resumed on a new
+// worker for every turn reaches thousands of handoffs. The test counts
+// the objects List returns in each round (memblob, so that it is quick;
+// the count is the same on any backend) and wants the 60th handoff to
+// list no more than 10 objects beyond what the 10th listed.
 func TestHandoffListIsBounded(t *testing.T) {
 	const rounds = 60
 	b := memblob.OpenBucket(nil)
@@ -1429,7 +1434,7 @@ func TestHandoffListIsBounded(t *testing.T) {
 	t.Logf("objects listed by handoff 1, 10, 30, 60: %d, %d, %d, %d; %d List calls in all; the log holds %d objects after %d handoffs: %v",
 		listed[0], listed[9], listed[29], listed[59], obj.calls.Load(), len(logObjs), rounds, kinds)
 	assert.LessOrEqual(t, listed[rounds-1], listed[9]+10,
-		"handoff %d listed %d objects, handoff 10 listed %d: an open lists the whole log, which grows by two markers a handoff", rounds, listed[rounds-1], listed[9])
+		"handoff %d listed %d objects, handoff 10 listed %d: an open lists the whole log, which grows by about four objects a handoff", rounds, listed[rounds-1], listed[9])
 }
 
 // logKinds counts the log objects infos by kind (their header's).
