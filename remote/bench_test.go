@@ -37,6 +37,9 @@ type callCounts struct {
 	Creates, Puts, Gets, Stats, Lists, Deletes int64
 	CreateBytes, PutBytes, GetBytes            int64
 	Listed                                     int64 // keys the Lists returned
+	// InCalls is the time spent in calls, summed over the calls; InList
+	// the part in Lists.
+	InCalls, InList time.Duration
 	// ListPages is the LIST requests S3 bills for the Lists: one per
 	// 1,000 keys returned (ListObjectsV2's page), at least one a List.
 	ListPages int64
@@ -46,7 +49,13 @@ type callCounts struct {
 	LogBytes   map[string]int64
 	// GETs of sealed chunk objects (sessions/<id>/chunks/).
 	ChunkGets, ChunkGetBytes int64
+	// DataCreate is when each Create of a data log object started and
+	// ended, in order (not kept by sub or add).
+	DataCreate []span
 }
+
+// span is a call's start and end.
+type span struct{ start, end time.Time }
 
 // writes is the PUT-priced calls: Create and Put.
 func (c callCounts) writes() int64 { return c.Creates + c.Puts }
@@ -57,7 +66,7 @@ func (c callCounts) sub(o callCounts) callCounts {
 		Creates: c.Creates - o.Creates, Puts: c.Puts - o.Puts, Gets: c.Gets - o.Gets,
 		Stats: c.Stats - o.Stats, Lists: c.Lists - o.Lists, Deletes: c.Deletes - o.Deletes,
 		CreateBytes: c.CreateBytes - o.CreateBytes, PutBytes: c.PutBytes - o.PutBytes, GetBytes: c.GetBytes - o.GetBytes,
-		Listed: c.Listed - o.Listed, ListPages: c.ListPages - o.ListPages,
+		Listed: c.Listed - o.Listed, ListPages: c.ListPages - o.ListPages, InCalls: c.InCalls - o.InCalls, InList: c.InList - o.InList,
 		ChunkGets: c.ChunkGets - o.ChunkGets, ChunkGetBytes: c.ChunkGetBytes - o.ChunkGetBytes,
 		LogCreates: map[string]int64{}, LogBytes: map[string]int64{},
 	}
@@ -84,10 +93,19 @@ func newCounting(obj sessionstore.ObjectStore) *countingStore {
 	return &countingStore{ObjectStore: obj, c: callCounts{LogCreates: map[string]int64{}, LogBytes: map[string]int64{}}}
 }
 
+// lastData returns the span of the newest data log object's Create.
+func (s *countingStore) lastData() span {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.c.DataCreate[len(s.c.DataCreate)-1]
+}
+
 func (s *countingStore) counts() callCounts {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.c.sub(callCounts{}) // a copy
+	c := s.c.sub(callCounts{}) // a copy
+	c.DataCreate = slices.Clone(s.c.DataCreate)
+	return c
 }
 
 // logKind returns the kind of the log object data, if key names one.
@@ -109,13 +127,19 @@ type logHeader struct {
 }
 
 func (s *countingStore) Create(ctx context.Context, key string, data []byte) error {
+	t0 := time.Now()
 	err := s.ObjectStore.Create(ctx, key, data)
+	sp := span{t0, time.Now()}
 	s.mu.Lock()
+	s.c.InCalls += sp.end.Sub(sp.start)
 	s.c.Creates++
 	s.c.CreateBytes += int64(len(data))
 	if h, ok := logKind(key, data); ok {
 		s.c.LogCreates[h.Kind]++
 		s.c.LogBytes[h.Kind] += int64(len(data))
+		if h.Kind == "data" {
+			s.c.DataCreate = append(s.c.DataCreate, sp)
+		}
 	}
 	s.mu.Unlock()
 	if err == nil && s.observe != nil {
@@ -125,16 +149,21 @@ func (s *countingStore) Create(ctx context.Context, key string, data []byte) err
 }
 
 func (s *countingStore) Put(ctx context.Context, key string, data []byte) error {
+	t0 := time.Now()
+	err := s.ObjectStore.Put(ctx, key, data)
 	s.mu.Lock()
+	s.c.InCalls += time.Since(t0)
 	s.c.Puts++
 	s.c.PutBytes += int64(len(data))
 	s.mu.Unlock()
-	return s.ObjectStore.Put(ctx, key, data)
+	return err
 }
 
 func (s *countingStore) Get(ctx context.Context, key string, offset, length int64) ([]byte, error) {
+	t0 := time.Now()
 	b, err := s.ObjectStore.Get(ctx, key, offset, length)
 	s.mu.Lock()
+	s.c.InCalls += time.Since(t0)
 	s.c.Gets++
 	s.c.GetBytes += int64(len(b))
 	if strings.Contains(key, "/chunks/") {
@@ -146,15 +175,21 @@ func (s *countingStore) Get(ctx context.Context, key string, offset, length int6
 }
 
 func (s *countingStore) Stat(ctx context.Context, key string) (sessionstore.ObjectInfo, error) {
+	t0 := time.Now()
+	info, err := s.ObjectStore.Stat(ctx, key)
 	s.mu.Lock()
+	s.c.InCalls += time.Since(t0)
 	s.c.Stats++
 	s.mu.Unlock()
-	return s.ObjectStore.Stat(ctx, key)
+	return info, err
 }
 
 func (s *countingStore) List(ctx context.Context, prefix string) ([]sessionstore.ObjectInfo, error) {
+	t0 := time.Now()
 	infos, err := s.ObjectStore.List(ctx, prefix)
 	s.mu.Lock()
+	s.c.InCalls += time.Since(t0)
+	s.c.InList += time.Since(t0)
 	s.c.Lists++
 	s.c.Listed += int64(len(infos))
 	s.c.ListPages += max(1, (int64(len(infos))+999)/1000)
@@ -163,10 +198,13 @@ func (s *countingStore) List(ctx context.Context, prefix string) ([]sessionstore
 }
 
 func (s *countingStore) Delete(ctx context.Context, key string) error {
+	t0 := time.Now()
+	err := s.ObjectStore.Delete(ctx, key)
 	s.mu.Lock()
+	s.c.InCalls += time.Since(t0)
 	s.c.Deletes++
 	s.mu.Unlock()
-	return s.ObjectStore.Delete(ctx, key)
+	return err
 }
 
 // benchRemoteOpts are the options of a Store kept in obj.
@@ -218,6 +256,18 @@ func percentile(ds []time.Duration, p float64) time.Duration {
 }
 
 func micros(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+
+// mean returns the mean of ds.
+func mean(ds []time.Duration) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	var t time.Duration
+	for _, d := range ds {
+		t += d
+	}
+	return t / time.Duration(len(ds))
+}
 
 // BenchmarkAppend: durable appends of a 1 KiB message to one session, on
 // the local disk only and kept in the object store, with one writer and
@@ -333,8 +383,30 @@ func reportLatency(b *testing.B, prefix string, ds []time.Duration) time.Duratio
 	return percentile(ds, 0.50)
 }
 
-// reportCalls reports the object store calls of c per one of n appends.
-func reportCalls(b *testing.B, c callCounts, n int) {
+// reportCalls reports the object store calls made since before per one
+// of n appends, and how long the Creates of their data log objects took:
+// log-PUT-p50-µs, beside put-alone's, is what the group's bytes and the
+// load of the run add to a PUT; log-PUT-mean-µs and gap-mean-µs (from the
+// end of one data object's Create to the start of the next) split the
+// time between two log objects, which bounds the throughput, into the
+// PUT and the rest of the commit cycle.
+func reportCalls(b *testing.B, cs *countingStore, before callCounts, n int) {
+	now := cs.counts()
+	c := now.sub(before)
+	if spans := now.DataCreate[len(before.DataCreate):]; len(spans) > 0 {
+		var puts, gaps []time.Duration
+		for i, sp := range spans {
+			puts = append(puts, sp.end.Sub(sp.start))
+			if i > 0 {
+				gaps = append(gaps, sp.start.Sub(spans[i-1].end))
+			}
+		}
+		b.ReportMetric(micros(mean(puts)), "log-PUT-mean-µs")
+		reportLatency(b, "log-PUT-", puts)
+		if len(gaps) > 0 {
+			b.ReportMetric(micros(mean(gaps)), "gap-mean-µs")
+		}
+	}
 	b.ReportMetric(float64(c.writes())/float64(n), "PUTs/append")
 	b.ReportMetric(float64(c.Gets+c.Lists)/float64(n), "GETs+LISTs/append")
 	b.ReportMetric(float64(c.CreateBytes+c.PutBytes)/float64(n), "B-put/append")
@@ -355,7 +427,7 @@ func benchAppend(b *testing.B, writers int, kept bool) {
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "appends/s")
 	reportLatency(b, "", lats)
 	if t.cs != nil {
-		reportCalls(b, t.cs.counts().sub(before), b.N)
+		reportCalls(b, t.cs, before, b.N)
 	}
 	t.check(b)
 }
@@ -374,25 +446,34 @@ func benchSideBySide1(b *testing.B) {
 	}
 	obj := s3test.Shared(b).Store(b)
 	prefix := "sessions/" + uuid.NewString() + "/log/"
-	l, r, p := make([]time.Duration, 0, b.N), make([]time.Duration, 0, b.N), make([]time.Duration, 0, b.N)
+	var l, r, p, pre, post []time.Duration
 	before := kept.cs.counts()
 	b.ResetTimer()
 	for i := range b.N {
 		l = append(l, local.append(b))
+		t0 := time.Now()
 		r = append(r, kept.append(b))
+		t1 := t0.Add(r[len(r)-1])
+		sp := kept.cs.lastData()
+		pre, post = append(pre, sp.start.Sub(t0)), append(post, t1.Sub(sp.end))
 		mu.Lock()
 		data := last
 		mu.Unlock()
-		t0 := time.Now()
+		t0 = time.Now()
 		err := obj.Create(ctx, fmt.Sprintf("%s%020d", prefix, i+1), data)
 		p = append(p, time.Since(t0))
 		require.NoError(b, err)
 	}
 	b.StopTimer()
-	reportCalls(b, kept.cs.counts().sub(before), b.N)
+	reportCalls(b, kept.cs, before, b.N)
 	lp := reportLatency(b, "local-", l)
 	rp := reportLatency(b, "remote-", r)
 	pp := reportLatency(b, "put-", p)
+	// Where a remote append's time goes beside its PUT: before the PUT
+	// starts (encoding, the local write) and after it ends (the local
+	// fdatasync if it is slower, publishing).
+	reportLatency(b, "pre-PUT-", pre)
+	reportLatency(b, "post-PUT-", post)
 	// The target: remote p50 <= local p50 + put p50, met when <= 1.
 	b.ReportMetric(float64(rp)/float64(lp+pp), "remote/(local+put)-p50")
 	local.check(b)
@@ -414,7 +495,7 @@ func benchSideBySide16(b *testing.B) {
 		rt, rl = rt+d, append(rl, lats...)
 	}
 	b.StopTimer()
-	reportCalls(b, kept.cs.counts().sub(before), b.N)
+	reportCalls(b, kept.cs, before, b.N)
 	lr, rr := float64(b.N)/lt.Seconds(), float64(b.N)/rt.Seconds()
 	b.ReportMetric(lr, "local-appends/s")
 	b.ReportMetric(rr, "remote-appends/s")
@@ -745,6 +826,10 @@ func benchColdLoad(b *testing.B, f *restoreFixture) {
 	b.ReportMetric(float64(sum.Lists)/n, "LISTs/op")
 	b.ReportMetric(float64(sum.Listed)/n, "keys-listed/op")
 	b.ReportMetric(float64(sum.writes())/n, "PUTs/op")
+	// The time in object store calls (one at a time in a restore): the
+	// rest of ms/restore is local work (checking and writing the chunks,
+	// the load).
+	b.ReportMetric(float64(sum.InCalls.Microseconds())/1000/n, "in-calls-ms/op")
 }
 
 // benchDownloadAll: list the session's prefix and get every object under
@@ -946,19 +1031,15 @@ func benchOpenClose(b *testing.B, obj sessionstore.ObjectStore, s *costSession, 
 	b.ReportMetric(per(all.Deletes), "DELETEs/op")
 	b.ReportMetric(per(all.CreateBytes+all.PutBytes), "B-put/op")
 	b.ReportMetric(per(all.GetBytes), "B-fetched/op")
+	b.ReportMetric(float64(all.InCalls.Microseconds())/1000/n, "in-calls-ms/op")
+	b.ReportMetric(float64(all.InList.Microseconds())/1000/n, "in-LIST-ms/op")
 	// An open lists the whole log, which grows by two markers a cycle
 	// (markers are never deleted): the first and the last cycles of the
 	// run, and the log's length at its end.
 	k := max(1, len(cycles)/10)
-	mean := func(ds []time.Duration) float64 {
-		var t time.Duration
-		for _, d := range ds {
-			t += d
-		}
-		return float64(t.Microseconds()) / 1000 / float64(len(ds))
-	}
-	b.ReportMetric(mean(cycles[:k]), "first10%-ms/cycle")
-	b.ReportMetric(mean(cycles[len(cycles)-k:]), "last10%-ms/cycle")
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	b.ReportMetric(ms(mean(cycles[:k])), "first10%-ms/cycle")
+	b.ReportMetric(ms(mean(cycles[len(cycles)-k:])), "last10%-ms/cycle")
 	infos, err := obj.List(ctx, "sessions/"+s.id.String()+"/log/")
 	require.NoError(b, err)
 	b.ReportMetric(float64(len(infos)), "log-objects")
@@ -970,7 +1051,7 @@ func add(a, c callCounts) callCounts {
 		Creates: a.Creates + c.Creates, Puts: a.Puts + c.Puts, Gets: a.Gets + c.Gets,
 		Stats: a.Stats + c.Stats, Lists: a.Lists + c.Lists, Deletes: a.Deletes + c.Deletes,
 		CreateBytes: a.CreateBytes + c.CreateBytes, PutBytes: a.PutBytes + c.PutBytes, GetBytes: a.GetBytes + c.GetBytes,
-		Listed: a.Listed + c.Listed, ListPages: a.ListPages + c.ListPages,
+		Listed: a.Listed + c.Listed, ListPages: a.ListPages + c.ListPages, InCalls: a.InCalls + c.InCalls, InList: a.InList + c.InList,
 		ChunkGets: a.ChunkGets + c.ChunkGets, ChunkGetBytes: a.ChunkGetBytes + c.ChunkGetBytes,
 	}
 }
