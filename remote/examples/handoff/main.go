@@ -132,7 +132,7 @@ func run(ctx context.Context, out io.Writer, srv *s3test.Server) error {
 	select {
 	case <-c.ready:
 	case err := <-c.done:
-		return fmt.Errorf("worker 3 ended before holding the session: %v", err)
+		return fmt.Errorf("worker 3 ended before holding the session: %v: %s", err, bytes.TrimSpace(c.stderr.Bytes()))
 	}
 	if err := c.cmd.Process.Kill(); err != nil {
 		return err
