@@ -184,9 +184,9 @@ func (s *countingStore) Stat(ctx context.Context, key string) (sessionstore.Obje
 	return info, err
 }
 
-func (s *countingStore) List(ctx context.Context, prefix string) ([]sessionstore.ObjectInfo, error) {
+func (s *countingStore) List(ctx context.Context, prefix string, limit int) ([]sessionstore.ObjectInfo, error) {
 	t0 := time.Now()
-	infos, err := s.ObjectStore.List(ctx, prefix)
+	infos, err := s.ObjectStore.List(ctx, prefix, limit)
 	s.mu.Lock()
 	s.c.InCalls += time.Since(t0)
 	s.c.InList += time.Since(t0)
@@ -724,7 +724,7 @@ func buildRestoreFixture(b *testing.B, obj sessionstore.ObjectStore, localDir st
 			f.pathBytes += objSize[key]
 		}
 	}
-	infos, err := obj.List(ctx, "sessions/"+m.ID.String()+"/")
+	infos, err := obj.List(ctx, "sessions/"+m.ID.String()+"/", 0)
 	require.NoError(b, err)
 	var newest sessionstore.ObjectInfo
 	for _, o := range infos {
@@ -839,7 +839,7 @@ func benchDownloadAll(b *testing.B, f *restoreFixture, parallel int) {
 	prefix := "sessions/" + f.id.String() + "/"
 	var bytesGot, objects int64
 	for range b.N {
-		infos, err := f.obj.List(ctx, prefix)
+		infos, err := f.obj.List(ctx, prefix, 0)
 		require.NoError(b, err)
 		var got atomic.Int64
 		var firstErr atomic.Pointer[error]
@@ -948,7 +948,7 @@ func buildCostSession(b *testing.B, obj sessionstore.ObjectStore, writers int) *
 	require.NoError(b, st2.Close())
 	s.settle = cs.counts().sub(c4)
 	for _, prefix := range []string{"sessions/" + m.ID.String() + "/", "meta/" + m.ID.String() + "/"} {
-		infos, err := obj.List(ctx, prefix)
+		infos, err := obj.List(ctx, prefix, 0)
 		require.NoError(b, err)
 		for _, o := range infos {
 			s.rest += o.Size
@@ -1040,7 +1040,7 @@ func benchOpenClose(b *testing.B, obj sessionstore.ObjectStore, s *costSession, 
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 	b.ReportMetric(ms(mean(cycles[:k])), "first10%-ms/cycle")
 	b.ReportMetric(ms(mean(cycles[len(cycles)-k:])), "last10%-ms/cycle")
-	infos, err := obj.List(ctx, "sessions/"+s.id.String()+"/log/")
+	infos, err := obj.List(ctx, "sessions/"+s.id.String()+"/log/", 0)
 	require.NoError(b, err)
 	b.ReportMetric(float64(len(infos)), "log-objects")
 }

@@ -400,7 +400,7 @@ func TestNetFaultAtEveryRequest(t *testing.T) {
 	require.Equal(t, run.acked[:23], run.loads[0].got, "the restore loads every event")
 	requests := clean.proxy.Requests()
 	netCheck(t, clean.direct, id, run)
-	objs, err := clean.direct.List(ctxFor(t), "sessions/")
+	objs, err := clean.direct.List(ctxFor(t), "sessions/", 0)
 	require.NoError(t, err)
 	var keys []string
 	for _, o := range objs {

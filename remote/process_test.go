@@ -578,7 +578,7 @@ func (pl *procPipeline) round() error {
 	if cur != nil {
 		c.Session = cur.id.String()
 		ctx, cancel := context.WithTimeout(context.Background(), procGate)
-		infos, err := pl.obj.List(ctx, "sessions/"+cur.id.String()+"/log/")
+		infos, err := pl.obj.List(ctx, "sessions/"+cur.id.String()+"/log/", 0)
 		cancel()
 		if err != nil || len(infos) == 0 {
 			return fmt.Errorf("listing the log of session %s: %d objects, %v", cur.id, len(infos), err)
@@ -965,7 +965,7 @@ func countObjects(t *testing.T, obj sessionstore.ObjectStore, sessions []*procSe
 	t.Helper()
 	n := 0
 	for _, cur := range sessions {
-		infos, err := obj.List(ctxFor(t), "sessions/"+cur.id.String()+"/"+kind)
+		infos, err := obj.List(ctxFor(t), "sessions/"+cur.id.String()+"/"+kind, 0)
 		require.NoError(t, err)
 		n += len(infos)
 	}
@@ -1339,13 +1339,13 @@ func TestHandoffBetweenStores(t *testing.T) {
 	restore := time.Since(t0)
 	assert.Empty(t, sameEvents(got, want), "the third Store's load")
 	assert.Equal(t, procHeadOf(want), head, "the third Store's HEAD")
-	blobs, err := obj.List(ctx, "sessions/"+m.ID.String()+"/blobs/")
+	blobs, err := obj.List(ctx, "sessions/"+m.ID.String()+"/blobs/", 0)
 	require.NoError(t, err)
-	sealed, err := obj.List(ctx, "sessions/"+m.ID.String()+"/chunks/")
+	sealed, err := obj.List(ctx, "sessions/"+m.ID.String()+"/chunks/", 0)
 	require.NoError(t, err)
 	t.Logf("%d handoffs in %v: %v per handoff (open a Store, take the session, append 1-3 events, release it, close), %v in the first tenth, %v in the last; %d loads took %v; %d events, %d sealed chunks, %d blobs; the third Store's restore and load took %v",
 		rounds, elapsed.Round(time.Millisecond), mean(took), mean(took[:tenth]), mean(took[rounds-tenth:]), loads, inLoads.Round(time.Millisecond), len(want), len(sealed), len(blobs), restore.Round(time.Millisecond))
-	logObjs, err := obj.ObjectStore.List(ctx, "sessions/"+m.ID.String()+"/log/")
+	logObjs, err := obj.ObjectStore.List(ctx, "sessions/"+m.ID.String()+"/log/", 0)
 	require.NoError(t, err)
 	t.Logf("objects listed per handoff: %.0f in the first tenth, %.0f in the last (see TestHandoffListIsBounded); the log holds %d objects: %v",
 		meanListed(listed[:tenth]), meanListed(listed[rounds-tenth:]), len(logObjs), logKinds(t, obj, logObjs))
@@ -1384,8 +1384,8 @@ type listCounter struct {
 	calls  atomic.Int64
 }
 
-func (c *listCounter) List(ctx context.Context, prefix string) ([]sessionstore.ObjectInfo, error) {
-	infos, err := c.ObjectStore.List(ctx, prefix)
+func (c *listCounter) List(ctx context.Context, prefix string, limit int) ([]sessionstore.ObjectInfo, error) {
+	infos, err := c.ObjectStore.List(ctx, prefix, limit)
 	c.listed.Add(int64(len(infos)))
 	c.calls.Add(1)
 	return infos, err
@@ -1428,7 +1428,7 @@ func TestHandoffListIsBounded(t *testing.T) {
 		require.NoError(t, s.Close())
 		listed[i] = obj.listed.Load() - l0
 	}
-	logObjs, err := obj.ObjectStore.List(ctx, "sessions/"+m.ID.String()+"/log/")
+	logObjs, err := obj.ObjectStore.List(ctx, "sessions/"+m.ID.String()+"/log/", 0)
 	require.NoError(t, err)
 	kinds := logKinds(t, obj, logObjs)
 	t.Logf("objects listed by handoff 1, 10, 30, 60: %d, %d, %d, %d; %d List calls in all; the log holds %d objects after %d handoffs: %v",
@@ -1501,7 +1501,7 @@ func TestSealedDataObjectsDeletedAcrossHandoffs(t *testing.T) {
 // as sealed, and the number of its data objects that belong to them.
 func sealedDataObjects(t *testing.T, obj sessionstore.ObjectStore, id uuid.UUID) (sealed, dead int) {
 	t.Helper()
-	infos, err := obj.List(t.Context(), "sessions/"+id.String()+"/log/")
+	infos, err := obj.List(t.Context(), "sessions/"+id.String()+"/log/", 0)
 	require.NoError(t, err)
 	type header struct {
 		Kind  string

@@ -398,7 +398,7 @@ func printLog(ctx context.Context, w *lockedWriter, srv *s3test.Server, dirs map
 	}
 	defer bucket.Close()
 	obj := remote.New(bucket)
-	objs, err := obj.List(ctx, "sessions/")
+	objs, err := obj.List(ctx, "sessions/", 0)
 	if err != nil {
 		return err
 	}
