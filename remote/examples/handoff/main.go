@@ -26,9 +26,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -402,6 +404,9 @@ func printLog(ctx context.Context, w *lockedWriter, srv *s3test.Server, dirs map
 	if err != nil {
 		return err
 	}
+	// Log keys count down from the largest uint64 (newest first in a
+	// listing); print the log oldest first, by number.
+	slices.Reverse(objs)
 	for _, o := range objs {
 		if !strings.Contains(o.Key, "/log/") {
 			continue
@@ -416,7 +421,11 @@ func printLog(ctx context.Context, w *lockedWriter, srv *s3test.Server, dirs map
 			return fmt.Errorf("%s: %w", o.Key, err)
 		}
 		_, num, _ := strings.Cut(o.Key, "/log/")
-		w.printf("  log/%-3s %-8s worker %d\n", strings.TrimLeft(num, "0"), h.Kind, workers[h.Store])
+		inv, err := strconv.ParseUint(num, 10, 64)
+		if err != nil {
+			return fmt.Errorf("%s: %w", o.Key, err)
+		}
+		w.printf("  log object %-3d %-8s worker %d\n", uint64(math.MaxUint64)-inv, h.Kind, workers[h.Store])
 	}
 	w.printf("create, open and release are markers; data holds a commit group's events; meta a\n")
 	w.printf("session.json (Close records the time of the last append). Worker 3 wrote no release:\n")

@@ -57,7 +57,7 @@ func TestExampleHandoff(t *testing.T) {
 
 	var markers []string
 	data := map[string]int{}
-	for _, m := range regexp.MustCompile(`(?m)^  log/\d+ +(\w+) +worker (\d)$`).FindAllStringSubmatch(text, -1) {
+	for _, m := range regexp.MustCompile(`(?m)^  log object \d+ +(\w+) +worker (\d)$`).FindAllStringSubmatch(text, -1) {
 		if m[1] == "data" {
 			data[m[2]]++
 		} else if m[1] != "meta" {
