@@ -5,9 +5,10 @@ package remote_test
 // issue #20 asks for. remote/README.md, "Figures and cost", has a run's
 // table and what each figure means. Run them with
 //
-//	SESSIONSTORE_VERSITYGW=/root/go/bin/versitygw go test -run=NONE -bench=. -benchtime=3s .
+//	SESSIONSTORE_VERSITYGW=/root/go/bin/versitygw go test -run=NONE -bench=. -benchtime=5s -v .
 //
-// or once each (CI) with -benchtime=1x.
+// (-v shows the fixtures' counts, which the benchmarks log), or once each
+// (CI) with -benchtime=1x.
 
 import (
 	"bytes"
@@ -18,6 +19,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -1058,7 +1060,12 @@ func add(a, c callCounts) callCounts {
 
 // describe says what c counted, per one of n.
 func describe(c callCounts, n int) string {
-	per := func(v int64) string { return fmt.Sprintf("%.4g", float64(v)/float64(n)) }
+	per := func(v int64) string {
+		if n == 1 {
+			return strconv.FormatInt(v, 10)
+		}
+		return fmt.Sprintf("%.4g", float64(v)/float64(n))
+	}
 	s := fmt.Sprintf("%s Create (%s B), %s Put (%s B), %s Get (%s B), %s List (%s keys, %s pages), %s Stat, %s Delete",
 		per(c.Creates), per(c.CreateBytes), per(c.Puts), per(c.PutBytes), per(c.Gets), per(c.GetBytes), per(c.Lists), per(c.Listed), per(c.ListPages), per(c.Stats), per(c.Deletes))
 	var kinds []string

@@ -485,12 +485,12 @@ func procHeadOf(evs []procEv) uuid.UUID {
 
 // --- The loss of a machine ---------------------------------------------
 
-// killSchedule says when a writer child is killed.
+// procSchedule says when a writer child is killed.
 type procSchedule int
 
 const (
 	schedEarly   procSchedule = iota // 0-10 ms after start: process startup, opening the Store
-	schedRestore                     // after the Store opened, around the takeover and restore: see procPipeline.lag
+	schedRestore                     // after the Store opened, from 250 ms before the dead writer's lease runs out to past the takeover and restore (procPipeline.lag)
 	schedRunning                     // 0-5 ms or 5-1000 ms after the first acknowledgement
 	procSchedules
 )
@@ -595,7 +595,7 @@ func (pl *procPipeline) round() error {
 		if pl.lagN > 0 {
 			lag = pl.lag
 		}
-		delay = upTo(lag * 6 / 5)
+		delay = upTo(lag*6/5 + time.Second/4)
 	case schedRunning:
 		delay = upTo(5 * time.Millisecond)
 		if pl.rng.IntN(2) == 0 {
@@ -621,7 +621,9 @@ func (pl *procPipeline) round() error {
 		if !p.readUntil(p.started.Add(procGate), func(r *procRun) bool { return r.opened || len(r.errs) > 0 }) {
 			return fmt.Errorf("STUCK: the child did not open its Store in %v: %s", procGate, p.report())
 		}
-		p.readUntil(restoreFrom().Add(delay), nil)
+		// From a quarter second before the lease runs out (the last polls
+		// of the wait) to past the measured takeover and restore.
+		p.readUntil(restoreFrom().Add(delay-time.Second/4), nil)
 	case schedRunning:
 		if !p.readUntil(p.started.Add(procGate), func(r *procRun) bool { return len(r.acks) > 0 || len(r.errs) > 0 }) {
 			return fmt.Errorf("STUCK: the child acknowledged nothing in %v: %s", procGate, p.report())
