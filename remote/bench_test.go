@@ -728,19 +728,27 @@ func buildRestoreFixture(b *testing.B, obj sessionstore.ObjectStore, localDir st
 	}
 	infos, err := obj.List(ctx, "sessions/"+m.ID.String()+"/", 0)
 	require.NoError(b, err)
-	var newest sessionstore.ObjectInfo
+	var newest *sessionstore.ObjectInfo
 	for _, o := range infos {
 		f.objects++
 		f.prefixBytes += o.Size
 		if strings.Contains(o.Key, "/log/") {
-			newest = o // keys sort by number
+			if newest == nil || o.Key < newest.Key {
+				newest = &o // log keys count down: the newest sorts first
+			}
 			data, err := obj.Get(ctx, o.Key, 0, -1)
 			require.NoError(b, err)
-			if h, ok := logKind(o.Key, data); ok && h.Kind == "data" {
+			h, ok := logKind(o.Key, data)
+			require.True(b, ok, "log object %s has a header", o.Key)
+			if o.Key == newest.Key {
+				require.Equal(b, "release", h.Kind, "the newest log object is the release marker")
+			}
+			if h.Kind == "data" {
 				f.dataLeft++
 			}
 		}
 	}
+	require.NotNil(b, newest)
 	f.markerBytes = newest.Size
 
 	ls, err := sessionstore.Open(localDir, nil)
