@@ -470,7 +470,7 @@ func TestRemoteDeadObjectsDieAcrossShortHolds(t *testing.T) {
 	before := len(obj.keys(logPrefix(m.ID)))
 	require.Greater(t, before, 100, "the sealings' data objects are still there")
 	deadline := time.Now().Add(5 * time.Second)
-	for i := 0; time.Now().Before(deadline) && len(obj.keys(logPrefix(m.ID))) > before/2; i++ {
+	for i := 0; time.Now().Before(deadline) && len(obj.keys(logPrefix(m.ID))) >= before/2; i++ {
 		s, err := Open(dirs[i%2], opts)
 		require.NoError(t, err)
 		apiAppend(t, s, m.ID, textEv(fmt.Sprintf("short hold %d", i)))
