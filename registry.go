@@ -106,15 +106,12 @@ func (r *registry) acquireReady(ctx context.Context, id uuid.UUID, create *Meta,
 func (r *registry) acquireLazy(ctx context.Context, id uuid.UUID, create *Meta) (*openSession, error) {
 	for {
 		r.mu.Lock()
-		if done, ok := r.closing[id]; ok {
-			// Being closed to make room: wait, then open it again.
-			r.mu.Unlock()
-			select {
-			case <-done:
-				continue
-			case <-ctx.Done():
-				return nil, ctx.Err()
+		if closing, err := r.awaitClosing(ctx, id); closing {
+			// Being closed to make room: waited, now open it again.
+			if err != nil {
+				return nil, err
 			}
+			continue
 		}
 		if h, ok := r.sessions[id]; ok {
 			r.ref(h)
@@ -382,6 +379,24 @@ func (r *registry) closeAll() error {
 	return errors.Join(errs...)
 }
 
+// awaitClosing, with r.mu held, reports whether session id is being
+// closed (to make room, or by CloseSession); then it unlocks r.mu and
+// waits until it is closed, or returns ctx's error when ctx ends first.
+// Otherwise r.mu stays held.
+func (r *registry) awaitClosing(ctx context.Context, id uuid.UUID) (bool, error) {
+	done, ok := r.closing[id]
+	if !ok {
+		return false, nil
+	}
+	r.mu.Unlock()
+	select {
+	case <-done:
+		return true, nil
+	case <-ctx.Done():
+		return true, ctx.Err()
+	}
+}
+
 // closeOne closes session id if this Store has it open, as the registry
 // making room would, once no call uses it: it waits (polling) for the
 // calls using it to end, while ctx allows. Its Branch selection and a
@@ -390,14 +405,11 @@ func (r *registry) closeOne(ctx context.Context, id uuid.UUID) error {
 	const poll = 2 * time.Millisecond
 	for {
 		r.mu.Lock()
-		if done, ok := r.closing[id]; ok {
-			r.mu.Unlock()
-			select {
-			case <-done:
-				continue
-			case <-ctx.Done():
-				return ctx.Err()
+		if closing, err := r.awaitClosing(ctx, id); closing {
+			if err != nil {
+				return err
 			}
+			continue
 		}
 		h, ok := r.sessions[id]
 		if !ok {

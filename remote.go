@@ -262,9 +262,6 @@ func metaKey(id uuid.UUID, seq uint64) string {
 
 // remoteErr wraps a failed object store call.
 func remoteErr(op, key string, err error) error {
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("%w: %s %s: %w", ErrRemote, op, key, err)
-	}
 	return fmt.Errorf("%w: %s %s: %w", ErrRemote, op, key, err)
 }
 

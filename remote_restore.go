@@ -115,7 +115,7 @@ func (r *remoteFiles) reconcileLocal(ctx context.Context, v *logView) error {
 		changed = changed || wrote
 	}
 
-	for c, l := range local {
+	for c := range local {
 		if want[c] {
 			continue
 		}
@@ -124,7 +124,6 @@ func (r *remoteFiles) reconcileLocal(ctx context.Context, v *logView) error {
 				return err
 			}
 		}
-		_ = l
 		changed = true
 	}
 
