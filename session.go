@@ -48,6 +48,25 @@ type Meta struct {
 	CreatedAt  time.Time         `json:"created_at"`
 	UpdatedAt  time.Time         `json:"updated_at"`
 	Labels     map[string]string `json:"labels,omitempty"`
+
+	// ForkedFrom is set on a session made by Fork: its history up to and
+	// including ForkedFrom.Event is the session ForkedFrom.Session's,
+	// read from that session's files, not copied.
+	ForkedFrom *ForkPoint `json:"forked_from,omitempty"`
+	// ParentSession and SpawnedBy are set on a subagent's session: the
+	// session whose turn spawned it, and the event of that session that
+	// did. Depth is the delegation depth: 0 for a top-level session, one
+	// more than its parent's for a subagent.
+	ParentSession uuid.UUID `json:"parent_session,omitzero"`
+	SpawnedBy     uuid.UUID `json:"spawned_by,omitzero"`
+	Depth         int       `json:"depth,omitempty"`
+}
+
+// ForkPoint names an event of another session: where a fork's own history
+// starts (Meta.ForkedFrom).
+type ForkPoint struct {
+	Session uuid.UUID `json:"session"`
+	Event   uuid.UUID `json:"event"`
 }
 
 // metaRecord is the on-disk form of session.json.
@@ -63,6 +82,10 @@ func (m Meta) clone() Meta {
 			labels[k] = v
 		}
 		m.Labels = labels
+	}
+	if m.ForkedFrom != nil {
+		f := *m.ForkedFrom
+		m.ForkedFrom = &f
 	}
 	return m
 }
