@@ -77,6 +77,13 @@ var (
 	ErrInvalidOptions = errors.New("sessionstore: invalid options")
 )
 
+// Errors returned by the format migrations (Upgrade, ConvertCompression).
+var (
+	// ErrRemoteUnsupported is returned by Upgrade and ConvertCompression
+	// with Options.Remote: they rewrite local files only.
+	ErrRemoteUnsupported = errors.New("sessionstore: not supported with Options.Remote")
+)
+
 // CorruptionError reports stored data that is complete but invalid: a
 // record whose checksum or contents are wrong, an index entry that
 // disagrees with its chunk, a record that names an unknown parent. It

@@ -157,7 +157,7 @@ func checkRootConfig(fsys vfs.FS, dir string, o Options) error {
 		return fmt.Errorf("%w: %s has format %d, this build reads %d", ErrUnsupportedFormat, path, cfg.Format, rootFormat)
 	}
 	if cfg.Compression != o.Compression {
-		return fmt.Errorf("%w: %s was created with Compression %q; open it with Options.Compression = %q, or use another directory for %q (there is no conversion)",
+		return fmt.Errorf("%w: %s was created with Compression %q; open it with Options.Compression = %q, or convert the root with ConvertCompression to %q",
 			ErrCompressionMismatch, dir, cfg.Compression, cfg.Compression, o.Compression)
 	}
 	return nil
