@@ -1,13 +1,13 @@
 // Command sessionstore inspects a sessionstore root: it lists sessions,
 // draws a session's event tree, prints its active path or one event, checks
-// sessions for corruption, makes the repairs a crash leaves to do and
-// collects unreferenced blobs.
+// sessions for corruption, makes the repairs a crash leaves to do,
+// collects unreferenced blobs and upgrades older sessions and roots.
 //
 //	cd cmd && go run ./sessionstore ls <root>
 //
-// Every command but gc and repair opens the store with Options.ReadOnly, so
-// it takes no lock, writes nothing and is safe beside a running writer. Run
-// it with no arguments for the list of commands.
+// Every command but gc, repair and upgrade opens the store with
+// Options.ReadOnly, so it takes no lock, writes nothing and is safe beside
+// a running writer. Run it with no arguments for the list of commands.
 package main
 
 import (
@@ -40,9 +40,9 @@ const (
 
 const usage = `usage: sessionstore <command> [flags] <root> [arguments]
 
-Inspects the sessions stored under <root>. Every command but gc and repair
-opens the store read-only (no lock, nothing written), so it is safe beside
-a writer.
+Inspects the sessions stored under <root>. Every command but gc, repair
+and upgrade opens the store read-only (no lock, nothing written), so it is
+safe beside a writer.
 
 commands:
   ls     [-json] <root>                       list the sessions
@@ -56,6 +56,10 @@ commands:
                                               (opens the session for writing)
   gc     <root> <session>                     remove blobs no event refers to
                                               (opens the session for writing)
+  upgrade [-all] [-compression zstd|none] <root> [session...]
+                                              rewrite format 1 sessions as format 2, and
+                                              convert the root's chunks to a compression mode
+                                              (opens the store for writing)
   help                                        this text
 
 A session or event is named by its full id or by a unique prefix of the id
@@ -70,13 +74,14 @@ found, 2 for a bad command line.
 type command func(ctx context.Context, c *cmdEnv, args []string) int
 
 var commands = map[string]command{
-	"ls":     cmdLs,
-	"tree":   cmdTree,
-	"path":   cmdPath,
-	"show":   cmdShow,
-	"verify": cmdVerify,
-	"repair": cmdRepair,
-	"gc":     cmdGC,
+	"ls":      cmdLs,
+	"tree":    cmdTree,
+	"path":    cmdPath,
+	"show":    cmdShow,
+	"verify":  cmdVerify,
+	"repair":  cmdRepair,
+	"gc":      cmdGC,
+	"upgrade": cmdUpgrade,
 }
 
 // run executes the command line args (without the program name), writing
