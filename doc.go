@@ -126,7 +126,10 @@
 // both and appends to a format 1 session in format 1 (no "parent_loc"), so
 // that the builds before format 2 still read it; such a session always
 // opens with its index (see Opening). testdata/format1 holds a format 1
-// session, opened and appended to by a test.
+// session, opened and appended to by a test. Store.Upgrade rewrites a
+// format 1 session as format 2 (upgrade.go, which also draws the rewrite's
+// crash-safe order), and ConvertCompression converts a root's chunks to
+// the other compression mode the same way.
 //
 // # Compressed chunks
 //

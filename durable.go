@@ -25,7 +25,9 @@ import (
 // crash; index.jsonl (index.go), derived from the chunks and rebuilt from
 // them; GC's removal of unreferenced blobs (blob.go); Create's making of
 // the session directory and first session.json (session.go), before the
-// session is open; and the store's catalogue (catalogue.go), a derived
+// session is open; Upgrade's and ConvertCompression's rewrites of a local
+// session's chunks, index.jsonl and session.json (upgrade.go), made with
+// the session closed and its lock held; and the store's catalogue (catalogue.go), a derived
 // file at the root that the session tells of each putMeta, before and
 // after it (metaWatcher).
 //

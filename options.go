@@ -61,7 +61,8 @@ type Options struct {
 	// (the default for "") compresses each chunk when it fills up, keeping
 	// random access (see internal/zchunk); CompressionNone leaves them as
 	// plain JSONL. Reading handles both, but a root keeps the mode it was
-	// created with: Open refuses the other one with ErrCompressionMismatch.
+	// created with: Open refuses the other one with ErrCompressionMismatch
+	// until ConvertCompression converts the root.
 	Compression string
 	// FileMode and DirMode are the permissions of new files and
 	// directories. Defaults DefaultFileMode and DefaultDirMode.

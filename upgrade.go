@@ -124,7 +124,10 @@ func (s *Store) Upgrade(ctx context.Context, session uuid.UUID) error {
 // and sessionstore.json records the new mode last. opts is what the
 // store will be opened with afterwards; its Compression is the mode to
 // convert to. The lines and events do not change (a session keeps its
-// format; see Upgrade). A root already in that mode is left alone.
+// format; see Upgrade). On a root already in that mode it converts the
+// chunks still in the other one, if any (sealed by a Store that had the
+// root open in its old mode while a conversion ran), and changes nothing
+// else.
 //
 // No Store may have the root open meanwhile: ConvertCompression opens it
 // itself (in its old mode) and takes each session's lock in turn, so a
@@ -159,9 +162,6 @@ func ConvertCompression(ctx context.Context, dir string, opts *Options) error {
 	if err != nil {
 		return err
 	}
-	if from == o.Compression {
-		return nil
-	}
 	old := o
 	old.Compression = from
 	s, err := Open(dir, &old)
@@ -189,6 +189,9 @@ func ConvertCompression(ctx context.Context, dir string, opts *Options) error {
 	}
 	if err := s.Close(); err != nil {
 		return err
+	}
+	if from == o.Compression {
+		return nil
 	}
 	b, err := json.Marshal(rootConfig{Format: rootFormat, Compression: o.Compression})
 	if err != nil {
@@ -230,17 +233,16 @@ func readRootCompression(fsys vfs.FS, dir string) (string, error) {
 // call that Close waits for.
 func (s *Store) rewriteSession(ctx context.Context, id uuid.UUID, job rewriteJob) error {
 	fsys, dir := s.opts.fs, s.sessionDir(id)
-	// Open it as any call would, so that reconciliation repairs what a
-	// crash left (an earlier rewrite's among it), and learn its state.
-	h, err := s.reg.acquire(ctx, id, nil)
+	// Open it as any call would, to learn its format and whether this
+	// Store stopped its writes (a format 1 session is reconciled: it opens
+	// with its index). The analysis below, under the lock, finds damage.
+	h, err := s.reg.acquireLazy(ctx, id, nil)
 	if err != nil {
 		return err
 	}
-	format, damage, werr := h.format, h.damage(), h.writable()
+	format, werr := h.format, h.writable()
 	s.reg.release(h)
 	switch {
-	case damage != nil:
-		return damage
 	case werr != nil:
 		return werr
 	case job.upgrade && format >= formatVersion:
@@ -344,12 +346,11 @@ func removeRewriteTemps(fsys vfs.FS, chunkDir string) error {
 
 // chunkRewrite is the new content of one chunk.
 type chunkRewrite struct {
-	n          uint32
-	wasSealed  bool
-	sealed     bool    // the form it takes
-	data       []byte  // its logical bytes
-	entries    []entry // the entries of its records, at their new places
-	newEntries bool    // entries differ from the old ones (Upgrade)
+	n         uint32
+	wasSealed bool
+	sealed    bool    // the form it takes
+	data      []byte  // its logical bytes
+	entries   []entry // the entries of its records, at their new places
 }
 
 // planRewrite reads every chunk job changes and returns its new content,

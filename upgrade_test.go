@@ -226,6 +226,8 @@ func TestUpgrade(t *testing.T) {
 			s := openMem(t, m, tt.opts)
 			before := viewSession(t, s, goldenSession)
 			require.NotEmpty(t, before.Load)
+			_, err := s.List(ctx) // the catalogue records session.json as it is
+			require.NoError(t, err)
 			require.NoError(t, s.Close())
 			blobs := sessionBlobBytes(t, m, goldenSession)
 			require.NotEmpty(t, blobs, "the fixture has a blob")
@@ -256,6 +258,9 @@ func TestUpgrade(t *testing.T) {
 			assert.Equal(t, before.Load, lazyLoad, "Load following parent locations")
 			after := viewSession(t, s, goldenSession)
 			assert.Equal(t, before, after, "every read gives what it gave before")
+			metas, err := s.List(ctx)
+			require.NoError(t, err)
+			assert.Equal(t, []Meta{before.Meta}, metas, "List, through the catalogue")
 			r, err := s.Verify(ctx, goldenSession)
 			require.NoError(t, err)
 			assert.True(t, r.OK(), "%v", r.Problems)
@@ -468,4 +473,30 @@ func errorIsAny(err error, targets ...error) bool {
 		}
 	}
 	return false
+}
+
+// TestConvertCompressionStragglers: a root whose mode is none but which
+// holds sealed chunks (sealed by a Store that had it open in zstd while a
+// conversion ran) has them unsealed by a conversion to none, its own mode,
+// and reads as before.
+func TestConvertCompressionStragglers(t *testing.T) {
+	ctx := context.Background()
+	m := memFixture(t, "format1")
+	setRootCompression(t, m, CompressionZstd)
+	s := openMem(t, m, Options{ChunkSize: 2048})
+	appendN(t, s, goldenSession, 20)
+	require.NoError(t, s.Close())
+	setRootCompression(t, m, CompressionNone)
+	_, sealed := sealedForms(t, m, goldenSession)
+	require.Positive(t, sealed, "chunks sealed in the other mode")
+	s = openMem(t, m, Options{Compression: CompressionNone})
+	want := viewSession(t, s, goldenSession)
+	require.NoError(t, s.Close())
+
+	require.NoError(t, ConvertCompression(ctx, memRoot, &Options{fs: m, Compression: CompressionNone}))
+	_, sealed = sealedForms(t, m, goldenSession)
+	assert.Zero(t, sealed)
+	s = openMem(t, m, Options{Compression: CompressionNone})
+	defer s.Close()
+	assert.Equal(t, want, viewSession(t, s, goldenSession))
 }
