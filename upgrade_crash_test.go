@@ -115,7 +115,7 @@ func TestUpgradeCrashPoints(t *testing.T) {
 		opts Options
 	}{
 		{"plain chunks", func(t *testing.T) *vfs.MemFS { return memFixture(t, "format1") }, Options{Compression: CompressionNone}},
-		{"sealed chunks", format1Sealed, Options{ChunkSize: 2048}},
+		{"sealed chunks", func(t *testing.T) *vfs.MemFS { return format1Sealed(t) }, Options{ChunkSize: 2048}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

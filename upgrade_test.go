@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
@@ -19,10 +20,20 @@ import (
 
 // memFixture copies the fixture root testdata/<name> into a new MemFS at
 // memRoot, every file and directory synced.
-func memFixture(t *testing.T, name string) *vfs.MemFS {
+func memFixture(t testing.TB, name string) *vfs.MemFS {
 	t.Helper()
 	m := vfs.NewMemFS()
-	tree := readTree(t, filepath.Join("testdata", name))
+	tree := map[string]string{}
+	src := filepath.Join("testdata", name)
+	require.NoError(t, filepath.WalkDir(src, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		rel, _ := filepath.Rel(src, p)
+		tree[filepath.ToSlash(rel)] = string(b)
+		return err
+	}))
 	paths := make([]string, 0, len(tree))
 	for p := range tree {
 		paths = append(paths, p)
@@ -51,7 +62,7 @@ func memFixture(t *testing.T, name string) *vfs.MemFS {
 
 // setRootCompression rewrites a root's sessionstore.json to say mode, as
 // if the root had been created in it.
-func setRootCompression(t *testing.T, m vfs.FS, mode string) {
+func setRootCompression(t testing.TB, m vfs.FS, mode string) {
 	t.Helper()
 	b, err := json.Marshal(rootConfig{Format: rootFormat, Compression: mode})
 	require.NoError(t, err)
@@ -61,17 +72,25 @@ func setRootCompression(t *testing.T, m vfs.FS, mode string) {
 // format1Sealed returns the format 1 fixture in a zstd root, grown by
 // appends in format 1 (on two branches) so that it has several sealed
 // chunks, and closed.
-func format1Sealed(t *testing.T) *vfs.MemFS {
+func format1Sealed(t testing.TB) *vfs.MemFS {
 	t.Helper()
 	ctx := context.Background()
 	m := memFixture(t, "format1")
 	setRootCompression(t, m, CompressionZstd)
-	s := openMem(t, m, deterministic(Options{ChunkSize: 2048})) // the same bytes every time
+	o := deterministic(Options{ChunkSize: 2048, fs: m}) // the same bytes every time
+	s, err := Open(memRoot, &o)
+	require.NoError(t, err)
 	head, err := s.Head(ctx, goldenSession)
 	require.NoError(t, err)
-	appendN(t, s, goldenSession, 12)
+	grow := func() {
+		for i := range 12 {
+			_, err := s.Append(ctx, goldenSession, UserText(fmt.Sprintf("message %d %s", i, strings.Repeat("x", i%7*20))))
+			require.NoError(t, err)
+		}
+	}
+	grow()
 	require.NoError(t, s.Branch(ctx, goldenSession, head))
-	appendN(t, s, goldenSession, 12)
+	grow()
 	require.NoError(t, s.Close())
 	forms, _, err := chunkForms(m, sessionPath(goldenSession, chunksDir))
 	require.NoError(t, err)
@@ -87,7 +106,7 @@ func format1Sealed(t *testing.T) *vfs.MemFS {
 }
 
 // sessionFormat returns the format session.json records.
-func sessionFormat(t *testing.T, fsys vfs.FS, id uuid.UUID) int {
+func sessionFormat(t testing.TB, fsys vfs.FS, id uuid.UUID) int {
 	t.Helper()
 	_, format, err := readMeta(fsys, sessionPath(id), id)
 	require.NoError(t, err)
@@ -218,7 +237,7 @@ func TestUpgrade(t *testing.T) {
 		anyZs bool // the session has sealed chunks
 	}{
 		{"plain chunks", func(t *testing.T) *vfs.MemFS { return memFixture(t, "format1") }, Options{Compression: CompressionNone}, false},
-		{"sealed chunks", format1Sealed, Options{ChunkSize: 2048}, true},
+		{"sealed chunks", func(t *testing.T) *vfs.MemFS { return format1Sealed(t) }, Options{ChunkSize: 2048}, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -499,4 +518,34 @@ func TestConvertCompressionStragglers(t *testing.T) {
 	s = openMem(t, m, Options{Compression: CompressionNone})
 	defer s.Close()
 	assert.Equal(t, want, viewSession(t, s, goldenSession))
+}
+
+// BenchmarkUpgrade upgrades the format 1 fixture grown to several sealed
+// chunks (format1Sealed) on MemFS: the cost of reading, re-encoding and
+// resealing, per event.
+func BenchmarkUpgrade(b *testing.B) {
+	ctx := context.Background()
+	base := format1Sealed(b)
+	open := func(m *vfs.MemFS) *Store {
+		s, err := Open(memRoot, &Options{ChunkSize: 2048, fs: m})
+		require.NoError(b, err)
+		return s
+	}
+	s := open(base.CrashClone(vfs.KeepSynced, 0))
+	nodes, err := s.Tree(ctx, goldenSession)
+	require.NoError(b, err)
+	require.NoError(b, s.Close())
+	b.ResetTimer()
+	for b.Loop() {
+		b.StopTimer()
+		s := open(base.CrashClone(vfs.KeepSynced, 0))
+		b.StartTimer()
+		if err := s.Upgrade(ctx, goldenSession); err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		s.Close()
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(len(nodes)*b.N)/b.Elapsed().Seconds(), "events/s")
 }
