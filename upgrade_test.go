@@ -549,3 +549,48 @@ func BenchmarkUpgrade(b *testing.B) {
 	}
 	b.ReportMetric(float64(len(nodes)*b.N)/b.Elapsed().Seconds(), "events/s")
 }
+
+// TestUpgradeWhileAppending: appends of this Store running while Upgrade
+// rewrites the session wait for it (Options.WaitForLock) and are kept:
+// afterwards the session is format 2 and holds every acknowledged event,
+// those appended before the upgrade in format 1 lines rewritten, those
+// after it in format 2.
+func TestUpgradeWhileAppending(t *testing.T) {
+	ctx := context.Background()
+	m := memFixture(t, "format1")
+	s := openMem(t, m, Options{Compression: CompressionNone, WaitForLock: true, ChunkSize: 4096})
+	defer s.Close()
+	done := make(chan []Event)
+	go func() {
+		var acked []Event
+		for i := range 40 {
+			ev, err := s.Append(ctx, goldenSession, UserText(fmt.Sprintf("concurrent %d", i)))
+			if err != nil {
+				t.Errorf("append %d: %v", i, err)
+				break
+			}
+			acked = append(acked, ev)
+		}
+		done <- acked
+	}()
+	require.NoError(t, s.Upgrade(ctx, goldenSession))
+	acked := <-done
+	require.Len(t, acked, 40)
+	require.NoError(t, s.Close())
+
+	assert.Equal(t, formatVersion, sessionFormat(t, m, goldenSession))
+	assertFormat2Lines(t, m, goldenSession)
+	s2 := openMem(t, m, Options{Compression: CompressionNone})
+	defer s2.Close()
+	got, err := s2.Load(ctx, goldenSession)
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, len(got), len(acked))
+	tail := got[len(got)-len(acked):]
+	for i := range acked {
+		assert.Equal(t, acked[i].ID, tail[i].ID)
+		assert.Equal(t, string(acked[i].Record), string(tail[i].Record))
+	}
+	r, err := s2.Verify(ctx, goldenSession)
+	require.NoError(t, err)
+	assert.True(t, r.OK(), "%v", r.Problems)
+}
