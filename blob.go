@@ -312,7 +312,7 @@ func (s *Store) Resolve(ctx context.Context, session uuid.UUID, ev Event) (Event
 		}
 	}
 	if err != nil {
-		if frec, found := s.forkBlob(session, d, ev.Size); found { // a fork's prefix event (fork.go)
+		if frec, found := s.forkBlob(ctx, session, d, ev.Size); found { // a fork's prefix event (fork.go)
 			rec, err = frec, nil
 		}
 	}

@@ -5,10 +5,9 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"time"
 
 	"github.com/google/uuid"
-
-	"github.com/sessionstore/sessionstore/internal/vfs"
 )
 
 // A fork is a session whose history up to an event of another session,
@@ -97,18 +96,23 @@ func (p *forkPrefix) upTo(id uuid.UUID) *forkPrefix {
 // fp.Event on the durable part of its log (the valid prefix of a damaged
 // one); ErrForkChain; a *CorruptionError for a parent whose files
 // disagree with the chain; an I/O error.
-func resolveFork(fsys vfs.FS, root string, fp ForkPoint, depth int) (*forkPrefix, error) {
+func resolveFork(src prefixSource, fp ForkPoint, depth int) (*forkPrefix, error) {
 	if depth > maxForkDepth {
 		return nil, fmt.Errorf("%w: more than %d sessions from %s", ErrForkChain, maxForkDepth, fp.Session)
 	}
-	dir := filepath.Join(root, fp.Session.String())
-	meta, _, err := readMeta(fsys, dir, fp.Session)
+	dir, err := src.restore(fp.Session)
+	if err != nil {
+		return nil, err
+	}
+	unlock := src.lock()
+	meta, _, err := readMeta(src.opts.fs, dir, fp.Session)
+	unlock()
 	if err != nil {
 		return nil, err
 	}
 	var up *forkPrefix
 	if meta.ForkedFrom != nil {
-		if up, err = resolveFork(fsys, root, *meta.ForkedFrom, depth+1); err != nil {
+		if up, err = resolveFork(src, *meta.ForkedFrom, depth+1); err != nil {
 			return nil, err
 		}
 	}
@@ -116,7 +120,9 @@ func resolveFork(fsys vfs.FS, root string, fp ForkPoint, depth int) (*forkPrefix
 	if up != nil {
 		outside = up.has
 	}
-	plan, err := analyze(fsys, dir, true, outside)
+	unlock = src.lock()
+	plan, err := analyze(src.opts.fs, dir, true, outside)
+	unlock()
 	if err != nil {
 		return nil, err
 	}
@@ -161,7 +167,7 @@ func (h *openSession) prefix() (*forkPrefix, error) {
 		return nil, nil
 	}
 	if h.fork == nil || h.fork.at != f.Event {
-		p, err := resolveFork(h.opts.fs, filepath.Dir(h.dir), *f, 1)
+		p, err := resolveFork(prefixSource{h.opts, filepath.Dir(h.dir)}, *f, 1)
 		if err != nil {
 			return nil, fmt.Errorf("sessionstore: fork %s: reading its prefix from session %s: %w", h.id, f.Session, err)
 		}
@@ -265,15 +271,16 @@ func (s *Store) forkParent(ctx context.Context, parent, at uuid.UUID) (Meta, err
 			return m, nil
 		}
 	}
-	if s.opts.Remote != nil {
-		if _, err := s.metaRemote(ctx, parent); err != nil {
-			return Meta{}, err
-		}
-	}
-	if _, err := resolveFork(s.opts.fs, filepath.Join(s.dir, sessionsDir), ForkPoint{Session: parent, Event: at}, 1); err != nil {
+	src := prefixSource{&s.opts, filepath.Join(s.dir, sessionsDir)}
+	if _, err := resolveFork(src, ForkPoint{Session: parent, Event: at}, 1); err != nil {
 		return Meta{}, err
 	}
-	m, _, err := readMeta(s.opts.fs, s.sessionDir(parent), parent)
+	dir, err := src.restore(parent)
+	if err != nil {
+		return Meta{}, err
+	}
+	defer src.lock()()
+	m, _, err := readMeta(s.opts.fs, dir, parent)
 	return m, err
 }
 
@@ -451,15 +458,25 @@ func (h *openSession) prefixNodes() ([]Node, error) {
 // forkBlob reads the blob d of an event of session's prefix, from the
 // sessions of its fork chain, for Resolve: found is false when none of
 // them holds it.
-func (s *Store) forkBlob(session uuid.UUID, d [32]byte, size int64) (rec []byte, found bool) {
-	id := session
+func (s *Store) forkBlob(ctx context.Context, session uuid.UUID, d [32]byte, size int64) (rec []byte, found bool) {
+	src := prefixSource{&s.opts, filepath.Join(s.dir, sessionsDir)}
+	id, dir := session, s.sessionDir(session)
 	for range maxForkDepth {
-		m, _, err := readMeta(s.opts.fs, s.sessionDir(id), id)
+		m, _, err := readMeta(s.opts.fs, dir, id)
 		if err != nil || m.ForkedFrom == nil {
 			return nil, false
 		}
 		id = m.ForkedFrom.Session
-		if rec, err := readBlob(s.opts.fs, s.sessionDir(id), d, size); err == nil {
+		if dir, err = src.restore(id); err != nil {
+			return nil, false
+		}
+		rec, err := readBlob(s.opts.fs, dir, d, size)
+		if err != nil {
+			if fetched, _ := s.fetchMissingBlob(ctx, dir, d, size); fetched {
+				rec, err = readBlob(s.opts.fs, dir, d, size)
+			}
+		}
+		if err == nil {
 			return rec, true
 		}
 	}
@@ -468,9 +485,67 @@ func (s *Store) forkBlob(session uuid.UUID, d [32]byte, size int64) (rec []byte,
 
 // verifyPrefix resolves the prefix of a fork for Verify; nil for a
 // session that is not a fork.
-func verifyPrefix(fsys vfs.FS, dir string, m Meta) (*forkPrefix, error) {
+func verifyPrefix(opts *Options, dir string, m Meta) (*forkPrefix, error) {
 	if m.ForkedFrom == nil {
 		return nil, nil
 	}
-	return resolveFork(fsys, filepath.Dir(dir), *m.ForkedFrom, 1)
+	return resolveFork(prefixSource{opts, filepath.Dir(dir)}, *m.ForkedFrom, 1)
+}
+
+// prefixSource is where the sessions of a fork's chain are read: root,
+// the sessions directory, for a local store. With Options.Remote, each
+// is restored from the object store, read-only (no lease), into a copy
+// of its own under forkCacheDir at the store root, which only the
+// reading of prefixes uses: the session's own directory is its holder's
+// (this Store's, when it opens it), and another Store may hold it.
+type prefixSource struct {
+	opts *Options
+	root string
+}
+
+// forkCacheDir, at the store root, holds the copies of remote sessions
+// that forks' prefixes are read from (prefixSource). It is derived from
+// the object store and may be removed while the Store is closed.
+const forkCacheDir = "forkcache"
+
+// lock is held while a copy is restored or read; it returns the unlock.
+func (src prefixSource) lock() func() {
+	if src.opts.Remote == nil {
+		return func() {}
+	}
+	src.opts.fetch.prefixMu.Lock()
+	return src.opts.fetch.prefixMu.Unlock
+}
+
+// restore returns the directory to read session id from: its own, or
+// with a Remote, its copy brought up to date with the object store's log
+// (reconcileLocal, without a lease).
+//
+// Errors: ErrNotFound for a session the object store does not hold;
+// ErrRemote; a *CorruptionError naming an object's key.
+func (src prefixSource) restore(id uuid.UUID) (string, error) {
+	if src.opts.Remote == nil {
+		return filepath.Join(src.root, id.String()), nil
+	}
+	o := src.opts
+	dir := filepath.Join(filepath.Dir(src.root), forkCacheDir, id.String())
+	defer src.lock()()
+	if err := o.fs.MkdirAll(dir, o.DirMode); err != nil {
+		return "", err
+	}
+	local := &localFiles{fsys: o.fs, dir: dir, perm: o.FileMode, dirPerm: o.DirMode, maxChunk: o.ChunkSize, log: o.Logger.With("session", id)}
+	rf := &remoteFiles{localFiles: local, obj: o.Remote, id: id, store: o.storeID, fetch: o.fetch, timeout: o.RemoteTimeout, leaseT: o.LeaseTime, now: time.Now}
+	ctx, cancel := context.WithTimeout(context.Background(), o.RemoteTimeout)
+	defer cancel()
+	v, err := rf.readView(ctx)
+	if err != nil {
+		return "", err
+	}
+	if v == nil {
+		return "", fmt.Errorf("%w: session %s", ErrNotFound, id)
+	}
+	if err := rf.reconcileLocal(ctx, v); err != nil {
+		return "", err
+	}
+	return dir, nil
 }

@@ -461,3 +461,60 @@ func forkText(ev Event) string {
 	}
 	return m.Content
 }
+
+// With a Remote, another Store (another machine: its own root) opens the
+// fork and reads its prefix from the parent's objects, while the
+// parent's holder goes on appending; the parent's lease is not taken.
+func TestForkRemote(t *testing.T) {
+	ctx := context.Background()
+	obj := newMemObjects()
+	a, _ := apiNewStore(t, remoteOpts(obj))
+	parent, err := a.Create(ctx, Meta{Name: "remote parent"})
+	require.NoError(t, err)
+	big := strings.Repeat("large ", 40)
+	pev := forkTexts(t, a, parent.ID, "p0", big, "p2")
+	fork, err := a.Fork(ctx, parent.ID, pev[2].ID)
+	require.NoError(t, err)
+	own := forkTexts(t, a, fork.ID, "f0")
+	require.NoError(t, a.CloseSession(ctx, fork.ID))
+	forkTexts(t, a, parent.ID, "p3") // a holds the parent and goes on
+
+	b, _ := apiNewStore(t, remoteOpts(obj))
+	loaded, err := b.Load(ctx, fork.ID)
+	require.NoError(t, err)
+	assert.Equal(t, append(forkIDs(pev), own[0].ID), forkIDs(loaded))
+	assert.Equal(t, big, forkText(loaded[1]))
+	ev, err := b.Event(ctx, fork.ID, pev[1].ID)
+	require.NoError(t, err)
+	ev, err = b.Resolve(ctx, fork.ID, ev)
+	require.NoError(t, err)
+	assert.Equal(t, big, forkText(ev))
+	more := apiAppend(t, b, fork.ID, UserText("f1 on b"))
+	assert.Equal(t, own[0].ID, more.ParentID)
+
+	_, err = b.Append(ctx, parent.ID, UserText("x"))
+	assert.ErrorIs(t, err, ErrLocked, "a still holds the parent: b read it without its lease")
+	forkTexts(t, a, parent.ID, "p4")
+
+	// b forks the parent at an event a appended after b's first read.
+	p5 := apiAppend(t, a, parent.ID, UserText("p5"))
+	f2, err := b.Fork(ctx, parent.ID, p5.ID)
+	require.NoError(t, err)
+	loaded, err = b.Load(ctx, f2.ID)
+	require.NoError(t, err)
+	require.NotEmpty(t, loaded)
+	assert.Equal(t, p5.ID, loaded[len(loaded)-1].ID)
+	_, err = b.Fork(ctx, parent.ID, uuid.Must(uuid.NewV7()))
+	assert.ErrorIs(t, err, ErrNotFound)
+
+	// A third Store sees both forks.
+	require.NoError(t, b.CloseSession(ctx, fork.ID))
+	c, _ := apiNewStore(t, remoteOpts(obj))
+	m, err := c.Meta(ctx, f2.ID)
+	require.NoError(t, err)
+	require.NotNil(t, m.ForkedFrom)
+	assert.Equal(t, p5.ID, m.ForkedFrom.Event)
+	loaded, err = c.Load(ctx, fork.ID)
+	require.NoError(t, err)
+	assert.Len(t, loaded, 5)
+}

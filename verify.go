@@ -135,7 +135,7 @@ func (s *Store) verify(ctx context.Context, session uuid.UUID) (*VerifyReport, e
 
 	// The checks reconciliation makes, and the repairs it would do.
 	// Analyzed as a reader does: the files may change while they are read.
-	pre, err := verifyPrefix(fsys, dir, meta) // a fork's prefix (fork.go)
+	pre, err := verifyPrefix(&s.opts, dir, meta) // a fork's prefix (fork.go)
 	if err != nil {
 		return nil, err
 	}
