@@ -56,15 +56,6 @@ func (p *forkPrefix) has(id uuid.UUID) bool {
 	return ok
 }
 
-func (p *forkPrefix) entry(id uuid.UUID) (*entry, *prefixSeg, bool) {
-	at, ok := p.pos[id]
-	if !ok {
-		return nil, nil, false
-	}
-	seg := &p.segs[at.seg]
-	return &seg.path[at.i], seg, true
-}
-
 func (p *forkPrefix) push(seg prefixSeg) {
 	k := len(p.segs)
 	p.segs = append(p.segs, seg)
