@@ -436,8 +436,18 @@ func TestForkListAndMeta(t *testing.T) {
 	pev := forkTexts(t, s, parent, "p0")
 	fork, err := s.Fork(ctx, parent, pev[0].ID)
 	require.NoError(t, err)
+	_, err = s.Load(ctx, fork.ID) // opens it
+	require.NoError(t, err)
 	require.NoError(t, s.Close())
+	_, err = os.Stat(filepath.Join(s.sessionDir(fork.ID), headName))
+	assert.ErrorIs(t, err, os.ErrNotExist, "a fork without events of its own has no HEAD file, also after Close")
 	s = apiOpen(t, dir, nil)
+	rep, err := s.Verify(ctx, fork.ID)
+	require.NoError(t, err)
+	assert.True(t, rep.OK(), "%v", rep.Problems)
+	head, err := s.Head(ctx, fork.ID)
+	require.NoError(t, err)
+	assert.Equal(t, pev[0].ID, head)
 	m, err := s.Meta(ctx, fork.ID)
 	require.NoError(t, err)
 	require.NotNil(t, m.ForkedFrom)
@@ -517,4 +527,41 @@ func TestForkRemote(t *testing.T) {
 	loaded, err = c.Load(ctx, fork.ID)
 	require.NoError(t, err)
 	assert.Len(t, loaded, 5)
+}
+
+// A fork's own events fill and seal chunks of its own (their embedded
+// indexes name the prefix event as a parent); the fork reopens, for
+// writing and in a read-only store, with every event.
+func TestForkOwnSealedChunks(t *testing.T) {
+	ctx := context.Background()
+	o := &Options{ChunkSize: 1 << 10}
+	s, dir := apiNewStore(t, o)
+	parent := apiNewSession(t, s)
+	pev := forkTexts(t, s, parent, "p0", "p1")
+	fork, err := s.Fork(ctx, parent, pev[1].ID)
+	require.NoError(t, err)
+	var own []Event
+	for i := range 30 {
+		own = append(own, apiAppend(t, s, fork.ID, UserText(fmt.Sprintf("own %d %s", i, strings.Repeat("x", 100)))))
+	}
+	require.NoError(t, s.Close())
+	names, err := os.ReadDir(filepath.Join(s.sessionDir(fork.ID), chunksDir))
+	require.NoError(t, err)
+	require.Greater(t, len(names), 2, "precondition: the fork has several chunks")
+	assert.Contains(t, names[0].Name(), sealedExt, "precondition: its first chunk is sealed")
+
+	want := append(forkIDs(pev), forkIDs(own)...)
+	for _, opts := range []*Options{o, {ChunkSize: 1 << 10, ReadOnly: true}} {
+		s := apiOpen(t, dir, opts)
+		loaded, err := s.Load(ctx, fork.ID)
+		require.NoError(t, err)
+		assert.Equal(t, want, forkIDs(loaded))
+		tree, err := s.Tree(ctx, fork.ID)
+		require.NoError(t, err)
+		assert.Equal(t, want, forkNodeIDs(tree))
+		rep, err := s.Verify(ctx, fork.ID)
+		require.NoError(t, err)
+		assert.True(t, rep.OK(), "%v", rep.Problems)
+		require.NoError(t, s.Close())
+	}
 }
