@@ -206,6 +206,9 @@ func (h *openSession) inPrefix(id uuid.UUID) bool {
 // HEAD: the fork's HEAD is at until its first Append). Its cost does not
 // grow with the parent's size when parent is open in this Store with its
 // index loaded; otherwise checking at reads parent's index, read-only.
+// Opening the fork (its first use, and after each reopen) reads the
+// index of every session of its chain, read-only, and keeps the prefix
+// path's entries in memory while the fork is open.
 //
 // Durability: when Fork returns nil, the fork's session.json and its
 // directory entry are durable, as after Create; a crash before leaves no

@@ -20,10 +20,10 @@ type Node struct {
 // Tree returns every event of the session without records, in the order
 // they were appended (parents before children). For a fork (Fork) that
 // is the prefix path, from the parent's root to the fork point, then the
-// fork's own events: the parent's other branches are not the fork's. It reads no record; in a
-// session opened without its index (see Opening in the package doc) it
-// first loads the index, which reads the sealed chunks' embedded indexes
-// and the newest chunk's unindexed tail.
+// fork's own events: the parent's other branches are not the fork's. It
+// reads no record; in a session opened without its index (see Opening in
+// the package doc) it first loads the index, which reads the sealed
+// chunks' embedded indexes and the newest chunk's unindexed tail.
 //
 // Errors: ErrNotFound, ErrLocked, ErrClosed; *CorruptionError for a damaged
 // session, with the nodes of its valid prefix.
@@ -45,8 +45,9 @@ func (s *Store) Tree(ctx context.Context, session uuid.UUID) ([]Node, error) {
 }
 
 // Children returns the direct children of an event, in append order,
-// without records; uuid.Nil as id returns the roots. It reads no record,
-// and loads the index as Tree does.
+// without records; uuid.Nil as id returns the roots. In a fork, the
+// events of its prefix path count as the fork's (see Tree). It reads no
+// record, and loads the index as Tree does.
 //
 // Errors: ErrNotFound when id is not in the session; ErrLocked; ErrClosed;
 // *CorruptionError as Tree.
