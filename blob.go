@@ -312,6 +312,11 @@ func (s *Store) Resolve(ctx context.Context, session uuid.UUID, ev Event) (Event
 		}
 	}
 	if err != nil {
+		if frec, found := s.forkBlob(ctx, session, d, ev.Size); found { // a fork's prefix event (fork.go)
+			rec, err = frec, nil
+		}
+	}
+	if err != nil {
 		return Event{}, err
 	}
 	ev.Record = rec

@@ -96,11 +96,11 @@ func (h *openSession) onPath(id, leaf uuid.UUID) bool {
 		if cur == id {
 			return true
 		}
-		i, ok := h.byID[cur]
+		parent, ok := h.parentOf(cur) // own index, or a fork's prefix (fork.go)
 		if !ok {
 			return false
 		}
-		cur = h.entries[i].ParentID
+		cur = parent
 	}
 	return false
 }

@@ -21,12 +21,20 @@
 // trigger policy; [Store.AppendBranchSummary] records what an abandoned
 // branch achieved as the first event of the new one.
 //
+// A fork ([Store.Fork]) is a session whose history up to an event of
+// another session (Meta.ForkedFrom) is that session's, referenced and not
+// copied: its first event names that event as its parent, and reads of
+// the fork follow the path on into the parent's files, read-only and
+// without the parent's lock (fork.go). A fork may be forked in turn.
+//
 // # Directory layout
 //
 //	<root>/sessionstore.json  the root's format and compression mode
 //	<root>/catalogue.jsonl    derived: every session's metadata, by id
 //	<root>/catalogue.log      derived: changes since catalogue.jsonl
 //	<root>/catalogue.lock     flock'ed by a writer changing the two
+//	<root>/forkcache/<id>/    with Options.Remote only: lease-free copies
+//	                          of sessions forks' prefixes are read from
 //	<root>/sessions/<session-id>/
 //	  session.json        metadata (name, working dir, model, times, format)
 //	  HEAD                id of the newest event, a checkpoint (see below)

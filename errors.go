@@ -31,6 +31,9 @@ var (
 	ErrNotFound = errors.New("sessionstore: not found")
 	// ErrExists is returned by Create when a session with the given id exists.
 	ErrExists = errors.New("sessionstore: already exists")
+	// ErrForkChain is returned for a fork whose chain of ForkedFrom
+	// sessions is longer than the store follows (64), or loops.
+	ErrForkChain = errors.New("sessionstore: fork chain too long or cyclic")
 )
 
 // Errors returned when a session's files are shared or damaged.

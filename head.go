@@ -95,7 +95,7 @@ func (s *Store) Branch(ctx context.Context, session, from uuid.UUID) error {
 		if h.opts.ReadOnly {
 			return ErrReadOnly
 		}
-		if _, err := h.lookup(from); err != nil {
+		if _, err := h.lookup(from); err != nil && !h.inPrefix(from) { // a fork's prefix (fork.go)
 			return err
 		}
 		if from == h.tip() {

@@ -454,6 +454,9 @@ type memIndex struct {
 	// partial: the entries start at the HEAD the session was opened with
 	// (appending without the index: lazy.go), not at the root.
 	partial bool
+	// outside, set for a fork (fork.go), accepts a parent that is not in
+	// the session's own log: an event of the prefix it inherits.
+	outside func(uuid.UUID) bool
 }
 
 // last returns the newest entry, false if there is none.
@@ -507,7 +510,7 @@ func (x *memIndex) adopt(k int) error {
 		e := &x.entries[n]
 		// In log order a parent usually is the previous event: skip the map.
 		if e.ParentID != uuid.Nil && (n == 0 || x.entries[n-1].ID != e.ParentID) {
-			if _, ok := x.byID[e.ParentID]; !ok {
+			if _, ok := x.byID[e.ParentID]; !ok && (x.outside == nil || !x.outside(e.ParentID)) {
 				x.entries = x.entries[:n]
 				return fmt.Errorf("event %s names unknown parent %s", e.ID, e.ParentID)
 			}

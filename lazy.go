@@ -90,6 +90,9 @@ const (
 // needs the normal open, also when reading a file failed: the normal open
 // reads it again and reports the error. It writes nothing.
 func (h *openSession) openLazy() bool {
+	if h.meta.ForkedFrom != nil {
+		return false // a fork's first event names no parent location (fork.go)
+	}
 	fsys := h.opts.fs
 	for _, name := range []string{headTemp, metaFile + ".tmp"} {
 		if _, err := fsys.Stat(filepath.Join(h.dir, name)); !errors.Is(err, os.ErrNotExist) {
@@ -358,7 +361,7 @@ func lastIndexLine(fsys vfs.FS, path string) (entry, bool) {
 // its index all along is. The session is then failed with its whole index,
 // or damaged. On an error h is unchanged.
 func (h *openSession) loadFailed(head uuid.UUID) error {
-	p, err := analyze(h.opts.fs, h.dir, true)
+	p, err := analyze(h.opts.fs, h.dir, true, h.outside())
 	if err != nil {
 		return err
 	}

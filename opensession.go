@@ -116,6 +116,10 @@ type openSession struct {
 	// since the open (session.json's UpdatedAt lags).
 	headOnDisk uuid.UUID
 	appended   bool
+
+	// fork is the prefix a fork inherits (fork.go), resolved on first
+	// use; nil for a session that is not a fork.
+	fork *forkPrefix
 }
 
 // sessionState is the state of an openSession; see openSession.
@@ -291,6 +295,9 @@ func (h *openSession) head() uuid.UUID {
 	if e, ok := h.last(); ok {
 		return e.ID
 	}
+	if f := h.meta.ForkedFrom; f != nil {
+		return f.Event // a fork with no events of its own (fork.go)
+	}
 	return uuid.Nil
 }
 
@@ -349,6 +356,11 @@ func (h *openSession) open(ctx context.Context, lockSession func(string) (io.Clo
 	} else if h.meta, h.format, err = h.files.readMeta(h.id); err != nil {
 		return err
 	}
+	if create == nil {
+		if _, err := h.prefix(); err != nil {
+			return err
+		}
+	}
 	h.chunks = h.newChunkWriter()
 	switch {
 	case prior != nil:
@@ -405,7 +417,7 @@ func (h *openSession) materialize() error {
 func (h *openSession) reconcile() (err error) {
 	fsys := h.opts.fs
 	log := h.opts.Logger.With("session", h.id)
-	p, err := analyze(fsys, h.dir, false)
+	p, err := analyze(fsys, h.dir, false, h.outside())
 	if err != nil {
 		return err
 	}

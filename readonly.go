@@ -150,6 +150,9 @@ func (h *openSession) openReader() error {
 		return err
 	}
 	h.meta, h.format = m, format
+	if _, err := h.prefix(); err != nil {
+		return err
+	}
 	h.chunks = h.newChunkWriter()
 	if h.openLazyReader() {
 		return nil
@@ -273,7 +276,7 @@ func (h *openSession) reload() error {
 		if err != nil {
 			return err
 		}
-		p, err := analyze(h.opts.fs, h.dir, true)
+		p, err := analyze(h.opts.fs, h.dir, true, h.outside())
 		if err != nil || p.damage() != nil {
 			after, rerr := revisionOf(h.opts.fs, h.dir)
 			if rerr != nil {

@@ -160,10 +160,12 @@ func (p *recoveryPlan) repairs() []string {
 
 // analyze reads a session's files into x.entries and x.byID and decides the
 // repairs, writing nothing. Corruption is reported in the plan, with h
-// holding the valid prefix; the error is for I/O failures only.
-func analyze(fsys vfs.FS, dir string, readOnly bool) (*recoveryPlan, error) {
+// holding the valid prefix; the error is for I/O failures only. outside,
+// nil but for a fork, accepts the parents its prefix holds (fork.go).
+func analyze(fsys vfs.FS, dir string, readOnly bool, outside func(uuid.UUID) bool) (*recoveryPlan, error) {
 	p := &recoveryPlan{indexBad: -1}
 	x := &p.index
+	x.outside = outside
 	indexPath := filepath.Join(dir, indexName)
 	chunkDir := filepath.Join(dir, chunksDir)
 

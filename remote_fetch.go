@@ -30,10 +30,11 @@ type fetchFS struct {
 	obj     ObjectStore
 	timeout time.Duration
 
-	mu      sync.Mutex
-	pending map[string]sealedObject // path of a sealed chunk not downloaded yet
-	fetchMu sync.Mutex              // one download at a time
-	fetched int64                   // bytes downloaded, for tests and benchmarks
+	mu       sync.Mutex
+	pending  map[string]sealedObject // path of a sealed chunk not downloaded yet
+	fetchMu  sync.Mutex              // one download at a time
+	prefixMu sync.Mutex              // held while a fork's prefix copy is restored or read (fork.go)
+	fetched  int64                   // bytes downloaded, for tests and benchmarks
 }
 
 func newFetchFS(base vfs.FS, obj ObjectStore, timeout time.Duration) *fetchFS {

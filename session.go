@@ -299,6 +299,12 @@ func createSessionFiles(fsys vfs.FS, dir string, meta Meta, opts *Options) error
 			return err
 		}
 	}
+	// The subdirectories are durable before session.json names the
+	// session: a crash must not keep session.json and lose chunks/, or
+	// the session would open and refuse every append.
+	if err := fsys.SyncDir(dir); err != nil {
+		return err
+	}
 	b, err := encodeMeta(meta, formatVersion)
 	if err != nil {
 		return err

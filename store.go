@@ -421,6 +421,9 @@ func (s *Store) loadPath(ctx context.Context, session, leaf uuid.UUID, fromHead,
 		s.reg.release(h)
 		return nil, fmt.Errorf("%w: the nil uuid is not an event", ErrNotFound)
 	}
+	if h.meta.ForkedFrom != nil {
+		return s.loadFork(ctx, h, leaf, boundaries) // fork.go
+	}
 	var at []int32 // positions in h.entries, newest first
 	if leaf != uuid.Nil {
 		i, ok := h.byID[leaf]
@@ -566,6 +569,9 @@ func (s *Store) Event(ctx context.Context, session, id uuid.UUID) (Event, error)
 	}
 	e, err := h.lookup(id)
 	if err != nil {
+		if ev, found, ferr := s.forkEvent(ctx, h, id); found { // a fork's prefix (fork.go)
+			return ev, ferr
+		}
 		damaged := h.damage()
 		s.reg.release(h)
 		if damaged != nil {

@@ -18,19 +18,26 @@ type Node struct {
 }
 
 // Tree returns every event of the session without records, in the order
-// they were appended (parents before children). It reads no record; in a
-// session opened without its index (see Opening in the package doc) it
-// first loads the index, which reads the sealed chunks' embedded indexes
-// and the newest chunk's unindexed tail.
+// they were appended (parents before children). For a fork (Fork) that
+// is the prefix path, from the parent's root to the fork point, then the
+// fork's own events: the parent's other branches are not the fork's. It
+// reads no record; in a session opened without its index (see Opening in
+// the package doc) it first loads the index, which reads the sealed
+// chunks' embedded indexes and the newest chunk's unindexed tail.
 //
 // Errors: ErrNotFound, ErrLocked, ErrClosed; *CorruptionError for a damaged
 // session, with the nodes of its valid prefix.
 func (s *Store) Tree(ctx context.Context, session uuid.UUID) ([]Node, error) {
 	var out []Node
 	err := s.withHandle(ctx, session, func(h *openSession) error {
-		out = make([]Node, len(h.entries))
+		prefix, err := h.prefixNodes() // a fork's prefix path first (fork.go)
+		if err != nil {
+			return err
+		}
+		out = make([]Node, len(prefix), len(prefix)+len(h.entries))
+		copy(out, prefix)
 		for i := range h.entries {
-			out[i] = h.entries[i].node()
+			out = append(out, h.entries[i].node())
 		}
 		return nil
 	})
@@ -38,20 +45,30 @@ func (s *Store) Tree(ctx context.Context, session uuid.UUID) ([]Node, error) {
 }
 
 // Children returns the direct children of an event, in append order,
-// without records; uuid.Nil as id returns the roots. It reads no record,
-// and loads the index as Tree does.
+// without records; uuid.Nil as id returns the roots. In a fork, the
+// events of its prefix path count as the fork's (see Tree). It reads no
+// record, and loads the index as Tree does.
 //
 // Errors: ErrNotFound when id is not in the session; ErrLocked; ErrClosed;
 // *CorruptionError as Tree.
 func (s *Store) Children(ctx context.Context, session, id uuid.UUID) ([]Node, error) {
 	var out []Node
 	err := s.withHandle(ctx, session, func(h *openSession) error {
-		if id != uuid.Nil {
+		if id != uuid.Nil && !h.inPrefix(id) {
 			if _, err := h.lookup(id); err != nil {
 				return err
 			}
 		}
 		out = []Node{}
+		prefix, err := h.prefixNodes() // a fork's prefix path (fork.go)
+		if err != nil {
+			return err
+		}
+		for _, n := range prefix {
+			if n.ParentID == id {
+				out = append(out, n)
+			}
+		}
 		for i := range h.entries {
 			if h.entries[i].ParentID == id {
 				out = append(out, h.entries[i].node())

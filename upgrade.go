@@ -263,7 +263,15 @@ func (s *Store) rewriteSession(ctx context.Context, id uuid.UUID, job rewriteJob
 	if job.upgrade && format >= formatVersion {
 		return nil // upgraded meanwhile
 	}
-	p, err := analyze(fsys, dir, false)
+	pre, err := verifyPrefix(&s.opts, dir, meta) // a fork's prefix (fork.go)
+	if err != nil {
+		return err
+	}
+	var outside func(uuid.UUID) bool
+	if pre != nil {
+		outside = pre.has
+	}
+	p, err := analyze(fsys, dir, false, outside)
 	if err != nil {
 		return err
 	}

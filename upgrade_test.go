@@ -263,7 +263,7 @@ func TestUpgrade(t *testing.T) {
 			plainAfter, sealedAfter := sealedForms(t, m, goldenSession)
 			assert.Equal(t, plainBefore, plainAfter, "plain chunks stay plain")
 			assert.Equal(t, sealedBefore, sealedAfter, "sealed chunks are sealed again")
-			p, err := analyze(m, sessionPath(goldenSession), false)
+			p, err := analyze(m, sessionPath(goldenSession), false, nil)
 			require.NoError(t, err)
 			require.Nil(t, p.corrupt)
 			assert.Empty(t, p.repairs(), "the upgraded files need no repair")

@@ -121,7 +121,8 @@ func (s *Store) Verify(ctx context.Context, session uuid.UUID) (*VerifyReport, e
 func (s *Store) verify(ctx context.Context, session uuid.UUID) (*VerifyReport, error) {
 	fsys := s.opts.fs
 	dir := s.sessionDir(session)
-	if _, _, err := readMeta(fsys, dir, session); err != nil {
+	meta, _, err := readMeta(fsys, dir, session)
+	if err != nil {
 		var ce *CorruptionError
 		if !errors.As(err, &ce) {
 			return nil, err
@@ -134,7 +135,15 @@ func (s *Store) verify(ctx context.Context, session uuid.UUID) (*VerifyReport, e
 
 	// The checks reconciliation makes, and the repairs it would do.
 	// Analyzed as a reader does: the files may change while they are read.
-	plan, err := analyze(fsys, dir, true)
+	pre, err := verifyPrefix(&s.opts, dir, meta) // a fork's prefix (fork.go)
+	if err != nil {
+		return nil, err
+	}
+	var outside func(uuid.UUID) bool
+	if pre != nil {
+		outside = pre.has
+	}
+	plan, err := analyze(fsys, dir, true, outside)
 	if err != nil {
 		return nil, err
 	}
@@ -175,6 +184,11 @@ func (s *Store) verify(ctx context.Context, session uuid.UUID) (*VerifyReport, e
 	chunks := slices.Sorted(maps.Keys(forms))
 	r.Chunks = len(chunks)
 	check := &chunkCheck{report: r, seen: make(map[uuid.UUID]location), lost: make(map[uuid.UUID]bool)}
+	if pre != nil {
+		for id := range pre.pos {
+			check.seen[id] = location{} // a fork's first event names no parent location
+		}
+	}
 	for _, id := range plan.lost {
 		check.lost[id] = true // reported once, as r.Lost
 	}

@@ -1,0 +1,545 @@
+package sessionstore
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// A fork is a session whose history up to an event of another session,
+// its fork point (Meta.ForkedFrom), is that session's: referenced, never
+// copied. The fork's own directory holds only its own events; the first
+// of them names the fork point as its parent, with no parent location in
+// its line (the parent is in another session's chunks). Reading a fork
+// walks its own index and, where the walk leaves it, goes on in the
+// parent's files, read-only and without the parent's lock, as a
+// read-only store reads a session (analyze, with nothing applied).
+//
+// The prefix is the path from the parent's root to the fork point, and
+// only that path: the parent's other branches, and events it gains
+// later, are not the fork's. A parent may itself be a fork; the chain is
+// followed to maxForkDepth sessions.
+//
+// A fork with no events of its own has no HEAD file: its HEAD (head) is
+// the fork point. Its first Append writes the HEAD file as any Append
+// does. A fork never opens lazily (lazy.go): the lazy open follows parent
+// locations, and the first event's parent has none in the fork.
+
+// maxForkDepth bounds the chain of ForkedFrom sessions a fork's prefix is
+// read from; a longer chain, or a cycle, is ErrForkChain.
+const maxForkDepth = 64
+
+// forkPrefix is the resolved prefix of a fork: the path from the root to
+// the fork point, in runs, one per session of the chain, root-most first.
+type forkPrefix struct {
+	at   uuid.UUID // the fork point: the last event of the prefix
+	segs []prefixSeg
+	pos  map[uuid.UUID]prefixPos
+}
+
+// prefixSeg is the part of a prefix held by one session: its entries,
+// oldest first, located in that session's chunks.
+type prefixSeg struct {
+	session uuid.UUID
+	dir     string
+	path    []entry
+}
+
+type prefixPos struct{ seg, i int }
+
+func (p *forkPrefix) has(id uuid.UUID) bool {
+	_, ok := p.pos[id]
+	return ok
+}
+
+func (p *forkPrefix) push(seg prefixSeg) {
+	k := len(p.segs)
+	p.segs = append(p.segs, seg)
+	for i := range seg.path {
+		p.pos[seg.path[i].ID] = prefixPos{k, i}
+	}
+}
+
+// upTo returns the part of p that ends at id, an event p holds.
+func (p *forkPrefix) upTo(id uuid.UUID) *forkPrefix {
+	at := p.pos[id]
+	q := &forkPrefix{at: id, pos: make(map[uuid.UUID]prefixPos, len(p.pos))}
+	for k := 0; k <= at.seg; k++ {
+		seg := p.segs[k]
+		if k == at.seg {
+			seg.path = seg.path[:at.i+1]
+		}
+		q.push(seg)
+	}
+	return q
+}
+
+// resolveFork reads the prefix of a fork whose fork point is fp, from the
+// files of fp.Session (under root, the sessions directory) and of the
+// sessions it forked from, read-only: it takes no lock and repairs
+// nothing. depth counts the sessions of the chain below this one.
+//
+// Errors: ErrNotFound when fp.Session does not exist or does not hold
+// fp.Event on the durable part of its log (the valid prefix of a damaged
+// one); ErrForkChain; a *CorruptionError for a parent whose files
+// disagree with the chain; an I/O error.
+func resolveFork(src prefixSource, fp ForkPoint, depth int) (*forkPrefix, error) {
+	if depth > maxForkDepth {
+		return nil, fmt.Errorf("%w: more than %d sessions from %s", ErrForkChain, maxForkDepth, fp.Session)
+	}
+	dir, err := src.restore(fp.Session)
+	if err != nil {
+		return nil, err
+	}
+	unlock := src.lock()
+	meta, _, err := readMeta(src.opts.fs, dir, fp.Session)
+	unlock()
+	if err != nil {
+		return nil, err
+	}
+	var up *forkPrefix
+	if meta.ForkedFrom != nil {
+		if up, err = resolveFork(src, *meta.ForkedFrom, depth+1); err != nil {
+			return nil, err
+		}
+	}
+	var outside func(uuid.UUID) bool
+	if up != nil {
+		outside = up.has
+	}
+	unlock = src.lock()
+	plan, err := analyze(src.opts.fs, dir, true, outside)
+	unlock()
+	if err != nil {
+		return nil, err
+	}
+	x := &plan.index
+	i, ok := x.byID[fp.Event]
+	if !ok {
+		if up != nil && up.has(fp.Event) {
+			return up.upTo(fp.Event), nil
+		}
+		return nil, fmt.Errorf("%w: event %s in session %s", ErrNotFound, fp.Event, fp.Session)
+	}
+	var path []entry // newest first
+	cross := uuid.Nil
+	for {
+		e := x.entries[i]
+		path = append(path, e)
+		if e.ParentID == uuid.Nil {
+			break
+		}
+		j, ok := x.byID[e.ParentID]
+		if !ok {
+			cross = e.ParentID // in the prefix up holds: analyze checked
+			break
+		}
+		i = j
+	}
+	slices.Reverse(path)
+	out := &forkPrefix{pos: make(map[uuid.UUID]prefixPos, len(path))}
+	if cross != uuid.Nil {
+		out = up.upTo(cross)
+	}
+	out.push(prefixSeg{session: fp.Session, dir: dir, path: path})
+	out.at = fp.Event
+	return out, nil
+}
+
+// prefix returns the session's prefix, resolving it on first use; nil
+// for a session that is not a fork. h.mu is held.
+func (h *openSession) prefix() (*forkPrefix, error) {
+	f := h.meta.ForkedFrom
+	if f == nil {
+		return nil, nil
+	}
+	if h.fork == nil || h.fork.at != f.Event {
+		p, err := resolveFork(prefixSource{h.opts, filepath.Dir(h.dir)}, *f, 1)
+		if err != nil {
+			return nil, fmt.Errorf("sessionstore: fork %s: reading its prefix from session %s: %w", h.id, f.Session, err)
+		}
+		h.fork = p
+	}
+	return h.fork, nil
+}
+
+// outside is the memIndex's check of a parent outside the session's own
+// log: for a fork, an event of its prefix; nil for any other session.
+// h.mu is held when the index calls it.
+func (h *openSession) outside() func(uuid.UUID) bool {
+	if h.meta.ForkedFrom == nil {
+		return nil
+	}
+	return func(id uuid.UUID) bool {
+		p, err := h.prefix()
+		return err == nil && p.has(id)
+	}
+}
+
+// inPrefix reports whether id is an event of the session's prefix (never
+// for a session that is not a fork). h.mu is held.
+func (h *openSession) inPrefix(id uuid.UUID) bool {
+	p, err := h.prefix()
+	return err == nil && p != nil && p.has(id)
+}
+
+// Fork creates a session whose history up to and including the event at
+// of session parent is parent's, referenced and not copied, and returns
+// its metadata: a new id, Name, WorkingDir, Model and Labels copied from
+// parent, and ForkedFrom set to (parent, at). at may be any durable event
+// of parent, also one of parent's own prefix when parent is a fork (a
+// fork of a fork). The fork's first Append is a child of at; Load,
+// LoadPath, FullPath, Event, Tree, Head, NextParent and Branch of the fork
+// see the prefix, the path from parent's root to at, read from parent's
+// files (and its chain's) without parent's lock, so parent may be open
+// for writing, here or by another process, meanwhile. Tree lists the
+// prefix path, then the fork's own events; parent's other branches and
+// events appended to parent later are not the fork's. Resolve of a prefix
+// event reads parent's blob.
+//
+// Fork writes only the new session's directory: its chunks and blobs
+// directories and session.json (with ForkedFrom), as Create does (no
+// HEAD: the fork's HEAD is at until its first Append). Its cost does not
+// grow with the parent's size when parent is open in this Store with its
+// index loaded; otherwise checking at reads parent's index, read-only.
+// Opening the fork (its first use, and after each reopen) reads the
+// index of every session of its chain, read-only, and keeps the prefix
+// path's entries in memory while the fork is open.
+//
+// Durability: when Fork returns nil, the fork's session.json and its
+// directory entry are durable, as after Create; a crash before leaves no
+// session (at most an empty directory that List ignores) or the whole
+// fork; parent's files are never written. With Options.Remote the fork is
+// created in the object store as Create does, and its prefix is read from
+// parent's local files (restored from the object store when this Store
+// opened parent); another Store sees the fork once Fork returns.
+//
+// Delete of parent is refused (ErrHasForks) while this fork exists. A
+// second writer of parent (ErrLocked on parent) does not stop Fork, since
+// Fork takes no lock on parent; parent's events are never rewritten, so
+// the prefix stays readable while others append to parent.
+//
+// Errors: ErrNotFound when parent does not exist or at is not one of its
+// durable events; ErrForkChain when parent's chain of forks is longer
+// than 64 sessions or loops; ErrReadOnly; ErrClosed; as Create.
+func (s *Store) Fork(ctx context.Context, parent, at uuid.UUID) (Meta, error) {
+	if err := s.begin(ctx); err != nil {
+		return Meta{}, err
+	}
+	pm, err := s.forkParent(ctx, parent, at)
+	s.end()
+	if err != nil {
+		return Meta{}, err
+	}
+	meta := Meta{Name: pm.Name, WorkingDir: pm.WorkingDir, Model: pm.Model, Labels: pm.clone().Labels,
+		ForkedFrom: &ForkPoint{Session: parent, Event: at}}
+	return s.Create(ctx, meta)
+}
+
+// forkParent checks that at is a durable event of parent and returns
+// parent's metadata: through parent's handle when this Store has it open
+// with its index (no read of parent's files), else by reading parent's
+// files read-only.
+func (s *Store) forkParent(ctx context.Context, parent, at uuid.UUID) (Meta, error) {
+	if s.opts.ReadOnly {
+		return Meta{}, ErrReadOnly
+	}
+	if at == uuid.Nil {
+		return Meta{}, fmt.Errorf("%w: the nil uuid is not an event", ErrNotFound)
+	}
+	if h := s.reg.lookup(parent); h != nil {
+		h.mu.Lock()
+		ok := h.usable() == nil && h.headEntry == nil && !h.partial
+		var m Meta
+		if ok {
+			m = h.meta.clone()
+			_, own := h.byID[at]
+			ok = own || h.inPrefix(at)
+		}
+		h.mu.Unlock()
+		if ok {
+			return m, nil
+		}
+	}
+	src := prefixSource{&s.opts, filepath.Join(s.dir, sessionsDir)}
+	if _, err := resolveFork(src, ForkPoint{Session: parent, Event: at}, 1); err != nil {
+		return Meta{}, err
+	}
+	dir, err := src.restore(parent)
+	if err != nil {
+		return Meta{}, err
+	}
+	defer src.lock()()
+	m, _, err := readMeta(s.opts.fs, dir, parent)
+	return m, err
+}
+
+// forkStep is one event of a fork's path: its entry and where its record
+// is: seg -1 for the fork's own chunks, else the prefix's segment.
+type forkStep struct {
+	e   entry
+	seg int
+}
+
+// stepOf finds id in the session's own index or its prefix. h.mu is held.
+func (h *openSession) stepOf(pre *forkPrefix, id uuid.UUID) (forkStep, bool) {
+	if i, ok := h.byID[id]; ok {
+		return forkStep{h.entries[i], -1}, true
+	}
+	if pre != nil {
+		if at, ok := pre.pos[id]; ok {
+			return forkStep{pre.segs[at.seg].path[at.i], at.seg}, true
+		}
+	}
+	return forkStep{}, false
+}
+
+// parentOf returns the parent of id, an event of the session or of its
+// prefix. h.mu is held.
+func (h *openSession) parentOf(id uuid.UUID) (uuid.UUID, bool) {
+	pre, _ := h.prefix()
+	st, ok := h.stepOf(pre, id)
+	return st.e.ParentID, ok
+}
+
+// loadFork is loadPath for a fork, with h acquired (it releases it):
+// the path to leaf through the fork's own index and on through its
+// prefix, each run of it read from the chunks and blobs of the session
+// that holds it.
+func (s *Store) loadFork(ctx context.Context, h *openSession, leaf uuid.UUID, boundaries bool) ([]Event, error) {
+	pre, err := h.prefix()
+	if err != nil {
+		s.reg.release(h)
+		return nil, err
+	}
+	var path []forkStep // newest first
+	if leaf != uuid.Nil {
+		st, ok := h.stepOf(pre, leaf)
+		if !ok {
+			s.reg.release(h)
+			return nil, fmt.Errorf("%w: event %s in session %s", ErrNotFound, leaf, h.id)
+		}
+		for {
+			path = append(path, st)
+			if st.e.ParentID == uuid.Nil || (boundaries && kinds[st.e.Kind] == KindCompaction) {
+				break
+			}
+			parent := st.e.ParentID
+			if st, ok = h.stepOf(pre, parent); !ok {
+				s.reg.release(h)
+				return nil, fmt.Errorf("sessionstore: fork %s: event %s names parent %s, in neither the fork nor its prefix", h.id, path[len(path)-1].e.ID, parent)
+			}
+		}
+	}
+	slices.Reverse(path)
+	damaged := h.damage()
+	s.reg.release(h)
+	if boundaries && len(path) > 0 && kinds[path[0].e.Kind] == KindCompaction {
+		kept, err := s.forkKept(h, pre, path[0])
+		if err != nil {
+			return nil, err
+		}
+		path = slices.Concat(path[:1], kept, path[1:])
+	}
+	out := make([]Event, 0, len(path))
+	for k := 0; k < len(path); {
+		end := k + 1
+		for end < len(path) && path[end].seg == path[k].seg {
+			end++
+		}
+		run := make([]entry, end-k)
+		for i := range run {
+			run[i] = path[k+i].e
+		}
+		evs, err := s.readRun(ctx, h, pre, path[k].seg, run)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, evs...)
+		k = end
+	}
+	if damaged != nil {
+		return out, damaged
+	}
+	return out, nil
+}
+
+// readRun reads the events of run, entries of one session of a fork's
+// chain (seg, as in forkStep), with their records resolved.
+func (s *Store) readRun(ctx context.Context, h *openSession, pre *forkPrefix, seg int, run []entry) ([]Event, error) {
+	if seg < 0 {
+		r := h.files.chunkReader()
+		defer r.close()
+		return s.readEntries(ctx, h.dir, r, run)
+	}
+	dir := pre.segs[seg].dir
+	r := newChunkReader(s.opts.fs, filepath.Join(dir, chunksDir))
+	defer r.close()
+	return s.readEntries(ctx, dir, r, run)
+}
+
+// forkKept is keptTail for a compaction c on a fork's path: the events
+// it keeps verbatim, which may be in the prefix.
+func (s *Store) forkKept(h *openSession, pre *forkPrefix, c forkStep) ([]forkStep, error) {
+	evs, err := s.readRun(context.Background(), h, pre, c.seg, []entry{c.e})
+	if err != nil {
+		return nil, err
+	}
+	rec, err := evs[0].Compaction()
+	if err != nil || rec.FirstKept == uuid.Nil {
+		return nil, nil // a compaction appended by hand with another record keeps nothing
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var kept []forkStep
+	for cur := c.e.ParentID; cur != uuid.Nil; {
+		st, ok := h.stepOf(pre, cur)
+		if !ok {
+			return nil, nil
+		}
+		kept = append(kept, st)
+		if cur == rec.FirstKept {
+			slices.Reverse(kept)
+			return kept, nil
+		}
+		cur = st.e.ParentID
+	}
+	return nil, nil // FirstKept is not on the path
+}
+
+// forkEvent is Event for an event of a fork's prefix, with h acquired:
+// found reports whether the prefix holds id; h is released only then.
+func (s *Store) forkEvent(ctx context.Context, h *openSession, id uuid.UUID) (ev Event, found bool, err error) {
+	if h.meta.ForkedFrom == nil {
+		return Event{}, false, nil
+	}
+	pre, err := h.prefix()
+	if err != nil {
+		return Event{}, false, nil // Event reports the lookup's error
+	}
+	st, ok := h.stepOf(pre, id)
+	if !ok || st.seg < 0 {
+		return Event{}, false, nil
+	}
+	s.reg.release(h)
+	dir := pre.segs[st.seg].dir
+	r := newChunkReader(s.opts.fs, filepath.Join(dir, chunksDir))
+	defer r.close()
+	ev, err = readEntry(r, &st.e)
+	return ev, true, err
+}
+
+// prefixNodes returns the nodes of a fork's prefix, root first, for Tree;
+// none for a session that is not a fork. h.mu is held.
+func (h *openSession) prefixNodes() ([]Node, error) {
+	pre, err := h.prefix()
+	if err != nil || pre == nil {
+		return nil, err
+	}
+	var out []Node
+	for k := range pre.segs {
+		for i := range pre.segs[k].path {
+			out = append(out, pre.segs[k].path[i].node())
+		}
+	}
+	return out, nil
+}
+
+// forkBlob reads the blob d of an event of session's prefix, from the
+// sessions of its fork chain, for Resolve: found is false when none of
+// them holds it.
+func (s *Store) forkBlob(ctx context.Context, session uuid.UUID, d [32]byte, size int64) (rec []byte, found bool) {
+	src := prefixSource{&s.opts, filepath.Join(s.dir, sessionsDir)}
+	id, dir := session, s.sessionDir(session)
+	for range maxForkDepth {
+		m, _, err := readMeta(s.opts.fs, dir, id)
+		if err != nil || m.ForkedFrom == nil {
+			return nil, false
+		}
+		id = m.ForkedFrom.Session
+		if dir, err = src.restore(id); err != nil {
+			return nil, false
+		}
+		rec, err := readBlob(s.opts.fs, dir, d, size)
+		if err != nil {
+			if fetched, _ := s.fetchMissingBlob(ctx, dir, d, size); fetched {
+				rec, err = readBlob(s.opts.fs, dir, d, size)
+			}
+		}
+		if err == nil {
+			return rec, true
+		}
+	}
+	return nil, false
+}
+
+// verifyPrefix resolves the prefix of a fork for Verify; nil for a
+// session that is not a fork.
+func verifyPrefix(opts *Options, dir string, m Meta) (*forkPrefix, error) {
+	if m.ForkedFrom == nil {
+		return nil, nil
+	}
+	return resolveFork(prefixSource{opts, filepath.Dir(dir)}, *m.ForkedFrom, 1)
+}
+
+// prefixSource is where the sessions of a fork's chain are read: root,
+// the sessions directory, for a local store. With Options.Remote, each
+// is restored from the object store, read-only (no lease), into a copy
+// of its own under forkCacheDir at the store root, which only the
+// reading of prefixes uses: the session's own directory is its holder's
+// (this Store's, when it opens it), and another Store may hold it.
+type prefixSource struct {
+	opts *Options
+	root string
+}
+
+// forkCacheDir, at the store root, holds the copies of remote sessions
+// that forks' prefixes are read from (prefixSource). It is derived from
+// the object store and may be removed while the Store is closed.
+const forkCacheDir = "forkcache"
+
+// lock is held while a copy is restored or read; it returns the unlock.
+func (src prefixSource) lock() func() {
+	if src.opts.Remote == nil {
+		return func() {}
+	}
+	src.opts.fetch.prefixMu.Lock()
+	return src.opts.fetch.prefixMu.Unlock
+}
+
+// restore returns the directory to read session id from: its own, or
+// with a Remote, its copy brought up to date with the object store's log
+// (reconcileLocal, without a lease).
+//
+// Errors: ErrNotFound for a session the object store does not hold;
+// ErrRemote; a *CorruptionError naming an object's key.
+func (src prefixSource) restore(id uuid.UUID) (string, error) {
+	if src.opts.Remote == nil {
+		return filepath.Join(src.root, id.String()), nil
+	}
+	o := src.opts
+	dir := filepath.Join(filepath.Dir(src.root), forkCacheDir, id.String())
+	defer src.lock()()
+	if err := o.fs.MkdirAll(dir, o.DirMode); err != nil {
+		return "", err
+	}
+	local := &localFiles{fsys: o.fs, dir: dir, perm: o.FileMode, dirPerm: o.DirMode, maxChunk: o.ChunkSize, log: o.Logger.With("session", id)}
+	rf := &remoteFiles{localFiles: local, obj: o.Remote, id: id, store: o.storeID, fetch: o.fetch, timeout: o.RemoteTimeout, leaseT: o.LeaseTime, now: time.Now}
+	ctx, cancel := context.WithTimeout(context.Background(), o.RemoteTimeout)
+	defer cancel()
+	v, err := rf.readView(ctx)
+	if err != nil {
+		return "", err
+	}
+	if v == nil {
+		return "", fmt.Errorf("%w: session %s", ErrNotFound, id)
+	}
+	if err := rf.reconcileLocal(ctx, v); err != nil {
+		return "", err
+	}
+	return dir, nil
+}
