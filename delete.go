@@ -49,8 +49,9 @@ const trashDir = "trash"
 // process or another: its lock file is held) with ErrLocked, or with
 // Options.WaitForLock waits for it while ctx allows. It refuses, with an
 // error matching ErrHasForks that names them, a session that any session
-// List returns names in Meta.ForkedFrom (a fork created while Delete runs
-// is not seen; a fork whose session.json List cannot read is not seen).
+// List returns names in Meta.ForkedFrom, read from each session.json (a
+// fork created while Delete runs is not seen, nor one whose session.json
+// cannot be read).
 // Deleting a session the store does not hold returns nil, so Delete is
 // idempotent, and two Deletes of one id at once are safe: one removes it,
 // the other returns nil or ErrLocked.

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
@@ -251,6 +252,10 @@ func TestDeleteRefusedByReadOnlyAndRemoteStores(t *testing.T) {
 	assert.ErrorIs(t, ro.Delete(ctx, id), ErrReadOnly)
 	_, err := ro.Prune(ctx, PrunePolicy{KeepNewest: 1})
 	assert.ErrorIs(t, err, ErrReadOnly)
+	res, err := ro.Prune(ctx, PrunePolicy{Before: time.Now(), DryRun: true})
+	require.NoError(t, err, "a dry run reads only")
+	require.Len(t, res.Removed, 1)
+	assert.Equal(t, id, res.Removed[0].Meta.ID)
 	_, err = ro.GCStore(ctx)
 	assert.ErrorIs(t, err, ErrReadOnly)
 
@@ -287,11 +292,13 @@ func TestDeleteCatalogue(t *testing.T) {
 	assert.Equal(t, ids[1], metas[0].ID)
 	assert.Equal(t, ids[0], metas[1].ID)
 
-	// Commits until the log is folded into a new snapshot.
-	for i := range catalogueMaxLog {
-		_, err := s.UpdateMeta(ctx, ids[0], func(m *Meta) { m.Name = fmt.Sprint(i) })
-		require.NoError(t, err)
-	}
+	// The compaction a long log brings (withLog): a rewrite without a
+	// scan of the sessions directory.
+	lk, err := s.cat.lock()
+	require.NoError(t, err)
+	_, err = s.cat.rebuild(false)
+	require.NoError(t, lk.Close())
+	require.NoError(t, err)
 	st, err := loadCatState(m, memRoot)
 	require.NoError(t, err)
 	_, inSnap := st.snapEntry(ids[2])

@@ -27,6 +27,8 @@
 //	<root>/catalogue.jsonl    derived: every session's metadata, by id
 //	<root>/catalogue.log      derived: changes since catalogue.jsonl
 //	<root>/catalogue.lock     flock'ed by a writer changing the two
+//	<root>/trash/<session-id>.<nonce>/  a session Delete moved aside, being
+//	                          removed (what a crash leaves, Open removes)
 //	<root>/sessions/<session-id>/
 //	  session.json        metadata (name, working dir, model, times, format)
 //	  HEAD                id of the newest event, a checkpoint (see below)

@@ -3,6 +3,7 @@ package sessionstore
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"path/filepath"
@@ -68,7 +69,9 @@ type PruneResult struct {
 // leaves each session whole or gone, and those reported removed (when it
 // returned) gone.
 //
-// Errors: ErrInvalidPolicy; ErrReadOnly; errors.ErrUnsupported with
+// A dry run also works on a read-only store, and writes nothing.
+//
+// Errors: ErrInvalidPolicy; ErrReadOnly (unless DryRun); errors.ErrUnsupported with
 // Options.Remote; ErrClosed; a context error (the result then holds what
 // was removed so far); or List's error other than a *ListError (sessions
 // List cannot read are left alone).
@@ -80,7 +83,7 @@ func (s *Store) Prune(ctx context.Context, policy PrunePolicy) (PruneResult, err
 	if policy.Before.IsZero() && policy.KeepNewest == 0 {
 		return res, fmt.Errorf("%w: set Before or KeepNewest", ErrInvalidPolicy)
 	}
-	if err := s.checkDeletable(); err != nil {
+	if err := s.checkDeletable(); err != nil && !(policy.DryRun && errors.Is(err, ErrReadOnly)) {
 		return res, err
 	}
 	forks, metas, err := s.forkIndex(ctx)

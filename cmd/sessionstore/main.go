@@ -1,13 +1,14 @@
 // Command sessionstore inspects a sessionstore root: it lists sessions,
 // draws a session's event tree, prints its active path or one event, checks
-// sessions for corruption, makes the repairs a crash leaves to do and
-// collects unreferenced blobs.
+// sessions for corruption, makes the repairs a crash leaves to do,
+// collects unreferenced blobs, and deletes sessions (rm, prune).
 //
 //	cd cmd && go run ./sessionstore ls <root>
 //
-// Every command but gc and repair opens the store with Options.ReadOnly, so
-// it takes no lock, writes nothing and is safe beside a running writer. Run
-// it with no arguments for the list of commands.
+// Every command but gc, repair, rm and prune (without -dry-run) opens the
+// store with Options.ReadOnly, so it takes no lock, writes nothing and is
+// safe beside a running writer. Run it with no arguments for the list of
+// commands.
 package main
 
 import (
@@ -40,8 +41,8 @@ const (
 
 const usage = `usage: sessionstore <command> [flags] <root> [arguments]
 
-Inspects the sessions stored under <root>. Every command but gc and repair
-opens the store read-only (no lock, nothing written), so it is safe beside
+Inspects the sessions stored under <root>. Every command but gc, repair, rm
+and prune (without -dry-run) opens the store read-only (no lock, nothing written), so it is safe beside
 a writer.
 
 commands:
@@ -56,6 +57,10 @@ commands:
                                               (opens the session for writing)
   gc     <root> <session>                     remove blobs no event refers to
                                               (opens the session for writing)
+  rm     <root> <session>                     delete a session (opens the store for writing)
+  prune  [-dry-run] [-older-than d|time] [-keep n] [-label k=v]... [-dir path] <root>
+                                              remove the sessions a retention policy selects,
+                                              or with -dry-run list them (read-only)
   help                                        this text
 
 A session or event is named by its full id or by a unique prefix of the id
@@ -77,6 +82,8 @@ var commands = map[string]command{
 	"verify": cmdVerify,
 	"repair": cmdRepair,
 	"gc":     cmdGC,
+	"rm":     cmdRm,
+	"prune":  cmdPrune,
 }
 
 // run executes the command line args (without the program name), writing
