@@ -61,16 +61,18 @@ const trashDir = "trash"
 // brings it back. A crash during Delete leaves the session either whole
 // (it opens with every acknowledged event, undamaged) or gone; files a
 // crash leaves in the trash are removed by the next Open of a writable
-// store, Delete, Prune or GCStore. An error after the move (removing the
-// files) is logged, not returned: the session is gone, and its files are
-// removed later. A reader in another process (a read-only Store) that
+// store, Delete, Prune or GCStore. An error after the move is durable
+// (recording it in the catalogue, removing the files) is logged, not
+// returned: the session is gone, its files are removed later, and the
+// catalogue notices the change by its directory stamp. A reader in another process (a read-only Store) that
 // has the session's files open may see them disappear.
 //
 // Errors: ErrReadOnly; ErrLocked; ErrHasForks; ErrClosed; a context
 // error; errors.ErrUnsupported with Options.Remote (deleting a session's
 // objects is not implemented); the file system error that stopped the
-// move (the session is then whole, or, for a failed directory sync after
-// the rename, may be gone after a crash).
+// move (the session is then whole; or, when a directory sync after the
+// rename failed, gone from this Store, but a crash may bring it back
+// whole).
 func (s *Store) Delete(ctx context.Context, session uuid.UUID) error {
 	if err := s.checkDeletable(); err != nil {
 		return err
@@ -179,25 +181,30 @@ func (s *Store) deleteSession(ctx context.Context, id uuid.UUID) error {
 		return err
 	}
 	name := id.String() + "." + nonce.String()
-	moved := false
+	var moved bool
+	var moveErr error
 	err = s.cat.willWrite(id, func() (bool, error) {
 		if _, err := fsys.Stat(dir); errors.Is(err, fs.ErrNotExist) {
 			return true, nil
 		}
-		moved = true // from here on, the session may be gone
-		return false, moveToTrash(fsys, s.dir, dir, name, s.opts.DirMode)
+		moved, moveErr = moveToTrash(fsys, s.dir, dir, name, s.opts.DirMode)
+		return false, moveErr
 	})
-	if cerr := lk.Close(); cerr != nil && err == nil && !errors.Is(cerr, fs.ErrNotExist) {
+	if cerr := lk.Close(); cerr != nil {
 		s.opts.Logger.Warn("sessionstore: releasing a deleted session's lock", "session", id, "err", cerr)
 	}
-	if err != nil {
-		if moved {
-			return fmt.Errorf("sessionstore: delete session %s (it may be gone after a crash): %w", id, err)
-		}
+	switch {
+	case !moved && err != nil:
 		return fmt.Errorf("sessionstore: delete session %s: %w", id, err)
-	}
-	if !moved {
-		return nil
+	case !moved:
+		return nil // deleted meanwhile
+	case moveErr != nil:
+		return fmt.Errorf("sessionstore: delete session %s (moved aside, but a crash may bring it back): %w", id, moveErr)
+	case err != nil:
+		// The move is durable; the catalogue's record of it is not, so
+		// its directory stamp is behind, which sends ListRecent to
+		// List and the next writer to a rewrite (catalogue.go).
+		s.opts.Logger.Warn("sessionstore: recording a delete in the catalogue", "session", id, "err", err)
 	}
 	trash := filepath.Join(s.dir, trashDir)
 	if err := removeTree(fsys, filepath.Join(trash, name)); err != nil {
@@ -212,26 +219,28 @@ func (s *Store) deleteSession(ctx context.Context, id uuid.UUID) error {
 
 // moveToTrash renames session directory dir to the trash directory of
 // root under name, creating the trash durably first, and syncs both
-// directories: when it returns nil the move is durable.
-func moveToTrash(fsys vfs.FS, root, dir, name string, perm fs.FileMode) error {
+// directories: when it returns nil the move is durable. renamed says
+// whether the rename was made (after it, a crash may leave the session
+// gone).
+func moveToTrash(fsys vfs.FS, root, dir, name string, perm fs.FileMode) (renamed bool, err error) {
 	trash := filepath.Join(root, trashDir)
 	if _, err := fsys.Stat(trash); errors.Is(err, fs.ErrNotExist) {
 		if err := fsys.MkdirAll(trash, perm); err != nil {
-			return err
+			return false, err
 		}
 		if err := fsys.SyncDir(root); err != nil {
-			return err
+			return false, err
 		}
 	} else if err != nil {
-		return err
+		return false, err
 	}
 	if err := fsys.Rename(dir, filepath.Join(trash, name)); err != nil {
-		return err
+		return false, err
 	}
 	if err := fsys.SyncDir(filepath.Dir(dir)); err != nil {
-		return err
+		return true, err
 	}
-	return fsys.SyncDir(trash)
+	return true, fsys.SyncDir(trash)
 }
 
 // removeTree removes path and everything under it, deepest first. A

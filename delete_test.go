@@ -307,3 +307,60 @@ func TestDeleteCatalogue(t *testing.T) {
 	_, inSnap = st.snapEntry(ids[1])
 	assert.True(t, inSnap, "the others stay")
 }
+
+// TestDeleteFaults: an I/O error before the move leaves the session
+// whole and is returned; one in the removals after it is not (the
+// session is gone), and what it left in the trash goes at the next Open.
+func TestDeleteFaults(t *testing.T) {
+	ctx := context.Background()
+	injected := errors.New("injected")
+	tests := []struct {
+		name   string
+		op     vfs.Op
+		path   string // the base name the fault hits
+		whole  bool   // the session is still there, and Delete fails
+		failed bool   // Delete fails, and the session is gone here (a crash may bring it back)
+	}{
+		{"rename", vfs.OpRename, "", true, false},
+		{"sessions directory sync", vfs.OpSyncDir, sessionsDir, false, true},
+		{"catalogue record", vfs.OpWrite, catalogueLogName, false, false},
+		{"removal", vfs.OpRemove, metaFile, false, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m, s, id := memSession(t, Options{})
+			want := appendN(t, s, id, 2)
+			require.NoError(t, s.CloseSession(ctx, id))
+			m.SetFault(func(op vfs.Op, path string) error {
+				if op == tt.op && (tt.path == "" || filepath.Base(path) == tt.path) {
+					return injected
+				}
+				return nil
+			})
+			err := s.Delete(ctx, id)
+			m.SetFault(nil)
+			if tt.whole {
+				require.ErrorIs(t, err, injected)
+				got, err := s.Load(ctx, id)
+				require.NoError(t, err)
+				assert.Len(t, got, len(want))
+				require.NoError(t, s.Close())
+				return
+			}
+			if tt.failed {
+				require.ErrorIs(t, err, injected)
+				assert.Contains(t, err.Error(), "a crash may bring it back")
+			} else {
+				require.NoError(t, err, "the session is durably gone; the error is logged")
+			}
+			assertGone(t, m, s, id)
+			if tt.op == vfs.OpRemove {
+				assert.Len(t, trashNames(t, m), 1, "the files stay in the trash")
+			}
+			require.NoError(t, s.Close())
+			s = openMem(t, m, Options{})
+			defer s.Close()
+			assert.Empty(t, trashNames(t, m), "Open removes them")
+		})
+	}
+}
