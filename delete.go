@@ -45,6 +45,7 @@ const trashDir = "trash"
 // If this Store has the session open, Delete waits (while ctx allows)
 // until no call uses it, closes it, and keeps other calls of this Store
 // from opening it until the delete is done; they then get ErrNotFound.
+// Its subscriptions in this Store end, their Err matching ErrNotFound.
 // Delete refuses a session another writer holds (another Store, in this
 // process or another: its lock file is held) with ErrLocked, or with
 // Options.WaitForLock waits for it while ctx allows. It refuses, with an
@@ -206,6 +207,7 @@ func (s *Store) deleteSession(ctx context.Context, id uuid.UUID) error {
 		// List and the next writer to a rewrite (catalogue.go).
 		s.opts.Logger.Warn("sessionstore: recording a delete in the catalogue", "session", id, "err", err)
 	}
+	s.hub.end(id, fmt.Errorf("%w: session %s was deleted", ErrNotFound, id))
 	trash := filepath.Join(s.dir, trashDir)
 	if err := removeTree(fsys, filepath.Join(trash, name)); err != nil {
 		s.opts.Logger.Warn("sessionstore: removing a deleted session's files (left in the trash)", "session", id, "err", err)

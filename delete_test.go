@@ -364,3 +364,36 @@ func TestDeleteFaults(t *testing.T) {
 		})
 	}
 }
+
+// TestDeleteEndsSubscriptions: a subscription to a deleted session ends,
+// its Err matching ErrNotFound; another session's goes on.
+func TestDeleteEndsSubscriptions(t *testing.T) {
+	ctx := context.Background()
+	_, s, id := memSession(t, Options{})
+	defer s.Close()
+	other, err := s.Create(ctx, Meta{})
+	require.NoError(t, err)
+	sub, err := s.Subscribe(ctx, id)
+	require.NoError(t, err)
+	defer sub.Close()
+	subOther, err := s.Subscribe(ctx, other.ID)
+	require.NoError(t, err)
+	defer subOther.Close()
+	require.NoError(t, s.Delete(ctx, id))
+	select {
+	case _, ok := <-sub.C:
+		assert.False(t, ok, "C is closed")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the subscription did not end")
+	}
+	assert.ErrorIs(t, sub.Err(), ErrNotFound)
+	assert.NoError(t, subOther.Err())
+	_, err = s.Append(ctx, other.ID, UserText("still here"))
+	require.NoError(t, err)
+	select {
+	case u := <-subOther.C:
+		require.NotNil(t, u.Event)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the other subscription got nothing")
+	}
+}
