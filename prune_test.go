@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -246,4 +247,58 @@ func TestGCStore(t *testing.T) {
 	evs, err := s.Load(ctx, ids["s1"])
 	require.NoError(t, err)
 	assert.Len(t, evs, 3, "s1 loads with its blob")
+}
+
+// TestGCStoreBesideAppends: GCStore runs again and again while appends
+// with blob records go on in two sessions; every acknowledged event's
+// blob is still there afterwards, and a Delete in between takes only its
+// own session.
+func TestGCStoreBesideAppends(t *testing.T) {
+	ctx := context.Background()
+	m := vfs.NewMemFS()
+	s := openMem(t, m, Options{})
+	defer s.Close()
+	var ids []uuid.UUID
+	for range 3 {
+		meta, err := s.Create(ctx, Meta{})
+		require.NoError(t, err)
+		ids = append(ids, meta.ID)
+	}
+	acked := make([][]Event, 2)
+	var wg sync.WaitGroup
+	for w := range 2 {
+		wg.Go(func() {
+			for i := range 15 {
+				ev, err := s.Append(ctx, ids[w], bigResult(fmt.Sprint("c", w), i))
+				if !assert.NoError(t, err) {
+					return
+				}
+				acked[w] = append(acked[w], ev)
+			}
+		})
+	}
+	var removed int
+	for i := 0; i < 10; i++ {
+		rep, err := s.GCStore(ctx)
+		require.NoError(t, err)
+		assert.Empty(t, rep.Skipped)
+		removed += rep.Removed
+		if i == 3 {
+			require.NoError(t, s.Delete(ctx, ids[2]))
+		}
+	}
+	wg.Wait()
+	assert.Zero(t, removed, "no blob was unreferenced")
+	for w := range 2 {
+		require.Len(t, acked[w], 15)
+		for _, ev := range acked[w] {
+			require.NotEmpty(t, ev.Digest)
+			got, err := s.Event(ctx, ids[w], ev.ID)
+			require.NoError(t, err)
+			_, err = s.Resolve(ctx, ids[w], got)
+			require.NoError(t, err, "the blob of an acknowledged event")
+		}
+	}
+	_, err := s.Meta(ctx, ids[2])
+	assert.ErrorIs(t, err, ErrNotFound)
 }
