@@ -42,8 +42,8 @@ const (
 const usage = `usage: sessionstore <command> [flags] <root> [arguments]
 
 Inspects the sessions stored under <root>. Every command but gc, repair, rm
-and prune (without -dry-run) opens the store read-only (no lock, nothing written), so it is safe beside
-a writer.
+and prune (without -dry-run) opens the store read-only (no lock, nothing
+written), so it is safe beside a writer.
 
 commands:
   ls     [-json] <root>                       list the sessions
