@@ -77,6 +77,16 @@ import (
 // have lost is at most unsynced commits and the failed pending record,
 // whose write never started.
 //
+// Delete (delete.go) follows step 1 alone: under catalogue.lock it moves
+// the session directory aside, then appends a synced pending record,
+// stamped with the sessions directory as it is after the move, and no
+// commit follows. Readers of that id go to session.json, find none, and
+// leave the session out (as for a Create that did not finish); ListRecent
+// keeps its fast path, since the stamp is current. A rewrite drops the
+// pending records and entries of ids whose directory is gone. A crash
+// between the move and the record leaves the directory stamp behind:
+// ListRecent answers as List does, and the next writer rewrites.
+//
 // A writer rewrites the catalogue (rebuild: the snapshot, then a new log
 // of the open pending records, each by replaceFile, a new generation)
 // when the log passes catalogueMaxLog records, when it is missing or
@@ -914,6 +924,7 @@ func (c *catalogue) rebuild(scan bool) (*catState, error) {
 		for id := range old.log.pending {
 			pending[id] = true
 		}
+		ids, entries = dropDeleted(c.fsys, c.sessions(), ids, entries, pending)
 	}
 
 	snap := appendCatRecord(make([]byte, 0, 256*(len(ids)+1)), catRecord{kind: kindHeader, dir: dirStamp, gen: gen})
@@ -1197,4 +1208,29 @@ func (st *catState) hints(ids []uuid.UUID) []int {
 func (st *catState) meta(fsys vfs.FS, root string, id uuid.UUID, hint int, buf []byte) (Meta, []byte, error) {
 	e, _, usable := st.lookup(id, hint)
 	return resolveMeta(fsys, filepath.Join(root, id.String()), id, e, usable, buf)
+}
+
+// dropDeleted removes from pending, and from ids and entries (in id
+// order), the ids of pending whose session directory is gone: sessions
+// Delete removed (a Create's pending record follows its directory's
+// creation). It stats only the pending ids.
+func dropDeleted(fsys vfs.FS, root string, ids []uuid.UUID, entries []catEntry, pending map[uuid.UUID]bool) ([]uuid.UUID, []catEntry) {
+	gone := map[uuid.UUID]bool{}
+	for id := range pending {
+		if _, err := fsys.Stat(filepath.Join(root, id.String())); errors.Is(err, fs.ErrNotExist) {
+			gone[id] = true
+			delete(pending, id)
+		}
+	}
+	if len(gone) == 0 {
+		return ids, entries
+	}
+	n := 0
+	for i, id := range ids {
+		if !gone[id] {
+			ids[n], entries[n] = id, entries[i]
+			n++
+		}
+	}
+	return ids[:n], entries[:n]
 }

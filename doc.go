@@ -35,6 +35,8 @@
 //	<root>/catalogue.lock     flock'ed by a writer changing the two
 //	<root>/forkcache/<id>/    with Options.Remote only: lease-free copies
 //	                          of sessions forks' prefixes are read from
+//	<root>/trash/<session-id>.<nonce>/  a session Delete moved aside, being
+//	                          removed (what a crash leaves, Open removes)
 //	<root>/sessions/<session-id>/
 //	  session.json        metadata (name, working dir, model, times, format)
 //	  HEAD                id of the newest event, a checkpoint (see below)

@@ -63,6 +63,19 @@ var (
 	ErrSessionFailed = errors.New("sessionstore: session refuses writes after an earlier I/O failure; reopen the store")
 )
 
+// Errors returned by Delete and Prune.
+var (
+	// ErrHasForks is returned by Delete for a session that live forks
+	// read their history from (Meta.ForkedFrom names it); the error
+	// names the forks. Delete them first. Prune skips such a session and
+	// reports it with this error.
+	ErrHasForks = errors.New("sessionstore: session has forks")
+	// ErrInvalidPolicy reports a PrunePolicy Prune refuses: one that
+	// selects nothing by age or count (it would remove every session it
+	// matches), or a negative KeepNewest.
+	ErrInvalidPolicy = errors.New("sessionstore: invalid prune policy")
+)
+
 // Errors returned for bad input; nothing is written when they are returned.
 var (
 	// ErrInvalidEvent reports an event Append refuses: unknown kind or role,

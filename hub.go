@@ -113,7 +113,7 @@ func (sub *Subscription) Close() {
 
 // Err reports why the subscription ended: nil while it is active and after
 // Close, the context's error when its context ended it, ErrClosed when the
-// Store was closed.
+// Store was closed, ErrNotFound when the Store deleted the session.
 func (sub *Subscription) Err() error {
 	sub.errMu.Lock()
 	defer sub.errMu.Unlock()
@@ -430,4 +430,19 @@ func (q *updateQueue) pop() (Update, bool) {
 // last is the newest queued update; the queue must not be empty.
 func (q *updateQueue) last() *Update {
 	return &q.buf[(q.head+q.n-1)%len(q.buf)]
+}
+
+// end ends the subscriptions of one session with err (Delete: the
+// session is gone), without waiting for them to exit.
+func (hb *hub) end(session uuid.UUID, err error) {
+	t := hb.topic(session)
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	subs := slices.Clone(t.subs)
+	t.mu.Unlock()
+	for _, sub := range subs {
+		sub.stop(err)
+	}
 }

@@ -434,3 +434,56 @@ func (r *registry) closeOne(ctx context.Context, id uuid.UUID) error {
 		}
 	}
 }
+
+// hold takes session id away from every call of this Store, for Delete:
+// once no call uses it (waiting, polling, while ctx allows) it closes the
+// session if open and marks it as being closed, so that calls wanting it
+// wait (awaitClosing) until release is called, and then open it again
+// from its files, if any are left. What the registry kept for the
+// session (Branch selection, failure, repairs) is forgotten on release.
+func (r *registry) hold(ctx context.Context, id uuid.UUID) (release func(), err error) {
+	const poll = 2 * time.Millisecond
+	for {
+		r.mu.Lock()
+		if closing, err := r.awaitClosing(ctx, id); closing {
+			if err != nil {
+				return nil, err
+			}
+			continue
+		}
+		h, ok := r.sessions[id]
+		if ok && h.refs > 0 {
+			r.mu.Unlock()
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(poll):
+			}
+			continue
+		}
+		if ok {
+			if h.elem != nil {
+				r.idle.Remove(h.elem)
+				h.elem = nil
+			}
+			delete(r.sessions, id)
+		}
+		done := make(chan struct{})
+		r.closing[id] = done
+		r.mu.Unlock()
+		if ok {
+			if err := h.close(); err != nil {
+				r.opts.Logger.Warn("sessionstore: closing a session to delete it", "session", id, "err", err)
+			}
+		}
+		return func() {
+			r.mu.Lock()
+			delete(r.selections, id)
+			delete(r.failures, id)
+			delete(r.repaired, id)
+			delete(r.closing, id)
+			close(done)
+			r.mu.Unlock()
+		}, nil
+	}
+}

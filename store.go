@@ -98,7 +98,9 @@ func Open(dir string, opts *Options) (*Store, error) {
 			return nil, err
 		}
 	}
-	return newStore(dir, o), nil
+	s := newStore(dir, o)
+	s.purgeTrash() // what a crash left of a Delete (delete.go)
+	return s, nil
 }
 
 // newStore returns a Store of the root dir with no session open.

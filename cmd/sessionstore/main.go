@@ -1,13 +1,15 @@
 // Command sessionstore inspects a sessionstore root: it lists sessions,
 // draws a session's event tree, prints its active path or one event, checks
 // sessions for corruption, makes the repairs a crash leaves to do,
-// collects unreferenced blobs and upgrades older sessions and roots.
+// collects unreferenced blobs, upgrades older sessions and roots, and
+// deletes sessions (rm, prune).
 //
 //	cd cmd && go run ./sessionstore ls <root>
 //
-// Every command but gc, repair and upgrade opens the store with
-// Options.ReadOnly, so it takes no lock, writes nothing and is safe beside
-// a running writer. Run it with no arguments for the list of commands.
+// Every command but gc, repair, upgrade, rm and prune (without -dry-run)
+// opens the store with Options.ReadOnly, so it takes no lock, writes
+// nothing and is safe beside a running writer. Run it with no arguments
+// for the list of commands.
 package main
 
 import (
@@ -40,9 +42,9 @@ const (
 
 const usage = `usage: sessionstore <command> [flags] <root> [arguments]
 
-Inspects the sessions stored under <root>. Every command but gc, repair
-and upgrade opens the store read-only (no lock, nothing written), so it is
-safe beside a writer.
+Inspects the sessions stored under <root>. Every command but gc, repair,
+upgrade, rm and prune (without -dry-run) opens the store read-only (no lock,
+nothing written), so it is safe beside a writer.
 
 commands:
   ls     [-json] <root>                       list the sessions
@@ -60,6 +62,10 @@ commands:
                                               rewrite format 1 sessions as format 2, and
                                               convert the root's chunks to a compression mode
                                               (opens the store for writing)
+  rm     <root> <session>                     delete a session (opens the store for writing)
+  prune  [-dry-run] [-older-than d|time] [-keep n] [-label k=v]... [-dir path] <root>
+                                              remove the sessions a retention policy selects,
+                                              or with -dry-run list them (read-only)
   help                                        this text
 
 A session or event is named by its full id or by a unique prefix of the id
@@ -82,6 +88,8 @@ var commands = map[string]command{
 	"repair":  cmdRepair,
 	"gc":      cmdGC,
 	"upgrade": cmdUpgrade,
+	"rm":      cmdRm,
+	"prune":   cmdPrune,
 }
 
 // run executes the command line args (without the program name), writing

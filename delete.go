@@ -1,0 +1,328 @@
+package sessionstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"runtime"
+	"strings"
+
+	"github.com/google/uuid"
+
+	"github.com/sessionstore/sessionstore/internal/vfs"
+)
+
+// Deleting a session
+//
+// A session is deleted in two steps, so that a crash leaves it whole or
+// gone and never half removed:
+//
+//  1. under the session's lock and catalogue.lock, its directory is
+//     renamed into the root's trash directory, under a name of its own
+//     ("<id>.<nonce>"), and both directories are synced; the catalogue
+//     gets a pending record for the id (catalogue.go). The rename is the
+//     commit point: before it the session is whole where it was, after
+//     it the sessions directory has no entry for it, so List, ListRecent,
+//     Meta and every call that opens it see no session.
+//  2. the files under the trash entry are removed, deepest first, and the
+//     trash directory synced.
+//
+// What a crash leaves in the trash is removed by the next Open of a
+// writable store, Delete, Prune or GCStore (purgeTrash): nothing there is
+// ever read again.
+
+// trashDir is the root-level directory sessions are moved into to be
+// deleted; part of the layout.
+const trashDir = "trash"
+
+// Delete removes a session and everything stored in its directory: its
+// chunks, index, HEAD, session.json, and its blobs (blobs live in their
+// session's directory; no other session refers to them, since a fork
+// reads its parent's files and a parent with forks is not deleted).
+//
+// If this Store has the session open, Delete waits (while ctx allows)
+// until no call uses it, closes it, and keeps other calls of this Store
+// from opening it until the delete is done; they then get ErrNotFound.
+// Its subscriptions in this Store end, their Err matching ErrNotFound.
+// Delete refuses a session another writer holds (another Store, in this
+// process or another: its lock file is held) with ErrLocked, or with
+// Options.WaitForLock waits for it while ctx allows. It refuses, with an
+// error matching ErrHasForks that names them, a session that any session
+// List returns names in Meta.ForkedFrom, read from each session.json (a
+// fork created while Delete runs is not seen, nor one whose session.json
+// cannot be read).
+// Deleting a session the store does not hold returns nil, so Delete is
+// idempotent, and two Deletes of one id at once are safe: one removes it,
+// the other returns nil or ErrLocked.
+//
+// Durability: when Delete returns nil, the session is durably gone: its
+// directory's move out of the sessions directory is synced, and no crash
+// brings it back. A crash during Delete leaves the session either whole
+// (it opens with every acknowledged event, undamaged) or gone; files a
+// crash leaves in the trash are removed by the next Open of a writable
+// store, Delete, Prune or GCStore. An error after the move is durable
+// (recording it in the catalogue, removing the files) is logged, not
+// returned: the session is gone, its files are removed later, and the
+// catalogue notices the change by its directory stamp. A reader in another process (a read-only Store) that
+// has the session's files open may see them disappear.
+//
+// Errors: ErrReadOnly; ErrLocked; ErrHasForks; ErrClosed; a context
+// error; errors.ErrUnsupported with Options.Remote (deleting a session's
+// objects is not implemented); the file system error that stopped the
+// move (the session is then whole; or, when a directory sync after the
+// rename failed, gone from this Store, but a crash may bring it back
+// whole).
+func (s *Store) Delete(ctx context.Context, session uuid.UUID) error {
+	if err := s.checkDeletable(); err != nil {
+		return err
+	}
+	forks, _, err := s.forkIndex(ctx)
+	if err != nil {
+		return err
+	}
+	if err := s.begin(ctx); err != nil {
+		return err
+	}
+	defer s.end()
+	s.purgeTrash()
+	if f := forks[session]; len(f) > 0 {
+		return forksError(session, f)
+	}
+	return s.deleteSession(ctx, session)
+}
+
+// checkDeletable returns the error of Delete and Prune for a store they
+// cannot delete from.
+func (s *Store) checkDeletable() error {
+	if s.opts.ReadOnly {
+		return ErrReadOnly
+	}
+	if s.opts.Remote != nil {
+		return fmt.Errorf("sessionstore: delete with Options.Remote: %w", errors.ErrUnsupported)
+	}
+	return nil
+}
+
+// forkIndex returns, for each session that forks name in
+// Meta.ForkedFrom, those forks' ids, and the metadata of every session
+// (List's, with ForkedFrom read from session.json: the catalogue does
+// not hold it). Sessions whose session.json cannot be read are left out.
+func (s *Store) forkIndex(ctx context.Context) (map[uuid.UUID][]uuid.UUID, []Meta, error) {
+	metas, err := s.List(ctx)
+	var le *ListError
+	if err != nil && !errors.As(err, &le) {
+		return nil, nil, err
+	}
+	root := filepath.Join(s.dir, sessionsDir)
+	workers := min(runtime.GOMAXPROCS(0), (len(metas)+listBatch-1)/listBatch)
+	bufs := make([][]byte, max(workers, 1))
+	forEach(len(metas), workers, func(w, i int) {
+		if ctx.Err() != nil {
+			return
+		}
+		id := metas[i].ID
+		m, _, buf, err := readMetaInto(s.opts.fs, filepath.Join(root, id.String()), id, bufs[w])
+		bufs[w] = buf
+		if err == nil {
+			metas[i].ForkedFrom = m.ForkedFrom
+		}
+	})
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
+	return forksOf(metas), metas, nil
+}
+
+// forksOf maps each session forks name to those forks' ids.
+func forksOf(metas []Meta) map[uuid.UUID][]uuid.UUID {
+	out := map[uuid.UUID][]uuid.UUID{}
+	for _, m := range metas {
+		if m.ForkedFrom != nil && m.ForkedFrom.Session != m.ID {
+			out[m.ForkedFrom.Session] = append(out[m.ForkedFrom.Session], m.ID)
+		}
+	}
+	return out
+}
+
+// forksError is Delete's error for session, which forks read from.
+func forksError(session uuid.UUID, forks []uuid.UUID) error {
+	names := make([]string, len(forks))
+	for i, f := range forks {
+		names[i] = f.String()
+	}
+	return fmt.Errorf("%w: session %s is forked by %s", ErrHasForks, session, strings.Join(names, ", "))
+}
+
+// deleteSession is Delete after its checks, inside a call Close waits for.
+func (s *Store) deleteSession(ctx context.Context, id uuid.UUID) error {
+	fsys := s.opts.fs
+	dir := s.sessionDir(id)
+	if _, err := fsys.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	} else if err != nil {
+		return fmt.Errorf("sessionstore: delete session %s: %w", id, err)
+	}
+	release, err := s.reg.hold(ctx, id)
+	if err != nil {
+		return err
+	}
+	defer release()
+	lk, err := s.reg.lockSession(ctx, filepath.Join(dir, lockName))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil // deleted meanwhile
+	}
+	if err != nil {
+		return err
+	}
+	nonce, err := s.opts.newID()
+	if err != nil {
+		lk.Close()
+		return err
+	}
+	name := id.String() + "." + nonce.String()
+	var moved bool
+	var moveErr error
+	err = s.cat.willWrite(id, func() (bool, error) {
+		if _, err := fsys.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+			return true, nil
+		}
+		moved, moveErr = moveToTrash(fsys, s.dir, dir, name, s.opts.DirMode)
+		return false, moveErr
+	})
+	if cerr := lk.Close(); cerr != nil {
+		s.opts.Logger.Warn("sessionstore: releasing a deleted session's lock", "session", id, "err", cerr)
+	}
+	switch {
+	case !moved && err != nil:
+		return fmt.Errorf("sessionstore: delete session %s: %w", id, err)
+	case !moved:
+		return nil // deleted meanwhile
+	case moveErr != nil:
+		return fmt.Errorf("sessionstore: delete session %s (moved aside, but a crash may bring it back): %w", id, moveErr)
+	case err != nil:
+		// The move is durable; the catalogue's record of it is not, so
+		// its directory stamp is behind, which sends ListRecent to
+		// List and the next writer to a rewrite (catalogue.go).
+		s.opts.Logger.Warn("sessionstore: recording a delete in the catalogue", "session", id, "err", err)
+	}
+	s.hub.end(id, fmt.Errorf("%w: session %s was deleted", ErrNotFound, id))
+	trash := filepath.Join(s.dir, trashDir)
+	if err := removeTree(fsys, filepath.Join(trash, name)); err != nil {
+		s.opts.Logger.Warn("sessionstore: removing a deleted session's files (left in the trash)", "session", id, "err", err)
+		return nil
+	}
+	if err := fsys.SyncDir(trash); err != nil {
+		s.opts.Logger.Warn("sessionstore: syncing the trash", "session", id, "err", err)
+	}
+	return nil
+}
+
+// moveToTrash renames session directory dir to the trash directory of
+// root under name, creating the trash durably first, and syncs both
+// directories: when it returns nil the move is durable. renamed says
+// whether the rename was made (after it, a crash may leave the session
+// gone).
+func moveToTrash(fsys vfs.FS, root, dir, name string, perm fs.FileMode) (renamed bool, err error) {
+	trash := filepath.Join(root, trashDir)
+	if _, err := fsys.Stat(trash); errors.Is(err, fs.ErrNotExist) {
+		if err := fsys.MkdirAll(trash, perm); err != nil {
+			return false, err
+		}
+		if err := fsys.SyncDir(root); err != nil {
+			return false, err
+		}
+	} else if err != nil {
+		return false, err
+	}
+	if err := fsys.Rename(dir, filepath.Join(trash, name)); err != nil {
+		return false, err
+	}
+	if err := fsys.SyncDir(filepath.Dir(dir)); err != nil {
+		return true, err
+	}
+	return true, fsys.SyncDir(trash)
+}
+
+// removeTree removes path and everything under it, deepest first. A
+// file already gone is not an error.
+func removeTree(fsys vfs.FS, path string) error {
+	info, err := fsys.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if info.IsDir() {
+		names, err := fsys.ReadDir(path)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		for _, n := range names {
+			if err := removeTree(fsys, filepath.Join(path, n)); err != nil {
+				return err
+			}
+		}
+	}
+	if err := fsys.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// purgeTrash removes what deletes left in the trash (a crash, or a
+// failed removal), and returns the bytes it freed. Failures are logged:
+// the trash is only ever removed, never read, so what stays costs space
+// alone. Deletes of other processes may be removing the same files.
+func (s *Store) purgeTrash() int64 {
+	if s.opts.ReadOnly {
+		return 0
+	}
+	fsys := s.opts.fs
+	trash := filepath.Join(s.dir, trashDir)
+	names, err := fsys.ReadDir(trash)
+	if err != nil || len(names) == 0 {
+		return 0
+	}
+	var freed int64
+	for _, n := range names {
+		path := filepath.Join(trash, n)
+		size, _ := treeSize(fsys, path)
+		if err := removeTree(fsys, path); err != nil {
+			s.opts.Logger.Warn("sessionstore: emptying the trash", "path", path, "err", err)
+			continue
+		}
+		freed += size
+	}
+	if err := fsys.SyncDir(trash); err != nil {
+		s.opts.Logger.Warn("sessionstore: syncing the trash", "err", err)
+	}
+	return freed
+}
+
+// treeSize returns the bytes of the files under path (path itself if a
+// file).
+func treeSize(fsys vfs.FS, path string) (int64, error) {
+	info, err := fsys.Stat(path)
+	if err != nil {
+		return 0, err
+	}
+	if !info.IsDir() {
+		return info.Size(), nil
+	}
+	names, err := fsys.ReadDir(path)
+	if err != nil {
+		return 0, err
+	}
+	var total int64
+	for _, n := range names {
+		size, err := treeSize(fsys, filepath.Join(path, n))
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return total, err
+		}
+		total += size
+	}
+	return total, nil
+}

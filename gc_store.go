@@ -1,0 +1,83 @@
+package sessionstore
+
+import (
+	"context"
+	"errors"
+
+	"github.com/google/uuid"
+)
+
+// Store-wide blob collection.
+//
+// Blobs live in their session's directory (blob.go), and no session
+// refers to another's blobs: a fork reads its parent's events, with their
+// blobs, from the parent's files, and the parent's GC keeps every blob its
+// own index names. So collecting the whole store is collecting each
+// session, each under its own handle exactly as GC does (beside appends
+// in flight, which count their blobs in writingBlobs first), plus
+// emptying the trash of what deletes left behind.
+
+// StoreGCReport says what GCStore removed.
+type StoreGCReport struct {
+	GCReport               // summed over the sessions collected
+	Sessions   int         // sessions collected
+	TrashBytes int64       // bytes removed from the trash (what deletes left)
+	Skipped    []GCSkipped // sessions not collected, and why
+}
+
+// GCSkipped is a session GCStore did not collect.
+type GCSkipped struct {
+	ID  uuid.UUID
+	Err error // GC's error: ErrLocked, a *CorruptionError, ...
+}
+
+// GCStore runs GC on every session List returns, one after another, and
+// removes what deletes left in the trash. It is safe beside appends in
+// flight, in this Store (each session is collected under its handle, as
+// GC is) and in others: a session another writer holds is skipped with
+// ErrLocked, as is one GC refuses for any other reason (a damaged one, a
+// failed one), and the others are still collected. Sessions it opens
+// stay open, subject to Options.MaxOpenSessions, as after any call.
+//
+// Durability: as GC, for each session: its removals are durable (the
+// directories synced) before GCStore moves on; a crash loses none of the
+// blobs that an event refers to.
+//
+// Errors: ErrReadOnly; ErrClosed; a context error (the report then holds
+// what was collected so far); List's error other than a *ListError.
+func (s *Store) GCStore(ctx context.Context) (StoreGCReport, error) {
+	var rep StoreGCReport
+	if s.opts.ReadOnly {
+		return rep, ErrReadOnly
+	}
+	metas, err := s.List(ctx)
+	var le *ListError
+	if err != nil && !errors.As(err, &le) {
+		return rep, err
+	}
+	for _, m := range metas {
+		if err := ctx.Err(); err != nil {
+			return rep, err
+		}
+		r, err := s.GC(ctx, m.ID)
+		switch {
+		case errors.Is(err, ErrClosed), ctx.Err() != nil:
+			return rep, err
+		case errors.Is(err, ErrNotFound):
+			continue // deleted meanwhile
+		case err != nil:
+			rep.Skipped = append(rep.Skipped, GCSkipped{ID: m.ID, Err: err})
+			continue
+		}
+		rep.Sessions++
+		rep.Kept += r.Kept
+		rep.Removed += r.Removed
+		rep.Bytes += r.Bytes
+	}
+	if err := s.begin(ctx); err != nil {
+		return rep, err
+	}
+	defer s.end()
+	rep.TrashBytes = s.purgeTrash()
+	return rep, nil
+}
