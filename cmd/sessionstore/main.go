@@ -5,7 +5,7 @@
 //
 //	cd cmd && go run ./sessionstore ls <root>
 //
-// Every command but gc and repair opens the store with Options.ReadOnly, so
+// Every command but gc, repair and the lanes subcommands opens the store with Options.ReadOnly, so
 // it takes no lock, writes nothing and is safe beside a running writer. Run
 // it with no arguments for the list of commands.
 package main
@@ -40,9 +40,9 @@ const (
 
 const usage = `usage: sessionstore <command> [flags] <root> [arguments]
 
-Inspects the sessions stored under <root>. Every command but gc and repair
-opens the store read-only (no lock, nothing written), so it is safe beside
-a writer.
+Inspects the sessions stored under <root>. Every command but gc, repair
+and the lanes subcommands opens the store read-only (no lock, nothing
+written), so it is safe beside a writer.
 
 commands:
   ls     [-json] <root>                       list the sessions
@@ -56,6 +56,10 @@ commands:
                                               (opens the session for writing)
   gc     <root> <session>                     remove blobs no event refers to
                                               (opens the session for writing)
+  lanes  <root> <session>                     the named branches (lanes), "*" the active one
+  lanes  <root> <session> create|move <name> <event>
+  lanes  <root> <session> switch|delete <name>
+                                              change them (opens the session for writing)
   help                                        this text
 
 A session or event is named by its full id or by a unique prefix of the id
@@ -77,6 +81,7 @@ var commands = map[string]command{
 	"verify": cmdVerify,
 	"repair": cmdRepair,
 	"gc":     cmdGC,
+	"lanes":  cmdLanes,
 }
 
 // run executes the command line args (without the program name), writing
