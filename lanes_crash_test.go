@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -13,13 +14,17 @@ import (
 	"github.com/sessionstore/sessionstore/internal/vfs"
 )
 
-// laneCrashSeedsEnv sizes TestLaneCrashPoints: the KeepRandomSectors
-// seeds per crash point (every other crash mode gets one state).
+// laneCrashSeedsEnv sizes TestLaneCrashPoints: set, every crash mode is
+// checked at every crash point, KeepRandomSectors with that many seeds
+// ("all": laneCrashSeedsAll); unset, a sample of modes (laneSampleModes).
 const (
-	laneCrashSeedsEnv     = "SESSIONSTORE_LANE_CRASH_SEEDS"
-	laneCrashSeedsDefault = 2
-	laneCrashSeedsAll     = 32
+	laneCrashSeedsEnv = "SESSIONSTORE_LANE_CRASH_SEEDS"
+	laneCrashSeedsAll = 32
 )
+
+// laneSampleModes are the crash modes checked by default: what was synced
+// only, and unsynced sectors and directory changes kept or lost at random.
+var laneSampleModes = []vfs.CrashMode{vfs.KeepSynced, vfs.KeepRandomSectors}
 
 // laneState is what a reopened session says of its lanes and where its
 // next event goes.
@@ -48,12 +53,16 @@ func readLaneState(t *testing.T, s *Store, id uuid.UUID) laneState {
 // lanes and next parent are exactly the old ones or exactly the new ones;
 // and every lane names an event the session holds.
 //
-// SESSIONSTORE_LANE_CRASH_SEEDS=N checks N KeepRandomSectors states per
-// crash point (default 2; "all" is 32) besides one of every other mode.
+// Every crash point is checked. By default each gets two states
+// (laneSampleModes, one seed); SESSIONSTORE_LANE_CRASH_SEEDS=N checks
+// every crash mode, KeepRandomSectors with N seeds ("all" is 32).
 func TestLaneCrashPoints(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	seeds := testSize(t, laneCrashSeedsEnv, laneCrashSeedsDefault, laneCrashSeedsAll)
+	modes, seeds := laneSampleModes, 1
+	if os.Getenv(laneCrashSeedsEnv) != "" {
+		modes, seeds = vfs.CrashModes, testSize(t, laneCrashSeedsEnv, 1, laneCrashSeedsAll)
+	}
 	type step func(s *Store, id uuid.UUID, evs []Event) error
 	tests := []struct {
 		name string
@@ -181,7 +190,7 @@ func TestLaneCrashPoints(t *testing.T) {
 				points++
 				var pe *fs.PathError
 				require.ErrorAs(t, m.PowerCut(), &pe)
-				for _, st := range laneCrashStates(m, k, seeds) {
+				for _, st := range laneCrashStates(m, k, modes, seeds) {
 					states++
 					name, c := st.name, st.fs
 					where := fmt.Sprintf("%s (cut at %s %s)", name, pe.Op, filepath.Base(pe.Path))
@@ -229,10 +238,11 @@ func withLane(s *Store, id uuid.UUID, evs []Event) error {
 	return s.CreateLane(context.Background(), id, "alt", evs[0].ID)
 }
 
-// laneCrashStates is dirCrashStates with seeds KeepRandomSectors states.
-func laneCrashStates(m *vfs.MemFS, k, seeds int) []dirCrashState {
+// laneCrashStates is dirCrashStates for modes, with seeds
+// KeepRandomSectors states.
+func laneCrashStates(m *vfs.MemFS, k int, modes []vfs.CrashMode, seeds int) []dirCrashState {
 	var out []dirCrashState
-	for _, mode := range vfs.CrashModes {
+	for _, mode := range modes {
 		n := 1
 		if mode == vfs.KeepRandomSectors {
 			n = seeds
