@@ -216,8 +216,14 @@ func readLanes(fsys vfs.FS, dir string) (*laneSet, error) {
 // the next append. A damaged file is kept in h.lanesErr and logged; the
 // session opens.
 func (h *openSession) openLanes() error {
-	if err := removeIfExists(h.opts.fs, filepath.Join(h.dir, lanesFile+".tmp")); err != nil {
-		return err
+	// A crash during a replace may leave its temporary file (replaceFile
+	// truncates it when it writes the next one). Stat first: an open
+	// without one changes nothing.
+	tmp := filepath.Join(h.dir, lanesFile+".tmp")
+	if _, err := h.opts.fs.Stat(tmp); err == nil {
+		if err := removeIfExists(h.opts.fs, tmp); err != nil {
+			return err
+		}
 	}
 	ls, err := h.files.readLanes()
 	if err == nil && ls == nil {
@@ -254,6 +260,35 @@ func (h *openSession) checkLanes(ls *laneSet) error {
 		}
 	}
 	return nil
+}
+
+// verifyLanes adds to r the damage of dir's lanes file, if any: a file
+// that is not whole, or a lane naming an event that is not among the
+// valid records seen.
+func verifyLanes(fsys vfs.FS, dir string, seen map[uuid.UUID]location, r *VerifyReport) error {
+	ls, err := readLanes(fsys, dir)
+	var ce *CorruptionError
+	switch {
+	case errors.As(err, &ce):
+		r.problem(ce)
+		return nil
+	case err != nil:
+		return err
+	case ls == nil:
+		return nil
+	}
+	for _, name := range slices.Sorted(maps.Keys(ls.lanes)) {
+		if t := ls.lanes[name].tip; !hasKey(seen, t) {
+			r.problem(&CorruptionError{Path: filepath.Join(dir, lanesFile), Err: fmt.Errorf("lane %q names event %s, which the session does not hold", name, t)})
+			return nil
+		}
+	}
+	return nil
+}
+
+func hasKey[K comparable, V any](m map[K]V, k K) bool {
+	_, ok := m[k]
+	return ok
 }
 
 // laneView is the lanes of a session as of now: ls with the active lane's

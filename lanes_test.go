@@ -309,6 +309,10 @@ func TestLanesDamagedFile(t *testing.T) {
 			writeMemFile(t, m, path, bad)
 
 			s = openMem(t, m, o)
+			r, err := s.Verify(ctx, id)
+			require.NoError(t, err)
+			require.Len(t, r.Problems, 1, "Verify reports the damage")
+			assert.Equal(t, path, r.Problems[0].Path)
 			_, err = s.Lanes(ctx, id)
 			var ce *CorruptionError
 			require.ErrorAs(t, err, &ce)

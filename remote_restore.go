@@ -154,10 +154,7 @@ func (r *remoteFiles) reconcileLanes(want []byte) error {
 	case err != nil && !errors.Is(err, fs.ErrNotExist):
 		return err
 	case want == nil && err == nil:
-		if err := removeIfExists(fsys, filepath.Join(r.dir, lanesFile)); err != nil {
-			return err
-		}
-		return fsys.SyncDir(r.dir)
+		return removeIfExists(fsys, filepath.Join(r.dir, lanesFile))
 	case want != nil && !bytes.Equal(old, want):
 		return replaceFile(fsys, r.dir, lanesFile, want, r.perm)
 	}
