@@ -429,7 +429,9 @@ func unknownLane(name string, id uuid.UUID) error {
 //
 // Errors: ErrNotFound for an unknown session; a *CorruptionError naming
 // lanes.json when the file is damaged or names an event the session does
-// not hold; ErrLocked; ErrClosed.
+// not hold; ErrUnsupportedFormat for a lanes file of a newer version
+// (opening the session for writing fails with it too: a writer never
+// replaces a file it cannot read); ErrLocked; ErrClosed.
 func (s *Store) Lanes(ctx context.Context, session uuid.UUID) ([]Lane, error) {
 	var out []Lane
 	err := s.withHandle(ctx, session, func(h *openSession) error {
