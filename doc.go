@@ -12,6 +12,13 @@
 // the next event. Because nothing but Append moves HEAD, HEAD is always the
 // newest event in log order.
 //
+// Lanes are named branches that survive a restart ([Store.CreateLane],
+// [Store.MoveLane], [Store.DeleteLane], [Store.SwitchLane], [Store.Lanes]):
+// the active lane's tip is HEAD, and a switch or a move of the active
+// lane is a durable pending parent, in effect after Close or a crash
+// until the next Append. A session without lanes has one implicit,
+// active lane, [DefaultLane] (lanes.go).
+//
 // Compaction is an event too: [Store.Compact] records a structured
 // [Summary] as a KindCompaction event, and [Store.Load] stops at the newest
 // compaction on the path (returning it, the events it keeps verbatim from
@@ -40,6 +47,8 @@
 //	<root>/sessions/<session-id>/
 //	  session.json        metadata (name, working dir, model, times, format)
 //	  HEAD                id of the newest event, a checkpoint (see below)
+//	  lanes.json          the lanes, once a lane call made one: the active
+//	                      lane and the others' tips, one CRC-framed line
 //	  LOCK                flock'ed by the one writer of the session
 //	  index.jsonl         one line per event of the plain chunks: where its
 //	                      record is (a sealed chunk embeds its own lines)
@@ -239,6 +248,11 @@
 // Replacing HEAD on every Append would cost more than the fdatasync itself
 // on common file systems (ext4 flushes a file renamed over another), and
 // the four syncs of a fully eager protocol would cost four times as much.
+//
+// The lanes file is replaced atomically (the same protocol) by every lane
+// call that changes a lane, and is durable when the call returns; it names
+// only events already durable, and is not written by appends (the active
+// lane's tip is HEAD).
 //
 // Metadata is replaced atomically and synced by [Store.Create] and
 // [Store.UpdateMeta], each between the catalogue's synced pending record
@@ -467,6 +481,9 @@
 //     cannot write one) and a copy, meta/<id>/<n>, from which List, ListRecent
 //     and Meta read; the newest number wins, so no concurrent change is
 //     lost.
+//   - Lanes: each lanes.json is a log object, and the state of every
+//     later marker carries it, so a Store restoring the session gets the
+//     lanes of the newest acknowledged change.
 //
 // What a remote does not cover yet: read-only Stores (Options.ReadOnly
 // with a Remote is refused), GC of remote blobs (GC removes local files

@@ -50,11 +50,11 @@ import (
 //     whole.
 //   - A blob (putBlob): the record, addressed by its SHA-256, durable with
 //     its name before the line naming it is written.
-//   - The metadata (putMeta) and the HEAD checkpoint (putHead): each
-//     replaced atomically, the old or the new content whole after a crash,
-//     the new one durable on return.
+//   - The metadata (putMeta), the HEAD checkpoint (putHead) and the lanes
+//     file (putLanes, lanes.go): each replaced atomically, the old or the
+//     new content whole after a crash, the new one durable on return.
 //
-// Reads: readMeta, readBlob (verified against its digest) and
+// Reads: readMeta, readLanes, readBlob (verified against its digest) and
 // chunkReader (records by location, checked by their CRC-32C).
 type durableFiles interface {
 	createChunk(n uint32) (activeChunk, error)
@@ -65,6 +65,8 @@ type durableFiles interface {
 	putMeta(b []byte) error
 	readMeta(id uuid.UUID) (Meta, int, error)
 	putHead(id uuid.UUID) error
+	putLanes(b []byte) error
+	readLanes() (*laneSet, error) // nil, nil when the session has no lanes file
 	chunkReader() *chunkReader
 	// release ends the session's use of the files when it closes: a
 	// remote session's lease (remote.go); nothing for local files.
@@ -183,6 +185,14 @@ func (l *localFiles) readMeta(id uuid.UUID) (Meta, int, error) {
 
 func (l *localFiles) putHead(id uuid.UUID) error {
 	return writeHead(l.fsys, l.dir, id, l.perm)
+}
+
+func (l *localFiles) putLanes(b []byte) error {
+	return replaceFile(l.fsys, l.dir, lanesFile, b, l.perm)
+}
+
+func (l *localFiles) readLanes() (*laneSet, error) {
+	return readLanes(l.fsys, l.dir)
 }
 
 func (l *localFiles) release(bool) error { return nil }

@@ -100,6 +100,19 @@ var (
 	ErrRemoteUnsupported = errors.New("sessionstore: not supported with Options.Remote")
 )
 
+// Errors returned by the lane calls (CreateLane, MoveLane, DeleteLane,
+// SwitchLane; lanes.go), beside ErrNotFound for an unknown lane or event
+// and ErrExists for a lane name taken; nothing is written when they are
+// returned.
+var (
+	// ErrInvalidLane reports a lane name the store refuses (empty, over
+	// MaxLaneName bytes, not valid UTF-8, or holding a control
+	// character), or a lane beyond MaxLanes.
+	ErrInvalidLane = errors.New("sessionstore: invalid lane")
+	// ErrActiveLane is returned by DeleteLane for the active lane.
+	ErrActiveLane = errors.New("sessionstore: lane is active")
+)
+
 // CorruptionError reports stored data that is complete but invalid: a
 // record whose checksum or contents are wrong, an index entry that
 // disagrees with its chunk, a record that names an unknown parent. It

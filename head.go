@@ -87,7 +87,10 @@ func (s *Store) Head(ctx context.Context, session uuid.UUID) (uuid.UUID, error) 
 // phase of a branch switch. HEAD does not move and nothing is written; the
 // next Append becomes a child of from with BranchFrom set to from, and only
 // then does HEAD move. The selection lives in memory only: Close or a crash
-// forgets it. Branch to the current HEAD cancels a pending selection.
+// forgets it (for a durable one, see SwitchLane and MoveLane: after a
+// reopen the next parent is the active lane's tip again). Branch to the
+// current HEAD cancels a pending selection. The append it chooses moves
+// the active lane, whose tip is HEAD.
 //
 // Errors: ErrNotFound when from is not in the session; ErrLocked; ErrClosed.
 func (s *Store) Branch(ctx context.Context, session, from uuid.UUID) error {
@@ -108,7 +111,8 @@ func (s *Store) Branch(ctx context.Context, session, from uuid.UUID) error {
 }
 
 // NextParent returns the event the next Append will be a child of: the
-// pending Branch selection if there is one, else HEAD (uuid.Nil for an
+// pending Branch selection, or the tip of a lane switched to or moved and
+// not appended to yet, if there is one, else HEAD (uuid.Nil for an
 // empty session), and whether the next event will start a branch.
 //
 // Errors: ErrNotFound, ErrLocked, ErrClosed.

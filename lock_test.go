@@ -58,6 +58,7 @@ const testBlobThreshold = 16 << 10
 //	                (with its parent and record digest in the "digest"
 //	                variant); see apiAppendLoop; SESSIONSTORE_TEST_LOOP
 //	                selects variants
+//	lane-loop       change lanes and append forever (lanes_kill_test.go)
 func apiHelper(mode, dir, session string) string {
 	ctx := context.Background()
 	id, err := uuid.Parse(session)
@@ -66,6 +67,9 @@ func apiHelper(mode, dir, session string) string {
 	}
 	if mode == "append-loop" {
 		return apiAppendLoop(dir, id, os.Getenv(apiSeedEnv), os.Getenv(apiLoopEnv))
+	}
+	if mode == "lane-loop" {
+		return laneLoop(dir, id, os.Getenv(apiSeedEnv)) // lanes_kill_test.go
 	}
 	s, err := Open(dir, nil)
 	if err != nil {

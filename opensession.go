@@ -97,7 +97,9 @@ type openSession struct {
 
 	memIndex            // the events in memory: none (lazy), from HEAD on (appending), or all
 	headEntry *entry    // HEAD's entry while the memIndex does not hold it (lazy; failed before its index loads)
-	pending   uuid.UUID // parent chosen by Branch, uuid.Nil if none
+	pending   uuid.UUID // parent chosen by Branch or by a lane switch or move, uuid.Nil if none
+	lanes     *laneSet  // the lanes file (lanes.go); nil: none, the implicit lane
+	lanesErr  error     // the damage of the lanes file, which lane calls return
 	revision  Revision  // of the files when a read-only session last looked (readonly.go)
 	repaired  []string  // repairs reconciliation made that Repair has not returned
 	line      []byte    // reused encoding buffer
@@ -369,6 +371,9 @@ func (h *openSession) open(ctx context.Context, lockSession func(string) (io.Clo
 	case create == nil && h.openLazy():
 	default:
 		err = h.reconcile()
+	}
+	if err == nil {
+		err = h.openLanes()
 	}
 	ok = err == nil
 	return err

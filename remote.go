@@ -41,6 +41,8 @@ import (
 //     immutable object the header names (uploaded before the record);
 //   - meta: a new session.json (its payload), also copied to
 //     meta/<id>/<n> for List;
+//   - lanes: a new lanes file (its payload; lanes.go), which the state
+//     of later markers carries;
 //   - markers: create (the session's first object), open (a Store took
 //     the session), release (Close let it go). A marker's header holds
 //     the whole state of the log before it (remoteState: the sealed
@@ -95,6 +97,7 @@ const (
 	logData    = "data"
 	logSeal    = "seal"
 	logMeta    = "meta"
+	logLanes   = "lanes"
 )
 
 func isMarker(kind string) bool {
@@ -124,8 +127,9 @@ type logHeader struct {
 // remoteState is what the log holds, as of some object.
 type remoteState struct {
 	Sealed []sealedObject `json:"sealed"`
-	Live   []logPiece     `json:"live"` // data objects of chunks not sealed, in log order
-	Dead   []seqRange     `json:"dead"` // data objects of sealed chunks, not deleted yet
+	Live   []logPiece     `json:"live"`           // data objects of chunks not sealed, in log order
+	Dead   []seqRange     `json:"dead"`           // data objects of sealed chunks, not deleted yet
+	Lanes  []byte         `json:"lanes,omitzero"` // the lanes file (lanes.go), nil for none
 }
 
 // sealedObject is a sealed chunk's object.
@@ -144,7 +148,7 @@ type logPiece struct {
 }
 
 func (st *remoteState) clone() *remoteState {
-	return &remoteState{Sealed: slices.Clone(st.Sealed), Live: slices.Clone(st.Live), Dead: slices.Clone(st.Dead)}
+	return &remoteState{Sealed: slices.Clone(st.Sealed), Live: slices.Clone(st.Live), Dead: slices.Clone(st.Dead), Lanes: slices.Clone(st.Lanes)}
 }
 
 func (st *remoteState) sealed(c uint32) (sealedObject, bool) {
@@ -648,6 +652,23 @@ func (r *remoteFiles) putMeta(b []byte) error {
 	return nil
 }
 
+// putLanes replaces the lanes file locally, then records it in the log;
+// the state of the markers after it carries it.
+func (r *remoteFiles) putLanes(b []byte) error {
+	if err := r.localFiles.putLanes(b); err != nil {
+		return err
+	}
+	ctx, cancel := r.ctx()
+	defer cancel()
+	r.logMu.Lock()
+	defer r.logMu.Unlock()
+	if _, err := r.putLogLocked(ctx, &logHeader{Kind: logLanes}, b); err != nil {
+		return err
+	}
+	r.state.Lanes = slices.Clone(b)
+	return nil
+}
+
 // copyMeta writes meta/<id>/<seq> for List and deletes older copies. A
 // failure is logged: List shows the older copy until the next one.
 func (r *remoteFiles) copyMeta(ctx context.Context, seq uint64, b []byte) {
@@ -872,6 +893,8 @@ func (r *remoteFiles) readView(ctx context.Context) (*logView, error) {
 			v.payloads[seqs[i]] = g.payload
 		case logMeta:
 			v.meta = g.payload
+		case logLanes:
+			v.state.Lanes = g.payload
 		}
 		v.state.apply(seqs[i], g.h)
 	}

@@ -27,7 +27,8 @@ import (
 //     held (the directory never loses what it held then), and cut to the
 //     log's end: bytes after it were never acknowledged;
 //   - chunks the log does not hold are removed (never acknowledged);
-//   - session.json becomes the log's;
+//   - session.json and the lanes file become the log's (a lanes file the
+//     log does not hold goes: its change was never acknowledged);
 //   - when a chunk changed, index.jsonl and HEAD go: the open rebuilds
 //     them from the chunks.
 //
@@ -140,6 +141,22 @@ func (r *remoteFiles) reconcileLocal(ctx context.Context, v *logView) error {
 		if err := replaceFile(fsys, r.dir, metaFile, v.meta, r.perm); err != nil {
 			return err
 		}
+	}
+	return r.reconcileLanes(v.state.Lanes)
+}
+
+// reconcileLanes makes the local lanes file hold want, the log's (none
+// when want is nil).
+func (r *remoteFiles) reconcileLanes(want []byte) error {
+	fsys := r.fsys
+	old, err := vfs.ReadFile(fsys, filepath.Join(r.dir, lanesFile))
+	switch {
+	case err != nil && !errors.Is(err, fs.ErrNotExist):
+		return err
+	case want == nil && err == nil:
+		return removeIfExists(fsys, filepath.Join(r.dir, lanesFile))
+	case want != nil && !bytes.Equal(old, want):
+		return replaceFile(fsys, r.dir, lanesFile, want, r.perm)
 	}
 	return nil
 }

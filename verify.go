@@ -74,9 +74,9 @@ func (r *VerifyReport) problem(err *CorruptionError) {
 
 // Verify checks a session without changing anything: every record's
 // checksum and encoding, every parent link and parent location, the
-// agreement of every index line with its record, HEAD, and the digest of
-// every blob a record refers
-// to (the structure checks run first and open no blob). It takes no lock,
+// agreement of every index line with its record, HEAD, the lanes file
+// (whole, naming only events the log holds), and the digest of every blob
+// a record refers to (the structure checks run first and open no blob). It takes no lock,
 // so it works on a session this or another Store or process is writing
 // (whose newest record may then show as a torn tail being written): it
 // reads HEAD before the chunks, stops using index.jsonl where the writer
@@ -249,6 +249,9 @@ func (s *Store) verify(ctx context.Context, session uuid.UUID) (*VerifyReport, e
 			r.problem(ce)
 		}
 		r.Blobs++
+	}
+	if err := verifyLanes(fsys, dir, check.seen, r); err != nil {
+		return nil, err
 	}
 	return r, nil
 }

@@ -6,10 +6,10 @@
 //
 //	cd cmd && go run ./sessionstore ls <root>
 //
-// Every command but gc, repair, upgrade, rm and prune (without -dry-run)
-// opens the store with Options.ReadOnly, so it takes no lock, writes
-// nothing and is safe beside a running writer. Run it with no arguments
-// for the list of commands.
+// Every command but gc, repair, upgrade, rm, prune (without -dry-run) and
+// the lanes subcommands that change lanes opens the store with
+// Options.ReadOnly, so it takes no lock, writes nothing and is safe beside
+// a running writer. Run it with no arguments for the list of commands.
 package main
 
 import (
@@ -43,8 +43,9 @@ const (
 const usage = `usage: sessionstore <command> [flags] <root> [arguments]
 
 Inspects the sessions stored under <root>. Every command but gc, repair,
-upgrade, rm and prune (without -dry-run) opens the store read-only (no lock,
-nothing written), so it is safe beside a writer.
+upgrade, rm, prune (without -dry-run) and the lanes subcommands that change
+lanes opens the store read-only (no lock, nothing written), so it is safe
+beside a writer.
 
 commands:
   ls     [-json] <root>                       list the sessions
@@ -66,6 +67,10 @@ commands:
   prune  [-dry-run] [-older-than d|time] [-keep n] [-label k=v]... [-dir path] <root>
                                               remove the sessions a retention policy selects,
                                               or with -dry-run list them (read-only)
+  lanes  <root> <session>                     the named branches (lanes), "*" the active one
+  lanes  <root> <session> create|move <name> <event>
+  lanes  <root> <session> switch|delete <name>
+                                              change them (opens the session for writing)
   help                                        this text
 
 A session or event is named by its full id or by a unique prefix of the id
@@ -90,6 +95,7 @@ var commands = map[string]command{
 	"upgrade": cmdUpgrade,
 	"rm":      cmdRm,
 	"prune":   cmdPrune,
+	"lanes":   cmdLanes,
 }
 
 // run executes the command line args (without the program name), writing
