@@ -1,10 +1,14 @@
 package sessionstore
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
@@ -278,4 +282,164 @@ func TestDeferCreateRemote(t *testing.T) {
 	require.NoError(t, a.Close())
 	c := open()
 	assert.Equal(t, []string{"a"}, loadTexts(t, c, meta.ID))
+}
+
+// deferWorkload defers two sessions on a store on fsys, appends to the
+// first, and closes. ready is called once the store is open and its
+// catalogue built (what the crash points count from); appended once the
+// Append returned nil.
+func deferWorkload(fsys vfs.FS, ready, appended func()) (used, unused Meta, err error) {
+	ctx := context.Background()
+	o := deterministic(Options{fs: fsys, DeferCreate: true})
+	s, err := Open(memRoot, &o)
+	if err != nil {
+		return used, unused, err
+	}
+	defer s.Close()
+	if _, err := s.List(ctx); err != nil {
+		return used, unused, err
+	}
+	ready()
+	if used, err = s.Create(ctx, Meta{Name: "used"}); err != nil {
+		return used, unused, err
+	}
+	if unused, err = s.Create(ctx, Meta{Name: "unused"}); err != nil {
+		return used, unused, err
+	}
+	if _, err = s.Append(ctx, used.ID, UserText("first")); err != nil {
+		return used, unused, err
+	}
+	appended()
+	return used, unused, s.Close()
+}
+
+// TestDeferCreateCrashPoints cuts the power at every mutating operation
+// of deferWorkload after the store is open (a sample by default, every
+// one with SESSIONSTORE_CRASH_STATES=all): in every crash state the
+// unused session does not exist, and the used one either does not exist
+// or has the metadata Create returned and at most its one event (exactly
+// one once Append returned).
+func TestDeferCreateCrashPoints(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	counting := false
+	total := 0
+	m0 := vfs.NewMemFS()
+	m0.SetFault(func(op vfs.Op, _ string) error {
+		if counting && vfs.Mutating(op) {
+			total++
+		}
+		return nil
+	})
+	_, _, err := deferWorkload(m0, func() { counting = true }, func() {})
+	require.NoError(t, err)
+	require.Positive(t, total)
+	// SESSIONSTORE_CRASH_STATES=all checks every crash point; by default
+	// about 18 of them, evenly spread, the first and the last included.
+	want := testSize(t, crashStatesEnv, 36, 2*total)
+	stride := max(1, (2*total+want-1)/want)
+	states := 0
+	for point := 1; point <= total; point = nextPoint(point, stride, total) {
+		m := vfs.NewMemFS()
+		armed, n, done := false, 0, false
+		m.SetFault(func(op vfs.Op, _ string) error {
+			if armed && vfs.Mutating(op) {
+				if n++; n == point {
+					return vfs.ErrPowerLoss
+				}
+			}
+			return nil
+		})
+		used, unused, err := deferWorkload(m, func() { armed = true }, func() { done = true })
+		require.ErrorIs(t, err, vfs.ErrPowerLoss, "crash point %d", point)
+		for i, mode := range []vfs.CrashMode{vfs.KeepSynced, vfs.KeepAll} {
+			states++
+			msg := fmt.Sprintf("crash point %d of %d, %s", point, total, mode)
+			o := deterministic(Options{fs: m.CrashClone(mode, uint64(point*10+i))})
+			s, err := Open(memRoot, &o)
+			require.NoError(t, err, msg)
+			list, err := s.List(ctx)
+			require.NoError(t, err, msg)
+			require.LessOrEqual(t, len(list), 1, msg)
+			_, err = s.Meta(ctx, unused.ID)
+			assert.ErrorIs(t, err, ErrNotFound, msg)
+			if len(list) == 0 {
+				assert.False(t, done && mode == vfs.KeepSynced, "%s: lost after Append returned", msg)
+				require.NoError(t, s.Close())
+				continue
+			}
+			assert.Equal(t, used, withUpdated(list[0], used.UpdatedAt), msg)
+			evs, err := s.Load(ctx, used.ID)
+			require.NoError(t, err, msg)
+			assert.LessOrEqual(t, len(evs), 1, msg)
+			if done && mode == vfs.KeepSynced {
+				assert.Len(t, evs, 1, msg)
+			}
+			require.NoError(t, s.Close())
+		}
+	}
+	t.Logf("deferred create crash states checked: %d (%d crash points)", states, total)
+}
+
+// nextPoint is the crash point after point, stride on, ending on total.
+func nextPoint(point, stride, total int) int {
+	if point < total && point+stride > total {
+		return total
+	}
+	return point + stride
+}
+
+// TestDeferCreateFaults fails the n-th mutating operation of the first
+// append: the append fails (unless only a derived file failed), nothing
+// stored is damaged, and a retry on the
+// same Store either writes the event into a whole session or, if the
+// failure came after session.json was made, reports the stopped session
+// (ErrSessionFailed), as an immediate Create does.
+func TestDeferCreateFaults(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	injected := errors.New("injected fault")
+	for n := 1; ; n++ {
+		m := vfs.NewMemFS()
+		s := openDeferred(t, m)
+		_, err := s.List(ctx)
+		require.NoError(t, err)
+		meta, err := s.Create(ctx, Meta{Name: "n"})
+		require.NoError(t, err)
+		f := vfs.FailNth(n, injected, vfs.OpCreate, vfs.OpWrite, vfs.OpSync, vfs.OpTruncate, vfs.OpRename, vfs.OpRemove, vfs.OpMkdir, vfs.OpSyncDir)
+		m.SetFault(f.Hook)
+		_, err = s.Append(ctx, meta.ID, UserText("x"))
+		m.SetFault(nil)
+		if !f.Fired() {
+			require.NoError(t, err)
+			require.Greater(t, n, 1)
+			return
+		}
+		if err != nil { // a failed write of a derived file (index.jsonl) is not an error
+			require.ErrorIs(t, err, injected, "fault %d", n)
+		}
+		_, err = s.Append(ctx, meta.ID, UserText("retry"))
+		if err != nil {
+			require.ErrorIs(t, err, ErrSessionFailed, "fault %d: retry", n)
+		}
+		require.NoError(t, s.Close())
+		r := openDeferred(t, m)
+		list, err := r.List(ctx)
+		require.NoError(t, err, "fault %d", n)
+		for _, got := range list {
+			assert.Equal(t, meta, withUpdated(got, meta.UpdatedAt), "fault %d", n)
+			evs, err := r.Load(ctx, meta.ID)
+			require.NoError(t, err, "fault %d", n)
+			assert.LessOrEqual(t, len(evs), 2, "fault %d", n)
+		}
+	}
+}
+
+// withUpdated is m with UpdatedAt at: the metadata as Create made it,
+// when a later write (the first append's) may have moved UpdatedAt on.
+func withUpdated(m Meta, at time.Time) Meta {
+	if !m.UpdatedAt.Before(at) {
+		m.UpdatedAt = at
+	}
+	return m
 }
