@@ -1204,6 +1204,8 @@ type catTail struct {
 	buf   []byte // whole lines not yet returned, and before them a part line
 	lines [][]byte
 	done  bool
+
+	decoded int // lines decoded, for the listing's cost (list.go)
 }
 
 // prev returns the entry before those returned, skipping ids skip says
@@ -1213,6 +1215,7 @@ func (t *catTail) prev(skip func(uuid.UUID) bool) (catRecord, bool, error) {
 		for len(t.lines) > 0 {
 			line := t.lines[len(t.lines)-1]
 			t.lines = t.lines[:len(t.lines)-1]
+			t.decoded++
 			r, err := decodeCatRecord(line)
 			if err != nil {
 				return r, false, err

@@ -205,7 +205,7 @@ func (it listItem) id() uuid.UUID {
 	return it.meta.ID
 }
 
-// listCost is what a page cost: catalogue entries decoded, and
+// listCost is what a page cost: snapshot lines decoded, and
 // session.json files stat'ed or read (for the benchmarks).
 type listCost struct {
 	entries, stats, reads int
@@ -372,12 +372,12 @@ func (c *catalogue) page(ctx context.Context, q Query, before *uuid.UUID, n int)
 			add(id, e, committed && !l.pending[id])
 			continue
 		}
-		cost.entries++
 		add(snapRec.id, catEntry{file: snapRec.file, meta: snapRec.meta}, snapRec.kind == kindEntry)
 		if snapRec, snapOK, err = tail.prev(skip); err != nil {
 			return nil, cost, false
 		}
 	}
+	cost.entries = tail.decoded
 	return items, cost, true
 }
 

@@ -500,3 +500,60 @@ func TestCatalogueFormat1Rebuilt(t *testing.T) {
 	assert.Equal(t, top.ID, entry.meta.ParentSession)
 	assert.Equal(t, 1, entry.meta.Depth)
 }
+
+// TestListPageSeek: on a snapshot of many blocks, a page from a cursor
+// starts at the cursor's place, found by binary search (it decodes about
+// a span's worth of entries, not the entries after the cursor), and
+// returns the right sessions from anywhere in the snapshot.
+func TestListPageSeek(t *testing.T) {
+	t.Parallel()
+	const n = 1200 // a snapshot of some 300 KiB, several times catSeek's span
+	m, metas := listFixture(t, n)
+	s := openOn(t, m, true)
+	info, err := m.Stat(filepath.Join(memRoot, catalogueName))
+	require.NoError(t, err)
+	require.Greater(t, info.Size(), int64(4*64<<10), "the snapshot spans several search steps")
+	newest := expected(metas, Query{})
+	for _, at := range []int{1, 2, n / 3, n / 2, n - 60, n - 2, n - 1} {
+		cursor := newest[at-1].ID.String()
+		page, next, err := s.ListPage(t.Context(), Query{Limit: 50}, cursor)
+		require.NoError(t, err)
+		want := newest[at:min(at+50, n)]
+		assert.Equal(t, want, page, "after position %d", at)
+		assert.Equal(t, at+50 < n, next != "", "after position %d", at)
+
+		before, err := parseCursor(cursor)
+		require.NoError(t, err)
+		_, _, cost, err := s.listPage(t.Context(), Query{}, before, 50)
+		require.NoError(t, err)
+		assert.Less(t, cost.entries, 51+2*(64<<10)/200, "after position %d: decoded %d entries", at, cost.entries)
+	}
+	// A cursor between two sessions' ids (one of a session removed since).
+	gone := newest[n/2]
+	require.NoError(t, removeAllMem(m, filepath.Join(memRoot, sessionsDir, gone.ID.String())))
+	w := openOn(t, m, false) // a writer, which notices the change and rewrites the catalogue
+	page, _, err := w.ListPage(t.Context(), Query{Limit: 3}, gone.ID.String())
+	require.NoError(t, err)
+	assert.Equal(t, newest[n/2+1:n/2+4], page)
+}
+
+// removeAllMem removes dir and what it holds from m.
+func removeAllMem(m vfs.FS, dir string) error {
+	names, err := m.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, name := range names {
+		p := filepath.Join(dir, name)
+		if info, err := m.Stat(p); err == nil && info.IsDir() {
+			if err := removeAllMem(m, p); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := m.Remove(p); err != nil {
+			return err
+		}
+	}
+	return m.Remove(dir)
+}
