@@ -36,6 +36,11 @@ import (
 //     but has not written session.json yet) leaves the session deferred:
 //     a retry then gets ErrExists, or makes it if the other creator gave
 //     up before making anything.
+//   - The files are made before the first write, not with it: a crash
+//     during the first write can leave the session made with its
+//     metadata and without the events being written (as a crash right
+//     after an immediate Create does), never a part of its metadata; once
+//     the write returns nil, both are durable.
 //   - A subagent's first write makes its deferred parent first, so that
 //     no stored session names a parent that is not stored.
 //

@@ -107,8 +107,10 @@ type Options struct {
 	// the windows that never started one. Until that first write the
 	// session is this Store's knowledge alone: List, Meta, Load, Head and
 	// every other Store or process see no session (ErrNotFound), a crash
-	// or Close forgets it, and nothing of it is on disk. See defer.go for
-	// what two creators of one id get.
+	// or Close forgets it, and nothing of it is on disk. A crash during
+	// the first write may leave the session made and empty, as a crash
+	// after an immediate Create does. See defer.go for what two creators
+	// of one id get.
 	DeferCreate bool
 
 	// Remote keeps every session in an object store, the system of
