@@ -46,6 +46,10 @@ a writer.
 
 commands:
   ls     [-json] <root>                       list the sessions
+  sessions [-parent id] [-cwd dir] [-label k=v]... [-since t] [-until t]
+         [-limit n] [-cursor c] [-json] <root>
+                                              one page of the selected sessions, newest
+                                              first, and the next page's cursor
   tree   [-full] [-forks] <root> <session>    the event tree; reads no record
   path   [-json] [-width n] <root> <session> [leaf]
                                               the active path, or the branch ending at leaf
@@ -70,13 +74,14 @@ found, 2 for a bad command line.
 type command func(ctx context.Context, c *cmdEnv, args []string) int
 
 var commands = map[string]command{
-	"ls":     cmdLs,
-	"tree":   cmdTree,
-	"path":   cmdPath,
-	"show":   cmdShow,
-	"verify": cmdVerify,
-	"repair": cmdRepair,
-	"gc":     cmdGC,
+	"ls":       cmdLs,
+	"sessions": cmdSessions,
+	"tree":     cmdTree,
+	"path":     cmdPath,
+	"show":     cmdShow,
+	"verify":   cmdVerify,
+	"repair":   cmdRepair,
+	"gc":       cmdGC,
 }
 
 // run executes the command line args (without the program name), writing
