@@ -46,7 +46,7 @@ a writer.
 
 commands:
   ls     [-json] <root>                       list the sessions
-  sessions [-parent id] [-cwd dir] [-label k=v]... [-since t] [-until t]
+  query  [-parent id] [-cwd dir] [-label k=v]... [-since t] [-until t]
          [-limit n] [-cursor c] [-json] <root>
                                               one page of the selected sessions, newest
                                               first, and the next page's cursor
@@ -74,14 +74,14 @@ found, 2 for a bad command line.
 type command func(ctx context.Context, c *cmdEnv, args []string) int
 
 var commands = map[string]command{
-	"ls":       cmdLs,
-	"sessions": cmdSessions,
-	"tree":     cmdTree,
-	"path":     cmdPath,
-	"show":     cmdShow,
-	"verify":   cmdVerify,
-	"repair":   cmdRepair,
-	"gc":       cmdGC,
+	"ls":     cmdLs,
+	"query":  cmdQuery,
+	"tree":   cmdTree,
+	"path":   cmdPath,
+	"show":   cmdShow,
+	"verify": cmdVerify,
+	"repair": cmdRepair,
+	"gc":     cmdGC,
 }
 
 // run executes the command line args (without the program name), writing

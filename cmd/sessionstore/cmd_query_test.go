@@ -14,9 +14,9 @@ import (
 	"github.com/sessionstore/sessionstore"
 )
 
-// TestSessions: the sessions command pages newest first, filters, and
+// TestQuery: the query command pages newest first, filters, and
 // prints the cursor that the next call takes.
-func TestSessions(t *testing.T) {
+func TestQuery(t *testing.T) {
 	ctx := context.Background()
 	root := t.TempDir()
 	s, err := sessionstore.Open(root, nil)
@@ -31,17 +31,17 @@ func TestSessions(t *testing.T) {
 	}
 	require.NoError(t, s.Close())
 
-	status, stdout, stderr := runCmd("sessions", "-limit", "2", root)
+	status, stdout, stderr := runCmd("query", "-limit", "2", root)
 	require.Equal(t, exitOK, status, stderr)
 	lines := strings.Split(strings.TrimSuffix(stdout, "\n"), "\n")
 	require.Len(t, lines, 3, stdout)
 	assert.Regexp(t, `^ID +NAME +CREATED +DEPTH +PARENT +WORKING DIR$`, lines[0])
 	assert.Regexp(t, `^`+subs[2].ID.String()+` +sub2 +\S+ +1 +`+top.ID.String()+` +-$`, lines[1])
 	assert.Contains(t, lines[2], subs[1].ID.String())
-	cursor, ok := strings.CutPrefix(strings.TrimSpace(stderr), "sessions: more: -cursor ")
+	cursor, ok := strings.CutPrefix(strings.TrimSpace(stderr), "query: more: -cursor ")
 	require.True(t, ok, stderr)
 
-	status, stdout, stderr = runCmd("sessions", "-limit", "2", "-cursor", cursor, root)
+	status, stdout, stderr = runCmd("query", "-limit", "2", "-cursor", cursor, root)
 	require.Equal(t, exitOK, status, stderr)
 	assert.Empty(t, stderr, "the last page")
 	lines = strings.Split(strings.TrimSuffix(stdout, "\n"), "\n")
@@ -49,7 +49,7 @@ func TestSessions(t *testing.T) {
 	assert.Regexp(t, `^`+subs[0].ID.String()+` +sub0 `, lines[1])
 	assert.Regexp(t, `^`+top.ID.String()+` +top +\S+ +0 +- +/src/app$`, lines[2])
 
-	status, stdout, stderr = runCmd("sessions", "-json", "-parent", top.ID.String(), "-label", "role=reviewer", root)
+	status, stdout, stderr = runCmd("query", "-json", "-parent", top.ID.String(), "-label", "role=reviewer", root)
 	require.Equal(t, exitOK, status, stderr)
 	var got []string
 	sc := bufio.NewScanner(strings.NewReader(stdout))
@@ -61,16 +61,16 @@ func TestSessions(t *testing.T) {
 	}
 	assert.Equal(t, []string{"sub2", "sub1", "sub0"}, got)
 
-	status, stdout, _ = runCmd("sessions", "-cwd", "/nowhere", root)
+	status, stdout, _ = runCmd("query", "-cwd", "/nowhere", root)
 	assert.Equal(t, exitOK, status)
 	assert.Empty(t, stdout)
 
 	for _, args := range [][]string{
-		{"sessions", "-cursor", "nonsense", root},
-		{"sessions", "-limit", "0", root},
-		{"sessions", "-parent", "abc", root},
-		{"sessions", "-label", "novalue", root},
-		{"sessions", "-since", "yesterday", root},
+		{"query", "-cursor", "nonsense", root},
+		{"query", "-limit", "0", root},
+		{"query", "-parent", "abc", root},
+		{"query", "-label", "novalue", root},
+		{"query", "-since", "yesterday", root},
 	} {
 		status, _, stderr := runCmd(args...)
 		assert.Equal(t, exitUsage, status, "args %q: %s", args, stderr)

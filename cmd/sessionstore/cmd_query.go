@@ -48,9 +48,9 @@ func (f timeFlag) Set(v string) error {
 	return nil
 }
 
-// cmdSessions lists one page of the sessions a query selects, newest
+// cmdQuery lists one page of the sessions a query selects, newest
 // first, and the cursor of the next page (Store.ListPage).
-func cmdSessions(ctx context.Context, c *cmdEnv, args []string) int {
+func cmdQuery(ctx context.Context, c *cmdEnv, args []string) int {
 	fs := c.newFlags("[-parent id] [-cwd dir] [-label k=v]... [-since t] [-until t] [-limit n] [-cursor c] [-json] <root>")
 	var q sessionstore.Query
 	parent := fs.String("parent", "", "only the subagents of this session (its full id)")
