@@ -115,7 +115,10 @@ const (
 	catalogueName     = "catalogue.jsonl"
 	catalogueLogName  = "catalogue.log"
 	catalogueLockName = "catalogue.lock"
-	catalogueFormat   = 1
+	// catalogueFormat 2 added the lineage members (forked_from,
+	// parent_session, spawned_by, depth); a catalogue of format 1 is
+	// unusable to this build and rebuilt from the session.json files.
+	catalogueFormat = 2
 	// catalogueMaxLog is how many records the log holds before a writer
 	// folds it into a new snapshot: ListRecent reads the whole log.
 	catalogueMaxLog = 256
@@ -164,7 +167,9 @@ func hasMeta(kind byte) bool { return kind == kindEntry || kind == kindCommit }
 // appendCatRecord appends r's framed line to dst. The members are, in
 // order: k, dir, then gen (header) or id and file, then the metadata
 // (entry, commit): created_at, updated_at, name, working_dir, model,
-// labels (keys sorted).
+// labels (keys sorted), and then, each only when not zero (a zero one is
+// never written, so that a line has one encoding): forked_from (session
+// and event ids), parent_session, spawned_by, depth.
 func appendCatRecord(dst []byte, r catRecord) []byte {
 	start := len(dst)
 	dst = append(dst, `{"k":"`...)
@@ -216,6 +221,7 @@ func appendCatRecord(dst []byte, r catRecord) []byte {
 			dst = appendCatString(dst, m.Labels[k])
 		}
 		dst = append(dst, '}')
+		dst = appendCatLineage(dst, m)
 	}
 	dst = append(dst, '}')
 	return jsonl.SealTail(dst, start)
@@ -457,6 +463,7 @@ func decodeCatRecord(line []byte) (catRecord, error) {
 				m.Labels[k] = v
 			}
 			p.lit("}")
+			p.lineage(m)
 		}
 	default:
 		return r, errCatalogue
@@ -465,6 +472,90 @@ func decodeCatRecord(line []byte) (catRecord, error) {
 		return r, errCatalogue
 	}
 	return r, nil
+}
+
+// appendCatLineage appends m's lineage members that are not zero, in
+// their fixed order.
+func appendCatLineage(dst []byte, m Meta) []byte {
+	if f := m.ForkedFrom; f != nil {
+		dst = append(dst, `,"forked_from":["`...)
+		dst = appendUUID(dst, f.Session)
+		dst = append(dst, `","`...)
+		dst = appendUUID(dst, f.Event)
+		dst = append(dst, `"]`...)
+	}
+	if m.ParentSession != uuid.Nil {
+		dst = append(dst, `,"parent_session":"`...)
+		dst = appendUUID(dst, m.ParentSession)
+		dst = append(dst, '"')
+	}
+	if m.SpawnedBy != uuid.Nil {
+		dst = append(dst, `,"spawned_by":"`...)
+		dst = appendUUID(dst, m.SpawnedBy)
+		dst = append(dst, '"')
+	}
+	if m.Depth != 0 {
+		dst = append(dst, `,"depth":`...)
+		dst = strconv.AppendInt(dst, int64(m.Depth), 10)
+	}
+	return dst
+}
+
+// lineage decodes the members appendCatLineage writes: each present only
+// when not zero, in its order.
+func (p *catParser) lineage(m *Meta) {
+	if p.member(`,"forked_from":[`) {
+		var f ForkPoint
+		f.Session = p.uuid()
+		p.lit(",")
+		f.Event = p.uuid()
+		p.lit("]")
+		m.ForkedFrom = &f
+	}
+	if p.member(`,"parent_session":`) {
+		if m.ParentSession = p.uuid(); m.ParentSession == uuid.Nil {
+			p.bad = true
+		}
+	}
+	if p.member(`,"spawned_by":`) {
+		if m.SpawnedBy = p.uuid(); m.SpawnedBy == uuid.Nil {
+			p.bad = true
+		}
+	}
+	if p.member(`,"depth":`) {
+		d := p.int()
+		if d == 0 || d < math.MinInt32 || d > math.MaxInt32 {
+			p.bad = true
+		}
+		m.Depth = int(d)
+	}
+}
+
+// member reports whether the optional member that name introduces comes
+// next, and if so consumes its name.
+func (p *catParser) member(name string) bool {
+	if p.bad || len(p.b)-p.i < len(name) || string(p.b[p.i:p.i+len(name)]) != name {
+		return false
+	}
+	p.i += len(name)
+	return true
+}
+
+// uuid decodes a quoted id in its canonical form.
+func (p *catParser) uuid() uuid.UUID {
+	p.lit(`"`)
+	if p.bad || len(p.b)-p.i < 37 || p.b[p.i+36] != '"' {
+		p.bad = true
+		return uuid.UUID{}
+	}
+	id, err := uuid.ParseBytes(p.b[p.i : p.i+36])
+	var canon [36]byte
+	if err != nil || !bytes.Equal(appendUUID(canon[:0], id), p.b[p.i:p.i+36]) {
+		p.bad = true
+		return uuid.UUID{}
+	}
+	p.i += 37
+	return id
 }
 
 // catLines calls fn for each whole line of b (without its newline) and
@@ -1124,6 +1215,8 @@ type catTail struct {
 	buf   []byte // whole lines not yet returned, and before them a part line
 	lines [][]byte
 	done  bool
+
+	decoded int // lines decoded, for the listing's cost (list.go)
 }
 
 // prev returns the entry before those returned, skipping ids skip says
@@ -1133,6 +1226,7 @@ func (t *catTail) prev(skip func(uuid.UUID) bool) (catRecord, bool, error) {
 		for len(t.lines) > 0 {
 			line := t.lines[len(t.lines)-1]
 			t.lines = t.lines[:len(t.lines)-1]
+			t.decoded++
 			r, err := decodeCatRecord(line)
 			if err != nil {
 				return r, false, err

@@ -107,7 +107,7 @@ func TestCatalogueCodec(t *testing.T) {
 		line string // the encoding without the crc suffix; "" to skip the check
 	}{
 		{"header", catRecord{kind: kindHeader, dir: stamp{5, 4096}, gen: 7},
-			`{"k":"h","dir":[5,4096],"v":1,"gen":7`},
+			`{"k":"h","dir":[5,4096],"v":2,"gen":7`},
 		{"pending", catRecord{kind: kindPending, dir: stamp{-1, 0}, id: id},
 			`{"k":"p","dir":[-1,0],"id":"01a02f3f-a89d-7d25-b4ac-ac89a183258d","file":[0,0]`},
 		{"unreadable", catRecord{kind: kindUnreadable, id: id, file: stamp{9, 301}},
@@ -116,6 +116,13 @@ func TestCatalogueCodec(t *testing.T) {
 			`{"k":"e","dir":[0,0],"id":"01a02f3f-a89d-7d25-b4ac-ac89a183258d","file":[9,301],"created_at":"2026-08-25T17:21:23.954897183Z","updated_at":"2026-08-25T17:21:24.954897183Z","name":"name","working_dir":"/w","model":"m","labels":{"a":"1","b":"2"}`},
 		{"commit, empty metadata", catRecord{kind: kindCommit, id: id, file: stamp{1, 2}, meta: Meta{ID: id, CreatedAt: at, UpdatedAt: at}},
 			`{"k":"c","dir":[0,0],"id":"01a02f3f-a89d-7d25-b4ac-ac89a183258d","file":[1,2],"created_at":"2026-08-25T17:21:23.954897183Z","updated_at":"2026-08-25T17:21:23.954897183Z","name":"","working_dir":"","model":"","labels":{}`},
+		{"lineage", catRecord{kind: kindEntry, id: id, file: stamp{9, 301}, meta: Meta{ID: id, CreatedAt: at, UpdatedAt: at,
+			ForkedFrom:    &ForkPoint{Session: uuid.MustParse("01a02f3f-a89d-7d25-b4ac-000000000001"), Event: uuid.MustParse("01a02f3f-a89d-7d25-b4ac-000000000002")},
+			ParentSession: uuid.MustParse("01a02f3f-a89d-7d25-b4ac-000000000003"), SpawnedBy: uuid.MustParse("01a02f3f-a89d-7d25-b4ac-000000000004"), Depth: 2}},
+			`{"k":"e","dir":[0,0],"id":"01a02f3f-a89d-7d25-b4ac-ac89a183258d","file":[9,301],"created_at":"2026-08-25T17:21:23.954897183Z","updated_at":"2026-08-25T17:21:23.954897183Z","name":"","working_dir":"","model":"","labels":{},` +
+				`"forked_from":["01a02f3f-a89d-7d25-b4ac-000000000001","01a02f3f-a89d-7d25-b4ac-000000000002"],"parent_session":"01a02f3f-a89d-7d25-b4ac-000000000003","spawned_by":"01a02f3f-a89d-7d25-b4ac-000000000004","depth":2`},
+		{"parent only", catRecord{kind: kindCommit, id: id, meta: Meta{ID: id, CreatedAt: at, UpdatedAt: at, ParentSession: uuid.MustParse("01a02f3f-a89d-7d25-b4ac-000000000003"), Depth: 1}},
+			`{"k":"c","dir":[0,0],"id":"01a02f3f-a89d-7d25-b4ac-ac89a183258d","file":[0,0],"created_at":"2026-08-25T17:21:23.954897183Z","updated_at":"2026-08-25T17:21:23.954897183Z","name":"","working_dir":"","model":"","labels":{},"parent_session":"01a02f3f-a89d-7d25-b4ac-000000000003","depth":1`},
 		{"escapes", catRecord{kind: kindEntry, id: id, meta: Meta{ID: id, Name: "a \"quoted\"\n\\ name", Model: "é ✓ \t", CreatedAt: at, UpdatedAt: at, Labels: map[string]string{"k\"": "v\x01"}}}, ""},
 		{"an offset time", catRecord{kind: kindEntry, id: id, meta: Meta{ID: id, CreatedAt: time.Date(2020, 1, 2, 3, 4, 5, 0, time.FixedZone("", 3600)), UpdatedAt: at}}, ""},
 	}
@@ -175,7 +182,14 @@ func TestCatalogueCodec(t *testing.T) {
 		{"a changed byte", func() []byte { b := bytes.Clone(good); b[20] ^= 1; return b }()},
 		{"cut short", good[:len(good)-3]},
 		{"unknown kind", reseal(`{"k":"x","dir":[0,0],"id":"01a02f3f-a89d-7d25-b4ac-ac89a183258d","file":[0,0]}`)},
-		{"unknown version", reseal(`{"k":"h","dir":[0,0],"v":2,"gen":1}`)},
+		{"unknown version", reseal(`{"k":"h","dir":[0,0],"v":3,"gen":1}`)},
+		{"format 1 header", reseal(`{"k":"h","dir":[0,0],"v":1,"gen":1}`)},
+		{"zero depth written", reseal(lineageLine(`,"depth":0`))},
+		{"zero parent written", reseal(lineageLine(`,"parent_session":"00000000-0000-0000-0000-000000000000"`))},
+		{"lineage out of order", reseal(lineageLine(`,"depth":1,"parent_session":"01a02f3f-a89d-7d25-b4ac-000000000003"`))},
+		{"upper-case parent", reseal(lineageLine(`,"parent_session":"01A02F3F-A89D-7D25-B4AC-000000000003"`))},
+		{"forked_from cut", reseal(lineageLine(`,"forked_from":["01a02f3f-a89d-7d25-b4ac-000000000001"]`))},
+		{"depth too large", reseal(lineageLine(`,"depth":99999999999`))},
 		{"upper-case id", reseal(`{"k":"p","dir":[0,0],"id":"01A02F3F-A89D-7D25-B4AC-AC89A183258D","file":[0,0]}`)},
 		{"a member more", reseal(`{"k":"p","dir":[0,0],"id":"01a02f3f-a89d-7d25-b4ac-ac89a183258d","file":[0,0],"x":1}`)},
 		{"members out of order", reseal(`{"k":"p","id":"01a02f3f-a89d-7d25-b4ac-ac89a183258d","dir":[0,0],"file":[0,0]}`)},
@@ -191,6 +205,11 @@ func TestCatalogueCodec(t *testing.T) {
 	}
 }
 
+// lineageLine is a commit line's body with the lineage members given.
+func lineageLine(lineage string) string {
+	return `{"k":"c","dir":[0,0],"id":"01a02f3f-a89d-7d25-b4ac-ac89a183258d","file":[0,0],"created_at":"2026-08-25T17:21:23Z","updated_at":"2026-08-25T17:21:23Z","name":"","working_dir":"","model":"","labels":{}` + lineage + `}`
+}
+
 func FuzzCatalogueRecord(f *testing.F) {
 	id := uuid.MustParse("01a02f3f-a89d-7d25-b4ac-ac89a183258d")
 	at := time.Date(2026, 8, 25, 17, 21, 23, 954897183, time.UTC)
@@ -199,6 +218,7 @@ func FuzzCatalogueRecord(f *testing.F) {
 		{kind: kindPending, id: id},
 		{kind: kindUnreadable, id: id, file: stamp{3, 4}},
 		{kind: kindCommit, id: id, meta: Meta{Name: "n \"q\"", CreatedAt: at, UpdatedAt: at, Labels: map[string]string{"a": "b", "c": "\\"}}},
+		{kind: kindEntry, id: id, meta: Meta{CreatedAt: at, UpdatedAt: at, ForkedFrom: &ForkPoint{Session: id, Event: id}, ParentSession: id, SpawnedBy: id, Depth: 3}},
 	} {
 		b := appendCatRecord(nil, r)
 		f.Add(b[:len(b)-1])
@@ -221,6 +241,10 @@ func FuzzCatalogueRecord(f *testing.F) {
 		if hasMeta(r.kind) {
 			require.Equal(t, r.meta.Name, again.meta.Name)
 			require.Equal(t, r.meta.Labels, again.meta.Labels)
+			require.Equal(t, r.meta.ForkedFrom, again.meta.ForkedFrom)
+			require.Equal(t, r.meta.ParentSession, again.meta.ParentSession)
+			require.Equal(t, r.meta.SpawnedBy, again.meta.SpawnedBy)
+			require.Equal(t, r.meta.Depth, again.meta.Depth)
 			require.True(t, r.meta.UpdatedAt.Equal(again.meta.UpdatedAt))
 		}
 	})

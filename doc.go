@@ -124,9 +124,11 @@
 // time in Unix nanoseconds and size), then "v" and "gen" (a header), or
 // "id" and "file" (session.json's time and size) followed, for an entry
 // or a commit, by "created_at", "updated_at", "name", "working_dir",
-// "model" and "labels" (keys sorted), each always present:
+// "model" and "labels" (keys sorted), each always present, and then the
+// lineage, each member only when not zero: "forked_from" (session and
+// event ids), "parent_session", "spawned_by", "depth":
 //
-//	{"k":"h","dir":[1796155150197809645,4096],"v":1,"gen":1,"crc":"…"}
+//	{"k":"h","dir":[1796155150197809645,4096],"v":2,"gen":1,"crc":"…"}
 //	{"k":"e","dir":[0,0],"id":"01a02f3f-a89d-7d25-b4ac-ac89a183258d","file":[1796155150217898712,301],"created_at":"2026-08-25T17:21:23.954897183Z","updated_at":"2026-08-25T17:21:35.954897183Z","name":"golden","working_dir":"/workspace","model":"model-name","labels":{"team":"core"},"crc":"…"}
 //
 // catalogue.jsonl is a header and one entry ("e") per session sorted by
@@ -138,7 +140,17 @@
 // is never the only copy: a missing, damaged or stale one is rebuilt from
 // the session.json files by a writer and read around by a read-only
 // store, and a session.json whose time or size is not the recorded one is
-// read. Its format is 1, independent of the sessions' format.
+// read. Its format is 2 (format 1 had no lineage members; this build
+// rebuilds such a catalogue from the session.json files), independent of
+// the sessions' format.
+//
+// [Store.ListPage] and [Store.Sessions] list the sessions a [Query]
+// selects (parent session, working directory, labels, creation time),
+// newest first, a page at a time, from the catalogue's newest end or from
+// a cursor's place in it (list.go). A subagent's session names its
+// parent, the event that spawned it and its depth (subagent.go), and
+// Options.DeferCreate makes Create write nothing until the session's
+// first write (defer.go).
 //
 // Format versions: 1, the first; 2 adds "parent_loc" to every chunk line
 // of an event with a parent. New sessions are format 2. This build reads

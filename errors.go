@@ -91,6 +91,9 @@ var (
 	ErrInvalidMeta = errors.New("sessionstore: invalid session metadata")
 	// ErrInvalidOptions reports Options that Open refuses.
 	ErrInvalidOptions = errors.New("sessionstore: invalid options")
+	// ErrInvalidQuery reports a Query or cursor that ListPage and
+	// Sessions refuse: a negative Limit, a cursor they did not return.
+	ErrInvalidQuery = errors.New("sessionstore: invalid list query")
 )
 
 // Errors returned by the format migrations (Upgrade, ConvertCompression).

@@ -99,6 +99,21 @@ type Options struct {
 	// (see readonly.go).
 	ReadOnly bool
 
+	// DeferCreate makes Create write nothing: it checks and completes the
+	// metadata and returns it, and the session's files (and, with a
+	// Remote, its objects) are made by its first write through this
+	// Store, an Append, AppendBatch or UpdateMeta, just before that write,
+	// exactly as Create makes them otherwise. A harness that creates a
+	// session for every window it opens then leaves nothing behind for
+	// the windows that never started one. Until that first write the
+	// session is this Store's knowledge alone: List, Meta, Load, Head and
+	// every other Store or process see no session (ErrNotFound), a crash
+	// or Close forgets it, and nothing of it is on disk. A crash during
+	// the first write may leave the session made and empty, as a crash
+	// after an immediate Create does. See defer.go for what two creators
+	// of one id get.
+	DeferCreate bool
+
 	// Remote keeps every session in an object store, the system of
 	// record, with the Store's directory as their cache (see ObjectStore
 	// and the package doc, Object storage). An Append then returns nil

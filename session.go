@@ -96,8 +96,9 @@ func (s *Store) sessionDir(id uuid.UUID) string {
 
 // checkMeta reports metadata session.json cannot hold as it is, with
 // ErrInvalidMeta: a string that is not valid UTF-8 (JSON would store it
-// changed) or a time JSON cannot encode (a year past 9999). Everything
-// else in Meta encodes, so it checks without encoding.
+// changed), a time JSON cannot encode (a year past 9999), or a subagent's
+// lineage that does not hold together (checkLineage, subagent.go).
+// Everything else in Meta encodes, so it checks without encoding.
 func checkMeta(m Meta) error {
 	strs := []string{m.Name, m.WorkingDir, m.Model}
 	for k, v := range m.Labels {
@@ -113,7 +114,7 @@ func checkMeta(m Meta) error {
 			return fmt.Errorf("%w: time %s outside years 0 to 9999", ErrInvalidMeta, t)
 		}
 	}
-	return nil
+	return checkLineage(m)
 }
 
 // session.json ends with a checksum member, as chunk and index lines do:
@@ -226,10 +227,20 @@ func readMetaInto(fsys vfs.FS, dir string, id uuid.UUID, buf []byte) (Meta, int,
 // session.json, which List ignores and a later Create with the same id
 // reuses.
 //
+// A subagent's session (meta.ParentSession set) needs its parent to
+// exist, and a zero meta.Depth becomes the parent's Depth + 1 (see
+// subagent.go for the lineage rules).
+//
+// Under Options.DeferCreate, Create makes the same checks and writes
+// nothing: the session's first Append, AppendBatch or UpdateMeta makes
+// its files, with the durability above, just before its own write (see
+// defer.go); until then a crash leaves nothing.
+//
 // Errors: ErrExists if a session with meta.ID exists; ErrLocked if another
 // writer holds that id; ErrInvalidMeta for metadata session.json cannot
-// hold as it is (a string that is not valid UTF-8, a year past 9999), and
-// then nothing is created; ErrClosed. An I/O error writing the catalogue
+// hold as it is (a string that is not valid UTF-8, a year past 9999) or a
+// lineage that does not hold together, and then nothing is created;
+// ErrNotFound (wrapped) if meta.ParentSession names no session; ErrClosed. An I/O error writing the catalogue
 // (catalogue.go) before session.json is written leaves no session; one
 // after it leaves the session created and stopped for writes
 // (ErrSessionFailed) until the store is reopened, as a failed sync does.
@@ -254,9 +265,21 @@ func (s *Store) Create(ctx context.Context, meta Meta) (Meta, error) {
 	if s.opts.ReadOnly {
 		return Meta{}, ErrReadOnly
 	}
+	if err := s.resolveLineage(ctx, &meta); err != nil {
+		return Meta{}, err // before anything is created
+	}
 	if err := checkMeta(meta); err != nil {
 		return Meta{}, err // before anything is created
 	}
+	if s.opts.DeferCreate {
+		return s.deferCreate(ctx, meta)
+	}
+	return s.createNow(ctx, meta)
+}
+
+// createNow makes the session's files for Create, or for the first write
+// of a deferred session (defer.go), inside a call Close waits for.
+func (s *Store) createNow(ctx context.Context, meta Meta) (Meta, error) {
 	// The catalogue's pending record comes first, and the session
 	// directory with it, under its lock (catalogue.go, the protocol).
 	if err := s.cat.willWrite(meta.ID, func() (bool, error) { return s.makeSessionDir(meta.ID) }); err != nil {
@@ -468,7 +491,10 @@ func (s *Store) Meta(ctx context.Context, session uuid.UUID) (Meta, error) {
 }
 
 // UpdateMeta applies fn to a copy of the session's metadata and stores the
-// result with UpdatedAt set to now. fn must not change ID or CreatedAt.
+// result with UpdatedAt set to now. fn must not change ID or CreatedAt,
+// nor the lineage fixed at Create (ForkedFrom, ParentSession, SpawnedBy,
+// Depth). On a deferred session (Options.DeferCreate) it first makes the
+// session's files, as the first Append does (defer.go).
 //
 // When UpdateMeta returns nil, the new session.json is durable (written to
 // a temporary file, synced, renamed over the old one, directory synced); a
@@ -482,7 +508,15 @@ func (s *Store) Meta(ctx context.Context, session uuid.UUID) (Meta, error) {
 // ErrClosed.
 func (s *Store) UpdateMeta(ctx context.Context, session uuid.UUID, fn func(*Meta)) (Meta, error) {
 	var out Meta
-	err := s.withHandle(ctx, session, func(h *openSession) error {
+	if err := s.begin(ctx); err != nil {
+		return Meta{}, err
+	}
+	err := s.materialize(ctx, session) // a deferred session's files first
+	s.end()
+	if err != nil {
+		return Meta{}, err
+	}
+	err = s.withHandle(ctx, session, func(h *openSession) error {
 		if err := h.writable(); err != nil {
 			return err
 		}
@@ -490,6 +524,9 @@ func (s *Store) UpdateMeta(ctx context.Context, session uuid.UUID, fn func(*Meta
 		fn(&m)
 		if m.ID != h.meta.ID || !m.CreatedAt.Equal(h.meta.CreatedAt) {
 			return fmt.Errorf("%w: ID and CreatedAt cannot change", ErrInvalidMeta)
+		}
+		if !sameLineage(m, h.meta) {
+			return fmt.Errorf("%w: ForkedFrom, ParentSession, SpawnedBy and Depth cannot change", ErrInvalidMeta)
 		}
 		m.CreatedAt = h.meta.CreatedAt // the same instant, kept in its stored form
 		m.UpdatedAt = s.opts.now().UTC()

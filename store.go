@@ -35,6 +35,8 @@ type Store struct {
 	cat *catalogue // the derived copy of every session.json (catalogue.go)
 
 	hub *hub // live fan-out to subscribers (hub.go)
+
+	deferred deferredSessions // created under Options.DeferCreate, not yet written (defer.go)
 }
 
 // Open opens the store rooted at dir, creating it when dir holds none: dir
@@ -315,6 +317,9 @@ func (s *Store) appendEvents(ctx context.Context, session uuid.UUID, evs []Event
 			return nil, err
 		}
 		batch[i] = s.pendingOf(ev, rec)
+	}
+	if err := s.materialize(ctx, session); err != nil { // a deferred session's files first
+		return nil, err
 	}
 	get := s.reg.acquireAppend
 	if check != nil {

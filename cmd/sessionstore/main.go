@@ -49,6 +49,10 @@ beside a writer.
 
 commands:
   ls     [-json] <root>                       list the sessions
+  query  [-parent id] [-cwd dir] [-label k=v]... [-since t] [-until t]
+         [-limit n] [-cursor c] [-json] <root>
+                                              one page of the selected sessions, newest
+                                              first, and the next page's cursor
   tree   [-full] [-forks] <root> <session>    the event tree; reads no record
   path   [-json] [-width n] <root> <session> [leaf]
                                               the active path, or the branch ending at leaf
@@ -96,6 +100,7 @@ var commands = map[string]command{
 	"rm":      cmdRm,
 	"prune":   cmdPrune,
 	"lanes":   cmdLanes,
+	"query":   cmdQuery,
 }
 
 // run executes the command line args (without the program name), writing
