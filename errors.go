@@ -31,6 +31,12 @@ var (
 	ErrNotFound = errors.New("sessionstore: not found")
 	// ErrExists is returned by Create when a session with the given id exists.
 	ErrExists = errors.New("sessionstore: already exists")
+	// ErrConflict is returned, with nothing written, by an append that
+	// would contradict what the session holds: an event whose
+	// caller-chosen id is stored with other content, a batch only part of
+	// which is stored, or an expected parent (AppendOptions) that is not
+	// the next parent. The error names the id. See retry.go.
+	ErrConflict = errors.New("sessionstore: conflict")
 )
 
 // Errors returned when a session's files are shared or damaged.
