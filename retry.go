@@ -259,7 +259,7 @@ func (h *openSession) storedBatch(batch []pendingEvent, opts AppendOptions) ([]E
 			ErrConflict, h.id, found, batch[found].ev.ID, missing, what)
 	}
 	for i := range out {
-		want := uuid.Nil
+		var want uuid.UUID // ExpectRoot: uuid.Nil
 		switch {
 		case i > 0:
 			want = out[i-1].ID
