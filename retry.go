@@ -85,7 +85,10 @@ func (o AppendOptions) stated() bool { return o.ExpectRoot || o.ExpectParent != 
 // storage, which holds every acknowledged event: a retry sent to the new
 // holder finds the events its first attempt stored.
 //
-// Errors: as AppendBatch; ErrConflict, with nothing written;
+// Errors: as AppendBatch, also for a batch that is stored (a read-only
+// store gives ErrReadOnly, a session that stopped writing
+// ErrSessionFailed: read the events with Event instead); ErrConflict,
+// with nothing written;
 // ErrInvalidEvent for an id that is not a UUIDv7, repeated ids, or opts
 // with both ExpectRoot and ExpectParent. An empty batch returns nil, nil.
 func (s *Store) AppendWith(ctx context.Context, session uuid.UUID, opts AppendOptions, events ...Event) ([]Event, error) {
@@ -146,6 +149,9 @@ func retryCheck(batch []pendingEvent, opts AppendOptions, next func(h *openSessi
 		return nil, false, nil
 	}
 	parent := func(h *openSession) error {
+		if err := h.writable(); err != nil {
+			return err // a session that refuses writes answers no retry either
+		}
 		if err := checkParent(h, opts); err != nil {
 			return err
 		}
@@ -158,6 +164,9 @@ func retryCheck(batch []pendingEvent, opts AppendOptions, next func(h *openSessi
 		return parent, false, nil
 	}
 	return func(h *openSession) error {
+		if err := h.writable(); err != nil {
+			return err
+		}
 		if h.partial || h.headEntry != nil {
 			// Ids are looked up in the whole index.
 			if err := h.materialize(); err != nil {
@@ -171,9 +180,6 @@ func retryCheck(batch []pendingEvent, opts AppendOptions, next func(h *openSessi
 		for i := range batch {
 			if id := batch[i].ev.ID; id != uuid.Nil && h.inFlight(id) {
 				// The first attempt is being written: wait for its sync.
-				if err := h.writable(); err != nil {
-					return err
-				}
 				h.pipe.waitSync()
 				return errRecheck
 			}

@@ -660,3 +660,25 @@ func TestAppendRetryRemoteHandoff(t *testing.T) {
 	apiSameEvent(t, first, got)
 	assert.Equal(t, []string{"start", "the answer"}, loadTexts(t, c, m.ID))
 }
+
+// TestAppendCallerIDReadOnly: a read-only store refuses an append with a
+// caller id as any other, and writes nothing.
+func TestAppendCallerIDReadOnly(t *testing.T) {
+	ctx := t.Context()
+	dir := t.TempDir()
+	s := apiOpen(t, dir, nil)
+	session := apiNewSession(t, s)
+	id := uuid.Must(uuid.NewV7())
+	ev := rtWithID(UserText("hello"), id)
+	apiAppend(t, s, session, ev)
+	require.NoError(t, s.Close())
+	files := apiFiles(t, dir)
+
+	r := apiOpen(t, dir, &Options{ReadOnly: true})
+	_, err := r.Append(ctx, session, ev)
+	require.ErrorIs(t, err, ErrReadOnly)
+	_, err = r.AppendWith(ctx, session, AppendOptions{ExpectRoot: true}, rtWithID(UserText("new"), uuid.Must(uuid.NewV7())))
+	require.ErrorIs(t, err, ErrReadOnly)
+	require.NoError(t, r.Close())
+	assert.Equal(t, files, apiFiles(t, dir))
+}

@@ -256,9 +256,10 @@ func (s *Store) useHandle(ctx context.Context, id uuid.UUID, get func(context.Co
 // if its bytes reached the disk whole, present.
 //
 // Errors: ErrInvalidEvent (with ErrRecordTooLarge) for bad input, and then
-// nothing is written; ErrNotFound; ErrLocked; ErrSessionFailed after an
-// earlier I/O failure; ErrClosed; *CorruptionError if the session could not
-// be opened.
+// nothing is written; ErrConflict, with nothing written, when the
+// caller's ID is stored with other content; ErrNotFound; ErrLocked;
+// ErrSessionFailed after an earlier I/O failure; ErrClosed;
+// *CorruptionError if the session could not be opened.
 func (s *Store) Append(ctx context.Context, session uuid.UUID, ev Event) (Event, error) {
 	return s.appendOne(ctx, session, ev, nil)
 }
@@ -286,8 +287,11 @@ func (s *Store) appendOne(ctx context.Context, session uuid.UUID, ev Event, chec
 // may be present (each event whole), never a gap: an event is present only
 // if all the events before it are. On an error nothing was acknowledged.
 //
+// Events may carry ids the caller chose, as for AppendWith: a batch
+// stored already is returned as stored.
+//
 // Errors: as Append. ErrInvalidEvent for any bad event, and then nothing is
-// written. An empty batch returns nil, nil.
+// written; ErrConflict as for AppendWith. An empty batch returns nil, nil.
 func (s *Store) AppendBatch(ctx context.Context, session uuid.UUID, events ...Event) ([]Event, error) {
 	if len(events) == 0 {
 		return nil, nil
