@@ -526,13 +526,17 @@ func TestAppendRetryAfterReopen(t *testing.T) {
 	ev := rtWithID(AssistantText("answer"), id)
 	apiAppend(t, s, session, UserText("start"))
 	first := apiAppend(t, s, session, ev)
+	var last Event
 	for i := range 50 {
-		apiAppend(t, s, session, UserText(fmt.Sprint("later ", i)))
+		last = apiAppend(t, s, session, UserText(fmt.Sprint("later ", i)))
 	}
 	require.NoError(t, s.Close())
 
 	s2 := apiOpen(t, dir, nil)
-	apiAppend(t, s2, session, UserText("a lazy append, without the index"))
+	_, err := s2.AppendWith(ctx, session, AppendOptions{ExpectParent: first.ID}, UserText("stale"))
+	require.ErrorIs(t, err, ErrConflict, "a lazy session checks the expected parent too")
+	_, err = s2.AppendWith(ctx, session, AppendOptions{ExpectParent: last.ID}, UserText("a lazy append, without the index"))
+	require.NoError(t, err)
 	h := s2.reg.lookup(session)
 	require.NotNil(t, h)
 	h.mu.Lock()
