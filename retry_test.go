@@ -346,16 +346,29 @@ func TestAppendWithBatchIDs(t *testing.T) {
 // one id at once (a retry racing its original), among appends without
 // ids: one event is stored and every call returns it; a racer with other
 // content gets ErrConflict or wins, never a second event.
+// The blob variant stores records as blobs, whose writing releases the
+// session's mutex between the two runs of the check.
 func TestAppendRetryConcurrent(t *testing.T) {
+	for _, blob := range []bool{false, true} {
+		t.Run(fmt.Sprint("blob: ", blob), func(t *testing.T) { rtConcurrent(t, blob) })
+	}
+}
+
+func rtConcurrent(t *testing.T, blob bool) {
 	ctx := t.Context()
-	s, _ := apiNewStore(t, nil)
+	pad := ""
+	opts := &Options{}
+	if blob {
+		opts.BlobThreshold, pad = 64, strings.Repeat(" padding", 20)
+	}
+	s, _ := apiNewStore(t, opts)
 	session := apiNewSession(t, s)
 	apiAppend(t, s, session, UserText("start"))
 	const rounds, racers = 20, 6
 	for round := range rounds {
 		id := uuid.Must(uuid.NewV7())
-		ev := rtWithID(AssistantText(fmt.Sprint("answer ", round)), id)
-		other := rtWithID(AssistantText(fmt.Sprint("other answer ", round)), id)
+		ev := rtWithID(AssistantText(fmt.Sprint("answer ", round, pad)), id)
+		other := rtWithID(AssistantText(fmt.Sprint("other answer ", round, pad)), id)
 		got := make([]Event, racers)
 		errs := make([]error, racers)
 		var wg sync.WaitGroup
@@ -380,7 +393,12 @@ func TestAppendRetryConcurrent(t *testing.T) {
 			}
 			assert.Equal(t, stored.ID, got[r].ID)
 			assert.Equal(t, stored.Time, got[r].Time, "round %d racer %d: the stored event", round, r)
-			assert.Equal(t, string(stored.Record), string(got[r].Record), "round %d racer %d", round, r)
+			assert.Equal(t, stored.Digest, got[r].Digest, "round %d racer %d", round, r)
+			if !blob {
+				assert.Equal(t, string(stored.Record), string(got[r].Record), "round %d racer %d", round, r)
+			} else {
+				assert.NotEmpty(t, stored.Digest, "stored as a blob")
+			}
 		}
 	}
 }
