@@ -55,10 +55,18 @@ func (h *openSession) tip() uuid.UUID {
 // queues its lines at the end of the active chunk (writeBatch), returning
 // the commit group they joined; commit is the second half. check, if not
 // nil, runs before the blobs are written and again before the lines are
-// queued: a refused append writes nothing. from is as for writeBatch.
+// queued: a refused append writes nothing. A check that released the
+// mutex returns errRecheck and runs again. from is as for writeBatch.
 func (h *openSession) queue(ctx context.Context, batch []pendingEvent, from uuid.UUID, check func(h *openSession) error) (*commitGroup, []Event, error) {
-	if check != nil {
-		if err := check(h); err != nil {
+	for check != nil {
+		err := check(h)
+		if err == nil {
+			break
+		}
+		if err != errRecheck {
+			return nil, nil, err
+		}
+		if err := ctx.Err(); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -147,12 +155,17 @@ func (h *openSession) writeBatch(ctx context.Context, batch []pendingEvent, pls 
 	}
 	out := make([]Event, len(batch))
 	for i, p := range batch {
-		id, err := h.opts.newID()
-		if err != nil {
-			return nil, nil, fmt.Errorf("sessionstore: new event id: %w", err)
-		}
-		if h.known(id) || (i > 0 && id == out[i-1].ID) {
-			return nil, nil, fmt.Errorf("sessionstore: id source returned duplicate id %s", id)
+		// A caller's id was checked by the batch's check (retry.go),
+		// which runs again right before the lines are queued.
+		id := p.ev.ID
+		if id == uuid.Nil {
+			var err error
+			if id, err = h.opts.newID(); err != nil {
+				return nil, nil, fmt.Errorf("sessionstore: new event id: %w", err)
+			}
+			if h.known(id) || (i > 0 && id == out[i-1].ID) {
+				return nil, nil, fmt.Errorf("sessionstore: id source returned duplicate id %s", id)
+			}
 		}
 		out[i] = Event{ID: id, Kind: p.ev.Kind, Role: p.ev.Role, Time: h.opts.now().UTC(), Record: p.rec, Size: pls[i].Size}
 		if pls[i].Blob {
@@ -172,9 +185,14 @@ func (h *openSession) writeBatch(ctx context.Context, batch []pendingEvent, pls 
 			return nil, nil, err
 		}
 		if check != nil {
-			if err := check(h); err != nil {
+			if err := check(h); err == errRecheck {
+				continue
+			} else if err != nil {
 				return nil, nil, err
 			}
+		}
+		if err := h.newIDs(batch); err != nil {
+			return nil, nil, err
 		}
 		h.line = h.line[:0]
 		parent, branch := h.tip(), uuid.Nil

@@ -402,11 +402,17 @@
 // and the repairs an open would make. [Store.Repair] makes those repairs
 // at once and says what it did.
 //
-// After a crash a tool call on the active path may have no result: the
-// call was durable, its result was not. [Store.RepairInterruptedToolCalls]
-// appends a synthetic result marked [OutcomeUnknown] for each, so the
-// history a model sees is balanced and tells it to retry only idempotent
-// work and to verify side effects.
+// After a crash a turn may be cut short in two ways, and
+// [Store.RepairInterruptedToolCalls] has a closer for each, so the history
+// a model sees is balanced. A tool call whose KindToolCall event is
+// durable but whose result is not is answered with a synthetic result
+// marked [OutcomeUnknown], telling the model to retry only idempotent work
+// and to verify side effects ([Store.InterruptedToolCalls] lists them). A
+// call an assistant message announced ([Message.ToolCalls]) whose
+// KindToolCall event never became durable was never started (a harness
+// records a call before it runs the tool) and is answered with
+// [OutcomeNotStarted], telling the model the tool did not run
+// ([Store.NotStartedToolCalls] lists them).
 //
 // # Crash testing
 //
@@ -518,6 +524,16 @@
 // run in parallel. A Store keeps at most Options.MaxOpenSessions sessions
 // open, closing the least recently used idle one (as Close would) when it
 // needs room; a pending Branch selection survives that.
+//
+// An append may carry ids the caller chose ([Event.ID], a UUIDv7) as
+// idempotency keys, and [Store.AppendWith] may state the parent it
+// expects: a retry of an append already stored with the same content
+// returns the stored events and writes nothing, other content is
+// [ErrConflict], and so is an expected parent that is no longer the next
+// one (retry.go). Both are checked under the session's lock against the
+// published events and those still in flight, on local files and with
+// Options.Remote alike, so that a harness retrying after a timeout, a
+// crash or a handoff to another Store gets one copy of each event.
 //
 // Across processes, one writer per session: the LOCK file is held with
 // flock(2), which the kernel releases if the process dies, and a second

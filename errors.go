@@ -34,6 +34,12 @@ var (
 	// ErrForkChain is returned for a fork whose chain of ForkedFrom
 	// sessions is longer than the store follows (64), or loops.
 	ErrForkChain = errors.New("sessionstore: fork chain too long or cyclic")
+	// ErrConflict is returned, with nothing written, by an append that
+	// would contradict what the session holds: an event whose
+	// caller-chosen id is stored with other content, a batch only part of
+	// which is stored, or an expected parent (AppendOptions) that is not
+	// the next parent. The error names the id. See retry.go.
+	ErrConflict = errors.New("sessionstore: conflict")
 )
 
 // Errors returned when a session's files are shared or damaged.

@@ -80,9 +80,10 @@ func parseRole(b []byte) (Role, bool) {
 	return roles[c], ok
 }
 
-// Event is one entry of a session's timeline. The store assigns ID,
-// ParentID, BranchFrom and Time on Append; the caller supplies Kind, Role
-// and Record.
+// Event is one entry of a session's timeline. The store assigns ParentID,
+// BranchFrom and Time on Append, and ID unless the caller sets it (a
+// UUIDv7 the caller chose makes the append idempotent: see
+// [Store.AppendWith]); the caller supplies Kind, Role and Record.
 //
 // encoding/json encodes an Event with the member names of a chunk line
 // (id, parent_id, branch_from, kind, role, timestamp, record, and for a blob
@@ -90,7 +91,7 @@ func parseRole(b []byte) (Role, bool) {
 // branch_from when it is uuid.Nil; an unresolved blob event has
 // "record":null.
 type Event struct {
-	ID         uuid.UUID       `json:"id"`                   // UUIDv7, assigned by Append
+	ID         uuid.UUID       `json:"id"`                   // UUIDv7, assigned by Append unless the caller chose it (retry.go)
 	ParentID   uuid.UUID       `json:"parent_id"`            // uuid.Nil for a root
 	BranchFrom uuid.UUID       `json:"branch_from,omitzero"` // uuid.Nil unless the event starts a branch (then equal to ParentID)
 	Kind       Kind            `json:"kind"`
@@ -124,6 +125,12 @@ type Message struct {
 	Reasoning string `json:"reasoning,omitempty"`
 	Model     string `json:"model,omitempty"`
 	Usage     *Usage `json:"usage,omitempty"`
+	// ToolCalls are the tool calls an assistant message announces: what
+	// the model asked for, in its order. A harness records each with a
+	// KindToolCall event before running it; a call announced here whose
+	// event never became durable was not started, and
+	// [Store.RepairInterruptedToolCalls] answers it with OutcomeNotStarted.
+	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
 }
 
 // Usage is the token accounting a provider reports for one response.
@@ -148,8 +155,8 @@ type ToolResult struct {
 	IsError bool   `json:"is_error,omitempty"`
 	// Outcome qualifies a result the tool did not produce itself. Empty
 	// means a normal result: Output is what the tool returned.
-	// OutcomeUnknown marks a synthetic result written by
-	// [Store.RepairInterruptedToolCalls].
+	// OutcomeUnknown and OutcomeNotStarted mark a synthetic result
+	// written by [Store.RepairInterruptedToolCalls].
 	Outcome string `json:"outcome,omitempty"`
 }
 
@@ -160,6 +167,13 @@ type ToolResult struct {
 // verify possible side effects (or ask the user) before repeating
 // anything else.
 const OutcomeUnknown = "outcome_unknown"
+
+// OutcomeNotStarted is the [ToolResult.Outcome] of a synthetic result
+// that answers a tool call an assistant message announced
+// ([Message.ToolCalls]) but whose KindToolCall event never became
+// durable: the harness records the call before running the tool, so the
+// tool never ran and changed nothing. The call may be made again.
+const OutcomeNotStarted = "not_started"
 
 // NewEvent returns an event of the given kind and role whose record is v
 // encoded as JSON. An encoding error is reported by Append.
@@ -256,8 +270,11 @@ func prepareRecord(ev Event, maxSize int) ([]byte, error) {
 	if ev.buildErr != nil {
 		return nil, invalidEventf("%v", ev.buildErr)
 	}
-	if ev.ID != uuid.Nil || ev.ParentID != uuid.Nil || ev.BranchFrom != uuid.Nil || !ev.Time.IsZero() {
-		return nil, invalidEventf("ID, ParentID, BranchFrom and Time are assigned by Append (use Branch to choose a parent)")
+	if ev.ParentID != uuid.Nil || ev.BranchFrom != uuid.Nil || !ev.Time.IsZero() {
+		return nil, invalidEventf("ParentID, BranchFrom and Time are assigned by Append (use Branch to choose a parent, AppendWith to state the one expected)")
+	}
+	if err := checkCallerID(ev.ID); err != nil {
+		return nil, err
 	}
 	if _, ok := parseKind([]byte(ev.Kind)); !ok {
 		return nil, invalidEventf("unknown kind %q", ev.Kind)

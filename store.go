@@ -249,7 +249,8 @@ func (s *Store) useHandle(ctx context.Context, id uuid.UUID, get func(context.Co
 // Append adds an event to the session as a child of HEAD, or of the event
 // chosen by Branch (then BranchFrom is set to it), and makes it HEAD. It
 // assigns the event's ID (UUIDv7), ParentID, BranchFrom and Time, and
-// returns the stored event.
+// returns the stored event. An ID the caller set (a UUIDv7) is used
+// instead and makes the append idempotent: see AppendWith.
 //
 // Durability: when Append returns nil the event's record is on stable
 // storage (written and fdatasync'ed in its chunk) and survives a crash or
@@ -259,16 +260,17 @@ func (s *Store) useHandle(ctx context.Context, id uuid.UUID, get func(context.Co
 // if its bytes reached the disk whole, present.
 //
 // Errors: ErrInvalidEvent (with ErrRecordTooLarge) for bad input, and then
-// nothing is written; ErrNotFound; ErrLocked; ErrSessionFailed after an
-// earlier I/O failure; ErrClosed; *CorruptionError if the session could not
-// be opened.
+// nothing is written; ErrConflict, with nothing written, when the
+// caller's ID is stored with other content; ErrNotFound; ErrLocked;
+// ErrSessionFailed after an earlier I/O failure; ErrClosed;
+// *CorruptionError if the session could not be opened.
 func (s *Store) Append(ctx context.Context, session uuid.UUID, ev Event) (Event, error) {
 	return s.appendOne(ctx, session, ev, nil)
 }
 
 // appendOne appends one event; see appendEvents for check.
 func (s *Store) appendOne(ctx context.Context, session uuid.UUID, ev Event, check func(h *openSession) error) (Event, error) {
-	out, err := s.appendEvents(ctx, session, []Event{ev}, check)
+	out, err := s.appendEvents(ctx, session, []Event{ev}, AppendOptions{}, check)
 	if err != nil {
 		return Event{}, err
 	}
@@ -289,20 +291,24 @@ func (s *Store) appendOne(ctx context.Context, session uuid.UUID, ev Event, chec
 // may be present (each event whole), never a gap: an event is present only
 // if all the events before it are. On an error nothing was acknowledged.
 //
+// Events may carry ids the caller chose, as for AppendWith: a batch
+// stored already is returned as stored.
+//
 // Errors: as Append. ErrInvalidEvent for any bad event, and then nothing is
-// written. An empty batch returns nil, nil.
+// written; ErrConflict as for AppendWith. An empty batch returns nil, nil.
 func (s *Store) AppendBatch(ctx context.Context, session uuid.UUID, events ...Event) ([]Event, error) {
 	if len(events) == 0 {
 		return nil, nil
 	}
-	return s.appendEvents(ctx, session, events, nil)
+	return s.appendEvents(ctx, session, events, AppendOptions{}, nil)
 }
 
 // appendEvents appends evs as one batch. check, if not nil, runs under the
 // session's mutex right before the events are written (again after any
 // wait that released the mutex); its error is returned and nothing is
-// written.
-func (s *Store) appendEvents(ctx context.Context, session uuid.UUID, evs []Event, check func(h *openSession) error) ([]Event, error) {
+// written. Caller-chosen ids and opts add the checks of retry.go before
+// it; a batch already stored is returned as it is stored.
+func (s *Store) appendEvents(ctx context.Context, session uuid.UUID, evs []Event, opts AppendOptions, check func(h *openSession) error) ([]Event, error) {
 	if err := s.begin(ctx); err != nil {
 		return nil, err
 	}
@@ -325,6 +331,14 @@ func (s *Store) appendEvents(ctx context.Context, session uuid.UUID, evs []Event
 	if check != nil {
 		get = s.reg.acquire
 	}
+	if retry, byID, err := retryCheck(batch, opts, check); err != nil {
+		return nil, err
+	} else if retry != nil {
+		check = retry
+		if byID {
+			get = s.reg.acquire
+		}
+	}
 	h, err := get(ctx, session, nil)
 	if err != nil {
 		return nil, err
@@ -332,7 +346,7 @@ func (s *Store) appendEvents(ctx context.Context, session uuid.UUID, evs []Event
 	g, out, err := h.queue(ctx, batch, uuid.Nil, check)
 	if err != nil {
 		s.reg.release(h)
-		return nil, err
+		return storedOrErr(err)
 	}
 	err = h.commit(g)
 	s.reg.releaseUnlocked(h)
