@@ -565,3 +565,28 @@ func TestForkOwnSealedChunks(t *testing.T) {
 		require.NoError(t, s.Close())
 	}
 }
+
+// TestForkCallerIDInPrefix: an append to a fork carrying the id of one of
+// its prefix events (its parent's) is a conflict, and writes nothing.
+func TestForkCallerIDInPrefix(t *testing.T) {
+	ctx := context.Background()
+	st, err := Open(t.TempDir(), nil)
+	require.NoError(t, err)
+	defer st.Close()
+	parent, err := st.Create(ctx, Meta{Name: "parent"})
+	require.NoError(t, err)
+	root, err := st.Append(ctx, parent.ID, UserText("first"))
+	require.NoError(t, err)
+	at, err := st.Append(ctx, parent.ID, AssistantText("second"))
+	require.NoError(t, err)
+	fork, err := st.Fork(ctx, parent.ID, at.ID)
+	require.NoError(t, err)
+
+	again := UserText("first")
+	again.ID = root.ID
+	_, err = st.Append(ctx, fork.ID, again)
+	assert.ErrorIs(t, err, ErrConflict)
+	path, err := st.Load(ctx, fork.ID)
+	require.NoError(t, err)
+	assert.Len(t, path, 2, "the fork holds only its prefix")
+}

@@ -238,6 +238,11 @@ func (h *openSession) storedBatch(batch []pendingEvent, opts AppendOptions) ([]E
 	found, missing := -1, -1
 	for i := range batch {
 		k, ok := h.byID[batch[i].ev.ID]
+		if id := batch[i].ev.ID; !ok && id != uuid.Nil && h.inPrefix(id) {
+			// A fork's prefix is its parent's: an event of it cannot be
+			// appended to the fork, nor be a retry of one appended here.
+			return nil, fmt.Errorf("%w: session %s: event %s is in the fork's prefix, an event of session %s; nothing was written", ErrConflict, h.id, id, h.meta.ForkedFrom.Session)
+		}
 		if batch[i].ev.ID == uuid.Nil || !ok {
 			if missing < 0 {
 				missing = i
