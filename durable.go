@@ -311,7 +311,12 @@ var errUnsynced = errors.New("chunk state unknown after failure")
 // leaves the old content or the new, whole, plus perhaps the temporary
 // file, which reconciliation removes.
 func replaceFile(fsys vfs.FS, dir, name string, data []byte, perm os.FileMode) error {
-	tmp := filepath.Join(dir, name+".tmp")
+	return replaceFileAs(fsys, dir, name, name+".tmp", data, perm)
+}
+
+// replaceFileAs is replaceFile with the temporary file named tmp.
+func replaceFileAs(fsys vfs.FS, dir, name, tmp string, data []byte, perm os.FileMode) error {
+	tmp = filepath.Join(dir, tmp)
 	f, err := fsys.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, perm)
 	if err != nil {
 		return err

@@ -90,11 +90,11 @@ var mutations = []mutation{
 		"err := func() error {\n\t\tif err := x.f.Truncate(0); err != nil {\n\t\t\treturn err\n\t\t}\n\t\t_, err := x.f.WriteAt(x.buf, 0)\n\t\treturn err\n\t}()",
 		"a crash during the rewrite leaves index.jsonl's old lines or its new ones, never old lines after new ones"},
 	// Atomic replaces: HEAD, session.json, sessionstore.json.
-	{"skip the temporary file's sync in a replace", "durable.go", "func replaceFile(", "f.Sync()", "error(nil)",
+	{"skip the temporary file's sync in a replace", "durable.go", "func replaceFileAs(", "f.Sync()", "error(nil)",
 		"a replaced file is whole after a crash"},
-	{"skip the directory sync after a replace", "durable.go", "func replaceFile(", "return fsys.SyncDir(dir)", "return nil",
+	{"skip the directory sync after a replace", "durable.go", "func replaceFileAs(", "return fsys.SyncDir(dir)", "return nil",
 		"a replaced file's new content is durable when the call returns"},
-	{"rename before the temporary file is synced", "durable.go", "func replaceFile(",
+	{"rename before the temporary file is synced", "durable.go", "func replaceFileAs(",
 		"\tif err := f.Sync(); err != nil {\n\t\tf.Close()\n\t\treturn err\n\t}\n\tif err := f.Close(); err != nil {\n\t\treturn err\n\t}\n\tif err := fsys.Rename(tmp, filepath.Join(dir, name)); err != nil {\n\t\treturn err\n\t}",
 		"\tif err := fsys.Rename(tmp, filepath.Join(dir, name)); err != nil {\n\t\treturn err\n\t}\n\tif err := f.Sync(); err != nil {\n\t\tf.Close()\n\t\treturn err\n\t}\n\tif err := f.Close(); err != nil {\n\t\treturn err\n\t}",
 		"a replaced file is whole after a crash"},
@@ -167,6 +167,18 @@ var mutations = []mutation{
 		"acknowledged means remote"},
 	{"take an existing log object for this writer's", "remote.go", "func (r *remoteFiles) putLogLocked(", "err = r.obj.Create(ctx, key, b)", "err = r.obj.Create(ctx, key, b)\n\tif errors.Is(err, ErrObjectExists) {\n\t\terr = nil\n\t}",
 		"a writer that lost the session is fenced"},
+	// The lifecycle.
+	{"skip the subdirectories' sync of Create", "session.go", "func createSessionFiles(", "if err := fsys.SyncDir(dir); err != nil {", "if err := error(nil); err != nil {",
+		"a created session's chunks directory is durable before session.json names it"},
+	{"name a lane before the appends in flight are durable", "lanes.go", "func (h *openSession) changeLanes(", "if err := h.settle(); err != nil {", "if err := error(nil); err != nil {",
+		"a lane names only durable events"},
+	{"write lanes.json in place", "durable.go", "func (l *localFiles) putLanes(",
+		"replaceFile(l.fsys, l.dir, lanesFile, b, l.perm)", inPlace("l.fsys", "l.dir", "lanesFile", "b", "l.perm"),
+		"a crash leaves the old lanes or the new, whole"},
+	{"take a caller's id stored with another record as a retry", "retry.go", "func (h *openSession) sameContent(", "if !same {", "if false {",
+		"a retry with other content is a conflict, never the stored event"},
+	{"a retry does not wait for its original in flight", "retry.go", "func retryCheck(", "h.pipe.waitSync()\n\t\t\t\treturn errRecheck", "break",
+		"a retry racing its original stores one event and never acknowledges one that is not durable"},
 }
 
 // TestMutations applies each mutation in turn to a copy of the module and

@@ -469,27 +469,3 @@ func (cp *chunkRewrite) apply(fsys vfs.FS, chunkDir string, perm os.FileMode) er
 	}
 	return nil
 }
-
-// replaceFileAs is replaceFile with the temporary file named tmp.
-func replaceFileAs(fsys vfs.FS, dir, name, tmp string, data []byte, perm os.FileMode) error {
-	tmpPath := filepath.Join(dir, tmp)
-	f, err := fsys.OpenFile(tmpPath, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, perm)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := fsys.Rename(tmpPath, filepath.Join(dir, name)); err != nil {
-		return err
-	}
-	return fsys.SyncDir(dir)
-}
