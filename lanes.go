@@ -319,8 +319,9 @@ func (h *openSession) eventTime(id uuid.UUID) time.Time {
 }
 
 // currentLanes returns the session's lanes as of now, with h.mu held and
-// the index loaded. A read-only store's session reads the file each time:
-// another process writes it.
+// the index loaded. A read-only store's session reads the file each time
+// (another process writes it), then brings its index up to date, so that
+// the events the file names are in it.
 func (h *openSession) currentLanes() (*laneSet, error) {
 	if h.opts.ReadOnly {
 		ls, err := h.files.readLanes()
@@ -328,6 +329,13 @@ func (h *openSession) currentLanes() (*laneSet, error) {
 			return nil, err
 		}
 		if ls != nil {
+			// The file names only events made durable before it was
+			// written: the session as of after reading it holds them
+			// all, while the index loaded by this call's start may
+			// predate them.
+			if err := h.refresh(); err != nil {
+				return nil, err
+			}
 			if err := h.checkLanes(ls); err != nil {
 				return nil, err
 			}
