@@ -9,7 +9,9 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -106,4 +108,65 @@ func TestReviewFailedDeleteKeepsBranchSelection(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, evs[0].ID, parent, "the Branch selection survives a failed Delete")
 	assert.True(t, branching)
+}
+
+// statHookFS runs after once, just after the first Stat of a path named
+// name (after may use the FS: later Stats pass through).
+type statHookFS struct {
+	vfs.FS
+	name  string
+	fired atomic.Bool
+	after func()
+}
+
+func (h *statHookFS) Stat(name string) (fs.FileInfo, error) {
+	info, err := h.FS.Stat(name)
+	if name == h.name && h.fired.CompareAndSwap(false, true) {
+		h.after()
+	}
+	return info, err
+}
+
+// A Subscribe that found the session just before a Delete of the same
+// Store moved it away still ends, with ErrNotFound.
+func TestReviewSubscribeDuringDelete(t *testing.T) {
+	openBug(t, "hub.go Subscribe: a subscription added after Delete's hub.end lives on for a deleted session")
+	ctx := context.Background()
+	m := vfs.NewMemFS()
+	hf := &statHookFS{FS: m}
+	s := openMem(t, hf, Options{})
+	defer s.Close()
+	meta, err := s.Create(ctx, Meta{})
+	require.NoError(t, err)
+	id := meta.ID
+	appendN(t, s, id, 1)
+	var deleted chan struct{}
+	hf.name = sessionPath(id, metaFile)
+	hf.after = func() {
+		deleted = make(chan struct{})
+		go func() {
+			defer close(deleted)
+			assert.NoError(t, s.Delete(ctx, id))
+		}()
+		// Let the Delete run to its end before Subscribe goes on.
+		for i := 0; i < 200; i++ {
+			if _, err := m.Stat(sessionPath(id)); errors.Is(err, fs.ErrNotExist) {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	sub, err := s.Subscribe(ctx, id)
+	<-deleted
+	if err != nil {
+		assert.ErrorIs(t, err, ErrNotFound)
+		return
+	}
+	defer sub.Close()
+	select {
+	case <-sub.done:
+	case <-time.After(20 * time.Millisecond):
+	}
+	assert.ErrorIs(t, sub.Err(), ErrNotFound, "the subscription of a deleted session ends")
 }
