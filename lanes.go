@@ -251,11 +251,11 @@ func (h *openSession) openLanes() error {
 }
 
 // checkLanes reports a lane of ls that names an event the session does
-// not hold.
+// not hold (its own, or, for a fork, one of its prefix).
 func (h *openSession) checkLanes(ls *laneSet) error {
 	names := slices.Sorted(maps.Keys(ls.lanes))
 	for _, name := range names {
-		if t := ls.lanes[name].tip; !h.known(t) {
+		if t := ls.lanes[name].tip; !h.known(t) && !h.inPrefix(t) {
 			return corruptf(filepath.Join(h.dir, lanesFile), 0, "lane %q names event %s, which the session does not hold", name, t)
 		}
 	}
@@ -413,13 +413,17 @@ func lanesOf(ls *laneSet) []Lane {
 	return out
 }
 
-// laneEvent checks that id is an event of the session a lane may name.
+// laneEvent checks that id is an event of the session a lane may name:
+// one of its own or, for a fork, of its prefix (which Lanes reports as
+// the implicit lane's tip of a fork without events of its own).
 func (h *openSession) laneEvent(id uuid.UUID) error {
 	if id == uuid.Nil {
 		return fmt.Errorf("%w: a lane needs an event (uuid.Nil given)", ErrNotFound)
 	}
-	_, err := h.lookup(id)
-	return err
+	if _, err := h.lookup(id); err != nil && !h.inPrefix(id) { // a fork's prefix (fork.go), as Branch
+		return err
+	}
+	return nil
 }
 
 func unknownLane(name string, id uuid.UUID) error {
@@ -471,8 +475,9 @@ func (s *Store) ActiveLane(ctx context.Context, session uuid.UUID) (Lane, error)
 	return out, err
 }
 
-// CreateLane adds lane name with tip at, an event of the session. The
-// active lane does not change. The first lane call of a session also
+// CreateLane adds lane name with tip at, an event of the session (for a
+// fork, also one of its prefix, as Branch takes). The active lane does
+// not change. The first lane call of a session also
 // records the implicit lane, DefaultLane, with HEAD as its tip.
 //
 // Durability: appends in flight are made durable first; when CreateLane

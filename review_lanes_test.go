@@ -56,3 +56,34 @@ func TestReviewLanesReadOnlyRace(t *testing.T) {
 	assert.Equal(t, newest.ID, got["new"].Tip)
 	assert.Equal(t, newest.ID, got[DefaultLane].Tip, "the active lane's tip is the writer's HEAD")
 }
+
+// A fork without events of its own has HEAD in its prefix: the first lane
+// call records the implicit lane with that tip, and the fork must still
+// open (and verify) afterwards.
+func TestReviewLanesForkWithoutOwnEvents(t *testing.T) {
+	ctx := context.Background()
+	m, s, id := memSession(t, deterministic(Options{}))
+	evs := appendN(t, s, id, 3)
+	f, err := s.Fork(ctx, id, evs[1].ID)
+	require.NoError(t, err)
+	require.NoError(t, s.CreateLane(ctx, f.ID, "side", evs[0].ID), "a lane at a prefix event, as Branch allows")
+	require.NoError(t, s.Close())
+
+	s2 := openMem(t, m, Options{})
+	defer s2.Close()
+	tips, active := laneTips(t, s2, f.ID)
+	assert.Equal(t, DefaultLane, active)
+	assert.Equal(t, evs[1].ID, tips[DefaultLane])
+	assert.Equal(t, evs[0].ID, tips["side"])
+	ev, err := s2.Append(ctx, f.ID, UserText("own"))
+	require.NoError(t, err)
+	assert.Equal(t, evs[1].ID, ev.ParentID)
+	require.NoError(t, s2.SwitchLane(ctx, f.ID, "side"))
+	next, branching, err := s2.NextParent(ctx, f.ID)
+	require.NoError(t, err)
+	assert.Equal(t, evs[0].ID, next, "the switch to a lane at a prefix event")
+	assert.True(t, branching)
+	rep, err := s2.Verify(ctx, f.ID)
+	require.NoError(t, err)
+	assert.Empty(t, rep.Problems)
+}
