@@ -170,3 +170,33 @@ func TestReviewSubscribeDuringDelete(t *testing.T) {
 	}
 	assert.ErrorIs(t, sub.Err(), ErrNotFound, "the subscription of a deleted session ends")
 }
+
+// A Delete that fails before its move leaves a session whose writes a
+// failed sync stopped still stopped: the Store does not forget it.
+func TestReviewFailedDeleteKeepsWriteFailure(t *testing.T) {
+	openBug(t, "registry.go hold: a failed Delete forgets the failure that stopped the session's writes")
+	ctx := context.Background()
+	m, s, id := memSession(t, Options{})
+	defer s.Close()
+	appendN(t, s, id, 2)
+	m.SetFault(func(op vfs.Op, path string) error {
+		if op == vfs.OpSync && strings.Contains(path, chunksDir) {
+			return errors.New("injected sync failure")
+		}
+		return nil
+	})
+	_, err := s.Append(ctx, id, UserText("unsynced"))
+	require.Error(t, err)
+	_, err = s.Append(ctx, id, UserText("refused"))
+	require.ErrorIs(t, err, ErrSessionFailed, "precondition: writes stopped")
+	m.SetFault(func(op vfs.Op, path string) error {
+		if op == vfs.OpRename && strings.HasPrefix(filepath.Base(path), id.String()+".") {
+			return errors.New("injected rename failure")
+		}
+		return nil
+	})
+	require.Error(t, s.Delete(ctx, id))
+	m.SetFault(nil)
+	_, err = s.Append(ctx, id, UserText("after the failed delete"))
+	assert.ErrorIs(t, err, ErrSessionFailed, "writes stay stopped until the Store is reopened")
+}
