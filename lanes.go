@@ -251,11 +251,11 @@ func (h *openSession) openLanes() error {
 }
 
 // checkLanes reports a lane of ls that names an event the session does
-// not hold.
+// not hold (its own, or, for a fork, one of its prefix).
 func (h *openSession) checkLanes(ls *laneSet) error {
 	names := slices.Sorted(maps.Keys(ls.lanes))
 	for _, name := range names {
-		if t := ls.lanes[name].tip; !h.known(t) {
+		if t := ls.lanes[name].tip; !h.known(t) && !h.inPrefix(t) {
 			return corruptf(filepath.Join(h.dir, lanesFile), 0, "lane %q names event %s, which the session does not hold", name, t)
 		}
 	}
@@ -319,8 +319,9 @@ func (h *openSession) eventTime(id uuid.UUID) time.Time {
 }
 
 // currentLanes returns the session's lanes as of now, with h.mu held and
-// the index loaded. A read-only store's session reads the file each time:
-// another process writes it.
+// the index loaded. A read-only store's session reads the file each time
+// (another process writes it), then brings its index up to date, so that
+// the events the file names are in it.
 func (h *openSession) currentLanes() (*laneSet, error) {
 	if h.opts.ReadOnly {
 		ls, err := h.files.readLanes()
@@ -328,6 +329,13 @@ func (h *openSession) currentLanes() (*laneSet, error) {
 			return nil, err
 		}
 		if ls != nil {
+			// The file names only events made durable before it was
+			// written: the session as of after reading it holds them
+			// all, while the index loaded by this call's start may
+			// predate them.
+			if err := h.refresh(); err != nil {
+				return nil, err
+			}
 			if err := h.checkLanes(ls); err != nil {
 				return nil, err
 			}
@@ -405,13 +413,17 @@ func lanesOf(ls *laneSet) []Lane {
 	return out
 }
 
-// laneEvent checks that id is an event of the session a lane may name.
+// laneEvent checks that id is an event of the session a lane may name:
+// one of its own or, for a fork, of its prefix (which Lanes reports as
+// the implicit lane's tip of a fork without events of its own).
 func (h *openSession) laneEvent(id uuid.UUID) error {
 	if id == uuid.Nil {
 		return fmt.Errorf("%w: a lane needs an event (uuid.Nil given)", ErrNotFound)
 	}
-	_, err := h.lookup(id)
-	return err
+	if _, err := h.lookup(id); err != nil && !h.inPrefix(id) { // a fork's prefix (fork.go), as Branch
+		return err
+	}
+	return nil
 }
 
 func unknownLane(name string, id uuid.UUID) error {
@@ -463,8 +475,9 @@ func (s *Store) ActiveLane(ctx context.Context, session uuid.UUID) (Lane, error)
 	return out, err
 }
 
-// CreateLane adds lane name with tip at, an event of the session. The
-// active lane does not change. The first lane call of a session also
+// CreateLane adds lane name with tip at, an event of the session (for a
+// fork, also one of its prefix, as Branch takes). The active lane does
+// not change. The first lane call of a session also
 // records the implicit lane, DefaultLane, with HEAD as its tip.
 //
 // Durability: appends in flight are made durable first; when CreateLane

@@ -62,7 +62,8 @@ type PruneResult struct {
 // writer (then skipped with ErrLocked) or changes meanwhile. A session
 // that a session Prune keeps forks (Meta.ForkedFrom) is skipped with
 // ErrHasForks, not an error of the whole Prune; a fork that Prune also
-// removes is removed first. Prune also empties the trash of what earlier
+// removes is removed first, and when that fork is skipped (ErrLocked,
+// say), so is the session it forks, with ErrHasForks. Prune also empties the trash of what earlier
 // deletes left (that space is not counted in Bytes).
 //
 // Durability: as Delete, for each removed session; a crash during Prune
@@ -103,12 +104,28 @@ func (s *Store) Prune(ctx context.Context, policy PrunePolicy) (PruneResult, err
 	}
 	removed := res.Removed[:0:0]
 	res.Bytes = 0
+	kept := map[uuid.UUID]bool{} // chosen, but not removed
 	for _, it := range res.Removed {
 		if err := ctx.Err(); err != nil {
 			res.Removed = removed
 			return res, err
 		}
+		// A fork that stays (its delete failed) keeps the session it
+		// forks, as in the plan: its prefix is read from that one's files.
+		var staying []uuid.UUID
+		for _, f := range forks[it.Meta.ID] {
+			if kept[f] {
+				staying = append(staying, f)
+			}
+		}
+		if len(staying) > 0 {
+			kept[it.Meta.ID] = true
+			it.Err = forksError(it.Meta.ID, staying)
+			res.Skipped = append(res.Skipped, it)
+			continue
+		}
 		if err := s.deleteSession(ctx, it.Meta.ID); err != nil {
+			kept[it.Meta.ID] = true
 			it.Err = err
 			res.Skipped = append(res.Skipped, it)
 			continue
