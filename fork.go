@@ -376,10 +376,53 @@ func (s *Store) readRun(ctx context.Context, h *openSession, pre *forkPrefix, se
 		defer r.close()
 		return s.readEntries(ctx, h.dir, r, run)
 	}
-	dir := pre.segs[seg].dir
+	evs, err := s.readPrefixRun(ctx, pre.segs[seg].dir, run)
+	if err == nil || ctx.Err() != nil {
+		return evs, err
+	}
+	// The parent's lines may have moved since the prefix was read (an
+	// Upgrade rewrote its chunks, here or in another process): read the
+	// prefix again and, if it still holds the run, read it from there.
+	fresh, ok := h.refreshPrefix(pre)
+	if !ok {
+		return nil, err
+	}
+	moved := make([]entry, len(run))
+	for i := range run {
+		at, ok := fresh.pos[run[i].ID]
+		if !ok || at.seg != seg {
+			return nil, err
+		}
+		moved[i] = fresh.segs[at.seg].path[at.i]
+	}
+	return s.readPrefixRun(ctx, fresh.segs[seg].dir, moved)
+}
+
+// readPrefixRun reads run, entries of the session whose directory is dir.
+func (s *Store) readPrefixRun(ctx context.Context, dir string, run []entry) ([]Event, error) {
 	r := newChunkReader(s.opts.fs, filepath.Join(dir, chunksDir))
 	defer r.close()
 	return s.readEntries(ctx, dir, r, run)
+}
+
+// refreshPrefix reads the session's prefix again and, if h still holds
+// pre, replaces it: after a parent's chunks were rewritten (Upgrade), the
+// entries of pre name their lines' old places. ok is false when the
+// prefix cannot be read (the error is the caller's to report); h keeps
+// pre then. h.mu is not held.
+func (h *openSession) refreshPrefix(pre *forkPrefix) (*forkPrefix, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.fork != pre {
+		return h.fork, h.fork != nil // read again meanwhile
+	}
+	h.fork = nil
+	p, err := h.prefix()
+	if err != nil || p == nil {
+		h.fork = pre
+		return nil, false
+	}
+	return p, true
 }
 
 // forkKept is keptTail for a compaction c on a fork's path: the events
@@ -426,10 +469,20 @@ func (s *Store) forkEvent(ctx context.Context, h *openSession, id uuid.UUID) (ev
 		return Event{}, false, nil
 	}
 	s.reg.release(h)
-	dir := pre.segs[st.seg].dir
-	r := newChunkReader(s.opts.fs, filepath.Join(dir, chunksDir))
-	defer r.close()
-	ev, err = readEntry(r, &st.e)
+	read := func(pre *forkPrefix, e *entry) (Event, error) {
+		r := newChunkReader(s.opts.fs, filepath.Join(pre.segs[st.seg].dir, chunksDir))
+		defer r.close()
+		return readEntry(r, e)
+	}
+	if ev, err = read(pre, &st.e); err == nil {
+		return ev, true, nil
+	}
+	// The line may have moved (see readRun): look it up again.
+	if fresh, ok := h.refreshPrefix(pre); ok {
+		if at, ok := fresh.pos[id]; ok && at.seg == st.seg {
+			ev, err = read(fresh, &fresh.segs[at.seg].path[at.i])
+		}
+	}
 	return ev, true, err
 }
 
