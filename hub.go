@@ -179,6 +179,13 @@ func (s *Store) Subscribe(ctx context.Context, session uuid.UUID) (*Subscription
 		return nil, ErrClosed
 	}
 	go sub.pump(ctx)
+	// A Delete that moved the session away after the check above ended
+	// the session's subscriptions before this one was added; one that
+	// moves it after this check ends this one too.
+	if _, err := s.opts.fs.Stat(filepath.Join(dir, metaFile)); err != nil && noSession(s.opts.fs, dir, err) {
+		sub.Close()
+		return nil, fmt.Errorf("%w: session %s", ErrNotFound, session)
+	}
 	return sub, nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -325,6 +326,12 @@ func (h *openSession) open(ctx context.Context, lockSession func(string) (io.Clo
 	}
 	lk, err := lockSession(filepath.Join(h.dir, lockName))
 	if err != nil {
+		if create == nil && errors.Is(err, os.ErrNotExist) {
+			if _, serr := fsys.Stat(filepath.Join(h.dir, metaFile)); serr != nil && noSession(fsys, h.dir, serr) {
+				// Deleted (Delete) since the caller found it.
+				return fmt.Errorf("%w: session %s", ErrNotFound, h.id)
+			}
+		}
 		return err
 	}
 	h.lock = lk

@@ -166,6 +166,13 @@ func (h *openSession) openReader() error {
 // analyzed again (reload).
 func (h *openSession) refresh() error {
 	rev, err := revisionOf(h.opts.fs, h.dir)
+	if err != nil || rev != h.revision {
+		// A writer may have deleted the session (Delete): it is gone,
+		// not empty.
+		if _, serr := h.opts.fs.Stat(filepath.Join(h.dir, metaFile)); serr != nil && noSession(h.opts.fs, h.dir, serr) {
+			return fmt.Errorf("%w: session %s", ErrNotFound, h.id)
+		}
+	}
 	if err != nil {
 		return err
 	}
