@@ -68,12 +68,32 @@ const trashDir = "trash"
 // catalogue notices the change by its directory stamp. A reader in another process (a read-only Store) that
 // has the session's files open may see them disappear.
 //
+// With Options.Remote (remote_delete.go), Delete also refuses with
+// ErrLocked a session another Store holds (its newest log object is not a
+// release and is younger than Options.LeaseTime on the object store's
+// clock; Options.WaitForLock waits), and deletes the session in the
+// object store before its local directory: the Create of a delete marker
+// as the log's next object is the commit point. Before it the session is
+// whole everywhere; after it every open of it, on any Store, returns
+// ErrNotFound, Meta does too, and a zombie holder's next write fails with
+// ErrFenced. When Delete returns nil, the object store holds of the
+// session only its log objects, each replaced by the marker (the numbers
+// stay taken, so a Create of the same id returns ErrExists): no meta copy
+// (List and ListRecent omit it), blob, sealed chunk or probe. Between the
+// marker and the removal of its metadata copies, and after a Delete that
+// failed or crashed there until one is retried, List and ListRecent may
+// still name the session that opens report gone. An error after the
+// marker says the session is deleted but some objects stay; a retried
+// Delete (of an id whose log ends with the marker) removes them and
+// returns nil. The bytes of a blob or sealed chunk a zombie uploaded
+// after the delete, before its fenced log write, stay until a retry.
+//
 // Errors: ErrReadOnly; ErrLocked; ErrHasForks; ErrClosed; a context
-// error; errors.ErrUnsupported with Options.Remote (deleting a session's
-// objects is not implemented); the file system error that stopped the
-// move (the session is then whole; or, when a directory sync after the
-// rename failed, gone from this Store, but a crash may bring it back
-// whole).
+// error; with Options.Remote, ErrRemote (before the marker: the session is
+// whole; after it: deleted, objects stay, retry); the file system error
+// that stopped the move (the session is then whole; or, when a directory
+// sync after the rename failed, gone from this Store, but a crash may
+// bring it back whole; with Options.Remote it is deleted already).
 func (s *Store) Delete(ctx context.Context, session uuid.UUID) error {
 	if err := s.checkDeletable(); err != nil {
 		return err
@@ -98,9 +118,6 @@ func (s *Store) Delete(ctx context.Context, session uuid.UUID) error {
 func (s *Store) checkDeletable() error {
 	if s.opts.ReadOnly {
 		return ErrReadOnly
-	}
-	if s.opts.Remote != nil {
-		return fmt.Errorf("sessionstore: delete with Options.Remote: %w", errors.ErrUnsupported)
 	}
 	return nil
 }
@@ -159,7 +176,14 @@ func forksError(session uuid.UUID, forks []uuid.UUID) error {
 func (s *Store) deleteSession(ctx context.Context, id uuid.UUID) error {
 	fsys := s.opts.fs
 	dir := s.sessionDir(id)
-	if _, err := fsys.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+	if s.opts.Remote != nil {
+		// The object store decides whether the session exists; its
+		// directory here is a cache, made (as an open makes it) so that
+		// its lock keeps this root's other processes out.
+		if err := fsys.MkdirAll(dir, s.opts.DirMode); err != nil {
+			return fmt.Errorf("sessionstore: delete session %s: %w", id, err)
+		}
+	} else if _, err := fsys.Stat(dir); errors.Is(err, fs.ErrNotExist) {
 		return nil
 	} else if err != nil {
 		return fmt.Errorf("sessionstore: delete session %s: %w", id, err)
@@ -175,6 +199,20 @@ func (s *Store) deleteSession(ctx context.Context, id uuid.UUID) error {
 	}
 	if err != nil {
 		return err
+	}
+	var objErr error // with Remote: the session is deleted, but objects of it stay
+	if s.opts.Remote != nil {
+		marked, err := s.markRemoteDeleted(ctx, id)
+		if err == nil && marked {
+			err = s.removeRemoteObjects(ctx, id)
+		}
+		if err != nil && !marked {
+			lk.Close()
+			return fmt.Errorf("sessionstore: delete session %s: %w", id, err)
+		}
+		if err != nil {
+			objErr = fmt.Errorf("sessionstore: delete session %s: it is deleted, but some of its objects stay (a retried Delete removes them): %w", id, err)
+		}
 	}
 	nonce, err := s.opts.newID()
 	if err != nil {
@@ -196,9 +234,12 @@ func (s *Store) deleteSession(ctx context.Context, id uuid.UUID) error {
 	}
 	switch {
 	case !moved && err != nil:
-		return fmt.Errorf("sessionstore: delete session %s: %w", id, err)
+		return errors.Join(fmt.Errorf("sessionstore: delete session %s: %w", id, err), objErr)
 	case !moved:
-		return nil // deleted meanwhile
+		return objErr // deleted meanwhile
+	case moveErr != nil && s.opts.Remote != nil:
+		// The object store holds the delete: no crash brings it back.
+		return errors.Join(fmt.Errorf("sessionstore: delete session %s: %w", id, moveErr), objErr)
 	case moveErr != nil:
 		return fmt.Errorf("sessionstore: delete session %s (moved aside, but a crash may bring it back): %w", id, moveErr)
 	case err != nil:
@@ -211,12 +252,12 @@ func (s *Store) deleteSession(ctx context.Context, id uuid.UUID) error {
 	trash := filepath.Join(s.dir, trashDir)
 	if err := removeTree(fsys, filepath.Join(trash, name)); err != nil {
 		s.opts.Logger.Warn("sessionstore: removing a deleted session's files (left in the trash)", "session", id, "err", err)
-		return nil
+		return objErr
 	}
 	if err := fsys.SyncDir(trash); err != nil {
 		s.opts.Logger.Warn("sessionstore: syncing the trash", "session", id, "err", err)
 	}
-	return nil
+	return objErr
 }
 
 // moveToTrash renames session directory dir to the trash directory of

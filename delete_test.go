@@ -243,7 +243,7 @@ func TestDeleteTrashFinishedByOpen(t *testing.T) {
 	assertGone(t, m, s, id)
 }
 
-func TestDeleteRefusedByReadOnlyAndRemoteStores(t *testing.T) {
+func TestDeleteRefusedByReadOnlyStores(t *testing.T) {
 	ctx := context.Background()
 	m, s, id := memSession(t, Options{})
 	require.NoError(t, s.Close())
@@ -259,12 +259,6 @@ func TestDeleteRefusedByReadOnlyAndRemoteStores(t *testing.T) {
 	_, err = ro.GCStore(ctx)
 	assert.ErrorIs(t, err, ErrReadOnly)
 
-	r, _ := apiNewStore(t, remoteOpts(newMemObjects()))
-	meta, err := r.Create(ctx, Meta{})
-	require.NoError(t, err)
-	assert.ErrorIs(t, r.Delete(ctx, meta.ID), errors.ErrUnsupported)
-	_, err = r.Meta(ctx, meta.ID)
-	assert.NoError(t, err, "the refused delete left the session")
 }
 
 // TestDeleteCatalogue: after a Delete, ListRecent answers from the

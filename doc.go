@@ -470,6 +470,14 @@
 //     lease) fails its next Create and stops with ErrFenced, having
 //     acknowledged nothing the new holder does not have. No acknowledged
 //     event is ever lost or forked by two writers.
+//   - Delete (and Prune) work on object storage too (remote_delete.go):
+//     refused with ErrLocked while another Store holds an unexpired
+//     lease, they create the next log object as a delete marker, the
+//     commit point after which every open on any Store returns
+//     ErrNotFound and a zombie writer fails with ErrFenced; then the
+//     metadata copies, blobs, sealed chunks and probe go, and every older
+//     log object is overwritten by the marker (its number stays taken, so
+//     the id cannot be created again: ErrExists).
 //   - Handoff: Close, CloseSession (a worker done with a session for now)
 //     or the Store making room writes a release marker;
 //     the next open, anywhere, takes the session at once. A session

@@ -43,6 +43,11 @@ type GCSkipped struct {
 // directories synced) before GCStore moves on; a crash loses none of the
 // blobs that an event refers to.
 //
+// With Options.Remote, the trash holds local cache directories only: a
+// deleted session's objects went when its Delete returned nil (a Delete
+// that returned an error after its delete marker leaves objects that only
+// a retried Delete of that id removes; GCStore does not look for them).
+//
 // Errors: ErrReadOnly; ErrClosed; a context error (the report then holds
 // what was collected so far); List's error other than a *ListError.
 func (s *Store) GCStore(ctx context.Context) (StoreGCReport, error) {

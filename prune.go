@@ -72,8 +72,12 @@ type PruneResult struct {
 //
 // A dry run also works on a read-only store, and writes nothing.
 //
-// Errors: ErrInvalidPolicy; ErrReadOnly (unless DryRun); errors.ErrUnsupported with
-// Options.Remote; ErrClosed; a context error (the result then holds what
+// With Options.Remote, each session goes as Delete removes it from the
+// object store, a session another Store holds is skipped with ErrLocked,
+// and Bytes counts the local cache's files only (the objects' sizes are
+// not read).
+//
+// Errors: ErrInvalidPolicy; ErrReadOnly (unless DryRun); ErrClosed; a context error (the result then holds what
 // was removed so far); or List's error other than a *ListError (sessions
 // List cannot read are left alone).
 func (s *Store) Prune(ctx context.Context, policy PrunePolicy) (PruneResult, error) {

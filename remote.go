@@ -2,6 +2,7 @@ package sessionstore
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/hex"
 	"encoding/json"
@@ -44,7 +45,8 @@ import (
 //   - lanes: a new lanes file (its payload; lanes.go), which the state
 //     of later markers carries;
 //   - markers: create (the session's first object), open (a Store took
-//     the session), release (Close let it go). A marker's header holds
+//     the session), release (Close let it go), delete (the session was
+//     deleted: remote_delete.go). A marker's header holds
 //     the whole state of the log before it (remoteState: the sealed
 //     chunks, the data objects of the chunks not sealed, the data objects
 //     sealing made unneeded) and its payload session.json, so a reader
@@ -101,7 +103,7 @@ const (
 )
 
 func isMarker(kind string) bool {
-	return kind == logCreate || kind == logOpen || kind == logRelease
+	return kind == logCreate || kind == logOpen || kind == logRelease || kind == logDelete
 }
 
 // remoteStateFile records, in a session's directory, the log object the
@@ -951,7 +953,7 @@ func (r *remoteFiles) acquire(ctx context.Context, wait bool) error {
 		if err != nil {
 			return err
 		}
-		if v == nil {
+		if v == nil || isDeleteMarker(v.newestHead) {
 			return fmt.Errorf("%w: session %s", ErrNotFound, r.id)
 		}
 		// Held, unless released or held by this Store: a lease of an
@@ -1080,6 +1082,9 @@ func (s *Store) metaRemote(ctx context.Context, id uuid.UUID) (Meta, error) {
 	}
 	if len(infos) == 0 {
 		return Meta{}, fmt.Errorf("%w: session %s", ErrNotFound, id)
+	}
+	if gone, err := s.remoteDeleted(ctx, id); err != nil || gone {
+		return Meta{}, cmp.Or(err, fmt.Errorf("%w: session %s was deleted", ErrNotFound, id))
 	}
 	key := infos[len(infos)-1].Key
 	b, err := s.opts.Remote.Get(ctx, key, 0, -1)

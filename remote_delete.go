@@ -1,0 +1,191 @@
+package sessionstore
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Deleting a session on object storage
+//
+// With Options.Remote, Delete (delete.go) runs under the session's local
+// lock, and before moving the local directory to the trash it deletes
+// the session in the object store:
+//
+//  1. It reads the log's newest object (readView) and refuses, with
+//     ErrLocked, a session another Store holds: one whose newest object
+//     is not a release marker, was written by another Store, and is
+//     younger than Options.LeaseTime on the object store's clock (the
+//     test an open makes: remote.go). With Options.WaitForLock it polls.
+//  2. It creates the next numbered log object, a delete marker (kind
+//     "delete", no lease, no payload). This Create is the commit point:
+//     before it the session is whole, after it every open of the session
+//     on any Store returns ErrNotFound, since an open reads the newest
+//     object first. Create-only numbering fences the rest: a zombie
+//     writer's next object is numbered at most the marker's, which is
+//     taken; a Store that read the log before the marker and tries to
+//     take the session creates its open marker at the marker's number,
+//     fails, reads again and finds the session deleted. A Create whose
+//     answer is lost (unknown state) is an error: the session is whole
+//     or gone, and a retried Delete settles it by reading the log.
+//  3. It deletes the session's metadata copies (meta/<id>/), which is
+//     what List and ListRecent read; Meta reads the log's newest object
+//     too and agrees with the open from step 2 on.
+//  4. It replaces every older log object by a copy of the delete marker
+//     (Put: the number stays taken, so that no zombie Create of it
+//     succeeds, and nothing of the session's content stays), and deletes
+//     every other object under sessions/<id>/: blobs (a session's blobs
+//     are its own: no other session refers to them), sealed chunks, the
+//     clock probe.
+//
+// The log's numbers are never freed, so a session id once deleted cannot
+// be created again: Create returns ErrExists. A Delete of a session whose
+// newest object is a delete marker does steps 3 and 4 again and returns
+// nil; of an id the object store has no log for, it does nothing there.
+//
+// The one window where List and opening disagree: from step 2 to step 3
+// (and, after a Delete that failed or crashed in between, until a Delete
+// of the id is retried), List and ListRecent still show the session,
+// while Meta and every open return ErrNotFound. A zombie writer may also
+// leave a blob or sealed chunk it uploaded before its fenced log Create;
+// a retried Delete removes such objects.
+
+// logDelete is the kind of the delete marker.
+const logDelete = "delete"
+
+// deleteMarker is the delete marker's bytes: the same for every session
+// and every older log object it replaces, so that a retry recognises
+// what it wrote by size and content.
+func deleteMarker() []byte {
+	b, err := encodeLogObject(&logHeader{Kind: logDelete}, nil)
+	if err != nil {
+		panic(err) // a fixed header always encodes
+	}
+	return b
+}
+
+// isDeleteMarker reports whether the log object h heads is a delete
+// marker.
+func isDeleteMarker(h *logHeader) bool { return h != nil && h.Kind == logDelete }
+
+// remoteReader is a remoteFiles for reading a session's log outside an
+// open: Delete's and Meta's.
+func (s *Store) remoteReader(id uuid.UUID) *remoteFiles {
+	return &remoteFiles{localFiles: &localFiles{log: s.opts.Logger.With("session", id)}, obj: s.opts.Remote, id: id, store: s.opts.storeID, lease: uuid.New(), timeout: s.opts.RemoteTimeout, leaseT: s.opts.LeaseTime, now: time.Now}
+}
+
+// markRemoteDeleted is steps 1 to 3 above, with the session's local lock
+// held: when it returns nil the delete marker is in the log (it was, or
+// this call created it) and the metadata copies are gone; marked says
+// whether a delete marker is in the log (false: the object store has no
+// log for the session). An error before the marker leaves the session
+// whole.
+func (s *Store) markRemoteDeleted(ctx context.Context, id uuid.UUID) (marked bool, err error) {
+	r := s.remoteReader(id)
+	marker := deleteMarker()
+	for {
+		v, err := r.readView(ctx)
+		if err != nil {
+			return false, err
+		}
+		if v == nil {
+			return false, nil
+		}
+		if isDeleteMarker(v.newestHead) {
+			break
+		}
+		if v.newestHead == nil || v.newestHead.Kind != logRelease && v.newestHead.Store != r.store {
+			now, err := r.storeClock(ctx)
+			if err != nil {
+				return false, err
+			}
+			if idle := now.Sub(v.newest.ModTime); idle < r.leaseT {
+				if !s.opts.WaitForLock {
+					return false, fmt.Errorf("%w: session %s is held by another Store (newest log object %s, %s old, lease %s)", ErrLocked, id, v.newest.Key, idle.Round(time.Millisecond), r.leaseT)
+				}
+				select {
+				case <-ctx.Done():
+					return false, ctx.Err()
+				case <-time.After(leasePoll(r.leaseT)):
+				}
+				continue
+			}
+		}
+		key := logKey(id, v.newestSeq+1)
+		err = s.opts.Remote.Create(ctx, key, marker)
+		if errors.Is(err, ErrObjectExists) {
+			continue // another writer came first: read the log again
+		}
+		if err != nil {
+			return false, remoteErr("create", key, err)
+		}
+		break
+	}
+	prefix := metaPrefix + id.String() + "/"
+	infos, err := s.opts.Remote.List(ctx, prefix, 0)
+	if err != nil {
+		return true, remoteErr("list", prefix, err)
+	}
+	for _, o := range infos {
+		if err := s.opts.Remote.Delete(ctx, o.Key); err != nil {
+			return true, remoteErr("delete", o.Key, err)
+		}
+	}
+	return true, nil
+}
+
+// removeRemoteObjects is step 4 above, for a session whose log ends with
+// a delete marker.
+func (s *Store) removeRemoteObjects(ctx context.Context, id uuid.UUID) error {
+	obj := s.opts.Remote
+	marker := deleteMarker()
+	prefix, lprefix := sessionPrefix(id), logPrefix(id)
+	infos, err := obj.List(ctx, prefix, 0)
+	if err != nil {
+		return remoteErr("list", prefix, err)
+	}
+	for _, o := range infos {
+		if _, ok := parseLogKey(lprefix, o.Key); !ok {
+			if err := obj.Delete(ctx, o.Key); err != nil {
+				return remoteErr("delete", o.Key, err)
+			}
+			continue
+		}
+		if o.Size == int64(len(marker)) {
+			b, err := obj.Get(ctx, o.Key, 0, -1)
+			if err != nil && !errors.Is(err, ErrObjectNotFound) {
+				return remoteErr("get", o.Key, err)
+			}
+			if err != nil || bytes.Equal(b, marker) {
+				continue // the marker, or an object a zombie deleted (its number is free, as it was before)
+			}
+		}
+		if err := obj.Put(ctx, o.Key, marker); err != nil {
+			return remoteErr("put", o.Key, err)
+		}
+	}
+	return nil
+}
+
+// remoteDeleted reports whether the newest log object of session id is a
+// delete marker: for Meta, so that it agrees with opening.
+func (s *Store) remoteDeleted(ctx context.Context, id uuid.UUID) (bool, error) {
+	prefix := logPrefix(id)
+	infos, err := s.opts.Remote.List(ctx, prefix, 1)
+	if err != nil {
+		return false, remoteErr("list", prefix, err)
+	}
+	marker := deleteMarker()
+	if len(infos) == 0 || infos[0].Size != int64(len(marker)) {
+		return false, nil
+	}
+	b, err := s.opts.Remote.Get(ctx, infos[0].Key, 0, -1)
+	if err != nil {
+		return false, remoteErr("get", infos[0].Key, err)
+	}
+	return bytes.Equal(b, marker), nil
+}
