@@ -192,7 +192,10 @@ func (s *Store) deleteSession(ctx context.Context, id uuid.UUID) error {
 	if err != nil {
 		return err
 	}
-	defer release()
+	// What the registry keeps of the session (a Branch selection, the
+	// failure that stopped its writes) is forgotten only once it is gone.
+	deleted := false
+	defer func() { release(deleted) }()
 	lk, err := s.reg.lockSession(ctx, filepath.Join(dir, lockName))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil // deleted meanwhile
@@ -203,6 +206,7 @@ func (s *Store) deleteSession(ctx context.Context, id uuid.UUID) error {
 	var objErr error // with Remote: the session is deleted, but objects of it stay
 	if s.opts.Remote != nil {
 		marked, err := s.markRemoteDeleted(ctx, id)
+		deleted = marked
 		if err == nil && marked {
 			err = s.removeRemoteObjects(ctx, id)
 		}
@@ -229,6 +233,7 @@ func (s *Store) deleteSession(ctx context.Context, id uuid.UUID) error {
 		moved, moveErr = moveToTrash(fsys, s.dir, dir, name, s.opts.DirMode)
 		return false, moveErr
 	})
+	deleted = deleted || moved
 	if cerr := lk.Close(); cerr != nil {
 		s.opts.Logger.Warn("sessionstore: releasing a deleted session's lock", "session", id, "err", cerr)
 	}

@@ -339,27 +339,37 @@ func (r *registry) evictLocked() []*openSession {
 // failure is logged, and returned for CloseSession: the events were
 // durable already, and what failed (a HEAD or metadata checkpoint) is
 // rebuilt when the session is next opened.
+// closeKeeping closes h, keeping what must outlive the close: its
+// pending Branch selection, the failure that stopped its writes and the
+// repairs not reported yet. r.mu is not held.
+func (r *registry) closeKeeping(h *openSession) error {
+	h.mu.Lock()
+	pending, repaired := h.pending, h.repaired
+	failed := failure{err: h.writeFailure, head: h.head()}
+	h.mu.Unlock()
+	err := h.close()
+	r.mu.Lock()
+	if pending != uuid.Nil {
+		r.selections[h.id] = pending
+	}
+	if failed.err != nil && !remoteLost(failed.err) {
+		r.failures[h.id] = failed
+	}
+	if len(repaired) > 0 {
+		r.repaired[h.id] = append(r.repaired[h.id], repaired...)
+	}
+	r.mu.Unlock()
+	return err
+}
+
 func (r *registry) closeVictims(victims []*openSession) error {
 	var errs []error
 	for _, h := range victims {
-		h.mu.Lock()
-		pending, repaired := h.pending, h.repaired
-		failed := failure{err: h.writeFailure, head: h.head()}
-		h.mu.Unlock()
-		if err := h.close(); err != nil {
+		if err := r.closeKeeping(h); err != nil {
 			r.opts.Logger.Warn("sessionstore: closing an idle session failed", "session", h.id, "err", err)
 			errs = append(errs, err)
 		}
 		r.mu.Lock()
-		if pending != uuid.Nil {
-			r.selections[h.id] = pending
-		}
-		if failed.err != nil && !remoteLost(failed.err) {
-			r.failures[h.id] = failed
-		}
-		if len(repaired) > 0 {
-			r.repaired[h.id] = append(r.repaired[h.id], repaired...)
-		}
 		close(r.closing[h.id])
 		delete(r.closing, h.id)
 		r.mu.Unlock()
@@ -440,8 +450,10 @@ func (r *registry) closeOne(ctx context.Context, id uuid.UUID) error {
 // session if open and marks it as being closed, so that calls wanting it
 // wait (awaitClosing) until release is called, and then open it again
 // from its files, if any are left. What the registry kept for the
-// session (Branch selection, failure, repairs) is forgotten on release.
-func (r *registry) hold(ctx context.Context, id uuid.UUID) (release func(), err error) {
+// session (Branch selection, failure, repairs) is kept through the close
+// and forgotten on release only if deleted (a Delete that failed before
+// moving the session leaves it as it was).
+func (r *registry) hold(ctx context.Context, id uuid.UUID) (release func(deleted bool), err error) {
 	const poll = 2 * time.Millisecond
 	for {
 		r.mu.Lock()
@@ -472,15 +484,17 @@ func (r *registry) hold(ctx context.Context, id uuid.UUID) (release func(), err 
 		r.closing[id] = done
 		r.mu.Unlock()
 		if ok {
-			if err := h.close(); err != nil {
+			if err := r.closeKeeping(h); err != nil {
 				r.opts.Logger.Warn("sessionstore: closing a session to delete it", "session", id, "err", err)
 			}
 		}
-		return func() {
+		return func(deleted bool) {
 			r.mu.Lock()
-			delete(r.selections, id)
-			delete(r.failures, id)
-			delete(r.repaired, id)
+			if deleted {
+				delete(r.selections, id)
+				delete(r.failures, id)
+				delete(r.repaired, id)
+			}
 			delete(r.closing, id)
 			close(done)
 			r.mu.Unlock()

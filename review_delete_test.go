@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -18,16 +17,6 @@ import (
 
 	"github.com/sessionstore/sessionstore/internal/vfs"
 )
-
-// openBug skips a test of a bug in a file this review does not edit,
-// unless SESSIONSTORE_REVIEW_OPEN_BUGS is set: the test fails until the
-// fix described in the review report lands; then drop the call.
-func openBug(t *testing.T, where string) {
-	t.Helper()
-	if os.Getenv("SESSIONSTORE_REVIEW_OPEN_BUGS") == "" {
-		t.Skip("open bug in " + where + " (set SESSIONSTORE_REVIEW_OPEN_BUGS=1 to run)")
-	}
-}
 
 // lockHookFS runs before once, just before its first Lock of a path
 // named name.
@@ -90,7 +79,6 @@ func TestReviewDeleteUnderReadOnlyStore(t *testing.T) {
 // this Store had it: a pending Branch selection still chooses the next
 // parent.
 func TestReviewFailedDeleteKeepsBranchSelection(t *testing.T) {
-	openBug(t, "registry.go hold: closes the session without keeping its Branch selection and failure, and its release forgets them even when the delete failed")
 	ctx := context.Background()
 	m, s, id := memSession(t, Options{})
 	defer s.Close()
@@ -173,7 +161,6 @@ func TestReviewSubscribeDuringDelete(t *testing.T) {
 // A Delete that fails before its move leaves a session whose writes a
 // failed sync stopped still stopped: the Store does not forget it.
 func TestReviewFailedDeleteKeepsWriteFailure(t *testing.T) {
-	openBug(t, "registry.go hold: a failed Delete forgets the failure that stopped the session's writes")
 	ctx := context.Background()
 	m, s, id := memSession(t, Options{})
 	defer s.Close()
