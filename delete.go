@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
-	"runtime"
 	"strings"
 
 	"github.com/google/uuid"
@@ -50,9 +49,11 @@ const trashDir = "trash"
 // process or another: its lock file is held) with ErrLocked, or with
 // Options.WaitForLock waits for it while ctx allows. It refuses, with an
 // error matching ErrHasForks that names them, a session that any session
-// List returns names in Meta.ForkedFrom, read from each session.json (a
-// fork created while Delete runs is not seen, nor one whose session.json
-// cannot be read).
+// List returns names in Meta.ForkedFrom. Not seen: a fork whose
+// session.json cannot be read, and a fork a Fork call in another Store or
+// process makes while Delete runs (Fork takes no lock on its parent, so
+// such a fork may be left reading a parent that is gone; its reads then
+// report ErrNotFound). Delete a parent only when no Fork of it can run.
 // Deleting a session the store does not hold returns nil, so Delete is
 // idempotent, and two Deletes of one id at once are safe: one removes it,
 // the other returns nil or ErrLocked.
@@ -65,8 +66,10 @@ const trashDir = "trash"
 // store, Delete, Prune or GCStore. An error after the move is durable
 // (recording it in the catalogue, removing the files) is logged, not
 // returned: the session is gone, its files are removed later, and the
-// catalogue notices the change by its directory stamp. A reader in another process (a read-only Store) that
-// has the session's files open may see them disappear.
+// catalogue notices the change by its directory stamp. A read-only Store
+// in another process that has the session open reports it gone
+// (ErrNotFound) at its next call, and an open racing the Delete reports
+// ErrNotFound too.
 //
 // With Options.Remote (remote_delete.go), Delete also refuses with
 // ErrLocked a session another Store holds (its newest log object is not a
@@ -124,29 +127,12 @@ func (s *Store) checkDeletable() error {
 
 // forkIndex returns, for each session that forks name in
 // Meta.ForkedFrom, those forks' ids, and the metadata of every session
-// (List's, with ForkedFrom read from session.json: the catalogue does
-// not hold it). Sessions whose session.json cannot be read are left out.
+// (List's: the catalogue holds ForkedFrom). Sessions whose session.json
+// cannot be read are left out.
 func (s *Store) forkIndex(ctx context.Context) (map[uuid.UUID][]uuid.UUID, []Meta, error) {
 	metas, err := s.List(ctx)
 	var le *ListError
 	if err != nil && !errors.As(err, &le) {
-		return nil, nil, err
-	}
-	root := filepath.Join(s.dir, sessionsDir)
-	workers := min(runtime.GOMAXPROCS(0), (len(metas)+listBatch-1)/listBatch)
-	bufs := make([][]byte, max(workers, 1))
-	forEach(len(metas), workers, func(w, i int) {
-		if ctx.Err() != nil {
-			return
-		}
-		id := metas[i].ID
-		m, _, buf, err := readMetaInto(s.opts.fs, filepath.Join(root, id.String()), id, bufs[w])
-		bufs[w] = buf
-		if err == nil {
-			metas[i].ForkedFrom = m.ForkedFrom
-		}
-	})
-	if err := ctx.Err(); err != nil {
 		return nil, nil, err
 	}
 	return forksOf(metas), metas, nil
