@@ -179,6 +179,10 @@ var mutations = []mutation{
 		"a retry with other content is a conflict, never the stored event"},
 	{"a retry does not wait for its original in flight", "retry.go", "func retryCheck(", "h.pipe.waitSync()\n\t\t\t\treturn errRecheck", "break",
 		"a retry racing its original stores one event and never acknowledges one that is not durable"},
+	{"skip the sessions directory sync after a Delete's move", "delete.go", "func moveToTrash(", "if err := fsys.SyncDir(filepath.Dir(dir)); err != nil {", "if err := error(nil); err != nil {",
+		"a session Delete returned nil for is gone after a crash"},
+	{"open a session whose log ends with a delete marker", "remote.go", "func (r *remoteFiles) acquire(", "if v == nil || isDeleteMarker(v.newestHead) {", "if v == nil {",
+		"a session deleted on the object store is gone for every Store"},
 }
 
 // TestMutations applies each mutation in turn to a copy of the module and
