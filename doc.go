@@ -516,6 +516,34 @@
 // only), and Subscribe across Stores (subscribers hear of their own
 // Store's appends).
 //
+// # Lifecycle
+//
+// What each call of a session's life leaves on disk when it returns nil,
+// and after a crash during it (each call's doc comment has the details):
+//
+//   - [Store.Create]: session.json, durable, with chunks/ and blobs/ (with
+//     Options.DeferCreate: nothing, until the session's first write, which
+//     makes them first). A crash leaves no session or a whole empty one.
+//   - [Store.Fork]: the fork's session.json naming the parent and the
+//     event (Meta.ForkedFrom); nothing of the parent is read for writing,
+//     locked or copied. A crash leaves no fork or a whole one.
+//   - Lane calls: lanes.json replaced atomically, naming only durable
+//     events; a crash leaves the old lanes or the new.
+//   - [Store.Delete]: the session directory moved into trash/ under one
+//     rename, both directories synced, then removed; a crash leaves the
+//     session whole or gone, and a writable Open empties the trash. With
+//     Options.Remote, a delete marker created as the log's next object
+//     comes first: after it the session is gone for every Store.
+//     [Store.Prune] deletes so, one session at a time, exactly the sessions
+//     its dry run lists for the same state; [Store.GCStore] is GC of every
+//     session, beside appends, plus the trash.
+//   - [Store.Upgrade] and [ConvertCompression]: each chunk rewritten to a
+//     temporary file, synced and renamed over the old one, session.json
+//     (or sessionstore.json) last; a crash leaves a session that opens with
+//     the same events, old or new form, and a second call finishes.
+//   - Appends with caller ids or an expected parent ([Store.AppendWith]):
+//     as any append; a refused one writes nothing.
+//
 // # Concurrency
 //
 // A Store is safe for concurrent use by any number of goroutines. Appends
