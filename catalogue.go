@@ -1130,49 +1130,68 @@ func sessionIDs(fsys vfs.FS, root string) ([]uuid.UUID, error) {
 	return ids, nil
 }
 
+// openBackwards opens the catalogue for reading backwards, as recent and
+// page do: the snapshot (for the caller to close) and its size, the log,
+// and the ids the log names that below accepts (all, for nil), newest
+// first: they override the snapshot. ok is false when the catalogue
+// cannot answer: unusable, or the sessions directory's stamp is not the
+// one recorded.
+func (c *catalogue) openBackwards(below func(uuid.UUID) bool) (f vfs.File, size int64, l *catLog, logIDs []uuid.UUID, ok bool) {
+	f, err := c.fsys.OpenFile(filepath.Join(c.dir, catalogueName), os.O_RDONLY, 0)
+	if err != nil {
+		return nil, 0, nil, nil, false
+	}
+	gen, _, err := readCatHeaderFrom(f)
+	if err == nil {
+		l, err = readCatLog(c.fsys, c.dir)
+	}
+	if err == nil && l.gen != gen {
+		err = errCatalogue
+	}
+	if err == nil {
+		if d, serr := statStamp(c.fsys, c.sessions()); serr != nil || d != l.dir {
+			err = errCatalogue
+		}
+	}
+	var info fs.FileInfo
+	if err == nil {
+		info, err = f.Stat()
+	}
+	if err != nil {
+		f.Close()
+		return nil, 0, nil, nil, false
+	}
+	for id := range l.committed {
+		if below == nil || below(id) {
+			logIDs = append(logIDs, id)
+		}
+	}
+	for id := range l.pending {
+		if _, dup := l.committed[id]; !dup && (below == nil || below(id)) {
+			logIDs = append(logIDs, id)
+		}
+	}
+	sort.Slice(logIDs, func(i, j int) bool { return bytesLess(logIDs[j][:], logIDs[i][:]) })
+	return f, info.Size(), l, logIDs, true
+}
+
 // recent returns up to n sessions, newest first, from the catalogue
 // without reading the whole snapshot: the log, then the snapshot's lines
 // backwards from its end. ok is false when the catalogue cannot answer
 // (unusable, or the sessions directory's stamp is not the one recorded):
 // the caller lists all sessions instead.
 func (c *catalogue) recent(n int) (metas []Meta, bad []UnreadableSession, ok bool) {
-	f, err := c.fsys.OpenFile(filepath.Join(c.dir, catalogueName), os.O_RDONLY, 0)
-	if err != nil {
+	f, size, l, logIDs, ok := c.openBackwards(nil)
+	if !ok {
 		return nil, nil, false
 	}
 	defer f.Close()
-	gen, _, err := readCatHeaderFrom(f)
-	if err != nil {
-		return nil, nil, false
-	}
-	l, err := readCatLog(c.fsys, c.dir)
-	if err != nil || l.gen != gen {
-		return nil, nil, false
-	}
-	if d, err := statStamp(c.fsys, c.sessions()); err != nil || d != l.dir {
-		return nil, nil, false
-	}
-	info, err := f.Stat()
-	if err != nil {
-		return nil, nil, false
-	}
-	// The ids the log names, newest first: they override the snapshot.
-	var logIDs []uuid.UUID
-	for id := range l.committed {
-		logIDs = append(logIDs, id)
-	}
-	for id := range l.pending {
-		if _, dup := l.committed[id]; !dup {
-			logIDs = append(logIDs, id)
-		}
-	}
-	sort.Slice(logIDs, func(i, j int) bool { return bytesLess(logIDs[j][:], logIDs[i][:]) })
 	inLog := func(id uuid.UUID) bool {
 		_, committed := l.committed[id]
 		return committed || l.pending[id]
 	}
 
-	tail := catTail{f: f, end: info.Size()}
+	tail := catTail{f: f, end: size}
 	root := c.sessions()
 	var buf []byte
 	add := func(id uuid.UUID, e catEntry, usable bool) {

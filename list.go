@@ -7,10 +7,8 @@ import (
 	"fmt"
 	"io"
 	"iter"
-	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"time"
 
 	"github.com/google/uuid"
@@ -285,48 +283,19 @@ func (s *Store) listPageAll(ctx context.Context, q Query, before *uuid.UUID, n i
 // from before's place, which a binary search of the snapshot finds. ok is
 // false when the catalogue cannot answer (as recent).
 func (c *catalogue) page(ctx context.Context, q Query, before *uuid.UUID, n int) (items []listItem, cost listCost, ok bool) {
-	f, err := c.fsys.OpenFile(filepath.Join(c.dir, catalogueName), os.O_RDONLY, 0)
-	if err != nil {
+	below := func(id uuid.UUID) bool { return before == nil || bytesLess(id[:], before[:]) }
+	f, end, l, logIDs, ok := c.openBackwards(below)
+	if !ok {
 		return nil, cost, false
 	}
 	defer f.Close()
-	gen, _, err := readCatHeaderFrom(f)
-	if err != nil {
-		return nil, cost, false
-	}
-	l, err := readCatLog(c.fsys, c.dir)
-	if err != nil || l.gen != gen {
-		return nil, cost, false
-	}
-	if d, err := statStamp(c.fsys, c.sessions()); err != nil || d != l.dir {
-		return nil, cost, false
-	}
-	info, err := f.Stat()
-	if err != nil {
-		return nil, cost, false
-	}
-	below := func(id uuid.UUID) bool { return before == nil || bytesLess(id[:], before[:]) }
-	// The ids the log names below the cursor, newest first: they
-	// override the snapshot.
-	var logIDs []uuid.UUID
-	for id := range l.committed {
-		if below(id) {
-			logIDs = append(logIDs, id)
-		}
-	}
-	for id := range l.pending {
-		if _, dup := l.committed[id]; !dup && below(id) {
-			logIDs = append(logIDs, id)
-		}
-	}
-	sort.Slice(logIDs, func(i, j int) bool { return bytesLess(logIDs[j][:], logIDs[i][:]) })
 	skip := func(id uuid.UUID) bool {
 		_, committed := l.committed[id]
 		return committed || l.pending[id] || !below(id)
 	}
 
-	end := info.Size()
 	if before != nil {
+		var err error
 		if end, err = catSeek(f, end, *before); err != nil {
 			return nil, cost, false
 		}
