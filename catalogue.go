@@ -1206,12 +1206,24 @@ func (c *catalogue) recent(n int) (metas []Meta, bad []UnreadableSession, ok boo
 			metas = append(metas, m)
 		}
 	}
-	snapRec, snapOK, err := tail.prev(inLog)
-	if err != nil {
+	if err := mergeBackwards(&tail, l, logIDs, inLog, func() bool { return len(metas) < n }, add); err != nil {
 		return nil, nil, false
 	}
+	return metas, bad, true
+}
+
+// mergeBackwards hands add the sessions of the log's logIDs (newest
+// first) and of the snapshot's lines read backwards from tail, merged
+// newest first, while more says to go on: a log entry (usable if
+// committed and not pending since) in place of the snapshot's line of
+// its id, which skip passes over. It returns the error of a line read.
+func mergeBackwards(tail *catTail, l *catLog, logIDs []uuid.UUID, skip func(uuid.UUID) bool, more func() bool, add func(id uuid.UUID, e catEntry, usable bool)) error {
+	snapRec, snapOK, err := tail.prev(skip)
+	if err != nil {
+		return err
+	}
 	li := 0
-	for len(metas) < n && (snapOK || li < len(logIDs)) {
+	for more() && (snapOK || li < len(logIDs)) {
 		if li < len(logIDs) && (!snapOK || bytesLess(snapRec.id[:], logIDs[li][:])) {
 			id := logIDs[li]
 			li++
@@ -1220,11 +1232,11 @@ func (c *catalogue) recent(n int) (metas []Meta, bad []UnreadableSession, ok boo
 			continue
 		}
 		add(snapRec.id, catEntry{file: snapRec.file, meta: snapRec.meta}, snapRec.kind == kindEntry)
-		if snapRec, snapOK, err = tail.prev(inLog); err != nil {
-			return nil, nil, false
+		if snapRec, snapOK, err = tail.prev(skip); err != nil {
+			return err
 		}
 	}
-	return metas, bad, true
+	return nil
 }
 
 // catTail reads a snapshot's entry lines backwards from end.

@@ -325,26 +325,16 @@ func (c *catalogue) page(ctx context.Context, q Query, before *uuid.UUID, n int)
 			matched++
 		}
 	}
-	snapRec, snapOK, err := tail.prev(skip)
-	if err != nil {
+	canceled := false
+	more := func() bool {
+		canceled = ctx.Err() != nil
+		return matched < n && !canceled
+	}
+	if err := mergeBackwards(&tail, l, logIDs, skip, more, add); err != nil {
 		return nil, cost, false
 	}
-	li := 0
-	for matched < n && (snapOK || li < len(logIDs)) {
-		if ctx.Err() != nil {
-			return nil, cost, true // listPage reports it
-		}
-		if li < len(logIDs) && (!snapOK || bytesLess(snapRec.id[:], logIDs[li][:])) {
-			id := logIDs[li]
-			li++
-			e, committed := l.committed[id]
-			add(id, e, committed && !l.pending[id])
-			continue
-		}
-		add(snapRec.id, catEntry{file: snapRec.file, meta: snapRec.meta}, snapRec.kind == kindEntry)
-		if snapRec, snapOK, err = tail.prev(skip); err != nil {
-			return nil, cost, false
-		}
+	if canceled {
+		return nil, cost, true // listPage reports it
 	}
 	cost.entries = tail.decoded
 	return items, cost, true
