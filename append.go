@@ -24,10 +24,11 @@ import (
 // pendingEvent is an event to append: the caller's event and its record
 // after prepareRecord, and, for a record stored as a blob, its digest.
 type pendingEvent struct {
-	ev     Event
-	rec    []byte
-	blob   bool
-	digest [32]byte
+	ev       Event
+	rec      []byte
+	blob     bool
+	digest   [32]byte
+	keepTime bool // AppendOptions.KeepTime: ev.Time, when set, is the event's time
 }
 
 // pendingOf returns the pendingEvent of ev and its prepared record,
@@ -167,7 +168,11 @@ func (h *openSession) writeBatch(ctx context.Context, batch []pendingEvent, pls 
 				return nil, nil, fmt.Errorf("sessionstore: id source returned duplicate id %s", id)
 			}
 		}
-		out[i] = Event{ID: id, Kind: p.ev.Kind, Role: p.ev.Role, Time: h.opts.now().UTC(), Record: p.rec, Size: pls[i].Size}
+		t := h.opts.now().UTC()
+		if p.keepTime && !p.ev.Time.IsZero() {
+			t = p.ev.Time.UTC()
+		}
+		out[i] = Event{ID: id, Kind: p.ev.Kind, Role: p.ev.Role, Time: t, Record: p.rec, Size: pls[i].Size}
 		if pls[i].Blob {
 			out[i].Digest = string(appendDigest(nil, pls[i].Digest))
 		}

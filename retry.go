@@ -6,6 +6,8 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"math"
+	"time"
 
 	"github.com/google/uuid"
 )
@@ -42,6 +44,18 @@ type AppendOptions struct {
 	// session holds no event (and no append is in flight). It cannot be
 	// combined with ExpectParent.
 	ExpectRoot bool
+	// KeepTime stores each event's Time as the caller set it, in UTC,
+	// instead of the time of the append: for history written elsewhere
+	// first (an importer keeps the source's timestamps). An event whose
+	// Time is zero still gets the time of the append. The store does not
+	// require times to grow along a path.
+	KeepTime bool
+}
+
+// storableTime reports whether t fits a chunk line's time: Unix
+// nanoseconds, not negative, in an int64.
+func storableTime(t time.Time) bool {
+	return t.Unix() >= 0 && t.Unix() < math.MaxInt64/int64(time.Second)
 }
 
 // stated reports whether o states a parent.

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -315,6 +316,13 @@ func (s *Store) appendEvents(ctx context.Context, session uuid.UUID, evs []Event
 	defer s.end()
 	batch := make([]pendingEvent, len(evs))
 	for i, ev := range evs {
+		kept := ev.Time
+		if opts.KeepTime {
+			if !kept.IsZero() && !storableTime(kept) {
+				return nil, fmt.Errorf("%w: event %d: time %s is outside 1970 to 2262, which the store cannot hold", ErrInvalidEvent, i, kept.Format(timeLayout))
+			}
+			ev.Time = time.Time{} // the check below is of the other fields
+		}
 		rec, err := prepareRecord(ev, s.opts.MaxRecordSize)
 		if err != nil {
 			if len(evs) > 1 {
@@ -322,7 +330,9 @@ func (s *Store) appendEvents(ctx context.Context, session uuid.UUID, evs []Event
 			}
 			return nil, err
 		}
+		ev.Time = kept
 		batch[i] = s.pendingOf(ev, rec)
+		batch[i].keepTime = opts.KeepTime
 	}
 	if err := s.materialize(ctx, session); err != nil { // a deferred session's files first
 		return nil, err

@@ -15,6 +15,11 @@ type Node struct {
 	Role                     Role
 	Time                     time.Time
 	Size                     int64 // bytes of the record's compact JSON
+	// Preview is a short text of the record for a timeline: the first
+	// characters of a message's content, a tool call's name, a tool
+	// result's first characters, a summary's first characters. It is
+	// kept with the index entry, so Tree reads no record for it.
+	Preview string
 }
 
 // Tree returns every event of the session without records, in the order
