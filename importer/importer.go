@@ -1,0 +1,283 @@
+// Package importer writes sessions read from other tools' files into a
+// sessionstore Store. Its subpackages read the formats (claude, pi, codex);
+// this package holds what they share: the Session a reader produces, the
+// ids derived from the source so that importing again adds nothing, the
+// error that names a malformed line, and Write, which appends a Session's
+// events to a Store.
+//
+// Idempotence: every id a reader produces is derived from the source (ID)
+// and written as a caller-chosen id (sessionstore.Store.AppendWith), so
+// Write skips the events a session already holds and appends only new
+// ones: importing the same files twice adds nothing, and importing a
+// transcript that grew since adds its new records.
+//
+// Durability: when Write returns nil, every event it appended is durable
+// (AppendWith's contract). A crash during Write leaves a prefix of the new
+// events written, each run of them whole or absent; writing the session
+// again completes it.
+package importer
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/sessionstore/sessionstore"
+)
+
+// ErrMalformed is wrapped by a LineError for a line that is not what its
+// format says (not JSON, a missing id, a parent named before it exists).
+var ErrMalformed = errors.New("importer: malformed input")
+
+// ErrInvalidSession is returned by Write for a Session whose events do not
+// form a tree (an event without an id, a repeated id, a parent that comes
+// after its child or is missing, more than one root); nothing is written.
+var ErrInvalidSession = errors.New("importer: invalid session")
+
+// LineError locates a problem in a source file: the file, the 1-based line
+// number, and what is wrong. Readers report a LineError for each bad line
+// and go on with the rest of the file.
+type LineError struct {
+	Path string
+	Line int
+	Err  error
+}
+
+func (e *LineError) Error() string {
+	return fmt.Sprintf("%s:%d: %v", e.Path, e.Line, e.Err)
+}
+
+func (e *LineError) Unwrap() error { return e.Err }
+
+// Malformed returns a LineError wrapping ErrMalformed with the message of
+// format and args.
+func Malformed(path string, line int, format string, args ...any) *LineError {
+	return &LineError{Path: path, Line: line, Err: fmt.Errorf("%w: %s", ErrMalformed, fmt.Sprintf(format, args...))}
+}
+
+// Session is one session read from another tool's files.
+type Session struct {
+	// Meta is the session's metadata. Its ID must be set (derived from
+	// the source's session id with ID, so that importing again finds it).
+	// A subagent's session sets ParentSession (and SpawnedBy) to a
+	// session written before it.
+	Meta sessionstore.Meta
+	// Events are the session's events, parents before children, each
+	// with ID (a UUIDv7: see ID), ParentID (uuid.Nil for the one root),
+	// Time (kept as the source's time), Kind, Role and Record. BranchFrom
+	// is ignored: Write branches where an event's parent is not the
+	// event written before it, and the store sets it.
+	Events []sessionstore.Event
+	// Head is the event HEAD names after the import: the source tool's
+	// current position. It must be a leaf; Write writes it last. uuid.Nil
+	// means the last event.
+	Head uuid.UUID
+	// Path is the source file, for messages.
+	Path string
+}
+
+// ID returns a UUIDv7 derived from the source: its time field is t's Unix
+// milliseconds (clamped to the field's range) and its random bits are the
+// SHA-256 of key, so the same key and time give the same id on every
+// import. A key names the record in its source beyond doubt, such as
+// "claude:" + the record's uuid.
+func ID(key string, t time.Time) uuid.UUID {
+	ms := t.UnixMilli()
+	if ms < 0 {
+		ms = 0
+	}
+	if ms >= 1<<48 {
+		ms = 1<<48 - 1
+	}
+	sum := sha256.Sum256([]byte(key))
+	var id uuid.UUID
+	var ts [8]byte
+	binary.BigEndian.PutUint64(ts[:], uint64(ms))
+	copy(id[:6], ts[2:])
+	copy(id[6:], sum[:10])
+	id[6] = id[6]&0x0f | 0x70 // version 7
+	id[8] = id[8]&0x3f | 0x80 // RFC 4122 variant
+	return id
+}
+
+// WriteResult counts what Write did.
+type WriteResult struct {
+	Created  bool // the session was made by this Write
+	Added    int  // events appended
+	Existing int  // events the session held already
+}
+
+// Write appends the events of s that the Store does not hold yet, creating
+// the session first if it does not exist, and returns what it did. Runs of
+// events that follow one another (each the child of the one before) go in
+// one AppendWith with their ids and times (AppendOptions.KeepTime); an
+// event whose parent is not the event written before it is written after
+// a Branch to its parent. s.Head is written last, so HEAD names it when
+// Write returns.
+//
+// Errors: ErrInvalidSession (nothing written); the Store's errors, with
+// the events of the runs before the failed one written (and durable).
+func Write(ctx context.Context, st *sessionstore.Store, s *Session) (WriteResult, error) {
+	var res WriteResult
+	order, err := writeOrder(s)
+	if err != nil {
+		return res, err
+	}
+	id := s.Meta.ID
+	if _, err := st.Meta(ctx, id); errors.Is(err, sessionstore.ErrNotFound) {
+		if _, err := st.Create(ctx, s.Meta); err != nil {
+			return res, fmt.Errorf("importer: create session %s from %s: %w", id, s.Path, err)
+		}
+		res.Created = true
+	} else if err != nil {
+		return res, err
+	}
+	held := make(map[uuid.UUID]bool)
+	if !res.Created {
+		nodes, err := st.Tree(ctx, id)
+		if err != nil {
+			return res, err
+		}
+		for _, n := range nodes {
+			held[n.ID] = true
+		}
+	}
+	head, err := st.Head(ctx, id)
+	if err != nil {
+		return res, err
+	}
+	var run []sessionstore.Event
+	flush := func() error {
+		if len(run) == 0 {
+			return nil
+		}
+		parent := run[0].ParentID
+		opts := sessionstore.AppendOptions{KeepTime: true, ExpectParent: parent, ExpectRoot: parent == uuid.Nil}
+		if parent != uuid.Nil && parent != head {
+			if err := st.Branch(ctx, id, parent); err != nil {
+				return fmt.Errorf("importer: branch to %s in session %s: %w", parent, id, err)
+			}
+		}
+		for i := range run {
+			run[i].ParentID = uuid.Nil // AppendWith takes the parent from the store
+			run[i].BranchFrom = uuid.Nil
+		}
+		out, err := st.AppendWith(ctx, id, opts, run...)
+		if err != nil {
+			return fmt.Errorf("importer: append %d events to session %s from %s: %w", len(run), id, s.Path, err)
+		}
+		res.Added += len(out)
+		head = out[len(out)-1].ID
+		run = run[:0]
+		return nil
+	}
+	for _, ev := range order {
+		if held[ev.ID] {
+			res.Existing++
+			continue
+		}
+		if len(run) > 0 && ev.ParentID != run[len(run)-1].ID {
+			if err := flush(); err != nil {
+				return res, err
+			}
+		}
+		run = append(run, ev)
+	}
+	return res, flush()
+}
+
+// writeOrder checks that s's events form one tree with parents first and
+// returns them in the order Write writes them: as given, with s.Head moved
+// to the end.
+func writeOrder(s *Session) ([]sessionstore.Event, error) {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s: %s", ErrInvalidSession, s.Path, fmt.Sprintf(format, args...))
+	}
+	if s.Meta.ID == uuid.Nil {
+		return nil, bad("no session id")
+	}
+	seen := make(map[uuid.UUID]bool, len(s.Events))
+	parents := make(map[uuid.UUID]bool, len(s.Events))
+	roots := 0
+	for i, ev := range s.Events {
+		switch {
+		case ev.ID == uuid.Nil:
+			return nil, bad("event %d has no id", i)
+		case seen[ev.ID]:
+			return nil, bad("event %d repeats id %s", i, ev.ID)
+		case ev.ParentID == uuid.Nil:
+			if roots++; roots > 1 {
+				return nil, bad("event %d (%s) is a second root", i, ev.ID)
+			}
+		case !seen[ev.ParentID]:
+			return nil, bad("event %d (%s) names parent %s, which does not come before it", i, ev.ID, ev.ParentID)
+		}
+		seen[ev.ID] = true
+		parents[ev.ParentID] = true
+	}
+	order := s.Events
+	if s.Head != uuid.Nil {
+		if !seen[s.Head] {
+			return nil, bad("head %s is not one of its events", s.Head)
+		}
+		if parents[s.Head] {
+			return nil, bad("head %s has children: it must be a leaf", s.Head)
+		}
+		order = make([]sessionstore.Event, 0, len(s.Events))
+		var last sessionstore.Event
+		for _, ev := range s.Events {
+			if ev.ID == s.Head {
+				last = ev
+				continue
+			}
+			order = append(order, ev)
+		}
+		order = append(order, last)
+	}
+	return order, nil
+}
+
+// Report sums up an import: the input read, what was written, and each
+// problem found on the way (a *LineError for a malformed line; the import
+// goes on after it).
+type Report struct {
+	Files    int   // source files read
+	Bytes    int64 // bytes of them
+	Lines    int   // lines read
+	Sessions int   // sessions written (made or found)
+	Created  int   // sessions made
+	Added    int   // events appended
+	Existing int   // events found already stored
+	Errors   []error
+}
+
+// Add counts the result of one Write.
+func (r *Report) Add(res WriteResult) {
+	r.Sessions++
+	if res.Created {
+		r.Created++
+	}
+	r.Added += res.Added
+	r.Existing += res.Existing
+}
+
+// Err returns the report's problems joined (errors.Join), or nil.
+func (r *Report) Err() error { return errors.Join(r.Errors...) }
+
+// Options are what the importers share.
+type Options struct {
+	// Progress, if not nil, is called with the report so far after each
+	// session is written, so a caller can show progress on a large input.
+	Progress func(Report)
+}
+
+// Progressed calls o.Progress with r if it is set.
+func (o *Options) Progressed(r Report) {
+	if o != nil && o.Progress != nil {
+		o.Progress(r)
+	}
+}
