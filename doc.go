@@ -569,7 +569,11 @@
 // one (retry.go). Both are checked under the session's lock against the
 // published events and those still in flight, on local files and with
 // Options.Remote alike, so that a harness retrying after a timeout, a
-// crash or a handoff to another Store gets one copy of each event.
+// crash or a handoff to another Store gets one copy of each event. With
+// AppendOptions.KeepTime an append stores the times its events carry
+// instead of the time of the append: the importers (package importer)
+// write another tool's history with its own timestamps and with ids
+// derived from it, so importing again adds nothing.
 //
 // Across processes, one writer per session: the LOCK file is held with
 // flock(2), which the kernel releases if the process dies, and a second
