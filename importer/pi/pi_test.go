@@ -353,14 +353,14 @@ func TestBadFiles(t *testing.T) {
 		errs   int
 		events int
 	}{
-		"no header":       {text: `{"type":"message","id":"a","parentId":null,"message":{"role":"user","content":"x"}}` + "\n", fatal: true},
-		"empty":           {text: "", fatal: true},
-		"header only":     {text: `{"type":"session","version":3,"id":"s","timestamp":"2025-01-01T00:00:00Z","cwd":"/"}` + "\n"},
-		"second root":     {text: hdr + entryLine("a", "", "x") + entryLine("b", "", "y") + entryLine("c", "b", "z"), errs: 2, events: 1},
-		"repeated id":     {text: hdr + entryLine("a", "", "x") + entryLine("a", "a", "y"), errs: 1, events: 1},
+		"no header":        {text: `{"type":"message","id":"a","parentId":null,"message":{"role":"user","content":"x"}}` + "\n", fatal: true},
+		"empty":            {text: "", fatal: true},
+		"header only":      {text: `{"type":"session","version":3,"id":"s","timestamp":"2025-01-01T00:00:00Z","cwd":"/"}` + "\n"},
+		"second root":      {text: hdr + entryLine("a", "", "x") + entryLine("b", "", "y") + entryLine("c", "b", "z"), errs: 2, events: 1},
+		"repeated id":      {text: hdr + entryLine("a", "", "x") + entryLine("a", "a", "y"), errs: 1, events: 1},
 		"entry without id": {text: hdr + entryLine("a", "", "x") + `{"type":"message","parentId":"a","message":{"role":"user","content":"y"}}` + "\n", errs: 1, events: 1},
-		"no type":         {text: hdr + entryLine("a", "", "x") + `{"id":"b"}` + "\n", errs: 1, events: 1},
-		"no message":      {text: hdr + entryLine("a", "", "x") + `{"type":"message","id":"b","parentId":"a"}` + "\n", errs: 1, events: 2},
+		"no type":          {text: hdr + entryLine("a", "", "x") + `{"id":"b"}` + "\n", errs: 1, events: 1},
+		"no message":       {text: hdr + entryLine("a", "", "x") + `{"type":"message","id":"b","parentId":"a"}` + "\n", errs: 1, events: 2},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
