@@ -237,7 +237,9 @@ func TestLoadIsCodexResumeHistory(t *testing.T) {
 	for _, name := range []string{"basic", "compacted", "legacy-compacted", "rollback", "legacy"} {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
-			st := openStore(t)
+			dir := t.TempDir()
+			st, err := sessionstore.Open(dir, nil)
+			require.NoError(t, err)
 			path := filepath.Join("testdata", name+".jsonl")
 			rep, err := Import(ctx, st, []string{path}, nil)
 			require.NoError(t, err)
@@ -246,6 +248,19 @@ func TestLoadIsCodexResumeHistory(t *testing.T) {
 			require.NoError(t, err)
 			events, err := st.Load(ctx, s.Meta.ID)
 			require.NoError(t, err)
+
+			// A new process loads without the index (the parent locations of
+			// the lines): the same context.
+			require.NoError(t, st.Close())
+			st, err = sessionstore.Open(dir, nil)
+			require.NoError(t, err)
+			defer st.Close()
+			again, err := st.Load(ctx, s.Meta.ID)
+			require.NoError(t, err)
+			require.Equal(t, len(events), len(again))
+			for i := range events {
+				assert.Equal(t, events[i].ID, again[i].ID)
+			}
 
 			want, summary, compacted := codexHistory(t, path)
 			require.NotEmpty(t, want)

@@ -21,8 +21,9 @@
 //   - message, roles custom (hookMessage) and bashExecution, and
 //     custom_message entries: a user Message, since Pi sends them to the
 //     model as user messages.
-//   - compaction: a KindCompaction whose Summary.Text is the summary,
-//     TokensBefore its tokensBefore and FirstKept the first event of the
+//   - compaction: a KindCompaction whose Summary.Text is the summary
+//     (and Summary.FilesChanged the details' modifiedFiles, when Pi's
+//     summarizer listed them), TokensBefore its tokensBefore and FirstKept the first event of the
 //     entry firstKeptEntryId names (firstKeptEntryIndex in version 1), so
 //     that Store.Load returns what Pi rebuilds: the summary, the entries
 //     kept from firstKeptEntryId up to the compaction, then the entries
@@ -94,6 +95,9 @@ type entry struct {
 	FirstKeptEntryIndex *int   `json:"firstKeptEntryIndex"` // version 1
 	TokensBefore        int64  `json:"tokensBefore"`
 	FromID              string `json:"fromId"`
+	Details             *struct {
+		ModifiedFiles []string `json:"modifiedFiles"`
+	} `json:"details"`
 
 	// model_change, session_info, custom_message
 	ModelID string          `json:"modelId"`
@@ -406,7 +410,7 @@ func (b *builder) add(entries []entry, i int) {
 		push("", sessionstore.UserText(contentText(e.Content)))
 	case "compaction":
 		rec := sessionstore.CompactionRecord{
-			Summary:      sessionstore.Summary{Text: e.Summary},
+			Summary:      summary(e),
 			TokensBefore: e.TokensBefore,
 			Summarized:   parent,
 		}
@@ -421,7 +425,7 @@ func (b *builder) add(entries []entry, i int) {
 		}
 		push("", sessionstore.NewEvent(sessionstore.KindCompaction, sessionstore.RoleNone, rec))
 	case "branch_summary":
-		rec := sessionstore.BranchSummaryRecord{Summary: sessionstore.Summary{Text: e.Summary}}
+		rec := sessionstore.BranchSummaryRecord{Summary: summary(e)}
 		if sp, ok := b.spans[e.FromID]; ok {
 			rec.AbandonedHead = sp.last
 		}
@@ -446,6 +450,16 @@ func (b *builder) add(entries []entry, i int) {
 	}
 	b.lines[e.line] = sp
 	b.prev = sp.last
+}
+
+// summary is the Summary of a compaction or branch summary entry: its
+// text, and the files Pi's default summarizer lists as modified.
+func summary(e *entry) sessionstore.Summary {
+	s := sessionstore.Summary{Text: e.Summary}
+	if e.Details != nil {
+		s.FilesChanged = slices.Clone(e.Details.ModifiedFiles)
+	}
+	return s
 }
 
 // custom is the KindCustom event of an entry: its JSON as written.

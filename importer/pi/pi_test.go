@@ -198,7 +198,9 @@ func TestLoadIsPisContext(t *testing.T) {
 	for _, name := range []string{"tree", "compaction", "v1"} {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
-			st := openStore(t)
+			dir := t.TempDir()
+			st, err := sessionstore.Open(dir, nil)
+			require.NoError(t, err)
 			path := filepath.Join("testdata", name+".jsonl")
 			rep, err := Import(ctx, st, []string{path}, nil)
 			require.NoError(t, err)
@@ -215,6 +217,19 @@ func TestLoadIsPisContext(t *testing.T) {
 					got = append(got, r)
 				}
 			}
+			// A new process loads without the index (the parent locations of
+			// the lines): the same context.
+			require.NoError(t, st.Close())
+			st, err = sessionstore.Open(dir, nil)
+			require.NoError(t, err)
+			defer st.Close()
+			again, err := st.Load(ctx, s.Meta.ID)
+			require.NoError(t, err)
+			require.Equal(t, len(events), len(again))
+			for i := range events {
+				assert.Equal(t, events[i].ID, again[i].ID)
+			}
+
 			want := piContext(t, path)
 			require.NotEmpty(t, want)
 			assert.Equal(t, want, got)
@@ -248,6 +263,11 @@ func TestCompactionKeepsFirstKept(t *testing.T) {
 	assert.Equal(t, id("c000000a"), c.FirstKept)
 	assert.Equal(t, id("c000000b"), c.Summarized)
 	assert.Equal(t, int64(88000), c.TokensBefore)
+	first, err := st.Event(ctx, s.Meta.ID, id("c0000007"))
+	require.NoError(t, err)
+	fc, err := first.Compaction()
+	require.NoError(t, err)
+	assert.Equal(t, []string{"health.go"}, fc.Summary.FilesChanged, "the details' modified files")
 	assert.Equal(t, id("c000000a"), events[1].ID, "the kept entries follow the compaction")
 
 	full, err := st.FullPath(ctx, s.Meta.ID, uuid.Nil)
@@ -310,6 +330,35 @@ func TestImportMetaHeadAndReimport(t *testing.T) {
 	assert.Equal(t, 0, rep.Added)
 	assert.Equal(t, 0, rep.Created)
 	assert.Equal(t, 17, rep.Existing)
+}
+
+// TestChangedSource: a file whose entries got other ids (Pi rewrites a
+// version 1 file with new ids when it opens it) cannot continue the
+// stored session; the import reports it and goes on.
+func TestChangedSource(t *testing.T) {
+	ctx := context.Background()
+	st := openStore(t)
+	_, err := Import(ctx, st, []string{filepath.Join("testdata", "v1.jsonl")}, nil)
+	require.NoError(t, err)
+	data, err := os.ReadFile(filepath.Join("testdata", "v1.jsonl"))
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	var migrated strings.Builder
+	migrated.WriteString(strings.Replace(lines[0], `{"type":"session",`, `{"type":"session","version":3,`, 1) + "\n")
+	parent := "null"
+	for i, l := range lines[1:] {
+		id := fmt.Sprintf("%08x", i+1)
+		migrated.WriteString(fmt.Sprintf(`{"id":%q,"parentId":%s,`, id, parent) + l[1:] + "\n")
+		parent = fmt.Sprintf("%q", id)
+	}
+	p := filepath.Join(t.TempDir(), "migrated.jsonl")
+	require.NoError(t, os.WriteFile(p, []byte(migrated.String()), 0o600))
+	rep, err := Import(ctx, st, []string{p, filepath.Join("testdata", "tree.jsonl")}, nil)
+	require.NoError(t, err)
+	require.Len(t, rep.Errors, 1)
+	assert.ErrorIs(t, rep.Errors[0], sessionstore.ErrConflict)
+	assert.Equal(t, 1, rep.Sessions, "the next file is imported")
+	assert.Equal(t, 17, rep.Added)
 }
 
 func TestMalformedLines(t *testing.T) {
