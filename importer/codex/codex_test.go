@@ -474,23 +474,17 @@ func TestGolden(t *testing.T) {
 	}
 }
 
-func seeds(f *testing.F, each func([]byte)) {
+func FuzzParseLine(f *testing.F) {
 	matches, err := filepath.Glob(filepath.Join("testdata", "*.jsonl"))
 	require.NoError(f, err)
 	for _, m := range matches {
 		data, err := os.ReadFile(m)
 		require.NoError(f, err)
-		each(data)
-	}
-}
-
-func FuzzParseLine(f *testing.F) {
-	seeds(f, func(data []byte) {
 		sc := bufio.NewScanner(bytes.NewReader(data))
 		for sc.Scan() {
 			f.Add(bytes.Clone(sc.Bytes()))
 		}
-	})
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		l, err := parseLine(data)
 		if err != nil {
@@ -508,7 +502,13 @@ func FuzzParseLine(f *testing.F) {
 }
 
 func FuzzRead(f *testing.F) {
-	seeds(f, func(data []byte) { f.Add(data) })
+	// Small rollouts, so that the fuzzer's minimizing of each new input
+	// stays quick: items, both compactions, a rollback, the legacy form.
+	user := itemLine(`{"type":"message","role":"user","content":[{"type":"input_text","text":"q"}]}`)
+	f.Add([]byte(meta + user + itemLine(`{"type":"function_call","name":"f","arguments":"{}","call_id":"1"}`) + itemLine(`{"type":"function_call_output","call_id":"1","output":"o"}`)))
+	f.Add([]byte(meta + user + `{"type":"compacted","payload":{"message":"m"}}` + "\n" + user + `{"type":"compacted","payload":{"message":"n","replacement_history":[{"type":"message","role":"user","content":[]}]}}` + "\n"))
+	f.Add([]byte(meta + user + user + `{"type":"event_msg","payload":{"type":"thread_rolled_back","num_turns":1}}` + "\n" + user))
+	f.Add([]byte(`{"id":"s","timestamp":"2025-01-01T00:00:00Z"}` + "\n" + `{"record_type":"state"}` + "\n" + `{"type":"message","role":"user","content":[]}` + "\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s, errs, _, err := read(bytes.NewReader(data), "fuzz.jsonl", "fuzz.jsonl")
 		for _, e := range append(errs, err) {
