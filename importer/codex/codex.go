@@ -18,7 +18,7 @@
 //   - session_meta: a KindCustom event (the payload, with "type"
 //     "session_meta"), the root.
 //   - message: a user or assistant Message (its text items joined by
-//     newlines); a message of another role (developer, system) a
+//     newlines; an assistant's Model is the newest turn_context's); a message of another role (developer, system) a
 //     KindCustom event holding the item.
 //   - reasoning: an assistant Message whose Reasoning is the summary text
 //     (the reasoning text when there is no summary; encrypted content is
@@ -379,6 +379,7 @@ type builder struct {
 	created time.Time
 	s       *importer.Session
 	tip     uuid.UUID // the event the next one follows
+	model   string    // the model of the newest turn_context
 	hist    []histItem
 	errs    []error
 }
@@ -456,6 +457,11 @@ func (b *builder) push(key string, at time.Time, ev sessionstore.Event) uuid.UUI
 func (b *builder) pushItem(key string, at time.Time, raw json.RawMessage) {
 	parent := b.tip
 	ev := itemEvent(raw)
+	if ev.Kind == sessionstore.KindMessage && ev.Role == sessionstore.RoleAssistant && b.model != "" {
+		m, _ := ev.Message()
+		m.Model = b.model
+		ev = sessionstore.AssistantMessage(m)
+	}
 	h := histItem{parent: parent}
 	if ev.Kind == sessionstore.KindMessage && ev.Role == sessionstore.RoleUser {
 		m, _ := ev.Message()
@@ -483,7 +489,14 @@ func (b *builder) add(l line) {
 		if json.Unmarshal(l.payload, &ev) == nil && ev.Type == "thread_rolled_back" {
 			b.rollback(l, key, ev.NumTurns)
 		}
-	case "turn_context", "state":
+	case "turn_context":
+		var tc struct {
+			Model string `json:"model"`
+		}
+		if json.Unmarshal(l.payload, &tc) == nil && tc.Model != "" {
+			b.model = tc.Model
+		}
+	case "state":
 	default:
 		b.push(key, l.time, customEvent(withType(l.typ, l.payload)))
 	}

@@ -18,9 +18,11 @@
 //     ToolCalls), then one KindToolCall event per toolCall block after
 //     it; the entry's children follow the last of them.
 //   - message, role toolResult: a KindToolResult.
-//   - message, roles custom (hookMessage) and bashExecution, and
-//     custom_message entries: a user Message, since Pi sends them to the
-//     model as user messages.
+//   - message, roles custom (hookMessage) and bashExecution (a command
+//     the user ran, as "$ command" and its output), and custom_message
+//     entries: a user Message, since Pi sends them to the model as user
+//     messages; a bashExecution excluded from the context is a
+//     KindCustom event.
 //   - compaction: a KindCompaction whose Summary.Text is the summary
 //     (and Summary.FilesChanged the details' modifiedFiles, when Pi's
 //     summarizer listed them), TokensBefore its tokensBefore and FirstKept the first event of the
@@ -119,6 +121,8 @@ type message struct {
 	Timestamp  json.RawMessage `json:"timestamp"`
 	Command    string          `json:"command"` // bashExecution
 	Output     string          `json:"output"`  // bashExecution
+	// ExcludeFromContext marks a bashExecution the model never sees.
+	ExcludeFromContext bool `json:"excludeFromContext"`
 }
 
 type usage struct {
@@ -474,6 +478,10 @@ func (b *builder) message(e *entry, push func(string, sessionstore.Event)) {
 	case "user", "custom", "hookMessage":
 		push("", sessionstore.UserText(contentText(m.Content)))
 	case "bashExecution":
+		if m.ExcludeFromContext {
+			push("", custom(e))
+			break
+		}
 		push("", sessionstore.UserText("$ "+m.Command+"\n"+m.Output))
 	case "assistant":
 		var blocks []block
