@@ -60,3 +60,13 @@ func ExampleImport() {
 	// user: Now document it.
 	// assistant: README updated.
 }
+
+func ExampleRead() {
+	s, problems, err := codex.Read("testdata/rollback.jsonl")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(s.Meta.WorkingDir, s.Meta.Labels["cli_version"], len(s.Events), "events,", len(problems), "problems")
+	// Output:
+	// /home/dev/web 0.60.0 10 events, 0 problems
+}

@@ -65,3 +65,18 @@ func ExampleImport() {
 	// assistant: README written.
 	// added again: 0
 }
+
+func ExampleRead() {
+	s, problems, err := pi.Read("testdata/malformed.jsonl")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(s.Meta.Labels["source_id"], len(s.Events), "events")
+	for _, p := range problems {
+		fmt.Println(p)
+	}
+	// Output:
+	// 5b1e9c2a-0000-4000-8000-00000000aa04 4 events
+	// testdata/malformed.jsonl:4: importer: malformed input: not a JSON entry: unexpected end of JSON input
+	// testdata/malformed.jsonl:5: importer: malformed input: entry "m0000004" names parent "m0000003", which is not in the file: attached to the entry before it
+}
