@@ -1,0 +1,705 @@
+// Package codex imports the rollouts of the Codex CLI
+// (~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl) into a sessionstore Store.
+//
+// A rollout is a JSONL file of lines {"timestamp", "type", "payload"}:
+// session_meta (the session id, cwd, originator, cli_version, git),
+// response_item (the items of the model conversation), compacted (a
+// compaction: its summary message and, in current versions, the
+// replacement history), event_msg (what the UI showed, which repeats the
+// response items) and turn_context (the settings of a turn). Rollouts
+// written before this wrapper existed hold the session meta and the
+// response items as bare lines; they are read too.
+//
+// A rollout has no ids: it is a chain, and each event's id is importer.ID
+// of the session id and the line number (with an index for a line that
+// gives several events), so importing a rollout that grew adds only its
+// new lines. Mapping:
+//
+//   - session_meta: a KindCustom event (the payload, with "type"
+//     "session_meta"), the root.
+//   - message: a user or assistant Message (its text items joined by
+//     newlines; an assistant's Model is the newest turn_context's); a message of another role (developer, system) a
+//     KindCustom event holding the item.
+//   - reasoning: an assistant Message whose Reasoning is the summary text
+//     (the reasoning text when there is no summary; encrypted content is
+//     not kept).
+//   - function_call, custom_tool_call, local_shell_call: a KindToolCall
+//     (the arguments as JSON; a custom tool's input as a JSON string;
+//     a shell call's action, named "local_shell").
+//   - function_call_output, custom_tool_call_output: a KindToolResult
+//     (IsError when the output says success false).
+//   - any other item (web_search_call, ghost_snapshot, ...), and any line
+//     of a type this package does not know: a KindCustom event holding it.
+//   - compacted: a KindCompaction whose Summary.Text is the compacted
+//     message, then, as its children, the history Codex goes on with: the
+//     replacement history's items, or for a rollout without one, what
+//     Codex rebuilds (the user messages it keeps, then the summary as a
+//     user message). Store.Load then returns the compaction followed by
+//     the history Codex resumes with.
+//   - event_msg thread_rolled_back: Codex drops the last num_turns user
+//     turns; the import branches there, with a KindCustom marker (the
+//     event's payload) as the first event of the new branch, so the
+//     dropped turns stay in the tree but leave the active path.
+//   - other event_msg lines and turn_context lines: not events (the
+//     newest turn_context's model is Meta.Model).
+//
+// Meta: ID is importer.ID("codex:"+session id, its time), CreatedAt the
+// session_meta's timestamp, WorkingDir its cwd, Labels "source"
+// ("codex"), "source_path" (the file's absolute path), "source_id" (the
+// session id), and "originator", "cli_version", "git_branch",
+// "git_commit" when the rollout names them.
+//
+// Bad input: a line that is not a JSON object with a type is reported as
+// an *importer.LineError (wrapping importer.ErrMalformed) with the file
+// and line, and the rest of the file is imported.
+//
+// Durability: what Import writes goes through importer.Write, so when
+// Import returns, every event it appended is durable, and importing the
+// same files again adds nothing.
+package codex
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+	"github.com/sessionstore/sessionstore"
+	"github.com/sessionstore/sessionstore/importer"
+)
+
+// Source is the value of the "source" label of an imported session.
+const Source = "codex"
+
+// userMessageBudget is the number of tokens of user messages Codex keeps
+// when it rebuilds the history of a compaction without a replacement
+// history (four bytes a token, as Codex estimates).
+const userMessageBudget = 20_000
+
+// line is one line of a rollout, the legacy bare form normalized.
+type line struct {
+	n       int
+	time    time.Time
+	typ     string
+	payload json.RawMessage
+}
+
+type wire struct {
+	Timestamp  string          `json:"timestamp"`
+	Type       string          `json:"type"`
+	Payload    json.RawMessage `json:"payload"`
+	ID         string          `json:"id"`          // legacy session meta
+	RecordType string          `json:"record_type"` // legacy state lines
+}
+
+// itemTypes are the response item types a legacy rollout writes bare.
+var itemTypes = map[string]bool{
+	"message": true, "reasoning": true, "function_call": true, "function_call_output": true,
+	"local_shell_call": true, "custom_tool_call": true, "custom_tool_call_output": true,
+	"web_search_call": true, "ghost_snapshot": true, "compaction": true,
+}
+
+// parseLine decodes one line of a rollout. It fails for a line that is
+// not a JSON object with a type (or, in the legacy form, a session id),
+// and for a wrapped line without a payload object.
+func parseLine(data []byte) (line, error) {
+	var w wire
+	if err := json.Unmarshal(data, &w); err != nil {
+		return line{}, fmt.Errorf("not a JSON rollout line: %w", err)
+	}
+	l := line{typ: w.Type, payload: w.Payload}
+	if w.Timestamp != "" {
+		if t, err := time.Parse(time.RFC3339Nano, w.Timestamp); err == nil {
+			l.time = t.UTC()
+		}
+	}
+	switch {
+	case len(w.Payload) > 0:
+		if w.Type == "" {
+			return line{}, errors.New(`a payload without a "type"`)
+		}
+		if w.Payload[0] != '{' {
+			return line{}, fmt.Errorf("%s line whose payload is not an object", w.Type)
+		}
+	case w.RecordType != "":
+		l.typ = "state" // legacy bookkeeping, not part of the conversation
+	case w.Type == "" && w.ID != "":
+		l.typ, l.payload = "session_meta", json.RawMessage(data)
+	case itemTypes[w.Type]:
+		l.typ, l.payload = "response_item", json.RawMessage(data)
+	case w.Type == "":
+		return line{}, errors.New(`no "type"`)
+	default:
+		return line{}, fmt.Errorf("%s line without a payload", w.Type)
+	}
+	l.payload = slices.Clone(l.payload)
+	return l, nil
+}
+
+type sessionMeta struct {
+	ID         string `json:"id"`
+	Timestamp  string `json:"timestamp"`
+	Cwd        string `json:"cwd"`
+	Originator string `json:"originator"`
+	CLIVersion string `json:"cli_version"`
+	Git        *struct {
+		CommitHash string `json:"commit_hash"`
+		Branch     string `json:"branch"`
+	} `json:"git"`
+}
+
+type contentItem struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+type item struct {
+	Type      string          `json:"type"`
+	ID        string          `json:"id"`
+	Role      string          `json:"role"`
+	Content   []contentItem   `json:"content"`
+	Summary   []contentItem   `json:"summary"`
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments"`
+	Input     string          `json:"input"`
+	CallID    string          `json:"call_id"`
+	Output    json.RawMessage `json:"output"`
+	Action    json.RawMessage `json:"action"`
+}
+
+func texts(items []contentItem) string {
+	var parts []string
+	for _, c := range items {
+		switch c.Type {
+		case "input_text", "output_text", "text", "summary_text", "reasoning_text":
+			parts = append(parts, c.Text)
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+// arguments keeps a function call's arguments as JSON: the JSON a string
+// holds, or the string itself when it holds none.
+func arguments(raw json.RawMessage) json.RawMessage {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil
+	}
+	var s string
+	if json.Unmarshal(raw, &s) != nil {
+		return slices.Clone(raw) // an object already
+	}
+	if s == "" {
+		return nil
+	}
+	if json.Valid([]byte(s)) {
+		var buf bytes.Buffer
+		if json.Compact(&buf, []byte(s)) == nil {
+			return buf.Bytes()
+		}
+	}
+	b, _ := json.Marshal(s)
+	return b
+}
+
+// output reads a tool output: a string, content items, or an object
+// {content, success}.
+func output(raw json.RawMessage) (string, bool) {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s, false
+	}
+	var items []contentItem
+	if json.Unmarshal(raw, &items) == nil {
+		return texts(items), false
+	}
+	var obj struct {
+		Content json.RawMessage `json:"content"`
+		Success *bool           `json:"success"`
+	}
+	if json.Unmarshal(raw, &obj) == nil {
+		text, _ := output(obj.Content)
+		return text, obj.Success != nil && !*obj.Success
+	}
+	return "", false
+}
+
+// itemEvent maps a response item to its event.
+func itemEvent(raw json.RawMessage) sessionstore.Event {
+	var it item
+	if json.Unmarshal(raw, &it) != nil {
+		return customEvent(raw)
+	}
+	switch it.Type {
+	case "message":
+		switch it.Role {
+		case "user":
+			return sessionstore.UserText(texts(it.Content))
+		case "assistant":
+			return sessionstore.AssistantText(texts(it.Content))
+		}
+	case "reasoning":
+		text := texts(it.Summary)
+		if text == "" {
+			text = texts(it.Content)
+		}
+		return sessionstore.AssistantMessage(sessionstore.Message{Reasoning: text})
+	case "function_call":
+		return sessionstore.ToolCallEvent(sessionstore.ToolCall{CallID: it.CallID, Name: it.Name, Arguments: arguments(it.Arguments)})
+	case "custom_tool_call":
+		in, _ := json.Marshal(it.Input)
+		return sessionstore.ToolCallEvent(sessionstore.ToolCall{CallID: it.CallID, Name: it.Name, Arguments: in})
+	case "local_shell_call":
+		id := it.CallID
+		if id == "" {
+			id = it.ID
+		}
+		var args json.RawMessage
+		if len(it.Action) > 0 && string(it.Action) != "null" {
+			args = slices.Clone(it.Action)
+		}
+		return sessionstore.ToolCallEvent(sessionstore.ToolCall{CallID: id, Name: "local_shell", Arguments: args})
+	case "function_call_output", "custom_tool_call_output":
+		out, isErr := output(it.Output)
+		return sessionstore.ToolResultEvent(sessionstore.ToolResult{CallID: it.CallID, Output: out, IsError: isErr})
+	}
+	return customEvent(raw)
+}
+
+func customEvent(raw json.RawMessage) sessionstore.Event {
+	return sessionstore.Event{Kind: sessionstore.KindCustom, Record: slices.Clone(raw)}
+}
+
+// contextualPrefixes open the user-role messages Codex adds itself
+// (environment and instructions), which are not user turns.
+var contextualPrefixes = []string{"<environment_context>", "<user_instructions>", "<turn_aborted>", "# agents.md instructions", "<user_shell_command>"}
+
+func contextual(text string) bool {
+	t := strings.ToLower(strings.TrimLeft(text, " \t\r\n"))
+	for _, p := range contextualPrefixes {
+		if strings.HasPrefix(t, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// histItem is an event of the history Codex holds at a point of the
+// rollout: the active path since the newest compaction.
+type histItem struct {
+	id, parent uuid.UUID
+	user       bool   // a user message that is a user turn
+	text       string // its text
+}
+
+type stats struct {
+	lines int
+	bytes int64
+}
+
+// Read parses the rollout at path without writing anything. It returns
+// the session, the problems of single lines (each an *importer.LineError;
+// the rest of the file was read), and an error for a file it cannot read
+// or that holds no rollout line at all.
+func Read(path string) (*importer.Session, []error, error) {
+	s, errs, _, err := readFile(path)
+	return s, errs, err
+}
+
+func readFile(path string) (*importer.Session, []error, stats, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, stats{}, err
+	}
+	defer f.Close()
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		abs = path
+	}
+	return read(f, path, abs)
+}
+
+func read(r io.Reader, path, abs string) (*importer.Session, []error, stats, error) {
+	var (
+		st    stats
+		errs  []error
+		lines []line
+	)
+	br := bufio.NewReaderSize(r, 64<<10)
+	for n := 1; ; n++ {
+		data, err := br.ReadBytes('\n')
+		if len(data) > 0 {
+			st.lines++
+			st.bytes += int64(len(data))
+			if trimmed := bytes.TrimSpace(data); len(trimmed) > 0 {
+				l, perr := parseLine(trimmed)
+				if perr != nil {
+					errs = append(errs, importer.Malformed(path, n, "%v", perr))
+				} else {
+					l.n = n
+					lines = append(lines, l)
+				}
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, errs, st, fmt.Errorf("codex: read %s: %w", path, err)
+		}
+	}
+	if len(lines) == 0 {
+		return nil, errs, st, importer.Malformed(path, 1, "no rollout line")
+	}
+	b := &builder{path: path}
+	b.meta(lines, abs)
+	for _, l := range lines {
+		b.add(l)
+	}
+	b.errs = append(errs, b.errs...)
+	if n := len(b.s.Events); n > 0 {
+		b.s.Head = b.s.Events[n-1].ID
+	}
+	return b.s, b.errs, st, nil
+}
+
+type builder struct {
+	path    string
+	sid     string // the session id, keying the events
+	created time.Time
+	s       *importer.Session
+	tip     uuid.UUID // the event the next one follows
+	model   string    // the model of the newest turn_context
+	hist    []histItem
+	errs    []error
+}
+
+// meta sets the session's metadata from the first session_meta line and
+// the newest turn_context.
+func (b *builder) meta(lines []line, abs string) {
+	b.s = &importer.Session{Path: b.path}
+	m := sessionstore.Meta{Labels: map[string]string{"source": Source, "source_path": abs}}
+	found := false
+	for _, l := range lines {
+		switch l.typ {
+		case "session_meta":
+			if found {
+				continue
+			}
+			var sm sessionMeta
+			if json.Unmarshal(l.payload, &sm) != nil || sm.ID == "" {
+				continue
+			}
+			found = true
+			b.sid = sm.ID
+			m.WorkingDir = sm.Cwd
+			b.created = l.time
+			if t, err := time.Parse(time.RFC3339Nano, sm.Timestamp); err == nil {
+				b.created = t.UTC()
+			}
+			for k, v := range map[string]string{"originator": sm.Originator, "cli_version": sm.CLIVersion} {
+				if v != "" {
+					m.Labels[k] = v
+				}
+			}
+			if sm.Git != nil {
+				if sm.Git.Branch != "" {
+					m.Labels["git_branch"] = sm.Git.Branch
+				}
+				if sm.Git.CommitHash != "" {
+					m.Labels["git_commit"] = sm.Git.CommitHash
+				}
+			}
+		case "turn_context":
+			var tc struct {
+				Model string `json:"model"`
+			}
+			if json.Unmarshal(l.payload, &tc) == nil && tc.Model != "" {
+				m.Model = tc.Model
+			}
+		}
+	}
+	if !found {
+		b.sid = strings.TrimSuffix(filepath.Base(b.path), ".jsonl")
+		b.created = lines[0].time
+		b.errs = append(b.errs, importer.Malformed(b.path, lines[0].n, "no session_meta line: the session is named after the file, %q", b.sid))
+	}
+	m.Labels["source_id"] = b.sid
+	m.ID = importer.ID("codex:"+b.sid, b.created)
+	m.CreatedAt = b.created
+	b.s.Meta = m
+}
+
+// push appends ev as the child of the tip, with the key's id.
+func (b *builder) push(key string, at time.Time, ev sessionstore.Event) uuid.UUID {
+	if at.IsZero() {
+		at = b.created
+	}
+	ev.Time = at
+	ev.ID = importer.ID("codex:"+b.sid+":"+key, at)
+	ev.ParentID = b.tip
+	b.s.Events = append(b.s.Events, ev)
+	b.tip = ev.ID
+	return ev.ID
+}
+
+// pushItem appends a response item's event and records it in the history.
+func (b *builder) pushItem(key string, at time.Time, raw json.RawMessage) {
+	parent := b.tip
+	ev := itemEvent(raw)
+	if ev.Kind == sessionstore.KindMessage && ev.Role == sessionstore.RoleAssistant && b.model != "" {
+		m, _ := ev.Message()
+		m.Model = b.model
+		ev = sessionstore.AssistantMessage(m)
+	}
+	h := histItem{parent: parent}
+	if ev.Kind == sessionstore.KindMessage && ev.Role == sessionstore.RoleUser {
+		m, _ := ev.Message()
+		h.text = m.Content
+		h.user = !contextual(m.Content)
+	}
+	h.id = b.push(key, at, ev)
+	b.hist = append(b.hist, h)
+}
+
+func (b *builder) add(l line) {
+	key := fmt.Sprint(l.n)
+	switch l.typ {
+	case "session_meta":
+		b.push(key, l.time, sessionstore.Event{Kind: sessionstore.KindCustom, Record: withType("session_meta", l.payload)})
+	case "response_item":
+		b.pushItem(key, l.time, l.payload)
+	case "compacted":
+		b.compacted(l, key)
+	case "event_msg":
+		var ev struct {
+			Type     string `json:"type"`
+			NumTurns int    `json:"num_turns"`
+		}
+		if json.Unmarshal(l.payload, &ev) == nil && ev.Type == "thread_rolled_back" {
+			b.rollback(l, key, ev.NumTurns)
+		}
+	case "turn_context":
+		var tc struct {
+			Model string `json:"model"`
+		}
+		if json.Unmarshal(l.payload, &tc) == nil && tc.Model != "" {
+			b.model = tc.Model
+		}
+	case "state":
+	default:
+		b.push(key, l.time, customEvent(withType(l.typ, l.payload)))
+	}
+}
+
+// withType returns the object payload with "type" set to typ first, unless
+// it has a type already.
+func withType(typ string, payload json.RawMessage) json.RawMessage {
+	var probe struct {
+		Type *string `json:"type"`
+	}
+	if json.Unmarshal(payload, &probe) == nil && probe.Type != nil {
+		return slices.Clone(payload)
+	}
+	body := bytes.TrimSpace(payload)
+	t, _ := json.Marshal(typ)
+	out := append([]byte(`{"type":`), t...)
+	if len(body) > 2 {
+		out = append(out, ',')
+		out = append(out, body[1:]...)
+		return out
+	}
+	return append(out, '}')
+}
+
+// compacted appends a compaction and the history Codex goes on with.
+func (b *builder) compacted(l line, key string) {
+	var c struct {
+		Message            string            `json:"message"`
+		ReplacementHistory []json.RawMessage `json:"replacement_history"`
+	}
+	var probe map[string]json.RawMessage
+	if err := json.Unmarshal(l.payload, &probe); err != nil {
+		b.errs = append(b.errs, importer.Malformed(b.path, l.n, "compacted payload: %v", err))
+		return
+	}
+	if err := json.Unmarshal(l.payload, &c); err != nil {
+		b.errs = append(b.errs, importer.Malformed(b.path, l.n, "compacted payload: %v", err))
+		return
+	}
+	rh, ok := probe["replacement_history"]
+	replaced := ok && string(rh) != "null"
+
+	// What Codex keeps of the user messages, for a compaction without a
+	// replacement history: the newest within the budget.
+	var users []string
+	if !replaced {
+		budget := userMessageBudget
+		for i := len(b.hist) - 1; i >= 0 && budget > 0; i-- {
+			h := b.hist[i]
+			if !h.user {
+				continue
+			}
+			tokens := (len(h.text) + 3) / 4
+			if tokens <= budget {
+				users = append(users, h.text)
+				budget -= tokens
+				continue
+			}
+			users = append(users, truncate(h.text, budget*4))
+			break
+		}
+		slices.Reverse(users)
+	}
+
+	rec := sessionstore.CompactionRecord{Summary: sessionstore.Summary{Text: c.Message}, Summarized: b.tip}
+	b.push(key, l.time, sessionstore.NewEvent(sessionstore.KindCompaction, sessionstore.RoleNone, rec))
+	b.hist = b.hist[:0]
+	if replaced {
+		for i, raw := range c.ReplacementHistory {
+			b.pushItem(fmt.Sprintf("%s:%d", key, i), l.time, raw)
+			if h := &b.hist[len(b.hist)-1]; h.user && h.text == c.Message {
+				h.user = false // the summary is not a user turn
+			}
+		}
+		return
+	}
+	for i, text := range users {
+		b.pushItem(fmt.Sprintf("%s:user:%d", key, i), l.time, userItem(text))
+	}
+	summary := c.Message
+	if summary == "" {
+		summary = "(no summary available)"
+	}
+	b.pushItem(key+":summary", l.time, userItem(summary))
+	b.hist[len(b.hist)-1].user = false
+}
+
+func userItem(text string) json.RawMessage {
+	raw, _ := json.Marshal(map[string]any{
+		"type": "message", "role": "user",
+		"content": []contentItem{{Type: "input_text", Text: text}},
+	})
+	return raw
+}
+
+// truncate cuts s to at most n bytes, at a rune boundary.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+// rollback drops the last n user turns from the active path, as Codex
+// does, by branching before the first of them with a marker event.
+func (b *builder) rollback(l line, key string, n int) {
+	if n <= 0 {
+		return
+	}
+	var turns []int
+	for i, h := range b.hist {
+		if h.user {
+			turns = append(turns, i)
+		}
+	}
+	if len(turns) == 0 {
+		return
+	}
+	cut := turns[0]
+	if n < len(turns) {
+		cut = turns[len(turns)-n]
+	}
+	b.tip = b.hist[cut].parent
+	b.hist = b.hist[:cut]
+	if b.tip == uuid.Nil {
+		// The root is a session_meta event in a well-formed rollout;
+		// without one, the marker cannot start a second tree.
+		b.errs = append(b.errs, importer.Malformed(b.path, l.n, "rollback to before the first event, which has no parent: not imported"))
+		b.tip = b.s.Events[len(b.s.Events)-1].ID
+		return
+	}
+	b.push(key, l.time, customEvent(l.payload))
+}
+
+// Import reads the rollouts named by paths (files, or directories walked
+// for their .jsonl files) and writes each session to st with
+// importer.Write, calling opts.Progress after each. A problem with one
+// line or one file (a malformed line, a file that is no rollout, a
+// session the store already holds with other content) is added to the
+// report's Errors and the import goes on; the error returned is what
+// stopped it: ctx's, or the store's.
+func Import(ctx context.Context, st *sessionstore.Store, paths []string, opts *importer.Options) (importer.Report, error) {
+	var rep importer.Report
+	files, err := collect(paths)
+	if err != nil {
+		return rep, err
+	}
+	for _, f := range files {
+		if err := ctx.Err(); err != nil {
+			return rep, err
+		}
+		s, errs, fst, err := readFile(f)
+		rep.Files++
+		rep.Lines += fst.lines
+		rep.Bytes += fst.bytes
+		rep.Errors = append(rep.Errors, errs...)
+		if err != nil {
+			rep.Errors = append(rep.Errors, err)
+			continue
+		}
+		res, err := importer.Write(ctx, st, s)
+		if errors.Is(err, importer.ErrInvalidSession) || errors.Is(err, sessionstore.ErrConflict) {
+			rep.Errors = append(rep.Errors, fmt.Errorf("codex: %s: %w", f, err))
+			continue
+		}
+		if err != nil {
+			return rep, err
+		}
+		rep.Add(res)
+		opts.Progressed(rep)
+	}
+	return rep, nil
+}
+
+// collect lists the files of paths: a file as named, a directory's .jsonl
+// files in lexical order.
+func collect(paths []string) ([]string, error) {
+	var files []string
+	for _, p := range paths {
+		fi, err := os.Stat(p)
+		if err != nil {
+			return nil, err
+		}
+		if !fi.IsDir() {
+			files = append(files, p)
+			continue
+		}
+		err = filepath.WalkDir(p, func(path string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if !d.IsDir() && strings.HasSuffix(d.Name(), ".jsonl") {
+				files = append(files, path)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return files, nil
+}

@@ -1,0 +1,601 @@
+// Package pi imports the sessions of the Pi coding agent into a
+// sessionstore Store.
+//
+// A Pi session is a JSONL file: a header line (type "session", with the
+// format version, the session id, its start time and working directory),
+// then one entry per line. From version 2 on every entry has an id and a
+// parentId, so the entries form a tree (branching in place); version 1
+// files have no ids and are a chain in file order. Pi's current position
+// (its leaf) is the last entry of the file.
+//
+// Mapping, entry by entry (each event keeps the entry's time, and its id
+// is importer.ID of the session id and the entry's id, or its line in a
+// version 1 file):
+//
+//   - message, role user: a user Message (the text blocks of its content).
+//   - message, role assistant: an assistant Message (text as Content,
+//     thinking as Reasoning, Model, Usage, its toolCall blocks as
+//     ToolCalls), then one KindToolCall event per toolCall block after
+//     it; the entry's children follow the last of them.
+//   - message, role toolResult: a KindToolResult.
+//   - message, roles custom (hookMessage) and bashExecution (a command
+//     the user ran, as "$ command" and its output), and custom_message
+//     entries: a user Message, since Pi sends them to the model as user
+//     messages; a bashExecution excluded from the context is a
+//     KindCustom event.
+//   - compaction: a KindCompaction whose Summary.Text is the summary
+//     (and Summary.FilesChanged the details' modifiedFiles, when Pi's
+//     summarizer listed them), TokensBefore its tokensBefore and FirstKept the first event of the
+//     entry firstKeptEntryId names (firstKeptEntryIndex in version 1), so
+//     that Store.Load returns what Pi rebuilds: the summary, the entries
+//     kept from firstKeptEntryId up to the compaction, then the entries
+//     after it.
+//   - branch_summary: a KindBranchSummary (AbandonedHead: the last event
+//     of the entry fromId names).
+//   - every other entry (model_change, thinking_level_change, custom,
+//     label, session_info, and types this package does not know): a
+//     KindCustom event whose record is the entry's JSON as written, so the
+//     tree keeps every entry and nothing is lost. They carry no message,
+//     as in Pi, where they do not reach the model.
+//
+// Meta: ID is importer.ID("pi:"+header id, header time), CreatedAt the
+// header's time, WorkingDir its cwd, Name the newest session_info name,
+// Model the newest model named (by an assistant message or a
+// model_change), Labels "source" ("pi"), "source_path" (the file's
+// absolute path) and "source_id" (Pi's session id).
+//
+// Bad input: a line that is not JSON, or an entry without an id in a
+// version 2 file, is reported as an *importer.LineError (wrapping
+// importer.ErrMalformed) with the file and line, and the rest of the file
+// is read. An entry whose parent is not in the file (its line was
+// malformed) is attached to the entry before it and reported; an entry
+// that starts a second tree (Pi's resetLeaf) is reported and not imported,
+// nor are its descendants.
+//
+// Durability: what Import writes goes through importer.Write, so when
+// Import returns, every event it appended is durable, and importing the
+// same files again adds nothing.
+package pi
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/sessionstore/sessionstore"
+	"github.com/sessionstore/sessionstore/importer"
+)
+
+// Source is the value of the "source" label of an imported session.
+const Source = "pi"
+
+// entry is one line of a Pi session file: the header or an entry.
+type entry struct {
+	Type      string          `json:"type"`
+	Version   int             `json:"version"` // header
+	ID        string          `json:"id"`
+	ParentID  *string         `json:"parentId"`
+	Timestamp json.RawMessage `json:"timestamp"` // ISO string; a number of ms in old files
+	Cwd       string          `json:"cwd"`       // header
+
+	Message *message `json:"message"`
+
+	// compaction, branch_summary
+	Summary             string `json:"summary"`
+	FirstKeptEntryID    string `json:"firstKeptEntryId"`
+	FirstKeptEntryIndex *int   `json:"firstKeptEntryIndex"` // version 1
+	TokensBefore        int64  `json:"tokensBefore"`
+	FromID              string `json:"fromId"`
+	Details             *struct {
+		ModifiedFiles []string `json:"modifiedFiles"`
+	} `json:"details"`
+
+	// model_change, session_info, custom_message
+	ModelID string          `json:"modelId"`
+	Name    string          `json:"name"`
+	Content json.RawMessage `json:"content"`
+
+	line int
+	raw  json.RawMessage
+}
+
+// message is the message of a message entry.
+type message struct {
+	Role       string          `json:"role"`
+	Content    json.RawMessage `json:"content"` // a string or content blocks
+	Model      string          `json:"model"`
+	Usage      *usage          `json:"usage"`
+	ToolCallID string          `json:"toolCallId"`
+	IsError    bool            `json:"isError"`
+	Timestamp  json.RawMessage `json:"timestamp"`
+	Command    string          `json:"command"` // bashExecution
+	Output     string          `json:"output"`  // bashExecution
+	// ExcludeFromContext marks a bashExecution the model never sees.
+	ExcludeFromContext bool `json:"excludeFromContext"`
+}
+
+type usage struct {
+	Input      int64 `json:"input"`
+	Output     int64 `json:"output"`
+	CacheRead  int64 `json:"cacheRead"`
+	CacheWrite int64 `json:"cacheWrite"`
+}
+
+// block is a content block of a message.
+type block struct {
+	Type      string          `json:"type"`
+	Text      string          `json:"text"`
+	Thinking  string          `json:"thinking"`
+	ID        string          `json:"id"`
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments"`
+}
+
+// parseLine decodes one line of a Pi session file. It fails only for a
+// line that is not a JSON object with a string "type".
+func parseLine(line []byte) (entry, error) {
+	var e entry
+	if err := json.Unmarshal(line, &e); err != nil {
+		return entry{}, fmt.Errorf("not a JSON entry: %w", err)
+	}
+	if e.Type == "" {
+		return entry{}, errors.New(`no "type"`)
+	}
+	e.raw = json.RawMessage(line)
+	return e, nil
+}
+
+// parseTime reads a timestamp written as an ISO string or as Unix
+// milliseconds; the zero time if it is neither.
+func parseTime(raw json.RawMessage) time.Time {
+	if len(raw) == 0 {
+		return time.Time{}
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		t, err := time.Parse(time.RFC3339Nano, s)
+		if err != nil {
+			return time.Time{}
+		}
+		return t.UTC()
+	}
+	var ms float64
+	if json.Unmarshal(raw, &ms) == nil && ms > 0 && ms < 1<<47 {
+		return time.UnixMilli(int64(ms)).UTC()
+	}
+	return time.Time{}
+}
+
+// contentText returns the text of a content field: the string itself, or
+// the text blocks joined by newlines (images carry no text).
+func contentText(raw json.RawMessage) string {
+	if len(raw) == 0 {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var blocks []block
+	if json.Unmarshal(raw, &blocks) != nil {
+		return ""
+	}
+	var parts []string
+	for _, b := range blocks {
+		if b.Type == "text" {
+			parts = append(parts, b.Text)
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+// stats counts what reading a file saw.
+type stats struct {
+	lines int
+	bytes int64
+}
+
+// Read parses the Pi session file at path without writing anything. It
+// returns the session, the problems of single lines (each an
+// *importer.LineError; the rest of the file was read), and an error for a
+// file it cannot read at all: an I/O error, or a file whose first entry is
+// not a session header (an *importer.LineError wrapping
+// importer.ErrMalformed).
+func Read(path string) (*importer.Session, []error, error) {
+	s, errs, _, err := readFile(path)
+	return s, errs, err
+}
+
+func readFile(path string) (*importer.Session, []error, stats, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, stats{}, err
+	}
+	defer f.Close()
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		abs = path
+	}
+	return read(f, path, abs)
+}
+
+// read parses a session from r; path names it in errors, abs in labels.
+func read(r io.Reader, path, abs string) (*importer.Session, []error, stats, error) {
+	var (
+		st      stats
+		errs    []error
+		entries []entry // the header first, as Pi indexes them
+	)
+	br := bufio.NewReaderSize(r, 64<<10)
+	for n := 1; ; n++ {
+		line, err := br.ReadBytes('\n')
+		if len(line) > 0 {
+			st.lines++
+			st.bytes += int64(len(line))
+			if trimmed := bytes.TrimSpace(line); len(trimmed) > 0 {
+				e, perr := parseLine(trimmed)
+				switch {
+				case perr != nil:
+					errs = append(errs, importer.Malformed(path, n, "%v", perr))
+				case len(entries) == 0 && (e.Type != "session" || e.ID == ""):
+					return nil, errs, st, importer.Malformed(path, n, "the first entry is not a Pi session header (type %q)", e.Type)
+				default:
+					e.line = n
+					entries = append(entries, e)
+				}
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, errs, st, fmt.Errorf("pi: read %s: %w", path, err)
+		}
+	}
+	if len(entries) == 0 {
+		return nil, errs, st, importer.Malformed(path, 1, "no Pi session header")
+	}
+	b := newBuilder(path, abs, entries[0])
+	b.errs = errs
+	for i := 1; i < len(entries); i++ {
+		b.add(entries, i)
+	}
+	return b.session(), b.errs, st, nil
+}
+
+// span is the events an entry became: the first (what FirstKept names)
+// and the last (what its children hang from).
+type span struct{ first, last uuid.UUID }
+
+type builder struct {
+	path    string
+	header  entry
+	version int
+	created time.Time
+	s       *importer.Session
+	spans   map[string]span // by entry id
+	lines   map[int]span    // by line, for version 1 indexes
+	skipped map[string]int  // entries of a second tree: id -> line of its root
+	prev    uuid.UUID       // the last event of the entry read before
+	root    bool            // a root was read
+	errs    []error
+}
+
+func newBuilder(path, abs string, h entry) *builder {
+	b := &builder{
+		path:    path,
+		header:  h,
+		version: h.Version,
+		created: parseTime(h.Timestamp),
+		spans:   make(map[string]span),
+		lines:   make(map[int]span),
+		skipped: make(map[string]int),
+	}
+	if b.version == 0 {
+		b.version = 1 // version 1 headers have no version
+	}
+	b.s = &importer.Session{
+		Path: path,
+		Meta: sessionstore.Meta{
+			ID:         importer.ID("pi:"+h.ID, b.created),
+			WorkingDir: h.Cwd,
+			CreatedAt:  b.created,
+			Labels:     map[string]string{"source": Source, "source_path": abs, "source_id": h.ID},
+		},
+	}
+	return b
+}
+
+func (b *builder) session() *importer.Session {
+	if n := len(b.s.Events); n > 0 {
+		b.s.Head = b.s.Events[n-1].ID // Pi's leaf is the last entry
+	}
+	return b.s
+}
+
+// key names an entry's events in ID.
+func (b *builder) key(e *entry) string {
+	if b.version < 2 {
+		return fmt.Sprintf("pi:%s:line:%d", b.header.ID, e.line)
+	}
+	return "pi:" + b.header.ID + ":" + e.ID
+}
+
+// parent finds the event entry i hangs from, reporting what is wrong;
+// ok is false for an entry not imported.
+func (b *builder) parent(entries []entry, i int) (uuid.UUID, bool) {
+	e := &entries[i]
+	if b.version < 2 {
+		return b.prev, true
+	}
+	if e.ID == "" {
+		b.errs = append(b.errs, importer.Malformed(b.path, e.line, "%s entry without an id", e.Type))
+		return uuid.Nil, false
+	}
+	if _, dup := b.spans[e.ID]; dup {
+		b.errs = append(b.errs, importer.Malformed(b.path, e.line, "entry id %q repeats an earlier entry's: not imported", e.ID))
+		return uuid.Nil, false
+	}
+	if _, dup := b.skipped[e.ID]; dup {
+		b.errs = append(b.errs, importer.Malformed(b.path, e.line, "entry id %q repeats an earlier entry's: not imported", e.ID))
+		return uuid.Nil, false
+	}
+	if e.ParentID == nil || *e.ParentID == "" {
+		if !b.root {
+			b.root = true
+			return uuid.Nil, true
+		}
+		b.skipped[e.ID] = e.line
+		b.errs = append(b.errs, importer.Malformed(b.path, e.line, "entry %q starts a second tree (a reset of the leaf): it and its descendants are not imported", e.ID))
+		return uuid.Nil, false
+	}
+	if sp, ok := b.spans[*e.ParentID]; ok {
+		return sp.last, true
+	}
+	if root, ok := b.skipped[*e.ParentID]; ok {
+		b.skipped[e.ID] = root
+		b.errs = append(b.errs, importer.Malformed(b.path, e.line, "entry %q descends from the second tree at line %d: not imported", e.ID, root))
+		return uuid.Nil, false
+	}
+	if b.prev == uuid.Nil {
+		b.errs = append(b.errs, importer.Malformed(b.path, e.line, "entry %q names parent %q, which is not in the file, and no entry comes before it: not imported", e.ID, *e.ParentID))
+		b.skipped[e.ID] = e.line
+		return uuid.Nil, false
+	}
+	b.errs = append(b.errs, importer.Malformed(b.path, e.line, "entry %q names parent %q, which is not in the file: attached to the entry before it", e.ID, *e.ParentID))
+	return b.prev, true
+}
+
+// add appends the events of entries[i].
+func (b *builder) add(entries []entry, i int) {
+	e := &entries[i]
+	parent, ok := b.parent(entries, i)
+	if !ok {
+		return
+	}
+	at := parseTime(e.Timestamp)
+	if at.IsZero() && e.Message != nil {
+		at = parseTime(e.Message.Timestamp)
+	}
+	if at.IsZero() {
+		at = b.created
+	}
+	key := b.key(e)
+	var out []sessionstore.Event
+	push := func(suffix string, ev sessionstore.Event) {
+		ev.ID = importer.ID(key+suffix, at)
+		ev.Time = at
+		ev.ParentID = parent
+		if len(out) > 0 {
+			ev.ParentID = out[len(out)-1].ID
+		}
+		out = append(out, ev)
+	}
+	switch e.Type {
+	case "message":
+		if e.Message == nil {
+			b.errs = append(b.errs, importer.Malformed(b.path, e.line, "message entry without a message: kept as a custom event"))
+			push("", custom(e))
+			break
+		}
+		b.message(e, push)
+	case "custom_message":
+		push("", sessionstore.UserText(contentText(e.Content)))
+	case "compaction":
+		rec := sessionstore.CompactionRecord{
+			Summary:      summary(e),
+			TokensBefore: e.TokensBefore,
+			Summarized:   parent,
+		}
+		if b.version < 2 {
+			// Pi's migration reads firstKeptEntryIndex as an index into
+			// the file's entries, the header at 0.
+			if k := e.FirstKeptEntryIndex; k != nil && *k > 0 && *k < i {
+				rec.FirstKept = b.lines[entries[*k].line].first
+			}
+		} else if sp, ok := b.spans[e.FirstKeptEntryID]; ok {
+			rec.FirstKept = sp.first
+		}
+		push("", sessionstore.NewEvent(sessionstore.KindCompaction, sessionstore.RoleNone, rec))
+	case "branch_summary":
+		rec := sessionstore.BranchSummaryRecord{Summary: summary(e)}
+		if sp, ok := b.spans[e.FromID]; ok {
+			rec.AbandonedHead = sp.last
+		}
+		push("", sessionstore.NewEvent(sessionstore.KindBranchSummary, sessionstore.RoleNone, rec))
+	default:
+		switch e.Type {
+		case "model_change":
+			if e.ModelID != "" {
+				b.s.Meta.Model = e.ModelID
+			}
+		case "session_info":
+			if name := strings.TrimSpace(e.Name); name != "" {
+				b.s.Meta.Name = name
+			}
+		}
+		push("", custom(e))
+	}
+	b.s.Events = append(b.s.Events, out...)
+	sp := span{first: out[0].ID, last: out[len(out)-1].ID}
+	if b.version >= 2 {
+		b.spans[e.ID] = sp
+	}
+	b.lines[e.line] = sp
+	b.prev = sp.last
+}
+
+// summary is the Summary of a compaction or branch summary entry: its
+// text, and the files Pi's default summarizer lists as modified.
+func summary(e *entry) sessionstore.Summary {
+	s := sessionstore.Summary{Text: e.Summary}
+	if e.Details != nil {
+		s.FilesChanged = slices.Clone(e.Details.ModifiedFiles)
+	}
+	return s
+}
+
+// custom is the KindCustom event of an entry: its JSON as written.
+func custom(e *entry) sessionstore.Event {
+	return sessionstore.Event{Kind: sessionstore.KindCustom, Record: slices.Clone(e.raw)}
+}
+
+// message appends the events of a message entry.
+func (b *builder) message(e *entry, push func(string, sessionstore.Event)) {
+	m := e.Message
+	switch m.Role {
+	case "user", "custom", "hookMessage":
+		push("", sessionstore.UserText(contentText(m.Content)))
+	case "bashExecution":
+		if m.ExcludeFromContext {
+			push("", custom(e))
+			break
+		}
+		push("", sessionstore.UserText("$ "+m.Command+"\n"+m.Output))
+	case "assistant":
+		var blocks []block
+		_ = json.Unmarshal(m.Content, &blocks) // a string or nothing: no blocks
+		rec := sessionstore.Message{Model: m.Model}
+		if len(blocks) == 0 {
+			rec.Content = contentText(m.Content)
+		}
+		var text, thinking []string
+		for _, bl := range blocks {
+			switch bl.Type {
+			case "text":
+				text = append(text, bl.Text)
+			case "thinking":
+				thinking = append(thinking, bl.Thinking)
+			case "toolCall":
+				rec.ToolCalls = append(rec.ToolCalls, sessionstore.ToolCall{CallID: bl.ID, Name: bl.Name, Arguments: rawArgs(bl.Arguments)})
+			}
+		}
+		if len(blocks) > 0 {
+			rec.Content = strings.Join(text, "\n")
+		}
+		rec.Reasoning = strings.Join(thinking, "\n")
+		if u := m.Usage; u != nil {
+			rec.Usage = &sessionstore.Usage{InputTokens: u.Input, OutputTokens: u.Output, CacheReadTokens: u.CacheRead, CacheWriteTokens: u.CacheWrite}
+		}
+		if m.Model != "" {
+			b.s.Meta.Model = m.Model
+		}
+		push("", sessionstore.AssistantMessage(rec))
+		for k, c := range rec.ToolCalls {
+			push(fmt.Sprintf(":call:%d", k), sessionstore.ToolCallEvent(c))
+		}
+	case "toolResult":
+		push("", sessionstore.ToolResultEvent(sessionstore.ToolResult{CallID: m.ToolCallID, Output: contentText(m.Content), IsError: m.IsError}))
+	default:
+		push("", custom(e))
+	}
+}
+
+// rawArgs keeps a tool call's arguments when they are JSON, and drops a
+// null.
+func rawArgs(raw json.RawMessage) json.RawMessage {
+	if len(raw) == 0 || string(raw) == "null" || !json.Valid(raw) {
+		return nil
+	}
+	return slices.Clone(raw)
+}
+
+// Import reads the Pi session files named by paths (files, or directories
+// walked for their .jsonl files) and writes each session to st with
+// importer.Write, calling opts.Progress after each. A problem with one
+// line or one file (a malformed line, a file that is not a Pi session, a
+// session the store already holds with other content) is added to the
+// report's Errors and the import goes on; the error returned is what
+// stopped it: ctx's, or the store's.
+func Import(ctx context.Context, st *sessionstore.Store, paths []string, opts *importer.Options) (importer.Report, error) {
+	var rep importer.Report
+	files, err := collect(paths)
+	if err != nil {
+		return rep, err
+	}
+	for _, f := range files {
+		if err := ctx.Err(); err != nil {
+			return rep, err
+		}
+		s, errs, fst, err := readFile(f)
+		rep.Files++
+		rep.Lines += fst.lines
+		rep.Bytes += fst.bytes
+		rep.Errors = append(rep.Errors, errs...)
+		if err != nil {
+			rep.Errors = append(rep.Errors, err)
+			continue
+		}
+		res, err := importer.Write(ctx, st, s)
+		if errors.Is(err, importer.ErrInvalidSession) || errors.Is(err, sessionstore.ErrConflict) {
+			rep.Errors = append(rep.Errors, fmt.Errorf("pi: %s: %w", f, err))
+			continue
+		}
+		if err != nil {
+			return rep, err
+		}
+		rep.Add(res)
+		opts.Progressed(rep)
+	}
+	return rep, nil
+}
+
+// collect lists the files of paths: a file as named, a directory's .jsonl
+// files in lexical order.
+func collect(paths []string) ([]string, error) {
+	var files []string
+	for _, p := range paths {
+		fi, err := os.Stat(p)
+		if err != nil {
+			return nil, err
+		}
+		if !fi.IsDir() {
+			files = append(files, p)
+			continue
+		}
+		err = filepath.WalkDir(p, func(path string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if !d.IsDir() && strings.HasSuffix(d.Name(), ".jsonl") {
+				files = append(files, path)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return files, nil
+}
