@@ -497,8 +497,8 @@ func messageText(m *message) string {
 // noteResults records the agentId a tool result of r names (a subagent's
 // result), so that the subagent can name the call that spawned it.
 func (b *builder) noteResults(r *record) {
-	if len(r.ToolUseResult) == 0 || r.ToolUseResult[0] != '{' {
-		return
+	if len(r.ToolUseResult) == 0 || r.ToolUseResult[0] != '{' || !bytes.Contains(r.ToolUseResult, []byte(`"agentId"`)) {
+		return // most results are a tool's output, often large: not decoded
 	}
 	var res struct {
 		AgentID string `json:"agentId"`
