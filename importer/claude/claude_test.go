@@ -495,6 +495,9 @@ func TestFixture(t *testing.T) {
 		ids[n.ID] = true
 	}
 	assert.True(t, ids[importer.ID("claude:u8", time.Date(2026, 1, 5, 10, 0, 7, 0, time.UTC))], "the other branch's leaf")
+	u7, err := st.Event(ctx, main.ID, importer.ID("claude:u7", time.Date(2026, 1, 5, 10, 0, 6, 0, time.UTC)))
+	require.NoError(t, err)
+	assert.Equal(t, importer.ID("claude:u5", time.Date(2026, 1, 5, 10, 0, 4, 0, time.UTC)), u7.ParentID, "the child of the broken line joins the record before it")
 	assert.False(t, ids[importer.ID("claude:u12", time.Date(2026, 1, 5, 10, 0, 11, 0, time.UTC))], "the compact summary is the compaction's")
 
 	// Reimport adds nothing, and reports the same lines.
