@@ -76,8 +76,8 @@ func TestImportCommandLine(t *testing.T) {
 		status int
 		msg    string
 	}{
-		{"no source", []string{"import"}, exitUsage, "missing the source (claude)"},
-		{"unknown source", []string{"import", "vim", "-store", dir, "x"}, exitUsage, `unknown source "vim" (one of: claude)`},
+		{"no source", []string{"import"}, exitUsage, "missing the source (" + sourceNames(", ") + ")"},
+		{"unknown source", []string{"import", "vim", "-store", dir, "x"}, exitUsage, `unknown source "vim" (one of: ` + sourceNames(", ") + ")"},
 		{"no paths", []string{"import", "claude", "-store", dir}, exitUsage, "missing the paths"},
 		{"no store", []string{"import", "claude", claudeFixture}, exitUsage, "missing -store (or $SESSIONSTORE_ROOT)"},
 		{"bad progress", []string{"import", "claude", "-store", dir, "-progress", "-1", claudeFixture}, exitUsage, "-progress must be 0 or more"},
@@ -90,5 +90,13 @@ func TestImportCommandLine(t *testing.T) {
 			assert.Equal(t, tc.status, status, stderr)
 			assert.Contains(t, stderr, tc.msg)
 		})
+	}
+}
+
+func TestImportSourcesListed(t *testing.T) {
+	assert.Contains(t, strings.Split(sourceNames(","), ","), "claude")
+	for name, fn := range importSources {
+		assert.NotNil(t, fn, name)
+		assert.Contains(t, usage, name, "the usage text names every source")
 	}
 }
