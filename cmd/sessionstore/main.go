@@ -1,13 +1,14 @@
 // Command sessionstore inspects a sessionstore root: it lists sessions,
 // draws a session's event tree, prints its active path or one event, checks
 // sessions for corruption, makes the repairs a crash leaves to do,
-// collects unreferenced blobs, upgrades older sessions and roots, and
-// deletes sessions (rm, prune).
+// collects unreferenced blobs, upgrades older sessions and roots,
+// deletes sessions (rm, prune), and imports other tools' transcripts
+// (import).
 //
 //	cd cmd && go run ./sessionstore ls <root>
 //
-// Every command but gc, repair, upgrade, rm, prune (without -dry-run) and
-// the lanes subcommands that change lanes opens the store with
+// Every command but gc, repair, upgrade, rm, prune (without -dry-run),
+// import and the lanes subcommands that change lanes opens the store with
 // Options.ReadOnly, so it takes no lock, writes nothing and is safe beside
 // a running writer. Run it with no arguments for the list of commands.
 package main
@@ -43,9 +44,9 @@ const (
 const usage = `usage: sessionstore <command> [flags] <root> [arguments]
 
 Inspects the sessions stored under <root>. Every command but gc, repair,
-upgrade, rm, prune (without -dry-run) and the lanes subcommands that change
-lanes opens the store read-only (no lock, nothing written), so it is safe
-beside a writer.
+upgrade, rm, prune (without -dry-run), import and the lanes subcommands that
+change lanes opens the store read-only (no lock, nothing written), so it is
+safe beside a writer.
 
 commands:
   ls     [-json] <root>                       list the sessions
@@ -75,6 +76,12 @@ commands:
   lanes  <root> <session> create|move <name> <event>
   lanes  <root> <session> switch|delete <name>
                                               change them (opens the session for writing)
+  import <source> [-store root] [-progress n] <path>...
+                                              import transcripts (source: claude) from
+                                              files and directories into the store at
+                                              -store (default $SESSIONSTORE_ROOT), which
+                                              it creates if needed; again adds nothing;
+                                              exit status 1 if a line was malformed
   help                                        this text
 
 A session or event is named by its full id or by a unique prefix of the id
@@ -101,6 +108,7 @@ var commands = map[string]command{
 	"prune":   cmdPrune,
 	"lanes":   cmdLanes,
 	"query":   cmdQuery,
+	"import":  cmdImport,
 }
 
 // run executes the command line args (without the program name), writing

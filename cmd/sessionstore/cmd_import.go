@@ -1,0 +1,117 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/sessionstore/sessionstore"
+	"github.com/sessionstore/sessionstore/importer"
+	"github.com/sessionstore/sessionstore/importer/claude"
+)
+
+// importFunc is the entry point every importer package has.
+type importFunc func(ctx context.Context, st *sessionstore.Store, paths []string, opts *importer.Options) (importer.Report, error)
+
+// importSources are the formats import reads, by the name the command line
+// gives: one line per importer package.
+var importSources = map[string]importFunc{
+	"claude": claude.Import,
+}
+
+// sourceNames lists importSources' names, sorted, joined by sep.
+func sourceNames(sep string) string {
+	names := make([]string, 0, len(importSources))
+	for n := range importSources {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return strings.Join(names, sep)
+}
+
+// storeEnv names the store import writes to when -store is not given.
+const storeEnv = "SESSIONSTORE_ROOT"
+
+// cmdImport writes the sessions of another tool's transcripts into a store
+// (creating the store's directory if its parent exists): progress on
+// stderr every -progress sessions, then a summary on stdout. Importing the
+// same files again adds nothing. Exit status 1 if any line was malformed
+// (the summary lists each with its file and line; the rest is imported)
+// or the import stopped on an error.
+func cmdImport(ctx context.Context, c *cmdEnv, args []string) int {
+	fs := c.newFlags(sourceNames("|") + " [-store root] [-progress n] <path>...")
+	root := fs.String("store", os.Getenv(storeEnv), "the store to import into (default $"+storeEnv+")")
+	every := fs.Int("progress", 100, "print progress on stderr every `n` sessions (0: never)")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return exitUsage
+	}
+	switch {
+	case len(pos) == 0:
+		return c.usagef(fs, "missing the source (%s) and the paths", sourceNames(", "))
+	case importSources[pos[0]] == nil:
+		return c.usagef(fs, "unknown source %q (one of: %s)", pos[0], sourceNames(", "))
+	case len(pos) == 1:
+		return c.usagef(fs, "missing the paths to import")
+	case *root == "":
+		return c.usagef(fs, "missing -store (or $%s): the store to import into", storeEnv)
+	case *every < 0:
+		return c.usagef(fs, "-progress must be 0 or more")
+	}
+	source, paths := pos[0], pos[1:]
+	st, err := openWritable(*root)
+	if err != nil {
+		return c.failf("%v", err)
+	}
+	opts := &importer.Options{}
+	if *every > 0 {
+		opts.Progress = func(r importer.Report) {
+			if r.Sessions%*every == 0 {
+				fmt.Fprintf(c.stderr, "%s: %d sessions, %d events added, %d files, %s read\n", c.name, r.Sessions, r.Added, r.Files, megabytes(r.Bytes))
+			}
+		}
+	}
+	rep, err := importSources[source](ctx, st, paths, opts)
+	closeErr := st.Close()
+	writeImportSummary(c.stdout, source, *root, rep)
+	switch {
+	case err != nil:
+		return c.failf("import stopped: %s (the sessions counted above are written; importing again completes the rest)", describe(err))
+	case closeErr != nil:
+		return c.failf("close the store: %v", closeErr)
+	case len(rep.Errors) > 0:
+		return c.failf("%d problems in the input (listed above); the rest is imported", len(rep.Errors))
+	}
+	return exitOK
+}
+
+// writeImportSummary prints what an import read and wrote, and each
+// problem it met, a malformed line as <file>:<line>: <what>.
+func writeImportSummary(w io.Writer, source, root string, r importer.Report) {
+	fmt.Fprintf(w, "imported %s transcripts into %s\n", source, root)
+	fmt.Fprintf(w, "  files:    %d (%s, %d lines)\n", r.Files, megabytes(r.Bytes), r.Lines)
+	fmt.Fprintf(w, "  sessions: %d (%d new)\n", r.Sessions, r.Created)
+	fmt.Fprintf(w, "  events:   %d added, %d already stored\n", r.Added, r.Existing)
+	fmt.Fprintf(w, "  problems: %d\n", len(r.Errors))
+	for _, e := range r.Errors {
+		var le *importer.LineError
+		if errors.As(e, &le) {
+			fmt.Fprintf(w, "    %s:%d: %v\n", le.Path, le.Line, le.Err)
+		} else {
+			fmt.Fprintf(w, "    %v\n", e)
+		}
+	}
+}
+
+// megabytes formats n bytes as MB with one decimal, or as bytes under
+// 0.1 MB.
+func megabytes(n int64) string {
+	if n < 100_000 {
+		return fmt.Sprintf("%d bytes", n)
+	}
+	return fmt.Sprintf("%.1f MB", float64(n)/1e6)
+}

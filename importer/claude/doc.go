@@ -1,0 +1,89 @@
+// Package claude imports Claude Code transcripts (the JSONL files under
+// ~/.claude/projects) into a sessionstore Store: Read parses one file,
+// Import writes the sessions of files and directories.
+//
+// # Mapping
+//
+// Every line with a uuid is one or more events, in the uuid tree of the
+// file: the first event of a line is the child of the last event of its
+// parentUuid's line, and a line's events follow one another. So the
+// tree is the file's own, branches included, and each event's id is
+// importer.ID("claude:"+uuid, timestamp) (a line's later events add
+// "#n" to the key): importing again finds every event it wrote.
+//
+//   - A user line: its text (string content, or text blocks, with a
+//     placeholder such as "[image: image/png]" for other blocks) is a
+//     user message; each tool_result block is a tool result (CallID the
+//     tool_use_id, Output its text, IsError), in block order.
+//   - An assistant line: an assistant message (text as Content,
+//     thinking as Reasoning, the model, the line's usage, its tool_use
+//     blocks as ToolCalls), then a tool call event per tool_use block.
+//     Claude Code writes one response as several lines, one per content
+//     block, each with its own uuid and the same message.id; each line
+//     is its own event, because lines of one response can be parents of
+//     other lines (a tool result answers the tool_use line, a branch can
+//     start at any of them), and because merging them would make a
+//     line's event change when the transcript grows, which a re-import
+//     could not append. Each line repeats the response's usage, with the
+//     output tokens streamed so far: a sum over events counts a response
+//     once per line.
+//   - A compact boundary (a system line, subtype compact_boundary) is a
+//     KindCompaction event, the child of its logicalParentUuid's line,
+//     whose Summary.Text is the text of the isCompactSummary user line
+//     that follows it; that line is no event of its own (its uuid names
+//     the compaction), so Load starts at the compaction, with the
+//     summary, as Claude Code's context does.
+//   - Every other line with a uuid (system lines, attachments,
+//     progress, ...) is a KindCustom event whose record is the line
+//     itself: such lines sit inside the uuid tree (a message's parent may
+//     be one), and keeping them keeps the tree exact and loses nothing.
+//     A harness building a model's context skips KindCustom events.
+//   - Lines without a uuid are no events: a summary line names the
+//     session holding its leafUuid (Meta.Name, in whichever file read it
+//     is); file-history-snapshot, queue-operation, permission-mode,
+//     last-prompt and others are skipped and counted (File.Skipped).
+//
+// HEAD is the newest leaf (by timestamp, the later line on a tie), where
+// Claude Code resumes: Load then gives the context it rebuilds, the walk
+// of parentUuid links from that record, stopping at a compaction.
+//
+// Meta: ID is importer.ID("claude:"+sessionId, first timestamp),
+// WorkingDir the first cwd, Model the newest assistant model, CreatedAt
+// the first timestamp, and the labels source ("claude-code"),
+// source_path, git_branch (the newest), claude_session_id,
+// claude_version, and for a subagent claude_agent_id (and
+// claude_agent_type, claude_agent_description from its .meta.json,
+// whose description is its name when no summary names it).
+//
+// # Subagents
+//
+// A subagent's transcript (agent-*.jsonl, beside the session's or under
+// <session>/subagents/) and each tree of sidechain lines inside a
+// session's own transcript are subagent sessions: ID
+// importer.ID("claude:"+sessionId+"/agent-"+agentId, first timestamp),
+// Meta.ParentSession the session of the same sessionId, and
+// Meta.SpawnedBy the tool call whose result names the agentId (or a Task
+// call whose prompt is the subagent's first message; a sidechain inside
+// the file: the record it grew from), left unset when there is none (a
+// warm-up agent has no call). Import writes them after their parent; a
+// subagent whose parent is neither read by the same Import nor stored
+// already is imported as a top-level session, and stays one (a
+// session's lineage is fixed when it is made).
+//
+// # Bad input
+//
+// A malformed line (not JSON, no type, a conversation record without a
+// valid timestamp or message, a repeated uuid) is an *importer.LineError
+// (errors.Is importer.ErrMalformed) naming the file and line, and is left
+// out; the rest is imported. A record whose parentUuid names no record of
+// the file (a dangling parent, such as a line that was malformed), or a
+// second root, is reported the same way and attached to the record before
+// it in the file, so that the session stays one tree. A record whose
+// parent comes later in the file waits for it.
+//
+// # Durability
+//
+// When Import returns, every session it reports written is durable
+// (importer.Write's contract); after a crash, importing again completes
+// what was cut short.
+package claude

@@ -1,0 +1,199 @@
+package claude
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/google/uuid"
+	"github.com/sessionstore/sessionstore"
+	"github.com/sessionstore/sessionstore/importer"
+)
+
+// Import reads the Claude Code transcripts at paths and writes their
+// sessions into st. Each path is a .jsonl file or a directory, walked for
+// *.jsonl files: ~/.claude/projects, one project's directory, or a
+// session's subagents/ directory. A session's own transcript is written
+// before its subagents' (agent-*.jsonl), which name it as their parent.
+//
+// Summary lines name the session holding their leafUuid, in whichever of
+// the files read they are (Meta.Name; a session already stored without a
+// name gets it).
+//
+// A malformed line is a *importer.LineError in Report.Errors, and the rest
+// is imported; so is a file that cannot be read (its *fs.PathError). The
+// error returned is for what stops the import: a path that does not exist
+// (before anything is written), the context ending, or a Store error, with
+// the sessions before it written. opts.Progress, if set, is called after
+// each session is written. Importing the same files again adds nothing.
+func Import(ctx context.Context, st *sessionstore.Store, paths []string, opts *importer.Options) (importer.Report, error) {
+	var rep importer.Report
+	files, err := collect(paths)
+	if err != nil {
+		return rep, err
+	}
+	summaries := gatherSummaries(files)
+	parents := map[string]*parentInfo{} // Claude session id -> the imported session
+	for _, path := range files {
+		if err := ctx.Err(); err != nil {
+			return rep, err
+		}
+		f, err := Read(path)
+		if err != nil {
+			rep.Errors = append(rep.Errors, err)
+			continue
+		}
+		rep.Files++
+		if fi, err := os.Stat(path); err == nil {
+			rep.Bytes += fi.Size()
+		}
+		rep.Lines += f.Lines
+		rep.Errors = append(rep.Errors, f.Errors...)
+		for i, s := range f.Sessions {
+			info := f.infos[i]
+			if name := nameOf(summaries, info); name != "" {
+				s.Meta.Name = name
+			}
+			if info.agentID == "" {
+				parents[info.claudeID] = &parentInfo{id: s.Meta.ID, info: info}
+			} else if s.Meta.ParentSession == uuid.Nil {
+				if err := linkAgent(ctx, st, parents, s, info); err != nil {
+					return rep, err
+				}
+			}
+			res, err := importer.Write(ctx, st, s)
+			if err != nil {
+				return rep, err
+			}
+			if !res.Created && s.Meta.Name != "" {
+				if err := nameStored(ctx, st, s.Meta.ID, s.Meta.Name); err != nil {
+					return rep, err
+				}
+			}
+			rep.Add(res)
+			opts.Progressed(rep)
+		}
+	}
+	return rep, nil
+}
+
+// parentInfo is a session written by this Import, for its subagents.
+type parentInfo struct {
+	id   uuid.UUID
+	info *sessionInfo
+}
+
+// linkAgent sets the parent of the subagent session s: the session of the
+// same Claude session id written before it, or else one the store holds
+// (labelled claude_session_id, top-level). SpawnedBy is the parent's tool
+// call that started it, when this Import read the parent and found it. A
+// subagent whose parent is in neither place stays a top-level session
+// (the lineage is fixed when a session is made: import the parent's
+// transcript with it).
+func linkAgent(ctx context.Context, st *sessionstore.Store, parents map[string]*parentInfo, s *importer.Session, info *sessionInfo) error {
+	if p, ok := parents[info.claudeID]; ok {
+		s.Meta.ParentSession = p.id
+		s.Meta.SpawnedBy = spawnedBy(p.info, info)
+		return nil
+	}
+	if _, err := st.Meta(ctx, s.Meta.ID); err == nil {
+		return nil // stored already: its lineage is what it is
+	} else if !errors.Is(err, sessionstore.ErrNotFound) {
+		return err
+	}
+	q := sessionstore.Query{Labels: map[string]string{"source": "claude-code", "claude_session_id": info.claudeID}}
+	for m, err := range st.Sessions(ctx, q) {
+		if err != nil {
+			return err
+		}
+		if m.ParentSession == uuid.Nil && m.Labels["claude_agent_id"] == "" {
+			s.Meta.ParentSession = m.ID
+			break
+		}
+	}
+	return nil
+}
+
+// nameStored names a stored session that has no name yet.
+func nameStored(ctx context.Context, st *sessionstore.Store, id uuid.UUID, name string) error {
+	m, err := st.Meta(ctx, id)
+	if err != nil || m.Name != "" {
+		return err
+	}
+	_, err = st.UpdateMeta(ctx, id, func(m *sessionstore.Meta) { m.Name = name })
+	return err
+}
+
+// collect lists the transcripts under paths: each file given, and the
+// *.jsonl files under each directory, without repeats, sessions' own
+// transcripts before subagents' (agent-*.jsonl), each group in path order.
+func collect(paths []string) ([]string, error) {
+	seen := map[string]bool{}
+	var own, agents []string
+	add := func(p string) {
+		p = filepath.Clean(p)
+		if seen[p] {
+			return
+		}
+		seen[p] = true
+		if isAgentFile(p) {
+			agents = append(agents, p)
+		} else {
+			own = append(own, p)
+		}
+	}
+	for _, p := range paths {
+		fi, err := os.Stat(p)
+		if err != nil {
+			return nil, fmt.Errorf("claude: %w", err)
+		}
+		if !fi.IsDir() {
+			add(p)
+			continue
+		}
+		err = filepath.WalkDir(p, func(path string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if !d.IsDir() && strings.HasSuffix(d.Name(), ".jsonl") {
+				add(path)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("claude: walk %s: %w", p, err)
+		}
+	}
+	slices.Sort(own)
+	slices.Sort(agents)
+	return append(own, agents...), nil
+}
+
+// gatherSummaries reads the summary lines of every file: a summary is
+// often written into a later session's file than the one it names. Only
+// lines that hold a summary are decoded; errors are left to Read.
+func gatherSummaries(files []string) map[string]string {
+	out := map[string]string{}
+	marker := []byte(`"summary"`)
+	for _, path := range files {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			continue
+		}
+		for line := range bytes.Lines(data) {
+			if !bytes.Contains(line, marker) {
+				continue
+			}
+			if r, err := parseLine(line); err == nil && r.Type == "summary" && r.LeafUUID != "" {
+				out[r.LeafUUID] = r.Summary
+			}
+		}
+	}
+	return out
+}

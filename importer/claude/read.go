@@ -1,0 +1,545 @@
+package claude
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/sessionstore/sessionstore"
+	"github.com/sessionstore/sessionstore/importer"
+)
+
+// File is what Read finds in one transcript.
+type File struct {
+	Path string
+	// Sessions are the file's sessions: for a session's own transcript,
+	// the session, then one subagent session per sidechain it holds; for
+	// a subagent's transcript (agent-*.jsonl), that subagent. A file
+	// with no conversation record (only summaries or snapshots) has none.
+	Sessions []*importer.Session
+	Lines    int // non-empty lines
+	// Skipped counts the lines that are not events: those without a
+	// uuid (file-history-snapshot, queue-operation, permission-mode,
+	// last-prompt, summary, ...) and the malformed ones.
+	Skipped int
+	// Summaries maps the leafUuid of each summary line to its text.
+	Summaries map[string]string
+	// Errors are the file's malformed lines, each a *importer.LineError.
+	Errors []error
+
+	infos []*sessionInfo // beside Sessions, what Import links them with
+}
+
+// sessionInfo is what Import needs of a session beyond its events.
+type sessionInfo struct {
+	claudeID string               // the sessionId of its records
+	agentID  string               // a subagent's id; "" for a session's own transcript
+	leaves   map[string]uuid.UUID // record uuid -> the record's last event
+	order    map[string]int       // record uuid -> its event's index, for summaries
+	calls    map[string]uuid.UUID // tool_use id -> its tool call event
+	agents   map[string]string    // agentId -> the tool_use id whose result names it
+	prompts  map[string]string    // a Task/Agent tool_use's prompt -> its tool_use id
+	prompt   string               // a subagent's first user text
+	spawned  string               // a sidechain's: record uuid of the main-session record it grew from
+}
+
+// Read parses the transcript at path without writing anything. Malformed
+// lines are reported in File.Errors (each a *importer.LineError with the
+// path and line number) and the rest is read; the error is for a file
+// that cannot be read.
+//
+// A subagent transcript's session comes without its parent: its
+// Meta.ParentSession is set by Import, which reads the parent's transcript
+// first. The sidechains inside a session's own transcript are linked to it
+// (ParentSession and SpawnedBy) by Read itself.
+func Read(path string) (*File, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return parseFile(path, data), nil
+}
+
+// isAgentFile reports whether path is a subagent's transcript.
+func isAgentFile(path string) bool {
+	return strings.HasPrefix(filepath.Base(path), "agent-")
+}
+
+// group is one session of a file being built.
+type group struct {
+	recs []*record // in file order
+}
+
+func parseFile(path string, data []byte) *File {
+	f := &File{Path: path, Summaries: map[string]string{}}
+	var recs []*record
+	var lineNo []int
+	n := 0
+	for len(data) > 0 {
+		n++
+		var line []byte
+		if i := bytes.IndexByte(data, '\n'); i >= 0 {
+			line, data = data[:i], data[i+1:]
+		} else {
+			line, data = data, nil
+		}
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		f.Lines++
+		r, err := parseLine(line)
+		if err != nil {
+			f.Skipped++
+			f.Errors = append(f.Errors, importer.Malformed(path, n, "%v", err))
+			continue
+		}
+		if r.UUID == "" {
+			f.Skipped++
+			if r.Type == "summary" && r.LeafUUID != "" {
+				f.Summaries[r.LeafUUID] = r.Summary
+			}
+			continue
+		}
+		recs = append(recs, r)
+		lineNo = append(lineNo, n)
+	}
+
+	// Split into sessions: a subagent's file is one; in a session's own
+	// file, each tree of sidechain records is a subagent of its own.
+	agent := isAgentFile(path)
+	byUUID := make(map[string]int, len(recs))
+	for i, r := range recs {
+		if _, dup := byUUID[r.UUID]; !dup {
+			byUUID[r.UUID] = i
+		}
+	}
+	groupOf := make([]int, len(recs))
+	groups := []*group{{}}
+	spawned := []string{""}
+	for i, r := range recs {
+		g := 0
+		if !agent && r.IsSidechain {
+			p := -1
+			if r.ParentUUID != nil {
+				if j, ok := byUUID[*r.ParentUUID]; ok && j < i {
+					p = j
+				}
+			}
+			if p >= 0 && recs[p].IsSidechain {
+				g = groupOf[p]
+			} else {
+				g = len(groups)
+				groups = append(groups, &group{})
+				from := ""
+				if p >= 0 {
+					from = recs[p].UUID
+				}
+				spawned = append(spawned, from)
+			}
+		}
+		groupOf[i] = g
+		groups[g].recs = append(groups[g].recs, r)
+	}
+	lines := make(map[*record]int, len(recs))
+	for i, r := range recs {
+		lines[r] = lineNo[i]
+	}
+	for gi, g := range groups {
+		if len(g.recs) == 0 {
+			continue
+		}
+		s, info := buildSession(f, g.recs, lines, byUUID, agent || gi > 0)
+		info.spawned = spawned[gi]
+		f.Sessions = append(f.Sessions, s)
+		f.infos = append(f.infos, info)
+	}
+	// Link the sidechains of a session's own file to it.
+	if !agent && len(f.Sessions) > 0 && f.infos[0].agentID == "" {
+		main, mi := f.Sessions[0], f.infos[0]
+		for i := 1; i < len(f.Sessions); i++ {
+			s, info := f.Sessions[i], f.infos[i]
+			s.Meta.ParentSession = main.Meta.ID
+			s.Meta.SpawnedBy = spawnedBy(mi, info)
+			if s.Meta.SpawnedBy == uuid.Nil {
+				s.Meta.SpawnedBy = mi.leaves[info.spawned]
+			}
+		}
+	}
+	if agent {
+		readAgentMeta(f)
+	}
+	for i, s := range f.Sessions {
+		s.Meta.Name = nameOf(f.Summaries, f.infos[i])
+		if s.Meta.Name == "" {
+			s.Meta.Name = s.Meta.Labels["claude_agent_description"]
+		}
+	}
+	return f
+}
+
+func hasKey(m map[string]int, k string) bool {
+	_, ok := m[k]
+	return ok
+}
+
+// spawnedBy finds the tool call event of parent that started the subagent
+// sub: the call whose result names the subagent's agentId, or a Task (or
+// Agent) call whose prompt is the subagent's first message. uuid.Nil if
+// there is none.
+func spawnedBy(parent, sub *sessionInfo) uuid.UUID {
+	if sub.agentID != "" {
+		if id, ok := parent.agents[sub.agentID]; ok {
+			return parent.calls[id]
+		}
+	}
+	if sub.prompt != "" {
+		if id, ok := parent.prompts[sub.prompt]; ok {
+			return parent.calls[id]
+		}
+	}
+	return uuid.Nil
+}
+
+// nameOf is the summary whose leaf is the newest of the session's records
+// that a summary names, or "".
+func nameOf(summaries map[string]string, info *sessionInfo) string {
+	best, name := -1, ""
+	for leaf, text := range summaries {
+		if i, ok := info.order[leaf]; ok && i > best {
+			best, name = i, text
+		}
+	}
+	return name
+}
+
+// readAgentMeta reads the <agent>.meta.json beside a subagent's transcript,
+// if there is one: its agent type and description.
+func readAgentMeta(f *File) {
+	data, err := os.ReadFile(strings.TrimSuffix(f.Path, ".jsonl") + ".meta.json")
+	if err != nil {
+		return
+	}
+	var m struct {
+		AgentType   string `json:"agentType"`
+		Description string `json:"description"`
+	}
+	if json.Unmarshal(data, &m) != nil {
+		return
+	}
+	for i := range f.Sessions {
+		labels := f.Sessions[i].Meta.Labels
+		if m.AgentType != "" {
+			labels["claude_agent_type"] = m.AgentType
+		}
+		if m.Description != "" {
+			labels["claude_agent_description"] = m.Description
+		}
+	}
+}
+
+// buildSession maps the records of one session to events. sub says it is
+// a subagent's.
+func buildSession(f *File, recs []*record, lines map[*record]int, inFile map[string]int, sub bool) (*importer.Session, *sessionInfo) {
+	info := &sessionInfo{
+		leaves:  make(map[string]uuid.UUID, len(recs)),
+		order:   make(map[string]int, len(recs)),
+		calls:   map[string]uuid.UUID{},
+		agents:  map[string]string{},
+		prompts: map[string]string{},
+	}
+	first := recs[0]
+	info.claudeID = first.SessionID
+	if info.claudeID == "" {
+		info.claudeID = strings.TrimSuffix(filepath.Base(f.Path), ".jsonl")
+	}
+	if sub {
+		info.agentID = first.AgentID
+		if info.agentID == "" && isAgentFile(f.Path) {
+			info.agentID = strings.TrimSuffix(strings.TrimPrefix(filepath.Base(f.Path), "agent-"), ".jsonl")
+		}
+		if info.agentID == "" {
+			info.agentID = "sidechain-" + first.UUID
+		}
+	}
+	s := &importer.Session{Path: f.Path}
+	key := "claude:" + info.claudeID
+	if sub {
+		key += "/agent-" + info.agentID
+	}
+	s.Meta = sessionstore.Meta{
+		ID:        importer.ID(key, first.time),
+		CreatedAt: first.time,
+		Labels:    map[string]string{"source": "claude-code", "source_path": f.Path, "claude_session_id": info.claudeID},
+	}
+	if sub {
+		s.Meta.Labels["claude_agent_id"] = info.agentID
+	}
+
+	known := make(map[string]bool, len(recs))
+	for _, r := range recs {
+		known[r.UUID] = true
+	}
+	b := &builder{f: f, s: s, info: info, lines: lines, known: known, inFile: inFile, pending: map[string][]*record{}, done: map[string]bool{}}
+	for _, r := range recs {
+		if r.Cwd != "" && s.Meta.WorkingDir == "" {
+			s.Meta.WorkingDir = r.Cwd
+		}
+		if r.GitBranch != "" {
+			s.Meta.Labels["git_branch"] = r.GitBranch
+		}
+		if r.Version != "" {
+			s.Meta.Labels["claude_version"] = r.Version
+		}
+		if r.msg != nil && r.Type == "assistant" && r.msg.Model != "" && r.msg.Model != "<synthetic>" {
+			s.Meta.Model = r.msg.Model
+		}
+		if sub && info.prompt == "" && r.Type == "user" && r.msg != nil && r.msg.text != "" {
+			info.prompt = r.msg.text
+		}
+		b.add(r)
+	}
+	// Records whose parent never came (a cycle): attach them as dangling.
+	for len(b.pending) > 0 {
+		var next *record
+		awaited := ""
+		for p, rs := range b.pending {
+			for _, r := range rs {
+				if next == nil || lines[r] < lines[next] {
+					next, awaited = r, p
+				}
+			}
+		}
+		for p, rs := range b.pending {
+			for i, r := range rs {
+				if r == next {
+					b.pending[p] = append(rs[:i:i], rs[i+1:]...)
+					if len(b.pending[p]) == 0 {
+						delete(b.pending, p)
+					}
+				}
+			}
+		}
+		b.dangling(next, awaited)
+		b.emit(next, b.prev)
+	}
+	s.Head = newestLeaf(s.Events)
+	return s, info
+}
+
+// builder turns records into events, parents before children.
+type builder struct {
+	f       *File
+	s       *importer.Session
+	info    *sessionInfo
+	lines   map[*record]int
+	known   map[string]bool      // uuids of the session's records
+	inFile  map[string]int       // uuids of the file's records
+	pending map[string][]*record // records waiting for their parent, by its uuid
+	done    map[string]bool      // records emitted
+	prev    uuid.UUID            // the last event emitted
+	compact map[uuid.UUID]int    // compaction events waiting for their summary, by id: their index
+}
+
+// add emits r, or holds it until its parent is emitted.
+func (b *builder) add(r *record) {
+	if b.done[r.UUID] {
+		b.f.Errors = append(b.f.Errors, importer.Malformed(b.f.Path, b.lines[r], "%s record %s repeats a uuid; left out", r.Type, r.UUID))
+		b.f.Skipped++
+		return
+	}
+	p := ""
+	switch {
+	case r.Type == "system" && r.Subtype == "compact_boundary":
+		p = r.LogicalParentUUID
+		if p == "" {
+			b.emit(r, b.prev) // a boundary with no logical parent follows the record before it
+			return
+		}
+	case r.ParentUUID != nil:
+		p = *r.ParentUUID
+	}
+	switch {
+	case p == "":
+		if len(b.s.Events) > 0 {
+			b.f.Errors = append(b.f.Errors, importer.Malformed(b.f.Path, b.lines[r], "%s record %s is a second root; attached to the record before it", r.Type, r.UUID))
+			b.emit(r, b.prev)
+			return
+		}
+		b.emit(r, uuid.Nil)
+	case b.info.leaves[p] != uuid.Nil:
+		b.emit(r, b.info.leaves[p])
+	case b.known[p] && !b.done[p]:
+		b.pending[p] = append(b.pending[p], r) // its parent comes later in the file
+	case len(b.s.Events) == 0 && hasKey(b.inFile, p):
+		b.emit(r, uuid.Nil) // a sidechain's first record, the child of a record of the main session
+	default:
+		b.dangling(r, p)
+		b.emit(r, b.prev)
+	}
+}
+
+// dangling reports r, whose parent p is not a record of the session.
+func (b *builder) dangling(r *record, p string) {
+	what := "is attached to the record before it"
+	if b.prev == uuid.Nil {
+		what = "is the root"
+	}
+	b.f.Errors = append(b.f.Errors, importer.Malformed(b.f.Path, b.lines[r], "%s record %s names parent %s, which is not in the file; it %s", r.Type, r.UUID, p, what))
+}
+
+// emit appends r's events under parent, then the records waiting for r.
+func (b *builder) emit(r *record, parent uuid.UUID) {
+	if parent == uuid.Nil && len(b.s.Events) > 0 {
+		parent = b.prev // only one root
+	}
+	b.done[r.UUID] = true
+	var evs []sessionstore.Event
+	switch {
+	case r.Type == "system" && r.Subtype == "compact_boundary":
+		rec := sessionstore.CompactionRecord{Summarized: parent}
+		if r.CompactMetadata != nil {
+			rec.TokensBefore = r.CompactMetadata.PreTokens
+		}
+		evs = []sessionstore.Event{sessionstore.NewEvent(sessionstore.KindCompaction, sessionstore.RoleNone, rec)}
+	case r.Type == "user" && r.msg != nil && r.IsCompactSummary && b.summarize(r, parent):
+		return // the summary is the compaction's; r's children follow it
+	case r.Type == "user" && r.msg != nil:
+		evs = userEvents(r.msg)
+		b.noteResults(r)
+	case r.Type == "assistant" && r.msg != nil:
+		evs = assistantEvents(r.msg)
+	default:
+		evs = []sessionstore.Event{sessionstore.NewEvent(sessionstore.KindCustom, sessionstore.RoleNone, r.raw)}
+	}
+	for i := range evs {
+		key := "claude:" + r.UUID
+		if i > 0 {
+			key = fmt.Sprintf("%s#%d", key, i)
+		}
+		ev := &evs[i]
+		ev.ID = importer.ID(key, r.time)
+		ev.ParentID = parent
+		ev.Time = r.time
+		parent = ev.ID
+		if ev.Kind == sessionstore.KindToolCall {
+			if c, err := ev.ToolCall(); err == nil {
+				b.info.calls[c.CallID] = ev.ID
+				b.noteTask(c)
+			}
+		}
+		if ev.Kind == sessionstore.KindCompaction {
+			if b.compact == nil {
+				b.compact = map[uuid.UUID]int{}
+			}
+			b.compact[ev.ID] = len(b.s.Events)
+		}
+		b.s.Events = append(b.s.Events, *ev)
+	}
+	b.info.leaves[r.UUID] = parent
+	b.info.order[r.UUID] = len(b.s.Events) - 1
+	b.prev = parent
+	b.release(r.UUID)
+}
+
+// release emits the records that waited for the record uuid.
+func (b *builder) release(uuid string) {
+	rs := b.pending[uuid]
+	delete(b.pending, uuid)
+	for _, c := range rs {
+		b.add(c)
+	}
+}
+
+// summarize makes r, a compact summary, the summary of the compaction
+// event parent, if parent is one still without its summary. r's uuid then
+// names the compaction.
+func (b *builder) summarize(r *record, parent uuid.UUID) bool {
+	i, ok := b.compact[parent]
+	if !ok {
+		return false
+	}
+	delete(b.compact, parent)
+	ev := &b.s.Events[i]
+	rec, err := ev.Compaction()
+	if err != nil {
+		return false
+	}
+	rec.Summary.Text = messageText(r.msg)
+	re := sessionstore.NewEvent(sessionstore.KindCompaction, sessionstore.RoleNone, rec)
+	ev.Record = re.Record
+	b.info.leaves[r.UUID] = parent
+	b.info.order[r.UUID] = i
+	b.prev = parent
+	b.release(r.UUID)
+	return true
+}
+
+// messageText is the text of a user message: its string, or its text
+// blocks one per line.
+func messageText(m *message) string {
+	if m.blocks == nil {
+		return m.text
+	}
+	var parts []string
+	for _, bl := range m.blocks {
+		if bl.Type == "text" {
+			parts = append(parts, bl.Text)
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+// noteResults records the agentId a tool result of r names (a subagent's
+// result), so that the subagent can name the call that spawned it.
+func (b *builder) noteResults(r *record) {
+	if len(r.ToolUseResult) == 0 || r.ToolUseResult[0] != '{' || !bytes.Contains(r.ToolUseResult, []byte(`"agentId"`)) {
+		return // most results are a tool's output, often large: not decoded
+	}
+	var res struct {
+		AgentID string `json:"agentId"`
+	}
+	if json.Unmarshal(r.ToolUseResult, &res) != nil || res.AgentID == "" {
+		return
+	}
+	for _, bl := range r.msg.blocks {
+		if bl.Type == "tool_result" {
+			b.info.agents[res.AgentID] = bl.ToolUseID
+			return
+		}
+	}
+}
+
+// noteTask records the prompt of a call that starts a subagent.
+func (b *builder) noteTask(c sessionstore.ToolCall) {
+	if c.Name != "Task" && c.Name != "Agent" {
+		return
+	}
+	var in struct {
+		Prompt string `json:"prompt"`
+	}
+	if json.Unmarshal(c.Arguments, &in) == nil && in.Prompt != "" {
+		b.info.prompts[in.Prompt] = c.CallID
+	}
+}
+
+// newestLeaf is the leaf with the newest time, the later in the slice of
+// two with the same time: where Claude Code resumes.
+func newestLeaf(evs []sessionstore.Event) uuid.UUID {
+	parents := make(map[uuid.UUID]bool, len(evs))
+	for _, ev := range evs {
+		parents[ev.ParentID] = true
+	}
+	var head uuid.UUID
+	var at time.Time
+	for _, ev := range evs {
+		if !parents[ev.ID] && (head == uuid.Nil || !ev.Time.Before(at)) {
+			head, at = ev.ID, ev.Time
+		}
+	}
+	return head
+}
