@@ -12,23 +12,23 @@
 // The output is UTF-8 text, one JSON object per line, each line ending in
 // "\n". The first line is the header (Header):
 //
-//	{"format":"sessionstore-export","version":1,"scope":"tree","blobs":"inline","session":{...},"head":"<id>","lanes":[...],"events":3}
+//		{"format":"sessionstore-export","version":1,"scope":"tree","blobs":"inline","session":{...},"head":"<id>","lanes":[...],"events":3}
 //
-//   - "format" is always "sessionstore-export"; "version" is 1. A reader
-//     refuses another format or a version it does not know.
-//   - "scope" says which events follow: "tree" (every event of the session,
-//     every branch), "path" (the active path, root to HEAD, the whole
-//     history past compactions, as Store.FullPath returns it) or "context"
-//     (what Store.Load returns: the newest compaction on the path, the
-//     events it keeps verbatim, then everything after it).
-//   - "blobs" is "inline" (every record is in its line) or "files" (records
-//     stored as blobs are files beside the export, see below).
-//   - "session" is the session's sessionstore.Meta, in its encoding/json form.
-//   - "head" is the session's HEAD (the nil uuid for a session without
-//     events); "lanes", present only when the session has named lanes
-//     besides the implicit one, lists them sorted by name (Lane).
-//   - "events" is the number of event lines that follow, so that a reader
-//     tells a whole export from a cut one.
+//	  - "format" is always "sessionstore-export"; "version" is 1. A reader
+//	    refuses another format or a version it does not know.
+//	  - "scope" says which events follow: "tree" (every event of the session,
+//	    every branch), "path" (the active path, root to HEAD, the whole
+//	    history past compactions, as Store.FullPath returns it) or "context"
+//	    (what Store.Load returns: the newest compaction on the path, the
+//	    events it keeps verbatim, then everything after it).
+//	  - "blobs" is "inline" (every record is in its line) or "files" (records
+//	    stored as blobs are files beside the export, see below).
+//	  - "session" is the session's sessionstore.Meta, in its encoding/json form.
+//	  - "head" is the session's HEAD (the nil uuid for a session without
+//	    events); "lanes", present only when the session has named lanes
+//	    besides the implicit one, lists them sorted by name (Lane).
+//	  - "events" is the number of event lines that follow, so that a reader
+//	    tells a whole export from a cut one.
 //
 // Then come the events, one a line, each the encoding/json form of
 // sessionstore.Event: "id", "parent_id" (the nil uuid for a root),
