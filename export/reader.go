@@ -156,6 +156,10 @@ func (r *Reader) nextEvent() (sessionstore.Event, error) {
 		return ev, r.errorf(ErrFormat, "event %s: branch_from %s is not its parent %s", ev.ID, ev.BranchFrom, ev.ParentID)
 	case r.header.Scope == Tree && ev.ParentID != uuid.Nil && !r.seen[ev.ParentID]:
 		return ev, r.errorf(ErrFormat, "event %s before its parent %s", ev.ID, ev.ParentID)
+	case !knownKinds[ev.Kind]:
+		return ev, r.errorf(ErrFormat, "event %s: unknown kind %q", ev.ID, ev.Kind)
+	case !knownRoles[ev.Role]:
+		return ev, r.errorf(ErrFormat, "event %s: unknown role %q", ev.ID, ev.Role)
 	case ev.Size < 0:
 		return ev, r.errorf(ErrFormat, "event %s: size %d", ev.ID, ev.Size)
 	}
@@ -206,6 +210,15 @@ func (r *Reader) next() ([]byte, error) {
 // errorf is a *ParseError of the current line.
 func (r *Reader) errorf(sentinel error, format string, args ...any) error {
 	return &ParseError{Name: r.name, Line: r.line, Offset: r.start, Err: fmt.Errorf("%w: %s", sentinel, fmt.Sprintf(format, args...))}
+}
+
+var knownKinds = map[sessionstore.Kind]bool{
+	sessionstore.KindMessage: true, sessionstore.KindToolCall: true, sessionstore.KindToolResult: true,
+	sessionstore.KindCompaction: true, sessionstore.KindBranchSummary: true, sessionstore.KindCustom: true,
+}
+
+var knownRoles = map[sessionstore.Role]bool{
+	sessionstore.RoleNone: true, sessionstore.RoleUser: true, sessionstore.RoleAssistant: true, sessionstore.RoleTool: true,
 }
 
 // strictUnmarshal decodes one JSON value, refusing unknown members and
