@@ -74,7 +74,7 @@ func ExampleMarkdown() {
 	}
 	for _, line := range strings.Split(out.String(), "\n") {
 		if strings.HasPrefix(line, "#") || strings.HasPrefix(line, "*The path") {
-			fmt.Println(line[:min(len(line), 24)])
+			fmt.Println(line[:min(len(line), 23)])
 		}
 	}
 	// Output:
