@@ -1,8 +1,9 @@
 // Command sessionstore inspects a sessionstore root: it lists sessions,
 // draws a session's event tree, prints its active path or one event, checks
 // sessions for corruption, makes the repairs a crash leaves to do,
-// collects unreferenced blobs, upgrades older sessions and roots, and
-// deletes sessions (rm, prune).
+// collects unreferenced blobs, upgrades older sessions and roots,
+// deletes sessions (rm, prune) and exports a session as JSON lines or a
+// Markdown transcript (export).
 //
 //	cd cmd && go run ./sessionstore ls <root>
 //
@@ -71,6 +72,9 @@ commands:
   prune  [-dry-run] [-older-than d|time] [-keep n] [-label k=v]... [-dir path] <root>
                                               remove the sessions a retention policy selects,
                                               or with -dry-run list them (read-only)
+  export [-format jsonl|md] [-scope tree|path|context] [-blobs inline|dir] [-full] [-o file]
+         <root> <session>                     the session as JSON lines (every branch, by default)
+                                              or a Markdown transcript of the active path
   lanes  <root> <session>                     the named branches (lanes), "*" the active one
   lanes  <root> <session> create|move <name> <event>
   lanes  <root> <session> switch|delete <name>
@@ -101,6 +105,7 @@ var commands = map[string]command{
 	"prune":   cmdPrune,
 	"lanes":   cmdLanes,
 	"query":   cmdQuery,
+	"export":  cmdExport,
 }
 
 // run executes the command line args (without the program name), writing
