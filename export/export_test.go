@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -504,4 +505,49 @@ func TestMarkdownBranchSummary(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, buf.String(), "> **Branch summary**")
 	assert.Contains(t, buf.String(), "> A failed on pkg.\n")
+}
+
+// TestJSONLManyBranches: a tree with branches at many depths (and a second
+// root) exports in Tree's order with every record, and its active path as
+// FullPath has it.
+func TestJSONLManyBranches(t *testing.T) {
+	ctx := context.Background()
+	st := openStore(t)
+	meta, err := st.Create(ctx, sessionstore.Meta{Name: "branches"})
+	require.NoError(t, err)
+	var all []uuid.UUID
+	state := uint32(7)
+	for i := range 300 {
+		state = state*1664525 + 1013904223
+		if len(all) > 0 && state%7 == 0 {
+			require.NoError(t, st.Branch(ctx, meta.ID, all[int(state>>8)%len(all)]))
+		}
+		ev := sessionstore.UserText(fmt.Sprintf("event %d", i))
+		if i%50 == 49 {
+			ev = sessionstore.ToolResultEvent(sessionstore.ToolResult{CallID: fmt.Sprint(i), Output: strings.Repeat("big ", 200)})
+		}
+		got, err := st.Append(ctx, meta.ID, ev)
+		require.NoError(t, err)
+		all = append(all, got.ID)
+	}
+	for _, scope := range []Scope{Tree, ActivePath} {
+		var buf bytes.Buffer
+		stats, err := JSONL(ctx, &buf, st, meta.ID, Options{Scope: scope})
+		require.NoError(t, err)
+		_, evs := readAll(t, buf.Bytes())
+		assert.Equal(t, wantIDs(t, st, meta.ID, scope), ids(evs), "scope %s", scope)
+		blobs := checkEvents(t, st, meta.ID, evs, "")
+		assert.Equal(t, blobs, stats.Blobs)
+		if scope == Tree {
+			assert.Equal(t, all, ids(evs))
+			branches := 0
+			for _, ev := range evs {
+				if ev.BranchFrom != uuid.Nil {
+					branches++
+				}
+			}
+			assert.Greater(t, branches, 20, "the tree branches often")
+			assert.Equal(t, 6, blobs)
+		}
+	}
 }
