@@ -4,8 +4,16 @@
 //
 // Both read the session through a *sessionstore.Store (a read-only one is
 // enough, and is safe beside a writer) and write as they go, through a
-// buffer: the output is never held in memory whole, and the first failed
-// write stops the export and is returned. Each record is read once.
+// buffer: the output is never built in memory, and the first failed write
+// stops the export and is returned. Records are read a path at a time
+// with Store.FullPath, which holds one path's records in memory and reads
+// them in sequence (reading events one by one costs a decompressed frame
+// each on a closed session); each event is written once, and a tree with
+// b branches off a path of depth d reads about b*d records more than it
+// writes.
+//
+// Markdown's transcript is described at Markdown; it is for reading, and
+// no reader of it is offered.
 //
 // # The JSONL format, version 1
 //
