@@ -20,23 +20,25 @@
 // The output is UTF-8 text, one JSON object per line, each line ending in
 // "\n". The first line is the header (Header):
 //
-//		{"format":"sessionstore-export","version":1,"scope":"tree","blobs":"inline","session":{...},"head":"<id>","lanes":[...],"events":3}
+//	{"format":"sessionstore-export","version":1,"scope":"tree","blobs":"inline","session":{...},"head":"<id>","lanes":[...],"events":3}
 //
-//	  - "format" is always "sessionstore-export"; "version" is 1. A reader
-//	    refuses another format or a version it does not know.
-//	  - "scope" says which events follow: "tree" (every event of the session,
-//	    every branch), "path" (the active path, root to HEAD, the whole
-//	    history past compactions, as Store.FullPath returns it) or "context"
-//	    (what Store.Load returns: the newest compaction on the path, the
-//	    events it keeps verbatim, then everything after it).
-//	  - "blobs" is "inline" (every record is in its line) or "files" (records
-//	    stored as blobs are files beside the export, see below).
-//	  - "session" is the session's sessionstore.Meta, in its encoding/json form.
-//	  - "head" is the session's HEAD (the nil uuid for a session without
-//	    events); "lanes", present only when the session has named lanes
-//	    besides the implicit one, lists them sorted by name (Lane).
-//	  - "events" is the number of event lines that follow, so that a reader
-//	    tells a whole export from a cut one.
+// Its members:
+//
+//   - "format" is always "sessionstore-export"; "version" is 1. A reader
+//     refuses another format or a version it does not know.
+//   - "scope" says which events follow: "tree" (every event of the session,
+//     every branch), "path" (the active path, root to HEAD, the whole
+//     history past compactions, as Store.FullPath returns it) or "context"
+//     (what Store.Load returns: the newest compaction on the path, the
+//     events it keeps verbatim, then everything after it).
+//   - "blobs" is "inline" (every record is in its line) or "files" (records
+//     stored as blobs are files beside the export, see below).
+//   - "session" is the session's sessionstore.Meta, in its encoding/json form.
+//   - "head" is the session's HEAD (the nil uuid for a session without
+//     events); "lanes", present only when the session has named lanes
+//     besides the implicit one, lists them sorted by name (Lane).
+//   - "events" is the number of event lines that follow, so that a reader
+//     tells a whole export from a cut one.
 //
 // Then come the events, one a line, each the encoding/json form of
 // sessionstore.Event: "id", "parent_id" (the nil uuid for a root),
@@ -46,6 +48,13 @@
 // record's bytes) and "size" (the record's length in bytes). With scope "tree"
 // they come in append order, so every parent before its children; with
 // "path", oldest first; with "context", in Load's order.
+//
+//	{"id":"01a039f0-0000-7000-8000-9e3779b10001","parent_id":"00000000-0000-0000-0000-000000000000","kind":"message","role":"user","timestamp":"2026-08-25T17:00:01Z","record":{"content":"The build fails. Fix it."},"size":38}
+//	{"id":"01a039f0-0000-7000-8000-538453d70007","parent_id":"01a039f0-0000-7000-8000-b54cda260006","kind":"tool_result","role":"tool","timestamp":"2026-08-25T17:00:07Z","record":null,"digest":"sha256:eff396349f5bfca836179e1bf78da02e9ebe58a104bc36303663a3c3404d4e09","size":1024}
+//
+// The second line is a record stored as a blob, exported with BlobDir.
+// Members are never removed or renamed within a version; Reader, of
+// version 1, refuses members it does not know.
 //
 // Records stored as blobs are written in one of two ways. Inline (the
 // default), the record is in its line and "digest" and "size" stay, so a
