@@ -551,3 +551,15 @@ func TestJSONLManyBranches(t *testing.T) {
 		}
 	}
 }
+
+// TestCancelled: a cancelled context stops an export with its error.
+func TestCancelled(t *testing.T) {
+	st := openStore(t)
+	s := fixture(t, st)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := JSONL(ctx, io.Discard, st, s, Options{})
+	assert.ErrorIs(t, err, context.Canceled)
+	_, err = Markdown(ctx, io.Discard, st, s, Options{})
+	assert.ErrorIs(t, err, context.Canceled)
+}
