@@ -12,6 +12,8 @@ import (
 	"github.com/sessionstore/sessionstore"
 	"github.com/sessionstore/sessionstore/importer"
 	"github.com/sessionstore/sessionstore/importer/claude"
+	"github.com/sessionstore/sessionstore/importer/codex"
+	"github.com/sessionstore/sessionstore/importer/pi"
 )
 
 // importFunc is the entry point every importer package has.
@@ -21,6 +23,8 @@ type importFunc func(ctx context.Context, st *sessionstore.Store, paths []string
 // gives: one line per importer package.
 var importSources = map[string]importFunc{
 	"claude": claude.Import,
+	"pi":     pi.Import,
+	"codex":  codex.Import,
 }
 
 // sourceNames lists importSources' names, sorted, joined by sep.

@@ -2,8 +2,8 @@
 // draws a session's event tree, prints its active path or one event, checks
 // sessions for corruption, makes the repairs a crash leaves to do,
 // collects unreferenced blobs, upgrades older sessions and roots,
-// deletes sessions (rm, prune), and imports other tools' transcripts
-// (import).
+// deletes sessions (rm, prune), imports other tools' transcripts (import)
+// and exports a session as JSON lines or a Markdown transcript (export).
 //
 //	cd cmd && go run ./sessionstore ls <root>
 //
@@ -72,15 +72,18 @@ commands:
   prune  [-dry-run] [-older-than d|time] [-keep n] [-label k=v]... [-dir path] <root>
                                               remove the sessions a retention policy selects,
                                               or with -dry-run list them (read-only)
+  export [-format jsonl|md] [-scope tree|path|context] [-blobs inline|dir] [-full] [-o file]
+         <root> <session>                     the session as JSON lines (every branch, by default)
+                                              or a Markdown transcript of the active path
   lanes  <root> <session>                     the named branches (lanes), "*" the active one
   lanes  <root> <session> create|move <name> <event>
   lanes  <root> <session> switch|delete <name>
                                               change them (opens the session for writing)
   import <source> [-store root] [-progress n] <path>...
-                                              import transcripts (source: claude) from
-                                              files and directories into the store at
-                                              -store (default $SESSIONSTORE_ROOT), which
-                                              it creates if needed; again adds nothing;
+                                              import transcripts (source: claude, codex
+                                              or pi) from files and directories into the
+                                              store at -store (default $SESSIONSTORE_ROOT),
+                                              which it creates if needed; again adds nothing;
                                               exit status 1 if a line was malformed
   help                                        this text
 
@@ -109,6 +112,7 @@ var commands = map[string]command{
 	"lanes":   cmdLanes,
 	"query":   cmdQuery,
 	"import":  cmdImport,
+	"export":  cmdExport,
 }
 
 // run executes the command line args (without the program name), writing

@@ -1,0 +1,611 @@
+// Package export writes a stored session out of the store: as JSON lines,
+// for another program or an archive (JSONL, read back by Reader), or as a
+// Markdown transcript for people (Markdown).
+//
+// Both read the session through a *sessionstore.Store (a read-only one is
+// enough, and is safe beside a writer) and write as they go, through a
+// buffer: the output is never built in memory, and the first failed write
+// stops the export and is returned. Records are read a path at a time
+// with Store.FullPath, which holds one path's records in memory and reads
+// them in sequence (reading events one by one costs a decompressed frame
+// each on a closed session); each event is written once, and a tree with
+// b branches off a path of depth d reads about b*d records more than it
+// writes.
+//
+// Markdown's transcript is described at Markdown; it is for reading, and
+// no reader of it is offered.
+//
+// # The JSONL format, version 1
+//
+// The output is UTF-8 text, one JSON object per line, each line ending in
+// "\n". The first line is the header (Header):
+//
+//	{"format":"sessionstore-export","version":1,"scope":"tree","blobs":"inline","session":{...},"head":"<id>","lanes":[...],"events":3}
+//
+// Its members:
+//
+//   - "format" is always "sessionstore-export"; "version" is 1. A reader
+//     refuses another format or a version it does not know.
+//   - "scope" says which events follow: "tree" (every event of the session,
+//     every branch), "path" (the active path, root to HEAD, the whole
+//     history past compactions, as Store.FullPath returns it) or "context"
+//     (what Store.Load returns: the newest compaction on the path, the
+//     events it keeps verbatim, then everything after it).
+//   - "blobs" is "inline" (every record is in its line) or "files" (records
+//     stored as blobs are files beside the export, see below).
+//   - "session" is the session's sessionstore.Meta, in its encoding/json form.
+//   - "head" is the session's HEAD (the nil uuid for a session without
+//     events); "lanes", present only when the session has named lanes
+//     besides the implicit one, lists them sorted by name (Lane).
+//   - "events" is the number of event lines that follow, so that a reader
+//     tells a whole export from a cut one.
+//
+// Then come the events, one a line, each the encoding/json form of
+// sessionstore.Event: "id", "parent_id" (the nil uuid for a root),
+// "branch_from" (only on an event that starts a branch), "kind", "role"
+// (absent for none), "timestamp" (RFC 3339, UTC), "record" (the record's
+// JSON), "digest" (only for a record stored as a blob: "sha256:<hex>" of the
+// record's bytes) and "size" (the record's length in bytes). With scope "tree"
+// they come in append order, so every parent before its children; with
+// "path", oldest first; with "context", in Load's order.
+//
+//	{"id":"01a039f0-0000-7000-8000-9e3779b10001","parent_id":"00000000-0000-0000-0000-000000000000","kind":"message","role":"user","timestamp":"2026-08-25T17:00:01Z","record":{"content":"The build fails. Fix it."},"size":38}
+//	{"id":"01a039f0-0000-7000-8000-538453d70007","parent_id":"01a039f0-0000-7000-8000-b54cda260006","kind":"tool_result","role":"tool","timestamp":"2026-08-25T17:00:07Z","record":null,"digest":"sha256:eff396349f5bfca836179e1bf78da02e9ebe58a104bc36303663a3c3404d4e09","size":1024}
+//
+// The second line is a record stored as a blob, exported with BlobDir.
+// Members are never removed or renamed within a version; Reader, of
+// version 1, refuses members it does not know.
+//
+// Records stored as blobs are written in one of two ways. Inline (the
+// default), the record is in its line and "digest" and "size" stay, so a
+// reader can check it. With Options.BlobDir, each blob is written once as the
+// file <BlobDir>/sha256-<hex> holding the record's bytes (the file's SHA-256
+// is <hex>), and its line holds "record":null with "digest" and "size".
+// An existing file whose content matches its name is kept as it is, so that
+// exports of several sessions may share one directory.
+//
+// # Durability
+//
+// JSONL and Markdown flush their buffer before they return; making w durable
+// is the caller's matter. Each blob file is written to a temporary file in
+// BlobDir, synced and renamed to its name, and BlobDir is synced before JSONL
+// returns, so every blob file a returned export names is durable when it
+// returns nil; a crash leaves at most a temporary file (".sha256-*"), never a
+// blob file with the wrong content.
+package export
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/sessionstore/sessionstore"
+)
+
+// FormatName is the "format" member of an export's header line.
+const FormatName = "sessionstore-export"
+
+// Version is the version of the JSONL format this package writes and reads.
+const Version = 1
+
+// Scope selects the events an export holds.
+type Scope string
+
+// The scopes.
+const (
+	// Tree is every event of the session, every branch, in append order.
+	// The default of JSONL.
+	Tree Scope = "tree"
+	// ActivePath is the path from the root to HEAD, oldest first, with the
+	// whole history past compactions (Store.FullPath). The default of
+	// Markdown.
+	ActivePath Scope = "path"
+	// Context is the context a model sees (Store.Load): the newest
+	// compaction on the active path, the events it keeps, and the rest.
+	Context Scope = "context"
+)
+
+// Blob modes, the header's "blobs" member.
+const (
+	BlobsInline = "inline" // records stored as blobs are in their lines
+	BlobsFiles  = "files"  // they are files in a directory beside the export
+)
+
+// Options tune an export. The zero value exports JSONL of the whole tree
+// with blobs inline, and Markdown of the active path with long tool outputs
+// cut.
+type Options struct {
+	// Scope selects the events; "" is Tree for JSONL and ActivePath for
+	// Markdown (which refuses Tree: a transcript is one path).
+	Scope Scope
+	// BlobDir, for JSONL: write each record stored as a blob to
+	// <BlobDir>/sha256-<hex> instead of into its line. The directory is
+	// created (0700) if it does not exist. Markdown ignores it.
+	BlobDir string
+	// Full, for Markdown: write every tool output whole.
+	Full bool
+	// MaxOutput, for Markdown without Full: the bytes of a tool output
+	// shown before it is cut (0: DefaultMaxOutput).
+	MaxOutput int
+}
+
+// DefaultMaxOutput is the bytes of a tool output Markdown shows by default.
+const DefaultMaxOutput = 4096
+
+// Stats say what an export wrote.
+type Stats struct {
+	Events       int   // events written
+	Bytes        int64 // bytes written to w
+	Blobs        int   // events whose record is stored as a blob
+	BlobFiles    int   // blob files written to BlobDir (not there already)
+	BlobBytes    int64 // bytes of those files
+	BlobsPresent int   // blob files found in BlobDir already, verified, and kept
+}
+
+// Header is the first line of a JSONL export.
+type Header struct {
+	Format  string            `json:"format"`
+	Version int               `json:"version"`
+	Scope   Scope             `json:"scope"`
+	Blobs   string            `json:"blobs"`
+	Session sessionstore.Meta `json:"session"`
+	Head    uuid.UUID         `json:"head"`
+	Lanes   []Lane            `json:"lanes,omitempty"`
+	Events  int               `json:"events"`
+}
+
+// Lane is a named branch of the session, as the header lists it.
+type Lane struct {
+	Name   string    `json:"name"`
+	Tip    uuid.UUID `json:"tip"`
+	Active bool      `json:"active,omitempty"`
+	SetAt  time.Time `json:"set_at,omitzero"`
+}
+
+// Errors of an export.
+var (
+	// ErrScope is returned for a Scope the function does not take.
+	ErrScope = errors.New("export: unsupported scope")
+	// ErrBlobFile is returned when a blob cannot be written to BlobDir.
+	ErrBlobFile = errors.New("export: cannot write a blob file")
+)
+
+// countWriter counts the bytes written through it and keeps the first
+// error, so that a failed write is seen at once.
+type countWriter struct {
+	w   io.Writer
+	n   int64
+	err error
+}
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	if c.err != nil {
+		return 0, c.err
+	}
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	if err == nil && n < len(p) {
+		err = io.ErrShortWrite
+	}
+	c.err = err
+	return n, err
+}
+
+// output is the buffered writer of an export.
+type output struct {
+	cw *countWriter
+	bw *bufio.Writer
+}
+
+func newOutput(w io.Writer) *output {
+	cw := &countWriter{w: w}
+	return &output{cw: cw, bw: bufio.NewWriterSize(cw, 64<<10)}
+}
+
+// err is the first write error, if any.
+func (o *output) err() error { return o.cw.err }
+
+func (o *output) flush() error {
+	if err := o.bw.Flush(); err != nil {
+		return fmt.Errorf("export: write: %w", err)
+	}
+	return nil
+}
+
+// writeErr wraps a write error.
+func writeErr(err error) error { return fmt.Errorf("export: write: %w", err) }
+
+// plan is what an export reads: the session, its HEAD and the ids of the
+// events in output order (for Context, the events themselves).
+type plan struct {
+	meta   sessionstore.Meta
+	scope  Scope
+	head   uuid.UUID
+	nodes  []sessionstore.Node // the tree, append order
+	ids    []uuid.UUID         // events to write, in order (Tree, ActivePath)
+	loaded []sessionstore.Event
+}
+
+// makePlan reads what scope needs. HEAD is read before the tree, so the
+// tree holds it even while a writer appends.
+func makePlan(ctx context.Context, st *sessionstore.Store, session uuid.UUID, scope Scope, needTree bool) (*plan, error) {
+	meta, err := st.Meta(ctx, session)
+	if err != nil {
+		return nil, fmt.Errorf("export: session %s: %w", session, err)
+	}
+	p := &plan{meta: meta, scope: scope}
+	if p.head, err = st.Head(ctx, session); err != nil {
+		return nil, fmt.Errorf("export: session %s: HEAD: %w", session, err)
+	}
+	if scope == Context {
+		if p.loaded, err = st.Load(ctx, session); err != nil {
+			return nil, fmt.Errorf("export: session %s: load: %w", session, err)
+		}
+		if len(p.loaded) > 0 {
+			p.head = p.loaded[len(p.loaded)-1].ID
+		}
+		if !needTree {
+			return p, nil
+		}
+	}
+	if p.nodes, err = st.Tree(ctx, session); err != nil {
+		return nil, fmt.Errorf("export: session %s: tree: %w", session, err)
+	}
+	switch scope {
+	case Tree:
+		p.ids = make([]uuid.UUID, len(p.nodes))
+		for i, n := range p.nodes {
+			p.ids[i] = n.ID
+		}
+	case ActivePath:
+		if p.ids, err = pathTo(p.nodes, p.head); err != nil {
+			return nil, fmt.Errorf("export: session %s: %w", session, err)
+		}
+	}
+	return p, nil
+}
+
+// pathTo returns the ids from the root to leaf, oldest first.
+func pathTo(nodes []sessionstore.Node, leaf uuid.UUID) ([]uuid.UUID, error) {
+	if leaf == uuid.Nil {
+		return nil, nil
+	}
+	parent := make(map[uuid.UUID]uuid.UUID, len(nodes))
+	for _, n := range nodes {
+		parent[n.ID] = n.ParentID
+	}
+	var rev []uuid.UUID
+	for id := leaf; id != uuid.Nil; {
+		p, ok := parent[id]
+		if !ok {
+			return nil, fmt.Errorf("%w: event %s on the path to HEAD %s is not in the tree", sessionstore.ErrNotFound, id, leaf)
+		}
+		if len(rev) > len(nodes) {
+			return nil, fmt.Errorf("export: the path to HEAD %s loops", leaf)
+		}
+		rev = append(rev, id)
+		id = p
+	}
+	for i, j := 0, len(rev)-1; i < j; i, j = i+1, j-1 {
+		rev[i], rev[j] = rev[j], rev[i]
+	}
+	return rev, nil
+}
+
+// count is the number of events the plan writes.
+func (p *plan) count() int {
+	if p.loaded != nil {
+		return len(p.loaded)
+	}
+	return len(p.ids)
+}
+
+// each calls fn with each event of the plan in order, with its record
+// (a blob's resolved).
+//
+// Records are read a path at a time, with Store.FullPath: a path's records
+// lie in append order in the chunks, so one walk reads them in sequence,
+// while Store.Event reads each one alone, decompressing a frame of a
+// sealed chunk for every event (about a hundred times slower on a closed
+// session). For ActivePath that is one FullPath to HEAD. For Tree, the
+// first event not read yet names the path to read next: from it, down the
+// first child of each event (the branch appended first) to a leaf; the
+// events of that path not written yet are kept until their turn, and the
+// rest (its prefix, written already) is read again. A tree with b branches
+// off a path of depth d reads about b*d records more than it holds.
+func (p *plan) each(ctx context.Context, st *sessionstore.Store, session uuid.UUID, fn func(sessionstore.Event) error) error {
+	if p.loaded != nil {
+		for _, ev := range p.loaded {
+			if err := fn(ev); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	pos := make(map[uuid.UUID]int, len(p.ids)) // an event's turn
+	for i, id := range p.ids {
+		pos[id] = i
+	}
+	var firstChild map[uuid.UUID]uuid.UUID
+	if p.scope == Tree {
+		firstChild = make(map[uuid.UUID]uuid.UUID, len(p.nodes))
+		for _, n := range p.nodes {
+			if _, ok := firstChild[n.ParentID]; !ok {
+				firstChild[n.ParentID] = n.ID
+			}
+		}
+	}
+	pending := map[uuid.UUID]sessionstore.Event{} // read, not written yet
+	for i, id := range p.ids {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		ev, ok := pending[id]
+		if !ok {
+			leaf := p.head
+			if p.scope == Tree {
+				leaf = id
+				for {
+					c, ok := firstChild[leaf]
+					if !ok {
+						break
+					}
+					leaf = c
+				}
+			}
+			path, err := st.FullPath(ctx, session, leaf)
+			if err != nil {
+				return fmt.Errorf("export: session %s: path to %s: %w", session, leaf, err)
+			}
+			for _, e := range path {
+				if k, ok := pos[e.ID]; ok && k >= i {
+					pending[e.ID] = e
+				}
+			}
+			if ev, ok = pending[id]; !ok {
+				return fmt.Errorf("export: session %s: event %s is not on the path to %s it was read from", session, id, leaf)
+			}
+		}
+		delete(pending, id)
+		if err := fn(ev); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func checkScope(scope Scope, def Scope, allowTree bool) (Scope, error) {
+	switch scope {
+	case "":
+		return def, nil
+	case ActivePath, Context:
+		return scope, nil
+	case Tree:
+		if allowTree {
+			return scope, nil
+		}
+	}
+	return "", fmt.Errorf("%w: %q", ErrScope, scope)
+}
+
+// lanesOf returns the session's lanes for the header: none when the
+// session has only the implicit lane at HEAD.
+func lanesOf(ctx context.Context, st *sessionstore.Store, session, head uuid.UUID) ([]Lane, error) {
+	ls, err := st.Lanes(ctx, session)
+	if err != nil {
+		return nil, fmt.Errorf("export: session %s: lanes: %w", session, err)
+	}
+	if len(ls) == 1 && ls[0].Name == sessionstore.DefaultLane && ls[0].Active && ls[0].Tip == head {
+		return nil, nil
+	}
+	out := make([]Lane, len(ls))
+	for i, l := range ls {
+		out[i] = Lane{Name: l.Name, Tip: l.Tip, Active: l.Active, SetAt: l.SetAt.UTC()}
+	}
+	return out, nil
+}
+
+// JSONL writes the session's events to w in the JSONL format of the
+// package doc: a header line, then one line per event of opts.Scope (Tree
+// when unset). Records stored as blobs are resolved into their lines, or,
+// with opts.BlobDir, written there as files and left out of the lines.
+//
+// Errors: sessionstore.ErrNotFound (through errors.Is) for an unknown
+// session; ErrScope; the store's errors (a *sessionstore.CorruptionError for
+// damaged data); the first error of w, wrapped, after which nothing more is
+// written; ErrBlobFile (wrapping the file system's error) for a blob file.
+func JSONL(ctx context.Context, w io.Writer, st *sessionstore.Store, session uuid.UUID, opts Options) (stats Stats, err error) {
+	scope, err := checkScope(opts.Scope, Tree, true)
+	if err != nil {
+		return stats, err
+	}
+	p, err := makePlan(ctx, st, session, scope, false)
+	if err != nil {
+		return stats, err
+	}
+	lanes, err := lanesOf(ctx, st, session, p.head)
+	if err != nil {
+		return stats, err
+	}
+	var blobs *blobWriter
+	mode := BlobsInline
+	if opts.BlobDir != "" {
+		mode = BlobsFiles
+		if blobs, err = newBlobWriter(opts.BlobDir); err != nil {
+			return stats, err
+		}
+	}
+	out := newOutput(w)
+	defer func() { stats.Bytes = out.cw.n }()
+	enc := json.NewEncoder(out.bw)
+	enc.SetEscapeHTML(false)
+	h := Header{Format: FormatName, Version: Version, Scope: scope, Blobs: mode, Session: p.meta, Head: p.head, Lanes: lanes, Events: p.count()}
+	if err := enc.Encode(h); err != nil {
+		return stats, writeErr(err)
+	}
+	err = p.each(ctx, st, session, func(ev sessionstore.Event) error {
+		if ev.Digest != "" {
+			stats.Blobs++
+			if blobs != nil {
+				if err := blobs.write(ctx, st, session, ev, &stats); err != nil {
+					return err
+				}
+				ev.Record = nil
+			} else if ev.Record == nil {
+				r, err := st.Resolve(ctx, session, ev)
+				if err != nil {
+					return fmt.Errorf("export: session %s: event %s: %w", session, ev.ID, err)
+				}
+				ev = r
+			}
+		}
+		if err := enc.Encode(ev); err != nil {
+			if out.err() != nil {
+				return writeErr(out.err())
+			}
+			return fmt.Errorf("export: event %s: %w", ev.ID, err)
+		}
+		stats.Events++
+		return nil
+	})
+	if err != nil {
+		return stats, err
+	}
+	if err := out.flush(); err != nil {
+		return stats, err
+	}
+	if blobs != nil {
+		if err := blobs.sync(); err != nil {
+			return stats, err
+		}
+	}
+	return stats, nil
+}
+
+// blobWriter writes blob files into a directory, once each.
+type blobWriter struct {
+	dir     string
+	done    map[string]bool // digests written or verified by this export
+	written bool            // a file was renamed into dir: sync it
+}
+
+func newBlobWriter(dir string) (*blobWriter, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBlobFile, err)
+	}
+	return &blobWriter{dir: dir, done: map[string]bool{}}, nil
+}
+
+// BlobName returns the file name a blob of digest ("sha256:<hex>") has in
+// Options.BlobDir: "sha256-<hex>".
+func BlobName(digest string) (string, error) {
+	hexs, ok := strings.CutPrefix(digest, "sha256:")
+	if !ok || len(hexs) != 2*sha256.Size || strings.ToLower(hexs) != hexs {
+		return "", fmt.Errorf("%w: malformed digest %q", ErrFormat, digest)
+	}
+	if _, err := hex.DecodeString(hexs); err != nil {
+		return "", fmt.Errorf("%w: malformed digest %q", ErrFormat, digest)
+	}
+	return "sha256-" + hexs, nil
+}
+
+// fileMatches reports whether the file at path exists and holds bytes
+// whose SHA-256 is want.
+func fileMatches(path, want string) (bool, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return false, err
+	}
+	return hex.EncodeToString(h.Sum(nil)) == want, nil
+}
+
+func (b *blobWriter) write(ctx context.Context, st *sessionstore.Store, session uuid.UUID, ev sessionstore.Event, stats *Stats) error {
+	if b.done[ev.Digest] {
+		return nil
+	}
+	name, err := BlobName(ev.Digest)
+	if err != nil {
+		return fmt.Errorf("export: event %s: %w", ev.ID, err)
+	}
+	want := strings.TrimPrefix(name, "sha256-")
+	path := filepath.Join(b.dir, name)
+	ok, err := fileMatches(path, want)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrBlobFile, err)
+	}
+	if ok {
+		b.done[ev.Digest] = true
+		stats.BlobsPresent++
+		return nil
+	}
+	if ev.Record == nil {
+		if ev, err = st.Resolve(ctx, session, ev); err != nil {
+			return fmt.Errorf("export: session %s: event %s: %w", session, ev.ID, err)
+		}
+	}
+	if sum := sha256.Sum256(ev.Record); hex.EncodeToString(sum[:]) != want {
+		return fmt.Errorf("export: event %s: its record does not match its digest %s", ev.ID, ev.Digest)
+	}
+	f, err := os.CreateTemp(b.dir, "."+name+".*")
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrBlobFile, err)
+	}
+	tmp := f.Name()
+	_, err = f.Write(ev.Record)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("%w: %s: %w", ErrBlobFile, path, err)
+	}
+	b.done[ev.Digest] = true
+	b.written = true
+	stats.BlobFiles++
+	stats.BlobBytes += int64(len(ev.Record))
+	return nil
+}
+
+// sync makes the renames durable.
+func (b *blobWriter) sync() error {
+	if !b.written {
+		return nil
+	}
+	d, err := os.Open(b.dir)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrBlobFile, err)
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("%w: sync %s: %w", ErrBlobFile, b.dir, err)
+	}
+	return nil
+}
