@@ -2,7 +2,7 @@
 // draws a session's event tree, prints its active path or one event, checks
 // sessions for corruption, makes the repairs a crash leaves to do,
 // collects unreferenced blobs, upgrades older sessions and roots, and
-// deletes sessions (rm, prune).
+// deletes sessions (rm, prune); serve shows the sessions in a browser.
 //
 //	cd cmd && go run ./sessionstore ls <root>
 //
@@ -75,6 +75,10 @@ commands:
   lanes  <root> <session> create|move <name> <event>
   lanes  <root> <session> switch|delete <name>
                                               change them (opens the session for writing)
+  serve  [-addr host:port] [-poll d] <root>
+                                              a web view of the sessions, live while a
+                                              writer appends (read-only; loopback only,
+                                              default 127.0.0.1:8080); Ctrl-C stops
   help                                        this text
 
 A session or event is named by its full id or by a unique prefix of the id
@@ -101,6 +105,7 @@ var commands = map[string]command{
 	"prune":   cmdPrune,
 	"lanes":   cmdLanes,
 	"query":   cmdQuery,
+	"serve":   cmdServe,
 }
 
 // run executes the command line args (without the program name), writing
