@@ -321,7 +321,7 @@
 
       let lx = labelX;
       const tag = (text, kind) => {
-        const w = text.length * 6.2 + 8;
+        const w = [...text].length * 7 + 10;
         labels.append(svg("rect", { class: "tag-bg " + kind, x: lx, y: y - 7, width: w, height: 14, rx: 3 }));
         labels.append(svg("text", { class: "tag " + kind.split(" ")[0], x: lx + 4, y: y + 4 }, text));
         lx += w + 4;
@@ -436,6 +436,12 @@
     }
   }
 
+  // put appends the children that are not null to parent (append itself
+  // would add null as the text "null").
+  function put(parent, ...kids) {
+    for (const k of kids) if (k) parent.append(k);
+  }
+
   function pretty(v) {
     if (v === undefined) return "";
     if (typeof v === "string") return v;
@@ -457,38 +463,38 @@
   // renderBody draws a record; inside is true when it goes inside the
   // <details> that loaded it (no second collapsing).
   function renderBody(ev, r, inside) {
-    const frag = document.createDocumentFragment();
+    const frag = el("div", { class: "record" });
     const collapsed = (part, summary, content) => {
       if (inside) return el("div", {}, el("div", {}, summary), content);
       return el("details", { "data-part": part }, el("summary", {}, summary), content);
     };
     switch (ev.kind) {
       case "message": {
-        frag.append(el("p", { class: "text" }, typeof r.content === "string" ? r.content : pretty(r.content)));
-        if (r.reasoning) frag.append(collapsed("reasoning", "reasoning", el("pre", {}, String(r.reasoning))));
+        put(frag, el("p", { class: "text" }, typeof r.content === "string" ? r.content : pretty(r.content)));
+        if (r.reasoning) put(frag, collapsed("reasoning", "reasoning", el("pre", {}, String(r.reasoning))));
         if (Array.isArray(r.tool_calls) && r.tool_calls.length) {
-          frag.append(el("div", { class: "calls" }, "announces: " + r.tool_calls.map((c) => c.name).join(", ")));
+          put(frag, el("div", { class: "calls" }, "announces: " + r.tool_calls.map((c) => c.name).join(", ")));
         }
         break;
       }
       case "tool_call":
-        frag.append(collapsed("call", summaryLine(ev, r), el("pre", {}, pretty(r.arguments))));
+        put(frag, collapsed("call", summaryLine(ev, r), el("pre", {}, pretty(r.arguments))));
         break;
       case "tool_result":
-        frag.append(collapsed("result", summaryLine(ev, r), el("pre", {}, pretty(r.output))));
+        put(frag, collapsed("result", summaryLine(ev, r), el("pre", {}, pretty(r.output))));
         break;
       case "compaction":
-        frag.append(el("div", { class: "mark" }, "compaction — the model's context starts here"),
+        put(frag, el("div", { class: "mark" }, "compaction — the model's context starts here"),
           r.tokens_before ? el("div", {}, "replaced about " + r.tokens_before + " tokens") : null,
           r.first_kept ? el("div", {}, "keeps verbatim from " + shortID(r.first_kept)) : null,
           summaryBlock(r.summary));
         break;
       case "branch_summary":
-        frag.append(el("div", { class: "mark" }, "branch summary — of the abandoned branch at " + shortID(r.abandoned_head)),
+        put(frag, el("div", { class: "mark" }, "branch summary — of the abandoned branch at " + shortID(r.abandoned_head)),
           summaryBlock(r.summary));
         break;
       default:
-        frag.append(collapsed("record", "custom record", el("pre", {}, pretty(r._value !== undefined ? r._value : r))));
+        put(frag, collapsed("record", "custom record", el("pre", {}, pretty(r._value !== undefined ? r._value : r))));
     }
     return frag;
   }
