@@ -625,8 +625,8 @@ func FuzzAPIPath(f *testing.F) {
 		}
 		req, err := http.NewRequest("GET", "http://localhost/", nil)
 		require.NoError(t, err)
-		if req.URL, err = req.URL.Parse("/api/" + strings.TrimPrefix(path, "/")); err != nil {
-			return
+		if req.URL, err = req.URL.Parse("/api/" + strings.TrimPrefix(path, "/")); err != nil || !strings.HasPrefix(req.URL.Path, "/api/") {
+			return // not a URL, or not one of the API's ("/api/.." is "/")
 		}
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
