@@ -164,6 +164,16 @@ func TestBrowser(t *testing.T) {
 	assert.Contains(t, listText, "/src/csv")
 	assert.Equal(t, sid, eval[string](b, `document.querySelector("#sessions tbody tr").dataset.id`), "newest first")
 
+	// The list is live too: a session created now shows, on top.
+	b.do(chromedp.WaitVisible(chromedp.CSS(`#status.live`)))
+	created, err := w.Create(ctx, sessionstore.Meta{Name: "created while the list was open"})
+	require.NoError(t, err)
+	listWait, cancelListWait := context.WithTimeout(bctx, 20*time.Second)
+	defer cancelListWait()
+	require.NoError(t, chromedp.Do(listWait, chromedp.WaitVisible(chromedp.CSS(`#sessions tbody tr:first-child[data-id="`+created.ID.String()+`"]`))),
+		"the new session did not show")
+	assert.Equal(t, "created while the list was open", b.text(`#sessions tbody tr:first-child a.name`))
+
 	// The tree.
 	b.do(chromedp.Click(chromedp.CSS(`tr.session[data-id="`+sid+`"] a.name`)),
 		chromedp.WaitVisible(chromedp.CSS(`#tree-svg .node`)),

@@ -115,6 +115,7 @@ func New(st *sessionstore.Store, opts Options) *Handler {
 	h.mux.HandleFunc("GET /api/sessions/{session}/path", h.path)
 	h.mux.HandleFunc("GET /api/sessions/{session}/events/{event}", h.event)
 	h.mux.HandleFunc("GET /api/sessions/{session}/live", h.live)
+	h.mux.HandleFunc("GET /api/live", h.liveList)
 	h.mux.HandleFunc("GET /api/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no such endpoint: %s", r.URL.Path)
 	})
@@ -233,16 +234,25 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
 		}
 		q.Limit = n
 	}
-	page, next, err := h.st.ListPage(r.Context(), q, r.URL.Query().Get("cursor"))
-	var listErr *sessionstore.ListError
-	if err != nil && !errors.As(err, &listErr) {
+	out, err := h.readList(r.Context(), q, r.URL.Query().Get("cursor"))
+	if err != nil {
 		storeError(w, err, "list the sessions")
 		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// readList reads a page of sessions with their sizes.
+func (h *Handler) readList(ctx context.Context, q sessionstore.Query, cursor string) (listJSON, error) {
+	page, next, err := h.st.ListPage(ctx, q, cursor)
+	var listErr *sessionstore.ListError
+	if err != nil && !errors.As(err, &listErr) {
+		return listJSON{}, err
 	}
 	out := listJSON{Sessions: make([]sessionJSON, 0, len(page)), Next: next}
 	for _, m := range page {
 		s := newSessionJSON(m)
-		nodes, err := h.st.Tree(r.Context(), m.ID)
+		nodes, err := h.st.Tree(ctx, m.ID)
 		if err != nil {
 			s.Events, s.Bytes, s.TreeError = -1, -1, err.Error()
 		} else {
@@ -253,7 +263,51 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
 		}
 		out.Sessions = append(out.Sessions, s)
 	}
-	writeJSON(w, http.StatusOK, out)
+	return out, nil
+}
+
+// liveList streams the first page of sessions as Server-Sent Events: an
+// event "sessions" (data: the page, as /api/sessions answers it) at the
+// start and whenever the page changes (a session created or deleted, its
+// metadata or its number of events changed). It polls every PollInterval
+// and returns when the client goes away.
+func (h *Handler) liveList(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	sw, ok := h.startStream(w)
+	if !ok {
+		return
+	}
+	defer h.streams.Add(-1)
+	var last []byte
+	ticker := time.NewTicker(h.opts.PollInterval)
+	defer ticker.Stop()
+	for {
+		page, err := h.readList(ctx, sessionstore.Query{Limit: h.opts.PageSize}, "")
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			if !sw.event("failure", apiError{Error: err.Error()}) {
+				return
+			}
+		default:
+			b, err := json.Marshal(page)
+			if err == nil && string(b) != string(last) {
+				if !sw.raw("sessions", b) {
+					return
+				}
+				last = b
+			}
+		}
+		if !sw.keepAlive() {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+	}
 }
 
 // nodeJSON is a node of the tree.
@@ -523,68 +577,56 @@ func (h *Handler) live(w http.ResponseWriter, r *http.Request) {
 		storeError(w, err, "session "+id.String())
 		return
 	}
-	flusher, ok := w.(http.Flusher)
+	sw, ok := h.startStream(w)
 	if !ok {
-		writeError(w, http.StatusInternalServerError, "the connection cannot stream")
 		return
 	}
-	h.streams.Add(1)
 	defer h.streams.Add(-1)
-
-	hd := w.Header()
-	hd.Set("Content-Type", "text/event-stream")
-	hd.Set("Cache-Control", "no-store")
-	hd.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	fmt.Fprintf(w, "retry: %d\n\n", h.opts.PollInterval.Milliseconds()*4)
-	flusher.Flush()
 
 	var sent sessionstore.Revision
 	first := true
 	var lastState string // head and lanes last sent
+	var lastLanes string // the lanes last read
 	ticker := time.NewTicker(h.opts.PollInterval)
 	defer ticker.Stop()
-	idle := time.Now()
 	for {
 		rev, err := h.st.Revision(ctx, id)
 		switch {
 		case ctx.Err() != nil:
 			return
 		case errors.Is(err, sessionstore.ErrNotFound):
-			fmt.Fprint(w, "event: gone\ndata: {}\n\n")
-			flusher.Flush()
+			sw.raw("gone", []byte("{}"))
 			return
 		case err != nil:
-			if !writeEvent(w, flusher, "failure", apiError{Error: err.Error()}) {
+			if !sw.event("failure", apiError{Error: err.Error()}) {
 				return
 			}
-		case first || rev != sent:
+		case first || rev != sent || h.lanesKey(ctx, id) != lastLanes:
+			// Lanes change without an append (lanes.json), so they
+			// are compared apart from the revision.
 			tree, err := h.readTree(ctx, id, known)
 			if ctx.Err() != nil {
 				return
 			}
 			if err != nil {
-				if !writeEvent(w, flusher, "failure", apiError{Error: err.Error()}) {
+				if !sw.event("failure", apiError{Error: err.Error()}) {
 					return
 				}
 				break
 			}
 			sent, first = rev, false
+			lastLanes = lanesKey(tree.Lanes)
 			state := stateKey(tree)
 			if len(tree.Nodes) == 0 && tree.From == known && state == lastState {
 				break // nothing the client lacks
 			}
-			if !writeEvent(w, flusher, "tree", tree) {
+			if !sw.event("tree", tree) {
 				return
 			}
-			known, lastState, idle = tree.Total, state, time.Now()
+			known, lastState = tree.Total, state
 		}
-		if time.Since(idle) >= keepAlive {
-			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil {
-				return
-			}
-			flusher.Flush()
-			idle = time.Now()
+		if !sw.keepAlive() {
+			return
 		}
 		select {
 		case <-ctx.Done():
@@ -596,11 +638,17 @@ func (h *Handler) live(w http.ResponseWriter, r *http.Request) {
 
 // stateKey sums up the HEAD and lanes of tree, to tell whether they changed.
 func stateKey(t treeJSON) string {
-	var b strings.Builder
+	head := uuid.Nil
 	if t.Head != nil {
-		b.WriteString(t.Head.String())
+		head = *t.Head
 	}
-	for _, l := range t.Lanes {
+	return head.String() + lanesKey(t.Lanes)
+}
+
+// lanesKey sums up lanes, to tell whether they changed.
+func lanesKey(lanes []laneJSON) string {
+	var b strings.Builder
+	for _, l := range lanes {
 		tip := uuid.Nil
 		if l.Tip != nil {
 			tip = *l.Tip
@@ -610,17 +658,81 @@ func stateKey(t treeJSON) string {
 	return b.String()
 }
 
-// writeEvent sends one Server-Sent Event; false when the client is gone.
-func writeEvent(w http.ResponseWriter, f http.Flusher, name string, v any) bool {
+// lanesKey reads the session's lanes (one small file) and sums them up;
+// an error gives a key of its own.
+func (h *Handler) lanesKey(ctx context.Context, id uuid.UUID) string {
+	lanes, err := h.st.Lanes(ctx, id)
+	if err != nil {
+		return "error: " + err.Error()
+	}
+	out := make([]laneJSON, len(lanes))
+	for i, l := range lanes {
+		tip := l.Tip
+		out[i] = laneJSON{Name: l.Name, Tip: &tip, Active: l.Active}
+		if tip == uuid.Nil {
+			out[i].Tip = nil
+		}
+	}
+	return lanesKey(out)
+}
+
+// streamWriter writes Server-Sent Events.
+type streamWriter struct {
+	w    http.ResponseWriter
+	f    http.Flusher
+	idle time.Time // when the last event or comment was sent
+}
+
+// startStream answers the request with an event stream and counts it in
+// h.streams; the caller subtracts it when the stream ends.
+func (h *Handler) startStream(w http.ResponseWriter) (*streamWriter, bool) {
+	f, ok := w.(http.Flusher)
+	if !ok {
+		writeError(w, http.StatusInternalServerError, "the connection cannot stream")
+		return nil, false
+	}
+	h.streams.Add(1)
+	hd := w.Header()
+	hd.Set("Content-Type", "text/event-stream")
+	hd.Set("Cache-Control", "no-store")
+	hd.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	fmt.Fprintf(w, "retry: %d\n\n", h.opts.PollInterval.Milliseconds()*4)
+	f.Flush()
+	return &streamWriter{w: w, f: f, idle: time.Now()}, true
+}
+
+// event sends one event whose data is v as JSON; false when the client is gone.
+func (s *streamWriter) event(name string, v any) bool {
 	b, err := json.Marshal(v)
 	if err != nil {
 		b, _ = json.Marshal(apiError{Error: err.Error()})
 		name = "failure"
 	}
-	// JSON has no raw newlines, so the data is one line.
-	if _, err := fmt.Fprintf(w, "event: %s\ndata: %s\n\n", name, b); err != nil {
+	return s.raw(name, b)
+}
+
+// raw sends one event whose data is the JSON b (which holds no raw
+// newline, so it is one data line).
+func (s *streamWriter) raw(name string, b []byte) bool {
+	if _, err := fmt.Fprintf(s.w, "event: %s\ndata: %s\n\n", name, b); err != nil {
 		return false
 	}
-	f.Flush()
+	s.f.Flush()
+	s.idle = time.Now()
+	return true
+}
+
+// keepAlive sends a comment when nothing was sent for a while, so that
+// proxies and the browser keep the connection; false when the client is gone.
+func (s *streamWriter) keepAlive() bool {
+	if time.Since(s.idle) < keepAlive {
+		return true
+	}
+	if _, err := fmt.Fprint(s.w, ": keep-alive\n\n"); err != nil {
+		return false
+	}
+	s.f.Flush()
+	s.idle = time.Now()
 	return true
 }

@@ -532,15 +532,65 @@ func TestLive(t *testing.T) {
 		break
 	}
 
+	// A lane change, which no append makes, reaches the client too.
+	require.NoError(t, f.w.CreateLane(ctx, f.session.ID, "watched", f.ask.ID))
+	name, data, err := stream.next()
+	require.NoError(t, err)
+	require.Equal(t, "tree", name, data)
+	var lanes treeAnswer
+	require.NoError(t, json.Unmarshal([]byte(data), &lanes))
+	assert.Empty(t, lanes.Nodes)
+	var names []string
+	for _, l := range lanes.Lanes {
+		names = append(names, l.Name)
+	}
+	assert.Equal(t, []string{"approach-a", sessionstore.DefaultLane, "watched"}, names)
+
 	// A client that knows nothing gets the whole tree first.
 	resp2, stream2 := openLive(t, ctx, f.srv.URL+"/api/sessions/"+f.session.ID.String()+"/live")
 	defer resp2.Body.Close()
-	name, data, err := stream2.next()
+	name, data, err = stream2.next()
 	require.NoError(t, err)
 	require.Equal(t, "tree", name)
 	var tr treeAnswer
 	require.NoError(t, json.Unmarshal([]byte(data), &tr))
 	assert.Len(t, tr.Nodes, len(f.all)+1)
+}
+
+// TestLiveList: the list stream sends the first page, then again when a
+// session is created or grows.
+func TestLiveList(t *testing.T) {
+	f := newFixture(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	resp, stream := openLive(t, ctx, f.srv.URL+"/api/live")
+	defer resp.Body.Close()
+	page := func() listAnswer {
+		t.Helper()
+		name, data, err := stream.next()
+		require.NoError(t, err)
+		require.Equal(t, "sessions", name, data)
+		var l listAnswer
+		require.NoError(t, json.Unmarshal([]byte(data), &l))
+		return l
+	}
+	l := page()
+	require.Len(t, l.Sessions, 2)
+	assert.Equal(t, f.session.ID, l.Sessions[0].ID)
+
+	m, err := f.w.Create(ctx, sessionstore.Meta{Name: "created while watched"})
+	require.NoError(t, err)
+	l = page()
+	require.Len(t, l.Sessions, 3)
+	assert.Equal(t, m.ID, l.Sessions[0].ID)
+	assert.Equal(t, "created while watched", l.Sessions[0].Name)
+	assert.Equal(t, 0, l.Sessions[0].Events)
+
+	_, err = f.w.Append(ctx, m.ID, sessionstore.UserText("first"))
+	require.NoError(t, err)
+	l = page()
+	require.Len(t, l.Sessions, 3)
+	assert.Equal(t, 1, l.Sessions[0].Events)
 }
 
 // TestLiveGone: the stream says "gone" and ends when the session is deleted.
@@ -567,9 +617,13 @@ func TestLiveStops(t *testing.T) {
 	f := newFixture(t)
 	http.DefaultClient.CloseIdleConnections()
 	before := runtime.NumGoroutine()
-	for range 5 {
+	for i := range 6 {
+		url := f.srv.URL + "/api/sessions/" + f.session.ID.String() + "/live"
+		if i%2 == 1 {
+			url = f.srv.URL + "/api/live"
+		}
 		ctx, cancel := context.WithCancel(context.Background())
-		resp, stream := openLive(t, ctx, f.srv.URL+"/api/sessions/"+f.session.ID.String()+"/live")
+		resp, stream := openLive(t, ctx, url)
 		_, _, err := stream.next()
 		require.NoError(t, err)
 		assert.Equal(t, 1, f.h.Streams())

@@ -80,6 +80,7 @@
     clearError();
     const m = location.hash.match(/^#\/s\/([0-9a-f-]{36})(?:\/e\/([0-9a-f-]{36}))?$/);
     if (m) {
+      stopListLive();
       showSession(m[1], m[2] || null);
       return;
     }
@@ -96,13 +97,21 @@
 
   // ---- the session list ------------------------------------------------
 
+  let listES = null; // the live list's stream, while the first page is shown
+
+  function stopListLive() {
+    if (listES) {
+      listES.close();
+      listES = null;
+    }
+  }
+
   async function showList(cursor) {
     $("#session-view").hidden = true;
     $("#list-view").hidden = false;
     $("#crumb").textContent = "";
     setStatus("");
-    const tbody = $("#sessions tbody");
-    if (!cursor) tbody.replaceChildren();
+    if (cursor) stopListLive(); // a live first page would drop the pages below it
     let page;
     try {
       page = await getJSON("/api/sessions" + (cursor ? "?cursor=" + encodeURIComponent(cursor) : ""));
@@ -110,13 +119,36 @@
       showError(e);
       return;
     }
+    if (view) return; // a session was opened meanwhile
+    renderList(page, !cursor);
+    if (!cursor && !listES && window.EventSource) {
+      const es = new EventSource("/api/live");
+      listES = es;
+      es.onopen = () => setStatus("live", true);
+      es.addEventListener("sessions", (msg) => {
+        if (listES === es && !view) renderList(JSON.parse(msg.data), true);
+      });
+      es.addEventListener("failure", (msg) => showError(JSON.parse(msg.data).error));
+      es.onerror = () => {
+        es.close();
+        if (listES !== es) return;
+        listES = null;
+        setStatus("reconnecting…");
+        setTimeout(() => { if (!view && !listES) showList(); }, 2000);
+      };
+    }
+  }
+
+  function renderList(page, first) {
+    const tbody = $("#sessions tbody");
+    if (first) tbody.replaceChildren();
     for (const s of page.sessions) {
       const href = "#/s/" + s.id;
       const tr = el("tr", { class: "session", "data-id": s.id },
         el("td", {}, el("a", { href: href, class: "name" }, s.name || shortID(s.id))),
         el("td", { class: "wrap" }, s.working_dir || "-"),
         el("td", {}, s.model || "-"),
-        el("td", { class: "num", title: s.tree_error || null }, s.events < 0 ? "?" : String(s.events)),
+        el("td", { class: "num events", title: s.tree_error || null }, s.events < 0 ? "?" : String(s.events)),
         el("td", { class: "num" }, bytes(s.bytes)),
         el("td", {}, stamp(s.created_at)),
         el("td", {}, stamp(s.updated_at)));
