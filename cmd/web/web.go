@@ -11,19 +11,33 @@
 //
 // The JSON API (every error is {"error": "..."} with its HTTP status: 400
 // for an id that does not parse or a bad parameter, 404 for an unknown
-// session or event, 405 for a method other than GET):
+// session or event or endpoint, 405 for a method other than GET, 403 for a
+// Host that is not the server's):
 //
-//	GET /api/sessions?limit=n&cursor=c     a page of sessions, newest first
-//	GET /api/sessions/{session}                 metadata, HEAD, lanes, and the tree's nodes
+//	GET /api/sessions?limit=n&cursor=c
+//	    a page of sessions, newest first, each with its number of events
+//	    and the bytes of their records (from Tree; no record is read)
+//	GET /api/sessions/{session}
+//	    its metadata, HEAD, lanes and the tree's nodes, in append order
 //	GET /api/sessions/{session}/path?leaf=e&context=1
-//	                                       the path from the root to leaf (HEAD when
-//	                                       absent): every event (FullPath), or with
-//	                                       context=1 the model's context (LoadPath);
-//	                                       large records left out
-//	GET /api/sessions/{session}/events/{event}  one event with its record (a blob read)
-//	GET /api/sessions/{session}/live?known=n    Server-Sent Events: the nodes after the
-//	                                       first n, HEAD and lanes, whenever the
-//	                                       session's Revision changes
+//	    the path from the root to leaf (HEAD when absent), every event of
+//	    it (FullPath), or with context=1 the model's context (LoadPath);
+//	    records over Options.InlineLimit, and blobs, left out
+//	GET /api/sessions/{session}/events/{event}
+//	    one event with its record (a blob read and checked)
+//	GET /api/sessions/{session}/live?known=n
+//	    Server-Sent Events: "tree", the nodes after the first n with HEAD
+//	    and the lanes, at the start and whenever the session's Revision or
+//	    lanes change; "gone" when the session is deleted
+//	GET /api/live
+//	    Server-Sent Events: "sessions", the list's first page, at the
+//	    start and whenever it changes
+//
+// A live stream polls the store every Options.PollInterval and ends when
+// its client goes away. Requests must name the server by a loopback
+// address or localhost in their Host header (or by one of
+// Options.AllowedHosts), so that a page of another site whose name is made
+// to resolve to 127.0.0.1 cannot read the transcripts.
 package web
 
 import (
@@ -33,6 +47,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -49,10 +64,13 @@ var static embed.FS
 
 // Defaults and bounds of Options.
 const (
+	// DefaultPollInterval is the Options.PollInterval of zero.
 	DefaultPollInterval = 500 * time.Millisecond
-	MinPollInterval     = 50 * time.Millisecond
-	MaxPollInterval     = 10 * time.Second
-	DefaultInlineLimit  = 16 << 10
+	// MinPollInterval and MaxPollInterval bound Options.PollInterval.
+	MinPollInterval = 50 * time.Millisecond
+	MaxPollInterval = 10 * time.Second
+	// DefaultInlineLimit is the Options.InlineLimit of zero, in bytes.
+	DefaultInlineLimit = 16 << 10
 	// keepAlive is how often an idle live stream sends a comment, so
 	// that proxies and the browser keep the connection.
 	keepAlive = 15 * time.Second
@@ -72,6 +90,10 @@ type Options struct {
 	// PageSize is the number of sessions the list shows at a time.
 	// Default sessionstore.DefaultPageSize; at most 500.
 	PageSize int
+	// AllowedHosts are host names (without port) requests may name in
+	// their Host header besides localhost and loopback addresses: the
+	// names of a proxy that forwards to the view without rewriting Host.
+	AllowedHosts []string
 }
 
 // Handler is the web view's http.Handler (see the package doc).
@@ -128,12 +150,38 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hd.Set("X-Content-Type-Options", "nosniff")
 	hd.Set("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'")
 	hd.Set("Referrer-Policy", "no-referrer")
+	if !h.hostAllowed(r.Host) {
+		writeError(w, http.StatusForbidden, "host %q is not this server's: use http://127.0.0.1 or http://localhost", r.Host)
+		return
+	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		hd.Set("Allow", "GET, HEAD")
 		writeError(w, http.StatusMethodNotAllowed, "method %s not allowed: the view is read-only", r.Method)
 		return
 	}
 	h.mux.ServeHTTP(w, r)
+}
+
+// hostAllowed reports whether a request's Host header names this server:
+// localhost, a loopback address, or one of Options.AllowedHosts.
+func (h *Handler) hostAllowed(hostport string) bool {
+	host := hostport
+	if hh, _, err := net.SplitHostPort(hostport); err == nil {
+		host = hh
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return true
+	}
+	for _, a := range h.opts.AllowedHosts {
+		if strings.EqualFold(host, a) {
+			return true
+		}
+	}
+	return false
 }
 
 // Streams returns the number of live streams being served now.

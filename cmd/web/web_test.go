@@ -406,6 +406,37 @@ func TestErrors(t *testing.T) {
 	assert.Len(t, l.Sessions, 2)
 }
 
+// TestHost: a request must name the server by a loopback address or
+// localhost (or an allowed name), which a page of another site whose name
+// resolves to 127.0.0.1 does not.
+func TestHost(t *testing.T) {
+	f := newFixture(t)
+	h := web.New(f.ro, web.Options{AllowedHosts: []string{"view.example"}})
+	for _, tc := range []struct {
+		host   string
+		status int
+	}{
+		{"127.0.0.1:8080", http.StatusOK},
+		{"localhost:8080", http.StatusOK},
+		{"LOCALHOST", http.StatusOK},
+		{"[::1]:8080", http.StatusOK},
+		{"127.0.0.2", http.StatusOK},
+		{"view.example:443", http.StatusOK},
+		{"evil.example:8080", http.StatusForbidden},
+		{"10.0.0.1:8080", http.StatusForbidden},
+		{"", http.StatusForbidden},
+	} {
+		req := httptest.NewRequest("GET", "/api/sessions", nil)
+		req.Host = tc.host
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		assert.Equal(t, tc.status, rec.Code, "host %q: %s", tc.host, rec.Body)
+		if tc.status == http.StatusForbidden {
+			assert.Contains(t, rec.Body.String(), "is not this server's", tc.host)
+		}
+	}
+}
+
 // TestEscaping checks that hostile record text reaches the page only as
 // JSON string content, and that the page's script never parses text as
 // markup (the browser test in webtest/ checks the drawn page).

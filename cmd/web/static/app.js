@@ -67,9 +67,11 @@
     while (v >= 1024 && i < units.length - 1) { v /= 1024; i++; }
     return v.toFixed(v < 10 ? 1 : 0) + " " + units[i];
   }
+  // cut is s on one line, at most n characters (code points), the last
+  // an ellipsis when something was cut.
   function cut(s, n) {
-    s = String(s).replace(/\s+/g, " ").trim();
-    return s.length > n ? s.slice(0, n - 1) + "…" : s;
+    const cps = [...String(s).replace(/\s+/g, " ").trim()];
+    return cps.length > n ? cps.slice(0, n - 1).join("") + "…" : cps.join("");
   }
 
   // ---- routing -------------------------------------------------------
