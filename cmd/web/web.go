@@ -321,7 +321,7 @@ func (h *Handler) readList(ctx context.Context, q sessionstore.Query, cursor str
 // and returns when the client goes away.
 func (h *Handler) liveList(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	sw, ok := h.startStream(w)
+	sw, ok := h.startStream(w, r)
 	if !ok {
 		return
 	}
@@ -625,7 +625,7 @@ func (h *Handler) live(w http.ResponseWriter, r *http.Request) {
 		storeError(w, err, "session "+id.String())
 		return
 	}
-	sw, ok := h.startStream(w)
+	sw, ok := h.startStream(w, r)
 	if !ok {
 		return
 	}
@@ -732,8 +732,14 @@ type streamWriter struct {
 }
 
 // startStream answers the request with an event stream and counts it in
-// h.streams; the caller subtracts it when the stream ends.
-func (h *Handler) startStream(w http.ResponseWriter) (*streamWriter, bool) {
+// h.streams; the caller subtracts it when the stream ends. A HEAD request
+// gets the headers alone, and false.
+func (h *Handler) startStream(w http.ResponseWriter, r *http.Request) (*streamWriter, bool) {
+	if r.Method == http.MethodHead {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		return nil, false
+	}
 	f, ok := w.(http.Flusher)
 	if !ok {
 		writeError(w, http.StatusInternalServerError, "the connection cannot stream")

@@ -624,6 +624,19 @@ func TestLiveList(t *testing.T) {
 	assert.Equal(t, 1, l.Sessions[0].Events)
 }
 
+// TestLiveHead: a HEAD request of a stream gets its headers and ends.
+func TestLiveHead(t *testing.T) {
+	f := newFixture(t)
+	for _, path := range []string{"/api/live", "/api/sessions/" + f.session.ID.String() + "/live"} {
+		resp, err := http.Head(f.srv.URL + path)
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, http.StatusOK, resp.StatusCode, path)
+		assert.Equal(t, "text/event-stream", resp.Header.Get("Content-Type"), path)
+	}
+	assert.Equal(t, 0, f.h.Streams())
+}
+
 // TestLiveGone: the stream says "gone" and ends when the session is deleted.
 func TestLiveGone(t *testing.T) {
 	f := newFixture(t)
