@@ -659,6 +659,9 @@ func TestLiveGone(t *testing.T) {
 // leaving no goroutine behind.
 func TestLiveStops(t *testing.T) {
 	f := newFixture(t)
+	// The read-only store opens the session at its first read: do that
+	// before counting.
+	require.Equal(t, http.StatusOK, f.get(t, "/api/sessions/"+f.session.ID.String(), nil))
 	http.DefaultClient.CloseIdleConnections()
 	before := runtime.NumGoroutine()
 	for i := range 6 {
