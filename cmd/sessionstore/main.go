@@ -3,7 +3,8 @@
 // sessions for corruption, makes the repairs a crash leaves to do,
 // collects unreferenced blobs, upgrades older sessions and roots,
 // deletes sessions (rm, prune), imports other tools' transcripts (import)
-// and exports a session as JSON lines or a Markdown transcript (export).
+// and exports a session as JSON lines or a Markdown transcript (export);
+// serve shows the sessions in a browser.
 //
 //	cd cmd && go run ./sessionstore ls <root>
 //
@@ -85,6 +86,10 @@ commands:
                                               store at -store (default $SESSIONSTORE_ROOT),
                                               which it creates if needed; again adds nothing;
                                               exit status 1 if a line was malformed
+  serve  [-addr host:port] [-poll d] <root>
+                                              a web view of the sessions, live while a
+                                              writer appends (read-only; loopback only,
+                                              default 127.0.0.1:8080); Ctrl-C stops
   help                                        this text
 
 A session or event is named by its full id or by a unique prefix of the id
@@ -113,6 +118,7 @@ var commands = map[string]command{
 	"query":   cmdQuery,
 	"import":  cmdImport,
 	"export":  cmdExport,
+	"serve":   cmdServe,
 }
 
 // run executes the command line args (without the program name), writing

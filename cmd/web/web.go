@@ -1,0 +1,792 @@
+// Package web serves a read-only web view of a sessionstore root: the
+// session list, a session's event tree drawn as a graph, a path of it as a
+// transcript, and live updates while a writer in another process appends.
+//
+// New returns an http.Handler. It answers GET (and HEAD) only and never
+// writes to the store: give it a Store opened with Options.ReadOnly, which
+// takes no lock and reads beside a writer. The page is plain HTML, CSS and
+// JavaScript embedded in the binary (no build step, nothing fetched from
+// elsewhere); it draws everything from the JSON API below and puts record
+// text into the page as text only, never as markup.
+//
+// The JSON API (every error is {"error": "..."} with its HTTP status: 400
+// for an id that does not parse or a bad parameter, 404 for an unknown
+// session or event or endpoint, 405 for a method other than GET, 403 for a
+// Host that is not the server's):
+//
+//	GET /api/sessions?limit=n&cursor=c
+//	    a page of sessions, newest first, each with its number of events
+//	    and the bytes of their records (from Tree; no record is read)
+//	GET /api/sessions/{session}
+//	    its metadata, HEAD, lanes and the tree's nodes, in append order
+//	GET /api/sessions/{session}/path?leaf=e&context=1
+//	    the path from the root to leaf (HEAD when absent), every event of
+//	    it (FullPath), or with context=1 the model's context (LoadPath);
+//	    records over Options.InlineLimit, and blobs, left out
+//	GET /api/sessions/{session}/events/{event}
+//	    one event with its record (a blob read and checked)
+//	GET /api/sessions/{session}/live?known=n
+//	    Server-Sent Events: "tree", the nodes after the first n with HEAD
+//	    and the lanes, at the start and whenever the session's Revision or
+//	    lanes change; "gone" when the session is deleted
+//	GET /api/live
+//	    Server-Sent Events: "sessions", the list's first page, at the
+//	    start and whenever it changes
+//
+// A live stream polls the store every Options.PollInterval and ends when
+// its client goes away. Requests must name the server by a loopback
+// address or localhost in their Host header (or by one of
+// Options.AllowedHosts), so that a page of another site whose name is made
+// to resolve to 127.0.0.1 cannot read the transcripts.
+package web
+
+import (
+	"context"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/sessionstore/sessionstore"
+)
+
+//go:embed static
+var static embed.FS
+
+// Defaults and bounds of Options.
+const (
+	// DefaultPollInterval is the Options.PollInterval of zero.
+	DefaultPollInterval = 500 * time.Millisecond
+	// MinPollInterval and MaxPollInterval bound Options.PollInterval.
+	MinPollInterval = 50 * time.Millisecond
+	MaxPollInterval = 10 * time.Second
+	// DefaultInlineLimit is the Options.InlineLimit of zero, in bytes.
+	DefaultInlineLimit = 16 << 10
+	// keepAlive is how often an idle live stream sends a comment, so
+	// that proxies and the browser keep the connection.
+	keepAlive = 15 * time.Second
+)
+
+// Options configure the handler. The zero value selects the defaults.
+type Options struct {
+	// PollInterval is how often a live stream compares the session's
+	// Revision with the last one it sent. Default DefaultPollInterval;
+	// it is kept within [MinPollInterval, MaxPollInterval].
+	PollInterval time.Duration
+	// InlineLimit is the largest record, in bytes of compact JSON, that a
+	// path answer carries; a larger one, and every record stored as a
+	// blob, is left out and fetched through the events endpoint when the
+	// reader opens it. Default DefaultInlineLimit; negative sends none.
+	InlineLimit int64
+	// PageSize is the number of sessions the list shows at a time.
+	// Default sessionstore.DefaultPageSize; at most 500.
+	PageSize int
+	// AllowedHosts are host names (without port) requests may name in
+	// their Host header besides localhost and loopback addresses: the
+	// names of a proxy that forwards to the view without rewriting Host.
+	AllowedHosts []string
+}
+
+// Handler is the web view's http.Handler (see the package doc).
+type Handler struct {
+	st      *sessionstore.Store
+	opts    Options
+	mux     *http.ServeMux
+	streams atomic.Int64 // live streams being served
+}
+
+// New returns the web view of st. st should be opened with
+// Options.ReadOnly; the handler itself never calls a method that writes.
+func New(st *sessionstore.Store, opts Options) *Handler {
+	switch {
+	case opts.PollInterval == 0:
+		opts.PollInterval = DefaultPollInterval
+	case opts.PollInterval < MinPollInterval:
+		opts.PollInterval = MinPollInterval
+	case opts.PollInterval > MaxPollInterval:
+		opts.PollInterval = MaxPollInterval
+	}
+	if opts.InlineLimit == 0 {
+		opts.InlineLimit = DefaultInlineLimit
+	}
+	if opts.PageSize <= 0 {
+		opts.PageSize = sessionstore.DefaultPageSize
+	}
+	opts.PageSize = min(opts.PageSize, 500)
+	h := &Handler{st: st, opts: opts, mux: http.NewServeMux()}
+	sub, err := fs.Sub(static, "static")
+	if err != nil {
+		panic(err) // the embedded directory is part of the build
+	}
+	files := http.FileServerFS(sub)
+	h.mux.Handle("GET /static/", http.StripPrefix("/static/", files))
+	h.mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		http.ServeFileFS(w, r, sub, "index.html")
+	})
+	h.mux.HandleFunc("GET /api/sessions", h.list)
+	h.mux.HandleFunc("GET /api/sessions/{session}", h.session)
+	h.mux.HandleFunc("GET /api/sessions/{session}/path", h.path)
+	h.mux.HandleFunc("GET /api/sessions/{session}/events/{event}", h.event)
+	h.mux.HandleFunc("GET /api/sessions/{session}/live", h.live)
+	h.mux.HandleFunc("GET /api/live", h.liveList)
+	h.mux.HandleFunc("GET /api/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "no such endpoint: %s", r.URL.Path)
+	})
+	return h
+}
+
+// ServeHTTP answers GET and HEAD requests; any other method gets 405.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	hd := w.Header()
+	hd.Set("X-Content-Type-Options", "nosniff")
+	hd.Set("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'")
+	hd.Set("Referrer-Policy", "no-referrer")
+	if !h.hostAllowed(r.Host) {
+		writeError(w, http.StatusForbidden, "host %q is not this server's: use http://127.0.0.1 or http://localhost", r.Host)
+		return
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		hd.Set("Allow", "GET, HEAD")
+		writeError(w, http.StatusMethodNotAllowed, "method %s not allowed: the view is read-only", r.Method)
+		return
+	}
+	h.mux.ServeHTTP(w, r)
+}
+
+// hostAllowed reports whether a request's Host header names this server:
+// localhost, a loopback address, or one of Options.AllowedHosts.
+func (h *Handler) hostAllowed(hostport string) bool {
+	host := hostport
+	if hh, _, err := net.SplitHostPort(hostport); err == nil {
+		host = hh
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return true
+	}
+	for _, a := range h.opts.AllowedHosts {
+		if strings.EqualFold(host, a) {
+			return true
+		}
+	}
+	return false
+}
+
+// Streams returns the number of live streams being served now.
+func (h *Handler) Streams() int { return int(h.streams.Load()) }
+
+// apiError is the body of every error answer.
+type apiError struct {
+	Error string `json:"error"`
+}
+
+func writeError(w http.ResponseWriter, status int, format string, args ...any) {
+	writeJSON(w, status, apiError{Error: fmt.Sprintf(format, args...)})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status = http.StatusInternalServerError
+		b, _ = json.Marshal(apiError{Error: "encode the answer: " + err.Error()})
+	}
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	w.Write(append(b, '\n'))
+}
+
+// storeError answers err from a store call about what.
+func storeError(w http.ResponseWriter, err error, what string) {
+	switch {
+	case errors.Is(err, sessionstore.ErrNotFound):
+		writeError(w, http.StatusNotFound, "%s: not found", what)
+	case errors.Is(err, sessionstore.ErrInvalidQuery):
+		writeError(w, http.StatusBadRequest, "%s: %v", what, err)
+	case errors.Is(err, context.Canceled):
+		// The client went away; nobody reads the answer.
+	default:
+		writeError(w, http.StatusInternalServerError, "%s: %v", what, err)
+	}
+}
+
+// parseID parses the path value name as an id, answering 400 when it is not one.
+func parseID(w http.ResponseWriter, r *http.Request, name string) (uuid.UUID, bool) {
+	return parseIDValue(w, r.PathValue(name), name)
+}
+
+func parseIDValue(w http.ResponseWriter, v, name string) (uuid.UUID, bool) {
+	// Only the canonical form: the page never sends another.
+	id, err := uuid.Parse(v)
+	if err != nil || len(v) != 36 {
+		writeError(w, http.StatusBadRequest, "bad %s id %q: want a UUID in canonical form", name, v)
+		return uuid.Nil, false
+	}
+	return id, true
+}
+
+// sessionJSON is a session in the list.
+type sessionJSON struct {
+	ID         uuid.UUID               `json:"id"`
+	Name       string                  `json:"name"`
+	WorkingDir string                  `json:"working_dir"`
+	Model      string                  `json:"model"`
+	CreatedAt  time.Time               `json:"created_at"`
+	UpdatedAt  time.Time               `json:"updated_at"`
+	Labels     map[string]string       `json:"labels,omitempty"`
+	ForkedFrom *sessionstore.ForkPoint `json:"forked_from,omitempty"`
+	Parent     *uuid.UUID              `json:"parent_session,omitempty"`
+	// Events and Bytes are the session's events and the bytes of their
+	// records (compact JSON, as Node.Size counts them), from Tree; -1
+	// when the tree could not be read (TreeError says why).
+	Events    int    `json:"events"`
+	Bytes     int64  `json:"bytes"`
+	TreeError string `json:"tree_error,omitempty"`
+}
+
+func newSessionJSON(m sessionstore.Meta) sessionJSON {
+	s := sessionJSON{ID: m.ID, Name: m.Name, WorkingDir: m.WorkingDir, Model: m.Model,
+		CreatedAt: m.CreatedAt, UpdatedAt: m.UpdatedAt, Labels: m.Labels, ForkedFrom: m.ForkedFrom}
+	if m.ParentSession != uuid.Nil {
+		p := m.ParentSession
+		s.Parent = &p
+	}
+	return s
+}
+
+// listJSON is the answer of /api/sessions.
+type listJSON struct {
+	Sessions []sessionJSON `json:"sessions"`
+	Next     string        `json:"next,omitempty"`
+}
+
+func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
+	q := sessionstore.Query{Limit: h.opts.PageSize}
+	if v := r.URL.Query().Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 || n > 500 {
+			writeError(w, http.StatusBadRequest, "bad limit %q: want 1 to 500", v)
+			return
+		}
+		q.Limit = n
+	}
+	out, err := h.readList(r.Context(), q, r.URL.Query().Get("cursor"))
+	if err != nil {
+		storeError(w, err, "list the sessions")
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// readList reads a page of sessions with their sizes.
+func (h *Handler) readList(ctx context.Context, q sessionstore.Query, cursor string) (listJSON, error) {
+	page, next, err := h.st.ListPage(ctx, q, cursor)
+	var listErr *sessionstore.ListError
+	if err != nil && !errors.As(err, &listErr) {
+		return listJSON{}, err
+	}
+	out := listJSON{Sessions: make([]sessionJSON, 0, len(page)), Next: next}
+	for _, m := range page {
+		s := newSessionJSON(m)
+		nodes, err := h.st.Tree(ctx, m.ID)
+		if err != nil {
+			s.Events, s.Bytes, s.TreeError = -1, -1, err.Error()
+		} else {
+			s.Events = len(nodes)
+			for _, n := range nodes {
+				s.Bytes += n.Size
+			}
+		}
+		out.Sessions = append(out.Sessions, s)
+	}
+	return out, nil
+}
+
+// liveList streams the first page of sessions as Server-Sent Events: an
+// event "sessions" (data: the page, as /api/sessions answers it) at the
+// start and whenever the page changes (a session created or deleted, its
+// metadata or its number of events changed). It polls every PollInterval
+// and returns when the client goes away.
+func (h *Handler) liveList(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	sw, ok := h.startStream(w, r)
+	if !ok {
+		return
+	}
+	defer h.streams.Add(-1)
+	var last []byte
+	ticker := time.NewTicker(h.opts.PollInterval)
+	defer ticker.Stop()
+	for {
+		page, err := h.readList(ctx, sessionstore.Query{Limit: h.opts.PageSize}, "")
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			if !sw.event("failure", apiError{Error: err.Error()}) {
+				return
+			}
+		default:
+			b, err := json.Marshal(page)
+			if err == nil && string(b) != string(last) {
+				if !sw.raw("sessions", b) {
+					return
+				}
+				last = b
+			}
+		}
+		if !sw.keepAlive() {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+	}
+}
+
+// nodeJSON is a node of the tree.
+type nodeJSON struct {
+	ID         uuid.UUID         `json:"id"`
+	ParentID   *uuid.UUID        `json:"parent_id"` // null for a root
+	BranchFrom *uuid.UUID        `json:"branch_from,omitempty"`
+	Kind       sessionstore.Kind `json:"kind"`
+	Role       sessionstore.Role `json:"role,omitempty"`
+	Time       time.Time         `json:"timestamp"`
+	Size       int64             `json:"size"`
+	Preview    string            `json:"preview,omitempty"`
+}
+
+func newNodeJSON(n sessionstore.Node) nodeJSON {
+	out := nodeJSON{ID: n.ID, Kind: n.Kind, Role: n.Role, Time: n.Time, Size: n.Size, Preview: n.Preview}
+	if n.ParentID != uuid.Nil {
+		p := n.ParentID
+		out.ParentID = &p
+	}
+	if n.BranchFrom != uuid.Nil {
+		b := n.BranchFrom
+		out.BranchFrom = &b
+	}
+	return out
+}
+
+// laneJSON is a lane of a session.
+type laneJSON struct {
+	Name   string     `json:"name"`
+	Tip    *uuid.UUID `json:"tip"` // null for the implicit lane of an empty session
+	Active bool       `json:"active,omitempty"`
+}
+
+// treeJSON is the tree part of a session's answer, and of each live update.
+type treeJSON struct {
+	Head  *uuid.UUID `json:"head"` // null for a session without events
+	Lanes []laneJSON `json:"lanes"`
+	// From is the index of Nodes[0] in the session's tree: 0 in the
+	// session's answer, the client's count in a live update.
+	From  int        `json:"from"`
+	Total int        `json:"total"`
+	Nodes []nodeJSON `json:"nodes"`
+	// Error is a damaged session's error; Nodes are then its valid prefix.
+	Error string `json:"error,omitempty"`
+}
+
+// sessionDetailJSON is the answer of /api/sessions/{session}.
+type sessionDetailJSON struct {
+	Session sessionJSON `json:"session"`
+	treeJSON
+}
+
+// readTree reads what the tree view shows of the session, the nodes from
+// index from on. It returns an error only when nothing can be shown.
+func (h *Handler) readTree(ctx context.Context, id uuid.UUID, from int) (treeJSON, error) {
+	nodes, treeErr := h.st.Tree(ctx, id)
+	if treeErr != nil && len(nodes) == 0 {
+		return treeJSON{}, treeErr
+	}
+	out := treeJSON{Total: len(nodes), Lanes: []laneJSON{}}
+	if treeErr != nil {
+		out.Error = treeErr.Error()
+	}
+	head, err := h.st.Head(ctx, id)
+	if err != nil && treeErr == nil {
+		return treeJSON{}, err
+	}
+	if head != uuid.Nil {
+		out.Head = &head
+	}
+	if lanes, err := h.st.Lanes(ctx, id); err == nil {
+		for _, l := range lanes {
+			lj := laneJSON{Name: l.Name, Active: l.Active}
+			if l.Tip != uuid.Nil {
+				tip := l.Tip
+				lj.Tip = &tip
+			}
+			out.Lanes = append(out.Lanes, lj)
+		}
+	} else if out.Error == "" {
+		out.Error = "lanes: " + err.Error()
+	}
+	if from > len(nodes) {
+		from = 0 // the tree is not the one the client knows: send it all
+	}
+	out.From = from
+	out.Nodes = make([]nodeJSON, 0, len(nodes)-from)
+	for _, n := range nodes[from:] {
+		out.Nodes = append(out.Nodes, newNodeJSON(n))
+	}
+	return out, nil
+}
+
+func (h *Handler) session(w http.ResponseWriter, r *http.Request) {
+	id, ok := parseID(w, r, "session")
+	if !ok {
+		return
+	}
+	meta, err := h.st.Meta(r.Context(), id)
+	if err != nil {
+		storeError(w, err, "session "+id.String())
+		return
+	}
+	tree, err := h.readTree(r.Context(), id, 0)
+	if err != nil {
+		storeError(w, err, "session "+id.String())
+		return
+	}
+	s := newSessionJSON(meta)
+	s.Events = tree.Total
+	for _, n := range tree.Nodes {
+		s.Bytes += n.Size
+	}
+	writeJSON(w, http.StatusOK, sessionDetailJSON{Session: s, treeJSON: tree})
+}
+
+// eventJSON is an event of a path, or the answer of the events endpoint.
+type eventJSON struct {
+	ID         uuid.UUID         `json:"id"`
+	ParentID   *uuid.UUID        `json:"parent_id"`
+	BranchFrom *uuid.UUID        `json:"branch_from,omitempty"`
+	Kind       sessionstore.Kind `json:"kind"`
+	Role       sessionstore.Role `json:"role,omitempty"`
+	Time       time.Time         `json:"timestamp"`
+	Digest     string            `json:"digest,omitempty"`
+	Size       int64             `json:"size"`
+	// Record is the record, or null when it is left out (Omitted).
+	Record json.RawMessage `json:"record"`
+	// Omitted: the record is over the inline limit or a blob; the events
+	// endpoint returns it.
+	Omitted bool `json:"omitted,omitempty"`
+}
+
+func newEventJSON(ev sessionstore.Event) eventJSON {
+	out := eventJSON{ID: ev.ID, Kind: ev.Kind, Role: ev.Role, Time: ev.Time, Digest: ev.Digest, Size: ev.Size, Record: ev.Record}
+	if ev.ParentID != uuid.Nil {
+		p := ev.ParentID
+		out.ParentID = &p
+	}
+	if ev.BranchFrom != uuid.Nil {
+		b := ev.BranchFrom
+		out.BranchFrom = &b
+	}
+	if out.Record == nil {
+		out.Record = json.RawMessage("null")
+	}
+	return out
+}
+
+// pathJSON is the answer of /api/sessions/{session}/path.
+type pathJSON struct {
+	Leaf    uuid.UUID   `json:"leaf"`
+	Context bool        `json:"context"` // from the newest compaction (LoadPath), not the root
+	Events  []eventJSON `json:"events"`
+	Error   string      `json:"error,omitempty"` // a damaged path's error; Events are what was read
+}
+
+func (h *Handler) path(w http.ResponseWriter, r *http.Request) {
+	id, ok := parseID(w, r, "session")
+	if !ok {
+		return
+	}
+	q := r.URL.Query()
+	leaf := uuid.Nil
+	if v := q.Get("leaf"); v != "" {
+		if leaf, ok = parseIDValue(w, v, "leaf event"); !ok {
+			return
+		}
+	}
+	contextOnly := false
+	switch v := q.Get("context"); v {
+	case "", "0", "false":
+	case "1", "true":
+		contextOnly = true
+	default:
+		writeError(w, http.StatusBadRequest, "bad context %q: want 0 or 1", v)
+		return
+	}
+	ctx := r.Context()
+	if leaf == uuid.Nil {
+		head, err := h.st.Head(ctx, id)
+		if err != nil {
+			storeError(w, err, "session "+id.String())
+			return
+		}
+		leaf = head
+	}
+	out := pathJSON{Leaf: leaf, Context: contextOnly, Events: []eventJSON{}}
+	if leaf == uuid.Nil { // a session without events
+		if _, err := h.st.Meta(ctx, id); err != nil {
+			storeError(w, err, "session "+id.String())
+			return
+		}
+		writeJSON(w, http.StatusOK, out)
+		return
+	}
+	var events []sessionstore.Event
+	var err error
+	if contextOnly {
+		events, err = h.st.LoadPath(ctx, id, leaf)
+	} else {
+		events, err = h.st.FullPath(ctx, id, leaf)
+	}
+	if err != nil && len(events) == 0 {
+		storeError(w, err, fmt.Sprintf("session %s, path to %s", id, leaf))
+		return
+	}
+	if err != nil {
+		out.Error = err.Error()
+	}
+	for _, ev := range events {
+		e := newEventJSON(ev)
+		if ev.Digest != "" || ev.Size > h.opts.InlineLimit {
+			e.Record, e.Omitted = json.RawMessage("null"), true
+		}
+		out.Events = append(out.Events, e)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (h *Handler) event(w http.ResponseWriter, r *http.Request) {
+	id, ok := parseID(w, r, "session")
+	if !ok {
+		return
+	}
+	evID, ok := parseID(w, r, "event")
+	if !ok {
+		return
+	}
+	ctx := r.Context()
+	what := fmt.Sprintf("session %s, event %s", id, evID)
+	ev, err := h.st.Event(ctx, id, evID)
+	if err != nil {
+		storeError(w, err, what)
+		return
+	}
+	ev, err = h.st.Resolve(ctx, id, ev)
+	if err != nil {
+		storeError(w, err, what)
+		return
+	}
+	writeJSON(w, http.StatusOK, newEventJSON(ev))
+}
+
+// live streams the session's changes as Server-Sent Events: an event
+// "tree" (data: a treeJSON holding the nodes after the ones the client
+// knows) each time the session's Revision changes and its tree or lanes
+// differ from what was sent, and "gone" when the session is deleted. It
+// polls every PollInterval and returns when the client goes away.
+func (h *Handler) live(w http.ResponseWriter, r *http.Request) {
+	id, ok := parseID(w, r, "session")
+	if !ok {
+		return
+	}
+	known := 0
+	if v := r.URL.Query().Get("known"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			writeError(w, http.StatusBadRequest, "bad known %q: want a count of nodes", v)
+			return
+		}
+		known = n
+	}
+	ctx := r.Context()
+	if _, err := h.st.Meta(ctx, id); err != nil {
+		storeError(w, err, "session "+id.String())
+		return
+	}
+	sw, ok := h.startStream(w, r)
+	if !ok {
+		return
+	}
+	defer h.streams.Add(-1)
+
+	var sent sessionstore.Revision
+	first := true
+	var lastState string // head and lanes last sent
+	var lastLanes string // the lanes last read
+	ticker := time.NewTicker(h.opts.PollInterval)
+	defer ticker.Stop()
+	for {
+		rev, err := h.st.Revision(ctx, id)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case errors.Is(err, sessionstore.ErrNotFound):
+			sw.raw("gone", []byte("{}"))
+			return
+		case err != nil:
+			if !sw.event("failure", apiError{Error: err.Error()}) {
+				return
+			}
+		case first || rev != sent || h.lanesKey(ctx, id) != lastLanes:
+			// Lanes change without an append (lanes.json), so they
+			// are compared apart from the revision.
+			tree, err := h.readTree(ctx, id, known)
+			if ctx.Err() != nil {
+				return
+			}
+			if err != nil {
+				if !sw.event("failure", apiError{Error: err.Error()}) {
+					return
+				}
+				break
+			}
+			sent, first = rev, false
+			lastLanes = lanesKey(tree.Lanes)
+			state := stateKey(tree)
+			if len(tree.Nodes) == 0 && tree.From == known && state == lastState {
+				break // nothing the client lacks
+			}
+			if !sw.event("tree", tree) {
+				return
+			}
+			known, lastState = tree.Total, state
+		}
+		if !sw.keepAlive() {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+	}
+}
+
+// stateKey sums up the HEAD and lanes of tree, to tell whether they changed.
+func stateKey(t treeJSON) string {
+	head := uuid.Nil
+	if t.Head != nil {
+		head = *t.Head
+	}
+	return head.String() + lanesKey(t.Lanes)
+}
+
+// lanesKey sums up lanes, to tell whether they changed.
+func lanesKey(lanes []laneJSON) string {
+	var b strings.Builder
+	for _, l := range lanes {
+		tip := uuid.Nil
+		if l.Tip != nil {
+			tip = *l.Tip
+		}
+		fmt.Fprintf(&b, "|%s=%s,%v", l.Name, tip, l.Active)
+	}
+	return b.String()
+}
+
+// lanesKey reads the session's lanes (one small file) and sums them up;
+// an error gives a key of its own.
+func (h *Handler) lanesKey(ctx context.Context, id uuid.UUID) string {
+	lanes, err := h.st.Lanes(ctx, id)
+	if err != nil {
+		return "error: " + err.Error()
+	}
+	out := make([]laneJSON, len(lanes))
+	for i, l := range lanes {
+		tip := l.Tip
+		out[i] = laneJSON{Name: l.Name, Tip: &tip, Active: l.Active}
+		if tip == uuid.Nil {
+			out[i].Tip = nil
+		}
+	}
+	return lanesKey(out)
+}
+
+// streamWriter writes Server-Sent Events.
+type streamWriter struct {
+	w    http.ResponseWriter
+	f    http.Flusher
+	idle time.Time // when the last event or comment was sent
+}
+
+// startStream answers the request with an event stream and counts it in
+// h.streams; the caller subtracts it when the stream ends. A HEAD request
+// gets the headers alone, and false.
+func (h *Handler) startStream(w http.ResponseWriter, r *http.Request) (*streamWriter, bool) {
+	if r.Method == http.MethodHead {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		return nil, false
+	}
+	f, ok := w.(http.Flusher)
+	if !ok {
+		writeError(w, http.StatusInternalServerError, "the connection cannot stream")
+		return nil, false
+	}
+	h.streams.Add(1)
+	hd := w.Header()
+	hd.Set("Content-Type", "text/event-stream")
+	hd.Set("Cache-Control", "no-store")
+	hd.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	fmt.Fprintf(w, "retry: %d\n\n", h.opts.PollInterval.Milliseconds()*4)
+	f.Flush()
+	return &streamWriter{w: w, f: f, idle: time.Now()}, true
+}
+
+// event sends one event whose data is v as JSON; false when the client is gone.
+func (s *streamWriter) event(name string, v any) bool {
+	b, err := json.Marshal(v)
+	if err != nil {
+		b, _ = json.Marshal(apiError{Error: err.Error()})
+		name = "failure"
+	}
+	return s.raw(name, b)
+}
+
+// raw sends one event whose data is the JSON b (which holds no raw
+// newline, so it is one data line).
+func (s *streamWriter) raw(name string, b []byte) bool {
+	if _, err := fmt.Fprintf(s.w, "event: %s\ndata: %s\n\n", name, b); err != nil {
+		return false
+	}
+	s.f.Flush()
+	s.idle = time.Now()
+	return true
+}
+
+// keepAlive sends a comment when nothing was sent for a while, so that
+// proxies and the browser keep the connection; false when the client is gone.
+func (s *streamWriter) keepAlive() bool {
+	if time.Since(s.idle) < keepAlive {
+		return true
+	}
+	if _, err := fmt.Fprint(s.w, ": keep-alive\n\n"); err != nil {
+		return false
+	}
+	s.f.Flush()
+	s.idle = time.Now()
+	return true
+}
