@@ -165,9 +165,9 @@ func ExampleMessages() {
 // Reply reads what Generate returned; its Events are what to append.
 func ExampleReply() {
 	out := &schema.Message{
-		Role:      schema.Assistant,
-		Content:   "Reading it.",
-		ToolCalls: []schema.ToolCall{{ID: "call_9", Type: "function", Function: schema.FunctionCall{Name: "read_file", Arguments: `{"path":"a.go"}`}}},
+		Role:         schema.Assistant,
+		Content:      "Reading it.",
+		ToolCalls:    []schema.ToolCall{{ID: "call_9", Type: "function", Function: schema.FunctionCall{Name: "read_file", Arguments: `{"path":"a.go"}`}}},
 		ResponseMeta: &schema.ResponseMeta{Usage: &schema.TokenUsage{PromptTokens: 40, CompletionTokens: 8}},
 	}
 	reply, err := eino.Reply(out)
