@@ -5,7 +5,9 @@ go 1.26
 replace github.com/sessionstore/sessionstore => ../..
 
 require (
+	github.com/google/uuid v1.6.0
 	github.com/sessionstore/sessionstore v0.0.0-00010101000000-000000000000
+	github.com/stretchr/testify v1.12.1
 	google.golang.org/genai v1.77.0
 )
 
@@ -16,11 +18,11 @@ require (
 	github.com/golang/groupcache v0.0.0-20210331224755-41bb18bfe9da // indirect
 	github.com/google/go-cmp v0.6.0 // indirect
 	github.com/google/s2a-go v0.1.8 // indirect
-	github.com/google/uuid v1.6.0 // indirect
 	github.com/googleapis/enterprise-certificate-proxy v0.3.4 // indirect
 	github.com/gorilla/websocket v1.5.3 // indirect
 	github.com/klauspost/compress v1.20.4 // indirect
 	go.opencensus.io v0.24.0 // indirect
+	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/crypto v0.36.0 // indirect
 	golang.org/x/net v0.38.0 // indirect
 	golang.org/x/sys v0.31.0 // indirect
