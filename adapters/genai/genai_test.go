@@ -397,3 +397,40 @@ func BenchmarkContents(b *testing.B) {
 	b.ReportMetric(float64(len(evs)), "events/op")
 	b.ReportMetric(float64(n), "contents/op")
 }
+
+// FuzzReplyWire decodes responses as the wire carries them: whatever
+// Reply accepts becomes events that Contents sends back, with every
+// function call of the reply in the model content.
+func FuzzReplyWire(f *testing.F) {
+	f.Add([]byte(`{"candidates":[{"content":{"role":"model","parts":[{"text":"a"},{"functionCall":{"name":"f","args":{"x":[1,{"y":null}]}}}]}}],"responseId":"r"}`))
+	f.Add([]byte(`{"candidates":[{"content":{"parts":[{"text":"t","thought":true},{"functionCall":{"id":"i","name":"g"}},{"functionCall":{"name":"g","args":{}}}]}}],"usageMetadata":{"promptTokenCount":3}}`))
+	f.Add([]byte(`{"promptFeedback":{"blockReason":"SAFETY"}}`))
+	f.Add([]byte(`{"candidates":[{"content":{"parts":[{"functionCall":{"id":"i","name":"a"}},{"functionCall":{"id":"i","name":"b"}}]}}]}`))
+	f.Fuzz(func(t *testing.T, wire []byte) {
+		var resp genai.GenerateContentResponse
+		if json.Unmarshal(wire, &resp) != nil {
+			return
+		}
+		r, err := Reply(&resp)
+		if err != nil {
+			return
+		}
+		evs := append([]sessionstore.Event{sessionstore.UserText("go")}, r.Events()...)
+		got, err := Contents(ids(evs...))
+		require.NoError(t, err)
+		var calls []string
+		for _, c := range got {
+			for _, p := range c.Parts {
+				if p.FunctionCall != nil {
+					require.Equal(t, genai.RoleModel, c.Role)
+					calls = append(calls, p.FunctionCall.Name)
+				}
+			}
+		}
+		var want []string
+		for _, c := range r.ToolCalls {
+			want = append(want, c.Name)
+		}
+		assert.Equal(t, want, calls)
+	})
+}
