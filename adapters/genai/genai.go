@@ -20,7 +20,8 @@
 //
 // Consecutive contents of the same role are merged into one, so the
 // results of parallel calls travel in one user content, as the API
-// expects. A content with no part is left out. The reasoning of an
+// expects, in the order of their calls (a harness records results as its
+// tools finish; without call ids the API pairs them by order). A content with no part is left out. The reasoning of an
 // assistant message is not sent: the API reads no thought text it did
 // not sign.
 //
@@ -51,11 +52,13 @@ package genai
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -115,16 +118,33 @@ func ContentsWith(events []sessionstore.Event, opts *Options) ([]*genai.Content,
 		}
 		out = append(out, &genai.Content{Role: role, Parts: parts})
 	}
+	// The responses to a turn's calls wait in responses until the turn
+	// ends, to go in the order of the calls (a harness records results
+	// as the tools finish): without ids the API pairs them by order.
+	order := map[string]int{}
+	var responses []response
+	flush := func() {
+		slices.SortStableFunc(responses, func(a, b response) int { return cmp.Compare(a.order, b.order) })
+		for _, r := range responses {
+			add(genai.RoleUser, r.part)
+		}
+		responses = responses[:0]
+	}
 	for _, m := range c.Messages {
+		if m.Role != sessionstore.RoleTool {
+			flush()
+		}
 		switch m.Role {
 		case sessionstore.RoleAssistant:
 			var parts []*genai.Part
 			if m.Text != "" {
 				parts = append(parts, &genai.Part{Text: m.Text})
 			}
+			clear(order)
 			signed := false
-			for _, tc := range m.ToolCalls {
+			for i, tc := range m.ToolCalls {
 				names[tc.CallID] = tc.Name
+				order[tc.CallID] = i
 				args, err := decodeArgs(tc.Arguments)
 				if err != nil {
 					return nil, fmt.Errorf("%w: call %q (%s): %v", ErrArguments, tc.CallID, tc.Name, err)
@@ -142,19 +162,26 @@ func ContentsWith(events []sessionstore.Event, opts *Options) ([]*genai.Content,
 			if r.IsError {
 				key = "error"
 			}
-			add(genai.RoleUser, &genai.Part{FunctionResponse: &genai.FunctionResponse{
+			responses = append(responses, response{order: order[r.CallID], part: &genai.Part{FunctionResponse: &genai.FunctionResponse{
 				ID: sendID(r.CallID), Name: names[r.CallID], Response: map[string]any{key: r.Output},
-			}})
+			}}})
 		default:
 			if m.Text != "" {
 				add(genai.RoleUser, &genai.Part{Text: m.Text})
 			}
 		}
 	}
+	flush()
 	if out == nil {
 		out = []*genai.Content{}
 	}
 	return out, nil
+}
+
+// response is a function response part and the position of its call.
+type response struct {
+	order int
+	part  *genai.Part
 }
 
 func sendID(id string) string {

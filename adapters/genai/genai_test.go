@@ -90,6 +90,15 @@ func TestContents(t *testing.T) {
 				content("model", text("done"))},
 		},
 		{
+			name: "results that arrive out of order go in the order of their calls",
+			events: cat(sessionstore.UserText("x"), reply("", call("a", "f", `{}`), call("b", "g", `{}`), call("c", "h", `{}`)),
+				result("c", "C", false), result("a", "A", false), result("b", "B", false), sessionstore.UserText("and?")),
+			want: []*genai.Content{content("user", text("x")),
+				content("model", fcall("a", "f", map[string]any{}), fcall("b", "g", map[string]any{}), fcall("c", "h", map[string]any{})),
+				content("user", fresp("a", "f", map[string]any{"output": "A"}), fresp("b", "g", map[string]any{"output": "B"}),
+					fresp("c", "h", map[string]any{"output": "C"}), text("and?"))},
+		},
+		{
 			name:   "an error result is under error",
 			events: cat(sessionstore.UserText("x"), reply("", call("a", "run", `{}`)), result("a", "exit 1", true)),
 			want: []*genai.Content{content("user", text("x")), content("model", fcall("a", "run", map[string]any{})),
