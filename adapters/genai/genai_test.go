@@ -415,9 +415,12 @@ func FuzzReplyWire(f *testing.F) {
 	f.Add([]byte(`{"candidates":[{"content":{"parts":[{"text":"t","thought":true},{"functionCall":{"id":"i","name":"g"}},{"functionCall":{"name":"g","args":{}}}]}}],"usageMetadata":{"promptTokenCount":3}}`))
 	f.Add([]byte(`{"promptFeedback":{"blockReason":"SAFETY"}}`))
 	f.Add([]byte(`{"candidates":[{"content":{"parts":[{"functionCall":{"id":"i","name":"a"}},{"functionCall":{"id":"i","name":"b"}}]}}]}`))
+	// The SDK's own decoder (v1.77.0) panics on a top-level null: such
+	// input is not a response Reply could be given.
+	f.Add([]byte(`null`))
 	f.Fuzz(func(t *testing.T, wire []byte) {
 		var resp genai.GenerateContentResponse
-		if json.Unmarshal(wire, &resp) != nil {
+		if sdkDecode(wire, &resp) != nil {
 			return
 		}
 		r, err := Reply(&resp)
@@ -442,4 +445,15 @@ func FuzzReplyWire(f *testing.F) {
 		}
 		assert.Equal(t, want, calls)
 	})
+}
+
+// sdkDecode is json.Unmarshal, with a panic of the SDK's UnmarshalJSON
+// as an error.
+func sdkDecode(b []byte, v any) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("the SDK's decoder panicked: %v", r)
+		}
+	}()
+	return json.Unmarshal(b, v)
 }
