@@ -1,0 +1,158 @@
+// Package eino connects a sessionstore session to Eino
+// (github.com/cloudwego/eino): Messages turns the events of
+// [sessionstore.Store.Load] into the []*schema.Message a ChatModel's
+// Generate takes, and Reply reads the *schema.Message it returns as a
+// [convo.Reply], whose Events are appended with one AppendBatch.
+//
+// The rules of the conversion (tool calls paired with results, synthetic
+// results for abandoned calls, compactions shown as user messages) are
+// package convo's; this package maps its messages to Eino's types:
+//
+//   - a user message, a compaction and a branch summary become a
+//     schema.User message with Content;
+//   - an assistant message becomes a schema.Assistant message with
+//     Content, ReasoningContent and one schema.ToolCall per call (ID,
+//     Type "function", Function{Name, Arguments}; arguments that were
+//     stored empty are sent as "{}");
+//   - a tool result becomes a schema.Tool message with Content,
+//     ToolCallID and ToolName. Eino has no error flag on a result, so the
+//     Content of an error result is its output after ErrorPrefix.
+//
+// A message with nothing to send (no text, no reasoning, no calls) is
+// left out. System prompts are agent configuration, not events: put a
+// schema.System message before the ones Messages returns.
+//
+// The package writes nothing: what is durable is what the caller appends.
+package eino
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/cloudwego/eino/schema"
+	"github.com/sessionstore/sessionstore"
+	"github.com/sessionstore/sessionstore/convo"
+)
+
+// ErrNotAssistant is returned by Reply for a nil message or one whose
+// role is not schema.Assistant (an empty role is taken as assistant).
+var ErrNotAssistant = errors.New("eino: reply is not an assistant message")
+
+// ErrArguments is returned by Reply for a tool call whose arguments are
+// not JSON; the error names the call.
+var ErrArguments = errors.New("eino: tool call arguments are not JSON")
+
+// ErrorPrefix starts the Content of a tool message that carries an error
+// result.
+const ErrorPrefix = "error: "
+
+// CallIDPrefix starts the id Reply gives a tool call that came without
+// one (see Reply).
+const CallIDPrefix = "eino-"
+
+// Messages returns the request messages of events, a context as
+// Store.Load returns it (see the package doc).
+//
+// Errors: those of convo.Build (convo.ErrUnresolved, a record that is not
+// its kind's shape).
+func Messages(events []sessionstore.Event) ([]*schema.Message, error) {
+	c, err := convo.Build(events, nil)
+	if err != nil {
+		return nil, err
+	}
+	names := map[string]string{}
+	out := make([]*schema.Message, 0, len(c.Messages))
+	for _, m := range c.Messages {
+		switch m.Role {
+		case sessionstore.RoleAssistant:
+			if m.Text == "" && m.Reasoning == "" && len(m.ToolCalls) == 0 {
+				continue
+			}
+			msg := &schema.Message{Role: schema.Assistant, Content: m.Text, ReasoningContent: m.Reasoning}
+			for _, tc := range m.ToolCalls {
+				names[tc.CallID] = tc.Name
+				args := string(tc.Arguments)
+				if len(tc.Arguments) == 0 {
+					args = "{}"
+				}
+				msg.ToolCalls = append(msg.ToolCalls, schema.ToolCall{ID: tc.CallID, Type: "function", Function: schema.FunctionCall{Name: tc.Name, Arguments: args}})
+			}
+			out = append(out, msg)
+		case sessionstore.RoleTool:
+			r := m.Result
+			content := r.Output
+			if r.IsError {
+				content = ErrorPrefix + content
+			}
+			out = append(out, &schema.Message{Role: schema.Tool, Content: content, ToolCallID: r.CallID, ToolName: names[r.CallID]})
+		default:
+			if m.Text != "" {
+				out = append(out, &schema.Message{Role: schema.User, Content: m.Text})
+			}
+		}
+	}
+	return out, nil
+}
+
+// Reply returns the reply a ChatModel's Generate returned: its Content
+// (or, when that is empty, the text parts of AssistantGenMultiContent,
+// joined), ReasoningContent, ToolCalls and the usage of ResponseMeta
+// (PromptTokens as input, CompletionTokens as output,
+// PromptTokenDetails.CachedTokens as cache reads). Eino's messages do not
+// name the model, so Model is set only from a string Extra["model"]; set
+// it yourself otherwise.
+//
+// A tool call without an ID gets one derived from its position, name and
+// arguments: CallIDPrefix and 16 hex digits of their SHA-256, the same
+// for the same message, so a retried Reply yields the same events. Empty
+// arguments are stored as none.
+//
+// Errors: ErrNotAssistant; ErrArguments for arguments that are not JSON.
+func Reply(msg *schema.Message) (convo.Reply, error) {
+	if msg == nil || (msg.Role != schema.Assistant && msg.Role != "") {
+		return convo.Reply{}, ErrNotAssistant
+	}
+	r := convo.Reply{Text: msg.Content, Reasoning: msg.ReasoningContent}
+	if r.Text == "" {
+		var parts []string
+		for _, p := range msg.AssistantGenMultiContent {
+			if p.Type == schema.ChatMessagePartTypeText && p.Text != "" {
+				parts = append(parts, p.Text)
+			}
+		}
+		r.Text = strings.Join(parts, "\n\n")
+	}
+	if m, ok := msg.Extra["model"].(string); ok {
+		r.Model = m
+	}
+	if meta := msg.ResponseMeta; meta != nil && meta.Usage != nil {
+		u := sessionstore.Usage{
+			InputTokens:     int64(meta.Usage.PromptTokens),
+			OutputTokens:    int64(meta.Usage.CompletionTokens),
+			CacheReadTokens: int64(meta.Usage.PromptTokenDetails.CachedTokens),
+		}
+		if u != (sessionstore.Usage{}) {
+			r.Usage = &u
+		}
+	}
+	for i, tc := range msg.ToolCalls {
+		c := sessionstore.ToolCall{CallID: tc.ID, Name: tc.Function.Name}
+		if a := tc.Function.Arguments; a != "" {
+			if !json.Valid([]byte(a)) {
+				return convo.Reply{}, fmt.Errorf("%w: call %q (%s)", ErrArguments, tc.ID, tc.Function.Name)
+			}
+			c.Arguments = json.RawMessage(a)
+		}
+		if c.CallID == "" {
+			h := sha256.Sum256([]byte(strconv.Itoa(i) + "\x00" + tc.Function.Name + "\x00" + tc.Function.Arguments))
+			c.CallID = CallIDPrefix + hex.EncodeToString(h[:8])
+		}
+		r.ToolCalls = append(r.ToolCalls, c)
+	}
+	return r, nil
+}
