@@ -117,7 +117,10 @@ type WriteResult struct {
 // one AppendWith with their ids and times (AppendOptions.KeepTime); an
 // event whose parent is not the event written before it is written after
 // a Branch to its parent. s.Head is written last, so HEAD names it when
-// Write returns.
+// Write returns, unless s.Head was stored already and other events are
+// new: the store moves HEAD only by appending, so HEAD is then the last
+// event written. A session created meanwhile by another Write of the same
+// session is written to as found.
 //
 // Errors: ErrInvalidSession (nothing written); the Store's errors, with
 // the events of the runs before the failed one written (and durable).
@@ -129,10 +132,12 @@ func Write(ctx context.Context, st *sessionstore.Store, s *Session) (WriteResult
 	}
 	id := s.Meta.ID
 	if _, err := st.Meta(ctx, id); errors.Is(err, sessionstore.ErrNotFound) {
-		if _, err := st.Create(ctx, s.Meta); err != nil {
+		// Another Write of the same session may create it first.
+		if _, err := st.Create(ctx, s.Meta); err == nil {
+			res.Created = true
+		} else if !errors.Is(err, sessionstore.ErrExists) {
 			return res, fmt.Errorf("importer: create session %s from %s: %w", id, s.Path, err)
 		}
-		res.Created = true
 	} else if err != nil {
 		return res, err
 	}

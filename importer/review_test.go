@@ -1,0 +1,70 @@
+package importer
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	"github.com/sessionstore/sessionstore"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// A session whose Head was stored by an earlier Write while new events
+// arrive on another branch: the store moves HEAD only by appending, so
+// HEAD cannot name s.Head again; Write's doc says HEAD is then the last
+// event it wrote.
+func TestWriteHeadStoredNewEventsElsewhere(t *testing.T) {
+	ctx := context.Background()
+	st, err := sessionstore.Open(t.TempDir(), nil)
+	require.NoError(t, err)
+	defer st.Close()
+	s := treeSession(t) // r - a - b (head), r - c
+	first := *s
+	first.Events = s.Events[:3] // r, a, b
+	_, err = Write(ctx, st, &first)
+	require.NoError(t, err)
+
+	res, err := Write(ctx, st, s) // c is new, b (Head) is stored
+	require.NoError(t, err)
+	assert.Equal(t, 1, res.Added)
+	head, err := st.Head(ctx, s.Meta.ID)
+	require.NoError(t, err)
+	assert.Equal(t, s.Events[3].ID, head, "HEAD is the last event written")
+	assert.NotEqual(t, s.Head, head)
+}
+
+// Two Writes of the same session at once (an import run twice in
+// parallel): both succeed, one creates the session, and it holds each
+// event once with HEAD at the session's Head.
+func TestWriteConcurrentSameSession(t *testing.T) {
+	ctx := context.Background()
+	st, err := sessionstore.Open(t.TempDir(), nil)
+	require.NoError(t, err)
+	defer st.Close()
+	var wg sync.WaitGroup
+	results := make([]WriteResult, 2)
+	errs := make([]error, 2)
+	for i := range 2 {
+		wg.Go(func() {
+			results[i], errs[i] = Write(ctx, st, treeSession(t))
+		})
+	}
+	wg.Wait()
+	for i := range 2 {
+		require.NoError(t, errs[i], "write %d", i)
+	}
+	nodes, err := st.Tree(ctx, treeSession(t).Meta.ID)
+	require.NoError(t, err)
+	assert.Len(t, nodes, 4)
+	created := 0
+	for _, r := range results {
+		if r.Created {
+			created++
+		}
+	}
+	assert.Equal(t, 1, created)
+	head, err := st.Head(ctx, treeSession(t).Meta.ID)
+	require.NoError(t, err)
+	assert.Equal(t, treeSession(t).Head, head)
+}
