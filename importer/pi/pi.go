@@ -30,8 +30,9 @@
 //     that Store.Load returns what Pi rebuilds: the summary, the entries
 //     kept from firstKeptEntryId up to the compaction, then the entries
 //     after it.
-//   - branch_summary: a KindBranchSummary (AbandonedHead: the last event
-//     of the entry fromId names).
+//   - branch_summary: a KindBranchSummary, the child of the entry Pi
+//     navigated to (AbandonedHead: the last event of the entry before it
+//     in the file, the leaf Pi left; fromId names the target).
 //   - every other entry (model_change, thinking_level_change, custom,
 //     label, session_info, and types this package does not know): a
 //     KindCustom event whose record is the entry's JSON as written, so the
@@ -429,10 +430,10 @@ func (b *builder) add(entries []entry, i int) {
 		}
 		push("", sessionstore.NewEvent(sessionstore.KindCompaction, sessionstore.RoleNone, rec))
 	case "branch_summary":
-		rec := sessionstore.BranchSummaryRecord{Summary: summary(e)}
-		if sp, ok := b.spans[e.FromID]; ok {
-			rec.AbandonedHead = sp.last
-		}
+		// Pi appends the summary when it leaves its leaf for the
+		// navigation target (the entry's parent, which fromId names too):
+		// the leaf it left is the entry appended before.
+		rec := sessionstore.BranchSummaryRecord{Summary: summary(e), AbandonedHead: b.prev}
 		push("", sessionstore.NewEvent(sessionstore.KindBranchSummary, sessionstore.RoleNone, rec))
 	default:
 		switch e.Type {
