@@ -80,6 +80,29 @@ func TestLeafIsLastEntryNotLastBranch(t *testing.T) {
 	importCompare(t, content)
 }
 
+// Re-editing the first user message in Pi's tree view resets the leaf
+// (resetLeaf, or branchWithSummary(null) with fromId "root"): the next
+// entry is a second root, and Pi's context is that second tree.
+func TestSecondRootIsPisContext(t *testing.T) {
+	for name, content := range map[string]string{
+		"resetLeaf": hdr +
+			entryLine("u1", "", "first try") + assistantLine("a1", "u1", "r1") +
+			entryLine("u2", "", "second try") + assistantLine("a2", "u2", "r2"),
+		"branchWithSummary": hdr +
+			entryLine("u1", "", "first try") + assistantLine("a1", "u1", "r1") +
+			typedLine("branch_summary", "b1", "", `,"fromId":"root","summary":"tried once"`) +
+			entryLine("u2", "b1", "second try") + assistantLine("a2", "b1x", "r2"),
+	} {
+		t.Run(name, func(t *testing.T) {
+			content = strings.ReplaceAll(content, `"b1x"`, `"u2"`)
+			st, s, _ := importCompare(t, content)
+			nodes, err := st.Tree(context.Background(), s.Meta.ID)
+			require.NoError(t, err)
+			assert.Len(t, nodes, len(s.Events), "every entry is kept")
+		})
+	}
+}
+
 // A branch summary as Pi writes it: the child of the navigation target,
 // with fromId the target too (branchWithSummary). The abandoned head is
 // the leaf Pi left, the entry appended before the summary, not the
@@ -100,7 +123,7 @@ func TestBranchSummaryAbandonedHead(t *testing.T) {
 			require.NoError(t, err)
 		}
 	}
-	want := s.Events[3].ID // a2
+	want := s.Events[4].ID // a2, after the header
 	assert.Equal(t, want, rec.AbandonedHead)
 	for _, ev := range events {
 		assert.NotEqual(t, ev.ID, rec.AbandonedHead, "the abandoned head is not on the active path")
@@ -158,7 +181,7 @@ func TestEmptyAndHeaderOnly(t *testing.T) {
 		assert.Empty(t, rep.Errors)
 		assert.Equal(t, 1, rep.Sessions)
 		assert.Equal(t, i == 0, rep.Created == 1)
-		assert.Equal(t, 0, rep.Added)
+		assert.Equal(t, 1-i, rep.Added, "the header's event, once")
 	}
 }
 
