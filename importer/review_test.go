@@ -2,8 +2,10 @@ package importer
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/sessionstore/sessionstore"
 	"github.com/stretchr/testify/assert"
@@ -67,4 +69,56 @@ func TestWriteConcurrentSameSession(t *testing.T) {
 	head, err := st.Head(ctx, treeSession(t).Meta.ID)
 	require.NoError(t, err)
 	assert.Equal(t, treeSession(t).Head, head)
+}
+
+// branchy builds a session of n events where every third event branches
+// from an earlier one.
+func branchy(n int) *Session {
+	at := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
+	s := &Session{Meta: sessionstore.Meta{ID: ID("branchy", at), CreatedAt: at}, Path: "branchy.jsonl"}
+	for i := range n {
+		ev := sessionstore.UserText(fmt.Sprint(i))
+		ev.Time = at.Add(time.Duration(i) * time.Second)
+		ev.ID = ID(fmt.Sprint("e", i), ev.Time)
+		switch {
+		case i == 0:
+		case i%3 == 0:
+			ev.ParentID = s.Events[i/2].ID
+		default:
+			ev.ParentID = s.Events[i-1].ID
+		}
+		s.Events = append(s.Events, ev)
+	}
+	return s
+}
+
+// Writes of one branched session at once: Branch selections of one
+// Write must not redirect another's appends.
+func TestWriteConcurrentBranches(t *testing.T) {
+	ctx := context.Background()
+	for round := range 5 {
+		st, err := sessionstore.Open(t.TempDir(), nil)
+		require.NoError(t, err)
+		var wg sync.WaitGroup
+		errs := make([]error, 4)
+		for i := range errs {
+			wg.Go(func() { _, errs[i] = Write(ctx, st, branchy(60)) })
+		}
+		wg.Wait()
+		for i, err := range errs {
+			assert.NoError(t, err, "round %d write %d", round, i)
+		}
+		s := branchy(60)
+		nodes, err := st.Tree(ctx, s.Meta.ID)
+		require.NoError(t, err)
+		assert.Len(t, nodes, 60)
+		parent := map[string]string{}
+		for _, n := range nodes {
+			parent[n.ID.String()] = n.ParentID.String()
+		}
+		for _, ev := range s.Events {
+			assert.Equal(t, ev.ParentID.String(), parent[ev.ID.String()])
+		}
+		require.NoError(t, st.Close())
+	}
 }

@@ -159,3 +159,18 @@ func TestConcurrentImportSameFile(t *testing.T) {
 	want, _, _ := codexHistory(t, path)
 	assert.Equal(t, want, loadedHistory(t, st, s))
 }
+
+// A file whose name is not valid UTF-8 (Linux allows it) is imported, and
+// does not stop the import of the files after it; without a session_meta
+// its name is the session's.
+func TestFileNameNotUTF8(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "a\xff.jsonl"), []byte(meta+userLine("one")), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "b\xff.jsonl"), []byte(userLine("no meta")), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "c.jsonl"), []byte(strings.Replace(meta, `"id":"s1"`, `"id":"s2"`, 1)+userLine("two")), 0o644))
+	st := openStore(t)
+	rep, err := Import(context.Background(), st, []string{dir}, nil)
+	require.NoError(t, err)
+	assert.Len(t, rep.Errors, 1, "the missing session_meta")
+	assert.Equal(t, 3, rep.Sessions)
+}

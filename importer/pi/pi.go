@@ -48,7 +48,7 @@
 // header's time, WorkingDir its cwd, Name the newest session_info name,
 // Model the newest model named (by an assistant message or a
 // model_change), Labels "source" ("pi"), "source_path" (the file's
-// absolute path) and "source_id" (Pi's session id).
+// absolute path, invalid UTF-8 replaced) and "source_id" (Pi's session id).
 //
 // Bad input: a line that is not JSON, or an entry without an id in a
 // version 2 file, is reported as an *importer.LineError (wrapping
@@ -313,7 +313,7 @@ func newBuilder(path, abs string, h entry) *builder {
 			ID:         importer.ID("pi:"+h.ID, b.created),
 			WorkingDir: h.Cwd,
 			CreatedAt:  b.created,
-			Labels:     map[string]string{"source": Source, "source_path": abs, "source_id": h.ID},
+			Labels:     map[string]string{"source": Source, "source_path": strings.ToValidUTF8(abs, "\uFFFD"), "source_id": h.ID},
 		},
 	}
 	hd := custom(&h)
@@ -524,7 +524,8 @@ func rawArgs(raw json.RawMessage) json.RawMessage {
 // walked for their .jsonl files) and writes each session to st with
 // importer.Write, calling opts.Progress after each. A problem with one
 // line or one file (a malformed line, a file that is not a Pi session, a
-// session the store already holds with other content) is added to the
+// session the store already holds with other content, metadata the store
+// refuses) is added to the
 // report's Errors and the import goes on; the error returned is what
 // stopped it: ctx's, or the store's.
 func Import(ctx context.Context, st *sessionstore.Store, paths []string, opts *importer.Options) (importer.Report, error) {
@@ -547,7 +548,7 @@ func Import(ctx context.Context, st *sessionstore.Store, paths []string, opts *i
 			continue
 		}
 		res, err := importer.Write(ctx, st, s)
-		if errors.Is(err, importer.ErrInvalidSession) || errors.Is(err, sessionstore.ErrConflict) {
+		if errors.Is(err, importer.ErrInvalidSession) || errors.Is(err, sessionstore.ErrConflict) || errors.Is(err, sessionstore.ErrInvalidMeta) {
 			rep.Errors = append(rep.Errors, fmt.Errorf("pi: %s: %w", f, err))
 			continue
 		}

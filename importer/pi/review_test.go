@@ -237,3 +237,16 @@ func TestConcurrentImportSameFile(t *testing.T) {
 	assert.Len(t, nodes, len(s.Events))
 	assert.Equal(t, piContext(t, path), loaded(t, st, s))
 }
+
+// A file whose name is not valid UTF-8 (Linux allows it) is imported, and
+// does not stop the import of the files after it.
+func TestFileNameNotUTF8(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "a\xff.jsonl"), []byte(hdr+entryLine("u1", "", "one")), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "b.jsonl"), []byte(strings.Replace(hdr, `"id":"s"`, `"id":"s2"`, 1)+entryLine("u1", "", "one")), 0o644))
+	st := openStore(t)
+	rep, err := Import(context.Background(), st, []string{dir}, nil)
+	require.NoError(t, err)
+	assert.Empty(t, rep.Errors)
+	assert.Equal(t, 2, rep.Sessions)
+}
