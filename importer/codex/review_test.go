@@ -66,19 +66,19 @@ func importCompare(t *testing.T, st *sessionstore.Store, path string) (importer.
 
 // CRLF lines, no final newline, a line over 1 MiB, unicode.
 func TestLinesOfEveryShape(t *testing.T) {
-	big := strings.Repeat("ü€", 400_000)
-	content := meta + userLine("héllo") + assistantLine(big) + userLine("last")
-	for name, c := range map[string]string{
-		"crlf":             strings.ReplaceAll(content, "\n", "\r\n"),
-		"no final newline": strings.TrimSuffix(content, "\n"),
-		"plain":            content,
+	big := strings.Repeat("ü€", 220_000) // 1.1 MB of UTF-8
+	lines := func(text string) string { return meta + userLine("héllo") + assistantLine(text) + userLine("last") }
+	for name, c := range map[string]struct{ content, text string }{
+		"crlf":             {strings.ReplaceAll(lines("ü€"), "\n", "\r\n"), "ü€"},
+		"no final newline": {strings.TrimSuffix(lines("ü€"), "\n"), "ü€"},
+		"big line":         {lines(big), big},
 	} {
 		t.Run(name, func(t *testing.T) {
 			st := openStore(t)
-			_, s := importCompare(t, st, writeRollout(t, c))
+			_, s := importCompare(t, st, writeRollout(t, c.content))
 			got := loadedHistory(t, st, s)
 			require.Len(t, got, 3)
-			assert.Contains(t, got[1], big)
+			assert.Contains(t, got[1], c.text)
 		})
 	}
 }

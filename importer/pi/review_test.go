@@ -145,16 +145,18 @@ func TestCompactionFirstKeptOnOtherBranch(t *testing.T) {
 // Line endings and sizes: CRLF lines, a last line without a newline, a
 // line over 1 MiB (beyond bufio.Scanner's default), unicode.
 func TestLinesOfEveryShape(t *testing.T) {
-	big := strings.Repeat("ü€", 400_000) // 2 MB of UTF-8
-	content := hdr + entryLine("u1", "", "héllo") + assistantLine("a1", "u1", big) + entryLine("u2", "a1", "last")
+	big := strings.Repeat("ü€", 220_000) // 1.1 MB of UTF-8
+	lines := func(text string) string {
+		return hdr + entryLine("u1", "", "héllo") + assistantLine("a1", "u1", text) + entryLine("u2", "a1", "last")
+	}
 	t.Run("crlf", func(t *testing.T) {
-		importCompare(t, strings.ReplaceAll(content, "\n", "\r\n"))
+		importCompare(t, strings.ReplaceAll(lines("ü€"), "\n", "\r\n"))
 	})
 	t.Run("no final newline", func(t *testing.T) {
-		importCompare(t, strings.TrimSuffix(content, "\n"))
+		importCompare(t, strings.TrimSuffix(lines("ü€"), "\n"))
 	})
 	t.Run("big line", func(t *testing.T) {
-		st, s, _ := importCompare(t, content)
+		st, s, _ := importCompare(t, lines(big))
 		got := loaded(t, st, s)
 		require.Len(t, got, 3)
 		assert.Contains(t, got[1], big)
