@@ -123,7 +123,8 @@ type WriteResult struct {
 // session is written to as found.
 //
 // Errors: ErrInvalidSession (nothing written); the Store's errors, with
-// the events of the runs before the failed one written (and durable).
+// the events of the runs before the failed one written (and durable), and
+// no Branch selection left pending.
 func Write(ctx context.Context, st *sessionstore.Store, s *Session) (WriteResult, error) {
 	var res WriteResult
 	order, err := writeOrder(s)
@@ -162,7 +163,8 @@ func Write(ctx context.Context, st *sessionstore.Store, s *Session) (WriteResult
 		}
 		parent := run[0].ParentID
 		opts := sessionstore.AppendOptions{KeepTime: true, ExpectParent: parent, ExpectRoot: parent == uuid.Nil}
-		if parent != uuid.Nil && parent != head {
+		branched := parent != uuid.Nil && parent != head
+		if branched {
 			if err := st.Branch(ctx, id, parent); err != nil {
 				return fmt.Errorf("importer: branch to %s in session %s: %w", parent, id, err)
 			}
@@ -173,6 +175,11 @@ func Write(ctx context.Context, st *sessionstore.Store, s *Session) (WriteResult
 		}
 		out, err := st.AppendWith(ctx, id, opts, run...)
 		if err != nil {
+			if branched {
+				// Cancel the selection, so that the session's next append
+				// follows HEAD again (even when ctx was cancelled).
+				_ = st.Branch(context.WithoutCancel(ctx), id, head)
+			}
 			return fmt.Errorf("importer: append %d events to session %s from %s: %w", len(run), id, s.Path, err)
 		}
 		res.Added += len(out)

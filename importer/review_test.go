@@ -3,10 +3,12 @@ package importer
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/sessionstore/sessionstore"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -121,4 +123,28 @@ func TestWriteConcurrentBranches(t *testing.T) {
 		}
 		require.NoError(t, st.Close())
 	}
+}
+
+// A run that fails after Write chose its branch point leaves no Branch
+// selection behind: the next append to the session still follows HEAD.
+func TestWriteFailureLeavesNoBranchSelection(t *testing.T) {
+	ctx := context.Background()
+	st, err := sessionstore.Open(t.TempDir(), nil)
+	require.NoError(t, err)
+	defer st.Close()
+	s := treeSession(t) // r - a - b (head), r - c
+	first := *s
+	first.Events = s.Events[:3]
+	_, err = Write(ctx, st, &first)
+	require.NoError(t, err)
+	bad := *s
+	bad.Events = slices.Clone(s.Events)
+	bad.Events[3].ID = uuid.New() // c: a version 4 id, which the store refuses
+	bad.Head = uuid.Nil
+	_, err = Write(ctx, st, &bad)
+	require.ErrorIs(t, err, sessionstore.ErrInvalidEvent)
+	parent, branching, err := st.NextParent(ctx, s.Meta.ID)
+	require.NoError(t, err)
+	assert.Equal(t, s.Head, parent, "the next append follows HEAD")
+	assert.False(t, branching)
 }
