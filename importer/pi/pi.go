@@ -37,7 +37,8 @@
 //     after it.
 //   - branch_summary: a KindBranchSummary, the child of the entry Pi
 //     navigated to (AbandonedHead: the last event of the entry before it
-//     in the file, the leaf Pi left; fromId names the target).
+//     in the file, which is the leaf Pi left unless Pi had moved its leaf
+//     before without writing an entry; fromId names the target).
 //   - every other entry (model_change, thinking_level_change, custom,
 //     label, session_info, and types this package does not know): a
 //     KindCustom event whose record is the entry's JSON as written, so the
