@@ -117,10 +117,14 @@ type WriteResult struct {
 // one AppendWith with their ids and times (AppendOptions.KeepTime); an
 // event whose parent is not the event written before it is written after
 // a Branch to its parent. s.Head is written last, so HEAD names it when
-// Write returns.
+// Write returns, unless s.Head was stored already and other events are
+// new: the store moves HEAD only by appending, so HEAD is then the last
+// event written. A session created meanwhile by another Write of the same
+// session is written to as found.
 //
 // Errors: ErrInvalidSession (nothing written); the Store's errors, with
-// the events of the runs before the failed one written (and durable).
+// the events of the runs before the failed one written (and durable), and
+// no Branch selection left pending.
 func Write(ctx context.Context, st *sessionstore.Store, s *Session) (WriteResult, error) {
 	var res WriteResult
 	order, err := writeOrder(s)
@@ -129,10 +133,12 @@ func Write(ctx context.Context, st *sessionstore.Store, s *Session) (WriteResult
 	}
 	id := s.Meta.ID
 	if _, err := st.Meta(ctx, id); errors.Is(err, sessionstore.ErrNotFound) {
-		if _, err := st.Create(ctx, s.Meta); err != nil {
+		// Another Write of the same session may create it first.
+		if _, err := st.Create(ctx, s.Meta); err == nil {
+			res.Created = true
+		} else if !errors.Is(err, sessionstore.ErrExists) {
 			return res, fmt.Errorf("importer: create session %s from %s: %w", id, s.Path, err)
 		}
-		res.Created = true
 	} else if err != nil {
 		return res, err
 	}
@@ -157,7 +163,8 @@ func Write(ctx context.Context, st *sessionstore.Store, s *Session) (WriteResult
 		}
 		parent := run[0].ParentID
 		opts := sessionstore.AppendOptions{KeepTime: true, ExpectParent: parent, ExpectRoot: parent == uuid.Nil}
-		if parent != uuid.Nil && parent != head {
+		branched := parent != uuid.Nil && parent != head
+		if branched {
 			if err := st.Branch(ctx, id, parent); err != nil {
 				return fmt.Errorf("importer: branch to %s in session %s: %w", parent, id, err)
 			}
@@ -168,6 +175,11 @@ func Write(ctx context.Context, st *sessionstore.Store, s *Session) (WriteResult
 		}
 		out, err := st.AppendWith(ctx, id, opts, run...)
 		if err != nil {
+			if branched {
+				// Cancel the selection, so that the session's next append
+				// follows HEAD again (even when ctx was cancelled).
+				_ = st.Branch(context.WithoutCancel(ctx), id, head)
+			}
 			return fmt.Errorf("importer: append %d events to session %s from %s: %w", len(run), id, s.Path, err)
 		}
 		res.Added += len(out)

@@ -45,9 +45,9 @@
 //
 // Meta: ID is importer.ID("codex:"+session id, its time), CreatedAt the
 // session_meta's timestamp, WorkingDir its cwd, Labels "source"
-// ("codex"), "source_path" (the file's absolute path), "source_id" (the
-// session id), and "originator", "cli_version", "git_branch",
-// "git_commit" when the rollout names them.
+// ("codex"), "source_path" (the file's absolute path, invalid UTF-8
+// replaced), "source_id" (the session id), and "originator",
+// "cli_version", "git_branch", "git_commit" when the rollout names them.
 //
 // Bad input: a line that is not a JSON object with a type is reported as
 // an *importer.LineError (wrapping importer.ErrMalformed) with the file
@@ -388,7 +388,7 @@ type builder struct {
 // the newest turn_context.
 func (b *builder) meta(lines []line, abs string) {
 	b.s = &importer.Session{Path: b.path}
-	m := sessionstore.Meta{Labels: map[string]string{"source": Source, "source_path": abs}}
+	m := sessionstore.Meta{Labels: map[string]string{"source": Source, "source_path": strings.ToValidUTF8(abs, "\uFFFD")}}
 	found := false
 	for _, l := range lines {
 		switch l.typ {
@@ -430,7 +430,7 @@ func (b *builder) meta(lines []line, abs string) {
 		}
 	}
 	if !found {
-		b.sid = strings.TrimSuffix(filepath.Base(b.path), ".jsonl")
+		b.sid = strings.ToValidUTF8(strings.TrimSuffix(filepath.Base(b.path), ".jsonl"), "\uFFFD")
 		b.created = lines[0].time
 		b.errs = append(b.errs, importer.Malformed(b.path, lines[0].n, "no session_meta line: the session is named after the file, %q", b.sid))
 	}
@@ -639,7 +639,8 @@ func (b *builder) rollback(l line, key string, n int) {
 // for their .jsonl files) and writes each session to st with
 // importer.Write, calling opts.Progress after each. A problem with one
 // line or one file (a malformed line, a file that is no rollout, a
-// session the store already holds with other content) is added to the
+// session the store already holds with other content, metadata the store
+// refuses) is added to the
 // report's Errors and the import goes on; the error returned is what
 // stopped it: ctx's, or the store's.
 func Import(ctx context.Context, st *sessionstore.Store, paths []string, opts *importer.Options) (importer.Report, error) {
@@ -662,7 +663,7 @@ func Import(ctx context.Context, st *sessionstore.Store, paths []string, opts *i
 			continue
 		}
 		res, err := importer.Write(ctx, st, s)
-		if errors.Is(err, importer.ErrInvalidSession) || errors.Is(err, sessionstore.ErrConflict) {
+		if errors.Is(err, importer.ErrInvalidSession) || errors.Is(err, sessionstore.ErrConflict) || errors.Is(err, sessionstore.ErrInvalidMeta) {
 			rep.Errors = append(rep.Errors, fmt.Errorf("codex: %s: %w", f, err))
 			continue
 		}

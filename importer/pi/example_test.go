@@ -57,7 +57,7 @@ func ExampleImport() {
 	}
 	fmt.Println("added again:", rep.Added)
 	// Output:
-	// 1 session, 15 events, 0 problems
+	// 1 session, 16 events, 0 problems
 	// summary: Service has health, metrics and readiness endpoints.
 	// user: And a readiness probe.
 	// assistant: Readiness probe added.
@@ -76,7 +76,7 @@ func ExampleRead() {
 		fmt.Println(p)
 	}
 	// Output:
-	// 5b1e9c2a-0000-4000-8000-00000000aa04 4 events
+	// 5b1e9c2a-0000-4000-8000-00000000aa04 5 events
 	// testdata/malformed.jsonl:4: importer: malformed input: not a JSON entry: unexpected end of JSON input
 	// testdata/malformed.jsonl:5: importer: malformed input: entry "m0000004" names parent "m0000003", which is not in the file: attached to the entry before it
 }

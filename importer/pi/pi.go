@@ -5,13 +5,18 @@
 // format version, the session id, its start time and working directory),
 // then one entry per line. From version 2 on every entry has an id and a
 // parentId, so the entries form a tree (branching in place); version 1
-// files have no ids and are a chain in file order. Pi's current position
-// (its leaf) is the last entry of the file.
+// files have no ids and are a chain in file order. An entry without a
+// parent starts a new tree: Pi writes one when the user goes back to edit
+// the first message. Pi's current position (its leaf) is the last entry of
+// the file.
 //
 // Mapping, entry by entry (each event keeps the entry's time, and its id
 // is importer.ID of the session id and the entry's id, or its line in a
 // version 1 file):
 //
+//   - the header: a KindCustom event holding its JSON, the root; the
+//     entries without a parent are its children, so every tree of the
+//     file is kept, and a version 1 chain starts from it.
 //   - message, role user: a user Message (the text blocks of its content).
 //   - message, role assistant: an assistant Message (text as Content,
 //     thinking as Reasoning, Model, Usage, its toolCall blocks as
@@ -30,8 +35,10 @@
 //     that Store.Load returns what Pi rebuilds: the summary, the entries
 //     kept from firstKeptEntryId up to the compaction, then the entries
 //     after it.
-//   - branch_summary: a KindBranchSummary (AbandonedHead: the last event
-//     of the entry fromId names).
+//   - branch_summary: a KindBranchSummary, the child of the entry Pi
+//     navigated to (AbandonedHead: the last event of the entry before it
+//     in the file, which is the leaf Pi left unless Pi had moved its leaf
+//     before without writing an entry; fromId names the target).
 //   - every other entry (model_change, thinking_level_change, custom,
 //     label, session_info, and types this package does not know): a
 //     KindCustom event whose record is the entry's JSON as written, so the
@@ -42,15 +49,13 @@
 // header's time, WorkingDir its cwd, Name the newest session_info name,
 // Model the newest model named (by an assistant message or a
 // model_change), Labels "source" ("pi"), "source_path" (the file's
-// absolute path) and "source_id" (Pi's session id).
+// absolute path, invalid UTF-8 replaced) and "source_id" (Pi's session id).
 //
 // Bad input: a line that is not JSON, or an entry without an id in a
 // version 2 file, is reported as an *importer.LineError (wrapping
 // importer.ErrMalformed) with the file and line, and the rest of the file
 // is read. An entry whose parent is not in the file (its line was
-// malformed) is attached to the entry before it and reported; an entry
-// that starts a second tree (Pi's resetLeaf) is reported and not imported,
-// nor are its descendants.
+// malformed) is attached to the entry before it and reported.
 //
 // Durability: what Import writes goes through importer.Write, so when
 // Import returns, every event it appended is durable, and importing the
@@ -286,9 +291,8 @@ type builder struct {
 	s       *importer.Session
 	spans   map[string]span // by entry id
 	lines   map[int]span    // by line, for version 1 indexes
-	skipped map[string]int  // entries of a second tree: id -> line of its root
 	prev    uuid.UUID       // the last event of the entry read before
-	root    bool            // a root was read
+	head    uuid.UUID       // the header's event, the root
 	errs    []error
 }
 
@@ -300,7 +304,6 @@ func newBuilder(path, abs string, h entry) *builder {
 		created: parseTime(h.Timestamp),
 		spans:   make(map[string]span),
 		lines:   make(map[int]span),
-		skipped: make(map[string]int),
 	}
 	if b.version == 0 {
 		b.version = 1 // version 1 headers have no version
@@ -311,9 +314,16 @@ func newBuilder(path, abs string, h entry) *builder {
 			ID:         importer.ID("pi:"+h.ID, b.created),
 			WorkingDir: h.Cwd,
 			CreatedAt:  b.created,
-			Labels:     map[string]string{"source": Source, "source_path": abs, "source_id": h.ID},
+			Labels:     map[string]string{"source": Source, "source_path": strings.ToValidUTF8(abs, "\uFFFD"), "source_id": h.ID},
 		},
 	}
+	hd := custom(&h)
+	hd.Time = b.created
+	// Keyed like the entries (by line in version 1, by id after), so that
+	// a version 1 file Pi rewrote with ids is another tree, not more of it.
+	hd.ID = importer.ID(b.key(&h)+":header", b.created)
+	b.s.Events = append(b.s.Events, hd)
+	b.head, b.prev = hd.ID, hd.ID
 	return b
 }
 
@@ -347,31 +357,11 @@ func (b *builder) parent(entries []entry, i int) (uuid.UUID, bool) {
 		b.errs = append(b.errs, importer.Malformed(b.path, e.line, "entry id %q repeats an earlier entry's: not imported", e.ID))
 		return uuid.Nil, false
 	}
-	if _, dup := b.skipped[e.ID]; dup {
-		b.errs = append(b.errs, importer.Malformed(b.path, e.line, "entry id %q repeats an earlier entry's: not imported", e.ID))
-		return uuid.Nil, false
-	}
 	if e.ParentID == nil || *e.ParentID == "" {
-		if !b.root {
-			b.root = true
-			return uuid.Nil, true
-		}
-		b.skipped[e.ID] = e.line
-		b.errs = append(b.errs, importer.Malformed(b.path, e.line, "entry %q starts a second tree (a reset of the leaf): it and its descendants are not imported", e.ID))
-		return uuid.Nil, false
+		return b.head, true // a tree of the file: the first, or a reset of the leaf
 	}
 	if sp, ok := b.spans[*e.ParentID]; ok {
 		return sp.last, true
-	}
-	if root, ok := b.skipped[*e.ParentID]; ok {
-		b.skipped[e.ID] = root
-		b.errs = append(b.errs, importer.Malformed(b.path, e.line, "entry %q descends from the second tree at line %d: not imported", e.ID, root))
-		return uuid.Nil, false
-	}
-	if b.prev == uuid.Nil {
-		b.errs = append(b.errs, importer.Malformed(b.path, e.line, "entry %q names parent %q, which is not in the file, and no entry comes before it: not imported", e.ID, *e.ParentID))
-		b.skipped[e.ID] = e.line
-		return uuid.Nil, false
 	}
 	b.errs = append(b.errs, importer.Malformed(b.path, e.line, "entry %q names parent %q, which is not in the file: attached to the entry before it", e.ID, *e.ParentID))
 	return b.prev, true
@@ -429,10 +419,10 @@ func (b *builder) add(entries []entry, i int) {
 		}
 		push("", sessionstore.NewEvent(sessionstore.KindCompaction, sessionstore.RoleNone, rec))
 	case "branch_summary":
-		rec := sessionstore.BranchSummaryRecord{Summary: summary(e)}
-		if sp, ok := b.spans[e.FromID]; ok {
-			rec.AbandonedHead = sp.last
-		}
+		// Pi appends the summary when it leaves its leaf for the
+		// navigation target (the entry's parent, which fromId names too):
+		// the leaf it left is the entry appended before.
+		rec := sessionstore.BranchSummaryRecord{Summary: summary(e), AbandonedHead: b.prev}
 		push("", sessionstore.NewEvent(sessionstore.KindBranchSummary, sessionstore.RoleNone, rec))
 	default:
 		switch e.Type {
@@ -535,7 +525,8 @@ func rawArgs(raw json.RawMessage) json.RawMessage {
 // walked for their .jsonl files) and writes each session to st with
 // importer.Write, calling opts.Progress after each. A problem with one
 // line or one file (a malformed line, a file that is not a Pi session, a
-// session the store already holds with other content) is added to the
+// session the store already holds with other content, metadata the store
+// refuses) is added to the
 // report's Errors and the import goes on; the error returned is what
 // stopped it: ctx's, or the store's.
 func Import(ctx context.Context, st *sessionstore.Store, paths []string, opts *importer.Options) (importer.Report, error) {
@@ -558,7 +549,7 @@ func Import(ctx context.Context, st *sessionstore.Store, paths []string, opts *i
 			continue
 		}
 		res, err := importer.Write(ctx, st, s)
-		if errors.Is(err, importer.ErrInvalidSession) || errors.Is(err, sessionstore.ErrConflict) {
+		if errors.Is(err, importer.ErrInvalidSession) || errors.Is(err, sessionstore.ErrConflict) || errors.Is(err, sessionstore.ErrInvalidMeta) {
 			rep.Errors = append(rep.Errors, fmt.Errorf("pi: %s: %w", f, err))
 			continue
 		}

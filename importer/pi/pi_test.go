@@ -272,7 +272,7 @@ func TestCompactionKeepsFirstKept(t *testing.T) {
 
 	full, err := st.FullPath(ctx, s.Meta.ID, uuid.Nil)
 	require.NoError(t, err)
-	assert.Len(t, full, 15, "every entry stays on the path") // 14 entries, one with a tool call
+	assert.Len(t, full, 16, "every entry stays on the path") // the header, 14 entries, one with a tool call
 }
 
 func TestImportMetaHeadAndReimport(t *testing.T) {
@@ -286,9 +286,9 @@ func TestImportMetaHeadAndReimport(t *testing.T) {
 	assert.Equal(t, 1, rep.Files)
 	assert.Equal(t, 16, rep.Lines)
 	assert.Equal(t, 1, rep.Created)
-	assert.Equal(t, 17, rep.Added, "15 entries and 2 tool calls")
+	assert.Equal(t, 18, rep.Added, "the header, 15 entries and 2 tool calls")
 	require.Len(t, progress, 1)
-	assert.Equal(t, 17, progress[0].Added)
+	assert.Equal(t, 18, progress[0].Added)
 
 	created := time.Date(2025, 6, 1, 10, 0, 0, 0, time.UTC)
 	sid := importer.ID("pi:5b1e9c2a-0000-4000-8000-00000000aa01", created)
@@ -310,7 +310,7 @@ func TestImportMetaHeadAndReimport(t *testing.T) {
 	// The abandoned branch is kept, and the summary names its head.
 	nodes, err := st.Tree(ctx, sid)
 	require.NoError(t, err)
-	assert.Len(t, nodes, 17)
+	assert.Len(t, nodes, 18)
 	events, err := st.Load(ctx, sid)
 	require.NoError(t, err)
 	var summary *sessionstore.BranchSummaryRecord
@@ -329,7 +329,7 @@ func TestImportMetaHeadAndReimport(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 0, rep.Added)
 	assert.Equal(t, 0, rep.Created)
-	assert.Equal(t, 17, rep.Existing)
+	assert.Equal(t, 18, rep.Existing)
 }
 
 // TestChangedSource: a file whose entries got other ids (Pi rewrites a
@@ -358,7 +358,7 @@ func TestChangedSource(t *testing.T) {
 	require.Len(t, rep.Errors, 1)
 	assert.ErrorIs(t, rep.Errors[0], sessionstore.ErrConflict)
 	assert.Equal(t, 1, rep.Sessions, "the next file is imported")
-	assert.Equal(t, 17, rep.Added)
+	assert.Equal(t, 18, rep.Added)
 }
 
 func TestMalformedLines(t *testing.T) {
@@ -375,18 +375,18 @@ func TestMalformedLines(t *testing.T) {
 	assert.Equal(t, 5, le.Line, "the entry whose parent was on the bad line")
 	assert.Contains(t, le.Error(), "attached to the entry before it")
 
-	require.Len(t, s.Events, 4, "every good line is read")
-	assert.Equal(t, s.Events[1].ID, s.Events[2].ParentID, "the orphan hangs from the entry before it")
+	require.Len(t, s.Events, 5, "the header and every good line are read")
+	assert.Equal(t, s.Events[2].ID, s.Events[3].ParentID, "the orphan hangs from the entry before it")
 
 	ctx := context.Background()
 	st := openStore(t)
 	rep, err := Import(ctx, st, []string{path}, nil)
 	require.NoError(t, err)
 	assert.Len(t, rep.Errors, 2)
-	assert.Equal(t, 4, rep.Added)
+	assert.Equal(t, 5, rep.Added)
 	events, err := st.Load(ctx, s.Meta.ID)
 	require.NoError(t, err)
-	assert.Len(t, events, 4)
+	assert.Len(t, events, 5)
 }
 
 func TestBadFiles(t *testing.T) {
@@ -404,12 +404,12 @@ func TestBadFiles(t *testing.T) {
 	}{
 		"no header":        {text: `{"type":"message","id":"a","parentId":null,"message":{"role":"user","content":"x"}}` + "\n", fatal: true},
 		"empty":            {text: "", fatal: true},
-		"header only":      {text: `{"type":"session","version":3,"id":"s","timestamp":"2025-01-01T00:00:00Z","cwd":"/"}` + "\n"},
-		"second root":      {text: hdr + entryLine("a", "", "x") + entryLine("b", "", "y") + entryLine("c", "b", "z"), errs: 2, events: 1},
-		"repeated id":      {text: hdr + entryLine("a", "", "x") + entryLine("a", "a", "y"), errs: 1, events: 1},
-		"entry without id": {text: hdr + entryLine("a", "", "x") + `{"type":"message","parentId":"a","message":{"role":"user","content":"y"}}` + "\n", errs: 1, events: 1},
-		"no type":          {text: hdr + entryLine("a", "", "x") + `{"id":"b"}` + "\n", errs: 1, events: 1},
-		"no message":       {text: hdr + entryLine("a", "", "x") + `{"type":"message","id":"b","parentId":"a"}` + "\n", errs: 1, events: 2},
+		"header only":      {text: `{"type":"session","version":3,"id":"s","timestamp":"2025-01-01T00:00:00Z","cwd":"/"}` + "\n", events: 1},
+		"second root":      {text: hdr + entryLine("a", "", "x") + entryLine("b", "", "y") + entryLine("c", "b", "z"), events: 4},
+		"repeated id":      {text: hdr + entryLine("a", "", "x") + entryLine("a", "a", "y"), errs: 1, events: 2},
+		"entry without id": {text: hdr + entryLine("a", "", "x") + `{"type":"message","parentId":"a","message":{"role":"user","content":"y"}}` + "\n", errs: 1, events: 2},
+		"no type":          {text: hdr + entryLine("a", "", "x") + `{"id":"b"}` + "\n", errs: 1, events: 2},
+		"no message":       {text: hdr + entryLine("a", "", "x") + `{"type":"message","id":"b","parentId":"a"}` + "\n", errs: 1, events: 3},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
