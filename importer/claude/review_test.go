@@ -1,0 +1,116 @@
+package claude
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/sessionstore/sessionstore"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// writeLines writes lines, each ended by "\n", as the transcript <name>.jsonl
+// in dir.
+func writeLines(t *testing.T, dir, name string, lines ...string) string {
+	t.Helper()
+	path := filepath.Join(dir, name+".jsonl")
+	require.NoError(t, os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o600))
+	return path
+}
+
+// boundary is a compact_boundary line with uuid u after the record p, at
+// second s.
+func boundary(u, p string, s int) string {
+	return fmt.Sprintf(`{"type":"system","subtype":"compact_boundary","uuid":%q,"parentUuid":null,"logicalParentUuid":%q,"sessionId":"s","timestamp":"2026-01-01T00:00:%02dZ","content":"Conversation compacted","compactMetadata":{"trigger":"auto","preTokens":1000}}`, u, p, s)
+}
+
+// compactSummary is the isCompactSummary user line with uuid u, the child of
+// the boundary p, at second s.
+func compactSummary(u, p string, s int, text string) string {
+	return fmt.Sprintf(`{"type":"user","isCompactSummary":true,"uuid":%q,"parentUuid":%q,"sessionId":"s","timestamp":"2026-01-01T00:00:%02dZ","message":{"role":"user","content":%q}}`, u, p, s, text)
+}
+
+func onlySession(t *testing.T, st *sessionstore.Store) sessionstore.Meta {
+	t.Helper()
+	metas, err := st.List(context.Background())
+	require.NoError(t, err)
+	require.Len(t, metas, 1)
+	return metas[0]
+}
+
+func texts(t *testing.T, evs []sessionstore.Event) []string {
+	t.Helper()
+	var out []string
+	for _, it := range loadedContext(t, evs) {
+		out = append(out, it.Text)
+	}
+	return out
+}
+
+// Edge cases of the bytes of a file: CRLF line ends, no final newline, a
+// line longer than bufio.Scanner's default limit.
+func TestReviewLineShapes(t *testing.T) {
+	big := strings.Repeat("x", 3<<20)
+	cases := []struct {
+		name string
+		data string
+		want []string
+	}{
+		{"crlf", rec("a", "", 0) + "\r\n" + rec("b", "a", 1) + "\r\n", []string{"user: a", "user: b"}},
+		{"no final newline", rec("a", "", 0) + "\n" + rec("b", "a", 1), []string{"user: a", "user: b"}},
+		{"a line over 1 MiB", rec("a", "", 0) + "\n" + strings.Replace(rec("b", "a", 1), `"content":"b"`, `"content":"`+big+`"`, 1) + "\n", []string{"user: a", "user: " + big}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "s.jsonl")
+			require.NoError(t, os.WriteFile(path, []byte(tc.data), 0o600))
+			st := openStore(t)
+			rep, err := Import(context.Background(), st, []string{path}, nil)
+			require.NoError(t, err)
+			assert.Empty(t, rep.Errors)
+			evs, err := st.Load(context.Background(), onlySession(t, st).ID)
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, texts(t, evs))
+		})
+	}
+}
+
+// Two leaves with the same timestamp: HEAD is the later line.
+func TestReviewEqualTimestamps(t *testing.T) {
+	path := writeLines(t, t.TempDir(), "s", rec("a", "", 0), rec("b", "a", 1), rec("c", "a", 1))
+	st := openStore(t)
+	_, err := Import(context.Background(), st, []string{path}, nil)
+	require.NoError(t, err)
+	evs, err := st.Load(context.Background(), onlySession(t, st).ID)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"user: a", "user: c"}, texts(t, evs))
+}
+
+// Two goroutines import the same directory into one Store: both finish
+// without error and the store holds each session once, whole.
+func TestReviewConcurrentImports(t *testing.T) {
+	ctx := context.Background()
+	st := openStore(t)
+	var wg sync.WaitGroup
+	errs := make([]error, 4)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = Import(ctx, st, []string{fixture}, nil)
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		assert.NoError(t, err)
+	}
+	metas, err := st.List(ctx)
+	require.NoError(t, err)
+	assert.Len(t, metas, 3)
+	assert.Equal(t, 2, checkContexts(t, st, transcripts(t, fixture)))
+}
