@@ -32,7 +32,10 @@
 //     whose Summary.Text is the text of the isCompactSummary user line
 //     that follows it; that line is no event of its own (its uuid names
 //     the compaction), so Load starts at the compaction, with the
-//     summary, as Claude Code's context does.
+//     summary, as Claude Code's context does. A boundary that is the
+//     file's last record is left out (counted in File.Skipped) until the
+//     file grows: its summary line is still to be written, and a
+//     compaction once stored cannot take it later.
 //   - Every other line with a uuid (system lines, attachments,
 //     progress, ...) is a KindCustom event whose record is the line
 //     itself: such lines sit inside the uuid tree (a message's parent may

@@ -108,6 +108,14 @@ func parseFile(path string, data []byte) *File {
 		recs = append(recs, r)
 		lineNo = append(lineNo, n)
 	}
+	// A compact boundary that is the file's last record has its summary
+	// line still to come (Claude Code writes the two one after the other):
+	// it waits for the file to grow, as an event that is stored cannot take
+	// the summary later.
+	if k := len(recs) - 1; k > 0 && recs[k].Type == "system" && recs[k].Subtype == "compact_boundary" {
+		recs, lineNo = recs[:k], lineNo[:k]
+		f.Skipped++
+	}
 
 	// Split into sessions: a subagent's file is one; in a session's own
 	// file, each tree of sidechain records is a subagent of its own.

@@ -43,6 +43,38 @@ func onlySession(t *testing.T, st *sessionstore.Store) sessionstore.Meta {
 	return metas[0]
 }
 
+// A transcript read while Claude Code is writing its compaction: the
+// boundary line is there, the summary line not yet. Importing it again
+// once the summary is written must give the context Claude Code rebuilds:
+// the compaction with its summary.
+func TestReviewGrownCompactionGetsItsSummary(t *testing.T) {
+	ctx := context.Background()
+	st := openStore(t)
+	dir := t.TempDir()
+	head := []string{rec("a", "", 0), rec("b", "a", 1), boundary("c", "b", 2)}
+	path := writeLines(t, dir, "s", head...)
+	_, err := Import(ctx, st, []string{path}, nil)
+	require.NoError(t, err)
+
+	full := append(head, compactSummary("d", "c", 3, "The summary."), rec("e", "d", 4))
+	writeLines(t, dir, "s", full...)
+	rep, err := Import(ctx, st, []string{path}, nil)
+	require.NoError(t, err)
+	assert.Empty(t, rep.Errors)
+
+	evs, err := st.Load(ctx, onlySession(t, st).ID)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"compaction: The summary.", "user: e"}, texts(t, evs))
+
+	// The same as importing the whole file at once.
+	fresh := openStore(t)
+	_, err = Import(ctx, fresh, []string{path}, nil)
+	require.NoError(t, err)
+	want, err := fresh.Load(ctx, onlySession(t, fresh).ID)
+	require.NoError(t, err)
+	assert.Equal(t, texts(t, want), texts(t, evs))
+}
+
 func texts(t *testing.T, evs []sessionstore.Event) []string {
 	t.Helper()
 	var out []string
