@@ -146,3 +146,72 @@ func TestReviewConcurrentImports(t *testing.T) {
 	assert.Len(t, metas, 3)
 	assert.Equal(t, 2, checkContexts(t, st, transcripts(t, fixture)))
 }
+
+// A summary line in one file names the session of its leaf in another.
+func TestReviewSummaryInAnotherFile(t *testing.T) {
+	dir := t.TempDir()
+	writeLines(t, dir, "a", rec("a1", "", 0), rec("a2", "a1", 1))
+	writeLines(t, dir, "b", `{"type":"summary","summary":"Named from b","leafUuid":"a2"}`)
+	st := openStore(t)
+	rep, err := Import(context.Background(), st, []string{dir}, nil)
+	require.NoError(t, err)
+	assert.Empty(t, rep.Errors)
+	assert.Equal(t, "Named from b", onlySession(t, st).Name)
+}
+
+// A tool_result whose content is an array with an image, and a tool_use
+// that never got its result.
+func TestReviewToolBlocks(t *testing.T) {
+	lines := []string{
+		rec("a", "", 0),
+		`{"type":"assistant","uuid":"b","parentUuid":"a","sessionId":"s","timestamp":"2026-01-01T00:00:01Z","message":{"role":"assistant","model":"m","content":[{"type":"tool_use","id":"t1","name":"Shot","input":{}}]}}`,
+		`{"type":"user","uuid":"c","parentUuid":"b","sessionId":"s","timestamp":"2026-01-01T00:00:02Z","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":[{"type":"text","text":"took it"},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"AAAA"}}]}]}}`,
+		`{"type":"assistant","uuid":"d","parentUuid":"c","sessionId":"s","timestamp":"2026-01-01T00:00:03Z","message":{"role":"assistant","model":"m","content":[{"type":"tool_use","id":"t2","name":"Bash","input":{"command":"ls"}}]}}`,
+	}
+	path := writeLines(t, t.TempDir(), "s", lines...)
+	st := openStore(t)
+	rep, err := Import(context.Background(), st, []string{path}, nil)
+	require.NoError(t, err)
+	assert.Empty(t, rep.Errors)
+	evs, err := st.Load(context.Background(), onlySession(t, st).ID)
+	require.NoError(t, err)
+	assert.Equal(t, []string{
+		"user: a",
+		`assistant [m] "" reasoning="" calls=[t1 Shot {}]`,
+		`call t1 Shot {}`,
+		"result t1 error=false: took it\n[image: image/png]",
+		`assistant [m] "" reasoning="" calls=[t2 Bash {"command":"ls"}]`,
+		`call t2 Bash {"command":"ls"}`,
+	}, texts(t, evs))
+}
+
+// A session resumed into a new file (a new sessionId, the history copied
+// with its uuids): two sessions, each with the whole history as its own
+// events; the copies have the same ids in both, which the store allows
+// (ids are a session's).
+func TestReviewResumedCopy(t *testing.T) {
+	dir := t.TempDir()
+	first := []string{rec("a", "", 0), rec("b", "a", 1)}
+	writeLines(t, dir, "s1", first...)
+	second := make([]string, 0, 3)
+	for _, l := range first {
+		second = append(second, strings.Replace(l, `"sessionId":"s"`, `"sessionId":"s2"`, 1))
+	}
+	second = append(second, strings.Replace(rec("c", "b", 2), `"sessionId":"s"`, `"sessionId":"s2"`, 1))
+	writeLines(t, dir, "s2", second...)
+	ctx := context.Background()
+	st := openStore(t)
+	rep, err := Import(ctx, st, []string{dir}, nil)
+	require.NoError(t, err)
+	assert.Empty(t, rep.Errors)
+	assert.Equal(t, 2, rep.Created)
+	got := map[string][]string{}
+	metas, err := st.List(ctx)
+	require.NoError(t, err)
+	for _, m := range metas {
+		evs, err := st.Load(ctx, m.ID)
+		require.NoError(t, err)
+		got[m.Labels["claude_session_id"]] = texts(t, evs)
+	}
+	assert.Equal(t, map[string][]string{"s": {"user: a", "user: b"}, "s2": {"user: a", "user: b", "user: c"}}, got)
+}
