@@ -7,7 +7,14 @@
 // Every line with a uuid is one or more events, in the uuid tree of the
 // file: the first event of a line is the child of the last event of its
 // parentUuid's line, and a line's events follow one another. So the
-// tree is the file's own, branches included, and each event's id is
+// tree is the file's own, branches included, with one exception: the
+// lines of a response (one message.id) and the lines holding the results
+// of its tool calls are chained in file order. Claude Code writes
+// parallel tool calls one line each, each the child of the one before,
+// and each result as the child of its own call's line, so the walk of
+// parentUuid links from the leaf would pass through only some calls and
+// results, while the context Claude Code sends holds them all (the API
+// refuses a tool_use without its tool_result). Each event's id is
 // importer.ID("claude:"+uuid, timestamp) (a line's later events add
 // "#n" to the key): importing again finds every event it wrote.
 //
@@ -48,7 +55,8 @@
 //
 // HEAD is the newest leaf (by timestamp, the later line on a tie), where
 // Claude Code resumes: Load then gives the context it rebuilds, the walk
-// of parentUuid links from that record, stopping at a compaction.
+// of parentUuid links from that record (with each response whole, as
+// above), stopping at a compaction.
 //
 // Meta: ID is importer.ID("claude:"+sessionId, first timestamp),
 // WorkingDir the first cwd, Model the newest assistant model, CreatedAt

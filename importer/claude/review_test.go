@@ -215,3 +215,72 @@ func TestReviewResumedCopy(t *testing.T) {
 	}
 	assert.Equal(t, map[string][]string{"s": {"user: a", "user: b"}, "s2": {"user: a", "user: b", "user: c"}}, got)
 }
+
+// use is an assistant line of response msg with one tool_use block id,
+// uuid u, parent p, at second s.
+func use(u, p, msg, id string, s int) string {
+	return fmt.Sprintf(`{"type":"assistant","uuid":%q,"parentUuid":%q,"sessionId":"s","timestamp":"2026-01-01T00:00:%02dZ","message":{"id":%q,"role":"assistant","model":"m","content":[{"type":"tool_use","id":%q,"name":"Read","input":{}}]}}`, u, p, s, msg, id)
+}
+
+// result is a user line with the tool_result of call id, uuid u, parent p,
+// at second s.
+func result(u, p, id string, s int) string {
+	return fmt.Sprintf(`{"type":"user","uuid":%q,"parentUuid":%q,"sessionId":"s","timestamp":"2026-01-01T00:00:%02dZ","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":%q,"content":"out %s"}]}}`, u, p, s, id, id)
+}
+
+// Parallel tool calls, as Claude Code writes them: one line per tool_use
+// block, each the child of the one before, and each result the child of
+// its own call's line, so the parentUuid walk from the leaf passes only
+// the result of the last call. The context Claude Code sends has every
+// result (the API refuses a tool_use without its tool_result): so must
+// Load.
+func TestReviewParallelToolResults(t *testing.T) {
+	cases := []struct {
+		name  string
+		lines []string
+	}{
+		{"results in call order", []string{
+			rec("a", "", 0),
+			use("u1", "a", "msg1", "t1", 1), use("u2", "u1", "msg1", "t2", 2), use("u3", "u2", "msg1", "t3", 3),
+			result("r1", "u1", "t1", 4), result("r2", "u2", "t2", 5), result("r3", "u3", "t3", 6),
+			rec("z", "r3", 7),
+		}},
+		{"the last call's result first", []string{
+			rec("a", "", 0),
+			use("u1", "a", "msg1", "t1", 1), use("u2", "u1", "msg1", "t2", 2),
+			result("r2", "u2", "t2", 3), result("r1", "u1", "t1", 4),
+			rec("z", "r1", 5),
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			path := writeLines(t, t.TempDir(), "s", tc.lines...)
+			st := openStore(t)
+			rep, err := Import(context.Background(), st, []string{path}, nil)
+			require.NoError(t, err)
+			assert.Empty(t, rep.Errors)
+			evs, err := st.Load(context.Background(), onlySession(t, st).ID)
+			require.NoError(t, err)
+			calls, results := map[string]int{}, map[string]int{}
+			for i, ev := range evs {
+				switch ev.Kind {
+				case sessionstore.KindToolCall:
+					c, err := ev.ToolCall()
+					require.NoError(t, err)
+					calls[c.CallID] = i
+				case sessionstore.KindToolResult:
+					r, err := ev.ToolResult()
+					require.NoError(t, err)
+					results[r.CallID] = i
+				}
+			}
+			assert.Len(t, calls, strings.Count(strings.Join(tc.lines, ""), `"tool_use"`), "every call is in the context")
+			for id, at := range calls {
+				if assert.Contains(t, results, id, "the result of %s is in the context", id) {
+					assert.Greater(t, results[id], at, "after its call")
+				}
+			}
+			assert.Equal(t, "user: z", texts(t, evs)[len(evs)-1])
+		})
+	}
+}
