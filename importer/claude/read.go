@@ -112,7 +112,7 @@ func parseFile(path string, data []byte) *File {
 	// line still to come (Claude Code writes the two one after the other):
 	// it waits for the file to grow, as an event that is stored cannot take
 	// the summary later.
-	if k := len(recs) - 1; k > 0 && recs[k].Type == "system" && recs[k].Subtype == "compact_boundary" {
+	if k := len(recs) - 1; k > 0 && recs[k].Type == "system" && recs[k].Subtype == "compact_boundary" && !named(recs[:k], recs[k].UUID) {
 		recs, lineNo = recs[:k], lineNo[:k]
 		f.Skipped++
 	}
@@ -188,6 +188,16 @@ func parseFile(path string, data []byte) *File {
 		}
 	}
 	return f
+}
+
+// named reports whether a record of recs names u as its parent.
+func named(recs []*record, u string) bool {
+	for _, r := range recs {
+		if r.ParentUUID != nil && *r.ParentUUID == u {
+			return true
+		}
+	}
+	return false
 }
 
 func hasKey(m map[string]int, k string) bool {

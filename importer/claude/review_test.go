@@ -284,3 +284,17 @@ func TestReviewParallelToolResults(t *testing.T) {
 		})
 	}
 }
+
+// A boundary last in the file whose summary line came before it (out of
+// order) is not held back: the summary is the compaction's, nothing is
+// reported.
+func TestReviewBoundaryAfterItsSummary(t *testing.T) {
+	path := writeLines(t, t.TempDir(), "s", rec("a", "", 0), compactSummary("d", "c", 2, "Sum."), boundary("c", "a", 1))
+	st := openStore(t)
+	rep, err := Import(context.Background(), st, []string{path}, nil)
+	require.NoError(t, err)
+	assert.Empty(t, rep.Errors)
+	evs, err := st.Load(context.Background(), onlySession(t, st).ID)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"compaction: Sum."}, texts(t, evs))
+}
