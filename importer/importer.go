@@ -23,6 +23,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -122,6 +123,9 @@ type WriteResult struct {
 // event written. A session created meanwhile by another Write of the same
 // session is written to as found.
 //
+// Writes of one session to one Store run one at a time: goroutines
+// importing the same files side by side each find what the others wrote.
+//
 // Errors: ErrInvalidSession (nothing written); the Store's errors, with
 // the events of the runs before the failed one written (and durable), and
 // no Branch selection left pending.
@@ -132,6 +136,8 @@ func Write(ctx context.Context, st *sessionstore.Store, s *Session) (WriteResult
 		return res, err
 	}
 	id := s.Meta.ID
+	unlock := lockSession(st, id)
+	defer unlock()
 	if _, err := st.Meta(ctx, id); errors.Is(err, sessionstore.ErrNotFound) {
 		// Another Write of the same session may create it first.
 		if _, err := st.Create(ctx, s.Meta); err == nil {
@@ -200,6 +206,47 @@ func Write(ctx context.Context, st *sessionstore.Store, s *Session) (WriteResult
 		run = append(run, ev)
 	}
 	return res, flush()
+}
+
+// writing holds a mutex per Store and session being written by Write,
+// under writingMu.
+var (
+	writing   = map[writeKey]*writeLock{}
+	writingMu sync.Mutex
+)
+
+type writeKey struct {
+	st *sessionstore.Store
+	id uuid.UUID
+}
+
+type writeLock struct {
+	mu    sync.Mutex
+	users int // goroutines holding or waiting for mu, under writingMu
+}
+
+// lockSession waits until no other Write writes session id of st, and
+// returns the function that ends this one's turn. The entry is dropped
+// when no goroutine holds or waits for it.
+func lockSession(st *sessionstore.Store, id uuid.UUID) func() {
+	k := writeKey{st, id}
+	writingMu.Lock()
+	l := writing[k]
+	if l == nil {
+		l = &writeLock{}
+		writing[k] = l
+	}
+	l.users++
+	writingMu.Unlock()
+	l.mu.Lock()
+	return func() {
+		l.mu.Unlock()
+		writingMu.Lock()
+		if l.users--; l.users == 0 {
+			delete(writing, k)
+		}
+		writingMu.Unlock()
+	}
 }
 
 // writeOrder checks that s's events form one tree with parents first and

@@ -43,9 +43,10 @@ const storeEnv = "SESSIONSTORE_ROOT"
 // cmdImport writes the sessions of another tool's transcripts into a store
 // (creating the store's directory if its parent exists): progress on
 // stderr every -progress sessions, then a summary on stdout. Importing the
-// same files again adds nothing. Exit status 1 if any line was malformed
-// (the summary lists each with its file and line; the rest is imported)
-// or the import stopped on an error.
+// same files again adds nothing. Exit status 1 if a path does not exist
+// (then nothing is opened or written), if any line was malformed (the
+// summary lists each with its file and line; the rest is imported) or if
+// the import stopped on an error.
 func cmdImport(ctx context.Context, c *cmdEnv, args []string) int {
 	fs := c.newFlags(sourceNames("|") + " [-store root] [-progress n] <path>...")
 	root := fs.String("store", os.Getenv(storeEnv), "the store to import into (default $"+storeEnv+")")
@@ -67,6 +68,11 @@ func cmdImport(ctx context.Context, c *cmdEnv, args []string) int {
 		return c.usagef(fs, "-progress must be 0 or more")
 	}
 	source, paths := pos[0], pos[1:]
+	for _, p := range paths {
+		if _, err := os.Stat(p); err != nil {
+			return c.failf("%v", err) // before the store is opened or made
+		}
+	}
 	st, err := openWritable(*root)
 	if err != nil {
 		return c.failf("%v", err)

@@ -81,7 +81,7 @@ func TestImportCommandLine(t *testing.T) {
 		{"no paths", []string{"import", "claude", "-store", dir}, exitUsage, "missing the paths"},
 		{"no store", []string{"import", "claude", claudeFixture}, exitUsage, "missing -store (or $SESSIONSTORE_ROOT)"},
 		{"bad progress", []string{"import", "claude", "-store", dir, "-progress", "-1", claudeFixture}, exitUsage, "-progress must be 0 or more"},
-		{"missing path", []string{"import", "claude", "-store", dir, filepath.Join(dir, "nope")}, exitFail, "import stopped"},
+		{"missing path", []string{"import", "claude", "-store", dir, filepath.Join(dir, "nope")}, exitFail, "no such file or directory"},
 		{"store's parent missing", []string{"import", "claude", "-store", filepath.Join(dir, "a", "b"), claudeFixture}, exitFail, "no store at"},
 	}
 	for _, tc := range cases {

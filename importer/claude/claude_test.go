@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -116,8 +117,9 @@ func rawRecords(t testing.TB, path string) []rawLine {
 
 // referenceContext is what Claude Code rebuilds on resuming the records
 // recs: from the newest record that no other names as its parent, the
-// walk of parentUuid links to the root, stopping at a compact boundary;
-// then each record in order as the items it contributes.
+// walk of parentUuid links to the root, stopping at a compact boundary,
+// with each response whole (withRuns); then each record in order as the
+// items it contributes.
 func referenceContext(t testing.TB, recs []rawLine) []item {
 	byID := map[string]rawLine{}
 	hasChild := map[string]bool{}
@@ -147,6 +149,7 @@ func referenceContext(t testing.TB, recs []rawLine) []item {
 			break
 		}
 	}
+	walk = withRuns(recs, walk)
 	var out []item
 	for i, r := range walk {
 		u := str(r.m, "uuid")
@@ -173,6 +176,72 @@ func referenceContext(t testing.TB, recs []rawLine) []item {
 			out = append(out, assistantItems(msg, id)...)
 		default:
 			out = append(out, item{id(0), "custom: " + typ})
+		}
+	}
+	return out
+}
+
+// withRuns is walk with each response whole: Claude Code writes a
+// response's parallel tool calls one line each, and each result the child
+// of its own call's line, so the walk misses some; its context has every
+// line of the response (one message.id) and every line holding a result
+// of its calls, each in file order among the walk's records.
+func withRuns(recs, walk []rawLine) []rawLine {
+	msgID := func(r rawLine) string {
+		if str(r.m, "type") != "assistant" {
+			return ""
+		}
+		m, _ := r.m["message"].(map[string]any)
+		return str(m, "id")
+	}
+	runOf := map[string][]rawLine{} // message.id -> its lines and its results' lines
+	callOf := map[string]string{}   // tool_use id -> message.id
+	for _, r := range recs {
+		if id := msgID(r); id != "" {
+			runOf[id] = append(runOf[id], r)
+			m, _ := r.m["message"].(map[string]any)
+			blocks, _ := m["content"].([]any)
+			for _, b := range blocks {
+				if bm, _ := b.(map[string]any); str(bm, "type") == "tool_use" {
+					callOf[str(bm, "id")] = id
+				}
+			}
+		}
+	}
+	for _, r := range recs {
+		if str(r.m, "type") != "user" {
+			continue
+		}
+		m, _ := r.m["message"].(map[string]any)
+		blocks, _ := m["content"].([]any)
+		for _, b := range blocks {
+			if bm, _ := b.(map[string]any); str(bm, "type") == "tool_result" && callOf[str(bm, "tool_use_id")] != "" {
+				id := callOf[str(bm, "tool_use_id")]
+				runOf[id] = append(runOf[id], r)
+				break
+			}
+		}
+	}
+	onWalk := map[int]bool{}
+	for _, r := range walk {
+		onWalk[r.line] = true
+	}
+	var extra []rawLine // the responses' lines the walk misses
+	for _, r := range walk {
+		for _, x := range runOf[msgID(r)] {
+			if !onWalk[x.line] {
+				onWalk[x.line] = true
+				extra = append(extra, x)
+			}
+		}
+	}
+	slices.SortFunc(extra, func(a, b rawLine) int { return a.line - b.line })
+	out := make([]rawLine, 0, len(walk)+len(extra))
+	for len(walk) > 0 || len(extra) > 0 {
+		if len(extra) > 0 && (len(walk) == 0 || extra[0].line < walk[0].line) {
+			out, extra = append(out, extra[0]), extra[1:]
+		} else {
+			out, walk = append(out, walk[0]), walk[1:]
 		}
 	}
 	return out

@@ -7,7 +7,14 @@
 // Every line with a uuid is one or more events, in the uuid tree of the
 // file: the first event of a line is the child of the last event of its
 // parentUuid's line, and a line's events follow one another. So the
-// tree is the file's own, branches included, and each event's id is
+// tree is the file's own, branches included, with one exception: the
+// lines of a response (one message.id) and the lines holding the results
+// of its tool calls are chained in file order. Claude Code writes
+// parallel tool calls one line each, each the child of the one before,
+// and each result as the child of its own call's line, so the walk of
+// parentUuid links from the leaf would pass through only some calls and
+// results, while the context Claude Code sends holds them all (the API
+// refuses a tool_use without its tool_result). Each event's id is
 // importer.ID("claude:"+uuid, timestamp) (a line's later events add
 // "#n" to the key): importing again finds every event it wrote.
 //
@@ -32,7 +39,10 @@
 //     whose Summary.Text is the text of the isCompactSummary user line
 //     that follows it; that line is no event of its own (its uuid names
 //     the compaction), so Load starts at the compaction, with the
-//     summary, as Claude Code's context does.
+//     summary, as Claude Code's context does. A boundary that is the
+//     file's last record is left out (counted in File.Skipped) until the
+//     file grows: its summary line is still to be written, and a
+//     compaction once stored cannot take it later.
 //   - Every other line with a uuid (system lines, attachments,
 //     progress, ...) is a KindCustom event whose record is the line
 //     itself: such lines sit inside the uuid tree (a message's parent may
@@ -45,7 +55,8 @@
 //
 // HEAD is the newest leaf (by timestamp, the later line on a tie), where
 // Claude Code resumes: Load then gives the context it rebuilds, the walk
-// of parentUuid links from that record, stopping at a compaction.
+// of parentUuid links from that record (with each response whole, as
+// above), stopping at a compaction.
 //
 // Meta: ID is importer.ID("claude:"+sessionId, first timestamp),
 // WorkingDir the first cwd, Model the newest assistant model, CreatedAt

@@ -108,6 +108,14 @@ func parseFile(path string, data []byte) *File {
 		recs = append(recs, r)
 		lineNo = append(lineNo, n)
 	}
+	// A compact boundary that is the file's last record has its summary
+	// line still to come (Claude Code writes the two one after the other):
+	// it waits for the file to grow, as an event that is stored cannot take
+	// the summary later.
+	if k := len(recs) - 1; k > 0 && recs[k].Type == "system" && recs[k].Subtype == "compact_boundary" && !named(recs[:k], recs[k].UUID) {
+		recs, lineNo = recs[:k], lineNo[:k]
+		f.Skipped++
+	}
 
 	// Split into sessions: a subagent's file is one; in a session's own
 	// file, each tree of sidechain records is a subagent of its own.
@@ -180,6 +188,16 @@ func parseFile(path string, data []byte) *File {
 		}
 	}
 	return f
+}
+
+// named reports whether a record of recs names u as its parent.
+func named(recs []*record, u string) bool {
+	for _, r := range recs {
+		if r.ParentUUID != nil && *r.ParentUUID == u {
+			return true
+		}
+	}
+	return false
 }
 
 func hasKey(m map[string]int, k string) bool {
@@ -284,7 +302,7 @@ func buildSession(f *File, recs []*record, lines map[*record]int, inFile map[str
 	for _, r := range recs {
 		known[r.UUID] = true
 	}
-	b := &builder{f: f, s: s, info: info, lines: lines, known: known, inFile: inFile, pending: map[string][]*record{}, done: map[string]bool{}}
+	b := &builder{f: f, s: s, info: info, lines: lines, known: known, inFile: inFile, pending: map[string][]*record{}, done: map[string]bool{}, runOf: map[string]string{}, tip: map[string]uuid.UUID{}}
 	for _, r := range recs {
 		if r.Cwd != "" && s.Meta.WorkingDir == "" {
 			s.Meta.WorkingDir = r.Cwd
@@ -343,6 +361,11 @@ type builder struct {
 	done    map[string]bool      // records emitted
 	prev    uuid.UUID            // the last event emitted
 	compact map[uuid.UUID]int    // compaction events waiting for their summary, by id: their index
+	// A response's run: its lines and the lines of its tool results,
+	// chained in file order (see runParent).
+	runOf   map[string]string    // record uuid -> the message.id of the run it is in
+	tip     map[string]uuid.UUID // message.id -> the last event of its run
+	joining string               // the run of the record being emitted
 }
 
 // add emits r, or holds it until its parent is emitted.
@@ -372,7 +395,9 @@ func (b *builder) add(r *record) {
 		}
 		b.emit(r, uuid.Nil)
 	case b.info.leaves[p] != uuid.Nil:
-		b.emit(r, b.info.leaves[p])
+		parent, run := b.runParent(r, p)
+		b.joining = run
+		b.emit(r, parent)
 	case b.known[p] && !b.done[p]:
 		b.pending[p] = append(b.pending[p], r) // its parent comes later in the file
 	case len(b.s.Events) == 0 && hasKey(b.inFile, p):
@@ -381,6 +406,40 @@ func (b *builder) add(r *record) {
 		b.dangling(r, p)
 		b.emit(r, b.prev)
 	}
+}
+
+// runParent is the parent of r, whose parent record p is emitted, and the
+// run r joins. Claude Code writes a response with parallel tool calls as
+// one line per tool_use block, each the child of the one before, and each
+// result as the child of its own call's line; the walk of parentUuid links
+// from the leaf then passes through only some of the calls and results,
+// while the context Claude Code sends holds them all (a tool_use without
+// its tool_result is refused). So the lines of a response (one
+// message.id) and the lines of its results are chained in file order: a
+// record that joins the run of its parent is the child of the run's last
+// event.
+func (b *builder) runParent(r *record, p string) (uuid.UUID, string) {
+	run := b.runOf[p]
+	switch {
+	case r.Type == "assistant" && r.msg != nil && r.msg.ID != "":
+		if run == r.msg.ID {
+			return b.tip[run], run
+		}
+		return b.info.leaves[p], r.msg.ID // the first line of its response
+	case run != "" && r.Type == "user" && r.msg != nil && hasToolResult(r.msg):
+		return b.tip[run], run
+	}
+	return b.info.leaves[p], ""
+}
+
+// hasToolResult reports whether m holds a tool_result block.
+func hasToolResult(m *message) bool {
+	for _, bl := range m.blocks {
+		if bl.Type == "tool_result" {
+			return true
+		}
+	}
+	return false
 }
 
 // dangling reports r, whose parent p is not a record of the session.
@@ -398,6 +457,8 @@ func (b *builder) emit(r *record, parent uuid.UUID) {
 		parent = b.prev // only one root
 	}
 	b.done[r.UUID] = true
+	run := b.joining
+	b.joining = ""
 	var evs []sessionstore.Event
 	switch {
 	case r.Type == "system" && r.Subtype == "compact_boundary":
@@ -443,6 +504,10 @@ func (b *builder) emit(r *record, parent uuid.UUID) {
 	b.info.leaves[r.UUID] = parent
 	b.info.order[r.UUID] = len(b.s.Events) - 1
 	b.prev = parent
+	if run != "" {
+		b.runOf[r.UUID] = run
+		b.tip[run] = parent
+	}
 	b.release(r.UUID)
 }
 
