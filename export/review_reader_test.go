@@ -64,4 +64,3 @@ func TestReviewReaderPathOrder(t *testing.T) {
 	require.ErrorAs(t, err, &pe)
 	assert.Equal(t, 3, pe.Line)
 }
-
