@@ -185,7 +185,7 @@ func (m *mdWriter) event(ev sessionstore.Event) {
 			m.str("</details>\n\n")
 		}
 		if msg.Content != "" {
-			m.str(strings.TrimRight(msg.Content, "\n"))
+			m.str(strings.TrimRight(safeMarkdown(msg.Content), "\n"))
 			m.str("\n\n")
 		}
 		if len(msg.ToolCalls) > 0 {
@@ -285,11 +285,11 @@ func (m *mdWriter) summary(s sessionstore.Summary) {
 		}
 		m.printf(">\n> **%s**\n>\n", f.name)
 		for _, it := range f.items {
-			m.printf("> - %s\n", quoteLines(it, ">   "))
+			m.printf("> - %s\n", quoteLines(safeMarkdown(it), ">   "))
 		}
 	}
 	if s.Text != "" {
-		m.printf(">\n> %s\n", quoteLines(s.Text, "> "))
+		m.printf(">\n> %s\n", quoteLines(safeMarkdown(s.Text), "> "))
 	}
 }
 
@@ -366,4 +366,121 @@ func indentJSON(raw json.RawMessage) string {
 		return string(raw)
 	}
 	return b.String()
+}
+
+// safeMarkdown returns Markdown text s so that it cannot change the
+// structure of the document around it: line ends become "\n", a "<"
+// outside fenced code blocks and code spans becomes "&lt;" (no raw HTML
+// block or element, such as <details>, <script> or "<!--", is opened), and
+// a fenced code block left open at the end is closed.
+func safeMarkdown(s string) string {
+	s = strings.ReplaceAll(s, "\r\n", "\n")
+	s = strings.ReplaceAll(s, "\r", "\n")
+	var b strings.Builder
+	var fence string // the run that opened the fenced block we are in
+	for i, line := range strings.Split(s, "\n") {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		if fence != "" {
+			if closesFence(line, fence) {
+				fence = ""
+			}
+			b.WriteString(line)
+			continue
+		}
+		if f := opensFence(line); f != "" {
+			fence = f
+			b.WriteString(line)
+			continue
+		}
+		b.WriteString(escapeHTML(line))
+	}
+	if fence != "" {
+		b.WriteString("\n" + fence)
+	}
+	return b.String()
+}
+
+// opensFence returns the run of backticks or tildes that opens a fenced
+// code block on line, or "".
+func opensFence(line string) string {
+	t := strings.TrimLeft(line, " ")
+	if len(line)-len(t) > 3 || len(t) < 3 || (t[0] != '`' && t[0] != '~') {
+		return ""
+	}
+	n := 0
+	for n < len(t) && t[n] == t[0] {
+		n++
+	}
+	if n < 3 || (t[0] == '`' && strings.Contains(t[n:], "`")) {
+		return ""
+	}
+	return t[:n]
+}
+
+// closesFence reports whether line closes a fenced block opened by fence.
+func closesFence(line, fence string) bool {
+	t := strings.TrimLeft(line, " ")
+	if len(line)-len(t) > 3 {
+		return false
+	}
+	n := 0
+	for n < len(t) && t[n] == fence[0] {
+		n++
+	}
+	return n >= len(fence) && strings.Trim(t[n:], " \t") == ""
+}
+
+// escapeHTML writes each "<" of line as "&lt;", but in code spans (a run
+// of backticks up to the next run as long on the line).
+func escapeHTML(line string) string {
+	if !strings.Contains(line, "<") {
+		return line
+	}
+	var b strings.Builder
+	for i := 0; i < len(line); {
+		switch line[i] {
+		case '<':
+			b.WriteString("&lt;")
+			i++
+		case '`':
+			n := 0
+			for i+n < len(line) && line[i+n] == '`' {
+				n++
+			}
+			end := closingRun(line, i+n, n)
+			if end < 0 {
+				b.WriteString(line[i : i+n])
+				i += n
+				continue
+			}
+			b.WriteString(line[i:end])
+			i = end
+		default:
+			b.WriteByte(line[i])
+			i++
+		}
+	}
+	return b.String()
+}
+
+// closingRun returns the index just past the first run of exactly n
+// backticks in line at or after from, or -1.
+func closingRun(line string, from, n int) int {
+	for j := from; j < len(line); {
+		if line[j] != '`' {
+			j++
+			continue
+		}
+		k := j
+		for k < len(line) && line[k] == '`' {
+			k++
+		}
+		if k-j == n {
+			return k
+		}
+		j = k
+	}
+	return -1
 }

@@ -1,0 +1,241 @@
+package export
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sessionstore/sessionstore"
+)
+
+// mdLines splits s into lines at "\n", "\r\n" and "\r", as CommonMark does.
+func mdLines(s string) []string {
+	s = strings.ReplaceAll(s, "\r\n", "\n")
+	s = strings.ReplaceAll(s, "\r", "\n")
+	return strings.Split(s, "\n")
+}
+
+var (
+	fenceOpen = regexp.MustCompile("^ {0,3}(`{3,}|~{3,})")
+	rawOpen   = regexp.MustCompile(`(?i)^ {0,3}<(script|pre|style|textarea)(\s|>|$)`)
+)
+
+// topLevel returns, for each line of a Markdown document, whether it is
+// at the top level: outside a fenced code block, outside a raw HTML block
+// that runs to a closing tag (<script>, <pre>, <style>, <textarea>, <!--)
+// and outside an open <details> element.
+func topLevel(doc string) []bool {
+	lines := mdLines(doc)
+	out := make([]bool, len(lines))
+	var fence string // the open fence's run, "" outside one
+	var rawEnd string
+	details := 0
+	for i, l := range lines {
+		switch {
+		case fence != "":
+			t := strings.TrimLeft(l, " ")
+			if len(l)-len(t) <= 3 && strings.HasPrefix(t, fence) && strings.Trim(t, fence[:1]+" \t") == "" {
+				fence = ""
+			}
+		case rawEnd != "":
+			if strings.Contains(strings.ToLower(l), rawEnd) {
+				rawEnd = ""
+			}
+		default:
+			out[i] = details == 0
+			if m := fenceOpen.FindStringSubmatch(l); m != nil {
+				fence = m[1]
+				continue
+			}
+			if m := rawOpen.FindStringSubmatch(l); m != nil {
+				if !strings.Contains(strings.ToLower(l), "</"+strings.ToLower(m[1])+">") {
+					rawEnd = "</" + strings.ToLower(m[1]) + ">"
+				}
+				continue
+			}
+			if strings.HasPrefix(strings.TrimLeft(l, " "), "<!--") && !strings.Contains(l, "-->") {
+				rawEnd = "-->"
+				continue
+			}
+			lower := strings.ToLower(l)
+			details += strings.Count(lower, "<details") - strings.Count(lower, "</details>")
+		}
+	}
+	return out
+}
+
+// TestReviewMarkdownStructure: whatever a message holds, the sections
+// written after it stay sections: a fence, a raw HTML block or an HTML
+// element left open in one message does not swallow the rest of the
+// transcript.
+func TestReviewMarkdownStructure(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name, content string
+	}{
+		{"open backtick fence", "Here is the start:\n```python\nprint(1)"},
+		{"open tilde fence", "~~~~\nno end"},
+		{"open fence, CR line ends", "text\r```\rcode"},
+		{"open details", "<details>\n<summary>more</summary>\n\nhidden"},
+		{"open script", "<script>\nalert(1)"},
+		{"open pre", "<pre>\nraw"},
+		{"open comment", "<!-- a note never closed"},
+		{"inline details", "see <details> here"},
+		{"fence in a long line", strings.Repeat("x", 1<<20) + "\n```"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := openStore(t)
+			meta, err := st.Create(ctx, sessionstore.Meta{Name: "hostile"})
+			require.NoError(t, err)
+			_, err = st.Append(ctx, meta.ID, sessionstore.UserText(tc.content))
+			require.NoError(t, err)
+			_, err = st.Append(ctx, meta.ID, sessionstore.AssistantText("the sentinel reply"))
+			require.NoError(t, err)
+			var buf bytes.Buffer
+			_, err = Markdown(ctx, &buf, st, meta.ID, Options{})
+			require.NoError(t, err)
+			doc := buf.String()
+			lines, top := mdLines(doc), topLevel(doc)
+			found := 0
+			for i, l := range lines {
+				if l == "## Assistant" || l == "the sentinel reply" {
+					found++
+					assert.True(t, top[i], "line %d %q is not at the top level", i+1, l)
+				}
+			}
+			assert.Equal(t, 2, found, "the reply's heading and text are in the transcript")
+			if !strings.Contains(tc.content, "<") {
+				// Text without HTML is shown as it is, its line ends "\n".
+				assert.Contains(t, doc, strings.Join(mdLines(tc.content), "\n"))
+			}
+		})
+	}
+}
+
+// TestReviewMarkdownCodeKept: escaping HTML leaves code alone: a fenced
+// block and a code span keep their "<" as it is, and a closed fence is
+// not closed again.
+func TestReviewMarkdownCodeKept(t *testing.T) {
+	ctx := context.Background()
+	st := openStore(t)
+	meta, err := st.Create(ctx, sessionstore.Meta{Name: "code"})
+	require.NoError(t, err)
+	content := "Use `Vec<T>` here:\n\n```go\nif a < b {}\n```\n\nand <b>not</b> this."
+	_, err = st.Append(ctx, meta.ID, sessionstore.UserText(content))
+	require.NoError(t, err)
+	var buf bytes.Buffer
+	_, err = Markdown(ctx, &buf, st, meta.ID, Options{})
+	require.NoError(t, err)
+	assert.Contains(t, buf.String(), "Use `Vec<T>` here:\n\n```go\nif a < b {}\n```\n\nand &lt;b>not&lt;/b> this.\n\n")
+}
+
+// TestReviewTreeForksOfForks: a fork of a fork with many branches exports
+// in tree scope every event of Tree exactly once, parents first, each
+// record, time, size, digest and branch_from as the store has them; the
+// active path is FullPath's.
+func TestReviewTreeForksOfForks(t *testing.T) {
+	ctx := context.Background()
+	st := openStore(t)
+	s := fixture(t, st)
+	grow := func(session uuid.UUID, n int, seed uint32) {
+		nodes, err := st.Tree(ctx, session)
+		require.NoError(t, err)
+		var own []uuid.UUID
+		for _, nd := range nodes {
+			own = append(own, nd.ID)
+		}
+		state := seed
+		for i := range n {
+			state = state*1664525 + 1013904223
+			if state%5 == 0 {
+				require.NoError(t, st.Branch(ctx, session, own[int(state>>8)%len(own)]))
+			}
+			ev := sessionstore.AssistantText(fmt.Sprintf("%s event %d", session, i))
+			if i%9 == 0 {
+				ev = sessionstore.ToolResultEvent(sessionstore.ToolResult{CallID: fmt.Sprint(i), Output: strings.Repeat(fmt.Sprint(i), 300)})
+			}
+			got, err := st.Append(ctx, session, ev)
+			require.NoError(t, err)
+			own = append(own, got.ID)
+		}
+	}
+	f1, err := st.Fork(ctx, s, eid(7))
+	require.NoError(t, err)
+	grow(f1.ID, 60, 3)
+	nodes, err := st.Tree(ctx, f1.ID)
+	require.NoError(t, err)
+	f2, err := st.Fork(ctx, f1.ID, nodes[len(nodes)/2].ID)
+	require.NoError(t, err)
+	grow(f2.ID, 60, 11)
+
+	for _, session := range []uuid.UUID{s, f1.ID, f2.ID} {
+		for _, scope := range []Scope{Tree, ActivePath, Context} {
+			var buf bytes.Buffer
+			stats, err := JSONL(ctx, &buf, st, session, Options{Scope: scope})
+			require.NoError(t, err)
+			h, evs := readAll(t, buf.Bytes())
+			assert.Equal(t, len(evs), h.Events)
+			assert.Equal(t, len(evs), stats.Events)
+			assert.Equal(t, wantIDs(t, st, session, scope), ids(evs), "session %s scope %s", session, scope)
+			checkEvents(t, st, session, evs, "")
+			if scope != Tree {
+				continue
+			}
+			seen := map[uuid.UUID]bool{}
+			for _, ev := range evs {
+				assert.False(t, seen[ev.ID], "event %s once", ev.ID)
+				if ev.ParentID != uuid.Nil {
+					assert.True(t, seen[ev.ParentID], "parent of %s first", ev.ID)
+				}
+				seen[ev.ID] = true
+				want, err := st.Event(ctx, session, ev.ID)
+				require.NoError(t, err)
+				want, err = st.Resolve(ctx, session, want)
+				require.NoError(t, err)
+				assert.Equal(t, string(want.Record), string(ev.Record))
+				assert.True(t, want.Time.Equal(ev.Time))
+				assert.Equal(t, want.BranchFrom, ev.BranchFrom)
+				assert.Equal(t, want.Size, ev.Size)
+				assert.Equal(t, want.Digest, ev.Digest)
+			}
+		}
+	}
+}
+
+// TestReviewMarkdownSummaryStructure: a compaction's summary with HTML in
+// it does not open an element around the rest of the transcript.
+func TestReviewMarkdownSummaryStructure(t *testing.T) {
+	ctx := context.Background()
+	st := openStore(t)
+	meta, err := st.Create(ctx, sessionstore.Meta{Name: "summary"})
+	require.NoError(t, err)
+	first, err := st.Append(ctx, meta.ID, sessionstore.UserText("start"))
+	require.NoError(t, err)
+	_, err = st.Append(ctx, meta.ID, sessionstore.NewEvent(sessionstore.KindCompaction, sessionstore.RoleNone, sessionstore.CompactionRecord{
+		Summary:    sessionstore.Summary{Goals: []string{"<details>"}, Text: "<details>\n<summary>x</summary>"},
+		Summarized: first.ID,
+	}))
+	require.NoError(t, err)
+	_, err = st.Append(ctx, meta.ID, sessionstore.AssistantText("the sentinel reply"))
+	require.NoError(t, err)
+	var buf bytes.Buffer
+	_, err = Markdown(ctx, &buf, st, meta.ID, Options{})
+	require.NoError(t, err)
+	doc := buf.String()
+	lines, top := mdLines(doc), topLevel(doc)
+	found := 0
+	for i, l := range lines {
+		if l == "## Assistant" {
+			found++
+			assert.True(t, top[i], "line %d %q is not at the top level", i+1, l)
+		}
+	}
+	assert.Equal(t, 1, found)
+}
