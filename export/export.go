@@ -10,7 +10,12 @@
 // them in sequence (reading events one by one costs a decompressed frame
 // each on a closed session); each event is written once, and a tree with
 // b branches off a path of depth d reads about b*d records more than it
-// writes.
+// writes. A tree export also keeps events of a path read before their turn
+// in append order comes, at most 32 MiB of records; past that it drops
+// those whose turn is furthest and reads them again at their turn (a
+// session of lanes appended in turn reads its paths again, about once per
+// 32 MiB), so memory stays near one path's records however many branches
+// the session has.
 //
 // Markdown's transcript is described at Markdown; it is for reading, and
 // no reader of it is offered.
@@ -76,6 +81,8 @@ package export
 
 import (
 	"bufio"
+	"bytes"
+	"container/heap"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -324,6 +331,7 @@ func (p *plan) count() int {
 // events of that path not written yet are kept until their turn, and the
 // rest (its prefix, written already) is read again. A tree with b branches
 // off a path of depth d reads about b*d records more than it holds.
+// What is held for later is bounded (readAhead, pendingBudget).
 func (p *plan) each(ctx context.Context, st *sessionstore.Store, session uuid.UUID, fn func(sessionstore.Event) error) error {
 	if p.loaded != nil {
 		for _, ev := range p.loaded {
@@ -346,12 +354,12 @@ func (p *plan) each(ctx context.Context, st *sessionstore.Store, session uuid.UU
 			}
 		}
 	}
-	pending := map[uuid.UUID]sessionstore.Event{} // read, not written yet
+	pending := newReadAhead(pendingBudget) // read, not written yet
 	for i, id := range p.ids {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		ev, ok := pending[id]
+		ev, ok := pending.take(id)
 		if !ok {
 			leaf := p.head
 			if p.scope == Tree {
@@ -369,20 +377,99 @@ func (p *plan) each(ctx context.Context, st *sessionstore.Store, session uuid.UU
 				return fmt.Errorf("export: session %s: path to %s: %w", session, leaf, err)
 			}
 			for _, e := range path {
-				if k, ok := pos[e.ID]; ok && k >= i {
-					pending[e.ID] = e
+				if e.ID == id {
+					ev, ok = e, true
+				} else if k, in := pos[e.ID]; in && k > i {
+					pending.add(e, k)
 				}
 			}
-			if ev, ok = pending[id]; !ok {
+			if !ok {
 				return fmt.Errorf("export: session %s: event %s is not on the path to %s it was read from", session, id, leaf)
 			}
 		}
-		delete(pending, id)
 		if err := fn(ev); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// pendingBudget is the bytes of records each keeps read ahead of their
+// turn (a variable for tests).
+var pendingBudget int64 = 32 << 20
+
+// eventOverhead is what an event held costs besides its record's bytes.
+const eventOverhead = 256
+
+// readAhead holds events read before their turn, at most budget bytes of
+// them: when full, it keeps the events whose turn comes first and drops
+// the others, which are read again when their turn comes.
+type readAhead struct {
+	budget, bytes int64
+	events        map[uuid.UUID]sessionstore.Event
+	turns         turnHeap // turns of the events held, latest on top
+}
+
+func newReadAhead(budget int64) *readAhead {
+	return &readAhead{budget: budget, events: map[uuid.UUID]sessionstore.Event{}}
+}
+
+func cost(ev sessionstore.Event) int64 { return int64(len(ev.Record)) + eventOverhead }
+
+// add holds ev, whose turn is turn, unless it is held already or the
+// budget is taken by events whose turn comes before.
+func (r *readAhead) add(ev sessionstore.Event, turn int) {
+	if _, ok := r.events[ev.ID]; ok {
+		return
+	}
+	c := cost(ev)
+	for r.bytes+c > r.budget && len(r.turns) > 0 && r.turns[0].turn > turn {
+		top := heap.Pop(&r.turns).(heldTurn)
+		if held, ok := r.events[top.id]; ok {
+			r.bytes -= cost(held)
+			delete(r.events, top.id)
+		}
+	}
+	if r.bytes+c > r.budget {
+		return
+	}
+	// A copy, so that the event held does not keep the buffer its record
+	// was read into (a whole path's, or a chunk's) from being collected.
+	ev.Record = bytes.Clone(ev.Record)
+	r.events[ev.ID] = ev
+	r.bytes += c
+	heap.Push(&r.turns, heldTurn{turn: turn, id: ev.ID})
+}
+
+// take returns the event id and lets it go, if it is held. Its heap entry
+// stays until it comes to the top, where add drops it as an id no longer
+// held.
+func (r *readAhead) take(id uuid.UUID) (sessionstore.Event, bool) {
+	ev, ok := r.events[id]
+	if ok {
+		delete(r.events, id)
+		r.bytes -= cost(ev)
+	}
+	return ev, ok
+}
+
+type heldTurn struct {
+	turn int
+	id   uuid.UUID
+}
+
+// turnHeap is a max-heap of turns.
+type turnHeap []heldTurn
+
+func (h turnHeap) Len() int           { return len(h) }
+func (h turnHeap) Less(i, j int) bool { return h[i].turn > h[j].turn }
+func (h turnHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *turnHeap) Push(x any)        { *h = append(*h, x.(heldTurn)) }
+func (h *turnHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
 }
 
 func checkScope(scope Scope, def Scope, allowTree bool) (Scope, error) {

@@ -5,6 +5,8 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"runtime"
+	"runtime/debug"
 	"strings"
 	"testing"
 
@@ -238,4 +240,98 @@ func TestReviewMarkdownSummaryStructure(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 1, found)
+}
+
+// lanesSession writes a session of lanes branches off one root, appended
+// in turn (one event to each, then again), each event's record about size
+// bytes, into a store at dir, and closes the store.
+func lanesSession(t *testing.T, dir string, lanes, per, size int) uuid.UUID {
+	ctx := context.Background()
+	st, err := sessionstore.Open(dir, nil)
+	require.NoError(t, err)
+	meta, err := st.Create(ctx, sessionstore.Meta{Name: "lanes"})
+	require.NoError(t, err)
+	root, err := st.Append(ctx, meta.ID, sessionstore.UserText("root"))
+	require.NoError(t, err)
+	tips := make([]uuid.UUID, lanes)
+	for k := range tips {
+		tips[k] = root.ID
+	}
+	pad := strings.Repeat("x", size)
+	for i := range per {
+		for k := range tips {
+			require.NoError(t, st.Branch(ctx, meta.ID, tips[k]))
+			ev, err := st.Append(ctx, meta.ID, sessionstore.AssistantText(fmt.Sprint(k, " ", i, " ", pad)))
+			require.NoError(t, err)
+			tips[k] = ev.ID
+		}
+	}
+	require.NoError(t, st.Close())
+	return meta.ID
+}
+
+// heapPeak is a writer that notes the largest live heap seen when written
+// to.
+type heapPeak struct{ peak uint64 }
+
+func (h *heapPeak) Write(p []byte) (int, error) {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	h.peak = max(h.peak, ms.HeapAlloc)
+	return len(p), nil
+}
+
+// TestReviewTreeMemory: a tree export holds about one path's records, not
+// the session's: with sixteen lanes appended in turn (each lane's path a
+// sixteenth of the session), the heap grows by well under half the session's
+// bytes while the export runs.
+func TestReviewTreeMemory(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	const lanes, per, size = 16, 25, 160 << 10 // 62.5 MiB of records
+	s := lanesSession(t, dir, lanes, per, size)
+	st, err := sessionstore.Open(dir, &sessionstore.Options{ReadOnly: true})
+	require.NoError(t, err)
+	defer st.Close()
+	old := pendingBudget
+	pendingBudget = 1 << 20
+	defer func() { pendingBudget = old }()
+	defer debug.SetGCPercent(debug.SetGCPercent(10))
+
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	hp := &heapPeak{}
+	stats, err := JSONL(ctx, hp, st, s, Options{})
+	require.NoError(t, err)
+	require.Equal(t, lanes*per+1, stats.Events)
+	total := int64(lanes * per * size)
+	grown := int64(hp.peak) - int64(ms.HeapAlloc)
+	t.Logf("records %d MiB, heap grew by %d MiB", total>>20, grown>>20)
+	assert.Less(t, grown, total/2)
+}
+
+// TestReviewTreeReadAhead: however little is kept read ahead, a tree
+// export writes the same bytes.
+func TestReviewTreeReadAhead(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := lanesSession(t, dir, 5, 20, 100)
+	st, err := sessionstore.Open(dir, &sessionstore.Options{ReadOnly: true})
+	require.NoError(t, err)
+	defer st.Close()
+	var want bytes.Buffer
+	_, err = JSONL(ctx, &want, st, s, Options{})
+	require.NoError(t, err)
+	_, evs := readAll(t, want.Bytes())
+	assert.Len(t, evs, 101)
+	old := pendingBudget
+	defer func() { pendingBudget = old }()
+	for _, budget := range []int64{0, 1, eventOverhead + 150, 3000, 1 << 40} {
+		pendingBudget = budget
+		var got bytes.Buffer
+		_, err := JSONL(ctx, &got, st, s, Options{})
+		require.NoError(t, err)
+		assert.Equal(t, want.String(), got.String(), "budget %d", budget)
+	}
 }
