@@ -242,11 +242,13 @@ type plan struct {
 	nodes  []sessionstore.Node // the tree, append order
 	ids    []uuid.UUID         // events to write, in order (Tree, ActivePath)
 	loaded []sessionstore.Event
+	lanes  []Lane // with wantLanes, for the header
 }
 
-// makePlan reads what scope needs. HEAD is read before the tree, so the
-// tree holds it even while a writer appends.
-func makePlan(ctx context.Context, st *sessionstore.Store, session uuid.UUID, scope Scope, needTree bool) (*plan, error) {
+// makePlan reads what scope needs, and with wantLanes the session's lanes.
+// HEAD and the lanes are read before the tree, so the tree holds HEAD and
+// every lane's tip even while a writer appends.
+func makePlan(ctx context.Context, st *sessionstore.Store, session uuid.UUID, scope Scope, needTree, wantLanes bool) (*plan, error) {
 	meta, err := st.Meta(ctx, session)
 	if err != nil {
 		return nil, fmt.Errorf("export: session %s: %w", session, err)
@@ -262,9 +264,14 @@ func makePlan(ctx context.Context, st *sessionstore.Store, session uuid.UUID, sc
 		if len(p.loaded) > 0 {
 			p.head = p.loaded[len(p.loaded)-1].ID
 		}
-		if !needTree {
-			return p, nil
+	}
+	if wantLanes {
+		if p.lanes, err = lanesOf(ctx, st, session, p.head); err != nil {
+			return nil, err
 		}
+	}
+	if scope == Context && !needTree {
+		return p, nil
 	}
 	if p.nodes, err = st.Tree(ctx, session); err != nil {
 		return nil, fmt.Errorf("export: session %s: tree: %w", session, err)
@@ -517,11 +524,7 @@ func JSONL(ctx context.Context, w io.Writer, st *sessionstore.Store, session uui
 	if err != nil {
 		return stats, err
 	}
-	p, err := makePlan(ctx, st, session, scope, false)
-	if err != nil {
-		return stats, err
-	}
-	lanes, err := lanesOf(ctx, st, session, p.head)
+	p, err := makePlan(ctx, st, session, scope, false, true)
 	if err != nil {
 		return stats, err
 	}
@@ -537,7 +540,7 @@ func JSONL(ctx context.Context, w io.Writer, st *sessionstore.Store, session uui
 	defer func() { stats.Bytes = out.cw.n }()
 	enc := json.NewEncoder(out.bw)
 	enc.SetEscapeHTML(false)
-	h := Header{Format: FormatName, Version: Version, Scope: scope, Blobs: mode, Session: p.meta, Head: p.head, Lanes: lanes, Events: p.count()}
+	h := Header{Format: FormatName, Version: Version, Scope: scope, Blobs: mode, Session: p.meta, Head: p.head, Lanes: p.lanes, Events: p.count()}
 	if err := enc.Encode(h); err != nil {
 		return stats, writeErr(err)
 	}

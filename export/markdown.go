@@ -37,7 +37,7 @@ func Markdown(ctx context.Context, w io.Writer, st *sessionstore.Store, session 
 	if err != nil {
 		return stats, err
 	}
-	p, err := makePlan(ctx, st, session, scope, true)
+	p, err := makePlan(ctx, st, session, scope, true, false)
 	if err != nil {
 		return stats, err
 	}

@@ -335,3 +335,80 @@ func TestReviewTreeReadAhead(t *testing.T) {
 		assert.Equal(t, want.String(), got.String(), "budget %d", budget)
 	}
 }
+
+// TestReviewExportBesideWriter: exports through a read-only store while a
+// writer appends, branches and moves lanes are each whole: the Reader takes
+// them, HEAD is among the events, every event is the writer's, and the
+// lanes' tips are events of the export.
+func TestReviewExportBesideWriter(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	w, err := sessionstore.Open(dir, &sessionstore.Options{BlobThreshold: blobThreshold})
+	require.NoError(t, err)
+	defer w.Close()
+	s := fixture(t, w)
+	r, err := sessionstore.Open(dir, &sessionstore.Options{ReadOnly: true})
+	require.NoError(t, err)
+	defer r.Close()
+
+	done := make(chan error, 1)
+	go func() {
+		defer close(done)
+		var last uuid.UUID
+		for i := range 200 {
+			if i%10 == 5 && last != uuid.Nil {
+				if err := w.Branch(ctx, s, eid(2)); err != nil {
+					done <- err
+					return
+				}
+			}
+			ev := sessionstore.AssistantText(fmt.Sprint("concurrent ", i))
+			if i%7 == 0 {
+				ev = sessionstore.ToolResultEvent(sessionstore.ToolResult{CallID: fmt.Sprint(i), Output: strings.Repeat("y", 600+i)})
+			}
+			got, err := w.Append(ctx, s, ev)
+			if err != nil {
+				done <- err
+				return
+			}
+			last = got.ID
+		}
+	}()
+	// Export until the writer is done, then check every export against
+	// the writer (which knows an event once its Append returns: a reader
+	// may see it a moment before).
+	type export struct {
+		scope Scope
+		data  []byte
+	}
+	var exports []export
+	for running := true; running; {
+		select {
+		case err := <-done:
+			require.NoError(t, err)
+			running = false
+		default:
+		}
+		for _, scope := range []Scope{Tree, ActivePath, Context} {
+			var buf bytes.Buffer
+			_, err := JSONL(ctx, &buf, r, s, Options{Scope: scope})
+			require.NoError(t, err)
+			exports = append(exports, export{scope, buf.Bytes()})
+		}
+	}
+	require.Greater(t, len(exports), 3)
+	for _, x := range exports {
+		h, evs := readAll(t, x.data)
+		in := map[uuid.UUID]bool{}
+		for _, ev := range evs {
+			in[ev.ID] = true
+		}
+		assert.True(t, in[h.Head], "scope %s: HEAD %s among the events", x.scope, h.Head)
+		if x.scope == Tree {
+			for _, l := range h.Lanes {
+				assert.True(t, in[l.Tip], "lane %s tip %s among the events", l.Name, l.Tip)
+			}
+		}
+		checkEvents(t, w, s, evs, "")
+	}
+}
