@@ -10,12 +10,12 @@
 // them in sequence (reading events one by one costs a decompressed frame
 // each on a closed session); each event is written once, and a tree with
 // b branches off a path of depth d reads about b*d records more than it
-// writes. A tree export also keeps events of a path read before their turn
-// in append order comes, at most 32 MiB of records; past that it drops
-// those whose turn is furthest and reads them again at their turn (a
-// session of lanes appended in turn reads its paths again, about once per
-// 32 MiB), so memory stays near one path's records however many branches
-// the session has.
+// writes. A tree export holds the last path it read until its events'
+// turns come, and of the paths read before it at most 32 MiB of records;
+// past that it drops those whose turn is furthest and reads them again at
+// their turn (a session of lanes appended in turn reads its paths again,
+// about once per 32 MiB), so memory stays near one path's records however
+// many branches the session has.
 //
 // Markdown's transcript is described at Markdown; it is for reading, and
 // no reader of it is offered.
@@ -338,7 +338,8 @@ func (p *plan) count() int {
 // events of that path not written yet are kept until their turn, and the
 // rest (its prefix, written already) is read again. A tree with b branches
 // off a path of depth d reads about b*d records more than it holds.
-// What is held for later is bounded (readAhead, pendingBudget).
+// The last path read is held whole; what earlier paths left for later is
+// bounded (readAhead, pendingBudget).
 func (p *plan) each(ctx context.Context, st *sessionstore.Store, session uuid.UUID, fn func(sessionstore.Event) error) error {
 	if p.loaded != nil {
 		for _, ev := range p.loaded {
@@ -361,12 +362,21 @@ func (p *plan) each(ctx context.Context, st *sessionstore.Store, session uuid.UU
 			}
 		}
 	}
-	pending := newReadAhead(pendingBudget) // read, not written yet
+	// The events of the last path read wait in cur, as FullPath returned
+	// them (that path is in memory anyway); those of earlier paths, in
+	// ahead, bounded.
+	cur := map[uuid.UUID]sessionstore.Event{}
+	ahead := newReadAhead(pendingBudget)
 	for i, id := range p.ids {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		ev, ok := pending.take(id)
+		ev, ok := cur[id]
+		if ok {
+			delete(cur, id)
+		} else {
+			ev, ok = ahead.take(id)
+		}
 		if !ok {
 			leaf := p.head
 			if p.scope == Tree {
@@ -383,11 +393,17 @@ func (p *plan) each(ctx context.Context, st *sessionstore.Store, session uuid.UU
 			if err != nil {
 				return fmt.Errorf("export: session %s: path to %s: %w", session, leaf, err)
 			}
+			for eid, e := range cur {
+				ahead.add(e, pos[eid])
+			}
+			cur = make(map[uuid.UUID]sessionstore.Event, len(path))
 			for _, e := range path {
 				if e.ID == id {
 					ev, ok = e, true
 				} else if k, in := pos[e.ID]; in && k > i {
-					pending.add(e, k)
+					if _, held := ahead.events[e.ID]; !held {
+						cur[e.ID] = e
+					}
 				}
 			}
 			if !ok {
@@ -402,7 +418,7 @@ func (p *plan) each(ctx context.Context, st *sessionstore.Store, session uuid.UU
 }
 
 // pendingBudget is the bytes of records each keeps read ahead of their
-// turn (a variable for tests).
+// turn from paths before the last one read (a variable for tests).
 var pendingBudget int64 = 32 << 20
 
 // eventOverhead is what an event held costs besides its record's bytes.

@@ -312,27 +312,35 @@ func TestReviewTreeMemory(t *testing.T) {
 }
 
 // TestReviewTreeReadAhead: however little is kept read ahead, a tree
-// export writes the same bytes.
+// export writes the same bytes, of lanes appended in turn and of one path.
 func TestReviewTreeReadAhead(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	s := lanesSession(t, dir, 5, 20, 100)
-	st, err := sessionstore.Open(dir, &sessionstore.Options{ReadOnly: true})
-	require.NoError(t, err)
-	defer st.Close()
-	var want bytes.Buffer
-	_, err = JSONL(ctx, &want, st, s, Options{})
-	require.NoError(t, err)
-	_, evs := readAll(t, want.Bytes())
-	assert.Len(t, evs, 101)
-	old := pendingBudget
-	defer func() { pendingBudget = old }()
-	for _, budget := range []int64{0, 1, eventOverhead + 150, 3000, 1 << 40} {
-		pendingBudget = budget
-		var got bytes.Buffer
-		_, err := JSONL(ctx, &got, st, s, Options{})
+	for _, lanes := range []int{5, 1} {
+		dir := t.TempDir()
+		s := lanesSession(t, dir, lanes, 20, 100)
+		st, err := sessionstore.Open(dir, &sessionstore.Options{ReadOnly: true})
 		require.NoError(t, err)
-		assert.Equal(t, want.String(), got.String(), "budget %d", budget)
+		defer st.Close()
+		var want bytes.Buffer
+		_, err = JSONL(ctx, &want, st, s, Options{})
+		require.NoError(t, err)
+		_, evs := readAll(t, want.Bytes())
+		assert.Len(t, evs, lanes*20+1)
+		old := pendingBudget
+		defer func() { pendingBudget = old }()
+		for _, budget := range []int64{0, 1, eventOverhead + 150, 3000, 1 << 40} {
+			pendingBudget = budget
+			for _, scope := range []Scope{Tree, ActivePath} {
+				var got bytes.Buffer
+				_, err := JSONL(ctx, &got, st, s, Options{Scope: scope})
+				require.NoError(t, err)
+				if scope == Tree {
+					assert.Equal(t, want.String(), got.String(), "lanes %d budget %d", lanes, budget)
+				}
+				_, evs := readAll(t, got.Bytes())
+				assert.Equal(t, wantIDs(t, st, s, scope), ids(evs))
+			}
+		}
 	}
 }
 
