@@ -115,7 +115,8 @@ func (r *Reader) Header() Header { return r.header }
 // Errors: a *ParseError wrapping ErrFormat (a line that is not an event, an
 // event repeated, with scope "tree" an event before its parent, with scope
 // "path" an event whose parent is not the event before it, an inline
-// record that does not match its digest, a line past the count), ErrTruncated (fewer events than the header counts); the
+// record that does not match its digest, a blob's record missing from an
+// export with blobs inline, a line past the count), ErrTruncated (fewer events than the header counts); the
 // error of the input. After an error, Next returns it again.
 func (r *Reader) Next() (sessionstore.Event, error) {
 	if r.err != nil {
@@ -180,6 +181,9 @@ func (r *Reader) nextEvent() (sessionstore.Event, error) {
 				return ev, r.errorf(ErrFormat, "event %s: record of %d bytes, size %d", ev.ID, len(ev.Record), ev.Size)
 			}
 		}
+	}
+	if ev.Record == nil && ev.Digest != "" && r.header.Blobs == BlobsInline {
+		return ev, r.errorf(ErrFormat, "event %s: no record in an export with blobs inline", ev.ID)
 	}
 	if ev.Record == nil && ev.Digest == "" && ev.Kind != sessionstore.KindCustom {
 		return ev, r.errorf(ErrFormat, "event %s: no record and no digest", ev.ID)

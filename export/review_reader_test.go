@@ -64,3 +64,26 @@ func TestReviewReaderPathOrder(t *testing.T) {
 	require.ErrorAs(t, err, &pe)
 	assert.Equal(t, 3, pe.Line)
 }
+
+// TestReviewReaderInlineNull: in an export with "blobs":"inline" every
+// record is in its line; a blob's line with "record":null (its record
+// lost) is refused.
+func TestReviewReaderInlineNull(t *testing.T) {
+	st := openStore(t)
+	s := fixture(t, st)
+	var buf bytes.Buffer
+	_, err := JSONL(context.Background(), &buf, st, s, Options{})
+	require.NoError(t, err)
+	lines := strings.Split(buf.String(), "\n")
+	i := blobLine(t, lines)
+	at := strings.Index(lines[i], `"record":`)
+	end := strings.Index(lines[i], `,"digest":`)
+	require.True(t, at > 0 && end > at)
+	lines[i] = lines[i][:at] + `"record":null` + lines[i][end:]
+	err = readErr(strings.Join(lines, "\n"))
+	require.Error(t, err)
+	assert.ErrorIs(t, err, ErrFormat)
+	var pe *ParseError
+	require.ErrorAs(t, err, &pe)
+	assert.Equal(t, i+1, pe.Line)
+}
