@@ -22,8 +22,9 @@
 //
 // # The JSONL format, version 1
 //
-// The output is UTF-8 text, one JSON object per line, each line ending in
-// "\n". The first line is the header (Header):
+// The output is UTF-8 text (but for the bytes of a record that are not:
+// the store keeps a record's bytes as given, and the export writes them as
+// they are), one JSON object per line, each line ending in "\n". The first line is the header (Header):
 //
 //	{"format":"sessionstore-export","version":1,"scope":"tree","blobs":"inline","session":{...},"head":"<id>","lanes":[...],"events":3}
 //

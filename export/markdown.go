@@ -28,8 +28,9 @@ import (
 // the path branches (an event with siblings: other children of its parent),
 // a note names the other branches.
 //
-// The output depends only on the stored session and opts: the same session
-// exports to the same bytes. Records stored as blobs are read and shown.
+// The output is UTF-8 (bytes of a record that are not are shown as
+// U+FFFD) and depends only on the stored session and opts: the same
+// session exports to the same bytes. Records stored as blobs are read and shown.
 //
 // Errors: as JSONL; ErrScope for Tree.
 func Markdown(ctx context.Context, w io.Writer, st *sessionstore.Store, session uuid.UUID, opts Options) (stats Stats, err error) {
@@ -323,6 +324,7 @@ func (m *mdWriter) branchNote(ev sessionstore.Event) {
 // fenced writes s in a fenced code block longer than any run of backticks
 // in it.
 func (m *mdWriter) fenced(lang, s string) {
+	s = strings.ToValidUTF8(s, "\uFFFD") // a record's bytes, as stored, may not be UTF-8
 	fence := strings.Repeat("`", max(3, longestRun(s, '`')+1))
 	m.str(fence + lang + "\n")
 	m.str(s)

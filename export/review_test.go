@@ -3,12 +3,14 @@ package export
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"regexp"
 	"runtime"
 	"runtime/debug"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
@@ -419,4 +421,22 @@ func TestReviewExportBesideWriter(t *testing.T) {
 		}
 		checkEvents(t, w, s, evs, "")
 	}
+}
+
+// TestReviewMarkdownInvalidUTF8: records holding bytes that are not UTF-8
+// (the store keeps them as given) make a transcript that is UTF-8 still.
+func TestReviewMarkdownInvalidUTF8(t *testing.T) {
+	ctx := context.Background()
+	st := openStore(t)
+	meta, err := st.Create(ctx, sessionstore.Meta{Name: "bytes"})
+	require.NoError(t, err)
+	_, err = st.Append(ctx, meta.ID, sessionstore.Event{Kind: sessionstore.KindCustom, Record: json.RawMessage("{\"a\":\"\xff\xfe\"}")})
+	require.NoError(t, err)
+	_, err = st.Append(ctx, meta.ID, sessionstore.ToolCallEvent(sessionstore.ToolCall{CallID: "c", Name: "x", Arguments: json.RawMessage("{\"a\":\"\xff\"}")}))
+	require.NoError(t, err)
+	var buf bytes.Buffer
+	_, err = Markdown(ctx, &buf, st, meta.ID, Options{})
+	require.NoError(t, err)
+	assert.True(t, utf8.Valid(buf.Bytes()))
+	assert.Contains(t, buf.String(), "\"a\": \"\uFFFD")
 }
