@@ -272,7 +272,7 @@ func lanesSession(t *testing.T, dir string, lanes, per, size int) uuid.UUID {
 	return meta.ID
 }
 
-// heapPeak is a writer that notes the largest live heap seen when written
+// heapPeak is a writer that notes the largest HeapAlloc seen when written
 // to.
 type heapPeak struct{ peak uint64 }
 
