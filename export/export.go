@@ -10,15 +10,21 @@
 // them in sequence (reading events one by one costs a decompressed frame
 // each on a closed session); each event is written once, and a tree with
 // b branches off a path of depth d reads about b*d records more than it
-// writes.
+// writes. A tree export holds the last path it read until its events'
+// turns come, and of the paths read before it at most 32 MiB of records;
+// past that it drops those whose turn is furthest and reads them again at
+// their turn (a session of lanes appended in turn reads its paths again,
+// about once per 32 MiB), so memory stays near one path's records however
+// many branches the session has.
 //
 // Markdown's transcript is described at Markdown; it is for reading, and
 // no reader of it is offered.
 //
 // # The JSONL format, version 1
 //
-// The output is UTF-8 text, one JSON object per line, each line ending in
-// "\n". The first line is the header (Header):
+// The output is UTF-8 text (but for the bytes of a record that are not:
+// the store keeps a record's bytes as given, and the export writes them as
+// they are), one JSON object per line, each line ending in "\n". The first line is the header (Header):
 //
 //	{"format":"sessionstore-export","version":1,"scope":"tree","blobs":"inline","session":{...},"head":"<id>","lanes":[...],"events":3}
 //
@@ -76,6 +82,8 @@ package export
 
 import (
 	"bufio"
+	"bytes"
+	"container/heap"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -235,11 +243,13 @@ type plan struct {
 	nodes  []sessionstore.Node // the tree, append order
 	ids    []uuid.UUID         // events to write, in order (Tree, ActivePath)
 	loaded []sessionstore.Event
+	lanes  []Lane // with wantLanes, for the header
 }
 
-// makePlan reads what scope needs. HEAD is read before the tree, so the
-// tree holds it even while a writer appends.
-func makePlan(ctx context.Context, st *sessionstore.Store, session uuid.UUID, scope Scope, needTree bool) (*plan, error) {
+// makePlan reads what scope needs, and with wantLanes the session's lanes.
+// HEAD and the lanes are read before the tree, so the tree holds HEAD and
+// every lane's tip even while a writer appends.
+func makePlan(ctx context.Context, st *sessionstore.Store, session uuid.UUID, scope Scope, needTree, wantLanes bool) (*plan, error) {
 	meta, err := st.Meta(ctx, session)
 	if err != nil {
 		return nil, fmt.Errorf("export: session %s: %w", session, err)
@@ -255,9 +265,14 @@ func makePlan(ctx context.Context, st *sessionstore.Store, session uuid.UUID, sc
 		if len(p.loaded) > 0 {
 			p.head = p.loaded[len(p.loaded)-1].ID
 		}
-		if !needTree {
-			return p, nil
+	}
+	if wantLanes {
+		if p.lanes, err = lanesOf(ctx, st, session, p.head); err != nil {
+			return nil, err
 		}
+	}
+	if scope == Context && !needTree {
+		return p, nil
 	}
 	if p.nodes, err = st.Tree(ctx, session); err != nil {
 		return nil, fmt.Errorf("export: session %s: tree: %w", session, err)
@@ -324,6 +339,8 @@ func (p *plan) count() int {
 // events of that path not written yet are kept until their turn, and the
 // rest (its prefix, written already) is read again. A tree with b branches
 // off a path of depth d reads about b*d records more than it holds.
+// The last path read is held whole; what earlier paths left for later is
+// bounded (readAhead, pendingBudget).
 func (p *plan) each(ctx context.Context, st *sessionstore.Store, session uuid.UUID, fn func(sessionstore.Event) error) error {
 	if p.loaded != nil {
 		for _, ev := range p.loaded {
@@ -346,12 +363,21 @@ func (p *plan) each(ctx context.Context, st *sessionstore.Store, session uuid.UU
 			}
 		}
 	}
-	pending := map[uuid.UUID]sessionstore.Event{} // read, not written yet
+	// The events of the last path read wait in cur, as FullPath returned
+	// them (that path is in memory anyway); those of earlier paths, in
+	// ahead, bounded.
+	cur := map[uuid.UUID]sessionstore.Event{}
+	ahead := newReadAhead(pendingBudget)
 	for i, id := range p.ids {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		ev, ok := pending[id]
+		ev, ok := cur[id]
+		if ok {
+			delete(cur, id)
+		} else {
+			ev, ok = ahead.take(id)
+		}
 		if !ok {
 			leaf := p.head
 			if p.scope == Tree {
@@ -368,21 +394,106 @@ func (p *plan) each(ctx context.Context, st *sessionstore.Store, session uuid.UU
 			if err != nil {
 				return fmt.Errorf("export: session %s: path to %s: %w", session, leaf, err)
 			}
+			for eid, e := range cur {
+				ahead.add(e, pos[eid])
+			}
+			cur = make(map[uuid.UUID]sessionstore.Event, len(path))
 			for _, e := range path {
-				if k, ok := pos[e.ID]; ok && k >= i {
-					pending[e.ID] = e
+				if e.ID == id {
+					ev, ok = e, true
+				} else if k, in := pos[e.ID]; in && k > i {
+					if _, held := ahead.events[e.ID]; !held {
+						cur[e.ID] = e
+					}
 				}
 			}
-			if ev, ok = pending[id]; !ok {
+			if !ok {
 				return fmt.Errorf("export: session %s: event %s is not on the path to %s it was read from", session, id, leaf)
 			}
 		}
-		delete(pending, id)
 		if err := fn(ev); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// pendingBudget is the bytes of records each keeps read ahead of their
+// turn from paths before the last one read (a variable for tests).
+var pendingBudget int64 = 32 << 20
+
+// eventOverhead is what an event held costs besides its record's bytes.
+const eventOverhead = 256
+
+// readAhead holds events read before their turn, at most budget bytes of
+// them: when full, it keeps the events whose turn comes first and drops
+// the others, which are read again when their turn comes.
+type readAhead struct {
+	budget, bytes int64
+	events        map[uuid.UUID]sessionstore.Event
+	turns         turnHeap // turns of the events held, latest on top
+}
+
+func newReadAhead(budget int64) *readAhead {
+	return &readAhead{budget: budget, events: map[uuid.UUID]sessionstore.Event{}}
+}
+
+func cost(ev sessionstore.Event) int64 { return int64(len(ev.Record)) + eventOverhead }
+
+// add holds ev, whose turn is turn, unless it is held already or the
+// budget is taken by events whose turn comes before.
+func (r *readAhead) add(ev sessionstore.Event, turn int) {
+	if _, ok := r.events[ev.ID]; ok {
+		return
+	}
+	c := cost(ev)
+	for r.bytes+c > r.budget && len(r.turns) > 0 && r.turns[0].turn > turn {
+		top := heap.Pop(&r.turns).(heldTurn)
+		if held, ok := r.events[top.id]; ok {
+			r.bytes -= cost(held)
+			delete(r.events, top.id)
+		}
+	}
+	if r.bytes+c > r.budget {
+		return
+	}
+	// A copy, so that the event held does not keep the buffer its record
+	// was read into (a whole path's, or a chunk's) from being collected.
+	ev.Record = bytes.Clone(ev.Record)
+	r.events[ev.ID] = ev
+	r.bytes += c
+	heap.Push(&r.turns, heldTurn{turn: turn, id: ev.ID})
+}
+
+// take returns the event id and lets it go, if it is held. Its heap entry
+// stays until it comes to the top, where add drops it as an id no longer
+// held.
+func (r *readAhead) take(id uuid.UUID) (sessionstore.Event, bool) {
+	ev, ok := r.events[id]
+	if ok {
+		delete(r.events, id)
+		r.bytes -= cost(ev)
+	}
+	return ev, ok
+}
+
+type heldTurn struct {
+	turn int
+	id   uuid.UUID
+}
+
+// turnHeap is a max-heap of turns.
+type turnHeap []heldTurn
+
+func (h turnHeap) Len() int           { return len(h) }
+func (h turnHeap) Less(i, j int) bool { return h[i].turn > h[j].turn }
+func (h turnHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *turnHeap) Push(x any)        { *h = append(*h, x.(heldTurn)) }
+func (h *turnHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
 }
 
 func checkScope(scope Scope, def Scope, allowTree bool) (Scope, error) {
@@ -430,11 +541,7 @@ func JSONL(ctx context.Context, w io.Writer, st *sessionstore.Store, session uui
 	if err != nil {
 		return stats, err
 	}
-	p, err := makePlan(ctx, st, session, scope, false)
-	if err != nil {
-		return stats, err
-	}
-	lanes, err := lanesOf(ctx, st, session, p.head)
+	p, err := makePlan(ctx, st, session, scope, false, true)
 	if err != nil {
 		return stats, err
 	}
@@ -450,7 +557,7 @@ func JSONL(ctx context.Context, w io.Writer, st *sessionstore.Store, session uui
 	defer func() { stats.Bytes = out.cw.n }()
 	enc := json.NewEncoder(out.bw)
 	enc.SetEscapeHTML(false)
-	h := Header{Format: FormatName, Version: Version, Scope: scope, Blobs: mode, Session: p.meta, Head: p.head, Lanes: lanes, Events: p.count()}
+	h := Header{Format: FormatName, Version: Version, Scope: scope, Blobs: mode, Session: p.meta, Head: p.head, Lanes: p.lanes, Events: p.count()}
 	if err := enc.Encode(h); err != nil {
 		return stats, writeErr(err)
 	}

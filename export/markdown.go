@@ -28,8 +28,9 @@ import (
 // the path branches (an event with siblings: other children of its parent),
 // a note names the other branches.
 //
-// The output depends only on the stored session and opts: the same session
-// exports to the same bytes. Records stored as blobs are read and shown.
+// The output is UTF-8 (bytes of a record that are not are shown as
+// U+FFFD) and depends only on the stored session and opts: the same
+// session exports to the same bytes. Records stored as blobs are read and shown.
 //
 // Errors: as JSONL; ErrScope for Tree.
 func Markdown(ctx context.Context, w io.Writer, st *sessionstore.Store, session uuid.UUID, opts Options) (stats Stats, err error) {
@@ -37,7 +38,7 @@ func Markdown(ctx context.Context, w io.Writer, st *sessionstore.Store, session 
 	if err != nil {
 		return stats, err
 	}
-	p, err := makePlan(ctx, st, session, scope, true)
+	p, err := makePlan(ctx, st, session, scope, true, false)
 	if err != nil {
 		return stats, err
 	}
@@ -185,7 +186,7 @@ func (m *mdWriter) event(ev sessionstore.Event) {
 			m.str("</details>\n\n")
 		}
 		if msg.Content != "" {
-			m.str(strings.TrimRight(msg.Content, "\n"))
+			m.str(strings.TrimRight(safeMarkdown(msg.Content), "\n"))
 			m.str("\n\n")
 		}
 		if len(msg.ToolCalls) > 0 {
@@ -285,11 +286,11 @@ func (m *mdWriter) summary(s sessionstore.Summary) {
 		}
 		m.printf(">\n> **%s**\n>\n", f.name)
 		for _, it := range f.items {
-			m.printf("> - %s\n", quoteLines(it, ">   "))
+			m.printf("> - %s\n", quoteLines(safeMarkdown(it), ">   "))
 		}
 	}
 	if s.Text != "" {
-		m.printf(">\n> %s\n", quoteLines(s.Text, "> "))
+		m.printf(">\n> %s\n", quoteLines(safeMarkdown(s.Text), "> "))
 	}
 }
 
@@ -323,6 +324,7 @@ func (m *mdWriter) branchNote(ev sessionstore.Event) {
 // fenced writes s in a fenced code block longer than any run of backticks
 // in it.
 func (m *mdWriter) fenced(lang, s string) {
+	s = strings.ToValidUTF8(s, "\uFFFD") // a record's bytes, as stored, may not be UTF-8
 	fence := strings.Repeat("`", max(3, longestRun(s, '`')+1))
 	m.str(fence + lang + "\n")
 	m.str(s)
@@ -366,4 +368,121 @@ func indentJSON(raw json.RawMessage) string {
 		return string(raw)
 	}
 	return b.String()
+}
+
+// safeMarkdown returns Markdown text s so that it cannot change the
+// structure of the document around it: line ends become "\n", a "<"
+// outside fenced code blocks and code spans becomes "&lt;" (no raw HTML
+// block or element, such as <details>, <script> or "<!--", is opened), and
+// a fenced code block left open at the end is closed.
+func safeMarkdown(s string) string {
+	s = strings.ReplaceAll(s, "\r\n", "\n")
+	s = strings.ReplaceAll(s, "\r", "\n")
+	var b strings.Builder
+	var fence string // the run that opened the fenced block we are in
+	for i, line := range strings.Split(s, "\n") {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		if fence != "" {
+			if closesFence(line, fence) {
+				fence = ""
+			}
+			b.WriteString(line)
+			continue
+		}
+		if f := opensFence(line); f != "" {
+			fence = f
+			b.WriteString(line)
+			continue
+		}
+		b.WriteString(escapeHTML(line))
+	}
+	if fence != "" {
+		b.WriteString("\n" + fence)
+	}
+	return b.String()
+}
+
+// opensFence returns the run of backticks or tildes that opens a fenced
+// code block on line, or "".
+func opensFence(line string) string {
+	t := strings.TrimLeft(line, " ")
+	if len(line)-len(t) > 3 || len(t) < 3 || (t[0] != '`' && t[0] != '~') {
+		return ""
+	}
+	n := 0
+	for n < len(t) && t[n] == t[0] {
+		n++
+	}
+	if n < 3 || (t[0] == '`' && strings.Contains(t[n:], "`")) {
+		return ""
+	}
+	return t[:n]
+}
+
+// closesFence reports whether line closes a fenced block opened by fence.
+func closesFence(line, fence string) bool {
+	t := strings.TrimLeft(line, " ")
+	if len(line)-len(t) > 3 {
+		return false
+	}
+	n := 0
+	for n < len(t) && t[n] == fence[0] {
+		n++
+	}
+	return n >= len(fence) && strings.Trim(t[n:], " \t") == ""
+}
+
+// escapeHTML writes each "<" of line as "&lt;", but in code spans (a run
+// of backticks up to the next run as long on the line).
+func escapeHTML(line string) string {
+	if !strings.Contains(line, "<") {
+		return line
+	}
+	var b strings.Builder
+	for i := 0; i < len(line); {
+		switch line[i] {
+		case '<':
+			b.WriteString("&lt;")
+			i++
+		case '`':
+			n := 0
+			for i+n < len(line) && line[i+n] == '`' {
+				n++
+			}
+			end := closingRun(line, i+n, n)
+			if end < 0 {
+				b.WriteString(line[i : i+n])
+				i += n
+				continue
+			}
+			b.WriteString(line[i:end])
+			i = end
+		default:
+			b.WriteByte(line[i])
+			i++
+		}
+	}
+	return b.String()
+}
+
+// closingRun returns the index just past the first run of exactly n
+// backticks in line at or after from, or -1.
+func closingRun(line string, from, n int) int {
+	for j := from; j < len(line); {
+		if line[j] != '`' {
+			j++
+			continue
+		}
+		k := j
+		for k < len(line) && line[k] == '`' {
+			k++
+		}
+		if k-j == n {
+			return k
+		}
+		j = k
+	}
+	return -1
 }

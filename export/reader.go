@@ -64,7 +64,8 @@ type Reader struct {
 	start  int64 // offset of the current line
 	offset int64 // of the next line
 	header Header
-	read   int // events read
+	read   int       // events read
+	last   uuid.UUID // the id of the last event read
 	seen   map[uuid.UUID]bool
 	err    error
 }
@@ -112,8 +113,10 @@ func (r *Reader) Header() Header { return r.header }
 // blob file has Record nil and Digest set: ReadBlob reads it.
 //
 // Errors: a *ParseError wrapping ErrFormat (a line that is not an event, an
-// event repeated, with scope "tree" an event before its parent, a line past
-// the count), ErrTruncated (fewer events than the header counts); the
+// event repeated, with scope "tree" an event before its parent, with scope
+// "path" an event whose parent is not the event before it, an inline
+// record that does not match its digest, a blob's record missing from an
+// export with blobs inline, a line past the count), ErrTruncated (fewer events than the header counts); the
 // error of the input. After an error, Next returns it again.
 func (r *Reader) Next() (sessionstore.Event, error) {
 	if r.err != nil {
@@ -156,6 +159,8 @@ func (r *Reader) nextEvent() (sessionstore.Event, error) {
 		return ev, r.errorf(ErrFormat, "event %s: branch_from %s is not its parent %s", ev.ID, ev.BranchFrom, ev.ParentID)
 	case r.header.Scope == Tree && ev.ParentID != uuid.Nil && !r.seen[ev.ParentID]:
 		return ev, r.errorf(ErrFormat, "event %s before its parent %s", ev.ID, ev.ParentID)
+	case r.header.Scope == ActivePath && ev.ParentID != r.last:
+		return ev, r.errorf(ErrFormat, "event %s: parent %s, not the event before it on the path (%s)", ev.ID, ev.ParentID, r.last)
 	case !knownKinds[ev.Kind]:
 		return ev, r.errorf(ErrFormat, "event %s: unknown kind %q", ev.ID, ev.Kind)
 	case !knownRoles[ev.Role]:
@@ -164,9 +169,21 @@ func (r *Reader) nextEvent() (sessionstore.Event, error) {
 		return ev, r.errorf(ErrFormat, "event %s: size %d", ev.ID, ev.Size)
 	}
 	if ev.Digest != "" {
-		if _, err := BlobName(ev.Digest); err != nil {
+		name, err := BlobName(ev.Digest)
+		if err != nil {
 			return ev, r.errorf(ErrFormat, "event %s: %v", ev.ID, errors.Unwrap(err))
 		}
+		if ev.Record != nil {
+			if sum := sha256.Sum256(ev.Record); hex.EncodeToString(sum[:]) != strings.TrimPrefix(name, "sha256-") {
+				return ev, r.errorf(ErrFormat, "event %s: record does not match its digest %s", ev.ID, ev.Digest)
+			}
+			if int64(len(ev.Record)) != ev.Size {
+				return ev, r.errorf(ErrFormat, "event %s: record of %d bytes, size %d", ev.ID, len(ev.Record), ev.Size)
+			}
+		}
+	}
+	if ev.Record == nil && ev.Digest != "" && r.header.Blobs == BlobsInline {
+		return ev, r.errorf(ErrFormat, "event %s: no record in an export with blobs inline", ev.ID)
 	}
 	if ev.Record == nil && ev.Digest == "" && ev.Kind != sessionstore.KindCustom {
 		return ev, r.errorf(ErrFormat, "event %s: no record and no digest", ev.ID)
@@ -175,6 +192,7 @@ func (r *Reader) nextEvent() (sessionstore.Event, error) {
 		return ev, r.errorf(ErrFormat, "event %s: record of %d bytes, size %d", ev.ID, len(ev.Record), ev.Size)
 	}
 	r.seen[ev.ID] = true
+	r.last = ev.ID
 	r.read++
 	return ev, nil
 }
