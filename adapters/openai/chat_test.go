@@ -302,7 +302,6 @@ func checkEvents(t *testing.T, evs []sessionstore.Event) {
 func BenchmarkChatMessages(b *testing.B) {
 	evs := longSession(b, 500)
 	b.ReportAllocs()
-	b.ResetTimer()
 	var n int
 	for b.Loop() {
 		msgs, err := ChatMessages(evs)
