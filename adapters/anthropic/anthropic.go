@@ -49,6 +49,7 @@
 package anthropicadapter
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -77,6 +78,8 @@ type ThinkingBlock struct {
 	// Data is a redacted_thinking block's encrypted content.
 	Data string `json:"data,omitempty"`
 }
+
+var thinkingKey = []byte(`"` + ThinkingField + `"`)
 
 // record is an assistant message's record with its thinking blocks.
 type record struct {
@@ -107,7 +110,8 @@ func Messages(events []sessionstore.Event) ([]anthropic.MessageParam, error) {
 		var out []ThinkingBlock
 		for _, id := range m.Events {
 			i, ok := byID[id]
-			if !ok || events[i].Kind != sessionstore.KindMessage {
+			// Most records hold no thinking blocks: skip decoding them.
+			if !ok || events[i].Kind != sessionstore.KindMessage || !bytes.Contains(events[i].Record, thinkingKey) {
 				continue
 			}
 			var rec struct {

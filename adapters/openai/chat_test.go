@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -39,8 +38,28 @@ func TestChatMessagesWire(t *testing.T) {
 	assert.Contains(t, got[0]["content"], "The user asked what the repository is.")
 	assert.Contains(t, got[0]["content"], "Goals:\n- fix the build")
 
-	// Every tool message answers a call of the assistant message before
-	// it, and every call is answered.
+	checkChatPairs(t, got)
+
+	calls := got[2]["tool_calls"].([]any)
+	require.Len(t, calls, 2)
+	fn := calls[1].(map[string]any)["function"].(map[string]any)
+	assert.Equal(t, "read_file", fn["name"])
+	assert.Equal(t, `{"path":"b.go"}`, fn["arguments"])
+	assert.Equal(t, "Reading both.", got[2]["content"])
+	assert.Equal(t, "package a", got[3]["content"])
+	assert.Equal(t, ErrorPrefix+"open b.go: no such file", got[4]["content"])
+	assert.Equal(t, ErrorPrefix+convo.MissingResult, got[6]["content"])
+	assert.NotContains(t, got[5], "content", "an assistant message with calls only has no content")
+	bad := got[9]["tool_calls"].([]any)[0].(map[string]any)["function"].(map[string]any)
+	assert.Equal(t, `{"path": "a.go"`, bad["arguments"], "arguments that are not JSON come back as the model wrote them")
+	assert.Equal(t, "", got[10]["content"])
+}
+
+// checkChatPairs checks that every tool message answers a call of the
+// assistant message before it, and that every call is answered before
+// the next other message.
+func checkChatPairs(t *testing.T, got []map[string]any) {
+	t.Helper()
 	open := map[string]bool{}
 	for i, m := range got {
 		switch m["role"] {
@@ -61,20 +80,6 @@ func TestChatMessagesWire(t *testing.T) {
 		}
 	}
 	assert.Empty(t, open)
-
-	calls := got[2]["tool_calls"].([]any)
-	require.Len(t, calls, 2)
-	fn := calls[1].(map[string]any)["function"].(map[string]any)
-	assert.Equal(t, "read_file", fn["name"])
-	assert.Equal(t, `{"path":"b.go"}`, fn["arguments"])
-	assert.Equal(t, "Reading both.", got[2]["content"])
-	assert.Equal(t, "package a", got[3]["content"])
-	assert.Equal(t, ErrorPrefix+"open b.go: no such file", got[4]["content"])
-	assert.Equal(t, ErrorPrefix+convo.MissingResult, got[6]["content"])
-	assert.NotContains(t, got[5], "content", "an assistant message with calls only has no content")
-	bad := got[9]["tool_calls"].([]any)[0].(map[string]any)["function"].(map[string]any)
-	assert.Equal(t, `{"path": "a.go"`, bad["arguments"], "arguments that are not JSON come back as the model wrote them")
-	assert.Equal(t, "", got[10]["content"])
 }
 
 // chatResponse is a chat completion as the API sends it.
@@ -300,7 +305,8 @@ func checkEvents(t *testing.T, evs []sessionstore.Event) {
 }
 
 func BenchmarkChatMessages(b *testing.B) {
-	evs := longSession(b, 500)
+	evs := loadRecorded(b)
+	b.SetBytes(recordBytes(evs))
 	b.ReportAllocs()
 	var n int
 	for b.Loop() {
@@ -314,21 +320,12 @@ func BenchmarkChatMessages(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(evs)), "ns/event")
 }
 
-// longSession returns the events of a session of turns, each a user
-// message, a reply with two calls, their results and a final answer, as
-// Load returns them (built without a store: the mapping needs only the
-// records).
-func longSession(tb testing.TB, turns int) []sessionstore.Event {
-	tb.Helper()
-	var evs []sessionstore.Event
-	out := strings.Repeat("output ", 200)
-	for i := range turns {
-		evs = append(evs, sessionstore.UserText("Do the next step."))
-		evs = append(evs, convo.Reply{Text: "On it.", Model: "gpt-test", ToolCalls: []sessionstore.ToolCall{
-			tc("a"+strconv.Itoa(i), "read_file", `{"path":"a.go"}`), tc("b"+strconv.Itoa(i), "grep", `{"pattern":"func"}`),
-		}}.Events()...)
-		evs = append(evs, result("a"+strconv.Itoa(i), out, false), result("b"+strconv.Itoa(i), out, false))
-		evs = append(evs, sessionstore.AssistantText("Step done."))
+// recordBytes is the size of the events' records: what a request is
+// built from.
+func recordBytes(evs []sessionstore.Event) int64 {
+	var n int64
+	for _, ev := range evs {
+		n += int64(len(ev.Record))
 	}
-	return evs
+	return n
 }

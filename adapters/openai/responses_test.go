@@ -167,7 +167,8 @@ func FuzzResponseReply(f *testing.F) {
 }
 
 func BenchmarkResponsesInput(b *testing.B) {
-	evs := longSession(b, 500)
+	evs := loadRecorded(b)
+	b.SetBytes(recordBytes(evs))
 	b.ReportAllocs()
 	var n int
 	for b.Loop() {
