@@ -18,7 +18,10 @@
 // messages of one role are merged into one, so the results of a turn's
 // calls form one user message, tool_result blocks first), and no message
 // or text block is empty (a message with no text and no tool calls is
-// left out; a result with no output has no content).
+// left out; a result with no output has no content). Calls still pending
+// (convo.Context.Pending: the last turn's calls without results) are sent
+// unanswered, which the API refuses: run them and append their results
+// before the next request.
 //
 // # Thinking
 //
@@ -72,7 +75,9 @@ const ThinkingField = "anthropic_thinking"
 // kept under ThinkingField.
 type ThinkingBlock struct {
 	// Type is "thinking" or "redacted_thinking".
-	Type      string `json:"type"`
+	Type string `json:"type"`
+	// Thinking is a thinking block's text; Signature the signature the
+	// API gave with it, which it checks when the block comes back.
 	Thinking  string `json:"thinking,omitempty"`
 	Signature string `json:"signature,omitempty"`
 	// Data is a redacted_thinking block's encrypted content.

@@ -327,6 +327,12 @@ func FuzzMessages(f *testing.F) {
 				evs = append(evs, sessionstore.AssistantText(""))
 			}
 		}
+		// A harness runs the calls still pending before its next request.
+		c, err := convo.Build(evs, nil)
+		require.NoError(t, err)
+		for _, p := range c.Pending {
+			evs = append(evs, result(p.CallID, "done", false))
+		}
 		msgs, err := Messages(evs)
 		require.NoError(t, err)
 		if len(msgs) == 0 {

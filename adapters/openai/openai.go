@@ -16,7 +16,10 @@
 // The rules of which turns a request carries (calls paired with results,
 // synthetic results for abandoned calls, compactions and branch summaries
 // as user messages holding the summary) are package convo's; this package
-// only maps convo's messages to the SDK's types and back.
+// only maps convo's messages to the SDK's types and back. Calls still
+// pending (convo.Context.Pending: the last turn's calls without results)
+// are sent unanswered, which both APIs refuse: run them and append their
+// results before the next request.
 //
 // # Mapping
 //
