@@ -109,7 +109,9 @@ func Messages(events []sessionstore.Event) ([]anthropic.MessageParam, error) {
 	}
 	byID := make(map[uuid.UUID]int, len(events))
 	for i, ev := range events {
-		byID[ev.ID] = i
+		if ev.ID != uuid.Nil { // events not from a store have no id to find them by
+			byID[ev.ID] = i
+		}
 	}
 	thinking := func(m convo.Message) ([]ThinkingBlock, error) {
 		var out []ThinkingBlock

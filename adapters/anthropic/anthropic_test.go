@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/google/uuid"
 	"github.com/sessionstore/sessionstore"
 	"github.com/sessionstore/sessionstore/convo"
 	"github.com/stretchr/testify/assert"
@@ -215,6 +216,7 @@ func TestUnsignedReasoningLeftOut(t *testing.T) {
 
 func TestMessagesBadThinking(t *testing.T) {
 	ev := sessionstore.NewEvent(sessionstore.KindMessage, sessionstore.RoleAssistant, map[string]any{"content": "x", ThinkingField: "not a list"})
+	ev.ID = uuid.Must(uuid.NewV7())
 	_, err := Messages([]sessionstore.Event{sessionstore.UserText("q"), ev})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), ThinkingField)
