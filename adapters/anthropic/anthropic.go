@@ -1,0 +1,294 @@
+// Package anthropicadapter maps a sessionstore session to the request
+// types of the Anthropic Go SDK (github.com/anthropics/anthropic-sdk-go/v2)
+// and a Messages API response to the events to append.
+//
+// [Messages] turns the events of sessionstore.Store.Load into the
+// []anthropic.MessageParam of a MessageNewParams: text blocks, tool_use
+// blocks (id, name, and the call's JSON arguments as input) in assistant
+// messages, and tool_result blocks (tool_use_id, content, is_error) in the
+// user message after them. [Reply] and [Events] read an
+// *anthropic.Message: its text blocks, tool_use blocks (input kept as the
+// call's arguments), thinking, model and usage.
+//
+// The rules of which turns a request carries (calls paired with results,
+// synthetic results for abandoned calls, compactions and branch summaries
+// as user messages holding the summary) are package convo's; this package
+// maps convo's messages to the SDK's types, and then meets the API's own
+// rules: the messages alternate between user and assistant (consecutive
+// messages of one role are merged into one, so the results of a turn's
+// calls form one user message, tool_result blocks first), and no message
+// or text block is empty (a message with no text and no tool calls is
+// left out; a result with no output has no content). Calls still pending
+// (convo.Context.Pending: the last turn's calls without results) are sent
+// unanswered, which the API refuses: run them and append their results
+// before the next request.
+//
+// # Thinking
+//
+// The API takes back a thinking block only with the signature it was
+// given with, and, when thinking is enabled, wants the last assistant
+// turn that used tools to start with its thinking. The session's message
+// record keeps the reasoning as text, with no signature, so [Events]
+// stores a reply's thinking blocks (thinking with its signature, and
+// redacted thinking) in the assistant message's record as well, under the
+// member named by [ThinkingField], and [Messages] sends them back, signed,
+// at the start of that assistant message. Reasoning without such blocks
+// (written by [convo.Reply.Events], another adapter or an importer) is not
+// sent: an unsigned thinking block would be refused.
+//
+// # Arguments
+//
+// Anthropic wants a tool_use input to be a JSON object. Arguments that are
+// one are sent as stored; none (or null) as {}; anything else (arguments
+// another provider's model wrote as a string that was not JSON, say) as
+// {"arguments": <the stored JSON>}.
+//
+// Hosted tools the API runs itself (server_tool_use and its result
+// blocks) are done when the response arrives and are left out of the
+// reply.
+//
+// This package writes nothing: it builds values; what an append of its
+// events leaves durable is sessionstore's contract (AppendBatch).
+package anthropicadapter
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/google/uuid"
+	"github.com/sessionstore/sessionstore"
+	"github.com/sessionstore/sessionstore/convo"
+)
+
+// ErrNoReply is returned for a nil response.
+var ErrNoReply = errors.New("anthropicadapter: response holds no reply")
+
+// ThinkingField is the member of an assistant message's record in which
+// [Events] keeps the reply's signed thinking blocks, as the API sent them.
+const ThinkingField = "anthropic_thinking"
+
+// ThinkingBlock is a thinking or redacted_thinking block of a reply, as
+// kept under ThinkingField.
+type ThinkingBlock struct {
+	// Type is "thinking" or "redacted_thinking".
+	Type string `json:"type"`
+	// Thinking is a thinking block's text; Signature the signature the
+	// API gave with it, which it checks when the block comes back.
+	Thinking  string `json:"thinking,omitempty"`
+	Signature string `json:"signature,omitempty"`
+	// Data is a redacted_thinking block's encrypted content.
+	Data string `json:"data,omitempty"`
+}
+
+var thinkingKey = []byte(`"` + ThinkingField + `"`)
+
+// record is an assistant message's record with its thinking blocks.
+type record struct {
+	sessionstore.Message
+	Thinking []ThinkingBlock `json:"anthropic_thinking,omitempty"`
+}
+
+// Messages returns the messages of events, a context as
+// sessionstore.Store.Load returns it (records resolved), for a
+// MessageNewParams.Messages, with the caller's system prompt in
+// MessageNewParams.System. Signed thinking blocks that [Events] stored are
+// sent back.
+//
+// Errors: those of convo.Build (convo.ErrUnresolved for a blob record not
+// read yet, a decode error for a record that is not its kind's shape), and
+// a decode error naming the event for a ThinkingField that is not a list
+// of blocks.
+func Messages(events []sessionstore.Event) ([]anthropic.MessageParam, error) {
+	c, err := convo.Build(events, nil)
+	if err != nil {
+		return nil, err
+	}
+	byID := make(map[uuid.UUID]int, len(events))
+	for i, ev := range events {
+		if ev.ID != uuid.Nil { // events not from a store have no id to find them by
+			byID[ev.ID] = i
+		}
+	}
+	thinking := func(m convo.Message) ([]ThinkingBlock, error) {
+		var out []ThinkingBlock
+		for _, id := range m.Events {
+			i, ok := byID[id]
+			// Most records hold no thinking blocks: skip decoding them.
+			if !ok || events[i].Kind != sessionstore.KindMessage || !bytes.Contains(events[i].Record, thinkingKey) {
+				continue
+			}
+			var rec struct {
+				Thinking []ThinkingBlock `json:"anthropic_thinking"`
+			}
+			if err := json.Unmarshal(events[i].Record, &rec); err != nil {
+				return nil, fmt.Errorf("anthropicadapter: %s of event %s: %w", ThinkingField, id, err)
+			}
+			out = append(out, rec.Thinking...)
+		}
+		return out, nil
+	}
+	return build(c, thinking)
+}
+
+// MessagesOf returns the messages of a context built with convo.Build (for
+// callers that set convo.Options or read Context.Pending). It has no
+// records to read thinking blocks from, so it sends none: use Messages
+// when thinking is enabled.
+func MessagesOf(c convo.Context) []anthropic.MessageParam {
+	out, _ := build(c, nil) // no thinking func, no error
+	return out
+}
+
+func build(c convo.Context, thinking func(convo.Message) ([]ThinkingBlock, error)) ([]anthropic.MessageParam, error) {
+	var out []anthropic.MessageParam
+	add := func(assistant bool, blocks []anthropic.ContentBlockParamUnion) {
+		if len(blocks) == 0 {
+			return
+		}
+		if n := len(out); n > 0 && (out[n-1].OfAssistant != nil) == assistant {
+			if assistant {
+				out[n-1].OfAssistant.Content = append(out[n-1].OfAssistant.Content, blocks...)
+			} else {
+				out[n-1].OfUser.Content = append(out[n-1].OfUser.Content, blocks...)
+			}
+			return
+		}
+		if assistant {
+			out = append(out, anthropic.NewAssistantMessage(blocks...))
+		} else {
+			out = append(out, anthropic.NewUserMessage(blocks...))
+		}
+	}
+	for _, m := range c.Messages {
+		var blocks []anthropic.ContentBlockParamUnion
+		switch m.Role {
+		case sessionstore.RoleAssistant:
+			if thinking != nil && (m.Text != "" || len(m.ToolCalls) > 0) {
+				tb, err := thinking(m)
+				if err != nil {
+					return nil, err
+				}
+				for _, b := range tb {
+					switch b.Type {
+					case "thinking":
+						blocks = append(blocks, anthropic.NewThinkingBlock(b.Signature, b.Thinking))
+					case "redacted_thinking":
+						blocks = append(blocks, anthropic.NewRedactedThinkingBlock(b.Data))
+					}
+				}
+			}
+			if m.Text != "" {
+				blocks = append(blocks, anthropic.NewTextBlock(m.Text))
+			}
+			for _, tc := range m.ToolCalls {
+				blocks = append(blocks, anthropic.NewToolUseBlock(tc.CallID, Input(tc.Arguments), tc.Name))
+			}
+			add(true, blocks)
+		case sessionstore.RoleTool:
+			r := anthropic.ToolResultBlockParam{ToolUseID: m.Result.CallID}
+			if m.Result.Output != "" {
+				r.Content = []anthropic.ToolResultBlockParamContentUnion{{OfText: &anthropic.TextBlockParam{Text: m.Result.Output}}}
+			}
+			if m.Result.IsError {
+				r.IsError = anthropic.Bool(true)
+			}
+			add(false, []anthropic.ContentBlockParamUnion{{OfToolResult: &r}})
+		default:
+			if m.Text != "" {
+				add(false, []anthropic.ContentBlockParamUnion{anthropic.NewTextBlock(m.Text)})
+			}
+		}
+	}
+	return out, nil
+}
+
+// Input returns stored tool call arguments as a tool_use input, a JSON
+// object: the arguments themselves when they are one, {} for none, and
+// {"arguments": args} for any other JSON.
+func Input(args json.RawMessage) json.RawMessage {
+	trimmed := strings.TrimSpace(string(args))
+	switch {
+	case trimmed == "" || trimmed == "null":
+		return json.RawMessage(`{}`)
+	case trimmed[0] == '{' && json.Valid(args):
+		return args
+	case json.Valid(args):
+		return json.RawMessage(`{"arguments":` + trimmed + `}`)
+	}
+	b, _ := json.Marshal(map[string]string{"arguments": string(args)}) // not JSON: kept as text
+	return b
+}
+
+// Reply returns the reply of a message: its text blocks (joined by a blank
+// line), its tool_use blocks as calls (input as arguments), its thinking
+// text as Reasoning, the model and the usage.
+//
+// Errors: ErrNoReply for a nil message.
+func Reply(msg *anthropic.Message) (convo.Reply, error) {
+	r, _, err := reply(msg)
+	return r, err
+}
+
+func reply(msg *anthropic.Message) (convo.Reply, []ThinkingBlock, error) {
+	if msg == nil {
+		return convo.Reply{}, nil, fmt.Errorf("%w: nil message", ErrNoReply)
+	}
+	out := convo.Reply{Model: string(msg.Model)}
+	var text, reasoning []string
+	var thinking []ThinkingBlock
+	for _, b := range msg.Content {
+		switch b.Type {
+		case "text":
+			if b.Text != "" {
+				text = append(text, b.Text)
+			}
+		case "thinking":
+			if b.Thinking != "" {
+				reasoning = append(reasoning, b.Thinking)
+			}
+			thinking = append(thinking, ThinkingBlock{Type: b.Type, Thinking: b.Thinking, Signature: b.Signature})
+		case "redacted_thinking":
+			thinking = append(thinking, ThinkingBlock{Type: b.Type, Data: b.Data})
+		case "tool_use":
+			var args json.RawMessage
+			if len(b.Input) > 0 && json.Valid(b.Input) {
+				args = append(json.RawMessage(nil), b.Input...)
+			}
+			out.ToolCalls = append(out.ToolCalls, sessionstore.ToolCall{CallID: b.ID, Name: b.Name, Arguments: args})
+		}
+	}
+	out.Text = strings.Join(text, "\n\n")
+	out.Reasoning = strings.Join(reasoning, "\n\n")
+	if msg.JSON.Usage.Valid() {
+		u := msg.Usage
+		out.Usage = &sessionstore.Usage{
+			InputTokens: u.InputTokens, OutputTokens: u.OutputTokens,
+			CacheReadTokens: u.CacheReadInputTokens, CacheWriteTokens: u.CacheCreationInputTokens,
+		}
+	}
+	return out, thinking, nil
+}
+
+// Events returns the events of a message's reply, to append with one
+// AppendBatch: the assistant message (with its signed thinking blocks
+// under ThinkingField), then one tool_call event per call.
+//
+// Errors: as Reply.
+func Events(msg *anthropic.Message) ([]sessionstore.Event, error) {
+	r, thinking, err := reply(msg)
+	if err != nil {
+		return nil, err
+	}
+	evs := r.Events()
+	if len(thinking) > 0 {
+		evs[0] = sessionstore.NewEvent(sessionstore.KindMessage, sessionstore.RoleAssistant, record{
+			Message:  sessionstore.Message{Content: r.Text, Reasoning: r.Reasoning, Model: r.Model, Usage: r.Usage, ToolCalls: r.ToolCalls},
+			Thinking: thinking,
+		})
+	}
+	return evs, nil
+}

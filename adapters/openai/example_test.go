@@ -1,0 +1,299 @@
+package openaiadapter_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"os"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/responses"
+	"github.com/sessionstore/sessionstore"
+	openaiadapter "github.com/sessionstore/sessionstore/adapters/openai"
+)
+
+// fakeChat answers POST /chat/completions as the API does: with a tool
+// call while the request has no tool result, then with a final text. It
+// refuses (400) a request whose tool message does not answer a call of
+// the assistant message before it.
+func fakeChat() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Messages []struct {
+				Role       string `json:"role"`
+				ToolCallID string `json:"tool_call_id"`
+				ToolCalls  []struct {
+					ID string `json:"id"`
+				} `json:"tool_calls"`
+			} `json:"messages"`
+		}
+		if r.URL.Path != "/chat/completions" || json.NewDecoder(r.Body).Decode(&req) != nil {
+			http.Error(w, `{"error":{"message":"bad request"}}`, http.StatusBadRequest)
+			return
+		}
+		open, answered := map[string]bool{}, 0
+		for _, m := range req.Messages {
+			for _, c := range m.ToolCalls {
+				open[c.ID] = true
+			}
+			if m.Role == "tool" {
+				if !open[m.ToolCallID] {
+					http.Error(w, `{"error":{"message":"tool message without its call"}}`, http.StatusBadRequest)
+					return
+				}
+				answered++
+			}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		if answered == 0 {
+			fmt.Fprint(w, `{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"gpt-test",
+			  "choices":[{"index":0,"finish_reason":"tool_calls","message":{"role":"assistant","content":null,
+			    "tool_calls":[{"id":"call_1","type":"function","function":{"name":"read_file","arguments":"{\"path\":\"go.mod\"}"}}]}}],
+			  "usage":{"prompt_tokens":50,"completion_tokens":10,"total_tokens":60}}`)
+			return
+		}
+		fmt.Fprintf(w, `{"id":"chatcmpl-2","object":"chat.completion","created":2,"model":"gpt-test",
+		  "choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":"The module is example (%d result seen)."}}],
+		  "usage":{"prompt_tokens":80,"completion_tokens":12,"total_tokens":92,"prompt_tokens_details":{"cached_tokens":48}}}`, answered)
+	})
+}
+
+// readFile is the example's tool.
+func readFile(args string) string {
+	var a struct{ Path string }
+	if err := json.Unmarshal([]byte(args), &a); err != nil {
+		return "bad arguments: " + err.Error()
+	}
+	return "module example // " + a.Path
+}
+
+// newSession opens a store in a temporary directory with one session
+// holding the user's question.
+func newSession(ctx context.Context, question string) (*sessionstore.Store, sessionstore.Meta, func()) {
+	dir, err := os.MkdirTemp("", "openaiadapter-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	st, err := sessionstore.Open(dir, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	m, err := st.Create(ctx, sessionstore.Meta{Name: "example"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if _, err := st.Append(ctx, m.ID, sessionstore.UserText(question)); err != nil {
+		log.Fatal(err)
+	}
+	return st, m, func() { st.Close(); os.RemoveAll(dir) }
+}
+
+// An agent loop over Chat Completions, run against a local server that
+// speaks the API's wire format: Load, request, append the reply, run the
+// tool, append its result, and again until the model answers.
+func ExampleChatMessages() {
+	srv := httptest.NewServer(fakeChat())
+	defer srv.Close()
+	client := openai.NewClient(option.WithBaseURL(srv.URL), option.WithAPIKey("test"), option.WithMaxRetries(0))
+	ctx := context.Background()
+	st, meta, done := newSession(ctx, "What is the module's name?")
+	defer done()
+
+	tools := []openai.ChatCompletionToolUnionParam{openai.ChatCompletionFunctionTool(openai.FunctionDefinitionParam{
+		Name:       "read_file",
+		Parameters: openai.FunctionParameters{"type": "object", "properties": map[string]any{"path": map[string]any{"type": "string"}}},
+	})}
+	for {
+		evs, err := st.Load(ctx, meta.ID)
+		if err != nil {
+			log.Fatal(err)
+		}
+		msgs, err := openaiadapter.ChatMessages(evs)
+		if err != nil {
+			log.Fatal(err)
+		}
+		completion, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
+			Model:    "gpt-test",
+			Messages: append([]openai.ChatCompletionMessageParamUnion{openai.SystemMessage("You read files.")}, msgs...),
+			Tools:    tools,
+		})
+		if err != nil {
+			log.Fatal(err)
+		}
+		reply, err := openaiadapter.ChatReply(completion)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if _, err := st.AppendBatch(ctx, meta.ID, reply.Events()...); err != nil {
+			log.Fatal(err)
+		}
+		if len(reply.ToolCalls) == 0 {
+			fmt.Printf("answer: %s (cache read %d of %d input tokens)\n", reply.Text,
+				reply.Usage.CacheReadTokens, reply.Usage.CacheReadTokens+reply.Usage.InputTokens)
+			break
+		}
+		for _, c := range reply.ToolCalls {
+			out := readFile(openaiadapter.ArgumentsText(c.Arguments))
+			fmt.Printf("tool %s(%s) -> %q\n", c.Name, c.Arguments, out)
+			if _, err := st.Append(ctx, meta.ID, sessionstore.ToolResultEvent(sessionstore.ToolResult{CallID: c.CallID, Output: out})); err != nil {
+				log.Fatal(err)
+			}
+		}
+	}
+	evs, err := st.Load(ctx, meta.ID)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, ev := range evs {
+		fmt.Println(ev.Kind, ev.Role)
+	}
+	// Output:
+	// tool read_file({"path":"go.mod"}) -> "module example // go.mod"
+	// answer: The module is example (1 result seen). (cache read 48 of 80 input tokens)
+	// message user
+	// message assistant
+	// tool_call assistant
+	// tool_result tool
+	// message assistant
+}
+
+// fakeResponses answers POST /responses as the API does: a function call
+// while the input has no function_call_output, then a final message. It
+// refuses (400) an output whose function_call is not before it.
+func fakeResponses() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Input []struct {
+				Type   string `json:"type"`
+				CallID string `json:"call_id"`
+			} `json:"input"`
+		}
+		if r.URL.Path != "/responses" || json.NewDecoder(r.Body).Decode(&req) != nil {
+			http.Error(w, `{"error":{"message":"bad request"}}`, http.StatusBadRequest)
+			return
+		}
+		open, answered := map[string]bool{}, 0
+		for _, it := range req.Input {
+			switch it.Type {
+			case "function_call":
+				open[it.CallID] = true
+			case "function_call_output":
+				if !open[it.CallID] {
+					http.Error(w, `{"error":{"message":"No tool call found for function call output"}}`, http.StatusBadRequest)
+					return
+				}
+				answered++
+			}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		if answered == 0 {
+			fmt.Fprint(w, `{"id":"resp_1","object":"response","created_at":1,"status":"completed","model":"gpt-test",
+			  "output":[
+			    {"type":"reasoning","id":"rs_1","summary":[{"type":"summary_text","text":"I should read go.mod."}]},
+			    {"type":"function_call","id":"fc_1","call_id":"call_1","name":"read_file","arguments":"{\"path\":\"go.mod\"}","status":"completed"}],
+			  "usage":{"input_tokens":50,"input_tokens_details":{"cached_tokens":0},"output_tokens":20,"output_tokens_details":{"reasoning_tokens":8},"total_tokens":70}}`)
+			return
+		}
+		fmt.Fprintf(w, `{"id":"resp_2","object":"response","created_at":2,"status":"completed","model":"gpt-test",
+		  "output":[{"type":"message","id":"msg_2","role":"assistant","status":"completed",
+		    "content":[{"type":"output_text","text":"The module is example (%d result seen).","annotations":[]}]}],
+		  "usage":{"input_tokens":90,"input_tokens_details":{"cached_tokens":64},"output_tokens":12,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":102}}`, answered)
+	})
+}
+
+// The same loop over the Responses API.
+func ExampleResponsesInput() {
+	srv := httptest.NewServer(fakeResponses())
+	defer srv.Close()
+	client := openai.NewClient(option.WithBaseURL(srv.URL), option.WithAPIKey("test"), option.WithMaxRetries(0))
+	ctx := context.Background()
+	st, meta, done := newSession(ctx, "What is the module's name?")
+	defer done()
+
+	for {
+		evs, err := st.Load(ctx, meta.ID)
+		if err != nil {
+			log.Fatal(err)
+		}
+		input, err := openaiadapter.ResponsesInput(evs)
+		if err != nil {
+			log.Fatal(err)
+		}
+		resp, err := client.Responses.New(ctx, responses.ResponseNewParams{
+			Model:        "gpt-test",
+			Instructions: openai.String("You read files."),
+			Input:        responses.ResponseNewParamsInputUnion{OfInputItemList: input},
+			Tools: []responses.ToolUnionParam{{OfFunction: &responses.FunctionToolParam{
+				Name:       "read_file",
+				Parameters: map[string]any{"type": "object", "properties": map[string]any{"path": map[string]any{"type": "string"}}},
+			}}},
+		})
+		if err != nil {
+			log.Fatal(err)
+		}
+		evs, err = openaiadapter.ResponseEvents(resp)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if _, err := st.AppendBatch(ctx, meta.ID, evs...); err != nil {
+			log.Fatal(err)
+		}
+		reply, err := evs[0].Message()
+		if err != nil {
+			log.Fatal(err)
+		}
+		if reply.Reasoning != "" {
+			fmt.Println("reasoning:", reply.Reasoning)
+		}
+		if len(reply.ToolCalls) == 0 {
+			fmt.Printf("answer: %s (cache read %d tokens)\n", reply.Content, reply.Usage.CacheReadTokens)
+			break
+		}
+		for _, c := range reply.ToolCalls {
+			out := readFile(openaiadapter.ArgumentsText(c.Arguments))
+			fmt.Printf("tool %s -> %q\n", c.Name, out)
+			if _, err := st.Append(ctx, meta.ID, sessionstore.ToolResultEvent(sessionstore.ToolResult{CallID: c.CallID, Output: out})); err != nil {
+				log.Fatal(err)
+			}
+		}
+	}
+	// Output:
+	// reasoning: I should read go.mod.
+	// tool read_file -> "module example // go.mod"
+	// answer: The module is example (1 result seen). (cache read 64 tokens)
+}
+
+// A chat completion's reply as the events to append.
+func ExampleChatEvents() {
+	var completion openai.ChatCompletion
+	if err := json.Unmarshal([]byte(`{"id":"c","object":"chat.completion","model":"gpt-test","choices":[{"index":0,
+	  "message":{"role":"assistant","content":"Looking.","tool_calls":[{"id":"call_1","type":"function","function":{"name":"ls","arguments":"{}"}}]}}],
+	  "usage":{"prompt_tokens":10,"completion_tokens":3,"total_tokens":13}}`), &completion); err != nil {
+		log.Fatal(err)
+	}
+	evs, err := openaiadapter.ChatEvents(&completion)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, ev := range evs {
+		fmt.Println(ev.Kind, ev.Role, string(ev.Record))
+	}
+	// Output:
+	// message assistant {"content":"Looking.","model":"gpt-test","usage":{"input_tokens":10,"output_tokens":3},"tool_calls":[{"call_id":"call_1","name":"ls","arguments":{}}]}
+	// tool_call assistant {"call_id":"call_1","name":"ls","arguments":{}}
+}
+
+// Arguments a model wrote that are not valid JSON are stored as a JSON
+// string and sent back as written.
+func ExampleArgumentsJSON() {
+	stored := openaiadapter.ArgumentsJSON(`{"path": "a.go"`)
+	fmt.Println(string(stored))
+	fmt.Println(openaiadapter.ArgumentsText(stored))
+	// Output:
+	// "{\"path\": \"a.go\""
+	// {"path": "a.go"
+}
