@@ -41,9 +41,7 @@ func (s *Store) Tree(ctx context.Context, session uuid.UUID) ([]Node, error) {
 		}
 		out = make([]Node, len(prefix), len(prefix)+len(h.entries))
 		copy(out, prefix)
-		for i := range h.entries {
-			out = append(out, h.entries[i].node())
-		}
+		out = nodes(out, h.entries)
 		return nil
 	})
 	return out, err
