@@ -257,5 +257,3 @@ func TestOldIndexWithoutPreviews(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "Try approach A.", nodes[0].Preview, "rebuilt from the chunk lines")
 }
-
-
