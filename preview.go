@@ -140,8 +140,19 @@ func previewOf(k kindCode, rec []byte) preview {
 			return w.p
 		}
 	case KindToolResult:
-		if out := jsonMember(rec, "output"); out != nil {
-			if string(jsonMember(rec, "is_error")) == "true" {
+		var out []byte
+		isError := false
+		jsonEach(rec, func(k, v []byte) bool { // one pass: is_error follows a long output
+			switch {
+			case out == nil && jsonKeyIs(k, "output"):
+				out = v
+			case jsonKeyIs(k, "is_error"):
+				isError = string(v) == "true"
+			}
+			return true
+		})
+		if out != nil {
+			if isError {
 				w.text([]byte("error:"))
 				w.sep()
 			}
@@ -195,36 +206,47 @@ func (w *previewBuilder) toolCall(obj []byte) bool {
 // jsonMember returns the raw value of the member key of the JSON object
 // obj (the first one, if repeated), or nil.
 func jsonMember(obj []byte, key string) []byte {
+	var out []byte
+	jsonEach(obj, func(k, v []byte) bool {
+		if jsonKeyIs(k, key) {
+			out = v
+			return false
+		}
+		return true
+	})
+	return out
+}
+
+// jsonEach calls f with the quoted key and the raw value of each member
+// of the JSON object obj, in order, until f returns false or the object
+// ends or cannot be read.
+func jsonEach(obj []byte, f func(k, v []byte) bool) {
 	i := jsonSpace(obj, 0)
 	if i >= len(obj) || obj[i] != '{' {
-		return nil
+		return
 	}
 	i = jsonSpace(obj, i+1)
 	for i < len(obj) && obj[i] == '"' {
 		kend := jsonSkip(obj, i)
 		if kend < 0 {
-			return nil
+			return
 		}
 		k := obj[i:kend]
 		i = jsonSpace(obj, kend)
 		if i >= len(obj) || obj[i] != ':' {
-			return nil
+			return
 		}
 		i = jsonSpace(obj, i+1)
 		vend := jsonSkip(obj, i)
-		if vend < 0 {
-			return nil
-		}
-		if jsonKeyIs(k, key) {
-			return obj[i:vend]
+		if vend < 0 || !f(k, obj[i:vend]) {
+			return
 		}
 		i = jsonSpace(obj, vend)
 		if i >= len(obj) || obj[i] != ',' {
-			return nil
+			return
 		}
 		i = jsonSpace(obj, i+1)
 	}
-	return nil
 }
 
 // jsonFirst returns the first element of the JSON array arr, or nil.
@@ -266,15 +288,23 @@ func jsonSkip(b []byte, i int) int {
 	}
 	switch b[i] {
 	case '"':
-		for j := i + 1; j < len(b); j++ {
-			switch b[j] {
-			case '\\':
-				j++
-			case '"':
+		// A string's end is the first quote after an even run of
+		// backslashes: found with IndexByte, fast on a long output.
+		for j := i + 1; ; {
+			q := bytes.IndexByte(b[j:], '"')
+			if q < 0 {
+				return -1
+			}
+			j += q
+			k := j
+			for k > i+1 && b[k-1] == '\\' {
+				k--
+			}
+			if (j-k)%2 == 0 {
 				return j + 1
 			}
+			j++
 		}
-		return -1
 	case '{', '[':
 		depth := 0
 		for j := i; j < len(b); j++ {

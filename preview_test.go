@@ -257,3 +257,22 @@ func TestOldIndexWithoutPreviews(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "Try approach A.", nodes[0].Preview, "rebuilt from the chunk lines")
 }
+
+// BenchmarkPreviewOf measures the preview of a 64 KiB tool result, made
+// on every append (before the session's mutex) and for every line an
+// index rebuild reads: one pass over the record, to the is_error after
+// the output.
+func BenchmarkPreviewOf(b *testing.B) {
+	out := strings.Repeat("ok  \tgithub.com/example/module/pkg\t0.012s\n", 64<<10/40)
+	rec, err := json.Marshal(ToolResult{CallID: "c1", Output: out, IsError: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	k := codeOf(b, KindToolResult)
+	b.SetBytes(int64(len(rec)))
+	for b.Loop() {
+		if p := previewOf(k, rec); p.n == 0 {
+			b.Fatal("empty preview")
+		}
+	}
+}
