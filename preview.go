@@ -23,9 +23,11 @@ import (
 // record of megabytes for each such entry would make recovery's cost grow
 // with the blobs' bytes, and a missing blob fail a rebuild that needs only
 // the lines. Index lines written before previews existed have no member:
-// their entries keep an empty preview until the index is rebuilt from the
-// chunks (which happens for index.jsonl lines only when a repair or an
-// Upgrade rewrites them; a sealed chunk's embedded index is kept as it is).
+// their entries keep an empty preview until they are rebuilt from the
+// chunk lines, which happens when index.jsonl is missing or cut (a crash,
+// a repair, a file removed by hand). Sealing a chunk, Upgrade and
+// ConvertCompression carry the entries as they are, empty previews too,
+// into the embedded indexes and index.jsonl they write.
 //
 // The preview is held in the entry as a fixed array, not a string, so that
 // entries keep holding no pointers: the garbage collector does not scan a
