@@ -28,14 +28,18 @@ type pendingEvent struct {
 	rec      []byte
 	blob     bool
 	digest   [32]byte
-	keepTime bool // AppendOptions.KeepTime: ev.Time, when set, is the event's time
+	keepTime bool    // AppendOptions.KeepTime: ev.Time, when set, is the event's time
+	preview  preview // of rec, for the index entry (preview.go)
 }
 
 // pendingOf returns the pendingEvent of ev and its prepared record,
-// hashing a record that goes to a blob. Appends call it before they take
-// the session's mutex, so that no one waits for the hashing.
+// hashing a record that goes to a blob and making the record's preview,
+// a blob's too, since the append holds its record (preview.go). Appends
+// call it before they take the session's mutex, so that no one waits for
+// the hashing or the preview.
 func (s *Store) pendingOf(ev Event, rec []byte) pendingEvent {
-	p := pendingEvent{ev: ev, rec: rec}
+	k, _ := kindCodeOf([]byte(ev.Kind))
+	p := pendingEvent{ev: ev, rec: rec, preview: previewOf(k, rec)}
 	if s.opts.BlobThreshold >= 0 && len(rec) > s.opts.BlobThreshold {
 		p.blob, p.digest = true, sha256.Sum256(rec)
 	}
@@ -265,7 +269,7 @@ func (h *openSession) writeBatch(ctx context.Context, batch []pendingEvent, pls 
 	loc := h.chunks.enqueue(h.line)
 	for i := range batch {
 		l := location{Chunk: loc.Chunk, Offset: loc.Offset + int64(starts[i]), Length: uint32(starts[i+1] - starts[i])}
-		h.pipe.inflight = append(h.pipe.inflight, inflightRecord{entry: newEntry(hdrs[i], pls[i], l), event: out[i]})
+		h.pipe.inflight = append(h.pipe.inflight, inflightRecord{entry: entryOf(hdrs[i], pls[i], l, batch[i].preview), event: out[i]})
 	}
 	h.pending = uuid.Nil
 	return h.join(len(batch)), out, nil

@@ -81,7 +81,18 @@
 // the record's length in bytes; location is where the line itself is, in
 // the same terms):
 //
-//	{"id":"01a039f0-fd62-7000-8000-000000000005","parent_id":"01a039f0-e5f2-7000-8000-000000000001","branch_from":"01a039f0-e5f2-7000-8000-000000000001","kind":"message","role":"user","timestamp":"2026-08-25T17:21:31.454897183Z","size":37,"location":{"chunk":1,"offset":328,"length":313},"crc":"758e8cdf"}
+//	{"id":"01a039f0-fd62-7000-8000-000000000005","parent_id":"01a039f0-e5f2-7000-8000-000000000001","branch_from":"01a039f0-e5f2-7000-8000-000000000001","kind":"message","role":"user","timestamp":"2026-08-25T17:21:31.454897183Z","size":37,"preview":"Try approach B instead.","location":{"chunk":1,"offset":328,"length":313},"crc":"d3e074d1"}
+//
+// "preview" is [Node.Preview]: up to 80 bytes of the record's text (a
+// message's content, a tool call's name, a tool result's output, a
+// summary's text), made once when the entry is built, so that Tree reads
+// no record (preview.go). It is absent when empty, and from the index
+// lines of builds before it, whose nodes keep an empty preview until their
+// index is rebuilt from the chunk lines; a blob's entry rebuilt from its
+// chunk line has none (its line holds only the digest). Chunk lines do
+// not carry it. A build older than the member takes an index line that
+// has it for a bad line: index.jsonl it rebuilds from the chunks, but a
+// sealed chunk's embedded index it reports as damage.
 //
 // A record larger than Options.BlobThreshold (1 MiB by default) is stored
 // once in blobs/ and its chunk and index lines carry its digest and size
@@ -91,6 +102,10 @@
 //
 // Store.Event and Store.Tree never open a blob; Store.Load resolves the
 // events it returns and Store.Resolve one event, each verifying the digest.
+// Store.LoadSeq, Store.FullPathSeq and Store.TreeSeq are the streaming
+// forms of Load, FullPath and Tree: the path is resolved from the index
+// when the loop starts, and the records are read a bounded batch at a
+// time as it goes on, with no lock held across the loop body (seq.go).
 // A blob is durable (file and directory synced, the two syncs side by
 // side) before the event that refers to it is written; the append writes
 // it without holding the session's mutex, so other appends to the session

@@ -306,11 +306,11 @@ func (h *openSession) parentOf(id uuid.UUID) (uuid.UUID, bool) {
 	return st.e.ParentID, ok
 }
 
-// loadFork is loadPath for a fork, with h acquired (it releases it):
-// the path to leaf through the fork's own index and on through its
-// prefix, each run of it read from the chunks and blobs of the session
-// that holds it.
-func (s *Store) loadFork(ctx context.Context, h *openSession, leaf uuid.UUID, boundaries bool) ([]Event, error) {
+// resolveForkPath is resolvePath for a fork, with h acquired (it releases
+// it): the path to leaf through the fork's own index and on through its
+// prefix, in runs, each to be read from the chunks and blobs of the
+// session that holds it (readRun).
+func (s *Store) resolveForkPath(h *openSession, leaf uuid.UUID, boundaries bool) (*resolvedPath, error) {
 	pre, err := h.prefix()
 	if err != nil {
 		s.reg.release(h)
@@ -345,7 +345,7 @@ func (s *Store) loadFork(ctx context.Context, h *openSession, leaf uuid.UUID, bo
 		}
 		path = slices.Concat(path[:1], kept, path[1:])
 	}
-	out := make([]Event, 0, len(path))
+	p := &resolvedPath{h: h, pre: pre, damaged: damaged}
 	for k := 0; k < len(path); {
 		end := k + 1
 		for end < len(path) && path[end].seg == path[k].seg {
@@ -355,17 +355,10 @@ func (s *Store) loadFork(ctx context.Context, h *openSession, leaf uuid.UUID, bo
 		for i := range run {
 			run[i] = path[k+i].e
 		}
-		evs, err := s.readRun(ctx, h, pre, path[k].seg, run)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, evs...)
+		p.runs = append(p.runs, pathRun{seg: path[k].seg, entries: run})
 		k = end
 	}
-	if damaged != nil {
-		return out, damaged
-	}
-	return out, nil
+	return p, nil
 }
 
 // readRun reads the events of run, entries of one session of a fork's
@@ -495,9 +488,7 @@ func (h *openSession) prefixNodes() ([]Node, error) {
 	}
 	var out []Node
 	for k := range pre.segs {
-		for i := range pre.segs[k].path {
-			out = append(out, pre.segs[k].path[i].node())
-		}
+		out = nodes(out, pre.segs[k].path)
 	}
 	return out, nil
 }

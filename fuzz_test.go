@@ -12,13 +12,20 @@ import (
 )
 
 // FuzzDecodeIndexLine feeds arbitrary lines to the index decoder, seeded
-// with the lines of testdata/golden. A line it accepts must survive an
+// with the lines of testdata/golden, with and without their previews. A line it accepts must survive an
 // encode/decode round trip unchanged.
 func FuzzDecodeIndexLine(f *testing.F) {
 	for _, line := range goldenLines(f, "index.jsonl") {
 		f.Add(line)
 		f.Add(line[:len(line)/2])
 		f.Add(bytes.Replace(line, []byte(`"chunk":`), []byte(`"chunk":-`), 1))
+		f.Add(bytes.Replace(line, []byte(`,"preview":"`), []byte(`,"preview":"\\\"`), 1))
+		if e, err := decodeIndexLine(line); err == nil {
+			// The same line as a build before previews wrote it.
+			e.Preview = preview{}
+			old := encodeIndexLine(nil, &e)
+			f.Add(old[:len(old)-1])
+		}
 	}
 	f.Add([]byte(`{}`))
 	f.Add([]byte(`{"id":"x","crc":"00000000"}`))

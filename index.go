@@ -35,26 +35,74 @@ func (l location) end() int64 { return l.Offset + int64(l.Length) }
 // nothing to scan.
 type entry struct {
 	header
-	Size   int64    // bytes of the record's compact JSON
-	Blob   bool     // the record is stored in blobs/
-	Digest [32]byte // its SHA-256, for a blob
-	Loc    location
+	Size    int64 // bytes of the record's compact JSON
+	Blob    bool  // the record is stored in blobs/
+	Preview preview
+	Digest  [32]byte // its SHA-256, for a blob
+	Loc     location
 }
 
-// newEntry builds the index entry of a record at loc.
+// newEntry builds the index entry of a record at loc, with the preview of
+// an inline record (p.Record); a blob's is empty (see preview.go).
 func newEntry(h header, p payload, loc location) entry {
-	return entry{header: h, Size: p.Size, Blob: p.Blob, Digest: p.Digest, Loc: loc}
+	var pv preview
+	if !p.Blob {
+		pv = previewOf(h.Kind, p.Record)
+	}
+	return entryOf(h, p, loc, pv)
+}
+
+// entryOf builds the index entry of a record at loc with its preview.
+func entryOf(h header, p payload, loc location, pv preview) entry {
+	return entry{header: h, Size: p.Size, Blob: p.Blob, Digest: p.Digest, Loc: loc, Preview: pv}
+}
+
+// sameRecord reports whether two entries describe the same record at the
+// same place. The preview is left out: an entry rebuilt from its chunk
+// line has none for a blob, nor has an index line written before previews.
+func (e *entry) sameRecord(o *entry) bool {
+	a, b := *e, *o
+	a.Preview, b.Preview = preview{}, preview{}
+	return a == b
 }
 
 // node returns the payload-free public view of the entry.
-func (e *entry) node() Node {
+func (e *entry) node() Node { return e.nodeWith(e.Preview.String()) }
+
+// nodeWith is node with the preview's text given.
+func (e *entry) nodeWith(preview string) Node {
 	var ev Event
 	e.fill(&ev)
-	return Node{ID: ev.ID, ParentID: ev.ParentID, BranchFrom: ev.BranchFrom, Kind: ev.Kind, Role: ev.Role, Time: ev.Time, Size: e.Size}
+	return Node{ID: ev.ID, ParentID: ev.ParentID, BranchFrom: ev.BranchFrom, Kind: ev.Kind, Role: ev.Role, Time: ev.Time, Size: e.Size, Preview: preview}
+}
+
+// nodes appends the nodes of es to dst, their previews sharing one string
+// (one allocation for all, not one per node).
+func nodes(dst []Node, es []entry) []Node {
+	n := 0
+	for i := range es {
+		n += int(es[i].Preview.n)
+	}
+	var b []byte
+	if n > 0 {
+		b = make([]byte, 0, n)
+		for i := range es {
+			b = append(b, es[i].Preview.bytes()...)
+		}
+	}
+	all, at := string(b), 0
+	for i := range es {
+		k := int(es[i].Preview.n)
+		dst = append(dst, es[i].nodeWith(all[at:at+k]))
+		at += k
+	}
+	return dst
 }
 
 // encodeIndexLine appends the framed index line of e to dst. The member
-// order is part of the format.
+// order is part of the format. "preview" (see preview.go), after "digest",
+// is written only when the preview is not empty; index lines written
+// before previews existed have none, and read with an empty one.
 func encodeIndexLine(dst []byte, e *entry) []byte {
 	start := len(dst)
 	obj := appendHeader(dst, &e.header)
@@ -65,6 +113,7 @@ func encodeIndexLine(dst []byte, e *entry) []byte {
 		obj = appendDigest(obj, e.Digest)
 		obj = append(obj, '"')
 	}
+	obj = appendPreviewMember(obj, &e.Preview)
 	obj = append(obj, `,"location":{"chunk":`...)
 	obj = strconv.AppendUint(obj, uint64(e.Loc.Chunk), 10)
 	obj = append(obj, `,"offset":`...)
@@ -90,6 +139,9 @@ func decodeIndexLine(line []byte) (entry, error) {
 		e.Blob = true
 		e.Digest = p.digest()
 		p.lit(`"`)
+	}
+	if p.maybe(`,"preview":"`) {
+		e.Preview = p.previewValue()
 	}
 	p.lit(`,"location":{"chunk":`)
 	e.Loc.Chunk = uint32(p.int(1<<31 - 1))

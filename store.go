@@ -446,6 +446,35 @@ func (s *Store) loadPath(ctx context.Context, session, leaf uuid.UUID, fromHead,
 		s.reg.release(h)
 		return nil, err
 	}
+	p, err := s.resolvePath(h, leaf, fromHead, boundaries)
+	if err != nil {
+		return nil, err
+	}
+	return s.readPath(ctx, p)
+}
+
+// resolvedPath is a path's index entries, taken from the session's index
+// under its mutex (a snapshot: later appends are not on it), with what
+// reading their records needs: Load reads them all at once (readPath),
+// the streaming forms a batch at a time (seq.go).
+type resolvedPath struct {
+	h       *openSession
+	pre     *forkPrefix // a fork's prefix (fork.go); nil for other sessions
+	runs    []pathRun   // oldest first
+	damaged error       // the session's damage, reported after its events
+}
+
+// pathRun is a run of a path's entries held by one session: the session
+// itself (seg -1), or segment seg of a fork's prefix.
+type pathRun struct {
+	seg     int
+	entries []entry
+}
+
+// resolvePath resolves the path to leaf (HEAD's with fromHead), with
+// compaction boundaries or not, as Load, LoadPath and FullPath read it,
+// from h, acquired with its index loaded, which it releases.
+func (s *Store) resolvePath(h *openSession, leaf uuid.UUID, fromHead, boundaries bool) (*resolvedPath, error) {
 	if fromHead {
 		leaf = h.head()
 	} else if leaf == uuid.Nil {
@@ -453,14 +482,14 @@ func (s *Store) loadPath(ctx context.Context, session, leaf uuid.UUID, fromHead,
 		return nil, fmt.Errorf("%w: the nil uuid is not an event", ErrNotFound)
 	}
 	if h.meta.ForkedFrom != nil {
-		return s.loadFork(ctx, h, leaf, boundaries) // fork.go
+		return s.resolveForkPath(h, leaf, boundaries) // fork.go
 	}
 	var at []int32 // positions in h.entries, newest first
 	if leaf != uuid.Nil {
 		i, ok := h.byID[leaf]
 		if !ok {
 			s.reg.release(h)
-			return nil, fmt.Errorf("%w: event %s in session %s", ErrNotFound, leaf, session)
+			return nil, fmt.Errorf("%w: event %s in session %s", ErrNotFound, leaf, h.id)
 		}
 		for {
 			at = append(at, i)
@@ -478,21 +507,37 @@ func (s *Store) loadPath(ctx context.Context, session, leaf uuid.UUID, fromHead,
 	damaged := h.damage()
 	s.reg.release(h)
 	// Records never move once written, so they are read without the lock.
-	r := h.files.chunkReader()
-	defer r.close()
 	if boundaries && len(path) > 0 && kinds[path[0].Kind] == KindCompaction {
+		r := h.files.chunkReader()
 		kept, err := h.keptTail(r, &path[0])
+		r.close()
 		if err != nil {
 			return nil, err
 		}
 		path = slices.Concat(path[:1], kept, path[1:])
 	}
-	out, err := s.readEntries(ctx, h.dir, r, path)
-	if err != nil {
-		return nil, err
+	return &resolvedPath{h: h, runs: []pathRun{{seg: -1, entries: path}}, damaged: damaged}, nil
+}
+
+// readPath reads the events of p with their records resolved.
+func (s *Store) readPath(ctx context.Context, p *resolvedPath) ([]Event, error) {
+	var out []Event
+	for i, run := range p.runs {
+		evs, err := s.readRun(ctx, p.h, p.pre, run.seg, run.entries)
+		if err != nil {
+			return nil, err
+		}
+		if i == 0 {
+			out = evs // most paths are one run: no copy
+		} else {
+			out = append(out, evs...)
+		}
 	}
-	if damaged != nil {
-		return out, damaged
+	if out == nil {
+		out = []Event{}
+	}
+	if p.damaged != nil {
+		return out, p.damaged
 	}
 	return out, nil
 }

@@ -16,9 +16,16 @@ type Node struct {
 	Time                     time.Time
 	Size                     int64 // bytes of the record's compact JSON
 	// Preview is a short text of the record for a timeline: the first
-	// characters of a message's content, a tool call's name, a tool
-	// result's first characters, a summary's first characters. It is
-	// kept with the index entry, so Tree reads no record for it.
+	// characters of a message's content (else its reasoning, else its
+	// first tool call), a tool call's name and the start of its
+	// arguments, a tool result's output after "error:" when IsError, a
+	// summary's text (else its first goal), a custom record's text. At
+	// most 80 bytes, cut at a rune boundary, valid UTF-8, whitespace
+	// runs as one space. It is made once, when the event's index entry
+	// is built, and kept with it, so Tree reads no record for it. Empty
+	// for an event whose index line was written before previews existed,
+	// and for a blob record whose entry was rebuilt from its chunk line
+	// (see preview.go).
 	Preview string
 }
 
@@ -41,9 +48,7 @@ func (s *Store) Tree(ctx context.Context, session uuid.UUID) ([]Node, error) {
 		}
 		out = make([]Node, len(prefix), len(prefix)+len(h.entries))
 		copy(out, prefix)
-		for i := range h.entries {
-			out = append(out, h.entries[i].node())
-		}
+		out = nodes(out, h.entries)
 		return nil
 	})
 	return out, err

@@ -146,7 +146,7 @@ func TestUpgradeCrashPoints(t *testing.T) {
 					format := sessionFormat(t, st.fs, goldenSession)
 					formats[format]++
 					s := openMem(t, st.fs, tt.opts)
-					require.Equal(t, want, viewSession(t, s, goldenSession), "%s: the same session", state)
+					requireSameView(t, want, viewSession(t, s, goldenSession), "%s: the same session", state)
 					r, err := s.Verify(ctx, goldenSession)
 					require.NoError(t, err, state)
 					require.True(t, r.OK(), "%s: %v", state, r.Problems)
@@ -155,7 +155,7 @@ func TestUpgradeCrashPoints(t *testing.T) {
 					require.Equal(t, formatVersion, sessionFormat(t, st.fs, goldenSession), state)
 					assertFormat2Lines(t, st.fs, goldenSession)
 					s = openMem(t, st.fs, tt.opts)
-					require.Equal(t, want, viewSession(t, s, goldenSession), "%s: the same session after the second Upgrade", state)
+					requireSameView(t, want, viewSession(t, s, goldenSession), "%s: the same session after the second Upgrade", state)
 					require.NoError(t, s.Close(), state)
 				}
 			}
@@ -224,7 +224,7 @@ func TestConvertCompressionCrashPoints(t *testing.T) {
 					modes[mode]++
 					s := openMem(t, st.fs, Options{Compression: mode, ChunkSize: 2048})
 					for _, id := range ids {
-						require.Equal(t, want[id], viewSession(t, s, id), "%s: session %s reads as before", st.name, id)
+						requireSameView(t, want[id], viewSession(t, s, id), "%s: session %s reads as before", st.name, id)
 						r, err := s.Verify(ctx, id)
 						require.NoError(t, err, st.name)
 						require.True(t, r.OK(), "%s: %v", st.name, r.Problems)
@@ -244,7 +244,7 @@ func TestConvertCompressionCrashPoints(t *testing.T) {
 					}
 					s = openMem(t, st.fs, Options{Compression: tc.to, ChunkSize: 2048})
 					for _, id := range ids {
-						require.Equal(t, want[id], viewSession(t, s, id), "%s: session %s after the second conversion", st.name, id)
+						requireSameView(t, want[id], viewSession(t, s, id), "%s: session %s after the second conversion", st.name, id)
 					}
 					require.NoError(t, s.Close(), st.name)
 				}

@@ -333,7 +333,7 @@ func verifyChunk(fsys vfs.FS, dir string, n uint32, newest bool, want *indexRun,
 		c.seen[hdr.ID] = loc
 		skipTo(loc.Offset)
 		if k < len(want.entries) && want.entries[k].Loc.Offset == loc.Offset {
-			if want.entries[k] != e {
+			if !want.entries[k].sameRecord(&e) {
 				r.problem(&CorruptionError{Path: want.path, Offset: want.offsets[k], Err: fmt.Errorf("index entry %s disagrees with record %s at %s offset %d", want.entries[k].ID, hdr.ID, path, loc.Offset)})
 			}
 			k++
