@@ -459,7 +459,12 @@ func TestRemoteDeadObjectsDieAcrossShortHolds(t *testing.T) {
 	opts.ChunkSize = 4 << 10
 	opts.LeaseTime = 300 * time.Millisecond
 	dirs := []string{t.TempDir(), t.TempDir()}
-	s, err := Open(dirs[0], opts)
+	// The first hold writes with a long lease: on a loaded machine its 100
+	// appends can outlast 300 ms, and the dead objects would start dying
+	// before the short holds this test is about.
+	long := *opts
+	long.LeaseTime = time.Hour
+	s, err := Open(dirs[0], &long)
 	require.NoError(t, err)
 	m, err := s.Create(ctx, Meta{})
 	require.NoError(t, err)
