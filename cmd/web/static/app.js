@@ -220,7 +220,10 @@
   function startLive() {
     if (!view || !window.EventSource) return;
     const v = view;
-    const es = new EventSource("/api/sessions/" + v.id + "/live?known=" + v.nodes.length);
+    // last lets the server tell a continuation of the nodes the page
+    // holds from another tree under the same id.
+    const last = v.nodes.length ? "&last=" + v.nodes[v.nodes.length - 1].id : "";
+    const es = new EventSource("/api/sessions/" + v.id + "/live?known=" + v.nodes.length + last);
     v.es = es;
     es.onopen = () => setStatus("live", true);
     es.addEventListener("tree", (msg) => {
