@@ -1,10 +1,12 @@
 package web_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,7 +18,7 @@ import (
 )
 
 // nextTree reads the stream's next event, which must be "tree".
-func nextTree(t *testing.T, s *sse) treeAnswer {
+func nextTree(t testing.TB, s *sse) treeAnswer {
 	t.Helper()
 	name, data, err := s.next()
 	require.NoError(t, err)
@@ -150,4 +152,96 @@ func TestLiveFork(t *testing.T) {
 	assert.Empty(t, tr.Nodes)
 	require.Len(t, tr.Lanes, 1)
 	assert.Equal(t, path[1].ID, *tr.Lanes[0].Tip)
+}
+
+// tenThousand builds a root holding a session of n events, a tool call
+// and its result every tenth event and a branch every hundredth, and
+// returns the read-only Store beside the writer, the writer and the session.
+func tenThousand(b *testing.B, n int) (ro, w *sessionstore.Store, m sessionstore.Meta) {
+	b.Helper()
+	ctx := context.Background()
+	root := b.TempDir()
+	w, err := sessionstore.Open(root, nil)
+	require.NoError(b, err)
+	b.Cleanup(func() { w.Close() })
+	m, err = w.Create(ctx, sessionstore.Meta{Name: "ten thousand"})
+	require.NoError(b, err)
+	var prev []sessionstore.Event
+	for len(prev) < n {
+		batch := make([]sessionstore.Event, 0, 100)
+		for i := len(prev); i < len(prev)+100 && i < n; i++ {
+			switch i % 10 {
+			case 8:
+				batch = append(batch, sessionstore.ToolCallEvent(sessionstore.ToolCall{CallID: "c", Name: "run", Arguments: json.RawMessage(`{"cmd":"go test ./..."}`)}))
+			case 9:
+				batch = append(batch, sessionstore.ToolResultEvent(sessionstore.ToolResult{CallID: "c", Output: strings.Repeat("ok\n", 100)}))
+			default:
+				batch = append(batch, sessionstore.UserText(strings.Repeat("x", 200)))
+			}
+		}
+		got, err := w.AppendBatch(ctx, m.ID, batch...)
+		require.NoError(b, err)
+		prev = append(prev, got...)
+		if len(prev) < n { // the next hundred start a branch
+			require.NoError(b, w.Branch(ctx, m.ID, prev[len(prev)-50].ID))
+		}
+	}
+	ro, err = sessionstore.Open(root, &sessionstore.Options{ReadOnly: true})
+	require.NoError(b, err)
+	b.Cleanup(func() { ro.Close() })
+	return ro, w, m
+}
+
+// BenchmarkTenThousand: the answers the page asks for when it opens a
+// session of 10,000 events (its tree, the path to HEAD), the list, and a
+// live stream's look after an append (the new node sent).
+func BenchmarkTenThousand(b *testing.B) {
+	ro, w, m := tenThousand(b, 10000)
+	h := web.New(ro, web.Options{})
+	sid := m.ID.String()
+	for _, bc := range []struct{ name, path string }{
+		{"list", "/api/sessions"},
+		{"tree", "/api/sessions/" + sid},
+		{"path", "/api/sessions/" + sid + "/path"},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			var size int
+			for b.Loop() {
+				rec := httptest.NewRecorder()
+				h.ServeHTTP(rec, httptest.NewRequest("GET", "http://127.0.0.1"+bc.path, nil))
+				if rec.Code != http.StatusOK {
+					b.Fatal(rec.Body)
+				}
+				size = rec.Body.Len()
+			}
+			b.ReportMetric(float64(size), "B/answer")
+		})
+	}
+	b.Run("live-append", func(b *testing.B) {
+		srv := httptest.NewServer(web.New(ro, web.Options{PollInterval: web.MinPollInterval}))
+		defer srv.Close()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		req, err := http.NewRequestWithContext(ctx, "GET", srv.URL+"/api/sessions/"+sid+"/live", nil)
+		require.NoError(b, err)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(b, err)
+		defer resp.Body.Close()
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 64<<10), 64<<20)
+		stream := &sse{sc: sc}
+		tr := nextTree(b, stream)
+		require.Len(b, tr.Nodes, 10000)
+		known := tr.Total
+		for b.Loop() {
+			_, err := w.Append(ctx, m.ID, sessionstore.UserText("live"))
+			require.NoError(b, err)
+			for tr.Total <= known {
+				tr = nextTree(b, stream)
+			}
+			require.Len(b, tr.Nodes, 1, "the new node only")
+			known = tr.Total
+		}
+		b.ReportMetric(float64(known), "nodes")
+	})
 }
