@@ -3,8 +3,10 @@ package webtest
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -145,4 +147,45 @@ func BenchmarkBrowserTenThousand(b *testing.B) {
 		}
 		b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/append")
 	})
+}
+
+// TestBrowserOpenFetchesOnce: opening a session fetches its tree and its
+// path once; the live stream's first look, which holds nothing the page
+// lacks, draws nothing again (on a session of 10,000 events each draw
+// costs seconds); an append fetches the path once more.
+func TestBrowserOpenFetchesOnce(t *testing.T) {
+	exe := chromium(t)
+	root := t.TempDir()
+	w, err := sessionstore.Open(root, &sessionstore.Options{BlobThreshold: 16 << 10})
+	require.NoError(t, err)
+	defer func() { assert.NoError(t, w.Close()) }()
+	s := build(t, w)
+	ro, err := sessionstore.Open(root, &sessionstore.Options{ReadOnly: true})
+	require.NoError(t, err)
+	defer ro.Close()
+	h := web.New(ro, web.Options{PollInterval: 100 * time.Millisecond})
+	var paths atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/path") {
+			paths.Add(1)
+		}
+		h.ServeHTTP(rw, r)
+	}))
+	defer srv.Close()
+	tab, stop := newTab(t, exe, 60*time.Second)
+	defer stop()
+	b := &browser{t: t, ctx: tab}
+
+	b.do(chromedp.Navigate(srv.URL+"/#/s/"+s.meta.ID.String()),
+		chromedp.WaitVisible(chromedp.CSS(`#transcript li.ev[data-id="`+s.head.ID.String()+`"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#status.live`)))
+	// Wait for a second fetch, which must not come (the first look
+	// arrives within a poll interval of the stream's start).
+	time.Sleep(time.Second)
+	assert.Equal(t, int64(1), paths.Load(), "path fetches after the open")
+
+	live, err := w.Append(context.Background(), s.meta.ID, sessionstore.AssistantText(liveText))
+	require.NoError(t, err)
+	b.do(chromedp.WaitVisible(chromedp.CSS(`#transcript li.ev[data-id="` + live.ID.String() + `"]`)))
+	assert.Equal(t, int64(2), paths.Load(), "path fetches after an append")
 }

@@ -237,6 +237,10 @@
         showSession(id, sel);
         return;
       }
+      if (t.from === v.nodes.length && t.nodes.length === 0 && t.head === v.head &&
+          JSON.stringify(t.lanes || []) === JSON.stringify(v.lanes)) {
+        return; // nothing the page lacks (the stream's first look): no redraw
+      }
       setTree(t);
       drawGraph();
       if (!v.selected) loadPath();
