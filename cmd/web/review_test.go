@@ -245,3 +245,34 @@ func BenchmarkTenThousand(b *testing.B) {
 		b.ReportMetric(float64(known), "nodes")
 	})
 }
+
+// TestLiveBatch: a writer that appends a thousand events at once reaches
+// the client as continuations that, joined, are the tree in append order.
+func TestLiveBatch(t *testing.T) {
+	f := newFixture(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, stream := openLive(t, ctx, f.srv.URL+"/api/sessions/"+f.session.ID.String()+"/live?known="+itoa(len(f.all))+"&last="+f.all[len(f.all)-1].ID.String())
+	defer resp.Body.Close()
+	batch := make([]sessionstore.Event, 1000)
+	for i := range batch {
+		batch[i] = sessionstore.AssistantText("batch " + itoa(i))
+	}
+	got, err := f.w.AppendBatch(ctx, f.session.ID, batch...)
+	require.NoError(t, err)
+	known := len(f.all)
+	var seen []string
+	for known < len(f.all)+len(got) {
+		tr := nextTree(t, stream)
+		require.Equal(t, known, tr.From, "a continuation")
+		for _, n := range tr.Nodes {
+			seen = append(seen, n.ID.String())
+		}
+		known = tr.Total
+	}
+	want := make([]string, len(got))
+	for i, ev := range got {
+		want[i] = ev.ID.String()
+	}
+	assert.Equal(t, want, seen)
+}
