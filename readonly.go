@@ -244,6 +244,15 @@ func (h *openSession) readTail() bool {
 			return false // the record h holds last is gone: start over
 		}
 	}
+	// The record h holds last must still be where h has it: a session
+	// deleted and made again under its id has other records there (a
+	// plain chunk's free space hides that its data is shorter).
+	r := newChunkReader(fsys, chunkDir)
+	_, err = readEntry(r, &h.entries[len(h.entries)-1])
+	r.close()
+	if err != nil {
+		return false
+	}
 	keep := len(h.entries)
 	p := &recoveryPlan{indexBad: -1}
 	newest := uint32(len(forms)) - 1

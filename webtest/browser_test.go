@@ -100,7 +100,7 @@ func build(t *testing.T, w *sessionstore.Store) session {
 
 // chromium returns the browser to drive, skipping the test when there is
 // none, or failing it under CI (CI set to anything but "", 0 or false).
-func chromium(t *testing.T) string {
+func chromium(t testing.TB) string {
 	t.Helper()
 	path := defaultChromium
 	if p := os.Getenv("SESSIONSTORE_CHROMIUM"); p != "" {

@@ -1,7 +1,6 @@
 package webtest
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -20,6 +18,7 @@ import (
 
 	"github.com/sessionstore/sessionstore"
 	"github.com/sessionstore/sessionstore/cmd/web"
+	"github.com/sessionstore/sessionstore/importer/claude"
 )
 
 // claudeCodeDir finds the shared Claude Code transcripts: $SESSIONSTORE_SHARED_DATA,
@@ -53,133 +52,9 @@ func claudeCodeDir(t *testing.T) string {
 	return ""
 }
 
-// ccLine is what the import reads of a Claude Code transcript line.
-type ccLine struct {
-	Type       string    `json:"type"`
-	UUID       string    `json:"uuid"`
-	ParentUUID string    `json:"parentUuid"`
-	Timestamp  time.Time `json:"timestamp"`
-	Cwd        string    `json:"cwd"`
-	Message    *struct {
-		Role    string          `json:"role"`
-		Model   string          `json:"model"`
-		Content json.RawMessage `json:"content"`
-	} `json:"message"`
-}
-
-type ccBlock struct {
-	Type      string          `json:"type"`
-	Text      string          `json:"text"`
-	ID        string          `json:"id"`
-	Name      string          `json:"name"`
-	Input     json.RawMessage `json:"input"`
-	ToolUseID string          `json:"tool_use_id"`
-	Content   json.RawMessage `json:"content"`
-	IsError   bool            `json:"is_error"`
-}
-
-// ccEvents maps a transcript line to the events a harness would append:
-// text to messages, tool_use blocks to tool calls, tool_result blocks to
-// tool results, anything else to a custom event holding the line.
-func ccEvents(l ccLine, raw []byte) []sessionstore.Event {
-	custom := []sessionstore.Event{{Kind: sessionstore.KindCustom, Record: raw}}
-	if l.Message == nil || (l.Type != "user" && l.Type != "assistant") {
-		return custom
-	}
-	var text string
-	if json.Unmarshal(l.Message.Content, &text) == nil {
-		if l.Type == "user" {
-			return []sessionstore.Event{sessionstore.UserText(text)}
-		}
-		return []sessionstore.Event{sessionstore.AssistantMessage(sessionstore.Message{Content: text, Model: l.Message.Model})}
-	}
-	var blocks []ccBlock
-	if json.Unmarshal(l.Message.Content, &blocks) != nil {
-		return custom
-	}
-	var out []sessionstore.Event
-	for _, b := range blocks {
-		switch b.Type {
-		case "text":
-			if l.Type == "user" {
-				out = append(out, sessionstore.UserText(b.Text))
-			} else {
-				out = append(out, sessionstore.AssistantMessage(sessionstore.Message{Content: b.Text, Model: l.Message.Model}))
-			}
-		case "tool_use":
-			out = append(out, sessionstore.ToolCallEvent(sessionstore.ToolCall{CallID: b.ID, Name: b.Name, Arguments: b.Input}))
-		case "tool_result":
-			output := ""
-			if json.Unmarshal(b.Content, &output) != nil {
-				var parts []ccBlock
-				if json.Unmarshal(b.Content, &parts) == nil {
-					var texts []string
-					for _, p := range parts {
-						texts = append(texts, p.Text)
-					}
-					output = strings.Join(texts, "\n")
-				} else {
-					output = string(b.Content)
-				}
-			}
-			out = append(out, sessionstore.ToolResultEvent(sessionstore.ToolResult{CallID: b.ToolUseID, Output: output, IsError: b.IsError}))
-		default:
-			blob, _ := json.Marshal(b)
-			out = append(out, sessionstore.Event{Kind: sessionstore.KindCustom, Record: blob})
-		}
-	}
-	if len(out) == 0 {
-		return custom
-	}
-	return out
-}
-
-// importTranscript appends the transcript at path to a new session,
-// following its parentUuid links (a line whose parent is not the newest
-// event starts a branch), keeping its timestamps; it returns the session
-// and its number of events.
-func importTranscript(t *testing.T, w *sessionstore.Store, path string) (sessionstore.Meta, int) {
-	t.Helper()
-	ctx := context.Background()
-	f, err := os.Open(path)
-	require.NoError(t, err)
-	defer f.Close()
-	m, err := w.Create(ctx, sessionstore.Meta{Name: filepath.Base(filepath.Dir(path)) + "/" + filepath.Base(path)})
-	require.NoError(t, err)
-	ours := map[string]uuid.UUID{} // a line's uuid to the last event made of it
-	head := uuid.Nil
-	n := 0
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 0, 1<<20), 64<<20)
-	for sc.Scan() {
-		raw := append([]byte(nil), sc.Bytes()...)
-		var l ccLine
-		if json.Unmarshal(raw, &l) != nil || l.UUID == "" {
-			continue // a summary line, or not a transcript line
-		}
-		if m.WorkingDir == "" && l.Cwd != "" {
-			m, err = w.UpdateMeta(ctx, m.ID, func(mm *sessionstore.Meta) { mm.WorkingDir = l.Cwd })
-			require.NoError(t, err)
-		}
-		if p, ok := ours[l.ParentUUID]; ok && p != head {
-			require.NoError(t, w.Branch(ctx, m.ID, p))
-		}
-		evs := ccEvents(l, raw)
-		for i := range evs {
-			evs[i].Time = l.Timestamp
-		}
-		got, err := w.AppendWith(ctx, m.ID, sessionstore.AppendOptions{KeepTime: true}, evs...)
-		require.NoError(t, err, "%s: line %s", path, l.UUID)
-		head = got[len(got)-1].ID
-		ours[l.UUID] = head
-		n += len(got)
-	}
-	require.NoError(t, sc.Err())
-	return m, n
-}
-
-// TestBrowserRealData imports the shared Claude Code transcripts and
-// opens each session in the browser: every event drawn, the path shown
+// TestBrowserRealData imports the shared Claude Code transcripts (package
+// importer/claude: branches, compactions, subagent sessions) and opens each
+// session in the browser: every event drawn, the path shown
 // whole, no error on the page.
 func TestBrowserRealData(t *testing.T) {
 	exe := chromium(t)
@@ -192,19 +67,30 @@ func TestBrowserRealData(t *testing.T) {
 	w, err := sessionstore.Open(root, &sessionstore.Options{BlobThreshold: 16 << 10})
 	require.NoError(t, err)
 	defer func() { assert.NoError(t, w.Close()) }()
+	start := time.Now()
+	report, err := claude.Import(context.Background(), w, []string{dir}, nil)
+	require.NoError(t, err)
+	for _, e := range report.Errors {
+		t.Logf("import: %v", e) // malformed lines are left out, the rest imported
+	}
+	require.NotZero(t, report.Sessions)
 	type imported struct {
 		meta   sessionstore.Meta
 		events int
 	}
+	metas, err := w.List(context.Background())
+	require.NoError(t, err)
+	require.Len(t, metas, report.Sessions, "every session the import wrote is listed")
 	var sessions []imported
 	total := 0
-	start := time.Now()
-	for _, p := range paths {
-		m, n := importTranscript(t, w, p)
-		sessions = append(sessions, imported{m, n})
-		total += n
+	for _, m := range metas {
+		nodes, err := w.Tree(context.Background(), m.ID)
+		require.NoError(t, err, m.Name)
+		sessions = append(sessions, imported{m, len(nodes)})
+		total += len(nodes)
 	}
-	t.Logf("%d transcripts, %d events, imported in %v", len(sessions), total, time.Since(start).Round(time.Millisecond))
+	assert.Equal(t, report.Added, total, "the tree holds every event the import appended")
+	t.Logf("%d transcripts, %d sessions, %d events, imported in %v", report.Files, len(sessions), total, time.Since(start).Round(time.Millisecond))
 
 	ro, err := sessionstore.Open(root, &sessionstore.Options{ReadOnly: true})
 	require.NoError(t, err)
@@ -228,9 +114,16 @@ func TestBrowserRealData(t *testing.T) {
 	rows := min(len(sessions), sessionstore.DefaultPageSize)
 	assert.Equal(t, rows, eval[int](b, `document.querySelectorAll("tr.session").length`))
 	assert.Equal(t, len(sessions) > rows, eval[bool](b, `!document.querySelector("#more").hidden`))
-	for _, s := range sessions[len(sessions)-rows:] {
-		sel := `tr.session[data-id="` + s.meta.ID.String() + `"] td.events`
-		assert.Equal(t, fmt.Sprint(s.events), b.text(sel), s.meta.Name)
+	first, _, err := ro.ListPage(ctx, sessionstore.Query{Limit: rows}, "")
+	require.NoError(t, err)
+	require.Len(t, first, rows)
+	events := map[uuid.UUID]int{}
+	for _, s := range sessions {
+		events[s.meta.ID] = s.events
+	}
+	for _, m := range first {
+		sel := `tr.session[data-id="` + m.ID.String() + `"] td.events`
+		assert.Equal(t, fmt.Sprint(events[m.ID]), b.text(sel), m.Name)
 	}
 
 	for _, s := range sessions {

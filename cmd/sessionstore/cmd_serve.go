@@ -45,6 +45,10 @@ func cmdServe(ctx context.Context, c *cmdEnv, args []string) int {
 	if err != nil {
 		return c.failf("listen on %s: %v", *addr, err)
 	}
+	if err := checkListener(ln); err != nil {
+		ln.Close()
+		return c.failf("%v", err)
+	}
 	// Live streams end with the server's context, so Shutdown does not
 	// wait for open pages.
 	serveCtx, cancelServe := context.WithCancel(context.Background())
@@ -81,7 +85,8 @@ func cmdServe(ctx context.Context, c *cmdEnv, args []string) int {
 
 // checkLoopback refuses an address that is not a loopback one: an empty
 // host (every interface), another IP, or a host name other than localhost
-// (which is not resolved: what it names may change).
+// (a name is resolved when listening: what it names may change; localhost
+// is resolved too, and checkListener checks what it named).
 func checkLoopback(addr string) error {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
@@ -94,4 +99,13 @@ func checkLoopback(addr string) error {
 		return nil
 	}
 	return fmt.Errorf("-addr %q is not a loopback address: serve listens on 127.0.0.1, [::1] or localhost only, since the view has no authentication (put a proxy that authenticates in front of it to share it)", addr)
+}
+
+// checkListener refuses a listener whose address is not a loopback one:
+// localhost resolved (through /etc/hosts or DNS) to another address.
+func checkListener(ln net.Listener) error {
+	if a, ok := ln.Addr().(*net.TCPAddr); ok && a.IP.IsLoopback() {
+		return nil
+	}
+	return fmt.Errorf("-addr named %s, not a loopback address: serve listens on loopback addresses only", ln.Addr())
 }

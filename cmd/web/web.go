@@ -25,10 +25,13 @@
 //	    records over Options.InlineLimit, and blobs, left out
 //	GET /api/sessions/{session}/events/{event}
 //	    one event with its record (a blob read and checked)
-//	GET /api/sessions/{session}/live?known=n
+//	GET /api/sessions/{session}/live?known=n&last=e
 //	    Server-Sent Events: "tree", the nodes after the first n with HEAD
 //	    and the lanes, at the start and whenever the session's Revision or
-//	    lanes change; "gone" when the session is deleted
+//	    lanes change; "gone" when the session is deleted. last, if given, is
+//	    the id of the client's node n-1: when the tree's node n-1 is another
+//	    (the session was made again), or the tree has fewer than n nodes,
+//	    the stream sends the whole tree (from 0) instead
 //	GET /api/live
 //	    Server-Sent Events: "sessions", the list's first page, at the
 //	    start and whenever it changes
@@ -401,6 +404,9 @@ type treeJSON struct {
 	Nodes []nodeJSON `json:"nodes"`
 	// Error is a damaged session's error; Nodes are then its valid prefix.
 	Error string `json:"error,omitempty"`
+	// last is the id of the tree's last node (uuid.Nil for none), the
+	// one a continuation must follow.
+	last uuid.UUID
 }
 
 // sessionDetailJSON is the answer of /api/sessions/{session}.
@@ -410,8 +416,11 @@ type sessionDetailJSON struct {
 }
 
 // readTree reads what the tree view shows of the session, the nodes from
-// index from on. It returns an error only when nothing can be shown.
-func (h *Handler) readTree(ctx context.Context, id uuid.UUID, from int) (treeJSON, error) {
+// index from on, or all of them when the tree does not continue the one
+// the client holds: fewer than from nodes, or (with last not uuid.Nil) a
+// node from-1 other than last. It returns an error only when nothing can
+// be shown.
+func (h *Handler) readTree(ctx context.Context, id uuid.UUID, from int, last uuid.UUID) (treeJSON, error) {
 	nodes, treeErr := h.st.Tree(ctx, id)
 	if treeErr != nil && len(nodes) == 0 {
 		return treeJSON{}, treeErr
@@ -439,8 +448,11 @@ func (h *Handler) readTree(ctx context.Context, id uuid.UUID, from int) (treeJSO
 	} else if out.Error == "" {
 		out.Error = "lanes: " + err.Error()
 	}
-	if from > len(nodes) {
+	if from > len(nodes) || (from > 0 && last != uuid.Nil && nodes[from-1].ID != last) {
 		from = 0 // the tree is not the one the client knows: send it all
+	}
+	if len(nodes) > 0 {
+		out.last = nodes[len(nodes)-1].ID
 	}
 	out.From = from
 	out.Nodes = make([]nodeJSON, 0, len(nodes)-from)
@@ -460,7 +472,7 @@ func (h *Handler) session(w http.ResponseWriter, r *http.Request) {
 		storeError(w, err, "session "+id.String())
 		return
 	}
-	tree, err := h.readTree(r.Context(), id, 0)
+	tree, err := h.readTree(r.Context(), id, 0, uuid.Nil)
 	if err != nil {
 		storeError(w, err, "session "+id.String())
 		return
@@ -603,7 +615,7 @@ func (h *Handler) event(w http.ResponseWriter, r *http.Request) {
 
 // live streams the session's changes as Server-Sent Events: an event
 // "tree" (data: a treeJSON holding the nodes after the ones the client
-// knows) each time the session's Revision changes and its tree or lanes
+// knows, or every node when the tree is not the one it knows) each time the session's Revision changes and its tree or lanes
 // differ from what was sent, and "gone" when the session is deleted. It
 // polls every PollInterval and returns when the client goes away.
 func (h *Handler) live(w http.ResponseWriter, r *http.Request) {
@@ -619,6 +631,12 @@ func (h *Handler) live(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		known = n
+	}
+	last := uuid.Nil
+	if v := r.URL.Query().Get("last"); v != "" {
+		if last, ok = parseIDValue(w, v, "last node"); !ok {
+			return
+		}
 	}
 	ctx := r.Context()
 	if _, err := h.st.Meta(ctx, id); err != nil {
@@ -652,7 +670,7 @@ func (h *Handler) live(w http.ResponseWriter, r *http.Request) {
 		case first || rev != sent || h.lanesKey(ctx, id) != lastLanes:
 			// Lanes change without an append (lanes.json), so they
 			// are compared apart from the revision.
-			tree, err := h.readTree(ctx, id, known)
+			tree, err := h.readTree(ctx, id, known, last)
 			if ctx.Err() != nil {
 				return
 			}
@@ -671,7 +689,7 @@ func (h *Handler) live(w http.ResponseWriter, r *http.Request) {
 			if !sw.event("tree", tree) {
 				return
 			}
-			known, lastState = tree.Total, state
+			known, last, lastState = tree.Total, tree.last, state
 		}
 		if !sw.keepAlive() {
 			return

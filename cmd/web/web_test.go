@@ -764,7 +764,7 @@ func BenchmarkSession(b *testing.B) {
 			var bytes int
 			for b.Loop() {
 				rec := httptest.NewRecorder()
-				h.ServeHTTP(rec, httptest.NewRequest("GET", "/api/sessions/"+m.ID.String()+path, nil))
+				h.ServeHTTP(rec, httptest.NewRequest("GET", "http://127.0.0.1/api/sessions/"+m.ID.String()+path, nil))
 				if rec.Code != http.StatusOK {
 					b.Fatal(rec.Body)
 				}

@@ -220,7 +220,10 @@
   function startLive() {
     if (!view || !window.EventSource) return;
     const v = view;
-    const es = new EventSource("/api/sessions/" + v.id + "/live?known=" + v.nodes.length);
+    // last lets the server tell a continuation of the nodes the page
+    // holds from another tree under the same id.
+    const last = v.nodes.length ? "&last=" + v.nodes[v.nodes.length - 1].id : "";
+    const es = new EventSource("/api/sessions/" + v.id + "/live?known=" + v.nodes.length + last);
     v.es = es;
     es.onopen = () => setStatus("live", true);
     es.addEventListener("tree", (msg) => {
@@ -233,6 +236,10 @@
         view = null;
         showSession(id, sel);
         return;
+      }
+      if (t.from === v.nodes.length && t.nodes.length === 0 && t.head === v.head &&
+          JSON.stringify(t.lanes || []) === JSON.stringify(v.lanes)) {
+        return; // nothing the page lacks (the stream's first look): no redraw
       }
       setTree(t);
       drawGraph();
