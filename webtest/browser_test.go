@@ -34,7 +34,7 @@ const (
 	hostileText = `Does this survive: <script>window.pwned=1</script> <img src=x onerror="window.pwned=1">`
 	headText    = "Done: quoted newlines are kept, and parser_test.go covers them."
 	liveText    = "Live: appended while the page was open."
-	// blobMarker is in the large tool result only.
+	// blobMarker is in the large tool result only, past its preview.
 	blobMarker = "func readFieldMarker"
 )
 
@@ -71,10 +71,13 @@ func build(t *testing.T, w *sessionstore.Store) session {
 	add(sessionstore.AssistantMessage(sessionstore.Message{Content: lookText, ToolCalls: []sessionstore.ToolCall{{CallID: "c1", Name: "read_file"}}}))
 	add(sessionstore.ToolCallEvent(sessionstore.ToolCall{CallID: "c1", Name: "read_file", Arguments: json.RawMessage(`{"path":"parser.go"}`)}))
 	var src strings.Builder
-	src.WriteString("package csv\n\n" + blobMarker + "() {}\n")
+	// The marker comes last, past the record's first 80 bytes that the
+	// node's preview shows.
+	src.WriteString("package csv\n\n")
 	for i := 0; src.Len() < 40<<10; i++ {
 		src.WriteString("// readField reads one field; a quoted field may hold newlines.\n")
 	}
+	src.WriteString(blobMarker + "() {}\n")
 	s.result = add(sessionstore.ToolResultEvent(sessionstore.ToolResult{CallID: "c1", Output: src.String()}))
 	require.NotEmpty(t, s.result.Digest, "the tool result should be a blob")
 	add(sessionstore.AssistantText(approachA))
