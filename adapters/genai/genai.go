@@ -21,7 +21,13 @@
 // Consecutive contents of the same role are merged into one, so the
 // results of parallel calls travel in one user content, as the API
 // expects, in the order of their calls (a harness records results as its
-// tools finish; without call ids the API pairs them by order). A content with no part is left out. The reasoning of an
+// tools finish; without call ids the API pairs them by order). A content
+// of function responses holds nothing else: the API takes the turn after
+// a function call turn as that many responses, and refuses it (or reads
+// the parts after the responses as a model turn) when text shares it, so
+// user text that follows the responses (the user's next words, a branch
+// summary) is a user content of its own. A content with no part is left
+// out. The reasoning of an
 // assistant message is not sent: the API reads no thought text it did
 // not sign.
 //
@@ -112,7 +118,7 @@ func ContentsWith(events []sessionstore.Event, opts *Options) ([]*genai.Content,
 		if len(parts) == 0 {
 			return
 		}
-		if n := len(out); n > 0 && out[n-1].Role == role {
+		if n := len(out); n > 0 && out[n-1].Role == role && isResponse(out[n-1].Parts[0]) == isResponse(parts[0]) {
 			out[n-1].Parts = append(out[n-1].Parts, parts...)
 			return
 		}
@@ -177,6 +183,10 @@ func ContentsWith(events []sessionstore.Event, opts *Options) ([]*genai.Content,
 	}
 	return out, nil
 }
+
+// isResponse reports whether p is a function response: a content holds
+// only those or none.
+func isResponse(p *genai.Part) bool { return p.FunctionResponse != nil }
 
 // response is a function response part and the position of its call.
 type response struct {
