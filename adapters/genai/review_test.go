@@ -204,3 +204,32 @@ func TestImportedClaudeSessions(t *testing.T) {
 	assert.Equal(t, sent, accepted)
 	assert.Positive(t, calls)
 }
+
+// Probes of single conversations, each through the SDK's client to the
+// rules server: parallel calls answered out of order, an error result,
+// empty arguments, unicode, a very long output, a compaction; arguments
+// that are not an object are ErrArguments.
+func TestContentsProbes(t *testing.T) {
+	long := strings.Repeat("løng 出力 🙂 ", 200_000)
+	summary := sessionstore.Summary{Text: "We fixed the parser ✓.", Decisions: []string{"keep v2"}}
+	for name, evs := range map[string][]sessionstore.Event{
+		"parallel, out of order": cat(sessionstore.UserText("x"), reply("", call("a", "f", `{}`), call("b", "g", `{"q":1}`), call("c", "h", "")),
+			result("c", "C", false), result("a", "A", true), result("b", "B", false), sessionstore.AssistantText("done")),
+		"unicode and long output": cat(sessionstore.UserText("ünïcödé ✓ 日本"), reply("読む", call("a", "read", `{"p":"ファイル"}`)), result("a", long, false),
+			sessionstore.UserText("next")),
+		"compaction": cat(sessionstore.NewEvent(sessionstore.KindCompaction, sessionstore.RoleNone, sessionstore.CompactionRecord{Summary: summary}),
+			reply("", call("a", "f", `{}`)), result("a", "A", false), sessionstore.UserText("go on")),
+	} {
+		accepted := 0
+		client := rulesClient(t, geminiRulesServer(t, &accepted))
+		got, err := Contents(ids(evs...))
+		require.NoError(t, err, name)
+		_, err = client.Models.GenerateContent(context.Background(), "gemini-2.5-flash", got, nil)
+		assert.NoError(t, err, name)
+		assert.Equal(t, 1, accepted, name)
+	}
+	for _, args := range []string{`[1,2]`, `"s"`, `3`} {
+		_, err := Contents(ids(cat(sessionstore.UserText("x"), reply("", call("a", "f", args)))...))
+		assert.ErrorIs(t, err, ErrArguments, args)
+	}
+}
