@@ -327,7 +327,7 @@ func TestReplyDerivedCallIDs(t *testing.T) {
 }
 
 // FuzzContents feeds records of every kind, valid or not: Contents either
-// fails or returns contents that alternate roles, have parts, and whose
+// fails or returns contents that alternate roles (but for user text after function responses), have parts, and whose
 // every function response answers a call of the model content before it.
 func FuzzContents(f *testing.F) {
 	f.Add([]byte(`{"content":"hi"}`), []byte(`{"content":"","tool_calls":[{"call_id":"a","name":"f"}]}`), []byte(`{"call_id":"a","output":"x"}`), uint8(0))

@@ -110,7 +110,7 @@ func claudeEvents(t *testing.T, path string) []sessionstore.Event {
 	return ids(evs...)
 }
 
-// Every real transcript becomes contents that alternate roles, answer
+// Every real transcript becomes contents that alternate roles (but for user text after function responses), answer
 // each function call in the next content, and that the SDK's client
 // sends as a request the server decodes back to the same contents.
 func TestRealTranscripts(t *testing.T) {
