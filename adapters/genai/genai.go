@@ -27,7 +27,8 @@
 // the parts after the responses as a model turn) when text shares it, so
 // user text that follows the responses (the user's next words, a branch
 // summary) is a user content of its own. A content with no part is left
-// out. The reasoning of an
+// out. Contents that would open with the model's turn start with a user
+// content holding OpeningText. The reasoning of an
 // assistant message is not sent: the API reads no thought text it did
 // not sign.
 //
@@ -85,6 +86,13 @@ var ErrArguments = errors.New("genai: tool call arguments are not a JSON object"
 // DerivedIDPrefix starts the id Reply gives a function call that came
 // without one (see the package doc).
 const DerivedIDPrefix = "genai-"
+
+// OpeningText is the text of the user content Contents puts first when
+// the context opens with the model's turn (a transcript that lost its
+// first prompt, a subagent's that starts with its reply): the API refuses
+// contents that start with a model turn, and wants a function call turn
+// to follow a user turn.
+const OpeningText = "(The record of this conversation starts with the model's turn.)"
 
 // Options adjust ContentsWith.
 type Options struct {
@@ -178,6 +186,9 @@ func ContentsWith(events []sessionstore.Event, opts *Options) ([]*genai.Content,
 		}
 	}
 	flush()
+	if len(out) > 0 && out[0].Role == genai.RoleModel {
+		out = append([]*genai.Content{{Role: genai.RoleUser, Parts: []*genai.Part{{Text: OpeningText}}}}, out...)
+	}
 	if out == nil {
 		out = []*genai.Content{}
 	}

@@ -52,7 +52,7 @@ func geminiRules(cs []*genai.Content) string {
 			if len(fr) > 0 {
 				return fmt.Sprintf("content %d: function response in a model turn", i)
 			}
-			if len(fc) > 0 && i > 0 && cs[i-1].Role != genai.RoleUser {
+			if len(fc) > 0 && (i == 0 || cs[i-1].Role != genai.RoleUser) {
 				return fmt.Sprintf("content %d: function call turn not after a user or function response turn", i)
 			}
 			calls = fc
@@ -232,4 +232,18 @@ func TestContentsProbes(t *testing.T) {
 		_, err := Contents(ids(cat(sessionstore.UserText("x"), reply("", call("a", "f", args)))...))
 		assert.ErrorIs(t, err, ErrArguments, args)
 	}
+}
+
+// Contents that would open with the model's turn (a subagent transcript
+// that starts with its reply) start with a user content, as the API
+// wants before a function call turn; nothing else changes.
+func TestContentsOpenWithUser(t *testing.T) {
+	evs := cat(reply("Looking.", call("a", "glob", `{"p":"*.py"}`)), result("a", "x.py", false), sessionstore.AssistantText("done"))
+	got, err := Contents(ids(evs...))
+	require.NoError(t, err)
+	assert.Equal(t, []*genai.Content{content("user", text(OpeningText)),
+		content("model", text("Looking."), fcall("a", "glob", map[string]any{"p": "*.py"})),
+		content("user", fresp("a", "glob", map[string]any{"output": "x.py"})), content("model", text("done"))}, got)
+	assert.Empty(t, geminiRules(got))
+	assert.NotEmpty(t, geminiRules(got[1:]), "the rules refuse a model turn first")
 }
