@@ -18,8 +18,10 @@
 //     ToolCallID and ToolName. Eino has no error flag on a result, so the
 //     Content of an error result is its output after ErrorPrefix.
 //
-// A message with nothing to send (no text, no reasoning, no calls) is
-// left out. System prompts are agent configuration, not events: put a
+// A message with nothing to send (no text, no calls) is left out, its
+// reasoning too: a Chat Completions API refuses an assistant message
+// without content or tool calls, and eino-ext's OpenAI model sends no
+// reasoning, so a reasoning-only turn would go as an empty message. System prompts are agent configuration, not events: put a
 // schema.System message before the ones Messages returns.
 //
 // The package writes nothing: what is durable is what the caller appends.
@@ -70,7 +72,7 @@ func Messages(events []sessionstore.Event) ([]*schema.Message, error) {
 	for _, m := range c.Messages {
 		switch m.Role {
 		case sessionstore.RoleAssistant:
-			if m.Text == "" && m.Reasoning == "" && len(m.ToolCalls) == 0 {
+			if m.Text == "" && len(m.ToolCalls) == 0 {
 				continue
 			}
 			msg := &schema.Message{Role: schema.Assistant, Content: m.Text, ReasoningContent: m.Reasoning}

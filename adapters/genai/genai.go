@@ -21,7 +21,14 @@
 // Consecutive contents of the same role are merged into one, so the
 // results of parallel calls travel in one user content, as the API
 // expects, in the order of their calls (a harness records results as its
-// tools finish; without call ids the API pairs them by order). A content with no part is left out. The reasoning of an
+// tools finish; without call ids the API pairs them by order). A content
+// of function responses holds nothing else: the API takes the turn after
+// a function call turn as that many responses, and refuses it (or reads
+// the parts after the responses as a model turn) when text shares it, so
+// user text that follows the responses (the user's next words, a branch
+// summary) is a user content of its own. A content with no part is left
+// out. Contents that would open with the model's turn start with a user
+// content holding OpeningText. The reasoning of an
 // assistant message is not sent: the API reads no thought text it did
 // not sign.
 //
@@ -80,6 +87,13 @@ var ErrArguments = errors.New("genai: tool call arguments are not a JSON object"
 // without one (see the package doc).
 const DerivedIDPrefix = "genai-"
 
+// OpeningText is the text of the user content Contents puts first when
+// the context opens with the model's turn (a transcript that lost its
+// first prompt, a subagent's that starts with its reply): the API refuses
+// contents that start with a model turn, and wants a function call turn
+// to follow a user turn.
+const OpeningText = "(The record of this conversation starts with the model's turn.)"
+
 // Options adjust ContentsWith.
 type Options struct {
 	// ThoughtSignature, when set, is the ThoughtSignature of the first
@@ -112,7 +126,7 @@ func ContentsWith(events []sessionstore.Event, opts *Options) ([]*genai.Content,
 		if len(parts) == 0 {
 			return
 		}
-		if n := len(out); n > 0 && out[n-1].Role == role {
+		if n := len(out); n > 0 && out[n-1].Role == role && isResponse(out[n-1].Parts[0]) == isResponse(parts[0]) {
 			out[n-1].Parts = append(out[n-1].Parts, parts...)
 			return
 		}
@@ -172,11 +186,18 @@ func ContentsWith(events []sessionstore.Event, opts *Options) ([]*genai.Content,
 		}
 	}
 	flush()
+	if len(out) > 0 && out[0].Role == genai.RoleModel {
+		out = append([]*genai.Content{{Role: genai.RoleUser, Parts: []*genai.Part{{Text: OpeningText}}}}, out...)
+	}
 	if out == nil {
 		out = []*genai.Content{}
 	}
 	return out, nil
 }
+
+// isResponse reports whether p is a function response: a content holds
+// only those or none.
+func isResponse(p *genai.Part) bool { return p.FunctionResponse != nil }
 
 // response is a function response part and the position of its call.
 type response struct {

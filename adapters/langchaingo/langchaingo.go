@@ -20,6 +20,13 @@
 //     error flag on a result, so the Content of an error result is its
 //     output after the prefix "error: ".
 //
+// The ai messages carry every part of a turn, which the openai provider
+// sends. LangChainGo's anthropic provider (v0.1.14) sends only the first
+// part of an ai message, so a turn with text before its call, or with
+// parallel calls, reaches the API without its tool_use blocks, and the
+// API refuses the tool results that follow; its googleai provider sends
+// each tool message as a content of its own.
+//
 // A message with nothing to send (no text, no calls) is left out. The
 // reasoning of an assistant message is not sent: MessageContent has no
 // part for it. System prompts are agent configuration, not events: put
