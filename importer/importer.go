@@ -23,6 +23,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -339,4 +343,80 @@ func (o *Options) Progressed(r Report) {
 	if o != nil && o.Progress != nil {
 		o.Progress(r)
 	}
+}
+
+// FileStats counts what reading one source file saw.
+type FileStats struct {
+	Lines int   // lines read
+	Bytes int64 // bytes of them
+}
+
+// ReadFunc reads the one session of a source file: the session, the
+// problems found in lines that were left out (each a *LineError), what was
+// read, and an error for a file that holds no session.
+type ReadFunc func(path string) (*Session, []error, FileStats, error)
+
+// Files lists the files of paths: a file as named, a directory's .jsonl
+// files (walked, in lexical order).
+func Files(paths []string) ([]string, error) {
+	var files []string
+	for _, p := range paths {
+		fi, err := os.Stat(p)
+		if err != nil {
+			return nil, err
+		}
+		if !fi.IsDir() {
+			files = append(files, p)
+			continue
+		}
+		err = filepath.WalkDir(p, func(path string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if !d.IsDir() && strings.HasSuffix(d.Name(), ".jsonl") {
+				files = append(files, path)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return files, nil
+}
+
+// ImportFiles reads each of files with read and writes its session to st
+// with Write, calling opts.Progress after each, for a format whose files
+// hold one session each; source names the format in messages. A problem
+// with one line or one file (a malformed line, a file that holds no
+// session, a session the store already holds with other content, metadata
+// the store refuses) is added to the report's Errors and the import goes
+// on; the error returned is what stopped it: ctx's, or the store's.
+func ImportFiles(ctx context.Context, st *sessionstore.Store, source string, files []string, read ReadFunc, opts *Options) (Report, error) {
+	var rep Report
+	for _, f := range files {
+		if err := ctx.Err(); err != nil {
+			return rep, err
+		}
+		s, errs, fst, err := read(f)
+		rep.Files++
+		rep.Lines += fst.Lines
+		rep.Bytes += fst.Bytes
+		rep.Errors = append(rep.Errors, errs...)
+		if err != nil {
+			rep.Errors = append(rep.Errors, err)
+			continue
+		}
+		res, err := Write(ctx, st, s)
+		if errors.Is(err, ErrInvalidSession) || errors.Is(err, sessionstore.ErrConflict) || errors.Is(err, sessionstore.ErrInvalidMeta) {
+			rep.Errors = append(rep.Errors, fmt.Errorf("%s: %s: %w", source, f, err))
+			continue
+		}
+		if err != nil {
+			return rep, err
+		}
+		rep.Add(res)
+		opts.Progressed(rep)
+	}
+	return rep, nil
 }

@@ -66,7 +66,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -302,10 +301,8 @@ type histItem struct {
 	text       string // its text
 }
 
-type stats struct {
-	lines int
-	bytes int64
-}
+// stats counts what reading a file saw.
+type stats = importer.FileStats
 
 // Read parses the rollout at path without writing anything. It returns
 // the session, the problems of single lines (each an *importer.LineError;
@@ -339,8 +336,8 @@ func read(r io.Reader, path, abs string) (*importer.Session, []error, stats, err
 	for n := 1; ; n++ {
 		data, err := br.ReadBytes('\n')
 		if len(data) > 0 {
-			st.lines++
-			st.bytes += int64(len(data))
+			st.Lines++
+			st.Bytes += int64(len(data))
 			if trimmed := bytes.TrimSpace(data); len(trimmed) > 0 {
 				l, perr := parseLine(trimmed)
 				if perr != nil {
@@ -644,63 +641,9 @@ func (b *builder) rollback(l line, key string, n int) {
 // report's Errors and the import goes on; the error returned is what
 // stopped it: ctx's, or the store's.
 func Import(ctx context.Context, st *sessionstore.Store, paths []string, opts *importer.Options) (importer.Report, error) {
-	var rep importer.Report
-	files, err := collect(paths)
+	files, err := importer.Files(paths)
 	if err != nil {
-		return rep, err
+		return importer.Report{}, err
 	}
-	for _, f := range files {
-		if err := ctx.Err(); err != nil {
-			return rep, err
-		}
-		s, errs, fst, err := readFile(f)
-		rep.Files++
-		rep.Lines += fst.lines
-		rep.Bytes += fst.bytes
-		rep.Errors = append(rep.Errors, errs...)
-		if err != nil {
-			rep.Errors = append(rep.Errors, err)
-			continue
-		}
-		res, err := importer.Write(ctx, st, s)
-		if errors.Is(err, importer.ErrInvalidSession) || errors.Is(err, sessionstore.ErrConflict) || errors.Is(err, sessionstore.ErrInvalidMeta) {
-			rep.Errors = append(rep.Errors, fmt.Errorf("codex: %s: %w", f, err))
-			continue
-		}
-		if err != nil {
-			return rep, err
-		}
-		rep.Add(res)
-		opts.Progressed(rep)
-	}
-	return rep, nil
-}
-
-// collect lists the files of paths: a file as named, a directory's .jsonl
-// files in lexical order.
-func collect(paths []string) ([]string, error) {
-	var files []string
-	for _, p := range paths {
-		fi, err := os.Stat(p)
-		if err != nil {
-			return nil, err
-		}
-		if !fi.IsDir() {
-			files = append(files, p)
-			continue
-		}
-		err = filepath.WalkDir(p, func(path string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			if !d.IsDir() && strings.HasSuffix(d.Name(), ".jsonl") {
-				files = append(files, path)
-			}
-			return nil
-		})
-		if err != nil {
-			return nil, err
-		}
-	}
-	return files, nil
+	return importer.ImportFiles(ctx, st, "codex", files, readFile, opts)
 }

@@ -70,7 +70,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -206,10 +205,7 @@ func contentText(raw json.RawMessage) string {
 }
 
 // stats counts what reading a file saw.
-type stats struct {
-	lines int
-	bytes int64
-}
+type stats = importer.FileStats
 
 // Read parses the Pi session file at path without writing anything. It
 // returns the session, the problems of single lines (each an
@@ -246,8 +242,8 @@ func read(r io.Reader, path, abs string) (*importer.Session, []error, stats, err
 	for n := 1; ; n++ {
 		line, err := br.ReadBytes('\n')
 		if len(line) > 0 {
-			st.lines++
-			st.bytes += int64(len(line))
+			st.Lines++
+			st.Bytes += int64(len(line))
 			if trimmed := bytes.TrimSpace(line); len(trimmed) > 0 {
 				e, perr := parseLine(trimmed)
 				switch {
@@ -530,63 +526,9 @@ func rawArgs(raw json.RawMessage) json.RawMessage {
 // report's Errors and the import goes on; the error returned is what
 // stopped it: ctx's, or the store's.
 func Import(ctx context.Context, st *sessionstore.Store, paths []string, opts *importer.Options) (importer.Report, error) {
-	var rep importer.Report
-	files, err := collect(paths)
+	files, err := importer.Files(paths)
 	if err != nil {
-		return rep, err
+		return importer.Report{}, err
 	}
-	for _, f := range files {
-		if err := ctx.Err(); err != nil {
-			return rep, err
-		}
-		s, errs, fst, err := readFile(f)
-		rep.Files++
-		rep.Lines += fst.lines
-		rep.Bytes += fst.bytes
-		rep.Errors = append(rep.Errors, errs...)
-		if err != nil {
-			rep.Errors = append(rep.Errors, err)
-			continue
-		}
-		res, err := importer.Write(ctx, st, s)
-		if errors.Is(err, importer.ErrInvalidSession) || errors.Is(err, sessionstore.ErrConflict) || errors.Is(err, sessionstore.ErrInvalidMeta) {
-			rep.Errors = append(rep.Errors, fmt.Errorf("pi: %s: %w", f, err))
-			continue
-		}
-		if err != nil {
-			return rep, err
-		}
-		rep.Add(res)
-		opts.Progressed(rep)
-	}
-	return rep, nil
-}
-
-// collect lists the files of paths: a file as named, a directory's .jsonl
-// files in lexical order.
-func collect(paths []string) ([]string, error) {
-	var files []string
-	for _, p := range paths {
-		fi, err := os.Stat(p)
-		if err != nil {
-			return nil, err
-		}
-		if !fi.IsDir() {
-			files = append(files, p)
-			continue
-		}
-		err = filepath.WalkDir(p, func(path string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			if !d.IsDir() && strings.HasSuffix(d.Name(), ".jsonl") {
-				files = append(files, path)
-			}
-			return nil
-		})
-		if err != nil {
-			return nil, err
-		}
-	}
-	return files, nil
+	return importer.ImportFiles(ctx, st, "pi", files, readFile, opts)
 }
