@@ -17,9 +17,12 @@
 //     other message between) joins it: one turn stored as several events.
 //   - A KindToolCall event joins the assistant Message before it when that
 //     message already announced the call (the usual case: a harness
-//     records the reply with its calls, then one event per call) or is
-//     still open (no result or other message came after it); otherwise it
-//     starts an assistant Message of its own.
+//     records the reply with its calls, then one event per call, before or
+//     after the results of other calls; the announced arguments are kept)
+//     or is still open (no result or other message came after it);
+//     otherwise it starts an assistant Message of its own. A call id
+//     appears once in a Message: a repeated one is left out, as a result
+//     could not tell the two apart.
 //   - A KindToolResult event becomes a RoleTool Message right after the
 //     calls it answers. Model APIs refuse a result without its call and a
 //     call without its result, so Build keeps them paired: a result whose
@@ -166,9 +169,13 @@ func (b *builder) add(ev sessionstore.Event) error {
 		msg := Message{Role: ev.Role, Text: m.Content, Events: []uuid.UUID{ev.ID}}
 		if ev.Role == sessionstore.RoleAssistant {
 			msg.Reasoning, msg.Model = m.Reasoning, m.Model
-			msg.ToolCalls = append([]sessionstore.ToolCall(nil), m.ToolCalls...)
+			for _, c := range m.ToolCalls {
+				if !announced(msg.ToolCalls, c.CallID) { // an id once: one result answers it
+					msg.ToolCalls = append(msg.ToolCalls, c)
+				}
+			}
 			b.ctx.Messages = append(b.ctx.Messages, msg)
-			b.openTurn(len(b.ctx.Messages)-1, m.ToolCalls)
+			b.openTurn(len(b.ctx.Messages)-1, msg.ToolCalls)
 			return nil
 		}
 		if msg.Role != sessionstore.RoleUser {
@@ -180,15 +187,21 @@ func (b *builder) add(ev sessionstore.Event) error {
 		if err != nil {
 			return err
 		}
-		if b.turn >= 0 && !b.answering {
+		if b.turn >= 0 {
 			m := &b.ctx.Messages[b.turn]
-			m.Events = append(m.Events, ev.ID)
-			if !b.open[c.CallID] && !announced(m.ToolCalls, c.CallID) {
+			// The record of a call the turn announced joins it even after
+			// a result: a harness may record each call as it runs it.
+			if announced(m.ToolCalls, c.CallID) {
+				m.Events = append(m.Events, ev.ID)
+				return nil
+			}
+			if !b.answering {
+				m.Events = append(m.Events, ev.ID)
 				m.ToolCalls = append(m.ToolCalls, c)
 				b.open[c.CallID] = true
 				b.order = append(b.order, c)
+				return nil
 			}
-			return nil
 		}
 		b.closeTurn()
 		b.ctx.Messages = append(b.ctx.Messages, Message{Role: sessionstore.RoleAssistant, ToolCalls: []sessionstore.ToolCall{c}, Events: []uuid.UUID{ev.ID}})
