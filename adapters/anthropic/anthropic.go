@@ -43,6 +43,16 @@
 // another provider's model wrote as a string that was not JSON, say) as
 // {"arguments": <the stored JSON>}.
 //
+// # Call ids
+//
+// The API wants each tool_use id of a request unique and made of letters,
+// digits, '_' and '-'. Claude's ids are; those another provider wrote may
+// not be (empty, with other characters, or short ids used again by a
+// later turn). A call id the API would refuse is sent made into one it
+// takes (other characters as '_', then "_2", "_3", ... until it is unique
+// in the request), and its result names the same id; the session keeps
+// the id as stored. The same events give the same ids in every request.
+//
 // Hosted tools the API runs itself (server_tool_use and its result
 // blocks) are done when the response arrives and are left out of the
 // reply.
@@ -56,6 +66,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
@@ -163,10 +174,14 @@ func build(c convo.Context, thinking func(convo.Message) ([]ThinkingBlock, error
 			out = append(out, anthropic.NewUserMessage(blocks...))
 		}
 	}
+	ids := callIDs{used: map[string]bool{}}
 	for _, m := range c.Messages {
 		var blocks []anthropic.ContentBlockParamUnion
 		switch m.Role {
 		case sessionstore.RoleAssistant:
+			if len(m.ToolCalls) > 0 {
+				ids.turn = make(map[string]string, len(m.ToolCalls))
+			}
 			if thinking != nil && (m.Text != "" || len(m.ToolCalls) > 0) {
 				tb, err := thinking(m)
 				if err != nil {
@@ -185,11 +200,11 @@ func build(c convo.Context, thinking func(convo.Message) ([]ThinkingBlock, error
 				blocks = append(blocks, anthropic.NewTextBlock(m.Text))
 			}
 			for _, tc := range m.ToolCalls {
-				blocks = append(blocks, anthropic.NewToolUseBlock(tc.CallID, Input(tc.Arguments), tc.Name))
+				blocks = append(blocks, anthropic.NewToolUseBlock(ids.call(tc.CallID), Input(tc.Arguments), tc.Name))
 			}
 			add(true, blocks)
 		case sessionstore.RoleTool:
-			r := anthropic.ToolResultBlockParam{ToolUseID: m.Result.CallID}
+			r := anthropic.ToolResultBlockParam{ToolUseID: ids.result(m.Result.CallID)}
 			if m.Result.Output != "" {
 				r.Content = []anthropic.ToolResultBlockParamContentUnion{{OfText: &anthropic.TextBlockParam{Text: m.Result.Output}}}
 			}
@@ -204,6 +219,46 @@ func build(c convo.Context, thinking func(convo.Message) ([]ThinkingBlock, error
 		}
 	}
 	return out, nil
+}
+
+// callIDs gives each tool_use of a request an id the API takes: unique in
+// the request and of the letters, digits, '_' and '-' only. A stored id
+// that is one is sent as it is; another (empty, holding other characters,
+// or used by an earlier turn) is sent made into one: other characters as
+// '_', and "_2", "_3", ... after it until it is unique. turn maps the ids
+// of the last assistant message with calls, whose results follow it.
+type callIDs struct {
+	used map[string]bool
+	turn map[string]string
+}
+
+func (c *callIDs) call(id string) string {
+	if w, ok := c.turn[id]; ok { // convo sends an id once a turn
+		return w
+	}
+	base := strings.Map(func(r rune) rune {
+		if r == '_' || r == '-' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
+			return r
+		}
+		return '_'
+	}, id)
+	if base == "" {
+		base = "toolu"
+	}
+	w := base
+	for n := 2; c.used[w]; n++ {
+		w = base + "_" + strconv.Itoa(n)
+	}
+	c.used[w] = true
+	c.turn[id] = w
+	return w
+}
+
+func (c *callIDs) result(id string) string {
+	if w, ok := c.turn[id]; ok {
+		return w
+	}
+	return id
 }
 
 // Input returns stored tool call arguments as a tool_use input, a JSON
