@@ -17,8 +17,9 @@
 // rules: the messages alternate between user and assistant (consecutive
 // messages of one role are merged into one, so the results of a turn's
 // calls form one user message, tool_result blocks first), and no message
-// or text block is empty (a message with no text and no tool calls is
-// left out; a result with no output has no content). Calls still pending
+// or text block is empty or only white space, which the API refuses (such
+// text is left out: a message with no other text and no tool calls is
+// left out, a result with no other output has no content). Calls still pending
 // (convo.Context.Pending: the last turn's calls without results) are sent
 // unanswered, which the API refuses: run them and append their results
 // before the next request.
@@ -182,7 +183,7 @@ func build(c convo.Context, thinking func(convo.Message) ([]ThinkingBlock, error
 			if len(m.ToolCalls) > 0 {
 				ids.turn = make(map[string]string, len(m.ToolCalls))
 			}
-			if thinking != nil && (m.Text != "" || len(m.ToolCalls) > 0) {
+			if thinking != nil && (hasText(m.Text) || len(m.ToolCalls) > 0) {
 				tb, err := thinking(m)
 				if err != nil {
 					return nil, err
@@ -196,7 +197,7 @@ func build(c convo.Context, thinking func(convo.Message) ([]ThinkingBlock, error
 					}
 				}
 			}
-			if m.Text != "" {
+			if hasText(m.Text) {
 				blocks = append(blocks, anthropic.NewTextBlock(m.Text))
 			}
 			for _, tc := range m.ToolCalls {
@@ -205,7 +206,7 @@ func build(c convo.Context, thinking func(convo.Message) ([]ThinkingBlock, error
 			add(true, blocks)
 		case sessionstore.RoleTool:
 			r := anthropic.ToolResultBlockParam{ToolUseID: ids.result(m.Result.CallID)}
-			if m.Result.Output != "" {
+			if hasText(m.Result.Output) {
 				r.Content = []anthropic.ToolResultBlockParamContentUnion{{OfText: &anthropic.TextBlockParam{Text: m.Result.Output}}}
 			}
 			if m.Result.IsError {
@@ -213,7 +214,7 @@ func build(c convo.Context, thinking func(convo.Message) ([]ThinkingBlock, error
 			}
 			add(false, []anthropic.ContentBlockParamUnion{{OfToolResult: &r}})
 		default:
-			if m.Text != "" {
+			if hasText(m.Text) {
 				add(false, []anthropic.ContentBlockParamUnion{anthropic.NewTextBlock(m.Text)})
 			}
 		}
@@ -260,6 +261,10 @@ func (c *callIDs) result(id string) string {
 	}
 	return id
 }
+
+// hasText reports whether s is text the API takes in a text block: it
+// refuses one that is empty or only white space.
+func hasText(s string) bool { return strings.TrimSpace(s) != "" }
 
 // Input returns stored tool call arguments as a tool_use input, a JSON
 // object: the arguments themselves when they are one, {} for none, and

@@ -72,7 +72,7 @@ func validate(msgs []map[string]any) error {
 			b := b.(map[string]any)
 			switch b["type"] {
 			case "text":
-				if b["text"] == "" {
+				if s, _ := b["text"].(string); strings.TrimSpace(s) == "" {
 					return fmt.Errorf("message %d block %d: empty text", i, j)
 				}
 				other = true
@@ -223,4 +223,21 @@ func TestReviewMessagesOrders(t *testing.T) {
 			assert.Equal(t, []string{"functions_read_0=A", "toolu=B", "functions_read_0_2=C"}, results)
 		}
 	}
+}
+
+// Text that is only white space (a transcript's "\n\n" block before a
+// tool_use, say) is refused by the API in a text block: it is left out.
+func TestReviewWhitespaceText(t *testing.T) {
+	s := newSession(t, nil)
+	s.append(sessionstore.UserText("Read a.go."),
+		sessionstore.AssistantMessage(sessionstore.Message{Content: "\n\n", ToolCalls: []sessionstore.ToolCall{tc("toolu_1", "read", `{}`)}}),
+		result("toolu_1", "\n", false),
+		sessionstore.AssistantText(" "),
+		sessionstore.UserText(" \t"),
+		sessionstore.AssistantText("Done."))
+	msgs, err := Messages(s.load())
+	require.NoError(t, err)
+	got := decode(t, wire(t, msgs))
+	require.NoError(t, validate(got))
+	assert.Len(t, got, 4)
 }
