@@ -144,12 +144,29 @@ func TestReviewClaudeCodeSessions(t *testing.T) {
 			continue
 		}
 		checked++
-		if err := validate(decode(t, wire(t, msgs))); err != nil {
+		got := decode(t, wire(t, msgs))
+		if err := validate(got); err != nil {
 			t.Errorf("session %s (%s): %v", m.ID, m.Labels["source_path"], err)
 		}
+		results, sent := 0, 0
+		for _, ev := range evs {
+			if ev.Kind == sessionstore.KindToolResult {
+				results++
+			}
+		}
+		for _, m := range got {
+			for _, b := range m["content"].([]any) {
+				if b.(map[string]any)["type"] == "tool_result" {
+					sent++
+				}
+			}
+		}
+		// Claude Code's context holds each result's call: none is dropped.
+		assert.Equal(t, results+c.Synthesized, sent, "session %s", m.ID)
 		dropped += c.Dropped
 		synthesized += c.Synthesized
 	}
+	assert.Positive(t, checked)
 	t.Logf("%d sessions checked, %d results dropped, %d synthesized", checked, dropped, synthesized)
 }
 
