@@ -20,9 +20,7 @@
 //     records the reply with its calls, then one event per call, before or
 //     after the results of other calls; the announced arguments are kept)
 //     or is still open (no result or other message came after it);
-//     otherwise it starts an assistant Message of its own. A call id
-//     appears once in a Message: a repeated one is left out, as a result
-//     could not tell the two apart.
+//     otherwise it starts an assistant Message of its own.
 //   - A KindToolResult event becomes a RoleTool Message right after the
 //     calls it answers. Model APIs refuse a result without its call and a
 //     call without its result, so Build keeps them paired: a result whose
@@ -169,13 +167,9 @@ func (b *builder) add(ev sessionstore.Event) error {
 		msg := Message{Role: ev.Role, Text: m.Content, Events: []uuid.UUID{ev.ID}}
 		if ev.Role == sessionstore.RoleAssistant {
 			msg.Reasoning, msg.Model = m.Reasoning, m.Model
-			for _, c := range m.ToolCalls {
-				if !announced(msg.ToolCalls, c.CallID) { // an id once: one result answers it
-					msg.ToolCalls = append(msg.ToolCalls, c)
-				}
-			}
+			msg.ToolCalls = append([]sessionstore.ToolCall(nil), m.ToolCalls...)
 			b.ctx.Messages = append(b.ctx.Messages, msg)
-			b.openTurn(len(b.ctx.Messages)-1, msg.ToolCalls)
+			b.openTurn(len(b.ctx.Messages)-1, m.ToolCalls)
 			return nil
 		}
 		if msg.Role != sessionstore.RoleUser {

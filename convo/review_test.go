@@ -51,12 +51,6 @@ func TestReviewBuildOrders(t *testing.T) {
 			want: []string{"user:u", "assistant: call(a) call(b)", "tool: result(a=A)", "tool: result(b=B)"},
 		},
 		{
-			name:    "a message announcing one id twice sends it once",
-			events:  []sessionstore.Event{sessionstore.UserText("u"), announce(a, a), result("a", "A"), result("a", "again")},
-			want:    []string{"user:u", "assistant: call(a)", "tool: result(a=A)"},
-			dropped: 1,
-		},
-		{
 			name: "an id reused by a later turn pairs with that turn",
 			events: []sessionstore.Event{sessionstore.UserText("u"), announce(a), result("a", "A1"),
 				announce(a), result("a", "A2")},

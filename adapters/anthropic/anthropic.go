@@ -53,6 +53,8 @@
 // takes (other characters as '_', then "_2", "_3", ... until it is unique
 // in the request), and its result names the same id; the session keeps
 // the id as stored. The same events give the same ids in every request.
+// A turn that holds two calls of one id (which no result could tell
+// apart) sends the first.
 //
 // Hosted tools the API runs itself (server_tool_use and its result
 // blocks) are done when the response arrives and are left out of the
@@ -201,6 +203,11 @@ func build(c convo.Context, thinking func(convo.Message) ([]ThinkingBlock, error
 				blocks = append(blocks, anthropic.NewTextBlock(m.Text))
 			}
 			for _, tc := range m.ToolCalls {
+				if _, ok := ids.turn[tc.CallID]; ok {
+					// A second call of one id in a turn (a model may
+					// write one): no result could name it apart.
+					continue
+				}
 				blocks = append(blocks, anthropic.NewToolUseBlock(ids.call(tc.CallID), Input(tc.Arguments), tc.Name))
 			}
 			add(true, blocks)
@@ -234,9 +241,6 @@ type callIDs struct {
 }
 
 func (c *callIDs) call(id string) string {
-	if w, ok := c.turn[id]; ok { // convo sends an id once a turn
-		return w
-	}
 	base := strings.Map(func(r rune) rune {
 		if r == '_' || r == '-' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
 			return r
