@@ -19,8 +19,10 @@
 //     message already announced the call (the usual case: a harness
 //     records the reply with its calls, then one event per call, before or
 //     after the results of other calls; the announced arguments are kept)
-//     or is still open (no result or other message came after it);
-//     otherwise it starts an assistant Message of its own.
+//     and the call has no result yet, or when the message is still open
+//     (no result or other message came after it); otherwise (a call whose
+//     id an answered call of the turn used, say) it starts an assistant
+//     Message of its own.
 //   - A KindToolResult event becomes a RoleTool Message right after the
 //     calls it answers. Model APIs refuse a result without its call and a
 //     call without its result, so Build keeps them paired: a result whose
@@ -183,9 +185,11 @@ func (b *builder) add(ev sessionstore.Event) error {
 		}
 		if b.turn >= 0 {
 			m := &b.ctx.Messages[b.turn]
-			// The record of a call the turn announced joins it even after
-			// a result: a harness may record each call as it runs it.
-			if announced(m.ToolCalls, c.CallID) {
+			// The record of a call the turn announced and has no result
+			// for yet joins it even after other results: a harness may
+			// record each call as it runs it. One already answered is a
+			// new call that uses its id again (short ids repeat).
+			if b.open[c.CallID] || (!b.answering && announced(m.ToolCalls, c.CallID)) {
 				m.Events = append(m.Events, ev.ID)
 				return nil
 			}

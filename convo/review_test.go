@@ -39,10 +39,10 @@ func TestReviewBuildOrders(t *testing.T) {
 			want: []string{"user:u", "assistant: call(a) call(b)", "tool: result(a=A)", "tool: result(b=B)"},
 		},
 		{
-			name: "a call event recorded after its own result",
-			events: []sessionstore.Event{sessionstore.UserText("u"), announce(a),
-				result("a", "A"), sessionstore.ToolCallEvent(a), sessionstore.UserText("next")},
-			want: []string{"user:u", "assistant: call(a)", "tool: result(a=A)", "user:next"},
+			name: "a call event after the result of its id is a new call that uses the id again",
+			events: []sessionstore.Event{sessionstore.UserText("u"), sessionstore.ToolCallEvent(a),
+				result("a", "A1"), sessionstore.ToolCallEvent(a), result("a", "A2")},
+			want: []string{"user:u", "assistant: call(a)", "tool: result(a=A1)", "assistant: call(a)", "tool: result(a=A2)"},
 		},
 		{
 			name: "a call event with other arguments than announced keeps the announced ones",

@@ -208,12 +208,12 @@ func TestReviewMessagesOrders(t *testing.T) {
 		return sessionstore.AssistantMessage(sessionstore.Message{ToolCalls: calls})
 	}
 	for name, evs := range map[string][]sessionstore.Event{
-		"results reordered":           {sessionstore.UserText("u"), announce(a, b), result("b", "B", false), result("a", "A", false)},
-		"call event after a result":   {sessionstore.UserText("u"), announce(a, b), sessionstore.ToolCallEvent(a), result("a", "A", false), sessionstore.ToolCallEvent(b), result("b", "B", false)},
-		"call event after its result": {sessionstore.UserText("u"), announce(a), result("a", "A", false), sessionstore.ToolCallEvent(a), sessionstore.UserText("n")},
-		"id repeated in a message":    {sessionstore.UserText("u"), announce(a, a), result("a", "A", false)},
-		"late result":                 {sessionstore.UserText("u"), announce(a), sessionstore.UserText("stop"), result("a", "A", false)},
-		"id reused by the next turn":  {sessionstore.UserText("u"), announce(a), result("a", "A", false), announce(a), result("a", "A2", false)},
+		"results reordered":                 {sessionstore.UserText("u"), announce(a, b), result("b", "B", false), result("a", "A", false)},
+		"call event after a result":         {sessionstore.UserText("u"), announce(a, b), sessionstore.ToolCallEvent(a), result("a", "A", false), sessionstore.ToolCallEvent(b), result("b", "B", false)},
+		"call event reusing an answered id": {sessionstore.UserText("u"), sessionstore.ToolCallEvent(a), result("a", "A", false), sessionstore.ToolCallEvent(a), result("a", "A2", false)},
+		"id repeated in a message":          {sessionstore.UserText("u"), announce(a, a), result("a", "A", false)},
+		"late result":                       {sessionstore.UserText("u"), announce(a), sessionstore.UserText("stop"), result("a", "A", false)},
+		"id reused by the next turn":        {sessionstore.UserText("u"), announce(a), result("a", "A", false), announce(a), result("a", "A2", false)},
 		"ids the API would refuse": {sessionstore.UserText("u"), announce(tc("functions.read:0", "read", `{}`), tc("", "ls", `{}`)),
 			result("functions.read:0", "A", false), result("", "B", false), announce(tc("functions.read:0", "read", `{}`)), result("functions.read:0", "C", false)},
 	} {
