@@ -17,9 +17,12 @@
 //     other message between) joins it: one turn stored as several events.
 //   - A KindToolCall event joins the assistant Message before it when that
 //     message already announced the call (the usual case: a harness
-//     records the reply with its calls, then one event per call) or is
-//     still open (no result or other message came after it); otherwise it
-//     starts an assistant Message of its own.
+//     records the reply with its calls, then one event per call, before or
+//     after the results of other calls; the announced arguments are kept)
+//     and the call has no result yet, or when the message is still open
+//     (no result or other message came after it); otherwise (a call whose
+//     id an answered call of the turn used, say) it starts an assistant
+//     Message of its own.
 //   - A KindToolResult event becomes a RoleTool Message right after the
 //     calls it answers. Model APIs refuse a result without its call and a
 //     call without its result, so Build keeps them paired: a result whose
@@ -180,15 +183,23 @@ func (b *builder) add(ev sessionstore.Event) error {
 		if err != nil {
 			return err
 		}
-		if b.turn >= 0 && !b.answering {
+		if b.turn >= 0 {
 			m := &b.ctx.Messages[b.turn]
-			m.Events = append(m.Events, ev.ID)
-			if !b.open[c.CallID] && !announced(m.ToolCalls, c.CallID) {
+			// The record of a call the turn announced and has no result
+			// for yet joins it even after other results: a harness may
+			// record each call as it runs it. One already answered is a
+			// new call that uses its id again (short ids repeat).
+			if b.open[c.CallID] || (!b.answering && announced(m.ToolCalls, c.CallID)) {
+				m.Events = append(m.Events, ev.ID)
+				return nil
+			}
+			if !b.answering {
+				m.Events = append(m.Events, ev.ID)
 				m.ToolCalls = append(m.ToolCalls, c)
 				b.open[c.CallID] = true
 				b.order = append(b.order, c)
+				return nil
 			}
-			return nil
 		}
 		b.closeTurn()
 		b.ctx.Messages = append(b.ctx.Messages, Message{Role: sessionstore.RoleAssistant, ToolCalls: []sessionstore.ToolCall{c}, Events: []uuid.UUID{ev.ID}})

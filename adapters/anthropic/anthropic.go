@@ -17,8 +17,9 @@
 // rules: the messages alternate between user and assistant (consecutive
 // messages of one role are merged into one, so the results of a turn's
 // calls form one user message, tool_result blocks first), and no message
-// or text block is empty (a message with no text and no tool calls is
-// left out; a result with no output has no content). Calls still pending
+// or text block is empty or only white space, which the API refuses (such
+// text is left out: a message with no other text and no tool calls is
+// left out, a result with no other output has no content). Calls still pending
 // (convo.Context.Pending: the last turn's calls without results) are sent
 // unanswered, which the API refuses: run them and append their results
 // before the next request.
@@ -43,6 +44,18 @@
 // another provider's model wrote as a string that was not JSON, say) as
 // {"arguments": <the stored JSON>}.
 //
+// # Call ids
+//
+// The API wants each tool_use id of a request unique and made of letters,
+// digits, '_' and '-'. Claude's ids are; those another provider wrote may
+// not be (empty, with other characters, or short ids used again by a
+// later turn). A call id the API would refuse is sent made into one it
+// takes (other characters as '_', then "_2", "_3", ... until it is unique
+// in the request), and its result names the same id; the session keeps
+// the id as stored. The same events give the same ids in every request.
+// A turn that holds two calls of one id (which no result could tell
+// apart) sends the first.
+//
 // Hosted tools the API runs itself (server_tool_use and its result
 // blocks) are done when the response arrives and are left out of the
 // reply.
@@ -56,6 +69,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
@@ -163,11 +177,15 @@ func build(c convo.Context, thinking func(convo.Message) ([]ThinkingBlock, error
 			out = append(out, anthropic.NewUserMessage(blocks...))
 		}
 	}
+	ids := callIDs{used: map[string]bool{}}
 	for _, m := range c.Messages {
 		var blocks []anthropic.ContentBlockParamUnion
 		switch m.Role {
 		case sessionstore.RoleAssistant:
-			if thinking != nil && (m.Text != "" || len(m.ToolCalls) > 0) {
+			if len(m.ToolCalls) > 0 {
+				ids.turn = make(map[string]string, len(m.ToolCalls))
+			}
+			if thinking != nil && (hasText(m.Text) || len(m.ToolCalls) > 0) {
 				tb, err := thinking(m)
 				if err != nil {
 					return nil, err
@@ -181,16 +199,21 @@ func build(c convo.Context, thinking func(convo.Message) ([]ThinkingBlock, error
 					}
 				}
 			}
-			if m.Text != "" {
+			if hasText(m.Text) {
 				blocks = append(blocks, anthropic.NewTextBlock(m.Text))
 			}
 			for _, tc := range m.ToolCalls {
-				blocks = append(blocks, anthropic.NewToolUseBlock(tc.CallID, Input(tc.Arguments), tc.Name))
+				if _, ok := ids.turn[tc.CallID]; ok {
+					// A second call of one id in a turn (a model may
+					// write one): no result could name it apart.
+					continue
+				}
+				blocks = append(blocks, anthropic.NewToolUseBlock(ids.call(tc.CallID), Input(tc.Arguments), tc.Name))
 			}
 			add(true, blocks)
 		case sessionstore.RoleTool:
-			r := anthropic.ToolResultBlockParam{ToolUseID: m.Result.CallID}
-			if m.Result.Output != "" {
+			r := anthropic.ToolResultBlockParam{ToolUseID: ids.result(m.Result.CallID)}
+			if hasText(m.Result.Output) {
 				r.Content = []anthropic.ToolResultBlockParamContentUnion{{OfText: &anthropic.TextBlockParam{Text: m.Result.Output}}}
 			}
 			if m.Result.IsError {
@@ -198,13 +221,54 @@ func build(c convo.Context, thinking func(convo.Message) ([]ThinkingBlock, error
 			}
 			add(false, []anthropic.ContentBlockParamUnion{{OfToolResult: &r}})
 		default:
-			if m.Text != "" {
+			if hasText(m.Text) {
 				add(false, []anthropic.ContentBlockParamUnion{anthropic.NewTextBlock(m.Text)})
 			}
 		}
 	}
 	return out, nil
 }
+
+// callIDs gives each tool_use of a request an id the API takes: unique in
+// the request and of the letters, digits, '_' and '-' only. A stored id
+// that is one is sent as it is; another (empty, holding other characters,
+// or used by an earlier turn) is sent made into one: other characters as
+// '_', and "_2", "_3", ... after it until it is unique. turn maps the ids
+// of the last assistant message with calls, whose results follow it.
+type callIDs struct {
+	used map[string]bool
+	turn map[string]string
+}
+
+func (c *callIDs) call(id string) string {
+	base := strings.Map(func(r rune) rune {
+		if r == '_' || r == '-' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
+			return r
+		}
+		return '_'
+	}, id)
+	if base == "" {
+		base = "toolu"
+	}
+	w := base
+	for n := 2; c.used[w]; n++ {
+		w = base + "_" + strconv.Itoa(n)
+	}
+	c.used[w] = true
+	c.turn[id] = w
+	return w
+}
+
+func (c *callIDs) result(id string) string {
+	if w, ok := c.turn[id]; ok {
+		return w
+	}
+	return id
+}
+
+// hasText reports whether s is text the API takes in a text block: it
+// refuses one that is empty or only white space.
+func hasText(s string) bool { return strings.TrimSpace(s) != "" }
 
 // Input returns stored tool call arguments as a tool_use input, a JSON
 // object: the arguments themselves when they are one, {} for none, and

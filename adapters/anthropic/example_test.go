@@ -19,7 +19,8 @@ import (
 // and a tool_use while the request has no tool_result, then with a final
 // text. It refuses (400) a request that breaks the API's rules the
 // adapter keeps: roles that do not alternate, a tool_result that does not
-// answer a tool_use of the message before, or (thinking being on) an
+// answer a tool_use of the message before, a tool_use not answered in the
+// next message, or (thinking being on) an
 // assistant turn with tool_use that does not start with its signed
 // thinking block.
 func fakeMessages() http.Handler {
@@ -51,7 +52,7 @@ func fakeMessages() http.Handler {
 				fail("roles must alternate")
 				return
 			}
-			next, other := map[string]bool{}, false
+			next, other, results := map[string]bool{}, false, map[string]bool{}
 			for _, b := range m.Content {
 				switch b.Type {
 				case "tool_use":
@@ -65,12 +66,23 @@ func fakeMessages() http.Handler {
 						fail("tool_result blocks must come first and answer a tool_use of the message before")
 						return
 					}
+					results[b.ToolUseID] = true
 					answered++
 				default:
 					other = true
 				}
 			}
+			for id := range uses {
+				if !results[id] {
+					fail("tool_use ids were found without tool_result blocks immediately after")
+					return
+				}
+			}
 			uses = next
+		}
+		if len(uses) > 0 {
+			fail("tool_use ids were found without tool_result blocks immediately after")
+			return
 		}
 		w.Header().Set("Content-Type", "application/json")
 		if answered == 0 {

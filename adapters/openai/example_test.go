@@ -19,7 +19,8 @@ import (
 // fakeChat answers POST /chat/completions as the API does: with a tool
 // call while the request has no tool result, then with a final text. It
 // refuses (400) a request whose tool message does not answer a call of
-// the assistant message before it.
+// the assistant message before it, or whose assistant message's calls are
+// not all answered by the tool messages right after it.
 func fakeChat() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var req struct {
@@ -37,16 +38,26 @@ func fakeChat() http.Handler {
 		}
 		open, answered := map[string]bool{}, 0
 		for _, m := range req.Messages {
-			for _, c := range m.ToolCalls {
-				open[c.ID] = true
-			}
 			if m.Role == "tool" {
 				if !open[m.ToolCallID] {
 					http.Error(w, `{"error":{"message":"tool message without its call"}}`, http.StatusBadRequest)
 					return
 				}
+				delete(open, m.ToolCallID)
 				answered++
+				continue
 			}
+			if len(open) > 0 {
+				http.Error(w, `{"error":{"message":"tool_calls not followed by tool messages for each tool_call_id"}}`, http.StatusBadRequest)
+				return
+			}
+			for _, c := range m.ToolCalls {
+				open[c.ID] = true
+			}
+		}
+		if len(open) > 0 {
+			http.Error(w, `{"error":{"message":"tool_calls not followed by tool messages for each tool_call_id"}}`, http.StatusBadRequest)
+			return
 		}
 		w.Header().Set("Content-Type", "application/json")
 		if answered == 0 {
@@ -163,7 +174,8 @@ func ExampleChatMessages() {
 
 // fakeResponses answers POST /responses as the API does: a function call
 // while the input has no function_call_output, then a final message. It
-// refuses (400) an output whose function_call is not before it.
+// refuses (400) an output whose function_call is not before it, and a
+// function_call without its output.
 func fakeResponses() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var req struct {
@@ -186,8 +198,13 @@ func fakeResponses() http.Handler {
 					http.Error(w, `{"error":{"message":"No tool call found for function call output"}}`, http.StatusBadRequest)
 					return
 				}
+				delete(open, it.CallID)
 				answered++
 			}
+		}
+		if len(open) > 0 {
+			http.Error(w, `{"error":{"message":"No tool output found for function call"}}`, http.StatusBadRequest)
+			return
 		}
 		w.Header().Set("Content-Type", "application/json")
 		if answered == 0 {
