@@ -67,6 +67,10 @@ import (
 // not read yet (Record nil, Digest set): resolve it with Store.Resolve.
 var ErrUnresolved = errors.New("convo: event record not resolved")
 
+// ErrCustomRole is returned by Build when Options.Custom maps an event to
+// a message that is neither a user's nor an assistant's.
+var ErrCustomRole = errors.New("convo: a custom event mapped to a message of another role")
+
 // MissingResult is the Output of the synthetic result Build pairs with a
 // call that has none.
 const MissingResult = "no result was recorded for this tool call"
@@ -114,6 +118,9 @@ type Options struct {
 	// that says which it is.
 	Summary func(kind sessionstore.Kind, s sessionstore.Summary) string
 	// Custom maps a KindCustom event to a message; ok false leaves it out.
+	// The message must be a RoleUser or RoleAssistant one (else
+	// ErrCustomRole); an assistant message's ToolCalls are paired with the
+	// results that follow, as a recorded reply's are.
 	// Nil leaves every custom event out.
 	Custom func(ev sessionstore.Event) (m Message, ok bool)
 }
@@ -245,8 +252,14 @@ func (b *builder) add(ev sessionstore.Event) error {
 		if !ok {
 			return nil
 		}
+		if m.Role != sessionstore.RoleUser && m.Role != sessionstore.RoleAssistant {
+			return fmt.Errorf("%w: Options.Custom mapped event %s to a %q message; a tool result is a KindToolResult event", ErrCustomRole, ev.ID, m.Role)
+		}
 		b.closeTurn()
 		b.ctx.Messages = append(b.ctx.Messages, m)
+		if m.Role == sessionstore.RoleAssistant && len(m.ToolCalls) > 0 {
+			b.openTurn(len(b.ctx.Messages)-1, m.ToolCalls) // its calls wait for their results
+		}
 	}
 	return nil
 }

@@ -201,3 +201,19 @@ func TestRenderSummary(t *testing.T) {
 	assert.Equal(t, "", RenderSummary(sessionstore.Summary{}))
 	assert.Equal(t, "Goals:\n- a\n- b\n\nFacts:\n- x=1", RenderSummary(sessionstore.Summary{Goals: []string{"a", "b"}, Facts: []string{"x=1"}}))
 }
+
+func TestBuildCustom(t *testing.T) {
+	custom := sessionstore.NewEvent(sessionstore.KindCustom, sessionstore.RoleNone, map[string]string{"say": "x"})
+	evs := ids(sessionstore.UserText("go"), custom, result("k", "K"))
+	asCall := &Options{Custom: func(ev sessionstore.Event) (Message, bool) {
+		return Message{Role: sessionstore.RoleAssistant, ToolCalls: []sessionstore.ToolCall{call("k", "ls")}, Events: []uuid.UUID{ev.ID}}, true
+	}}
+	c, err := Build(evs, asCall)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"user:go", "assistant: call(k)", "tool: result(k=K)"}, shape(c), "a mapped call is paired with its result")
+	assert.Zero(t, c.Dropped)
+
+	asTool := &Options{Custom: func(sessionstore.Event) (Message, bool) { return Message{Role: sessionstore.RoleTool}, true }}
+	_, err = Build(evs, asTool)
+	assert.ErrorIs(t, err, ErrCustomRole)
+}
