@@ -180,3 +180,82 @@ func TestReviewSeqForkParentUpgraded(t *testing.T) {
 	}
 	assert.Equal(t, want, got)
 }
+
+// TestReviewSeqConcurrentAppends: while another goroutine appends (chunks
+// filling and sealing behind the reads), each iteration yields a path
+// that is a prefix of the final one, and TreeSeq a prefix of the final
+// tree, with no error.
+func TestReviewSeqConcurrentAppends(t *testing.T) {
+	smallBatches(t)
+	ctx := context.Background()
+	_, s, id := memSession(t, Options{ChunkSize: 2048, BlobThreshold: 300})
+	defer s.Close()
+	appendN(t, s, id, 10)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 150 {
+			text := fmt.Sprintf("concurrent %d %s", i, strings.Repeat("y", i%9*20))
+			if i%17 == 0 {
+				text += strings.Repeat(" blob", 80)
+			}
+			if _, err := s.Append(ctx, id, UserText(text)); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	var loads [][]Event
+	var trees [][]Node
+	for running := true; running; {
+		select {
+		case <-done:
+			running = false
+		default:
+		}
+		evs, err := collect(t, s.LoadSeq(ctx, id))
+		require.NoError(t, err)
+		loads = append(loads, evs)
+		nodes, err := collect(t, s.TreeSeq(ctx, id))
+		require.NoError(t, err)
+		trees = append(trees, nodes)
+	}
+	final, err := s.Load(ctx, id)
+	require.NoError(t, err)
+	finalTree, err := s.Tree(ctx, id)
+	require.NoError(t, err)
+	require.Len(t, final, 160)
+	for _, evs := range loads {
+		require.GreaterOrEqual(t, len(evs), 10)
+		assert.Equal(t, final[:len(evs)], evs)
+	}
+	for _, nodes := range trees {
+		assert.Equal(t, finalTree[:len(nodes)], nodes)
+	}
+}
+
+// TestReviewSeqCompactAndBranchInsideLoop: a Compact and a Branch made
+// from the loop body do not change the path being read.
+func TestReviewSeqCompactAndBranchInsideLoop(t *testing.T) {
+	smallBatches(t)
+	ctx := context.Background()
+	_, s, id := memSession(t, Options{})
+	defer s.Close()
+	evs := appendN(t, s, id, 12)
+	want, err := s.Load(ctx, id)
+	require.NoError(t, err)
+	var got []Event
+	for ev, err := range s.LoadSeq(ctx, id) {
+		require.NoError(t, err)
+		if got = append(got, ev); len(got) == 1 {
+			_, err := s.Compact(ctx, id, Compaction{Head: evs[11].ID, FirstKept: evs[9].ID, Summary: Summary{Text: "s"}})
+			require.NoError(t, err)
+			require.NoError(t, s.Branch(ctx, id, evs[3].ID))
+		}
+	}
+	assert.Equal(t, want, got)
+	after, err := collect(t, s.LoadSeq(ctx, id))
+	require.NoError(t, err)
+	require.Len(t, after, 4, "the compaction and the events it keeps, read anew")
+	assert.Equal(t, KindCompaction, after[0].Kind)
+}
