@@ -259,3 +259,51 @@ func TestReviewSeqCompactAndBranchInsideLoop(t *testing.T) {
 	require.Len(t, after, 4, "the compaction and the events it keeps, read anew")
 	assert.Equal(t, KindCompaction, after[0].Kind)
 }
+
+// TestReviewSeqReadOnlyBesideWriter: a read-only Store streams a session
+// while the writer appends from the loop body, its chunks filling and
+// sealing: the iteration yields the path as it was at the start, and
+// TreeSeq the nodes up to the event newest then.
+func TestReviewSeqReadOnlyBesideWriter(t *testing.T) {
+	smallBatches(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	o := Options{ChunkSize: 2048, BlobThreshold: 300}
+	w := apiOpen(t, dir, &o)
+	defer w.Close()
+	id := apiNewSession(t, w)
+	for i := range 30 {
+		text := fmt.Sprintf("before %d %s", i, strings.Repeat("b", i%6*30))
+		if i%11 == 0 {
+			text += strings.Repeat(" blob", 80)
+		}
+		apiAppend(t, w, id, UserText(text))
+	}
+	r, _ := roOpen(t, dir, o)
+	want, err := r.Load(ctx, id)
+	require.NoError(t, err)
+	wantTree, err := r.Tree(ctx, id)
+	require.NoError(t, err)
+	more := func() {
+		for range 5 {
+			apiAppend(t, w, id, UserText("from the loop "+strings.Repeat("m", 200)))
+		}
+	}
+	var got []Event
+	for ev, err := range r.LoadSeq(ctx, id) {
+		require.NoError(t, err)
+		got = append(got, ev)
+		more()
+	}
+	assert.Equal(t, want, got)
+	var nodes []Node
+	for n, err := range r.TreeSeq(ctx, id) {
+		require.NoError(t, err)
+		nodes = append(nodes, n)
+		more()
+	}
+	wantTree2, err := w.Tree(ctx, id)
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, len(nodes), len(wantTree))
+	assert.Equal(t, wantTree2[:len(nodes)], nodes)
+}
