@@ -243,7 +243,8 @@ func batchEnd(es []entry, k int) int {
 // seqBatch reads one batch of a path, run, held by segment seg (-1: the
 // session itself), inside a call Close waits for. When the session's own
 // lines fail to read, it looks the batch up in the session's index again
-// and, if its lines moved (the chunks were rewritten), reads them there.
+// and, if its lines moved (the chunks were rewritten), reads them there;
+// if the session is gone (deleted), the error is ErrNotFound.
 func (s *Store) seqBatch(ctx context.Context, session uuid.UUID, p *resolvedPath, seg int, run []entry) ([]Event, error) {
 	evs, err := s.readBatch(ctx, p.h, p.pre, seg, run)
 	if err == nil || seg >= 0 || ctx.Err() != nil || errors.Is(err, ErrClosed) {
@@ -251,10 +252,13 @@ func (s *Store) seqBatch(ctx context.Context, session uuid.UUID, p *resolvedPath
 	}
 	var moved []entry
 	var fresh *openSession
-	s.withHandle(ctx, session, func(h *openSession) error {
+	herr := s.withHandle(ctx, session, func(h *openSession) error {
 		fresh, moved = h, h.relocate(run)
 		return nil
 	})
+	if fresh == nil && errors.Is(herr, ErrNotFound) {
+		return nil, herr // deleted meanwhile: its files are gone, not damaged
+	}
 	if moved == nil {
 		return nil, err
 	}
