@@ -45,7 +45,10 @@ import (
 //     locations reads every line of the path, records included, to find
 //     the next one, so streaming that way would read the records twice or
 //     hold them; the index lines cost a small part of that and locate
-//     every record.
+//     every record. With Options.Remote, a session this Store restores
+//     from the object store so fetches every sealed chunk (their
+//     embedded indexes), where Load fetches only the chunks on the path:
+//     for one context of a session restored cold, Load costs less.
 
 // seqBatchBytes and seqBatchEvents bound one batch of LoadSeq and
 // FullPathSeq; treeBatch bounds one batch of TreeSeq. Variables so that
