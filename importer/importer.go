@@ -23,6 +23,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -419,4 +420,20 @@ func ImportFiles(ctx context.Context, st *sessionstore.Store, source string, fil
 		opts.Progressed(rep)
 	}
 	return rep, nil
+}
+
+// ReadPath opens the file at path and reads it with read, which gets the
+// path as given (for messages) and as an absolute path (for labels, the
+// path as given when it has none).
+func ReadPath(path string, read func(r io.Reader, path, abs string) (*Session, []error, FileStats, error)) (*Session, []error, FileStats, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, FileStats{}, err
+	}
+	defer f.Close()
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		abs = path
+	}
+	return read(f, path, abs)
 }

@@ -66,7 +66,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -314,16 +313,7 @@ func Read(path string) (*importer.Session, []error, error) {
 }
 
 func readFile(path string) (*importer.Session, []error, stats, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, nil, stats{}, err
-	}
-	defer f.Close()
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		abs = path
-	}
-	return read(f, path, abs)
+	return importer.ReadPath(path, read)
 }
 
 func read(r io.Reader, path, abs string) (*importer.Session, []error, stats, error) {
