@@ -268,11 +268,27 @@ func (b *browser) do(steps ...chromedp.Action[chromedp.Void]) {
 	require.NoError(b.t, chromedp.Do(b.ctx, steps...))
 }
 
+// text returns the text of the first element sel matches, waiting up to
+// 10 s for one. The query and the read are one expression: the page
+// redraws parts of itself when a live update comes (the list, the tree),
+// and a node found by one call may be gone by the next.
 func (b *browser) text(sel string) string {
 	b.t.Helper()
-	s, err := chromedp.Run(b.ctx, chromedp.TextContent(chromedp.CSS(sel)))
-	require.NoError(b.t, err, sel)
-	return s
+	q, err := json.Marshal(sel)
+	require.NoError(b.t, err)
+	expr := `(() => { const e = document.querySelector(` + string(q) + `); return e ? e.textContent : null })()`
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		v, err := chromedp.Run(b.ctx, chromedp.Evaluate[*string](expr))
+		require.NoError(b.t, err, sel)
+		if v != nil {
+			return *v
+		}
+		if time.Now().After(deadline) {
+			require.FailNow(b.t, "no element matches "+sel)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // eval evaluates a JavaScript expression in the tab.
