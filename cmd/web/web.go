@@ -350,13 +350,8 @@ func (h *Handler) liveList(w http.ResponseWriter, r *http.Request) {
 				last = b
 			}
 		}
-		if !sw.keepAlive() {
+		if !sw.wait(ctx, ticker) {
 			return
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-ticker.C:
 		}
 	}
 }
@@ -691,13 +686,8 @@ func (h *Handler) live(w http.ResponseWriter, r *http.Request) {
 			}
 			known, last, lastState = tree.Total, tree.last, state
 		}
-		if !sw.keepAlive() {
+		if !sw.wait(ctx, ticker) {
 			return
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-ticker.C:
 		}
 	}
 }
@@ -793,6 +783,20 @@ func (s *streamWriter) raw(name string, b []byte) bool {
 	s.f.Flush()
 	s.idle = time.Now()
 	return true
+}
+
+// wait keeps the connection alive and waits for the next tick; false when
+// the client is gone or ctx is done.
+func (s *streamWriter) wait(ctx context.Context, ticker *time.Ticker) bool {
+	if !s.keepAlive() {
+		return false
+	}
+	select {
+	case <-ctx.Done():
+		return false
+	case <-ticker.C:
+		return true
+	}
 }
 
 // keepAlive sends a comment when nothing was sent for a while, so that
