@@ -131,6 +131,49 @@ type Message struct {
 	// event never became durable was not started, and
 	// [Store.RepairInterruptedToolCalls] answers it with OutcomeNotStarted.
 	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
+	// ProviderState is what the provider returned with the message's
+	// text or reasoning that it wants back verbatim in later requests
+	// (signed thinking blocks, reasoning items, thought signatures), in
+	// the order the reply gave it. See [ProviderState].
+	ProviderState []ProviderState `json:"provider_state,omitempty"`
+}
+
+// ProviderState is state a model provider returned with a part of a
+// reply, opaque to everyone but that provider, which wants it back
+// verbatim when the part is sent again: Anthropic's signed thinking and
+// redacted thinking blocks, an OpenAI Responses reasoning item (with its
+// encrypted_content when the request is stateless), a Gemini part's
+// thought signature. Without it a provider may refuse the history (Gemini
+// 3 refuses function calls without their signature) or lose the model's
+// reasoning across the turn.
+//
+// A reply's message-level state (before or around its text) goes in
+// [Message.ProviderState]; state that belongs to one tool call (a thought
+// signature on a function call part, a reasoning item that preceded the
+// call) in that call's [ToolCall.ProviderState], in the message's
+// announced call and in its KindToolCall event alike.
+//
+// The store keeps Data byte for byte: it is encoded as base64 in the
+// record, so the compaction of records to compact JSON never touches it,
+// and it is never part of a preview, a summary or any text the store or
+// its packages show (convo passes it to the adapters, which send it only
+// to the provider that named it). It lives in the event's record, so
+// every original event keeps it: a compaction's summary replaces the turns
+// before it without rewriting them, and the turns Load keeps after a
+// compaction are the original events, state included. Export writes and
+// reads it back as part of the record.
+type ProviderState struct {
+	// Provider names the API that made it, as the adapters write it:
+	// "anthropic", "openai" or "gemini" (an adapter of another provider
+	// picks its own lower-case name). An adapter sends back only its
+	// own provider's state.
+	Provider string `json:"provider"`
+	// Type is the provider's name for what Data holds, as the adapter
+	// that wrote it defines it ("thinking", "redacted_thinking",
+	// "reasoning", "thought_signature", ...).
+	Type string `json:"type"`
+	// Data is the state itself, as the provider's API sent it.
+	Data []byte `json:"data"`
 }
 
 // Usage is the token accounting a provider reports for one response.
@@ -146,6 +189,10 @@ type ToolCall struct {
 	CallID    string          `json:"call_id"`
 	Name      string          `json:"name"`
 	Arguments json.RawMessage `json:"arguments,omitempty"`
+	// ProviderState is the provider's opaque state for this call (a
+	// Gemini function call's thought signature, an OpenAI reasoning item
+	// that came before the call), sent back with it. See [ProviderState].
+	ProviderState []ProviderState `json:"provider_state,omitempty"`
 }
 
 // ToolResult is the record of a KindToolResult event.

@@ -199,6 +199,35 @@ func TestAPITypedHelpers(t *testing.T) {
 				assert.NotContains(t, string(ev.Record), "is_error")
 			},
 		},
+		{
+			// Provider state comes back byte for byte: JSON with white
+			// space the record's compaction would remove, and bytes that
+			// are not UTF-8; and it is never the preview.
+			name: "AssistantMessage with ProviderState",
+			ev: AssistantMessage(Message{Content: "", ToolCalls: []ToolCall{{CallID: "c1", Name: "ls",
+				ProviderState: []ProviderState{{Provider: "gemini", Type: "thought_signature", Data: []byte{0xff, 0x00, 0xfe, 'x'}}}}},
+				ProviderState: []ProviderState{{Provider: "openai", Type: "reasoning", Data: []byte(`{ "type": "reasoning",  "encrypted_content": "gAAA" }`)}}}),
+			kind: KindMessage, role: RoleAssistant,
+			check: func(t *testing.T, ev Event) {
+				m, err := ev.Message()
+				require.NoError(t, err)
+				require.Len(t, m.ProviderState, 1)
+				assert.Equal(t, ProviderState{Provider: "openai", Type: "reasoning", Data: []byte(`{ "type": "reasoning",  "encrypted_content": "gAAA" }`)}, m.ProviderState[0])
+				require.Len(t, m.ToolCalls, 1)
+				assert.Equal(t, []ProviderState{{Provider: "gemini", Type: "thought_signature", Data: []byte{0xff, 0x00, 0xfe, 'x'}}}, m.ToolCalls[0].ProviderState)
+			},
+		},
+		{
+			name: "ToolCallEvent with ProviderState",
+			ev: ToolCallEvent(ToolCall{CallID: "c1", Name: "ls",
+				ProviderState: []ProviderState{{Provider: "gemini", Type: "thought_signature", Data: []byte("\n\t sig")}}}),
+			kind: KindToolCall, role: RoleAssistant,
+			check: func(t *testing.T, ev Event) {
+				c, err := ev.ToolCall()
+				require.NoError(t, err)
+				assert.Equal(t, []ProviderState{{Provider: "gemini", Type: "thought_signature", Data: []byte("\n\t sig")}}, c.ProviderState)
+			},
+		},
 	}
 	accessors := map[Kind]func(Event) error{
 		KindMessage:    func(ev Event) error { _, err := ev.Message(); return err },
@@ -218,6 +247,12 @@ func TestAPITypedHelpers(t *testing.T) {
 	s2 := apiOpen(t, dir, nil)
 	loaded := apiLoad(t, s2, id)
 	require.Len(t, loaded, len(cases))
+	nodes, err := s2.Tree(t.Context(), id)
+	require.NoError(t, err)
+	for _, n := range nodes {
+		assert.NotContains(t, n.Preview, "gAAA", "provider state is never a preview")
+		assert.NotContains(t, n.Preview, "provider_state")
+	}
 
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
