@@ -56,7 +56,14 @@ type deferredSession struct {
 	mu   sync.Mutex
 	meta Meta
 	made bool  // its files are made; it is no longer deferred
-	lost error // another writer made the id first: the answer to every write
+	lost error // another writer made the id first (or its fork's parent is gone): the answer to every write; written with both mutexes held
+}
+
+// lose records err as the answer to every write of e, with e.mu held.
+func (d *deferredSessions) lose(e *deferredSession, err error) {
+	d.mu.Lock()
+	e.lost = err
+	d.mu.Unlock()
 }
 
 // meta returns a deferred session's metadata.
@@ -103,15 +110,32 @@ func (s *Store) deferCreate(ctx context.Context, meta Meta) (Meta, error) {
 		}
 	}
 	d := &s.deferred
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if _, ok := d.m[meta.ID]; ok {
-		return Meta{}, exists
+	hold := func() error {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		if _, ok := d.m[meta.ID]; ok {
+			return exists
+		}
+		if d.m == nil {
+			d.m = map[uuid.UUID]*deferredSession{}
+		}
+		d.m[meta.ID] = &deferredSession{meta: meta.clone()}
+		return nil
 	}
-	if d.m == nil {
-		d.m = map[uuid.UUID]*deferredSession{}
+	if f := meta.ForkedFrom; f != nil {
+		// A deferred fork is one for its parent's Delete as soon as it is
+		// held here (forklock.go).
+		if err := s.checkForkParent(ctx, f.Session, hold); err != nil {
+			if errors.Is(err, errForkParentGone) {
+				return Meta{}, fmt.Errorf("%w: fork %s: %w (session %s)", ErrNotFound, meta.ID, err, f.Session)
+			}
+			return Meta{}, err
+		}
+		return meta.clone(), nil
 	}
-	d.m[meta.ID] = &deferredSession{meta: meta.clone()}
+	if err := hold(); err != nil {
+		return Meta{}, err
+	}
 	return meta.clone(), nil
 }
 
@@ -148,7 +172,12 @@ func (s *Store) materialize(ctx context.Context, id uuid.UUID) error {
 	switch {
 	case err == nil:
 	case errors.Is(err, ErrExists):
-		e.lost = fmt.Errorf("%w: session %s, created deferred here, was made first by another writer", ErrExists, id)
+		s.deferred.lose(e, fmt.Errorf("%w: session %s, created deferred here, was made first by another writer", ErrExists, id))
+		return e.lost
+	case errors.Is(err, errForkParentGone):
+		// A fork whose parent another Store deleted before the fork was
+		// made: it was removed again, and no write of it can be kept.
+		s.deferred.lose(e, err)
 		return e.lost
 	default:
 		if _, serr := s.opts.fs.Stat(filepath.Join(s.sessionDir(id), metaFile)); serr != nil {

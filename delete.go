@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/google/uuid"
 
@@ -48,12 +49,17 @@ const trashDir = "trash"
 // Delete refuses a session another writer holds (another Store, in this
 // process or another: its lock file is held) with ErrLocked, or with
 // Options.WaitForLock waits for it while ctx allows. It refuses, with an
-// error matching ErrHasForks that names them, a session that any session
-// List returns names in Meta.ForkedFrom. Not seen: a fork whose
-// session.json cannot be read, and a fork a Fork call in another Store or
-// process makes while Delete runs (Fork takes no lock on its parent, so
-// such a fork may be left reading a parent that is gone; its reads then
-// report ErrNotFound). Delete a parent only when no Fork of it can run.
+// error matching ErrHasForks that names them, a session that a fork
+// reads from: any session List returns that names it in
+// Meta.ForkedFrom, a fork a Fork call of any Store on this root made or
+// is making meanwhile, and a fork this Store holds deferred
+// (Options.DeferCreate). A Fork racing the Delete either makes its fork
+// first, and the Delete refuses, or finds the parent gone and returns
+// ErrNotFound, leaving no fork (forklock.go). Not seen: a fork whose
+// session.json cannot be read, a deferred fork of another Store (its
+// first write then fails with ErrNotFound, acknowledging nothing), and a
+// fork made at that moment by a Store on another root sharing the
+// object store (Options.Remote).
 // Deleting a session the store does not hold returns nil, so Delete is
 // idempotent, and two Deletes of one id at once are safe: one removes it,
 // the other returns nil or ErrLocked.
@@ -189,6 +195,27 @@ func (s *Store) deleteSession(ctx context.Context, id uuid.UUID) error {
 	if err != nil {
 		return err
 	}
+	// From the last check for forks to the commit point, no Fork can
+	// record itself (forklock.go).
+	flk, err := s.lockForks(ctx)
+	if err != nil {
+		lk.Close()
+		return err
+	}
+	unlockForks := sync.OnceFunc(func() {
+		if err := flk.Close(); err != nil {
+			s.opts.Logger.Warn("sessionstore: releasing forks.lock", "err", err)
+		}
+	})
+	defer unlockForks()
+	switch forks, err := s.liveForks(id); {
+	case err != nil:
+		lk.Close()
+		return fmt.Errorf("sessionstore: delete session %s: %w", id, err)
+	case len(forks) > 0:
+		lk.Close()
+		return forksError(id, forks)
+	}
 	var objErr error // with Remote: the session is deleted, but objects of it stay
 	if s.opts.Remote != nil {
 		marked, err := s.markRemoteDeleted(ctx, id)
@@ -220,6 +247,10 @@ func (s *Store) deleteSession(ctx context.Context, id uuid.UUID) error {
 		return false, moveErr
 	})
 	deleted = deleted || moved
+	if moved {
+		s.removeForkMarkers(id)
+	}
+	unlockForks()
 	if cerr := lk.Close(); cerr != nil {
 		s.opts.Logger.Warn("sessionstore: releasing a deleted session's lock", "session", id, "err", cerr)
 	}

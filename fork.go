@@ -201,9 +201,10 @@ func (h *openSession) inPrefix(id uuid.UUID) bool {
 // events appended to parent later are not the fork's. Resolve of a prefix
 // event reads parent's blob.
 //
-// Fork writes only the new session's directory: its chunks and blobs
+// Fork writes the new session's directory: its chunks and blobs
 // directories and session.json (with ForkedFrom), as Create does (no
-// HEAD: the fork's HEAD is at until its first Append). Its cost does not
+// HEAD: the fork's HEAD is at until its first Append), and the marker
+// below; parent's files are never written. Its cost does not
 // grow with the parent's size when parent is open in this Store with its
 // index loaded; otherwise checking at reads parent's index, read-only.
 // Opening the fork (its first use, and after each reopen) reads the
@@ -218,14 +219,20 @@ func (h *openSession) inPrefix(id uuid.UUID) bool {
 // parent's local files (restored from the object store when this Store
 // opened parent); another Store sees the fork once Fork returns.
 //
-// Delete of parent is refused (ErrHasForks) while this fork exists. A
-// second writer of parent (ErrLocked on parent) does not stop Fork, since
-// Fork takes no lock on parent; parent's events are never rewritten, so
-// the prefix stays readable while others append to parent.
+// Delete of parent is refused (ErrHasForks) while this fork exists, from
+// the moment Fork returns (under Options.DeferCreate too, where the fork
+// has no files yet), whatever Store on this root deletes (forklock.go): a
+// Fork and a Delete of its parent that run at once never both succeed.
+// Fork takes the root's forks.lock briefly and writes an empty marker,
+// forks/<parent>/<fork>, at the root; it takes no lock on parent, and a
+// second writer of parent (ErrLocked on parent) does not stop it.
+// parent's events are never rewritten, so the prefix stays readable
+// while others append to parent.
 //
-// Errors: ErrNotFound when parent does not exist or at is not one of its
-// durable events; ErrForkChain when parent's chain of forks is longer
-// than 64 sessions or loops; ErrReadOnly; ErrClosed; as Create.
+// Errors: ErrNotFound when parent does not exist, is deleted while Fork
+// runs (no fork is left then), or at is not one of its durable events;
+// ErrForkChain when parent's chain of forks is longer than 64 sessions or
+// loops; ErrReadOnly; ErrClosed; as Create.
 func (s *Store) Fork(ctx context.Context, parent, at uuid.UUID) (Meta, error) {
 	if err := s.begin(ctx); err != nil {
 		return Meta{}, err

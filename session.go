@@ -289,14 +289,22 @@ func (s *Store) createNow(ctx context.Context, meta Meta) (Meta, error) {
 	if err != nil {
 		return Meta{}, err
 	}
-	defer s.reg.release(h)
 	if err := s.cat.wrote(h.meta); err != nil {
 		// session.json is durable, the catalogue's commit unknown: the
 		// session stops writing, as after any failed write.
 		h.becomeFailed(err)
+		s.reg.release(h)
 		return Meta{}, fmt.Errorf("sessionstore: create session %s: catalogue: %w", meta.ID, err)
 	}
-	return h.meta.clone(), nil
+	out := h.meta.clone()
+	s.reg.release(h)
+	if out.ForkedFrom != nil {
+		// A fork is one once its parent's Delete can see it (forklock.go).
+		if err := s.recordFork(ctx, out); err != nil {
+			return Meta{}, err
+		}
+	}
+	return out, nil
 }
 
 // makeSessionDir makes a new session's directory for Create, with the

@@ -38,6 +38,8 @@ type Store struct {
 	hub *hub // live fan-out to subscribers (hub.go)
 
 	deferred deferredSessions // created under Options.DeferCreate, not yet written (defer.go)
+
+	forks forkLock // orders Fork and Delete (forklock.go)
 }
 
 // Open opens the store rooted at dir, creating it when dir holds none: dir
@@ -115,7 +117,7 @@ func newStore(dir string, o Options) *Store {
 		o.fetch = newFetchFS(o.fs, o.Remote, o.RemoteTimeout)
 		o.fs = o.fetch
 	}
-	s := &Store{dir: dir, opts: o, hub: newHub()}
+	s := &Store{dir: dir, opts: o, hub: newHub(), forks: forkLock{mu: make(chan struct{}, 1)}}
 	s.cat = &catalogue{fsys: s.opts.fs, dir: dir, opts: &s.opts}
 	s.reg = newRegistry(&s.opts, s.hub, s.sessionDir, s.cat)
 	return s

@@ -1,0 +1,200 @@
+package sessionstore
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// forkDeleteOutcome checks what a Fork of parent and a Delete of parent
+// run at once left: never both nil, and a fork that Fork returned is one
+// whose every call works, while a fork that lost is gone.
+func forkDeleteOutcome(t *testing.T, stores []*Store, parent uuid.UUID, fork Meta, forkErr, delErr error) {
+	t.Helper()
+	ctx := context.Background()
+	require.False(t, forkErr == nil && delErr == nil, "Fork and Delete of its parent both returned nil")
+	switch {
+	case forkErr == nil:
+		require.ErrorIs(t, delErr, ErrHasForks)
+		for _, s := range stores {
+			ev, err := s.Append(ctx, fork.ID, AssistantText("on the fork"))
+			require.NoError(t, err)
+			path, err := s.Load(ctx, fork.ID)
+			require.NoError(t, err, "an acknowledged append to the fork is readable")
+			assert.Equal(t, ev.ID, path[len(path)-1].ID)
+			_, err = s.Event(ctx, fork.ID, path[0].ID)
+			assert.NoError(t, err)
+			_, err = s.Tree(ctx, fork.ID)
+			assert.NoError(t, err)
+			require.NoError(t, s.Close(), "the next Store writes the fork")
+		}
+	default:
+		require.ErrorIs(t, forkErr, ErrNotFound, "a Fork that loses to the Delete finds no parent")
+		require.NoError(t, delErr)
+		for _, s := range stores {
+			metas, err := s.List(ctx)
+			require.NoError(t, err)
+			for _, m := range metas {
+				assert.Nil(t, m.ForkedFrom, "no fork of the deleted parent is left: %s", m.ID)
+			}
+		}
+	}
+}
+
+// TestForkRacesDeleteOfParent runs Fork and Delete of the fork's parent
+// side by side, in one Store and in two Stores of one root (which lock
+// as two processes do), and checks that one of them wins: the Delete
+// refused with ErrHasForks and the fork whole, or the parent deleted
+// and Fork answering ErrNotFound with no fork left behind.
+func TestForkRacesDeleteOfParent(t *testing.T) {
+	n := testSize(t, "SESSIONSTORE_FORK_RACES", 12, 100)
+	for _, two := range []bool{false, true} {
+		name := "one Store"
+		if two {
+			name = "two Stores"
+		}
+		t.Run(name, func(t *testing.T) {
+			wins := map[string]int{}
+			for i := range n {
+				dir := t.TempDir()
+				a, err := Open(dir, nil)
+				require.NoError(t, err)
+				forker, deleter := a, a
+				stores := []*Store{a}
+				if two {
+					b, err := Open(dir, nil)
+					require.NoError(t, err)
+					deleter = b
+					stores = append(stores, b)
+				}
+				ctx := context.Background()
+				pm, err := a.Create(ctx, Meta{Name: "parent"})
+				require.NoError(t, err)
+				evs := forkTexts(t, a, pm.ID, "one", "two")
+				var fork Meta
+				var forkErr, delErr error
+				var wg sync.WaitGroup
+				start := make(chan struct{})
+				wg.Add(2)
+				go func() {
+					defer wg.Done()
+					<-start
+					fork, forkErr = forker.Fork(ctx, pm.ID, evs[1].ID)
+				}()
+				go func() {
+					defer wg.Done()
+					<-start
+					// The Store's own handle of the parent must not keep
+					// the other Store's Delete out.
+					if two {
+						a.reg.closeOne(ctx, pm.ID)
+					}
+					delErr = deleter.Delete(ctx, pm.ID)
+				}()
+				close(start)
+				wg.Wait()
+				forkDeleteOutcome(t, stores, pm.ID, fork, forkErr, delErr)
+				if forkErr == nil {
+					wins["fork"]++
+				} else {
+					wins["delete"]++
+				}
+				for _, s := range stores {
+					assert.NoError(t, s.Close())
+				}
+				_ = i
+			}
+			t.Logf("%d races: %v", n, wins)
+		})
+	}
+}
+
+// TestForkDeferredKeepsParent: a fork made under Options.DeferCreate has
+// no files until its first write, and its parent's Delete still refuses
+// with ErrHasForks meanwhile; the fork's first Append then works.
+func TestForkDeferredKeepsParent(t *testing.T) {
+	ctx := context.Background()
+	s, _ := apiNewStore(t, &Options{DeferCreate: true})
+	pm, err := s.Create(ctx, Meta{Name: "parent"})
+	require.NoError(t, err)
+	evs := forkTexts(t, s, pm.ID, "one", "two")
+	fork, err := s.Fork(ctx, pm.ID, evs[1].ID)
+	require.NoError(t, err)
+
+	err = s.Delete(ctx, pm.ID)
+	require.ErrorIs(t, err, ErrHasForks)
+	assert.Contains(t, err.Error(), fork.ID.String())
+
+	ev, err := s.Append(ctx, fork.ID, AssistantText("first of the fork"))
+	require.NoError(t, err)
+	path, err := s.Load(ctx, fork.ID)
+	require.NoError(t, err)
+	assert.Equal(t, []uuid.UUID{evs[0].ID, evs[1].ID, ev.ID}, forkIDs(path))
+	require.ErrorIs(t, s.Delete(ctx, pm.ID), ErrHasForks, "the fork is made now")
+}
+
+// TestForkDeferredInAnotherStore: a deferred fork held by another Store
+// (another process) is not seen by a Delete of its parent, so the Delete
+// goes ahead; the fork's first write then finds the parent gone and
+// fails with ErrNotFound, writing nothing, and so does every later write:
+// no append is acknowledged whose history cannot be read.
+func TestForkDeferredInAnotherStore(t *testing.T) {
+	ctx := context.Background()
+	a, dir := apiNewStore(t, nil)
+	pm, err := a.Create(ctx, Meta{Name: "parent"})
+	require.NoError(t, err)
+	evs := forkTexts(t, a, pm.ID, "one", "two")
+	require.NoError(t, a.Close())
+
+	b := apiOpen(t, dir, &Options{DeferCreate: true})
+	fork, err := b.Fork(ctx, pm.ID, evs[1].ID)
+	require.NoError(t, err)
+
+	c := apiOpen(t, dir, nil)
+	require.NoError(t, c.Delete(ctx, pm.ID), "the deferred fork of another Store is not seen")
+
+	for range 2 {
+		_, err = b.Append(ctx, fork.ID, AssistantText("never acknowledged"))
+		require.ErrorIs(t, err, ErrNotFound)
+	}
+	_, err = b.Load(ctx, fork.ID)
+	assert.ErrorIs(t, err, ErrNotFound)
+	for _, s := range []*Store{b, c} {
+		metas, err := s.List(ctx)
+		require.NoError(t, err)
+		assert.Empty(t, metas, "neither the parent nor a fork is left")
+	}
+
+	// A deferred fork whose parent is gone before the Fork returns is
+	// refused at once.
+	_, err = b.Fork(ctx, pm.ID, evs[1].ID)
+	assert.ErrorIs(t, err, ErrNotFound)
+}
+
+// TestForkMarkerOfDeletedFork: a fork that is deleted leaves its marker
+// in the parent's directory; a stale marker does not keep the parent.
+func TestForkMarkerOfDeletedFork(t *testing.T) {
+	ctx := context.Background()
+	s, _ := apiNewStore(t, nil)
+	pm, err := s.Create(ctx, Meta{Name: "parent"})
+	require.NoError(t, err)
+	evs := forkTexts(t, s, pm.ID, "one")
+	fork, err := s.Fork(ctx, pm.ID, evs[0].ID)
+	require.NoError(t, err)
+	forks, err := s.liveForks(pm.ID)
+	require.NoError(t, err)
+	require.Equal(t, []uuid.UUID{fork.ID}, forks, "the marker names the fork")
+	require.ErrorIs(t, s.Delete(ctx, pm.ID), ErrHasForks)
+	require.NoError(t, s.Delete(ctx, fork.ID))
+	forks, err = s.liveForks(pm.ID)
+	require.NoError(t, err)
+	assert.Empty(t, forks)
+	require.NoError(t, s.Delete(ctx, pm.ID))
+	_, err = s.Meta(ctx, pm.ID)
+	assert.True(t, errors.Is(err, ErrNotFound))
+}
