@@ -324,6 +324,7 @@ func (h *openSession) publish(n int) {
 			return
 		}
 		events[i] = done[i].event
+		h.lastWrite = max(h.lastWrite, done[i].entry.Time)
 	}
 	h.pipe.inflight = append(h.pipe.inflight[:0], h.pipe.inflight[n:]...)
 	h.appended = true
@@ -382,5 +383,5 @@ func (h *openSession) flush() error {
 		}
 		h.headOnDisk = head
 	}
-	return nil
+	return h.writeUpdatedAt()
 }

@@ -119,7 +119,7 @@ func (s *Store) Delete(ctx context.Context, session uuid.UUID) error {
 	if f := forks[session]; len(f) > 0 {
 		return forksError(session, f)
 	}
-	return s.deleteSession(ctx, session)
+	return s.deleteSession(ctx, session, nil)
 }
 
 // checkDeletable returns the error of Delete and Prune for a store they
@@ -165,7 +165,11 @@ func forksError(session uuid.UUID, forks []uuid.UUID) error {
 }
 
 // deleteSession is Delete after its checks, inside a call Close waits for.
-func (s *Store) deleteSession(ctx context.Context, id uuid.UUID) error {
+// still, if not nil, is Prune's last check, run once no call of this
+// Store uses the session and its lock is held (the session closed, so
+// session.json holds its last write): its error keeps the session and is
+// returned.
+func (s *Store) deleteSession(ctx context.Context, id uuid.UUID, still func() error) error {
 	fsys := s.opts.fs
 	dir := s.sessionDir(id)
 	if s.opts.Remote != nil {
@@ -194,6 +198,12 @@ func (s *Store) deleteSession(ctx context.Context, id uuid.UUID) error {
 	}
 	if err != nil {
 		return err
+	}
+	if still != nil {
+		if err := still(); err != nil {
+			lk.Close()
+			return err
+		}
 	}
 	// From the last check for forks to the commit point, no Fork can
 	// record itself (forklock.go).

@@ -241,6 +241,13 @@ func (s *Store) listPage(ctx context.Context, q Query, before *uuid.UUID, n int)
 			}
 		}
 	}
+	for i := range items[:cut] {
+		if items[i].bad == nil {
+			if t, ok := s.reg.updatedAt(items[i].meta.ID); ok && t.After(items[i].meta.UpdatedAt) {
+				items[i].meta.UpdatedAt = t
+			}
+		}
+	}
 	return items[:cut], cut < len(items), cost, nil
 }
 

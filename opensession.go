@@ -119,6 +119,12 @@ type openSession struct {
 	// since the open (session.json's UpdatedAt lags).
 	headOnDisk uuid.UUID
 	appended   bool
+	// lastWrite is the newest time (Unix nanoseconds) of the events
+	// appended since the open, or found by the open's recovery newer than
+	// session.json's UpdatedAt (a writer that did not close); 0 if none.
+	// Meta and List report UpdatedAt as the later of it and session.json's
+	// (updatedAt); Close and Flush write it to session.json.
+	lastWrite int64
 
 	// fork is the prefix a fork inherits (fork.go), resolved on first
 	// use; nil for a session that is not a fork.
@@ -478,6 +484,11 @@ func (h *openSession) reconcile() (err error) {
 	h.index, h.chunks = index, chunks
 	h.becomeIndexed(p.index)
 	h.headOnDisk = h.head()
+	if e, ok := p.index.last(); ok && e.Time > h.meta.UpdatedAt.UnixNano() {
+		// A writer appended and did not close (a crash): its events are
+		// newer than session.json says; Close and Flush record them.
+		h.lastWrite, h.appended = e.Time, true
+	}
 	h.repaired = append(h.repaired, repairs...) // made: Repair reports them
 	return nil
 }
@@ -554,17 +565,7 @@ func (h *openSession) close() error {
 				h.headOnDisk = head
 			}
 		}
-		if h.appended {
-			m := h.meta.clone()
-			newest, ok := h.lazyHead()
-			if !ok {
-				newest = h.entries[len(h.entries)-1]
-			}
-			if last := time.Unix(0, newest.Time).UTC(); last.After(m.UpdatedAt) {
-				m.UpdatedAt = last
-				errs = append(errs, h.writeMeta(m))
-			}
-		}
+		errs = append(errs, h.writeUpdatedAt())
 	}
 	errs = append(errs, h.becomeClosed(ErrClosed))
 	return errors.Join(errs...)
@@ -639,6 +640,30 @@ type metaWatcher interface {
 
 // writeMeta atomically replaces session.json and updates the cached copy.
 // The watcher hears of it first; if it cannot, nothing is written.
+// updatedAt is the session's UpdatedAt as Meta reports it: session.json's,
+// or the newest time of an event appended since, if later. h.mu is held.
+func (h *openSession) updatedAt() time.Time {
+	if last := time.Unix(0, h.lastWrite).UTC(); h.lastWrite != 0 && last.After(h.meta.UpdatedAt) {
+		return last
+	}
+	return h.meta.UpdatedAt
+}
+
+// writeUpdatedAt writes session.json if its UpdatedAt lags the events
+// appended since the open, for Close and Flush. h.mu is held and the
+// session writable.
+func (h *openSession) writeUpdatedAt() error {
+	if !h.appended {
+		return nil
+	}
+	if t := h.updatedAt(); !t.Equal(h.meta.UpdatedAt) {
+		m := h.meta.clone()
+		m.UpdatedAt = t
+		return h.writeMeta(m)
+	}
+	return nil
+}
+
 func (h *openSession) writeMeta(m Meta) error {
 	b, err := encodeMeta(m, h.format)
 	if err != nil {

@@ -19,6 +19,14 @@ import (
 // Before are removed (all of the rest when Before is zero). A policy must
 // set Before or KeepNewest: one with neither is refused, rather than
 // removing every session it matches.
+//
+// "Last updated" is the session's last write: Meta.UpdatedAt as Meta
+// reports it (for a session this Store has open, the time of its newest
+// append), and for a session whose newest chunk changed after its
+// session.json was written (its writer, in another process or one that
+// crashed, has not recorded its appends yet), the time of the newest
+// event its files hold, if later. A session written to a moment ago is
+// never older than Before.
 type PrunePolicy struct {
 	// Before, if not zero, removes only sessions whose Meta.UpdatedAt is
 	// before it.
@@ -42,8 +50,10 @@ type PruneItem struct {
 	Meta  Meta
 	Bytes int64 // the bytes of its files, when Prune chose it
 	// Err, for a skipped session, says why: ErrHasForks for a session
-	// that a session Prune keeps forks, or Delete's error (ErrLocked for
-	// a session another writer holds).
+	// that a session Prune keeps forks, ErrConflict for one written to
+	// after Prune chose it (checked again under the session's lock, just
+	// before its delete), or Delete's error (ErrLocked for a session
+	// another writer holds).
 	Err error
 }
 
@@ -128,7 +138,7 @@ func (s *Store) Prune(ctx context.Context, policy PrunePolicy) (PruneResult, err
 			res.Skipped = append(res.Skipped, it)
 			continue
 		}
-		if err := s.deleteSession(ctx, it.Meta.ID); err != nil {
+		if err := s.deleteSession(ctx, it.Meta.ID, s.unchangedSince(ctx, it.Meta)); err != nil {
 			kept[it.Meta.ID] = true
 			it.Err = err
 			res.Skipped = append(res.Skipped, it)
@@ -141,12 +151,86 @@ func (s *Store) Prune(ctx context.Context, policy PrunePolicy) (PruneResult, err
 	return res, nil
 }
 
+// lastWrite returns when session m was last written, as Prune judges it:
+// m.UpdatedAt (as List reports it: for a session this Store has open, its
+// newest append), or, when the session's newest chunk file changed after
+// its session.json (a writer that appended and did not record it: one
+// that crashed, or one in another process that has not closed or flushed
+// the session yet), the later of that and the time of the newest event
+// the session's files hold. What cannot be read is judged by m.UpdatedAt.
+func (s *Store) lastWrite(m Meta) time.Time {
+	fsys := s.opts.fs
+	dir := s.sessionDir(m.ID)
+	mi, err := fsys.Stat(filepath.Join(dir, metaFile))
+	if err != nil {
+		return m.UpdatedAt
+	}
+	chunks := filepath.Join(dir, chunksDir)
+	names, err := fsys.ReadDir(chunks)
+	if err != nil {
+		return m.UpdatedAt
+	}
+	// The newest chunk sorts last; its plain and sealed forms (both there
+	// while it is sealed) sort together.
+	newer := false
+	for _, name := range names[max(len(names)-2, 0):] {
+		if ci, err := fsys.Stat(filepath.Join(chunks, name)); err == nil && ci.ModTime().After(mi.ModTime()) {
+			newer = true
+		}
+	}
+	if !newer {
+		return m.UpdatedAt
+	}
+	var outside func(uuid.UUID) bool
+	if m.ForkedFrom != nil {
+		outside = func(uuid.UUID) bool { return true } // the prefix is the parent's
+	}
+	p, err := analyze(fsys, dir, true, outside)
+	if err != nil {
+		return m.UpdatedAt
+	}
+	if e, ok := p.index.last(); ok {
+		if t := time.Unix(0, e.Time).UTC(); t.After(m.UpdatedAt) {
+			return t
+		}
+	}
+	return m.UpdatedAt
+}
+
+// unchangedSince is Prune's last check of a session it chose, planned
+// (with its last write as UpdatedAt), run by deleteSession under the
+// session's lock: a session written since the plan was made is kept, with
+// an error wrapping ErrConflict.
+func (s *Store) unchangedSince(ctx context.Context, planned Meta) func() error {
+	return func() error {
+		var m Meta
+		var err error
+		if s.opts.Remote != nil {
+			m, err = s.metaRemote(ctx, planned.ID)
+		} else {
+			m, _, err = readMeta(s.opts.fs, s.sessionDir(planned.ID), planned.ID)
+		}
+		if errors.Is(err, ErrNotFound) {
+			return nil // gone meanwhile: the delete finds nothing to do
+		}
+		if err != nil {
+			return err
+		}
+		if last := s.lastWrite(m); !last.Equal(planned.UpdatedAt) {
+			return fmt.Errorf("%w: session %s was written since Prune chose it (last write %s, was %s)",
+				ErrConflict, planned.ID, last.Format(time.RFC3339Nano), planned.UpdatedAt.Format(time.RFC3339Nano))
+		}
+		return nil
+	}
+}
+
 // prunePlan chooses what Prune removes from metas (List's answer): the
 // sessions the policy selects, less those a kept session forks, ordered
 // so that a fork comes before the session it forks.
 func (s *Store) prunePlan(metas []Meta, forks map[uuid.UUID][]uuid.UUID, p PrunePolicy) PruneResult {
 	var match []Meta
 	for _, m := range metas {
+		m.UpdatedAt = s.lastWrite(m)
 		if p.WorkingDir != "" && m.WorkingDir != p.WorkingDir {
 			continue
 		}

@@ -74,6 +74,40 @@ func (r *registry) lookup(id uuid.UUID) *openSession {
 	return h
 }
 
+// updatedAt returns the UpdatedAt of session id as its open session in
+// this registry knows it (openSession.updatedAt), and false when it is not
+// open (or still opening): session.json then says.
+func (r *registry) updatedAt(id uuid.UUID) (time.Time, bool) {
+	r.mu.Lock()
+	h := r.sessions[id]
+	r.mu.Unlock()
+	if h == nil {
+		return time.Time{}, false
+	}
+	select {
+	case <-h.ready:
+	default:
+		return time.Time{}, false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.state == stateClosed || h.state == stateOpening {
+		return time.Time{}, false
+	}
+	return h.updatedAt(), true
+}
+
+// live brings the UpdatedAt of metas up to date with the sessions this
+// registry has open, whose session.json lags their appends until Close
+// or Flush.
+func (r *registry) live(metas []Meta) {
+	for i := range metas {
+		if t, ok := r.updatedAt(metas[i].ID); ok && t.After(metas[i].UpdatedAt) {
+			metas[i].UpdatedAt = t
+		}
+	}
+}
+
 // acquire returns the open session id with its mutex held, opening (and,
 // when create is non-nil, creating) it first, with its whole index
 // loaded. The caller must pass it to release when done.

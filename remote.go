@@ -1069,6 +1069,7 @@ func (s *Store) listRemote(ctx context.Context) ([]Meta, error) {
 		return nil, err
 	}
 	// A copy not found was replaced by a newer one since the listing.
+	s.reg.live(metas)
 	return listResult(ids, metas, errs, ErrObjectNotFound, func(i int) string { return keys[i] })
 }
 

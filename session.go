@@ -407,6 +407,7 @@ func (s *Store) List(ctx context.Context) ([]Meta, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	s.reg.live(metas)
 	return listResult(ids, metas, errs, ErrNotFound, func(i int) string { return filepath.Join(root, ids[i].String(), metaFile) })
 }
 
@@ -461,6 +462,7 @@ func (s *Store) ListRecent(ctx context.Context, n int) ([]Meta, error) {
 	}
 	s.end()
 	if ok {
+		s.reg.live(metas)
 		if len(bad) > 0 {
 			return metas, &ListError{Unreadable: bad}
 		}
@@ -483,7 +485,15 @@ const listBatch = 64
 
 func bytesLess(a, b []byte) bool { return string(a) < string(b) }
 
-// Meta returns a session's metadata. It reads session.json only.
+// Meta returns a session's metadata. It reads session.json only, and for
+// a session this Store has open, reports as UpdatedAt the time of the
+// newest event appended to it if that is later than session.json's: the
+// session's last write, which session.json records when the session
+// closes or is flushed (Close, Flush, the registry closing an idle
+// session). List, ListRecent, ListPage and Sessions report it the same
+// way. A session another process writes reports session.json's UpdatedAt
+// until that process closes or flushes it; Prune judges such a session
+// by its files as well (see Prune).
 //
 // Errors: ErrNotFound, ErrUnsupportedFormat, *CorruptionError, ErrClosed.
 func (s *Store) Meta(ctx context.Context, session uuid.UUID) (Meta, error) {
@@ -491,10 +501,18 @@ func (s *Store) Meta(ctx context.Context, session uuid.UUID) (Meta, error) {
 		return Meta{}, err
 	}
 	defer s.end()
+	var m Meta
+	var err error
 	if s.opts.Remote != nil {
-		return s.metaRemote(ctx, session)
+		m, err = s.metaRemote(ctx, session)
+	} else {
+		m, _, err = readMeta(s.opts.fs, s.sessionDir(session), session)
 	}
-	m, _, err := readMeta(s.opts.fs, s.sessionDir(session), session)
+	if err == nil {
+		metas := []Meta{m}
+		s.reg.live(metas)
+		m = metas[0]
+	}
 	return m, err
 }
 

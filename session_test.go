@@ -355,7 +355,8 @@ func TestAPIList(t *testing.T) {
 		require.NoError(t, err)
 		want = append(want, m)
 	}
-	apiAppend(t, s, want[0].ID, UserText("events do not matter to List"))
+	ev := apiAppend(t, s, want[0].ID, UserText("an append is a write: UpdatedAt follows it"))
+	want[0].UpdatedAt = ev.Time
 	slices.SortFunc(want, func(a, b Meta) int { return bytes.Compare(a.ID[:], b.ID[:]) })
 
 	// Stray entries that are not sessions.

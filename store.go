@@ -372,8 +372,10 @@ func (s *Store) appendEvents(ctx context.Context, session uuid.UUID, evs []Event
 // before the call is durable (each Append already waits for its own), and
 // makes the derived files current: a chunk being sealed in the background
 // is finished (and its lines leave index.jsonl), index.jsonl is synced and
-// the HEAD file replaced if it lags. After Flush, reopening the session after a
-// crash has nothing to rebuild for the events appended so far.
+// the HEAD file replaced if it lags, and session.json's UpdatedAt written
+// if it lags the events appended (see Meta). After Flush, reopening the
+// session after a crash has nothing to rebuild for the events appended so
+// far.
 //
 // Errors: ErrNotFound, ErrLocked, ErrClosed, ErrReadOnly, ErrSessionFailed.
 func (s *Store) Flush(ctx context.Context, session uuid.UUID) error {
