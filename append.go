@@ -55,6 +55,34 @@ func (h *openSession) tip() uuid.UUID {
 	return h.head()
 }
 
+// hasChild reports whether an event of the session (its own, those in
+// flight, or its fork prefix's) is a child of id, with h.mu held: whether
+// an append to id starts a branch beside it. Without the whole index (a
+// session appending without it), it answers true, the conservative
+// answer: BranchFrom marks a branch that may have no sibling.
+func (h *openSession) hasChild(id uuid.UUID) bool {
+	if h.partial || h.state == stateLazy {
+		return true
+	}
+	for i := range h.pipe.inflight {
+		if h.pipe.inflight[i].entry.ParentID == id {
+			return true
+		}
+	}
+	for i := range h.entries {
+		if h.entries[i].ParentID == id {
+			return true
+		}
+	}
+	if pre, err := h.prefix(); err == nil && pre != nil {
+		if at, ok := pre.pos[id]; ok {
+			seg := pre.segs[at.seg]
+			return at.i+1 < len(seg.path) || at.seg+1 < len(pre.segs)
+		}
+	}
+	return false
+}
+
 // queue is the first half of an append, with h.mu held: it stores the
 // batch's large records as blobs (writeBlobs), then encodes the batch and
 // queues its lines at the end of the active chunk (writeBatch), returning
@@ -209,7 +237,10 @@ func (h *openSession) writeBatch(ctx context.Context, batch []pendingEvent, pls 
 		case from != uuid.Nil:
 			parent, branch = from, from
 		case h.pending != uuid.Nil:
-			parent, branch = h.pending, h.pending
+			parent = h.pending
+			if h.hasChild(parent) {
+				branch = parent // a new path beside the child; else it goes on from a leaf
+			}
 		}
 		// In format 2 each line names where its parent's line is: the
 		// parent's entry, then the line before it in the batch, which is

@@ -12,16 +12,18 @@ import (
 // Compaction
 //
 // A compaction is an event (KindCompaction) holding a structured summary
-// of the history before it. Load walks from HEAD towards the root and stops
+// of the history before it. Load walks from the end of the active path
+// (HEAD, or a pending Branch selection) towards the root and stops
 // at the newest compaction on the path; the context it returns is the
 // compaction, then the events kept verbatim (from FirstKept to the
 // compaction's parent, when FirstKept is set and on the path), then every
 // event after the compaction. Every original event stays on disk:
 // FullPath walks past the boundaries.
 
-// ErrHeadMoved is returned by Compact when HEAD is no longer the event the
-// summary was made from: another event landed while the summarizer ran.
-// Nothing is written.
+// ErrHeadMoved is returned by Compact when the active path no longer ends
+// at the event the summary was made from: another event landed while the
+// summarizer ran, or a Branch or a lane switch chose another parent for
+// the next event. Nothing is written.
 var ErrHeadMoved = errors.New("sessionstore: HEAD moved since the summary was made")
 
 // Summary is what a compaction keeps of the history it replaces. A vague
@@ -42,7 +44,10 @@ type Compaction struct {
 	Summary      Summary
 	TokensBefore int64     // tokens of the context the summary replaces, as the harness counted them
 	FirstKept    uuid.UUID // optional: an ancestor of Head kept verbatim after the summary
-	Head         uuid.UUID // the HEAD the summary was made from
+	// Head is the last event of the context the summary was made from:
+	// the last event Load returned. Compact refuses the summary when the
+	// active path no longer ends there.
+	Head uuid.UUID
 }
 
 // CompactionRecord is the record of a KindCompaction event.
@@ -59,29 +64,31 @@ func (e Event) Compaction() (CompactionRecord, error) {
 	return c, e.decodeKind(KindCompaction, &c)
 }
 
-// Compact appends a compaction event as a child of HEAD, which must still
-// be c.Head, and returns it; it becomes HEAD and the start of the context
-// Load returns. c.FirstKept, if set, must be c.Head or one of its
-// ancestors.
+// Compact appends a compaction event as the next event, a child of the
+// end of the active path (the path Load returns: HEAD, or a pending Branch
+// selection or lane switch), which must still be c.Head, and returns it;
+// it becomes HEAD and the start of the context Load returns. c.FirstKept,
+// if set, must be c.Head or one of its ancestors. The usual call
+// summarizes what Load returned and sets c.Head to its last event.
 //
-// Durability: as Append; the check of HEAD and the append happen under the
-// session's lock, so no other append can land in between.
+// Durability: as Append; the check of the path's end and the append happen
+// under the session's lock, so no other append can land in between.
 //
 // Errors: ErrHeadMoved (nothing written); ErrInvalidEvent for an unset
 // c.Head (also in a session without events: there is nothing to compact),
-// a FirstKept that is not on the path to c.Head, or while a Branch
-// selection is pending; as Append.
+// or a FirstKept that is not on the path to c.Head; as Append.
 func (s *Store) Compact(ctx context.Context, session uuid.UUID, c Compaction) (Event, error) {
 	ev := NewEvent(KindCompaction, RoleNone, CompactionRecord{Summary: c.Summary, TokensBefore: c.TokensBefore, FirstKept: c.FirstKept, Summarized: c.Head})
 	return s.appendOne(ctx, session, ev, func(h *openSession) error {
 		if c.Head == uuid.Nil {
-			return invalidEventf("Compaction.Head is not set: set it to the HEAD the summary was made from (Store.Head), so that Compact refuses a summary an append has overtaken")
+			return invalidEventf("Compaction.Head is not set: set it to the last event of the context the summary was made from (the last event Load returned), so that Compact refuses a summary an append has overtaken")
 		}
-		if head := h.tip(); head != c.Head {
-			return fmt.Errorf("%w: the summary was made at %s, HEAD is %s", ErrHeadMoved, c.Head, head)
-		}
+		leaf := h.tip()
 		if h.pending != uuid.Nil {
-			return invalidEventf("a Branch selection is pending; compact before choosing a branch")
+			leaf = h.pending
+		}
+		if leaf != c.Head {
+			return fmt.Errorf("%w: the summary was made at %s, the active path ends at %s", ErrHeadMoved, c.Head, leaf)
 		}
 		if c.FirstKept != uuid.Nil && !h.onPath(c.FirstKept, c.Head) {
 			return invalidEventf("FirstKept %s is not on the path to %s", c.FirstKept, c.Head)
@@ -198,13 +205,13 @@ func (s *Store) CompactWith(ctx context.Context, session uuid.UUID, sum Summariz
 	if tokens == nil {
 		tokens = estimateTokens
 	}
-	head, err := s.Head(ctx, session)
+	path, err := s.Load(ctx, session)
 	if err != nil {
 		return Event{}, err
 	}
-	path, err := s.LoadPath(ctx, session, head)
-	if err != nil {
-		return Event{}, err
+	head := uuid.Nil
+	if len(path) > 0 {
+		head = path[len(path)-1].ID
 	}
 	var total int64
 	for _, ev := range path {

@@ -136,7 +136,7 @@ func TestCompactRefusals(t *testing.T) {
 			assert.ErrorIs(t, err, ErrInvalidEvent)
 			require.NoError(t, s.Branch(ctx, id, evs[0].ID))
 			_, err = s.Compact(ctx, id, Compaction{Summary: sum, Head: evs[2].ID})
-			assert.ErrorIs(t, err, ErrInvalidEvent, "refused while a Branch selection is pending")
+			assert.ErrorIs(t, err, ErrHeadMoved, "a Branch selection ends the active path elsewhere")
 			assert.Equal(t, before, m.String(), "nothing was written")
 
 			require.NoError(t, s.Branch(ctx, id, evs[2].ID)) // back to HEAD: no switch

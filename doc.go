@@ -5,19 +5,28 @@
 //
 // A session is a tree of append-only events. Every event has a UUIDv7 id, a
 // parent_id (the nil UUID for a root) and, when it deliberately starts an
-// alternate path, branch_from (equal to its parent). HEAD names the newest
-// event of the active branch; the active path is the walk from HEAD to the
-// root. Choosing an older event is two-phase: [Store.Branch] records a
-// pending parent in memory, and HEAD moves only when [Store.Append] writes
-// the next event. Because nothing but Append moves HEAD, HEAD is always the
-// newest event in log order.
+// alternate path, branch_from (equal to its parent: set when the parent
+// already has a child, so that the event starts a path beside it; an event
+// that goes on from a leaf starts none). HEAD names the newest event of the
+// active branch. Choosing an older event is two-phase: [Store.Branch]
+// records a pending parent in memory, and HEAD moves only when
+// [Store.Append] writes the next event. Because nothing but Append moves
+// HEAD, HEAD is always the newest event in log order.
+//
+// The active path is the walk to the root from the event the next Append
+// extends ([Store.NextParent]): HEAD, or the pending parent when there is
+// one. [Store.Load] returns it, so that a harness that loads the context,
+// asks its model and appends the answer attaches the answer where its
+// model saw the context end, also right after a Branch or a lane switch.
+// [Store.Head] keeps naming HEAD until that append.
 //
 // Lanes are named branches that survive a restart ([Store.CreateLane],
 // [Store.MoveLane], [Store.DeleteLane], [Store.SwitchLane], [Store.Lanes]):
-// the active lane's tip is HEAD, and a switch or a move of the active
-// lane is a durable pending parent, in effect after Close or a crash
-// until the next Append. A session without lanes has one implicit,
-// active lane, [DefaultLane] (lanes.go).
+// appends move the active lane, whose tip is the end of the active path,
+// and a switch or a move of the active lane is a durable pending parent:
+// Load returns the lane's path at once, and after Close or a crash, until
+// the next Append moves HEAD onto the lane. A session without lanes has
+// one implicit, active lane, [DefaultLane] (lanes.go).
 //
 // Compaction is an event too: [Store.Compact] records a structured
 // [Summary] as a KindCompaction event, and [Store.Load] stops at the newest
@@ -285,7 +294,9 @@
 // [Store.UpdateMeta], each between the catalogue's synced pending record
 // and its unsynced commit; a crash between them leaves readers reading
 // that session.json. UpdatedAt also follows the newest event, written when
-// the session is closed; after a crash it may lag until the next close.
+// the session is closed or flushed; until then [Store.Meta] and the
+// listings of the Store that appends report it from memory, and after a
+// crash the next writer's open finds it (Prune judges by the files).
 //
 // # Checksums
 //

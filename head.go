@@ -70,8 +70,10 @@ func writeHead(fsys vfs.FS, dir string, id uuid.UUID, perm os.FileMode) error {
 }
 
 // Head returns the newest event of the session's active branch, or uuid.Nil
-// for a session without events. A pending Branch selection does not change
-// it: HEAD moves only when Append writes the next event.
+// for a session without events. A pending Branch selection (or a lane
+// switch not appended to yet) does not change it: HEAD moves only when
+// Append writes the next event. Load ends where that event will go
+// (NextParent), which is HEAD unless a selection is pending.
 //
 // Errors: ErrNotFound, ErrLocked, ErrClosed.
 func (s *Store) Head(ctx context.Context, session uuid.UUID) (uuid.UUID, error) {
@@ -84,9 +86,11 @@ func (s *Store) Head(ctx context.Context, session uuid.UUID) (uuid.UUID, error) 
 }
 
 // Branch selects from as the parent of the next appended event: the first
-// phase of a branch switch. HEAD does not move and nothing is written; the
-// next Append becomes a child of from with BranchFrom set to from, and only
-// then does HEAD move. The selection lives in memory only: Close or a crash
+// phase of a branch switch. HEAD does not move and nothing is written;
+// Load returns the path to from at once; the next Append becomes a child
+// of from, with BranchFrom set to from when from already has a child (an
+// append to a leaf goes on from it and starts no branch), and only then
+// does HEAD move. The selection lives in memory only: Close or a crash
 // forgets it (for a durable one, see SwitchLane and MoveLane: after a
 // reopen the next parent is the active lane's tip again). Branch to the
 // current HEAD cancels a pending selection. The append it chooses moves
@@ -108,6 +112,16 @@ func (s *Store) Branch(ctx context.Context, session, from uuid.UUID) error {
 		}
 		return nil
 	})
+}
+
+// activeLeaf is the last event of the active path, the path Load returns
+// and the next Append extends: the pending selection (a Branch, a lane
+// switch or move not appended to yet), else HEAD. h.mu is held.
+func (h *openSession) activeLeaf() uuid.UUID {
+	if h.pending != uuid.Nil {
+		return h.pending
+	}
+	return h.head()
 }
 
 // NextParent returns the event the next Append will be a child of: the

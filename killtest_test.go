@@ -480,8 +480,15 @@ func killVerifyPrinted(t *testing.T, dir string, opts *Options, session uuid.UUI
 	pos := make(map[uuid.UUID]int, len(nodes))
 	ids := make([]uuid.UUID, len(nodes))
 	reachesRoot := make([]bool, len(nodes))
+	// sibling: the event's parent had a child before it, so that an event
+	// appended as a branch starts one beside it (branch_from set); a
+	// branch onto a leaf goes on from it.
+	sibling := make([]bool, len(nodes))
+	hasChild := make(map[uuid.UUID]bool, len(nodes))
 	roots := 0
 	for i, n := range nodes {
+		sibling[i] = hasChild[n.ParentID]
+		hasChild[n.ParentID] = true
 		ids[i] = n.ID
 		if n.ID == uuid.Nil {
 			fail("nil id", "tree position %d has the nil id", i)
@@ -595,7 +602,7 @@ func killVerifyPrinted(t *testing.T, dir string, opts *Options, session uuid.UUI
 		}
 		if a, ok := printed[id]; ok {
 			wantFrom := uuid.Nil
-			if a.branch {
+			if a.branch && sibling[pos[id]] {
 				wantFrom = a.parent
 			}
 			switch {

@@ -24,8 +24,10 @@ import (
 // Lanes: named branches that survive a restart
 //
 // A lane is a named pointer to an event of a session. One lane is active:
-// its tip is HEAD, the newest event, so every Append moves it and the
-// lanes file is not written per append. The other lanes' tips are kept in
+// its tip is the end of the active path (what Load returns and the next
+// Append extends): HEAD, the newest event, once an append followed the
+// switch, so every Append moves it and the lanes file is not written per
+// append. The other lanes' tips are kept in
 // the session's lanes file, lanes.json:
 //
 //	{"v":1,"active":"<name>","head":"<uuid>","lanes":[{"name":"<name>","tip":"<uuid>","set":"<RFC 3339>"},…],"crc":"XXXXXXXX"}\n
@@ -518,9 +520,10 @@ func (s *Store) CreateLane(ctx context.Context, session uuid.UUID, name string, 
 }
 
 // MoveLane points lane name at event to. Moving the active lane makes to
-// the parent of the next Append (the next append starts a branch from it,
-// with BranchFrom set, unless to is HEAD), replacing a pending Branch
-// selection; HEAD moves only with that append.
+// the parent of the next Append and the end of the path Load returns (the
+// next append starts a branch from it, with BranchFrom set, when to
+// already has a child), replacing a pending Branch selection; HEAD moves
+// only with that append.
 //
 // Durability: as CreateLane. After a crash or a Close, the move and, for
 // the active lane, the next append's parent are still in effect.
@@ -572,9 +575,12 @@ func (s *Store) DeleteLane(ctx context.Context, session uuid.UUID, name string) 
 
 // SwitchLane makes lane name the active one. The lane left keeps its tip
 // (HEAD as of now); lane name's tip becomes the parent of the next
-// Append, which starts a branch from it (BranchFrom set) unless it is
-// HEAD, replacing a pending Branch selection. HEAD moves only with that
-// append, as after Branch, but unlike Branch the switch is durable.
+// Append and the end of the path Load returns, at once (a harness that
+// switches and then loads sends the lane's context), replacing a pending
+// Branch selection. The next append goes on from the tip, and starts a
+// branch (BranchFrom set) only when the tip already has a child. HEAD
+// moves only with that append, as after Branch, but unlike Branch the
+// switch is durable.
 // Switching to the active lane changes nothing and writes nothing.
 //
 // Durability: as CreateLane. After a crash or a Close the new lane is

@@ -131,7 +131,9 @@ func TestLaneCrashPoints(t *testing.T) {
 				require.NoError(t, s.Close())
 				before := readRaw(t, m, sessionPath(meta.ID, lanesFile))
 				s = openMem(t, m, o)
-				acked, err := s.Load(ctx, meta.ID)
+				head, err := s.Head(ctx, meta.ID)
+				require.NoError(t, err)
+				acked, err := s.LoadPath(ctx, meta.ID, head) // every event, HEAD last (Load ends at a switched lane's tip)
 				require.NoError(t, err)
 				n := 0
 				m.SetFault(func(op vfs.Op, path string) error {

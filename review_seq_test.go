@@ -245,16 +245,21 @@ func TestReviewSeqCompactAndBranchInsideLoop(t *testing.T) {
 	want, err := s.Load(ctx, id)
 	require.NoError(t, err)
 	var got []Event
+	var comp Event
 	for ev, err := range s.LoadSeq(ctx, id) {
 		require.NoError(t, err)
 		if got = append(got, ev); len(got) == 1 {
-			_, err := s.Compact(ctx, id, Compaction{Head: evs[11].ID, FirstKept: evs[9].ID, Summary: Summary{Text: "s"}})
+			comp, err = s.Compact(ctx, id, Compaction{Head: evs[11].ID, FirstKept: evs[9].ID, Summary: Summary{Text: "s"}})
 			require.NoError(t, err)
 			require.NoError(t, s.Branch(ctx, id, evs[3].ID))
 		}
 	}
 	assert.Equal(t, want, got)
 	after, err := collect(t, s.LoadSeq(ctx, id))
+	require.NoError(t, err)
+	assert.Equal(t, forkIDs(evs[:4]), forkIDs(after), "the path to the Branch selection, read anew")
+	require.NoError(t, s.Branch(ctx, id, comp.ID)) // HEAD: the selection is dropped
+	after, err = collect(t, s.LoadSeq(ctx, id))
 	require.NoError(t, err)
 	require.Len(t, after, 4, "the compaction and the events it keeps, read anew")
 	assert.Equal(t, KindCompaction, after[0].Kind)

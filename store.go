@@ -395,13 +395,20 @@ func (s *Store) Flush(ctx context.Context, session uuid.UUID) error {
 }
 
 // Load returns the active context of a session: the events from the root
-// to HEAD, oldest first, with their records resolved, stopping at the
+// to the end of the active path, oldest first, with their records
+// resolved, stopping at the
 // newest compaction on the path (see compaction.go: the compaction, the
 // events it keeps verbatim, then everything after it). It reads only
 // those events' records, located through the in-memory index, or, in a
 // session opened without its index (see Opening in the package doc),
 // through the parent location each chunk line holds. An empty session
 // loads as an empty slice. FullPath walks past compactions.
+//
+// The end of the active path is the event the next Append extends
+// (NextParent): HEAD, or a pending Branch selection or lane switch. So
+// the context Load returns is the one an appended answer continues:
+// right after Branch(from), Load ends at from although HEAD has not moved
+// yet; LoadPath(Head) gives the path to HEAD.
 //
 // Errors: ErrNotFound, ErrLocked, ErrClosed, *CorruptionError for a record
 // that does not match its index entry.
@@ -435,7 +442,7 @@ func (s *Store) loadPath(ctx context.Context, session, leaf uuid.UUID, fromHead,
 	if err != nil {
 		return nil, err
 	}
-	if head, ok := h.lazyHead(); ok && fromHead {
+	if head, ok := h.lazyHead(); ok && fromHead && h.pending == uuid.Nil {
 		// Without the index: follow the lines' parent locations, unless
 		// the path needs the index after all.
 		s.reg.release(h)
@@ -480,7 +487,7 @@ type pathRun struct {
 // from h, acquired with its index loaded, which it releases.
 func (s *Store) resolvePath(h *openSession, leaf uuid.UUID, fromHead, boundaries bool) (*resolvedPath, error) {
 	if fromHead {
-		leaf = h.head()
+		leaf = h.activeLeaf()
 	} else if leaf == uuid.Nil {
 		s.reg.release(h)
 		return nil, fmt.Errorf("%w: the nil uuid is not an event", ErrNotFound)

@@ -291,7 +291,10 @@ func TestAPIBranchTwoPhase(t *testing.T) {
 	assert.True(t, branching)
 	assert.Equal(t, filesBefore, apiFiles(t, sdir), "Branch writes nothing")
 	apiSameNodes(t, treeBefore, apiTree(t, s, id))
-	apiSameEvents(t, []Event{a, b, c}, apiLoad(t, s, id))
+	apiSameEvents(t, []Event{a}, apiLoad(t, s, id)) // the path the next Append extends
+	headPath, err := s.LoadPath(ctx, id, c.ID)
+	require.NoError(t, err)
+	apiSameEvents(t, []Event{a, b, c}, headPath)
 
 	// Phase two: the next Append is a child of the selection and moves HEAD.
 	d := apiAppend(t, s, id, AssistantText("d"))
