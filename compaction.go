@@ -2,7 +2,6 @@ package sessionstore
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -297,33 +296,6 @@ func keptStart(path []Event, budget int64, tokens func(Event) int64) int {
 		}
 		cut = orphan + 1
 	}
-}
-
-// TestSummarizer is a deterministic Summarizer for examples and tests: it
-// records the first user message as the goal and counts the events by
-// kind, without calling a model.
-type TestSummarizer struct{}
-
-// Summarize implements Summarizer.
-func (TestSummarizer) Summarize(_ context.Context, events []Event) (Summary, error) {
-	var sum Summary
-	counts := map[Kind]int{}
-	for _, ev := range events {
-		counts[ev.Kind]++
-		if ev.Kind == KindMessage && ev.Role == RoleUser && len(sum.Goals) == 0 {
-			if m, err := ev.Message(); err == nil {
-				sum.Goals = append(sum.Goals, m.Content)
-			}
-		}
-		if ev.Kind == KindCompaction {
-			if c, err := ev.Compaction(); err == nil {
-				sum.Goals = append(sum.Goals, c.Summary.Goals...)
-			}
-		}
-	}
-	b, _ := json.Marshal(counts)
-	sum.Text = fmt.Sprintf("%d events summarized: %s", len(events), b)
-	return sum, nil
 }
 
 // BranchSummaryRecord is the record of a KindBranchSummary event: what the

@@ -184,11 +184,11 @@ func TestCompactWith(t *testing.T) {
 		assert.ErrorIs(t, err, boom)
 		cancelled, cancel := context.WithCancel(ctx)
 		cancel()
-		_, err = s.CompactWith(cancelled, id, TestSummarizer{}, CompactOptions{})
+		_, err = s.CompactWith(cancelled, id, testSummarizer{}, CompactOptions{})
 		assert.ErrorIs(t, err, context.Canceled)
 		assert.Equal(t, before, m.String())
 		// A retry works.
-		c, err := s.CompactWith(ctx, id, TestSummarizer{}, CompactOptions{})
+		c, err := s.CompactWith(ctx, id, testSummarizer{}, CompactOptions{})
 		require.NoError(t, err)
 		assert.Equal(t, KindCompaction, c.Kind)
 	})
@@ -227,13 +227,13 @@ func TestCompactWith(t *testing.T) {
 			cut := keptStart(path, tc.budget, tokens)
 			assert.Equal(t, tc.want, nonNil(ids(path[cut:])), "budget %d", tc.budget)
 		}
-		c, err := s.CompactWith(ctx, id, TestSummarizer{}, CompactOptions{KeepTokens: 30, Tokens: tokens})
+		c, err := s.CompactWith(ctx, id, testSummarizer{}, CompactOptions{KeepTokens: 30, Tokens: tokens})
 		require.NoError(t, err)
 		rec, err := c.Compaction()
 		require.NoError(t, err)
 		assert.Equal(t, call.ID, rec.FirstKept)
 		assert.Equal(t, int64(60), rec.TokensBefore)
-		// TestSummarizer saw the three messages before the kept tail, and
+		// testSummarizer saw the three messages before the kept tail, and
 		// took the first user message as the goal.
 		assert.Equal(t, Summary{Goals: []string{"message 0 "}, Text: `3 events summarized: {"message":3}`}, rec.Summary)
 		got, err := s.Load(ctx, id)
@@ -281,7 +281,7 @@ func TestBranchSummary(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, none)
 
-	sum, err := TestSummarizer{}.Summarize(ctx, left)
+	sum, err := testSummarizer{}.Summarize(ctx, left)
 	require.NoError(t, err)
 	bs, err := s.AppendBranchSummary(ctx, id, evs[1].ID, BranchSummaryRecord{Summary: sum})
 	require.NoError(t, err)
@@ -420,7 +420,7 @@ func TestCompactWithParallelToolCalls(t *testing.T) {
 			appended = appended[1:]
 			// One token per event: the budget covers exactly tc.keep.
 			one := func(Event) int64 { return 1 }
-			c, err := s.CompactWith(ctx, id, TestSummarizer{}, CompactOptions{KeepTokens: int64(tc.keep), Tokens: one})
+			c, err := s.CompactWith(ctx, id, testSummarizer{}, CompactOptions{KeepTokens: int64(tc.keep), Tokens: one})
 			require.NoError(t, err)
 			got, err := s.Load(ctx, id)
 			require.NoError(t, err)

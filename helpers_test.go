@@ -1,7 +1,10 @@
 package sessionstore
 
 import (
+	"context"
 	"encoding/binary"
+	"encoding/json"
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -93,4 +96,32 @@ func reached(t *testing.T, ch <-chan struct{}, what string) {
 	case <-time.After(30 * time.Second):
 		t.Fatalf("%s: not reached in 30s", what)
 	}
+}
+
+// testSummarizer is sessiontest.Summarizer for this package's own tests,
+// which cannot import a package that imports this one.
+type testSummarizer struct{}
+
+func (testSummarizer) Summarize(_ context.Context, events []Event) (Summary, error) {
+	var sum Summary
+	counts := map[Kind]int{}
+	for _, ev := range events {
+		counts[ev.Kind]++
+		if ev.Kind == KindMessage && ev.Role == RoleUser && len(sum.Goals) == 0 {
+			if m, err := ev.Message(); err == nil {
+				sum.Goals = append(sum.Goals, m.Content)
+			}
+		}
+		if ev.Kind == KindCompaction {
+			if c, err := ev.Compaction(); err == nil {
+				sum.Goals = append(sum.Goals, c.Summary.Goals...)
+			}
+		}
+	}
+	b, err := json.Marshal(counts)
+	if err != nil {
+		return Summary{}, err
+	}
+	sum.Text = fmt.Sprintf("%d events summarized: %s", len(events), b)
+	return sum, nil
 }

@@ -213,7 +213,7 @@ type roCountingSummarizer struct{ calls atomic.Int64 }
 
 func (c *roCountingSummarizer) Summarize(ctx context.Context, evs []Event) (Summary, error) {
 	c.calls.Add(1)
-	return TestSummarizer{}.Summarize(ctx, evs)
+	return testSummarizer{}.Summarize(ctx, evs)
 }
 
 func TestReadOnlyWriteCallsRefused(t *testing.T) {

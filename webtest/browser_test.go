@@ -18,6 +18,7 @@ import (
 
 	"github.com/sessionstore/sessionstore"
 	"github.com/sessionstore/sessionstore/cmd/web"
+	"github.com/sessionstore/sessionstore/sessiontest"
 )
 
 // defaultChromium is Debian's chromium package; SESSIONSTORE_CHROMIUM
@@ -92,7 +93,7 @@ func build(t *testing.T, w *sessionstore.Store) session {
 	add(sessionstore.AssistantText(approachB))
 	add(sessionstore.ToolCallEvent(sessionstore.ToolCall{CallID: "c2", Name: "run_tests", Arguments: json.RawMessage(`{"pkg":"./csv"}`)}))
 	add(sessionstore.ToolResultEvent(sessionstore.ToolResult{CallID: "c2", Output: "ok  \texample.com/csv\t0.021s\n"}))
-	_, err = w.CompactWith(ctx, id, sessionstore.TestSummarizer{}, sessionstore.CompactOptions{})
+	_, err = w.CompactWith(ctx, id, sessiontest.Summarizer{}, sessionstore.CompactOptions{})
 	require.NoError(t, err)
 	s.events++
 	add(sessionstore.UserText(hostileText))

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sessionstore/sessionstore"
+	"github.com/sessionstore/sessionstore/sessiontest"
 )
 
 // fixture is a store built by newFixture, with the ids the tests look for.
@@ -71,7 +72,7 @@ func newFixture(t *testing.T) *fixture {
 	require.NoError(t, s.Branch(ctx, id, f.ask.ID))
 	f.branch = appendEv(sessionstore.AssistantText("Approach B: a new package."))
 	require.Equal(t, f.ask.ID, f.branch.BranchFrom)
-	f.compaction, err = s.CompactWith(ctx, id, sessionstore.TestSummarizer{}, sessionstore.CompactOptions{})
+	f.compaction, err = s.CompactWith(ctx, id, sessiontest.Summarizer{}, sessionstore.CompactOptions{})
 	require.NoError(t, err)
 	f.all = append(f.all, f.compaction)
 	f.head = appendEv(sessionstore.UserText("Go on after the summary."))

@@ -18,6 +18,7 @@ import (
 
 	"github.com/sessionstore/sessionstore"
 	"github.com/sessionstore/sessionstore/cmd/web"
+	"github.com/sessionstore/sessionstore/sessiontest"
 )
 
 // hostile is text a transcript may hold that must stay text in the page.
@@ -80,7 +81,7 @@ func newFixture(t *testing.T) *fixture {
 	require.NoError(t, err)
 	f.all = append(f.all, f.summary)
 	add(sessionstore.AssistantText("Approach B: a new package."))
-	f.compaction, err = f.w.CompactWith(ctx, id, sessionstore.TestSummarizer{}, sessionstore.CompactOptions{})
+	f.compaction, err = f.w.CompactWith(ctx, id, sessiontest.Summarizer{}, sessionstore.CompactOptions{})
 	require.NoError(t, err)
 	f.all = append(f.all, f.compaction)
 	f.hostile = add(sessionstore.UserText(hostileScript + " and " + hostileImg))

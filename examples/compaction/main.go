@@ -1,7 +1,7 @@
 // Command compaction runs a long agent session whose context is compacted
 // automatically: after each turn it asks ShouldCompact whether the context
 // has reached 80% of the model's window and, when it has, records a
-// compaction with the deterministic TestSummarizer, keeping the most recent
+// compaction with the deterministic sessiontest.Summarizer, keeping the most recent
 // events verbatim. It prints the context size over time and shows that the
 // full history stays on disk.
 //
@@ -18,6 +18,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/sessionstore/sessionstore"
+	"github.com/sessionstore/sessionstore/sessiontest"
 )
 
 const (
@@ -77,7 +78,7 @@ func run(ctx context.Context, dir string) error {
 		if !sessionstore.ShouldCompact(used, contextWindow, 0) {
 			continue
 		}
-		c, err := store.CompactWith(ctx, id, sessionstore.TestSummarizer{}, sessionstore.CompactOptions{KeepTokens: keepTokens, Tokens: tokens})
+		c, err := store.CompactWith(ctx, id, sessiontest.Summarizer{}, sessionstore.CompactOptions{KeepTokens: keepTokens, Tokens: tokens})
 		if err != nil {
 			return err
 		}
