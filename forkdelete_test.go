@@ -3,6 +3,8 @@ package sessionstore
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 
@@ -197,4 +199,32 @@ func TestForkMarkerOfDeletedFork(t *testing.T) {
 	require.NoError(t, s.Delete(ctx, pm.ID))
 	_, err = s.Meta(ctx, pm.ID)
 	assert.True(t, errors.Is(err, ErrNotFound))
+}
+
+// TestForkAppendNeedsItsPrefix: a fork, with no events of its own yet,
+// whose parent's files are gone (removed by hand, or by a build that did
+// not check for forks) refuses appends instead of acknowledging events
+// whose history cannot be read.
+func TestForkAppendNeedsItsPrefix(t *testing.T) {
+	ctx := context.Background()
+	s, dir := apiNewStore(t, nil)
+	pm, err := s.Create(ctx, Meta{Name: "parent"})
+	require.NoError(t, err)
+	evs := forkTexts(t, s, pm.ID, "one")
+	fork, err := s.Fork(ctx, pm.ID, evs[0].ID)
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	require.NoError(t, os.RemoveAll(filepath.Join(dir, sessionsDir, pm.ID.String())))
+
+	s2 := apiOpen(t, dir, nil)
+	_, err = s2.Append(ctx, fork.ID, UserText("never acknowledged"))
+	require.ErrorIs(t, err, ErrNotFound)
+	_, err = s2.Load(ctx, fork.ID)
+	assert.ErrorIs(t, err, ErrNotFound)
+	nodes, err := s2.Tree(ctx, fork.ID)
+	if err == nil {
+		for _, n := range nodes {
+			assert.NotEqual(t, "never acknowledged", n.Preview)
+		}
+	}
 }
