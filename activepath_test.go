@@ -65,10 +65,17 @@ func TestActivePathIsWhatTheNextAppendExtends(t *testing.T) {
 	require.NoError(t, s.Close())
 	s = apiOpen(t, dir, nil)
 	assert.Equal(t, []uuid.UUID{a.ID, d.ID}, activePaths(t, s, id), "after a reopen")
+	ro := apiOpen(t, dir, &Options{ReadOnly: true})
+	assert.Equal(t, []uuid.UUID{a.ID, d.ID}, activePaths(t, ro, id), "a read-only Store reads the switch from the lanes file")
+	next, branching, err := ro.NextParent(ctx, id)
+	require.NoError(t, err)
+	assert.Equal(t, d.ID, next)
+	assert.False(t, branching, "d is a leaf")
 	f := apiAppend(t, s, id, AssistantText("f"))
 	assert.Equal(t, d.ID, f.ParentID, "the append extends the path Load returned")
 	assert.Equal(t, uuid.Nil, f.BranchFrom, "d was alt's leaf")
 	assert.Equal(t, []uuid.UUID{a.ID, d.ID, f.ID}, activePaths(t, s, id))
+	assert.Equal(t, []uuid.UUID{a.ID, d.ID, f.ID}, activePaths(t, ro, id), "the read-only Store follows the append")
 
 	// Compact summarizes what Load returned, a Branch selection's path too.
 	require.NoError(t, s.Branch(ctx, id, b.ID))

@@ -115,25 +115,49 @@ func (s *Store) Branch(ctx context.Context, session, from uuid.UUID) error {
 }
 
 // activeLeaf is the last event of the active path, the path Load returns
-// and the next Append extends: the pending selection (a Branch, a lane
-// switch or move not appended to yet), else HEAD. h.mu is held.
+// and the next Append extends: the pending parent, else HEAD. h.mu is
+// held and the index loaded.
 func (h *openSession) activeLeaf() uuid.UUID {
-	if h.pending != uuid.Nil {
-		return h.pending
+	if p := h.pendingParent(); p != uuid.Nil {
+		return p
 	}
 	return h.head()
+}
+
+// pendingParent is the parent the next Append takes instead of HEAD, or
+// uuid.Nil: a Branch selection, or the tip of a lane switched to or
+// moved and not appended to yet. A read-only store's session takes it
+// from the lanes file as it is now (a writer's Branch selection is in
+// its memory, not on disk); a damaged file names none. h.mu is held and
+// the index loaded.
+func (h *openSession) pendingParent() uuid.UUID {
+	if h.pending != uuid.Nil || !h.opts.ReadOnly {
+		return h.pending
+	}
+	ls, err := h.currentLanes()
+	if err != nil {
+		return uuid.Nil
+	}
+	if t := ls.lanes[ls.active].tip; t != h.head() {
+		return t
+	}
+	return uuid.Nil
 }
 
 // NextParent returns the event the next Append will be a child of: the
 // pending Branch selection, or the tip of a lane switched to or moved and
 // not appended to yet, if there is one, else HEAD (uuid.Nil for an
-// empty session), and whether the next event will start a branch.
+// empty session), and whether the next event will start a branch (its
+// parent already has a child). It is the last event of the path Load
+// returns. On a read-only Store it reads a lane switch from the lanes
+// file; another process's Branch selection, held in its memory, is not
+// seen.
 //
 // Errors: ErrNotFound, ErrLocked, ErrClosed.
 func (s *Store) NextParent(ctx context.Context, session uuid.UUID) (parent uuid.UUID, branching bool, err error) {
 	err = s.withHandle(ctx, session, func(h *openSession) error {
-		if h.pending != uuid.Nil {
-			parent, branching = h.pending, true
+		if p := h.pendingParent(); p != uuid.Nil {
+			parent, branching = p, h.hasChild(p)
 		} else {
 			parent = h.tip()
 		}

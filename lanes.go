@@ -252,6 +252,14 @@ func (h *openSession) openLanes() error {
 	return nil
 }
 
+// hasLanesFile reports whether the session's lanes file exists: a read-only
+// store's session then loads its index, whose path may end at a lane's
+// tip (pendingParent).
+func (h *openSession) hasLanesFile() bool {
+	_, err := h.opts.fs.Stat(filepath.Join(h.dir, lanesFile))
+	return err == nil
+}
+
 // checkLanes reports a lane of ls that names an event the session does
 // not hold (its own, or, for a fork, one of its prefix).
 func (h *openSession) checkLanes(ls *laneSet) error {

@@ -442,7 +442,7 @@ func (s *Store) loadPath(ctx context.Context, session, leaf uuid.UUID, fromHead,
 	if err != nil {
 		return nil, err
 	}
-	if head, ok := h.lazyHead(); ok && fromHead && h.pending == uuid.Nil {
+	if head, ok := h.lazyHead(); ok && fromHead && h.pending == uuid.Nil && !(h.opts.ReadOnly && h.hasLanesFile()) {
 		// Without the index: follow the lines' parent locations, unless
 		// the path needs the index after all.
 		s.reg.release(h)
