@@ -18,11 +18,15 @@
 //	    a page of sessions, newest first, each with its number of events
 //	    and the bytes of their records (from Tree; no record is read)
 //	GET /api/sessions/{session}
-//	    its metadata, HEAD, lanes and the tree's nodes, in append order
+//	    its metadata, HEAD, the end of the active path ("next": the event
+//	    the next append extends, which Load ends at: HEAD, or the tip of
+//	    a lane switched to and not appended to yet), lanes and the tree's
+//	    nodes, in append order
 //	GET /api/sessions/{session}/path?leaf=e&context=1
-//	    the path from the root to leaf (HEAD when absent), every event of
-//	    it (FullPath), or with context=1 the model's context (LoadPath);
-//	    records over Options.InlineLimit, and blobs, left out
+//	    the path from the root to leaf (the active path's end when
+//	    absent), every event of it (FullPath), or with context=1 the
+//	    model's context (LoadPath); records over Options.InlineLimit, and
+//	    blobs, left out
 //	GET /api/sessions/{session}/events/{event}
 //	    one event with its record (a blob read and checked)
 //	GET /api/sessions/{session}/live?known=n&last=e
@@ -390,7 +394,11 @@ type laneJSON struct {
 
 // treeJSON is the tree part of a session's answer, and of each live update.
 type treeJSON struct {
-	Head  *uuid.UUID `json:"head"` // null for a session without events
+	Head *uuid.UUID `json:"head"` // null for a session without events
+	// Next is the end of the active path (Store.NextParent): where the
+	// next append goes and Load ends; HEAD unless a lane switch is
+	// pending. Null for a session without events.
+	Next  *uuid.UUID `json:"next"`
 	Lanes []laneJSON `json:"lanes"`
 	// From is the index of Nodes[0] in the session's tree: 0 in the
 	// session's answer, the client's count in a live update.
@@ -430,6 +438,13 @@ func (h *Handler) readTree(ctx context.Context, id uuid.UUID, from int, last uui
 	}
 	if head != uuid.Nil {
 		out.Head = &head
+	}
+	next, _, err := h.st.NextParent(ctx, id)
+	if err != nil && treeErr == nil {
+		return treeJSON{}, err
+	}
+	if next != uuid.Nil {
+		out.Next = &next
 	}
 	if lanes, err := h.st.Lanes(ctx, id); err == nil {
 		for _, l := range lanes {
@@ -544,12 +559,12 @@ func (h *Handler) path(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx := r.Context()
 	if leaf == uuid.Nil {
-		head, err := h.st.Head(ctx, id)
+		next, _, err := h.st.NextParent(ctx, id) // the active path's end, as Load's
 		if err != nil {
 			storeError(w, err, "session "+id.String())
 			return
 		}
-		leaf = head
+		leaf = next
 	}
 	out := pathJSON{Leaf: leaf, Context: contextOnly, Events: []eventJSON{}}
 	if leaf == uuid.Nil { // a session without events
@@ -692,13 +707,17 @@ func (h *Handler) live(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// stateKey sums up the HEAD and lanes of tree, to tell whether they changed.
+// stateKey sums up the HEAD, the active path's end and the lanes of tree,
+// to tell whether they changed.
 func stateKey(t treeJSON) string {
-	head := uuid.Nil
+	head, next := uuid.Nil, uuid.Nil
 	if t.Head != nil {
 		head = *t.Head
 	}
-	return head.String() + lanesKey(t.Lanes)
+	if t.Next != nil {
+		next = *t.Next
+	}
+	return head.String() + next.String() + lanesKey(t.Lanes)
 }
 
 // lanesKey sums up lanes, to tell whether they changed.

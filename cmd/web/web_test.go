@@ -143,6 +143,7 @@ type treeAnswer struct {
 		Events int       `json:"events"`
 	} `json:"session"`
 	Head  *uuid.UUID `json:"head"`
+	Next  *uuid.UUID `json:"next"`
 	Lanes []struct {
 		Name   string     `json:"name"`
 		Tip    *uuid.UUID `json:"tip"`
@@ -261,6 +262,8 @@ func TestSession(t *testing.T) {
 	}
 	require.NotNil(t, tr.Head)
 	assert.Equal(t, f.head.ID, *tr.Head)
+	require.NotNil(t, tr.Next)
+	assert.Equal(t, f.head.ID, *tr.Next, "no switch pending: the active path ends at HEAD")
 	require.Len(t, tr.Lanes, 2)
 	assert.Equal(t, "approach-a", tr.Lanes[0].Name)
 	assert.Equal(t, f.firstLeaf.ID, *tr.Lanes[0].Tip)
@@ -274,6 +277,33 @@ func TestSession(t *testing.T) {
 	assert.Nil(t, empty.Head)
 	assert.Empty(t, empty.Nodes)
 	assert.NotNil(t, empty.Nodes, "an empty list, not null")
+}
+
+// TestActivePathAfterSwitch: after a lane switch in the writer, the view
+// (a read-only Store) shows the lane's path as the active one, as Load
+// gives it, with HEAD where it was until the next append.
+func TestActivePathAfterSwitch(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	require.NoError(t, f.w.SwitchLane(ctx, f.session.ID, "approach-a"))
+	loaded, err := f.w.Load(ctx, f.session.ID)
+	require.NoError(t, err)
+	require.Equal(t, f.firstLeaf.ID, loaded[len(loaded)-1].ID, "precondition: Load follows the switch")
+
+	var tr treeAnswer
+	require.Equal(t, http.StatusOK, f.get(t, "/api/sessions/"+f.session.ID.String(), &tr))
+	require.NotNil(t, tr.Head)
+	require.NotNil(t, tr.Next)
+	assert.Equal(t, f.head.ID, *tr.Head, "HEAD moves with the next append")
+	assert.Equal(t, f.firstLeaf.ID, *tr.Next, "the active path ends at the lane's tip")
+	var p pathAnswer
+	require.Equal(t, http.StatusOK, f.get(t, "/api/sessions/"+f.session.ID.String()+"/path?context=1", &p))
+	assert.Equal(t, f.firstLeaf.ID, p.Leaf)
+	got := make([]uuid.UUID, len(p.Events))
+	for i, e := range p.Events {
+		got[i] = e.ID
+	}
+	assert.Equal(t, ids(loaded), got, "the path shown is Load's")
 }
 
 func TestPath(t *testing.T) {

@@ -177,7 +177,7 @@
       return;
     }
     stopLive();
-    view = { id: id, selected: leaf, nodes: [], byId: new Map(), head: null, lanes: [], es: null, seen: new Set() };
+    view = { id: id, selected: leaf, nodes: [], byId: new Map(), head: null, next: null, lanes: [], es: null, seen: new Set() };
     $("#graph").replaceChildren();
     $("#transcript").replaceChildren();
     let d;
@@ -214,6 +214,7 @@
       view.nodes.push(n);
     }
     view.head = t.head;
+    view.next = t.next || t.head;
     view.lanes = t.lanes || [];
   }
 
@@ -237,7 +238,7 @@
         showSession(id, sel);
         return;
       }
-      if (t.from === v.nodes.length && t.nodes.length === 0 && t.head === v.head &&
+      if (t.from === v.nodes.length && t.nodes.length === 0 && t.head === v.head && (t.next || t.head) === v.next &&
           JSON.stringify(t.lanes || []) === JSON.stringify(v.lanes)) {
         return; // nothing the page lacks (the stream's first look): no redraw
       }
@@ -311,7 +312,7 @@
     const { col, cols } = layout(nodes);
     const row = new Map();
     nodes.forEach((n, i) => row.set(n.id, i));
-    const on = pathTo(v.selected || v.head);
+    const on = pathTo(v.selected || v.next);
     const tips = new Map();
     for (const l of v.lanes) {
       if (!l.tip) continue;
@@ -359,6 +360,7 @@
       shape.addEventListener("click", () => select(n.id));
       marks.append(shape);
       if (n.id === v.head) marks.append(svg("circle", { class: "head-ring", cx: x, cy: y, r: 9.5 }));
+      if (n.id === v.next && v.next !== v.head) marks.append(svg("circle", { class: "next-ring", cx: x, cy: y, r: 9.5 }));
 
       let lx = labelX;
       const tag = (text, kind) => {
@@ -368,6 +370,7 @@
         lx += w + 4;
       };
       if (n.id === v.head) tag("HEAD", "head");
+      if (n.id === v.next && v.next !== v.head) tag("NEXT", "next");
       for (const l of tips.get(n.id) || []) tag("⎇ " + l.name, "lane" + (l.active ? " active" : ""));
       const label = svg("text", { class: "label" + (on.has(n.id) ? "" : " off-path"), x: lx, y: y + 4, "data-id": n.id }, cut(nodeLabel(n), 90));
       label.addEventListener("click", () => select(n.id));
@@ -381,7 +384,7 @@
   }
 
   function select(id) {
-    location.hash = id === view.head ? "#/s/" + view.id : "#/s/" + view.id + "/e/" + id;
+    location.hash = id === view.next ? "#/s/" + view.id : "#/s/" + view.id + "/e/" + id;
   }
 
   // ---- the path as a transcript ---------------------------------------------
