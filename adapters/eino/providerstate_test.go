@@ -1,6 +1,7 @@
 package eino
 
 import (
+	"context"
 	"encoding/base64"
 	"testing"
 
@@ -110,4 +111,32 @@ func TestMessagesDerivedIDsAcrossTurns(t *testing.T) {
 	more, err := Messages(append(evs, ids(sessionstore.UserText("fourth"))...))
 	require.NoError(t, err)
 	assert.Equal(t, msgs, more[:len(msgs)], "a longer session does not change the ids of its earlier turns")
+}
+
+// A turn kept after a compaction still puts its Extra back.
+func TestExtraAfterCompaction(t *testing.T) {
+	ctx := context.Background()
+	st, err := sessionstore.Open(t.TempDir(), nil)
+	require.NoError(t, err)
+	defer st.Close()
+	m, err := st.Create(ctx, sessionstore.Meta{})
+	require.NoError(t, err)
+	r, err := Reply(&schema.Message{Role: schema.Assistant, Extra: map[string]any{"_eino_claude_thinking_signature": "sig-1"},
+		ToolCalls: []schema.ToolCall{{ID: "c1", Type: "function", Function: schema.FunctionCall{Name: "read", Arguments: `{}`}, Extra: map[string]any{"sig": "s"}}}})
+	require.NoError(t, err)
+	_, err = st.AppendBatch(ctx, m.ID, sessionstore.UserText("Earlier."), sessionstore.AssistantText("Earlier answer."), sessionstore.UserText("read"))
+	require.NoError(t, err)
+	kept, err := st.AppendBatch(ctx, m.ID, r.Events()...)
+	require.NoError(t, err)
+	res, err := st.Append(ctx, m.ID, result("c1", "A", false))
+	require.NoError(t, err)
+	_, err = st.Compact(ctx, m.ID, sessionstore.Compaction{Summary: sessionstore.Summary{Text: "s"}, FirstKept: kept[0].ID, Head: res.ID})
+	require.NoError(t, err)
+	evs, err := st.Load(ctx, m.ID)
+	require.NoError(t, err)
+	msgs, err := Messages(evs)
+	require.NoError(t, err)
+	require.Len(t, msgs, 3, "summary, the kept turn, its result")
+	assert.Equal(t, map[string]any{"_eino_claude_thinking_signature": "sig-1"}, msgs[1].Extra)
+	assert.Equal(t, map[string]any{"sig": "s"}, msgs[1].ToolCalls[0].Extra)
 }
