@@ -11,18 +11,21 @@
 // records resolved) and returns one Message per model-visible turn:
 //
 //   - A user message is a RoleUser Message; an assistant message a
-//     RoleAssistant Message with its text, reasoning and the tool calls it
-//     announced (sessionstore.Message.ToolCalls).
+//     RoleAssistant Message with its text, reasoning, provider state and
+//     the tool calls it announced (sessionstore.Message.ToolCalls, each
+//     with its own provider state).
 //   - An assistant message that directly follows another (no result or
 //     other message between) joins it: one turn stored as several events.
+//     Texts and reasonings are joined by a blank line, the provider states
+//     follow one another in the order of the events.
 //   - A KindToolCall event joins the assistant Message before it when that
 //     message already announced the call (the usual case: a harness
 //     records the reply with its calls, then one event per call, before or
-//     after the results of other calls; the announced arguments are kept)
-//     and the call has no result yet, or when the message is still open
-//     (no result or other message came after it); otherwise (a call whose
-//     id an answered call of the turn used, say) it starts an assistant
-//     Message of its own.
+//     after the results of other calls; the announced arguments are kept,
+//     and the provider states are merged, see below) and the call has no
+//     result yet, or when the message is still open (no result or other
+//     message came after it); otherwise (a call whose id an answered call
+//     of the turn used, say) it starts an assistant Message of its own.
 //   - A KindToolResult event becomes a RoleTool Message right after the
 //     calls it answers. Model APIs refuse a result without its call and a
 //     call without its result, so Build keeps them paired: a result whose
@@ -41,6 +44,24 @@
 //     summary of a path the user left.
 //   - Custom events are left out unless Options.Custom maps them.
 //
+// # Provider state
+//
+// What a provider returned to be sent back verbatim (see
+// [sessionstore.ProviderState]) travels with the message it came with:
+// Message.ProviderState holds the message-level state of an assistant
+// Message (of all its events, in order), and each of its ToolCalls holds
+// its own. When a KindToolCall event joins a call the message announced,
+// the call keeps the announced state and gains, after it, each entry of
+// the event's state that the announced call does not already hold (equal
+// Provider, Type and Data): [Reply.Events] writes the same state on both,
+// which is then kept once, and a writer that put it on one of the two
+// loses nothing. The state is never part of Text or Reasoning, nor of a
+// summary's text. Build passes every provider's state on; an adapter
+// sends only its own provider's.
+//
+// A compaction keeps the events after its first kept one as they were
+// written, so a turn Load keeps after a compaction comes with its state.
+//
 // Build reads no store: it needs the records, so the events must be
 // resolved (Load resolves them; an event from Store.Event whose record is
 // a blob needs Store.Resolve first, else ErrUnresolved).
@@ -48,15 +69,27 @@
 // # From a reply to events
 //
 // Reply.Events returns the events a model's reply becomes: an assistant
-// message (text, reasoning, model, usage and the calls it announced), then
-// one KindToolCall event per call, in order: append them with one
-// AppendBatch, run the tools, and append each result with
-// sessionstore.ToolResultEvent.
+// message (text, reasoning, model, usage, provider state and the calls it
+// announced, each with its state), then one KindToolCall event per call
+// (with its state), in order: append them with one AppendBatch, run the
+// tools, and append each result with sessionstore.ToolResultEvent.
+//
+// # Call ids in a request
+//
+// A call id may repeat across the turns of a session: providers that give
+// short ids (or none, and an adapter derives one from the call) use them
+// again. Build pairs each result with the turn it follows, but some APIs
+// refuse a request that holds one call id twice: [UniqueCallIDs] gives
+// the messages of a request ids unique in it, the same for the same
+// events in every request.
 package convo
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/google/uuid"
@@ -87,8 +120,12 @@ type Message struct {
 	Reasoning string
 	// Model is the model that wrote an assistant message.
 	Model string
-	// ToolCalls are the calls of an assistant message, in order.
+	// ToolCalls are the calls of an assistant message, in order, each with
+	// its provider state.
 	ToolCalls []sessionstore.ToolCall
+	// ProviderState is the message-level provider state of an assistant
+	// message: that of each of its events, in order (see the package doc).
+	ProviderState []sessionstore.ProviderState
 	// Result is a RoleTool message's result.
 	Result *sessionstore.ToolResult
 	// Summary is set on a RoleUser message that stands for a compaction or
@@ -176,6 +213,7 @@ func (b *builder) add(ev sessionstore.Event) error {
 		msg := Message{Role: ev.Role, Text: m.Content, Events: []uuid.UUID{ev.ID}}
 		if ev.Role == sessionstore.RoleAssistant {
 			msg.Reasoning, msg.Model = m.Reasoning, m.Model
+			msg.ProviderState = m.ProviderState
 			msg.ToolCalls = append([]sessionstore.ToolCall(nil), m.ToolCalls...)
 			b.ctx.Messages = append(b.ctx.Messages, msg)
 			b.openTurn(len(b.ctx.Messages)-1, m.ToolCalls)
@@ -198,6 +236,7 @@ func (b *builder) add(ev sessionstore.Event) error {
 			// new call that uses its id again (short ids repeat).
 			if b.open[c.CallID] || (!b.answering && announced(m.ToolCalls, c.CallID)) {
 				m.Events = append(m.Events, ev.ID)
+				b.mergeState(m, c)
 				return nil
 			}
 			if !b.answering {
@@ -275,13 +314,52 @@ func (b *builder) join(id uuid.UUID, m sessionstore.Message) {
 	if m.Model != "" {
 		msg.Model = m.Model
 	}
+	if len(m.ProviderState) > 0 {
+		msg.ProviderState = append(slices.Clip(msg.ProviderState), m.ProviderState...)
+	}
 	for _, c := range m.ToolCalls {
 		if !announced(msg.ToolCalls, c.CallID) {
 			msg.ToolCalls = append(msg.ToolCalls, c)
 			b.open[c.CallID] = true
 			b.order = append(b.order, c)
+		} else {
+			b.mergeState(msg, c)
 		}
 	}
+}
+
+// mergeState adds the provider state of c, a record of a call msg already
+// holds, to that call (in msg and among the open calls): each entry the
+// call does not hold yet, after its own (see the package doc).
+func (b *builder) mergeState(msg *Message, c sessionstore.ToolCall) {
+	if len(c.ProviderState) == 0 {
+		return
+	}
+	for i := range msg.ToolCalls {
+		if msg.ToolCalls[i].CallID == c.CallID {
+			msg.ToolCalls[i].ProviderState = mergeStates(msg.ToolCalls[i].ProviderState, c.ProviderState)
+			break // a second call of one id in a turn gets no result of its own
+		}
+	}
+	for i := range b.order {
+		if b.order[i].CallID == c.CallID {
+			b.order[i].ProviderState = mergeStates(b.order[i].ProviderState, c.ProviderState)
+		}
+	}
+}
+
+// mergeStates returns have followed by each entry of add that have does
+// not hold, in add's order. It never writes into have's array.
+func mergeStates(have, add []sessionstore.ProviderState) []sessionstore.ProviderState {
+	out := slices.Clip(have)
+	for _, s := range add {
+		if !slices.ContainsFunc(out, func(h sessionstore.ProviderState) bool {
+			return h.Provider == s.Provider && h.Type == s.Type && bytes.Equal(h.Data, s.Data)
+		}) {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 func joinText(a, b string) string {
@@ -382,19 +460,96 @@ type Reply struct {
 	Reasoning string
 	Model     string
 	Usage     *sessionstore.Usage
+	// ToolCalls are the reply's calls, each with the provider state that
+	// belongs to it.
 	ToolCalls []sessionstore.ToolCall
+	// ProviderState is the reply's message-level provider state, in the
+	// order the reply gave it (see [sessionstore.ProviderState]).
+	ProviderState []sessionstore.ProviderState
 }
 
 // Events returns the events of the reply, to append with one AppendBatch:
-// the assistant message (announcing the calls), then one KindToolCall
-// event per call, in order.
+// the assistant message (its provider state, and the calls it announces,
+// each with its state), then one KindToolCall event per call (with its
+// state), in order.
 func (r Reply) Events() []sessionstore.Event {
 	out := make([]sessionstore.Event, 0, 1+len(r.ToolCalls))
 	out = append(out, sessionstore.AssistantMessage(sessionstore.Message{
 		Content: r.Text, Reasoning: r.Reasoning, Model: r.Model, Usage: r.Usage, ToolCalls: r.ToolCalls,
+		ProviderState: r.ProviderState,
 	}))
 	for _, c := range r.ToolCalls {
 		out = append(out, sessionstore.ToolCallEvent(c))
+	}
+	return out
+}
+
+// UniqueCallIDs returns messages (those of a Context) with every call id
+// unique among them, for an API that refuses a request holding one call
+// id twice. A call keeps its id unless a call of an earlier message used
+// it; such a call is sent with the id followed by "_2" (or "_3", ..., the
+// first that no call of messages uses), and the results that follow its
+// message name it the same way. The ids a message gets depend only on the
+// messages before it, so the same events give the same ids in every
+// request, and appending events never changes the ids of earlier turns.
+// Two calls of one id in one message (which no result could tell apart)
+// keep it. The session keeps the ids as stored: the results a harness
+// appends name the stored ids (Context.Pending).
+//
+// Messages whose ids are all unique come back as they are; otherwise the
+// result is a new slice, and messages is not modified.
+func UniqueCallIDs(messages []Message) []Message {
+	used := map[string]bool{}
+	seen := map[string]bool{} // ids of earlier messages
+	clash := false
+	for _, m := range messages {
+		for _, c := range m.ToolCalls {
+			used[c.CallID] = true
+			if seen[c.CallID] {
+				clash = true
+			}
+		}
+		for _, c := range m.ToolCalls {
+			seen[c.CallID] = true
+		}
+	}
+	if !clash {
+		return messages
+	}
+	out := slices.Clone(messages)
+	clear(seen)
+	var turn map[string]string // stored id -> sent id, of the last message with calls
+	for i, m := range out {
+		switch {
+		case len(m.ToolCalls) > 0:
+			turn = make(map[string]string, len(m.ToolCalls))
+			calls := slices.Clone(m.ToolCalls)
+			for j, c := range calls {
+				if w, ok := turn[c.CallID]; ok {
+					calls[j].CallID = w
+					continue
+				}
+				w := c.CallID
+				if seen[w] {
+					for n := 2; used[w]; n++ {
+						w = c.CallID + "_" + strconv.Itoa(n)
+					}
+					used[w] = true
+				}
+				turn[c.CallID] = w
+				calls[j].CallID = w
+			}
+			for _, c := range m.ToolCalls {
+				seen[c.CallID] = true
+			}
+			out[i].ToolCalls = calls
+		case m.Result != nil:
+			if w, ok := turn[m.Result.CallID]; ok && w != m.Result.CallID {
+				r := *m.Result
+				r.CallID = w
+				out[i].Result = &r
+			}
+		}
 	}
 	return out
 }

@@ -176,15 +176,18 @@ func TestBuildBadRecord(t *testing.T) {
 }
 
 func TestReplyEvents(t *testing.T) {
-	r := Reply{Text: "t", Reasoning: "r", Model: "m", Usage: &sessionstore.Usage{InputTokens: 3}, ToolCalls: []sessionstore.ToolCall{call("a", "read")}}
+	signedCall := call("a", "read")
+	signedCall.ProviderState = []sessionstore.ProviderState{{Provider: "gemini", Type: "thought_signature", Data: []byte{1, 2}}}
+	think := []sessionstore.ProviderState{{Provider: "anthropic", Type: "thinking", Data: []byte(`{"type":"thinking"}`)}}
+	r := Reply{Text: "t", Reasoning: "r", Model: "m", Usage: &sessionstore.Usage{InputTokens: 3}, ToolCalls: []sessionstore.ToolCall{signedCall}, ProviderState: think}
 	evs := r.Events()
 	require.Len(t, evs, 2)
 	msg, err := evs[0].Message()
 	require.NoError(t, err)
-	assert.Equal(t, sessionstore.Message{Content: "t", Reasoning: "r", Model: "m", Usage: &sessionstore.Usage{InputTokens: 3}, ToolCalls: r.ToolCalls}, msg)
+	assert.Equal(t, sessionstore.Message{Content: "t", Reasoning: "r", Model: "m", Usage: &sessionstore.Usage{InputTokens: 3}, ToolCalls: r.ToolCalls, ProviderState: think}, msg)
 	c, err := evs[1].ToolCall()
 	require.NoError(t, err)
-	assert.Equal(t, "a", c.CallID)
+	assert.Equal(t, signedCall, c, "the call event carries the call's state")
 
 	// The events round-trip: built back, they are the reply's turn.
 	got, err := Build(ids(evs...), nil)
@@ -192,6 +195,7 @@ func TestReplyEvents(t *testing.T) {
 	require.Len(t, got.Messages, 1)
 	assert.Equal(t, "t", got.Messages[0].Text)
 	assert.Equal(t, "r", got.Messages[0].Reasoning)
+	assert.Equal(t, think, got.Messages[0].ProviderState)
 	assert.Equal(t, r.ToolCalls, got.Messages[0].ToolCalls)
 	assert.Len(t, got.Messages[0].Events, 2)
 	assert.Equal(t, r.ToolCalls, got.Pending)

@@ -28,14 +28,23 @@
 //
 // The API takes back a thinking block only with the signature it was
 // given with, and, when thinking is enabled, wants the last assistant
-// turn that used tools to start with its thinking. The session's message
-// record keeps the reasoning as text, with no signature, so [Events]
-// stores a reply's thinking blocks (thinking with its signature, and
-// redacted thinking) in the assistant message's record as well, under the
-// member named by [ThinkingField], and [Messages] sends them back, signed,
-// at the start of that assistant message. Reasoning without such blocks
-// (written by [convo.Reply.Events], another adapter or an importer) is not
-// sent: an unsigned thinking block would be refused.
+// turn that used tools to start with its thinking. [Reply] keeps a
+// reply's thinking and redacted thinking blocks, in block order, as the
+// message's provider state (sessionstore.Message.ProviderState):
+//
+//	Provider "anthropic" (ProviderName)
+//	Type     "thinking" or "redacted_thinking" (the block's type)
+//	Data     the content block's JSON as the API returned it:
+//	         {"type":"thinking","thinking":"...","signature":"..."}
+//	         {"type":"redacted_thinking","data":"..."}
+//
+// and [Messages] sends them back, signed, at the start of that assistant
+// message (all of a turn's blocks, in order, before its text and
+// tool_use blocks). State of another provider is not sent, nor is
+// reasoning without such blocks (written by another adapter or an
+// importer): an unsigned thinking block would be refused. Records written
+// before ProviderState existed keep their blocks under the record member
+// [ThinkingField]; Messages reads and sends those too.
 //
 // # Arguments
 //
@@ -81,12 +90,19 @@ import (
 // ErrNoReply is returned for a nil response.
 var ErrNoReply = errors.New("anthropicadapter: response holds no reply")
 
+// ProviderName is the Provider of the state this package writes and
+// sends back (see the package doc).
+const ProviderName = "anthropic"
+
 // ThinkingField is the member of an assistant message's record in which
-// [Events] keeps the reply's signed thinking blocks, as the API sent them.
+// earlier versions of [Events] kept the reply's signed thinking blocks.
+// Events now keeps them as the message's ProviderState; [Messages] still
+// reads this member of the records that have it.
 const ThinkingField = "anthropic_thinking"
 
 // ThinkingBlock is a thinking or redacted_thinking block of a reply, as
-// kept under ThinkingField.
+// kept under ThinkingField, and as the Data of its provider state holds
+// it.
 type ThinkingBlock struct {
 	// Type is "thinking" or "redacted_thinking".
 	Type string `json:"type"`
@@ -100,22 +116,17 @@ type ThinkingBlock struct {
 
 var thinkingKey = []byte(`"` + ThinkingField + `"`)
 
-// record is an assistant message's record with its thinking blocks.
-type record struct {
-	sessionstore.Message
-	Thinking []ThinkingBlock `json:"anthropic_thinking,omitempty"`
-}
-
 // Messages returns the messages of events, a context as
 // sessionstore.Store.Load returns it (records resolved), for a
 // MessageNewParams.Messages, with the caller's system prompt in
-// MessageNewParams.System. Signed thinking blocks that [Events] stored are
-// sent back.
+// MessageNewParams.System. Signed thinking blocks that [Events] stored
+// (as provider state, or under ThinkingField) are sent back.
 //
 // Errors: those of convo.Build (convo.ErrUnresolved for a blob record not
-// read yet, a decode error for a record that is not its kind's shape), and
-// a decode error naming the event for a ThinkingField that is not a list
-// of blocks.
+// read yet, a decode error for a record that is not its kind's shape), a
+// decode error naming the event for a ThinkingField that is not a list
+// of blocks, and one naming the message's first event for thinking state
+// whose Data is not a block.
 func Messages(events []sessionstore.Event) ([]anthropic.MessageParam, error) {
 	c, err := convo.Build(events, nil)
 	if err != nil {
@@ -127,7 +138,7 @@ func Messages(events []sessionstore.Event) ([]anthropic.MessageParam, error) {
 			byID[ev.ID] = i
 		}
 	}
-	thinking := func(m convo.Message) ([]ThinkingBlock, error) {
+	legacy := func(m convo.Message) ([]ThinkingBlock, error) {
 		var out []ThinkingBlock
 		for _, id := range m.Events {
 			i, ok := byID[id]
@@ -145,19 +156,48 @@ func Messages(events []sessionstore.Event) ([]anthropic.MessageParam, error) {
 		}
 		return out, nil
 	}
-	return build(c, thinking)
+	return build(c, legacy)
 }
 
 // MessagesOf returns the messages of a context built with convo.Build (for
-// callers that set convo.Options or read Context.Pending). It has no
-// records to read thinking blocks from, so it sends none: use Messages
-// when thinking is enabled.
+// callers that set convo.Options or read Context.Pending), the thinking
+// blocks of the messages' provider state included. It has no records to
+// read ThinkingField from, and leaves out thinking state whose Data is
+// not a block: use Messages for sessions written before ProviderState.
 func MessagesOf(c convo.Context) []anthropic.MessageParam {
-	out, _ := build(c, nil) // no thinking func, no error
+	out, _ := build(c, nil) // no legacy func; state that does not decode is skipped
 	return out
 }
 
-func build(c convo.Context, thinking func(convo.Message) ([]ThinkingBlock, error)) ([]anthropic.MessageParam, error) {
+// thinkingOf returns the thinking blocks of m's provider state, in order.
+// A block whose Data does not decode is an error when strict, else left
+// out.
+func thinkingOf(m convo.Message, strict bool) ([]ThinkingBlock, error) {
+	var out []ThinkingBlock
+	for _, st := range m.ProviderState {
+		if st.Provider != ProviderName || (st.Type != "thinking" && st.Type != "redacted_thinking") {
+			continue
+		}
+		var b ThinkingBlock
+		if err := json.Unmarshal(st.Data, &b); err != nil || b.Type != st.Type {
+			if !strict {
+				continue
+			}
+			if err == nil {
+				err = fmt.Errorf("block of type %q", b.Type)
+			}
+			var first uuid.UUID
+			if len(m.Events) > 0 {
+				first = m.Events[0]
+			}
+			return nil, fmt.Errorf("anthropicadapter: %s state of the message of event %s: %w", st.Type, first, err)
+		}
+		out = append(out, b)
+	}
+	return out, nil
+}
+
+func build(c convo.Context, legacy func(convo.Message) ([]ThinkingBlock, error)) ([]anthropic.MessageParam, error) {
 	var out []anthropic.MessageParam
 	add := func(assistant bool, blocks []anthropic.ContentBlockParamUnion) {
 		if len(blocks) == 0 {
@@ -185,12 +225,20 @@ func build(c convo.Context, thinking func(convo.Message) ([]ThinkingBlock, error
 			if len(m.ToolCalls) > 0 {
 				ids.turn = make(map[string]string, len(m.ToolCalls))
 			}
-			if thinking != nil && (hasText(m.Text) || len(m.ToolCalls) > 0) {
-				tb, err := thinking(m)
+			if hasText(m.Text) || len(m.ToolCalls) > 0 {
+				var tb []ThinkingBlock
+				if legacy != nil {
+					old, err := legacy(m)
+					if err != nil {
+						return nil, err
+					}
+					tb = old
+				}
+				st, err := thinkingOf(m, legacy != nil)
 				if err != nil {
 					return nil, err
 				}
-				for _, b := range tb {
+				for _, b := range append(tb, st...) {
 					switch b.Type {
 					case "thinking":
 						blocks = append(blocks, anthropic.NewThinkingBlock(b.Signature, b.Thinking))
@@ -289,21 +337,16 @@ func Input(args json.RawMessage) json.RawMessage {
 
 // Reply returns the reply of a message: its text blocks (joined by a blank
 // line), its tool_use blocks as calls (input as arguments), its thinking
-// text as Reasoning, the model and the usage.
+// text as Reasoning, its thinking and redacted thinking blocks as
+// ProviderState (see the package doc), the model and the usage.
 //
 // Errors: ErrNoReply for a nil message.
 func Reply(msg *anthropic.Message) (convo.Reply, error) {
-	r, _, err := reply(msg)
-	return r, err
-}
-
-func reply(msg *anthropic.Message) (convo.Reply, []ThinkingBlock, error) {
 	if msg == nil {
-		return convo.Reply{}, nil, fmt.Errorf("%w: nil message", ErrNoReply)
+		return convo.Reply{}, fmt.Errorf("%w: nil message", ErrNoReply)
 	}
 	out := convo.Reply{Model: string(msg.Model)}
 	var text, reasoning []string
-	var thinking []ThinkingBlock
 	for _, b := range msg.Content {
 		switch b.Type {
 		case "text":
@@ -314,9 +357,9 @@ func reply(msg *anthropic.Message) (convo.Reply, []ThinkingBlock, error) {
 			if b.Thinking != "" {
 				reasoning = append(reasoning, b.Thinking)
 			}
-			thinking = append(thinking, ThinkingBlock{Type: b.Type, Thinking: b.Thinking, Signature: b.Signature})
+			out.ProviderState = append(out.ProviderState, blockState(b, ThinkingBlock{Type: b.Type, Thinking: b.Thinking, Signature: b.Signature}))
 		case "redacted_thinking":
-			thinking = append(thinking, ThinkingBlock{Type: b.Type, Data: b.Data})
+			out.ProviderState = append(out.ProviderState, blockState(b, ThinkingBlock{Type: b.Type, Data: b.Data}))
 		case "tool_use":
 			var args json.RawMessage
 			if len(b.Input) > 0 && json.Valid(b.Input) {
@@ -334,25 +377,30 @@ func reply(msg *anthropic.Message) (convo.Reply, []ThinkingBlock, error) {
 			CacheReadTokens: u.CacheReadInputTokens, CacheWriteTokens: u.CacheCreationInputTokens,
 		}
 	}
-	return out, thinking, nil
+	return out, nil
+}
+
+// blockState returns the provider state of a thinking or redacted
+// thinking block: its JSON as the API returned it, or, for a block not
+// read from JSON, b's.
+func blockState(u anthropic.ContentBlockUnion, b ThinkingBlock) sessionstore.ProviderState {
+	data := []byte(u.RawJSON())
+	if len(data) == 0 {
+		data, _ = json.Marshal(b) // strings only: always marshals
+	}
+	return sessionstore.ProviderState{Provider: ProviderName, Type: b.Type, Data: data}
 }
 
 // Events returns the events of a message's reply, to append with one
-// AppendBatch: the assistant message (with its signed thinking blocks
-// under ThinkingField), then one tool_call event per call.
+// AppendBatch: the assistant message (its signed thinking blocks as its
+// provider state), then one tool_call event per call. It is
+// Reply(msg).Events().
 //
 // Errors: as Reply.
 func Events(msg *anthropic.Message) ([]sessionstore.Event, error) {
-	r, thinking, err := reply(msg)
+	r, err := Reply(msg)
 	if err != nil {
 		return nil, err
 	}
-	evs := r.Events()
-	if len(thinking) > 0 {
-		evs[0] = sessionstore.NewEvent(sessionstore.KindMessage, sessionstore.RoleAssistant, record{
-			Message:  sessionstore.Message{Content: r.Text, Reasoning: r.Reasoning, Model: r.Model, Usage: r.Usage, ToolCalls: r.ToolCalls},
-			Thinking: thinking,
-		})
-	}
-	return evs, nil
+	return r.Events(), nil
 }

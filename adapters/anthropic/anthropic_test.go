@@ -141,6 +141,10 @@ func TestReply(t *testing.T) {
 				{CallID: "toolu_1", Name: "read_file", Arguments: json.RawMessage(`{"path": "a.go"}`)},
 				{CallID: "toolu_2", Name: "read_file", Arguments: json.RawMessage(`{"path": "b.go", "lines": [1, 2]}`)},
 			},
+			ProviderState: []sessionstore.ProviderState{
+				{Provider: "anthropic", Type: "thinking", Data: []byte(`{"type": "thinking", "thinking": "Both files are needed.", "signature": "sig-abc"}`)},
+				{Provider: "anthropic", Type: "redacted_thinking", Data: []byte(`{"type": "redacted_thinking", "data": "ENCRYPTED"}`)},
+			},
 		}},
 		{name: "two text blocks, no usage", resp: `{"id":"m","type":"message","role":"assistant","model":"c","content":[{"type":"text","text":"a"},{"type":"text","text":""},{"type":"text","text":"b"}]}`,
 			want: convo.Reply{Text: "a\n\nb", Model: "c"}},
@@ -195,12 +199,10 @@ func TestRoundTrip(t *testing.T) {
 	assert.Equal(t, "toolu_2", res[1]["tool_use_id"])
 	assert.Equal(t, true, res[1]["is_error"])
 
-	// MessagesOf has no records: the same request without thinking.
+	// MessagesOf sends the same, from the context's provider state.
 	c, err := convo.Build(loaded, nil)
 	require.NoError(t, err)
-	plain := decode(t, wire(t, MessagesOf(c)))
-	assert.Equal(t, "text", blocks(plain[1])[0]["type"])
-	assert.Len(t, blocks(plain[1]), 3)
+	assert.Equal(t, got, decode(t, wire(t, MessagesOf(c))))
 }
 
 // Reasoning stored without signed blocks (by another writer) is not sent.

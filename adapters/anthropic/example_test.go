@@ -20,9 +20,10 @@ import (
 // text. It refuses (400) a request that breaks the API's rules the
 // adapter keeps: roles that do not alternate, a tool_result that does not
 // answer a tool_use of the message before, a tool_use not answered in the
-// next message, or (thinking being on) an
-// assistant turn with tool_use that does not start with its signed
-// thinking block.
+// next message, or (thinking being on) an assistant turn with tool_use
+// that does not start with the thinking block the server signed for it
+// (signature "sig-1"): a turn sent without its thinking, or with a
+// signature the server never gave, is refused, as the API refuses it.
 func fakeMessages() http.Handler {
 	type block struct {
 		Type      string `json:"type"`
@@ -56,8 +57,12 @@ func fakeMessages() http.Handler {
 			for _, b := range m.Content {
 				switch b.Type {
 				case "tool_use":
-					if m.Content[0].Type != "thinking" || m.Content[0].Signature == "" {
+					if m.Content[0].Type != "thinking" {
 						fail("a final assistant message must start with a thinking block")
+						return
+					}
+					if m.Content[0].Signature != "sig-1" {
+						fail("Invalid `signature` in `thinking` block")
 						return
 					}
 					next[b.ID] = true
@@ -197,7 +202,8 @@ func ExampleMessages() {
 }
 
 // A response's reply as the events to append: the assistant message keeps
-// the signed thinking block under ThinkingField.
+// the signed thinking block as its provider state, the block's JSON as the
+// API sent it (base64 in the record).
 func ExampleEvents() {
 	var msg anthropic.Message
 	if err := json.Unmarshal([]byte(`{"id":"m","type":"message","role":"assistant","model":"claude-test",
@@ -210,11 +216,19 @@ func ExampleEvents() {
 		log.Fatal(err)
 	}
 	for _, ev := range evs {
-		fmt.Println(ev.Kind, string(ev.Record))
+		fmt.Println(ev.Kind, ev.Role)
+	}
+	m, err := evs[0].Message()
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, st := range m.ProviderState {
+		fmt.Printf("%s %s %s\n", st.Provider, st.Type, st.Data)
 	}
 	// Output:
-	// message {"content":"","reasoning":"List it.","model":"claude-test","usage":{"input_tokens":10,"output_tokens":3},"tool_calls":[{"call_id":"toolu_1","name":"ls","arguments":{}}],"anthropic_thinking":[{"type":"thinking","thinking":"List it.","signature":"sig"}]}
-	// tool_call {"call_id":"toolu_1","name":"ls","arguments":{}}
+	// message assistant
+	// tool_call assistant
+	// anthropic thinking {"type":"thinking","thinking":"List it.","signature":"sig"}
 }
 
 // Arguments that are not a JSON object become one.

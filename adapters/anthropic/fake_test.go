@@ -18,7 +18,7 @@ import (
 
 // The example's server refuses the requests the adapter must not make, so
 // the example's passing means something: a turn whose thinking was left
-// out, and a result without its call.
+// out or forged, and a result without its call.
 func TestFakeServerRefuses(t *testing.T) {
 	srv := httptest.NewServer(fakeMessages())
 	defer srv.Close()
@@ -38,10 +38,20 @@ func TestFakeServerRefuses(t *testing.T) {
 		anthropic.NewUserMessage(anthropic.NewToolResultBlock("toolu_9", "x", false)),
 	}
 	same := []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("q")), anthropic.NewUserMessage(anthropic.NewTextBlock("r"))}
-	for name, msgs := range map[string][]anthropic.MessageParam{"unsigned": unsigned, "orphan": orphan, "same role": same} {
+	forged := []anthropic.MessageParam{
+		anthropic.NewUserMessage(anthropic.NewTextBlock("q")),
+		anthropic.NewAssistantMessage(anthropic.NewThinkingBlock("sig-forged", "t"), anthropic.NewToolUseBlock("toolu_1", map[string]any{}, "read_file")),
+		anthropic.NewUserMessage(anthropic.NewToolResultBlock("toolu_1", "x", false)),
+	}
+	for name, msgs := range map[string][]anthropic.MessageParam{"unsigned": unsigned, "forged": forged, "orphan": orphan, "same role": same} {
 		_, err := client.Messages.New(context.Background(), anthropic.MessageNewParams{Model: "claude-test", MaxTokens: 10, Messages: msgs})
 		var apiErr *anthropic.Error
 		require.True(t, errors.As(err, &apiErr), "%s: %v", name, err)
 		assert.Equal(t, http.StatusBadRequest, apiErr.StatusCode, name)
 	}
+	// The same turn with the thinking the server signed is taken.
+	signed := []anthropic.MessageParam{forged[0],
+		anthropic.NewAssistantMessage(anthropic.NewThinkingBlock("sig-1", "t"), anthropic.NewToolUseBlock("toolu_1", map[string]any{}, "read_file")), forged[2]}
+	_, err = client.Messages.New(context.Background(), anthropic.MessageNewParams{Model: "claude-test", MaxTokens: 10, Messages: signed})
+	assert.NoError(t, err)
 }

@@ -21,7 +21,7 @@ func TestReviewFakeServerRefusesUnanswered(t *testing.T) {
 	defer srv.Close()
 	client := anthropic.NewClient(option.WithBaseURL(srv.URL), option.WithAPIKey("test"), option.WithMaxRetries(0))
 	q := anthropic.NewUserMessage(anthropic.NewTextBlock("q"))
-	use := anthropic.NewAssistantMessage(anthropic.NewThinkingBlock("sig", "t"), anthropic.NewToolUseBlock("toolu_1", map[string]any{}, "read_file"))
+	use := anthropic.NewAssistantMessage(anthropic.NewThinkingBlock("sig-1", "t"), anthropic.NewToolUseBlock("toolu_1", map[string]any{}, "read_file"))
 	answer := anthropic.NewUserMessage(anthropic.NewToolResultBlock("toolu_1", "x", false))
 	send := func(msgs ...anthropic.MessageParam) error {
 		_, err := client.Messages.New(context.Background(), anthropic.MessageNewParams{Model: "claude-test", MaxTokens: 10, Messages: msgs})

@@ -21,8 +21,41 @@
 // A message with nothing to send (no text, no calls) is left out, its
 // reasoning too: a Chat Completions API refuses an assistant message
 // without content or tool calls, and eino-ext's OpenAI model sends no
-// reasoning, so a reasoning-only turn would go as an empty message. System prompts are agent configuration, not events: put a
+// reasoning, so a reasoning-only turn would go as an empty message.
+// System prompts are agent configuration, not events: put a
 // schema.System message before the ones Messages returns.
+//
+// # Call ids
+//
+// A call that came without an id gets one derived from its position,
+// name and arguments (see Reply), which a later turn's call of the same
+// name and arguments gets again. Messages sends ids unique in the request
+// (convo.UniqueCallIDs: a call whose id an earlier turn used is sent with
+// "_2", "_3", ... after it, and its result names the same), the same for
+// the same events in every request; the session keeps the ids as stored.
+//
+// # Provider state
+//
+// Eino (v0.7.36) has no typed field for what a provider wants back
+// verbatim. Its model implementations keep such state in the free-form
+// Extra maps of schema.Message and schema.ToolCall, under keys of their
+// own (eino-ext's claude model keeps a thinking block's text and
+// signature in the message's Extra, its gemini model a thought signature
+// in the tool call's). Reply keeps each non-empty Extra as provider state:
+//
+//	Provider "eino" (ProviderName)
+//	Type     "extra" (StateExtra)
+//	Data     the map as encoding/json writes it (a JSON object; an entry
+//	         whose value does not encode is left out)
+//
+// the message's in Message.ProviderState, a call's in its
+// ToolCall.ProviderState; Messages puts it back in the Extra of the
+// assistant message and of each call (the entries of a turn stored as
+// several events merged, later ones winning). The values come back as a
+// JSON round trip of the message gives them (strings as they were, numbers
+// as float64, []byte as a base64 string, a named type as its JSON): a
+// model that reads its Extra after such a round trip gets its state back.
+// Only state whose Provider is "eino" is put back.
 //
 // The package writes nothing: what is durable is what the caller appends.
 package eino
@@ -33,6 +66,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 
@@ -57,11 +91,19 @@ const ErrorPrefix = "error: "
 // one (see Reply).
 const CallIDPrefix = "eino-"
 
+// ProviderName is the Provider of the state this package writes and puts
+// back; StateExtra its Type (see the package doc).
+const (
+	ProviderName = "eino"
+	StateExtra   = "extra"
+)
+
 // Messages returns the request messages of events, a context as
 // Store.Load returns it (see the package doc).
 //
 // Errors: those of convo.Build (convo.ErrUnresolved, a record that is not
-// its kind's shape).
+// its kind's shape), and a decode error naming the message's first event
+// for Extra state whose Data is not a JSON object.
 func Messages(events []sessionstore.Event) ([]*schema.Message, error) {
 	c, err := convo.Build(events, nil)
 	if err != nil {
@@ -69,20 +111,35 @@ func Messages(events []sessionstore.Event) ([]*schema.Message, error) {
 	}
 	names := map[string]string{}
 	out := make([]*schema.Message, 0, len(c.Messages))
-	for _, m := range c.Messages {
+	for _, m := range convo.UniqueCallIDs(c.Messages) {
 		switch m.Role {
 		case sessionstore.RoleAssistant:
 			if m.Text == "" && len(m.ToolCalls) == 0 {
 				continue
 			}
-			msg := &schema.Message{Role: schema.Assistant, Content: m.Text, ReasoningContent: m.Reasoning}
+			bad := func(err error) error {
+				var first string
+				if len(m.Events) > 0 {
+					first = m.Events[0].String()
+				}
+				return fmt.Errorf("eino: extra state of the message of event %s: %w", first, err)
+			}
+			extra, err := extraOf(m.ProviderState)
+			if err != nil {
+				return nil, bad(err)
+			}
+			msg := &schema.Message{Role: schema.Assistant, Content: m.Text, ReasoningContent: m.Reasoning, Extra: extra}
 			for _, tc := range m.ToolCalls {
 				names[tc.CallID] = tc.Name
 				args := string(tc.Arguments)
 				if len(tc.Arguments) == 0 {
 					args = "{}"
 				}
-				msg.ToolCalls = append(msg.ToolCalls, schema.ToolCall{ID: tc.CallID, Type: "function", Function: schema.FunctionCall{Name: tc.Name, Arguments: args}})
+				extra, err := extraOf(tc.ProviderState)
+				if err != nil {
+					return nil, bad(err)
+				}
+				msg.ToolCalls = append(msg.ToolCalls, schema.ToolCall{ID: tc.CallID, Type: "function", Function: schema.FunctionCall{Name: tc.Name, Arguments: args}, Extra: extra})
 			}
 			out = append(out, msg)
 		case sessionstore.RoleTool:
@@ -103,7 +160,9 @@ func Messages(events []sessionstore.Event) ([]*schema.Message, error) {
 
 // Reply returns the reply a ChatModel's Generate returned: its Content
 // (or, when that is empty, the text parts of AssistantGenMultiContent,
-// joined), ReasoningContent, ToolCalls and the usage of ResponseMeta
+// joined), ReasoningContent, ToolCalls, the Extra of the message and of
+// each call as provider state (see the package doc) and the usage of
+// ResponseMeta
 // (PromptTokens as input, CompletionTokens as output,
 // PromptTokenDetails.CachedTokens as cache reads). Eino's messages do not
 // name the model, so Model is set only from a string Extra["model"]; set
@@ -111,15 +170,16 @@ func Messages(events []sessionstore.Event) ([]*schema.Message, error) {
 //
 // A tool call without an ID gets one derived from its position, name and
 // arguments: CallIDPrefix and 16 hex digits of their SHA-256, the same
-// for the same message, so a retried Reply yields the same events. Empty
-// arguments are stored as none.
+// for the same message, so a retried Reply yields the same events (and the
+// same for a later turn's same call: Messages sends ids unique in the
+// request). Empty arguments are stored as none.
 //
 // Errors: ErrNotAssistant; ErrArguments for arguments that are not JSON.
 func Reply(msg *schema.Message) (convo.Reply, error) {
 	if msg == nil || (msg.Role != schema.Assistant && msg.Role != "") {
 		return convo.Reply{}, ErrNotAssistant
 	}
-	r := convo.Reply{Text: msg.Content, Reasoning: msg.ReasoningContent}
+	r := convo.Reply{Text: msg.Content, Reasoning: msg.ReasoningContent, ProviderState: extraState(msg.Extra)}
 	if r.Text == "" {
 		var parts []string
 		for _, p := range msg.AssistantGenMultiContent {
@@ -143,7 +203,7 @@ func Reply(msg *schema.Message) (convo.Reply, error) {
 		}
 	}
 	for i, tc := range msg.ToolCalls {
-		c := sessionstore.ToolCall{CallID: tc.ID, Name: tc.Function.Name}
+		c := sessionstore.ToolCall{CallID: tc.ID, Name: tc.Function.Name, ProviderState: extraState(tc.Extra)}
 		if a := tc.Function.Arguments; a != "" {
 			if !json.Valid([]byte(a)) {
 				return convo.Reply{}, fmt.Errorf("%w: call %q (%s)", ErrArguments, tc.ID, tc.Function.Name)
@@ -157,4 +217,43 @@ func Reply(msg *schema.Message) (convo.Reply, error) {
 		r.ToolCalls = append(r.ToolCalls, c)
 	}
 	return r, nil
+}
+
+// extraState returns the provider state of an Extra map: its entries
+// whose values encode as JSON, as one JSON object; nil when none does.
+func extraState(extra map[string]any) []sessionstore.ProviderState {
+	kept := make(map[string]json.RawMessage, len(extra))
+	for k, v := range extra {
+		if b, err := json.Marshal(v); err == nil {
+			kept[k] = b
+		}
+	}
+	if len(kept) == 0 {
+		return nil
+	}
+	data, _ := json.Marshal(kept) // encoded values: always marshals
+	return []sessionstore.ProviderState{{Provider: ProviderName, Type: StateExtra, Data: data}}
+}
+
+// extraOf returns the Extra map of the Extra state in st, entries of later
+// states winning; nil when st holds none.
+func extraOf(st []sessionstore.ProviderState) (map[string]any, error) {
+	var out map[string]any
+	for _, s := range st {
+		if s.Provider != ProviderName || s.Type != StateExtra {
+			continue
+		}
+		var m map[string]any
+		if err := json.Unmarshal(s.Data, &m); err != nil {
+			return nil, err
+		}
+		if m == nil {
+			return nil, errors.New("not a JSON object")
+		}
+		if out == nil {
+			out = make(map[string]any, len(m))
+		}
+		maps.Copy(out, m)
+	}
+	return out, nil
 }

@@ -198,7 +198,7 @@ func TestReply(t *testing.T) {
 			name: "multi-content text, model from Extra",
 			msg: &schema.Message{Role: schema.Assistant, Extra: map[string]any{"model": "m1"}, AssistantGenMultiContent: []schema.MessageOutputPart{
 				{Type: schema.ChatMessagePartTypeText, Text: "one"}, {Type: schema.ChatMessagePartTypeImageURL}, {Type: schema.ChatMessagePartTypeText, Text: "two"}}},
-			want: convo.Reply{Text: "one\n\ntwo", Model: "m1"},
+			want: convo.Reply{Text: "one\n\ntwo", Model: "m1", ProviderState: []sessionstore.ProviderState{{Provider: "eino", Type: "extra", Data: []byte(`{"model":"m1"}`)}}},
 		},
 		{
 			name: "zero usage is none, empty arguments are none",

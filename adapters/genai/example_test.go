@@ -15,20 +15,38 @@ import (
 	"google.golang.org/genai"
 )
 
-// geminiServer plays the Gemini API's generateContent: asked without a
+// geminiServer plays a Gemini 3 model's generateContent: asked without a
 // function response, it calls read_file (with no call id, as the Gemini
-// API may); asked with one, it answers with text. It writes to seen what
-// each request carried: the function response and the call it answers.
+// API may), the call signed with the thought signature "sig-1"; asked
+// with one, it answers with text. It writes to seen what each request
+// carried: the function response and the call it answers. As the API
+// does, it refuses (400) a model content whose first function call comes
+// back without its signature (or with one it did not give, other than
+// the documented "skip_thought_signature_validator").
 func geminiServer(seen *[]string) *httptest.Server {
 	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var req struct {
 			Contents []genai.Content `json:"contents"`
 		}
-		if err := json.NewDecoder(r.Body).Decode(&req); err != nil || !strings.HasSuffix(r.URL.Path, "/models/gemini-2.5-flash:generateContent") {
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil || !strings.HasSuffix(r.URL.Path, "/models/gemini-3-flash:generateContent") {
 			http.Error(w, "bad request", http.StatusBadRequest)
 			return
 		}
 		cs := req.Contents
+		for i, c := range cs {
+			for _, p := range c.Parts {
+				if p.FunctionCall == nil {
+					continue
+				}
+				if sig := string(p.ThoughtSignature); sig != "sig-1" && sig != "skip_thought_signature_validator" {
+					w.Header().Set("Content-Type", "application/json")
+					w.WriteHeader(http.StatusBadRequest)
+					fmt.Fprintf(w, `{"error":{"code":400,"message":"Function call is missing a thought_signature in functionCall parts. This is required for tools to work correctly, and missing thought_signature may lead to degraded model performance. Additional data, function call %s , position %d.","status":"INVALID_ARGUMENT"}}`, p.FunctionCall.Name, i+1)
+					return
+				}
+				break // the first function call of a content is signed
+			}
+		}
 		last := cs[len(cs)-1]
 		var parts string
 		if fr := last.Parts[0].FunctionResponse; fr != nil {
@@ -40,16 +58,18 @@ func geminiServer(seen *[]string) *httptest.Server {
 			parts = `[{"text":"go.mod declares "},{"text":"module example."}]`
 		} else {
 			*seen = append(*seen, fmt.Sprintf("request %d: %d contents, last from %s: %q", len(*seen)+1, len(cs), last.Role, last.Parts[0].Text))
-			parts = `[{"text":"I should read it.","thought":true},{"functionCall":{"name":"read_file","args":{"path":"go.mod"}}}]`
+			parts = `[{"text":"I should read it.","thought":true},{"functionCall":{"name":"read_file","args":{"path":"go.mod"}},"thoughtSignature":"c2lnLTE="}]`
 		}
 		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprintf(w, `{"candidates":[{"content":{"role":"model","parts":%s},"finishReason":"STOP"}],"usageMetadata":{"promptTokenCount":12,"candidatesTokenCount":5,"thoughtsTokenCount":3},"modelVersion":"gemini-2.5-flash","responseId":"resp-%d"}`, parts, len(*seen))
+		fmt.Fprintf(w, `{"candidates":[{"content":{"role":"model","parts":%s},"finishReason":"STOP"}],"usageMetadata":{"promptTokenCount":12,"candidatesTokenCount":5,"thoughtsTokenCount":3},"modelVersion":"gemini-3-flash","responseId":"resp-%d"}`, parts, len(*seen))
 	}))
 }
 
 // One turn of an agent loop with the Gen AI SDK's client against a local
 // server speaking the Gemini API: Load, request, append the reply, run
 // the tool, append its result, Load, request again, append the answer.
+// The call's thought signature is stored with it and sent back, which the
+// server, like Gemini 3, requires.
 func Example() {
 	ctx := context.Background()
 	var seen []string
@@ -96,7 +116,7 @@ func Example() {
 		if err != nil {
 			log.Fatal(err)
 		}
-		resp, err := client.Models.GenerateContent(ctx, "gemini-2.5-flash", contents, config)
+		resp, err := client.Models.GenerateContent(ctx, "gemini-3-flash", contents, config)
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -124,8 +144,8 @@ func Example() {
 		fmt.Println(s)
 	}
 	// Output:
-	// reply from gemini-2.5-flash: "" (thought "I should read it."), 1 calls, 8 output tokens
-	// reply from gemini-2.5-flash: "go.mod declares module example." (thought ""), 0 calls, 8 output tokens
+	// reply from gemini-3-flash: "" (thought "I should read it."), 1 calls, 8 output tokens
+	// reply from gemini-3-flash: "go.mod declares module example." (thought ""), 0 calls, 8 output tokens
 	// request 1: 1 contents, last from user: "What is in go.mod?"
 	// request 2: 3 contents, read_file response map[output:module example], paired with its call: true
 }
@@ -166,7 +186,8 @@ func ExampleContents() {
 }
 
 // ContentsWith puts a thought signature on each model turn's first
-// function call, for models that refuse unsigned calls.
+// function call that has none stored (a history written without them),
+// for models that refuse unsigned calls.
 func ExampleContentsWith() {
 	evs := []sessionstore.Event{sessionstore.UserText("List the files."),
 		sessionstore.AssistantMessage(sessionstore.Message{ToolCalls: []sessionstore.ToolCall{{CallID: "c1", Name: "ls"}, {CallID: "c2", Name: "pwd"}}}),

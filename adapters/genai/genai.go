@@ -47,12 +47,30 @@
 // # Thought signatures
 //
 // Gemini 3 models sign their function calls (Part.ThoughtSignature) and
-// refuse a history whose calls come back without the signature. A
-// sessionstore record has no field for it, so Contents cannot return it;
+// refuse a history whose calls come back without the signature (400
+// "Function call is missing a thought_signature"); a signature on another
+// part is the model's reasoning carried across the turn. Reply keeps each
+// signature as provider state (sessionstore.ProviderState, stored byte for
+// byte, never shown as text):
+//
+//	Provider "gemini" (ProviderName)
+//	Type     "thought_signature" (StateThoughtSignature)
+//	Data     the Part.ThoughtSignature bytes
+//
+// on the call's ToolCall.ProviderState for a function call part, and in
+// Message.ProviderState, in part order, for a text (or thought) part.
+// Contents sends each call's signature back on its FunctionCall part, and
+// the message's last one on its Text part (the parts of a reply's text
+// are sent as one part; the API signs a text reply's last part). Only
+// state whose Provider is "gemini" is sent.
+//
+// A history without stored signatures (written before they were kept, by
+// an importer, or by another provider's model) has none to send:
 // ContentsWith with Options.ThoughtSignature puts a given value on the
-// first function call part of each model content instead (the Gemini
-// API documents the placeholder value "skip_thought_signature_validator"
-// for histories that did not keep the signatures).
+// first function call part of each model content that has no stored
+// signature (the Gemini API documents the placeholder value
+// "skip_thought_signature_validator" for such histories, at the cost of
+// the model's reasoning across the turn).
 //
 // The package writes nothing: what is durable is what the caller appends.
 package genai
@@ -87,6 +105,13 @@ var ErrArguments = errors.New("genai: tool call arguments are not a JSON object"
 // without one (see the package doc).
 const DerivedIDPrefix = "genai-"
 
+// ProviderName is the Provider of the state this package writes and sends
+// back; StateThoughtSignature its Type (see the package doc).
+const (
+	ProviderName          = "gemini"
+	StateThoughtSignature = "thought_signature"
+)
+
 // OpeningText is the text of the user content Contents puts first when
 // the context opens with the model's turn (a transcript that lost its
 // first prompt, a subagent's that starts with its reply): the API refuses
@@ -97,7 +122,9 @@ const OpeningText = "(The record of this conversation starts with the model's tu
 // Options adjust ContentsWith.
 type Options struct {
 	// ThoughtSignature, when set, is the ThoughtSignature of the first
-	// function call part of each model content (see the package doc).
+	// function call part of each model content that has no stored
+	// signature: the fallback for histories without them (see the package
+	// doc).
 	ThoughtSignature []byte
 }
 
@@ -152,10 +179,13 @@ func ContentsWith(events []sessionstore.Event, opts *Options) ([]*genai.Content,
 		case sessionstore.RoleAssistant:
 			var parts []*genai.Part
 			if m.Text != "" {
-				parts = append(parts, &genai.Part{Text: m.Text})
+				p := &genai.Part{Text: m.Text}
+				if sigs := signatures(m.ProviderState); len(sigs) > 0 {
+					p.ThoughtSignature = sigs[len(sigs)-1]
+				}
+				parts = append(parts, p)
 			}
 			clear(order)
-			signed := false
 			for i, tc := range m.ToolCalls {
 				names[tc.CallID] = tc.Name
 				order[tc.CallID] = i
@@ -164,8 +194,10 @@ func ContentsWith(events []sessionstore.Event, opts *Options) ([]*genai.Content,
 					return nil, fmt.Errorf("%w: call %q (%s): %v", ErrArguments, tc.CallID, tc.Name, err)
 				}
 				p := &genai.Part{FunctionCall: &genai.FunctionCall{ID: sendID(tc.CallID), Name: tc.Name, Args: args}}
-				if !signed && opts.ThoughtSignature != nil {
-					p.ThoughtSignature, signed = opts.ThoughtSignature, true
+				if sigs := signatures(tc.ProviderState); len(sigs) > 0 {
+					p.ThoughtSignature = sigs[0]
+				} else if i == 0 && opts.ThoughtSignature != nil {
+					p.ThoughtSignature = opts.ThoughtSignature
 				}
 				parts = append(parts, p)
 			}
@@ -193,6 +225,26 @@ func ContentsWith(events []sessionstore.Event, opts *Options) ([]*genai.Content,
 		out = []*genai.Content{}
 	}
 	return out, nil
+}
+
+// signatures returns the thought signatures in st, in order.
+func signatures(st []sessionstore.ProviderState) [][]byte {
+	var out [][]byte
+	for _, s := range st {
+		if s.Provider == ProviderName && s.Type == StateThoughtSignature && len(s.Data) > 0 {
+			out = append(out, s.Data)
+		}
+	}
+	return out
+}
+
+// signature returns the provider state of a part's thought signature, or
+// nil for a part without one.
+func signature(p *genai.Part) []sessionstore.ProviderState {
+	if len(p.ThoughtSignature) == 0 {
+		return nil
+	}
+	return []sessionstore.ProviderState{{Provider: ProviderName, Type: StateThoughtSignature, Data: slices.Clone(p.ThoughtSignature)}}
 }
 
 // isResponse reports whether p is a function response: a content holds
@@ -230,7 +282,9 @@ func decodeArgs(raw json.RawMessage) (map[string]any, error) {
 // Reply returns the reply of a response's first candidate: its text
 // parts, joined, as Text; its thought parts' text as Reasoning; its
 // function calls as ToolCalls (see the package doc for the ids of calls
-// that came without one); ModelVersion as Model; and UsageMetadata as
+// that came without one); the parts' thought signatures as provider state
+// (a call's on the call, the others on the message, see the package doc);
+// ModelVersion as Model; and UsageMetadata as
 // Usage (PromptTokenCount as input, CandidatesTokenCount plus
 // ThoughtsTokenCount as output, CachedContentTokenCount as cache reads).
 // A candidate without content (stopped for safety, say: see its
@@ -278,11 +332,14 @@ func Reply(resp *genai.GenerateContentResponse) (convo.Reply, error) {
 				h := sha256.Sum256([]byte(resp.ResponseID + "\x00" + strconv.Itoa(len(r.ToolCalls)) + "\x00" + fc.Name + "\x00" + string(args)))
 				c.CallID = DerivedIDPrefix + hex.EncodeToString(h[:8])
 			}
+			c.ProviderState = signature(p)
 			r.ToolCalls = append(r.ToolCalls, c)
 		case p.Thought:
 			reasoning.WriteString(p.Text)
+			r.ProviderState = append(r.ProviderState, signature(p)...)
 		default:
 			text.WriteString(p.Text)
+			r.ProviderState = append(r.ProviderState, signature(p)...)
 		}
 	}
 	r.Text, r.Reasoning = text.String(), reasoning.String()

@@ -32,6 +32,28 @@
 // part for it. System prompts are agent configuration, not events: put
 // a ChatMessageTypeSystem message before the ones Messages returns.
 //
+// # Call ids
+//
+// A call that came without an id gets one derived from its position,
+// name and arguments (see Reply), which a later turn's call of the same
+// name and arguments gets again. Messages sends ids unique in the request
+// (convo.UniqueCallIDs: a call whose id an earlier turn used is sent with
+// "_2", "_3", ... after it, and its result names the same), the same for
+// the same events in every request; the session keeps the ids as stored.
+//
+// # Provider state
+//
+// LangChainGo (v0.1.14) has no field in its request types for what a
+// provider wants back verbatim (a signed thinking block, a reasoning item,
+// a thought signature): Messages sends none. Its anthropic provider
+// reports a thinking block's signature in the choice's GenerationInfo
+// ("ThinkingContent", "ThinkingSignature"); Reply keeps such a block as
+// the message's provider state, in the shape package anthropicadapter
+// writes and sends back (Provider "anthropic", Type "thinking", Data
+// {"type":"thinking","thinking":"...","signature":"..."}), so a session
+// continued with that adapter sends it back. No other provider of
+// LangChainGo v0.1.14 reports any.
+//
 // The package writes nothing: what is durable is what the caller appends.
 package langchaingo
 
@@ -76,7 +98,7 @@ func Messages(events []sessionstore.Event) ([]llms.MessageContent, error) {
 	}
 	names := map[string]string{}
 	out := make([]llms.MessageContent, 0, len(c.Messages))
-	for _, m := range c.Messages {
+	for _, m := range convo.UniqueCallIDs(c.Messages) {
 		switch m.Role {
 		case sessionstore.RoleAssistant:
 			var parts []llms.ContentPart
@@ -122,8 +144,11 @@ func Messages(events []sessionstore.Event) ([]llms.MessageContent, error) {
 //
 // A tool call without an ID gets one derived from its position, name and
 // arguments: CallIDPrefix and 16 hex digits of their SHA-256, the same
-// for the same response, so a retried Reply yields the same events.
-// Empty arguments are stored as none.
+// for the same response, so a retried Reply yields the same events (and
+// the same for a later turn's same call: Messages sends ids unique in the
+// request). Empty arguments are stored as none. A signed thinking block
+// (GenerationInfo "ThinkingSignature", which the anthropic provider sets)
+// is kept as provider state (see the package doc).
 //
 // Errors: ErrNoChoice; ErrArguments for arguments that are not JSON.
 func Reply(resp *llms.ContentResponse) (convo.Reply, error) {
@@ -169,6 +194,11 @@ func addChoice(r *convo.Reply, ch *llms.ContentChoice) error {
 		reasoning, _ = ch.GenerationInfo["ThinkingContent"].(string)
 	}
 	r.Reasoning = join(r.Reasoning, reasoning)
+	if sig, _ := ch.GenerationInfo["ThinkingSignature"].(string); sig != "" {
+		thinking, _ := ch.GenerationInfo["ThinkingContent"].(string)
+		data, _ := json.Marshal(thinkingBlock{Type: "thinking", Thinking: thinking, Signature: sig}) // strings: always marshals
+		r.ProviderState = append(r.ProviderState, sessionstore.ProviderState{Provider: "anthropic", Type: "thinking", Data: data})
+	}
 	if m, ok := ch.GenerationInfo["model"].(string); ok && r.Model == "" {
 		r.Model = m
 	}
@@ -190,6 +220,14 @@ func addChoice(r *convo.Reply, ch *llms.ContentChoice) error {
 		r.ToolCalls = append(r.ToolCalls, c)
 	}
 	return nil
+}
+
+// thinkingBlock is an Anthropic thinking block as the Messages API writes
+// it.
+type thinkingBlock struct {
+	Type      string `json:"type"`
+	Thinking  string `json:"thinking"`
+	Signature string `json:"signature"`
 }
 
 func join(a, b string) string {

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -172,47 +173,103 @@ func ExampleChatMessages() {
 	// message assistant
 }
 
-// fakeResponses answers POST /responses as the API does: a function call
-// while the input has no function_call_output, then a final message. It
-// refuses (400) an output whose function_call is not before it, and a
-// function_call without its output.
+// fakeResponses answers POST /responses as a reasoning model does: while
+// the input has no function_call_output, with a reasoning item (rs_1, its
+// encrypted_content "enc-1" when the request includes
+// "reasoning.encrypted_content") and a function call (fc_1, call_1) it
+// made after that reasoning; then with a final message. It refuses (400),
+// as the API does:
+//   - an output whose function_call is not before it, and a function_call
+//     without its output;
+//   - call_1 without the reasoning item it followed: rs_1 (or its
+//     encrypted content) before it in its turn;
+//   - a reasoning item with an id not followed by an item with an id (the
+//     API pairs them by id), and one whose function_call names another
+//     reasoning item;
+//   - with store false, a reasoning item without the encrypted content
+//     (the API keeps no items to find it by id), or with encrypted content
+//     the server did not give.
 func fakeResponses() http.Handler {
+	type item struct {
+		Type             string  `json:"type"`
+		ID               string  `json:"id"`
+		CallID           string  `json:"call_id"`
+		EncryptedContent *string `json:"encrypted_content"`
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var req struct {
-			Input []struct {
-				Type   string `json:"type"`
-				CallID string `json:"call_id"`
-			} `json:"input"`
+			Input   []item   `json:"input"`
+			Store   *bool    `json:"store"`
+			Include []string `json:"include"`
+		}
+		fail := func(msg string) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			fmt.Fprintf(w, `{"error":{"message":%q,"type":"invalid_request_error","param":"input","code":null}}`, msg)
 		}
 		if r.URL.Path != "/responses" || json.NewDecoder(r.Body).Decode(&req) != nil {
-			http.Error(w, `{"error":{"message":"bad request"}}`, http.StatusBadRequest)
+			fail("bad request")
 			return
 		}
+		stateless := req.Store != nil && !*req.Store
 		open, answered := map[string]bool{}, 0
-		for _, it := range req.Input {
+		reasoned := false // the reasoning of call_1 came in its turn
+		for i, it := range req.Input {
 			switch it.Type {
+			case "reasoning":
+				enc := it.EncryptedContent != nil && *it.EncryptedContent != ""
+				switch {
+				case enc && *it.EncryptedContent != "enc-1":
+					fail("The encrypted content for item " + it.ID + " could not be verified.")
+					return
+				case !enc && (stateless || it.ID == ""):
+					fail("Item with id '" + it.ID + "' not found. Items are not persisted when `store` is set to false.")
+					return
+				case !enc && it.ID != "rs_1":
+					fail("Item with id '" + it.ID + "' not found.")
+					return
+				case it.ID != "" && (i+1 == len(req.Input) || req.Input[i+1].ID == ""):
+					fail("Item '" + it.ID + "' of type 'reasoning' was provided without its required following item.")
+					return
+				}
+				reasoned = true
+				continue
 			case "function_call":
+				if it.CallID == "call_1" && !reasoned {
+					fail("Item 'fc_1' of type 'function_call' was provided without its required 'reasoning' item: 'rs_1'.")
+					return
+				}
+				if it.ID != "" && (i == 0 || req.Input[i-1].Type != "reasoning" || it.ID != "fc_1" || req.Input[i-1].ID != "rs_1") {
+					fail("Item '" + it.ID + "' of type 'function_call' was provided without its required 'reasoning' item.")
+					return
+				}
 				open[it.CallID] = true
+				continue
 			case "function_call_output":
 				if !open[it.CallID] {
-					http.Error(w, `{"error":{"message":"No tool call found for function call output"}}`, http.StatusBadRequest)
+					fail("No tool call found for function call output with call_id " + it.CallID + ".")
 					return
 				}
 				delete(open, it.CallID)
 				answered++
 			}
+			reasoned = false
 		}
 		if len(open) > 0 {
-			http.Error(w, `{"error":{"message":"No tool output found for function call"}}`, http.StatusBadRequest)
+			fail("No tool output found for function call.")
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
 		if answered == 0 {
-			fmt.Fprint(w, `{"id":"resp_1","object":"response","created_at":1,"status":"completed","model":"gpt-test",
+			enc := ""
+			if slices.Contains(req.Include, "reasoning.encrypted_content") {
+				enc = `,"encrypted_content":"enc-1"`
+			}
+			fmt.Fprintf(w, `{"id":"resp_1","object":"response","created_at":1,"status":"completed","model":"gpt-test",
 			  "output":[
-			    {"type":"reasoning","id":"rs_1","summary":[{"type":"summary_text","text":"I should read go.mod."}]},
+			    {"type":"reasoning","id":"rs_1","summary":[{"type":"summary_text","text":"I should read go.mod."}]%s},
 			    {"type":"function_call","id":"fc_1","call_id":"call_1","name":"read_file","arguments":"{\"path\":\"go.mod\"}","status":"completed"}],
-			  "usage":{"input_tokens":50,"input_tokens_details":{"cached_tokens":0},"output_tokens":20,"output_tokens_details":{"reasoning_tokens":8},"total_tokens":70}}`)
+			  "usage":{"input_tokens":50,"input_tokens_details":{"cached_tokens":0},"output_tokens":20,"output_tokens_details":{"reasoning_tokens":8},"total_tokens":70}}`, enc)
 			return
 		}
 		fmt.Fprintf(w, `{"id":"resp_2","object":"response","created_at":2,"status":"completed","model":"gpt-test",
@@ -222,7 +279,10 @@ func fakeResponses() http.Handler {
 	})
 }
 
-// The same loop over the Responses API.
+// The same loop over the Responses API, with a reasoning model used
+// statelessly (Store false, the reasoning's encrypted content asked for):
+// the reply's reasoning item is stored with its call and sent back before
+// it, which the server requires.
 func ExampleResponsesInput() {
 	srv := httptest.NewServer(fakeResponses())
 	defer srv.Close()
@@ -242,6 +302,8 @@ func ExampleResponsesInput() {
 		}
 		resp, err := client.Responses.New(ctx, responses.ResponseNewParams{
 			Model:        "gpt-test",
+			Store:        openai.Bool(false),
+			Include:      []responses.ResponseIncludable{responses.ResponseIncludableReasoningEncryptedContent},
 			Instructions: openai.String("You read files."),
 			Input:        responses.ResponseNewParamsInputUnion{OfInputItemList: input},
 			Tools: []responses.ToolUnionParam{{OfFunction: &responses.FunctionToolParam{

@@ -38,12 +38,46 @@
 // content both present are joined by a blank line), since the session's
 // message record has one text.
 //
-// Reasoning is not sent back to either API. Chat Completions has no field
-// for it; the Responses API takes back a reasoning item only with its id
-// and encrypted content, which the session does not store, so
-// [ResponseReply] keeps the reasoning summary text as Reply.Reasoning
-// (for people reading the session) and [ResponsesInput] leaves it out.
+// # Reasoning
 //
+// Chat Completions has no state to send back: [ChatReply] keeps none.
+//
+// Reasoning models of the Responses API want their reasoning items back,
+// in their place before the item that followed them, when the input
+// repeats a turn that called functions. [ResponseReply] keeps the summary
+// text (or, failing that, the reasoning text) of its reasoning items as
+// Reply.Reasoning, for people reading the session, and each reasoning
+// item itself as provider state (sessionstore.ProviderState, stored byte
+// for byte, never shown as text):
+//
+//	Provider "openai" (ProviderName)
+//	Type     "reasoning" (StateReasoning)
+//	Data     the reasoning output item's JSON as the API returned it
+//	         (id, summary, encrypted_content when the request asked for
+//	         it with include "reasoning.encrypted_content", ...)
+//
+// attached to the item that followed it: the function call's
+// ToolCall.ProviderState, or, for a reasoning item followed by a message
+// (or by nothing), the Message.ProviderState, in output order. With the
+// reasoning items an item is given, its own output item id is kept too,
+// as state of Type "item_id" (StateItemID) whose Data is the id ("fc_...",
+// "msg_..."): the API pairs a reasoning item with the item after it by
+// that id. A reasoning item that preceded a hosted tool's item (left out
+// of the reply) is not kept.
+//
+// [ResponsesInput] sends the reasoning items of a call right before its
+// function_call item, and those of the message right before its message
+// item (not at all when the message has no text: the item they preceded
+// is not sent). A reasoning item goes as stored, and the item after it
+// with its stored id, so the input repeats the output as the API gave
+// it; when the following item's id was not kept (a session written by
+// another program), the reasoning item goes without its id if it holds
+// encrypted_content (the stateless form), and is left out if it does not
+// (the API could pair it with nothing). A stateless request
+// (ResponseNewParams.Store false) needs the encrypted content: ask for it
+// with Include "reasoning.encrypted_content". Only state whose Provider
+// is "openai" is sent.
+
 // Usage follows the session's convention (that of Anthropic's API):
 // InputTokens counts the input tokens neither read from nor written to the
 // cache, so that InputTokens + CacheReadTokens + CacheWriteTokens is the
@@ -61,12 +95,14 @@
 package openaiadapter
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/packages/param"
 	"github.com/openai/openai-go/v3/responses"
 	"github.com/sessionstore/sessionstore"
 	"github.com/sessionstore/sessionstore/convo"
@@ -82,6 +118,19 @@ var ErrUnsupported = errors.New("openaiadapter: unsupported tool call")
 
 // ErrorPrefix introduces the output of an error result in a request.
 const ErrorPrefix = "Error: "
+
+// ProviderName is the Provider of the state this package writes and sends
+// back (see the package doc).
+const ProviderName = "openai"
+
+// The Types of this package's provider state.
+const (
+	// StateReasoning is a Responses API reasoning item, as its Data.
+	StateReasoning = "reasoning"
+	// StateItemID is the output item id of the item a reasoning item
+	// preceded.
+	StateItemID = "item_id"
+)
 
 // ChatMessages returns the Chat Completions messages of events, a context
 // as sessionstore.Store.Load returns it (records resolved): the history
@@ -176,36 +225,68 @@ func ChatEvents(c *openai.ChatCompletion) ([]sessionstore.Event, error) {
 // ResponsesInput returns the Responses API input items of events, a
 // context as sessionstore.Store.Load returns it (records resolved), for a
 // ResponseNewParams.Input (OfInputItemList), with the caller's
-// instructions in ResponseNewParams.Instructions.
+// instructions in ResponseNewParams.Instructions. Reasoning items come
+// back in their place (see the package doc).
 //
-// Errors: those of convo.Build.
+// Errors: those of convo.Build, and a decode error naming the message's
+// first event for reasoning state whose Data is not a JSON object.
 func ResponsesInput(events []sessionstore.Event) (responses.ResponseInputParam, error) {
 	c, err := convo.Build(events, nil)
 	if err != nil {
 		return nil, err
 	}
-	return ResponsesInputOf(c), nil
+	return responsesInput(c, true)
 }
 
 // ResponsesInputOf returns the Responses API input items of a context
-// built with convo.Build.
+// built with convo.Build. Reasoning state whose Data is not a JSON object
+// is left out.
 func ResponsesInputOf(c convo.Context) responses.ResponseInputParam {
+	out, _ := responsesInput(c, false) // not strict: no error
+	return out
+}
+
+func responsesInput(c convo.Context, strict bool) (responses.ResponseInputParam, error) {
 	out := make(responses.ResponseInputParam, 0, len(c.Messages))
 	for _, m := range c.Messages {
 		switch m.Role {
 		case sessionstore.RoleAssistant:
+			// bad names the message of a state that does not decode.
+			bad := func(err error) error {
+				var first string
+				if len(m.Events) > 0 {
+					first = m.Events[0].String()
+				}
+				return fmt.Errorf("openaiadapter: reasoning state of the message of event %s: %w", first, err)
+			}
 			if m.Text != "" {
-				out = append(out, responses.ResponseInputItemUnionParam{OfOutputMessage: &responses.ResponseOutputMessageParam{
+				items, linked, err := reasoningItems(m.ProviderState)
+				if err != nil && strict {
+					return nil, bad(err)
+				}
+				out = append(out, items...)
+				msg := &responses.ResponseOutputMessageParam{
 					Content: []responses.ResponseOutputMessageContentUnionParam{{OfOutputText: &responses.ResponseOutputTextParam{
 						Text: m.Text, Annotations: []responses.ResponseOutputTextAnnotationUnionParam{},
 					}}},
 					Status: responses.ResponseOutputMessageStatusCompleted,
-				}})
+				}
+				if linked != "" {
+					msg.ID = linked
+				}
+				out = append(out, responses.ResponseInputItemUnionParam{OfOutputMessage: msg})
 			}
 			for _, tc := range m.ToolCalls {
-				out = append(out, responses.ResponseInputItemUnionParam{OfFunctionCall: &responses.ResponseFunctionToolCallParam{
-					CallID: tc.CallID, Name: tc.Name, Arguments: ArgumentsText(tc.Arguments),
-				}})
+				items, linked, err := reasoningItems(tc.ProviderState)
+				if err != nil && strict {
+					return nil, bad(err)
+				}
+				out = append(out, items...)
+				fc := &responses.ResponseFunctionToolCallParam{CallID: tc.CallID, Name: tc.Name, Arguments: ArgumentsText(tc.Arguments)}
+				if linked != "" {
+					fc.ID = openai.String(linked)
+				}
+				out = append(out, responses.ResponseInputItemUnionParam{OfFunctionCall: fc})
 			}
 		case sessionstore.RoleTool:
 			out = append(out, responses.ResponseInputItemUnionParam{OfFunctionCallOutput: &responses.ResponseInputItemFunctionCallOutputParam{
@@ -225,13 +306,64 @@ func ResponsesInputOf(c convo.Context) responses.ResponseInputParam {
 			}})
 		}
 	}
-	return out
+	return out, nil
+}
+
+// reasoningItems returns the input items of the reasoning state in st
+// (an item's, see the package doc), and the id to send the item after
+// them with: its stored id when a reasoning item goes with its own id,
+// else "". A reasoning whose Data is not a JSON object is left out and
+// reported in err, after the rest is done.
+func reasoningItems(st []sessionstore.ProviderState) (items []responses.ResponseInputItemUnionParam, linked string, err error) {
+	var itemID string
+	for _, s := range st {
+		if s.Provider == ProviderName && s.Type == StateItemID && itemID == "" {
+			itemID = string(s.Data)
+		}
+	}
+	for _, s := range st {
+		if s.Provider != ProviderName || s.Type != StateReasoning {
+			continue
+		}
+		var fields map[string]json.RawMessage
+		if e := json.Unmarshal(s.Data, &fields); e != nil || fields == nil {
+			if e == nil {
+				e = errors.New("not a JSON object")
+			}
+			err = cmp.Or(err, e)
+			continue
+		}
+		data := json.RawMessage(s.Data)
+		switch {
+		case !hasString(fields, "id"):
+			// No id to pair by: the stateless form, as it was stored.
+		case itemID != "":
+			linked = itemID
+		case hasString(fields, "encrypted_content"):
+			delete(fields, "id")
+			data, _ = json.Marshal(fields) // raw members: always marshals
+		default:
+			continue // the API could pair it with nothing
+		}
+		r := param.Override[responses.ResponseReasoningItemParam](data)
+		items = append(items, responses.ResponseInputItemUnionParam{OfReasoning: &r})
+	}
+	return items, linked, err
+}
+
+// hasString reports whether fields holds name as a JSON string that is
+// not empty.
+func hasString(fields map[string]json.RawMessage, name string) bool {
+	var v string
+	return json.Unmarshal(fields[name], &v) == nil && v != ""
 }
 
 // ResponseReply returns the reply of a Responses API response: the text of
 // its message items (output_text, and refusals), its function_call items,
-// the summary (or, failing that, the text) of its reasoning items, the
-// model and the usage. Items of hosted tools are left out.
+// the summary (or, failing that, the text) of its reasoning items, each
+// reasoning item as the provider state of the item after it (see the
+// package doc), the model and the usage. Items of hosted tools are left
+// out.
 //
 // Errors: ErrNoReply (nil, or a response with an error), ErrUnsupported
 // (a custom tool call).
@@ -244,9 +376,24 @@ func ResponseReply(r *responses.Response) (convo.Reply, error) {
 	}
 	out := convo.Reply{Model: string(r.Model)}
 	var text, reasoning []string
+	// pending holds the reasoning items not yet given to the item after
+	// them; withID returns them and that item's id.
+	var pending []sessionstore.ProviderState
+	withID := func(id string) []sessionstore.ProviderState {
+		if len(pending) == 0 {
+			return nil
+		}
+		st := pending
+		if id != "" {
+			st = append(st, sessionstore.ProviderState{Provider: ProviderName, Type: StateItemID, Data: []byte(id)})
+		}
+		pending = nil
+		return st
+	}
 	for i, item := range r.Output {
 		switch item.Type {
 		case "message":
+			out.ProviderState = append(out.ProviderState, withID(item.ID)...)
 			for _, part := range item.AsMessage().Content {
 				switch part.Type {
 				case "output_text":
@@ -259,9 +406,15 @@ func ResponseReply(r *responses.Response) (convo.Reply, error) {
 			fc := item.AsFunctionCall()
 			out.ToolCalls = append(out.ToolCalls, sessionstore.ToolCall{
 				CallID: fc.CallID, Name: fc.Name, Arguments: ArgumentsJSON(fc.Arguments),
+				ProviderState: withID(fc.ID),
 			})
 		case "reasoning":
 			ri := item.AsReasoning()
+			data := []byte(item.RawJSON())
+			if len(data) == 0 { // not read from JSON
+				data, _ = json.Marshal(ri)
+			}
+			pending = append(pending, sessionstore.ProviderState{Provider: ProviderName, Type: StateReasoning, Data: data})
 			var parts []string
 			for _, s := range ri.Summary {
 				parts = appendNonEmpty(parts, s.Text)
@@ -274,8 +427,11 @@ func ResponseReply(r *responses.Response) (convo.Reply, error) {
 			reasoning = append(reasoning, parts...)
 		case "custom_tool_call":
 			return convo.Reply{}, fmt.Errorf("%w: output item %d (%s) is a custom tool call", ErrUnsupported, i, item.CallID)
+		default:
+			pending = nil // a hosted tool's item, left out: its reasoning too
 		}
 	}
+	out.ProviderState = append(out.ProviderState, pending...) // reasoning that nothing followed
 	out.Text = strings.Join(text, "\n\n")
 	out.Reasoning = strings.Join(reasoning, "\n\n")
 	if r.JSON.Usage.Valid() {

@@ -46,9 +46,11 @@ func TestReviewFakeServersRefuseUnanswered(t *testing.T) {
 		srv := httptest.NewServer(fakeResponses())
 		defer srv.Close()
 		client := openai.NewClient(option.WithBaseURL(srv.URL), option.WithAPIKey("test"), option.WithMaxRetries(0))
-		call := responses.ResponseInputItemUnionParam{OfFunctionCall: &responses.ResponseFunctionToolCallParam{CallID: "call_1", Name: "read_file", Arguments: "{}"}}
+		// call_7 is a call of no reasoning (the server's call_1 wants its
+		// reasoning item, see TestFakeResponsesRefusesWithoutReasoning).
+		call := responses.ResponseInputItemUnionParam{OfFunctionCall: &responses.ResponseFunctionToolCallParam{CallID: "call_7", Name: "read_file", Arguments: "{}"}}
 		output := responses.ResponseInputItemUnionParam{OfFunctionCallOutput: &responses.ResponseInputItemFunctionCallOutputParam{
-			CallID: openai.String("call_1"), Output: responses.ResponseInputItemFunctionCallOutputOutputUnionParam{OfString: openai.String("x")},
+			CallID: openai.String("call_7"), Output: responses.ResponseInputItemFunctionCallOutputOutputUnionParam{OfString: openai.String("x")},
 		}}
 		send := func(items ...responses.ResponseInputItemUnionParam) error {
 			_, err := client.Responses.New(context.Background(), responses.ResponseNewParams{Model: "gpt-test", Input: responses.ResponseNewParamsInputUnion{OfInputItemList: items}})
