@@ -887,6 +887,12 @@ func TestNoNilID(t *testing.T) {
 		{"show", f.root, f.session.ID.String(), f.ask.ID.String()},
 		{"show", "-lazy", f.root, f.session.ID.String(), f.ask.ID.String()},
 		{"verify", f.root},
+		{"export", f.root, f.session.ID.String()},
+		{"export", "-scope", "path", f.root, f.session.ID.String()},
+		{"export", "-scope", "context", f.root, f.session.ID.String()},
+		{"export", "-format", "md", f.root, f.session.ID.String()},
+		{"export", f.root, f.empty.ID.String()},
+		{"export", "-format", "md", f.root, f.empty.ID.String()},
 	} {
 		status, stdout, stderr := runCmd(args...)
 		assert.Equal(t, exitOK, status, "args %q: %s", args, stderr)
@@ -898,6 +904,10 @@ func TestNoNilID(t *testing.T) {
 	assert.Regexp(t, `(?m)^`+f.empty.ID.String()+` ok: .*, head -$`, stdout)
 	_, stdout, _ = runCmd("show", f.root, f.session.ID.String(), f.ask.ID.String())
 	assert.Contains(t, stdout, `"parent_id": null,`)
+	_, stdout, _ = runCmd("export", "-scope", "path", f.root, f.session.ID.String())
+	assert.Contains(t, stdout, "\n"+`{"id":"`+f.ask.ID.String()+`","parent_id":null,"kind":"message",`)
+	_, stdout, _ = runCmd("export", f.root, f.empty.ID.String())
+	assert.Contains(t, stdout, `,"head":null,"events":0}`)
 }
 
 // TestUnreadableSession damages the session.json of one session: ls and
