@@ -190,7 +190,7 @@ func cmdPath(ctx context.Context, c *cmdEnv, args []string) int {
 	fs := c.newFlags("[-json] [-width n] <root> <session> [leaf]")
 	asJSON := fs.Bool("json", false, "print each whole event as one JSON object per line")
 	width := 120
-	fs.Var((*widthFlag)(&width), "width", "truncate each record to `n` characters (0: no limit)")
+	fs.Var((*countFlag)(&width), "width", "truncate each record to `n` characters (0: no limit)")
 	s, session, pos, status := c.openSession(ctx, fs, args, 2, 3, "session", "event")
 	if s == nil {
 		return status

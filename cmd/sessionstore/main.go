@@ -23,7 +23,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"strconv"
 	"strings"
 
 	"github.com/google/uuid"
@@ -293,23 +292,6 @@ func (c *cmdEnv) openSession(ctx context.Context, fs *flag.FlagSet, args []strin
 		return nil, uuid.Nil, nil, c.failf("%v", err)
 	}
 	return s, session, pos, exitOK
-}
-
-// widthFlag is a flag that takes a count of 0 or more.
-type widthFlag int
-
-func (w *widthFlag) String() string { return strconv.Itoa(int(*w)) }
-
-func (w *widthFlag) Set(v string) error {
-	n, err := strconv.Atoi(v)
-	switch {
-	case err != nil:
-		return errors.New("not a number")
-	case n < 0:
-		return fmt.Errorf("must be 0 or more, not %d", n)
-	}
-	*w = widthFlag(n)
-	return nil
 }
 
 // notFoundError reports an id or prefix that names no session or event; it
