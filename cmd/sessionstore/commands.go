@@ -382,7 +382,7 @@ func cmdVerify(ctx context.Context, c *cmdEnv, args []string) int {
 		}
 	}
 
-	verified := 0
+	verified, records, blobs := 0, 0, 0
 	for _, id := range sessions {
 		u, isUnreadable := unreadableMeta[id]
 		rep, err := s.Verify(ctx, id)
@@ -411,7 +411,11 @@ func cmdVerify(ctx context.Context, c *cmdEnv, args []string) int {
 			failed++ // Verify read it since; List could not
 			c.warnf("session %s: %s", id, unreadable(u))
 		}
-		fmt.Fprintf(c.stdout, "%s %s: %s (%d bytes), %d indexed, %s (%d bytes on disk), %s, head %s\n",
+		records += rep.Records
+		blobs += rep.Blobs
+		// RecordBytes counts the records' chunk lines whole (each record
+		// framed with its id, parent, time and checksum), uncompressed.
+		fmt.Fprintf(c.stdout, "%s %s: %s (%d bytes of chunk lines), %d indexed, %s (%d bytes on disk), %s, head %s\n",
 			id, state, count(rep.Records, "record"), rep.RecordBytes, rep.Indexed,
 			count(rep.Chunks, "chunk file"), rep.ChunkBytes, count(rep.Blobs, "blob"), idOrNone(rep.Head, uuid.UUID.String))
 		for _, p := range rep.Problems {
@@ -425,6 +429,7 @@ func cmdVerify(ctx context.Context, c *cmdEnv, args []string) int {
 		}
 	}
 	if failed == 0 && notFound == 0 && ambiguous == 0 {
+		fmt.Fprintf(c.stdout, "ok: %s, %s, %s checked\n", count(verified, "session"), count(records, "record"), count(blobs, "blob"))
 		return exitOK
 	}
 	var summary []string

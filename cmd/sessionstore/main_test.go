@@ -430,10 +430,11 @@ func TestVerify(t *testing.T) {
 	status, stdout, stderr := runCmd("verify", f.root)
 	require.Equal(t, exitOK, status, stderr)
 	assert.Empty(t, stderr)
-	assert.Regexp(t, `(?m)^`+f.session.ID.String()+` ok: 8 records \(\d+ bytes\), 8 indexed, 1 chunk file \(\d+ bytes on disk\), 1 blob, head `+f.head.ID.String()+`$`, stdout)
-	assert.Regexp(t, `(?m)^`+f.empty.ID.String()+` ok: 0 records \(0 bytes\), 0 indexed, 0 chunk files \(0 bytes on disk\), 0 blobs, head -$`, stdout)
+	assert.Regexp(t, `(?m)^`+f.session.ID.String()+` ok: 8 records \(\d+ bytes of chunk lines\), 8 indexed, 1 chunk file \(\d+ bytes on disk\), 1 blob, head `+f.head.ID.String()+`$`, stdout)
+	assert.Regexp(t, `(?m)^`+f.empty.ID.String()+` ok: 0 records \(0 bytes of chunk lines\), 0 indexed, 0 chunk files \(0 bytes on disk\), 0 blobs, head -$`, stdout)
 	assert.Regexp(t, `(?m)^`+f.empty.ID.String()+` ok: `, stdout)
 	assert.NotContains(t, stdout, "problem")
+	assert.True(t, strings.HasSuffix(stdout, "\nok: 2 sessions, 8 records, 1 blob checked\n"), "a summary when all is well:\n%s", stdout)
 
 	// Damage a byte of the first record: its checksum fails and valid
 	// records follow, so it is corruption.
@@ -610,7 +611,7 @@ func TestSealedChunks(t *testing.T) {
 
 	status, stdout, stderr = runCmd("verify", root)
 	require.Equal(t, exitOK, status, stderr)
-	assert.Regexp(t, `ok: `+strconv.Itoa(n)+` records \(\d+ bytes\), `+strconv.Itoa(n)+` indexed, \d+ chunk files \(\d+ bytes on disk\), 0 blobs, head `+last.ID.String(), stdout)
+	assert.Regexp(t, `ok: `+strconv.Itoa(n)+` records \(\d+ bytes of chunk lines\), `+strconv.Itoa(n)+` indexed, \d+ chunk files \(\d+ bytes on disk\), 0 blobs, head `+last.ID.String(), stdout)
 }
 
 // TestIDForms names sessions and events, in every command that takes them,
@@ -859,7 +860,7 @@ func TestVerifyByteCounts(t *testing.T) {
 
 	status, stdout, stderr := runCmd("verify", root)
 	require.Equal(t, exitOK, status, stderr)
-	assert.True(t, strings.HasPrefix(stdout, fmt.Sprintf("%s ok: 1 record (%d bytes), 1 indexed, 1 chunk file (%d bytes on disk), 0 blobs, head %s\n",
+	assert.True(t, strings.HasPrefix(stdout, fmt.Sprintf("%s ok: 1 record (%d bytes of chunk lines), 1 indexed, 1 chunk file (%d bytes on disk), 0 blobs, head %s\n",
 		meta.ID, rep.RecordBytes, rep.ChunkBytes, rep.Head)), stdout)
 }
 
