@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -95,9 +96,12 @@ func stamp(t time.Time) string {
 
 // cmdTree prints a session's events as a tree, without reading a record.
 func cmdTree(ctx context.Context, c *cmdEnv, args []string) int {
-	fs := c.newFlags("[-full] [-forks] <root> <session>")
+	fs := c.newFlags("[-full] <root> <session>")
 	full := fs.Bool("full", false, "print full event ids")
-	forks := fs.Bool("forks", false, "indent a child only where its parent has several (for long sessions)")
+	// -forks drew the default layout when the default indented every
+	// event by its depth; it stays accepted so that command lines keep
+	// working.
+	fs.Bool("forks", false, "ignored: tree indents only where the tree forks, as this flag once asked")
 	s, session, _, status := c.openSession(ctx, fs, args, 2, 2, "session")
 	if s == nil {
 		return status
@@ -119,7 +123,40 @@ func cmdTree(ctx context.Context, c *cmdEnv, args []string) int {
 	if *full {
 		name = uuid.UUID.String
 	}
+	writeTree(c.stdout, nodes, head, name)
+	if treeErr != nil {
+		return c.failf("session %s: %s (above: the events before it)", session, describe(treeErr))
+	}
+	return exitOK
+}
 
+// maxTreeLevel is the deepest level tree indents to: past it a line is
+// indented as at this level and names its own level in brackets, so that
+// a line stays short however many forks lie above it.
+const maxTreeLevel = 16
+
+// writeTree writes nodes (a session's tree, in append order) one per line,
+// depth first, each node's children in append order: id (name gives its
+// form), kind, role, record size, then [HEAD] on head, [branch from <id>]
+// on an event that starts a branch, [parent <id> missing] on one whose
+// parent is not among nodes (it is drawn as a root), and the node's
+// preview, quoted.
+//
+// Lines are indented only where the tree forks: the children of an event
+// with several are one level deeper than it, and the first line of each
+// of their branches starts with "- "; an only child stays at its parent's
+// level, so a chain of events is a column:
+//
+//	9e3779b1 message  user       "Build the feature."
+//	- 3c6ef362 message  assistant  "Running the tests first."
+//	  daa66d13 tool_call  assistant  "run_tests"
+//	- 17156075 message  assistant  [branch from 9e3779b1]  "Approach B"
+//
+// A level is two columns, up to maxTreeLevel; deeper lines are indented as
+// at maxTreeLevel and name their level, "[17] ". Every line is thus at
+// most a few hundred bytes, and the output linear in the number of
+// events, however deep the session or its forks.
+func writeTree(w *bufio.Writer, nodes []sessionstore.Node, head uuid.UUID, name func(uuid.UUID) string) {
 	known := make(map[uuid.UUID]bool, len(nodes))
 	for _, n := range nodes {
 		known[n.ID] = true
@@ -135,45 +172,61 @@ func cmdTree(ctx context.Context, c *cmdEnv, args []string) int {
 	}
 
 	// Depth first, children in append order, without recursion: a
-	// session's path can be 100,000 events deep.
-	type frame struct{ node, depth int }
+	// session's path can be 100,000 events deep. A frame is a node to
+	// print, its level, and whether it starts one of a fork's branches.
+	type frame struct {
+		node, level int
+		starts      bool
+	}
 	stack := make([]frame, 0, len(roots))
 	for i := len(roots) - 1; i >= 0; i-- {
-		stack = append(stack, frame{roots[i], 0})
+		stack = append(stack, frame{roots[i], 0, false})
 	}
-	var line strings.Builder
+	spaces := strings.Repeat("  ", maxTreeLevel)
+	var line []byte
 	for len(stack) > 0 {
 		f := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
 		n := nodes[f.node]
-		line.Reset()
-		line.WriteString(strings.Repeat("  ", f.depth))
-		fmt.Fprintf(&line, "%s %-14s %-9s %8d B", name(n.ID), n.Kind, roleName(n.Role), n.Size)
+		indent := 2 * min(f.level, maxTreeLevel)
+		if f.starts && f.level <= maxTreeLevel {
+			indent -= 2 // the "- " takes the level's two columns
+		}
+		line = append(line[:0], spaces[:indent]...)
+		if f.level > maxTreeLevel {
+			line = fmt.Appendf(line, "[%d] ", f.level)
+		}
+		if f.starts {
+			line = append(line, "- "...)
+		}
+		line = fmt.Appendf(line, "%s %-14s %-9s %8d B", name(n.ID), n.Kind, roleName(n.Role), n.Size)
 		if n.ID == head {
-			line.WriteString("  [HEAD]")
+			line = append(line, "  [HEAD]"...)
 		}
 		if n.BranchFrom != uuid.Nil {
-			fmt.Fprintf(&line, "  [branch from %s]", name(n.BranchFrom))
+			line = fmt.Appendf(line, "  [branch from %s]", name(n.BranchFrom))
 		}
 		if n.ParentID != uuid.Nil && !known[n.ParentID] {
-			fmt.Fprintf(&line, "  [parent %s missing]", n.ParentID)
+			line = fmt.Appendf(line, "  [parent %s missing]", n.ParentID)
 		}
-		line.WriteByte('\n')
-		c.stdout.WriteString(line.String())
+		if n.Preview != "" {
+			// Quoted: a preview holds no control character, but it may
+			// hold "[HEAD]", "- " or anything else the layout uses.
+			line = append(line, "  "...)
+			line = strconv.AppendQuote(line, n.Preview)
+		}
+		line = append(line, '\n')
+		w.Write(line)
 
 		kids := children[n.ID]
-		depth := f.depth + 1
-		if *forks && len(kids) == 1 {
-			depth = f.depth
+		if len(kids) == 1 {
+			stack = append(stack, frame{kids[0], f.level, false})
+			continue
 		}
 		for i := len(kids) - 1; i >= 0; i-- {
-			stack = append(stack, frame{kids[i], depth})
+			stack = append(stack, frame{kids[i], f.level + 1, true})
 		}
 	}
-	if treeErr != nil {
-		return c.failf("session %s: %s (above: the events before it)", session, describe(treeErr))
-	}
-	return exitOK
 }
 
 func roleName(r sessionstore.Role) string {

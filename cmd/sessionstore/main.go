@@ -54,7 +54,8 @@ commands:
          [-limit n] [-cursor c] [-json] <root>
                                               one page of the selected sessions, newest
                                               first, and the next page's cursor
-  tree   [-full] [-forks] <root> <session>    the event tree; reads no record
+  tree   [-full] <root> <session>             the event tree, indented where it forks,
+                                              with each event's preview; reads no record
   path   [-json] [-width n] <root> <session> [leaf]
                                               the active path, or the branch ending at leaf
   show   [-lazy] <root> <session> <event>     one event as indented JSON

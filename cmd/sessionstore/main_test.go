@@ -231,13 +231,25 @@ func TestTree(t *testing.T) {
 	lines := strings.Split(strings.TrimSuffix(stdout, "\n"), "\n")
 	require.Len(t, lines, len(f.all), stdout)
 
-	depth := map[uuid.UUID]int{}
+	// A line is indented by the forks above it (ask has two children),
+	// and the first line of each branch of a fork starts with "- ".
+	kids := map[uuid.UUID]int{}
 	for _, ev := range f.all {
+		kids[ev.ParentID]++
+	}
+	level := map[uuid.UUID]int{}
+	for _, ev := range f.all {
+		indent := ""
 		if ev.ParentID != uuid.Nil {
-			depth[ev.ID] = depth[ev.ParentID] + 1
+			level[ev.ID] = level[ev.ParentID]
+			indent = strings.Repeat("  ", level[ev.ID])
+			if kids[ev.ParentID] > 1 {
+				level[ev.ID]++
+				indent += "- "
+			}
 		}
 		line := lineOf(t, stdout, sessionstore.ShortID(ev.ID)+" ")
-		assert.True(t, strings.HasPrefix(line, strings.Repeat("  ", depth[ev.ID])+sessionstore.ShortID(ev.ID)), "indentation of %q", line)
+		assert.True(t, strings.HasPrefix(line, indent+sessionstore.ShortID(ev.ID)), "indentation of %q", line)
 		assert.Contains(t, line, " "+string(ev.Kind)+" ", line)
 		assert.Equal(t, ev.ID == f.head.ID, strings.Contains(line, "[HEAD]"), line)
 		assert.Equal(t, ev.BranchFrom != uuid.Nil, strings.Contains(line, "[branch from"), line)
@@ -248,6 +260,17 @@ func TestTree(t *testing.T) {
 	// Depth first: the first branch comes whole before the second.
 	assert.Less(t, strings.Index(stdout, sessionstore.ShortID(f.firstLeaf.ID)), strings.Index(stdout, sessionstore.ShortID(f.branch.ID)))
 
+	// The previews, quoted, after the markers.
+	assert.True(t, strings.HasSuffix(lineOf(t, stdout, sessionstore.ShortID(f.ask.ID)), ` B  "Build the feature."`), stdout)
+	assert.True(t, strings.HasSuffix(lineOf(t, stdout, sessionstore.ShortID(f.head.ID)), ` B  [HEAD]  "Go on after the summary."`), stdout)
+	assert.True(t, strings.HasSuffix(lineOf(t, stdout, sessionstore.ShortID(f.call.ID)), ` B  "run_tests"`), stdout)
+
+	// -forks, which drew this layout when the default indented by depth,
+	// is still taken, and changes nothing.
+	status, forks, stderr := runCmd("tree", "-forks", f.root, f.session.ID.String())
+	require.Equal(t, exitOK, status, stderr)
+	assert.Equal(t, stdout, forks)
+
 	// -full, and a prefix of the session id, flags after the arguments.
 	status, stdout, stderr = runCmd("tree", f.root, f.session.ID.String()[:30], "-full")
 	require.Equal(t, exitOK, status, stderr)
@@ -255,14 +278,6 @@ func TestTree(t *testing.T) {
 		assert.Contains(t, stdout, ev.ID.String()+" ")
 	}
 	assert.Contains(t, stdout, "[branch from "+f.ask.ID.String()+"]")
-
-	// -forks: a chain stays at its level, the children of a fork go one
-	// deeper.
-	status, stdout, stderr = runCmd("tree", "-forks", f.root, f.session.ID.String())
-	require.Equal(t, exitOK, status, stderr)
-	assert.True(t, strings.HasPrefix(lineOf(t, stdout, sessionstore.ShortID(f.ask.ID)), sessionstore.ShortID(f.ask.ID)))
-	assert.True(t, strings.HasPrefix(lineOf(t, stdout, sessionstore.ShortID(f.firstLeaf.ID)), "  "+sessionstore.ShortID(f.firstLeaf.ID)))
-	assert.True(t, strings.HasPrefix(lineOf(t, stdout, sessionstore.ShortID(f.head.ID)), "  "+sessionstore.ShortID(f.head.ID)))
 
 	// A session without events.
 	status, stdout, stderr = runCmd("tree", f.root, f.empty.ID.String())
