@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,6 +20,31 @@ import (
 
 	"github.com/sessionstore/sessionstore"
 )
+
+// cmdVersion prints the version of the module the command was built from.
+func cmdVersion(ctx context.Context, c *cmdEnv, args []string) int {
+	fs := c.newFlags("")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return exitUsage
+	}
+	if len(pos) > 0 {
+		return c.usagef(fs, "too many arguments: %s", strings.Join(pos, " "))
+	}
+	fmt.Fprintf(c.stdout, "sessionstore %s\n", buildVersion(debug.ReadBuildInfo()))
+	return exitOK
+}
+
+// buildVersion is the version of the module the command was built from,
+// as the Go toolchain recorded it ("v1.2.0" for go install ...@v1.2.0, a
+// pseudo-version for a build in a checkout with VCS stamping), or
+// "(devel)" when it recorded none.
+func buildVersion(info *debug.BuildInfo, ok bool) string {
+	if !ok || info == nil || info.Main.Version == "" {
+		return "(devel)"
+	}
+	return info.Main.Version
+}
 
 // cmdLs lists the sessions of a root.
 func cmdLs(ctx context.Context, c *cmdEnv, args []string) int {

@@ -100,14 +100,34 @@ func lineOf(t *testing.T, out, s string) string {
 	return ""
 }
 
+// TestUsage: no arguments or an unknown command is a bad command line
+// (the usage on stderr, status 2); help asked for ("help", "-h", "-help",
+// "--help") prints it on stdout with status 0, as Go's flag package does.
 func TestUsage(t *testing.T) {
-	for _, args := range [][]string{nil, {"help"}, {"-h"}, {"frobnicate"}} {
-		status, stdout, stderr := runCmd(args...)
-		assert.Equal(t, exitUsage, status, "args %q", args)
-		assert.Empty(t, stdout, "args %q", args)
-		assert.Contains(t, stderr, "usage: sessionstore <command>", "args %q", args)
+	for _, tc := range []struct {
+		args   []string
+		status int
+	}{
+		{nil, exitUsage},
+		{[]string{"frobnicate"}, exitUsage},
+		{[]string{"help", "frobnicate"}, exitUsage},
+		{[]string{"help", "tree", "ls"}, exitUsage},
+		{[]string{"-h", "tree"}, exitUsage},
+		{[]string{"help"}, exitOK},
+		{[]string{"-h"}, exitOK},
+		{[]string{"-help"}, exitOK},
+		{[]string{"--help"}, exitOK},
+	} {
+		status, stdout, stderr := runCmd(tc.args...)
+		assert.Equal(t, tc.status, status, "args %q", tc.args)
+		out, quiet := stderr, stdout
+		if tc.status == exitOK {
+			out, quiet = stdout, stderr
+		}
+		assert.Empty(t, quiet, "args %q", tc.args)
+		assert.True(t, strings.HasPrefix(out, "usage: sessionstore <command>") || strings.Contains(out, "\n\nusage: sessionstore <command>"), "args %q: %s", tc.args, out)
 		for name := range commands {
-			assert.Contains(t, stderr, "  "+name+" ", "args %q", args)
+			assert.Contains(t, out, "  "+name+" ", "args %q", tc.args)
 		}
 	}
 	_, _, stderr := runCmd("frobnicate")
