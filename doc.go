@@ -56,6 +56,7 @@
 //	<root>/sessions/<session-id>/
 //	  session.json        metadata (name, working dir, model, times, format)
 //	  HEAD                id of the newest event, a checkpoint (see below)
+//	  HEAD.broken         a bad HEAD that recovery replaced, kept aside
 //	  lanes.json          the lanes, once a lane call made one: the active
 //	                      lane and the others' tips, one CRC-framed line
 //	  LOCK                flock'ed by the one writer of the session
@@ -67,6 +68,8 @@
 //	                      exceed Options.ChunkSize
 //	  chunks/000000.jsonl.zst a full (sealed) chunk, compressed with random
 //	                      access (Options.Compression, default zstd)
+//	  chunks/000001.jsonl.broken-<offset>  the bytes recovery cut from the
+//	                      end of a chunk at that offset, kept aside
 //	  blobs/sha256/ab/<62 hex>.zst  records over Options.BlobThreshold,
 //	                      zstd-compressed, named by the SHA-256 of the record
 //

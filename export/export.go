@@ -40,14 +40,16 @@
 //   - "blobs" is "inline" (every record is in its line) or "files" (records
 //     stored as blobs are files beside the export, see below).
 //   - "session" is the session's sessionstore.Meta, in its encoding/json form.
-//   - "head" is the session's HEAD (the nil uuid for a session without
-//     events); "lanes", present only when the session has named lanes
-//     besides the implicit one, lists them sorted by name (Lane).
+//   - "head" is the session's HEAD (null for a session without events);
+//     "lanes", present only when the session has named lanes besides the
+//     implicit one, lists them sorted by name (Lane), a lane without a
+//     tip with "tip":null.
 //   - "events" is the number of event lines that follow, so that a reader
 //     tells a whole export from a cut one.
 //
 // Then come the events, one a line, each the encoding/json form of
-// sessionstore.Event: "id", "parent_id" (the nil uuid for a root),
+// sessionstore.Event but for a root's parent: "id", "parent_id" (null for
+// a root),
 // "branch_from" (only on an event that starts a branch), "kind", "role"
 // (absent for none), "timestamp" (RFC 3339, UTC), "record" (the record's
 // JSON), "digest" (only for a record stored as a blob: "sha256:<hex>" of the
@@ -55,12 +57,18 @@
 // they come in append order, so every parent before its children; with
 // "path", oldest first; with "context", in Load's order.
 //
-//	{"id":"01a039f0-0000-7000-8000-9e3779b10001","parent_id":"00000000-0000-0000-0000-000000000000","kind":"message","role":"user","timestamp":"2026-08-25T17:00:01Z","record":{"content":"The build fails. Fix it."},"size":38}
+//	{"id":"01a039f0-0000-7000-8000-9e3779b10001","parent_id":null,"kind":"message","role":"user","timestamp":"2026-08-25T17:00:01Z","record":{"content":"The build fails. Fix it."},"size":38}
 //	{"id":"01a039f0-0000-7000-8000-538453d70007","parent_id":"01a039f0-0000-7000-8000-b54cda260006","kind":"tool_result","role":"tool","timestamp":"2026-08-25T17:00:07Z","record":null,"digest":"sha256:eff396349f5bfca836179e1bf78da02e9ebe58a104bc36303663a3c3404d4e09","size":1024}
 //
 // The second line is a record stored as a blob, exported with BlobDir.
 // Members are never removed or renamed within a version; Reader, of
 // version 1, refuses members it does not know.
+//
+// Exports written before null stood for "no event" name the nil uuid
+// ("00000000-0000-0000-0000-000000000000") in "parent_id", "head" and
+// "tip" instead; Reader reads either as uuid.Nil, and so does every
+// earlier Reader of version 1 (encoding/json leaves a uuid.UUID zero for
+// a JSON null), so the version is unchanged.
 //
 // Records stored as blobs are written in one of two ways. Inline (the
 // default), the record is in its line and "digest" and "size" stay, so a
@@ -168,7 +176,7 @@ type Header struct {
 	Scope   Scope             `json:"scope"`
 	Blobs   string            `json:"blobs"`
 	Session sessionstore.Meta `json:"session"`
-	Head    uuid.UUID         `json:"head"`
+	Head    uuid.UUID         `json:"head"` // uuid.Nil for none: null in the line
 	Lanes   []Lane            `json:"lanes,omitempty"`
 	Events  int               `json:"events"`
 }
@@ -176,9 +184,65 @@ type Header struct {
 // Lane is a named branch of the session, as the header lists it.
 type Lane struct {
 	Name   string    `json:"name"`
-	Tip    uuid.UUID `json:"tip"`
+	Tip    uuid.UUID `json:"tip"` // uuid.Nil for none: null in the line
 	Active bool      `json:"active,omitempty"`
 	SetAt  time.Time `json:"set_at,omitzero"`
+}
+
+// headerLine is Header as the export's first line: a nil Head, and a
+// lane's nil Tip, as null.
+type headerLine struct {
+	Format  string            `json:"format"`
+	Version int               `json:"version"`
+	Scope   Scope             `json:"scope"`
+	Blobs   string            `json:"blobs"`
+	Session sessionstore.Meta `json:"session"`
+	Head    *uuid.UUID        `json:"head"`
+	Lanes   []laneLine        `json:"lanes,omitempty"`
+	Events  int               `json:"events"`
+}
+
+// laneLine is Lane in the header line: a nil Tip as null.
+type laneLine struct {
+	Name   string     `json:"name"`
+	Tip    *uuid.UUID `json:"tip"`
+	Active bool       `json:"active,omitempty"`
+	SetAt  time.Time  `json:"set_at,omitzero"`
+}
+
+func newHeaderLine(h Header) headerLine {
+	out := headerLine{Format: h.Format, Version: h.Version, Scope: h.Scope, Blobs: h.Blobs, Session: h.Session, Head: idOrNull(h.Head), Events: h.Events}
+	for _, l := range h.Lanes {
+		out.Lanes = append(out.Lanes, laneLine{Name: l.Name, Tip: idOrNull(l.Tip), Active: l.Active, SetAt: l.SetAt})
+	}
+	return out
+}
+
+// eventLine is sessionstore.Event as an event line: its encoding/json
+// form, members in the same order, but for a root's parent_id, null
+// rather than the nil uuid.
+type eventLine struct {
+	ID         uuid.UUID         `json:"id"`
+	ParentID   *uuid.UUID        `json:"parent_id"`
+	BranchFrom uuid.UUID         `json:"branch_from,omitzero"`
+	Kind       sessionstore.Kind `json:"kind"`
+	Role       sessionstore.Role `json:"role,omitempty"`
+	Time       time.Time         `json:"timestamp"`
+	Record     json.RawMessage   `json:"record"`
+	Digest     string            `json:"digest,omitempty"`
+	Size       int64             `json:"size"`
+}
+
+func newEventLine(ev sessionstore.Event) eventLine {
+	return eventLine{ID: ev.ID, ParentID: idOrNull(ev.ParentID), BranchFrom: ev.BranchFrom, Kind: ev.Kind, Role: ev.Role, Time: ev.Time, Record: ev.Record, Digest: ev.Digest, Size: ev.Size}
+}
+
+// idOrNull is id, or nil (JSON null) for uuid.Nil: no event.
+func idOrNull(id uuid.UUID) *uuid.UUID {
+	if id == uuid.Nil {
+		return nil
+	}
+	return &id
 }
 
 // Errors of an export.
@@ -558,7 +622,7 @@ func JSONL(ctx context.Context, w io.Writer, st *sessionstore.Store, session uui
 	enc := json.NewEncoder(out.bw)
 	enc.SetEscapeHTML(false)
 	h := Header{Format: FormatName, Version: Version, Scope: scope, Blobs: mode, Session: p.meta, Head: p.head, Lanes: p.lanes, Events: p.count()}
-	if err := enc.Encode(h); err != nil {
+	if err := enc.Encode(newHeaderLine(h)); err != nil {
 		return stats, writeErr(err)
 	}
 	err = p.each(ctx, st, session, func(ev sessionstore.Event) error {
@@ -577,7 +641,7 @@ func JSONL(ctx context.Context, w io.Writer, st *sessionstore.Store, session uui
 				ev = r
 			}
 		}
-		if err := enc.Encode(ev); err != nil {
+		if err := enc.Encode(newEventLine(ev)); err != nil {
 			if out.err() != nil {
 				return writeErr(out.err())
 			}

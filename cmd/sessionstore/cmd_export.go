@@ -2,11 +2,18 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
 
+	"github.com/google/uuid"
+
+	"github.com/sessionstore/sessionstore"
 	"github.com/sessionstore/sessionstore/export"
 )
 
@@ -18,14 +25,17 @@ const exportSynopsis = "[-format jsonl|md] [-scope tree|path|context] [-blobs in
 // export) or as a Markdown transcript of the active path. It opens the
 // store read-only. With -o the output goes to a temporary file beside
 // file, synced and renamed to it once whole, so a failed export leaves no
-// half-written file.
+// half-written file. The file gets the permissions of the session's own
+// files (session.json's: 0600 unless the store was opened with another
+// Options.FileMode), less the umask: a transcript is never more open than
+// the store it comes from, nor than the user's umask allows.
 func cmdExport(ctx context.Context, c *cmdEnv, args []string) int {
 	fs := c.newFlags(exportSynopsis)
 	format := fs.String("format", "jsonl", "output format: jsonl or md (a Markdown transcript)")
 	scope := fs.String("scope", "", "events to export: tree (every branch), path (root to HEAD, past compactions) or context (what Load returns); default tree for jsonl, path for md")
 	blobs := fs.String("blobs", "inline", "records stored as blobs: inline in their lines, or a directory to write them to as sha256-<hex> files (jsonl only)")
 	full := fs.Bool("full", false, "md: show every tool output whole instead of cutting long ones")
-	outFile := fs.String("o", "", "write to this file instead of stdout")
+	outFile := fs.String("o", "", "write to this file instead of stdout, replacing it whole; it gets the session's file permissions (0600 by default) less the umask")
 	store := fs.String("store", "", "the store's directory, instead of the <root> argument")
 	pos, err := parse(fs, args)
 	if err != nil {
@@ -97,7 +107,8 @@ func cmdExport(ctx context.Context, c *cmdEnv, args []string) int {
 		}
 		return exitOK
 	}
-	stats, err := writeAtomically(*outFile, func(w io.Writer) (export.Stats, error) { return run(ctx, w) })
+	perm := sessionFileMode(pos[0], session)
+	stats, err := writeAtomically(*outFile, perm, func(w io.Writer) (export.Stats, error) { return run(ctx, w) })
 	if err != nil {
 		return c.failf("session %s: %s", session, describe(err))
 	}
@@ -109,11 +120,23 @@ func cmdExport(ctx context.Context, c *cmdEnv, args []string) int {
 	return exitOK
 }
 
-// writeAtomically runs write on a temporary file beside path, then syncs
-// it and renames it to path; on any failure it removes the temporary file
+// sessionFileMode is the permission of the files of the session under
+// root, read from its session.json, with no execute bit; or
+// sessionstore.DefaultFileMode when that cannot be read.
+func sessionFileMode(root string, session uuid.UUID) fs.FileMode {
+	info, err := os.Stat(filepath.Join(root, "sessions", session.String(), "session.json"))
+	if err != nil {
+		return sessionstore.DefaultFileMode
+	}
+	return info.Mode().Perm() & 0o666
+}
+
+// writeAtomically runs write on a temporary file beside path, created with
+// permissions perm less the umask (the system applies it), then syncs it
+// and renames it to path; on any failure it removes the temporary file
 // and leaves path as it was.
-func writeAtomically(path string, write func(io.Writer) (export.Stats, error)) (export.Stats, error) {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+func writeAtomically(path string, perm fs.FileMode, write func(io.Writer) (export.Stats, error)) (export.Stats, error) {
+	f, err := createTemp(filepath.Dir(path), "."+filepath.Base(path)+".", perm)
 	if err != nil {
 		return export.Stats{}, err
 	}
@@ -124,9 +147,6 @@ func writeAtomically(path string, write func(io.Writer) (export.Stats, error)) (
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(tmp, 0o644)
 	}
 	if err == nil {
 		err = os.Rename(tmp, path)
@@ -140,4 +160,19 @@ func writeAtomically(path string, write func(io.Writer) (export.Stats, error)) (
 		d.Close()
 	}
 	return stats, nil
+}
+
+// createTemp creates a new file in dir named prefix and a random number,
+// as os.CreateTemp does, but with permissions perm (less the umask) where
+// os.CreateTemp gives 0600.
+func createTemp(dir, prefix string, perm fs.FileMode) (*os.File, error) {
+	for range 10000 {
+		name := filepath.Join(dir, prefix+strconv.FormatUint(uint64(rand.Uint32()), 10))
+		f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, perm)
+		if errors.Is(err, fs.ErrExist) {
+			continue
+		}
+		return f, err
+	}
+	return nil, &fs.PathError{Op: "createtemp", Path: filepath.Join(dir, prefix+"*"), Err: fs.ErrExist}
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/google/uuid"
@@ -196,4 +197,49 @@ func TestExportErrors(t *testing.T) {
 	entries, err := os.ReadDir(dir)
 	require.NoError(t, err)
 	assert.Len(t, entries, 1, "no temporary file left")
+}
+
+// TestExportFileMode: export -o creates its file with the permissions of
+// the session's files less the umask, never more open than either (it
+// made every file 0644).
+func TestExportFileMode(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		store, umask, want os.FileMode
+	}{
+		{sessionstore.DefaultFileMode, 0o022, 0o600}, // the default store: private
+		{0o644, 0o077, 0o600},                        // a private umask
+		{0o640, 0o002, 0o640},
+		{0o664, 0o022, 0o644},
+		{0o666, 0o000, 0o666},
+	} {
+		t.Run(fmt.Sprintf("store %04o umask %04o", tc.store, tc.umask), func(t *testing.T) {
+			// The store's files get tc.store exactly (no umask), the
+			// export tc.umask.
+			old := syscall.Umask(0)
+			defer syscall.Umask(old)
+			root := t.TempDir()
+			st, err := sessionstore.Open(root, &sessionstore.Options{FileMode: tc.store})
+			require.NoError(t, err)
+			meta, err := st.Create(ctx, sessionstore.Meta{Name: "mode"})
+			require.NoError(t, err)
+			_, err = st.Append(ctx, meta.ID, sessionstore.UserText("private"))
+			require.NoError(t, err)
+			require.NoError(t, st.Close())
+			info, err := os.Stat(filepath.Join(root, "sessions", meta.ID.String(), "session.json"))
+			require.NoError(t, err)
+			require.Equal(t, tc.store, info.Mode().Perm())
+
+			syscall.Umask(int(tc.umask))
+			dir := t.TempDir()
+			for _, format := range []string{"jsonl", "md"} {
+				out := filepath.Join(dir, "session."+format)
+				status, _, stderr := runCmd("export", "-format", format, "-o", out, root, meta.ID.String())
+				require.Equal(t, exitOK, status, stderr)
+				info, err := os.Stat(out)
+				require.NoError(t, err)
+				assert.Equal(t, tc.want, info.Mode().Perm(), "-format %s", format)
+			}
+		})
+	}
 }

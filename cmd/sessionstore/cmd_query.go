@@ -4,78 +4,53 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
-	"strings"
 	"text/tabwriter"
-	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/sessionstore/sessionstore"
 )
 
-// labelFlags collects -label key=value flags.
-type labelFlags map[string]string
-
-func (l labelFlags) String() string { return fmt.Sprint(map[string]string(l)) }
-
-func (l labelFlags) Set(v string) error {
-	k, val, ok := strings.Cut(v, "=")
-	if !ok || k == "" {
-		return errors.New("want key=value")
-	}
-	l[k] = val
-	return nil
-}
-
-// timeFlag is a -since or -until flag: an RFC 3339 time.
-type timeFlag struct{ t *time.Time }
-
-func (f timeFlag) String() string {
-	if f.t == nil || f.t.IsZero() {
-		return ""
-	}
-	return f.t.Format(time.RFC3339)
-}
-
-func (f timeFlag) Set(v string) error {
-	t, err := time.Parse(time.RFC3339Nano, v)
-	if err != nil {
-		return errors.New("want an RFC 3339 time, e.g. 2026-08-25T17:21:23Z")
-	}
-	*f.t = t
-	return nil
-}
-
 // cmdQuery lists one page of the sessions a query selects, newest
 // first, and the cursor of the next page (Store.ListPage).
 func cmdQuery(ctx context.Context, c *cmdEnv, args []string) int {
 	fs := c.newFlags("[-parent id] [-cwd dir] [-label k=v]... [-since t] [-until t] [-limit n] [-cursor c] [-json] <root>")
 	var q sessionstore.Query
-	parent := fs.String("parent", "", "only the subagents of this session (its full id)")
+	parent := fs.String("parent", "", "only the subagents of this session (its id, or a unique prefix of it or of its short id)")
 	fs.StringVar(&q.WorkingDir, "cwd", "", "only sessions with this working directory")
 	labels := labelFlags{}
 	fs.Var(labels, "label", "only sessions with this label (key=value; repeat for more, all must match)")
-	fs.Var(timeFlag{&q.Since}, "since", "only sessions created at or after this time (RFC 3339)")
-	fs.Var(timeFlag{&q.Until}, "until", "only sessions created before this time (RFC 3339)")
+	fs.Var(newTimeFlag(&q.Since), "since", "only sessions created at or after this `time` (RFC 3339, a date, or a duration before now)")
+	fs.Var(newTimeFlag(&q.Until), "until", "only sessions created before this `time` (RFC 3339, a date, or a duration before now)")
 	fs.IntVar(&q.Limit, "limit", sessionstore.DefaultPageSize, "the page size")
 	cursor := fs.String("cursor", "", "the cursor a previous page printed")
 	asJSON := fs.Bool("json", false, "print each session's metadata as one JSON object per line")
-	s, pos, status := c.openStore(fs, args, 1, 1)
-	if s == nil {
+	pos, status, ok := c.parseArgs(fs, args, 1, 1)
+	if !ok {
 		return status
+	}
+	switch {
+	case *parent != "" && !wellFormedID(*parent):
+		return c.usagef(fs, "-parent %q is neither an id nor an id prefix (hex digits, and dashes where the id has them)", *parent)
+	case q.Limit <= 0:
+		return c.usagef(fs, "-limit %d: want a positive page size", q.Limit)
+	}
+	s, err := c.openReadOnly(pos[0])
+	if err != nil {
+		return c.failf("%v", err)
 	}
 	defer s.Close()
 	if *parent != "" {
+		// A full id is taken as it is: the subagents of a session
+		// removed since still name it.
 		id, err := uuid.Parse(*parent)
 		if err != nil {
-			return c.usagef(fs, "-parent %q is not a session id", *parent)
+			if id, err = resolveSession(ctx, s, *parent); err != nil {
+				return c.failf("-parent: %v", err)
+			}
 		}
 		q.ParentSession = id
-	}
-	if q.Limit <= 0 {
-		return c.usagef(fs, "-limit %d: want a positive page size", q.Limit)
 	}
 	if len(labels) > 0 {
 		q.Labels = labels
@@ -118,5 +93,3 @@ func cmdQuery(ctx context.Context, c *cmdEnv, args []string) int {
 	}
 	return exitOK
 }
-
-var _ flag.Value = labelFlags{}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -68,11 +69,96 @@ func TestQuery(t *testing.T) {
 	for _, args := range [][]string{
 		{"query", "-cursor", "nonsense", root},
 		{"query", "-limit", "0", root},
-		{"query", "-parent", "abc", root},
+		{"query", "-parent", "not-hex", root},
 		{"query", "-label", "novalue", root},
 		{"query", "-since", "yesterday", root},
 	} {
 		status, _, stderr := runCmd(args...)
 		assert.Equal(t, exitUsage, status, "args %q: %s", args, stderr)
+	}
+}
+
+// TestQueryParentPrefix: -parent takes a session as every command does, by
+// its id, its short id or a unique prefix; a full id is taken as it is.
+func TestQueryParentPrefix(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	s, err := sessionstore.Open(root, nil)
+	require.NoError(t, err)
+	top, err := s.Create(ctx, sessionstore.Meta{Name: "top"})
+	require.NoError(t, err)
+	other, err := s.Create(ctx, sessionstore.Meta{Name: "other"})
+	require.NoError(t, err)
+	sub, err := s.Create(ctx, sessionstore.Meta{Name: "sub", ParentSession: top.ID})
+	require.NoError(t, err)
+	_, err = s.Create(ctx, sessionstore.Meta{Name: "other's sub", ParentSession: other.ID})
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+
+	full := top.ID.String()
+	for _, parent := range []string{full, sessionstore.ShortID(top.ID), full[24:30], strings.ToUpper(sessionstore.ShortID(top.ID))} {
+		status, stdout, stderr := runCmd("query", "-parent", parent, root)
+		require.Equal(t, exitOK, status, "-parent %s: %s", parent, stderr)
+		lines := strings.Split(strings.TrimSuffix(stdout, "\n"), "\n")
+		require.Len(t, lines, 2, "-parent %s: %s", parent, stdout)
+		assert.Regexp(t, `^`+sub.ID.String()+` +sub `, lines[1], "-parent %s", parent)
+	}
+
+	// A prefix that names no session fails; one that names several says so.
+	status, stdout, stderr := runCmd("query", "-parent", "0123abcd", root)
+	assert.Equal(t, exitFail, status)
+	assert.Empty(t, stdout)
+	assert.Contains(t, stderr, `query: -parent: no session in "`+root+`" matches "0123abcd"`)
+	status, _, stderr = runCmd("query", "-parent", full[:8], root)
+	assert.Equal(t, exitFail, status)
+	assert.Contains(t, stderr, "is ambiguous")
+}
+
+// TestQueryDates: -since and -until take a date (midnight UTC), as
+// prune's -older-than does, besides an RFC 3339 time and a duration.
+func TestQueryDates(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	s, err := sessionstore.Open(root, nil)
+	require.NoError(t, err)
+	for _, day := range []string{"2026-01-01T23:59:59Z", "2026-01-02T00:00:00Z", "2026-01-03T12:00:00Z"} {
+		at, err := time.Parse(time.RFC3339, day)
+		require.NoError(t, err)
+		_, err = s.Create(ctx, sessionstore.Meta{Name: day, CreatedAt: at})
+		require.NoError(t, err)
+	}
+	require.NoError(t, s.Close())
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"-since", "2026-01-02"}, []string{"2026-01-03T12:00:00Z", "2026-01-02T00:00:00Z"}},
+		{[]string{"-until", "2026-01-02"}, []string{"2026-01-01T23:59:59Z"}},
+		{[]string{"-since", "2026-01-02", "-until", "2026-01-03"}, []string{"2026-01-02T00:00:00Z"}},
+		{[]string{"-since", "2026-01-01T23:59:59Z"}, []string{"2026-01-03T12:00:00Z", "2026-01-02T00:00:00Z", "2026-01-01T23:59:59Z"}},
+		{[]string{"-since", "1h"}, nil}, // created months before now
+		{[]string{"-until", "1h"}, []string{"2026-01-03T12:00:00Z", "2026-01-02T00:00:00Z", "2026-01-01T23:59:59Z"}},
+	} {
+		args := append(append([]string{"query", "-json"}, tc.args...), root)
+		status, stdout, stderr := runCmd(args...)
+		require.Equal(t, exitOK, status, "%q: %s", tc.args, stderr)
+		var got []string
+		for line := range strings.Lines(stdout) {
+			var m sessionstore.Meta
+			require.NoError(t, json.Unmarshal([]byte(line), &m), line)
+			got = append(got, m.Name)
+		}
+		assert.Equal(t, tc.want, got, "%q", tc.args)
+	}
+	for bad, why := range map[string]string{
+		"2026-13-01":          "want a time (2026-01-02T15:04:05Z), a date (2026-01-02) or a duration before now (720h)",
+		"2026-01-02T00:00:00": "want a time (2026-01-02T15:04:05Z), a date (2026-01-02) or a duration before now (720h)",
+		"yesterday":           "want a time (2026-01-02T15:04:05Z), a date (2026-01-02) or a duration before now (720h)",
+		"-1h":                 "a negative duration",
+	} {
+		status, stdout, stderr := runCmd("query", "-since", bad, root)
+		assert.Equal(t, exitUsage, status, "-since %s", bad)
+		assert.Empty(t, stdout)
+		assert.Contains(t, stderr, `invalid value "`+bad+`" for flag -since: `+why, "-since %s", bad)
 	}
 }

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,6 +20,31 @@ import (
 
 	"github.com/sessionstore/sessionstore"
 )
+
+// cmdVersion prints the version of the module the command was built from.
+func cmdVersion(ctx context.Context, c *cmdEnv, args []string) int {
+	fs := c.newFlags("")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return exitUsage
+	}
+	if len(pos) > 0 {
+		return c.usagef(fs, "too many arguments: %s", strings.Join(pos, " "))
+	}
+	fmt.Fprintf(c.stdout, "sessionstore %s\n", buildVersion(debug.ReadBuildInfo()))
+	return exitOK
+}
+
+// buildVersion is the version of the module the command was built from,
+// as the Go toolchain recorded it ("v1.2.0" for go install ...@v1.2.0, a
+// pseudo-version for a build in a checkout with VCS stamping), or
+// "(devel)" when it recorded none.
+func buildVersion(info *debug.BuildInfo, ok bool) string {
+	if !ok || info == nil || info.Main.Version == "" {
+		return "(devel)"
+	}
+	return info.Main.Version
+}
 
 // cmdLs lists the sessions of a root.
 func cmdLs(ctx context.Context, c *cmdEnv, args []string) int {
@@ -95,9 +122,12 @@ func stamp(t time.Time) string {
 
 // cmdTree prints a session's events as a tree, without reading a record.
 func cmdTree(ctx context.Context, c *cmdEnv, args []string) int {
-	fs := c.newFlags("[-full] [-forks] <root> <session>")
+	fs := c.newFlags("[-full] <root> <session>")
 	full := fs.Bool("full", false, "print full event ids")
-	forks := fs.Bool("forks", false, "indent a child only where its parent has several (for long sessions)")
+	// -forks drew the default layout when the default indented every
+	// event by its depth; it stays accepted so that command lines keep
+	// working.
+	fs.Bool("forks", false, "ignored: tree indents only where the tree forks, as this flag once asked")
 	s, session, _, status := c.openSession(ctx, fs, args, 2, 2, "session")
 	if s == nil {
 		return status
@@ -119,7 +149,40 @@ func cmdTree(ctx context.Context, c *cmdEnv, args []string) int {
 	if *full {
 		name = uuid.UUID.String
 	}
+	writeTree(c.stdout, nodes, head, name)
+	if treeErr != nil {
+		return c.failf("session %s: %s (above: the events before it)", session, describe(treeErr))
+	}
+	return exitOK
+}
 
+// maxTreeLevel is the deepest level tree indents to: past it a line is
+// indented as at this level and names its own level in brackets, so that
+// a line stays short however many forks lie above it.
+const maxTreeLevel = 16
+
+// writeTree writes nodes (a session's tree, in append order) one per line,
+// depth first, each node's children in append order: id (name gives its
+// form), kind, role, record size, then [HEAD] on head, [branch from <id>]
+// on an event that starts a branch, [parent <id> missing] on one whose
+// parent is not among nodes (it is drawn as a root), and the node's
+// preview, quoted.
+//
+// Lines are indented only where the tree forks: the children of an event
+// with several are one level deeper than it, and the first line of each
+// of their branches starts with "- "; an only child stays at its parent's
+// level, so a chain of events is a column:
+//
+//	9e3779b1 message  user       "Build the feature."
+//	- 3c6ef362 message  assistant  "Running the tests first."
+//	  daa66d13 tool_call  assistant  "run_tests"
+//	- 17156075 message  assistant  [branch from 9e3779b1]  "Approach B"
+//
+// A level is two columns, up to maxTreeLevel; deeper lines are indented as
+// at maxTreeLevel and name their level, "[17] ". Every line is thus at
+// most a few hundred bytes, and the output linear in the number of
+// events, however deep the session or its forks.
+func writeTree(w *bufio.Writer, nodes []sessionstore.Node, head uuid.UUID, name func(uuid.UUID) string) {
 	known := make(map[uuid.UUID]bool, len(nodes))
 	for _, n := range nodes {
 		known[n.ID] = true
@@ -135,45 +198,61 @@ func cmdTree(ctx context.Context, c *cmdEnv, args []string) int {
 	}
 
 	// Depth first, children in append order, without recursion: a
-	// session's path can be 100,000 events deep.
-	type frame struct{ node, depth int }
+	// session's path can be 100,000 events deep. A frame is a node to
+	// print, its level, and whether it starts one of a fork's branches.
+	type frame struct {
+		node, level int
+		starts      bool
+	}
 	stack := make([]frame, 0, len(roots))
 	for i := len(roots) - 1; i >= 0; i-- {
-		stack = append(stack, frame{roots[i], 0})
+		stack = append(stack, frame{roots[i], 0, false})
 	}
-	var line strings.Builder
+	spaces := strings.Repeat("  ", maxTreeLevel)
+	var line []byte
 	for len(stack) > 0 {
 		f := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
 		n := nodes[f.node]
-		line.Reset()
-		line.WriteString(strings.Repeat("  ", f.depth))
-		fmt.Fprintf(&line, "%s %-14s %-9s %8d B", name(n.ID), n.Kind, roleName(n.Role), n.Size)
+		indent := 2 * min(f.level, maxTreeLevel)
+		if f.starts && f.level <= maxTreeLevel {
+			indent -= 2 // the "- " takes the level's two columns
+		}
+		line = append(line[:0], spaces[:indent]...)
+		if f.level > maxTreeLevel {
+			line = fmt.Appendf(line, "[%d] ", f.level)
+		}
+		if f.starts {
+			line = append(line, "- "...)
+		}
+		line = fmt.Appendf(line, "%s %-14s %-9s %8d B", name(n.ID), n.Kind, roleName(n.Role), n.Size)
 		if n.ID == head {
-			line.WriteString("  [HEAD]")
+			line = append(line, "  [HEAD]"...)
 		}
 		if n.BranchFrom != uuid.Nil {
-			fmt.Fprintf(&line, "  [branch from %s]", name(n.BranchFrom))
+			line = fmt.Appendf(line, "  [branch from %s]", name(n.BranchFrom))
 		}
 		if n.ParentID != uuid.Nil && !known[n.ParentID] {
-			fmt.Fprintf(&line, "  [parent %s missing]", n.ParentID)
+			line = fmt.Appendf(line, "  [parent %s missing]", n.ParentID)
 		}
-		line.WriteByte('\n')
-		c.stdout.WriteString(line.String())
+		if n.Preview != "" {
+			// Quoted: a preview holds no control character, but it may
+			// hold "[HEAD]", "- " or anything else the layout uses.
+			line = append(line, "  "...)
+			line = strconv.AppendQuote(line, n.Preview)
+		}
+		line = append(line, '\n')
+		w.Write(line)
 
 		kids := children[n.ID]
-		depth := f.depth + 1
-		if *forks && len(kids) == 1 {
-			depth = f.depth
+		if len(kids) == 1 {
+			stack = append(stack, frame{kids[0], f.level, false})
+			continue
 		}
 		for i := len(kids) - 1; i >= 0; i-- {
-			stack = append(stack, frame{kids[i], depth})
+			stack = append(stack, frame{kids[i], f.level + 1, true})
 		}
 	}
-	if treeErr != nil {
-		return c.failf("session %s: %s (above: the events before it)", session, describe(treeErr))
-	}
-	return exitOK
 }
 
 func roleName(r sessionstore.Role) string {
@@ -190,7 +269,7 @@ func cmdPath(ctx context.Context, c *cmdEnv, args []string) int {
 	fs := c.newFlags("[-json] [-width n] <root> <session> [leaf]")
 	asJSON := fs.Bool("json", false, "print each whole event as one JSON object per line")
 	width := 120
-	fs.Var((*widthFlag)(&width), "width", "truncate each record to `n` characters (0: no limit)")
+	fs.Var((*countFlag)(&width), "width", "truncate each record to `n` characters (0: no limit)")
 	s, session, pos, status := c.openSession(ctx, fs, args, 2, 3, "session", "event")
 	if s == nil {
 		return status
@@ -382,7 +461,7 @@ func cmdVerify(ctx context.Context, c *cmdEnv, args []string) int {
 		}
 	}
 
-	verified := 0
+	verified, records, blobs := 0, 0, 0
 	for _, id := range sessions {
 		u, isUnreadable := unreadableMeta[id]
 		rep, err := s.Verify(ctx, id)
@@ -411,7 +490,11 @@ func cmdVerify(ctx context.Context, c *cmdEnv, args []string) int {
 			failed++ // Verify read it since; List could not
 			c.warnf("session %s: %s", id, unreadable(u))
 		}
-		fmt.Fprintf(c.stdout, "%s %s: %s (%d bytes), %d indexed, %s (%d bytes on disk), %s, head %s\n",
+		records += rep.Records
+		blobs += rep.Blobs
+		// RecordBytes counts the records' chunk lines whole (each record
+		// framed with its id, parent, time and checksum), uncompressed.
+		fmt.Fprintf(c.stdout, "%s %s: %s (%d bytes of chunk lines), %d indexed, %s (%d bytes on disk), %s, head %s\n",
 			id, state, count(rep.Records, "record"), rep.RecordBytes, rep.Indexed,
 			count(rep.Chunks, "chunk file"), rep.ChunkBytes, count(rep.Blobs, "blob"), idOrNone(rep.Head, uuid.UUID.String))
 		for _, p := range rep.Problems {
@@ -425,6 +508,7 @@ func cmdVerify(ctx context.Context, c *cmdEnv, args []string) int {
 		}
 	}
 	if failed == 0 && notFound == 0 && ambiguous == 0 {
+		fmt.Fprintf(c.stdout, "ok: %s, %s, %s checked\n", count(verified, "session"), count(records, "record"), count(blobs, "blob"))
 		return exitOK
 	}
 	var summary []string

@@ -1,12 +1,15 @@
-// Command sessionstore inspects a sessionstore root: it lists sessions,
-// draws a session's event tree, prints its active path or one event, checks
-// sessions for corruption, makes the repairs a crash leaves to do,
-// collects unreferenced blobs, upgrades older sessions and roots,
-// deletes sessions (rm, prune), imports other tools' transcripts (import)
-// and exports a session as JSON lines or a Markdown transcript (export);
-// serve shows the sessions in a browser.
+// Command sessionstore inspects a sessionstore root: it lists sessions
+// (ls, and query for a page of those a filter selects), draws a session's
+// event tree, prints its active path or one event, checks sessions for
+// corruption, makes the repairs a crash leaves to do, collects
+// unreferenced blobs, upgrades older sessions and roots, deletes sessions
+// (rm, prune), lists and changes lanes, imports other tools' transcripts
+// (import) and exports a session as JSON lines or a Markdown transcript
+// (export); serve shows the sessions in a browser, version prints the
+// version it was built from.
 //
 //	cd cmd && go run ./sessionstore ls <root>
+//	cd cmd && go install ./sessionstore   # from a clone: cmd/go.mod has a replace directive
 //
 // Every command but gc, repair, upgrade, rm, prune (without -dry-run),
 // import and the lanes subcommands that change lanes opens the store with
@@ -55,7 +58,8 @@ commands:
          [-limit n] [-cursor c] [-json] <root>
                                               one page of the selected sessions, newest
                                               first, and the next page's cursor
-  tree   [-full] [-forks] <root> <session>    the event tree; reads no record
+  tree   [-full] <root> <session>             the event tree, indented where it forks,
+                                              with each event's preview; reads no record
   path   [-json] [-width n] <root> <session> [leaf]
                                               the active path, or the branch ending at leaf
   show   [-lazy] <root> <session> <event>     one event as indented JSON
@@ -70,7 +74,7 @@ commands:
                                               convert the root's chunks to a compression mode
                                               (opens the store for writing)
   rm     <root> <session>                     delete a session (opens the store for writing)
-  prune  [-dry-run] [-older-than d|time] [-keep n] [-label k=v]... [-dir path] <root>
+  prune  [-dry-run] [-older-than t] [-keep n] [-label k=v]... [-dir path] <root>
                                               remove the sessions a retention policy selects,
                                               or with -dry-run list them (read-only)
   export [-format jsonl|md] [-scope tree|path|context] [-blobs inline|dir] [-full] [-o file]
@@ -90,13 +94,17 @@ commands:
                                               a web view of the sessions, live while a
                                               writer appends (read-only; loopback only,
                                               default 127.0.0.1:8080); Ctrl-C stops
-  help                                        this text
+  version                                     the version this command was built from
+  help   [command]                            this text, or a command's flags
 
 A session or event is named by its full id or by a unique prefix of the id
-or of its last group: the 8-digit short id that tree and path print. Flags
-may come before or after the arguments; "sessionstore <command> -h" lists a
-command's flags. Exit status: 0 on success, 1 on a failure or a problem
-found, 2 for a bad command line.
+or of its last group: the 8-digit short id that tree and path print. A time
+(query -since and -until, prune -older-than) is an RFC 3339 time
+(2026-01-02T15:04:05Z), a date (2026-01-02, midnight UTC) or a duration
+before now (720h). Flags may come before or after the arguments;
+"sessionstore <command> -h" lists a command's flags. Exit status: 0 on
+success (and for help, -h or --help), 1 on a failure or a problem found, 2
+for a bad command line.
 `
 
 // command is one subcommand: it gets its own arguments (flags included)
@@ -119,27 +127,53 @@ var commands = map[string]command{
 	"import":  cmdImport,
 	"export":  cmdExport,
 	"serve":   cmdServe,
+	"version": cmdVersion,
 }
 
 // run executes the command line args (without the program name), writing
 // its output to stdout and its diagnostics to stderr, and returns the exit
-// status.
+// status. Help asked for ("help", "-h", "--help", "help <command>",
+// "<command> -h") is printed on stdout with status 0, as Go's flag package
+// exits; a bad command line prints the usage on stderr, with status 2.
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return exitUsage
 	}
 	name := args[0]
+	switch name {
+	case "help", "-h", "-help", "--help":
+		if len(args) > 1 && name == "help" {
+			if _, ok := commands[args[1]]; !ok || len(args) > 2 {
+				fmt.Fprintf(stderr, "sessionstore: help takes one command name, not %q\n\n", strings.Join(args[1:], " "))
+				fmt.Fprint(stderr, usage)
+				return exitUsage
+			}
+			return run([]string{args[1], "-h"}, stdout, stderr)
+		}
+		if len(args) > 1 {
+			fmt.Fprintf(stderr, "sessionstore: %s takes no arguments (\"help <command>\" shows a command's flags)\n\n", name)
+			fmt.Fprint(stderr, usage)
+			return exitUsage
+		}
+		if _, err := io.WriteString(stdout, usage); err != nil {
+			fmt.Fprintf(stderr, "help: write output: %v\n", err)
+			return exitFail
+		}
+		return exitOK
+	}
 	cmd, ok := commands[name]
 	if !ok {
-		if name != "help" && name != "-h" && name != "-help" && name != "--help" {
-			fmt.Fprintf(stderr, "sessionstore: unknown command %q\n\n", name)
-		}
+		fmt.Fprintf(stderr, "sessionstore: unknown command %q\n\n", name)
 		fmt.Fprint(stderr, usage)
 		return exitUsage
 	}
 	c := &cmdEnv{name: name, stdout: bufio.NewWriter(stdout), stderr: stderr}
 	status := cmd(context.Background(), c, args[1:])
+	if c.helped {
+		// The command's parse printed its usage on stdout and stopped it.
+		status = exitOK
+	}
 	if err := c.stdout.Flush(); err != nil && status == exitOK {
 		fmt.Fprintf(stderr, "%s: write output: %v\n", name, err)
 		status = exitFail
@@ -152,6 +186,7 @@ type cmdEnv struct {
 	name   string
 	stdout *bufio.Writer // flushed by run, and before each message on stderr
 	stderr io.Writer
+	helped bool // -h or -help was given: the usage is printed, the status is 0
 }
 
 // failf reports an error of the command and returns exitFail.
@@ -174,21 +209,77 @@ func (c *cmdEnv) usagef(fs *flag.FlagSet, format string, args ...any) int {
 	return exitUsage
 }
 
-// newFlags returns the flag set of the command, whose usage line is synopsis.
+// newFlags returns the flag set of the command, whose usage line is
+// synopsis. Its -h and -help flags ask for the usage (see helpFlag).
 func (c *cmdEnv) newFlags(synopsis string) *flag.FlagSet {
 	fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
 	fs.SetOutput(c.stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(c.stderr, "usage: sessionstore %s %s\n", c.name, synopsis)
-		fs.PrintDefaults()
+	printUsage := func(w io.Writer) {
+		fmt.Fprintln(w, strings.TrimSpace("usage: sessionstore "+c.name+" "+synopsis))
+		// The flags but -h and -help, with their defaults as declared.
+		shown := flag.NewFlagSet(c.name, flag.ContinueOnError)
+		shown.SetOutput(w)
+		fs.VisitAll(func(f *flag.Flag) {
+			if _, ok := f.Value.(*helpFlag); ok {
+				return
+			}
+			shown.Var(f.Value, f.Name, f.Usage)
+			shown.Lookup(f.Name).DefValue = f.DefValue
+		})
+		shown.PrintDefaults()
 	}
+	fs.Usage = func() { printUsage(c.stderr) }
+	help := &helpFlag{show: func() {
+		c.helped = true
+		printUsage(c.stdout)
+	}}
+	fs.Var(help, "h", "print this help")
+	fs.Var(help, "help", "print this help")
 	return fs
+}
+
+// helpFlag is the -h and -help flag of every command. The flag package
+// answers an undeclared -h with flag.ErrHelp, which a command cannot tell
+// from a bad flag once it has its exit status; declared, the flag is
+// seen by parse, which prints the usage on stdout and returns
+// flag.ErrHelp, and run exits 0.
+type helpFlag struct {
+	asked bool
+	show  func() // prints the usage on stdout and marks the command helped
+}
+
+func (h *helpFlag) String() string   { return "false" }
+func (h *helpFlag) IsBoolFlag() bool { return true }
+
+func (h *helpFlag) Set(v string) error {
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return errors.New("not a boolean")
+	}
+	h.asked = h.asked || b
+	return nil
 }
 
 // parse parses args with fs, allowing flags after the positional arguments
 // ("tree <root> <session> -full"), and returns the positional arguments.
-// After "--" everything is positional.
+// After "--" everything is positional. With -h or -help among the flags it
+// prints the command's usage on stdout and returns flag.ErrHelp (run then
+// exits 0).
 func parse(fs *flag.FlagSet, args []string) ([]string, error) {
+	pos, err := parseAll(fs, args)
+	if err != nil {
+		return nil, err
+	}
+	if f := fs.Lookup("h"); f != nil {
+		if h, ok := f.Value.(*helpFlag); ok && h.asked {
+			h.show()
+			return nil, flag.ErrHelp
+		}
+	}
+	return pos, nil
+}
+
+func parseAll(fs *flag.FlagSet, args []string) ([]string, error) {
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
@@ -214,7 +305,8 @@ func parse(fs *flag.FlagSet, args []string) ([]string, error) {
 func (c *cmdEnv) parseArgs(fs *flag.FlagSet, args []string, min, max int, ids ...string) ([]string, int, bool) {
 	pos, err := parse(fs, args)
 	if err != nil {
-		// The flag package has printed the error and the usage.
+		// The flag package has printed the error and the usage, or parse
+		// the usage asked for.
 		return nil, exitUsage, false
 	}
 	switch {
@@ -293,23 +385,6 @@ func (c *cmdEnv) openSession(ctx context.Context, fs *flag.FlagSet, args []strin
 		return nil, uuid.Nil, nil, c.failf("%v", err)
 	}
 	return s, session, pos, exitOK
-}
-
-// widthFlag is a flag that takes a count of 0 or more.
-type widthFlag int
-
-func (w *widthFlag) String() string { return strconv.Itoa(int(*w)) }
-
-func (w *widthFlag) Set(v string) error {
-	n, err := strconv.Atoi(v)
-	switch {
-	case err != nil:
-		return errors.New("not a number")
-	case n < 0:
-		return fmt.Errorf("must be 0 or more, not %d", n)
-	}
-	*w = widthFlag(n)
-	return nil
 }
 
 // notFoundError reports an id or prefix that names no session or event; it

@@ -101,14 +101,34 @@ func lineOf(t *testing.T, out, s string) string {
 	return ""
 }
 
+// TestUsage: no arguments or an unknown command is a bad command line
+// (the usage on stderr, status 2); help asked for ("help", "-h", "-help",
+// "--help") prints it on stdout with status 0, as Go's flag package does.
 func TestUsage(t *testing.T) {
-	for _, args := range [][]string{nil, {"help"}, {"-h"}, {"frobnicate"}} {
-		status, stdout, stderr := runCmd(args...)
-		assert.Equal(t, exitUsage, status, "args %q", args)
-		assert.Empty(t, stdout, "args %q", args)
-		assert.Contains(t, stderr, "usage: sessionstore <command>", "args %q", args)
+	for _, tc := range []struct {
+		args   []string
+		status int
+	}{
+		{nil, exitUsage},
+		{[]string{"frobnicate"}, exitUsage},
+		{[]string{"help", "frobnicate"}, exitUsage},
+		{[]string{"help", "tree", "ls"}, exitUsage},
+		{[]string{"-h", "tree"}, exitUsage},
+		{[]string{"help"}, exitOK},
+		{[]string{"-h"}, exitOK},
+		{[]string{"-help"}, exitOK},
+		{[]string{"--help"}, exitOK},
+	} {
+		status, stdout, stderr := runCmd(tc.args...)
+		assert.Equal(t, tc.status, status, "args %q", tc.args)
+		out, quiet := stderr, stdout
+		if tc.status == exitOK {
+			out, quiet = stdout, stderr
+		}
+		assert.Empty(t, quiet, "args %q", tc.args)
+		assert.True(t, strings.HasPrefix(out, "usage: sessionstore <command>") || strings.Contains(out, "\n\nusage: sessionstore <command>"), "args %q: %s", tc.args, out)
 		for name := range commands {
-			assert.Contains(t, stderr, "  "+name+" ", "args %q", args)
+			assert.Contains(t, out, "  "+name+" ", "args %q", tc.args)
 		}
 	}
 	_, _, stderr := runCmd("frobnicate")
@@ -232,13 +252,25 @@ func TestTree(t *testing.T) {
 	lines := strings.Split(strings.TrimSuffix(stdout, "\n"), "\n")
 	require.Len(t, lines, len(f.all), stdout)
 
-	depth := map[uuid.UUID]int{}
+	// A line is indented by the forks above it (ask has two children),
+	// and the first line of each branch of a fork starts with "- ".
+	kids := map[uuid.UUID]int{}
 	for _, ev := range f.all {
+		kids[ev.ParentID]++
+	}
+	level := map[uuid.UUID]int{}
+	for _, ev := range f.all {
+		indent := ""
 		if ev.ParentID != uuid.Nil {
-			depth[ev.ID] = depth[ev.ParentID] + 1
+			level[ev.ID] = level[ev.ParentID]
+			indent = strings.Repeat("  ", level[ev.ID])
+			if kids[ev.ParentID] > 1 {
+				level[ev.ID]++
+				indent += "- "
+			}
 		}
 		line := lineOf(t, stdout, sessionstore.ShortID(ev.ID)+" ")
-		assert.True(t, strings.HasPrefix(line, strings.Repeat("  ", depth[ev.ID])+sessionstore.ShortID(ev.ID)), "indentation of %q", line)
+		assert.True(t, strings.HasPrefix(line, indent+sessionstore.ShortID(ev.ID)), "indentation of %q", line)
 		assert.Contains(t, line, " "+string(ev.Kind)+" ", line)
 		assert.Equal(t, ev.ID == f.head.ID, strings.Contains(line, "[HEAD]"), line)
 		assert.Equal(t, ev.BranchFrom != uuid.Nil, strings.Contains(line, "[branch from"), line)
@@ -249,6 +281,17 @@ func TestTree(t *testing.T) {
 	// Depth first: the first branch comes whole before the second.
 	assert.Less(t, strings.Index(stdout, sessionstore.ShortID(f.firstLeaf.ID)), strings.Index(stdout, sessionstore.ShortID(f.branch.ID)))
 
+	// The previews, quoted, after the markers.
+	assert.True(t, strings.HasSuffix(lineOf(t, stdout, sessionstore.ShortID(f.ask.ID)), ` B  "Build the feature."`), stdout)
+	assert.True(t, strings.HasSuffix(lineOf(t, stdout, sessionstore.ShortID(f.head.ID)), ` B  [HEAD]  "Go on after the summary."`), stdout)
+	assert.True(t, strings.HasSuffix(lineOf(t, stdout, sessionstore.ShortID(f.call.ID)), ` B  "run_tests"`), stdout)
+
+	// -forks, which drew this layout when the default indented by depth,
+	// is still taken, and changes nothing.
+	status, forks, stderr := runCmd("tree", "-forks", f.root, f.session.ID.String())
+	require.Equal(t, exitOK, status, stderr)
+	assert.Equal(t, stdout, forks)
+
 	// -full, and a prefix of the session id, flags after the arguments.
 	status, stdout, stderr = runCmd("tree", f.root, f.session.ID.String()[:30], "-full")
 	require.Equal(t, exitOK, status, stderr)
@@ -256,14 +299,6 @@ func TestTree(t *testing.T) {
 		assert.Contains(t, stdout, ev.ID.String()+" ")
 	}
 	assert.Contains(t, stdout, "[branch from "+f.ask.ID.String()+"]")
-
-	// -forks: a chain stays at its level, the children of a fork go one
-	// deeper.
-	status, stdout, stderr = runCmd("tree", "-forks", f.root, f.session.ID.String())
-	require.Equal(t, exitOK, status, stderr)
-	assert.True(t, strings.HasPrefix(lineOf(t, stdout, sessionstore.ShortID(f.ask.ID)), sessionstore.ShortID(f.ask.ID)))
-	assert.True(t, strings.HasPrefix(lineOf(t, stdout, sessionstore.ShortID(f.firstLeaf.ID)), "  "+sessionstore.ShortID(f.firstLeaf.ID)))
-	assert.True(t, strings.HasPrefix(lineOf(t, stdout, sessionstore.ShortID(f.head.ID)), "  "+sessionstore.ShortID(f.head.ID)))
 
 	// A session without events.
 	status, stdout, stderr = runCmd("tree", f.root, f.empty.ID.String())
@@ -431,10 +466,11 @@ func TestVerify(t *testing.T) {
 	status, stdout, stderr := runCmd("verify", f.root)
 	require.Equal(t, exitOK, status, stderr)
 	assert.Empty(t, stderr)
-	assert.Regexp(t, `(?m)^`+f.session.ID.String()+` ok: 8 records \(\d+ bytes\), 8 indexed, 1 chunk file \(\d+ bytes on disk\), 1 blob, head `+f.head.ID.String()+`$`, stdout)
-	assert.Regexp(t, `(?m)^`+f.empty.ID.String()+` ok: 0 records \(0 bytes\), 0 indexed, 0 chunk files \(0 bytes on disk\), 0 blobs, head -$`, stdout)
+	assert.Regexp(t, `(?m)^`+f.session.ID.String()+` ok: 8 records \(\d+ bytes of chunk lines\), 8 indexed, 1 chunk file \(\d+ bytes on disk\), 1 blob, head `+f.head.ID.String()+`$`, stdout)
+	assert.Regexp(t, `(?m)^`+f.empty.ID.String()+` ok: 0 records \(0 bytes of chunk lines\), 0 indexed, 0 chunk files \(0 bytes on disk\), 0 blobs, head -$`, stdout)
 	assert.Regexp(t, `(?m)^`+f.empty.ID.String()+` ok: `, stdout)
 	assert.NotContains(t, stdout, "problem")
+	assert.True(t, strings.HasSuffix(stdout, "\nok: 2 sessions, 8 records, 1 blob checked\n"), "a summary when all is well:\n%s", stdout)
 
 	// Damage a byte of the first record: its checksum fails and valid
 	// records follow, so it is corruption.
@@ -611,7 +647,7 @@ func TestSealedChunks(t *testing.T) {
 
 	status, stdout, stderr = runCmd("verify", root)
 	require.Equal(t, exitOK, status, stderr)
-	assert.Regexp(t, `ok: `+strconv.Itoa(n)+` records \(\d+ bytes\), `+strconv.Itoa(n)+` indexed, \d+ chunk files \(\d+ bytes on disk\), 0 blobs, head `+last.ID.String(), stdout)
+	assert.Regexp(t, `ok: `+strconv.Itoa(n)+` records \(\d+ bytes of chunk lines\), `+strconv.Itoa(n)+` indexed, \d+ chunk files \(\d+ bytes on disk\), 0 blobs, head `+last.ID.String(), stdout)
 }
 
 // TestIDForms names sessions and events, in every command that takes them,
@@ -860,7 +896,7 @@ func TestVerifyByteCounts(t *testing.T) {
 
 	status, stdout, stderr := runCmd("verify", root)
 	require.Equal(t, exitOK, status, stderr)
-	assert.True(t, strings.HasPrefix(stdout, fmt.Sprintf("%s ok: 1 record (%d bytes), 1 indexed, 1 chunk file (%d bytes on disk), 0 blobs, head %s\n",
+	assert.True(t, strings.HasPrefix(stdout, fmt.Sprintf("%s ok: 1 record (%d bytes of chunk lines), 1 indexed, 1 chunk file (%d bytes on disk), 0 blobs, head %s\n",
 		meta.ID, rep.RecordBytes, rep.ChunkBytes, rep.Head)), stdout)
 }
 
@@ -888,6 +924,12 @@ func TestNoNilID(t *testing.T) {
 		{"show", f.root, f.session.ID.String(), f.ask.ID.String()},
 		{"show", "-lazy", f.root, f.session.ID.String(), f.ask.ID.String()},
 		{"verify", f.root},
+		{"export", f.root, f.session.ID.String()},
+		{"export", "-scope", "path", f.root, f.session.ID.String()},
+		{"export", "-scope", "context", f.root, f.session.ID.String()},
+		{"export", "-format", "md", f.root, f.session.ID.String()},
+		{"export", f.root, f.empty.ID.String()},
+		{"export", "-format", "md", f.root, f.empty.ID.String()},
 	} {
 		status, stdout, stderr := runCmd(args...)
 		assert.Equal(t, exitOK, status, "args %q: %s", args, stderr)
@@ -899,6 +941,10 @@ func TestNoNilID(t *testing.T) {
 	assert.Regexp(t, `(?m)^`+f.empty.ID.String()+` ok: .*, head -$`, stdout)
 	_, stdout, _ = runCmd("show", f.root, f.session.ID.String(), f.ask.ID.String())
 	assert.Contains(t, stdout, `"parent_id": null,`)
+	_, stdout, _ = runCmd("export", "-scope", "path", f.root, f.session.ID.String())
+	assert.Contains(t, stdout, "\n"+`{"id":"`+f.ask.ID.String()+`","parent_id":null,"kind":"message",`)
+	_, stdout, _ = runCmd("export", f.root, f.empty.ID.String())
+	assert.Contains(t, stdout, `,"head":null,"events":0}`)
 }
 
 // TestUnreadableSession damages the session.json of one session: ls and
