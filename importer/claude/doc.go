@@ -90,7 +90,13 @@
 // the file (a dangling parent, such as a line that was malformed), or a
 // second root, is reported the same way and attached to the record before
 // it in the file, so that the session stays one tree. A record whose
-// parent comes later in the file waits for it.
+// parent comes later in the file waits for it. Records that name one
+// another as parents (a cycle: their parents never come) are reported
+// once per cycle, at the cycle's first line in the file, where the cycle
+// is broken: that record is attached to the record before it, and the
+// rest of the cycle, and the records below it, follow it. Reading takes
+// time and memory linear in the file whatever the shape of its tree (no
+// recursion follows the parent links).
 //
 // # Durability
 //

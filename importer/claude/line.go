@@ -34,9 +34,10 @@ type record struct {
 	Summary  string `json:"summary"`
 	LeafUUID string `json:"leafUuid"`
 
-	time time.Time       // Timestamp parsed
-	msg  *message        // Message decoded, for user and assistant lines
-	raw  json.RawMessage // the line, for a KindCustom record
+	time   time.Time       // Timestamp parsed
+	msg    *message        // Message decoded, for user and assistant lines
+	raw    json.RawMessage // the line, for a KindCustom record
+	placed bool            // its events are made (a reader's mark)
 }
 
 // message is the Anthropic Messages shape of a user or assistant line.

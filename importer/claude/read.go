@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -284,7 +285,7 @@ func buildSession(f *File, recs []*record, lines map[*record]int, inFile map[str
 			info.agentID = "sidechain-" + first.UUID
 		}
 	}
-	s := &importer.Session{Path: f.Path}
+	s := &importer.Session{Path: f.Path, Events: make([]sessionstore.Event, 0, len(recs))} // a record is one event or more
 	key := "claude:" + info.claudeID
 	if sub {
 		key += "/agent-" + info.agentID
@@ -298,9 +299,11 @@ func buildSession(f *File, recs []*record, lines map[*record]int, inFile map[str
 		s.Meta.Labels["claude_agent_id"] = info.agentID
 	}
 
-	known := make(map[string]bool, len(recs))
+	known := make(map[string]*record, len(recs))
 	for _, r := range recs {
-		known[r.UUID] = true
+		if known[r.UUID] == nil {
+			known[r.UUID] = r
+		}
 	}
 	b := &builder{f: f, s: s, info: info, lines: lines, known: known, inFile: inFile, pending: map[string][]*record{}, done: map[string]bool{}, runOf: map[string]string{}, tip: map[string]uuid.UUID{}}
 	for _, r := range recs {
@@ -319,32 +322,9 @@ func buildSession(f *File, recs []*record, lines map[*record]int, inFile map[str
 		if sub && info.prompt == "" && r.Type == "user" && r.msg != nil && r.msg.text != "" {
 			info.prompt = r.msg.text
 		}
-		b.add(r)
+		b.place(r)
 	}
-	// Records whose parent never came (a cycle): attach them as dangling.
-	for len(b.pending) > 0 {
-		var next *record
-		awaited := ""
-		for p, rs := range b.pending {
-			for _, r := range rs {
-				if next == nil || lines[r] < lines[next] {
-					next, awaited = r, p
-				}
-			}
-		}
-		for p, rs := range b.pending {
-			for i, r := range rs {
-				if r == next {
-					b.pending[p] = append(rs[:i:i], rs[i+1:]...)
-					if len(b.pending[p]) == 0 {
-						delete(b.pending, p)
-					}
-				}
-			}
-		}
-		b.dangling(next, awaited)
-		b.emit(next, b.prev)
-	}
+	b.breakCycles()
 	s.Head = newestLeaf(s.Events)
 	return s, info
 }
@@ -355,10 +335,11 @@ type builder struct {
 	s       *importer.Session
 	info    *sessionInfo
 	lines   map[*record]int
-	known   map[string]bool      // uuids of the session's records
+	known   map[string]*record   // the session's records by uuid (the first of a repeated one)
 	inFile  map[string]int       // uuids of the file's records
 	pending map[string][]*record // records waiting for their parent, by its uuid
-	done    map[string]bool      // records emitted
+	ready   [][]*record          // released records still to add, a list per released parent (see place)
+	done    map[string]bool      // uuids of the records emitted
 	prev    uuid.UUID            // the last event emitted
 	compact map[uuid.UUID]int    // compaction events waiting for their summary, by id: their index
 	// A response's run: its lines and the lines of its tool results,
@@ -368,7 +349,35 @@ type builder struct {
 	joining string               // the run of the record being emitted
 }
 
-// add emits r, or holds it until its parent is emitted.
+// place adds r, then the records that waited for it, and the records
+// that waited for those, depth first, in the order each waited: a record
+// and every record below it before its next sibling. The walk keeps its
+// own stack (ready) instead of recursing, so that a chain of any length
+// written children first (each line naming the next as its parent) is
+// placed in memory proportional to the chain, never in goroutine stack.
+func (b *builder) place(r *record) {
+	b.add(r)
+	b.drain()
+}
+
+// drain adds the released records still to place.
+func (b *builder) drain() {
+	for len(b.ready) > 0 {
+		top := &b.ready[len(b.ready)-1]
+		if len(*top) == 0 {
+			b.ready = b.ready[:len(b.ready)-1]
+			continue
+		}
+		c := (*top)[0]
+		*top = (*top)[1:]
+		if !c.placed { // a record that broke a cycle waits for its parent still (breakCycles)
+			b.add(c)
+		}
+	}
+}
+
+// add emits r, or holds it until its parent is emitted. The records
+// that waited for r are left to place.
 func (b *builder) add(r *record) {
 	if b.done[r.UUID] {
 		b.f.Errors = append(b.f.Errors, importer.Malformed(b.f.Path, b.lines[r], "%s record %s repeats a uuid; left out", r.Type, r.UUID))
@@ -398,7 +407,7 @@ func (b *builder) add(r *record) {
 		parent, run := b.runParent(r, p)
 		b.joining = run
 		b.emit(r, parent)
-	case b.known[p] && !b.done[p]:
+	case b.known[p] != nil && !b.done[p]:
 		b.pending[p] = append(b.pending[p], r) // its parent comes later in the file
 	case len(b.s.Events) == 0 && hasKey(b.inFile, p):
 		b.emit(r, uuid.Nil) // a sidechain's first record, the child of a record of the main session
@@ -451,12 +460,14 @@ func (b *builder) dangling(r *record, p string) {
 	b.f.Errors = append(b.f.Errors, importer.Malformed(b.f.Path, b.lines[r], "%s record %s names parent %s, which is not in the file; it %s", r.Type, r.UUID, p, what))
 }
 
-// emit appends r's events under parent, then the records waiting for r.
+// emit appends r's events under parent, and releases the records waiting
+// for r (see place).
 func (b *builder) emit(r *record, parent uuid.UUID) {
 	if parent == uuid.Nil && len(b.s.Events) > 0 {
 		parent = b.prev // only one root
 	}
 	b.done[r.UUID] = true
+	r.placed = true
 	run := b.joining
 	b.joining = ""
 	var evs []sessionstore.Event
@@ -511,12 +522,77 @@ func (b *builder) emit(r *record, parent uuid.UUID) {
 	b.release(r.UUID)
 }
 
-// release emits the records that waited for the record uuid.
+// release hands the records that waited for the record uuid to place.
 func (b *builder) release(uuid string) {
-	rs := b.pending[uuid]
-	delete(b.pending, uuid)
-	for _, c := range rs {
-		b.add(c)
+	if rs := b.pending[uuid]; len(rs) > 0 {
+		delete(b.pending, uuid)
+		b.ready = append(b.ready, rs)
+	}
+}
+
+// awaited is the uuid of the record r hangs from: a compact boundary's
+// logical parent, every other record's parent.
+func awaited(r *record) string {
+	if r.Type == "system" && r.Subtype == "compact_boundary" {
+		return r.LogicalParentUUID
+	}
+	if r.ParentUUID != nil {
+		return *r.ParentUUID
+	}
+	return ""
+}
+
+// breakCycles places the records still waiting once every record was
+// added. Each waits for a record of the session that waits too (else it
+// would have been placed), so following the parents from any of them
+// reaches a cycle: records that name one another as parents. Taking the
+// waiting records in file order, it follows the parents of each to its
+// cycle, breaks the cycle at its member that comes first in the file
+// (attached to the record before it, and reported), and places it, which
+// places the rest of the cycle and every record below it. Each record is
+// visited by one walk at most, so the whole takes time linear in the
+// records (plus sorting them).
+func (b *builder) breakCycles() {
+	var waiting []*record
+	for _, rs := range b.pending {
+		waiting = append(waiting, rs...)
+	}
+	slices.SortFunc(waiting, func(x, y *record) int { return b.lines[x] - b.lines[y] })
+	walk := make(map[*record]int, len(waiting)) // the walk that visited a record, from 1
+	for i, r := range waiting {
+		if r.placed {
+			continue
+		}
+		cur, cycle := r, false
+		for {
+			walk[cur] = i + 1
+			next := b.known[awaited(cur)]
+			if next == nil || next.placed || (walk[next] != 0 && walk[next] != i+1) {
+				break // no cycle above cur after all (defensive: see above); break at cur
+			}
+			if walk[next] == i+1 {
+				cur, cycle = next, true
+				break
+			}
+			cur = next
+		}
+		first, members := cur, 1
+		if cycle {
+			for m := b.known[awaited(cur)]; m != cur; m = b.known[awaited(m)] {
+				members++
+				if b.lines[m] < b.lines[first] {
+					first = m
+				}
+			}
+		}
+		what := "is attached to the record before it"
+		if b.prev == uuid.Nil {
+			what = "is the root"
+		}
+		b.f.Errors = append(b.f.Errors, importer.Malformed(b.f.Path, b.lines[first], "%s record %s names parent %s, which is in a cycle of %d records that name one another as parents; the cycle is broken here: the record %s", first.Type, first.UUID, awaited(first), members, what))
+		b.joining = ""
+		b.emit(first, b.prev)
+		b.drain()
 	}
 }
 

@@ -210,26 +210,40 @@ func arguments(raw json.RawMessage) json.RawMessage {
 	return b
 }
 
+// maxOutputDepth bounds the objects output unwraps: Codex writes one,
+// {content, success}, around a string or content items.
+const maxOutputDepth = 4
+
 // output reads a tool output: a string, content items, or an object
-// {content, success}.
-func output(raw json.RawMessage) (string, bool) {
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s, false
+// {content, success} whose content is one of these; isErr is the
+// outermost object's success false. Objects nested in content are
+// unwrapped in a loop, at most maxOutputDepth of them (each unwrapping
+// reads what it holds again): deeper content is kept as its JSON.
+func output(raw json.RawMessage) (text string, isErr bool) {
+	for depth := 0; ; depth++ {
+		if depth == maxOutputDepth {
+			return string(bytes.TrimSpace(raw)), isErr
+		}
+		var s string
+		if json.Unmarshal(raw, &s) == nil {
+			return s, isErr
+		}
+		var items []contentItem
+		if json.Unmarshal(raw, &items) == nil {
+			return texts(items), isErr
+		}
+		var obj struct {
+			Content json.RawMessage `json:"content"`
+			Success *bool           `json:"success"`
+		}
+		if json.Unmarshal(raw, &obj) != nil {
+			return "", isErr
+		}
+		if depth == 0 {
+			isErr = obj.Success != nil && !*obj.Success
+		}
+		raw = obj.Content
 	}
-	var items []contentItem
-	if json.Unmarshal(raw, &items) == nil {
-		return texts(items), false
-	}
-	var obj struct {
-		Content json.RawMessage `json:"content"`
-		Success *bool           `json:"success"`
-	}
-	if json.Unmarshal(raw, &obj) == nil {
-		text, _ := output(obj.Content)
-		return text, obj.Success != nil && !*obj.Success
-	}
-	return "", false
 }
 
 // itemEvent maps a response item to its event.
