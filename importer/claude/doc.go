@@ -42,7 +42,13 @@
 //     summary, as Claude Code's context does. A boundary that is the
 //     file's last record is left out (counted in File.Skipped) until the
 //     file grows: its summary line is still to be written, and a
-//     compaction once stored cannot take it later.
+//     compaction once stored cannot take it later. A boundary whose
+//     logicalParentUuid names no record of the file (the conversation it
+//     compacted is in an earlier transcript, or was cut from this one)
+//     follows the record before it in the file (or is the root), and is
+//     a note (File.Notes, importer.Report.Notes), not a problem: Claude
+//     Code's context starts at the boundary all the same, and so does
+//     Load's.
 //   - Every other line with a uuid (system lines, attachments,
 //     progress, ...) is a KindCustom event whose record is the line
 //     itself: such lines sit inside the uuid tree (a message's parent may
@@ -61,7 +67,9 @@
 // Meta: ID is importer.ID("claude:"+sessionId, first timestamp),
 // WorkingDir the first cwd, Model the newest assistant model, CreatedAt
 // the first timestamp, and the labels source ("claude-code"),
-// source_path, git_branch (the newest), claude_session_id,
+// source_path (the path as given, bytes that are not UTF-8 replaced by
+// U+FFFD, as in a session or agent id taken from a file name),
+// git_branch (the newest), claude_session_id,
 // claude_version, and for a subagent claude_agent_id (and
 // claude_agent_type, claude_agent_description from its .meta.json,
 // whose description is its name when no summary names it).
@@ -84,9 +92,16 @@
 // # Bad input
 //
 // A malformed line (not JSON, no type, a conversation record without a
-// valid timestamp or message, a repeated uuid) is an *importer.LineError
+// valid timestamp or message, a timestamp outside 1970 to 2262, which the
+// store cannot hold, a repeated uuid) is an *importer.LineError
 // (errors.Is importer.ErrMalformed) naming the file and line, and is left
-// out; the rest is imported. A record whose parentUuid names no record of
+// out; the rest is imported. So is a line longer than
+// importer.MaxLineSize (importer.ErrLineTooLong), which is never held
+// whole. A file that looks like another tool's (a Pi session, a Codex
+// rollout) is an *importer.FormatError and nothing of it is written. A
+// session the store refuses for its content (importer.SessionProblem,
+// such as a record over its Options.MaxRecordSize) is reported for its
+// file, with no empty session left, and the other files are imported. A record whose parentUuid names no record of
 // the file (a dangling parent, such as a line that was malformed), or a
 // second root, is reported the same way and attached to the record before
 // it in the file, so that the session stays one tree. A record whose

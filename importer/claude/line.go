@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sessionstore/sessionstore"
+	"github.com/sessionstore/sessionstore/importer"
 )
 
 // record is one line of a transcript: the members this package reads.
@@ -85,7 +86,8 @@ func lineErrorf(format string, args ...any) error {
 
 // parseLine decodes one line of a transcript. A line that is not a JSON
 // object, has no type, or is a conversation record (one with a uuid)
-// without a valid timestamp or, for user and assistant lines, without a
+// without a valid timestamp (RFC 3339, from 1970 to 2262: see
+// importer.Storable) or, for user and assistant lines, without a
 // message, is an error. It never panics, whatever the bytes.
 func parseLine(data []byte) (*record, error) {
 	data = bytes.TrimSpace(data)
@@ -106,6 +108,9 @@ func parseLine(data []byte) (*record, error) {
 	t, err := time.Parse(time.RFC3339Nano, r.Timestamp)
 	if err != nil {
 		return nil, lineErrorf("%s record %s: bad timestamp %q", r.Type, r.UUID, r.Timestamp)
+	}
+	if !importer.Storable(t) {
+		return nil, lineErrorf("%s record %s: timestamp %s is outside 1970 to 2262, which the store cannot hold", r.Type, r.UUID, r.Timestamp)
 	}
 	r.time = t.UTC()
 	if r.ParentUUID != nil && *r.ParentUUID == r.UUID {

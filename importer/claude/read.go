@@ -3,7 +3,9 @@ package claude
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -32,6 +34,10 @@ type File struct {
 	Summaries map[string]string
 	// Errors are the file's malformed lines, each a *importer.LineError.
 	Errors []error
+	// Notes tell of lines read in a way a reader may not expect, though
+	// nothing is lost: a compact boundary whose conversation before it
+	// is not in the file.
+	Notes []importer.Note
 
 	infos []*sessionInfo // beside Sessions, what Import links them with
 }
@@ -58,13 +64,24 @@ type sessionInfo struct {
 // Meta.ParentSession is set by Import, which reads the parent's transcript
 // first. The sidechains inside a session's own transcript are linked to it
 // (ParentSession and SpawnedBy) by Read itself.
+//
+// A line longer than importer.MaxLineSize is reported (wrapping
+// importer.ErrLineTooLong) and left out without being held in memory. A
+// file that looks like another tool's (importer.Sniff of its first line)
+// is read no further: the error is an *importer.FormatError.
 func Read(path string) (*File, error) {
-	data, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
-	return parseFile(path, data), nil
+	defer f.Close()
+	return readFile(path, f)
 }
+
+// validUTF8 is s with each byte sequence that is not UTF-8 replaced by
+// U+FFFD: a file name may be any bytes, and session metadata holds
+// UTF-8 only (what came from JSON is UTF-8 already).
+func validUTF8(s string) string { return strings.ToValidUTF8(s, "\uFFFD") }
 
 // isAgentFile reports whether path is a subagent's transcript.
 func isAgentFile(path string) bool {
@@ -76,24 +93,45 @@ type group struct {
 	recs []*record // in file order
 }
 
+// parseFile reads the transcript data as the file at path.
 func parseFile(path string, data []byte) *File {
+	f, _ := readFile(path, bytes.NewReader(data)) // a reader of bytes fails no read, nor would the first line
+	if f == nil {
+		f = &File{Path: path, Summaries: map[string]string{}}
+	}
+	return f
+}
+
+// readFile reads the transcript r, the file at path.
+func readFile(path string, in io.Reader) (*File, error) {
 	f := &File{Path: path, Summaries: map[string]string{}}
 	var recs []*record
 	var lineNo []int
-	n := 0
-	for len(data) > 0 {
-		n++
-		var line []byte
-		if i := bytes.IndexByte(data, '\n'); i >= 0 {
-			line, data = data[:i], data[i+1:]
-		} else {
-			line, data = data, nil
+	lr := importer.NewLineReader(in, path, 0)
+	for {
+		line, n, err := lr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if errors.Is(err, importer.ErrLineTooLong) {
+			f.Lines++
+			f.Skipped++
+			f.Errors = append(f.Errors, err)
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("claude: read %s: %w", path, err)
 		}
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
 		}
+		if f.Lines == 0 {
+			if err := importer.WrongFormat(path, importer.FormatClaude, bytes.TrimSpace(line)); err != nil {
+				return nil, err
+			}
+		}
 		f.Lines++
-		r, err := parseLine(line)
+		r, err := parseLine(bytes.Clone(line))
 		if err != nil {
 			f.Skipped++
 			f.Errors = append(f.Errors, importer.Malformed(path, n, "%v", err))
@@ -188,7 +226,7 @@ func parseFile(path string, data []byte) *File {
 			s.Meta.Name = s.Meta.Labels["claude_agent_description"]
 		}
 	}
-	return f
+	return f, nil
 }
 
 // named reports whether a record of recs names u as its parent.
@@ -274,12 +312,12 @@ func buildSession(f *File, recs []*record, lines map[*record]int, inFile map[str
 	first := recs[0]
 	info.claudeID = first.SessionID
 	if info.claudeID == "" {
-		info.claudeID = strings.TrimSuffix(filepath.Base(f.Path), ".jsonl")
+		info.claudeID = validUTF8(strings.TrimSuffix(filepath.Base(f.Path), ".jsonl"))
 	}
 	if sub {
 		info.agentID = first.AgentID
 		if info.agentID == "" && isAgentFile(f.Path) {
-			info.agentID = strings.TrimSuffix(strings.TrimPrefix(filepath.Base(f.Path), "agent-"), ".jsonl")
+			info.agentID = validUTF8(strings.TrimSuffix(strings.TrimPrefix(filepath.Base(f.Path), "agent-"), ".jsonl"))
 		}
 		if info.agentID == "" {
 			info.agentID = "sidechain-" + first.UUID
@@ -293,7 +331,7 @@ func buildSession(f *File, recs []*record, lines map[*record]int, inFile map[str
 	s.Meta = sessionstore.Meta{
 		ID:        importer.ID(key, first.time),
 		CreatedAt: first.time,
-		Labels:    map[string]string{"source": "claude-code", "source_path": f.Path, "claude_session_id": info.claudeID},
+		Labels:    map[string]string{"source": "claude-code", "source_path": validUTF8(f.Path), "claude_session_id": info.claudeID},
 	}
 	if sub {
 		s.Meta.Labels["claude_agent_id"] = info.agentID
@@ -403,6 +441,16 @@ func (b *builder) add(r *record) {
 			return
 		}
 		b.emit(r, uuid.Nil)
+	case r.Type == "system" && r.Subtype == "compact_boundary" && !hasKey(b.inFile, p):
+		// The conversation it compacted is in an earlier transcript, or
+		// was cut from this one: Claude Code's context starts at the
+		// boundary all the same, and so does Load's.
+		what := "it follows the record before it"
+		if b.prev == uuid.Nil {
+			what = "it is the root"
+		}
+		b.f.Notes = append(b.f.Notes, importer.Note{Path: b.f.Path, Line: b.lines[r], Text: fmt.Sprintf("compact boundary %s compacts a conversation not in the file (its logicalParentUuid %s is in an earlier transcript, or was cut from this one); the context starts at the boundary, as Claude Code's does: %s", r.UUID, p, what)})
+		b.emit(r, b.prev)
 	case b.info.leaves[p] != uuid.Nil:
 		parent, run := b.runParent(r, p)
 		b.joining = run

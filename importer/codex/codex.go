@@ -51,7 +51,15 @@
 //
 // Bad input: a line that is not a JSON object with a type is reported as
 // an *importer.LineError (wrapping importer.ErrMalformed) with the file
-// and line, and the rest of the file is imported.
+// and line, and the rest of the file is imported; so is a line longer
+// than importer.MaxLineSize (importer.ErrLineTooLong), never held whole.
+// A timestamp outside 1970 to 2262, which the store cannot hold, is
+// reported and not used: the line takes the session's start time. A file
+// whose first line looks like another tool's (a Claude Code transcript, a
+// Pi session) is an *importer.FormatError, and nothing of it is written.
+// A session the store refuses for its content (importer.SessionProblem,
+// such as a record over its Options.MaxRecordSize) is reported for its
+// file, with no empty session left, and the other files are imported.
 //
 // Durability: what Import writes goes through importer.Write, so when
 // Import returns, every event it appended is durable, and importing the
@@ -59,7 +67,6 @@
 package codex
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -332,33 +339,47 @@ func readFile(path string) (*importer.Session, []error, stats, error) {
 
 func read(r io.Reader, path, abs string) (*importer.Session, []error, stats, error) {
 	var (
-		st    stats
 		errs  []error
 		lines []line
+		first = true // no line that is not blank read yet
 	)
-	br := bufio.NewReaderSize(r, 64<<10)
-	for n := 1; ; n++ {
-		data, err := br.ReadBytes('\n')
-		if len(data) > 0 {
-			st.Lines++
-			st.Bytes += int64(len(data))
-			if trimmed := bytes.TrimSpace(data); len(trimmed) > 0 {
-				l, perr := parseLine(trimmed)
-				if perr != nil {
-					errs = append(errs, importer.Malformed(path, n, "%v", perr))
-				} else {
-					l.n = n
-					lines = append(lines, l)
-				}
-			}
-		}
+	lr := importer.NewLineReader(r, path, 0)
+	for {
+		data, n, err := lr.Next()
 		if errors.Is(err, io.EOF) {
 			break
 		}
-		if err != nil {
-			return nil, errs, st, fmt.Errorf("codex: read %s: %w", path, err)
+		if errors.Is(err, importer.ErrLineTooLong) {
+			errs = append(errs, err)
+			first = false
+			continue
 		}
+		if err != nil {
+			return nil, errs, lr.Stats(), fmt.Errorf("codex: read %s: %w", path, err)
+		}
+		trimmed := bytes.TrimSpace(data)
+		if len(trimmed) == 0 {
+			continue
+		}
+		if first {
+			first = false
+			if err := importer.WrongFormat(path, importer.FormatCodex, trimmed); err != nil {
+				return nil, nil, lr.Stats(), err
+			}
+		}
+		l, perr := parseLine(trimmed)
+		if perr != nil {
+			errs = append(errs, importer.Malformed(path, n, "%v", perr))
+			continue
+		}
+		l.n = n
+		if !l.time.IsZero() && !importer.Storable(l.time) {
+			errs = append(errs, importer.Malformed(path, n, "timestamp %s is outside 1970 to 2262, which the store cannot hold: the session's start time is used", l.time.Format(time.RFC3339Nano)))
+			l.time = time.Time{}
+		}
+		lines = append(lines, l)
 	}
+	st := lr.Stats()
 	if len(lines) == 0 {
 		return nil, errs, st, importer.Malformed(path, 1, "no rollout line")
 	}
@@ -405,8 +426,10 @@ func (b *builder) meta(lines []line, abs string) {
 			b.sid = sm.ID
 			m.WorkingDir = sm.Cwd
 			b.created = l.time
-			if t, err := time.Parse(time.RFC3339Nano, sm.Timestamp); err == nil {
+			if t, err := time.Parse(time.RFC3339Nano, sm.Timestamp); err == nil && importer.Storable(t) {
 				b.created = t.UTC()
+			} else if err == nil {
+				b.errs = append(b.errs, importer.Malformed(b.path, l.n, "session start %s is outside 1970 to 2262, which the store cannot hold: the line's time is used", sm.Timestamp))
 			}
 			for k, v := range map[string]string{"originator": sm.Originator, "cli_version": sm.CLIVersion} {
 				if v != "" {

@@ -54,8 +54,18 @@
 // Bad input: a line that is not JSON, or an entry without an id in a
 // version 2 file, is reported as an *importer.LineError (wrapping
 // importer.ErrMalformed) with the file and line, and the rest of the file
-// is read. An entry whose parent is not in the file (its line was
-// malformed) is attached to the entry before it and reported.
+// is read; so is a line longer than importer.MaxLineSize
+// (importer.ErrLineTooLong), never held whole. An entry whose parent is
+// not in the file (its line was malformed) is attached to the entry before
+// it and reported. A timestamp outside 1970 to 2262, which the store
+// cannot hold, is reported and not used: the entry takes the header's time
+// (a header's such time leaves the session without one, and the store
+// gives it the time of the import). A file whose first line looks like
+// another tool's (a Claude Code transcript, a Codex rollout) is an
+// *importer.FormatError, and nothing of it is written. A session the
+// store refuses for its content (importer.SessionProblem, such as a
+// record over its Options.MaxRecordSize) is reported for its file, with
+// no empty session left, and the other files are imported.
 //
 // Durability: what Import writes goes through importer.Write, so when
 // Import returns, every event it appended is durable, and importing the
@@ -63,7 +73,6 @@
 package pi
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -223,45 +232,54 @@ func readFile(path string) (*importer.Session, []error, stats, error) {
 // read parses a session from r; path names it in errors, abs in labels.
 func read(r io.Reader, path, abs string) (*importer.Session, []error, stats, error) {
 	var (
-		st      stats
 		errs    []error
 		entries []entry // the header first, as Pi indexes them
+		first   = true  // no line that is not blank read yet
 	)
-	br := bufio.NewReaderSize(r, 64<<10)
-	for n := 1; ; n++ {
-		line, err := br.ReadBytes('\n')
-		if len(line) > 0 {
-			st.Lines++
-			st.Bytes += int64(len(line))
-			if trimmed := bytes.TrimSpace(line); len(trimmed) > 0 {
-				e, perr := parseLine(trimmed)
-				switch {
-				case perr != nil:
-					errs = append(errs, importer.Malformed(path, n, "%v", perr))
-				case len(entries) == 0 && (e.Type != "session" || e.ID == ""):
-					return nil, errs, st, importer.Malformed(path, n, "the first entry is not a Pi session header (type %q)", e.Type)
-				default:
-					e.line = n
-					entries = append(entries, e)
-				}
-			}
-		}
+	lr := importer.NewLineReader(r, path, 0)
+	for {
+		line, n, err := lr.Next()
 		if errors.Is(err, io.EOF) {
 			break
 		}
+		if errors.Is(err, importer.ErrLineTooLong) {
+			errs = append(errs, err)
+			first = false
+			continue
+		}
 		if err != nil {
-			return nil, errs, st, fmt.Errorf("pi: read %s: %w", path, err)
+			return nil, errs, lr.Stats(), fmt.Errorf("pi: read %s: %w", path, err)
+		}
+		trimmed := bytes.TrimSpace(line)
+		if len(trimmed) == 0 {
+			continue
+		}
+		if first {
+			first = false
+			if err := importer.WrongFormat(path, importer.FormatPi, trimmed); err != nil {
+				return nil, nil, lr.Stats(), err
+			}
+		}
+		e, perr := parseLine(slices.Clone(trimmed))
+		switch {
+		case perr != nil:
+			errs = append(errs, importer.Malformed(path, n, "%v", perr))
+		case len(entries) == 0 && (e.Type != "session" || e.ID == ""):
+			return nil, errs, lr.Stats(), importer.Malformed(path, n, "the first entry is not a Pi session header (type %q)", e.Type)
+		default:
+			e.line = n
+			entries = append(entries, e)
 		}
 	}
 	if len(entries) == 0 {
-		return nil, errs, st, importer.Malformed(path, 1, "no Pi session header")
+		return nil, errs, lr.Stats(), importer.Malformed(path, 1, "no Pi session header")
 	}
 	b := newBuilder(path, abs, entries[0])
-	b.errs = errs
+	b.errs = append(errs, b.errs...)
 	for i := 1; i < len(entries); i++ {
 		b.add(entries, i)
 	}
-	return b.session(), b.errs, st, nil
+	return b.session(), b.errs, lr.Stats(), nil
 }
 
 // span is the events an entry became: the first (what FirstKept names)
@@ -286,10 +304,10 @@ func newBuilder(path, abs string, h entry) *builder {
 		path:    path,
 		header:  h,
 		version: h.Version,
-		created: parseTime(h.Timestamp),
 		spans:   make(map[string]span),
 		lines:   make(map[int]span),
 	}
+	b.created = b.storable(parseTime(h.Timestamp), h.line, "the session has no start time")
 	if b.version == 0 {
 		b.version = 1 // version 1 headers have no version
 	}
@@ -359,9 +377,9 @@ func (b *builder) add(entries []entry, i int) {
 	if !ok {
 		return
 	}
-	at := parseTime(e.Timestamp)
+	at := b.storable(parseTime(e.Timestamp), e.line, "the header's time is used")
 	if at.IsZero() && e.Message != nil {
-		at = parseTime(e.Message.Timestamp)
+		at = b.storable(parseTime(e.Message.Timestamp), e.line, "the header's time is used")
 	}
 	if at.IsZero() {
 		at = b.created
@@ -429,6 +447,17 @@ func (b *builder) add(entries []entry, i int) {
 	}
 	b.lines[e.line] = sp
 	b.prev = sp.last
+}
+
+// storable returns t, or the zero time for a t the store cannot hold
+// (importer.Storable), which it reports for the line with what is done
+// instead (instead).
+func (b *builder) storable(t time.Time, line int, instead string) time.Time {
+	if t.IsZero() || importer.Storable(t) {
+		return t
+	}
+	b.errs = append(b.errs, importer.Malformed(b.path, line, "timestamp %s is outside 1970 to 2262, which the store cannot hold: %s", t.Format(time.RFC3339Nano), instead))
+	return time.Time{}
 }
 
 // summary is the Summary of a compaction or branch summary entry: its
