@@ -24,6 +24,15 @@ var formatNames = map[string]string{
 	FormatPi:     "a Pi session",
 }
 
+// FormatName describes format in messages ("a Claude Code transcript"),
+// or returns format itself for one it does not know.
+func FormatName(format string) string {
+	if n, ok := formatNames[format]; ok {
+		return n
+	}
+	return format
+}
+
 // ErrWrongFormat is wrapped by a FormatError: a source file that is of
 // another format than the importer reads.
 var ErrWrongFormat = errors.New("importer: a file of another format")
@@ -39,7 +48,7 @@ type FormatError struct {
 }
 
 func (e *FormatError) Error() string {
-	return fmt.Sprintf("%s: %v: it looks like %s, not %s (import it as %s)", e.Path, ErrWrongFormat, formatNames[e.Looks], formatNames[e.Want], e.Looks)
+	return fmt.Sprintf("%s: %v: it looks like %s, not %s (import it as %s)", e.Path, ErrWrongFormat, FormatName(e.Looks), FormatName(e.Want), e.Looks)
 }
 
 func (e *FormatError) Unwrap() error { return ErrWrongFormat }
