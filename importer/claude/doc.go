@@ -25,6 +25,16 @@
 //   - An assistant line: an assistant message (text as Content,
 //     thinking as Reasoning, the model, the line's usage, its tool_use
 //     blocks as ToolCalls), then a tool call event per tool_use block.
+//     The blocks Anthropic's API wants back verbatim, a thinking block
+//     with its signature and a redacted_thinking block, are the
+//     message's ProviderState, in block order: Provider "anthropic",
+//     Type the block's type ("thinking", "redacted_thinking"), Data the
+//     block's JSON exactly as the line holds it (the API's block:
+//     {"type":"thinking","thinking":...,"signature":...} or
+//     {"type":"redacted_thinking","data":...}), which an adapter sends
+//     back as the block. It is never part of Content; a thinking block's
+//     text is in Reasoning too, as for a thinking block without a
+//     signature, which is not state.
 //     Claude Code writes one response as several lines, one per content
 //     block, each with its own uuid and the same message.id; each line
 //     is its own event, because lines of one response can be parents of

@@ -58,11 +58,19 @@ type message struct {
 	blocks []block // Content when it is an array
 }
 
+// providerState reports whether b is a block Anthropic's API wants back
+// verbatim: a thinking block with its signature, a redacted_thinking
+// block.
+func (b *block) providerState() bool {
+	return b.Type == "thinking" && b.Signature != "" || b.Type == "redacted_thinking"
+}
+
 // block is one content block of a message.
 type block struct {
 	Type      string          `json:"type"`
 	Text      string          `json:"text"`
 	Thinking  string          `json:"thinking"`
+	Signature string          `json:"signature"`
 	ID        string          `json:"id"`
 	Name      string          `json:"name"`
 	Input     json.RawMessage `json:"input"`
@@ -217,16 +225,27 @@ func userEvents(m *message) []sessionstore.Event {
 
 // assistantEvents maps an assistant line's message: one assistant message
 // (its text blocks as Content, thinking as Reasoning, tool_use blocks as
-// ToolCalls, the model and the usage the line records), then one tool call
-// event per tool_use block, in order. Blocks of other types (redacted
-// thinking, server tools) are left out.
+// ToolCalls, the model and the usage the line records, and its signed
+// thinking and redacted_thinking blocks as ProviderState, "anthropic",
+// each block's JSON as the line holds it), then one tool call event per
+// tool_use block, in order. Blocks of other types (server tools) are left
+// out.
 func assistantEvents(m *message) []sessionstore.Event {
 	msg := sessionstore.Message{Content: m.text, Model: m.Model}
 	if u := m.Usage; u != nil {
 		msg.Usage = &sessionstore.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, CacheReadTokens: u.CacheReadInputTokens, CacheWriteTokens: u.CacheCreationInputTokens}
 	}
-	var text, thinking []string
+	var raw []json.RawMessage // the blocks as the line holds them, for provider state
 	for _, b := range m.blocks {
+		if b.providerState() {
+			if json.Unmarshal(m.Content, &raw) != nil || len(raw) != len(m.blocks) {
+				raw = nil // not the array decodeContent read: cannot be
+			}
+			break
+		}
+	}
+	var text, thinking []string
+	for i, b := range m.blocks {
 		switch b.Type {
 		case "text":
 			text = append(text, b.Text)
@@ -234,6 +253,9 @@ func assistantEvents(m *message) []sessionstore.Event {
 			thinking = append(thinking, b.Thinking)
 		case "tool_use":
 			msg.ToolCalls = append(msg.ToolCalls, sessionstore.ToolCall{CallID: b.ID, Name: b.Name, Arguments: validJSON(b.Input)})
+		}
+		if b.providerState() && raw != nil {
+			msg.ProviderState = append(msg.ProviderState, sessionstore.ProviderState{Provider: "anthropic", Type: b.Type, Data: bytes.Clone(bytes.TrimSpace(raw[i]))})
 		}
 	}
 	if m.blocks != nil {

@@ -21,7 +21,22 @@
 //   - message, role assistant: an assistant Message (text as Content,
 //     thinking as Reasoning, Model, Usage, its toolCall blocks as
 //     ToolCalls), then one KindToolCall event per toolCall block after
-//     it; the entry's children follow the last of them.
+//     it; the entry's children follow the last of them. What a thinking
+//     block keeps for the provider (its thinkingSignature) is provider
+//     state, never text: for a message of Anthropic's API (api
+//     "anthropic-messages", or provider "anthropic" without an api) the
+//     block the API returned, rebuilt from Pi's parts: Provider
+//     "anthropic", Type "thinking" with Data
+//     {"type":"thinking","thinking":...,"signature":...}, or for a
+//     redacted block Type "redacted_thinking" with Data
+//     {"type":"redacted_thinking","data":...}, in block order in the
+//     Message's ProviderState; and a signature that is an OpenAI
+//     Responses reasoning item (Pi keeps the item's JSON there): Provider
+//     "openai", Type "reasoning", Data that JSON as Pi holds it, on the
+//     toolCall that follows the block (in the announced call and its
+//     KindToolCall event alike) or, when a text block follows first or
+//     nothing does, on the Message. Gemini's thought signatures are not
+//     kept.
 //   - message, role toolResult: a KindToolResult.
 //   - message, roles custom (hookMessage) and bashExecution (a command
 //     the user ran, as "$ command" and its output), and custom_message
@@ -124,7 +139,9 @@ type entry struct {
 // message is the message of a message entry.
 type message struct {
 	Role       string          `json:"role"`
-	Content    json.RawMessage `json:"content"` // a string or content blocks
+	API        string          `json:"api"`      // an assistant message's: the API that wrote it ("anthropic-messages", "openai-responses", ...)
+	Provider   string          `json:"provider"` // and the provider
+	Content    json.RawMessage `json:"content"`  // a string or content blocks
 	Model      string          `json:"model"`
 	Usage      *usage          `json:"usage"`
 	ToolCallID string          `json:"toolCallId"`
@@ -145,12 +162,17 @@ type usage struct {
 
 // block is a content block of a message.
 type block struct {
-	Type      string          `json:"type"`
-	Text      string          `json:"text"`
-	Thinking  string          `json:"thinking"`
-	ID        string          `json:"id"`
-	Name      string          `json:"name"`
-	Arguments json.RawMessage `json:"arguments"`
+	Type     string `json:"type"`
+	Text     string `json:"text"`
+	Thinking string `json:"thinking"`
+	// ThinkingSignature is what the API returned with the thinking: an
+	// Anthropic signature (or, Redacted, the redacted thinking's data),
+	// or an OpenAI Responses reasoning item's JSON.
+	ThinkingSignature string          `json:"thinkingSignature"`
+	Redacted          bool            `json:"redacted"`
+	ID                string          `json:"id"`
+	Name              string          `json:"name"`
+	Arguments         json.RawMessage `json:"arguments"`
 }
 
 // parseLine decodes one line of a Pi session file. It fails only for a
@@ -495,16 +517,27 @@ func (b *builder) message(e *entry, push func(string, sessionstore.Event)) {
 			rec.Content = contentText(m.Content)
 		}
 		var text, thinking []string
+		var waiting []sessionstore.ProviderState // reasoning items, for the call or text they preceded
 		for _, bl := range blocks {
 			switch bl.Type {
 			case "text":
 				text = append(text, bl.Text)
+				rec.ProviderState = append(rec.ProviderState, waiting...)
+				waiting = nil
 			case "thinking":
 				thinking = append(thinking, bl.Thinking)
+				if st, ok := reasoningItem(bl.ThinkingSignature); ok {
+					waiting = append(waiting, st)
+				} else if st, ok := anthropicThinking(m, &bl); ok {
+					rec.ProviderState = append(rec.ProviderState, st)
+				}
 			case "toolCall":
-				rec.ToolCalls = append(rec.ToolCalls, sessionstore.ToolCall{CallID: bl.ID, Name: bl.Name, Arguments: rawArgs(bl.Arguments)})
+				c := sessionstore.ToolCall{CallID: bl.ID, Name: bl.Name, Arguments: rawArgs(bl.Arguments)}
+				c.ProviderState, waiting = waiting, nil
+				rec.ToolCalls = append(rec.ToolCalls, c)
 			}
 		}
+		rec.ProviderState = append(rec.ProviderState, waiting...)
 		if len(blocks) > 0 {
 			rec.Content = strings.Join(text, "\n")
 		}
@@ -524,6 +557,54 @@ func (b *builder) message(e *entry, push func(string, sessionstore.Event)) {
 	default:
 		push("", custom(e))
 	}
+}
+
+// reasoningItem returns the provider state of a thinking block's
+// signature that is an OpenAI Responses reasoning item (Pi keeps the
+// item's JSON there): the item as Pi holds it.
+func reasoningItem(sig string) (sessionstore.ProviderState, bool) {
+	if !strings.HasPrefix(sig, "{") {
+		return sessionstore.ProviderState{}, false
+	}
+	var it struct {
+		Type string `json:"type"`
+	}
+	if json.Unmarshal([]byte(sig), &it) != nil || it.Type != "reasoning" {
+		return sessionstore.ProviderState{}, false
+	}
+	return sessionstore.ProviderState{Provider: "openai", Type: "reasoning", Data: []byte(sig)}, true
+}
+
+// anthropicThinking returns the provider state of a signed thinking block
+// of an Anthropic message (api "anthropic-messages", or provider
+// "anthropic" in a message that names no api): the block the API returned,
+// {"type":"thinking","thinking":...,"signature":...}, or for a redacted
+// one {"type":"redacted_thinking","data":...}, which Pi keeps as its
+// parts.
+func anthropicThinking(m *message, bl *block) (sessionstore.ProviderState, bool) {
+	if bl.ThinkingSignature == "" || (m.API != "anthropic-messages" && (m.API != "" || m.Provider != "anthropic")) {
+		return sessionstore.ProviderState{}, false
+	}
+	var v any = struct {
+		Type      string `json:"type"`
+		Thinking  string `json:"thinking"`
+		Signature string `json:"signature"`
+	}{"thinking", bl.Thinking, bl.ThinkingSignature}
+	typ := "thinking"
+	if bl.Redacted {
+		typ = "redacted_thinking"
+		v = struct {
+			Type string `json:"type"`
+			Data string `json:"data"`
+		}{typ, bl.ThinkingSignature}
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false) // the text as written
+	if enc.Encode(v) != nil {
+		return sessionstore.ProviderState{}, false
+	}
+	return sessionstore.ProviderState{Provider: "anthropic", Type: typ, Data: bytes.TrimSuffix(buf.Bytes(), []byte("\n"))}, true
 }
 
 // rawArgs keeps a tool call's arguments when they are JSON, and drops a
