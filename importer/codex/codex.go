@@ -21,8 +21,18 @@
 //     newlines; an assistant's Model is the newest turn_context's); a message of another role (developer, system) a
 //     KindCustom event holding the item.
 //   - reasoning: an assistant Message whose Reasoning is the summary text
-//     (the reasoning text when there is no summary; encrypted content is
-//     not kept).
+//     (the reasoning text when there is no summary). A reasoning item
+//     with encrypted_content is also provider state, which the Responses
+//     API wants back before the items it preceded: Provider "openai",
+//     Type "reasoning", Data the item's JSON as the rollout holds it (the
+//     Responses API reasoning item: type, id, summary, encrypted_content,
+//     ...). It goes on the tool call that follows it (the KindToolCall
+//     event's ToolCall.ProviderState) or, when an assistant message
+//     follows, that Message's ProviderState, custom items between (a web
+//     search call) passed over; several in a row go on it in order. When
+//     the turn ends first (a user message, a tool output, a compaction, a
+//     rollback, the end of the rollout), it stays on the reasoning's own
+//     Message. It is never part of a message's text.
 //   - function_call, custom_tool_call, local_shell_call: a KindToolCall
 //     (the arguments as JSON; a custom tool's input as a JSON string;
 //     a shell call's action, named "local_shell").
@@ -35,7 +45,18 @@
 //     replacement history's items, or for a rollout without one, what
 //     Codex rebuilds (the user messages it keeps, then the summary as a
 //     user message). Store.Load then returns the compaction followed by
-//     the history Codex resumes with.
+//     the history Codex resumes with, item for item and in Codex's order.
+//     The user message that holds the summary (the last of that history)
+//     is a KindCustom event holding the item, not a user Message: the
+//     compaction opens the context Load returns and carries the summary
+//     (the store's rule for every compaction, which previews, exports and
+//     convo read), so a user message repeating it would give a model the
+//     summary twice. A model (convo) sees it once, at the start of the
+//     context, where Codex puts it last, after the user messages it
+//     keeps: the content is Codex's, the order the store's. A harness
+//     that wants Codex's order maps that custom event back to a user
+//     message (convo.Options.Custom) and renders the compaction without
+//     its text.
 //   - event_msg thread_rolled_back: Codex drops the last num_turns user
 //     turns; the import branches there, with a KindCustom marker (the
 //     event's payload) as the first event of the new branch, so the
@@ -181,6 +202,9 @@ type item struct {
 	CallID    string          `json:"call_id"`
 	Output    json.RawMessage `json:"output"`
 	Action    json.RawMessage `json:"action"`
+	// EncryptedContent is a reasoning item's reasoning, which only the
+	// provider reads: the item is then provider state (see pushItem).
+	EncryptedContent string `json:"encrypted_content"`
 }
 
 func texts(items []contentItem) string {
@@ -253,12 +277,17 @@ func output(raw json.RawMessage) (text string, isErr bool) {
 	}
 }
 
-// itemEvent maps a response item to its event.
-func itemEvent(raw json.RawMessage) sessionstore.Event {
-	var it item
+// itemEvent maps a response item to its event; it is the item decoded
+// (its zero value for a payload that is no item).
+func itemEvent(raw json.RawMessage) (ev sessionstore.Event, it item) {
 	if json.Unmarshal(raw, &it) != nil {
-		return customEvent(raw)
+		return customEvent(raw), item{}
 	}
+	return itemEventOf(raw, &it), it
+}
+
+// itemEventOf maps the item it, decoded from raw, to its event.
+func itemEventOf(raw json.RawMessage, it *item) sessionstore.Event {
 	switch it.Type {
 	case "message":
 		switch it.Role {
@@ -388,6 +417,7 @@ func read(r io.Reader, path, abs string) (*importer.Session, []error, stats, err
 	for _, l := range lines {
 		b.add(l)
 	}
+	b.settle()
 	b.errs = append(errs, b.errs...)
 	if n := len(b.s.Events); n > 0 {
 		b.s.Head = b.s.Events[n-1].ID
@@ -395,7 +425,15 @@ func read(r io.Reader, path, abs string) (*importer.Session, []error, stats, err
 	return b.s, b.errs, st, nil
 }
 
+// waitingState is a reasoning item's provider state that waits for the
+// tool call or message it goes on (see pushItem).
+type waitingState struct {
+	event int // the index of the reasoning item's own event
+	state sessionstore.ProviderState
+}
+
 type builder struct {
+	waiting []waitingState
 	path    string
 	sid     string // the session id, keying the events
 	created time.Time
@@ -464,6 +502,31 @@ func (b *builder) meta(lines []line, abs string) {
 	b.s.Meta = m
 }
 
+// states hands the waiting provider state to the event being pushed.
+func (b *builder) states() []sessionstore.ProviderState {
+	out := make([]sessionstore.ProviderState, len(b.waiting))
+	for i, w := range b.waiting {
+		out[i] = w.state
+	}
+	b.waiting = nil
+	return out
+}
+
+// settle puts the waiting provider state on the reasoning items' own
+// events: nothing came that it goes on.
+func (b *builder) settle() {
+	for _, w := range b.waiting {
+		ev := &b.s.Events[w.event]
+		m, err := ev.Message()
+		if err != nil {
+			continue
+		}
+		m.ProviderState = append(m.ProviderState, w.state)
+		ev.Record = sessionstore.AssistantMessage(m).Record
+	}
+	b.waiting = nil
+}
+
 // push appends ev as the child of the tip, with the key's id.
 func (b *builder) push(key string, at time.Time, ev sessionstore.Event) uuid.UUID {
 	if at.IsZero() {
@@ -478,9 +541,38 @@ func (b *builder) push(key string, at time.Time, ev sessionstore.Event) uuid.UUI
 }
 
 // pushItem appends a response item's event and records it in the history.
+//
+// A reasoning item with encrypted_content is provider state (Provider
+// "openai", Type "reasoning", Data the item's JSON as the rollout holds
+// it): the Responses API wants it back, in stateless requests, before
+// the output items it preceded. It goes on the next tool call
+// (ToolCall.ProviderState) or assistant message (Message.ProviderState)
+// that follows it, other items that are no model turn (KindCustom)
+// between; if a user message, a tool output, a compaction, a rollback or
+// the end of the rollout comes first, it stays on the reasoning item's own
+// event (settle). The reasoning's summary is the event's Reasoning, as
+// before; the state is never text.
 func (b *builder) pushItem(key string, at time.Time, raw json.RawMessage) {
 	parent := b.tip
-	ev := itemEvent(raw)
+	ev, it := itemEvent(raw)
+	switch {
+	case it.Type == "reasoning" && it.EncryptedContent != "":
+		b.waiting = append(b.waiting, waitingState{event: len(b.s.Events), state: sessionstore.ProviderState{Provider: "openai", Type: "reasoning", Data: slices.Clone(bytes.TrimSpace(raw))}})
+	case len(b.waiting) > 0 && ev.Kind == sessionstore.KindToolCall:
+		c, err := ev.ToolCall()
+		if err == nil {
+			c.ProviderState = b.states()
+			ev = sessionstore.ToolCallEvent(c)
+		}
+	case len(b.waiting) > 0 && ev.Kind == sessionstore.KindMessage && ev.Role == sessionstore.RoleAssistant && it.Type == "message":
+		m, err := ev.Message()
+		if err == nil {
+			m.ProviderState = b.states()
+			ev = sessionstore.AssistantMessage(m)
+		}
+	case ev.Kind != sessionstore.KindCustom:
+		b.settle()
+	}
 	if ev.Kind == sessionstore.KindMessage && ev.Role == sessionstore.RoleAssistant && b.model != "" {
 		m, _ := ev.Message()
 		m.Model = b.model
@@ -548,6 +640,7 @@ func withType(typ string, payload json.RawMessage) json.RawMessage {
 
 // compacted appends a compaction and the history Codex goes on with.
 func (b *builder) compacted(l line, key string) {
+	b.settle()
 	var c struct {
 		Message            string            `json:"message"`
 		ReplacementHistory []json.RawMessage `json:"replacement_history"`
@@ -591,10 +684,12 @@ func (b *builder) compacted(l line, key string) {
 	b.hist = b.hist[:0]
 	if replaced {
 		for i, raw := range c.ReplacementHistory {
-			b.pushItem(fmt.Sprintf("%s:%d", key, i), l.time, raw)
-			if h := &b.hist[len(b.hist)-1]; h.user && h.text == c.Message {
-				h.user = false // the summary is not a user turn
+			k := fmt.Sprintf("%s:%d", key, i)
+			if isSummary(raw, c.Message) {
+				b.pushSummary(k, l.time, raw)
+				continue
 			}
+			b.pushItem(k, l.time, raw)
 		}
 		return
 	}
@@ -605,15 +700,34 @@ func (b *builder) compacted(l line, key string) {
 	if summary == "" {
 		summary = "(no summary available)"
 	}
-	b.pushItem(key+":summary", l.time, userItem(summary))
-	b.hist[len(b.hist)-1].user = false
+	b.pushSummary(key+":summary", l.time, userItem(summary))
 }
 
+// isSummary reports whether the replacement history's item raw is the
+// user message that holds the compaction's summary.
+func isSummary(raw json.RawMessage, summary string) bool {
+	var it item
+	return summary != "" && json.Unmarshal(raw, &it) == nil && it.Type == "message" && it.Role == "user" && texts(it.Content) == summary
+}
+
+// pushSummary appends the user message item that holds a compaction's
+// summary, as Codex's history has it, as a KindCustom event: the
+// compaction's Summary gives the model the summary (see the package doc),
+// and a user message would give it a second time. It is no user turn.
+func (b *builder) pushSummary(key string, at time.Time, raw json.RawMessage) {
+	b.settle()
+	parent := b.tip
+	id := b.push(key, at, customEvent(raw))
+	b.hist = append(b.hist, histItem{id: id, parent: parent})
+}
+
+// userItem is a user message item of text, as Codex writes one.
 func userItem(text string) json.RawMessage {
-	raw, _ := json.Marshal(map[string]any{
-		"type": "message", "role": "user",
-		"content": []contentItem{{Type: "input_text", Text: text}},
-	})
+	raw, _ := json.Marshal(struct {
+		Type    string        `json:"type"`
+		Role    string        `json:"role"`
+		Content []contentItem `json:"content"`
+	}{"message", "user", []contentItem{{Type: "input_text", Text: text}}})
 	return raw
 }
 
@@ -631,6 +745,7 @@ func truncate(s string, n int) string {
 // rollback drops the last n user turns from the active path, as Codex
 // does, by branching before the first of them with a marker event.
 func (b *builder) rollback(l line, key string, n int) {
+	b.settle()
 	if n <= 0 {
 		return
 	}
