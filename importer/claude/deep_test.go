@@ -133,3 +133,29 @@ func TestReadCyclesReportedAsCycles(t *testing.T) {
 	}
 	assert.Equal(t, map[string]string{"a": "", "b": "a", "c": "b", "d": "b", "e": "c", "f": "e", "g": "f"}, parents)
 }
+
+// BenchmarkNameSessions names the sessions of growing numbers of files,
+// each named by a summary line, from the summaries of all of them, as
+// Import does, side by side: the time per file stays flat.
+func BenchmarkNameSessions(b *testing.B) {
+	for _, n := range []int{2_000, 4_000, 8_000} {
+		var infos []*sessionInfo
+		summaries := map[string]string{}
+		for i := range n {
+			u := fmt.Sprint("r", i)
+			f := parseFile("t.jsonl", []byte(recAt(u, "", i)+"\n"))
+			infos = append(infos, f.infos[0])
+			summaries[u] = fmt.Sprint("session ", i)
+		}
+		b.Run(fmt.Sprint("files=", n), func(b *testing.B) {
+			for b.Loop() {
+				for i, info := range infos {
+					if nameOf(summaries, info) != fmt.Sprint("session ", i) {
+						b.Fatal("wrong name")
+					}
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/file")
+		})
+	}
+}

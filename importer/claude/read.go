@@ -263,12 +263,14 @@ func spawnedBy(parent, sub *sessionInfo) uuid.UUID {
 }
 
 // nameOf is the summary whose leaf is the newest of the session's records
-// that a summary names, or "".
+// that a summary names (of two at one event, the smaller uuid's), or "".
+// It looks up the session's records, not every summary: an import names
+// each of its sessions from the summaries of all its files.
 func nameOf(summaries map[string]string, info *sessionInfo) string {
-	best, name := -1, ""
-	for leaf, text := range summaries {
-		if i, ok := info.order[leaf]; ok && i > best {
-			best, name = i, text
+	best, bestLeaf, name := -1, "", ""
+	for leaf, i := range info.order {
+		if text, ok := summaries[leaf]; ok && (i > best || i == best && leaf < bestLeaf) {
+			best, bestLeaf, name = i, leaf, text
 		}
 	}
 	return name

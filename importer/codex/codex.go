@@ -441,6 +441,7 @@ type builder struct {
 	tip     uuid.UUID // the event the next one follows
 	model   string    // the model of the newest turn_context
 	hist    []histItem
+	turns   []int // the indexes in hist of its user turns, kept with it so that a rollback takes no scan
 	errs    []error
 }
 
@@ -585,6 +586,9 @@ func (b *builder) pushItem(key string, at time.Time, raw json.RawMessage) {
 		h.user = !contextual(m.Content)
 	}
 	h.id = b.push(key, at, ev)
+	if h.user {
+		b.turns = append(b.turns, len(b.hist))
+	}
 	b.hist = append(b.hist, h)
 }
 
@@ -681,7 +685,7 @@ func (b *builder) compacted(l line, key string) {
 
 	rec := sessionstore.CompactionRecord{Summary: sessionstore.Summary{Text: c.Message}, Summarized: b.tip}
 	b.push(key, l.time, sessionstore.NewEvent(sessionstore.KindCompaction, sessionstore.RoleNone, rec))
-	b.hist = b.hist[:0]
+	b.hist, b.turns = b.hist[:0], b.turns[:0]
 	if replaced {
 		for i, raw := range c.ReplacementHistory {
 			k := fmt.Sprintf("%s:%d", key, i)
@@ -749,21 +753,13 @@ func (b *builder) rollback(l line, key string, n int) {
 	if n <= 0 {
 		return
 	}
-	var turns []int
-	for i, h := range b.hist {
-		if h.user {
-			turns = append(turns, i)
-		}
-	}
-	if len(turns) == 0 {
+	if len(b.turns) == 0 {
 		return
 	}
-	cut := turns[0]
-	if n < len(turns) {
-		cut = turns[len(turns)-n]
-	}
+	k := max(len(b.turns)-n, 0) // the first turn dropped
+	cut := b.turns[k]
 	b.tip = b.hist[cut].parent
-	b.hist = b.hist[:cut]
+	b.hist, b.turns = b.hist[:cut], b.turns[:k]
 	if b.tip == uuid.Nil {
 		// The root is a session_meta event in a well-formed rollout;
 		// without one, the marker cannot start a second tree.
