@@ -455,7 +455,9 @@ type FileStats struct {
 type ReadFunc func(path string) (*Session, []error, FileStats, error)
 
 // Files lists the files of paths: a file as named, a directory's .jsonl
-// files (walked, in lexical order).
+// files (walked, in lexical order). Of a directory only regular files are
+// taken (or links to one): a FIFO or device named *.jsonl could block a
+// read, or never end.
 func Files(paths []string) ([]string, error) {
 	var files []string
 	for _, p := range paths {
@@ -471,7 +473,7 @@ func Files(paths []string) ([]string, error) {
 			if err != nil {
 				return err
 			}
-			if !d.IsDir() && strings.HasSuffix(d.Name(), ".jsonl") {
+			if strings.HasSuffix(d.Name(), ".jsonl") && RegularFile(path, d) {
 				files = append(files, path)
 			}
 			return nil
@@ -481,6 +483,19 @@ func Files(paths []string) ([]string, error) {
 		}
 	}
 	return files, nil
+}
+
+// RegularFile reports whether the entry d of a directory walk, at path,
+// is a regular file or a link to one.
+func RegularFile(path string, d fs.DirEntry) bool {
+	switch {
+	case d.Type().IsRegular():
+		return true
+	case d.Type()&fs.ModeSymlink != 0:
+		fi, err := os.Stat(path)
+		return err == nil && fi.Mode().IsRegular()
+	}
+	return false
 }
 
 // ImportFiles reads each of files with read and writes its session to st

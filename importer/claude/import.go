@@ -188,7 +188,7 @@ func collect(paths []string) ([]string, error) {
 			if err != nil {
 				return err
 			}
-			if !d.IsDir() && strings.HasSuffix(d.Name(), ".jsonl") {
+			if strings.HasSuffix(d.Name(), ".jsonl") && importer.RegularFile(path, d) {
 				add(path)
 			}
 			return nil

@@ -276,11 +276,25 @@ func nameOf(summaries map[string]string, info *sessionInfo) string {
 	return name
 }
 
+// maxAgentMeta bounds the <agent>.meta.json read: it holds two short
+// strings.
+const maxAgentMeta = 1 << 20
+
 // readAgentMeta reads the <agent>.meta.json beside a subagent's transcript,
-// if there is one: its agent type and description.
+// if there is one and it is a regular file of at most maxAgentMeta bytes:
+// its agent type and description.
 func readAgentMeta(f *File) {
-	data, err := os.ReadFile(strings.TrimSuffix(f.Path, ".jsonl") + ".meta.json")
+	path := strings.TrimSuffix(f.Path, ".jsonl") + ".meta.json"
+	if fi, err := os.Stat(path); err != nil || !fi.Mode().IsRegular() || fi.Size() > maxAgentMeta {
+		return
+	}
+	mf, err := os.Open(path)
 	if err != nil {
+		return
+	}
+	defer mf.Close()
+	data, err := io.ReadAll(io.LimitReader(mf, maxAgentMeta+1))
+	if err != nil || len(data) > maxAgentMeta {
 		return
 	}
 	var m struct {
