@@ -2,8 +2,22 @@
 // sessionstore Store. Its subpackages read the formats (claude, pi, codex);
 // this package holds what they share: the Session a reader produces, the
 // ids derived from the source so that importing again adds nothing, the
-// error that names a malformed line, and Write, which appends a Session's
-// events to a Store.
+// error that names a malformed line, the reading of lines bounded by the
+// store's record limit (LineReader), the telling of the formats apart
+// (Sniff, FormatError), and Write, which appends a Session's events to a
+// Store.
+//
+// Bad input: a problem with one line is reported (a *LineError) and the
+// rest of the file read; a problem with one file, or with the session it
+// holds as the store sees it (SessionProblem), is reported for that file
+// and the other files are imported. What stops an import is the
+// context's end or the store's failure. Readers keep no recursion whose
+// depth the input decides, and take time and memory linear in the input.
+//
+// Provider state: what a transcript holds that a model provider wants
+// back verbatim (Anthropic's signed thinking blocks, OpenAI's reasoning
+// items) is kept as sessionstore.ProviderState, in the shapes the
+// adapters send back; each reader's doc says which.
 //
 // Idempotence: every id a reader produces is derived from the source (ID)
 // and written as a caller-chosen id (sessionstore.Store.AppendWith), so
