@@ -135,3 +135,45 @@ func TestOtherFormatsAreRecognised(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, metas)
 }
+
+// A session the store refuses takes its subagents with it: they are
+// reported, not imported as top-level sessions (which they would stay),
+// and an import that the store takes whole links them.
+func TestRefusedSessionKeepsItsSubagentsOut(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	big := strings.Repeat("x", 2000)
+	main := writeLines(t, dir, "s", rec("a", "", 0), rec(big, "a", 1))
+	writeLines(t, dir, "agent-x", strings.Replace(rec("b", "", 2), `"sessionId":"s"`, `"sessionId":"s","agentId":"x","isSidechain":true`, 1))
+	root := t.TempDir()
+	st, err := sessionstore.Open(root, &sessionstore.Options{MaxRecordSize: 1000})
+	require.NoError(t, err)
+	rep, err := Import(ctx, st, []string{dir}, nil)
+	require.NoError(t, err)
+	require.Len(t, rep.Errors, 2, "%v", rep.Errors)
+	assert.ErrorIs(t, rep.Errors[0], sessionstore.ErrRecordTooLarge)
+	assert.Contains(t, rep.Errors[1].Error(), "subagent x not imported")
+	metas, err := st.List(ctx)
+	require.NoError(t, err)
+	assert.Empty(t, metas)
+	require.NoError(t, st.Close())
+
+	// Once the store takes the session, both are imported, linked.
+	writeLines(t, dir, "s", rec("a", "", 0), rec("b0", "a", 1))
+	st, err = sessionstore.Open(root, &sessionstore.Options{MaxRecordSize: 1000})
+	require.NoError(t, err)
+	defer st.Close()
+	rep, err = Import(ctx, st, []string{dir}, nil)
+	require.NoError(t, err)
+	assert.Empty(t, rep.Errors)
+	assert.Equal(t, 2, rep.Sessions)
+	f, err := Read(main)
+	require.NoError(t, err)
+	metas, err = st.List(ctx)
+	require.NoError(t, err)
+	for _, m := range metas {
+		if m.ID != f.Sessions[0].Meta.ID {
+			assert.Equal(t, f.Sessions[0].Meta.ID, m.ParentSession, "the subagent names its parent")
+		}
+	}
+}
