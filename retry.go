@@ -50,6 +50,11 @@ type AppendOptions struct {
 	// Time is zero still gets the time of the append. The store does not
 	// require times to grow along a path.
 	KeepTime bool
+	// Stored, if not nil, is set by AppendWith to true when it returns the
+	// batch as stored already and writes nothing, and to false otherwise:
+	// a caller that counts the events it wrote (an importer racing another
+	// Store that imports the same history) counts each once.
+	Stored *bool
 }
 
 // storableTime reports whether t fits a chunk line's time: Unix
@@ -106,6 +111,9 @@ func (o AppendOptions) stated() bool { return o.ExpectRoot || o.ExpectParent != 
 // ErrInvalidEvent for an id that is not a UUIDv7, repeated ids, or opts
 // with both ExpectRoot and ExpectParent. An empty batch returns nil, nil.
 func (s *Store) AppendWith(ctx context.Context, session uuid.UUID, opts AppendOptions, events ...Event) ([]Event, error) {
+	if opts.Stored != nil {
+		*opts.Stored = false
+	}
 	if len(events) == 0 {
 		return nil, nil
 	}
@@ -203,6 +211,9 @@ func retryCheck(batch []pendingEvent, opts AppendOptions, next func(h *openSessi
 			return err
 		}
 		if stored != nil {
+			if opts.Stored != nil {
+				*opts.Stored = true // final: the append returns these events
+			}
 			return &storedBatch{events: stored}
 		}
 		return parent(h)

@@ -2,8 +2,22 @@
 // sessionstore Store. Its subpackages read the formats (claude, pi, codex);
 // this package holds what they share: the Session a reader produces, the
 // ids derived from the source so that importing again adds nothing, the
-// error that names a malformed line, and Write, which appends a Session's
-// events to a Store.
+// error that names a malformed line, the reading of lines bounded by the
+// store's record limit (LineReader), the telling of the formats apart
+// (Sniff, FormatError), and Write, which appends a Session's events to a
+// Store.
+//
+// Bad input: a problem with one line is reported (a *LineError) and the
+// rest of the file read; a problem with one file, or with the session it
+// holds as the store sees it (SessionProblem), is reported for that file
+// and the other files are imported. What stops an import is the
+// context's end or the store's failure. Readers keep no recursion whose
+// depth the input decides, and take time and memory linear in the input.
+//
+// Provider state: what a transcript holds that a model provider wants
+// back verbatim (Anthropic's signed thinking blocks, OpenAI's reasoning
+// items) is kept as sessionstore.ProviderState, in the shapes the
+// adapters send back; each reader's doc says which.
 //
 // Idempotence: every id a reader produces is derived from the source (ID)
 // and written as a caller-chosen id (sessionstore.Store.AppendWith), so
@@ -25,6 +39,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -41,7 +56,8 @@ var ErrMalformed = errors.New("importer: malformed input")
 
 // ErrInvalidSession is returned by Write for a Session whose events do not
 // form a tree (an event without an id, a repeated id, a parent that comes
-// after its child or is missing, more than one root); nothing is written.
+// after its child or is missing, more than one root) or have a time the
+// store cannot hold (see Storable); nothing is written.
 var ErrInvalidSession = errors.New("importer: invalid session")
 
 // LineError locates a problem in a source file: the file, the 1-based line
@@ -110,11 +126,19 @@ func ID(key string, t time.Time) uuid.UUID {
 	return id
 }
 
+// Storable reports whether the store can hold t as an event's time: from
+// 1970 to 2262 (Unix nanoseconds in an int64). Readers report a source
+// time outside that range and use another (see each reader's doc): Write
+// refuses a session with an event at such a time.
+func Storable(t time.Time) bool {
+	return t.Unix() >= 0 && t.Unix() < math.MaxInt64/int64(time.Second)
+}
+
 // WriteResult counts what Write did.
 type WriteResult struct {
 	Created  bool // the session was made by this Write
-	Added    int  // events appended
-	Existing int  // events the session held already
+	Added    int  // events appended by this Write
+	Existing int  // events the session held already, or that another writer stored meanwhile
 }
 
 // Write appends the events of s that the Store does not hold yet, creating
@@ -130,10 +154,19 @@ type WriteResult struct {
 //
 // Writes of one session to one Store run one at a time: goroutines
 // importing the same files side by side each find what the others wrote.
+// Writes through other Stores (other processes) may store a run first;
+// AppendWith then returns it as stored (AppendOptions.Stored), and it is
+// counted in Existing: Added counts each event once over all the writers.
+//
+// A session this Write made, or found empty, and to which the store
+// refused its first run for the session's own content (see
+// SessionProblem: a record over Options.MaxRecordSize, say) is deleted
+// again before Write returns, so no empty session is left behind.
 //
 // Errors: ErrInvalidSession (nothing written); the Store's errors, with
 // the events of the runs before the failed one written (and durable), and
-// no Branch selection left pending.
+// no Branch selection left pending. Use SessionProblem to tell a problem
+// of this session from one of the store.
 func Write(ctx context.Context, st *sessionstore.Store, s *Session) (WriteResult, error) {
 	var res WriteResult
 	order, err := writeOrder(s)
@@ -163,6 +196,7 @@ func Write(ctx context.Context, st *sessionstore.Store, s *Session) (WriteResult
 			held[n.ID] = true
 		}
 	}
+	empty := len(held) == 0
 	head, err := st.Head(ctx, id)
 	if err != nil {
 		return res, err
@@ -172,8 +206,12 @@ func Write(ctx context.Context, st *sessionstore.Store, s *Session) (WriteResult
 		if len(run) == 0 {
 			return nil
 		}
+		if hook, ok := ctx.Value(beforeRunKey{}).(func()); ok {
+			hook()
+		}
 		parent := run[0].ParentID
-		opts := sessionstore.AppendOptions{KeepTime: true, ExpectParent: parent, ExpectRoot: parent == uuid.Nil}
+		var stored bool
+		opts := sessionstore.AppendOptions{KeepTime: true, ExpectParent: parent, ExpectRoot: parent == uuid.Nil, Stored: &stored}
 		branched := parent != uuid.Nil && parent != head
 		if branched {
 			if err := st.Branch(ctx, id, parent); err != nil {
@@ -193,10 +231,36 @@ func Write(ctx context.Context, st *sessionstore.Store, s *Session) (WriteResult
 			}
 			return fmt.Errorf("importer: append %d events to session %s from %s: %w", len(run), id, s.Path, err)
 		}
-		res.Added += len(out)
-		head = out[len(out)-1].ID
 		run = run[:0]
+		if !stored {
+			res.Added += len(out)
+			head = out[len(out)-1].ID
+			return nil
+		}
+		// Another writer stored the run first: HEAD is where it left it,
+		// and the selection made for the run is still pending.
+		res.Existing += len(out)
+		if head, err = st.Head(ctx, id); err != nil {
+			return err
+		}
+		if branched {
+			if err := st.Branch(ctx, id, head); err != nil {
+				return fmt.Errorf("importer: cancel the branch to %s in session %s: %w", parent, id, err)
+			}
+		}
 		return nil
+	}
+	fail := func(err error) (WriteResult, error) {
+		if empty && res.Added == 0 && res.Existing == 0 && SessionProblem(err) {
+			// The store refused the session's first run: leave no empty
+			// session behind (importing again would refuse it again).
+			if derr := st.Delete(context.WithoutCancel(ctx), id); derr != nil {
+				err = fmt.Errorf("%w (and the empty session was left: %w)", err, derr)
+			} else {
+				res.Created = false
+			}
+		}
+		return res, err
 	}
 	for _, ev := range order {
 		if held[ev.ID] {
@@ -205,12 +269,38 @@ func Write(ctx context.Context, st *sessionstore.Store, s *Session) (WriteResult
 		}
 		if len(run) > 0 && ev.ParentID != run[len(run)-1].ID {
 			if err := flush(); err != nil {
-				return res, err
+				return fail(err)
 			}
 		}
 		run = append(run, ev)
 	}
-	return res, flush()
+	if err := flush(); err != nil {
+		return fail(err)
+	}
+	return res, nil
+}
+
+// beforeRunKey keys a test's hook in the context of Write, called before
+// each run is appended.
+type beforeRunKey struct{}
+
+// SessionProblem reports whether err, from Write, is a problem of the one
+// session written rather than of the store or the call: its content as
+// the store sees it (ErrInvalidSession, the store's ErrInvalidEvent, such
+// as a record over Options.MaxRecordSize, and ErrInvalidMeta), a session
+// the store holds with other content (ErrConflict), or the store's copy of
+// that session, damaged (ErrCorrupt) or of a newer format
+// (ErrUnsupportedFormat). An import reports such a problem for the
+// session's file and goes on with the next file; importing again meets
+// it again. Any other error (the context's, a closed or read-only store,
+// an I/O failure, a session another writer holds) stops an import.
+func SessionProblem(err error) bool {
+	for _, target := range []error{ErrInvalidSession, sessionstore.ErrInvalidEvent, sessionstore.ErrRecordTooLarge, sessionstore.ErrInvalidMeta, sessionstore.ErrConflict, sessionstore.ErrCorrupt, sessionstore.ErrUnsupportedFormat} {
+		if errors.Is(err, target) {
+			return true
+		}
+	}
+	return false
 }
 
 // writing holds a mutex per Store and session being written by Write,
@@ -271,6 +361,8 @@ func writeOrder(s *Session) ([]sessionstore.Event, error) {
 		switch {
 		case ev.ID == uuid.Nil:
 			return nil, bad("event %d has no id", i)
+		case !ev.Time.IsZero() && !Storable(ev.Time):
+			return nil, bad("event %d (%s) has time %s, outside 1970 to 2262, which the store cannot hold", i, ev.ID, ev.Time.Format(time.RFC3339Nano))
 		case seen[ev.ID]:
 			return nil, bad("event %d repeats id %s", i, ev.ID)
 		case ev.ParentID == uuid.Nil:
@@ -305,9 +397,27 @@ func writeOrder(s *Session) ([]sessionstore.Event, error) {
 	return order, nil
 }
 
-// Report sums up an import: the input read, what was written, and each
+// Note is something an import met that loses nothing and asks for no
+// fix, but is worth telling: a source the importer read in a way its
+// format allows yet a reader may not expect.
+type Note struct {
+	Path string // the source file
+	Line int    // its 1-based line; 0 for the whole file
+	Text string
+}
+
+// String formats the note as <path>:<line>: <text> (<path>: <text> for
+// the whole file).
+func (n Note) String() string {
+	if n.Line == 0 {
+		return n.Path + ": " + n.Text
+	}
+	return fmt.Sprintf("%s:%d: %s", n.Path, n.Line, n.Text)
+}
+
+// Report sums up an import: the input read, what was written, each
 // problem found on the way (a *LineError for a malformed line; the import
-// goes on after it).
+// goes on after it), and the notes.
 type Report struct {
 	Files    int   // source files read
 	Bytes    int64 // bytes of them
@@ -317,6 +427,7 @@ type Report struct {
 	Added    int   // events appended
 	Existing int   // events found already stored
 	Errors   []error
+	Notes    []Note // not problems: an import with notes and no Errors is whole
 }
 
 // Add counts the result of one Write.
@@ -358,7 +469,9 @@ type FileStats struct {
 type ReadFunc func(path string) (*Session, []error, FileStats, error)
 
 // Files lists the files of paths: a file as named, a directory's .jsonl
-// files (walked, in lexical order).
+// files (walked, in lexical order). Of a directory only regular files are
+// taken (or links to one): a FIFO or device named *.jsonl could block a
+// read, or never end.
 func Files(paths []string) ([]string, error) {
 	var files []string
 	for _, p := range paths {
@@ -374,7 +487,7 @@ func Files(paths []string) ([]string, error) {
 			if err != nil {
 				return err
 			}
-			if !d.IsDir() && strings.HasSuffix(d.Name(), ".jsonl") {
+			if strings.HasSuffix(d.Name(), ".jsonl") && RegularFile(path, d) {
 				files = append(files, path)
 			}
 			return nil
@@ -386,13 +499,28 @@ func Files(paths []string) ([]string, error) {
 	return files, nil
 }
 
+// RegularFile reports whether the entry d of a directory walk, at path,
+// is a regular file or a link to one.
+func RegularFile(path string, d fs.DirEntry) bool {
+	switch {
+	case d.Type().IsRegular():
+		return true
+	case d.Type()&fs.ModeSymlink != 0:
+		fi, err := os.Stat(path)
+		return err == nil && fi.Mode().IsRegular()
+	}
+	return false
+}
+
 // ImportFiles reads each of files with read and writes its session to st
 // with Write, calling opts.Progress after each, for a format whose files
 // hold one session each; source names the format in messages. A problem
 // with one line or one file (a malformed line, a file that holds no
-// session, a session the store already holds with other content, metadata
-// the store refuses) is added to the report's Errors and the import goes
-// on; the error returned is what stopped it: ctx's, or the store's.
+// session or is of another format, a session Write refuses or the store
+// refuses for its content: see SessionProblem) is added to the report's
+// Errors and the import goes on with the next file; the error returned
+// is what stopped it: ctx's, or the store's, with the files before it
+// imported and the rest not read.
 func ImportFiles(ctx context.Context, st *sessionstore.Store, source string, files []string, read ReadFunc, opts *Options) (Report, error) {
 	var rep Report
 	for _, f := range files {
@@ -409,8 +537,11 @@ func ImportFiles(ctx context.Context, st *sessionstore.Store, source string, fil
 			continue
 		}
 		res, err := Write(ctx, st, s)
-		if errors.Is(err, ErrInvalidSession) || errors.Is(err, sessionstore.ErrConflict) || errors.Is(err, sessionstore.ErrInvalidMeta) {
+		if SessionProblem(err) {
 			rep.Errors = append(rep.Errors, fmt.Errorf("%s: %s: %w", source, f, err))
+			if res.Created || res.Added > 0 {
+				rep.Add(res)
+			}
 			continue
 		}
 		if err != nil {

@@ -43,10 +43,13 @@ const storeEnv = "SESSIONSTORE_ROOT"
 // cmdImport writes the sessions of another tool's transcripts into a store
 // (creating the store's directory if its parent exists): progress on
 // stderr every -progress sessions, then a summary on stdout. Importing the
-// same files again adds nothing. Exit status 1 if a path does not exist
-// (then nothing is opened or written), if any line was malformed (the
-// summary lists each with its file and line; the rest is imported) or if
-// the import stopped on an error.
+// same files again adds nothing. Exit status 1 if a path does not exist,
+// or a file looks like another tool's (then nothing is opened or written,
+// and the message names the source that reads it), if any line or file
+// was a problem (the summary lists each with its file, and line; the rest
+// is imported) or if the import stopped on an error. Notes (what was read
+// in a way a reader may not expect, losing nothing) are listed and leave
+// the exit status 0.
 func cmdImport(ctx context.Context, c *cmdEnv, args []string) int {
 	fs := c.newFlags(sourceNames("|") + " [-store root] [-progress n] <path>...")
 	root := fs.String("store", os.Getenv(storeEnv), "the store to import into (default $"+storeEnv+")")
@@ -73,6 +76,9 @@ func cmdImport(ctx context.Context, c *cmdEnv, args []string) int {
 			return c.failf("%v", err) // before the store is opened or made
 		}
 	}
+	if status, done := c.checkFormats(source, paths); done {
+		return status // before the store is opened or made
+	}
 	st, err := openWritable(*root)
 	if err != nil {
 		return c.failf("%v", err)
@@ -89,8 +95,10 @@ func cmdImport(ctx context.Context, c *cmdEnv, args []string) int {
 	closeErr := st.Close()
 	writeImportSummary(c.stdout, source, *root, rep)
 	switch {
+	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
+		return c.failf("import interrupted (the sessions counted above are written; importing again completes the rest)")
 	case err != nil:
-		return c.failf("import stopped: %s (the sessions counted above are written; importing again completes the rest)", describe(err))
+		return c.failf("import stopped: %s (the sessions counted above are written, the files after are not read; importing again once that is resolved completes the rest)", describe(err))
 	case closeErr != nil:
 		return c.failf("close the store: %v", closeErr)
 	case len(rep.Errors) > 0:
@@ -99,8 +107,52 @@ func cmdImport(ctx context.Context, c *cmdEnv, args []string) int {
 	return exitOK
 }
 
-// writeImportSummary prints what an import read and wrote, and each
-// problem it met, a malformed line as <file>:<line>: <what>.
+// maxWrongFormat bounds the files of another format import names.
+const maxWrongFormat = 5
+
+// checkFormats reads the first line of each file under paths and, if any
+// looks like a file of another format than source (importer.Sniff),
+// reports them and the source that reads them, and returns exitFail and
+// true: then nothing is imported.
+func (c *cmdEnv) checkFormats(source string, paths []string) (int, bool) {
+	files, err := importer.Files(paths)
+	if err != nil {
+		return c.failf("%v", err), true
+	}
+	var wrong []string
+	looks := map[string]int{}
+	for _, f := range files {
+		format, err := importer.SniffFile(f)
+		if err != nil {
+			continue // the import reports the file
+		}
+		if format != "" && format != source && importSources[format] != nil {
+			wrong = append(wrong, f)
+			looks[format]++
+		}
+	}
+	if len(wrong) == 0 {
+		return exitOK, false
+	}
+	c.stdout.Flush()
+	for i, f := range wrong {
+		if i == maxWrongFormat {
+			fmt.Fprintf(c.stderr, "  ... and %d more\n", len(wrong)-i)
+			break
+		}
+		format, _ := importer.SniffFile(f)
+		fmt.Fprintf(c.stderr, "  %s: looks like %s\n", f, importer.FormatName(format))
+	}
+	var use []string
+	for format, n := range looks {
+		use = append(use, fmt.Sprintf("%d like %s: import them with sessionstore import %s", n, importer.FormatName(format), format))
+	}
+	slices.Sort(use)
+	return c.failf("nothing imported: %d of %d files do not look like %s, but %s", len(wrong), len(files), importer.FormatName(source), strings.Join(use, "; ")), true
+}
+
+// writeImportSummary prints what an import read and wrote, each problem
+// it met, a malformed line as <file>:<line>: <what>, and each note.
 func writeImportSummary(w io.Writer, source, root string, r importer.Report) {
 	fmt.Fprintf(w, "imported %s transcripts into %s\n", source, root)
 	fmt.Fprintf(w, "  files:    %d (%s, %d lines)\n", r.Files, megabytes(r.Bytes), r.Lines)
@@ -113,6 +165,12 @@ func writeImportSummary(w io.Writer, source, root string, r importer.Report) {
 			fmt.Fprintf(w, "    %s:%d: %v\n", le.Path, le.Line, le.Err)
 		} else {
 			fmt.Fprintf(w, "    %v\n", e)
+		}
+	}
+	if len(r.Notes) > 0 {
+		fmt.Fprintf(w, "  notes:    %d (not problems: nothing is lost)\n", len(r.Notes))
+		for _, n := range r.Notes {
+			fmt.Fprintf(w, "    %s\n", n)
 		}
 	}
 }

@@ -100,3 +100,77 @@ func TestImportSourcesListed(t *testing.T) {
 		assert.Contains(t, usage, name, "the usage text names every source")
 	}
 }
+
+// Files of another tool's format are recognised before anything is
+// opened: exit status 1, a message that names each and the source that
+// reads them, nothing on stdout, and no store made.
+func TestImportWrongSource(t *testing.T) {
+	piFile := filepath.Join("..", "..", "importer", "pi", "testdata", "tree.jsonl")
+	codexFile := filepath.Join("..", "..", "importer", "codex", "testdata", "basic.jsonl")
+	cases := []struct {
+		source, path, looks, use string
+	}{
+		{"pi", claudeFixture, "looks like a Claude Code transcript", "sessionstore import claude"},
+		{"codex", claudeFixture, "looks like a Claude Code transcript", "sessionstore import claude"},
+		{"claude", piFile, "looks like a Pi session", "sessionstore import pi"},
+		{"pi", codexFile, "looks like a Codex rollout", "sessionstore import codex"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.source+" of "+filepath.Base(tc.path), func(t *testing.T) {
+			root := filepath.Join(t.TempDir(), "store")
+			status, stdout, stderr := runCmd("import", tc.source, "-store", root, tc.path)
+			assert.Equal(t, exitFail, status)
+			assert.Contains(t, stderr, tc.looks)
+			assert.Contains(t, stderr, tc.use)
+			assert.Contains(t, stderr, "nothing imported")
+			assert.Empty(t, stdout)
+			_, err := os.Stat(root)
+			assert.ErrorIs(t, err, os.ErrNotExist, "no store made")
+		})
+	}
+}
+
+// One bad transcript does not stop the import: its problems are listed,
+// every file is imported, and nothing says the import stopped.
+func TestImportBadFileDoesNotStop(t *testing.T) {
+	dir := t.TempDir()
+	line := func(sid, u, parent, ts string) string {
+		p := "null"
+		if parent != "" {
+			p = `"` + parent + `"`
+		}
+		return `{"type":"user","uuid":"` + u + `","parentUuid":` + p + `,"sessionId":"` + sid + `","timestamp":"` + ts + `","message":{"role":"user","content":"` + u + `"}}` + "\n"
+	}
+	files := map[string]string{
+		"a.jsonl":     line("sa", "a1", "", "2026-01-01T00:00:00Z") + line("sa", "a2", "a1", "2300-01-01T00:00:00Z"),
+		"b\xff.jsonl": line("sb", "b1", "", "2026-01-01T00:00:00Z"),
+		"c.jsonl":     line("sc", "c1", "", "2026-01-01T00:00:00Z"),
+	}
+	for name, data := range files {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644))
+	}
+	root := filepath.Join(t.TempDir(), "store")
+	for range 2 {
+		status, stdout, stderr := runCmd("import", "claude", "-store", root, "-progress", "0", dir)
+		assert.Equal(t, exitFail, status)
+		assert.NotContains(t, stderr, "import stopped")
+		assert.Contains(t, stderr, "1 problems in the input (listed above); the rest is imported")
+		assert.Contains(t, stdout, "  sessions: 3 (")
+		assert.Contains(t, stdout, "a.jsonl:2: importer: malformed input: user record a2: timestamp 2300-01-01T00:00:00Z is outside 1970 to 2262")
+	}
+}
+
+// A compact boundary whose conversation is in an earlier transcript is a
+// note, not a problem: exit status 0.
+func TestImportBoundaryNoteSucceeds(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.jsonl")
+	lines := `{"type":"system","subtype":"compact_boundary","uuid":"c","parentUuid":null,"logicalParentUuid":"earlier","sessionId":"s","timestamp":"2026-01-01T00:00:02Z","content":"Conversation compacted","compactMetadata":{"trigger":"auto","preTokens":1000}}
+{"type":"user","isCompactSummary":true,"uuid":"d","parentUuid":"c","sessionId":"s","timestamp":"2026-01-01T00:00:03Z","message":{"role":"user","content":"The summary."}}
+{"type":"user","uuid":"e","parentUuid":"d","sessionId":"s","timestamp":"2026-01-01T00:00:04Z","message":{"role":"user","content":"Go on."}}
+`
+	require.NoError(t, os.WriteFile(path, []byte(lines), 0o644))
+	status, stdout, stderr := runCmd("import", "claude", "-store", filepath.Join(t.TempDir(), "store"), path)
+	assert.Equal(t, exitOK, status, stderr)
+	assert.Contains(t, stdout, "  problems: 0\n  notes:    1 (not problems: nothing is lost)\n")
+	assert.Contains(t, stdout, path+":1: compact boundary c compacts a conversation not in the file")
+}

@@ -25,6 +25,16 @@
 //   - An assistant line: an assistant message (text as Content,
 //     thinking as Reasoning, the model, the line's usage, its tool_use
 //     blocks as ToolCalls), then a tool call event per tool_use block.
+//     The blocks Anthropic's API wants back verbatim, a thinking block
+//     with its signature and a redacted_thinking block, are the
+//     message's ProviderState, in block order: Provider "anthropic",
+//     Type the block's type ("thinking", "redacted_thinking"), Data the
+//     block's JSON exactly as the line holds it (the API's block:
+//     {"type":"thinking","thinking":...,"signature":...} or
+//     {"type":"redacted_thinking","data":...}), which an adapter sends
+//     back as the block. It is never part of Content; a thinking block's
+//     text is in Reasoning too, as for a thinking block without a
+//     signature, which is not state.
 //     Claude Code writes one response as several lines, one per content
 //     block, each with its own uuid and the same message.id; each line
 //     is its own event, because lines of one response can be parents of
@@ -42,7 +52,13 @@
 //     summary, as Claude Code's context does. A boundary that is the
 //     file's last record is left out (counted in File.Skipped) until the
 //     file grows: its summary line is still to be written, and a
-//     compaction once stored cannot take it later.
+//     compaction once stored cannot take it later. A boundary whose
+//     logicalParentUuid names no record of the file (the conversation it
+//     compacted is in an earlier transcript, or was cut from this one)
+//     follows the record before it in the file (or is the root), and is
+//     a note (File.Notes, importer.Report.Notes), not a problem: Claude
+//     Code's context starts at the boundary all the same, and so does
+//     Load's.
 //   - Every other line with a uuid (system lines, attachments,
 //     progress, ...) is a KindCustom event whose record is the line
 //     itself: such lines sit inside the uuid tree (a message's parent may
@@ -61,7 +77,9 @@
 // Meta: ID is importer.ID("claude:"+sessionId, first timestamp),
 // WorkingDir the first cwd, Model the newest assistant model, CreatedAt
 // the first timestamp, and the labels source ("claude-code"),
-// source_path, git_branch (the newest), claude_session_id,
+// source_path (the path as given, bytes that are not UTF-8 replaced by
+// U+FFFD, as in a session or agent id taken from a file name),
+// git_branch (the newest), claude_session_id,
 // claude_version, and for a subagent claude_agent_id (and
 // claude_agent_type, claude_agent_description from its .meta.json,
 // whose description is its name when no summary names it).
@@ -84,13 +102,26 @@
 // # Bad input
 //
 // A malformed line (not JSON, no type, a conversation record without a
-// valid timestamp or message, a repeated uuid) is an *importer.LineError
+// valid timestamp or message, a timestamp outside 1970 to 2262, which the
+// store cannot hold, a repeated uuid) is an *importer.LineError
 // (errors.Is importer.ErrMalformed) naming the file and line, and is left
-// out; the rest is imported. A record whose parentUuid names no record of
+// out; the rest is imported. So is a line longer than
+// importer.MaxLineSize (importer.ErrLineTooLong), which is never held
+// whole. A file that looks like another tool's (a Pi session, a Codex
+// rollout) is an *importer.FormatError and nothing of it is written. A
+// session the store refuses for its content (importer.SessionProblem,
+// such as a record over its Options.MaxRecordSize) is reported for its
+// file, with no empty session left, and the other files are imported. A record whose parentUuid names no record of
 // the file (a dangling parent, such as a line that was malformed), or a
 // second root, is reported the same way and attached to the record before
 // it in the file, so that the session stays one tree. A record whose
-// parent comes later in the file waits for it.
+// parent comes later in the file waits for it. Records that name one
+// another as parents (a cycle: their parents never come) are reported
+// once per cycle, at the cycle's first line in the file, where the cycle
+// is broken: that record is attached to the record before it, and the
+// rest of the cycle, and the records below it, follow it. Reading takes
+// time and memory linear in the file whatever the shape of its tree (no
+// recursion follows the parent links).
 //
 // # Durability
 //

@@ -27,11 +27,16 @@ import (
 // name gets it).
 //
 // A malformed line is a *importer.LineError in Report.Errors, and the rest
-// is imported; so is a file that cannot be read (its *fs.PathError). The
-// error returned is for what stops the import: a path that does not exist
-// (before anything is written), the context ending, or a Store error, with
-// the sessions before it written. opts.Progress, if set, is called after
-// each session is written. Importing the same files again adds nothing.
+// is imported; so is a file that cannot be read (its *fs.PathError), a
+// file of another format (an *importer.FormatError: nothing of it is
+// written), and a session the store refuses for its content
+// (importer.SessionProblem; a subagent of a session the store refused is
+// not written either). What is worth knowing but loses nothing is in
+// Report.Notes. The error returned is for what stops the import: a path
+// that does not exist (before anything is written), the context ending,
+// or a Store error, with the sessions before it written. opts.Progress,
+// if set, is called after each session is written. Importing the same
+// files again adds nothing.
 func Import(ctx context.Context, st *sessionstore.Store, paths []string, opts *importer.Options) (importer.Report, error) {
 	var rep importer.Report
 	files, err := collect(paths)
@@ -40,6 +45,7 @@ func Import(ctx context.Context, st *sessionstore.Store, paths []string, opts *i
 	}
 	summaries := gatherSummaries(files)
 	parents := map[string]*parentInfo{} // Claude session id -> the imported session
+	refused := map[string]bool{}        // Claude session ids whose session the store does not hold after a refused Write
 	for _, path := range files {
 		if err := ctx.Err(); err != nil {
 			return rep, err
@@ -55,26 +61,47 @@ func Import(ctx context.Context, st *sessionstore.Store, paths []string, opts *i
 		}
 		rep.Lines += f.Lines
 		rep.Errors = append(rep.Errors, f.Errors...)
+		rep.Notes = append(rep.Notes, f.Notes...)
 		for i, s := range f.Sessions {
 			info := f.infos[i]
 			if name := nameOf(summaries, info); name != "" {
 				s.Meta.Name = name
 			}
-			if info.agentID == "" {
-				parents[info.claudeID] = &parentInfo{id: s.Meta.ID, info: info}
-			} else if s.Meta.ParentSession == uuid.Nil {
+			if info.agentID != "" && refused[info.claudeID] {
+				rep.Errors = append(rep.Errors, fmt.Errorf("claude: %s: subagent %s not imported: the store refused its parent session (see above); importing again once it takes the parent imports both", path, info.agentID))
+				continue
+			}
+			if info.agentID != "" && s.Meta.ParentSession == uuid.Nil {
 				if err := linkAgent(ctx, st, parents, s, info); err != nil {
 					return rep, err
 				}
 			}
 			res, err := importer.Write(ctx, st, s)
+			if err == nil && !res.Created && s.Meta.Name != "" {
+				err = nameStored(ctx, st, s.Meta.ID, s.Meta.Name)
+			}
+			if importer.SessionProblem(err) {
+				rep.Errors = append(rep.Errors, fmt.Errorf("claude: %s: %w", path, err))
+				if res.Created || res.Added > 0 {
+					rep.Add(res)
+				}
+				if info.agentID == "" {
+					if _, merr := st.Meta(ctx, s.Meta.ID); errors.Is(merr, sessionstore.ErrNotFound) {
+						refused[info.claudeID] = true
+						continue
+					} else if merr != nil {
+						return rep, merr
+					}
+					parents[info.claudeID] = &parentInfo{id: s.Meta.ID, info: info}
+				}
+				continue
+			}
 			if err != nil {
 				return rep, err
 			}
-			if !res.Created && s.Meta.Name != "" {
-				if err := nameStored(ctx, st, s.Meta.ID, s.Meta.Name); err != nil {
-					return rep, err
-				}
+			if info.agentID == "" {
+				parents[info.claudeID] = &parentInfo{id: s.Meta.ID, info: info}
+				delete(refused, info.claudeID)
 			}
 			rep.Add(res)
 			opts.Progressed(rep)
@@ -161,7 +188,7 @@ func collect(paths []string) ([]string, error) {
 			if err != nil {
 				return err
 			}
-			if !d.IsDir() && strings.HasSuffix(d.Name(), ".jsonl") {
+			if strings.HasSuffix(d.Name(), ".jsonl") && importer.RegularFile(path, d) {
 				add(path)
 			}
 			return nil
@@ -182,18 +209,33 @@ func gatherSummaries(files []string) map[string]string {
 	out := map[string]string{}
 	marker := []byte(`"summary"`)
 	for _, path := range files {
-		data, err := os.ReadFile(path)
-		if err != nil {
-			continue
-		}
-		for line := range bytes.Lines(data) {
-			if !bytes.Contains(line, marker) {
-				continue
-			}
-			if r, err := parseLine(line); err == nil && r.Type == "summary" && r.LeafUUID != "" {
-				out[r.LeafUUID] = r.Summary
-			}
-		}
+		gatherFile(path, marker, out)
 	}
 	return out
+}
+
+// gatherFile adds the summaries of the file at path to out, reading its
+// lines of at most importer.MaxLineSize bytes.
+func gatherFile(path string, marker []byte, out map[string]string) {
+	f, err := os.Open(path)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	lr := importer.NewLineReader(f, path, 0)
+	for {
+		line, _, err := lr.Next()
+		if errors.Is(err, importer.ErrLineTooLong) {
+			continue
+		}
+		if err != nil {
+			return
+		}
+		if !bytes.Contains(line, marker) {
+			continue
+		}
+		if r, err := parseLine(line); err == nil && r.Type == "summary" && r.LeafUUID != "" {
+			out[r.LeafUUID] = r.Summary
+		}
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sessionstore/sessionstore"
+	"github.com/sessionstore/sessionstore/importer"
 )
 
 // record is one line of a transcript: the members this package reads.
@@ -34,9 +35,10 @@ type record struct {
 	Summary  string `json:"summary"`
 	LeafUUID string `json:"leafUuid"`
 
-	time time.Time       // Timestamp parsed
-	msg  *message        // Message decoded, for user and assistant lines
-	raw  json.RawMessage // the line, for a KindCustom record
+	time   time.Time       // Timestamp parsed
+	msg    *message        // Message decoded, for user and assistant lines
+	raw    json.RawMessage // the line, for a KindCustom record
+	placed bool            // its events are made (a reader's mark)
 }
 
 // message is the Anthropic Messages shape of a user or assistant line.
@@ -56,11 +58,19 @@ type message struct {
 	blocks []block // Content when it is an array
 }
 
+// providerState reports whether b is a block Anthropic's API wants back
+// verbatim: a thinking block with its signature, a redacted_thinking
+// block.
+func (b *block) providerState() bool {
+	return b.Type == "thinking" && b.Signature != "" || b.Type == "redacted_thinking"
+}
+
 // block is one content block of a message.
 type block struct {
 	Type      string          `json:"type"`
 	Text      string          `json:"text"`
 	Thinking  string          `json:"thinking"`
+	Signature string          `json:"signature"`
 	ID        string          `json:"id"`
 	Name      string          `json:"name"`
 	Input     json.RawMessage `json:"input"`
@@ -84,7 +94,8 @@ func lineErrorf(format string, args ...any) error {
 
 // parseLine decodes one line of a transcript. A line that is not a JSON
 // object, has no type, or is a conversation record (one with a uuid)
-// without a valid timestamp or, for user and assistant lines, without a
+// without a valid timestamp (RFC 3339, from 1970 to 2262: see
+// importer.Storable) or, for user and assistant lines, without a
 // message, is an error. It never panics, whatever the bytes.
 func parseLine(data []byte) (*record, error) {
 	data = bytes.TrimSpace(data)
@@ -105,6 +116,9 @@ func parseLine(data []byte) (*record, error) {
 	t, err := time.Parse(time.RFC3339Nano, r.Timestamp)
 	if err != nil {
 		return nil, lineErrorf("%s record %s: bad timestamp %q", r.Type, r.UUID, r.Timestamp)
+	}
+	if !importer.Storable(t) {
+		return nil, lineErrorf("%s record %s: timestamp %s is outside 1970 to 2262, which the store cannot hold", r.Type, r.UUID, r.Timestamp)
 	}
 	r.time = t.UTC()
 	if r.ParentUUID != nil && *r.ParentUUID == r.UUID {
@@ -211,16 +225,27 @@ func userEvents(m *message) []sessionstore.Event {
 
 // assistantEvents maps an assistant line's message: one assistant message
 // (its text blocks as Content, thinking as Reasoning, tool_use blocks as
-// ToolCalls, the model and the usage the line records), then one tool call
-// event per tool_use block, in order. Blocks of other types (redacted
-// thinking, server tools) are left out.
+// ToolCalls, the model and the usage the line records, and its signed
+// thinking and redacted_thinking blocks as ProviderState, "anthropic",
+// each block's JSON as the line holds it), then one tool call event per
+// tool_use block, in order. Blocks of other types (server tools) are left
+// out.
 func assistantEvents(m *message) []sessionstore.Event {
 	msg := sessionstore.Message{Content: m.text, Model: m.Model}
 	if u := m.Usage; u != nil {
 		msg.Usage = &sessionstore.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, CacheReadTokens: u.CacheReadInputTokens, CacheWriteTokens: u.CacheCreationInputTokens}
 	}
-	var text, thinking []string
+	var raw []json.RawMessage // the blocks as the line holds them, for provider state
 	for _, b := range m.blocks {
+		if b.providerState() {
+			if json.Unmarshal(m.Content, &raw) != nil || len(raw) != len(m.blocks) {
+				raw = nil // not the array decodeContent read: cannot be
+			}
+			break
+		}
+	}
+	var text, thinking []string
+	for i, b := range m.blocks {
 		switch b.Type {
 		case "text":
 			text = append(text, b.Text)
@@ -228,6 +253,9 @@ func assistantEvents(m *message) []sessionstore.Event {
 			thinking = append(thinking, b.Thinking)
 		case "tool_use":
 			msg.ToolCalls = append(msg.ToolCalls, sessionstore.ToolCall{CallID: b.ID, Name: b.Name, Arguments: validJSON(b.Input)})
+		}
+		if b.providerState() && raw != nil {
+			msg.ProviderState = append(msg.ProviderState, sessionstore.ProviderState{Provider: "anthropic", Type: b.Type, Data: bytes.Clone(bytes.TrimSpace(raw[i]))})
 		}
 	}
 	if m.blocks != nil {

@@ -3,9 +3,12 @@ package claude
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -31,6 +34,10 @@ type File struct {
 	Summaries map[string]string
 	// Errors are the file's malformed lines, each a *importer.LineError.
 	Errors []error
+	// Notes tell of lines read in a way a reader may not expect, though
+	// nothing is lost: a compact boundary whose conversation before it
+	// is not in the file.
+	Notes []importer.Note
 
 	infos []*sessionInfo // beside Sessions, what Import links them with
 }
@@ -57,13 +64,24 @@ type sessionInfo struct {
 // Meta.ParentSession is set by Import, which reads the parent's transcript
 // first. The sidechains inside a session's own transcript are linked to it
 // (ParentSession and SpawnedBy) by Read itself.
+//
+// A line longer than importer.MaxLineSize is reported (wrapping
+// importer.ErrLineTooLong) and left out without being held in memory. A
+// file that looks like another tool's (importer.Sniff of its first line)
+// is read no further: the error is an *importer.FormatError.
 func Read(path string) (*File, error) {
-	data, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
-	return parseFile(path, data), nil
+	defer f.Close()
+	return readFile(path, f)
 }
+
+// validUTF8 is s with each byte sequence that is not UTF-8 replaced by
+// U+FFFD: a file name may be any bytes, and session metadata holds
+// UTF-8 only (what came from JSON is UTF-8 already).
+func validUTF8(s string) string { return strings.ToValidUTF8(s, "\uFFFD") }
 
 // isAgentFile reports whether path is a subagent's transcript.
 func isAgentFile(path string) bool {
@@ -75,24 +93,45 @@ type group struct {
 	recs []*record // in file order
 }
 
+// parseFile reads the transcript data as the file at path.
 func parseFile(path string, data []byte) *File {
+	f, _ := readFile(path, bytes.NewReader(data)) // a reader of bytes fails no read, nor would the first line
+	if f == nil {
+		f = &File{Path: path, Summaries: map[string]string{}}
+	}
+	return f
+}
+
+// readFile reads the transcript r, the file at path.
+func readFile(path string, in io.Reader) (*File, error) {
 	f := &File{Path: path, Summaries: map[string]string{}}
 	var recs []*record
 	var lineNo []int
-	n := 0
-	for len(data) > 0 {
-		n++
-		var line []byte
-		if i := bytes.IndexByte(data, '\n'); i >= 0 {
-			line, data = data[:i], data[i+1:]
-		} else {
-			line, data = data, nil
+	lr := importer.NewLineReader(in, path, 0)
+	for {
+		line, n, err := lr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if errors.Is(err, importer.ErrLineTooLong) {
+			f.Lines++
+			f.Skipped++
+			f.Errors = append(f.Errors, err)
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("claude: read %s: %w", path, err)
 		}
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
 		}
+		if f.Lines == 0 {
+			if err := importer.WrongFormat(path, importer.FormatClaude, bytes.TrimSpace(line)); err != nil {
+				return nil, err
+			}
+		}
 		f.Lines++
-		r, err := parseLine(line)
+		r, err := parseLine(bytes.Clone(line))
 		if err != nil {
 			f.Skipped++
 			f.Errors = append(f.Errors, importer.Malformed(path, n, "%v", err))
@@ -187,7 +226,7 @@ func parseFile(path string, data []byte) *File {
 			s.Meta.Name = s.Meta.Labels["claude_agent_description"]
 		}
 	}
-	return f
+	return f, nil
 }
 
 // named reports whether a record of recs names u as its parent.
@@ -224,22 +263,38 @@ func spawnedBy(parent, sub *sessionInfo) uuid.UUID {
 }
 
 // nameOf is the summary whose leaf is the newest of the session's records
-// that a summary names, or "".
+// that a summary names (of two at one event, the smaller uuid's), or "".
+// It looks up the session's records, not every summary: an import names
+// each of its sessions from the summaries of all its files.
 func nameOf(summaries map[string]string, info *sessionInfo) string {
-	best, name := -1, ""
-	for leaf, text := range summaries {
-		if i, ok := info.order[leaf]; ok && i > best {
-			best, name = i, text
+	best, bestLeaf, name := -1, "", ""
+	for leaf, i := range info.order {
+		if text, ok := summaries[leaf]; ok && (i > best || i == best && leaf < bestLeaf) {
+			best, bestLeaf, name = i, leaf, text
 		}
 	}
 	return name
 }
 
+// maxAgentMeta bounds the <agent>.meta.json read: it holds two short
+// strings.
+const maxAgentMeta = 1 << 20
+
 // readAgentMeta reads the <agent>.meta.json beside a subagent's transcript,
-// if there is one: its agent type and description.
+// if there is one and it is a regular file of at most maxAgentMeta bytes:
+// its agent type and description.
 func readAgentMeta(f *File) {
-	data, err := os.ReadFile(strings.TrimSuffix(f.Path, ".jsonl") + ".meta.json")
+	path := strings.TrimSuffix(f.Path, ".jsonl") + ".meta.json"
+	if fi, err := os.Stat(path); err != nil || !fi.Mode().IsRegular() || fi.Size() > maxAgentMeta {
+		return
+	}
+	mf, err := os.Open(path)
 	if err != nil {
+		return
+	}
+	defer mf.Close()
+	data, err := io.ReadAll(io.LimitReader(mf, maxAgentMeta+1))
+	if err != nil || len(data) > maxAgentMeta {
 		return
 	}
 	var m struct {
@@ -273,18 +328,18 @@ func buildSession(f *File, recs []*record, lines map[*record]int, inFile map[str
 	first := recs[0]
 	info.claudeID = first.SessionID
 	if info.claudeID == "" {
-		info.claudeID = strings.TrimSuffix(filepath.Base(f.Path), ".jsonl")
+		info.claudeID = validUTF8(strings.TrimSuffix(filepath.Base(f.Path), ".jsonl"))
 	}
 	if sub {
 		info.agentID = first.AgentID
 		if info.agentID == "" && isAgentFile(f.Path) {
-			info.agentID = strings.TrimSuffix(strings.TrimPrefix(filepath.Base(f.Path), "agent-"), ".jsonl")
+			info.agentID = validUTF8(strings.TrimSuffix(strings.TrimPrefix(filepath.Base(f.Path), "agent-"), ".jsonl"))
 		}
 		if info.agentID == "" {
 			info.agentID = "sidechain-" + first.UUID
 		}
 	}
-	s := &importer.Session{Path: f.Path}
+	s := &importer.Session{Path: f.Path, Events: make([]sessionstore.Event, 0, len(recs))} // a record is one event or more
 	key := "claude:" + info.claudeID
 	if sub {
 		key += "/agent-" + info.agentID
@@ -292,15 +347,17 @@ func buildSession(f *File, recs []*record, lines map[*record]int, inFile map[str
 	s.Meta = sessionstore.Meta{
 		ID:        importer.ID(key, first.time),
 		CreatedAt: first.time,
-		Labels:    map[string]string{"source": "claude-code", "source_path": f.Path, "claude_session_id": info.claudeID},
+		Labels:    map[string]string{"source": "claude-code", "source_path": validUTF8(f.Path), "claude_session_id": info.claudeID},
 	}
 	if sub {
 		s.Meta.Labels["claude_agent_id"] = info.agentID
 	}
 
-	known := make(map[string]bool, len(recs))
+	known := make(map[string]*record, len(recs))
 	for _, r := range recs {
-		known[r.UUID] = true
+		if known[r.UUID] == nil {
+			known[r.UUID] = r
+		}
 	}
 	b := &builder{f: f, s: s, info: info, lines: lines, known: known, inFile: inFile, pending: map[string][]*record{}, done: map[string]bool{}, runOf: map[string]string{}, tip: map[string]uuid.UUID{}}
 	for _, r := range recs {
@@ -319,32 +376,9 @@ func buildSession(f *File, recs []*record, lines map[*record]int, inFile map[str
 		if sub && info.prompt == "" && r.Type == "user" && r.msg != nil && r.msg.text != "" {
 			info.prompt = r.msg.text
 		}
-		b.add(r)
+		b.place(r)
 	}
-	// Records whose parent never came (a cycle): attach them as dangling.
-	for len(b.pending) > 0 {
-		var next *record
-		awaited := ""
-		for p, rs := range b.pending {
-			for _, r := range rs {
-				if next == nil || lines[r] < lines[next] {
-					next, awaited = r, p
-				}
-			}
-		}
-		for p, rs := range b.pending {
-			for i, r := range rs {
-				if r == next {
-					b.pending[p] = append(rs[:i:i], rs[i+1:]...)
-					if len(b.pending[p]) == 0 {
-						delete(b.pending, p)
-					}
-				}
-			}
-		}
-		b.dangling(next, awaited)
-		b.emit(next, b.prev)
-	}
+	b.breakCycles()
 	s.Head = newestLeaf(s.Events)
 	return s, info
 }
@@ -355,10 +389,11 @@ type builder struct {
 	s       *importer.Session
 	info    *sessionInfo
 	lines   map[*record]int
-	known   map[string]bool      // uuids of the session's records
+	known   map[string]*record   // the session's records by uuid (the first of a repeated one)
 	inFile  map[string]int       // uuids of the file's records
 	pending map[string][]*record // records waiting for their parent, by its uuid
-	done    map[string]bool      // records emitted
+	ready   [][]*record          // released records still to add, a list per released parent (see place)
+	done    map[string]bool      // uuids of the records emitted
 	prev    uuid.UUID            // the last event emitted
 	compact map[uuid.UUID]int    // compaction events waiting for their summary, by id: their index
 	// A response's run: its lines and the lines of its tool results,
@@ -368,7 +403,35 @@ type builder struct {
 	joining string               // the run of the record being emitted
 }
 
-// add emits r, or holds it until its parent is emitted.
+// place adds r, then the records that waited for it, and the records
+// that waited for those, depth first, in the order each waited: a record
+// and every record below it before its next sibling. The walk keeps its
+// own stack (ready) instead of recursing, so that a chain of any length
+// written children first (each line naming the next as its parent) is
+// placed in memory proportional to the chain, never in goroutine stack.
+func (b *builder) place(r *record) {
+	b.add(r)
+	b.drain()
+}
+
+// drain adds the released records still to place.
+func (b *builder) drain() {
+	for len(b.ready) > 0 {
+		top := &b.ready[len(b.ready)-1]
+		if len(*top) == 0 {
+			b.ready = b.ready[:len(b.ready)-1]
+			continue
+		}
+		c := (*top)[0]
+		*top = (*top)[1:]
+		if !c.placed { // a record that broke a cycle waits for its parent still (breakCycles)
+			b.add(c)
+		}
+	}
+}
+
+// add emits r, or holds it until its parent is emitted. The records
+// that waited for r are left to place.
 func (b *builder) add(r *record) {
 	if b.done[r.UUID] {
 		b.f.Errors = append(b.f.Errors, importer.Malformed(b.f.Path, b.lines[r], "%s record %s repeats a uuid; left out", r.Type, r.UUID))
@@ -394,11 +457,21 @@ func (b *builder) add(r *record) {
 			return
 		}
 		b.emit(r, uuid.Nil)
+	case r.Type == "system" && r.Subtype == "compact_boundary" && !hasKey(b.inFile, p):
+		// The conversation it compacted is in an earlier transcript, or
+		// was cut from this one: Claude Code's context starts at the
+		// boundary all the same, and so does Load's.
+		what := "it follows the record before it"
+		if b.prev == uuid.Nil {
+			what = "it is the root"
+		}
+		b.f.Notes = append(b.f.Notes, importer.Note{Path: b.f.Path, Line: b.lines[r], Text: fmt.Sprintf("compact boundary %s compacts a conversation not in the file (its logicalParentUuid %s is in an earlier transcript, or was cut from this one); the context starts at the boundary, as Claude Code's does: %s", r.UUID, p, what)})
+		b.emit(r, b.prev)
 	case b.info.leaves[p] != uuid.Nil:
 		parent, run := b.runParent(r, p)
 		b.joining = run
 		b.emit(r, parent)
-	case b.known[p] && !b.done[p]:
+	case b.known[p] != nil && !b.done[p]:
 		b.pending[p] = append(b.pending[p], r) // its parent comes later in the file
 	case len(b.s.Events) == 0 && hasKey(b.inFile, p):
 		b.emit(r, uuid.Nil) // a sidechain's first record, the child of a record of the main session
@@ -451,12 +524,14 @@ func (b *builder) dangling(r *record, p string) {
 	b.f.Errors = append(b.f.Errors, importer.Malformed(b.f.Path, b.lines[r], "%s record %s names parent %s, which is not in the file; it %s", r.Type, r.UUID, p, what))
 }
 
-// emit appends r's events under parent, then the records waiting for r.
+// emit appends r's events under parent, and releases the records waiting
+// for r (see place).
 func (b *builder) emit(r *record, parent uuid.UUID) {
 	if parent == uuid.Nil && len(b.s.Events) > 0 {
 		parent = b.prev // only one root
 	}
 	b.done[r.UUID] = true
+	r.placed = true
 	run := b.joining
 	b.joining = ""
 	var evs []sessionstore.Event
@@ -511,12 +586,77 @@ func (b *builder) emit(r *record, parent uuid.UUID) {
 	b.release(r.UUID)
 }
 
-// release emits the records that waited for the record uuid.
+// release hands the records that waited for the record uuid to place.
 func (b *builder) release(uuid string) {
-	rs := b.pending[uuid]
-	delete(b.pending, uuid)
-	for _, c := range rs {
-		b.add(c)
+	if rs := b.pending[uuid]; len(rs) > 0 {
+		delete(b.pending, uuid)
+		b.ready = append(b.ready, rs)
+	}
+}
+
+// awaited is the uuid of the record r hangs from: a compact boundary's
+// logical parent, every other record's parent.
+func awaited(r *record) string {
+	if r.Type == "system" && r.Subtype == "compact_boundary" {
+		return r.LogicalParentUUID
+	}
+	if r.ParentUUID != nil {
+		return *r.ParentUUID
+	}
+	return ""
+}
+
+// breakCycles places the records still waiting once every record was
+// added. Each waits for a record of the session that waits too (else it
+// would have been placed), so following the parents from any of them
+// reaches a cycle: records that name one another as parents. Taking the
+// waiting records in file order, it follows the parents of each to its
+// cycle, breaks the cycle at its member that comes first in the file
+// (attached to the record before it, and reported), and places it, which
+// places the rest of the cycle and every record below it. Each record is
+// visited by one walk at most, so the whole takes time linear in the
+// records (plus sorting them).
+func (b *builder) breakCycles() {
+	var waiting []*record
+	for _, rs := range b.pending {
+		waiting = append(waiting, rs...)
+	}
+	slices.SortFunc(waiting, func(x, y *record) int { return b.lines[x] - b.lines[y] })
+	walk := make(map[*record]int, len(waiting)) // the walk that visited a record, from 1
+	for i, r := range waiting {
+		if r.placed {
+			continue
+		}
+		cur, cycle := r, false
+		for {
+			walk[cur] = i + 1
+			next := b.known[awaited(cur)]
+			if next == nil || next.placed || (walk[next] != 0 && walk[next] != i+1) {
+				break // no cycle above cur after all (defensive: see above); break at cur
+			}
+			if walk[next] == i+1 {
+				cur, cycle = next, true
+				break
+			}
+			cur = next
+		}
+		first, members := cur, 1
+		if cycle {
+			for m := b.known[awaited(cur)]; m != cur; m = b.known[awaited(m)] {
+				members++
+				if b.lines[m] < b.lines[first] {
+					first = m
+				}
+			}
+		}
+		what := "is attached to the record before it"
+		if b.prev == uuid.Nil {
+			what = "is the root"
+		}
+		b.f.Errors = append(b.f.Errors, importer.Malformed(b.f.Path, b.lines[first], "%s record %s names parent %s, which is in a cycle of %d records that name one another as parents; the cycle is broken here: the record %s", first.Type, first.UUID, awaited(first), members, what))
+		b.joining = ""
+		b.emit(first, b.prev)
+		b.drain()
 	}
 }
 

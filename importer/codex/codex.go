@@ -21,8 +21,18 @@
 //     newlines; an assistant's Model is the newest turn_context's); a message of another role (developer, system) a
 //     KindCustom event holding the item.
 //   - reasoning: an assistant Message whose Reasoning is the summary text
-//     (the reasoning text when there is no summary; encrypted content is
-//     not kept).
+//     (the reasoning text when there is no summary). A reasoning item
+//     with encrypted_content is also provider state, which the Responses
+//     API wants back before the items it preceded: Provider "openai",
+//     Type "reasoning", Data the item's JSON as the rollout holds it (the
+//     Responses API reasoning item: type, id, summary, encrypted_content,
+//     ...). It goes on the tool call that follows it (the KindToolCall
+//     event's ToolCall.ProviderState) or, when an assistant message
+//     follows, that Message's ProviderState, custom items between (a web
+//     search call) passed over; several in a row go on it in order. When
+//     the turn ends first (a user message, a tool output, a compaction, a
+//     rollback, the end of the rollout), it stays on the reasoning's own
+//     Message. It is never part of a message's text.
 //   - function_call, custom_tool_call, local_shell_call: a KindToolCall
 //     (the arguments as JSON; a custom tool's input as a JSON string;
 //     a shell call's action, named "local_shell").
@@ -35,7 +45,18 @@
 //     replacement history's items, or for a rollout without one, what
 //     Codex rebuilds (the user messages it keeps, then the summary as a
 //     user message). Store.Load then returns the compaction followed by
-//     the history Codex resumes with.
+//     the history Codex resumes with, item for item and in Codex's order.
+//     The user message that holds the summary (the last of that history)
+//     is a KindCustom event holding the item, not a user Message: the
+//     compaction opens the context Load returns and carries the summary
+//     (the store's rule for every compaction, which previews, exports and
+//     convo read), so a user message repeating it would give a model the
+//     summary twice. A model (convo) sees it once, at the start of the
+//     context, where Codex puts it last, after the user messages it
+//     keeps: the content is Codex's, the order the store's. A harness
+//     that wants Codex's order maps that custom event back to a user
+//     message (convo.Options.Custom) and renders the compaction without
+//     its text.
 //   - event_msg thread_rolled_back: Codex drops the last num_turns user
 //     turns; the import branches there, with a KindCustom marker (the
 //     event's payload) as the first event of the new branch, so the
@@ -51,7 +72,15 @@
 //
 // Bad input: a line that is not a JSON object with a type is reported as
 // an *importer.LineError (wrapping importer.ErrMalformed) with the file
-// and line, and the rest of the file is imported.
+// and line, and the rest of the file is imported; so is a line longer
+// than importer.MaxLineSize (importer.ErrLineTooLong), never held whole.
+// A timestamp outside 1970 to 2262, which the store cannot hold, is
+// reported and not used: the line takes the session's start time. A file
+// whose first line looks like another tool's (a Claude Code transcript, a
+// Pi session) is an *importer.FormatError, and nothing of it is written.
+// A session the store refuses for its content (importer.SessionProblem,
+// such as a record over its Options.MaxRecordSize) is reported for its
+// file, with no empty session left, and the other files are imported.
 //
 // Durability: what Import writes goes through importer.Write, so when
 // Import returns, every event it appended is durable, and importing the
@@ -59,7 +88,6 @@
 package codex
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -174,6 +202,9 @@ type item struct {
 	CallID    string          `json:"call_id"`
 	Output    json.RawMessage `json:"output"`
 	Action    json.RawMessage `json:"action"`
+	// EncryptedContent is a reasoning item's reasoning, which only the
+	// provider reads: the item is then provider state (see pushItem).
+	EncryptedContent string `json:"encrypted_content"`
 }
 
 func texts(items []contentItem) string {
@@ -210,34 +241,53 @@ func arguments(raw json.RawMessage) json.RawMessage {
 	return b
 }
 
+// maxOutputDepth bounds the objects output unwraps: Codex writes one,
+// {content, success}, around a string or content items.
+const maxOutputDepth = 4
+
 // output reads a tool output: a string, content items, or an object
-// {content, success}.
-func output(raw json.RawMessage) (string, bool) {
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s, false
+// {content, success} whose content is one of these; isErr is the
+// outermost object's success false. Objects nested in content are
+// unwrapped in a loop, at most maxOutputDepth of them (each unwrapping
+// reads what it holds again): deeper content is kept as its JSON.
+func output(raw json.RawMessage) (text string, isErr bool) {
+	for depth := 0; ; depth++ {
+		if depth == maxOutputDepth {
+			return string(bytes.TrimSpace(raw)), isErr
+		}
+		var s string
+		if json.Unmarshal(raw, &s) == nil {
+			return s, isErr
+		}
+		var items []contentItem
+		if json.Unmarshal(raw, &items) == nil {
+			return texts(items), isErr
+		}
+		var obj struct {
+			Content json.RawMessage `json:"content"`
+			Success *bool           `json:"success"`
+		}
+		if json.Unmarshal(raw, &obj) != nil {
+			return "", isErr
+		}
+		if depth == 0 {
+			isErr = obj.Success != nil && !*obj.Success
+		}
+		raw = obj.Content
 	}
-	var items []contentItem
-	if json.Unmarshal(raw, &items) == nil {
-		return texts(items), false
-	}
-	var obj struct {
-		Content json.RawMessage `json:"content"`
-		Success *bool           `json:"success"`
-	}
-	if json.Unmarshal(raw, &obj) == nil {
-		text, _ := output(obj.Content)
-		return text, obj.Success != nil && !*obj.Success
-	}
-	return "", false
 }
 
-// itemEvent maps a response item to its event.
-func itemEvent(raw json.RawMessage) sessionstore.Event {
-	var it item
+// itemEvent maps a response item to its event; it is the item decoded
+// (its zero value for a payload that is no item).
+func itemEvent(raw json.RawMessage) (ev sessionstore.Event, it item) {
 	if json.Unmarshal(raw, &it) != nil {
-		return customEvent(raw)
+		return customEvent(raw), item{}
 	}
+	return itemEventOf(raw, &it), it
+}
+
+// itemEventOf maps the item it, decoded from raw, to its event.
+func itemEventOf(raw json.RawMessage, it *item) sessionstore.Event {
 	switch it.Type {
 	case "message":
 		switch it.Role {
@@ -318,33 +368,47 @@ func readFile(path string) (*importer.Session, []error, stats, error) {
 
 func read(r io.Reader, path, abs string) (*importer.Session, []error, stats, error) {
 	var (
-		st    stats
 		errs  []error
 		lines []line
+		first = true // no line that is not blank read yet
 	)
-	br := bufio.NewReaderSize(r, 64<<10)
-	for n := 1; ; n++ {
-		data, err := br.ReadBytes('\n')
-		if len(data) > 0 {
-			st.Lines++
-			st.Bytes += int64(len(data))
-			if trimmed := bytes.TrimSpace(data); len(trimmed) > 0 {
-				l, perr := parseLine(trimmed)
-				if perr != nil {
-					errs = append(errs, importer.Malformed(path, n, "%v", perr))
-				} else {
-					l.n = n
-					lines = append(lines, l)
-				}
-			}
-		}
+	lr := importer.NewLineReader(r, path, 0)
+	for {
+		data, n, err := lr.Next()
 		if errors.Is(err, io.EOF) {
 			break
 		}
-		if err != nil {
-			return nil, errs, st, fmt.Errorf("codex: read %s: %w", path, err)
+		if errors.Is(err, importer.ErrLineTooLong) {
+			errs = append(errs, err)
+			first = false
+			continue
 		}
+		if err != nil {
+			return nil, errs, lr.Stats(), fmt.Errorf("codex: read %s: %w", path, err)
+		}
+		trimmed := bytes.TrimSpace(data)
+		if len(trimmed) == 0 {
+			continue
+		}
+		if first {
+			first = false
+			if err := importer.WrongFormat(path, importer.FormatCodex, trimmed); err != nil {
+				return nil, nil, lr.Stats(), err
+			}
+		}
+		l, perr := parseLine(trimmed)
+		if perr != nil {
+			errs = append(errs, importer.Malformed(path, n, "%v", perr))
+			continue
+		}
+		l.n = n
+		if !l.time.IsZero() && !importer.Storable(l.time) {
+			errs = append(errs, importer.Malformed(path, n, "timestamp %s is outside 1970 to 2262, which the store cannot hold: the session's start time is used", l.time.Format(time.RFC3339Nano)))
+			l.time = time.Time{}
+		}
+		lines = append(lines, l)
 	}
+	st := lr.Stats()
 	if len(lines) == 0 {
 		return nil, errs, st, importer.Malformed(path, 1, "no rollout line")
 	}
@@ -353,6 +417,7 @@ func read(r io.Reader, path, abs string) (*importer.Session, []error, stats, err
 	for _, l := range lines {
 		b.add(l)
 	}
+	b.settle()
 	b.errs = append(errs, b.errs...)
 	if n := len(b.s.Events); n > 0 {
 		b.s.Head = b.s.Events[n-1].ID
@@ -360,7 +425,15 @@ func read(r io.Reader, path, abs string) (*importer.Session, []error, stats, err
 	return b.s, b.errs, st, nil
 }
 
+// waitingState is a reasoning item's provider state that waits for the
+// tool call or message it goes on (see pushItem).
+type waitingState struct {
+	event int // the index of the reasoning item's own event
+	state sessionstore.ProviderState
+}
+
 type builder struct {
+	waiting []waitingState
 	path    string
 	sid     string // the session id, keying the events
 	created time.Time
@@ -368,6 +441,7 @@ type builder struct {
 	tip     uuid.UUID // the event the next one follows
 	model   string    // the model of the newest turn_context
 	hist    []histItem
+	turns   []int // the indexes in hist of its user turns, kept with it so that a rollback takes no scan
 	errs    []error
 }
 
@@ -391,8 +465,10 @@ func (b *builder) meta(lines []line, abs string) {
 			b.sid = sm.ID
 			m.WorkingDir = sm.Cwd
 			b.created = l.time
-			if t, err := time.Parse(time.RFC3339Nano, sm.Timestamp); err == nil {
+			if t, err := time.Parse(time.RFC3339Nano, sm.Timestamp); err == nil && importer.Storable(t) {
 				b.created = t.UTC()
+			} else if err == nil {
+				b.errs = append(b.errs, importer.Malformed(b.path, l.n, "session start %s is outside 1970 to 2262, which the store cannot hold: the line's time is used", sm.Timestamp))
 			}
 			for k, v := range map[string]string{"originator": sm.Originator, "cli_version": sm.CLIVersion} {
 				if v != "" {
@@ -427,6 +503,31 @@ func (b *builder) meta(lines []line, abs string) {
 	b.s.Meta = m
 }
 
+// states hands the waiting provider state to the event being pushed.
+func (b *builder) states() []sessionstore.ProviderState {
+	out := make([]sessionstore.ProviderState, len(b.waiting))
+	for i, w := range b.waiting {
+		out[i] = w.state
+	}
+	b.waiting = nil
+	return out
+}
+
+// settle puts the waiting provider state on the reasoning items' own
+// events: nothing came that it goes on.
+func (b *builder) settle() {
+	for _, w := range b.waiting {
+		ev := &b.s.Events[w.event]
+		m, err := ev.Message()
+		if err != nil {
+			continue
+		}
+		m.ProviderState = append(m.ProviderState, w.state)
+		ev.Record = sessionstore.AssistantMessage(m).Record
+	}
+	b.waiting = nil
+}
+
 // push appends ev as the child of the tip, with the key's id.
 func (b *builder) push(key string, at time.Time, ev sessionstore.Event) uuid.UUID {
 	if at.IsZero() {
@@ -441,9 +542,38 @@ func (b *builder) push(key string, at time.Time, ev sessionstore.Event) uuid.UUI
 }
 
 // pushItem appends a response item's event and records it in the history.
+//
+// A reasoning item with encrypted_content is provider state (Provider
+// "openai", Type "reasoning", Data the item's JSON as the rollout holds
+// it): the Responses API wants it back, in stateless requests, before
+// the output items it preceded. It goes on the next tool call
+// (ToolCall.ProviderState) or assistant message (Message.ProviderState)
+// that follows it, other items that are no model turn (KindCustom)
+// between; if a user message, a tool output, a compaction, a rollback or
+// the end of the rollout comes first, it stays on the reasoning item's own
+// event (settle). The reasoning's summary is the event's Reasoning, as
+// before; the state is never text.
 func (b *builder) pushItem(key string, at time.Time, raw json.RawMessage) {
 	parent := b.tip
-	ev := itemEvent(raw)
+	ev, it := itemEvent(raw)
+	switch {
+	case it.Type == "reasoning" && it.EncryptedContent != "":
+		b.waiting = append(b.waiting, waitingState{event: len(b.s.Events), state: sessionstore.ProviderState{Provider: "openai", Type: "reasoning", Data: slices.Clone(bytes.TrimSpace(raw))}})
+	case len(b.waiting) > 0 && ev.Kind == sessionstore.KindToolCall:
+		c, err := ev.ToolCall()
+		if err == nil {
+			c.ProviderState = b.states()
+			ev = sessionstore.ToolCallEvent(c)
+		}
+	case len(b.waiting) > 0 && ev.Kind == sessionstore.KindMessage && ev.Role == sessionstore.RoleAssistant && it.Type == "message":
+		m, err := ev.Message()
+		if err == nil {
+			m.ProviderState = b.states()
+			ev = sessionstore.AssistantMessage(m)
+		}
+	case ev.Kind != sessionstore.KindCustom:
+		b.settle()
+	}
 	if ev.Kind == sessionstore.KindMessage && ev.Role == sessionstore.RoleAssistant && b.model != "" {
 		m, _ := ev.Message()
 		m.Model = b.model
@@ -456,6 +586,9 @@ func (b *builder) pushItem(key string, at time.Time, raw json.RawMessage) {
 		h.user = !contextual(m.Content)
 	}
 	h.id = b.push(key, at, ev)
+	if h.user {
+		b.turns = append(b.turns, len(b.hist))
+	}
 	b.hist = append(b.hist, h)
 }
 
@@ -511,6 +644,7 @@ func withType(typ string, payload json.RawMessage) json.RawMessage {
 
 // compacted appends a compaction and the history Codex goes on with.
 func (b *builder) compacted(l line, key string) {
+	b.settle()
 	var c struct {
 		Message            string            `json:"message"`
 		ReplacementHistory []json.RawMessage `json:"replacement_history"`
@@ -551,13 +685,15 @@ func (b *builder) compacted(l line, key string) {
 
 	rec := sessionstore.CompactionRecord{Summary: sessionstore.Summary{Text: c.Message}, Summarized: b.tip}
 	b.push(key, l.time, sessionstore.NewEvent(sessionstore.KindCompaction, sessionstore.RoleNone, rec))
-	b.hist = b.hist[:0]
+	b.hist, b.turns = b.hist[:0], b.turns[:0]
 	if replaced {
 		for i, raw := range c.ReplacementHistory {
-			b.pushItem(fmt.Sprintf("%s:%d", key, i), l.time, raw)
-			if h := &b.hist[len(b.hist)-1]; h.user && h.text == c.Message {
-				h.user = false // the summary is not a user turn
+			k := fmt.Sprintf("%s:%d", key, i)
+			if isSummary(raw, c.Message) {
+				b.pushSummary(k, l.time, raw)
+				continue
 			}
+			b.pushItem(k, l.time, raw)
 		}
 		return
 	}
@@ -568,15 +704,34 @@ func (b *builder) compacted(l line, key string) {
 	if summary == "" {
 		summary = "(no summary available)"
 	}
-	b.pushItem(key+":summary", l.time, userItem(summary))
-	b.hist[len(b.hist)-1].user = false
+	b.pushSummary(key+":summary", l.time, userItem(summary))
 }
 
+// isSummary reports whether the replacement history's item raw is the
+// user message that holds the compaction's summary.
+func isSummary(raw json.RawMessage, summary string) bool {
+	var it item
+	return summary != "" && json.Unmarshal(raw, &it) == nil && it.Type == "message" && it.Role == "user" && texts(it.Content) == summary
+}
+
+// pushSummary appends the user message item that holds a compaction's
+// summary, as Codex's history has it, as a KindCustom event: the
+// compaction's Summary gives the model the summary (see the package doc),
+// and a user message would give it a second time. It is no user turn.
+func (b *builder) pushSummary(key string, at time.Time, raw json.RawMessage) {
+	b.settle()
+	parent := b.tip
+	id := b.push(key, at, customEvent(raw))
+	b.hist = append(b.hist, histItem{id: id, parent: parent})
+}
+
+// userItem is a user message item of text, as Codex writes one.
 func userItem(text string) json.RawMessage {
-	raw, _ := json.Marshal(map[string]any{
-		"type": "message", "role": "user",
-		"content": []contentItem{{Type: "input_text", Text: text}},
-	})
+	raw, _ := json.Marshal(struct {
+		Type    string        `json:"type"`
+		Role    string        `json:"role"`
+		Content []contentItem `json:"content"`
+	}{"message", "user", []contentItem{{Type: "input_text", Text: text}}})
 	return raw
 }
 
@@ -594,24 +749,17 @@ func truncate(s string, n int) string {
 // rollback drops the last n user turns from the active path, as Codex
 // does, by branching before the first of them with a marker event.
 func (b *builder) rollback(l line, key string, n int) {
+	b.settle()
 	if n <= 0 {
 		return
 	}
-	var turns []int
-	for i, h := range b.hist {
-		if h.user {
-			turns = append(turns, i)
-		}
-	}
-	if len(turns) == 0 {
+	if len(b.turns) == 0 {
 		return
 	}
-	cut := turns[0]
-	if n < len(turns) {
-		cut = turns[len(turns)-n]
-	}
+	k := max(len(b.turns)-n, 0) // the first turn dropped
+	cut := b.turns[k]
 	b.tip = b.hist[cut].parent
-	b.hist = b.hist[:cut]
+	b.hist, b.turns = b.hist[:cut], b.turns[:k]
 	if b.tip == uuid.Nil {
 		// The root is a session_meta event in a well-formed rollout;
 		// without one, the marker cannot start a second tree.

@@ -32,7 +32,9 @@ func ExampleImport() {
 	fmt.Printf("%d session, %d events, %d problems\n", rep.Sessions, rep.Added, len(rep.Errors))
 
 	// The context starts at the newest compaction, followed by the
-	// history Codex resumes with.
+	// history Codex resumes with. The user message that holds the
+	// summary in Codex's history is kept as a custom event, which no
+	// model is shown: a model sees the summary once, the compaction's.
 	s, _, err := codex.Read(rollout)
 	if err != nil {
 		log.Fatal(err)
@@ -49,6 +51,8 @@ func ExampleImport() {
 		case sessionstore.KindMessage:
 			m, _ := ev.Message()
 			fmt.Printf("%s: %s\n", ev.Role, m.Content)
+		case sessionstore.KindCustom:
+			fmt.Println("custom: the summary's user message, as Codex's history has it")
 		}
 	}
 	// Output:
@@ -56,7 +60,7 @@ func ExampleImport() {
 	// compaction: Summary so far: cache.go with a configurable TTL and hit/miss metrics.
 	// user: Add a cache layer.
 	// user: Add metrics for cache hits.
-	// user: Summary so far: cache.go with a configurable TTL and hit/miss metrics.
+	// custom: the summary's user message, as Codex's history has it
 	// user: Now document it.
 	// assistant: README updated.
 }

@@ -21,7 +21,22 @@
 //   - message, role assistant: an assistant Message (text as Content,
 //     thinking as Reasoning, Model, Usage, its toolCall blocks as
 //     ToolCalls), then one KindToolCall event per toolCall block after
-//     it; the entry's children follow the last of them.
+//     it; the entry's children follow the last of them. What a thinking
+//     block keeps for the provider (its thinkingSignature) is provider
+//     state, never text: for a message of Anthropic's API (api
+//     "anthropic-messages", or provider "anthropic" without an api) the
+//     block the API returned, rebuilt from Pi's parts: Provider
+//     "anthropic", Type "thinking" with Data
+//     {"type":"thinking","thinking":...,"signature":...}, or for a
+//     redacted block Type "redacted_thinking" with Data
+//     {"type":"redacted_thinking","data":...}, in block order in the
+//     Message's ProviderState; and a signature that is an OpenAI
+//     Responses reasoning item (Pi keeps the item's JSON there): Provider
+//     "openai", Type "reasoning", Data that JSON as Pi holds it, on the
+//     toolCall that follows the block (in the announced call and its
+//     KindToolCall event alike) or, when a text block follows first or
+//     nothing does, on the Message. Gemini's thought signatures are not
+//     kept.
 //   - message, role toolResult: a KindToolResult.
 //   - message, roles custom (hookMessage) and bashExecution (a command
 //     the user ran, as "$ command" and its output), and custom_message
@@ -54,8 +69,18 @@
 // Bad input: a line that is not JSON, or an entry without an id in a
 // version 2 file, is reported as an *importer.LineError (wrapping
 // importer.ErrMalformed) with the file and line, and the rest of the file
-// is read. An entry whose parent is not in the file (its line was
-// malformed) is attached to the entry before it and reported.
+// is read; so is a line longer than importer.MaxLineSize
+// (importer.ErrLineTooLong), never held whole. An entry whose parent is
+// not in the file (its line was malformed) is attached to the entry before
+// it and reported. A timestamp outside 1970 to 2262, which the store
+// cannot hold, is reported and not used: the entry takes the header's time
+// (a header's such time leaves the session without one, and the store
+// gives it the time of the import). A file whose first line looks like
+// another tool's (a Claude Code transcript, a Codex rollout) is an
+// *importer.FormatError, and nothing of it is written. A session the
+// store refuses for its content (importer.SessionProblem, such as a
+// record over its Options.MaxRecordSize) is reported for its file, with
+// no empty session left, and the other files are imported.
 //
 // Durability: what Import writes goes through importer.Write, so when
 // Import returns, every event it appended is durable, and importing the
@@ -63,7 +88,6 @@
 package pi
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -115,7 +139,9 @@ type entry struct {
 // message is the message of a message entry.
 type message struct {
 	Role       string          `json:"role"`
-	Content    json.RawMessage `json:"content"` // a string or content blocks
+	API        string          `json:"api"`      // an assistant message's: the API that wrote it ("anthropic-messages", "openai-responses", ...)
+	Provider   string          `json:"provider"` // and the provider
+	Content    json.RawMessage `json:"content"`  // a string or content blocks
 	Model      string          `json:"model"`
 	Usage      *usage          `json:"usage"`
 	ToolCallID string          `json:"toolCallId"`
@@ -136,12 +162,17 @@ type usage struct {
 
 // block is a content block of a message.
 type block struct {
-	Type      string          `json:"type"`
-	Text      string          `json:"text"`
-	Thinking  string          `json:"thinking"`
-	ID        string          `json:"id"`
-	Name      string          `json:"name"`
-	Arguments json.RawMessage `json:"arguments"`
+	Type     string `json:"type"`
+	Text     string `json:"text"`
+	Thinking string `json:"thinking"`
+	// ThinkingSignature is what the API returned with the thinking: an
+	// Anthropic signature (or, Redacted, the redacted thinking's data),
+	// or an OpenAI Responses reasoning item's JSON.
+	ThinkingSignature string          `json:"thinkingSignature"`
+	Redacted          bool            `json:"redacted"`
+	ID                string          `json:"id"`
+	Name              string          `json:"name"`
+	Arguments         json.RawMessage `json:"arguments"`
 }
 
 // parseLine decodes one line of a Pi session file. It fails only for a
@@ -223,45 +254,54 @@ func readFile(path string) (*importer.Session, []error, stats, error) {
 // read parses a session from r; path names it in errors, abs in labels.
 func read(r io.Reader, path, abs string) (*importer.Session, []error, stats, error) {
 	var (
-		st      stats
 		errs    []error
 		entries []entry // the header first, as Pi indexes them
+		first   = true  // no line that is not blank read yet
 	)
-	br := bufio.NewReaderSize(r, 64<<10)
-	for n := 1; ; n++ {
-		line, err := br.ReadBytes('\n')
-		if len(line) > 0 {
-			st.Lines++
-			st.Bytes += int64(len(line))
-			if trimmed := bytes.TrimSpace(line); len(trimmed) > 0 {
-				e, perr := parseLine(trimmed)
-				switch {
-				case perr != nil:
-					errs = append(errs, importer.Malformed(path, n, "%v", perr))
-				case len(entries) == 0 && (e.Type != "session" || e.ID == ""):
-					return nil, errs, st, importer.Malformed(path, n, "the first entry is not a Pi session header (type %q)", e.Type)
-				default:
-					e.line = n
-					entries = append(entries, e)
-				}
-			}
-		}
+	lr := importer.NewLineReader(r, path, 0)
+	for {
+		line, n, err := lr.Next()
 		if errors.Is(err, io.EOF) {
 			break
 		}
+		if errors.Is(err, importer.ErrLineTooLong) {
+			errs = append(errs, err)
+			first = false
+			continue
+		}
 		if err != nil {
-			return nil, errs, st, fmt.Errorf("pi: read %s: %w", path, err)
+			return nil, errs, lr.Stats(), fmt.Errorf("pi: read %s: %w", path, err)
+		}
+		trimmed := bytes.TrimSpace(line)
+		if len(trimmed) == 0 {
+			continue
+		}
+		if first {
+			first = false
+			if err := importer.WrongFormat(path, importer.FormatPi, trimmed); err != nil {
+				return nil, nil, lr.Stats(), err
+			}
+		}
+		e, perr := parseLine(slices.Clone(trimmed))
+		switch {
+		case perr != nil:
+			errs = append(errs, importer.Malformed(path, n, "%v", perr))
+		case len(entries) == 0 && (e.Type != "session" || e.ID == ""):
+			return nil, errs, lr.Stats(), importer.Malformed(path, n, "the first entry is not a Pi session header (type %q)", e.Type)
+		default:
+			e.line = n
+			entries = append(entries, e)
 		}
 	}
 	if len(entries) == 0 {
-		return nil, errs, st, importer.Malformed(path, 1, "no Pi session header")
+		return nil, errs, lr.Stats(), importer.Malformed(path, 1, "no Pi session header")
 	}
 	b := newBuilder(path, abs, entries[0])
-	b.errs = errs
+	b.errs = append(errs, b.errs...)
 	for i := 1; i < len(entries); i++ {
 		b.add(entries, i)
 	}
-	return b.session(), b.errs, st, nil
+	return b.session(), b.errs, lr.Stats(), nil
 }
 
 // span is the events an entry became: the first (what FirstKept names)
@@ -286,10 +326,10 @@ func newBuilder(path, abs string, h entry) *builder {
 		path:    path,
 		header:  h,
 		version: h.Version,
-		created: parseTime(h.Timestamp),
 		spans:   make(map[string]span),
 		lines:   make(map[int]span),
 	}
+	b.created = b.storable(parseTime(h.Timestamp), h.line, "the session has no start time")
 	if b.version == 0 {
 		b.version = 1 // version 1 headers have no version
 	}
@@ -359,9 +399,9 @@ func (b *builder) add(entries []entry, i int) {
 	if !ok {
 		return
 	}
-	at := parseTime(e.Timestamp)
+	at := b.storable(parseTime(e.Timestamp), e.line, "the header's time is used")
 	if at.IsZero() && e.Message != nil {
-		at = parseTime(e.Message.Timestamp)
+		at = b.storable(parseTime(e.Message.Timestamp), e.line, "the header's time is used")
 	}
 	if at.IsZero() {
 		at = b.created
@@ -431,6 +471,17 @@ func (b *builder) add(entries []entry, i int) {
 	b.prev = sp.last
 }
 
+// storable returns t, or the zero time for a t the store cannot hold
+// (importer.Storable), which it reports for the line with what is done
+// instead (instead).
+func (b *builder) storable(t time.Time, line int, instead string) time.Time {
+	if t.IsZero() || importer.Storable(t) {
+		return t
+	}
+	b.errs = append(b.errs, importer.Malformed(b.path, line, "timestamp %s is outside 1970 to 2262, which the store cannot hold: %s", t.Format(time.RFC3339Nano), instead))
+	return time.Time{}
+}
+
 // summary is the Summary of a compaction or branch summary entry: its
 // text, and the files Pi's default summarizer lists as modified.
 func summary(e *entry) sessionstore.Summary {
@@ -466,16 +517,27 @@ func (b *builder) message(e *entry, push func(string, sessionstore.Event)) {
 			rec.Content = contentText(m.Content)
 		}
 		var text, thinking []string
+		var waiting []sessionstore.ProviderState // reasoning items, for the call or text they preceded
 		for _, bl := range blocks {
 			switch bl.Type {
 			case "text":
 				text = append(text, bl.Text)
+				rec.ProviderState = append(rec.ProviderState, waiting...)
+				waiting = nil
 			case "thinking":
 				thinking = append(thinking, bl.Thinking)
+				if st, ok := reasoningItem(bl.ThinkingSignature); ok {
+					waiting = append(waiting, st)
+				} else if st, ok := anthropicThinking(m, &bl); ok {
+					rec.ProviderState = append(rec.ProviderState, st)
+				}
 			case "toolCall":
-				rec.ToolCalls = append(rec.ToolCalls, sessionstore.ToolCall{CallID: bl.ID, Name: bl.Name, Arguments: rawArgs(bl.Arguments)})
+				c := sessionstore.ToolCall{CallID: bl.ID, Name: bl.Name, Arguments: rawArgs(bl.Arguments)}
+				c.ProviderState, waiting = waiting, nil
+				rec.ToolCalls = append(rec.ToolCalls, c)
 			}
 		}
+		rec.ProviderState = append(rec.ProviderState, waiting...)
 		if len(blocks) > 0 {
 			rec.Content = strings.Join(text, "\n")
 		}
@@ -495,6 +557,54 @@ func (b *builder) message(e *entry, push func(string, sessionstore.Event)) {
 	default:
 		push("", custom(e))
 	}
+}
+
+// reasoningItem returns the provider state of a thinking block's
+// signature that is an OpenAI Responses reasoning item (Pi keeps the
+// item's JSON there): the item as Pi holds it.
+func reasoningItem(sig string) (sessionstore.ProviderState, bool) {
+	if !strings.HasPrefix(sig, "{") {
+		return sessionstore.ProviderState{}, false
+	}
+	var it struct {
+		Type string `json:"type"`
+	}
+	if json.Unmarshal([]byte(sig), &it) != nil || it.Type != "reasoning" {
+		return sessionstore.ProviderState{}, false
+	}
+	return sessionstore.ProviderState{Provider: "openai", Type: "reasoning", Data: []byte(sig)}, true
+}
+
+// anthropicThinking returns the provider state of a signed thinking block
+// of an Anthropic message (api "anthropic-messages", or provider
+// "anthropic" in a message that names no api): the block the API returned,
+// {"type":"thinking","thinking":...,"signature":...}, or for a redacted
+// one {"type":"redacted_thinking","data":...}, which Pi keeps as its
+// parts.
+func anthropicThinking(m *message, bl *block) (sessionstore.ProviderState, bool) {
+	if bl.ThinkingSignature == "" || (m.API != "anthropic-messages" && (m.API != "" || m.Provider != "anthropic")) {
+		return sessionstore.ProviderState{}, false
+	}
+	var v any = struct {
+		Type      string `json:"type"`
+		Thinking  string `json:"thinking"`
+		Signature string `json:"signature"`
+	}{"thinking", bl.Thinking, bl.ThinkingSignature}
+	typ := "thinking"
+	if bl.Redacted {
+		typ = "redacted_thinking"
+		v = struct {
+			Type string `json:"type"`
+			Data string `json:"data"`
+		}{typ, bl.ThinkingSignature}
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false) // the text as written
+	if enc.Encode(v) != nil {
+		return sessionstore.ProviderState{}, false
+	}
+	return sessionstore.ProviderState{Provider: "anthropic", Type: typ, Data: bytes.TrimSuffix(buf.Bytes(), []byte("\n"))}, true
 }
 
 // rawArgs keeps a tool call's arguments when they are JSON, and drops a

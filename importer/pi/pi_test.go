@@ -546,7 +546,8 @@ func FuzzRead(f *testing.F) {
 		s, errs, _, err := read(bytes.NewReader(data), "fuzz.jsonl", "fuzz.jsonl")
 		for _, e := range append(errs, err) {
 			var le *importer.LineError
-			if e != nil && (!errors.As(e, &le) || le.Line < 1) {
+			var fe *importer.FormatError
+			if e != nil && !errors.As(e, &fe) && (!errors.As(e, &le) || le.Line < 1) {
 				t.Fatalf("not a located error: %v", e)
 			}
 		}

@@ -1,0 +1,29 @@
+//go:build unix
+
+package claude
+
+import (
+	"context"
+	"path/filepath"
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// A FIFO named *.jsonl in a directory, or in place of a subagent's
+// .meta.json, is not opened: the import neither blocks on it nor reads
+// it.
+func TestImportSkipsFIFOs(t *testing.T) {
+	dir := t.TempDir()
+	writeLines(t, dir, "agent-x", rec("a", "", 0))
+	require.NoError(t, syscall.Mkfifo(filepath.Join(dir, "agent-x.meta.json"), 0o644))
+	require.NoError(t, syscall.Mkfifo(filepath.Join(dir, "fifo.jsonl"), 0o644))
+	st := openStore(t)
+	rep, err := Import(context.Background(), st, []string{dir}, nil)
+	require.NoError(t, err)
+	assert.Empty(t, rep.Errors)
+	assert.Equal(t, 1, rep.Files)
+	assert.Equal(t, 1, rep.Sessions)
+}
