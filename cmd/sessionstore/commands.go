@@ -141,6 +141,10 @@ func cmdTree(ctx context.Context, c *cmdEnv, args []string) int {
 	if err != nil && treeErr == nil {
 		return c.failf("session %s: HEAD: %s", session, describe(err))
 	}
+	next, _, err := s.NextParent(ctx, session)
+	if err != nil && treeErr == nil {
+		return c.failf("session %s: the active path's end: %s", session, describe(err))
+	}
 	if len(nodes) == 0 {
 		c.warnf("session %s has no events", session)
 		return exitOK
@@ -149,7 +153,7 @@ func cmdTree(ctx context.Context, c *cmdEnv, args []string) int {
 	if *full {
 		name = uuid.UUID.String
 	}
-	writeTree(c.stdout, nodes, head, name)
+	writeTree(c.stdout, nodes, head, next, name)
 	if treeErr != nil {
 		return c.failf("session %s: %s (above: the events before it)", session, describe(treeErr))
 	}
@@ -163,7 +167,10 @@ const maxTreeLevel = 16
 
 // writeTree writes nodes (a session's tree, in append order) one per line,
 // depth first, each node's children in append order: id (name gives its
-// form), kind, role, record size, then [HEAD] on head, [branch from <id>]
+// form), kind, role, record size, then [HEAD] on head, [NEXT] on next (the
+// end of the active path, which path prints and the next append extends)
+// when it is not head (a lane switched to and not appended to yet),
+// [branch from <id>]
 // on an event that starts a branch, [parent <id> missing] on one whose
 // parent is not among nodes (it is drawn as a root), and the node's
 // preview, quoted.
@@ -182,7 +189,7 @@ const maxTreeLevel = 16
 // at maxTreeLevel and name their level, "[17] ". Every line is thus at
 // most a few hundred bytes, and the output linear in the number of
 // events, however deep the session or its forks.
-func writeTree(w *bufio.Writer, nodes []sessionstore.Node, head uuid.UUID, name func(uuid.UUID) string) {
+func writeTree(w *bufio.Writer, nodes []sessionstore.Node, head, next uuid.UUID, name func(uuid.UUID) string) {
 	known := make(map[uuid.UUID]bool, len(nodes))
 	for _, n := range nodes {
 		known[n.ID] = true
@@ -228,6 +235,9 @@ func writeTree(w *bufio.Writer, nodes []sessionstore.Node, head uuid.UUID, name 
 		line = fmt.Appendf(line, "%s %-14s %-9s %8d B", name(n.ID), n.Kind, roleName(n.Role), n.Size)
 		if n.ID == head {
 			line = append(line, "  [HEAD]"...)
+		}
+		if n.ID == next && next != head {
+			line = append(line, "  [NEXT]"...)
 		}
 		if n.BranchFrom != uuid.Nil {
 			line = fmt.Appendf(line, "  [branch from %s]", name(n.BranchFrom))

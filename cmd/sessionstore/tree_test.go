@@ -91,7 +91,7 @@ func TestWriteTreeDeepForks(t *testing.T) {
 			}
 			var buf bytes.Buffer
 			w := bufio.NewWriter(&buf)
-			writeTree(w, nodes, head, name)
+			writeTree(w, nodes, head, head, name)
 			require.NoError(t, w.Flush())
 			out := buf.String()
 			assert.Equal(t, len(nodes), strings.Count(out, "\n"))
@@ -180,6 +180,10 @@ func TestTreeGolden(t *testing.T) {
 	branch(7)
 	add(9, sessionstore.NewEvent(sessionstore.KindCustom, sessionstore.RoleNone, map[string]any{"n": 1}))
 	add(10, sessionstore.AssistantText("The tests, then main.go."))
+	// A lane switched to and not appended to yet: the active path ends at
+	// its tip ([NEXT]), HEAD stays until the next append.
+	require.NoError(t, s.CreateLane(ctx, meta.ID, "main-first", treeEventID(8)))
+	require.NoError(t, s.SwitchLane(ctx, meta.ID, "main-first"))
 	require.NoError(t, s.Close())
 
 	status, stdout, stderr := runCmd("tree", root, meta.ID.String())
