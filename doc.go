@@ -51,6 +51,9 @@
 //	<root>/catalogue.lock     flock'ed by a writer changing the two
 //	<root>/forkcache/<id>/    with Options.Remote only: lease-free copies
 //	                          of sessions forks' prefixes are read from
+//	<root>/forks.lock         flock'ed by Fork and Delete (forklock.go)
+//	<root>/forks/<parent>/<fork>  an empty marker per fork Fork made
+//	                          (forklock.go); removed with the parent
 //	<root>/trash/<session-id>.<nonce>/  a session Delete moved aside, being
 //	                          removed (what a crash leaves, Open removes)
 //	<root>/sessions/<session-id>/
