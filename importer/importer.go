@@ -161,7 +161,9 @@ type WriteResult struct {
 // A session this Write made, or found empty, and to which the store
 // refused its first run for the session's own content (see
 // SessionProblem: a record over Options.MaxRecordSize, say) is deleted
-// again before Write returns, so no empty session is left behind.
+// again before Write returns, so no empty session is left behind; a
+// session that holds events by then (another Store stored part of the
+// run: ErrConflict) is kept.
 //
 // Errors: ErrInvalidSession (nothing written); the Store's errors, with
 // the events of the runs before the failed one written (and durable), and
@@ -251,7 +253,7 @@ func Write(ctx context.Context, st *sessionstore.Store, s *Session) (WriteResult
 		return nil
 	}
 	fail := func(err error) (WriteResult, error) {
-		if empty && res.Added == 0 && res.Existing == 0 && SessionProblem(err) {
+		if empty && res.Added == 0 && res.Existing == 0 && SessionProblem(err) && heldNothing(ctx, st, id) {
 			// The store refused the session's first run: leave no empty
 			// session behind (importing again would refuse it again).
 			if derr := st.Delete(context.WithoutCancel(ctx), id); derr != nil {
@@ -278,6 +280,14 @@ func Write(ctx context.Context, st *sessionstore.Store, s *Session) (WriteResult
 		return fail(err)
 	}
 	return res, nil
+}
+
+// heldNothing reports whether session id of st holds no event, looked at
+// again: a refused first run may be one another Store (another process)
+// stored part of meanwhile (ErrConflict), and what it stored stays.
+func heldNothing(ctx context.Context, st *sessionstore.Store, id uuid.UUID) bool {
+	nodes, err := st.Tree(context.WithoutCancel(ctx), id)
+	return err == nil && len(nodes) == 0
 }
 
 // beforeRunKey keys a test's hook in the context of Write, called before

@@ -123,3 +123,46 @@ func TestSessionProblem(t *testing.T) {
 		assert.Equal(t, tc.want, SessionProblem(tc.err), "%v", tc.err)
 	}
 }
+
+// A Write whose first run the store refuses because another Store stored
+// part of it meanwhile (an import of an older copy of the transcript, in
+// another process) leaves the session the other wrote: it removes only a
+// session that holds no event.
+func TestWriteConflictKeepsWhatAnotherStored(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	a, err := sessionstore.Open(dir, &sessionstore.Options{WaitForLock: true})
+	require.NoError(t, err)
+	defer a.Close()
+	b, err := sessionstore.Open(dir, &sessionstore.Options{WaitForLock: true})
+	require.NoError(t, err)
+	defer b.Close()
+	s := treeSession(t) // runs: r - a, then c, then b
+	first := true
+	hook := func() {
+		if !first {
+			return
+		}
+		first = false
+		// b imports an older copy, which holds the root alone.
+		require.NoError(t, a.CloseSession(ctx, s.Meta.ID))
+		older := treeSession(t)
+		older.Events, older.Head = older.Events[:1], older.Events[0].ID
+		res, err := Write(ctx, b, older)
+		require.NoError(t, err)
+		require.Equal(t, 1, res.Added)
+		require.NoError(t, b.CloseSession(ctx, s.Meta.ID))
+	}
+	_, err = Write(context.WithValue(ctx, beforeRunKey{}, hook), a, s)
+	require.ErrorIs(t, err, sessionstore.ErrConflict, "the run [r a] is stored in part")
+	assert.True(t, SessionProblem(err))
+
+	nodes, err := a.Tree(ctx, s.Meta.ID)
+	require.NoError(t, err, "the session b wrote is kept")
+	assert.Len(t, nodes, 1)
+
+	// Importing again completes it.
+	res, err := Write(ctx, a, treeSession(t))
+	require.NoError(t, err)
+	assert.Equal(t, WriteResult{Added: 3, Existing: 1}, res)
+}
