@@ -101,3 +101,28 @@ func TestBoundaryWithParentNotInFileRealData(t *testing.T) {
 		assert.Equal(t, sessionstore.KindCompaction, evs[0].Kind, "%s: the context starts at the boundary", path)
 	}
 }
+
+// A transcript continued from an earlier one, read while Claude Code has
+// written its boundary and not yet the summary: the boundary is its only
+// record, and waits for the file to grow as any last boundary does, so
+// that importing the grown file gives the compaction its summary.
+func TestBoundaryAloneWaitsForItsSummary(t *testing.T) {
+	ctx := context.Background()
+	st := openStore(t)
+	dir := t.TempDir()
+	snapshot := `{"type":"file-history-snapshot","messageId":"m","snapshot":{},"isSnapshotUpdate":false}`
+	path := writeLines(t, dir, "s", snapshot, boundary("c", "gone", 2))
+	rep, err := Import(ctx, st, []string{path}, nil)
+	require.NoError(t, err)
+	assert.Empty(t, rep.Errors)
+	assert.Zero(t, rep.Added, "the boundary waits for its summary")
+
+	writeLines(t, dir, "s", snapshot, boundary("c", "gone", 2), compactSummary("d", "c", 3, "The summary."), rec("e", "d", 4))
+	rep, err = Import(ctx, st, []string{path}, nil)
+	require.NoError(t, err)
+	assert.Empty(t, rep.Errors)
+	assert.Len(t, rep.Notes, 1)
+	evs, err := st.Load(ctx, onlySession(t, st).ID)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"compaction: The summary.", "user: e"}, texts(t, evs))
+}

@@ -151,7 +151,7 @@ func readFile(path string, in io.Reader) (*File, error) {
 	// line still to come (Claude Code writes the two one after the other):
 	// it waits for the file to grow, as an event that is stored cannot take
 	// the summary later.
-	if k := len(recs) - 1; k > 0 && recs[k].Type == "system" && recs[k].Subtype == "compact_boundary" && !named(recs[:k], recs[k].UUID) {
+	if k := len(recs) - 1; k >= 0 && recs[k].Type == "system" && recs[k].Subtype == "compact_boundary" && !named(recs[:k], recs[k].UUID) {
 		recs, lineNo = recs[:k], lineNo[:k]
 		f.Skipped++
 	}
