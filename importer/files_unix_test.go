@@ -25,3 +25,20 @@ func TestFilesOnlyRegular(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []string{filepath.Join(dir, "a.jsonl"), filepath.Join(dir, "link.jsonl")}, got)
 }
+
+// A path given that is a link to a directory is walked as the directory
+// (~/.claude/projects kept elsewhere and linked): links inside it are
+// not followed into directories.
+func TestFilesWalksALinkGiven(t *testing.T) {
+	dir := t.TempDir()
+	real := filepath.Join(dir, "real")
+	require.NoError(t, os.MkdirAll(filepath.Join(real, "sub"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(real, "a.jsonl"), []byte("{}\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(real, "sub", "b.jsonl"), []byte("{}\n"), 0o644))
+	require.NoError(t, os.Symlink(filepath.Join(real, "sub"), filepath.Join(real, "linkdir")))
+	link := filepath.Join(dir, "link")
+	require.NoError(t, os.Symlink(real, link))
+	got, err := Files([]string{link})
+	require.NoError(t, err)
+	assert.Equal(t, []string{filepath.Join(link, "a.jsonl"), filepath.Join(link, "sub", "b.jsonl")}, got)
+}

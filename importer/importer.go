@@ -481,7 +481,9 @@ type ReadFunc func(path string) (*Session, []error, FileStats, error)
 // Files lists the files of paths: a file as named, a directory's .jsonl
 // files (walked, in lexical order). Of a directory only regular files are
 // taken (or links to one): a FIFO or device named *.jsonl could block a
-// read, or never end.
+// read, or never end. A path that is a link to a directory is walked as
+// that directory; links inside a directory are not followed into
+// directories.
 func Files(paths []string) ([]string, error) {
 	var files []string
 	for _, p := range paths {
@@ -493,7 +495,7 @@ func Files(paths []string) ([]string, error) {
 			files = append(files, p)
 			continue
 		}
-		err = filepath.WalkDir(p, func(path string, d fs.DirEntry, err error) error {
+		err = filepath.WalkDir(walkRoot(p), func(path string, d fs.DirEntry, err error) error {
 			if err != nil {
 				return err
 			}
@@ -507,6 +509,16 @@ func Files(paths []string) ([]string, error) {
 		}
 	}
 	return files, nil
+}
+
+// walkRoot is the root to walk for the directory p: p, or for a link to
+// a directory, p with a separator after it, which WalkDir follows (it
+// takes a link it is given as the root for a file).
+func walkRoot(p string) string {
+	if fi, err := os.Lstat(p); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+		return p + string(filepath.Separator)
+	}
+	return p
 }
 
 // RegularFile reports whether the entry d of a directory walk, at path,

@@ -5,11 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 
 	"github.com/google/uuid"
 	"github.com/sessionstore/sessionstore"
@@ -184,17 +182,12 @@ func collect(paths []string) ([]string, error) {
 			add(p)
 			continue
 		}
-		err = filepath.WalkDir(p, func(path string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			if strings.HasSuffix(d.Name(), ".jsonl") && importer.RegularFile(path, d) {
-				add(path)
-			}
-			return nil
-		})
+		files, err := importer.Files([]string{p})
 		if err != nil {
 			return nil, fmt.Errorf("claude: walk %s: %w", p, err)
+		}
+		for _, f := range files {
+			add(f)
 		}
 	}
 	slices.Sort(own)
