@@ -110,10 +110,13 @@ func cmdImport(ctx context.Context, c *cmdEnv, args []string) int {
 // maxWrongFormat bounds the files of another format import names.
 const maxWrongFormat = 5
 
-// checkFormats reads the first line of each file under paths and, if any
-// looks like a file of another format than source (importer.Sniff),
-// reports them and the source that reads them, and returns exitFail and
-// true: then nothing is imported.
+// checkFormats reads the first line of each regular file under paths
+// and, if any looks like a file of another format than source
+// (importer.Sniff), reports them and the source that reads them, and
+// returns exitFail and true: then nothing is imported. A file that is not
+// regular (a pipe: sessionstore import claude <(zcat s.jsonl.gz)) is not
+// read here, as it can be read only once: the importer refuses it if its
+// first line is of another format, and writes nothing of it.
 func (c *cmdEnv) checkFormats(source string, paths []string) (int, bool) {
 	files, err := importer.Files(paths)
 	if err != nil {
@@ -122,6 +125,9 @@ func (c *cmdEnv) checkFormats(source string, paths []string) (int, bool) {
 	var wrong []string
 	looks := map[string]int{}
 	for _, f := range files {
+		if fi, err := os.Stat(f); err != nil || !fi.Mode().IsRegular() {
+			continue // a pipe can be read once: the import reads it, and recognises another format itself
+		}
 		format, err := importer.SniffFile(f)
 		if err != nil {
 			continue // the import reports the file

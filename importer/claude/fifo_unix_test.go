@@ -45,3 +45,56 @@ func TestImportLinkToDirectory(t *testing.T) {
 	assert.Equal(t, 1, rep.Files)
 	assert.Equal(t, 2, rep.Added)
 }
+
+// feedFIFO makes a FIFO at path that gives data to the first reader that
+// opens it and an end of file to each later one, until the test ends.
+func feedFIFO(t *testing.T, path string, data []byte) {
+	t.Helper()
+	require.NoError(t, syscall.Mkfifo(path, 0o644))
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for first := true; ; first = false {
+			f, err := os.OpenFile(path, os.O_WRONLY, 0) // waits for a reader
+			if err != nil {
+				return
+			}
+			if first {
+				_, _ = f.Write(data)
+			}
+			f.Close()
+			select {
+			case <-stop:
+				return
+			default:
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		close(stop)
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			// A reader that lets the waiting writer go on.
+			if f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0); err == nil {
+				f.Close()
+			}
+		}
+	})
+}
+
+// A transcript named that is a pipe (sessionstore import claude
+// <(zcat s.jsonl.gz)) can be read once: the import reads it once, and
+// imports all of it.
+func TestImportPipeGiven(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.jsonl")
+	feedFIFO(t, path, []byte(rec("a", "", 0)+"\n"+rec("b", "a", 1)+"\n"))
+	st := openStore(t)
+	rep, err := Import(context.Background(), st, []string{path}, nil)
+	require.NoError(t, err)
+	assert.Empty(t, rep.Errors)
+	assert.Equal(t, 2, rep.Added, "both records, read from the pipe")
+}

@@ -22,7 +22,8 @@ import (
 //
 // Summary lines name the session holding their leafUuid, in whichever of
 // the files read they are (Meta.Name; a session already stored without a
-// name gets it).
+// name gets it). A file that is not regular, such as a pipe, is read once:
+// its summaries name the sessions it holds.
 //
 // A malformed line is a *importer.LineError in Report.Errors, and the rest
 // is imported; so is a file that cannot be read (its *fs.PathError), a
@@ -208,8 +209,12 @@ func gatherSummaries(files []string) map[string]string {
 }
 
 // gatherFile adds the summaries of the file at path to out, reading its
-// lines of at most importer.MaxLineSize bytes.
+// lines of at most importer.MaxLineSize bytes. A file that is not regular
+// (a pipe named on the command line) is left to Read: it can be read once.
 func gatherFile(path string, marker []byte, out map[string]string) {
+	if fi, err := os.Stat(path); err != nil || !fi.Mode().IsRegular() {
+		return
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return
