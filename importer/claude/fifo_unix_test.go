@@ -91,10 +91,12 @@ func feedFIFO(t *testing.T, path string, data []byte) {
 // imports all of it.
 func TestImportPipeGiven(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "s.jsonl")
-	feedFIFO(t, path, []byte(rec("a", "", 0)+"\n"+rec("b", "a", 1)+"\n"))
+	data := []byte(rec("a", "", 0) + "\n" + rec("b", "a", 1) + "\n")
+	feedFIFO(t, path, data)
 	st := openStore(t)
 	rep, err := Import(context.Background(), st, []string{path}, nil)
 	require.NoError(t, err)
 	assert.Empty(t, rep.Errors)
 	assert.Equal(t, 2, rep.Added, "both records, read from the pipe")
+	assert.Equal(t, int64(len(data)), rep.Bytes, "the bytes read, which the pipe's size is not")
 }

@@ -55,9 +55,7 @@ func Import(ctx context.Context, st *sessionstore.Store, paths []string, opts *i
 			continue
 		}
 		rep.Files++
-		if fi, err := os.Stat(path); err == nil {
-			rep.Bytes += fi.Size()
-		}
+		rep.Bytes += f.bytes
 		rep.Lines += f.Lines
 		rep.Errors = append(rep.Errors, f.Errors...)
 		rep.Notes = append(rep.Notes, f.Notes...)

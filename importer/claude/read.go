@@ -40,6 +40,7 @@ type File struct {
 	Notes []importer.Note
 
 	infos []*sessionInfo // beside Sessions, what Import links them with
+	bytes int64          // the bytes read, for importer.Report
 }
 
 // sessionInfo is what Import needs of a session beyond its events.
@@ -147,6 +148,7 @@ func readFile(path string, in io.Reader) (*File, error) {
 		recs = append(recs, r)
 		lineNo = append(lineNo, n)
 	}
+	f.bytes = lr.Stats().Bytes
 	// A compact boundary that is the file's last record has its summary
 	// line still to come (Claude Code writes the two one after the other):
 	// it waits for the file to grow, as an event that is stored cannot take
