@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -173,4 +175,54 @@ func TestImportBoundaryNoteSucceeds(t *testing.T) {
 	assert.Equal(t, exitOK, status, stderr)
 	assert.Contains(t, stdout, "  problems: 0\n  notes:    1 (not problems: nothing is lost)\n")
 	assert.Contains(t, stdout, path+":1: compact boundary c compacts a conversation not in the file")
+}
+
+// cancelOnWrite is a writer that ends a context at its first write.
+type cancelOnWrite struct {
+	bytes.Buffer
+	cancel context.CancelFunc
+}
+
+func (w *cancelOnWrite) Write(p []byte) (int, error) {
+	w.cancel()
+	return w.Buffer.Write(p)
+}
+
+// TestImportInterrupted: an import whose context ends (main ends it on
+// SIGINT or SIGTERM) stops between sessions, closes the store whole and
+// says so, with exit status 1; importing again completes the rest.
+func TestImportInterrupted(t *testing.T) {
+	dir := t.TempDir()
+	for i := range 20 {
+		sid := fmt.Sprintf("s%02d", i)
+		rec := `{"type":"user","uuid":"` + sid + `-1","parentUuid":null,"sessionId":"` + sid + `","timestamp":"2026-01-01T00:00:00Z","message":{"role":"user","content":"hello"}}` + "\n"
+		require.NoError(t, os.WriteFile(filepath.Join(dir, sid+".jsonl"), []byte(rec), 0o644))
+	}
+	root := filepath.Join(t.TempDir(), "store")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stdout bytes.Buffer
+	stderr := &cancelOnWrite{cancel: cancel}
+	status := runContext(ctx, []string{"import", "claude", "-store", root, "-progress", "1", dir}, &stdout, stderr)
+	assert.Equal(t, exitFail, status)
+	assert.Contains(t, stderr.String(), "import interrupted")
+
+	s, err := sessionstore.Open(root, &sessionstore.Options{ReadOnly: true})
+	require.NoError(t, err, "the store was closed whole")
+	metas, err := s.List(context.Background())
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	assert.Less(t, len(metas), 20, "the import stopped before the end")
+	for _, m := range metas {
+		st, err := sessionstore.Open(root, &sessionstore.Options{ReadOnly: true})
+		require.NoError(t, err)
+		evs, err := st.Load(context.Background(), m.ID)
+		require.NoError(t, err)
+		assert.Len(t, evs, 1, "no session left empty or half written")
+		require.NoError(t, st.Close())
+	}
+
+	code, out, errOut := runCmd("import", "claude", "-store", root, "-progress", "0", dir)
+	require.Equal(t, exitOK, code, errOut)
+	assert.Contains(t, out, "  sessions: 20 (")
 }

@@ -26,8 +26,10 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"os/signal"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/google/uuid"
 
@@ -35,7 +37,18 @@ import (
 )
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	// SIGINT or SIGTERM cancels the command's context, so that a command
+	// writing the store (import, prune, ...) stops between two writes,
+	// closes the store and says what it did; a second signal ends the
+	// process at once.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-ctx.Done()
+		stop()
+	}()
+	status := runContext(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(status)
 }
 
 // Exit statuses.
@@ -136,6 +149,12 @@ var commands = map[string]command{
 // "<command> -h") is printed on stdout with status 0, as Go's flag package
 // exits; a bad command line prints the usage on stderr, with status 2.
 func run(args []string, stdout, stderr io.Writer) int {
+	return runContext(context.Background(), args, stdout, stderr)
+}
+
+// runContext is run under ctx: a command stops when ctx ends (main ends it
+// on SIGINT and SIGTERM).
+func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return exitUsage
@@ -149,7 +168,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 				fmt.Fprint(stderr, usage)
 				return exitUsage
 			}
-			return run([]string{args[1], "-h"}, stdout, stderr)
+			return runContext(ctx, []string{args[1], "-h"}, stdout, stderr)
 		}
 		if len(args) > 1 {
 			fmt.Fprintf(stderr, "sessionstore: %s takes no arguments (\"help <command>\" shows a command's flags)\n\n", name)
@@ -169,7 +188,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	c := &cmdEnv{name: name, stdout: bufio.NewWriter(stdout), stderr: stderr}
-	status := cmd(context.Background(), c, args[1:])
+	status := cmd(ctx, c, args[1:])
 	if c.helped {
 		// The command's parse printed its usage on stdout and stopped it.
 		status = exitOK
