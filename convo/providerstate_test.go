@@ -192,10 +192,16 @@ func TestUniqueCallIDs(t *testing.T) {
 				"user:u", "assistant: call(a_2)", "tool: result(a_2=ra)", "user:u", "assistant: call(a_3)", "tool: result(a_3=ra)"},
 		},
 		{
-			name:   "a new id never takes a stored one",
+			name:   "a later call stored with an id an earlier one was sent with is renamed",
 			events: cat(u, turn("", "a"), turn("", "a"), turn("", "a_2")),
-			want: []string{"user:u", "assistant: call(a)", "tool: result(a=ra)", "assistant: call(a_3)", "tool: result(a_3=ra)",
-				"assistant: call(a_2)", "tool: result(a_2=ra_2)"},
+			want: []string{"user:u", "assistant: call(a)", "tool: result(a=ra)", "assistant: call(a_2)", "tool: result(a_2=ra)",
+				"assistant: call(a_2_2)", "tool: result(a_2_2=ra_2)"},
+		},
+		{
+			name:   "a renamed id takes none of its own message's",
+			events: cat(u, turn("", "a"), turn("", "a", "a_2")),
+			want: []string{"user:u", "assistant: call(a)", "tool: result(a=ra)", "assistant: call(a_3) call(a_2)",
+				"tool: result(a_3=ra)", "tool: result(a_2=ra_2)"},
 		},
 		{
 			name:   "a synthetic result names the sent id",
@@ -218,5 +224,46 @@ func TestUniqueCallIDs(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, tt.want, shape(Context{Messages: UniqueCallIDs(more.Messages)})[:len(tt.want)])
 		})
+	}
+}
+
+// The ids a turn is sent with never change as the session grows, whatever
+// ids the later turns store: each prefix of the session, ending after a
+// turn's results, is sent with the ids the whole session gives it.
+func TestUniqueCallIDsPrefixStable(t *testing.T) {
+	var evs []sessionstore.Event
+	var ends []int // len(evs) after each turn
+	for _, calls := range [][]string{{"a"}, {"a"}, {"a_2"}, {"a_3", "a"}, {"a_2_2"}, {"a"}, {"b", "b"}, {"b"}} {
+		var cs []sessionstore.ToolCall
+		for _, id := range calls {
+			cs = append(cs, call(id, "read"))
+		}
+		evs = append(evs, sessionstore.UserText("u"))
+		evs = append(evs, Reply{ToolCalls: cs}.Events()...)
+		for _, id := range calls {
+			evs = append(evs, result(id, "r"+id))
+		}
+		ends = append(ends, len(evs))
+	}
+	ids(evs...)
+	full, err := Build(evs, nil)
+	require.NoError(t, err)
+	all := shape(Context{Messages: UniqueCallIDs(full.Messages)})
+	sent := map[string]bool{}
+	for _, m := range UniqueCallIDs(full.Messages) {
+		ids := map[string]bool{}
+		for _, c := range m.ToolCalls {
+			ids[c.CallID] = true
+		}
+		for id := range ids {
+			assert.False(t, sent[id], "id %s sent by two messages: %v", id, all)
+			sent[id] = true
+		}
+	}
+	for _, n := range ends {
+		c, err := Build(evs[:n], nil)
+		require.NoError(t, err)
+		got := shape(Context{Messages: UniqueCallIDs(c.Messages)})
+		assert.Equal(t, all[:len(got)], got, "the first %d events", n)
 	}
 }
