@@ -295,6 +295,8 @@ func (b *builder) add(ev sessionstore.Event) error {
 			return fmt.Errorf("%w: Options.Custom mapped event %s to a %q message; a tool result is a KindToolResult event", ErrCustomRole, ev.ID, m.Role)
 		}
 		b.closeTurn()
+		// Later events join the message: never into the caller's arrays.
+		m.ToolCalls, m.Events = slices.Clone(m.ToolCalls), slices.Clip(m.Events)
 		b.ctx.Messages = append(b.ctx.Messages, m)
 		if m.Role == sessionstore.RoleAssistant && len(m.ToolCalls) > 0 {
 			b.openTurn(len(b.ctx.Messages)-1, m.ToolCalls) // its calls wait for their results

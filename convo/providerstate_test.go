@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/google/uuid"
 	"github.com/sessionstore/sessionstore"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -266,4 +267,28 @@ func TestUniqueCallIDsPrefixStable(t *testing.T) {
 		got := shape(Context{Messages: UniqueCallIDs(c.Messages)})
 		assert.Equal(t, all[:len(got)], got, "the first %d events", n)
 	}
+}
+
+// Build never writes into the slices Options.Custom returns: a call event
+// that joins a call the custom message announced merges its state into
+// the context's copy, and a call it adds goes into the context's message.
+func TestBuildCustomCallsNotModified(t *testing.T) {
+	sig := state("gemini", "thought_signature", "S")
+	calls := make([]sessionstore.ToolCall, 1, 4)
+	calls[0] = call("k", "ls")
+	custom := sessionstore.NewEvent(sessionstore.KindCustom, sessionstore.RoleNone, map[string]string{"say": "x"})
+	evs := ids(sessionstore.UserText("go"), custom, sessionstore.ToolCallEvent(signed(call("k", "ls"), sig)),
+		sessionstore.ToolCallEvent(call("m", "ls")))
+	events := make([]uuid.UUID, 1, 4)
+	opts := &Options{Custom: func(ev sessionstore.Event) (Message, bool) {
+		events[0] = ev.ID
+		return Message{Role: sessionstore.RoleAssistant, ToolCalls: calls, Events: events}, true
+	}}
+	c, err := Build(evs, opts)
+	require.NoError(t, err)
+	require.Len(t, c.Messages, 2)
+	assert.Equal(t, []sessionstore.ToolCall{signed(call("k", "ls"), sig), call("m", "ls")}, c.Messages[1].ToolCalls)
+	assert.Nil(t, calls[0].ProviderState, "the custom message's call is not modified")
+	assert.Zero(t, calls[:2][1], "nor is the array behind it")
+	assert.Zero(t, events[:2][1], "nor the array of its events")
 }
