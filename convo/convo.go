@@ -523,6 +523,9 @@ func UniqueCallIDs(messages []Message) []Message {
 	taken := seen // ids earlier messages were stored or sent with
 	clear(taken)
 	var turn map[string]string // stored id -> sent id, of the last message with calls
+	// next is, per stored id, the first n whose id "_n" was not found
+	// taken: taken only grows, so a later rename starts there.
+	next := map[string]int{}
 	for i, m := range out {
 		switch {
 		case len(m.ToolCalls) > 0:
@@ -539,9 +542,10 @@ func UniqueCallIDs(messages []Message) []Message {
 				}
 				w := c.CallID
 				if taken[w] {
-					for n := 2; ; n++ {
+					for n := max(next[c.CallID], 2); ; n++ {
 						w = c.CallID + "_" + strconv.Itoa(n)
 						if !taken[w] && !own[w] {
+							next[c.CallID] = n + 1
 							break
 						}
 					}

@@ -2,6 +2,7 @@ package convo
 
 import (
 	"context"
+	"strconv"
 	"testing"
 
 	"github.com/google/uuid"
@@ -291,4 +292,48 @@ func TestBuildCustomCallsNotModified(t *testing.T) {
 	assert.Nil(t, calls[0].ProviderState, "the custom message's call is not modified")
 	assert.Zero(t, calls[:2][1], "nor is the array behind it")
 	assert.Zero(t, events[:2][1], "nor the array of its events")
+}
+
+// repeatedCalls returns the messages of n turns that each call id "a"
+// (a derived id a later turn's same call gets again), each answered.
+func repeatedCalls(n int) []Message {
+	msgs := make([]Message, 0, 2*n)
+	for range n {
+		msgs = append(msgs, Message{Role: sessionstore.RoleAssistant, ToolCalls: []sessionstore.ToolCall{{CallID: "a", Name: "status"}}},
+			Message{Role: sessionstore.RoleTool, Result: &sessionstore.ToolResult{CallID: "a"}})
+	}
+	return msgs
+}
+
+// UniqueCallIDs does work in proportion to the calls, not to the square
+// of the turns that repeat an id: the allocations per turn stay the same
+// as the session grows (each renamed call looked for its new id from
+// "_2" up, one string per id tried).
+func TestUniqueCallIDsLinear(t *testing.T) {
+	perTurn := func(n int) float64 {
+		msgs := repeatedCalls(n)
+		return testing.AllocsPerRun(3, func() { UniqueCallIDs(msgs) }) / float64(n)
+	}
+	small, large := perTurn(100), perTurn(2000)
+	assert.Less(t, large, 2*small+1, "allocations per turn: %.1f for 100 turns, %.1f for 2000", small, large)
+	got := UniqueCallIDs(repeatedCalls(5))
+	var sent []string
+	for _, m := range got {
+		for _, c := range m.ToolCalls {
+			sent = append(sent, c.CallID)
+		}
+	}
+	assert.Equal(t, []string{"a", "a_2", "a_3", "a_4", "a_5"}, sent)
+}
+
+func BenchmarkUniqueCallIDs(b *testing.B) {
+	for _, n := range []int{100, 1000} {
+		msgs := repeatedCalls(n)
+		b.Run(strconv.Itoa(n)+"_turns", func(b *testing.B) {
+			for b.Loop() {
+				UniqueCallIDs(msgs)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/turn")
+		})
+	}
 }
