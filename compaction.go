@@ -191,8 +191,9 @@ func estimateTokens(ev Event) int64 { return int64(len(ev.Record)+3) / 4 }
 // compaction: it loads the context (which starts at the previous
 // compaction, if any), keeps the most recent events within
 // opts.KeepTokens verbatim (fewer where needed: the kept tail holds the
-// call of every tool result it holds, and no compaction, nor the events a
-// previous compaction kept), asks sum to summarize the rest, and calls
+// call of every tool result it holds, the assistant message that
+// announced every tool call event it holds, with the reply's provider
+// state, and no compaction, nor the events a previous compaction kept), asks sum to summarize the rest, and calls
 // Compact. If the summarizer fails or ctx is cancelled, nothing is written
 // and a retry is safe; if HEAD moved meanwhile, Compact returns
 // ErrHeadMoved.
@@ -233,7 +234,9 @@ func (s *Store) CompactWith(ctx context.Context, session uuid.UUID, sum Summariz
 
 // keptStart returns the index of the first event kept verbatim: the
 // longest suffix of path within budget that holds the call of every tool
-// result it holds, and holds neither a compaction nor the events a leading
+// result it holds, the assistant message that announced every tool call
+// event it holds (that message holds the reply's text and its provider
+// state), and holds neither a compaction nor the events a leading
 // compaction kept.
 func keptStart(path []Event, budget int64, tokens func(Event) int64) int {
 	cut, used := len(path), int64(0)
@@ -263,8 +266,10 @@ func keptStart(path []Event, budget int64, tokens func(Event) int64) int {
 		}
 	}
 	// A kept tool result needs its call (parallel calls come before their
-	// results): move past the newest result whose call is not kept, until
-	// none is left. A result whose record does not decode has no call.
+	// results), and a kept tool call event the assistant message that
+	// announced it (see below): move past the newest result or call
+	// event that lacks it, until none is left. A result whose record does
+	// not decode has no call.
 	callIDs := make([]string, len(path)-cut) // of the calls and results from cut on
 	for i := cut; i < len(path); i++ {
 		switch path[i].Kind {
@@ -278,6 +283,38 @@ func keptStart(path []Event, budget int64, tokens func(Event) int64) int {
 			}
 		}
 	}
+	// A kept tool call event needs the assistant message that announced
+	// its call, when one did: the nearest message before it, an assistant
+	// one whose ToolCalls hold the call's id.
+	prevMsg := make([]int, len(path)) // index of the nearest message before each event, or -1
+	last := -1
+	for i, ev := range path {
+		prevMsg[i] = last
+		if ev.Kind == KindMessage {
+			last = i
+		}
+	}
+	announced := map[int]map[string]bool{} // message index -> the call ids it announced
+	announcer := func(i int, id string) int {
+		j := prevMsg[i]
+		if j < 0 || path[j].Role != RoleAssistant || id == "" {
+			return -1
+		}
+		ids, ok := announced[j]
+		if !ok {
+			ids = map[string]bool{}
+			if m, err := path[j].Message(); err == nil {
+				for _, c := range m.ToolCalls {
+					ids[c.CallID] = true
+				}
+			}
+			announced[j] = ids
+		}
+		if !ids[id] {
+			return -1
+		}
+		return j
+	}
 	for start := cut; ; {
 		orphan := -1
 		calls := map[string]bool{}
@@ -285,6 +322,9 @@ func keptStart(path []Event, budget int64, tokens func(Event) int64) int {
 			switch id := callIDs[i-start]; path[i].Kind {
 			case KindToolCall:
 				calls[id] = true
+				if j := announcer(i, id); j >= 0 && j < cut {
+					orphan = i
+				}
 			case KindToolResult:
 				if id == "" || !calls[id] {
 					orphan = i

@@ -295,6 +295,8 @@ func (b *builder) add(ev sessionstore.Event) error {
 			return fmt.Errorf("%w: Options.Custom mapped event %s to a %q message; a tool result is a KindToolResult event", ErrCustomRole, ev.ID, m.Role)
 		}
 		b.closeTurn()
+		// Later events join the message: never into the caller's arrays.
+		m.ToolCalls, m.Events = slices.Clone(m.ToolCalls), slices.Clip(m.Events)
 		b.ctx.Messages = append(b.ctx.Messages, m)
 		if m.Role == sessionstore.RoleAssistant && len(m.ToolCalls) > 0 {
 			b.openTurn(len(b.ctx.Messages)-1, m.ToolCalls) // its calls wait for their results
@@ -486,12 +488,15 @@ func (r Reply) Events() []sessionstore.Event {
 
 // UniqueCallIDs returns messages (those of a Context) with every call id
 // unique among them, for an API that refuses a request holding one call
-// id twice. A call keeps its id unless a call of an earlier message used
-// it; such a call is sent with the id followed by "_2" (or "_3", ..., the
-// first that no call of messages uses), and the results that follow its
-// message name it the same way. The ids a message gets depend only on the
-// messages before it, so the same events give the same ids in every
-// request, and appending events never changes the ids of earlier turns.
+// id twice. A call keeps its id unless a call of an earlier message was
+// stored or sent with it; such a call is sent with the id followed by
+// "_2" (or "_3", ..., the first that no call of an earlier message was
+// stored or sent with, nor a call of its own message), and the results
+// that follow its message name it the same way. The ids a message gets
+// depend only on the messages up to it, so the same events give the same
+// ids in every request, and appending events never changes the ids of
+// earlier turns (a later call stored with an id an earlier one was sent
+// with is the one renamed).
 // Two calls of one id in one message (which no result could tell apart)
 // keep it. The session keeps the ids as stored: the results a harness
 // appends name the stored ids (Context.Pending).
@@ -499,12 +504,10 @@ func (r Reply) Events() []sessionstore.Event {
 // Messages whose ids are all unique come back as they are; otherwise the
 // result is a new slice, and messages is not modified.
 func UniqueCallIDs(messages []Message) []Message {
-	used := map[string]bool{}
 	seen := map[string]bool{} // ids of earlier messages
 	clash := false
 	for _, m := range messages {
 		for _, c := range m.ToolCalls {
-			used[c.CallID] = true
 			if seen[c.CallID] {
 				clash = true
 			}
@@ -517,12 +520,20 @@ func UniqueCallIDs(messages []Message) []Message {
 		return messages
 	}
 	out := slices.Clone(messages)
-	clear(seen)
+	taken := seen // ids earlier messages were stored or sent with
+	clear(taken)
 	var turn map[string]string // stored id -> sent id, of the last message with calls
+	// next is, per stored id, the first n whose id "_n" was not found
+	// taken: taken only grows, so a later rename starts there.
+	next := map[string]int{}
 	for i, m := range out {
 		switch {
 		case len(m.ToolCalls) > 0:
 			turn = make(map[string]string, len(m.ToolCalls))
+			own := make(map[string]bool, len(m.ToolCalls)) // ids of this message, stored or sent
+			for _, c := range m.ToolCalls {
+				own[c.CallID] = true
+			}
 			calls := slices.Clone(m.ToolCalls)
 			for j, c := range calls {
 				if w, ok := turn[c.CallID]; ok {
@@ -530,17 +541,21 @@ func UniqueCallIDs(messages []Message) []Message {
 					continue
 				}
 				w := c.CallID
-				if seen[w] {
-					for n := 2; used[w]; n++ {
+				if taken[w] {
+					for n := max(next[c.CallID], 2); ; n++ {
 						w = c.CallID + "_" + strconv.Itoa(n)
+						if !taken[w] && !own[w] {
+							next[c.CallID] = n + 1
+							break
+						}
 					}
-					used[w] = true
+					own[w] = true
 				}
 				turn[c.CallID] = w
 				calls[j].CallID = w
 			}
-			for _, c := range m.ToolCalls {
-				seen[c.CallID] = true
+			for id := range own {
+				taken[id] = true
 			}
 			out[i].ToolCalls = calls
 		case m.Result != nil:

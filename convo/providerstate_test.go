@@ -2,8 +2,10 @@ package convo
 
 import (
 	"context"
+	"strconv"
 	"testing"
 
+	"github.com/google/uuid"
 	"github.com/sessionstore/sessionstore"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -192,10 +194,16 @@ func TestUniqueCallIDs(t *testing.T) {
 				"user:u", "assistant: call(a_2)", "tool: result(a_2=ra)", "user:u", "assistant: call(a_3)", "tool: result(a_3=ra)"},
 		},
 		{
-			name:   "a new id never takes a stored one",
+			name:   "a later call stored with an id an earlier one was sent with is renamed",
 			events: cat(u, turn("", "a"), turn("", "a"), turn("", "a_2")),
-			want: []string{"user:u", "assistant: call(a)", "tool: result(a=ra)", "assistant: call(a_3)", "tool: result(a_3=ra)",
-				"assistant: call(a_2)", "tool: result(a_2=ra_2)"},
+			want: []string{"user:u", "assistant: call(a)", "tool: result(a=ra)", "assistant: call(a_2)", "tool: result(a_2=ra)",
+				"assistant: call(a_2_2)", "tool: result(a_2_2=ra_2)"},
+		},
+		{
+			name:   "a renamed id takes none of its own message's",
+			events: cat(u, turn("", "a"), turn("", "a", "a_2")),
+			want: []string{"user:u", "assistant: call(a)", "tool: result(a=ra)", "assistant: call(a_3) call(a_2)",
+				"tool: result(a_3=ra)", "tool: result(a_2=ra_2)"},
 		},
 		{
 			name:   "a synthetic result names the sent id",
@@ -217,6 +225,115 @@ func TestUniqueCallIDs(t *testing.T) {
 			more, err := Build(ids(append(tt.events, turn("", "a")...)...), nil)
 			require.NoError(t, err)
 			assert.Equal(t, tt.want, shape(Context{Messages: UniqueCallIDs(more.Messages)})[:len(tt.want)])
+		})
+	}
+}
+
+// The ids a turn is sent with never change as the session grows, whatever
+// ids the later turns store: each prefix of the session, ending after a
+// turn's results, is sent with the ids the whole session gives it.
+func TestUniqueCallIDsPrefixStable(t *testing.T) {
+	var evs []sessionstore.Event
+	var ends []int // len(evs) after each turn
+	for _, calls := range [][]string{{"a"}, {"a"}, {"a_2"}, {"a_3", "a"}, {"a_2_2"}, {"a"}, {"b", "b"}, {"b"}} {
+		var cs []sessionstore.ToolCall
+		for _, id := range calls {
+			cs = append(cs, call(id, "read"))
+		}
+		evs = append(evs, sessionstore.UserText("u"))
+		evs = append(evs, Reply{ToolCalls: cs}.Events()...)
+		for _, id := range calls {
+			evs = append(evs, result(id, "r"+id))
+		}
+		ends = append(ends, len(evs))
+	}
+	ids(evs...)
+	full, err := Build(evs, nil)
+	require.NoError(t, err)
+	all := shape(Context{Messages: UniqueCallIDs(full.Messages)})
+	sent := map[string]bool{}
+	for _, m := range UniqueCallIDs(full.Messages) {
+		ids := map[string]bool{}
+		for _, c := range m.ToolCalls {
+			ids[c.CallID] = true
+		}
+		for id := range ids {
+			assert.False(t, sent[id], "id %s sent by two messages: %v", id, all)
+			sent[id] = true
+		}
+	}
+	for _, n := range ends {
+		c, err := Build(evs[:n], nil)
+		require.NoError(t, err)
+		got := shape(Context{Messages: UniqueCallIDs(c.Messages)})
+		assert.Equal(t, all[:len(got)], got, "the first %d events", n)
+	}
+}
+
+// Build never writes into the slices Options.Custom returns: a call event
+// that joins a call the custom message announced merges its state into
+// the context's copy, and a call it adds goes into the context's message.
+func TestBuildCustomCallsNotModified(t *testing.T) {
+	sig := state("gemini", "thought_signature", "S")
+	calls := make([]sessionstore.ToolCall, 1, 4)
+	calls[0] = call("k", "ls")
+	custom := sessionstore.NewEvent(sessionstore.KindCustom, sessionstore.RoleNone, map[string]string{"say": "x"})
+	evs := ids(sessionstore.UserText("go"), custom, sessionstore.ToolCallEvent(signed(call("k", "ls"), sig)),
+		sessionstore.ToolCallEvent(call("m", "ls")))
+	events := make([]uuid.UUID, 1, 4)
+	opts := &Options{Custom: func(ev sessionstore.Event) (Message, bool) {
+		events[0] = ev.ID
+		return Message{Role: sessionstore.RoleAssistant, ToolCalls: calls, Events: events}, true
+	}}
+	c, err := Build(evs, opts)
+	require.NoError(t, err)
+	require.Len(t, c.Messages, 2)
+	assert.Equal(t, []sessionstore.ToolCall{signed(call("k", "ls"), sig), call("m", "ls")}, c.Messages[1].ToolCalls)
+	assert.Nil(t, calls[0].ProviderState, "the custom message's call is not modified")
+	assert.Zero(t, calls[:2][1], "nor is the array behind it")
+	assert.Zero(t, events[:2][1], "nor the array of its events")
+}
+
+// repeatedCalls returns the messages of n turns that each call id "a"
+// (a derived id a later turn's same call gets again), each answered.
+func repeatedCalls(n int) []Message {
+	msgs := make([]Message, 0, 2*n)
+	for range n {
+		msgs = append(msgs, Message{Role: sessionstore.RoleAssistant, ToolCalls: []sessionstore.ToolCall{{CallID: "a", Name: "status"}}},
+			Message{Role: sessionstore.RoleTool, Result: &sessionstore.ToolResult{CallID: "a"}})
+	}
+	return msgs
+}
+
+// UniqueCallIDs does work in proportion to the calls, not to the square
+// of the turns that repeat an id: the allocations per turn stay the same
+// as the session grows (each renamed call looked for its new id from
+// "_2" up, one string per id tried).
+func TestUniqueCallIDsLinear(t *testing.T) {
+	perTurn := func(n int) float64 {
+		msgs := repeatedCalls(n)
+		return testing.AllocsPerRun(3, func() { UniqueCallIDs(msgs) }) / float64(n)
+	}
+	small, large := perTurn(100), perTurn(2000)
+	assert.Less(t, large, 2*small+1, "allocations per turn: %.1f for 100 turns, %.1f for 2000", small, large)
+	got := UniqueCallIDs(repeatedCalls(5))
+	var sent []string
+	for _, m := range got {
+		for _, c := range m.ToolCalls {
+			sent = append(sent, c.CallID)
+		}
+	}
+	assert.Equal(t, []string{"a", "a_2", "a_3", "a_4", "a_5"}, sent)
+}
+
+func BenchmarkUniqueCallIDs(b *testing.B) {
+	for _, n := range []int{100, 1000} {
+		msgs := repeatedCalls(n)
+		b.Run(strconv.Itoa(n)+"_turns", func(b *testing.B) {
+			for b.Loop() {
+				UniqueCallIDs(msgs)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/turn")
 		})
 	}
 }

@@ -286,6 +286,9 @@ func build(c convo.Context, legacy func(convo.Message) ([]ThinkingBlock, error))
 type callIDs struct {
 	used map[string]bool
 	turn map[string]string
+	// next is, per base id, the first n whose id "_n" was not found used:
+	// used only grows, so the next search starts there.
+	next map[string]int
 }
 
 func (c *callIDs) call(id string) string {
@@ -299,8 +302,14 @@ func (c *callIDs) call(id string) string {
 		base = "toolu"
 	}
 	w := base
-	for n := 2; c.used[w]; n++ {
-		w = base + "_" + strconv.Itoa(n)
+	if c.used[w] {
+		if c.next == nil {
+			c.next = map[string]int{}
+		}
+		for n := max(c.next[base], 2); c.used[w]; n++ {
+			w = base + "_" + strconv.Itoa(n)
+			c.next[base] = n + 1
+		}
 	}
 	c.used[w] = true
 	c.turn[id] = w

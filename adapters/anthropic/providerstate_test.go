@@ -130,3 +130,29 @@ func TestThinkingStateData(t *testing.T) {
 		assert.Equal(t, st.Type, b.Type)
 	}
 }
+
+// The ids of a request's tool_use blocks cost work in proportion to the
+// calls, not to the square of the turns that repeat one id (calls that
+// came without one, or a derived id another adapter wrote): the
+// allocations per call stay the same as the session grows.
+func TestCallIDsLinear(t *testing.T) {
+	perCall := func(n int, id string) float64 {
+		return testing.AllocsPerRun(3, func() {
+			ids := callIDs{used: map[string]bool{}}
+			for range n {
+				ids.turn = map[string]string{}
+				ids.call(id)
+			}
+		}) / float64(n)
+	}
+	for _, id := range []string{"", "toolu_1"} {
+		small, large := perCall(100, id), perCall(2000, id)
+		assert.Less(t, large, 2*small+1, "id %q: allocations per call %.1f for 100 calls, %.1f for 2000", id, small, large)
+	}
+	ids := callIDs{used: map[string]bool{}, turn: map[string]string{}}
+	var sent []string
+	for _, id := range []string{"", "", "toolu", "a.b", "a_b", "a_b_2", "a.b"} {
+		sent = append(sent, ids.call(id))
+	}
+	assert.Equal(t, []string{"toolu", "toolu_2", "toolu_3", "a_b", "a_b_2", "a_b_2_2", "a_b_3"}, sent)
+}

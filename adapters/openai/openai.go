@@ -73,7 +73,11 @@
 // it; when the following item's id was not kept (a session written by
 // another program), the reasoning item goes without its id if it holds
 // encrypted_content (the stateless form), and is left out if it does not
-// (the API could pair it with nothing). A stateless request
+// (the API could pair it with nothing). So does a reasoning item whose
+// item is not sent as such: one that preceded nothing, or one of a later
+// reply joined into the message (convo joins assistant messages that
+// follow one another, and the message item goes with the first item's
+// id); such items go before those sent with their ids. A stateless request
 // (ResponseNewParams.Store false) needs the encrypted content: ask for it
 // with Include "reasoning.encrypted_content". Only state whose Provider
 // is "openai" is sent.
@@ -312,16 +316,33 @@ func responsesInput(c convo.Context, strict bool) (responses.ResponseInputParam,
 // reasoningItems returns the input items of the reasoning state in st
 // (an item's, see the package doc), and the id to send the item after
 // them with: its stored id when a reasoning item goes with its own id,
-// else "". A reasoning whose Data is not a JSON object is left out and
-// reported in err, after the rest is done.
+// else "". A reasoning item belongs to the item whose id follows it in st
+// (ResponseReply writes each item's id after its reasoning); the item is
+// sent with the first id in st, so only the reasoning that preceded that
+// item goes with its id, right before it, and any other (reasoning that
+// preceded nothing, or an item of a later event of the turn that joined
+// this one) is an item whose following item's id was not kept: sent
+// without its id, first, when it holds encrypted content, else left out.
+// A reasoning whose Data is not a JSON object is left out and reported in
+// err, after the rest is done.
 func reasoningItems(st []sessionstore.ProviderState) (items []responses.ResponseInputItemUnionParam, linked string, err error) {
+	// following[i] is the id of the first item id state after st[i]:
+	// that of the item the reasoning at i preceded.
+	following := make([]string, len(st))
 	var itemID string
-	for _, s := range st {
-		if s.Provider == ProviderName && s.Type == StateItemID && itemID == "" {
-			itemID = string(s.Data)
+	for i := len(st) - 1; i >= 0; i-- {
+		if i+1 < len(st) {
+			following[i] = following[i+1]
+			if s := st[i+1]; s.Provider == ProviderName && s.Type == StateItemID {
+				following[i] = string(s.Data)
+			}
+		}
+		if s := st[i]; s.Provider == ProviderName && s.Type == StateItemID {
+			itemID = string(s.Data) // the first one, when the loop ends
 		}
 	}
-	for _, s := range st {
+	var paired []responses.ResponseInputItemUnionParam
+	for i, s := range st {
 		if s.Provider != ProviderName || s.Type != StateReasoning {
 			continue
 		}
@@ -337,8 +358,11 @@ func reasoningItems(st []sessionstore.ProviderState) (items []responses.Response
 		switch {
 		case !hasString(fields, "id"):
 			// No id to pair by: the stateless form, as it was stored.
-		case itemID != "":
+		case itemID != "" && following[i] == itemID:
 			linked = itemID
+			r := param.Override[responses.ResponseReasoningItemParam](data)
+			paired = append(paired, responses.ResponseInputItemUnionParam{OfReasoning: &r})
+			continue
 		case hasString(fields, "encrypted_content"):
 			delete(fields, "id")
 			data, _ = json.Marshal(fields) // raw members: always marshals
@@ -348,7 +372,7 @@ func reasoningItems(st []sessionstore.ProviderState) (items []responses.Response
 		r := param.Override[responses.ResponseReasoningItemParam](data)
 		items = append(items, responses.ResponseInputItemUnionParam{OfReasoning: &r})
 	}
-	return items, linked, err
+	return append(items, paired...), linked, err
 }
 
 // hasString reports whether fields holds name as a JSON string that is

@@ -171,3 +171,56 @@ func TestResponsesReasoningRoundTrip(t *testing.T) {
 	assert.Equal(t, want, got[1:3], "the kept turn keeps its reasoning")
 	assert.NotContains(t, got[0]["content"].([]any)[0].(map[string]any)["text"], "gAAAA")
 }
+
+// A reasoning item is sent with its id only right before the item it
+// preceded: reasoning that preceded nothing the input sends (output's end,
+// or a message item a later event of the turn joined into the first) is
+// not paired with the message that carries it, but sent without its id
+// when it holds encrypted content, and left out when it does not.
+func TestResponsesInputReasoningPairedWithItsOwnItem(t *testing.T) {
+	ids := func(items []map[string]any) []string {
+		var out []string
+		for _, it := range items {
+			id, _ := it["id"].(string)
+			out = append(out, it["type"].(string)+":"+id)
+		}
+		return out
+	}
+	// The reply's last reasoning (rs_d, no encrypted content) preceded
+	// nothing: it is not sent.
+	evs, err := ResponseEvents(unmarshalResponse(t, reasoningJSON))
+	require.NoError(t, err)
+	all := append([]sessionstore.Event{sessionstore.UserText("q")}, evs...)
+	all = append(all, result("call_1", "r", false), result("call_2", "r", false))
+	items, err := ResponsesInput(all)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"message:", "reasoning:rs_a", "message:msg_1", "function_call:", "reasoning:rs_b", "function_call:fc_2",
+		"function_call_output:", "function_call_output:"}, ids(decode(t, wire(t, items))))
+
+	// Two replies of one turn (a reply, then its continuation): the
+	// second's reasoning preceded a message item not sent as such.
+	text := func(rs, enc, msg, say string) string {
+		return `{"id":"resp_` + msg + `","object":"response","model":"o-test","status":"completed","output":[
+		  {"type":"reasoning","id":"` + rs + `","summary":[]` + enc + `},
+		  {"type":"message","id":"` + msg + `","role":"assistant","status":"completed","content":[{"type":"output_text","text":"` + say + `","annotations":[]}]}]}`
+	}
+	for name, tt := range map[string]struct {
+		enc  string
+		want []string
+	}{
+		"encrypted: sent without its id": {enc: `,"encrypted_content":"enc2"`, want: []string{"message:", "reasoning:", "reasoning:rs_1", "message:msg_1"}},
+		"not encrypted: left out":        {want: []string{"message:", "reasoning:rs_1", "message:msg_1"}},
+	} {
+		first, err := ResponseEvents(unmarshalResponse(t, text("rs_1", `,"encrypted_content":"enc1"`, "msg_1", "Part one.")))
+		require.NoError(t, err)
+		second, err := ResponseEvents(unmarshalResponse(t, text("rs_2", tt.enc, "msg_2", "Part two.")))
+		require.NoError(t, err)
+		items, err := ResponsesInput(append(append([]sessionstore.Event{sessionstore.UserText("q")}, first...), second...))
+		require.NoError(t, err)
+		got := decode(t, wire(t, items))
+		assert.Equal(t, tt.want, ids(got), name)
+		if tt.enc != "" {
+			assert.Equal(t, "enc2", got[1]["encrypted_content"], name)
+		}
+	}
+}
