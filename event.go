@@ -155,9 +155,10 @@ type Message struct {
 //
 // The store keeps Data byte for byte: it is encoded as base64 in the
 // record, so the compaction of records to compact JSON never touches it,
-// and it is never part of a preview, a summary or any text the store or
-// its packages show (convo passes it to the adapters, which send it only
-// to the provider that named it). It lives in the event's record, so
+// and it is never part of a preview, a summary, a convo message's text or
+// a Markdown export (convo passes it to the adapters, which send it only
+// to the provider that named it); what shows a record as it is stored
+// (Event, JSONL export, the inspector's show and path) shows it, base64. It lives in the event's record, so
 // every original event keeps it: a compaction's summary replaces the turns
 // before it without rewriting them, and the turns Load keeps after a
 // compaction are the original events, state included. Export writes and
