@@ -101,16 +101,22 @@ func unreadable(u sessionstore.UnreadableSession) string {
 	return fmt.Sprintf("cannot read %s: %s", u.Path, describe(u.Err))
 }
 
+// maxCell is the most characters a column value of a table (ls, query)
+// has: the columns are padded to their widest value, so a longer one
+// (session.json holds a name of any length) would widen every line.
+const maxCell = 120
+
 // cell is a text field as a column value: "-" when empty, quoted when it
-// holds characters that would break the columns.
+// holds characters that would break the columns, and cut to maxCell
+// characters, the last one an ellipsis, when longer.
 func cell(s string) string {
 	if s == "" {
 		return "-"
 	}
 	if strings.ContainsFunc(s, func(r rune) bool { return r < ' ' || r == 0x7f }) {
-		return strconv.Quote(s)
+		s = strconv.Quote(s)
 	}
-	return s
+	return truncate(s, maxCell)
 }
 
 func stamp(t time.Time) string {
