@@ -14,6 +14,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
@@ -113,7 +114,7 @@ func cell(s string) string {
 	if s == "" {
 		return "-"
 	}
-	if strings.ContainsFunc(s, func(r rune) bool { return r < ' ' || r == 0x7f }) {
+	if strings.ContainsFunc(s, unicode.IsControl) { // C0, DEL and C1
 		s = strconv.Quote(s)
 	}
 	return truncate(s, maxCell)

@@ -59,3 +59,35 @@ func TestTableLongFields(t *testing.T) {
 		assert.True(t, found, "%s -json: the long name whole", cmd)
 	}
 }
+
+// TestTableControlCharacters: a value holding a control character, C1
+// ones (U+0080 to U+009F: U+009B is a terminal's CSI, U+0085 a line
+// break) as C0 ones, is quoted in ls and query, escaped, so that it
+// neither breaks the columns nor drives the terminal.
+func TestTableControlCharacters(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	s, err := sessionstore.Open(root, nil)
+	require.NoError(t, err)
+	names := map[string]string{
+		"csi\u009b31mred": `"csi\u009b31mred"`,
+		"next\u0085line":  `"next\u0085line"`,
+		"esc\x1b[31mred":  `"esc\x1b[31mred"`,
+		"tab\there":       `"tab\there"`,
+		"plain é ü 名前":    "plain é ü 名前",
+	}
+	for name := range names {
+		_, err := s.Create(ctx, sessionstore.Meta{Name: name, WorkingDir: "/w"})
+		require.NoError(t, err)
+	}
+	require.NoError(t, s.Close())
+	for _, cmd := range []string{"ls", "query"} {
+		status, stdout, stderr := runCmd(cmd, root)
+		require.Equal(t, exitOK, status, stderr)
+		for name, want := range names {
+			assert.Contains(t, stdout, "  "+want+"  ", "%s: name %q", cmd, name)
+		}
+		assert.NotContains(t, stdout, "\u009b", cmd)
+		assert.NotContains(t, stdout, "\u0085", cmd)
+	}
+}
