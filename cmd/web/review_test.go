@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -321,4 +322,24 @@ func TestSessionBesideWriter(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestPathLeafNull: the path of a session without events names no leaf:
+// "leaf" is null, as "head" and "next" are in the session's answer, not
+// the nil uuid.
+func TestPathLeafNull(t *testing.T) {
+	f := newFixture(t)
+	resp, err := http.Get(f.srv.URL + "/api/sessions/" + f.other.ID.String() + "/path")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	assert.Contains(t, string(body), `"leaf":null`)
+	assert.NotContains(t, string(body), uuid.Nil.String())
+
+	// A session with events names its leaf.
+	var p pathAnswer
+	require.Equal(t, http.StatusOK, f.get(t, "/api/sessions/"+f.session.ID.String()+"/path", &p))
+	assert.Equal(t, f.head.ID, p.Leaf)
 }

@@ -553,7 +553,7 @@ func newEventJSON(ev sessionstore.Event) eventJSON {
 
 // pathJSON is the answer of /api/sessions/{session}/path.
 type pathJSON struct {
-	Leaf    uuid.UUID   `json:"leaf"`
+	Leaf    *uuid.UUID  `json:"leaf"`    // null for a session without events
 	Context bool        `json:"context"` // from the newest compaction (LoadPath), not the root
 	Events  []eventJSON `json:"events"`
 	Error   string      `json:"error,omitempty"` // a damaged path's error; Events are what was read
@@ -589,7 +589,10 @@ func (h *Handler) path(w http.ResponseWriter, r *http.Request) {
 		}
 		leaf = next
 	}
-	out := pathJSON{Leaf: leaf, Context: contextOnly, Events: []eventJSON{}}
+	out := pathJSON{Context: contextOnly, Events: []eventJSON{}}
+	if leaf != uuid.Nil {
+		out.Leaf = &leaf
+	}
 	if leaf == uuid.Nil { // a session without events
 		if _, err := h.st.Meta(ctx, id); err != nil {
 			storeError(w, err, "session "+id.String())
