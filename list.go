@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"iter"
+	"math"
 	"path/filepath"
 	"slices"
 	"time"
@@ -102,6 +103,7 @@ func (s *Store) ListPage(ctx context.Context, q Query, cursor string) (page []Me
 	if n == 0 {
 		n = DefaultPageSize
 	}
+	n = min(n, math.MaxInt-1) // listPage reads n+1 sessions: one tells a next page
 	items, more, _, err := s.listPage(ctx, q, before, n)
 	if err != nil {
 		return nil, "", err

@@ -33,8 +33,10 @@
 //   - "format" is always "sessionstore-export"; "version" is 1. A reader
 //     refuses another format or a version it does not know.
 //   - "scope" says which events follow: "tree" (every event of the session,
-//     every branch), "path" (the active path, root to HEAD, the whole
-//     history past compactions, as Store.FullPath returns it) or "context"
+//     every branch), "path" (the active path, from the root to the event
+//     the next append extends, Store.NextParent: HEAD, or the tip of a
+//     lane switched to and not appended to yet; the whole history past
+//     compactions, as Store.FullPath returns it) or "context"
 //     (what Store.Load returns: the newest compaction on the path, the
 //     events it keeps verbatim, then everything after it).
 //   - "blobs" is "inline" (every record is in its line) or "files" (records
@@ -123,9 +125,11 @@ const (
 	// Tree is every event of the session, every branch, in append order.
 	// The default of JSONL.
 	Tree Scope = "tree"
-	// ActivePath is the path from the root to HEAD, oldest first, with the
-	// whole history past compactions (Store.FullPath). The default of
-	// Markdown.
+	// ActivePath is the active path, oldest first: from the root to the
+	// event the next append extends (Store.NextParent: HEAD, or the tip
+	// of a lane switched to and not appended to yet), with the whole
+	// history past compactions (Store.FullPath). Context is its end. The
+	// default of Markdown.
 	ActivePath Scope = "path"
 	// Context is the context a model sees (Store.Load): the newest
 	// compaction on the active path, the events it keeps, and the rest.
@@ -301,9 +305,13 @@ func writeErr(err error) error { return fmt.Errorf("export: write: %w", err) }
 // plan is what an export reads: the session, its HEAD and the ids of the
 // events in output order (for Context, the events themselves).
 type plan struct {
-	meta   sessionstore.Meta
-	scope  Scope
-	head   uuid.UUID
+	meta  sessionstore.Meta
+	scope Scope
+	head  uuid.UUID // the session's HEAD, for the header
+	// leaf is the end of the active path (Store.NextParent: HEAD, or the
+	// tip of a lane switched to and not appended to yet), where
+	// ActivePath ends.
+	leaf   uuid.UUID
 	nodes  []sessionstore.Node // the tree, append order
 	ids    []uuid.UUID         // events to write, in order (Tree, ActivePath)
 	loaded []sessionstore.Event
@@ -311,24 +319,16 @@ type plan struct {
 }
 
 // makePlan reads what scope needs, and with wantLanes the session's lanes.
-// HEAD and the lanes are read before the tree, so the tree holds HEAD and
-// every lane's tip even while a writer appends.
+// HEAD, the active path's end and the lanes are read before the tree, so
+// the tree holds them, and every lane's tip, even while a writer appends.
 func makePlan(ctx context.Context, st *sessionstore.Store, session uuid.UUID, scope Scope, needTree, wantLanes bool) (*plan, error) {
 	meta, err := st.Meta(ctx, session)
 	if err != nil {
 		return nil, fmt.Errorf("export: session %s: %w", session, err)
 	}
 	p := &plan{meta: meta, scope: scope}
-	if p.head, err = st.Head(ctx, session); err != nil {
-		return nil, fmt.Errorf("export: session %s: HEAD: %w", session, err)
-	}
-	if scope == Context {
-		if p.loaded, err = st.Load(ctx, session); err != nil {
-			return nil, fmt.Errorf("export: session %s: load: %w", session, err)
-		}
-		if len(p.loaded) > 0 {
-			p.head = p.loaded[len(p.loaded)-1].ID
-		}
+	if err := p.readActive(ctx, st, session); err != nil {
+		return nil, err
 	}
 	if wantLanes {
 		if p.lanes, err = lanesOf(ctx, st, session, p.head); err != nil {
@@ -348,11 +348,56 @@ func makePlan(ctx context.Context, st *sessionstore.Store, session uuid.UUID, sc
 			p.ids[i] = n.ID
 		}
 	case ActivePath:
-		if p.ids, err = pathTo(p.nodes, p.head); err != nil {
+		if p.ids, err = pathTo(p.nodes, p.leaf); err != nil {
 			return nil, fmt.Errorf("export: session %s: %w", session, err)
 		}
 	}
 	return p, nil
+}
+
+// maxActiveReads bounds the tries of readActive.
+const maxActiveReads = 8
+
+// readActive reads HEAD and, for ActivePath, the active path's end
+// (NextParent), for Context, Load's path, as they were at one moment:
+// HEAD is read again after them until it has not moved meanwhile, so that
+// an append between the reads (after a Branch in the writer, say) does not
+// give a path HEAD is not on while no lane switch is pending. Beside a
+// writer that appends without pause, after maxActiveReads tries, HEAD is
+// taken to be the path's end (the appends go on from it).
+func (p *plan) readActive(ctx context.Context, st *sessionstore.Store, session uuid.UUID) error {
+	head, err := st.Head(ctx, session)
+	if err != nil {
+		return fmt.Errorf("export: session %s: HEAD: %w", session, err)
+	}
+	for range maxActiveReads {
+		p.head = head
+		switch p.scope {
+		case ActivePath:
+			if p.leaf, _, err = st.NextParent(ctx, session); err != nil {
+				return fmt.Errorf("export: session %s: the active path's end: %w", session, err)
+			}
+		case Context:
+			if p.loaded, err = st.Load(ctx, session); err != nil {
+				return fmt.Errorf("export: session %s: load: %w", session, err)
+			}
+		default:
+			return nil
+		}
+		if head, err = st.Head(ctx, session); err != nil {
+			return fmt.Errorf("export: session %s: HEAD: %w", session, err)
+		}
+		if head == p.head {
+			return nil
+		}
+	}
+	switch {
+	case p.scope == ActivePath:
+		p.head, p.leaf = head, head
+	case len(p.loaded) > 0:
+		p.head = p.loaded[len(p.loaded)-1].ID
+	}
+	return nil
 }
 
 // pathTo returns the ids from the root to leaf, oldest first.
@@ -368,10 +413,10 @@ func pathTo(nodes []sessionstore.Node, leaf uuid.UUID) ([]uuid.UUID, error) {
 	for id := leaf; id != uuid.Nil; {
 		p, ok := parent[id]
 		if !ok {
-			return nil, fmt.Errorf("%w: event %s on the path to HEAD %s is not in the tree", sessionstore.ErrNotFound, id, leaf)
+			return nil, fmt.Errorf("%w: event %s on the path to %s is not in the tree", sessionstore.ErrNotFound, id, leaf)
 		}
 		if len(rev) > len(nodes) {
-			return nil, fmt.Errorf("export: the path to HEAD %s loops", leaf)
+			return nil, fmt.Errorf("export: the path to %s loops", leaf)
 		}
 		rev = append(rev, id)
 		id = p
@@ -397,7 +442,7 @@ func (p *plan) count() int {
 // lie in append order in the chunks, so one walk reads them in sequence,
 // while Store.Event reads each one alone, decompressing a frame of a
 // sealed chunk for every event (about a hundred times slower on a closed
-// session). For ActivePath that is one FullPath to HEAD. For Tree, the
+// session). For ActivePath that is one FullPath to its end. For Tree, the
 // first event not read yet names the path to read next: from it, down the
 // first child of each event (the branch appended first) to a leaf; the
 // events of that path not written yet are kept until their turn, and the
@@ -443,7 +488,7 @@ func (p *plan) each(ctx context.Context, st *sessionstore.Store, session uuid.UU
 			ev, ok = ahead.take(id)
 		}
 		if !ok {
-			leaf := p.head
+			leaf := p.leaf
 			if p.scope == Tree {
 				leaf = id
 				for {

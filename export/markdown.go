@@ -135,7 +135,11 @@ func (m *mdWriter) title(p *plan) {
 	if p.loaded != nil {
 		what = "the context (from the newest compaction)"
 	}
-	m.printf("- Shown: %s, %d events of %d, HEAD `%s`\n\n", what, p.count(), len(p.nodes), sessionstore.ShortID(p.head))
+	head := "-" // a session without events has no HEAD
+	if p.head != uuid.Nil {
+		head = "`" + sessionstore.ShortID(p.head) + "`"
+	}
+	m.printf("- Shown: %s, %d events of %d, HEAD %s\n\n", what, p.count(), len(p.nodes), head)
 }
 
 // span is the time of the first and last event the plan shows.

@@ -162,3 +162,20 @@ func TestJSONLGolden(t *testing.T) {
 	// The golden file reads back, with updated_at made a time again.
 	readAll(t, []byte(strings.Replace(string(want), `"<updated>"`, `"`+time.Unix(0, 0).UTC().Format(time.RFC3339)+`"`, 1)))
 }
+
+// TestMarkdownNoHead: the transcript of a session without events names
+// no HEAD ("-", as the inspector's text output says none), not the nil
+// uuid's short id, in either scope.
+func TestMarkdownNoHead(t *testing.T) {
+	ctx := context.Background()
+	st := openStore(t)
+	empty, err := st.Create(ctx, sessionstore.Meta{Name: "empty"})
+	require.NoError(t, err)
+	for _, scope := range []Scope{ActivePath, Context} {
+		var buf bytes.Buffer
+		_, err := Markdown(ctx, &buf, st, empty.ID, Options{Scope: scope})
+		require.NoError(t, err)
+		assert.NotContains(t, buf.String(), "`"+sessionstore.ShortID(uuid.Nil)+"`", "scope %s", scope)
+		assert.Contains(t, buf.String(), ", 0 events of 0, HEAD -\n", "scope %s", scope)
+	}
+}

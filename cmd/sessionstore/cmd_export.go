@@ -32,7 +32,7 @@ const exportSynopsis = "[-format jsonl|md] [-scope tree|path|context] [-blobs in
 func cmdExport(ctx context.Context, c *cmdEnv, args []string) int {
 	fs := c.newFlags(exportSynopsis)
 	format := fs.String("format", "jsonl", "output format: jsonl or md (a Markdown transcript)")
-	scope := fs.String("scope", "", "events to export: tree (every branch), path (root to HEAD, past compactions) or context (what Load returns); default tree for jsonl, path for md")
+	scope := fs.String("scope", "", "events to export: tree (every branch), path (the active path: root to where the next append goes, past compactions) or context (what Load returns); default tree for jsonl, path for md")
 	blobs := fs.String("blobs", "inline", "records stored as blobs: inline in their lines, or a directory to write them to as sha256-<hex> files (jsonl only)")
 	full := fs.Bool("full", false, "md: show every tool output whole instead of cutting long ones")
 	outFile := fs.String("o", "", "write to this file instead of stdout, replacing it whole; it gets the session's file permissions (0600 by default) less the umask")

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
@@ -101,16 +102,22 @@ func unreadable(u sessionstore.UnreadableSession) string {
 	return fmt.Sprintf("cannot read %s: %s", u.Path, describe(u.Err))
 }
 
+// maxCell is the most characters a column value of a table (ls, query)
+// has: the columns are padded to their widest value, so a longer one
+// (session.json holds a name of any length) would widen every line.
+const maxCell = 120
+
 // cell is a text field as a column value: "-" when empty, quoted when it
-// holds characters that would break the columns.
+// holds characters that would break the columns, and cut to maxCell
+// characters, the last one an ellipsis, when longer.
 func cell(s string) string {
 	if s == "" {
 		return "-"
 	}
-	if strings.ContainsFunc(s, func(r rune) bool { return r < ' ' || r == 0x7f }) {
-		return strconv.Quote(s)
+	if strings.ContainsFunc(s, unicode.IsControl) { // C0, DEL and C1
+		s = strconv.Quote(s)
 	}
-	return s
+	return truncate(s, maxCell)
 }
 
 func stamp(t time.Time) string {
@@ -133,17 +140,17 @@ func cmdTree(ctx context.Context, c *cmdEnv, args []string) int {
 		return status
 	}
 	defer s.Close()
+	// HEAD and the active path's end are read before the tree, so that
+	// the tree holds them while a writer appends.
+	head, next, headErr, nextErr := activeEnds(ctx, s, session)
 	nodes, treeErr := s.Tree(ctx, session)
-	if treeErr != nil && len(nodes) == 0 {
+	switch {
+	case treeErr != nil && len(nodes) == 0:
 		return c.failf("session %s: %s", session, describe(treeErr))
-	}
-	head, err := s.Head(ctx, session)
-	if err != nil && treeErr == nil {
-		return c.failf("session %s: HEAD: %s", session, describe(err))
-	}
-	next, _, err := s.NextParent(ctx, session)
-	if err != nil && treeErr == nil {
-		return c.failf("session %s: the active path's end: %s", session, describe(err))
+	case headErr != nil && treeErr == nil:
+		return c.failf("session %s: HEAD: %s", session, describe(headErr))
+	case nextErr != nil && treeErr == nil:
+		return c.failf("session %s: the active path's end: %s", session, describe(nextErr))
 	}
 	if len(nodes) == 0 {
 		c.warnf("session %s has no events", session)
@@ -158,6 +165,26 @@ func cmdTree(ctx context.Context, c *cmdEnv, args []string) int {
 		return c.failf("session %s: %s (above: the events before it)", session, describe(treeErr))
 	}
 	return exitOK
+}
+
+// activeEnds reads the session's HEAD and the end of its active path
+// (NextParent) as they were at one moment. They are two reads: an append
+// between them moves HEAD, and the event HEAD was would pass for a lane
+// tip the next append extends, or HEAD for an event before the active
+// path's end. So HEAD is read again after NextParent, until it has not
+// moved meanwhile; beside a writer that appends without pause, after a
+// few tries, next is the HEAD read last (the appends go on from it).
+func activeEnds(ctx context.Context, s *sessionstore.Store, session uuid.UUID) (head, next uuid.UUID, headErr, nextErr error) {
+	head, headErr = s.Head(ctx, session)
+	for range 8 {
+		next, _, nextErr = s.NextParent(ctx, session)
+		again, err := s.Head(ctx, session)
+		if headErr != nil || nextErr != nil || err != nil || again == head {
+			return head, next, headErr, nextErr
+		}
+		head = again
+	}
+	return head, head, nil, nil
 }
 
 // maxTreeLevel is the deepest level tree indents to: past it a line is

@@ -196,3 +196,44 @@ func TestTreeGolden(t *testing.T) {
 	require.NoError(t, err, "run go test -run TestTreeGolden -update-tree to make it")
 	assert.Equal(t, string(want), stdout)
 }
+
+// TestTreeBesideWriter: tree through a read-only store while a writer
+// appends tags HEAD in every run: HEAD is read before the tree, so the
+// tree holds it (read after it, HEAD was mostly an event the tree did
+// not hold yet, and no line said [HEAD]); nothing is tagged [NEXT], as
+// no lane switch is pending.
+func TestTreeBesideWriter(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	w, err := sessionstore.Open(root, nil)
+	require.NoError(t, err)
+	defer func() { assert.NoError(t, w.Close()) }()
+	meta, err := w.Create(ctx, sessionstore.Meta{Name: "live"})
+	require.NoError(t, err)
+	_, err = w.Append(ctx, meta.ID, sessionstore.UserText("first"))
+	require.NoError(t, err)
+
+	done := make(chan error, 1)
+	go func() {
+		defer close(done)
+		for i := range 400 {
+			if _, err := w.Append(ctx, meta.ID, sessionstore.AssistantText(fmt.Sprint("event ", i))); err != nil {
+				done <- err
+				return
+			}
+		}
+	}()
+	runs := 0
+	for running := true; running || runs < 3; runs++ {
+		select {
+		case err := <-done:
+			require.NoError(t, err)
+			running = false
+		default:
+		}
+		status, stdout, stderr := runCmd("tree", root, meta.ID.String())
+		require.Equal(t, exitOK, status, stderr)
+		assert.Equal(t, 1, strings.Count(stdout, "[HEAD]"), "run %d, the last line: %s", runs, stdout[strings.LastIndex(strings.TrimSuffix(stdout, "\n"), "\n")+1:])
+		assert.NotContains(t, stdout, "[NEXT]", "run %d", runs)
+	}
+}

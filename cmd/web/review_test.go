@@ -4,12 +4,15 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -275,4 +278,68 @@ func TestLiveBatch(t *testing.T) {
 		want[i] = ev.ID.String()
 	}
 	assert.Equal(t, want, seen)
+}
+
+// TestSessionBesideWriter: a session's answer read while a writer appends
+// holds its HEAD, its active path's end and every lane's tip among its
+// nodes, and names the active path's end apart from HEAD only when a lane
+// switch is pending (none here): they are read before the tree, as of one
+// moment.
+func TestSessionBesideWriter(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	done := make(chan error, 1)
+	go func() {
+		defer close(done)
+		for i := range 300 {
+			if _, err := f.w.Append(ctx, f.session.ID, sessionstore.AssistantText(fmt.Sprint("event ", i))); err != nil {
+				done <- err
+				return
+			}
+		}
+	}()
+	reads := 0
+	for running := true; running || reads < 3; reads++ {
+		select {
+		case err := <-done:
+			require.NoError(t, err)
+			running = false
+		default:
+		}
+		var tr treeAnswer
+		require.Equal(t, http.StatusOK, f.get(t, "/api/sessions/"+f.session.ID.String(), &tr))
+		in := make(map[uuid.UUID]bool, len(tr.Nodes))
+		for _, n := range tr.Nodes {
+			in[n.ID] = true
+		}
+		require.NotNil(t, tr.Head)
+		require.NotNil(t, tr.Next)
+		assert.True(t, in[*tr.Head], "read %d: HEAD %s is not a node", reads, *tr.Head)
+		assert.Equal(t, *tr.Head, *tr.Next, "read %d: no switch is pending", reads)
+		for _, l := range tr.Lanes {
+			if assert.NotNil(t, l.Tip) {
+				assert.True(t, in[*l.Tip], "read %d: lane %s's tip %s is not a node", reads, l.Name, *l.Tip)
+			}
+		}
+	}
+}
+
+// TestPathLeafNull: the path of a session without events names no leaf:
+// "leaf" is null, as "head" and "next" are in the session's answer, not
+// the nil uuid.
+func TestPathLeafNull(t *testing.T) {
+	f := newFixture(t)
+	resp, err := http.Get(f.srv.URL + "/api/sessions/" + f.other.ID.String() + "/path")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	assert.Contains(t, string(body), `"leaf":null`)
+	assert.NotContains(t, string(body), uuid.Nil.String())
+
+	// A session with events names its leaf.
+	var p pathAnswer
+	require.Equal(t, http.StatusOK, f.get(t, "/api/sessions/"+f.session.ID.String()+"/path", &p))
+	assert.Equal(t, f.head.ID, p.Leaf)
 }

@@ -423,7 +423,12 @@ type sessionDetailJSON struct {
 // the client holds: fewer than from nodes, or (with last not uuid.Nil) a
 // node from-1 other than last. It returns an error only when nothing can
 // be shown.
+//
+// HEAD, the active path's end and the lanes are read before the tree, so
+// that the tree holds them while a writer appends.
 func (h *Handler) readTree(ctx context.Context, id uuid.UUID, from int, last uuid.UUID) (treeJSON, error) {
+	head, next, headErr, nextErr := h.activeEnds(ctx, id)
+	lanes, lanesErr := h.st.Lanes(ctx, id)
 	nodes, treeErr := h.st.Tree(ctx, id)
 	if treeErr != nil && len(nodes) == 0 {
 		return treeJSON{}, treeErr
@@ -432,21 +437,19 @@ func (h *Handler) readTree(ctx context.Context, id uuid.UUID, from int, last uui
 	if treeErr != nil {
 		out.Error = treeErr.Error()
 	}
-	head, err := h.st.Head(ctx, id)
-	if err != nil && treeErr == nil {
-		return treeJSON{}, err
+	if headErr != nil && treeErr == nil {
+		return treeJSON{}, headErr
 	}
 	if head != uuid.Nil {
 		out.Head = &head
 	}
-	next, _, err := h.st.NextParent(ctx, id)
-	if err != nil && treeErr == nil {
-		return treeJSON{}, err
+	if nextErr != nil && treeErr == nil {
+		return treeJSON{}, nextErr
 	}
 	if next != uuid.Nil {
 		out.Next = &next
 	}
-	if lanes, err := h.st.Lanes(ctx, id); err == nil {
+	if lanesErr == nil {
 		for _, l := range lanes {
 			lj := laneJSON{Name: l.Name, Active: l.Active}
 			if l.Tip != uuid.Nil {
@@ -456,7 +459,7 @@ func (h *Handler) readTree(ctx context.Context, id uuid.UUID, from int, last uui
 			out.Lanes = append(out.Lanes, lj)
 		}
 	} else if out.Error == "" {
-		out.Error = "lanes: " + err.Error()
+		out.Error = "lanes: " + lanesErr.Error()
 	}
 	if from > len(nodes) || (from > 0 && last != uuid.Nil && nodes[from-1].ID != last) {
 		from = 0 // the tree is not the one the client knows: send it all
@@ -470,6 +473,26 @@ func (h *Handler) readTree(ctx context.Context, id uuid.UUID, from int, last uui
 		out.Nodes = append(out.Nodes, newNodeJSON(n))
 	}
 	return out, nil
+}
+
+// activeEnds reads the session's HEAD and the end of its active path
+// (NextParent) as they were at one moment. They are two reads: an append
+// between them moves HEAD, and the event HEAD was would pass for a lane
+// tip the next append extends, or HEAD for an event before the active
+// path's end. So HEAD is read again after NextParent, until it has not
+// moved meanwhile; beside a writer that appends without pause, after a
+// few tries, next is the HEAD read last (the appends go on from it).
+func (h *Handler) activeEnds(ctx context.Context, id uuid.UUID) (head, next uuid.UUID, headErr, nextErr error) {
+	head, headErr = h.st.Head(ctx, id)
+	for range 8 {
+		next, _, nextErr = h.st.NextParent(ctx, id)
+		again, err := h.st.Head(ctx, id)
+		if headErr != nil || nextErr != nil || err != nil || again == head {
+			return head, next, headErr, nextErr
+		}
+		head = again
+	}
+	return head, head, nil, nil
 }
 
 func (h *Handler) session(w http.ResponseWriter, r *http.Request) {
@@ -530,7 +553,7 @@ func newEventJSON(ev sessionstore.Event) eventJSON {
 
 // pathJSON is the answer of /api/sessions/{session}/path.
 type pathJSON struct {
-	Leaf    uuid.UUID   `json:"leaf"`
+	Leaf    *uuid.UUID  `json:"leaf"`    // null for a session without events
 	Context bool        `json:"context"` // from the newest compaction (LoadPath), not the root
 	Events  []eventJSON `json:"events"`
 	Error   string      `json:"error,omitempty"` // a damaged path's error; Events are what was read
@@ -566,7 +589,10 @@ func (h *Handler) path(w http.ResponseWriter, r *http.Request) {
 		}
 		leaf = next
 	}
-	out := pathJSON{Leaf: leaf, Context: contextOnly, Events: []eventJSON{}}
+	out := pathJSON{Context: contextOnly, Events: []eventJSON{}}
+	if leaf != uuid.Nil {
+		out.Leaf = &leaf
+	}
 	if leaf == uuid.Nil { // a session without events
 		if _, err := h.st.Meta(ctx, id); err != nil {
 			storeError(w, err, "session "+id.String())

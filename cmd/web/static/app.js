@@ -406,7 +406,9 @@
       return;
     }
     if (seq !== pathSeq || view !== v) return;
-    $("#path-title").textContent = (v.selected ? "to " + shortID(p.leaf) : "active, to HEAD " + shortID(p.leaf)) + " · " + p.events.length + " events";
+    // The active path ends at HEAD, or at NEXT while a lane switch is pending.
+    const end = p.leaf === v.head ? "HEAD " : "NEXT ";
+    $("#path-title").textContent = (v.selected ? "to " + shortID(p.leaf) : "active, to " + end + shortID(p.leaf)) + " · " + p.events.length + " events";
     const list = $("#transcript");
     const open = new Set([...list.querySelectorAll("details[open]")].map((d) => d.closest(".ev").dataset.id + "/" + d.dataset.part));
     const fresh = v.seen.size > 0;
