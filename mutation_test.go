@@ -165,6 +165,14 @@ var mutations = []mutation{
 	// Object storage.
 	{"acknowledge before the object store has the commit group", "remote.go", "func (c *remoteChunk) sync(", "return rerr", "_ = rerr\n\treturn nil",
 		"acknowledged means remote"},
+	{"skip the sync of a restored chunk", "remote_restore.go", "func (r *remoteFiles) rebuildPlain(", "if err := f.Sync(); err != nil {", "if err := error(nil); err != nil {",
+		"the local files hold what remote.json says they held, after a crash"},
+	{"skip the chunks directory sync after creating a restored chunk", "remote_restore.go", "func (r *remoteFiles) rebuildPlain(", "if err := fsys.SyncDir(r.chunkDir()); err != nil {", "if err := error(nil); err != nil {",
+		"a restored chunk's bytes are never on the disk without a name"},
+	{"skip the sync of a downloaded sealed chunk", "remote_restore.go", "func writeTemp(", "if err := f.Sync(); err != nil {", "if err := error(nil); err != nil {",
+		"a downloaded sealed chunk is whole under its name after a crash"},
+	{"skip the directory sync after a downloaded sealed chunk's rename", "remote_restore.go", "func downloadSealed(", "return int64(len(b)), fsys.SyncDir(filepath.Dir(path))", "return int64(len(b)), nil",
+		"a downloaded sealed chunk's bytes are never on the disk without a name"},
 	{"take an existing log object for this writer's", "remote.go", "func (r *remoteFiles) putLogLocked(", "err = r.obj.Create(ctx, key, b)", "err = r.obj.Create(ctx, key, b)\n\tif errors.Is(err, ErrObjectExists) {\n\t\terr = nil\n\t}",
 		"a writer that lost the session is fenced"},
 	// The lifecycle.
