@@ -26,12 +26,17 @@ import (
 //     commit point: before it the session is whole where it was, after
 //     it the sessions directory has no entry for it, so List, ListRecent,
 //     Meta and every call that opens it see no session.
-//  2. the files under the trash entry are removed, deepest first, and the
-//     trash directory synced.
+//  2. the files under the trash entry are removed, then its directories,
+//     deepest first, each synced once emptied and before it is removed
+//     (removeTree), and the trash directory is synced last: then no
+//     crash brings back a byte of the session, in a directory or out of
+//     every one.
 //
 // What a crash leaves in the trash is removed by the next Open of a
-// writable store, Delete, Prune or GCStore (purgeTrash): nothing there is
-// ever read again.
+// writable store, Delete, Prune or GCStore (purgeTrash), as durably:
+// nothing there is ever read again. The trash's own entry is synced
+// before a session is moved into it, so a crash never leaves a session's
+// files out of every directory, where no purge would find them.
 
 // trashDir is the root-level directory sessions are moved into to be
 // deleted; part of the layout.
@@ -66,12 +71,17 @@ const trashDir = "trash"
 //
 // Durability: when Delete returns nil, the session is durably gone: its
 // directory's move out of the sessions directory is synced, and no crash
-// brings it back. A crash during Delete leaves the session either whole
-// (it opens with every acknowledged event, undamaged) or gone; files a
-// crash leaves in the trash are removed by the next Open of a writable
-// store, Delete, Prune or GCStore. An error after the move is durable
-// (recording it in the catalogue, removing the files) is logged, not
-// returned: the session is gone, its files are removed later, and the
+// brings it back. Its files are durably gone too: their removals are
+// synced, so that after a crash no directory holds any of them, not the
+// trash either, and none is left on the disk out of every directory
+// (where a file system check would gather it into lost+found). A crash
+// during Delete leaves the session either whole (it opens with every
+// acknowledged event, undamaged) or gone, its files then in the trash,
+// which the next Open of a writable store, Delete, Prune or GCStore
+// empties as durably. An error after the move is durable (recording it
+// in the catalogue, removing the files, syncing their removal) is
+// logged, not returned: the session is gone, its files are removed later
+// (a crash may bring them back into the trash meanwhile), and the
 // catalogue notices the change by its directory stamp. A read-only Store
 // in another process that has the session open reports it gone
 // (ErrNotFound) at its next call, and an open racing the Delete reports
@@ -294,9 +304,13 @@ func (s *Store) deleteSession(ctx context.Context, id uuid.UUID, still func() er
 
 // moveToTrash renames session directory dir to the trash directory of
 // root under name, creating the trash durably first, and syncs both
-// directories: when it returns nil the move is durable. renamed says
-// whether the rename was made (after it, a crash may leave the session
-// gone).
+// directories, one right after the other: when it returns nil the move
+// is durable. A file system may write the two directories of a rename
+// apart: synced in the sessions directory only, the move has lost the
+// session's entry in both (its files out of every directory), synced in
+// the trash only, it has one in both (a deleted session back). renamed
+// says whether the rename was made (after it, a crash may leave the
+// session gone).
 func moveToTrash(fsys vfs.FS, root, dir, name string, perm fs.FileMode) (renamed bool, err error) {
 	trash := filepath.Join(root, trashDir)
 	if _, err := fsys.Stat(trash); errors.Is(err, fs.ErrNotExist) {
@@ -318,8 +332,17 @@ func moveToTrash(fsys vfs.FS, root, dir, name string, perm fs.FileMode) (renamed
 	return true, fsys.SyncDir(trash)
 }
 
-// removeTree removes path and everything under it, deepest first. A
-// file already gone is not an error.
+// removeTree removes path and everything under it: the files, then the
+// directories, deepest first. A file already gone is not an error. Each
+// directory is synced once its entries are removed, before it is removed
+// itself: a directory whose removal reached the disk before the removals
+// of its entries would leave them on the disk out of every directory (a
+// file system check gathers such files into lost+found), so a deleted
+// session's bytes would outlive its Delete. The directories of one depth
+// are synced together (a journaling file system commits their syncs at
+// once), one depth after the other, from the deepest. The removal of path
+// itself is durable once its directory is synced, which is the caller's
+// to do.
 func removeTree(fsys vfs.FS, path string) error {
 	info, err := fsys.Stat(path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -328,25 +351,81 @@ func removeTree(fsys vfs.FS, path string) error {
 	if err != nil {
 		return err
 	}
+	// levels[d] holds the directories d levels below path that had
+	// entries, once their files are removed; empty lists the others.
+	var levels [][]string
+	var empty []string
 	if info.IsDir() {
-		names, err := fsys.ReadDir(path)
-		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		for dirs := []string{path}; len(dirs) > 0; {
+			var level, next []string
+			for _, dir := range dirs {
+				names, err := fsys.ReadDir(dir)
+				if err != nil && !errors.Is(err, fs.ErrNotExist) {
+					return err
+				}
+				if len(names) == 0 {
+					empty = append(empty, dir)
+					continue
+				}
+				level = append(level, dir)
+				for _, n := range names {
+					p := filepath.Join(dir, n)
+					info, err := fsys.Stat(p)
+					switch {
+					case errors.Is(err, fs.ErrNotExist):
+					case err != nil:
+						return err
+					case info.IsDir():
+						next = append(next, p)
+					default:
+						if err := fsys.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+							return err
+						}
+					}
+				}
+			}
+			levels = append(levels, level)
+			dirs = next
+		}
+	}
+	remove := func(p string) error {
+		if err := fsys.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
 		}
-		for _, n := range names {
-			if err := removeTree(fsys, filepath.Join(path, n)); err != nil {
+		return nil
+	}
+	for _, dir := range empty {
+		if err := remove(dir); err != nil {
+			return err
+		}
+	}
+	for d := len(levels) - 1; d >= 0; d-- {
+		errs := make([]error, len(levels[d]))
+		forEach(len(levels[d]), 16, func(_, i int) {
+			// Gone meanwhile: removed by another process's purge, which
+			// synced it first.
+			if err := fsys.SyncDir(levels[d][i]); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				errs[i] = err
+			}
+		})
+		if err := errors.Join(errs...); err != nil {
+			return err
+		}
+		for _, dir := range levels[d] {
+			if err := remove(dir); err != nil {
 				return err
 			}
 		}
 	}
-	if err := fsys.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
+	if !info.IsDir() {
+		return remove(path)
 	}
 	return nil
 }
 
 // purgeTrash removes what deletes left in the trash (a crash, or a
-// failed removal), and returns the bytes it freed. Failures are logged:
+// failed removal), durably (removeTree, then the trash synced), and
+// returns the bytes it freed. Failures are logged:
 // the trash is only ever removed, never read, so what stays costs space
 // alone. Deletes of other processes may be removing the same files.
 func (s *Store) purgeTrash() int64 {

@@ -58,8 +58,9 @@ func inPlace(fsys, dir, name, data, perm string) string {
 	}()`, fsys, dir, name, perm, data)
 }
 
-// mutations: every sync and directory sync of the store skipped in turn,
-// then the orderings and checks the durability contract rests on.
+// mutations: every sync and directory sync of the store skipped in turn
+// (TestSyncSitesMutated checks that each has its mutation), then the
+// orderings and checks the durability contract rests on.
 var mutations = []mutation{
 	// The syncs of an append.
 	{"skip the fdatasync of appends", "durable.go", "func (c *localChunk) sync(", "c.f.Sync()", "error(nil)",
@@ -111,8 +112,8 @@ var mutations = []mutation{
 	{"skip syncing a new root's parent", "store.go", "func Open(", "o.fs.SyncDir(filepath.Dir(dir))", "error(nil)",
 		"a new store's directory is durable when Open returns"},
 	// The catalogue (catalogue.go).
-	{"skip the sync of a catalogue pending record", "catalogue.go", "func (c *catalogue) willWrite(",
-		"return catRecord{kind: kindPending, id: id}, true, nil", "return catRecord{kind: kindPending, id: id}, false, nil",
+	{"skip the sync of a catalogue pending record", "catalogue.go", "func (c *catalogue) withLog(",
+		"if err := f.Sync(); err != nil {", "if err := error(nil); err != nil {",
 		"a crash between a pending record and its commit leaves List reading session.json"},
 	{"trust a catalogue entry with a pending record", "catalogue.go", "func (st *catState) lookup(",
 		"if st.log.pending[id] {", "if false {",
@@ -143,6 +144,8 @@ var mutations = []mutation{
 		"each repair is synced"},
 	{"keep no cut bytes aside", "recovery.go", "func cutTail(", "writeSynced(fsys, keep, tail, perm)", "error(nil)",
 		"the bytes a repair cuts are kept"},
+	{"skip the fdatasync of syncFile", "recovery.go", "func syncFile(", "return errors.Join(f.Sync(), f.Close())", "return f.Close()",
+		"an index line or HEAD names only durable records"},
 	{"skip the sync after cutting a torn tail", "recovery.go", "func cutTail(", "return f.Sync()", "return nil",
 		"each repair is synced"},
 	{"cut no torn tail", "recovery.go", "func applyRepairs(", "cutTail(fsys, p.tornPath, p.activeSize, p.tornKeep, perm)", "error(nil)",
@@ -165,6 +168,14 @@ var mutations = []mutation{
 	// Object storage.
 	{"acknowledge before the object store has the commit group", "remote.go", "func (c *remoteChunk) sync(", "return rerr", "_ = rerr\n\treturn nil",
 		"acknowledged means remote"},
+	{"skip the sync of a restored chunk", "remote_restore.go", "func (r *remoteFiles) rebuildPlain(", "if err := f.Sync(); err != nil {", "if err := error(nil); err != nil {",
+		"the local files hold what remote.json says they held, after a crash"},
+	{"skip the chunks directory sync after creating a restored chunk", "remote_restore.go", "func (r *remoteFiles) rebuildPlain(", "if err := fsys.SyncDir(r.chunkDir()); err != nil {", "if err := error(nil); err != nil {",
+		"a restored chunk's bytes are never on the disk without a name"},
+	{"skip the sync of a downloaded sealed chunk", "remote_restore.go", "func writeTemp(", "if err := f.Sync(); err != nil {", "if err := error(nil); err != nil {",
+		"a downloaded sealed chunk is whole under its name after a crash"},
+	{"skip the directory sync after a downloaded sealed chunk's rename", "remote_restore.go", "func downloadSealed(", "return int64(len(b)), fsys.SyncDir(filepath.Dir(path))", "return int64(len(b)), nil",
+		"a downloaded sealed chunk's bytes are never on the disk without a name"},
 	{"take an existing log object for this writer's", "remote.go", "func (r *remoteFiles) putLogLocked(", "err = r.obj.Create(ctx, key, b)", "err = r.obj.Create(ctx, key, b)\n\tif errors.Is(err, ErrObjectExists) {\n\t\terr = nil\n\t}",
 		"a writer that lost the session is fenced"},
 	// The lifecycle.
@@ -181,6 +192,16 @@ var mutations = []mutation{
 		"a retry racing its original stores one event and never acknowledges one that is not durable"},
 	{"skip the sessions directory sync after a Delete's move", "delete.go", "func moveToTrash(", "if err := fsys.SyncDir(filepath.Dir(dir)); err != nil {", "if err := error(nil); err != nil {",
 		"a session Delete returned nil for is gone after a crash"},
+	{"skip the root's sync after creating the trash", "delete.go", "func moveToTrash(", "if err := fsys.SyncDir(root); err != nil {", "if err := error(nil); err != nil {",
+		"a crash during a Delete leaves the session's files reachable, whole where they were or in the trash"},
+	{"skip the trash's sync after a Delete's move", "delete.go", "func moveToTrash(", "return true, fsys.SyncDir(trash)", "return true, nil",
+		"a Delete's move is durable in both directories, synced one right after the other"},
+	{"skip the trash's sync after a Delete's removals", "delete.go", "func (s *Store) deleteSession(", "if err := fsys.SyncDir(trash); err != nil {", "if err := error(nil); err != nil {",
+		"a session Delete returned nil for is gone after a crash, its files in no directory"},
+	{"skip the directory syncs of a removal of a tree", "delete.go", "func removeTree(", "if err := fsys.SyncDir(levels[d][i]); err != nil && !errors.Is(err, fs.ErrNotExist) {", "if err := error(nil); err != nil {",
+		"a deleted session's files are not left on the disk out of every directory"},
+	{"skip the trash's sync after emptying it", "delete.go", "func (s *Store) purgeTrash(", "if err := fsys.SyncDir(trash); err != nil {", "if err := error(nil); err != nil {",
+		"what a purge of the trash removed stays removed after a crash"},
 	{"open a session whose log ends with a delete marker", "remote.go", "func (r *remoteFiles) acquire(", "if v == nil || isDeleteMarker(v.newestHead) {", "if v == nil {",
 		"a session deleted on the object store is gone for every Store"},
 	// Previews and the streaming forms.

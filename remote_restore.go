@@ -202,7 +202,11 @@ func localChunks(fsys vfs.FS, dir string) (map[uint32]localChunkFiles, error) {
 
 // downloadSealed fetches sealed chunk s into path (a chunk's local
 // sealed name, in fsys without the fetching layer), checked before it
-// takes its name. It returns the bytes downloaded.
+// takes its name. It returns the bytes downloaded. The chunk is synced
+// before it takes its name, and the name after: after a crash a sealed
+// chunk is whole under its name or not there (reconcileLocal trusts one
+// whose footer reads with the log's size, reading no block), and its
+// bytes are never on the disk without a name.
 func downloadSealed(ctx context.Context, obj ObjectStore, fsys vfs.FS, path string, s sealedObject, perm os.FileMode) (int64, error) {
 	b, err := obj.Get(ctx, s.Key, 0, -1)
 	if errors.Is(err, ErrObjectNotFound) {
@@ -253,7 +257,11 @@ func checkSealed(fsys vfs.FS, path string, s sealedObject) error {
 // rebuildPlain makes chunk c's plain file hold exactly the data objects
 // ps, which end at end: objects up to trusted are in the file already
 // when it is long enough, the others are fetched (or taken from v). It
-// reports whether it changed the file's data.
+// reports whether it changed the file's data. The file is synced, since
+// the next clean release records in remote.json that the directory
+// holds it, and a later open trusts what the file holds up to there; and
+// the name of a file it makes is, so that its bytes are never on the disk
+// without a name.
 func (r *remoteFiles) rebuildPlain(ctx context.Context, v *logView, c uint32, ps []logPiece, trusted uint64, end int64) (bool, error) {
 	fsys := r.fsys
 	path := r.chunkPath(c)
