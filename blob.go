@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -232,7 +233,7 @@ func readBlobWith(fsys vfs.FS, dir string, d [32]byte, size int64, scratch *[]by
 	if scratch != nil {
 		buf = *scratch
 	}
-	b, err := vfs.ReadFileInto(fsys, path, buf)
+	b, err := readFile(fsys, path, buf, maxBlobFile(size))
 	if scratch != nil && cap(b) > cap(buf) {
 		*scratch = b[:0]
 	}
@@ -245,11 +246,24 @@ func readBlobWith(fsys vfs.FS, dir string, d [32]byte, size int64, scratch *[]by
 	return decodeBlob(path, b, d, size)
 }
 
+// maxBlobFile is the largest blob file a record of size bytes is stored
+// in: the record, raw at worst, in zstd blocks of up to 128 KiB with 3
+// bytes of header each, with the frame's header and checksum (see above),
+// and room to spare for another encoder's choices. A larger file is
+// damage, refused unread.
+func maxBlobFile(size int64) int64 { return size + size>>10 + 1<<10 }
+
 // decodeBlob decompresses and verifies the stored blob b, whose digest
 // is d and record size is size, read from path (a file or an object key).
+// A frame whose header names another size is refused before anything is
+// decompressed: the index's size bounds the memory a blob costs.
 func decodeBlob(path string, b []byte, d [32]byte, size int64) ([]byte, error) {
 	if size < 0 || size > maxRecordSizeLimit {
 		return nil, corruptf(path, 0, "blob record size %d out of range", size)
+	}
+	var h zstd.Header
+	if err := h.Decode(b); err == nil && h.HasFCS && h.FrameContentSize != uint64(size) {
+		return nil, corruptf(path, 0, "blob frame holds %d bytes, its event says %d", h.FrameContentSize, size)
 	}
 	rec, err := blobDecoder.DecodeAll(b, make([]byte, 0, size))
 	if err != nil {
@@ -442,39 +456,72 @@ func keptAsideBlobs(fsys vfs.FS, dir string, referenced map[[32]byte]bool) (part
 			if !strings.Contains(name, ".broken") {
 				continue
 			}
-			b, err := vfs.ReadFile(fsys, filepath.Join(d, name))
-			if err != nil {
+			if err := keptAsideFile(fsys, filepath.Join(d, name), referenced, &partial); err != nil {
 				return nil, err
 			}
-			keptAsideDigests(b, referenced, &partial)
 		}
 	}
 	return partial, nil
+}
+
+// keptAsideFile scans the kept-aside file at path for blob digests
+// (keptAsideDigests) a block at a time: a kept tail may be of any size.
+func keptAsideFile(fsys vfs.FS, path string, full map[[32]byte]bool, partial *[]string) error {
+	f, err := fsys.OpenFile(path, os.O_RDONLY, 0)
+	if err != nil {
+		return refusal(err)
+	}
+	defer f.Close()
+	const span = len(digestPrefix) + 64 // a digest, whole
+	buf := make([]byte, 0, 1<<20+span)
+	for off := int64(0); ; {
+		n, err := f.ReadAt(buf[len(buf):cap(buf)], off)
+		buf, off = buf[:len(buf)+n], off+int64(n)
+		eof := errors.Is(err, io.EOF)
+		if err != nil && !eof {
+			return err
+		}
+		if eof {
+			keptAsideFrom(buf, len(buf), full, partial)
+			return nil
+		}
+		// The digests that start where the next block cannot end them.
+		end := max(len(buf)-span+1, 0)
+		keptAsideFrom(buf, end, full, partial)
+		buf = buf[:copy(buf, buf[end:])]
+	}
 }
 
 // keptAsideDigests scans kept-aside bytes b for blob digests: each
 // "sha256:" followed by 64 lower-case hex digits goes into full, and the
 // digits after one followed by fewer (1 to 63) into partial.
 func keptAsideDigests(b []byte, full map[[32]byte]bool, partial *[]string) {
+	keptAsideFrom(b, len(b), full, partial)
+}
+
+// keptAsideFrom is keptAsideDigests for the digests whose "sha256:"
+// starts before b[end].
+func keptAsideFrom(b []byte, end int, full map[[32]byte]bool, partial *[]string) {
+	at := 0
 	for {
-		i := bytes.Index(b, []byte(digestPrefix))
-		if i < 0 {
+		i := bytes.Index(b[at:], []byte(digestPrefix))
+		if i < 0 || at+i >= end {
 			return
 		}
-		b = b[i+len(digestPrefix):]
+		at += i + len(digestPrefix)
 		n := 0
-		for n < 64 && n < len(b) && (b[n] >= '0' && b[n] <= '9' || b[n] >= 'a' && b[n] <= 'f') {
+		for n < 64 && at+n < len(b) && (b[at+n] >= '0' && b[at+n] <= '9' || b[at+n] >= 'a' && b[at+n] <= 'f') {
 			n++
 		}
 		var d [32]byte
 		switch {
 		case n == 64:
-			hex.Decode(d[:], b[:n])
+			hex.Decode(d[:], b[at:at+n])
 			full[d] = true
 		case n > 0:
-			*partial = append(*partial, string(b[:n]))
+			*partial = append(*partial, string(b[at:at+n]))
 		}
-		b = b[n:]
+		at += n
 	}
 }
 

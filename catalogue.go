@@ -594,71 +594,99 @@ type catLog struct {
 	tail      bool  // an unsynced tail follows size (a writer rewrites)
 }
 
+// maxCatLine bounds a catalogue line without its newline: a session's
+// metadata, whose strings session.json holds escaped the same way in at
+// most maxMetaSize bytes, and a few hundred bytes of ids, stamps and
+// member names (TestCatalogueLineLimit). A longer line is damage, not
+// read whole.
+const maxCatLine = maxMetaSize + 4<<10
+
+// maxCatLog bounds the log: a writer folds it into the snapshot at
+// catalogueMaxLog records, and only failed foldings let it grow past.
+// A larger log is unusable, as a damaged one is, and is not read.
+const maxCatLog = 2 * catalogueMaxLog * (maxCatLine + 1)
+
 // readCatLog reads and folds the log.
 func readCatLog(fsys vfs.FS, dir string) (*catLog, error) {
-	b, err := vfs.ReadFile(fsys, filepath.Join(dir, catalogueLogName))
+	f, err := fsys.OpenFile(filepath.Join(dir, catalogueLogName), os.O_RDONLY, 0)
 	if err != nil {
 		return nil, err
 	}
-	return parseCatLog(b)
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if info.Size() > maxCatLog {
+		return nil, errCatalogue
+	}
+	return scanCatLog(f, info.Size())
 }
 
 func parseCatLog(b []byte) (*catLog, error) {
+	return scanCatLog(bytes.NewReader(b), int64(len(b)))
+}
+
+// scanCatLog folds the log that r holds, of about size bytes, reading it
+// a line at a time: a line longer than maxCatLine is a bad line.
+func scanCatLog(r io.Reader, size int64) (*catLog, error) {
 	l := &catLog{committed: map[uuid.UUID]catEntry{}, pending: map[uuid.UUID]bool{}}
 	first, bad := true, false
-	end := catLines(b, func(line []byte) bool {
-		r, err := decodeCatRecord(line)
+	var end int64
+	sc := jsonl.NewScannerSize(r, 0, size, maxCatLine)
+	for sc.Next() {
+		rec, err := decodeCatLine(sc)
+		if bad {
+			if err == nil {
+				// A bad line is an unsynced tail only if no good line
+				// follows.
+				return nil, errCatalogue
+			}
+			continue
+		}
 		switch {
 		case err != nil:
 			bad = true
-			return false
+			continue
 		case first:
-			if r.kind != kindHeader {
-				bad = true
-				return false
+			if rec.kind != kindHeader {
+				return nil, errCatalogue
 			}
-			l.gen, l.dir, first = r.gen, r.dir, false
-			return true
+			l.gen, l.dir, first = rec.gen, rec.dir, false
+			end = sc.End()
+			continue
 		}
-		switch r.kind {
+		switch rec.kind {
 		case kindPending:
-			l.pending[r.id] = true
+			l.pending[rec.id] = true
 		case kindCommit:
-			delete(l.pending, r.id)
-			l.committed[r.id] = catEntry{file: r.file, meta: r.meta}
+			delete(l.pending, rec.id)
+			l.committed[rec.id] = catEntry{file: rec.file, meta: rec.meta}
 		default:
 			bad = true
-			return false
+			continue
 		}
-		l.dir = r.dir
+		l.dir = rec.dir
 		l.records++
-		return true
-	})
+		end = sc.End()
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
 	if first {
 		return nil, errCatalogue // no header: not even the rewrite that made it finished
 	}
-	l.size = int64(end)
-	if end < len(b) {
-		l.tail = true
-		if bad {
-			// A bad line is an unsynced tail only if no good line follows.
-			rest := b[end:]
-			if i := bytes.IndexByte(rest, '\n'); i >= 0 {
-				good := false
-				catLines(rest[i+1:], func(line []byte) bool {
-					if _, err := decodeCatRecord(line); err == nil {
-						good = true
-						return false
-					}
-					return true
-				})
-				if good {
-					return nil, errCatalogue
-				}
-			}
-		}
-	}
+	l.size = end
+	l.tail = sc.End() > end
 	return l, nil
+}
+
+// decodeCatLine decodes the scanner's current line.
+func decodeCatLine(sc *jsonl.Scanner) (catRecord, error) {
+	if err := sc.Malformed(); err != nil {
+		return catRecord{}, err
+	}
+	return decodeCatRecord(sc.Line())
 }
 
 // catSnapshot is the snapshot read whole: its header and entries in id
@@ -671,36 +699,51 @@ type catSnapshot struct {
 }
 
 func readCatSnapshot(fsys vfs.FS, dir string) (*catSnapshot, error) {
-	b, err := vfs.ReadFile(fsys, filepath.Join(dir, catalogueName))
+	f, err := fsys.OpenFile(filepath.Join(dir, catalogueName), os.O_RDONLY, 0)
 	if err != nil {
 		return nil, err
 	}
-	return parseCatSnapshot(b)
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	return scanCatSnapshot(f, info.Size())
 }
 
-func parseCatSnapshot(b []byte) (*catSnapshot, error) {
+// scanCatSnapshot reads the snapshot that r holds, of about size bytes, a
+// line at a time, stopping at the first bad one: a line longer than
+// maxCatLine is one. Its entries are kept as they come (the file's size
+// sets room for few of them: it is no promise of its lines).
+func scanCatSnapshot(r io.Reader, size int64) (*catSnapshot, error) {
 	s := &catSnapshot{}
-	first, bad := true, false
-	n := bytes.Count(b, []byte{'\n'})
+	n := min(size/256, 1<<10)
 	s.ids, s.entries = make([]uuid.UUID, 0, n), make([]catEntry, 0, n)
-	end := catLines(b, func(line []byte) bool {
-		r, err := decodeCatRecord(line)
+	first := true
+	sc := jsonl.NewScannerSize(r, 0, size, maxCatLine)
+	sc.StopAtMalformed() // its first bad line ends it: read no further
+	for sc.Next() {
+		rec, err := decodeCatLine(sc)
 		switch {
 		case err != nil:
-			bad = true
+			return nil, errCatalogue
 		case first:
-			bad = r.kind != kindHeader
-			s.gen, s.dir, first = r.gen, r.dir, false
-		case r.kind != kindEntry && r.kind != kindUnreadable,
-			len(s.ids) > 0 && bytesLess(r.id[:], s.ids[len(s.ids)-1][:]) || len(s.ids) > 0 && r.id == s.ids[len(s.ids)-1]:
-			bad = true
+			if rec.kind != kindHeader {
+				return nil, errCatalogue
+			}
+			s.gen, s.dir, first = rec.gen, rec.dir, false
+		case rec.kind != kindEntry && rec.kind != kindUnreadable,
+			len(s.ids) > 0 && bytesLess(rec.id[:], s.ids[len(s.ids)-1][:]) || len(s.ids) > 0 && rec.id == s.ids[len(s.ids)-1]:
+			return nil, errCatalogue
 		default:
-			s.ids = append(s.ids, r.id)
-			s.entries = append(s.entries, catEntry{file: r.file, meta: r.meta, unreadable: r.kind == kindUnreadable})
+			s.ids = append(s.ids, rec.id)
+			s.entries = append(s.entries, catEntry{file: rec.file, meta: rec.meta, unreadable: rec.kind == kindUnreadable})
 		}
-		return !bad
-	})
-	if bad || first || end != len(b) {
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	if first || sc.End() != sc.Offset() {
 		return nil, errCatalogue // written by replaceFile: whole or damaged
 	}
 	return s, nil
@@ -1296,6 +1339,9 @@ func (t *catTail) prev(skip func(uuid.UUID) bool) (catRecord, bool, error) {
 		if start > 0 {
 			i := bytes.IndexByte(chunk, '\n')
 			if i < 0 {
+				if len(chunk) > maxCatLine+1 {
+					return catRecord{}, false, errCatalogue // no line is that long
+				}
 				t.buf = chunk
 				continue
 			}

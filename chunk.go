@@ -29,6 +29,25 @@ const (
 
 func chunkName(n uint32) string { return fmt.Sprintf("%06d%s", n, chunkExt) }
 
+// maxChunkLine bounds the length of a chunk line without its newline:
+// a record of the largest size Options.MaxRecordSize allows, and the
+// rest of its line. A longer line is invalid, and is not read whole.
+const maxChunkLine = maxRecordSizeLimit + maxLineOverhead
+
+// maxLineOverhead bounds what a chunk line holds besides its inline
+// record (without its newline): the header, the parent's location, a
+// digest and size, the frame. They take a few hundred bytes
+// (TestChunkLineLimit).
+const maxLineOverhead = 4 << 10
+
+// b2i is 1 for true, 0 for false.
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 // parseChunkName returns the number of a chunk file name, plain or sealed,
 // or false for any other name (temporary or broken-tail files).
 func parseChunkName(name string) (uint32, bool) {
@@ -70,7 +89,7 @@ func chunkForms(fsys vfs.FS, dir string) (map[uint32]chunkForm, []string, error)
 		return nil, nil, nil
 	}
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, refusal(err)
 	}
 	out := map[uint32]chunkForm{}
 	var temps []string
@@ -117,7 +136,7 @@ func openChunk(fsys vfs.FS, dir string, n uint32) (chunkSource, int64, string, e
 		return f, info.Size(), path, nil
 	}
 	if !errors.Is(err, os.ErrNotExist) {
-		return nil, 0, path, err
+		return nil, 0, path, refusal(err)
 	}
 	zr, err := zchunk.Open(fsys, path+sealedExt)
 	if err != nil {
@@ -126,14 +145,15 @@ func openChunk(fsys vfs.FS, dir string, n uint32) (chunkSource, int64, string, e
 	return zr, zr.Size(), path + sealedExt, nil
 }
 
-// sealedErr turns a compressed chunk's format error into a
-// *CorruptionError and returns other errors as they are.
+// sealedErr turns a compressed chunk's format error, or the seam's
+// refusal of its file (refusal), into a *CorruptionError and returns
+// other errors as they are.
 func sealedErr(err error) error {
 	var fe *zchunk.FormatError
 	if errors.As(err, &fe) {
 		return &CorruptionError{Path: fe.Path, Offset: fe.Offset, Err: fe.Err}
 	}
-	return err
+	return refusal(err)
 }
 
 // chunkWriter appends framed records to the active (newest) chunk of a
@@ -475,6 +495,10 @@ func (r *chunkReader) read(loc location) (header, payload, error) {
 	inWindow := func() bool {
 		return loc.Chunk == r.winChunk && loc.Offset >= r.winOff && loc.end() <= r.winOff+int64(len(r.win))
 	}
+	if loc.Length > maxChunkLine+1 {
+		// No chunk line is that long: a damaged location is not read.
+		return header{}, payload{}, corruptf(r.path(loc.Chunk), loc.Offset, "record of %d bytes is longer than a chunk line can be", loc.Length)
+	}
 	if !inWindow() {
 		if err := r.fill(loc.Chunk, loc.Offset, int64(loc.Length)); err != nil {
 			return header{}, payload{}, err
@@ -501,7 +525,7 @@ func (r *chunkReader) read(loc location) (header, payload, error) {
 // checksum was written so: if it is invalid, or not the line loc
 // describes, that is corruption, not damage.
 func (r *chunkReader) damagedAt(loc location) bool {
-	n := max(int64(loc.Length), 4<<10)
+	n := min(max(int64(loc.Length), 4<<10), maxChunkLine+1)
 	for {
 		if err := r.fill(loc.Chunk, loc.Offset, n); err != nil {
 			return false // not known to be damaged: the caller reports corruption, dropping nothing
@@ -509,10 +533,13 @@ func (r *chunkReader) damagedAt(loc location) bool {
 		if i := bytes.IndexByte(r.win, '\n'); i >= 0 {
 			return jsonl.Verify(r.win[:i]) != nil
 		}
-		if int64(len(r.win)) < n {
-			return true // the chunk ends before the line does
+		if bytes.IndexByte(r.win, 0) >= 0 {
+			return true // no line holds a zero byte
 		}
-		n *= 2
+		if int64(len(r.win)) < n || n > maxChunkLine {
+			return true // the chunk ends before the line does, or no line is that long
+		}
+		n = min(2*n, maxChunkLine+1)
 	}
 }
 
@@ -560,15 +587,21 @@ type recordWalk struct {
 // *CorruptionError.
 func walkRecords(f io.ReaderAt, n uint32, off, size int64, newest bool, rec func(h header, p payload, loc location) error, gap func(bad, next int64, err error) error) (recordWalk, error) {
 	w := recordWalk{end: off, bad: -1}
-	sc := jsonl.NewScannerSize(io.NewSectionReader(f, off, size-off), off, size-off)
+	sc := jsonl.NewScannerSize(io.NewSectionReader(f, off, size-off), off, size-off, maxChunkLine)
+	sc.TrackHoles(sectorSize)
 	for sc.Next() {
 		line := sc.Line()
-		hdr, pl, err := decodeEventLine(line)
+		err := sc.Malformed() // too long, or holding zeros: no record
+		var hdr header
+		var pl payload
+		if err == nil {
+			hdr, pl, err = decodeEventLine(line)
+		}
 		if err != nil {
 			if w.bad < 0 {
 				w.bad, w.badErr = sc.Offset(), err
 			}
-			if newest && hole(line, sc.Offset()) {
+			if newest && sc.Hole() {
 				w.bad, w.badErr = sc.Offset(), errHole
 				w.size = size
 				return w, nil
@@ -590,7 +623,7 @@ func walkRecords(f io.ReaderAt, n uint32, off, size int64, newest bool, rec func
 	if err := sc.Err(); err != nil {
 		return w, sealedErr(err)
 	}
-	if tail := sc.Tail(); w.bad < 0 && zeroTail(tail) < len(tail) {
+	if w.bad < 0 && !sc.TailZero() {
 		w.bad, w.badErr = sc.Offset(), io.ErrUnexpectedEOF
 	}
 	return w, nil
@@ -603,25 +636,16 @@ var errHole = errors.New("zero bytes of a write that had not reached the disk")
 // smallest.
 const sectorSize = 512
 
-// hole reports whether line, at offset off of its chunk, holds a run of
-// zero bytes that starts at the line's start or at a sector boundary and
-// ends at a sector boundary: a sector of an unsynced write that did not
-// reach the disk, in the free space of a preallocated chunk. Records hold
-// no zero byte.
+// A hole is a run of zero bytes in a line that starts at the line's
+// start or at a sector boundary and ends at a sector boundary: a sector
+// of an unsynced write that did not reach the disk, in the free space of
+// a preallocated chunk. Records hold no zero byte. walkRecords has the
+// line scanner find them (jsonl.Scanner.TrackHoles), without keeping the
+// zeros; hole asks it of one line.
+
+// hole reports whether line, at offset off of its chunk, holds a hole.
 func hole(line []byte, off int64) bool {
-	for i := 0; i < len(line); {
-		if line[i] != 0 {
-			i++
-			continue
-		}
-		j := i
-		for j < len(line) && line[j] == 0 {
-			j++
-		}
-		if a, b := off+int64(i), off+int64(j); (i == 0 || a%sectorSize == 0) && b%sectorSize == 0 {
-			return true
-		}
-		i = j
-	}
-	return false
+	sc := jsonl.NewScanner(io.MultiReader(bytes.NewReader(line), bytes.NewReader(newline)), off, len(line))
+	sc.TrackHoles(sectorSize)
+	return sc.Next() && sc.Hole()
 }

@@ -328,6 +328,52 @@
 // a line rewritten by another tool with a matching checksum around an
 // invalid record is still reported.
 //
+// # Files the store does not own, and the limits of its formats
+//
+// Every path under the root is the store's, and holds a regular file or a
+// directory where the layout above puts one, or nothing. A symbolic link
+// (a session directory, chunks/, a chunk, HEAD or any other element), a
+// FIFO, a socket or a device there is never followed, opened for reading
+// or writing, or waited on (internal/vfs: files are opened with
+// O_NOFOLLOW, O_NONBLOCK and O_NOCTTY and their type checked on the
+// descriptor opened; below the root, paths are resolved following no
+// link, by openat2 with RESOLVE_NO_SYMLINKS on Linux). A call that meets
+// one returns a [*CorruptionError] naming it, and [Store.Verify] reports
+// it: so a writer never truncates, appends to or replaces a file outside
+// the store, and no call blocks on a FIFO. A writer makes no repair
+// through such a path either: a link where HEAD or a chunk belongs makes
+// the session damaged (it refuses writes, its events stay readable),
+// where a merely bad HEAD is moved aside and rebuilt. The catalogue,
+// derived, is rebuilt by a writer that cannot read it, as when it is
+// damaged. The root itself, and the path to it, may be links.
+//
+// No file is read past what its format allows, so that a file of any
+// size (a sparse one of gigabytes, a few kilobytes on disk) costs a reader
+// no more memory than a valid one could:
+//
+//	HEAD                   37 bytes
+//	session.json           1 MiB (Create and UpdateMeta refuse metadata
+//	                       that would not fit, with ErrInvalidMeta)
+//	lanes.json             1 MiB (MaxLanes lanes of MaxLaneName bytes fit)
+//	sessionstore.json      4 KiB
+//	an index line          1 KiB
+//	a chunk line           1 GiB + 4 KiB (a record of the largest
+//	                       Options.MaxRecordSize and the rest of its line)
+//	a catalogue line       1 MiB + 4 KiB (one session's metadata)
+//	catalogue.log          512 MiB (a writer folds it at 256 records)
+//	a blob                 its record's size, from the line naming it,
+//	                       with zstd's framing
+//	a sealed chunk         its embedded index by one index line per
+//	                       record its logical size can hold; its blocks,
+//	                       frame table and meta frame as internal/zchunk
+//	                       bounds them
+//
+// A file past its limit is a [*CorruptionError] at the limit's offset,
+// found from its size, unread; a line past its limit is a bad line, not
+// read whole. Files with no limit of their own (a chunk, the index, the
+// catalogue's snapshot, a torn tail kept aside) are read a block or a
+// line at a time, with nothing sized from the file's size alone.
+//
 // # Opening
 //
 // Loading a session's index costs in proportion to the whole session

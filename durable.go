@@ -150,7 +150,13 @@ const sealBlockSize = 256 << 10
 // next open removes it.
 func (l *localFiles) sealChunk(n uint32, es []entry) error {
 	path := l.chunkPath(n)
-	data, err := vfs.ReadFile(l.fsys, path)
+	// Its records end where its last entry's does; free space may follow,
+	// preallocated in steps of at most preallocMax.
+	limit := int64(preallocMax + 4<<10)
+	if len(es) > 0 {
+		limit += es[len(es)-1].Loc.end()
+	}
+	data, err := readFile(l.fsys, path, nil, limit)
 	if err != nil {
 		return err
 	}
@@ -304,6 +310,27 @@ func (c *localChunk) close() error {
 // errUnsynced marks append failures after which the file's state on disk
 // is unknown: the session must stop writing.
 var errUnsynced = errors.New("chunk state unknown after failure")
+
+// storeFS is fsys as the store rooted at dir uses it: confined below dir,
+// so that no symbolic link under the root is followed (vfs.Confine), and
+// with every refusal of the seam (a link, a FIFO, a device, a file of the
+// wrong type, a file larger than its format allows) a *CorruptionError
+// naming the path (refusal). The seam opens no file that is not a regular
+// file or a directory as expected, and never blocks on one, so no call
+// of the store writes through such a path, reads through it, or waits on
+// it.
+func storeFS(fsys vfs.FS, dir string) vfs.FS {
+	return vfs.MapRefusals(vfs.Confine(fsys, dir), refusal)
+}
+
+// readFile reads the file at path whole, or refuses it as a
+// *CorruptionError when it is larger than limit, the most its format
+// allows, or is not a regular file (refusal); into buf's memory if it has
+// room (vfs.ReadFileInto).
+func readFile(fsys vfs.FS, path string, buf []byte, limit int64) ([]byte, error) {
+	b, err := vfs.ReadFileInto(fsys, path, buf, limit)
+	return b, refusal(err)
+}
 
 // replaceFile atomically replaces dir/name with data: write a temporary
 // file, sync it, close it, rename it over the target, sync the directory.

@@ -3,8 +3,11 @@ package sessionstore
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 
 	"github.com/google/uuid"
+
+	"github.com/sessionstore/sessionstore/internal/vfs"
 )
 
 // Errors returned by Open, Close and every Store method once the store is
@@ -92,8 +95,8 @@ var (
 	// that match it also match ErrInvalidEvent.
 	ErrRecordTooLarge = errors.New("sessionstore: record too large")
 	// ErrInvalidMeta reports session metadata Create or UpdateMeta refuses:
-	// a changed ID or CreatedAt, a string that is not valid UTF-8, or a time
-	// JSON cannot encode.
+	// a changed ID or CreatedAt, a string that is not valid UTF-8, a time
+	// JSON cannot encode, or more than session.json holds (1 MiB).
 	ErrInvalidMeta = errors.New("sessionstore: invalid session metadata")
 	// ErrInvalidOptions reports Options that Open refuses.
 	ErrInvalidOptions = errors.New("sessionstore: invalid options")
@@ -146,6 +149,30 @@ func (e *CorruptionError) Is(target error) bool { return target == ErrCorrupt }
 
 func corruptf(path string, off int64, format string, args ...any) error {
 	return &CorruptionError{Path: path, Offset: off, Err: fmt.Errorf(format, args...)}
+}
+
+// refusal returns err as a *CorruptionError when it is the file system
+// seam's refusal of a path (internal/vfs): a symbolic link, a FIFO, a
+// device, a socket, a file of the other type where a regular file or a
+// directory belongs (vfs.ErrFileType), or a file larger than its format
+// allows (vfs.ErrTooLarge, at the offset of that limit). The error names
+// the path the seam refused, and still matches the seam's sentinel. Any
+// other error, a *CorruptionError already among them, is returned as it
+// is.
+func refusal(err error) error {
+	if err == nil || !(errors.Is(err, vfs.ErrFileType) || errors.Is(err, vfs.ErrTooLarge)) || errors.As(err, new(*CorruptionError)) {
+		return err
+	}
+	ce := &CorruptionError{Err: err}
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		ce.Path, ce.Err = pe.Path, pe.Err
+	}
+	var le *vfs.LimitError
+	if errors.As(err, &le) {
+		ce.Offset = le.Limit
+	}
+	return ce
 }
 
 func invalidEventf(format string, args ...any) error {

@@ -24,13 +24,16 @@ const (
 	headBroken = headName + ".broken"
 )
 
+// headSize is the HEAD file's size, and the most of it that is read.
+const headSize = 37
+
 func encodeHead(id uuid.UUID) []byte {
-	return append(appendUUID(make([]byte, 0, 37), id), '\n')
+	return append(appendUUID(make([]byte, 0, headSize), id), '\n')
 }
 
 // decodeHead parses a HEAD file's content.
 func decodeHead(b []byte) (uuid.UUID, error) {
-	if len(b) != 37 || b[36] != '\n' {
+	if len(b) != headSize || b[36] != '\n' {
 		return uuid.Nil, errors.New("HEAD is not a uuid and a newline")
 	}
 	id, err := parseUUID(b[:36])
@@ -44,11 +47,18 @@ func decodeHead(b []byte) (uuid.UUID, error) {
 }
 
 // readHeadFile reads and decodes a HEAD (or HEAD.tmp) file; exists is false
-// when there is none.
+// when there is none. A file that is not 37 bytes, or does not decode, is
+// a *CorruptionError; so is a path that is not a regular file (a link, a
+// FIFO: see refusal), which a caller tells apart with errors.Is
+// vfs.ErrFileType. A larger file is refused without being read.
 func readHeadFile(fsys vfs.FS, path string) (id uuid.UUID, exists bool, err error) {
-	b, err := vfs.ReadFile(fsys, path)
+	var buf [headSize + 1]byte
+	b, err := readFile(fsys, path, buf[:0], headSize)
 	if errors.Is(err, os.ErrNotExist) {
 		return uuid.Nil, false, nil
+	}
+	if errors.Is(err, vfs.ErrTooLarge) {
+		return uuid.Nil, true, err // a *CorruptionError
 	}
 	if err != nil {
 		return uuid.Nil, false, err

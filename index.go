@@ -148,13 +148,18 @@ func decodeIndexLine(line []byte) (entry, error) {
 	p.lit(`,"offset":`)
 	e.Loc.Offset = p.int(1 << 62)
 	p.lit(`,"length":`)
-	e.Loc.Length = uint32(p.int(1<<32 - 1))
+	e.Loc.Length = uint32(p.int(maxChunkLine + 1))
 	p.lit(`}`)
 	if p.err == nil && p.pos != recordEnd(line) {
 		p.fail("unexpected data after location")
 	}
 	if p.err == nil && e.Loc.Length == 0 {
 		p.fail("zero record length")
+	}
+	if lineMax := int64(maxLineOverhead) + e.Size*int64(b2i(!e.Blob)); p.err == nil && int64(e.Loc.Length) > lineMax+1 {
+		// Its chunk line holds the record (inline) and a bounded rest: a
+		// longer one is no line of this entry, and is not read.
+		p.fail("record line of %d bytes for a record of %d", e.Loc.Length, e.Size)
 	}
 	if p.err != nil {
 		return entry{}, p.err
@@ -274,7 +279,7 @@ func readIndex(fsys vfs.FS, path string, add func(e *entry, off int64) error) (i
 		return res, nil
 	}
 	if err != nil {
-		return res, err
+		return res, refusal(err) // a link, a FIFO: damage
 	}
 	defer f.Close()
 	info, err := f.Stat()
@@ -293,6 +298,12 @@ func readIndex(fsys vfs.FS, path string, add func(e *entry, off int64) error) (i
 		}
 		data := buf[:carry+n]
 		cut := bytes.LastIndexByte(data, '\n') + 1
+		if cut == 0 && len(data) > maxIndexLine {
+			// No index line is that long: the first bad line, read no
+			// further (a sparse file may hold gigabytes of zeros).
+			res.bad, res.badErr = base, fmt.Errorf("%w: more than %d bytes", jsonl.ErrLineTooLong, maxIndexLine)
+			return res, nil
+		}
 		if cut == 0 && !eof {
 			// One line longer than the buffer: grow it and read on.
 			buf = append(buf, make([]byte, len(buf))...)
@@ -326,6 +337,17 @@ func readIndex(fsys vfs.FS, path string, add func(e *entry, off int64) error) (i
 // minIndexLine is a lower bound on the length of an index line (the
 // shortest possible one is about 230 bytes), for sizing buffers.
 const minIndexLine = 200
+
+// maxIndexLine bounds the length of an index line without its newline:
+// the longest one (three ids, the longest kind, role and timestamp, a
+// size, a digest, a preview of escaped quotes, a location of the largest
+// numbers) is about 700 bytes (TestIndexLineLimit). A longer line is
+// invalid and is not read whole.
+const maxIndexLine = 1 << 10
+
+// maxIndexPresize bounds the entries an open sets room for from the size
+// of index.jsonl alone (about 3.5 MB of them).
+const maxIndexPresize = 1 << 14
 
 // minChunkLine is a lower bound on the length of a chunk line (the
 // shortest possible one, a root event with an empty record, is about 200
@@ -440,6 +462,13 @@ func openSealedMeta(fsys vfs.FS, dir string, n uint32) (*sealedMeta, error) {
 	zr, err := zchunk.Open(fsys, path)
 	if err != nil {
 		return nil, sealedErr(err)
+	}
+	// One index line, of at most maxIndexLine bytes and a newline, per
+	// record of at least minChunkLine: a larger embedded index is damage,
+	// not read.
+	if limit := (zr.Size() + minChunkLine - 1) / minChunkLine * (maxIndexLine + 1); zr.MetaSize() > limit {
+		zr.Close()
+		return nil, corruptf(path, 0, "embedded index of %d bytes for a chunk of %d (at most %d)", zr.MetaSize(), zr.Size(), limit)
 	}
 	return &sealedMeta{path: path, chunk: n, zr: zr, size: zr.Size()}, nil
 }

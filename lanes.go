@@ -81,6 +81,12 @@ const (
 	MaxLanes    = 1024
 )
 
+// maxLanesSize bounds the lanes file: MaxLanes lanes, each with a name of
+// MaxLaneName bytes escaped at most six times over, a tip and a time, are
+// under 900 KiB (TestLanesFileLimit). A larger file is damage, refused
+// unread.
+const maxLanesSize = 1 << 20
+
 // A Lane is a named branch pointer of a session (see Store.Lanes).
 type Lane struct {
 	Name string
@@ -196,7 +202,7 @@ func decodeLanes(b []byte, path string) (*laneSet, error) {
 // none.
 func readLanes(fsys vfs.FS, dir string) (*laneSet, error) {
 	path := filepath.Join(dir, lanesFile)
-	b, err := vfs.ReadFile(fsys, path)
+	b, err := readFile(fsys, path, nil, maxLanesSize)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}

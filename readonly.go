@@ -114,7 +114,7 @@ func revisionOf(fsys vfs.FS, dir string) (Revision, error) {
 func plainDataEnd(fsys vfs.FS, path string) (int64, error) {
 	f, err := fsys.OpenFile(path, os.O_RDONLY, 0)
 	if err != nil {
-		return 0, err
+		return 0, refusal(err)
 	}
 	defer f.Close()
 	info, err := f.Stat()

@@ -179,7 +179,8 @@ func analyze(fsys vfs.FS, dir string, readOnly bool, outside func(uuid.UUID) boo
 
 	forms, temps, err := chunkForms(fsys, chunkDir)
 	if err != nil {
-		return nil, err
+		// chunks/ is not a directory (a link, a file: see refusal).
+		return p, p.fail(err)
 	}
 	p.sealTemps = temps
 	for n, f := range forms {
@@ -213,10 +214,13 @@ func analyze(fsys vfs.FS, dir string, readOnly bool, outside func(uuid.UUID) boo
 	}
 
 	// Size the index structures from the embedded indexes and the index
-	// file, so a large session is loaded without regrowing them.
+	// file, so a large session is loaded without regrowing them; from the
+	// index file's size only up to maxIndexPresize entries, since a file's
+	// size is no promise of its lines (a sparse file claims gigabytes), and
+	// more grow as they come.
 	extra := 16
 	if info, err := fsys.Stat(indexPath); err == nil {
-		extra += int(info.Size() / minIndexLine)
+		extra += int(min(info.Size()/minIndexLine, maxIndexPresize))
 	}
 	p.readSealed(fsys, x, chunkDir, missing, extra)
 
@@ -330,6 +334,14 @@ func analyze(fsys vfs.FS, dir string, readOnly bool, outside func(uuid.UUID) boo
 		}
 	}
 
+	// A HEAD or HEAD.tmp that is not a regular file (a link, a FIFO: see
+	// refusal) is no checkpoint a writer may move aside or replace: the
+	// session is damaged, its events all readable.
+	for _, err := range []error{tmpErr, headErr} {
+		if errors.Is(err, vfs.ErrFileType) {
+			return p, p.fail(err)
+		}
+	}
 	if tmpExists {
 		p.headTemp = true
 		_, known := x.byID[tmp]
@@ -659,20 +671,16 @@ func applyRepairs(fsys vfs.FS, dir string, p *recoveryPlan, perm os.FileMode) (i
 	}
 	head := p.head()
 	if p.headBad != nil {
-		// Keep the bad checkpoint's bytes (synced) before replacing it, so
-		// that a crash in between finds the same bad HEAD and does this
-		// again.
-		b, err := vfs.ReadFile(fsys, headPath)
-		if err != nil {
+		// Keep the bad checkpoint aside before a new one is written: moved
+		// under its kept name, whatever its size (a sparse file of
+		// gigabytes is never read), the move synced, so that a crash in
+		// between finds the same bad HEAD, which the next analysis keeps
+		// aside again, or none, which it rebuilds.
+		if err := fsys.Rename(headPath, p.headKeep); err != nil {
 			return 0, err
 		}
-		if err := writeSynced(fsys, p.headKeep, b, perm); err != nil {
+		if err := fsys.SyncDir(filepath.Dir(p.headKeep)); err != nil {
 			return 0, err
-		}
-		if head == uuid.Nil {
-			if err := removeIfExists(fsys, headPath); err != nil {
-				return 0, err
-			}
 		}
 	}
 	if head != uuid.Nil && (head != p.headOnDisk || p.headBad != nil) {
@@ -685,19 +693,81 @@ func applyRepairs(fsys vfs.FS, dir string, p *recoveryPlan, perm os.FileMode) (i
 
 // writeSynced writes data to a new file at path, which must not exist
 // (a kept-aside file is never replaced), and syncs it and its directory.
-// It is replaceFile's atomic write (a temporary file synced, then renamed):
-// a new file's entry can reach the disk before its data, and path, the
-// name the bytes are promised under, must hold them whole or not exist.
-// A crash before the rename leaves only the temporary file, which the
-// next attempt rewrites (keepName gives it the same path while path does
-// not exist).
-func writeSynced(fsys vfs.FS, path string, data []byte, perm os.FileMode) error {
+// It is replaceFile's atomic write (a temporary file synced, then
+// renamed): a new file's entry can reach the disk before its data, and
+// path, the name the bytes are promised under, must hold them whole or
+// not exist. A crash before the rename leaves only the temporary file,
+// which the next attempt rewrites (keepName gives it the same path while
+// path does not exist). The bytes of a file's tail are copied a block at
+// a time, so that their size (a sparse file may claim gigabytes) costs no
+// memory.
+func writeSynced[B keptBytes](fsys vfs.FS, path string, data B, perm os.FileMode) error {
 	if _, err := fsys.Stat(path); err == nil {
 		return &os.PathError{Op: "keep", Path: path, Err: os.ErrExist}
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
-	return replaceFile(fsys, filepath.Dir(path), filepath.Base(path), data, perm)
+	tmp := path + ".tmp"
+	w, err := fsys.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, perm)
+	if err != nil {
+		return err
+	}
+	switch d := any(data).(type) {
+	case []byte:
+		_, err = w.Write(d)
+	case tailBytes:
+		err = d.copyTo(w)
+	}
+	if err != nil {
+		w.Close()
+		return err
+	}
+	if err := w.Sync(); err != nil {
+		w.Close()
+		return err
+	}
+	if err := w.Close(); err != nil {
+		return err
+	}
+	if err := fsys.Rename(tmp, path); err != nil {
+		return err
+	}
+	return fsys.SyncDir(filepath.Dir(path))
+}
+
+// keptBytes is what writeSynced keeps: bytes in memory, or a file's tail.
+type keptBytes interface{ []byte | tailBytes }
+
+// tailBytes is the bytes of f from off to end, less the zero bytes that
+// end them (free space): what a cut keeps aside.
+type tailBytes struct {
+	f        vfs.File
+	off, end int64
+}
+
+// copyTo writes the bytes to w from its start, a block at a time; a block
+// of zeros is not written (w reads zeros there), and w ends with the last
+// byte that is not zero.
+func (t tailBytes) copyTo(w vfs.File) error {
+	buf := make([]byte, min(t.end-t.off, 1<<20))
+	var data int64 // end of the last byte not zero, from off
+	for at := t.off; at < t.end; {
+		n, err := t.f.ReadAt(buf[:min(int64(len(buf)), t.end-at)], at)
+		if z := zeroTail(buf[:n]); z < n {
+			data = at - t.off + int64(n-z)
+			if _, werr := w.WriteAt(buf[:n], at-t.off); werr != nil {
+				return werr
+			}
+		}
+		at += int64(n)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return w.Truncate(data)
 }
 
 // Repair opens a session for writing and reconciles it at once, carrying
@@ -749,11 +819,7 @@ func cutTail(fsys vfs.FS, path string, off int64, keep string, perm os.FileMode)
 	if err != nil {
 		return err
 	}
-	tail := make([]byte, info.Size()-off)
-	if _, err := f.ReadAt(tail, off); err != nil && !errors.Is(err, io.EOF) {
-		return err
-	}
-	tail = tail[:len(tail)-zeroTail(tail)] // free space is not kept
+	tail := tailBytes{f: f, off: off, end: info.Size()}
 	if err := writeSynced(fsys, keep, tail, perm); err != nil {
 		return err
 	}

@@ -498,16 +498,17 @@ func (r *remoteFiles) sealChunk(n uint32, es []entry) error {
 
 func (r *remoteFiles) uploadSealed(n uint32) error {
 	path := r.chunkPath(n) + sealedExt
-	b, err := vfs.ReadFile(r.fsys, path)
-	if err != nil {
-		return err
-	}
 	zr, err := zchunk.Open(r.fsys, path)
 	if err != nil {
 		return err
 	}
-	size := zr.Size()
+	size, meta := zr.Size(), zr.MetaSize()
 	zr.Close()
+	// Its blocks and metadata compressed, raw at worst, with their frames.
+	b, err := readFile(r.fsys, path, nil, size+size>>10+meta+meta>>10+1<<16)
+	if err != nil {
+		return err
+	}
 	key := sealedKey(r.id, n, r.lease)
 	ctx, cancel := r.ctx()
 	defer cancel()
@@ -562,7 +563,7 @@ func (r *remoteFiles) putBlob(d [32]byte, rec []byte) error {
 	if err := r.localFiles.putBlob(d, rec); err != nil {
 		return err
 	}
-	b, err := vfs.ReadFile(r.fsys, blobPath(r.dir, d))
+	b, err := readFile(r.fsys, blobPath(r.dir, d), nil, maxBlobFile(int64(len(rec))))
 	if err != nil {
 		return err
 	}
@@ -1115,7 +1116,7 @@ const holderFile = "holder.id"
 // holderID reads the root's holder id, making it on first use.
 func holderID(fsys vfs.FS, dir string, perm os.FileMode) (uuid.UUID, error) {
 	path := filepath.Join(dir, holderFile)
-	b, err := vfs.ReadFile(fsys, path)
+	b, err := readFile(fsys, path, nil, 4<<10)
 	if err == nil {
 		id, perr := uuid.ParseBytes(bytes.TrimSpace(b))
 		if perr != nil {

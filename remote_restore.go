@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -43,7 +44,7 @@ func (r *remoteFiles) reconcileLocal(ctx context.Context, v *logView) error {
 		}
 	}
 	var trusted uint64
-	if b, err := vfs.ReadFile(fsys, filepath.Join(r.dir, remoteStateFile)); err == nil {
+	if b, err := readFile(fsys, filepath.Join(r.dir, remoteStateFile), nil, 4<<10); err == nil {
 		var ls localRemoteState
 		if json.Unmarshal(b, &ls) == nil && ls.Seq <= v.newestSeq {
 			trusted = ls.Seq
@@ -133,7 +134,7 @@ func (r *remoteFiles) reconcileLocal(ctx context.Context, v *logView) error {
 			return err
 		}
 	}
-	old, err := vfs.ReadFile(fsys, filepath.Join(r.dir, metaFile))
+	old, err := readFile(fsys, filepath.Join(r.dir, metaFile), nil, maxMetaSize)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
@@ -149,7 +150,7 @@ func (r *remoteFiles) reconcileLocal(ctx context.Context, v *logView) error {
 // when want is nil).
 func (r *remoteFiles) reconcileLanes(want []byte) error {
 	fsys := r.fsys
-	old, err := vfs.ReadFile(fsys, filepath.Join(r.dir, lanesFile))
+	old, err := readFile(fsys, filepath.Join(r.dir, lanesFile), nil, maxLanesSize)
 	switch {
 	case err != nil && !errors.Is(err, fs.ErrNotExist):
 		return err
@@ -319,8 +320,8 @@ func (r *remoteFiles) rebuildPlain(ctx context.Context, v *logView, c uint32, ps
 		changed = true
 	}
 	if size > end {
-		tail := make([]byte, size-end)
-		if _, err := f.ReadAt(tail, end); err != nil || bytes.ContainsFunc(tail, func(r rune) bool { return r != 0 }) {
+		// A block at a time: the file may be of any size.
+		if !zerosFrom(f, end, size) {
 			changed = true
 		}
 		if err := f.Truncate(end); err != nil {
@@ -336,6 +337,20 @@ func (r *remoteFiles) rebuildPlain(ctx context.Context, v *logView, c uint32, ps
 		}
 	}
 	return changed, nil
+}
+
+// zerosFrom reports whether f holds only zero bytes from off to end, read
+// a block at a time.
+func zerosFrom(f vfs.File, off, end int64) bool {
+	buf := make([]byte, min(end-off, 64<<10))
+	for off < end {
+		n, err := f.ReadAt(buf[:min(int64(len(buf)), end-off)], off)
+		if zeroTail(buf[:n]) != n || err != nil && (!errors.Is(err, io.EOF) || off+int64(n) < end) {
+			return false
+		}
+		off += int64(n)
+	}
+	return true
 }
 
 // writeTemp writes b to the file at path, made or emptied, and syncs it.
@@ -381,7 +396,11 @@ func (r *remoteFiles) rebuildDerived(v *logView, pieces map[uint32][]logPiece) e
 	var lines []byte
 	var head entry
 	if len(pieces) == 1 {
-		b, err := vfs.ReadFile(fsys, r.chunkPath(newest))
+		var end int64 // where the log's data of the chunk ends
+		for _, p := range pieces[newest] {
+			end = max(end, p.Off+int64(p.Len))
+		}
+		b, err := readFile(fsys, r.chunkPath(newest), nil, end)
 		if err != nil {
 			return err
 		}

@@ -96,9 +96,10 @@ func (s *Store) sessionDir(id uuid.UUID) string {
 
 // checkMeta reports metadata session.json cannot hold as it is, with
 // ErrInvalidMeta: a string that is not valid UTF-8 (JSON would store it
-// changed), a time JSON cannot encode (a year past 9999), or a subagent's
-// lineage that does not hold together (checkLineage, subagent.go).
-// Everything else in Meta encodes, so it checks without encoding.
+// changed), a time JSON cannot encode (a year past 9999), a subagent's
+// lineage that does not hold together (checkLineage, subagent.go), or
+// more than maxMetaSize of it, with the longest UpdatedAt a later write
+// can give it (so that no later write of the session fails for its size).
 func checkMeta(m Meta) error {
 	strs := []string{m.Name, m.WorkingDir, m.Model}
 	for k, v := range m.Labels {
@@ -114,8 +115,19 @@ func checkMeta(m Meta) error {
 			return fmt.Errorf("%w: time %s outside years 0 to 9999", ErrInvalidMeta, t)
 		}
 	}
-	return checkLineage(m)
+	if err := checkLineage(m); err != nil {
+		return err
+	}
+	longest := m
+	longest.UpdatedAt = time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC)
+	_, err := encodeMeta(longest, formatVersion)
+	return err
 }
+
+// maxMetaSize is the largest session.json: Create and UpdateMeta refuse
+// metadata that would be longer (ErrInvalidMeta), and a longer file is
+// damage, refused unread. Part of the format.
+const maxMetaSize = 1 << 20
 
 // session.json ends with a checksum member, as chunk and index lines do:
 // "crc", the CRC-32C of every byte of the file before the metaCRCIntro that
@@ -136,10 +148,15 @@ const (
 	metaCRCEnd   = "\"\n}\n"
 )
 
+// encodeMeta returns session.json for m in format, or ErrInvalidMeta
+// when it would be longer than maxMetaSize.
 func encodeMeta(m Meta, format int) ([]byte, error) {
 	b, err := json.MarshalIndent(metaRecord{Format: format, Meta: m}, "", "  ")
 	if err != nil {
 		return nil, err
+	}
+	if n := len(b) + len(metaCRCIntro) + 8 + len(metaCRCEnd) - len("\n}"); n > maxMetaSize {
+		return nil, fmt.Errorf("%w: session.json of %d bytes (at most %d)", ErrInvalidMeta, n, maxMetaSize)
 	}
 	b = b[:len(b)-len("\n}")] // the checksum member goes before the closing brace
 	sum := jsonl.Checksum(b)
@@ -187,13 +204,15 @@ func decodeMeta(b []byte, want uuid.UUID, path string) (Meta, int, error) {
 
 // noSession reports whether err, from opening a file in the session
 // directory dir, means that there is no session there: the file is missing,
-// or dir is not a directory at all (a stray file named like a session id).
+// or dir is a regular file (a stray file named like a session id). A dir
+// that is a link, a FIFO or a device is no stray file: the store refuses
+// it as damage (see refusal).
 func noSession(fsys vfs.FS, dir string, err error) bool {
 	if errors.Is(err, os.ErrNotExist) {
 		return true
 	}
 	info, serr := fsys.Stat(dir)
-	return serr == nil && !info.IsDir()
+	return serr == nil && info.Mode().IsRegular()
 }
 
 // readMeta reads a session's session.json: its metadata and format.
@@ -206,7 +225,7 @@ func readMeta(fsys vfs.FS, dir string, id uuid.UUID) (Meta, int, error) {
 // for reuse (decoding copies what it keeps).
 func readMetaInto(fsys vfs.FS, dir string, id uuid.UUID, buf []byte) (Meta, int, []byte, error) {
 	path := filepath.Join(dir, metaFile)
-	b, err := vfs.ReadFileInto(fsys, path, buf)
+	b, err := readFile(fsys, path, buf, maxMetaSize)
 	switch {
 	case err != nil && noSession(fsys, dir, err):
 		return Meta{}, 0, buf, fmt.Errorf("%w: session %s", ErrNotFound, id)
@@ -238,8 +257,9 @@ func readMetaInto(fsys vfs.FS, dir string, id uuid.UUID, buf []byte) (Meta, int,
 //
 // Errors: ErrExists if a session with meta.ID exists; ErrLocked if another
 // writer holds that id; ErrInvalidMeta for metadata session.json cannot
-// hold as it is (a string that is not valid UTF-8, a year past 9999) or a
-// lineage that does not hold together, and then nothing is created;
+// hold as it is (a string that is not valid UTF-8, a year past 9999, more
+// than maxMetaSize, 1 MiB, of it) or a lineage that does not hold
+// together, and then nothing is created;
 // ErrNotFound (wrapped) if meta.ParentSession names no session; ErrClosed. An I/O error writing the catalogue
 // (catalogue.go) before session.json is written leaves no session; one
 // after it leaves the session created and stopped for writes

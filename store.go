@@ -64,6 +64,7 @@ func Open(dir string, opts *Options) (*Store, error) {
 		return nil, err
 	}
 	dir = filepath.Clean(dir)
+	o.fs = storeFS(o.fs, dir) // no link followed, no FIFO opened below dir (durable.go)
 	root := filepath.Join(dir, sessionsDir)
 	if info, err := o.fs.Stat(dir); err == nil && !info.IsDir() {
 		return nil, fmt.Errorf("%w at %s (not a directory)", ErrNoStore, dir)
@@ -142,7 +143,7 @@ type rootConfig struct {
 // member lost or changed reads as another format).
 func checkRootConfig(fsys vfs.FS, dir string, o Options) error {
 	path := filepath.Join(dir, rootConfigName)
-	b, err := vfs.ReadFile(fsys, path)
+	b, err := readFile(fsys, path, nil, maxRootConfig)
 	if errors.Is(err, os.ErrNotExist) {
 		b, err := json.Marshal(rootConfig{Format: rootFormat, Compression: o.Compression})
 		if err != nil {

@@ -203,11 +203,15 @@ func ConvertCompression(ctx context.Context, dir string, opts *Options) error {
 	return nil
 }
 
+// maxRootConfig is the largest sessionstore.json read: its one line is
+// tens of bytes.
+const maxRootConfig = 4 << 10
+
 // readRootCompression returns the compression mode sessionstore.json of
 // the root dir records.
 func readRootCompression(fsys vfs.FS, dir string) (string, error) {
 	path := filepath.Join(dir, rootConfigName)
-	b, err := vfs.ReadFile(fsys, path)
+	b, err := readFile(fsys, path, nil, maxRootConfig)
 	if errors.Is(err, os.ErrNotExist) {
 		return "", fmt.Errorf("%w at %s (no %s)", ErrNoStore, dir, rootConfigName)
 	}

@@ -59,6 +59,17 @@ func (r *VerifyReport) Repairable() bool {
 	return len(r.Problems) == 0 || (r.Lost != nil && len(r.Problems) == 1 && r.Problems[0] == r.Lost)
 }
 
+// damaged adds err to the problems if it is a *CorruptionError (a file
+// the store refuses: see refusal), and reports whether it was.
+func (r *VerifyReport) damaged(err error) bool {
+	var ce *CorruptionError
+	if errors.As(err, &ce) {
+		r.problem(ce)
+		return true
+	}
+	return false
+}
+
 func (r *VerifyReport) problem(err *CorruptionError) {
 	if len(r.Problems) >= maxVerifyProblems {
 		r.Truncated = true
@@ -170,7 +181,7 @@ func (s *Store) verify(ctx context.Context, session uuid.UUID) (*VerifyReport, e
 		run.entries = append(run.entries, *e)
 		run.offsets = append(run.offsets, off)
 		return nil
-	}); err != nil {
+	}); err != nil && !r.damaged(err) {
 		return nil, err
 	}
 
@@ -178,7 +189,7 @@ func (s *Store) verify(ctx context.Context, session uuid.UUID) (*VerifyReport, e
 	// a sealed chunk, in index.jsonl for a plain one) and the tree.
 	chunkDir := filepath.Join(dir, chunksDir)
 	forms, _, err := chunkForms(fsys, chunkDir)
-	if err != nil {
+	if err != nil && !r.damaged(err) {
 		return nil, err
 	}
 	chunks := slices.Sorted(maps.Keys(forms))
@@ -253,7 +264,30 @@ func (s *Store) verify(ctx context.Context, session uuid.UUID) (*VerifyReport, e
 	if err := verifyLanes(fsys, dir, check.seen, r); err != nil {
 		return nil, err
 	}
+	verifyLayout(fsys, dir, r)
 	return r, nil
+}
+
+// verifyLayout adds to r what stands where the session directory dir
+// keeps a file or directory that Verify reads no other way, when it is
+// not one (a link, a FIFO, a file of the other type): LOCK, a regular
+// file, and blobs/ and blobs/sha256/, directories. A writer refuses each
+// as it comes to use it (see refusal); this says so first.
+func verifyLayout(fsys vfs.FS, dir string, r *VerifyReport) {
+	for _, f := range []struct {
+		name string
+		dir  bool
+	}{{lockName, false}, {blobsDir, true}, {filepath.Join(blobsDir, "sha256"), true}} {
+		path := filepath.Join(dir, f.name)
+		info, err := fsys.Stat(path) // the link itself, below the root
+		if err != nil {
+			r.damaged(err)
+			continue
+		}
+		if m := info.Mode(); f.dir && !m.IsDir() || !f.dir && !m.IsRegular() {
+			r.problem(&CorruptionError{Path: path, Err: vfs.TypeError(m, f.dir)})
+		}
+	}
 }
 
 // indexRun is the index entries of one chunk, where they were read and

@@ -135,38 +135,68 @@ func (c *chunkReader) Read(p []byte) (int, error) {
 func FuzzScanner(f *testing.F) {
 	files, _ := seedFiles(f)
 	for i, b := range files {
-		f.Add(b, uint32(i*1000), uint16(i))
+		f.Add(b, uint32(i*1000), uint16(i), uint16(1000))
 	}
 	for i, s := range literalSeeds {
-		f.Add([]byte(s), uint32(i), uint16(1))
+		f.Add([]byte(s), uint32(i), uint16(1), uint16(5))
 	}
-	f.Add([]byte(strings.Repeat("x", 70_000)+"\n"+strings.Repeat("y", 10)), uint32(1)<<31, uint16(4096))
-	f.Fuzz(func(t *testing.T, data []byte, base uint32, chunk uint16) {
-		s := NewScanner(&chunkReader{r: bytes.NewReader(data), n: int(chunk) + 1}, int64(base))
-		var rebuilt []byte
-		total := 0
-		next := int64(base)
-		for s.Next() {
-			line := s.Line()
-			if bytes.IndexByte(line, '\n') >= 0 {
-				t.Fatalf("line %q holds a newline", line)
+	f.Add([]byte(strings.Repeat("x", 70_000)+"\n"+strings.Repeat("y", 10)), uint32(1)<<31, uint16(4096), uint16(65535))
+	f.Add(append(append([]byte("ab\n"), make([]byte, 1500)...), "cd\n\x00\x00"...), uint32(509), uint16(100), uint16(8))
+	f.Fuzz(func(t *testing.T, data []byte, base uint32, chunk, maxLine uint16) {
+		s := NewScanner(&chunkReader{r: bytes.NewReader(data), n: int(chunk) + 1}, int64(base), int(maxLine))
+		s.TrackHoles(512)
+		// What it must find: the input split at its newlines, each line
+		// whole if short enough and free of zeros, else kept up to its
+		// first zero and its first maxLine bytes.
+		want := bytes.Split(data, []byte("\n"))
+		wantTail := want[len(want)-1]
+		want = want[:len(want)-1]
+		kept := func(b []byte) []byte {
+			if z := bytes.IndexByte(b, 0); z >= 0 {
+				b = b[:z]
 			}
+			return b[:min(len(b), int(maxLine))]
+		}
+		next := int64(base)
+		i := 0
+		for s.Next() {
+			require.Less(t, i, len(want), "more lines than the input holds")
+			line, w := s.Line(), want[i]
 			require.Equal(t, next, s.Offset(), "line offset")
-			next += int64(len(line)) + 1
+			next += int64(len(w)) + 1
 			require.Equal(t, next, s.End(), "end after line")
-			total += len(line) + 1
-			rebuilt = append(append(rebuilt, line...), '\n')
+			whole := len(w) <= int(maxLine) && bytes.IndexByte(w, 0) < 0
+			require.Equal(t, whole, s.Malformed() == nil, "line %d malformed: %v", i, s.Malformed())
+			require.True(t, bytes.Equal(kept(w), line), "line %d: got %q", i, line)
+			require.Equal(t, refHole(w, s.Offset()), s.Hole(), "hole in line %d", i)
+			i++
 		}
 		require.NoError(t, s.Err())
-		tail := s.Tail()
-		require.Equal(t, -1, bytes.IndexByte(tail, '\n'), "tail %q holds a newline", tail)
+		require.Equal(t, len(want), i, "lines")
 		require.Equal(t, next, s.Offset(), "tail offset")
-		total += len(tail)
-		rebuilt = append(rebuilt, tail...)
-
-		// The lines, their newlines and the tail tile the input exactly.
-		require.Equal(t, len(data), total)
-		require.True(t, bytes.Equal(data, rebuilt), "rebuilt input differs")
+		require.True(t, bytes.Equal(kept(wantTail), s.Tail()), "tail %q", s.Tail())
+		require.Equal(t, len(bytes.Trim(wantTail, "\x00")) == 0, s.TailZero(), "tail of zeros")
 		require.Equal(t, int64(base)+int64(len(data)), s.End())
 	})
+}
+
+// refHole is the plain statement of a hole in line, at offset off: a run
+// of zero bytes from the line's start or a multiple of 512 to a multiple
+// of 512 (see Scanner.TrackHoles).
+func refHole(line []byte, off int64) bool {
+	for i := 0; i < len(line); {
+		if line[i] != 0 {
+			i++
+			continue
+		}
+		j := i
+		for j < len(line) && line[j] == 0 {
+			j++
+		}
+		if a, b := off+int64(i), off+int64(j); (i == 0 || a%512 == 0) && b%512 == 0 {
+			return true
+		}
+		i = j
+	}
+	return false
 }

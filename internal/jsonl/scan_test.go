@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"runtime"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -28,7 +29,7 @@ type scanResult struct {
 // scanAll drains a Scanner, copying each line (Line is only valid until
 // the next call to Next).
 func scanAll(r io.Reader, base int64) scanResult {
-	s := NewScanner(r, base)
+	s := NewScanner(r, base, testMaxLine)
 	var res scanResult
 	for s.Next() {
 		res.lines = append(res.lines, scannedLine{s.Offset(), string(s.Line())})
@@ -71,7 +72,8 @@ func TestScanner(t *testing.T) {
 			tail:    `{"a":2,"cr`,
 			tailOff: 7 + 25,
 		},
-		{name: "NUL bytes", in: "\x00\n\x00", base: 0, lines: []scannedLine{{0, "\x00"}}, tail: "\x00", tailOff: 2},
+		// A line holding a zero byte is kept up to it (TestScannerLimits).
+		{name: "NUL bytes", in: "a\x00\n\x00", base: 0, lines: []scannedLine{{0, "a"}}, tail: "", tailOff: 3},
 	}
 	readers := []struct {
 		name string
@@ -148,7 +150,7 @@ func TestScannerLongLines(t *testing.T) {
 }
 
 func TestScannerEmptyInput(t *testing.T) {
-	s := NewScanner(strings.NewReader(""), 77)
+	s := NewScanner(strings.NewReader(""), 77, testMaxLine)
 	assert.False(t, s.Next())
 	assert.Empty(t, s.Tail())
 	assert.Empty(t, s.Line())
@@ -161,7 +163,7 @@ func TestScannerEmptyInput(t *testing.T) {
 // End tracks the bytes consumed so far: after a line it is the offset just
 // past that line's newline.
 func TestScannerEndAfterEachLine(t *testing.T) {
-	s := NewScanner(strings.NewReader("a\nbb\nccc\n"), 5)
+	s := NewScanner(strings.NewReader("a\nbb\nccc\n"), 5, testMaxLine)
 	var ends []int64
 	for s.Next() {
 		assert.Equal(t, s.Offset()+int64(len(s.Line()))+1, s.End())
@@ -171,7 +173,7 @@ func TestScannerEndAfterEachLine(t *testing.T) {
 }
 
 func TestScannerStaysDoneAfterEnd(t *testing.T) {
-	s := NewScanner(strings.NewReader("x\ny"), 0)
+	s := NewScanner(strings.NewReader("x\ny"), 0, testMaxLine)
 	require.True(t, s.Next())
 	require.False(t, s.Next())
 	assert.Equal(t, "y", string(s.Tail()))
@@ -218,7 +220,7 @@ func TestScannerReadError(t *testing.T) {
 	}
 
 	t.Run("immediate", func(t *testing.T) {
-		s := NewScanner(iotest.ErrReader(boom), 0)
+		s := NewScanner(iotest.ErrReader(boom), 0, testMaxLine)
 		assert.False(t, s.Next())
 		assert.ErrorIs(t, s.Err(), boom)
 		assert.Empty(t, s.Tail())
@@ -227,7 +229,7 @@ func TestScannerReadError(t *testing.T) {
 	})
 
 	t.Run("unexpected EOF is an error, not a clean end", func(t *testing.T) {
-		s := NewScanner(&errAfterReader{r: strings.NewReader("a\nb"), err: io.ErrUnexpectedEOF}, 0)
+		s := NewScanner(&errAfterReader{r: strings.NewReader("a\nb"), err: io.ErrUnexpectedEOF}, 0, testMaxLine)
 		require.True(t, s.Next())
 		require.False(t, s.Next())
 		assert.ErrorIs(t, s.Err(), io.ErrUnexpectedEOF)
@@ -239,7 +241,7 @@ func TestScannerReadError(t *testing.T) {
 func TestScannerSectionOffsets(t *testing.T) {
 	file := []byte("skip me\n" + "first\n" + "second\n" + "torn")
 	const base = 8
-	s := NewScanner(io.NewSectionReader(bytes.NewReader(file), base, 1<<62), base)
+	s := NewScanner(io.NewSectionReader(bytes.NewReader(file), base, 1<<62), base, testMaxLine)
 	for s.Next() {
 		assert.Equal(t, string(s.Line()), string(file[s.Offset():s.Offset()+int64(len(s.Line()))]))
 		assert.Equal(t, byte('\n'), file[s.Offset()+int64(len(s.Line()))])
@@ -254,7 +256,7 @@ func TestScannerSizeHint(t *testing.T) {
 	long := strings.Repeat("x", 200<<10)
 	input := "a\n" + long + "\nb"
 	for _, size := range []int64{0, 1, 3, int64(len(input)), 1 << 30} {
-		sc := NewScannerSize(strings.NewReader(input), 10, size)
+		sc := NewScannerSize(strings.NewReader(input), 10, size, testMaxLine)
 		var got []string
 		for sc.Next() {
 			got = append(got, string(sc.Line()))
@@ -263,5 +265,118 @@ func TestScannerSizeHint(t *testing.T) {
 		assert.Equal(t, []string{"a", long}, got, "size hint %d", size)
 		assert.Equal(t, "b", string(sc.Tail()))
 		assert.Equal(t, int64(10+len(input)), sc.End())
+	}
+}
+
+// testMaxLine is a line limit that the tests of whole lines never reach.
+const testMaxLine = 1 << 30
+
+// TestScannerLimits: a line longer than the maximum, or holding a zero
+// byte, is malformed and kept only up to the first zero and the maximum;
+// its offsets and the lines after it are as for a whole line. Holes are
+// the zero runs aligned to the sector, and a tail of zeros is free space.
+func TestScannerLimits(t *testing.T) {
+	type line struct {
+		text string
+		bad  error
+		hole bool
+	}
+	zeros := func(n int) string { return string(make([]byte, n)) }
+	tests := []struct {
+		name     string
+		in       string
+		base     int64
+		max      int
+		lines    []line
+		tail     string
+		tailZero bool
+	}{
+		{name: "at the maximum", in: "abcd\n", max: 4, lines: []line{{text: "abcd"}}, tailZero: true},
+		{name: "one past", in: "abcde\nxy\n", max: 4, lines: []line{{"abcd", ErrLineTooLong, false}, {text: "xy"}}, tailZero: true},
+		{name: "zero byte", in: "ab\x00cd\nok\n", max: 100, lines: []line{{"ab", ErrZeroByte, false}, {text: "ok"}}, tailZero: true},
+		{name: "zero past the maximum", in: "abcdef\x00\n", max: 3, lines: []line{{"abc", ErrLineTooLong, false}}, tailZero: true},
+		{name: "tail of zeros", in: "ok\n" + zeros(5000), max: 100, lines: []line{{text: "ok"}}, tailZero: true},
+		{name: "tail with data", in: "ok\n" + zeros(10) + "x", max: 100, lines: []line{{text: "ok"}}, tailZero: false},
+		{name: "long tail", in: "ok\n" + strings.Repeat("t", 50), max: 10, lines: []line{{text: "ok"}}, tail: strings.Repeat("t", 10)},
+		{name: "hole from the line start", in: "ab\n" + zeros(509) + "x\n", max: 1000, lines: []line{{text: "ab"}, {"", ErrZeroByte, true}}, tailZero: true},
+		{name: "hole at a sector", in: strings.Repeat("a", 512) + zeros(512) + "b\n", max: 2000, lines: []line{{strings.Repeat("a", 512), ErrZeroByte, true}}, tailZero: true},
+		{name: "zeros off the sectors", in: strings.Repeat("a", 100) + zeros(1000) + "b\n", max: 2000, lines: []line{{strings.Repeat("a", 100), ErrZeroByte, false}}, tailZero: true},
+		{name: "hole ending the line", in: "a" + zeros(511) + "\n", max: 10, lines: []line{{"a", ErrZeroByte, false}}, tailZero: true},
+		{name: "hole to the newline", in: zeros(512) + "\n", max: 10, lines: []line{{"", ErrZeroByte, true}}, tailZero: true},
+	}
+	for _, tt := range tests {
+		for _, rd := range []struct {
+			name string
+			wrap func(io.Reader) io.Reader
+		}{{"whole", func(r io.Reader) io.Reader { return r }}, {"one byte", iotest.OneByteReader}} {
+			t.Run(tt.name+"/"+rd.name, func(t *testing.T) {
+				s := NewScanner(rd.wrap(strings.NewReader(tt.in)), tt.base, tt.max)
+				s.TrackHoles(512)
+				var got []line
+				next := tt.base
+				for s.Next() {
+					assert.Equal(t, next, s.Offset())
+					next = s.End()
+					var bad error
+					if err := s.Malformed(); err != nil {
+						bad = ErrLineTooLong
+						if errors.Is(err, ErrZeroByte) {
+							bad = ErrZeroByte
+						}
+					}
+					got = append(got, line{string(s.Line()), bad, s.Hole()})
+				}
+				require.NoError(t, s.Err())
+				assert.Equal(t, tt.lines, got)
+				assert.Equal(t, tt.tail, string(s.Tail()))
+				assert.Equal(t, tt.tailZero, s.TailZero())
+				assert.Equal(t, tt.base+int64(len(tt.in)), s.End())
+			})
+		}
+	}
+}
+
+// TestScannerSparseMemory: scanning gigabytes of zero bytes (a sparse
+// file) keeps nothing of them.
+func TestScannerSparseMemory(t *testing.T) {
+	const size = 2 << 30
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	s := NewScannerSize(io.LimitReader(zeroReader{}, size), 0, size, 1<<20)
+	s.TrackHoles(512)
+	for s.Next() {
+		t.Fatal("no line in zeros")
+	}
+	require.NoError(t, s.Err())
+	assert.True(t, s.TailZero())
+	assert.Equal(t, int64(size), s.End())
+	runtime.ReadMemStats(&after)
+	assert.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(1<<20), "bytes allocated")
+}
+
+type zeroReader struct{}
+
+func (zeroReader) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
+}
+
+// TestScannerStopAtMalformed: a scanner told to stop at a malformed line
+// returns it as soon as it is known bad, reads no further, and ends.
+func TestScannerStopAtMalformed(t *testing.T) {
+	for _, in := range []string{"ok\nab\x00" + strings.Repeat("\x00", 100<<10) + "\nnext\n", "ok\n" + strings.Repeat("y", 100<<10) + "\nnext\n"} {
+		r := strings.NewReader(in)
+		s := NewScanner(r, 0, 1000)
+		s.StopAtMalformed()
+		require.True(t, s.Next())
+		assert.Equal(t, "ok", string(s.Line()))
+		assert.NoError(t, s.Malformed())
+		require.True(t, s.Next())
+		assert.Error(t, s.Malformed())
+		assert.Less(t, s.End(), int64(70<<10), "the rest of the line is not read")
+		assert.Greater(t, r.Len(), 30<<10, "bytes left unread")
+		assert.False(t, s.Next())
+		assert.NoError(t, s.Err())
+		assert.False(t, s.TailZero())
 	}
 }

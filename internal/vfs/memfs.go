@@ -203,7 +203,7 @@ func (m *MemFS) lookupParent(op, name string) (*memNode, string, error) {
 			return nil, "", &fs.PathError{Op: op, Path: name, Err: fs.ErrNotExist}
 		}
 		if !next.dir {
-			return nil, "", &fs.PathError{Op: op, Path: name, Err: errors.New("not a directory")}
+			return nil, "", &fs.PathError{Op: op, Path: name, Err: fileType(whatIs(0))}
 		}
 		dir = next
 	}
@@ -240,8 +240,8 @@ func (m *MemFS) OpenFile(name string, flag int, perm fs.FileMode) (File, error) 
 	switch {
 	case ok && flag&os.O_CREATE != 0 && flag&os.O_EXCL != 0:
 		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrExist}
-	case ok && n.dir && flag&(os.O_WRONLY|os.O_RDWR) != 0:
-		return nil, &fs.PathError{Op: "open", Path: name, Err: errors.New("is a directory")}
+	case ok && n.dir:
+		return nil, &fs.PathError{Op: "open", Path: name, Err: fileType(whatIs(fs.ModeDir))}
 	case !ok && flag&os.O_CREATE == 0:
 		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
 	case !ok:
@@ -288,7 +288,7 @@ func (m *MemFS) MkdirAll(name string, perm fs.FileMode) error {
 			dir.modTime = next.modTime
 			m.logChange(&dirChange{op: dirCreate, node: next, to: dir, toName: p})
 		} else if !next.dir {
-			return &fs.PathError{Op: "mkdir", Path: name, Err: errors.New("not a directory")}
+			return &fs.PathError{Op: "mkdir", Path: name, Err: fileType(whatIs(0))}
 		}
 		dir = next
 	}
@@ -367,7 +367,7 @@ func (m *MemFS) ReadDir(name string) ([]string, error) {
 		return nil, err
 	}
 	if !n.dir {
-		return nil, &fs.PathError{Op: "readdir", Path: name, Err: errors.New("not a directory")}
+		return nil, &fs.PathError{Op: "readdir", Path: name, Err: fileType(whatIs(0))}
 	}
 	names := make([]string, 0, len(n.children))
 	for k := range n.children {
@@ -403,7 +403,7 @@ func (m *MemFS) SyncDir(name string) error {
 		return err
 	}
 	if !n.dir {
-		return &fs.PathError{Op: "syncdir", Path: name, Err: errors.New("not a directory")}
+		return &fs.PathError{Op: "syncdir", Path: name, Err: fileType(whatIs(0))}
 	}
 	if err := m.check(OpSyncDir, name); err != nil {
 		return err

@@ -131,13 +131,11 @@ func TestMemFSReadOnDirectory(t *testing.T) {
 	m := NewMemFS()
 	require.NoError(t, m.MkdirAll("/d", 0o755))
 	f, err := m.OpenFile("/d", os.O_RDONLY, 0)
-	require.NoError(t, err, "a directory opens read-only, as with os.Open")
-	defer f.Close()
-	_, err = f.Read(make([]byte, 1))
-	assert.Error(t, err)
-	fi, err := f.Stat()
-	require.NoError(t, err)
-	assert.True(t, fi.IsDir())
+	assert.Nil(t, f)
+	assert.ErrorIs(t, err, ErrFileType, "a directory is not opened as a file, as with Default")
+	var pe *fs.PathError
+	require.ErrorAs(t, err, &pe)
+	assert.Equal(t, "/d", pe.Path)
 }
 
 func TestMemFSReadAtFullBufferAtEnd(t *testing.T) {

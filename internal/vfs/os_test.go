@@ -523,16 +523,16 @@ func TestReadFileIntoOS(t *testing.T) {
 		name := filepath.Join(dir, fmt.Sprintf("f%d", size))
 		require.NoError(t, os.WriteFile(name, want, 0o600))
 		for _, bufCap := range []int{0, 1, 512, 4096, size, size + 1} {
-			got, err := ReadFileInto(Default, name, make([]byte, 0, bufCap))
+			got, err := ReadFileInto(Default, name, make([]byte, 0, bufCap), testLimit)
 			require.NoError(t, err, "size %d, buffer %d", size, bufCap)
 			assert.True(t, bytes.Equal(want, got), "size %d, buffer %d: read %d bytes", size, bufCap, len(got))
 		}
 	}
 	var pe *fs.PathError
-	_, err := ReadFileInto(Default, filepath.Join(dir, "missing"), nil)
+	_, err := ReadFileInto(Default, filepath.Join(dir, "missing"), nil, testLimit)
 	assert.ErrorIs(t, err, fs.ErrNotExist)
 	require.ErrorAs(t, err, &pe)
 	assert.Equal(t, filepath.Join(dir, "missing"), pe.Path)
-	_, err = ReadFileInto(Default, dir, make([]byte, 0, 64))
+	_, err = ReadFileInto(Default, dir, make([]byte, 0, 64), testLimit)
 	assert.ErrorAs(t, err, &pe, "a directory")
 }

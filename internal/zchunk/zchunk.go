@@ -182,7 +182,19 @@ const (
 	// MaxMetaSize is the largest metadata (plain, before compression) a
 	// file may hold. It bounds what Meta allocates for a damaged footer.
 	MaxMetaSize = 1 << 30
+	// MaxBlockSize is the largest block a file may hold: one line of the
+	// store's longest (a record of 1 GiB and its line's other members).
+	// With the meta frame's and each frame's compressed length bounded by
+	// what zstd makes of its plain length at worst (stored raw), it bounds
+	// what a read allocates, whatever a damaged file's footer and table
+	// claim.
+	MaxBlockSize = 1<<30 + 1<<20
 )
+
+// compressBound is the most bytes a zstd frame of n plain bytes takes:
+// stored raw, in blocks of 128 KiB with 3 bytes of header each, with its
+// header and content checksum; and room to spare.
+func compressBound(n uint64) uint64 { return n + n>>10 + 1<<10 }
 
 // skipHeaderSize is the size of a zstd skippable frame header: magic and
 // payload length, both u32.
@@ -290,6 +302,13 @@ func encode(src, meta []byte, blockSize int) ([]byte, error) {
 	}
 	enc, dec := encoder(), decoder()
 	ends := blocks(src, blockSize)
+	prev := 0
+	for _, end := range ends {
+		if end-prev > MaxBlockSize {
+			return nil, fmt.Errorf("zchunk: a line of %d bytes (a block holds at most %d)", end-prev, MaxBlockSize)
+		}
+		prev = end
+	}
 	out := make([]byte, 0, len(src)/4+skipHeaderSize+len(meta)/4+EntrySize*len(ends)+FooterSize)
 	table := make([]byte, 0, EntrySize*len(ends))
 	start := 0
@@ -499,37 +518,70 @@ func open(f vfs.File, path string) (*Reader, error) {
 			return nil, bad(footOff+32, fmt.Errorf("%w: meta frame at %d, %d bytes, table at %d", ErrBadTable, metaOff, metaLen, tableOff))
 		}
 		hi, lo := bits.Mul64(metaLen, maxBlockPerByte)
-		if metaSize == 0 || metaSize > MaxMetaSize || hi == 0 && metaSize > lo {
+		if metaSize == 0 || metaSize > MaxMetaSize || hi == 0 && metaSize > lo || metaLen > compressBound(metaSize) {
 			return nil, bad(footOff+48, fmt.Errorf("%w: metadata length %d in a meta frame of %d bytes (at most %d)", ErrBadTable, metaSize, metaLen, MaxMetaSize))
 		}
 		framesEnd = int64(metaOff) - skipHeaderSize
 	}
 	// The skippable frame header and the table, in one read if they are
-	// adjacent.
-	buf := make([]byte, skipHeaderSize+tableLen)
-	head, table := buf[:skipHeaderSize], buf[skipHeaderSize:]
-	if metaLen == 0 {
-		if err := readFull(f, buf, framesEnd); err != nil {
-			return nil, fileErr(path, framesEnd, err)
+	// adjacent and the table is small (every table the store writes is);
+	// a larger table is read a piece at a time (bigTable).
+	var head [skipHeaderSize]byte
+	var table []byte
+	small := tableLen <= maxWholeTable
+	if small {
+		buf := make([]byte, skipHeaderSize+tableLen)
+		table = buf[skipHeaderSize:]
+		if metaLen == 0 {
+			if err := readFull(f, buf, framesEnd); err != nil {
+				return nil, fileErr(path, framesEnd, err)
+			}
+			copy(head[:], buf)
+		} else {
+			if err := readFull(f, head[:], framesEnd); err != nil {
+				return nil, fileErr(path, framesEnd, err)
+			}
+			if err := readFull(f, table, int64(tableOff)); err != nil {
+				return nil, fileErr(path, int64(tableOff), err)
+			}
 		}
-	} else {
-		if err := readFull(f, head, framesEnd); err != nil {
-			return nil, fileErr(path, framesEnd, err)
-		}
-		if err := readFull(f, table, int64(tableOff)); err != nil {
-			return nil, fileErr(path, int64(tableOff), err)
-		}
+	} else if err := readFull(f, head[:], framesEnd); err != nil {
+		return nil, fileErr(path, framesEnd, err)
 	}
 	if m, n := le.Uint32(head[0:4]), le.Uint32(head[4:8]); m != SkippableMagic || uint64(n) != metaLen+tableLen+FooterSize {
 		return nil, bad(framesEnd, fmt.Errorf("%w: skippable frame header %#x, %d bytes (want %#x, %d)", ErrBadTable, m, n, SkippableMagic, metaLen+tableLen+FooterSize))
 	}
-	if got := crc32.Checksum(table, castagnoli); got != tableCRC {
+	var bt *bigTable
+	if !small {
+		bt = &bigTable{f: f, path: path, off: int64(tableOff), len: int64(tableLen)}
+		got, err := bt.checksum()
+		if err != nil {
+			return nil, err
+		}
+		if got != tableCRC {
+			return nil, bad(int64(tableOff), fmt.Errorf("%w: %08x, footer says %08x", ErrTableChecksum, got, tableCRC))
+		}
+	} else if got := crc32.Checksum(table, castagnoli); got != tableCRC {
 		return nil, bad(int64(tableOff), fmt.Errorf("%w: %08x, footer says %08x", ErrTableChecksum, got, tableCRC))
 	}
-	entries := make([]entry, len(table)/EntrySize)
+	// The entries, each checked before it is kept: a table that claims
+	// more than its file holds fails at its first bad entry, having cost
+	// the memory of the good ones.
+	var entries []entry
+	if small {
+		entries = make([]entry, 0, len(table)/EntrySize)
+	}
 	var compEnd, logEnd uint64
-	for i := range entries {
-		e := table[i*EntrySize:]
+	for i := 0; i < int(tableLen/EntrySize); i++ {
+		var e []byte
+		if small {
+			e = table[i*EntrySize:]
+		} else {
+			var err error
+			if e, err = bt.entry(i); err != nil {
+				return nil, err
+			}
+		}
 		compOff, compLen := le.Uint64(e[0:]), le.Uint64(e[8:])
 		logOff, logLen := le.Uint64(e[16:]), le.Uint64(e[24:])
 		frameCRC := le.Uint32(e[32:])
@@ -543,11 +595,13 @@ func open(f vfs.File, path string) (*Reader, error) {
 			return nil, bad(entryOff, fmt.Errorf("%w: frame %d (%d bytes at %d) overruns the table", ErrBadTable, i, compLen, compOff))
 		case logLen > size-logOff:
 			return nil, bad(entryOff, fmt.Errorf("%w: block %d (%d bytes at %d) overruns the logical size %d", ErrBadTable, i, logLen, logOff, size))
+		case logLen > MaxBlockSize || compLen > compressBound(logLen):
+			return nil, bad(entryOff, fmt.Errorf("%w: frame %d of %d bytes for a block of %d (at most %d)", ErrBadTable, i, compLen, logLen, uint64(MaxBlockSize)))
 		}
 		if hi, lo := bits.Mul64(compLen, maxBlockPerByte); hi == 0 && logLen > lo {
 			return nil, bad(entryOff, fmt.Errorf("%w: frame %d of %d bytes cannot hold %d", ErrBadTable, i, compLen, logLen))
 		}
-		entries[i] = entry{int64(compOff), int64(compLen), int64(logOff), int64(logLen), frameCRC}
+		entries = append(entries, entry{int64(compOff), int64(compLen), int64(logOff), int64(logLen), frameCRC})
 		compEnd, logEnd = compOff+compLen, logOff+logLen
 	}
 	if compEnd != uint64(framesEnd) || logEnd != size {
@@ -557,6 +611,51 @@ func open(f vfs.File, path string) (*Reader, error) {
 		f: f, path: path, size: int64(size), table: entries, cacheIdx: -1,
 		metaOff: int64(metaOff), metaLen: int64(metaLen), metaSize: int64(metaSize), metaCRC: metaCRC,
 	}, nil
+}
+
+// maxWholeTable is the largest frame table read in one piece: that of a
+// chunk of gigabytes in the store's 256 KiB blocks.
+const maxWholeTable = 1 << 20
+
+// bigTable reads a frame table larger than maxWholeTable a piece at a
+// time.
+type bigTable struct {
+	f        vfs.File
+	path     string
+	off, len int64
+	buf      []byte
+	bufAt    int64 // table offset of buf[0]
+}
+
+// checksum returns the table's CRC-32C.
+func (t *bigTable) checksum() (uint32, error) {
+	var crc uint32
+	buf := make([]byte, maxWholeTable)
+	for at := int64(0); at < t.len; {
+		p := buf[:min(int64(len(buf)), t.len-at)]
+		if err := readFull(t.f, p, t.off+at); err != nil {
+			return 0, fileErr(t.path, t.off+at, err)
+		}
+		crc = crc32.Update(crc, castagnoli, p)
+		at += int64(len(p))
+	}
+	return crc, nil
+}
+
+// entry returns entry i, read in pieces of whole entries as i grows.
+func (t *bigTable) entry(i int) ([]byte, error) {
+	at := int64(i) * EntrySize
+	if at < t.bufAt || at+EntrySize > t.bufAt+int64(len(t.buf)) {
+		n := min(int64(maxWholeTable/EntrySize*EntrySize), t.len-at)
+		if cap(t.buf) < int(n) {
+			t.buf = make([]byte, n)
+		}
+		t.buf, t.bufAt = t.buf[:n], at
+		if err := readFull(t.f, t.buf, t.off+at); err != nil {
+			return nil, fileErr(t.path, t.off+at, err)
+		}
+	}
+	return t.buf[at-t.bufAt:], nil
 }
 
 // readFull reads len(p) bytes at off.
