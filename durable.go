@@ -364,3 +364,37 @@ func replaceFileAs(fsys vfs.FS, dir, name, tmp string, data []byte, perm os.File
 	}
 	return fsys.SyncDir(dir)
 }
+
+// mkdirDurable makes directory dir and its missing parents, as MkdirAll
+// does, and syncs the parent of each directory it made: when it returns
+// nil, dir's name and those of the parents it made are durable, so that
+// files later synced in it are never left out of every directory by a
+// crash. A dir that exists costs one Stat.
+func mkdirDurable(fsys vfs.FS, dir string, perm os.FileMode) error {
+	var made []string
+	for d := dir; ; {
+		if _, err := fsys.Stat(d); err == nil {
+			break
+		} else if !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		made = append(made, d)
+		up := filepath.Dir(d)
+		if up == d {
+			break
+		}
+		d = up
+	}
+	if len(made) == 0 {
+		return nil
+	}
+	if err := fsys.MkdirAll(dir, perm); err != nil {
+		return err
+	}
+	for _, d := range made {
+		if err := fsys.SyncDir(filepath.Dir(d)); err != nil {
+			return err
+		}
+	}
+	return nil
+}

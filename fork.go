@@ -575,7 +575,7 @@ func (src prefixSource) restore(id uuid.UUID) (string, error) {
 	o := src.opts
 	dir := filepath.Join(filepath.Dir(src.root), forkCacheDir, id.String())
 	defer src.lock()()
-	if err := o.fs.MkdirAll(dir, o.DirMode); err != nil {
+	if err := mkdirDurable(o.fs, dir, o.DirMode); err != nil {
 		return "", err
 	}
 	local := &localFiles{fsys: o.fs, dir: dir, perm: o.FileMode, dirPerm: o.DirMode, maxChunk: o.ChunkSize, log: o.Logger.With("session", id)}

@@ -214,8 +214,9 @@ func (r *registry) openNew(ctx context.Context, h *openSession, create *Meta) er
 			return err
 		}
 	} else if _, err := fsys.Stat(filepath.Join(h.dir, metaFile)); err != nil && r.opts.Remote != nil {
-		// A remote session this machine lacks: opening restores it.
-		if err := fsys.MkdirAll(h.dir, r.opts.DirMode); err != nil {
+		// A remote session this machine lacks: opening restores it, into
+		// a directory whose name is durable before any file in it is.
+		if err := mkdirDurable(fsys, h.dir, r.opts.DirMode); err != nil {
 			h.becomeClosed(err)
 			return err
 		}

@@ -622,7 +622,7 @@ func fetchBlob(ctx context.Context, obj ObjectStore, fsys vfs.FS, id uuid.UUID, 
 		return err
 	}
 	path := blobPath(dir, d)
-	if err := fsys.MkdirAll(filepath.Dir(path), dirPerm); err != nil {
+	if err := mkdirDurable(fsys, filepath.Dir(path), dirPerm); err != nil {
 		return err
 	}
 	return writeFileAtomic(fsys, path, b, perm)

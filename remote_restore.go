@@ -39,7 +39,7 @@ func (r *remoteFiles) reconcileLocal(ctx context.Context, v *logView) error {
 	fsys := r.fsys
 	cdir := r.chunkDir()
 	for _, d := range []string{cdir, filepath.Join(r.dir, blobsDir)} {
-		if err := fsys.MkdirAll(d, r.dirPerm); err != nil {
+		if err := mkdirDurable(fsys, d, r.dirPerm); err != nil {
 			return err
 		}
 	}

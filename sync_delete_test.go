@@ -297,3 +297,28 @@ func BenchmarkDeleteBlobs(b *testing.B) {
 
 // deleteBenchBlobs is the number of blobs of BenchmarkDeleteBlobs's sessions.
 const deleteBenchBlobs = 32
+
+// TestSyncBadHEADKeptAsideDurably: a repair that keeps a bad HEAD aside
+// is synced when Repair returns, as every repair is, also when it writes
+// no new HEAD (a session without events): a power cut after it finds
+// nothing left to repair.
+func TestSyncBadHEADKeptAsideDurably(t *testing.T) {
+	ctx := context.Background()
+	m, s, id := memSession(t, Options{})
+	require.NoError(t, s.Close())
+	writeMemFile(t, m, sessionPath(id, headName), []byte("not an id\n"))
+	require.NoError(t, m.SyncDir(sessionPath(id)))
+
+	s = openMem(t, m, Options{})
+	done, err := s.Repair(ctx, id)
+	require.NoError(t, err)
+	require.NotEmpty(t, done, "precondition: the bad HEAD is a repair")
+	require.NoError(t, s.Close())
+
+	c := openMem(t, m.CrashClone(vfs.KeepSynced, 0), Options{})
+	defer c.Close()
+	r, err := c.Verify(ctx, id)
+	require.NoError(t, err)
+	assert.True(t, r.OK(), "%v", r.Problems)
+	assert.Empty(t, r.Repairs, "the repair survives a power cut")
+}

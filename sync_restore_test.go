@@ -74,15 +74,6 @@ func restoreWorkload(t *testing.T, obj *memObjects, sealed bool) (m *vfs.MemFS, 
 	require.Equal(t, 1, plain, "precondition: the restore rebuilt a plain chunk: %v", names)
 	_, err = m.Stat(sessionPath(meta.ID, remoteStateFile))
 	require.NoError(t, err, "precondition: the release wrote remote.json")
-	// The open makes the session's directory, a cache of the object
-	// store, without syncing the sessions directory: a crash before the
-	// file system writes that directory on its own loses the copy whole
-	// (the next open restores the session again), or on a file system
-	// that writes directories apart leaves it out of every directory.
-	// Writing it now, as a file system does within seconds, has the
-	// crashes below keep the directory, for the next open to trust what
-	// remote.json says it holds, and leaves to Orphans the chunks alone.
-	require.NoError(t, m.SyncDir(filepath.Join(memRoot, sessionsDir)))
 	return m, meta.ID, want
 }
 
@@ -156,7 +147,9 @@ func TestSyncDownloadedSealedChunkWhole(t *testing.T) {
 }
 
 // TestSyncRestoredChunksNamed: once a restore has returned, every chunk
-// file it wrote has a durable name (MemFS.Orphans lists none): a crash
+// file it wrote, and the session's directory itself (a cache of the
+// object store the open made), has a durable name (MemFS.Orphans lists
+// none): a crash
 // never leaves a copy of the session's data on the disk out of every
 // directory, where a file system check would gather it into lost+found
 // and no Delete of the session would remove it. The plain chunk is
@@ -171,4 +164,35 @@ func TestSyncRestoredChunksNamed(t *testing.T) {
 			assert.Empty(t, m.Orphans())
 		})
 	}
+}
+
+// TestSyncFetchedBlobNamed: a blob a Store fetches from the object store
+// (a record of a session another Store wrote) lands in a prefix
+// directory whose name is durable: no crash leaves it out of every
+// directory.
+func TestSyncFetchedBlobNamed(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	obj := newMemObjects()
+	o := restoreOpts(obj)
+	o.BlobThreshold = 64
+	a := openMem(t, vfs.NewMemFS(), o)
+	meta, err := a.Create(ctx, Meta{Name: "with a blob"})
+	require.NoError(t, err)
+	big := apiAppend(t, a, meta.ID, textEv(strings.Repeat("large record ", 20)))
+	require.NotEmpty(t, big.Digest, "precondition: a blob")
+	require.NoError(t, a.Close())
+
+	m := vfs.NewMemFS()
+	b := openMem(t, m, o)
+	ev, err := b.Event(ctx, meta.ID, big.ID)
+	require.NoError(t, err)
+	_, err = b.Resolve(ctx, meta.ID, ev)
+	require.NoError(t, err)
+	d, err := parseDigest(big.Digest)
+	require.NoError(t, err)
+	_, err = m.Stat(blobPath(sessionPath(meta.ID), d))
+	require.NoError(t, err, "precondition: the blob was fetched")
+	assert.Empty(t, m.Orphans())
+	require.NoError(t, b.Close())
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 
@@ -109,9 +110,20 @@ func (c *cmdEnv) upgradeSessions(ctx context.Context, root string, named []strin
 }
 
 // sessionFormat returns the format a session's session.json records, or
-// 0 if it cannot tell; for the command's report only.
+// 0 if it cannot tell; for the command's report only. It reads a regular
+// file only (not a link, a FIFO or a device) and no more than
+// session.json's largest size, 1 MiB.
 func sessionFormat(root string, id uuid.UUID) int {
-	b, err := os.ReadFile(filepath.Join(root, "sessions", id.String(), "session.json"))
+	path := filepath.Join(root, "sessions", id.String(), "session.json")
+	if info, err := os.Lstat(path); err != nil || !info.Mode().IsRegular() {
+		return 0
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, 1<<20))
 	if err != nil {
 		return 0
 	}

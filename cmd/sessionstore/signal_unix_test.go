@@ -74,3 +74,33 @@ func TestImportSIGINT(t *testing.T) {
 	}
 	require.NoError(t, s.Close())
 }
+
+// TestUpgradeFIFOSessionJSON: a FIFO in place of a session.json does not
+// block the upgrade command: it reports the session damaged and ends.
+func TestUpgradeFIFOSessionJSON(t *testing.T) {
+	root := t.TempDir()
+	s, err := sessionstore.Open(root, nil)
+	require.NoError(t, err)
+	meta, err := s.Create(context.Background(), sessionstore.Meta{Name: "fifo"})
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	path := filepath.Join(root, "sessions", meta.ID.String(), "session.json")
+	require.NoError(t, os.Remove(path))
+	require.NoError(t, syscall.Mkfifo(path, 0o600))
+
+	done := make(chan int, 1)
+	go func() {
+		status, _, _ := runCmd("upgrade", root, meta.ID.String())
+		done <- status
+	}()
+	select {
+	case status := <-done:
+		assert.Equal(t, exitFail, status)
+	case <-time.After(time.Minute): // a hang detector, not a timing check
+		// Unblock the reader so that the test can end.
+		if f, err := os.OpenFile(path, os.O_WRONLY, 0); err == nil {
+			f.Close()
+		}
+		t.Fatal("upgrade blocked on a FIFO")
+	}
+}
