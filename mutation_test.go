@@ -148,7 +148,7 @@ var mutations = []mutation{
 		"the bytes a repair cuts are kept, whole, under their name"},
 	{"skip the directory sync of a kept-aside file", "recovery.go", "func writeSynced[", "return fsys.SyncDir(filepath.Dir(path))", "return nil",
 		"the bytes a repair cuts are kept under a durable name before the cut"},
-	{"make directories without syncing their names", "durable.go", "func mkdirDurable(", "if err := fsys.SyncDir(filepath.Dir(d)); err != nil {", "if err := error(nil); err != nil {",
+	{"make directories without syncing their names", "durable.go", "func mkdirDurable(", "if err := fsys.SyncDir(filepath.Dir(d)); err != nil {", "if err := func(string) error { return nil }(filepath.Dir(d)); err != nil {",
 		"a file the store syncs is never left out of every directory by a crash"},
 	{"skip the directory sync after moving a bad HEAD aside", "recovery.go", "func applyRepairs(", "fsys.SyncDir(filepath.Dir(p.headKeep))", "error(nil)",
 		"a bad HEAD is kept aside before a new one replaces it"},
