@@ -486,8 +486,11 @@ func (h *openSession) reconcile() (err error) {
 	h.headOnDisk = h.head()
 	if e, ok := p.index.last(); ok && e.Time > h.meta.UpdatedAt.UnixNano() {
 		// A writer appended and did not close (a crash): its events are
-		// newer than session.json says; Close and Flush record them.
-		h.lastWrite, h.appended = e.Time, true
+		// newer than session.json says; Close and Flush record them. A
+		// session that appended without its index before loading it
+		// knows its newest append already, which may be later than its
+		// last event's time (AppendOptions.KeepTime).
+		h.lastWrite, h.appended = max(h.lastWrite, e.Time), true
 	}
 	h.repaired = append(h.repaired, repairs...) // made: Repair reports them
 	return nil

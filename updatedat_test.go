@@ -214,3 +214,53 @@ func TestPruneRechecksUnderLock(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, path, 2, "kept whole")
 }
+
+// TestUpdatedAtSurvivesIndexLoad: a session opened without its index
+// and appended to, first at the clock's time and then with an older
+// time (AppendOptions.KeepTime), keeps reporting its newest append as
+// UpdatedAt once a call loads its index, and Close records that one.
+func TestUpdatedAtSurvivesIndexLoad(t *testing.T) {
+	ctx := context.Background()
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock := &settableClock{t: base}
+	o := Options{}
+	o.now = clock.now
+	m := vfs.NewMemFS()
+	s := openMem(t, m, o)
+	meta, err := s.Create(ctx, Meta{Name: "resumed"})
+	require.NoError(t, err)
+	appendN(t, s, meta.ID, 3)
+	require.NoError(t, s.Close())
+
+	s = openMem(t, m, o)
+	_, err = s.Load(ctx, meta.ID)
+	require.NoError(t, err)
+	h := s.reg.lookup(meta.ID)
+	require.NotNil(t, h)
+	h.mu.Lock()
+	lazy := h.state == stateLazy
+	h.mu.Unlock()
+	require.True(t, lazy, "precondition: the session opened without its index")
+
+	clock.set(base.Add(40 * 24 * time.Hour))
+	newest, err := s.Append(ctx, meta.ID, UserText("newest"))
+	require.NoError(t, err)
+	imported := UserText("imported")
+	imported.Time = base.Add(10 * 24 * time.Hour)
+	_, err = s.AppendWith(ctx, meta.ID, AppendOptions{KeepTime: true}, imported)
+	require.NoError(t, err)
+	_, err = s.Tree(ctx, meta.ID) // loads the index
+	require.NoError(t, err)
+	h.mu.Lock()
+	indexed := h.state == stateIndexed
+	h.mu.Unlock()
+	require.True(t, indexed, "precondition: Tree loaded the index")
+
+	for name, got := range updatedAtEverywhere(t, s, meta.ID) {
+		assert.Equal(t, newest.Time, got, "%s after the index was loaded", name)
+	}
+	require.NoError(t, s.Close())
+	disk, _, err := readMeta(m, sessionPath(meta.ID), meta.ID)
+	require.NoError(t, err)
+	assert.Equal(t, newest.Time, disk.UpdatedAt, "Close records the newest append")
+}
