@@ -641,8 +641,6 @@ type metaWatcher interface {
 	wrote(m Meta) error
 }
 
-// writeMeta atomically replaces session.json and updates the cached copy.
-// The watcher hears of it first; if it cannot, nothing is written.
 // updatedAt is the session's UpdatedAt as Meta reports it: session.json's,
 // or the newest time of an event appended since, if later. h.mu is held.
 func (h *openSession) updatedAt() time.Time {
@@ -667,6 +665,8 @@ func (h *openSession) writeUpdatedAt() error {
 	return nil
 }
 
+// writeMeta atomically replaces session.json and updates the cached copy.
+// The watcher hears of it first; if it cannot, nothing is written.
 func (h *openSession) writeMeta(m Meta) error {
 	b, err := encodeMeta(m, h.format)
 	if err != nil {
