@@ -260,3 +260,29 @@ func TestPruneDryRunSeesDeferredFork(t *testing.T) {
 	_, err = s.Append(ctx, fork.ID, AssistantText("first of the fork"))
 	require.NoError(t, err)
 }
+
+// TestForkOfDeletedRemoteParent: with Options.Remote, a Fork of a session
+// deleted after this root read it for a fork (its copy under forkcache is
+// there) finds no parent (ErrNotFound), as one of a session it never read
+// does; the delete marker's empty metadata is no session.json to copy.
+func TestForkOfDeletedRemoteParent(t *testing.T) {
+	ctx := context.Background()
+	obj := newMemObjects()
+	s := memRemoteStore(t, obj)
+	pm, err := s.Create(ctx, Meta{Name: "parent"})
+	require.NoError(t, err)
+	evs := forkTexts(t, s, pm.ID, "one", "two")
+	require.NoError(t, s.CloseSession(ctx, pm.ID))
+	fork, err := s.Fork(ctx, pm.ID, evs[1].ID) // reads the parent into forkcache
+	require.NoError(t, err)
+	require.NoError(t, s.Delete(ctx, fork.ID))
+	require.NoError(t, s.Delete(ctx, pm.ID))
+
+	_, err = s.Fork(ctx, pm.ID, evs[1].ID)
+	assert.ErrorIs(t, err, ErrNotFound)
+	var ce *CorruptionError
+	assert.False(t, errors.As(err, &ce), "no damage: %v", err)
+	metas, err := s.List(ctx)
+	require.NoError(t, err)
+	assert.Empty(t, metas, "no fork is left")
+}
