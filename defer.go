@@ -1,10 +1,13 @@
 package sessionstore
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"path/filepath"
+	"slices"
 	"sync"
 
 	"github.com/google/uuid"
@@ -75,6 +78,29 @@ func (d *deferredSessions) meta(id uuid.UUID) (Meta, bool) {
 		return Meta{}, false
 	}
 	return e.meta.clone(), true
+}
+
+// forks yields each deferred fork's parent and id, in id order. An entry
+// made is removed from the map; one lost is no fork.
+func (d *deferredSessions) forks() iter.Seq2[uuid.UUID, uuid.UUID] {
+	d.mu.Lock()
+	var ids []uuid.UUID
+	parents := map[uuid.UUID]uuid.UUID{}
+	for id, e := range d.m {
+		if f := e.meta.ForkedFrom; e.lost == nil && f != nil && f.Session != id {
+			ids = append(ids, id)
+			parents[id] = f.Session
+		}
+	}
+	d.mu.Unlock()
+	slices.SortFunc(ids, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) })
+	return func(yield func(uuid.UUID, uuid.UUID) bool) {
+		for _, id := range ids {
+			if !yield(parents[id], id) {
+				return
+			}
+		}
+	}
 }
 
 func (d *deferredSessions) get(id uuid.UUID) *deferredSession {

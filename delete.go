@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 
@@ -144,14 +145,22 @@ func (s *Store) checkDeletable() error {
 // forkIndex returns, for each session that forks name in
 // Meta.ForkedFrom, those forks' ids, and the metadata of every session
 // (List's: the catalogue holds ForkedFrom). Sessions whose session.json
-// cannot be read are left out.
+// cannot be read are left out. The forks this Store holds deferred
+// (Options.DeferCreate), which List does not return, are forks all the
+// same (forklock.go).
 func (s *Store) forkIndex(ctx context.Context) (map[uuid.UUID][]uuid.UUID, []Meta, error) {
 	metas, err := s.List(ctx)
 	var le *ListError
 	if err != nil && !errors.As(err, &le) {
 		return nil, nil, err
 	}
-	return forksOf(metas), metas, nil
+	forks := forksOf(metas)
+	for parent, fork := range s.deferred.forks() {
+		if !slices.Contains(forks[parent], fork) { // made meanwhile: listed
+			forks[parent] = append(forks[parent], fork)
+		}
+	}
+	return forks, metas, nil
 }
 
 // forksOf maps each session forks name to those forks' ids.

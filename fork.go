@@ -566,8 +566,8 @@ func (src prefixSource) lock() func() {
 // with a Remote, its copy brought up to date with the object store's log
 // (reconcileLocal, without a lease).
 //
-// Errors: ErrNotFound for a session the object store does not hold;
-// ErrRemote; a *CorruptionError naming an object's key.
+// Errors: ErrNotFound for a session the object store does not hold (or
+// holds deleted); ErrRemote; a *CorruptionError naming an object's key.
 func (src prefixSource) restore(id uuid.UUID) (string, error) {
 	if src.opts.Remote == nil {
 		return filepath.Join(src.root, id.String()), nil
@@ -586,7 +586,9 @@ func (src prefixSource) restore(id uuid.UUID) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if v == nil {
+	if v == nil || isDeleteMarker(v.newestHead) {
+		// A deleted session's log ends with its delete marker, which holds
+		// no metadata: its copy here, if any, is not brought to that.
 		return "", fmt.Errorf("%w: session %s", ErrNotFound, id)
 	}
 	if err := rf.reconcileLocal(ctx, v); err != nil {

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
@@ -227,4 +228,61 @@ func TestForkAppendNeedsItsPrefix(t *testing.T) {
 			assert.NotEqual(t, "never acknowledged", n.Preview)
 		}
 	}
+}
+
+// TestPruneDryRunSeesDeferredFork: a fork this Store holds deferred
+// (Options.DeferCreate) keeps its parent from Prune, and a dry run
+// reports that as the run does: the parent skipped with ErrHasForks, not
+// removed.
+func TestPruneDryRunSeesDeferredFork(t *testing.T) {
+	ctx := context.Background()
+	s, _ := apiNewStore(t, &Options{DeferCreate: true})
+	pm, err := s.Create(ctx, Meta{Name: "parent"})
+	require.NoError(t, err)
+	evs := forkTexts(t, s, pm.ID, "one", "two")
+	other, err := s.Create(ctx, Meta{Name: "other"})
+	require.NoError(t, err)
+	forkTexts(t, s, other.ID, "three")
+	fork, err := s.Fork(ctx, pm.ID, evs[1].ID)
+	require.NoError(t, err)
+
+	policy := PrunePolicy{Before: time.Now().Add(time.Hour)}
+	for _, dry := range []bool{true, false} {
+		policy.DryRun = dry
+		res, err := s.Prune(ctx, policy)
+		require.NoError(t, err)
+		assert.Equal(t, []string{"other"}, names(res.Removed), "dry run %v", dry)
+		require.Len(t, res.Skipped, 1, "dry run %v", dry)
+		assert.Equal(t, pm.ID, res.Skipped[0].Meta.ID)
+		assert.ErrorIs(t, res.Skipped[0].Err, ErrHasForks, "dry run %v", dry)
+		assert.Contains(t, res.Skipped[0].Err.Error(), fork.ID.String())
+	}
+	_, err = s.Append(ctx, fork.ID, AssistantText("first of the fork"))
+	require.NoError(t, err)
+}
+
+// TestForkOfDeletedRemoteParent: with Options.Remote, a Fork of a session
+// deleted after this root read it for a fork (its copy under forkcache is
+// there) finds no parent (ErrNotFound), as one of a session it never read
+// does; the delete marker's empty metadata is no session.json to copy.
+func TestForkOfDeletedRemoteParent(t *testing.T) {
+	ctx := context.Background()
+	obj := newMemObjects()
+	s := memRemoteStore(t, obj)
+	pm, err := s.Create(ctx, Meta{Name: "parent"})
+	require.NoError(t, err)
+	evs := forkTexts(t, s, pm.ID, "one", "two")
+	require.NoError(t, s.CloseSession(ctx, pm.ID))
+	fork, err := s.Fork(ctx, pm.ID, evs[1].ID) // reads the parent into forkcache
+	require.NoError(t, err)
+	require.NoError(t, s.Delete(ctx, fork.ID))
+	require.NoError(t, s.Delete(ctx, pm.ID))
+
+	_, err = s.Fork(ctx, pm.ID, evs[1].ID)
+	assert.ErrorIs(t, err, ErrNotFound)
+	var ce *CorruptionError
+	assert.False(t, errors.As(err, &ce), "no damage: %v", err)
+	metas, err := s.List(ctx)
+	require.NoError(t, err)
+	assert.Empty(t, metas, "no fork is left")
 }

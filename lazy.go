@@ -109,6 +109,12 @@ func (h *openSession) openLazy() bool {
 	}
 	h.becomeLazy(last)
 	h.headOnDisk = head
+	if last.Time > h.meta.UpdatedAt.UnixNano() {
+		// HEAD was written and session.json's UpdatedAt was not (a crash
+		// in a Flush or Close between the two): as reconcile, find the
+		// last write, which Close and Flush record.
+		h.lastWrite, h.appended = last.Time, true
+	}
 	return true
 }
 

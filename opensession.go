@@ -486,8 +486,11 @@ func (h *openSession) reconcile() (err error) {
 	h.headOnDisk = h.head()
 	if e, ok := p.index.last(); ok && e.Time > h.meta.UpdatedAt.UnixNano() {
 		// A writer appended and did not close (a crash): its events are
-		// newer than session.json says; Close and Flush record them.
-		h.lastWrite, h.appended = e.Time, true
+		// newer than session.json says; Close and Flush record them. A
+		// session that appended without its index before loading it
+		// knows its newest append already, which may be later than its
+		// last event's time (AppendOptions.KeepTime).
+		h.lastWrite, h.appended = max(h.lastWrite, e.Time), true
 	}
 	h.repaired = append(h.repaired, repairs...) // made: Repair reports them
 	return nil
@@ -638,8 +641,6 @@ type metaWatcher interface {
 	wrote(m Meta) error
 }
 
-// writeMeta atomically replaces session.json and updates the cached copy.
-// The watcher hears of it first; if it cannot, nothing is written.
 // updatedAt is the session's UpdatedAt as Meta reports it: session.json's,
 // or the newest time of an event appended since, if later. h.mu is held.
 func (h *openSession) updatedAt() time.Time {
@@ -664,6 +665,8 @@ func (h *openSession) writeUpdatedAt() error {
 	return nil
 }
 
+// writeMeta atomically replaces session.json and updates the cached copy.
+// The watcher hears of it first; if it cannot, nothing is written.
 func (h *openSession) writeMeta(m Meta) error {
 	b, err := encodeMeta(m, h.format)
 	if err != nil {

@@ -70,7 +70,8 @@ type PruneResult struct {
 // from the sessions as they are: a run without DryRun on the same
 // sessions removes exactly those, unless a session is in use by another
 // writer (then skipped with ErrLocked) or changes meanwhile. A session
-// that a session Prune keeps forks (Meta.ForkedFrom) is skipped with
+// that a session Prune keeps forks (Meta.ForkedFrom; a fork this Store
+// holds deferred, Options.DeferCreate, too) is skipped with
 // ErrHasForks, not an error of the whole Prune; a fork that Prune also
 // removes is removed first, and when that fork is skipped (ErrLocked,
 // say), so is the session it forks, with ErrHasForks. Prune also empties the trash of what earlier

@@ -296,3 +296,68 @@ func TestRemotePrune(t *testing.T) {
 	assert.Equal(t, ids[2], list[0].ID, "the newest stays")
 	assert.Equal(t, []string{"e"}, loadTexts(t, b, ids[2]))
 }
+
+// deleteNow does in m what a Delete of session id does (remote_delete.go:
+// the delete marker as the log's next object, every older log object
+// replaced by it, the metadata copies gone), with m.mu held: from a fault
+// hook, to put a Delete between two calls of another Store.
+func (m *memObjects) deleteNow(id uuid.UUID) {
+	lp := logPrefix(id)
+	var newest uint64
+	for k := range m.objs {
+		if seq, ok := parseLogKey(lp, k); ok && seq > newest {
+			newest = seq
+		}
+	}
+	marker := deleteMarker()
+	m.objs[logKey(id, newest+1)] = memObject{data: marker, mod: m.clock}
+	for k := range m.objs {
+		switch {
+		case strings.HasPrefix(k, lp):
+			m.objs[k] = memObject{data: marker, mod: m.clock}
+		case strings.HasPrefix(k, metaPrefix+id.String()+"/"):
+			delete(m.objs, k)
+		}
+	}
+}
+
+// TestOpenRacingRemoteDelete: a Store that read a session's log just
+// before another Store deleted it, and fetches the log's data objects
+// after the Delete replaced them by its marker, reports the session gone
+// (ErrNotFound), whether it opens the session or reads it as a fork's
+// prefix: not a *CorruptionError for objects that are delete markers.
+func TestOpenRacingRemoteDelete(t *testing.T) {
+	ctx := context.Background()
+	for _, op := range []string{"Load", "Fork"} {
+		t.Run(op, func(t *testing.T) {
+			obj := newMemObjects()
+			a := memRemoteStore(t, obj)
+			m, err := a.Create(ctx, Meta{Name: "deleted while read"})
+			require.NoError(t, err)
+			evs := []Event{apiAppend(t, a, m.ID, textEv("one")), apiAppend(t, a, m.ID, textEv("two"))}
+			require.NoError(t, a.Close())
+			lp := logPrefix(m.ID)
+			newest := obj.keys(lp)[0] // the newest object sorts first
+			deleted := false
+			obj.fail = func(op, key string) (error, bool) {
+				// The open reads the newest object (the release marker,
+				// with the log's state), then the data objects it names.
+				if op == "get" && strings.HasPrefix(key, lp) && key != newest && !deleted {
+					obj.deleteNow(m.ID)
+					deleted = true
+				}
+				return nil, false
+			}
+			b := memRemoteStore(t, obj)
+			if op == "Load" {
+				_, err = b.Load(ctx, m.ID)
+			} else {
+				_, err = b.Fork(ctx, m.ID, evs[1].ID)
+			}
+			require.True(t, deleted, "precondition: the Delete came between the reads")
+			assert.ErrorIs(t, err, ErrNotFound)
+			var ce *CorruptionError
+			assert.False(t, errors.As(err, &ce), "no damage: %v", err)
+		})
+	}
+}

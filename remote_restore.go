@@ -297,11 +297,21 @@ func (r *remoteFiles) rebuildPlain(ctx context.Context, v *logView, c uint32, ps
 			return
 		}
 		h, payload, err := decodeLogObject(key, b)
-		if err == nil && (h.Kind != logData || h.Chunk != c || h.Off != p.Off || h.Len != p.Len) {
+		if err == nil && isDeleteMarker(h) {
+			// A Delete replaced it since the log was read (remote_delete.go,
+			// step 4): the session is gone, as the open would have found
+			// had it read the log a moment later.
+			err = fmt.Errorf("%w: session %s was deleted", ErrNotFound, r.id)
+		} else if err == nil && (h.Kind != logData || h.Chunk != c || h.Off != p.Off || h.Len != p.Len) {
 			err = corruptf(key, 0, "data object is %s of chunk %d at %d (%d bytes), the log's state says chunk %d at %d (%d bytes)", h.Kind, h.Chunk, h.Off, h.Len, c, p.Off, p.Len)
 		}
 		data[i], errs[i] = payload, err
 	})
+	for _, err := range errs {
+		if errors.Is(err, ErrNotFound) {
+			return false, err // deleted: each object tells the same
+		}
+	}
 	if err := errors.Join(errs...); err != nil {
 		return false, err
 	}

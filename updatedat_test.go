@@ -2,6 +2,7 @@ package sessionstore
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -213,4 +214,118 @@ func TestPruneRechecksUnderLock(t *testing.T) {
 	path, err := s.Load(ctx, meta.ID)
 	require.NoError(t, err)
 	assert.Len(t, path, 2, "kept whole")
+}
+
+// TestUpdatedAtSurvivesIndexLoad: a session opened without its index
+// and appended to, first at the clock's time and then with an older
+// time (AppendOptions.KeepTime), keeps reporting its newest append as
+// UpdatedAt once a call loads its index, and Close records that one.
+func TestUpdatedAtSurvivesIndexLoad(t *testing.T) {
+	ctx := context.Background()
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock := &settableClock{t: base}
+	o := Options{}
+	o.now = clock.now
+	m := vfs.NewMemFS()
+	s := openMem(t, m, o)
+	meta, err := s.Create(ctx, Meta{Name: "resumed"})
+	require.NoError(t, err)
+	appendN(t, s, meta.ID, 3)
+	require.NoError(t, s.Close())
+
+	s = openMem(t, m, o)
+	_, err = s.Load(ctx, meta.ID)
+	require.NoError(t, err)
+	h := s.reg.lookup(meta.ID)
+	require.NotNil(t, h)
+	h.mu.Lock()
+	lazy := h.state == stateLazy
+	h.mu.Unlock()
+	require.True(t, lazy, "precondition: the session opened without its index")
+
+	clock.set(base.Add(40 * 24 * time.Hour))
+	newest, err := s.Append(ctx, meta.ID, UserText("newest"))
+	require.NoError(t, err)
+	imported := UserText("imported")
+	imported.Time = base.Add(10 * 24 * time.Hour)
+	_, err = s.AppendWith(ctx, meta.ID, AppendOptions{KeepTime: true}, imported)
+	require.NoError(t, err)
+	_, err = s.Tree(ctx, meta.ID) // loads the index
+	require.NoError(t, err)
+	h.mu.Lock()
+	indexed := h.state == stateIndexed
+	h.mu.Unlock()
+	require.True(t, indexed, "precondition: Tree loaded the index")
+
+	for name, got := range updatedAtEverywhere(t, s, meta.ID) {
+		assert.Equal(t, newest.Time, got, "%s after the index was loaded", name)
+	}
+	require.NoError(t, s.Close())
+	disk, _, err := readMeta(m, sessionPath(meta.ID), meta.ID)
+	require.NoError(t, err)
+	assert.Equal(t, newest.Time, disk.UpdatedAt, "Close records the newest append")
+}
+
+// TestUpdatedAtAfterCrashInFlushOrClose cuts the power at every mutating
+// operation of a Flush and of a Close that record a session's last write,
+// and checks that the next open finds the write in every crash state:
+// Meta reports it, and Close records it in session.json. A cut after
+// HEAD is written and before session.json leaves files a lazy open takes
+// (lazy.go): that open must find it too.
+func TestUpdatedAtAfterCrashInFlushOrClose(t *testing.T) {
+	ctx := context.Background()
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, op := range []string{"Flush", "Close"} {
+		t.Run(op, func(t *testing.T) {
+			points := 0
+			for k := 1; ; k++ {
+				clock := &settableClock{t: base}
+				o := Options{}
+				o.now = clock.now
+				m := vfs.NewMemFS()
+				s := openMem(t, m, o)
+				meta, err := s.Create(ctx, Meta{Name: "cut"})
+				require.NoError(t, err)
+				appendN(t, s, meta.ID, 3)
+				clock.set(base.Add(40 * 24 * time.Hour))
+				last, err := s.Append(ctx, meta.ID, UserText("the last write"))
+				require.NoError(t, err)
+				n := 0
+				m.SetFault(func(o vfs.Op, _ string) error {
+					if vfs.Mutating(o) {
+						if n++; n == k {
+							return vfs.ErrPowerLoss
+						}
+					}
+					return nil
+				})
+				if op == "Flush" {
+					_ = s.Flush(ctx, meta.ID)
+				}
+				_ = s.Close()
+				m.SetFault(nil)
+				cut := m.PowerCut()
+				if cut == nil {
+					break
+				}
+				points++
+				for _, mode := range vfs.CrashModes {
+					state := fmt.Sprintf("crash point %d (%v), %s", k, cut, mode)
+					c := m.CrashClone(mode, uint64(k))
+					s2 := openMem(t, c, o)
+					path, err := s2.Load(ctx, meta.ID)
+					require.NoError(t, err, state)
+					require.Equal(t, last.ID, path[len(path)-1].ID, "%s: the acknowledged append is there", state)
+					got, err := s2.Meta(ctx, meta.ID)
+					require.NoError(t, err, state)
+					assert.Equal(t, last.Time, got.UpdatedAt, "%s: the open finds the last write", state)
+					require.NoError(t, s2.Close(), state)
+					disk, _, err := readMeta(c, sessionPath(meta.ID), meta.ID)
+					require.NoError(t, err, state)
+					assert.Equal(t, last.Time, disk.UpdatedAt, "%s: Close records it", state)
+				}
+			}
+			require.Greater(t, points, 4, "HEAD's and session.json's replaces are crash points")
+		})
+	}
 }
