@@ -13,7 +13,7 @@ import (
 )
 
 // TestTableLongFields: a session whose name or working directory is
-// huge (session.json holds any length) does not make every line of ls and
+// huge (session.json holds up to 1 MiB) does not make every line of ls and
 // query as wide as it: the columns are padded to their widest cell, so one
 // 1 MiB name made 50 MB of spaces for 50 sessions. A cell is cut, ending
 // in "…"; -json prints the field whole.
@@ -22,8 +22,9 @@ func TestTableLongFields(t *testing.T) {
 	root := t.TempDir()
 	s, err := sessionstore.Open(root, nil)
 	require.NoError(t, err)
-	long := strings.Repeat("n", 1<<20)
-	longDir := "/" + strings.Repeat("d", 1<<20)
+	// Three fields of 300 KiB: together within session.json's 1 MiB.
+	long := strings.Repeat("n", 300<<10)
+	longDir := "/" + strings.Repeat("d", 300<<10)
 	const n = 20
 	for i := range n {
 		m := sessionstore.Meta{Name: "short", WorkingDir: "/w", Model: "m"}
