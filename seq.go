@@ -71,8 +71,8 @@ func (s *Store) LoadSeq(ctx context.Context, session uuid.UUID) iter.Seq2[Event,
 }
 
 // FullPathSeq is FullPath as an iterator: every event from the root to
-// leaf (HEAD when leaf is uuid.Nil), past compactions, read in bounded
-// batches as LoadSeq reads.
+// leaf (the active path's end when leaf is uuid.Nil, as Load), past
+// compactions, read in bounded batches as LoadSeq reads.
 //
 // Errors: as FullPath, yielded.
 func (s *Store) FullPathSeq(ctx context.Context, session, leaf uuid.UUID) iter.Seq2[Event, error] {

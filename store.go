@@ -425,8 +425,8 @@ func (s *Store) LoadPath(ctx context.Context, session, leaf uuid.UUID) ([]Event,
 	return s.loadPath(ctx, session, leaf, false, true)
 }
 
-// FullPath returns every event from the root to leaf (HEAD when leaf is
-// uuid.Nil), oldest first, with records, walking past compaction
+// FullPath returns every event from the root to leaf (with uuid.Nil, to
+// the end of the active path, as Load), oldest first, with records, walking past compaction
 // boundaries: the whole history, for audit and export.
 //
 // Errors: as LoadPath.
