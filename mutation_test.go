@@ -142,7 +142,7 @@ var mutations = []mutation{
 	{"skip the directory sync after finishing an interrupted HEAD replace", "recovery.go", "func applyRepairs(",
 		"fsys.SyncDir(dir)", "error(nil)",
 		"each repair is synced"},
-	{"keep no cut bytes aside", "recovery.go", "func cutTail(", "writeSynced(fsys, keep, tail, perm)", "error(nil)",
+	{"keep no cut bytes aside", "recovery.go", "func cutTail(", "writeSynced(fsys, keep, tail, perm)", "func() error { _ = tail; return nil }()",
 		"the bytes a repair cuts are kept"},
 	{"skip the sync of a kept-aside file's bytes", "recovery.go", "func writeSynced[", "if err := w.Sync(); err != nil {", "if err := error(nil); err != nil {",
 		"the bytes a repair cuts are kept, whole, under their name"},
