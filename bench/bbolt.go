@@ -27,12 +27,13 @@ import (
 // sort in append order and HEAD is the bucket's last key. Append is one
 // Put in one db.Update with one writer; with several writers it goes
 // through db.Batch, bbolt's group commit (several writers' Puts in one
-// transaction: one commit, two fdatasyncs, for the group). Load
+// transaction: one commit, two fdatasyncs, for the group). Create (a Put
+// in "sessions" and the session's bucket) is committed the same way. Load
 // follows parent ids from HEAD with Gets in one read transaction, copying
 // each payload out of the mmap.
 type boltStore struct {
 	db      *bolt.DB
-	batch   bool // appends use db.Batch (set by PrepareAppends)
+	batch   bool // appends and creates use db.Batch (set by PrepareWrites)
 	mu      sync.Mutex
 	pending map[uuid.UUID]uuid.UUID
 }
@@ -71,12 +72,12 @@ func openBoltRead(dir string) (Store, error) {
 	return &boltStore{db: db, pending: map[uuid.UUID]uuid.UUID{}}, nil
 }
 
-// PrepareAppends (appendPreparer) makes appends use db.Batch when several
-// goroutines write, with MaxBatchSize = writers so that a group of all
-// the writers commits at once rather than waiting out MaxBatchDelay (10
-// ms by default) for more; one writer keeps db.Update (a Batch of one
-// waits out the delay).
-func (s *boltStore) PrepareAppends(writers int, bytes int64) error {
+// PrepareWrites (writePreparer) makes appends and creates use db.Batch
+// when several goroutines write, with MaxBatchSize = writers so that a
+// group of all the writers commits at once rather than waiting out
+// MaxBatchDelay (10 ms by default) for more; one writer keeps db.Update (a
+// Batch of one waits out the delay).
+func (s *boltStore) PrepareWrites(writers int, bytes int64) error {
 	if writers > 1 {
 		s.batch = true
 		s.db.MaxBatchSize = writers
@@ -89,7 +90,9 @@ func (s *boltStore) Create(ctx context.Context, name string) (uuid.UUID, error) 
 	if err != nil {
 		return id, err
 	}
-	err = s.db.Update(func(tx *bolt.Tx) error {
+	// fn may run more than once under db.Batch; each run puts the same
+	// key and creates the bucket in a new transaction.
+	err = s.commit()(func(tx *bolt.Tx) error {
 		v := binary.BigEndian.AppendUint64(nil, uint64(time.Now().UnixNano()))
 		if err := tx.Bucket(boltSessions).Put(id[:], append(v, name...)); err != nil {
 			return err
@@ -98,6 +101,15 @@ func (s *boltStore) Create(ctx context.Context, name string) (uuid.UUID, error) 
 		return err
 	})
 	return id, err
+}
+
+// commit is how a write transaction is committed: db.Batch after
+// PrepareWrites with several writers, else db.Update.
+func (s *boltStore) commit() func(func(*bolt.Tx) error) error {
+	if s.batch {
+		return s.db.Batch
+	}
+	return s.db.Update
 }
 
 func (s *boltStore) takePending(session uuid.UUID) (uuid.UUID, bool) {
@@ -140,13 +152,9 @@ func decodeBolt(k, v []byte) (Event, error) {
 func (s *boltStore) appendEvents(session uuid.UUID, evs []Event) ([]uuid.UUID, error) {
 	pending, branched := s.takePending(session)
 	ids := make([]uuid.UUID, len(evs))
-	commit := s.db.Update
-	if s.batch {
-		commit = s.db.Batch
-	}
 	// fn may run more than once under db.Batch (bbolt retries a batch's
 	// functions one by one after a failure), so it starts afresh each time.
-	err := commit(func(tx *bolt.Tx) error {
+	err := s.commit()(func(tx *bolt.Tx) error {
 		b := tx.Bucket(boltEvents).Bucket(session[:])
 		if b == nil {
 			return errors.New("bbolt: no such session")

@@ -6,7 +6,7 @@
 // ratios as Markdown. See README.md.
 //
 //	cd bench && go run . -out results.md   # full run
-//	cd bench && go run . -quick            # every workload, small sizes, about 30 s
+//	cd bench && go run . -quick            # every workload, small sizes, about a minute
 package main
 
 import (

@@ -39,7 +39,8 @@ type SessionInfo struct {
 // nil, to the degree the peer's label says (sqlite-normal is not
 // power-loss safe).
 type Store interface {
-	// Create makes a new, empty session.
+	// Create makes a new, empty session, durable (to the degree the
+	// peer's label says) when it returns nil.
 	Create(ctx context.Context, name string) (uuid.UUID, error)
 	// Append adds ev as a child of the session's HEAD (its newest event),
 	// or of the event chosen by Branch, and makes it HEAD.
@@ -65,12 +66,13 @@ type Store interface {
 	Close() error
 }
 
-// appendPreparer is implemented by a store that takes setup before an
-// append workload, which the workload does after Open and before the
-// timed region: the raw floor preallocates the bytes the appends will
-// take; bbolt switches to db.Batch when there are several writers.
-type appendPreparer interface {
-	PrepareAppends(writers int, bytes int64) error
+// writePreparer is implemented by a store that takes setup before a
+// write workload (appends or creates), which the workload does after Open
+// and before the timed region: the raw floor preallocates the bytes the
+// writes will take; bbolt switches to db.Batch when there are several
+// writers.
+type writePreparer interface {
+	PrepareWrites(writers int, bytes int64) error
 }
 
 // errUnsupported is returned by the raw peers for everything but appends.

@@ -28,7 +28,10 @@ import (
 // no write is in flight it writes the whole queue with one pwrite(2),
 // fdatasyncs, and returns with every writer in that group; otherwise it
 // waits for a group that covers its lines. With one writer that is one
-// write and one fdatasync per event.
+// write and one fdatasync per event. A Create is a line too (the
+// session's id, name and creation time, with a CRC-32C), queued and
+// group-committed as an append's lines are: the floor of a durable create
+// that shares its sync with every other write in flight.
 //
 // rawGrow is the extra, not the floor: one write(2) to a growing O_APPEND
 // file and one fdatasync(2) per event, the write under a mutex and the
@@ -97,6 +100,26 @@ func appendLine(b []byte, id, parent uuid.UUID, ev *Event, t time.Time) []byte {
 	b = t.UTC().AppendFormat(b, time.RFC3339Nano)
 	b = append(b, `","record":`...)
 	b = append(b, ev.Payload...)
+	return appendCRC(b, start)
+}
+
+// appendCreateLine encodes a new session as a line: its id, name (quoted;
+// the workloads' names are ASCII) and creation time, and a CRC-32C.
+func appendCreateLine(b []byte, id uuid.UUID, name string, t time.Time) []byte {
+	start := len(b)
+	b = append(b, `{"session":"`...)
+	b = append(b, id.String()...)
+	b = append(b, `","name":`...)
+	b = strconv.AppendQuote(b, name)
+	b = append(b, `,"created_at":"`...)
+	b = t.UTC().AppendFormat(b, time.RFC3339Nano)
+	b = append(b, '"')
+	return appendCRC(b, start)
+}
+
+// appendCRC appends the CRC-32C of b[start:] as the line's last field and
+// ends the line.
+func appendCRC(b []byte, start int) []byte {
 	crc := crc32.Checksum(b[start:], castagnoli)
 	b = append(b, `,"crc":"`...)
 	for range 8 - len(strconv.FormatUint(uint64(crc), 16)) {
@@ -106,12 +129,16 @@ func appendLine(b []byte, id, parent uuid.UUID, ev *Event, t time.Time) []byte {
 	return append(b, "\"}\n"...)
 }
 
+// rawCreateOverhead bounds the bytes a create line adds to the session's
+// name (id, timestamp, CRC and field names: about 110).
+const rawCreateOverhead = 160
+
 // rawLineOverhead bounds the bytes a line adds to its payload (ids,
 // kind, role, timestamp, CRC and field names: about 190 for the
 // workloads' events).
 const rawLineOverhead = 256
 
-// rawInitialSize is what Open preallocates before PrepareAppends says how
+// rawInitialSize is what Open preallocates before PrepareWrites says how
 // much a workload will write.
 const rawInitialSize = 1 << 20
 
@@ -151,35 +178,48 @@ func (s *rawFloor) preallocate(size int64) error {
 	return nil
 }
 
-// PrepareAppends preallocates the space a workload's appends will take,
-// outside the timed region (appendPreparer).
-func (s *rawFloor) PrepareAppends(writers int, bytes int64) error {
+// PrepareWrites preallocates the space a workload's appends or creates
+// will take, outside the timed region (writePreparer).
+func (s *rawFloor) PrepareWrites(writers int, bytes int64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.syncing {
-		return errors.New("raw: PrepareAppends during appends")
+		return errors.New("raw: PrepareWrites during writes")
 	}
 	return s.preallocate(s.off + bytes)
 }
 
 func (s *rawFloor) write(session uuid.UUID, evs []Event) ([]uuid.UUID, error) {
+	var ids []uuid.UUID
+	err := s.commit(func(b []byte) ([]byte, error) {
+		var err error
+		b, ids, err = s.lines.encode(b, session, evs)
+		return b, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return ids, nil
+}
+
+// commit queues the lines encode appends to the queue (called with the
+// store's mutex held) and returns once a group covering them is written
+// and fdatasynced.
+func (s *rawFloor) commit(encode func(b []byte) ([]byte, error)) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.err != nil {
-		return nil, s.err
+		return s.err
 	}
-	var (
-		ids []uuid.UUID
-		err error
-	)
-	if s.queue, ids, err = s.lines.encode(s.queue, session, evs); err != nil {
-		return nil, err
+	var err error
+	if s.queue, err = encode(s.queue); err != nil {
+		return err
 	}
 	s.queued++
 	mine := s.queued
 	for s.synced < mine {
 		if s.err != nil {
-			return nil, s.err
+			return s.err
 		}
 		if s.syncing {
 			s.cond.Wait()
@@ -208,15 +248,23 @@ func (s *rawFloor) write(session uuid.UUID, evs []Event) ([]uuid.UUID, error) {
 		s.cond.Broadcast()
 		if err != nil {
 			s.err = err
-			return nil, err
+			return err
 		}
 		s.synced = upto
 	}
-	return ids, nil
+	return nil
 }
 
+// Create writes the session's line (appendCreateLine) and returns when a
+// group covering it is durable.
 func (s *rawFloor) Create(ctx context.Context, name string) (uuid.UUID, error) {
-	return uuid.NewV7()
+	id, err := uuid.NewV7()
+	if err != nil {
+		return id, err
+	}
+	return id, s.commit(func(b []byte) ([]byte, error) {
+		return appendCreateLine(b, id, name, time.Now()), nil
+	})
 }
 
 func (s *rawFloor) Append(ctx context.Context, session uuid.UUID, ev Event) (uuid.UUID, error) {

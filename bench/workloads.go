@@ -37,16 +37,23 @@ type sizes struct {
 	Turns        int   // turns of the synthetic coding session (disk workload)
 	TreeBytes    int64 // tool-result bytes of the tree-heap session
 	TreeEvents   int   // events of the tree-heap session
+	// Fleet is, per number of sessions of an append300-<N>s workload, the
+	// appends each session's one writer makes per repetition and peer.
+	Fleet         map[int]int
+	Creates       int // create: sessions made per repetition and peer
+	CreateWriters int // create: goroutines calling Create
 }
 
 func fullSizes() sizes {
 	return sizes{Append300: 1000, Concurrent: 3200, Writers: 16, Tool: 300, Trunk: 1000, Branches: 10, BranchLen: 10000, Every: 20,
-		ListSessions: 1000, ListIters: 5, Recent: 10000, RecentN: 50, ToolWriters: 8, Turns: 600, TreeBytes: 1 << 30, TreeEvents: 10000}
+		ListSessions: 1000, ListIters: 5, Recent: 10000, RecentN: 50, ToolWriters: 8, Turns: 600, TreeBytes: 1 << 30, TreeEvents: 10000,
+		Fleet: map[int]int{16: 200, 64: 100, 256: 50}, Creates: 2048, CreateWriters: 32}
 }
 
 func quickSizes() sizes {
 	return sizes{Append300: 100, Concurrent: 320, Writers: 16, Tool: 40, Trunk: 100, Branches: 10, BranchLen: 1000, Every: 20,
-		ListSessions: 200, ListIters: 3, Recent: 500, RecentN: 50, ToolWriters: 8, RealFiles: 10, Turns: 40, TreeBytes: 32 << 20, TreeEvents: 1000}
+		ListSessions: 200, ListIters: 3, Recent: 500, RecentN: 50, ToolWriters: 8, RealFiles: 10, Turns: 40, TreeBytes: 32 << 20, TreeEvents: 1000,
+		Fleet: map[int]int{16: 20, 64: 10, 256: 5}, Creates: 320, CreateWriters: 32}
 }
 
 // env is what every workload needs.
@@ -94,6 +101,21 @@ func (e *env) readers() []Peer {
 	return out
 }
 
+// fleetPeers are the peers of the many-session workloads (append300-<N>s
+// and create): the subject, the raw floor, SQLite FULL and bbolt.
+var fleetPeers = []string{"sessionstore", "raw", "sqlite-full", "bbolt"}
+
+// fleetWriters returns the selected peers among fleetPeers.
+func (e *env) fleetWriters() []Peer {
+	var out []Peer
+	for _, p := range e.writers() {
+		if slices.Contains(fleetPeers, p.Name) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 func (e *env) has(name string) bool {
 	return slices.ContainsFunc(e.peers, func(p Peer) bool { return p.Name == name })
 }
@@ -118,9 +140,10 @@ var workloads = []workload{
 	{"append300-16w", func(e *env) error {
 		return e.appendWorkload("append300-16w", fmt.Sprintf("durable append 300 B, %d writers, one session", e.sz.Writers), e.sz.Writers, 1, e.sz.Concurrent, constEvents(message300(), e.sz.Concurrent))
 	}},
-	{"append300-16s", func(e *env) error {
-		return e.appendWorkload("append300-16s", fmt.Sprintf("durable append 300 B, %d writers, one session each", e.sz.Writers), e.sz.Writers, e.sz.Writers, e.sz.Concurrent, constEvents(message300(), e.sz.Concurrent))
-	}},
+	{"append300-16s", func(e *env) error { return e.fleetAppends(16) }},
+	{"append300-64s", func(e *env) error { return e.fleetAppends(64) }},
+	{"append300-256s", func(e *env) error { return e.fleetAppends(256) }},
+	{"create", (*env).create},
 	{"tool16k", func(e *env) error {
 		return e.appendWorkload("tool16k", "durable append of a 16 KiB tool result", 1, 1, e.sz.Tool, toolEvents(16<<10, e.sz.Tool))
 	}},
@@ -166,23 +189,56 @@ func toolEvents(size, n int) []Event {
 }
 
 // appendWorkload: per repetition and writing peer, a new store with
-// `sessions` sessions, one untimed warm-up append per session, then
-// `writers` goroutines appending evs (split evenly, writer w to session
-// w % sessions), each append timed. Throughput is len(evs) / wall time.
+// `sessions` sessions, each created and given one untimed warm-up append
+// (one goroutine per session), then `writers` goroutines appending evs
+// (split evenly, writer w to session w % sessions), each append timed.
+// Throughput is len(evs) / wall time. n is len(evs).
 func (e *env) appendWorkload(key, title string, writers, sessions, n int, evs []Event) error {
-	rate := e.res.row(key+"/rate", title+": throughput", "appends/s", true, "sessionstore")
-	p99 := e.res.row(key+"/p99", title+": p99 latency", "ms", false, "sessionstore")
-	per := n / writers
+	return e.runAppends(appendSpec{key: key, title: title, writers: writers, sessions: sessions, evs: evs[:n], peers: e.writers()})
+}
+
+// appendSpec describes an append workload.
+type appendSpec struct {
+	key, title        string
+	writers, sessions int
+	evs               []Event
+	peers             []Peer // the peers that run it
+	p50               bool   // also a p50 latency row
+}
+
+// fleetAppends is append300-<sessions>s: sessions sessions in one store,
+// one writer goroutine each, e.sz.Fleet[sessions] durable 300-byte
+// appends per writer, on the fleet peers; throughput, p50 and p99.
+func (e *env) fleetAppends(sessions int) error {
+	n := sessions * e.sz.Fleet[sessions]
+	return e.runAppends(appendSpec{
+		key:   fmt.Sprintf("append300-%ds", sessions),
+		title: fmt.Sprintf("durable append 300 B, %d sessions, one writer each", sessions),
+		// One writer per session: writer w appends to session w.
+		writers: sessions, sessions: sessions, evs: constEvents(message300(), n),
+		peers: e.fleetWriters(), p50: true,
+	})
+}
+
+// runAppends runs an append workload (see appendWorkload).
+func (e *env) runAppends(a appendSpec) error {
+	rate := e.res.row(a.key+"/rate", a.title+": throughput", "appends/s", true, "sessionstore")
+	var p50 *row
+	if a.p50 {
+		p50 = e.res.row(a.key+"/p50", a.title+": p50 latency", "ms", false, "sessionstore")
+	}
+	p99 := e.res.row(a.key+"/p99", a.title+": p99 latency", "ms", false, "sessionstore")
+	per := len(a.evs) / a.writers
 	warm := message300()
-	// What the appends will write, for a store that prepares (the raw
-	// floor preallocates it, untimed).
-	prepBytes := int64(sessions) * int64(len(warm.Payload)+rawLineOverhead)
-	for _, ev := range evs {
+	// What the creates and appends will write, for a store that prepares
+	// (the raw floor preallocates it, untimed).
+	prepBytes := int64(a.sessions) * int64(rawCreateOverhead+len(sessionName(a.sessions))+len(warm.Payload)+rawLineOverhead)
+	for _, ev := range a.evs {
 		prepBytes += int64(len(ev.Payload) + rawLineOverhead)
 	}
 	for rep := range e.reps {
-		for _, p := range e.writers() {
-			dir, err := e.freshDir(key, p.Name)
+		for _, p := range a.peers {
+			dir, err := e.freshDir(a.key, p.Name)
 			if err != nil {
 				return err
 			}
@@ -190,60 +246,148 @@ func (e *env) appendWorkload(key, title string, writers, sessions, n int, evs []
 			if err != nil {
 				return fmt.Errorf("%s: open: %w", p.Name, err)
 			}
-			if pr, ok := st.(appendPreparer); ok {
-				if err := pr.PrepareAppends(writers, prepBytes); err != nil {
+			if pr, ok := st.(writePreparer); ok {
+				if err := pr.PrepareWrites(a.writers, prepBytes); err != nil {
 					return fmt.Errorf("%s: %w", p.Name, err)
 				}
 			}
-			ids := make([]uuid.UUID, sessions)
-			for i := range ids {
-				if ids[i], err = st.Create(e.ctx, fmt.Sprintf("bench %d", i)); err != nil {
-					return fmt.Errorf("%s: create: %w", p.Name, err)
+			ids := make([]uuid.UUID, a.sessions)
+			err = parallel(a.sessions, a.sessions, func(i int) error {
+				id, err := st.Create(e.ctx, sessionName(i))
+				if err != nil {
+					return fmt.Errorf("create: %w", err)
 				}
-				if _, err := st.Append(e.ctx, ids[i], warm); err != nil {
-					return fmt.Errorf("%s: append: %w", p.Name, err)
+				if _, err := st.Append(e.ctx, id, warm); err != nil {
+					return fmt.Errorf("append: %w", err)
 				}
-			}
-			lats := make([][]time.Duration, writers)
-			var (
-				mu   sync.Mutex
-				errs []error
-			)
-			start := time.Now()
-			timed(e.ctx, key+"/"+p.Name, func(ctx context.Context) {
-				var wg sync.WaitGroup
-				for w := range writers {
-					wg.Go(func() {
-						sid := ids[w%sessions]
-						lat := make([]time.Duration, 0, per)
-						for _, ev := range evs[w*per : (w+1)*per] {
-							t0 := time.Now()
-							if _, err := st.Append(ctx, sid, ev); err != nil {
-								mu.Lock()
-								errs = append(errs, err)
-								mu.Unlock()
-								return
-							}
-							lat = append(lat, time.Since(t0))
-						}
-						lats[w] = lat
-					})
-				}
-				wg.Wait()
+				ids[i] = id
+				return nil
 			})
-			wall := time.Since(start)
-			if err := errors.Join(append(errs, st.Close())...); err != nil {
+			if err != nil {
 				return fmt.Errorf("%s: %w", p.Name, err)
 			}
-			var all []float64
-			for _, l := range lats {
-				for _, d := range l {
-					all = append(all, float64(d.Nanoseconds())/1e6)
+			wall, lats, err := timeOps(e.ctx, a.key+"/"+p.Name, a.writers, per, func(ctx context.Context, w, i int) error {
+				_, err := st.Append(ctx, ids[w%a.sessions], a.evs[w*per+i])
+				return err
+			})
+			if err := errors.Join(err, st.Close()); err != nil {
+				return fmt.Errorf("%s: %w", p.Name, err)
+			}
+			rate.set(p.Name, rep, float64(per*a.writers)/wall.Seconds())
+			if p50 != nil {
+				p50.set(p.Name, rep, percentile(lats, 50))
+			}
+			p99.set(p.Name, rep, percentile(lats, 99))
+			if err := os.RemoveAll(dir); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// sessionName is the name of an append workload's i-th session.
+func sessionName(i int) string { return fmt.Sprintf("bench %d", i) }
+
+// timeOps runs op(ctx, w, i) for i in [0, per) in order on each of
+// writers goroutines w, all started together under the pprof label
+// timed=label, and times every call. It returns the wall time from the
+// start to the last goroutine's end and every call's latency in
+// milliseconds, sorted; or the errors (a goroutine stops at its first).
+func timeOps(ctx context.Context, label string, writers, per int, op func(ctx context.Context, w, i int) error) (time.Duration, []float64, error) {
+	lats := make([][]time.Duration, writers)
+	var (
+		mu   sync.Mutex
+		errs []error
+	)
+	start := time.Now()
+	timed(ctx, label, func(ctx context.Context) {
+		var wg sync.WaitGroup
+		for w := range writers {
+			wg.Go(func() {
+				lat := make([]time.Duration, 0, per)
+				for i := range per {
+					t0 := time.Now()
+					if err := op(ctx, w, i); err != nil {
+						mu.Lock()
+						errs = append(errs, err)
+						mu.Unlock()
+						return
+					}
+					lat = append(lat, time.Since(t0))
+				}
+				lats[w] = lat
+			})
+		}
+		wg.Wait()
+	})
+	wall := time.Since(start)
+	if err := errors.Join(errs...); err != nil {
+		return wall, nil, err
+	}
+	all := make([]float64, 0, writers*per)
+	for _, l := range lats {
+		for _, d := range l {
+			all = append(all, float64(d.Nanoseconds())/1e6)
+		}
+	}
+	slices.Sort(all)
+	return wall, all, nil
+}
+
+// create: per repetition and fleet peer, a new store in which
+// CreateWriters goroutines make Creates sessions (Creates rounded up to a
+// multiple of CreateWriters, split evenly), each Create durable when it
+// returns and timed. Throughput is sessions / wall time. Then, untimed, a
+// peer that lists must list exactly the sessions made (ids and names).
+func (e *env) create() error {
+	w := e.sz.CreateWriters
+	n := roundUp(e.sz.Creates, w)
+	per := n / w
+	title := fmt.Sprintf("durable Create, %d goroutines", w)
+	rate := e.res.row("create/rate", title+": throughput", "creates/s", true, "sessionstore")
+	p50 := e.res.row("create/p50", title+": p50 latency", "ms", false, "sessionstore")
+	p99 := e.res.row("create/p99", title+": p99 latency", "ms", false, "sessionstore")
+	names := make([]string, n)
+	var prepBytes int64
+	for i := range names {
+		names[i] = fmt.Sprintf("session %d: fix the build", i)
+		prepBytes += int64(rawCreateOverhead + len(names[i]))
+	}
+	for rep := range e.reps {
+		for _, p := range e.fleetWriters() {
+			dir, err := e.freshDir("create", p.Name)
+			if err != nil {
+				return err
+			}
+			st, err := p.Open(dir)
+			if err != nil {
+				return fmt.Errorf("%s: open: %w", p.Name, err)
+			}
+			if pr, ok := st.(writePreparer); ok {
+				if err := pr.PrepareWrites(w, prepBytes); err != nil {
+					return fmt.Errorf("%s: %w", p.Name, err)
 				}
 			}
-			slices.Sort(all)
-			rate.set(p.Name, rep, float64(per*writers)/wall.Seconds())
-			p99.set(p.Name, rep, percentile(all, 99))
+			created := make([]SessionInfo, n)
+			wall, lats, err := timeOps(e.ctx, "create/"+p.Name, w, per, func(ctx context.Context, g, i int) error {
+				k := g*per + i
+				id, err := st.Create(ctx, names[k])
+				created[k] = SessionInfo{ID: id, Name: names[k]}
+				return err
+			})
+			if err == nil && p.Reads {
+				var l []SessionInfo
+				if l, err = st.List(e.ctx); err == nil {
+					err = checkList(p.Name, l, listHash(created))
+				}
+			}
+			if err := errors.Join(err, st.Close()); err != nil {
+				return fmt.Errorf("%s: %w", p.Name, err)
+			}
+			rate.set(p.Name, rep, float64(n)/wall.Seconds())
+			p50.set(p.Name, rep, percentile(lats, 50))
+			p99.set(p.Name, rep, percentile(lats, 99))
 			if err := os.RemoveAll(dir); err != nil {
 				return err
 			}

@@ -311,7 +311,7 @@ func run() error {
 		}
 		seen[wl] = true
 		t := meta[key].Title
-		for _, suf := range []string{": throughput", ": p99 latency"} {
+		for _, suf := range []string{": throughput", ": p50 latency", ": p99 latency"} {
 			t = strings.TrimSuffix(t, suf)
 		}
 		fmt.Fprintf(w, "- `%s`: %s\n", wl, t)
@@ -419,6 +419,8 @@ func metric(key string) string {
 	switch m {
 	case "rate":
 		return "throughput"
+	case "p50":
+		return "p50 latency"
 	case "p99":
 		return "p99 latency"
 	case "ms":
