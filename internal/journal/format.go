@@ -339,3 +339,6 @@ func decodeFrame(b []byte, salt uint32) (frame, error) {
 	}
 	return frame{lsn: lsn, first: first, count: count, size: size, rec: r}, nil
 }
+
+// crc32Checksum is the unseeded CRC-32C of a header slot.
+func crc32Checksum(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
