@@ -49,8 +49,8 @@ type Log struct {
 	// whole group (Start when there is none).
 	Start, Next uint64
 	// Torn is the offset where the log ended at a torn group (a commit
-	// group partly there: some of its records, or a frame header of its
-	// first, with no later group after it), or -1.
+	// group partly there: some of its records, or a valid frame header
+	// of one of them, with no later group after it), or -1.
 	Torn int64
 }
 
@@ -173,32 +173,25 @@ func parse(name string, b []byte) (*Log, error) {
 	}
 	// The log ended at end with lsn log.Next missing or torn: a torn tail
 	// unless a record of a later group is anywhere in the record area.
+	started := len(group) > 0
 	for off := int64(recordsStart); off+frameHeader <= h.size; off += align {
 		l, fst, _, _, ok := peekFrame(b[off:], h.salt)
-		if !ok || fst <= log.Next || l < fst {
+		if !ok || fst < log.Next {
+			continue
+		}
+		if fst == log.Next {
+			started = true // a frame header of the group that was being written
 			continue
 		}
 		if _, err := decodeFrame(b[off:], h.salt); err == nil {
 			return nil, &CorruptionError{Path: name, Offset: end, Err: fmt.Errorf("%w: lsn %d missing, lsn %d at offset %d", ErrLostRecord, log.Next, l, off)}
 		}
 	}
-	if len(group) > 0 || nextStarted(b, end, h.salt, log.Next) {
+	if started {
 		log.Torn = end
 	}
 	log.Entries = applyForgets(all)
 	return log, nil
-}
-
-// nextStarted reports whether a frame header of the group that would
-// have come next (first lsn next) is where it would start: at off, or at
-// the start of the record area.
-func nextStarted(b []byte, off int64, salt uint32, next uint64) bool {
-	for _, at := range []int64{off, recordsStart} {
-		if _, fst, _, _, ok := peekFrame(b[at:], salt); ok && fst == next {
-			return true
-		}
-	}
-	return false
 }
 
 // applyForgets returns the OpWrite entries of all that no later OpForget
