@@ -71,6 +71,7 @@ type Stats struct {
 	Syncs       int64 // syncs of the journal file (groups and headers)
 	Wraps       int64 // groups written back at the start of the record area
 	Checkpoints int64 // headers written with a new start
+	RoomWaits   int64 // times a group waited for a checkpoint to free room
 }
 
 // Writer appends records to one journal file, group-committing
@@ -369,6 +370,7 @@ func (w *Writer) lead() {
 	// Room in the ring: a group that does not fit before the file's end
 	// goes to recordsStart, and the bytes skipped count as taken.
 	var off, skip int64
+	waited := false
 	for w.err == nil {
 		off, skip = w.tail, 0
 		if off+n > w.size {
@@ -376,6 +378,10 @@ func (w *Writer) lead() {
 		}
 		if w.written-w.headV+skip+n <= w.capacity {
 			break
+		}
+		if !waited {
+			w.stats.RoomWaits++
+			waited = true
 		}
 		w.kickCheckpoint()
 		w.cond.Wait()
@@ -561,8 +567,7 @@ func (w *Writer) checkpoint() {
 	}
 	if k == 0 {
 		// Nothing applied to free yet: a leader waiting for room
-		// waits for the applies, which broadcast.
-		w.cond.Broadcast()
+		// waits for the applies, which wake it, and it kicks again.
 		return
 	}
 	w.ckpt = true
