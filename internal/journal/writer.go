@@ -506,25 +506,55 @@ func (w *Writer) applyRecords(recs []Record) error {
 }
 
 // syncPaths is the default SyncFiles: it opens and syncs each file,
-// skipping a missing one.
+// skipping a missing one, syncWorkers at a time (a device serves
+// concurrent syncs of different files together), and returns the first
+// error.
 func (w *Writer) syncPaths(paths []string) error {
+	work := make(chan string)
+	errs := make(chan error, syncWorkers)
+	var wg sync.WaitGroup
+	for range min(syncWorkers, len(paths)) {
+		wg.Go(func() {
+			var first error
+			for p := range work {
+				if err := w.syncPath(p); err != nil && first == nil {
+					first = err
+				}
+			}
+			errs <- first
+		})
+	}
 	for _, p := range paths {
-		f, err := w.fsys.OpenFile(filepath.Join(w.root, filepath.FromSlash(p)), os.O_RDONLY, 0)
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		err = f.Sync()
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
+		work <- p
+	}
+	close(work)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
 		if err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// syncWorkers bounds the concurrent syncs of a checkpoint's files.
+const syncWorkers = 16
+
+// syncPath opens and syncs the file p, skipping it if it is missing.
+func (w *Writer) syncPath(p string) error {
+	f, err := w.fsys.OpenFile(filepath.Join(w.root, filepath.FromSlash(p)), os.O_RDONLY, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 func (w *Writer) kickCheckpoint() {
