@@ -1,0 +1,374 @@
+package journal
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/sessionstore/sessionstore/internal/vfs"
+)
+
+// ErrCorrupt is matched by every *CorruptionError.
+var ErrCorrupt = errors.New("journal: corrupt data")
+
+// ErrOwnerAlive reports a journal whose owner's lock is held: its owner
+// is alive (or another process is replaying it), so its files already
+// hold what it committed.
+var ErrOwnerAlive = errors.New("journal: owner is alive")
+
+// CorruptionError reports a journal file that is damaged beyond a torn
+// tail. It matches ErrCorrupt with errors.Is.
+type CorruptionError struct {
+	Path   string // the journal file
+	Offset int64  // byte offset of the damage
+	Err    error  // what is wrong
+}
+
+func (e *CorruptionError) Error() string {
+	return fmt.Sprintf("journal: corrupt data in %s at offset %d: %v", e.Path, e.Offset, e.Err)
+}
+
+// Unwrap returns the cause.
+func (e *CorruptionError) Unwrap() error { return e.Err }
+
+// Is reports whether target is ErrCorrupt.
+func (e *CorruptionError) Is(target error) bool { return target == ErrCorrupt }
+
+// Log is what Read found in a journal file: the records to replay.
+type Log struct {
+	Path  string
+	Owner string // the owner id the header names
+	// Entries are the OpWrite records of the log, in lsn order, without
+	// those an OpForget made obsolete. Their Data alias one buffer.
+	Entries []Entry
+	// Start is the lsn replay started at; Next the lsn after the last
+	// whole group (Start when there is none).
+	Start, Next uint64
+	// Torn is the offset where the log ended at a torn group (a commit
+	// group partly there: some of its records, or a valid frame header
+	// of one of them, with no later group after it), or -1.
+	Torn int64
+}
+
+// Read reads the journal file name and returns its log. It does not take
+// the owner's lock: the caller makes sure the owner is dead (Alive), or
+// holds the lock, so the file does not change under it; Replay does both.
+//
+// It reads the whole file (its size is fixed at creation and at most
+// MaxSize; a file of another size than its header says is corrupt),
+// picks the valid header slot with the greater sequence, and reads
+// commit groups from its start: each group whole, its records' lsns
+// following one another from the header's start lsn, the first record of
+// each group where the previous one ended or, when it wrapped, at the
+// start of the record area. The log ends at the first group that is not
+// there whole. If any record of a later group is found anywhere in the
+// record area, the missing group was durable: Read returns a
+// *CorruptionError at the offset where the log ended. Otherwise the group
+// is a torn tail (a write a crash interrupted, never acknowledged) and is
+// dropped whole; Torn says where. A damaged header slot is what a torn
+// header write leaves: the other one is used, and if neither is valid the
+// error is a *CorruptionError wrapping ErrNoHeader.
+func Read(fsys vfs.FS, name string) (*Log, error) {
+	f, err := fsys.OpenFile(name, os.O_RDONLY, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	size := info.Size()
+	if size < recordsStart || size > MaxSize {
+		return nil, &CorruptionError{Path: name, Offset: 0, Err: fmt.Errorf("%w: file of %d bytes", ErrNoHeader, size)}
+	}
+	buf := make([]byte, size)
+	if _, err := f.ReadAt(buf, 0); err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	return parse(name, buf)
+}
+
+// parse decodes a whole journal file held in b.
+func parse(name string, b []byte) (*Log, error) {
+	h0, err0 := decodeHeader(b[:slotSize])
+	h1, err1 := decodeHeader(b[slotSize:recordsStart])
+	var h header
+	switch {
+	case err0 == nil && (err1 != nil || h0.seq >= h1.seq):
+		h = h0
+	case err1 == nil:
+		h = h1
+	default:
+		if errors.Is(err0, ErrUnsupportedVersion) {
+			return nil, err0
+		}
+		if errors.Is(err1, ErrUnsupportedVersion) {
+			return nil, err1
+		}
+		return nil, &CorruptionError{Path: name, Offset: 0, Err: err0}
+	}
+	if h.size != int64(len(b)) {
+		return nil, &CorruptionError{Path: name, Offset: 0, Err: fmt.Errorf("%w: file of %d bytes, its header says %d", ErrBadRecord, len(b), h.size)}
+	}
+	if want := strings.TrimSuffix(filepath.Base(name), ".wal"); want != filepath.Base(name) && want != fmt.Sprintf("%x", h.owner) {
+		return nil, &CorruptionError{Path: name, Offset: 16, Err: fmt.Errorf("%w: header names owner %x", ErrBadRecord, h.owner)}
+	}
+	log := &Log{Path: name, Owner: fmt.Sprintf("%x", h.owner), Start: h.startLSN, Next: h.startLSN, Torn: -1}
+	var (
+		all      []Entry // every record of whole groups, forgets included
+		group    []Entry
+		pos      = h.startOff
+		lsn      = h.startLSN
+		first    uint64
+		count    uint32
+		consumed int64 // bytes the log takes, skips included: at most the record area
+		end      int64 // where the log ended
+		capacity = h.size - recordsStart
+	)
+	for {
+		var fr frame
+		var err error
+		if len(group) == 0 {
+			// A group starts where the last one ended or, having
+			// wrapped, at the start of the record area.
+			end = pos
+			fr, err = decodeFrame(b[pos:], h.salt)
+			if (err != nil || fr.lsn != lsn || fr.first != lsn) && pos != recordsStart {
+				fr2, err2 := decodeFrame(b[recordsStart:], h.salt)
+				if err2 == nil && fr2.lsn == lsn && fr2.first == lsn {
+					consumed += h.size - pos
+					pos, fr, err = recordsStart, fr2, nil
+				}
+			}
+			if err != nil || fr.lsn != lsn || fr.first != lsn {
+				break
+			}
+			first, count = fr.first, fr.count
+		} else {
+			fr, err = decodeFrame(b[pos:], h.salt)
+			if err != nil || fr.lsn != lsn || fr.first != first || fr.count != count {
+				break
+			}
+		}
+		consumed += fr.size
+		if consumed > capacity {
+			return nil, &CorruptionError{Path: name, Offset: pos, Err: fmt.Errorf("%w: log longer than the record area", ErrBadRecord)}
+		}
+		group = append(group, Entry{LSN: fr.lsn, At: pos, Record: fr.rec})
+		pos += fr.size
+		lsn++
+		if lsn == first+uint64(count) {
+			all = append(all, group...)
+			group = group[:0]
+			log.Next = lsn
+			if pos == h.size {
+				pos = recordsStart
+			}
+		}
+	}
+	// The log ended at end with lsn log.Next missing or torn: a torn tail
+	// unless a record of a later group is anywhere in the record area.
+	started := len(group) > 0
+	for off := int64(recordsStart); off+frameHeader <= h.size; off += align {
+		l, fst, _, _, ok := peekFrame(b[off:], h.salt)
+		if !ok || fst < log.Next {
+			continue
+		}
+		if fst == log.Next {
+			started = true // a frame header of the group that was being written
+			continue
+		}
+		if _, err := decodeFrame(b[off:], h.salt); err == nil {
+			return nil, &CorruptionError{Path: name, Offset: end, Err: fmt.Errorf("%w: lsn %d missing, lsn %d at offset %d", ErrLostRecord, log.Next, l, off)}
+		}
+	}
+	if started {
+		log.Torn = end
+	}
+	log.Entries = applyForgets(all)
+	return log, nil
+}
+
+// applyForgets returns the OpWrite entries of all that no later OpForget
+// makes obsolete, in order. It walks back from the end, keeping the
+// prefixes forgotten so far (all of them of later lsn than the entry).
+func applyForgets(all []Entry) []Entry {
+	var forgot []string
+	keep := make([]bool, len(all))
+	n := 0
+	for i := len(all) - 1; i >= 0; i-- {
+		e := &all[i]
+		if e.Op == OpForget {
+			forgot = append(forgot, e.Path)
+			continue
+		}
+		obsolete := false
+		for _, p := range forgot {
+			if strings.HasPrefix(e.Path, p) {
+				obsolete = true
+				break
+			}
+		}
+		if !obsolete {
+			keep[i] = true
+			n++
+		}
+	}
+	out := make([]Entry, 0, n)
+	for i := range all {
+		if keep[i] {
+			out = append(out, all[i])
+		}
+	}
+	return out
+}
+
+// Under returns the entries whose path starts with prefix, in order.
+func (l *Log) Under(prefix string) []Entry {
+	var out []Entry
+	for _, e := range l.Entries {
+		if strings.HasPrefix(e.Path, prefix) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// Replayed says what a replay did.
+type Replayed struct {
+	Records int      // records written into their files
+	Files   []string // files written and synced, in the order first written
+	Skipped []string // missing files whose records were skipped
+}
+
+// Apply writes the entries under prefix into their files below root, in
+// order, and syncs each file it wrote. A missing file is skipped (it was
+// removed after its content became durable elsewhere: see the package
+// doc). When it returns nil those files hold the records durably; a
+// crash before leaves each record written or not, and applying again is
+// harmless: a record writes the same bytes at the same offset.
+func (l *Log) Apply(fsys vfs.FS, root, prefix string) (Replayed, error) {
+	var out Replayed
+	files := map[string]vfs.File{}
+	missing := map[string]bool{}
+	defer func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}()
+	for _, e := range l.Under(prefix) {
+		f, ok := files[e.Path]
+		if !ok {
+			if missing[e.Path] {
+				continue
+			}
+			var err error
+			f, err = fsys.OpenFile(filepath.Join(root, filepath.FromSlash(e.Path)), os.O_WRONLY, 0)
+			if errors.Is(err, fs.ErrNotExist) {
+				missing[e.Path] = true
+				out.Skipped = append(out.Skipped, e.Path)
+				continue
+			}
+			if err != nil {
+				return out, err
+			}
+			files[e.Path] = f
+			out.Files = append(out.Files, e.Path)
+		}
+		if _, err := f.WriteAt(e.Data, e.Offset); err != nil {
+			return out, err
+		}
+		out.Records++
+	}
+	for _, p := range out.Files {
+		if err := files[p].Sync(); err != nil {
+			return out, err
+		}
+	}
+	return out, nil
+}
+
+// checkOwner refuses an owner id that is not 32 lower-case hex digits,
+// so that it names a file in Dir and nothing else.
+func checkOwner(owner string) error {
+	if len(owner) != 32 {
+		return fmt.Errorf("%w: %q", ErrBadOwner, owner)
+	}
+	for _, c := range owner {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return fmt.Errorf("%w: %q", ErrBadOwner, owner)
+		}
+	}
+	return nil
+}
+
+// Alive reports whether owner's lock is held, by trying to take it and
+// releasing it at once: true while its Writer is open (or another
+// process replays its journal).
+func Alive(fsys vfs.FS, root, owner string) (bool, error) {
+	if err := checkOwner(owner); err != nil {
+		return false, err
+	}
+	l, err := fsys.Lock(LockPath(root, owner), 0o644)
+	if errors.Is(err, vfs.ErrLocked) {
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return false, l.Close()
+}
+
+// Replay applies owner's journal under root to the files whose path
+// starts with prefix (Log.Apply), holding owner's lock meanwhile. It
+// fails with ErrOwnerAlive when the lock is held, with an error wrapping
+// fs.ErrNotExist when there is no journal file (its owner closed it:
+// every file it covered is durable), and with Read's errors.
+func Replay(fsys vfs.FS, root, owner, prefix string) (Replayed, error) {
+	if err := checkOwner(owner); err != nil {
+		return Replayed{}, err
+	}
+	l, err := fsys.Lock(LockPath(root, owner), 0o644)
+	if errors.Is(err, vfs.ErrLocked) {
+		return Replayed{}, fmt.Errorf("%w: %s", ErrOwnerAlive, owner)
+	}
+	if err != nil {
+		return Replayed{}, err
+	}
+	defer l.Close()
+	log, err := Read(fsys, WALPath(root, owner))
+	if err != nil {
+		return Replayed{}, err
+	}
+	return log.Apply(fsys, root, prefix)
+}
+
+// Remove removes a dead owner's journal file and then its lock file,
+// holding the lock meanwhile, and syncs the directory. The caller has
+// replayed every session the journal covered. It fails with
+// ErrOwnerAlive when the lock is held.
+func Remove(fsys vfs.FS, root, owner string) error {
+	if err := checkOwner(owner); err != nil {
+		return err
+	}
+	l, err := fsys.Lock(LockPath(root, owner), 0o644)
+	if errors.Is(err, vfs.ErrLocked) {
+		return fmt.Errorf("%w: %s", ErrOwnerAlive, owner)
+	}
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	if err := fsys.Remove(WALPath(root, owner)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	if err := fsys.Remove(LockPath(root, owner)); err != nil {
+		return err
+	}
+	return fsys.SyncDir(filepath.Join(root, Dir))
+}
