@@ -173,15 +173,23 @@ func parse(name string, b []byte) (*Log, error) {
 	}
 	// The log ended at end with lsn log.Next missing or torn: a torn tail
 	// unless a record of a later group is anywhere in the record area.
+	// The frames of later groups a writer wrote do not overlap: their
+	// bodies checked take the record area at most. More means frame
+	// headers of later groups overlap, which no writer leaves either,
+	// and bounds the scan's checksums to about twice the file's size.
 	started := len(group) > 0
+	var checked int64
 	for off := int64(recordsStart); off+frameHeader <= h.size; off += align {
-		l, fst, _, _, ok := peekFrame(b[off:], h.salt)
+		l, fst, _, size, ok := peekFrame(b[off:], h.salt)
 		if !ok || fst < log.Next {
 			continue
 		}
 		if fst == log.Next {
 			started = true // a frame header of the group that was being written
 			continue
+		}
+		if checked += size; checked > capacity {
+			return nil, &CorruptionError{Path: name, Offset: end, Err: fmt.Errorf("%w: lsn %d missing, frame headers of later groups overlap up to offset %d", ErrLostRecord, log.Next, off)}
 		}
 		if _, err := decodeFrame(b[off:], h.salt); err == nil {
 			return nil, &CorruptionError{Path: name, Offset: end, Err: fmt.Errorf("%w: lsn %d missing, lsn %d at offset %d", ErrLostRecord, log.Next, l, off)}
