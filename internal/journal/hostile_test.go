@@ -2,6 +2,8 @@ package journal
 
 import (
 	"encoding/binary"
+	"path/filepath"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -50,4 +52,37 @@ func TestReadHostileFrameHeadersBounded(t *testing.T) {
 	assert.Equal(t, w.Path(), ce.Path)
 	assert.Equal(t, int64(recordsStart+frameSize(1, 1)), ce.Offset, "where the log ended")
 	require.NoError(t, w.Close())
+}
+
+// TestCreateFailureLeavesNothing: a Create that fails while it
+// preallocates (a full disk) or syncs removes the journal file it began
+// and its lock file: a retry on a full disk must not leak a partial
+// journal each time, nor leave a file without a header for a replay to
+// find.
+func TestCreateFailureLeavesNothing(t *testing.T) {
+	tests := []struct {
+		name string
+		op   vfs.Op
+		nth  int
+	}{
+		{"second chunk of zeros", vfs.OpWrite, 2},
+		{"header", vfs.OpWrite, 4},
+		{"sync", vfs.OpSync, 1},
+		{"directory sync", vfs.OpSyncDir, 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := vfs.NewMemFS()
+			require.NoError(t, m.MkdirAll(memRoot, 0o755))
+			f := vfs.FailNth(tt.nth, syscall.ENOSPC, tt.op)
+			m.SetFault(f.Hook)
+			_, err := Create(m, memRoot, &Options{Size: 3 << 20})
+			require.ErrorIs(t, err, syscall.ENOSPC)
+			require.True(t, f.Fired())
+			m.SetFault(nil)
+			names, err := m.ReadDir(filepath.Join(memRoot, Dir))
+			require.NoError(t, err)
+			assert.Empty(t, names, "what the failed Create began")
+		})
+	}
 }

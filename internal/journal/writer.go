@@ -141,7 +141,9 @@ type commit struct {
 // it takes the owner's lock (LockPath), writes the file (WALPath) with
 // zeros up to its size and an empty log, syncs it and its directory, and
 // starts the background checkpointer. When it returns nil the journal
-// file exists, durably, and holds no record.
+// file exists, durably, and holds no record. When it fails it removes
+// the journal and lock files it made (a crash meanwhile may leave them:
+// a journal file with no valid header, which no Commit ever used).
 func Create(fsys vfs.FS, root string, opts *Options) (*Writer, error) {
 	var o Options
 	if opts != nil {
@@ -189,9 +191,15 @@ func Create(fsys vfs.FS, root string, opts *Options) (*Writer, error) {
 	}
 	w.hdr = header{salt: w.salt, owner: id, seq: 1, size: w.size, startOff: recordsStart, startLSN: 1}
 	if err := w.preallocate(); err != nil {
+		// Remove what was begun (best effort: the failure is what
+		// Create reports), so that a retry on a full disk does not
+		// leak a partial journal each time; the lock file last, still
+		// locked.
 		if w.f != nil {
 			w.f.Close()
+			w.fsys.Remove(w.path)
 		}
+		w.fsys.Remove(LockPath(root, owner))
 		lock.Close()
 		return nil, err
 	}
