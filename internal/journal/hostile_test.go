@@ -2,7 +2,10 @@ package journal
 
 import (
 	"encoding/binary"
+	"io"
+	"io/fs"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"testing"
 
@@ -85,4 +88,72 @@ func TestCreateFailureLeavesNothing(t *testing.T) {
 			assert.Empty(t, names, "what the failed Create began")
 		})
 	}
+}
+
+// removeHookFS runs before, once, when the lock file named is about to
+// be removed: what another process does at that moment.
+type removeHookFS struct {
+	vfs.FS
+	name   string
+	before func()
+	once   sync.Once
+}
+
+func (r *removeHookFS) Remove(name string) error {
+	if name == r.name {
+		r.once.Do(r.before)
+	}
+	return r.FS.Remove(name)
+}
+
+// TestCloseRacingRemove: another process that finds the owner dead
+// while Close removes its files (Alive false, then Remove) must not make
+// a clean Close fail; Close removes its lock file while it still holds
+// the lock, so the other process sees it alive or finds nothing.
+func TestCloseRacingRemove(t *testing.T) {
+	m := vfs.NewMemFS()
+	require.NoError(t, m.MkdirAll(memRoot, 0o755))
+	hook := &removeHookFS{FS: m}
+	w, err := Create(hook, memRoot, &Options{Size: 64 << 10, small: true})
+	require.NoError(t, err)
+	makeFile(t, m, memRoot, "f")
+	commitT(t, w, nil, Record{Op: OpWrite, Path: "f", Data: []byte("x")})
+	var otherErr error
+	hook.name = LockPath(memRoot, w.Owner())
+	hook.before = func() { otherErr = Remove(m, memRoot, w.Owner()) }
+	assert.NoError(t, w.Close())
+	if otherErr != nil {
+		assert.ErrorIs(t, otherErr, ErrOwnerAlive, "the other process")
+	}
+	names, err := m.ReadDir(filepath.Join(memRoot, Dir))
+	require.NoError(t, err)
+	assert.Empty(t, names)
+}
+
+// unlinkAfterLockFS removes the lock file's name right after Lock took
+// it: the state of a process that opened the lock file before its
+// owner's Close unlinked it, and locked it after Close released it.
+type unlinkAfterLockFS struct{ vfs.FS }
+
+func (u unlinkAfterLockFS) Lock(name string, perm fs.FileMode) (io.Closer, error) {
+	l, err := u.FS.Lock(name, perm)
+	if err == nil {
+		err = u.FS.Remove(name)
+	}
+	return l, err
+}
+
+// TestRemoveAfterOwnerUnlinkedLock: Remove holding the lock of a file
+// whose name its owner's Close removed meanwhile succeeds: there is
+// nothing left to remove.
+func TestRemoveAfterOwnerUnlinkedLock(t *testing.T) {
+	m, w := newMem(t, 64<<10)
+	owner := w.Owner()
+	require.NoError(t, w.f.Close())
+	require.NoError(t, m.Remove(w.Path()))
+	require.NoError(t, w.lock.Close())
+	assert.NoError(t, Remove(unlinkAfterLockFS{m}, memRoot, owner))
+	names, err := m.ReadDir(filepath.Join(memRoot, Dir))
+	require.NoError(t, err)
+	assert.Empty(t, names)
 }

@@ -375,7 +375,9 @@ func Remove(fsys vfs.FS, root, owner string) error {
 	if err := fsys.Remove(WALPath(root, owner)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	if err := fsys.Remove(LockPath(root, owner)); err != nil {
+	// The lock file may be gone already: its owner's Close removes it
+	// before releasing the lock this call then took.
+	if err := fsys.Remove(LockPath(root, owner)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
 	return fsys.SyncDir(filepath.Join(root, Dir))

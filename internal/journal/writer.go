@@ -650,7 +650,7 @@ func (w *Writer) checkpoint() {
 
 // Close waits for the commits under way, makes every file the journal
 // covers durable (a last checkpoint), and removes the journal file and
-// then its lock file. After a failure it only releases the file and the
+// then its lock file, which it releases last. After a failure it only releases the file and the
 // lock, leaving the journal for a replay, and returns the failure.
 // Calling it again returns nil.
 func (w *Writer) Close() error {
@@ -678,12 +678,13 @@ func (w *Writer) Close() error {
 			err = w.fsys.SyncDir(filepath.Join(w.root, Dir))
 		}
 	}
-	lerr := w.lock.Close()
 	if err == nil {
-		err = lerr
-	}
-	if err == nil {
+		// Still locked: another process taking the lock meanwhile finds
+		// the owner alive, or, once the name is gone, no journal.
 		err = w.fsys.Remove(LockPath(w.root, w.owner))
+	}
+	if lerr := w.lock.Close(); err == nil {
+		err = lerr
 	}
 	return err
 }
