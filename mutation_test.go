@@ -221,6 +221,78 @@ var mutations = []mutation{
 		"a streaming form reads on when the session's lines move under it"},
 }
 
+// mutationCatchers names, for each mutation, a test that caught it when
+// the list was last run (the first to fail): TestMutations runs it alone
+// first, and the whole package only when it passes, so a mutation costs
+// one test's time instead of the package's. A name missing here, or a
+// test that no longer catches its mutation, costs only time: the whole
+// package then decides.
+var mutationCatchers = map[string]string{
+	"skip the fdatasync of appends":                                       "TestBlobGC",
+	"skip the commit group's fdatasync":                                   "TestBlobGC",
+	"acknowledge before the fdatasync ends":                               "TestBlobDirMadeByOthers",
+	"skip the fdatasync of settle":                                        "TestAcknowledgedIsSynced",
+	"skip the directory sync after creating a chunk":                      "TestBlobGC",
+	"skip the blob file's sync":                                           "TestBlobGC",
+	"skip the blob directories' syncs":                                    "TestBlobGC",
+	"skip the sealed chunk's sync":                                        "TestGroupCommit",
+	"skip the directory sync after the sealed chunk's rename":             "TestUpgradeCrashPoints",
+	"remove the plain chunk before sealing it":                            "TestMixedChunks",
+	"rewrite the index in place after sealing":                            "TestIndexRewriteFailsDuringSync",
+	"skip the temporary file's sync in a replace":                         "TestBlobGC",
+	"skip the directory sync after a replace":                             "TestBlobGC",
+	"rename before the temporary file is synced":                          "TestLostTailWithFreeSpaceCrashSafe",
+	"write session.json in place":                                         "TestCatalogueWritersAtOnce",
+	"write HEAD in place":                                                 "TestMaterializeAfterFailedRepairByAnotherCall",
+	"skip the sessions directory sync of Create":                          "TestBlobGC",
+	"skip syncing a new root":                                             "TestOpenMakesSessionsDirDurable",
+	"skip syncing a new root's parent":                                    "TestBlobGC",
+	"skip the sync of a catalogue pending record":                         "TestCatalogueCrashPoints",
+	"trust a catalogue entry with a pending record":                       "TestCatalogueDisagrees",
+	"trust a catalogue entry whatever session.json's stamp":               "TestCatalogueDisagrees",
+	"answer ListRecent whatever the sessions directory's stamp":           "TestCatalogueDisagrees",
+	"accept a catalogue log of another generation":                        "TestCatalogueDisagrees",
+	"skip the index sync of Flush":                                        "TestFlush",
+	"skip the directory sync after GC's removals":                         "TestBlobGC",
+	"collect the blobs kept-aside bytes name":                             "TestGCKeepsBlobsOfKeptAsideRecords",
+	"skip syncing records found after the last index line":                "TestReconcileSyncsUnindexedRecords",
+	"skip the directory sync after finishing an interrupted HEAD replace": "TestRepairsSurviveASecondPowerCut",
+	"keep no cut bytes aside":                                             "TestGCKeepsBlobsOfKeptAsideRecords",
+	"skip the sync of a kept-aside file's bytes":                          "TestLostTailRepairCrashSafe",
+	"skip the directory sync of a kept-aside file":                        "TestLostTailRepairCrashSafe",
+	"make directories without syncing their names":                        "TestSyncFetchedBlobNamed",
+	"skip the directory sync after moving a bad HEAD aside":               "TestSyncBadHEADKeptAsideDurably",
+	"skip the fdatasync of syncFile":                                      "TestReconcileSyncsUnindexedRecords",
+	"skip the sync after cutting a torn tail":                             "TestRepairsSurviveASecondPowerCut",
+	"cut no torn tail":                                                    "TestGCKeepsBlobsOfKeptAsideRecords",
+	"skip the sync of the index rewrite":                                  "TestLostTailWithFreeSpaceCrashSafe",
+	"cut the index in place in a repair":                                  "TestRepairReportsEachRepairOnce",
+	"skip the directory sync of a removal":                                "TestFlush",
+	"take any damaged end of the log for a lost tail":                     "TestLazyLoadParentLocationOverflow",
+	"skip the checksum of lines":                                          "TestGCKeepsBlobsOfKeptAsideRecords",
+	"skip the digest check of blobs":                                      "TestBlobRewrittenAfterCrash",
+	"acknowledge before the object store has the commit group":            "TestRemoteDeleteFencesZombie",
+	"skip the sync of a restored chunk":                                   "TestSyncRestoredSessionSurvivesCrash",
+	"skip the chunks directory sync after creating a restored chunk":      "TestSyncFetchedBlobNamed",
+	"skip the sync of a downloaded sealed chunk":                          "TestSyncDownloadedSealedChunkWhole",
+	"take an existing log object for this writer's":                       "TestDeferCreateRemote",
+	"skip the subdirectories' sync of Create":                             "TestForkCrashPoints",
+	"change lanes without waiting for the appends in flight":              "TestSwitchLaneBesideAppendInFlight",
+	"write lanes.json in place":                                           "TestSIGKILLDuringLaneMoves",
+	"take a caller's id stored with another record as a retry":            "TestAppendCallerID",
+	"a retry does not wait for its original in flight":                    "TestAppendWithStored",
+	"skip the sessions directory sync after a Delete's move":              "TestDeleteFaults",
+	"skip the root's sync after creating the trash":                       "TestSyncDeleteCrashLeavesFilesReachable",
+	"skip the trash's sync after a Delete's move":                         "TestSyncDeleteMoveSyncsBothDirectories",
+	"skip the trash's sync after a Delete's removals":                     "TestSyncDeleteLeavesNothing",
+	"skip the directory syncs of a removal of a tree":                     "TestSyncDeleteLeavesNothing",
+	"skip the trash's sync after emptying it":                             "TestSyncDeleteCrashLeavesFilesReachable",
+	"open a session whose log ends with a delete marker":                  "TestRemoteDeleteSeenByEveryStore",
+	"keep no preview in index lines":                                      "TestGoldenFiles",
+	"no preview for an entry rebuilt from its chunk line":                 "TestOldIndexWithoutPreviews",
+	"read a moved batch at its old place":                                 "TestSeqUpgradeInsideLoop",
+}
+
 // TestMutations applies each mutation in turn to a copy of the module and
 // runs the package's tests against it (at their default sizes, without the
 // race detector): each must make some test fail. It also runs the copy
@@ -249,7 +321,7 @@ func TestMutations(t *testing.T) {
 		require.NoError(t, copyModule(src, dsts[i]))
 	}
 
-	run := func(dst, what string) (bool, string, time.Duration) {
+	run := func(dst, what, pattern string) (bool, string, time.Duration) {
 		start := time.Now()
 		// A mutation that makes a test hang (waiting for a sync that never
 		// comes, say) is caught by the test binary's -timeout.
@@ -257,7 +329,11 @@ func TestMutations(t *testing.T) {
 		defer cancel()
 		// -failfast: a mutation is caught by its first failing test; the
 		// rest of the package's tests would add minutes, not information.
-		cmd := exec.CommandContext(ctx, "go", "test", "-count=1", "-failfast", "-timeout=150s", "-skip=^TestMutations", ".")
+		args := []string{"test", "-count=1", "-failfast", "-timeout=150s", "-skip=^TestMutations"}
+		if pattern != "" {
+			args = append(args, "-run="+pattern)
+		}
+		cmd := exec.CommandContext(ctx, "go", append(args, ".")...)
 		cmd.Dir = dst
 		cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool {
 			return strings.HasPrefix(kv, mutateEnv+"=") || strings.HasPrefix(kv, "SESSIONSTORE_")
@@ -271,7 +347,7 @@ func TestMutations(t *testing.T) {
 
 	// The unchanged copy first, alone, so that a failure means the
 	// mutation was caught.
-	ok, out, took := run(dsts[0], "the unchanged copy")
+	ok, out, took := run(dsts[0], "the unchanged copy", "")
 	require.True(t, ok, "the unchanged copy must pass its tests:\n%s", out)
 	t.Logf("unchanged copy: tests pass (%v)", took.Round(time.Second))
 
@@ -318,7 +394,7 @@ func TestMutations(t *testing.T) {
 
 // mutate applies m to the module copy dst, runs its tests with run and
 // restores the file: the mutation is caught when a test fails.
-func mutate(dst string, m mutation, run func(dst, what string) (bool, string, time.Duration)) (r struct {
+func mutate(dst string, m mutation, run func(dst, what, pattern string) (bool, string, time.Duration)) (r struct {
 	logs, errs []string
 	caught     bool
 }) {
@@ -345,7 +421,18 @@ func mutate(dst string, m mutation, run func(dst, what string) (bool, string, ti
 		r.errs = append(r.errs, fmt.Sprintf("mutation %q does not compile:\n%s", m.name, out))
 		return r
 	}
-	ok, out, took := run(dst, m.name)
+	// The test known to catch the mutation first, alone; the whole
+	// package when it does not (the tests changed): caught means some
+	// test failed either way.
+	ok, out, took := true, "", time.Duration(0)
+	if test := mutationCatchers[m.name]; test != "" {
+		ok, out, took = run(dst, m.name, "^"+test+"$")
+	}
+	if ok {
+		var more time.Duration
+		ok, out, more = run(dst, m.name, "")
+		took += more
+	}
 	if ok {
 		r.errs = append(r.errs, fmt.Sprintf("MUTATION SURVIVED: %q (%s:%s): no test noticed that it breaks %q", m.name, m.file, m.in, m.promise))
 		return r
@@ -447,4 +534,27 @@ func copyModule(src, dst string) error {
 		}
 		return os.WriteFile(filepath.Join(dst, rel), b, 0o644)
 	})
+}
+
+// TestMutationCatchers: every name in mutationCatchers is a mutation's,
+// and every test it names is a test of the package, so that a renamed
+// mutation or test does not quietly send the check back to the whole
+// package for each run.
+func TestMutationCatchers(t *testing.T) {
+	names := map[string]bool{}
+	for _, m := range mutations {
+		names[m.name] = true
+	}
+	files, err := filepath.Glob("*_test.go")
+	require.NoError(t, err)
+	var src strings.Builder
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		require.NoError(t, err)
+		src.Write(b)
+	}
+	for name, test := range mutationCatchers {
+		assert.True(t, names[name], "mutationCatchers names %q, which is no mutation", name)
+		assert.Contains(t, src.String(), "\nfunc "+test+"(t *testing.T) {", "mutationCatchers[%q] names %s, which is no test of the package", name, test)
+	}
 }
