@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/google/uuid"
+	"github.com/sessionstore/sessionstore/internal/canonical"
 )
 
 // Appending
@@ -206,7 +207,7 @@ func (h *openSession) writeBatch(ctx context.Context, batch []pendingEvent, pls 
 		}
 		out[i] = Event{ID: id, Kind: p.ev.Kind, Role: p.ev.Role, Time: t, Record: p.rec, Size: pls[i].Size}
 		if pls[i].Blob {
-			out[i].Digest = string(appendDigest(nil, pls[i].Digest))
+			out[i].Digest = string(canonical.AppendDigest(nil, pls[i].Digest))
 		}
 	}
 	hdrs := make([]header, len(batch))

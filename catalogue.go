@@ -18,6 +18,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/sessionstore/sessionstore/internal/canonical"
 	"github.com/sessionstore/sessionstore/internal/jsonl"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 )
@@ -188,7 +189,7 @@ func appendCatRecord(dst []byte, r catRecord) []byte {
 		return jsonl.SealTail(dst, start)
 	}
 	dst = append(dst, `,"id":"`...)
-	dst = appendUUID(dst, r.id)
+	dst = canonical.AppendUUID(dst, r.id)
 	dst = append(dst, `","file":[`...)
 	dst = strconv.AppendInt(dst, r.file.mtime, 10)
 	dst = append(dst, ',')
@@ -429,7 +430,7 @@ func decodeCatRecord(line []byte) (catRecord, error) {
 		}
 		id, err := uuid.ParseBytes(p.b[p.i : p.i+36])
 		var canon [36]byte
-		if err != nil || !bytes.Equal(appendUUID(canon[:0], id), p.b[p.i:p.i+36]) {
+		if err != nil || !bytes.Equal(canonical.AppendUUID(canon[:0], id), p.b[p.i:p.i+36]) {
 			return r, errCatalogue // only the canonical form: one line, one encoding
 		}
 		r.id = id
@@ -479,19 +480,19 @@ func decodeCatRecord(line []byte) (catRecord, error) {
 func appendCatLineage(dst []byte, m Meta) []byte {
 	if f := m.ForkedFrom; f != nil {
 		dst = append(dst, `,"forked_from":["`...)
-		dst = appendUUID(dst, f.Session)
+		dst = canonical.AppendUUID(dst, f.Session)
 		dst = append(dst, `","`...)
-		dst = appendUUID(dst, f.Event)
+		dst = canonical.AppendUUID(dst, f.Event)
 		dst = append(dst, `"]`...)
 	}
 	if m.ParentSession != uuid.Nil {
 		dst = append(dst, `,"parent_session":"`...)
-		dst = appendUUID(dst, m.ParentSession)
+		dst = canonical.AppendUUID(dst, m.ParentSession)
 		dst = append(dst, '"')
 	}
 	if m.SpawnedBy != uuid.Nil {
 		dst = append(dst, `,"spawned_by":"`...)
-		dst = appendUUID(dst, m.SpawnedBy)
+		dst = canonical.AppendUUID(dst, m.SpawnedBy)
 		dst = append(dst, '"')
 	}
 	if m.Depth != 0 {
@@ -550,7 +551,7 @@ func (p *catParser) uuid() uuid.UUID {
 	}
 	id, err := uuid.ParseBytes(p.b[p.i : p.i+36])
 	var canon [36]byte
-	if err != nil || !bytes.Equal(appendUUID(canon[:0], id), p.b[p.i:p.i+36]) {
+	if err != nil || !bytes.Equal(canonical.AppendUUID(canon[:0], id), p.b[p.i:p.i+36]) {
 		p.bad = true
 		return uuid.UUID{}
 	}
@@ -1160,7 +1161,7 @@ func sessionIDs(fsys vfs.FS, root string) ([]uuid.UUID, error) {
 			continue
 		}
 		id, err := uuid.Parse(name)
-		if err != nil || string(appendUUID(canon[:0], id)) != name {
+		if err != nil || string(canonical.AppendUUID(canon[:0], id)) != name {
 			continue // not a session directory
 		}
 		ids = append(ids, id)

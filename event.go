@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/sessionstore/sessionstore/internal/canonical"
 	"github.com/sessionstore/sessionstore/internal/jsoncompact"
 	"github.com/sessionstore/sessionstore/internal/jsonl"
 )
@@ -382,13 +383,13 @@ func (h *header) fill(ev *Event) {
 // timestamp's closing quote. The member order is part of the format.
 func appendHeader(dst []byte, h *header) []byte {
 	dst = append(dst, `{"id":"`...)
-	dst = appendUUID(dst, h.ID)
+	dst = canonical.AppendUUID(dst, h.ID)
 	dst = append(dst, `","parent_id":"`...)
-	dst = appendUUID(dst, h.ParentID)
+	dst = canonical.AppendUUID(dst, h.ParentID)
 	dst = append(dst, '"')
 	if h.BranchFrom != uuid.Nil {
 		dst = append(dst, `,"branch_from":"`...)
-		dst = appendUUID(dst, h.BranchFrom)
+		dst = canonical.AppendUUID(dst, h.BranchFrom)
 		dst = append(dst, '"')
 	}
 	dst = append(dst, `,"kind":"`...)
@@ -442,7 +443,7 @@ func encodeEventLine(dst []byte, h *header, p payload) []byte {
 	}
 	if p.Blob {
 		obj = append(obj, `,"digest":"`...)
-		obj = appendDigest(obj, p.Digest)
+		obj = canonical.AppendDigest(obj, p.Digest)
 		obj = append(obj, `","size":`...)
 		obj = strconv.AppendInt(obj, p.Size, 10)
 		obj = append(obj, `,"record":null}`...)
@@ -506,7 +507,7 @@ func (p *lineParser) uuid() uuid.UUID {
 		p.fail("truncated uuid")
 		return uuid.Nil
 	}
-	id, err := parseUUID(p.b[p.pos : p.pos+36])
+	id, err := canonical.ParseUUID(p.b[p.pos : p.pos+36])
 	if err != nil {
 		p.fail("%v", err)
 		return uuid.Nil
@@ -634,7 +635,7 @@ func decodeEvent(line []byte) (Event, error) {
 func (p payload) fill(ev *Event) {
 	ev.Size = p.Size
 	if p.Blob {
-		ev.Digest = string(appendDigest(nil, p.Digest))
+		ev.Digest = string(canonical.AppendDigest(nil, p.Digest))
 		return
 	}
 	ev.Record = bytes.Clone(p.Record)
@@ -696,98 +697,22 @@ func splitEventLine(line []byte, validate bool) (header, payload, error) {
 	return h, pl, nil
 }
 
-// digestPrefix names the hash of a blob digest; part of the format.
-const digestPrefix = "sha256:"
-
-// appendDigest appends "sha256:<hex>".
-func appendDigest(dst []byte, d [32]byte) []byte {
-	dst = append(dst, digestPrefix...)
-	var buf [64]byte
-	hexEncode(buf[:], d[:])
-	return append(dst, buf[:]...)
-}
-
 // digest consumes "sha256:" and 64 lower-case hex digits.
 func (p *lineParser) digest() [32]byte {
 	var d [32]byte
-	p.lit(digestPrefix)
+	p.lit(canonical.DigestPrefix)
 	if p.err != nil {
 		return d
 	}
-	if len(p.b)-p.pos < 64 {
+	if len(p.b)-p.pos < canonical.DigestHexLen {
 		p.fail("truncated digest")
 		return d
 	}
-	bad := byte(0)
-	for i := range d {
-		hi, lo := hexValue[p.b[p.pos+2*i]], hexValue[p.b[p.pos+2*i+1]]
-		bad |= hi | lo
-		d[i] = hi<<4 | lo&0x0f
-	}
-	if bad&0x80 != 0 {
-		p.fail("digest is not lower-case hex")
+	d, err := canonical.ParseDigestHex(p.b[p.pos : p.pos+canonical.DigestHexLen])
+	if err != nil {
+		p.fail("%v", err)
 		return d
 	}
-	p.pos += 64
+	p.pos += canonical.DigestHexLen
 	return d
 }
-
-// appendUUID appends the canonical lower-case form of id.
-func appendUUID(dst []byte, id uuid.UUID) []byte {
-	var buf [36]byte
-	hexEncode(buf[0:8], id[0:4])
-	buf[8] = '-'
-	hexEncode(buf[9:13], id[4:6])
-	buf[13] = '-'
-	hexEncode(buf[14:18], id[6:8])
-	buf[18] = '-'
-	hexEncode(buf[19:23], id[8:10])
-	buf[23] = '-'
-	hexEncode(buf[24:], id[10:])
-	return append(dst, buf[:]...)
-}
-
-func hexEncode(dst, src []byte) {
-	const digits = "0123456789abcdef"
-	for i, b := range src {
-		dst[i*2] = digits[b>>4]
-		dst[i*2+1] = digits[b&0xf]
-	}
-}
-
-// uuidDigits are the offsets of the 32 hex digits in the canonical form.
-var uuidDigits = [16]int{0, 2, 4, 6, 9, 11, 14, 16, 19, 21, 24, 26, 28, 30, 32, 34}
-
-// parseUUID parses the canonical 36-character lower-case form only: the
-// form the store writes. Anything else is an error.
-func parseUUID(b []byte) (uuid.UUID, error) {
-	var id uuid.UUID
-	if len(b) != 36 || b[8] != '-' || b[13] != '-' || b[18] != '-' || b[23] != '-' {
-		return id, errors.New("uuid is not in canonical form")
-	}
-	bad := byte(0)
-	for i, at := range uuidDigits {
-		hi, lo := hexValue[b[at]], hexValue[b[at+1]]
-		bad |= hi | lo
-		id[i] = hi<<4 | lo&0x0f
-	}
-	if bad&0x80 != 0 {
-		return uuid.Nil, errors.New("uuid is not in canonical lower-case form")
-	}
-	return id, nil
-}
-
-// hexValue maps a lower-case hex digit to its value and every other byte
-// to 0xff.
-var hexValue = func() (t [256]byte) {
-	for i := range t {
-		t[i] = 0xff
-	}
-	for c := '0'; c <= '9'; c++ {
-		t[c] = byte(c - '0')
-	}
-	for c := 'a'; c <= 'f'; c++ {
-		t[c] = byte(c - 'a' + 10)
-	}
-	return t
-}()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/sessionstore/sessionstore/internal/canonical"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 )
 
@@ -28,7 +29,7 @@ const (
 const headSize = 37
 
 func encodeHead(id uuid.UUID) []byte {
-	return append(appendUUID(make([]byte, 0, headSize), id), '\n')
+	return append(canonical.AppendUUID(make([]byte, 0, headSize), id), '\n')
 }
 
 // decodeHead parses a HEAD file's content.
@@ -36,7 +37,7 @@ func decodeHead(b []byte) (uuid.UUID, error) {
 	if len(b) != headSize || b[36] != '\n' {
 		return uuid.Nil, errors.New("HEAD is not a uuid and a newline")
 	}
-	id, err := parseUUID(b[:36])
+	id, err := canonical.ParseUUID(b[:36])
 	if err != nil {
 		return uuid.Nil, err
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/sessionstore/sessionstore/internal/canonical"
 	"github.com/sessionstore/sessionstore/internal/jsonl"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 	"github.com/sessionstore/sessionstore/internal/zchunk"
@@ -110,7 +111,7 @@ func encodeIndexLine(dst []byte, e *entry) []byte {
 	obj = strconv.AppendInt(obj, e.Size, 10)
 	if e.Blob {
 		obj = append(obj, `,"digest":"`...)
-		obj = appendDigest(obj, e.Digest)
+		obj = canonical.AppendDigest(obj, e.Digest)
 		obj = append(obj, '"')
 	}
 	obj = appendPreviewMember(obj, &e.Preview)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/sessionstore/sessionstore/internal/canonical"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 	"github.com/sessionstore/sessionstore/internal/zchunk"
 )
@@ -496,7 +497,7 @@ func (s *Store) loadLazy(ctx context.Context, dir string, head entry, boundaries
 		if k >= n {
 			return 0, false // past a compaction that keeps nothing
 		}
-		out[at(k)].Digest = string(appendDigest(nil, steps[k/stepBlock][k%stepBlock].digest))
+		out[at(k)].Digest = string(canonical.AppendDigest(nil, steps[k/stepBlock][k%stepBlock].digest))
 		return at(k), true
 	})
 	if err != nil {

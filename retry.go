@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/sessionstore/sessionstore/internal/canonical"
 )
 
 // Retries and optimistic concurrency
@@ -333,7 +334,7 @@ func (h *openSession) sameContent(e *entry, p *pendingEvent) (Event, error) {
 		if sha256.Sum256(p.rec) != e.Digest {
 			return differ("record")
 		}
-		ev.Digest = string(appendDigest(nil, e.Digest))
+		ev.Digest = string(canonical.AppendDigest(nil, e.Digest))
 	} else {
 		r := h.files.chunkReader()
 		stored, err := readEntry(r, e)
