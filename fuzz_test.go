@@ -76,23 +76,6 @@ func FuzzDecodeEvent(f *testing.F) {
 	})
 }
 
-// FuzzDecodeHead checks the HEAD decoder accepts exactly a canonical
-// non-nil id and a newline.
-func FuzzDecodeHead(f *testing.F) {
-	for _, line := range goldenLines(f, "HEAD") {
-		f.Add(append(line, '\n'))
-		f.Add(line)
-	}
-	f.Add([]byte("00000000-0000-0000-0000-000000000000\n"))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		id, err := decodeHead(b)
-		if err != nil {
-			return
-		}
-		assert.Equal(t, b, encodeHead(id))
-	})
-}
-
 // FuzzDecodeMeta feeds arbitrary bytes to the session.json decoder, seeded
 // with the golden session.json.
 func FuzzDecodeMeta(f *testing.F) {

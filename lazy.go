@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/sessionstore/sessionstore/internal/canonical"
+	"github.com/sessionstore/sessionstore/internal/headfile"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 	"github.com/sessionstore/sessionstore/internal/zchunk"
 )
@@ -95,12 +96,12 @@ func (h *openSession) openLazy() bool {
 		return false // a fork's first event names no parent location (fork.go)
 	}
 	fsys := h.opts.fs
-	for _, name := range []string{headTemp, metaFile + ".tmp"} {
+	for _, name := range []string{headfile.Temp, metaFile + ".tmp"} {
 		if _, err := fsys.Stat(filepath.Join(h.dir, name)); !errors.Is(err, os.ErrNotExist) {
 			return false
 		}
 	}
-	head, exists, err := readHeadFile(fsys, filepath.Join(h.dir, headName))
+	head, exists, err := readHeadFile(fsys, filepath.Join(h.dir, headfile.Name))
 	if err != nil || !exists {
 		return false
 	}

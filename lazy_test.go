@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sessionstore/sessionstore/internal/headfile"
 	"github.com/sessionstore/sessionstore/internal/jsonl"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 )
@@ -153,13 +154,13 @@ func TestLazyOpenNeedsCleanFiles(t *testing.T) {
 	}{
 		{"clean", func(*testing.T, *vfs.MemFS, uuid.UUID, []Event) {}, true, true, false},
 		{"HEAD replace interrupted", func(t *testing.T, m *vfs.MemFS, id uuid.UUID, path []Event) {
-			writeMemFile(t, m, sessionPath(id, headTemp), encodeHead(path[len(path)-1].ID))
+			writeMemFile(t, m, sessionPath(id, headfile.Temp), headfile.Encode(path[len(path)-1].ID))
 		}, false, true, false},
 		{"session.json replace interrupted", func(t *testing.T, m *vfs.MemFS, id uuid.UUID, _ []Event) {
 			writeMemFile(t, m, sessionPath(id, metaFile+".tmp"), []byte("{"))
 		}, false, true, false},
 		{"HEAD behind the log", func(t *testing.T, m *vfs.MemFS, id uuid.UUID, path []Event) {
-			writeMemFile(t, m, sessionPath(id, headName), encodeHead(path[len(path)-2].ID))
+			writeMemFile(t, m, sessionPath(id, headfile.Name), headfile.Encode(path[len(path)-2].ID))
 		}, false, true, false},
 		{"last index line lost", func(t *testing.T, m *vfs.MemFS, id uuid.UUID, _ []Event) {
 			b, err := vfs.ReadFile(m, sessionPath(id, indexName))
@@ -177,7 +178,7 @@ func TestLazyOpenNeedsCleanFiles(t *testing.T) {
 		}, false, false, false},
 		{"sealed newest, clean", func(*testing.T, *vfs.MemFS, uuid.UUID, []Event) {}, true, true, true},
 		{"sealed newest, HEAD behind the log", func(t *testing.T, m *vfs.MemFS, id uuid.UUID, path []Event) {
-			writeMemFile(t, m, sessionPath(id, headName), encodeHead(path[len(path)-2].ID))
+			writeMemFile(t, m, sessionPath(id, headfile.Name), headfile.Encode(path[len(path)-2].ID))
 		}, false, true, true},
 		{"sealed newest, stale index lines", func(t *testing.T, m *vfs.MemFS, id uuid.UUID, path []Event) {
 			writeMemFile(t, m, sessionPath(id, indexName), []byte("{}\n"))

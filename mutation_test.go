@@ -103,7 +103,7 @@ var mutations = []mutation{
 		"replaceFile(l.fsys, l.dir, metaFile, b, l.perm)", inPlace("l.fsys", "l.dir", "metaFile", "b", "l.perm"),
 		"a crash leaves the old metadata or the new, whole"},
 	{"write HEAD in place", "head.go", "func writeHead(",
-		"replaceFile(fsys, dir, headName, encodeHead(id), perm)", inPlace("fsys", "dir", "headName", "encodeHead(id)", "perm"),
+		"replaceFile(fsys, dir, headfile.Name, headfile.Encode(id), perm)", inPlace("fsys", "dir", "headfile.Name", "headfile.Encode(id)", "perm"),
 		"a crash leaves the old HEAD or the new, whole (or a torn one that is rebuilt, kept aside)"},
 	{"skip the sessions directory sync of Create", "session.go", "func createSessionFiles(", "return fsys.SyncDir(filepath.Dir(dir))", "return nil",
 		"a created session's directory is durable when Create returns"},

@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/sessionstore/sessionstore/internal/headfile"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 	"github.com/sessionstore/sessionstore/internal/zchunk"
 )
@@ -140,14 +141,14 @@ func (p *recoveryPlan) repairs() []string {
 	case p.headFinish:
 		out = append(out, "finish the interrupted HEAD update")
 	case p.headTemp:
-		out = append(out, "remove "+headTemp+", which names no known event")
+		out = append(out, "remove "+headfile.Temp+", which names no known event")
 	}
 	head := p.head()
 	switch {
 	case p.headBad != nil && head == uuid.Nil:
-		out = append(out, fmt.Sprintf("keep %s aside in %s and remove it, the session has no events: %v", headName, filepath.Base(p.headKeep), p.headBad))
+		out = append(out, fmt.Sprintf("keep %s aside in %s and remove it, the session has no events: %v", headfile.Name, filepath.Base(p.headKeep), p.headBad))
 	case p.headBad != nil:
-		out = append(out, fmt.Sprintf("keep %s aside in %s and set HEAD to %s, the newest event: %v", headName, filepath.Base(p.headKeep), head, p.headBad))
+		out = append(out, fmt.Sprintf("keep %s aside in %s and set HEAD to %s, the newest event: %v", headfile.Name, filepath.Base(p.headKeep), head, p.headBad))
 	case head != uuid.Nil && head != p.headOnDisk:
 		was := "missing"
 		if p.headOnDisk != uuid.Nil {
@@ -171,9 +172,9 @@ func analyze(fsys vfs.FS, dir string, readOnly bool, outside func(uuid.UUID) boo
 
 	// HEAD first: it names only durable events, so the chunks read after
 	// it hold its event even if a writer replaces it meanwhile.
-	headPath := filepath.Join(dir, headName)
+	headPath := filepath.Join(dir, headfile.Name)
 	head, headExists, headErr := readHeadFile(fsys, headPath)
-	tmp, tmpExists, tmpErr := readHeadFile(fsys, filepath.Join(dir, headTemp))
+	tmp, tmpExists, tmpErr := readHeadFile(fsys, filepath.Join(dir, headfile.Temp))
 	_, err := fsys.Stat(filepath.Join(dir, metaFile+".tmp"))
 	p.metaTemp = err == nil
 
@@ -375,7 +376,7 @@ func analyze(fsys vfs.FS, dir string, readOnly bool, outside func(uuid.UUID) boo
 		}
 	}
 	if p.headBad != nil {
-		p.headKeep = keepName(fsys, filepath.Join(dir, headBroken))
+		p.headKeep = keepName(fsys, filepath.Join(dir, headfile.Broken))
 	}
 	return p, nil
 }
@@ -655,8 +656,8 @@ func applyRepairs(fsys vfs.FS, dir string, p *recoveryPlan, perm os.FileMode) (i
 		}
 	}
 
-	headPath := filepath.Join(dir, headName)
-	tmpPath := filepath.Join(dir, headTemp)
+	headPath := filepath.Join(dir, headfile.Name)
+	tmpPath := filepath.Join(dir, headfile.Temp)
 	if p.headFinish {
 		if err := fsys.Rename(tmpPath, headPath); err != nil {
 			return 0, err

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sessionstore/sessionstore/internal/headfile"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 	"github.com/sessionstore/sessionstore/internal/zchunk"
 )
@@ -85,7 +86,7 @@ func checkAll(t *testing.T, fsys vfs.FS, id uuid.UUID, want []Event) *Store {
 	if len(want) > 0 {
 		assert.Equal(t, want[len(want)-1].ID, head)
 		// Reconciliation already rewrote the HEAD file.
-		onDisk, exists, err := readHeadFile(fsys, sessionPath(id, headName))
+		onDisk, exists, err := readHeadFile(fsys, sessionPath(id, headfile.Name))
 		require.NoError(t, err)
 		assert.True(t, exists)
 		assert.Equal(t, head, onDisk)
@@ -469,21 +470,21 @@ func TestReconcileHeadTemp(t *testing.T) {
 		name string
 		tmp  func(evs []Event) []byte
 	}{
-		{"valid temp is finished", func(evs []Event) []byte { return encodeHead(evs[len(evs)-1].ID) }},
-		{"temp naming an older event", func(evs []Event) []byte { return encodeHead(evs[0].ID) }},
+		{"valid temp is finished", func(evs []Event) []byte { return headfile.Encode(evs[len(evs)-1].ID) }},
+		{"temp naming an older event", func(evs []Event) []byte { return headfile.Encode(evs[0].ID) }},
 		{"torn temp is removed", func([]Event) []byte { return []byte("01a0") }},
-		{"temp naming an unknown event is removed", func([]Event) []byte { return encodeHead(uuid.New()) }},
+		{"temp naming an unknown event is removed", func([]Event) []byte { return headfile.Encode(uuid.New()) }},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			m, s, id := memSession(t, Options{})
 			evs := appendN(t, s, id, 4)
 			require.NoError(t, s.Close())
-			writeMemFile(t, m, sessionPath(id, headName), encodeHead(evs[1].ID)) // stale
-			writeMemFile(t, m, sessionPath(id, headTemp), tc.tmp(evs))
+			writeMemFile(t, m, sessionPath(id, headfile.Name), headfile.Encode(evs[1].ID)) // stale
+			writeMemFile(t, m, sessionPath(id, headfile.Temp), tc.tmp(evs))
 			writeMemFile(t, m, sessionPath(id, metaFile+".tmp"), []byte(`{"format":1,"na`))
 			checkAll(t, m, id, evs).Close()
-			_, err := m.Stat(sessionPath(id, headTemp))
+			_, err := m.Stat(sessionPath(id, headfile.Temp))
 			assert.ErrorIs(t, err, os.ErrNotExist)
 			_, err = m.Stat(sessionPath(id, metaFile+".tmp"))
 			assert.ErrorIs(t, err, os.ErrNotExist)
@@ -763,7 +764,7 @@ func TestReconcileBadHead(t *testing.T) {
 	}{
 		{"garbage", []byte("not a head\n"), 5, false},
 		{"empty file", []byte{}, 5, false},
-		{"unknown event", encodeHead(uuid.MustParse("01a0ffff-0000-7000-8000-00000000dead")), 5, true},
+		{"unknown event", headfile.Encode(uuid.MustParse("01a0ffff-0000-7000-8000-00000000dead")), 5, true},
 		{"garbage in a session without events", []byte("\x00\x01"), 0, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -771,7 +772,7 @@ func TestReconcileBadHead(t *testing.T) {
 			m, s, id := memSession(t, Options{})
 			evs := appendN(t, s, id, tc.events)
 			require.NoError(t, s.Close())
-			headPath := sessionPath(id, headName)
+			headPath := sessionPath(id, headfile.Name)
 			writeMemFile(t, m, headPath, tc.head)
 			damaged := m.String()
 
@@ -789,7 +790,7 @@ func TestReconcileBadHead(t *testing.T) {
 			} else {
 				assert.True(t, rep.OK(), "a HEAD that is not an id is no problem: %v", rep.Problems)
 			}
-			wantOnDisk, _ := decodeHead(tc.head) // what the HEAD file names, if anything
+			wantOnDisk, _ := headfile.Decode(tc.head) // what the HEAD file names, if anything
 			assert.Equal(t, wantOnDisk, rep.HeadOnDisk)
 			require.Len(t, rep.Repairs, 1)
 			assert.Contains(t, rep.Repairs[0], "keep HEAD aside in HEAD.broken")
@@ -801,7 +802,7 @@ func TestReconcileBadHead(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, rep.Repairs, done)
 			require.NoError(t, w.Close())
-			kept, err := vfs.ReadFile(m, sessionPath(id, headBroken))
+			kept, err := vfs.ReadFile(m, sessionPath(id, headfile.Broken))
 			require.NoError(t, err)
 			assert.Equal(t, tc.head, kept, "the bad HEAD's bytes are kept aside")
 			if tc.events == 0 {

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/sessionstore/sessionstore/internal/headfile"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 	"github.com/sessionstore/sessionstore/internal/zchunk"
 )
@@ -388,7 +389,7 @@ func writeTemp(fsys vfs.FS, path string, b []byte, perm os.FileMode) error {
 // open rebuilds them from every chunk (reconciliation).
 func (r *remoteFiles) rebuildDerived(v *logView, pieces map[uint32][]logPiece) error {
 	fsys := r.fsys
-	for _, name := range []string{indexName, headName, headTemp} {
+	for _, name := range []string{indexName, headfile.Name, headfile.Temp} {
 		if err := removeIfExists(fsys, filepath.Join(r.dir, name)); err != nil {
 			return err
 		}
