@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/sessionstore/sessionstore/internal/canonical"
+	"github.com/sessionstore/sessionstore/internal/eventline"
 )
 
 // Appending
@@ -30,17 +31,17 @@ type pendingEvent struct {
 	blob     bool
 	digest   [32]byte
 	keepTime bool    // AppendOptions.KeepTime: ev.Time, when set, is the event's time
-	preview  preview // of rec, for the index entry (preview.go)
+	preview  preview // of rec, for the index entry (internal/eventline/preview.go)
 }
 
 // pendingOf returns the pendingEvent of ev and its prepared record,
 // hashing a record that goes to a blob and making the record's preview,
-// a blob's too, since the append holds its record (preview.go). Appends
-// call it before they take the session's mutex, so that no one waits for
-// the hashing or the preview.
+// a blob's too, since the append holds its record
+// (internal/eventline/preview.go). Appends call it before they take the
+// session's mutex, so that no one waits for the hashing or the preview.
 func (s *Store) pendingOf(ev Event, rec []byte) pendingEvent {
-	k, _ := kindCodeOf([]byte(ev.Kind))
-	p := pendingEvent{ev: ev, rec: rec, preview: previewOf(k, rec)}
+	k, _ := eventline.KindCodeOf([]byte(ev.Kind))
+	p := pendingEvent{ev: ev, rec: rec, preview: eventline.PreviewOf(k, rec)}
 	if s.opts.BlobThreshold >= 0 && len(rec) > s.opts.BlobThreshold {
 		p.blob, p.digest = true, sha256.Sum256(rec)
 	}
@@ -123,7 +124,7 @@ func (h *openSession) writeBlobs(batch []pendingEvent) ([]payload, error) {
 	pls := make([]payload, len(batch))
 	var big []int
 	for i, p := range batch {
-		pls[i] = inline(p.rec)
+		pls[i] = eventline.Inline(p.rec)
 		if p.blob {
 			big = append(big, i)
 		}
@@ -258,7 +259,7 @@ func (h *openSession) writeBatch(ctx context.Context, batch []pendingEvent, pls 
 			starts[i] = len(h.line)
 			pl := pls[i]
 			pl.ParentAt = at
-			h.line = encodeEventLine(h.line, &hdrs[i], pl)
+			h.line = eventline.AppendEvent(h.line, &hdrs[i], pl)
 			parent, branch = out[i].ID, uuid.Nil
 			if h.format >= 2 {
 				at = location{Chunk: base.Chunk, Offset: base.Offset + int64(starts[i]), Length: uint32(len(h.line) - starts[i])}
@@ -301,7 +302,7 @@ func (h *openSession) writeBatch(ctx context.Context, batch []pendingEvent, pls 
 	loc := h.chunks.enqueue(h.line)
 	for i := range batch {
 		l := location{Chunk: loc.Chunk, Offset: loc.Offset + int64(starts[i]), Length: uint32(starts[i+1] - starts[i])}
-		h.pipe.inflight = append(h.pipe.inflight, inflightRecord{entry: entryOf(hdrs[i], pls[i], l, batch[i].preview), event: out[i]})
+		h.pipe.inflight = append(h.pipe.inflight, inflightRecord{entry: eventline.EntryOf(hdrs[i], pls[i], l, batch[i].preview), event: out[i]})
 	}
 	h.pending = uuid.Nil
 	return h.join(len(batch)), out, nil

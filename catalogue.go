@@ -146,7 +146,7 @@ func statStamp(fsys vfs.FS, path string) (stamp, error) {
 
 // Record kinds, the "k" member of every line.
 const (
-	kindHeader     = 'h' // snapshot and log header: generation, directory stamp
+	kindHeader     = 'h' // snapshot and log Header: generation, directory stamp
 	kindEntry      = 'e' // snapshot: a session's metadata and session.json's stamp
 	kindUnreadable = 'u' // snapshot: a session.json that could not be read, and its stamp
 	kindPending    = 'p' // log: the id's session.json is about to change
@@ -675,7 +675,7 @@ func scanCatLog(r io.Reader, size int64) (*catLog, error) {
 		return nil, err
 	}
 	if first {
-		return nil, errCatalogue // no header: not even the rewrite that made it finished
+		return nil, errCatalogue // no Header: not even the rewrite that made it finished
 	}
 	l.size = end
 	l.tail = sc.End() > end

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sessionstore/sessionstore/internal/eventline"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 	"github.com/sessionstore/sessionstore/internal/zchunk"
 )
@@ -300,7 +301,7 @@ func TestFlushAwaitsSealing(t *testing.T) {
 		b, err := os.ReadFile(filepath.Join(dir, sessionsDir, meta.ID.String(), indexName))
 		require.NoError(t, err)
 		for line := range bytes.Lines(b) {
-			e, err := decodeIndexLine(bytes.TrimSuffix(line, []byte("\n")))
+			e, err := eventline.DecodeIndex(bytes.TrimSuffix(line, []byte("\n")))
 			require.NoError(t, err)
 			assert.NotEqual(t, uint32(0), e.Loc.Chunk, "a line of the sealed chunk 0 is still in index.jsonl")
 		}

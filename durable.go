@@ -154,7 +154,7 @@ func (l *localFiles) sealChunk(n uint32, es []entry) error {
 	// preallocated in steps of at most preallocMax.
 	limit := int64(preallocMax + 4<<10)
 	if len(es) > 0 {
-		limit += es[len(es)-1].Loc.end()
+		limit += es[len(es)-1].Loc.End()
 	}
 	data, err := readFile(l.fsys, path, nil, limit)
 	if err != nil {

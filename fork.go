@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/sessionstore/sessionstore/internal/eventline"
 )
 
 // A fork is a session whose history up to an event of another session,
@@ -332,7 +333,7 @@ func (s *Store) resolveForkPath(h *openSession, leaf uuid.UUID, boundaries bool)
 		}
 		for {
 			path = append(path, st)
-			if st.e.ParentID == uuid.Nil || (boundaries && kinds[st.e.Kind] == KindCompaction) {
+			if st.e.ParentID == uuid.Nil || (boundaries && st.e.Kind == eventline.KindCompaction) {
 				break
 			}
 			parent := st.e.ParentID
@@ -345,7 +346,7 @@ func (s *Store) resolveForkPath(h *openSession, leaf uuid.UUID, boundaries bool)
 	slices.Reverse(path)
 	damaged := h.damage()
 	s.reg.release(h)
-	if boundaries && len(path) > 0 && kinds[path[0].e.Kind] == KindCompaction {
+	if boundaries && len(path) > 0 && path[0].e.Kind == eventline.KindCompaction {
 		kept, err := s.forkKept(h, pre, path[0])
 		if err != nil {
 			return nil, err

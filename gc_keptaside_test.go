@@ -104,7 +104,7 @@ func TestGCKeepsBlobsOfKeptAsideRecords(t *testing.T) {
 			last := locs[len(locs)-1]
 			chunk, err := vfs.ReadFile(m, sessionPath(id, chunksDir, chunkName(0)))
 			require.NoError(t, err)
-			line := chunk[last.Offset:last.end()]
+			line := chunk[last.Offset:last.End()]
 			require.Contains(t, string(line), l.Digest, "precondition: L is the chunk's last record")
 			kept := tt.damage(t, m, id, chunk, line, last, k)
 

@@ -9,71 +9,23 @@ import (
 	"path/filepath"
 	"runtime"
 	"sort"
-	"strconv"
 	"sync"
 
 	"github.com/google/uuid"
 
-	"github.com/sessionstore/sessionstore/internal/canonical"
+	"github.com/sessionstore/sessionstore/internal/eventline"
 	"github.com/sessionstore/sessionstore/internal/jsonl"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 	"github.com/sessionstore/sessionstore/internal/zchunk"
 )
 
-// location addresses one framed record: the chunk number, the byte offset
-// of the line in the chunk file and the line's length including its newline.
-type location struct {
-	Chunk  uint32
-	Offset int64
-	Length uint32
-}
+// nodeOf returns the payload-free public view of e.
+func nodeOf(e *entry) Node { return nodeWith(e, e.Preview.String()) }
 
-func (l location) end() int64 { return l.Offset + int64(l.Length) }
-
-// entry is one index line and the in-memory form of an event without its
-// record: enough to walk the tree, render a timeline and find the record.
-// It holds no pointers, so a session's index costs the garbage collector
-// nothing to scan.
-type entry struct {
-	header
-	Size    int64 // bytes of the record's compact JSON
-	Blob    bool  // the record is stored in blobs/
-	Preview preview
-	Digest  [32]byte // its SHA-256, for a blob
-	Loc     location
-}
-
-// newEntry builds the index entry of a record at loc, with the preview of
-// an inline record (p.Record); a blob's is empty (see preview.go).
-func newEntry(h header, p payload, loc location) entry {
-	var pv preview
-	if !p.Blob {
-		pv = previewOf(h.Kind, p.Record)
-	}
-	return entryOf(h, p, loc, pv)
-}
-
-// entryOf builds the index entry of a record at loc with its preview.
-func entryOf(h header, p payload, loc location, pv preview) entry {
-	return entry{header: h, Size: p.Size, Blob: p.Blob, Digest: p.Digest, Loc: loc, Preview: pv}
-}
-
-// sameRecord reports whether two entries describe the same record at the
-// same place. The preview is left out: an entry rebuilt from its chunk
-// line has none for a blob, nor has an index line written before previews.
-func (e *entry) sameRecord(o *entry) bool {
-	a, b := *e, *o
-	a.Preview, b.Preview = preview{}, preview{}
-	return a == b
-}
-
-// node returns the payload-free public view of the entry.
-func (e *entry) node() Node { return e.nodeWith(e.Preview.String()) }
-
-// nodeWith is node with the preview's text given.
-func (e *entry) nodeWith(preview string) Node {
+// nodeWith is nodeOf with the preview's text given.
+func nodeWith(e *entry, preview string) Node {
 	var ev Event
-	e.fill(&ev)
+	fillHeader(&ev, &e.Header)
 	return Node{ID: ev.ID, ParentID: ev.ParentID, BranchFrom: ev.BranchFrom, Kind: ev.Kind, Role: ev.Role, Time: ev.Time, Size: e.Size, Preview: preview}
 }
 
@@ -82,90 +34,22 @@ func (e *entry) nodeWith(preview string) Node {
 func nodes(dst []Node, es []entry) []Node {
 	n := 0
 	for i := range es {
-		n += int(es[i].Preview.n)
+		n += len(es[i].Preview.Bytes())
 	}
 	var b []byte
 	if n > 0 {
 		b = make([]byte, 0, n)
 		for i := range es {
-			b = append(b, es[i].Preview.bytes()...)
+			b = append(b, es[i].Preview.Bytes()...)
 		}
 	}
 	all, at := string(b), 0
 	for i := range es {
-		k := int(es[i].Preview.n)
-		dst = append(dst, es[i].nodeWith(all[at:at+k]))
+		k := len(es[i].Preview.Bytes())
+		dst = append(dst, nodeWith(&es[i], all[at:at+k]))
 		at += k
 	}
 	return dst
-}
-
-// encodeIndexLine appends the framed index line of e to dst. The member
-// order is part of the format. "preview" (see preview.go), after "digest",
-// is written only when the preview is not empty; index lines written
-// before previews existed have none, and read with an empty one.
-func encodeIndexLine(dst []byte, e *entry) []byte {
-	start := len(dst)
-	obj := appendHeader(dst, &e.header)
-	obj = append(obj, `,"size":`...)
-	obj = strconv.AppendInt(obj, e.Size, 10)
-	if e.Blob {
-		obj = append(obj, `,"digest":"`...)
-		obj = canonical.AppendDigest(obj, e.Digest)
-		obj = append(obj, '"')
-	}
-	obj = appendPreviewMember(obj, &e.Preview)
-	obj = append(obj, `,"location":{"chunk":`...)
-	obj = strconv.AppendUint(obj, uint64(e.Loc.Chunk), 10)
-	obj = append(obj, `,"offset":`...)
-	obj = strconv.AppendInt(obj, e.Loc.Offset, 10)
-	obj = append(obj, `,"length":`...)
-	obj = strconv.AppendUint(obj, uint64(e.Loc.Length), 10)
-	obj = append(obj, "}}"...)
-	return jsonl.SealTail(obj, start)
-}
-
-// decodeIndexLine decodes one index line (without its newline) after
-// checking its frame. The layout must be exactly the one encodeIndexLine
-// writes.
-func decodeIndexLine(line []byte) (entry, error) {
-	if err := jsonl.Verify(line); err != nil {
-		return entry{}, err
-	}
-	p := lineParser{b: line}
-	e := entry{header: p.header()}
-	p.lit(`,"size":`)
-	e.Size = p.int(maxRecordSizeLimit)
-	if p.maybe(`,"digest":"`) {
-		e.Blob = true
-		e.Digest = p.digest()
-		p.lit(`"`)
-	}
-	if p.maybe(`,"preview":"`) {
-		e.Preview = p.previewValue()
-	}
-	p.lit(`,"location":{"chunk":`)
-	e.Loc.Chunk = uint32(p.int(1<<31 - 1))
-	p.lit(`,"offset":`)
-	e.Loc.Offset = p.int(1 << 62)
-	p.lit(`,"length":`)
-	e.Loc.Length = uint32(p.int(maxChunkLine + 1))
-	p.lit(`}`)
-	if p.err == nil && p.pos != recordEnd(line) {
-		p.fail("unexpected data after location")
-	}
-	if p.err == nil && e.Loc.Length == 0 {
-		p.fail("zero record length")
-	}
-	if lineMax := int64(maxLineOverhead) + e.Size*int64(b2i(!e.Blob)); p.err == nil && int64(e.Loc.Length) > lineMax+1 {
-		// Its chunk line holds the record (inline) and a bounded rest: a
-		// longer one is no line of this entry, and is not read.
-		p.fail("record line of %d bytes for a record of %d", e.Loc.Length, e.Size)
-	}
-	if p.err != nil {
-		return entry{}, p.err
-	}
-	return e, nil
 }
 
 // indexFile is the open index.jsonl of a writable session. Lines are
@@ -204,7 +88,7 @@ func (x *indexFile) append(es ...*entry) error {
 	}
 	x.buf = x.buf[:0]
 	for _, e := range es {
-		x.buf = encodeIndexLine(x.buf, e)
+		x.buf = eventline.AppendIndex(x.buf, e)
 	}
 	n, err := x.f.WriteAt(x.buf, x.size)
 	x.size += int64(n)
@@ -299,10 +183,10 @@ func readIndex(fsys vfs.FS, path string, add func(e *entry, off int64) error) (i
 		}
 		data := buf[:carry+n]
 		cut := bytes.LastIndexByte(data, '\n') + 1
-		if cut == 0 && len(data) > maxIndexLine {
+		if cut == 0 && len(data) > eventline.MaxIndexLine {
 			// No index line is that long: the first bad line, read no
 			// further (a sparse file may hold gigabytes of zeros).
-			res.bad, res.badErr = base, fmt.Errorf("%w: more than %d bytes", jsonl.ErrLineTooLong, maxIndexLine)
+			res.bad, res.badErr = base, fmt.Errorf("%w: more than %d bytes", jsonl.ErrLineTooLong, eventline.MaxIndexLine)
 			return res, nil
 		}
 		if cut == 0 && !eof {
@@ -335,25 +219,9 @@ func readIndex(fsys vfs.FS, path string, add func(e *entry, off int64) error) (i
 	}
 }
 
-// minIndexLine is a lower bound on the length of an index line (the
-// shortest possible one is about 230 bytes), for sizing buffers.
-const minIndexLine = 200
-
-// maxIndexLine bounds the length of an index line without its newline:
-// the longest one (three ids, the longest kind, role and timestamp, a
-// size, a digest, a preview of escaped quotes, a location of the largest
-// numbers) is about 700 bytes (TestIndexLineLimit). A longer line is
-// invalid and is not read whole.
-const maxIndexLine = 1 << 10
-
 // maxIndexPresize bounds the entries an open sets room for from the size
 // of index.jsonl alone (about 3.5 MB of them).
 const maxIndexPresize = 1 << 14
-
-// minChunkLine is a lower bound on the length of a chunk line (the
-// shortest possible one, a root event with an empty record, is about 200
-// bytes), for bounding the entries of a chunk by its length.
-const minChunkLine = 128
 
 // typicalIndexLine is the length of a long index line (a blob reference's
 // is about 330 bytes), for sizing a buffer for many.
@@ -397,7 +265,7 @@ func (d *decodedLines) decode(part []byte, base int64) {
 	}
 	for len(part) > 0 {
 		nl := bytes.IndexByte(part, '\n')
-		e, err := decodeIndexLine(part[:nl])
+		e, err := eventline.DecodeIndex(part[:nl])
 		if err != nil {
 			d.err = err
 			return
@@ -414,7 +282,7 @@ func (d *decodedLines) decode(part []byte, base int64) {
 // encodeIndexLines appends the index lines of es to dst.
 func encodeIndexLines(dst []byte, es []entry) []byte {
 	for i := range es {
-		dst = encodeIndexLine(dst, &es[i])
+		dst = eventline.AppendIndex(dst, &es[i])
 	}
 	return dst
 }
@@ -464,10 +332,10 @@ func openSealedMeta(fsys vfs.FS, dir string, n uint32) (*sealedMeta, error) {
 	if err != nil {
 		return nil, sealedErr(err)
 	}
-	// One index line, of at most maxIndexLine bytes and a newline, per
-	// record of at least minChunkLine: a larger embedded index is damage,
+	// One index line, of at most eventline.MaxIndexLine bytes and a newline, per
+	// record of at least eventline.MinChunkLine: a larger embedded index is damage,
 	// not read.
-	if limit := (zr.Size() + minChunkLine - 1) / minChunkLine * (maxIndexLine + 1); zr.MetaSize() > limit {
+	if limit := (zr.Size() + eventline.MinChunkLine - 1) / eventline.MinChunkLine * (eventline.MaxIndexLine + 1); zr.MetaSize() > limit {
 		zr.Close()
 		return nil, corruptf(path, 0, "embedded index of %d bytes for a chunk of %d (at most %d)", zr.MetaSize(), zr.Size(), limit)
 	}
@@ -477,11 +345,11 @@ func openSealedMeta(fsys vfs.FS, dir string, n uint32) (*sealedMeta, error) {
 // bound returns an upper bound on the number of entries the embedded
 // index holds, if it is valid, before reading it: from its length as the
 // footer records it, and from the chunk's length (each entry names a line
-// of at least minChunkLine bytes), which the frame table's checksum
+// of at least eventline.MinChunkLine bytes), which the frame table's checksum
 // covers. The footer's metadata length is checked only when the index is
 // read, so a damaged one alone could ask for gigabytes.
 func (m *sealedMeta) bound() int {
-	return int(min(m.zr.MetaSize()/minIndexLine, m.zr.Size()/minChunkLine)) + 1
+	return int(min(m.zr.MetaSize()/eventline.MinIndexLine, m.zr.Size()/eventline.MinChunkLine)) + 1
 }
 
 // read reads the index lines into b's memory.
@@ -519,7 +387,7 @@ func (m *sealedMeta) decode(dst []entry, withOffsets bool) (es []entry, offsets 
 			}
 			return nil, nil, corruptf(m.path, off, "embedded index: entry %s at chunk %d offset %d, want chunk %d offset %d", d.entries[i].ID, l.Chunk, l.Offset, m.chunk, end)
 		}
-		end = d.entries[i].Loc.end()
+		end = d.entries[i].Loc.End()
 	}
 	if end != m.size {
 		return nil, nil, corruptf(m.path, d.end, "embedded index covers %d of the chunk's %d bytes", end, m.size)

@@ -204,7 +204,7 @@ func requireIndexInOrder(t *testing.T, fsys vfs.FS, id uuid.UUID, state string) 
 	n := 0
 	_, err := readIndex(fsys, sessionPath(id, indexName), func(e *entry, off int64) error {
 		if prev != nil {
-			after := e.Loc.Chunk > prev.Loc.Chunk || (e.Loc.Chunk == prev.Loc.Chunk && e.Loc.Offset >= prev.Loc.end())
+			after := e.Loc.Chunk > prev.Loc.Chunk || (e.Loc.Chunk == prev.Loc.Chunk && e.Loc.Offset >= prev.Loc.End())
 			require.True(t, after, "%s: index line %d (offset %d) names chunk %d offset %d, not after the line before it (chunk %d offset %d): an old line after new ones",
 				state, n, off, e.Loc.Chunk, e.Loc.Offset, prev.Loc.Chunk, prev.Loc.Offset)
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sessionstore/sessionstore/internal/eventline"
 	"github.com/sessionstore/sessionstore/internal/headfile"
 	"github.com/sessionstore/sessionstore/internal/jsonl"
 	"github.com/sessionstore/sessionstore/internal/vfs"
@@ -505,7 +506,7 @@ func TestLazyLoadBadParentLocation(t *testing.T) {
 		{"another record", func(locs []location) location { return locs[1] }},
 		{"after the line", func(locs []location) location {
 			l := locs[len(locs)-1]
-			return location{Chunk: l.Chunk, Offset: l.end(), Length: 10}
+			return location{Chunk: l.Chunk, Offset: l.End(), Length: 10}
 		}},
 	}
 	for _, tc := range cases {
@@ -528,23 +529,23 @@ func TestLazyLoadBadParentLocation(t *testing.T) {
 			path := sessionPath(id, chunksDir, chunkName(last.Chunk))
 			b, err := vfs.ReadFile(m, path)
 			require.NoError(t, err)
-			line := b[last.Offset : last.end()-1]
-			hd, pl, err := decodeEventLine(line)
+			line := b[last.Offset : last.End()-1]
+			hd, pl, err := eventline.DecodeEvent(line)
 			require.NoError(t, err)
 			pl.ParentAt = tc.loc(locs)
-			re := encodeEventLine(nil, &hd, pl)
+			re := eventline.AppendEvent(nil, &hd, pl)
 			require.NoError(t, jsonl.Verify(re[:len(re)-1]))
-			patched := append(append(bytes.Clone(b[:last.Offset]), re...), b[last.end():]...)
+			patched := append(append(bytes.Clone(b[:last.Offset]), re...), b[last.End():]...)
 			writeMemFile(t, m, path, patched)
 			// The index line keeps the new length, so the lazy open's
 			// check of the last record passes.
 			idx, err := vfs.ReadFile(m, sessionPath(id, indexName))
 			require.NoError(t, err)
 			lines := bytes.SplitAfter(idx, []byte("\n"))
-			e, err := decodeIndexLine(bytes.TrimSuffix(lines[len(lines)-2], []byte("\n")))
+			e, err := eventline.DecodeIndex(bytes.TrimSuffix(lines[len(lines)-2], []byte("\n")))
 			require.NoError(t, err)
 			e.Loc.Length = uint32(len(re))
-			lines[len(lines)-2] = encodeIndexLine(nil, &e)
+			lines[len(lines)-2] = eventline.AppendIndex(nil, &e)
 			writeMemFile(t, m, sessionPath(id, indexName), bytes.Join(lines, nil))
 
 			s = openMem(t, m, Options{Compression: CompressionNone})

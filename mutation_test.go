@@ -213,9 +213,9 @@ var mutations = []mutation{
 	{"open a session whose log ends with a delete marker", "remote.go", "func (r *remoteFiles) acquire(", "if v == nil || isDeleteMarker(v.newestHead) {", "if v == nil {",
 		"a session deleted on the object store is gone for every Store"},
 	// Previews and the streaming forms.
-	{"keep no preview in index lines", "index.go", "func encodeIndexLine(", "obj = appendPreviewMember(obj, &e.Preview)", "obj = appendPreviewMember(obj, new(preview))",
+	{"keep no preview in index lines", "internal/eventline/index.go", "func AppendIndex(", "obj = appendPreviewMember(obj, &e.Preview)", "obj = appendPreviewMember(obj, new(Preview))",
 		"a node's preview survives a reopen without reading its record"},
-	{"no preview for an entry rebuilt from its chunk line", "index.go", "func newEntry(", "if !p.Blob {", "if false {",
+	{"no preview for an entry rebuilt from its chunk line", "internal/eventline/index.go", "func NewEntry(", "if !p.Blob {", "if false {",
 		"an entry rebuilt from an inline record's line has its preview"},
 	{"read a moved batch at its old place", "seq.go", "func (h *openSession) relocate(", "if same {", "if true {",
 		"a streaming form reads on when the session's lines move under it"},

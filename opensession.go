@@ -617,7 +617,7 @@ func (h *openSession) sealOnClose() error {
 	}
 	n := w.num
 	es := chunkEntries(h.entries, n)
-	if len(es) == 0 || es[0].Loc.Offset != 0 || es[len(es)-1].Loc.end() != w.size {
+	if len(es) == 0 || es[0].Loc.Offset != 0 || es[len(es)-1].Loc.End() != w.size {
 		return nil // not the whole chunk: leave it plain
 	}
 	err := w.active.close()

@@ -209,7 +209,7 @@ func (h *openSession) holdsAll(rev Revision) bool {
 		}
 		tip = h.entries[len(h.entries)-1]
 	}
-	return tip.Loc.Chunk == rev.Chunk && tip.Loc.end() == rev.Size
+	return tip.Loc.Chunk == rev.Chunk && tip.Loc.End() == rev.Size
 }
 
 // readTail adds to h the events written after the last one it holds,
@@ -240,7 +240,7 @@ func (h *openSession) readTail() bool {
 	}
 	if f := forms[last.Chunk]; f.plain && !f.sealed {
 		info, err := fsys.Stat(filepath.Join(chunkDir, chunkName(last.Chunk)))
-		if err != nil || info.Size() < last.end() {
+		if err != nil || info.Size() < last.End() {
 			return false // the record h holds last is gone: start over
 		}
 	}
@@ -260,7 +260,7 @@ func (h *openSession) readTail() bool {
 		var err error
 		switch {
 		case n == last.Chunk:
-			err = p.scanChunk(fsys, &h.memIndex, chunkDir, n, last.end(), n == newest)
+			err = p.scanChunk(fsys, &h.memIndex, chunkDir, n, last.End(), n == newest)
 		case forms[n].sealed:
 			var es []entry
 			if es, _, err = sealedIndex(fsys, chunkDir, n); err == nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/sessionstore/sessionstore/internal/eventline"
 	"github.com/sessionstore/sessionstore/internal/headfile"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 	"github.com/sessionstore/sessionstore/internal/zchunk"
@@ -221,7 +222,7 @@ func analyze(fsys vfs.FS, dir string, readOnly bool, outside func(uuid.UUID) boo
 	// more grow as they come.
 	extra := 16
 	if info, err := fsys.Stat(indexPath); err == nil {
-		extra += int(min(info.Size()/minIndexLine, maxIndexPresize))
+		extra += int(min(info.Size()/eventline.MinIndexLine, maxIndexPresize))
 	}
 	p.readSealed(fsys, x, chunkDir, missing, extra)
 
@@ -252,7 +253,7 @@ func analyze(fsys vfs.FS, dir string, readOnly bool, outside func(uuid.UUID) boo
 			if e.Loc.Chunk != 0 || e.Loc.Offset != 0 {
 				return corruptf(indexPath, off, "first entry is at chunk %d offset %d, not at the start of chunk 0", e.Loc.Chunk, e.Loc.Offset)
 			}
-		} else if prev := &x.entries[len(x.entries)-1]; !(e.Loc.Chunk == prev.Loc.Chunk && e.Loc.Offset == prev.Loc.end()) && !(e.Loc.Chunk == prev.Loc.Chunk+1 && e.Loc.Offset == 0) {
+		} else if prev := &x.entries[len(x.entries)-1]; !(e.Loc.Chunk == prev.Loc.Chunk && e.Loc.Offset == prev.Loc.End()) && !(e.Loc.Chunk == prev.Loc.Chunk+1 && e.Loc.Offset == 0) {
 			return corruptf(indexPath, off, "entry %s at chunk %d offset %d does not follow the previous record", e.ID, e.Loc.Chunk, e.Loc.Offset)
 		}
 		if err := x.add(e); err != nil {
@@ -307,7 +308,7 @@ func analyze(fsys vfs.FS, dir string, readOnly bool, outside func(uuid.UUID) boo
 		}
 		if len(x.entries) > 0 {
 			last := &x.entries[len(x.entries)-1]
-			start = location{Chunk: last.Loc.Chunk, Offset: last.Loc.end()}
+			start = location{Chunk: last.Loc.Chunk, Offset: last.Loc.End()}
 		}
 	}
 
@@ -574,7 +575,7 @@ func (p *recoveryPlan) scanChunk(fsys vfs.FS, x *memIndex, dir string, n uint32,
 	defer f.Close()
 	sealed := strings.HasSuffix(path, sealedExt)
 	w, err := walkRecords(f, n, off, size, newest && !sealed, func(hdr header, pl payload, loc location) error {
-		if err := x.add(ptr(newEntry(hdr, pl, loc))); err != nil {
+		if err := x.add(ptr(eventline.NewEntry(hdr, pl, loc))); err != nil {
 			return corruptf(path, loc.Offset, "%w", err)
 		}
 		return nil
@@ -881,7 +882,7 @@ func rewriteIndexTail(fsys vfs.FS, path string, end int64, added []entry, perm o
 		}
 	}
 	for i := range added {
-		buf = encodeIndexLine(buf, &added[i])
+		buf = eventline.AppendIndex(buf, &added[i])
 	}
 	if info.Size() > end {
 		return int64(len(buf)), replaceFile(fsys, filepath.Dir(path), filepath.Base(path), buf, perm)

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sessionstore/sessionstore/internal/eventline"
 	"github.com/sessionstore/sessionstore/internal/headfile"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 	"github.com/sessionstore/sessionstore/internal/zchunk"
@@ -376,10 +377,10 @@ func TestReconcileCorruption(t *testing.T) {
 			require.NoError(t, err)
 			lines := bytes.SplitAfter(b, []byte("\n"))
 			lines = lines[:len(lines)-1]
-			e, err := decodeIndexLine(bytes.TrimSuffix(lines[len(lines)-1], []byte("\n")))
+			e, err := eventline.DecodeIndex(bytes.TrimSuffix(lines[len(lines)-1], []byte("\n")))
 			require.NoError(t, err)
 			e.ID = st.evs[0].ID
-			lines[len(lines)-1] = encodeIndexLine(nil, &e)
+			lines[len(lines)-1] = eventline.AppendIndex(nil, &e)
 			writeMemFile(t, st.m, idx, bytes.Join(lines, nil))
 			return idx, int64(len(b) - len(lines[len(lines)-1]))
 		}, false},
@@ -388,10 +389,10 @@ func TestReconcileCorruption(t *testing.T) {
 			b, err := vfs.ReadFile(st.m, idx)
 			require.NoError(t, err)
 			lines := bytes.SplitAfter(b, []byte("\n"))
-			e, err := decodeIndexLine(bytes.TrimSuffix(lines[2], []byte("\n")))
+			e, err := eventline.DecodeIndex(bytes.TrimSuffix(lines[2], []byte("\n")))
 			require.NoError(t, err)
 			e.Loc.Offset++
-			lines[2] = encodeIndexLine(nil, &e)
+			lines[2] = eventline.AppendIndex(nil, &e)
 			writeMemFile(t, st.m, idx, bytes.Join(lines, nil))
 			return idx, int64(len(lines[0]) + len(lines[1]))
 		}, true},

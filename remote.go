@@ -204,7 +204,7 @@ func decodeLogObject(key string, b []byte) (*logHeader, []byte, error) {
 	}
 	var h logHeader
 	if err := json.Unmarshal(b[:i], &h); err != nil {
-		return nil, nil, corruptf(key, 0, "log object header: %w", err)
+		return nil, nil, corruptf(key, 0, "log object Header: %w", err)
 	}
 	if h.V != remoteFormat {
 		return nil, nil, fmt.Errorf("%w: log object %s has version %d", ErrUnsupportedFormat, key, h.V)

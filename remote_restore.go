@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/sessionstore/sessionstore/internal/eventline"
 	"github.com/sessionstore/sessionstore/internal/headfile"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 	"github.com/sessionstore/sessionstore/internal/zchunk"
@@ -417,7 +418,7 @@ func (r *remoteFiles) rebuildDerived(v *logView, pieces map[uint32][]logPiece) e
 		}
 		var es []entry
 		_, err = walkRecords(bytes.NewReader(b), newest, 0, int64(len(b)), true, func(h header, p payload, loc location) error {
-			es = append(es, newEntry(h, p, loc))
+			es = append(es, eventline.NewEntry(h, p, loc))
 			return nil
 		}, func(bad, next int64, err error) error { return err })
 		if err != nil || len(es) == 0 {

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sessionstore/sessionstore/internal/eventline"
 	"github.com/sessionstore/sessionstore/internal/headfile"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 )
@@ -251,7 +252,7 @@ func TestIndexLengthMismatchIsNotALoss(t *testing.T) {
 	cutAt := bytes.LastIndexByte(b[:len(b)-1], '\n') + 1
 	wrong := last
 	wrong.Loc.Length -= 5
-	writeMemFile(t, m, idx, encodeIndexLine(bytes.Clone(b[:cutAt]), &wrong))
+	writeMemFile(t, m, idx, eventline.AppendIndex(bytes.Clone(b[:cutAt]), &wrong))
 
 	r, _ := roOpen(t, memRoot, Options{fs: m})
 	rep, err := r.Verify(ctx, id)

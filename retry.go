@@ -316,7 +316,7 @@ func (h *openSession) storedBatch(batch []pendingEvent, opts AppendOptions) ([]E
 // p (kind, role and record), else an ErrConflict naming the difference.
 func (h *openSession) sameContent(e *entry, p *pendingEvent) (Event, error) {
 	var ev Event
-	e.header.fill(&ev)
+	fillHeader(&ev, &e.Header)
 	differ := func(what string) (Event, error) {
 		return Event{}, fmt.Errorf("%w: session %s: event %s is stored with another %s; nothing was written", ErrConflict, h.id, ev.ID, what)
 	}

@@ -25,7 +25,7 @@ type Node struct {
 	// is built, and kept with it, so Tree reads no record for it. Empty
 	// for an event whose index line was written before previews existed,
 	// and for a blob record whose entry was rebuilt from its chunk line
-	// (see preview.go).
+	// (internal/eventline/preview.go).
 	Preview string
 }
 
@@ -81,7 +81,7 @@ func (s *Store) Children(ctx context.Context, session, id uuid.UUID) ([]Node, er
 		}
 		for i := range h.entries {
 			if h.entries[i].ParentID == id {
-				out = append(out, h.entries[i].node())
+				out = append(out, nodeOf(&h.entries[i]))
 			}
 		}
 		return nil

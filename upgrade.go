@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/sessionstore/sessionstore/internal/eventline"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 	"github.com/sessionstore/sessionstore/internal/zchunk"
 )
@@ -410,7 +411,7 @@ func readChunkData(fsys vfs.FS, chunkDir string, n uint32, es []entry) ([]byte, 
 		return nil, err
 	}
 	defer src.Close()
-	data := make([]byte, es[len(es)-1].Loc.end())
+	data := make([]byte, es[len(es)-1].Loc.End())
 	if _, err := src.ReadAt(data, 0); err != nil {
 		return nil, fmt.Errorf("read %s: %w", path, sealedErr(err))
 	}
@@ -424,12 +425,12 @@ func reencodeChunk(old []byte, es []entry, moved map[uuid.UUID]location, path st
 	data := make([]byte, 0, len(old)+len(es)*24)
 	out := make([]entry, len(es))
 	for i, e := range es {
-		line := old[e.Loc.Offset : e.Loc.end()-1] // without its newline
-		h, pl, err := readEventLine(line)
+		line := old[e.Loc.Offset : e.Loc.End()-1] // without its newline
+		h, pl, err := eventline.ReadEvent(line)
 		if err != nil {
 			return nil, nil, corruptf(path, e.Loc.Offset, "%w", err)
 		}
-		if h != e.header {
+		if h != e.Header {
 			return nil, nil, corruptf(path, e.Loc.Offset, "record %s does not match its index entry %s", h.ID, e.ID)
 		}
 		pl.ParentAt = location{}
@@ -441,7 +442,7 @@ func reencodeChunk(old []byte, es []entry, moved map[uuid.UUID]location, path st
 			pl.ParentAt = at
 		}
 		start := int64(len(data))
-		data = encodeEventLine(data, &h, pl)
+		data = eventline.AppendEvent(data, &h, pl)
 		ne := e
 		ne.Loc = location{Chunk: e.Loc.Chunk, Offset: start, Length: uint32(int64(len(data)) - start)}
 		out[i] = ne

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sessionstore/sessionstore/internal/eventline"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 )
 
@@ -178,7 +179,7 @@ func assertFormat2Lines(t *testing.T, fsys vfs.FS, id uuid.UUID) {
 	lines := chunkLines(t, fsys, id)
 	require.NotEmpty(t, lines)
 	for _, l := range lines {
-		h, pl, err := readEventLine([]byte(strings.TrimSuffix(l, "\n")))
+		h, pl, err := eventline.ReadEvent([]byte(strings.TrimSuffix(l, "\n")))
 		require.NoError(t, err)
 		if h.ParentID != uuid.Nil {
 			assert.NotZero(t, pl.ParentAt.Length, "line of %s names its parent's location", h.ID)

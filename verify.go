@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/sessionstore/sessionstore/internal/eventline"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 )
 
@@ -351,7 +352,7 @@ func verifyChunk(fsys vfs.FS, dir string, n uint32, newest bool, want *indexRun,
 		r.problem(&CorruptionError{Path: want.path, Offset: want.offsets[from], Err: err})
 	}
 	w, err := walkRecords(f, n, 0, size, newest, func(hdr header, pl payload, loc location) error {
-		e := newEntry(hdr, pl, loc)
+		e := eventline.NewEntry(hdr, pl, loc)
 		if hdr.ParentID != uuid.Nil {
 			at, ok := c.seen[hdr.ParentID]
 			switch {
@@ -367,7 +368,7 @@ func verifyChunk(fsys vfs.FS, dir string, n uint32, newest bool, want *indexRun,
 		c.seen[hdr.ID] = loc
 		skipTo(loc.Offset)
 		if k < len(want.entries) && want.entries[k].Loc.Offset == loc.Offset {
-			if !want.entries[k].sameRecord(&e) {
+			if !want.entries[k].SameRecord(&e) {
 				r.problem(&CorruptionError{Path: want.path, Offset: want.offsets[k], Err: fmt.Errorf("index entry %s disagrees with record %s at %s offset %d", want.entries[k].ID, hdr.ID, path, loc.Offset)})
 			}
 			k++
