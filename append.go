@@ -63,7 +63,7 @@ func (h *openSession) tip() uuid.UUID {
 // session appending without it), it answers true, the conservative
 // answer: BranchFrom marks a branch that may have no sibling.
 func (h *openSession) hasChild(id uuid.UUID) bool {
-	if h.partial || h.state == stateLazy {
+	if h.Partial || h.state == stateLazy {
 		return true
 	}
 	for i := range h.pipe.inflight {
@@ -71,8 +71,8 @@ func (h *openSession) hasChild(id uuid.UUID) bool {
 			return true
 		}
 	}
-	for i := range h.entries {
-		if h.entries[i].ParentID == id {
+	for i := range h.Entries {
+		if h.Entries[i].ParentID == id {
 			return true
 		}
 	}
@@ -278,7 +278,7 @@ func (h *openSession) writeBatch(ctx context.Context, batch []pendingEvent, pls 
 			h.pipe.waitSync()
 			continue
 		}
-		if h.partial && h.chunks.active != nil {
+		if h.Partial && h.chunks.active != nil {
 			// Sealing the full chunk embeds all its index lines: load
 			// the index (which settles the records in flight), then
 			// encode again. (Without an active chunk, HEAD is in a
@@ -316,8 +316,8 @@ func (h *openSession) locationOf(id uuid.UUID) location {
 			return h.pipe.inflight[i].entry.Loc
 		}
 	}
-	if i, ok := h.byID[id]; ok {
-		return h.entries[i].Loc
+	if i, ok := h.ByID[id]; ok {
+		return h.Entries[i].Loc
 	}
 	return location{}
 }
@@ -325,7 +325,7 @@ func (h *openSession) locationOf(id uuid.UUID) location {
 // known reports whether id names an event of the session, published or in
 // flight.
 func (h *openSession) known(id uuid.UUID) bool {
-	if _, ok := h.byID[id]; ok {
+	if _, ok := h.ByID[id]; ok {
 		return true
 	}
 	for i := range h.pipe.inflight {

@@ -376,9 +376,9 @@ func (s *Store) GC(ctx context.Context, session uuid.UUID) (GCReport, error) {
 			return err
 		}
 		referenced := map[[32]byte]bool{}
-		for i := range h.entries {
-			if h.entries[i].Blob {
-				referenced[h.entries[i].Digest] = true
+		for i := range h.Entries {
+			if h.Entries[i].Blob {
+				referenced[h.Entries[i].Digest] = true
 			}
 		}
 		for i := range h.pipe.inflight {

@@ -314,10 +314,10 @@ func (h *openSession) publish(n int) {
 		return
 	}
 	done := h.pipe.inflight[:n]
-	first := len(h.entries)
+	first := len(h.Entries)
 	events := make([]Event, n)
 	for i := range done {
-		if err := h.add(&done[i].entry); err != nil {
+		if err := h.Add(&done[i].entry); err != nil {
 			// Unreachable unless memory was corrupted: ids and parents
 			// were checked when the records were written.
 			h.becomeFailed(err)
@@ -330,7 +330,7 @@ func (h *openSession) publish(n int) {
 	h.appended = true
 	es := make([]*entry, n)
 	for i := range es {
-		es[i] = &h.entries[first+i]
+		es[i] = &h.Entries[first+i]
 	}
 	if err := h.index.append(es...); err != nil {
 		// The events are durable: acknowledge them. The index will be

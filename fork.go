@@ -119,7 +119,7 @@ func resolveFork(src prefixSource, fp ForkPoint, depth int) (*forkPrefix, error)
 		return nil, err
 	}
 	x := &plan.index
-	i, ok := x.byID[fp.Event]
+	i, ok := x.ByID[fp.Event]
 	if !ok {
 		if up != nil && up.has(fp.Event) {
 			return up.upTo(fp.Event), nil
@@ -129,12 +129,12 @@ func resolveFork(src prefixSource, fp ForkPoint, depth int) (*forkPrefix, error)
 	var path []entry // newest first
 	cross := uuid.Nil
 	for {
-		e := x.entries[i]
+		e := x.Entries[i]
 		path = append(path, e)
 		if e.ParentID == uuid.Nil {
 			break
 		}
-		j, ok := x.byID[e.ParentID]
+		j, ok := x.ByID[e.ParentID]
 		if !ok {
 			cross = e.ParentID // in the prefix up holds: analyze checked
 			break
@@ -168,7 +168,7 @@ func (h *openSession) prefix() (*forkPrefix, error) {
 	return h.fork, nil
 }
 
-// outside is the memIndex's check of a parent outside the session's own
+// outside is the memIndex's Outside check of a parent outside the session's own
 // log: for a fork, an event of its prefix; nil for any other session.
 // h.mu is held when the index calls it.
 func (h *openSession) outside() func(uuid.UUID) bool {
@@ -261,11 +261,11 @@ func (s *Store) forkParent(ctx context.Context, parent, at uuid.UUID) (Meta, err
 	}
 	if h := s.reg.lookup(parent); h != nil {
 		h.mu.Lock()
-		ok := h.usable() == nil && h.headEntry == nil && !h.partial
+		ok := h.usable() == nil && h.headEntry == nil && !h.Partial
 		var m Meta
 		if ok {
 			m = h.meta.clone()
-			_, own := h.byID[at]
+			_, own := h.ByID[at]
 			ok = own || h.inPrefix(at)
 		}
 		h.mu.Unlock()
@@ -295,8 +295,8 @@ type forkStep struct {
 
 // stepOf finds id in the session's own index or its prefix. h.mu is held.
 func (h *openSession) stepOf(pre *forkPrefix, id uuid.UUID) (forkStep, bool) {
-	if i, ok := h.byID[id]; ok {
-		return forkStep{h.entries[i], -1}, true
+	if i, ok := h.ByID[id]; ok {
+		return forkStep{h.Entries[i], -1}, true
 	}
 	if pre != nil {
 		if at, ok := pre.pos[id]; ok {

@@ -11,9 +11,8 @@ import (
 	"sort"
 	"sync"
 
-	"github.com/google/uuid"
-
 	"github.com/sessionstore/sessionstore/internal/eventline"
+	"github.com/sessionstore/sessionstore/internal/index"
 	"github.com/sessionstore/sessionstore/internal/jsonl"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 	"github.com/sessionstore/sessionstore/internal/zchunk"
@@ -395,88 +394,5 @@ func (m *sealedMeta) decode(dst []entry, withOffsets bool) (es []entry, offsets 
 	return d.entries, d.offsets, nil
 }
 
-// memIndex is the in-memory index of a session: its entries in log order
-// and a map from id to position. It checks the tree as entries are added
-// (a known parent, a new id) and knows nothing of files.
-type memIndex struct {
-	entries []entry             // every event held, in log order
-	byID    map[uuid.UUID]int32 // id -> position in entries
-	// partial: the entries start at the HEAD the session was opened with
-	// (appending without the index: lazy.go), not at the root.
-	partial bool
-	// outside, set for a fork (fork.go), accepts a parent that is not in
-	// the session's own log: an event of the prefix it inherits.
-	outside func(uuid.UUID) bool
-}
-
-// last returns the newest entry, false if there is none.
-func (x *memIndex) last() (*entry, bool) {
-	if len(x.entries) == 0 {
-		return nil, false
-	}
-	return &x.entries[len(x.entries)-1], true
-}
-
-// truncate drops the entries from the first one drop matches onwards,
-// leaving the valid prefix of a damaged session.
-func (x *memIndex) truncate(drop func(e *entry) bool) {
-	for i := range x.entries {
-		if drop(&x.entries[i]) {
-			x.truncateTo(i)
-			return
-		}
-	}
-}
-
-// truncateTo drops every entry from position n on.
-func (x *memIndex) truncateTo(n int) {
-	for _, e := range x.entries[n:] {
-		delete(x.byID, e.ID)
-	}
-	x.entries = x.entries[:n]
-}
-
-// add records a new entry in memory after checking it against the tree:
-// its parent must be known and its id new.
-func (x *memIndex) add(e *entry) error {
-	if len(x.entries) == cap(x.entries) {
-		// Double the array: append grows a large slice by a quarter, so
-		// a session of n events would copy about 5n entries into fresh
-		// memory over its life, under the session's mutex; doubling copies
-		// about 2n.
-		grown := make([]entry, len(x.entries), max(2*cap(x.entries), 256))
-		copy(grown, x.entries)
-		x.entries = grown
-	}
-	x.entries = append(x.entries, *e)
-	return x.adopt(1)
-}
-
-// adopt indexes the last k entries, which the caller placed at the end of
-// x.entries, checking each one's id is new and its parent known. On an
-// error x.entries ends before the entry that failed.
-func (x *memIndex) adopt(k int) error {
-	for n := len(x.entries) - k; n < len(x.entries); n++ {
-		e := &x.entries[n]
-		// In log order a parent usually is the previous event: skip the map.
-		if e.ParentID != uuid.Nil && (n == 0 || x.entries[n-1].ID != e.ParentID) {
-			if _, ok := x.byID[e.ParentID]; !ok && (x.outside == nil || !x.outside(e.ParentID)) {
-				x.entries = x.entries[:n]
-				return fmt.Errorf("event %s names unknown parent %s", e.ID, e.ParentID)
-			}
-		}
-		x.byID[e.ID] = int32(n)
-		if len(x.byID) != n+1 {
-			// The id was already there: put the first occurrence back.
-			id := e.ID
-			x.entries = x.entries[:n]
-			for i := range x.entries {
-				if x.entries[i].ID == id {
-					x.byID[id] = int32(i)
-					return fmt.Errorf("duplicate event id %s (first at position %d)", id, i)
-				}
-			}
-		}
-	}
-	return nil
-}
+// memIndex is the in-memory index of a session (internal/index).
+type memIndex = index.Mem

@@ -328,8 +328,8 @@ func (h *openSession) laneView(ls *laneSet) *laneSet {
 
 // eventTime is the time of event id, zero if the session does not hold it.
 func (h *openSession) eventTime(id uuid.UUID) time.Time {
-	if i, ok := h.byID[id]; ok {
-		return time.Unix(0, h.entries[i].Time).UTC()
+	if i, ok := h.ByID[id]; ok {
+		return time.Unix(0, h.Entries[i].Time).UTC()
 	}
 	return time.Time{}
 }

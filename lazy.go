@@ -375,11 +375,11 @@ func (h *openSession) loadFailed(head uuid.UUID) error {
 		return err
 	}
 	x := p.index
-	switch i, ok := x.byID[head]; {
+	switch i, ok := x.ByID[head]; {
 	case head == uuid.Nil:
-		x.truncateTo(0)
+		x.TruncateTo(0)
 	case ok:
-		x.truncateTo(int(i) + 1)
+		x.TruncateTo(int(i) + 1)
 	case p.damage() == nil:
 		return fmt.Errorf("sessionstore: the files of session %s do not hold its newest acknowledged event %s", h.id, head)
 	}
@@ -407,10 +407,10 @@ func (h *openSession) endAppending() error {
 	for h.pipe.syncing {
 		h.pipe.waitSync()
 	}
-	if !h.partial {
+	if !h.Partial {
 		return nil // another call ended it while this one waited
 	}
-	head := h.entries[len(h.entries)-1]
+	head := h.Entries[len(h.Entries)-1]
 	err := errors.Join(h.chunks.close(), h.index.close())
 	h.chunks, h.index = h.newChunkWriter(), nil
 	h.becomeLazy(head)

@@ -39,7 +39,7 @@ func isLazy(t *testing.T, s *Store, id uuid.UUID) bool {
 	h := lockedHandle(t, s, id)
 	defer h.mu.Unlock()
 	if h.headEntry != nil {
-		require.Empty(t, h.entries, "a session opened without its index holds no entries")
+		require.Empty(t, h.Entries, "a session opened without its index holds no entries")
 	}
 	return h.headEntry != nil
 }
@@ -300,7 +300,7 @@ func isPartial(t *testing.T, s *Store, id uuid.UUID) bool {
 	t.Helper()
 	h := lockedHandle(t, s, id)
 	defer h.mu.Unlock()
-	return h.partial
+	return h.Partial
 }
 
 // TestLazyAppend: appends to a session opened without its index chain onto
@@ -517,7 +517,7 @@ func TestLazyLoadBadParentLocation(t *testing.T) {
 			h, err := s.reg.acquire(ctx, id, nil)
 			require.NoError(t, err)
 			var locs []location
-			for _, e := range h.entries {
+			for _, e := range h.Entries {
 				locs = append(locs, e.Loc)
 			}
 			s.reg.release(h)
@@ -585,7 +585,7 @@ func TestLazyLoadReadsAboutThePath(t *testing.T) {
 	h, err := s.reg.acquire(ctx, meta.ID, nil)
 	require.NoError(t, err)
 	var pathBytes, total int64
-	for _, e := range h.entries {
+	for _, e := range h.Entries {
 		total += int64(e.Loc.Length)
 	}
 	s.reg.release(h)

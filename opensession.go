@@ -183,7 +183,7 @@ func (h *openSession) becomeLazy(tip entry) {
 func (h *openSession) becomeAppending() {
 	h.mustBeIn("becomeAppending", stateLazy)
 	head := *h.headEntry
-	h.memIndex = memIndex{entries: append(make([]entry, 0, 256), head), byID: map[uuid.UUID]int32{head.ID: 0}, partial: true}
+	h.memIndex = memIndex{Entries: append(make([]entry, 0, 256), head), ByID: map[uuid.UUID]int32{head.ID: 0}, Partial: true}
 	h.headEntry, h.state = nil, stateAppending
 }
 
@@ -289,8 +289,8 @@ func (h *openSession) lazyHead() (entry, bool) {
 	switch {
 	case h.headEntry != nil:
 		return *h.headEntry, true
-	case h.partial:
-		return h.entries[len(h.entries)-1], true
+	case h.Partial:
+		return h.Entries[len(h.Entries)-1], true
 	}
 	return entry{}, false
 }
@@ -301,7 +301,7 @@ func (h *openSession) head() uuid.UUID {
 	if h.headEntry != nil {
 		return h.headEntry.ID
 	}
-	if e, ok := h.last(); ok {
+	if e, ok := h.Last(); ok {
 		return e.ID
 	}
 	if f := h.meta.ForkedFrom; f != nil {
@@ -312,11 +312,11 @@ func (h *openSession) head() uuid.UUID {
 
 // lookup returns the entry of an event.
 func (h *openSession) lookup(id uuid.UUID) (*entry, error) {
-	i, ok := h.byID[id]
+	i, ok := h.ByID[id]
 	if !ok {
 		return nil, fmt.Errorf("%w: event %s in session %s", ErrNotFound, id, h.id)
 	}
-	return &h.entries[i], nil
+	return &h.Entries[i], nil
 }
 
 // open opens a session registered in state opening, with h.mu held:
@@ -400,7 +400,7 @@ func (h *openSession) open(ctx context.Context, lockSession func(string) (io.Clo
 // closes (the files changed under its lazy state) and the next call opens
 // it again.
 func (h *openSession) materialize() error {
-	if h.partial {
+	if h.Partial {
 		if err := h.endAppending(); err != nil {
 			return err
 		}
@@ -440,7 +440,7 @@ func (h *openSession) reconcile() (err error) {
 		return err
 	}
 	if p.corrupt != nil {
-		log.Error("sessionstore: session is damaged; its valid prefix is readable and writes are refused", "path", p.corrupt.Path, "offset", p.corrupt.Offset, "err", p.corrupt.Err, "valid_events", len(p.index.entries))
+		log.Error("sessionstore: session is damaged; its valid prefix is readable and writes are refused", "path", p.corrupt.Path, "offset", p.corrupt.Offset, "err", p.corrupt.Err, "valid_events", len(p.index.Entries))
 		h.becomeDamaged(p.index, p.corrupt)
 		return nil
 	}
@@ -484,7 +484,7 @@ func (h *openSession) reconcile() (err error) {
 	h.index, h.chunks = index, chunks
 	h.becomeIndexed(p.index)
 	h.headOnDisk = h.head()
-	if e, ok := p.index.last(); ok && e.Time > h.meta.UpdatedAt.UnixNano() {
+	if e, ok := p.index.Last(); ok && e.Time > h.meta.UpdatedAt.UnixNano() {
 		// A writer appended and did not close (a crash): its events are
 		// newer than session.json says; Close and Flush record them. A
 		// session that appended without its index before loading it
@@ -505,7 +505,7 @@ func (h *openSession) newChunkWriter() chunkWriter {
 	return chunkWriter{files: h.files, dir: filepath.Join(h.dir, chunksDir), maxSize: h.opts.ChunkSize,
 		compress: h.opts.Compression == CompressionZstd, log: log,
 		sealMu: &h.mu,
-		embed:  func(n uint32) []entry { return chunkEntries(h.entries, n) },
+		embed:  func(n uint32) []entry { return chunkEntries(h.Entries, n) },
 		resealed: func() {
 			if h.index == nil {
 				// Closed while the chunk was sealed: index.jsonl keeps
@@ -513,9 +513,9 @@ func (h *openSession) newChunkWriter() chunkWriter {
 				return
 			}
 			var keep []entry
-			for i := range h.entries {
-				if h.chunks.plain(h.entries[i].Loc.Chunk) {
-					keep = append(keep, h.entries[i])
+			for i := range h.Entries {
+				if h.chunks.plain(h.Entries[i].Loc.Chunk) {
+					keep = append(keep, h.Entries[i])
 				}
 			}
 			if err := h.index.reset(keep); err != nil {
@@ -606,7 +606,7 @@ func (h *openSession) sealOnClose() error {
 		return nil
 	}
 	log := h.opts.Logger.With("session", h.id)
-	if h.partial && !w.fresh {
+	if h.Partial && !w.fresh {
 		if err := h.materialize(); err != nil {
 			log.Warn("sessionstore: chunk stays uncompressed: loading the index to seal it failed", "err", err)
 			return err
@@ -616,7 +616,7 @@ func (h *openSession) sealOnClose() error {
 		}
 	}
 	n := w.num
-	es := chunkEntries(h.entries, n)
+	es := chunkEntries(h.Entries, n)
 	if len(es) == 0 || es[0].Loc.Offset != 0 || es[len(es)-1].Loc.End() != w.size {
 		return nil // not the whole chunk: leave it plain
 	}

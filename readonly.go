@@ -204,10 +204,10 @@ func (h *openSession) holdsAll(rev Revision) bool {
 	}
 	tip, ok := h.lazyHead()
 	if !ok {
-		if len(h.entries) == 0 {
+		if len(h.Entries) == 0 {
 			return false
 		}
-		tip = h.entries[len(h.entries)-1]
+		tip = h.Entries[len(h.Entries)-1]
 	}
 	return tip.Loc.Chunk == rev.Chunk && tip.Loc.End() == rev.Size
 }
@@ -220,7 +220,7 @@ func (h *openSession) holdsAll(rev Revision) bool {
 // reaches past it, a chunk is missing) or anything fails; reload then
 // starts over.
 func (h *openSession) readTail() bool {
-	if len(h.entries) == 0 {
+	if len(h.Entries) == 0 {
 		return false
 	}
 	fsys := h.opts.fs
@@ -229,7 +229,7 @@ func (h *openSession) readTail() bool {
 	if err != nil {
 		return false
 	}
-	last := h.entries[len(h.entries)-1].Loc
+	last := h.Entries[len(h.Entries)-1].Loc
 	for n := uint32(0); n < uint32(len(forms)); n++ {
 		if _, ok := forms[n]; !ok {
 			return false
@@ -248,12 +248,12 @@ func (h *openSession) readTail() bool {
 	// deleted and made again under its id has other records there (a
 	// plain chunk's free space hides that its data is shorter).
 	r := newChunkReader(fsys, chunkDir)
-	_, err = readEntry(r, &h.entries[len(h.entries)-1])
+	_, err = readEntry(r, &h.Entries[len(h.Entries)-1])
 	r.close()
 	if err != nil {
 		return false
 	}
-	keep := len(h.entries)
+	keep := len(h.Entries)
 	p := &recoveryPlan{indexBad: -1}
 	newest := uint32(len(forms)) - 1
 	for n := last.Chunk; n <= newest; n++ {
@@ -265,7 +265,7 @@ func (h *openSession) readTail() bool {
 			var es []entry
 			if es, _, err = sealedIndex(fsys, chunkDir, n); err == nil {
 				for i := range es {
-					if err = h.add(&es[i]); err != nil {
+					if err = h.Add(&es[i]); err != nil {
 						break
 					}
 				}
@@ -274,7 +274,7 @@ func (h *openSession) readTail() bool {
 			err = p.scanChunk(fsys, &h.memIndex, chunkDir, n, 0, n == newest)
 		}
 		if err != nil {
-			h.truncateTo(keep)
+			h.TruncateTo(keep)
 			return false
 		}
 	}

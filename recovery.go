@@ -104,7 +104,7 @@ type recoveryPlan struct {
 
 // head is the newest event the analysis found, uuid.Nil if none.
 func (p *recoveryPlan) head() uuid.UUID {
-	if e, ok := p.index.last(); ok {
+	if e, ok := p.index.Last(); ok {
 		return e.ID
 	}
 	return uuid.Nil
@@ -126,7 +126,7 @@ func (p *recoveryPlan) repairs() []string {
 	if p.staleLines > 0 {
 		out = append(out, fmt.Sprintf("drop %d lines of sealed chunks from %s, which the chunks embed", p.staleLines, indexName))
 	}
-	if n := len(p.plainEntries(x.entries[p.firstNew:])); n > 0 {
+	if n := len(p.plainEntries(x.Entries[p.firstNew:])); n > 0 {
 		out = append(out, fmt.Sprintf("add %d index entries rebuilt from the chunks", n))
 	}
 	for _, name := range p.sealTemps {
@@ -167,7 +167,7 @@ func (p *recoveryPlan) repairs() []string {
 func analyze(fsys vfs.FS, dir string, readOnly bool, outside func(uuid.UUID) bool) (*recoveryPlan, error) {
 	p := &recoveryPlan{indexBad: -1}
 	x := &p.index
-	x.outside = outside
+	x.Outside = outside
 	indexPath := filepath.Join(dir, indexName)
 	chunkDir := filepath.Join(dir, chunksDir)
 
@@ -249,14 +249,14 @@ func analyze(fsys vfs.FS, dir string, readOnly bool, outside func(uuid.UUID) boo
 		if err := addSealed(e.Loc.Chunk); err != nil {
 			return err
 		}
-		if len(x.entries) == 0 {
+		if len(x.Entries) == 0 {
 			if e.Loc.Chunk != 0 || e.Loc.Offset != 0 {
 				return corruptf(indexPath, off, "first entry is at chunk %d offset %d, not at the start of chunk 0", e.Loc.Chunk, e.Loc.Offset)
 			}
-		} else if prev := &x.entries[len(x.entries)-1]; !(e.Loc.Chunk == prev.Loc.Chunk && e.Loc.Offset == prev.Loc.End()) && !(e.Loc.Chunk == prev.Loc.Chunk+1 && e.Loc.Offset == 0) {
+		} else if prev := &x.Entries[len(x.Entries)-1]; !(e.Loc.Chunk == prev.Loc.Chunk && e.Loc.Offset == prev.Loc.End()) && !(e.Loc.Chunk == prev.Loc.Chunk+1 && e.Loc.Offset == 0) {
 			return corruptf(indexPath, off, "entry %s at chunk %d offset %d does not follow the previous record", e.ID, e.Loc.Chunk, e.Loc.Offset)
 		}
-		if err := x.add(e); err != nil {
+		if err := x.Add(e); err != nil {
 			return corruptf(indexPath, off, "%w", err)
 		}
 		p.indexed++
@@ -287,8 +287,8 @@ func analyze(fsys vfs.FS, dir string, readOnly bool, outside func(uuid.UUID) boo
 		return p, p.fail(err)
 	}
 	p.indexSize, p.indexEnd, p.indexBad, p.indexBadErr = scan.size, scan.end, scan.bad, scan.badErr
-	if missing < uint32(len(p.chunks)) || (len(x.entries) > 0 && x.entries[len(x.entries)-1].Loc.Chunk >= missing) {
-		x.truncate(func(e *entry) bool { return e.Loc.Chunk >= missing })
+	if missing < uint32(len(p.chunks)) || (len(x.Entries) > 0 && x.Entries[len(x.Entries)-1].Loc.Chunk >= missing) {
+		x.Truncate(func(e *entry) bool { return e.Loc.Chunk >= missing })
 		if err := addSealed(missing); err != nil {
 			return p, p.fail(err)
 		}
@@ -296,7 +296,7 @@ func analyze(fsys vfs.FS, dir string, readOnly bool, outside func(uuid.UUID) boo
 	}
 
 	start := location{}
-	if len(x.entries) > 0 {
+	if len(x.Entries) > 0 {
 		r := newChunkReader(fsys, chunkDir)
 		err := p.checkLast(x, r, chunkDir)
 		r.close()
@@ -306,13 +306,13 @@ func analyze(fsys vfs.FS, dir string, readOnly bool, outside func(uuid.UUID) boo
 		if p.corrupt != nil {
 			return p, nil
 		}
-		if len(x.entries) > 0 {
-			last := &x.entries[len(x.entries)-1]
+		if len(x.Entries) > 0 {
+			last := &x.Entries[len(x.Entries)-1]
 			start = location{Chunk: last.Loc.Chunk, Offset: last.Loc.End()}
 		}
 	}
 
-	p.firstNew = len(x.entries)
+	p.firstNew = len(x.Entries)
 	for _, n := range p.chunks {
 		if n < start.Chunk || (n < next && p.sealed[n]) {
 			continue
@@ -346,7 +346,7 @@ func analyze(fsys vfs.FS, dir string, readOnly bool, outside func(uuid.UUID) boo
 	}
 	if tmpExists {
 		p.headTemp = true
-		_, known := x.byID[tmp]
+		_, known := x.ByID[tmp]
 		p.headFinish = tmpErr == nil && known
 	}
 	if p.headFinish {
@@ -369,7 +369,7 @@ func analyze(fsys vfs.FS, dir string, readOnly bool, outside func(uuid.UUID) boo
 		return nil, headErr
 	default:
 		p.headOnDisk = head
-		if _, known := x.byID[head]; headExists && !known {
+		if _, known := x.ByID[head]; headExists && !known {
 			p.headBad = corruptf(headPath, 0, "HEAD names event %s, which the log does not hold", head)
 			if p.lostErr == nil {
 				p.lostErr = &CorruptionError{Path: headPath, Err: fmt.Errorf("HEAD names event %s, which the log does not hold: acknowledged events were lost, or HEAD is damaged", head)}
@@ -393,9 +393,9 @@ func analyze(fsys vfs.FS, dir string, readOnly bool, outside func(uuid.UUID) boo
 func (p *recoveryPlan) checkLast(x *memIndex, r *chunkReader, chunkDir string) error {
 	newest := p.chunks[len(p.chunks)-1]
 	var firstBad error
-	k := len(x.entries)
+	k := len(x.Entries)
 	for k > 0 {
-		e := &x.entries[k-1]
+		e := &x.Entries[k-1]
 		_, err := readEntry(r, e)
 		if err == nil {
 			break
@@ -408,7 +408,7 @@ func (p *recoveryPlan) checkLast(x *memIndex, r *chunkReader, chunkDir string) e
 		// is invalid, or that the entry disagrees with) at the end of the
 		// plain newest chunk are a lost tail.
 		if e.Loc.Chunk != newest || p.newestSealed || !r.damagedAt(e.Loc) {
-			x.truncateTo(k - 1)
+			x.TruncateTo(k - 1)
 			return p.fail(err)
 		}
 		firstBad = err
@@ -417,7 +417,7 @@ func (p *recoveryPlan) checkLast(x *memIndex, r *chunkReader, chunkDir string) e
 	if firstBad == nil {
 		return nil
 	}
-	lost := x.entries[k:]
+	lost := x.Entries[k:]
 	for _, e := range lost {
 		p.lost = append(p.lost, e.ID)
 	}
@@ -427,7 +427,7 @@ func (p *recoveryPlan) checkLast(x *memIndex, r *chunkReader, chunkDir string) e
 	p.lostErr = &CorruptionError{Path: ce.Path, Offset: first.Loc.Offset, Err: fmt.Errorf("%d acknowledged events lost: the index names %s (and %d after it) at the end of the newest chunk, whose record is damaged: %w",
 		len(lost), first.ID, len(lost)-1, ce.Err)}
 	p.rewriteIndex = true
-	x.truncateTo(k)
+	x.TruncateTo(k)
 	return nil
 }
 
@@ -477,10 +477,10 @@ func (p *recoveryPlan) readSealed(fsys vfs.FS, x *memIndex, dir string, missing 
 			total += metas[n].bound()
 		}
 	}
-	x.entries = make([]entry, 0, total+extra)
+	x.Entries = make([]entry, 0, total+extra)
 	for n, at := uint32(0), 0; n < missing && metas[n] != nil; n++ {
 		b := metas[n].bound()
-		regions[n], p.sealedAt[n] = x.entries[at:at:at+b], at
+		regions[n], p.sealedAt[n] = x.Entries[at:at:at+b], at
 		at += b
 	}
 	each(func(n uint32, b *zchunk.MetaBuffer) {
@@ -505,7 +505,7 @@ func (p *recoveryPlan) readSealed(fsys vfs.FS, x *memIndex, dir string, missing 
 			p.sealedAt[n] = -1
 		}
 	}
-	x.byID = make(map[uuid.UUID]int32, total)
+	x.ByID = make(map[uuid.UUID]int32, total)
 }
 
 // errIndexEnd stops a read-only analysis's use of index.jsonl.
@@ -518,18 +518,18 @@ func (p *recoveryPlan) addSealed(x *memIndex, dir string, n uint32) error {
 	if err != nil {
 		return err
 	}
-	if len(x.entries) > 0 && x.entries[len(x.entries)-1].Loc.Chunk >= n {
-		return corruptf(filepath.Join(dir, chunkName(n)+sealedExt), 0, "sealed chunk %d follows records indexed in chunk %d", n, x.entries[len(x.entries)-1].Loc.Chunk)
+	if len(x.Entries) > 0 && x.Entries[len(x.Entries)-1].Loc.Chunk >= n {
+		return corruptf(filepath.Join(dir, chunkName(n)+sealedExt), 0, "sealed chunk %d follows records indexed in chunk %d", n, x.Entries[len(x.Entries)-1].Loc.Chunk)
 	}
-	k, all := len(x.entries), x.entries[:cap(x.entries)]
+	k, all := len(x.Entries), x.Entries[:cap(x.Entries)]
 	if at := p.sealedAt[n]; at >= k && len(es) > 0 && &all[at] == &es[0] {
 		// Decoded into the array of x.entries, at or after its end.
 		copy(all[k:], es)
-		x.entries = all[:k+len(es)]
-		err = x.adopt(len(es))
+		x.Entries = all[:k+len(es)]
+		err = x.Adopt(len(es))
 	} else {
 		for i := range es {
-			if err = x.add(&es[i]); err != nil {
+			if err = x.Add(&es[i]); err != nil {
 				break
 			}
 		}
@@ -575,7 +575,7 @@ func (p *recoveryPlan) scanChunk(fsys vfs.FS, x *memIndex, dir string, n uint32,
 	defer f.Close()
 	sealed := strings.HasSuffix(path, sealedExt)
 	w, err := walkRecords(f, n, off, size, newest && !sealed, func(hdr header, pl payload, loc location) error {
-		if err := x.add(ptr(eventline.NewEntry(hdr, pl, loc))); err != nil {
+		if err := x.Add(ptr(eventline.NewEntry(hdr, pl, loc))); err != nil {
 			return corruptf(path, loc.Offset, "%w", err)
 		}
 		return nil
@@ -621,7 +621,7 @@ func applyRepairs(fsys vfs.FS, dir string, p *recoveryPlan, perm os.FileMode) (i
 	// synced it already).
 	if n := len(p.chunks); n > 0 && !p.newestSealed && p.tornPath == "" {
 		newest := p.chunks[n-1]
-		for _, e := range x.entries[p.firstNew:] {
+		for _, e := range x.Entries[p.firstNew:] {
 			if e.Loc.Chunk == newest {
 				if err := syncFile(fsys, filepath.Join(chunkDir, chunkName(newest))); err != nil {
 					return 0, err
@@ -630,9 +630,9 @@ func applyRepairs(fsys vfs.FS, dir string, p *recoveryPlan, perm os.FileMode) (i
 			}
 		}
 	}
-	indexEnd, added := p.indexEnd, p.plainEntries(x.entries[p.firstNew:])
+	indexEnd, added := p.indexEnd, p.plainEntries(x.Entries[p.firstNew:])
 	if p.staleLines > 0 || p.rewriteIndex {
-		indexEnd, added = 0, p.plainEntries(x.entries)
+		indexEnd, added = 0, p.plainEntries(x.Entries)
 	}
 	indexSize := indexEnd
 	if p.indexBad >= 0 || len(added) > 0 || p.indexSize != indexEnd {

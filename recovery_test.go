@@ -411,7 +411,7 @@ func TestReconcileCorruption(t *testing.T) {
 			var locs []location
 			h, err := s.reg.acquire(t.Context(), id, nil)
 			require.NoError(t, err)
-			for _, e := range h.entries {
+			for _, e := range h.Entries {
 				locs = append(locs, e.Loc)
 			}
 			s.reg.release(h)
@@ -635,7 +635,7 @@ func TestLoadReadsOnlyTheActivePath(t *testing.T) {
 	require.NoError(t, err)
 	want := int64(0)
 	for _, ev := range path {
-		want += int64(h.entries[h.byID[ev.ID]].Loc.Length)
+		want += int64(h.Entries[h.ByID[ev.ID]].Loc.Length)
 	}
 	s.reg.release(h)
 	var got int64
@@ -851,8 +851,8 @@ func TestReconcileLostTail(t *testing.T) {
 			evs := appendN(t, s, id, 6)
 			h, err := s.reg.acquire(ctx, id, nil)
 			require.NoError(t, err)
-			locs := make([]location, len(h.entries))
-			for i, e := range h.entries {
+			locs := make([]location, len(h.Entries))
+			for i, e := range h.Entries {
 				locs[i] = e.Loc
 			}
 			s.reg.release(h)
@@ -937,7 +937,7 @@ func TestDamageElsewhereHidesNoEvent(t *testing.T) {
 	evs = append(evs, appendN(t, s, id, 3)...)
 	h, err := s.reg.acquire(ctx, id, nil)
 	require.NoError(t, err)
-	bad := h.entries[5].Loc
+	bad := h.Entries[5].Loc
 	s.reg.release(h)
 	require.NoError(t, s.Close())
 	// Drop the index so the chunk is scanned, and damage the sixth record:

@@ -23,8 +23,8 @@ func entryLocs(t *testing.T, s *Store, id uuid.UUID) []location {
 	h, err := s.reg.acquire(context.Background(), id, nil)
 	require.NoError(t, err)
 	defer s.reg.release(h)
-	out := make([]location, len(h.entries))
-	for i, e := range h.entries {
+	out := make([]location, len(h.Entries))
+	for i, e := range h.Entries {
 		out[i] = e.Loc
 	}
 	return out
@@ -242,7 +242,7 @@ func TestIndexLengthMismatchIsNotALoss(t *testing.T) {
 	evs := appendN(t, s, id, 6)
 	h, err := s.reg.acquire(ctx, id, nil)
 	require.NoError(t, err)
-	last := h.entries[len(h.entries)-1]
+	last := h.Entries[len(h.Entries)-1]
 	s.reg.release(h)
 	require.NoError(t, s.Close())
 

@@ -190,12 +190,12 @@ func retryCheck(batch []pendingEvent, opts AppendOptions, next func(h *openSessi
 		if err := h.writable(); err != nil {
 			return err
 		}
-		if h.partial || h.headEntry != nil {
+		if h.Partial || h.headEntry != nil {
 			// Ids are looked up in the whole index.
 			if err := h.materialize(); err != nil {
 				return err
 			}
-			if h.partial || h.headEntry != nil {
+			if h.Partial || h.headEntry != nil {
 				return fmt.Errorf("sessionstore: session %s: its index is not loaded (state %s)", h.id, h.state)
 			}
 			return errRecheck
@@ -263,7 +263,7 @@ func (h *openSession) storedBatch(batch []pendingEvent, opts AppendOptions) ([]E
 	out := make([]Event, len(batch))
 	found, missing := -1, -1
 	for i := range batch {
-		k, ok := h.byID[batch[i].ev.ID]
+		k, ok := h.ByID[batch[i].ev.ID]
 		if id := batch[i].ev.ID; !ok && id != uuid.Nil && h.inPrefix(id) {
 			// A fork's prefix is its parent's: an event of it cannot be
 			// appended to the fork, nor be a retry of one appended here.
@@ -278,7 +278,7 @@ func (h *openSession) storedBatch(batch []pendingEvent, opts AppendOptions) ([]E
 		if found < 0 {
 			found = i
 		}
-		ev, err := h.sameContent(&h.entries[k], &batch[i])
+		ev, err := h.sameContent(&h.Entries[k], &batch[i])
 		if err != nil {
 			return nil, err
 		}

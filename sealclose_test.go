@@ -179,7 +179,7 @@ func TestCloseSealFindsDamage(t *testing.T) {
 	s = openMem(t, m, o)
 	appendKiB(t, s, id, 20, 1)
 	h := lockedHandle(t, s, id)
-	partial := h.partial
+	partial := h.Partial
 	h.mu.Unlock()
 	require.True(t, partial, "appending without the index to chunk 1, which it did not create")
 	assert.NotPanics(t, func() { _ = s.Close() })

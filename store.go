@@ -499,23 +499,23 @@ func (s *Store) resolvePath(h *openSession, leaf uuid.UUID, fromHead, boundaries
 	}
 	var at []int32 // positions in h.entries, newest first
 	if leaf != uuid.Nil {
-		i, ok := h.byID[leaf]
+		i, ok := h.ByID[leaf]
 		if !ok {
 			s.reg.release(h)
 			return nil, fmt.Errorf("%w: event %s in session %s", ErrNotFound, leaf, h.id)
 		}
 		for {
 			at = append(at, i)
-			e := &h.entries[i]
+			e := &h.Entries[i]
 			if e.ParentID == uuid.Nil || (boundaries && e.Kind == eventline.KindCompaction) {
 				break
 			}
-			i = h.byID[e.ParentID]
+			i = h.ByID[e.ParentID]
 		}
 	}
 	path := make([]entry, len(at)) // oldest first, which is also file order
 	for k, i := range at {
-		path[len(at)-1-k] = h.entries[i]
+		path[len(at)-1-k] = h.Entries[i]
 	}
 	damaged := h.damage()
 	s.reg.release(h)

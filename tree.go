@@ -46,9 +46,9 @@ func (s *Store) Tree(ctx context.Context, session uuid.UUID) ([]Node, error) {
 		if err != nil {
 			return err
 		}
-		out = make([]Node, len(prefix), len(prefix)+len(h.entries))
+		out = make([]Node, len(prefix), len(prefix)+len(h.Entries))
 		copy(out, prefix)
-		out = nodes(out, h.entries)
+		out = nodes(out, h.Entries)
 		return nil
 	})
 	return out, err
@@ -79,9 +79,9 @@ func (s *Store) Children(ctx context.Context, session, id uuid.UUID) ([]Node, er
 				out = append(out, n)
 			}
 		}
-		for i := range h.entries {
-			if h.entries[i].ParentID == id {
-				out = append(out, nodeOf(&h.entries[i]))
+		for i := range h.Entries {
+			if h.Entries[i].ParentID == id {
+				out = append(out, nodeOf(&h.Entries[i]))
 			}
 		}
 		return nil

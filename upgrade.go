@@ -305,7 +305,7 @@ func (s *Store) rewriteSession(ctx context.Context, id uuid.UUID, job rewriteJob
 	var plain []entry // the entries of the chunks that end plain, for index.jsonl
 	for i, n := range p.chunks {
 		cp, ok := plans[n]
-		es := chunkEntries(p.index.entries, n)
+		es := chunkEntries(p.index.Entries, n)
 		sealed := p.sealed[i]
 		if ok {
 			if err := ctx.Err(); err != nil {
@@ -377,7 +377,7 @@ func planRewrite(fsys vfs.FS, chunkDir string, p *recoveryPlan, job rewriteJob) 
 		if job.convert {
 			cp.sealed = job.compress && (!newest || p.sealed[i])
 		}
-		es := chunkEntries(p.index.entries, n)
+		es := chunkEntries(p.index.Entries, n)
 		if !job.upgrade && cp.sealed == cp.wasSealed {
 			continue
 		}
