@@ -168,8 +168,9 @@ func (h *openSession) prefix() (*forkPrefix, error) {
 	return h.fork, nil
 }
 
-// outside is the memIndex's Outside check of a parent outside the session's own
-// log: for a fork, an event of its prefix; nil for any other session.
+// outside is the memIndex's Outside check of a parent outside the
+// session's own log: for a fork, an event of its prefix; nil for any
+// other session.
 // h.mu is held when the index calls it.
 func (h *openSession) outside() func(uuid.UUID) bool {
 	if h.meta.ForkedFrom == nil {

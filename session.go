@@ -21,8 +21,9 @@ import (
 // formatVersion is written to the session.json of every new session. A
 // store refuses sessions with a version it does not know rather than
 // misreading them. Format 2 added the parent's location to each chunk line
-// ("parent_loc", see internal/eventline.AppendEvent); this build reads format 1 sessions
-// too and appends to them in format 1, so that older builds still read them.
+// ("parent_loc", see internal/eventline.AppendEvent); this build reads
+// format 1 sessions too and appends to them in format 1, so that older
+// builds still read them.
 const (
 	formatVersion = 2
 	oldestFormat  = 1
