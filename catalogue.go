@@ -19,6 +19,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/sessionstore/sessionstore/internal/canonical"
+	"github.com/sessionstore/sessionstore/internal/durable"
 	"github.com/sessionstore/sessionstore/internal/jsonl"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 )
@@ -1074,10 +1075,10 @@ func (c *catalogue) rebuild(scan bool) (*catState, error) {
 	for id := range pending {
 		logb = appendCatRecord(logb, catRecord{kind: kindPending, dir: dirStamp, id: id})
 	}
-	if err := replaceFile(c.fsys, c.dir, catalogueName, snap, c.opts.FileMode); err != nil {
+	if err := durable.ReplaceFile(c.fsys, c.dir, catalogueName, snap, c.opts.FileMode); err != nil {
 		return nil, err
 	}
-	if err := replaceFile(c.fsys, c.dir, catalogueLogName, logb, c.opts.FileMode); err != nil {
+	if err := durable.ReplaceFile(c.fsys, c.dir, catalogueLogName, logb, c.opts.FileMode); err != nil {
 		return nil, err
 	}
 	l := &catLog{gen: gen, dir: dirStamp, committed: map[uuid.UUID]catEntry{}, pending: pending, size: int64(len(logb))}

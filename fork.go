@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/sessionstore/sessionstore/internal/durable"
 	"github.com/sessionstore/sessionstore/internal/eventline"
 )
 
@@ -577,7 +578,7 @@ func (src prefixSource) restore(id uuid.UUID) (string, error) {
 	o := src.opts
 	dir := filepath.Join(filepath.Dir(src.root), forkCacheDir, id.String())
 	defer src.lock()()
-	if err := mkdirDurable(o.fs, dir, o.DirMode); err != nil {
+	if err := durable.MkdirAll(o.fs, dir, o.DirMode); err != nil {
 		return "", err
 	}
 	local := &localFiles{fsys: o.fs, dir: dir, perm: o.FileMode, dirPerm: o.DirMode, maxChunk: o.ChunkSize, log: o.Logger.With("session", id)}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/sessionstore/sessionstore/internal/durable"
 	"github.com/sessionstore/sessionstore/internal/headfile"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 )
@@ -40,7 +41,7 @@ func readHeadFile(fsys vfs.FS, path string) (id uuid.UUID, exists bool, err erro
 // writeHead atomically replaces the HEAD file (temp write, sync, rename,
 // directory sync).
 func writeHead(fsys vfs.FS, dir string, id uuid.UUID, perm os.FileMode) error {
-	if err := replaceFile(fsys, dir, headfile.Name, headfile.Encode(id), perm); err != nil {
+	if err := durable.ReplaceFile(fsys, dir, headfile.Name, headfile.Encode(id), perm); err != nil {
 		return fmt.Errorf("sessionstore: write %s: %w", filepath.Join(dir, headfile.Name), err)
 	}
 	return nil

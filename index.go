@@ -11,6 +11,7 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/sessionstore/sessionstore/internal/durable"
 	"github.com/sessionstore/sessionstore/internal/eventline"
 	"github.com/sessionstore/sessionstore/internal/index"
 	"github.com/sessionstore/sessionstore/internal/jsonl"
@@ -115,7 +116,7 @@ func (x *indexFile) reset(es []entry) error {
 		return x.err
 	}
 	x.buf = encodeIndexLines(x.buf[:0], es)
-	err := replaceFile(x.fsys, filepath.Dir(x.path), filepath.Base(x.path), x.buf, x.perm)
+	err := durable.ReplaceFile(x.fsys, filepath.Dir(x.path), filepath.Base(x.path), x.buf, x.perm)
 	var f vfs.File
 	if err == nil {
 		f, err = x.fsys.OpenFile(x.path, os.O_RDWR, 0)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/sessionstore/sessionstore/internal/durable"
 	"github.com/sessionstore/sessionstore/internal/eventline"
 	"github.com/sessionstore/sessionstore/internal/headfile"
 	"github.com/sessionstore/sessionstore/internal/vfs"
@@ -885,7 +886,7 @@ func rewriteIndexTail(fsys vfs.FS, path string, end int64, added []entry, perm o
 		buf = eventline.AppendIndex(buf, &added[i])
 	}
 	if info.Size() > end {
-		return int64(len(buf)), replaceFile(fsys, filepath.Dir(path), filepath.Base(path), buf, perm)
+		return int64(len(buf)), durable.ReplaceFile(fsys, filepath.Dir(path), filepath.Base(path), buf, perm)
 	}
 	if _, err := f.WriteAt(buf, end); err != nil {
 		return 0, err

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/sessionstore/sessionstore/internal/durable"
 	"github.com/sessionstore/sessionstore/internal/eventline"
 	"github.com/sessionstore/sessionstore/internal/headfile"
 	"github.com/sessionstore/sessionstore/internal/vfs"
@@ -41,7 +42,7 @@ func (r *remoteFiles) reconcileLocal(ctx context.Context, v *logView) error {
 	fsys := r.fsys
 	cdir := r.chunkDir()
 	for _, d := range []string{cdir, filepath.Join(r.dir, blobsDir)} {
-		if err := mkdirDurable(fsys, d, r.dirPerm); err != nil {
+		if err := durable.MkdirAll(fsys, d, r.dirPerm); err != nil {
 			return err
 		}
 	}
@@ -141,7 +142,7 @@ func (r *remoteFiles) reconcileLocal(ctx context.Context, v *logView) error {
 		return err
 	}
 	if !bytes.Equal(old, v.meta) {
-		if err := replaceFile(fsys, r.dir, metaFile, v.meta, r.perm); err != nil {
+		if err := durable.ReplaceFile(fsys, r.dir, metaFile, v.meta, r.perm); err != nil {
 			return err
 		}
 	}
@@ -159,7 +160,7 @@ func (r *remoteFiles) reconcileLanes(want []byte) error {
 	case want == nil && err == nil:
 		return removeIfExists(fsys, filepath.Join(r.dir, lanesFile))
 	case want != nil && !bytes.Equal(old, want):
-		return replaceFile(fsys, r.dir, lanesFile, want, r.perm)
+		return durable.ReplaceFile(fsys, r.dir, lanesFile, want, r.perm)
 	}
 	return nil
 }
@@ -426,7 +427,7 @@ func (r *remoteFiles) rebuildDerived(v *logView, pieces map[uint32][]logPiece) e
 		}
 		lines, head = encodeIndexLines(nil, es), es[len(es)-1]
 	}
-	if err := replaceFile(fsys, r.dir, indexName, lines, r.perm); err != nil {
+	if err := durable.ReplaceFile(fsys, r.dir, indexName, lines, r.perm); err != nil {
 		return err
 	}
 	if len(pieces) == 0 {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/sessionstore/sessionstore/internal/durable"
 	"github.com/sessionstore/sessionstore/internal/jsonl"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 )
@@ -361,7 +362,7 @@ func createSessionFiles(fsys vfs.FS, dir string, meta Meta, opts *Options) error
 	if err != nil {
 		return err
 	}
-	if err := replaceFile(fsys, dir, metaFile, b, opts.FileMode); err != nil {
+	if err := durable.ReplaceFile(fsys, dir, metaFile, b, opts.FileMode); err != nil {
 		return err
 	}
 	// The session directory's own entry must survive too.

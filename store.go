@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/sessionstore/sessionstore/internal/durable"
 	"github.com/sessionstore/sessionstore/internal/eventline"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 )
@@ -150,7 +151,7 @@ func checkRootConfig(fsys vfs.FS, dir string, o Options) error {
 		if err != nil {
 			return err
 		}
-		if err := replaceFile(fsys, dir, rootConfigName, append(b, '\n'), o.FileMode); err != nil {
+		if err := durable.ReplaceFile(fsys, dir, rootConfigName, append(b, '\n'), o.FileMode); err != nil {
 			return fmt.Errorf("sessionstore: write %s: %w", path, err)
 		}
 		return nil

@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/sessionstore/sessionstore/internal/durable"
 	"github.com/sessionstore/sessionstore/internal/eventline"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 	"github.com/sessionstore/sessionstore/internal/zchunk"
@@ -198,7 +199,7 @@ func ConvertCompression(ctx context.Context, dir string, opts *Options) error {
 	if err != nil {
 		return err
 	}
-	if err := replaceFile(o.fs, dir, rootConfigName, append(b, '\n'), o.FileMode); err != nil {
+	if err := durable.ReplaceFile(o.fs, dir, rootConfigName, append(b, '\n'), o.FileMode); err != nil {
 		return fmt.Errorf("sessionstore: write %s: %w", filepath.Join(dir, rootConfigName), err)
 	}
 	return nil
@@ -320,7 +321,7 @@ func (s *Store) rewriteSession(ctx context.Context, id uuid.UUID, job rewriteJob
 			plain = append(plain, es...)
 		}
 	}
-	if err := replaceFile(fsys, dir, indexName, encodeIndexLines(nil, plain), s.opts.FileMode); err != nil {
+	if err := durable.ReplaceFile(fsys, dir, indexName, encodeIndexLines(nil, plain), s.opts.FileMode); err != nil {
 		return err
 	}
 	if job.upgrade {
@@ -328,7 +329,7 @@ func (s *Store) rewriteSession(ctx context.Context, id uuid.UUID, job rewriteJob
 		if err != nil {
 			return err
 		}
-		if err := replaceFile(fsys, dir, metaFile, b, s.opts.FileMode); err != nil {
+		if err := durable.ReplaceFile(fsys, dir, metaFile, b, s.opts.FileMode); err != nil {
 			return err
 		}
 	}
@@ -466,7 +467,7 @@ func (cp *chunkRewrite) apply(fsys vfs.FS, chunkDir string, perm os.FileMode) er
 		}
 		return nil
 	}
-	if err := replaceFileAs(fsys, chunkDir, chunkName(cp.n), chunkName(cp.n)+upgradeTemp, cp.data, perm); err != nil {
+	if err := durable.ReplaceFileAs(fsys, chunkDir, chunkName(cp.n), chunkName(cp.n)+upgradeTemp, cp.data, perm); err != nil {
 		return err
 	}
 	if cp.wasSealed {
