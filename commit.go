@@ -332,7 +332,7 @@ func (h *openSession) publish(n int) {
 	for i := range es {
 		es[i] = &h.Entries[first+i]
 	}
-	if err := h.index.append(es...); err != nil {
+	if err := h.index.Append(es...); err != nil {
 		// The events are durable: acknowledge them. The index will be
 		// rebuilt from the chunk on the next open; until then, stop
 		// writing.
@@ -372,9 +372,9 @@ func (h *openSession) flush() error {
 			h.becomeFailed(err)
 			return fmt.Errorf("sessionstore: sync %s: %w", path, err)
 		}
-	} else if err := h.index.f.Sync(); err != nil {
+	} else if err := h.index.Sync(); err != nil {
 		h.becomeFailed(err)
-		return fmt.Errorf("sessionstore: sync %s: %w", h.index.path, err)
+		return fmt.Errorf("sessionstore: sync %s: %w", h.index.Path(), err)
 	}
 	if head := h.head(); head != h.headOnDisk {
 		if err := h.files.putHead(head); err != nil {

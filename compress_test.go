@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sessionstore/sessionstore/internal/eventline"
+	"github.com/sessionstore/sessionstore/internal/index"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 	"github.com/sessionstore/sessionstore/internal/zchunk"
 )
@@ -178,7 +179,7 @@ func TestSealedIndex(t *testing.T) {
 	indexPath := sessionPath(meta.ID, indexName)
 	rest, err := vfs.ReadFile(m, indexPath)
 	require.NoError(t, err)
-	writeMemFile(t, m, indexPath, append(encodeIndexLines(nil, zero), rest...))
+	writeMemFile(t, m, indexPath, append(index.AppendLines(nil, zero), rest...))
 	s2 := openMem(t, m, Options{ChunkSize: 2048})
 	r, err := s2.Verify(ctx, meta.ID)
 	require.NoError(t, err)
@@ -200,7 +201,7 @@ func TestSealedIndex(t *testing.T) {
 	one := filepath.Join(dir, chunkName(1)+sealedExt)
 	data, err := openChunkFile(m, one)
 	require.NoError(t, err)
-	require.NoError(t, zchunk.Write(m, one, data, encodeIndexLines(nil, zero), 0o600))
+	require.NoError(t, zchunk.Write(m, one, data, index.AppendLines(nil, zero), 0o600))
 	s3 := openMem(t, m, Options{ChunkSize: 2048})
 	defer s3.Close()
 	// The first call that loads the index reports it (appends and Load

@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/sessionstore/sessionstore/internal/durable"
+	"github.com/sessionstore/sessionstore/internal/index"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 	"github.com/sessionstore/sessionstore/internal/zchunk"
 )
@@ -164,7 +165,7 @@ func (l *localFiles) sealChunk(n uint32, es []entry) error {
 	// Free space a failed trim left is not sealed: records end in a
 	// newline, never in a zero byte.
 	data = data[:len(data)-zeroTail(data)]
-	lines := encodeIndexLines(make([]byte, 0, len(es)*typicalIndexLine), es)
+	lines := index.AppendLines(make([]byte, 0, len(es)*index.TypicalLine), es)
 	if err := zchunk.WriteBlocks(l.fsys, path+sealedExt, data, lines, l.perm, sealBlockSize); err != nil {
 		return err
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/sessionstore/sessionstore/internal/canonical"
 	"github.com/sessionstore/sessionstore/internal/eventline"
 	"github.com/sessionstore/sessionstore/internal/headfile"
+	"github.com/sessionstore/sessionstore/internal/index"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 	"github.com/sessionstore/sessionstore/internal/zchunk"
 )
@@ -294,7 +295,7 @@ func (h *openSession) startAppending() error {
 	} else if err := chunks.openActive(head.Loc.Chunk, head.Loc.End()); err != nil {
 		return err
 	}
-	index, err := openIndexFile(h.opts.fs, indexPath, info.Size(), h.opts.FileMode)
+	index, err := index.OpenFile(h.opts.fs, indexPath, info.Size(), h.opts.FileMode)
 	if err != nil {
 		chunks.close()
 		return err
@@ -411,7 +412,7 @@ func (h *openSession) endAppending() error {
 		return nil // another call ended it while this one waited
 	}
 	head := h.Entries[len(h.Entries)-1]
-	err := errors.Join(h.chunks.close(), h.index.close())
+	err := errors.Join(h.chunks.close(), h.index.Close())
 	h.chunks, h.index = h.newChunkWriter(), nil
 	h.becomeLazy(head)
 	return err

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/sessionstore/sessionstore/internal/index"
 )
 
 // An openSession is one session opened by a Store: its lock, its metadata,
@@ -460,7 +461,7 @@ func (h *openSession) reconcile() (err error) {
 	if err != nil {
 		return err
 	}
-	index, err := openIndexFile(fsys, filepath.Join(h.dir, indexName), indexSize, h.opts.FileMode)
+	index, err := index.OpenFile(fsys, filepath.Join(h.dir, indexName), indexSize, h.opts.FileMode)
 	if err != nil {
 		return err
 	}
@@ -476,7 +477,7 @@ func (h *openSession) reconcile() (err error) {
 		chunks.next = p.chunks[n-1] + 1 // the next append starts a new chunk
 	} else if n > 0 {
 		if err := chunks.openActive(p.chunks[n-1], p.activeSize); err != nil {
-			index.close()
+			index.Close()
 			return err
 		}
 	}
@@ -505,7 +506,7 @@ func (h *openSession) newChunkWriter() chunkWriter {
 	return chunkWriter{files: h.files, dir: filepath.Join(h.dir, chunksDir), maxSize: h.opts.ChunkSize,
 		compress: h.opts.Compression == CompressionZstd, log: log,
 		sealMu: &h.mu,
-		embed:  func(n uint32) []entry { return chunkEntries(h.Entries, n) },
+		embed:  func(n uint32) []entry { return index.ChunkEntries(h.Entries, n) },
 		resealed: func() {
 			if h.index == nil {
 				// Closed while the chunk was sealed: index.jsonl keeps
@@ -518,7 +519,7 @@ func (h *openSession) newChunkWriter() chunkWriter {
 					keep = append(keep, h.Entries[i])
 				}
 			}
-			if err := h.index.reset(keep); err != nil {
+			if err := h.index.Reset(keep); err != nil {
 				h.becomeFailed(err)
 				log.Error("sessionstore: index write failed; session stops writing until reopened", "err", err)
 			}
@@ -529,7 +530,7 @@ func (h *openSession) newChunkWriter() chunkWriter {
 func (h *openSession) closeFiles() error {
 	var errs []error
 	if h.index != nil {
-		errs = append(errs, h.index.close())
+		errs = append(errs, h.index.Close())
 		h.index = nil
 	}
 	errs = append(errs, h.chunks.close())
@@ -616,7 +617,7 @@ func (h *openSession) sealOnClose() error {
 		}
 	}
 	n := w.num
-	es := chunkEntries(h.Entries, n)
+	es := index.ChunkEntries(h.Entries, n)
 	if len(es) == 0 || es[0].Loc.Offset != 0 || es[len(es)-1].Loc.End() != w.size {
 		return nil // not the whole chunk: leave it plain
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/sessionstore/sessionstore/internal/durable"
 	"github.com/sessionstore/sessionstore/internal/eventline"
 	"github.com/sessionstore/sessionstore/internal/headfile"
+	"github.com/sessionstore/sessionstore/internal/index"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 	"github.com/sessionstore/sessionstore/internal/zchunk"
 )
@@ -218,12 +219,12 @@ func analyze(fsys vfs.FS, dir string, readOnly bool, outside func(uuid.UUID) boo
 
 	// Size the index structures from the embedded indexes and the index
 	// file, so a large session is loaded without regrowing them; from the
-	// index file's size only up to maxIndexPresize entries, since a file's
+	// index file's size only up to index.MaxPresize entries, since a file's
 	// size is no promise of its lines (a sparse file claims gigabytes), and
 	// more grow as they come.
 	extra := 16
 	if info, err := fsys.Stat(indexPath); err == nil {
-		extra += int(min(info.Size()/eventline.MinIndexLine, maxIndexPresize))
+		extra += int(min(info.Size()/eventline.MinIndexLine, index.MaxPresize))
 	}
 	p.readSealed(fsys, x, chunkDir, missing, extra)
 
@@ -263,7 +264,7 @@ func analyze(fsys vfs.FS, dir string, readOnly bool, outside func(uuid.UUID) boo
 		p.indexed++
 		return nil
 	}
-	scan, err := readIndex(fsys, indexPath, func(e *entry, off int64) error {
+	scan, err := index.Read(fsys, indexPath, func(e *entry, off int64) error {
 		if !readOnly {
 			return add(e, off)
 		}
@@ -285,9 +286,9 @@ func analyze(fsys vfs.FS, dir string, readOnly bool, outside func(uuid.UUID) boo
 		err = nil
 	}
 	if err != nil {
-		return p, p.fail(err)
+		return p, p.fail(refusal(err)) // a link, a FIFO: damage
 	}
-	p.indexSize, p.indexEnd, p.indexBad, p.indexBadErr = scan.size, scan.end, scan.bad, scan.badErr
+	p.indexSize, p.indexEnd, p.indexBad, p.indexBadErr = scan.Size, scan.End, scan.Bad, scan.BadErr
 	if missing < uint32(len(p.chunks)) || (len(x.Entries) > 0 && x.Entries[len(x.Entries)-1].Loc.Chunk >= missing) {
 		x.Truncate(func(e *entry) bool { return e.Loc.Chunk >= missing })
 		if err := addSealed(missing); err != nil {
@@ -877,7 +878,7 @@ func rewriteIndexTail(fsys vfs.FS, path string, end int64, added []entry, perm o
 	}
 	var buf []byte
 	if info.Size() > end {
-		buf = make([]byte, end, end+int64(len(added))*typicalIndexLine)
+		buf = make([]byte, end, end+int64(len(added))*index.TypicalLine)
 		if _, err := f.ReadAt(buf, 0); err != nil {
 			return 0, err
 		}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/sessionstore/sessionstore/internal/eventline"
 	"github.com/sessionstore/sessionstore/internal/headfile"
+	"github.com/sessionstore/sessionstore/internal/index"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 	"github.com/sessionstore/sessionstore/internal/zchunk"
 )
@@ -105,13 +106,13 @@ func indexedOnDisk(t *testing.T, fsys vfs.FS, id uuid.UUID) int {
 	forms, _, err := chunkForms(fsys, dir)
 	require.NoError(t, err)
 	n := 0
-	scan, err := readIndex(fsys, sessionPath(id, indexName), func(e *entry, _ int64) error {
+	scan, err := index.Read(fsys, sessionPath(id, indexName), func(e *entry, _ int64) error {
 		assert.False(t, forms[e.Loc.Chunk].sealed, "index.jsonl holds a line of sealed chunk %d", e.Loc.Chunk)
 		n++
 		return nil
 	})
 	require.NoError(t, err)
-	assert.Equal(t, int64(-1), scan.bad, "index.jsonl has a bad line")
+	assert.Equal(t, int64(-1), scan.Bad, "index.jsonl has a bad line")
 	for c, f := range forms {
 		if f.sealed {
 			es, _, err := sealedIndex(fsys, dir, c)

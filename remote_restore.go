@@ -16,6 +16,7 @@ import (
 	"github.com/sessionstore/sessionstore/internal/durable"
 	"github.com/sessionstore/sessionstore/internal/eventline"
 	"github.com/sessionstore/sessionstore/internal/headfile"
+	"github.com/sessionstore/sessionstore/internal/index"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 	"github.com/sessionstore/sessionstore/internal/zchunk"
 )
@@ -425,7 +426,7 @@ func (r *remoteFiles) rebuildDerived(v *logView, pieces map[uint32][]logPiece) e
 		if err != nil || len(es) == 0 {
 			return nil // reconciliation reports it
 		}
-		lines, head = encodeIndexLines(nil, es), es[len(es)-1]
+		lines, head = index.AppendLines(nil, es), es[len(es)-1]
 	}
 	if err := durable.ReplaceFile(fsys, r.dir, indexName, lines, r.perm); err != nil {
 		return err

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sessionstore/sessionstore/internal/durable"
 	"github.com/sessionstore/sessionstore/internal/eventline"
+	"github.com/sessionstore/sessionstore/internal/index"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 	"github.com/sessionstore/sessionstore/internal/zchunk"
 )
@@ -306,7 +307,7 @@ func (s *Store) rewriteSession(ctx context.Context, id uuid.UUID, job rewriteJob
 	var plain []entry // the entries of the chunks that end plain, for index.jsonl
 	for i, n := range p.chunks {
 		cp, ok := plans[n]
-		es := chunkEntries(p.index.Entries, n)
+		es := index.ChunkEntries(p.index.Entries, n)
 		sealed := p.sealed[i]
 		if ok {
 			if err := ctx.Err(); err != nil {
@@ -321,7 +322,7 @@ func (s *Store) rewriteSession(ctx context.Context, id uuid.UUID, job rewriteJob
 			plain = append(plain, es...)
 		}
 	}
-	if err := durable.ReplaceFile(fsys, dir, indexName, encodeIndexLines(nil, plain), s.opts.FileMode); err != nil {
+	if err := durable.ReplaceFile(fsys, dir, indexName, index.AppendLines(nil, plain), s.opts.FileMode); err != nil {
 		return err
 	}
 	if job.upgrade {
@@ -378,7 +379,7 @@ func planRewrite(fsys vfs.FS, chunkDir string, p *recoveryPlan, job rewriteJob) 
 		if job.convert {
 			cp.sealed = job.compress && (!newest || p.sealed[i])
 		}
-		es := chunkEntries(p.index.Entries, n)
+		es := index.ChunkEntries(p.index.Entries, n)
 		if !job.upgrade && cp.sealed == cp.wasSealed {
 			continue
 		}
@@ -458,7 +459,7 @@ func (cp *chunkRewrite) apply(fsys vfs.FS, chunkDir string, perm os.FileMode) er
 	plainPath := filepath.Join(chunkDir, chunkName(cp.n))
 	sealedPath := plainPath + sealedExt
 	if cp.sealed {
-		lines := encodeIndexLines(make([]byte, 0, len(cp.entries)*typicalIndexLine), cp.entries)
+		lines := index.AppendLines(make([]byte, 0, len(cp.entries)*index.TypicalLine), cp.entries)
 		if err := zchunk.WriteBlocks(fsys, sealedPath, cp.data, lines, perm, sealBlockSize); err != nil {
 			return err
 		}

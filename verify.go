@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/sessionstore/sessionstore/internal/eventline"
+	"github.com/sessionstore/sessionstore/internal/index"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 )
 
@@ -173,7 +174,7 @@ func (s *Store) verify(ctx context.Context, session uuid.UUID) (*VerifyReport, e
 	// Every index line, as far as it decodes, by chunk.
 	indexPath := filepath.Join(dir, indexName)
 	lines := map[uint32]*indexRun{}
-	if _, err := readIndex(fsys, indexPath, func(e *entry, off int64) error {
+	if _, err := index.Read(fsys, indexPath, func(e *entry, off int64) error {
 		run := lines[e.Loc.Chunk]
 		if run == nil {
 			run = &indexRun{path: indexPath}
@@ -182,7 +183,7 @@ func (s *Store) verify(ctx context.Context, session uuid.UUID) (*VerifyReport, e
 		run.entries = append(run.entries, *e)
 		run.offsets = append(run.offsets, off)
 		return nil
-	}); err != nil && !r.damaged(err) {
+	}); err != nil && !r.damaged(refusal(err)) {
 		return nil, err
 	}
 

@@ -1,10 +1,11 @@
-package sessionstore
+package index
 
 import (
 	"bytes"
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -18,17 +19,17 @@ import (
 )
 
 // indexFixture returns n index lines forming a chain, and their offsets.
-func indexFixture(t *testing.T, n int) ([]byte, []int64, []entry) {
+func indexFixture(t *testing.T, n int) ([]byte, []int64, []eventline.Entry) {
 	t.Helper()
 	var (
 		buf     []byte
 		offsets []int64
-		entries []entry
+		entries []eventline.Entry
 		parent  uuid.UUID
 		off     int64
 	)
 	for i := 0; i < n; i++ {
-		e := entry{Header: header{ID: uuid.Must(uuid.NewV7()), ParentID: parent, Kind: 1, Role: eventline.RoleCode(1 + i%3), Time: time.Now().UnixNano()}, Size: int64(i), Loc: location{Chunk: 0, Offset: off, Length: 100}}
+		e := eventline.Entry{Header: eventline.Header{ID: uuid.Must(uuid.NewV7()), ParentID: parent, Kind: 1, Role: eventline.RoleCode(1 + i%3), Time: time.Now().UnixNano()}, Size: int64(i), Loc: eventline.Location{Chunk: 0, Offset: off, Length: 100}}
 		off += 100
 		offsets = append(offsets, int64(len(buf)))
 		buf = eventline.AppendIndex(buf, &e)
@@ -42,18 +43,18 @@ func indexFixture(t *testing.T, n int) ([]byte, []int64, []entry) {
 // that block and half boundaries fall between and inside lines.
 func withSmallBlocks(t *testing.T, block, parallel int) {
 	t.Helper()
-	oldBlock, oldParallel := indexBlock, parallelMin
-	indexBlock, parallelMin = block, parallel
-	t.Cleanup(func() { indexBlock, parallelMin = oldBlock, oldParallel })
+	oldBlock, oldParallel := readBlock, parallelMin
+	readBlock, parallelMin = block, parallel
+	t.Cleanup(func() { readBlock, parallelMin = oldBlock, oldParallel })
 }
 
-func readAllIndex(t *testing.T, content []byte) (indexScan, []entry, []int64) {
+func readAllIndex(t *testing.T, content []byte) (Scan, []eventline.Entry, []int64) {
 	t.Helper()
 	m := vfs.NewMemFS()
 	writeMemFile(t, m, "/index.jsonl", content)
-	var got []entry
+	var got []eventline.Entry
 	var offs []int64
-	scan, err := readIndex(m, "/index.jsonl", func(e *entry, off int64) error {
+	scan, err := Read(m, "/index.jsonl", func(e *eventline.Entry, off int64) error {
 		got = append(got, *e)
 		offs = append(offs, off)
 		return nil
@@ -70,8 +71,8 @@ func TestReadIndexBlocks(t *testing.T) {
 			scan, got, offs := readAllIndex(t, content)
 			assert.Equal(t, want, got)
 			assert.Equal(t, offsets, offs)
-			assert.Equal(t, int64(-1), scan.bad)
-			assert.Equal(t, int64(len(content)), scan.end)
+			assert.Equal(t, int64(-1), scan.Bad)
+			assert.Equal(t, int64(len(content)), scan.End)
 
 			// A bad line anywhere stops the scan exactly there, whichever
 			// half or block it falls in.
@@ -79,18 +80,18 @@ func TestReadIndexBlocks(t *testing.T) {
 				bad := bytes.Clone(content)
 				bad[offsets[k]+10] ^= 0x20
 				scan, got, _ := readAllIndex(t, bad)
-				assert.Equal(t, offsets[k], scan.bad, "line %d", k)
-				assert.Equal(t, offsets[k], scan.end, "line %d", k)
+				assert.Equal(t, offsets[k], scan.Bad, "line %d", k)
+				assert.Equal(t, offsets[k], scan.End, "line %d", k)
 				assert.Len(t, got, k)
-				assert.Error(t, scan.badErr)
+				assert.Error(t, scan.BadErr)
 			}
 
 			// A torn last line is reported as the tail.
 			torn := content[:len(content)-30]
 			scan, got, _ = readAllIndex(t, torn)
 			assert.Len(t, got, 299)
-			assert.Equal(t, offsets[299], scan.bad)
-			assert.ErrorIs(t, scan.badErr, io.ErrUnexpectedEOF)
+			assert.Equal(t, offsets[299], scan.Bad)
+			assert.ErrorIs(t, scan.BadErr, io.ErrUnexpectedEOF)
 		})
 	}
 }
@@ -104,7 +105,7 @@ func TestReadIndexAddError(t *testing.T) {
 	writeMemFile(t, m, "/index.jsonl", content)
 	calls := 0
 	stop := fmt.Errorf("stop")
-	_, err := readIndex(m, "/index.jsonl", func(*entry, int64) error {
+	_, err := Read(m, "/index.jsonl", func(*eventline.Entry, int64) error {
 		calls++
 		if calls == 20 {
 			return stop
@@ -125,14 +126,14 @@ func TestIndexFileStopsAfterFailedWrite(t *testing.T) {
 		t.Run(failing, func(t *testing.T) {
 			m := vfs.NewMemFS()
 			require.NoError(t, m.MkdirAll("/s", 0o700))
-			x, err := openIndexFile(m, "/s/index.jsonl", 0, 0o600)
+			x, err := OpenFile(m, "/s/index.jsonl", 0, 0o600)
 			require.NoError(t, err)
-			defer x.close()
-			es := make([]entry, 4)
+			defer x.Close()
+			es := make([]eventline.Entry, 4)
 			for i := range es {
-				es[i] = entry{Header: header{ID: uuid.New(), Kind: 1}, Size: 2, Loc: location{Chunk: 1, Offset: int64(i) * 100, Length: 100}}
+				es[i] = eventline.Entry{Header: eventline.Header{ID: uuid.New(), Kind: 1}, Size: 2, Loc: eventline.Location{Chunk: 1, Offset: int64(i) * 100, Length: 100}}
 			}
-			require.NoError(t, x.append(&es[0], &es[1]))
+			require.NoError(t, x.Append(&es[0], &es[1]))
 
 			injected := errors.New("injected")
 			m.SetFault(func(op vfs.Op, path string) error {
@@ -142,18 +143,29 @@ func TestIndexFileStopsAfterFailedWrite(t *testing.T) {
 				return nil
 			})
 			if failing == "append" {
-				require.ErrorIs(t, x.append(&es[2]), injected)
+				require.ErrorIs(t, x.Append(&es[2]), injected)
 			} else {
-				require.ErrorIs(t, x.reset(es[1:3]), injected)
+				require.ErrorIs(t, x.Reset(es[1:3]), injected)
 			}
 			m.SetFault(nil)
 			before, err := vfs.ReadFile(m, "/s/index.jsonl")
 			require.NoError(t, err)
-			assert.ErrorIs(t, x.append(&es[3]), injected, "later writes report the first failure")
-			assert.ErrorIs(t, x.reset(es), injected)
+			assert.ErrorIs(t, x.Append(&es[3]), injected, "later writes report the first failure")
+			assert.ErrorIs(t, x.Reset(es), injected)
 			after, err := vfs.ReadFile(m, "/s/index.jsonl")
 			require.NoError(t, err)
 			assert.Equal(t, string(before), string(after), "nothing written after the failure")
 		})
 	}
+}
+
+// writeMemFile writes b, synced, as the file at path.
+func writeMemFile(t *testing.T, fsys vfs.FS, path string, b []byte) {
+	t.Helper()
+	f, err := fsys.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+	require.NoError(t, err)
+	_, err = f.Write(b)
+	require.NoError(t, err)
+	require.NoError(t, f.Sync())
+	require.NoError(t, f.Close())
 }
