@@ -57,7 +57,7 @@ import (
 //  1. under catalogue.lock, append a pending record for the id and sync
 //     the log (Create first makes the session directory, under the lock,
 //     so the record's directory stamp includes it);
-//  2. replace session.json durably (replaceFile);
+//  2. replace session.json durably (durable.ReplaceFile);
 //  3. under catalogue.lock, append a commit record with the new metadata
 //     and session.json's new stamp, without a sync.
 //
@@ -90,7 +90,7 @@ import (
 // ListRecent answers as List does, and the next writer rewrites.
 //
 // A writer rewrites the catalogue (rebuild: the snapshot, then a new log
-// of the open pending records, each by replaceFile, a new generation)
+// of the open pending records, each by durable.ReplaceFile, a new generation)
 // when the log passes catalogueMaxLog records, when it is missing or
 // damaged, or when the sessions directory's stamp is not the one the
 // catalogue last recorded. A log of another generation than the snapshot
@@ -746,7 +746,7 @@ func scanCatSnapshot(r io.Reader, size int64) (*catSnapshot, error) {
 		return nil, err
 	}
 	if first || sc.End() != sc.Offset() {
-		return nil, errCatalogue // written by replaceFile: whole or damaged
+		return nil, errCatalogue // written by durable.ReplaceFile: whole or damaged
 	}
 	return s, nil
 }

@@ -127,15 +127,16 @@ func openChunk(fsys vfs.FS, dir string, n uint32) (chunkSource, int64, string, e
 	return zr, zr.Size(), path + sealedExt, nil
 }
 
-// sealedErr turns a compressed chunk's format error, or the seam's
-// refusal of its file (refusal), into a *CorruptionError and returns
-// other errors as they are.
+// sealedErr turns a compressed chunk's format error, the damage a package
+// below the root found in it (damage), or the seam's refusal of its file
+// (refusal), into a *CorruptionError and returns other errors as they
+// are.
 func sealedErr(err error) error {
 	var fe *zchunk.FormatError
 	if errors.As(err, &fe) {
 		return &CorruptionError{Path: fe.Path, Offset: fe.Offset, Err: fe.Err}
 	}
-	return refusal(err)
+	return damage(err)
 }
 
 // chunkWriter appends framed records to the active (newest) chunk of a
@@ -631,3 +632,5 @@ func hole(line []byte, off int64) bool {
 	sc.TrackHoles(sectorSize)
 	return sc.Next() && sc.Hole()
 }
+
+var newline = []byte{'\n'}

@@ -224,7 +224,7 @@ func readLanes(fsys vfs.FS, dir string) (*laneSet, error) {
 // the next append. A damaged file is kept in h.lanesErr and logged; the
 // session opens.
 func (h *openSession) openLanes() error {
-	// A crash during a replace may leave its temporary file (replaceFile
+	// A crash during a replace may leave its temporary file (durable.ReplaceFile
 	// truncates it when it writes the next one). Stat first: an open
 	// without one changes nothing.
 	tmp := filepath.Join(h.dir, lanesFile+".tmp")

@@ -476,12 +476,12 @@ func (p *recoveryPlan) readSealed(fsys vfs.FS, x *memIndex, dir string, missing 
 	for n := range missing {
 		p.sealedAt[n] = -1
 		if metas[n] != nil {
-			total += metas[n].bound()
+			total += metas[n].Bound()
 		}
 	}
 	x.Entries = make([]entry, 0, total+extra)
 	for n, at := uint32(0), 0; n < missing && metas[n] != nil; n++ {
-		b := metas[n].bound()
+		b := metas[n].Bound()
 		regions[n], p.sealedAt[n] = x.Entries[at:at:at+b], at
 		at += b
 	}
@@ -490,9 +490,10 @@ func (p *recoveryPlan) readSealed(fsys vfs.FS, x *memIndex, dir string, missing 
 		if m == nil {
 			return
 		}
-		defer m.close()
-		if p.sealedErrs[n] = m.read(b); p.sealedErrs[n] == nil {
-			p.sealedEntries[n], _, p.sealedErrs[n] = m.decode(regions[n], false)
+		defer m.Close()
+		if p.sealedErrs[n] = sealedErr(m.Read(b)); p.sealedErrs[n] == nil {
+			es, _, err := m.Decode(regions[n], false)
+			p.sealedEntries[n], p.sealedErrs[n] = es, sealedErr(err)
 		}
 	})
 	total = extra
@@ -697,7 +698,7 @@ func applyRepairs(fsys vfs.FS, dir string, p *recoveryPlan, perm os.FileMode) (i
 
 // writeSynced writes data to a new file at path, which must not exist
 // (a kept-aside file is never replaced), and syncs it and its directory.
-// It is replaceFile's atomic write (a temporary file synced, then
+// It is durable.ReplaceFile's atomic write (a temporary file synced, then
 // renamed): a new file's entry can reach the disk before its data, and
 // path, the name the bytes are promised under, must hold them whole or
 // not exist. A crash before the rename leaves only the temporary file,
@@ -860,7 +861,7 @@ func syncFile(fsys vfs.FS, path string) error {
 // rewriteIndexTail cuts the index at end, appends the lines of added,
 // syncs the file and returns its new size. When the file holds nothing
 // past end, the lines are appended in place. Otherwise its first end
-// bytes and the new lines replace it (replaceFile: a temporary file
+// bytes and the new lines replace it (durable.ReplaceFile: a temporary file
 // synced, renamed over it, the directory synced), as reset does and for
 // its reason: cut in place, a crash before the sync could leave the new
 // lines followed by the bytes the truncation was to drop, which may be
