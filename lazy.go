@@ -295,12 +295,12 @@ func (h *openSession) startAppending() error {
 	} else if err := chunks.openActive(head.Loc.Chunk, head.Loc.End()); err != nil {
 		return err
 	}
-	index, err := index.OpenFile(h.opts.fs, indexPath, info.Size(), h.opts.FileMode)
+	ix, err := index.OpenFile(h.opts.fs, indexPath, info.Size(), h.opts.FileMode)
 	if err != nil {
 		chunks.close()
 		return err
 	}
-	h.chunks, h.index = chunks, index
+	h.chunks, h.index = chunks, ix
 	h.becomeAppending()
 	return nil
 }

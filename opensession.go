@@ -461,7 +461,7 @@ func (h *openSession) reconcile() (err error) {
 	if err != nil {
 		return err
 	}
-	index, err := index.OpenFile(fsys, filepath.Join(h.dir, indexName), indexSize, h.opts.FileMode)
+	ix, err := index.OpenFile(fsys, filepath.Join(h.dir, indexName), indexSize, h.opts.FileMode)
 	if err != nil {
 		return err
 	}
@@ -477,12 +477,12 @@ func (h *openSession) reconcile() (err error) {
 		chunks.next = p.chunks[n-1] + 1 // the next append starts a new chunk
 	} else if n > 0 {
 		if err := chunks.openActive(p.chunks[n-1], p.activeSize); err != nil {
-			index.Close()
+			ix.Close()
 			return err
 		}
 	}
 	h.chunks.close()
-	h.index, h.chunks = index, chunks
+	h.index, h.chunks = ix, chunks
 	h.becomeIndexed(p.index)
 	h.headOnDisk = h.head()
 	if e, ok := p.index.Last(); ok && e.Time > h.meta.UpdatedAt.UnixNano() {
