@@ -48,8 +48,10 @@ type Preview struct {
 	b [PreviewMax]byte
 }
 
+// String returns the preview's text.
 func (p *Preview) String() string { return string(p.b[:p.n]) }
 
+// Bytes returns the preview's text, in p's memory.
 func (p *Preview) Bytes() []byte { return p.b[:p.n] }
 
 // previewBuilder writes runes into a Preview, collapsing whitespace.
