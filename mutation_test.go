@@ -58,6 +58,13 @@ func inPlace(fsys, dir, name, data, perm string) string {
 	}()`, fsys, dir, name, perm, data)
 }
 
+// keeping is expr, an expression of type error, in a function that also
+// uses used (say durable.ReplaceFile), so that a mutation taking away the
+// only use of an import still compiles.
+func keeping(used, expr string) string {
+	return fmt.Sprintf("func() error {\n\t\t_ = %s // still imported\n\t\treturn %s\n\t}()", used, expr)
+}
+
 // mutations: every sync and directory sync of the store skipped in turn
 // (TestSyncSitesMutated checks that each has its mutation), then the
 // orderings and checks the durability contract rests on.
@@ -88,7 +95,7 @@ var mutations = []mutation{
 		"the plain chunk goes only once its sealed copy is durable"},
 	{"rewrite the index in place after sealing", "internal/index/file.go", "func (x *File) Reset(",
 		"err := durable.ReplaceFile(x.fsys, filepath.Dir(x.path), filepath.Base(x.path), x.buf, x.perm)",
-		"err := func() error {\n\t\tif err := x.f.Truncate(0); err != nil {\n\t\t\treturn err\n\t\t}\n\t\t_, err := x.f.WriteAt(x.buf, 0)\n\t\treturn err\n\t}()",
+		"_, _ = filepath.Dir, durable.ReplaceFile // still imported\n\terr := func() error {\n\t\tif err := x.f.Truncate(0); err != nil {\n\t\t\treturn err\n\t\t}\n\t\t_, err := x.f.WriteAt(x.buf, 0)\n\t\treturn err\n\t}()",
 		"a crash during the rewrite leaves index.jsonl's old lines or its new ones, never old lines after new ones"},
 	// Atomic replaces: HEAD, session.json, sessionstore.json.
 	{"skip the temporary file's sync in a replace", "internal/durable/durable.go", "func ReplaceFileAs(", "f.Sync()", "error(nil)",
@@ -103,7 +110,7 @@ var mutations = []mutation{
 		"durable.ReplaceFile(l.fsys, l.dir, metaFile, b, l.perm)", inPlace("l.fsys", "l.dir", "metaFile", "b", "l.perm"),
 		"a crash leaves the old metadata or the new, whole"},
 	{"write HEAD in place", "head.go", "func writeHead(",
-		"durable.ReplaceFile(fsys, dir, headfile.Name, headfile.Encode(id), perm)", inPlace("fsys", "dir", "headfile.Name", "headfile.Encode(id)", "perm"),
+		"durable.ReplaceFile(fsys, dir, headfile.Name, headfile.Encode(id), perm)", keeping("durable.ReplaceFile", inPlace("fsys", "dir", "headfile.Name", "headfile.Encode(id)", "perm")),
 		"a crash leaves the old HEAD or the new, whole (or a torn one that is rebuilt, kept aside)"},
 	{"skip the sessions directory sync of Create", "session.go", "func createSessionFiles(", "return fsys.SyncDir(filepath.Dir(dir))", "return nil",
 		"a created session's directory is durable when Create returns"},
@@ -164,7 +171,7 @@ var mutations = []mutation{
 		"each repair is synced"},
 	{"cut the index in place in a repair", "recovery.go", "func rewriteIndexTail(",
 		"return int64(len(buf)), durable.ReplaceFile(fsys, filepath.Dir(path), filepath.Base(path), buf, perm)",
-		"return int64(len(buf)), func() error {\n\t\t\tif err := f.Truncate(end); err != nil {\n\t\t\t\treturn err\n\t\t\t}\n\t\t\tif _, err := f.WriteAt(buf[end:], end); err != nil {\n\t\t\t\treturn err\n\t\t\t}\n\t\t\treturn f.Sync()\n\t\t}()",
+		"return int64(len(buf)), " + keeping("durable.ReplaceFile", "func() error {\n\t\t\tif err := f.Truncate(end); err != nil {\n\t\t\t\treturn err\n\t\t\t}\n\t\t\tif _, err := f.WriteAt(buf[end:], end); err != nil {\n\t\t\t\treturn err\n\t\t\t}\n\t\t\treturn f.Sync()\n\t\t}()"),
 		"a crash during a repair's index rewrite leaves the old index or the new one, never old lines after new ones"},
 	{"skip the directory sync of a removal", "recovery.go", "func removeIfExists(", "return fsys.SyncDir(filepath.Dir(path))", "return nil",
 		"each repair is synced"},
