@@ -7,6 +7,8 @@ import (
 	"fmt"
 
 	"github.com/google/uuid"
+	"github.com/sessionstore/sessionstore/internal/canonical"
+	"github.com/sessionstore/sessionstore/internal/eventline"
 )
 
 // Appending
@@ -29,17 +31,17 @@ type pendingEvent struct {
 	blob     bool
 	digest   [32]byte
 	keepTime bool    // AppendOptions.KeepTime: ev.Time, when set, is the event's time
-	preview  preview // of rec, for the index entry (preview.go)
+	preview  preview // of rec, for the index entry (internal/eventline/preview.go)
 }
 
 // pendingOf returns the pendingEvent of ev and its prepared record,
 // hashing a record that goes to a blob and making the record's preview,
-// a blob's too, since the append holds its record (preview.go). Appends
-// call it before they take the session's mutex, so that no one waits for
-// the hashing or the preview.
+// a blob's too, since the append holds its record
+// (internal/eventline/preview.go). Appends call it before they take the
+// session's mutex, so that no one waits for the hashing or the preview.
 func (s *Store) pendingOf(ev Event, rec []byte) pendingEvent {
-	k, _ := kindCodeOf([]byte(ev.Kind))
-	p := pendingEvent{ev: ev, rec: rec, preview: previewOf(k, rec)}
+	k, _ := eventline.KindCodeOf([]byte(ev.Kind))
+	p := pendingEvent{ev: ev, rec: rec, preview: eventline.PreviewOf(k, rec)}
 	if s.opts.BlobThreshold >= 0 && len(rec) > s.opts.BlobThreshold {
 		p.blob, p.digest = true, sha256.Sum256(rec)
 	}
@@ -61,7 +63,7 @@ func (h *openSession) tip() uuid.UUID {
 // session appending without it), it answers true, the conservative
 // answer: BranchFrom marks a branch that may have no sibling.
 func (h *openSession) hasChild(id uuid.UUID) bool {
-	if h.partial || h.state == stateLazy {
+	if h.Partial || h.state == stateLazy {
 		return true
 	}
 	for i := range h.pipe.inflight {
@@ -69,8 +71,8 @@ func (h *openSession) hasChild(id uuid.UUID) bool {
 			return true
 		}
 	}
-	for i := range h.entries {
-		if h.entries[i].ParentID == id {
+	for i := range h.Entries {
+		if h.Entries[i].ParentID == id {
 			return true
 		}
 	}
@@ -122,7 +124,7 @@ func (h *openSession) writeBlobs(batch []pendingEvent) ([]payload, error) {
 	pls := make([]payload, len(batch))
 	var big []int
 	for i, p := range batch {
-		pls[i] = inline(p.rec)
+		pls[i] = eventline.Inline(p.rec)
 		if p.blob {
 			big = append(big, i)
 		}
@@ -206,7 +208,7 @@ func (h *openSession) writeBatch(ctx context.Context, batch []pendingEvent, pls 
 		}
 		out[i] = Event{ID: id, Kind: p.ev.Kind, Role: p.ev.Role, Time: t, Record: p.rec, Size: pls[i].Size}
 		if pls[i].Blob {
-			out[i].Digest = string(appendDigest(nil, pls[i].Digest))
+			out[i].Digest = string(canonical.AppendDigest(nil, pls[i].Digest))
 		}
 	}
 	hdrs := make([]header, len(batch))
@@ -257,7 +259,7 @@ func (h *openSession) writeBatch(ctx context.Context, batch []pendingEvent, pls 
 			starts[i] = len(h.line)
 			pl := pls[i]
 			pl.ParentAt = at
-			h.line = encodeEventLine(h.line, &hdrs[i], pl)
+			h.line = eventline.AppendEvent(h.line, &hdrs[i], pl)
 			parent, branch = out[i].ID, uuid.Nil
 			if h.format >= 2 {
 				at = location{Chunk: base.Chunk, Offset: base.Offset + int64(starts[i]), Length: uint32(len(h.line) - starts[i])}
@@ -276,7 +278,7 @@ func (h *openSession) writeBatch(ctx context.Context, batch []pendingEvent, pls 
 			h.pipe.waitSync()
 			continue
 		}
-		if h.partial && h.chunks.active != nil {
+		if h.Partial && h.chunks.active != nil {
 			// Sealing the full chunk embeds all its index lines: load
 			// the index (which settles the records in flight), then
 			// encode again. (Without an active chunk, HEAD is in a
@@ -300,7 +302,7 @@ func (h *openSession) writeBatch(ctx context.Context, batch []pendingEvent, pls 
 	loc := h.chunks.enqueue(h.line)
 	for i := range batch {
 		l := location{Chunk: loc.Chunk, Offset: loc.Offset + int64(starts[i]), Length: uint32(starts[i+1] - starts[i])}
-		h.pipe.inflight = append(h.pipe.inflight, inflightRecord{entry: entryOf(hdrs[i], pls[i], l, batch[i].preview), event: out[i]})
+		h.pipe.inflight = append(h.pipe.inflight, inflightRecord{entry: eventline.EntryOf(hdrs[i], pls[i], l, batch[i].preview), event: out[i]})
 	}
 	h.pending = uuid.Nil
 	return h.join(len(batch)), out, nil
@@ -314,8 +316,8 @@ func (h *openSession) locationOf(id uuid.UUID) location {
 			return h.pipe.inflight[i].entry.Loc
 		}
 	}
-	if i, ok := h.byID[id]; ok {
-		return h.entries[i].Loc
+	if i, ok := h.ByID[id]; ok {
+		return h.Entries[i].Loc
 	}
 	return location{}
 }
@@ -323,7 +325,7 @@ func (h *openSession) locationOf(id uuid.UUID) location {
 // known reports whether id names an event of the session, published or in
 // flight.
 func (h *openSession) known(id uuid.UUID) bool {
-	if _, ok := h.byID[id]; ok {
+	if _, ok := h.ByID[id]; ok {
 		return true
 	}
 	for i := range h.pipe.inflight {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/sessionstore/sessionstore/internal/eventline"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 )
 
@@ -322,13 +323,13 @@ func BenchmarkOpenLoad(b *testing.B) {
 
 // BenchmarkDecodeIndexLine measures the index line decoder on its own.
 func BenchmarkDecodeIndexLine(b *testing.B) {
-	e := entry{header: header{ID: uuid.Must(uuid.NewV7()), ParentID: uuid.Must(uuid.NewV7()), Kind: 1, Role: 1, Time: time.Now().UnixNano()}, Size: 300, Loc: location{Chunk: 3, Offset: 123456, Length: 512}}
-	line := encodeIndexLine(nil, &e)
+	e := entry{Header: header{ID: uuid.Must(uuid.NewV7()), ParentID: uuid.Must(uuid.NewV7()), Kind: 1, Role: 1, Time: time.Now().UnixNano()}, Size: 300, Loc: location{Chunk: 3, Offset: 123456, Length: 512}}
+	line := eventline.AppendIndex(nil, &e)
 	line = line[:len(line)-1]
 	b.SetBytes(int64(len(line)))
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if _, err := decodeIndexLine(line); err != nil {
+		if _, err := eventline.DecodeIndex(line); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/sessionstore/sessionstore/internal/canonical"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 )
 
@@ -278,7 +279,7 @@ func decodeBlob(path string, b []byte, d [32]byte, size int64) ([]byte, error) {
 // parseDigest parses "sha256:<hex>".
 func parseDigest(s string) ([32]byte, error) {
 	var d [32]byte
-	hexPart, ok := strings.CutPrefix(s, digestPrefix)
+	hexPart, ok := strings.CutPrefix(s, canonical.DigestPrefix)
 	if !ok || len(hexPart) != 64 {
 		return d, fmt.Errorf("%w: digest %q is not sha256:<64 hex digits>", ErrInvalidEvent, s)
 	}
@@ -375,9 +376,9 @@ func (s *Store) GC(ctx context.Context, session uuid.UUID) (GCReport, error) {
 			return err
 		}
 		referenced := map[[32]byte]bool{}
-		for i := range h.entries {
-			if h.entries[i].Blob {
-				referenced[h.entries[i].Digest] = true
+		for i := range h.Entries {
+			if h.Entries[i].Blob {
+				referenced[h.Entries[i].Digest] = true
 			}
 		}
 		for i := range h.pipe.inflight {
@@ -472,7 +473,7 @@ func keptAsideFile(fsys vfs.FS, path string, full map[[32]byte]bool, partial *[]
 		return refusal(err)
 	}
 	defer f.Close()
-	const span = len(digestPrefix) + 64 // a digest, whole
+	const span = len(canonical.DigestPrefix) + 64 // a digest, whole
 	buf := make([]byte, 0, 1<<20+span)
 	for off := int64(0); ; {
 		n, err := f.ReadAt(buf[len(buf):cap(buf)], off)
@@ -504,11 +505,11 @@ func keptAsideDigests(b []byte, full map[[32]byte]bool, partial *[]string) {
 func keptAsideFrom(b []byte, end int, full map[[32]byte]bool, partial *[]string) {
 	at := 0
 	for {
-		i := bytes.Index(b[at:], []byte(digestPrefix))
+		i := bytes.Index(b[at:], []byte(canonical.DigestPrefix))
 		if i < 0 || at+i >= end {
 			return
 		}
-		at += i + len(digestPrefix)
+		at += i + len(canonical.DigestPrefix)
 		n := 0
 		for n < 64 && at+n < len(b) && (b[at+n] >= '0' && b[at+n] <= '9' || b[at+n] >= 'a' && b[at+n] <= 'f') {
 			n++

@@ -18,6 +18,8 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/sessionstore/sessionstore/internal/canonical"
+	"github.com/sessionstore/sessionstore/internal/durable"
 	"github.com/sessionstore/sessionstore/internal/jsonl"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 )
@@ -55,7 +57,7 @@ import (
 //  1. under catalogue.lock, append a pending record for the id and sync
 //     the log (Create first makes the session directory, under the lock,
 //     so the record's directory stamp includes it);
-//  2. replace session.json durably (replaceFile);
+//  2. replace session.json durably (durable.ReplaceFile);
 //  3. under catalogue.lock, append a commit record with the new metadata
 //     and session.json's new stamp, without a sync.
 //
@@ -88,7 +90,7 @@ import (
 // ListRecent answers as List does, and the next writer rewrites.
 //
 // A writer rewrites the catalogue (rebuild: the snapshot, then a new log
-// of the open pending records, each by replaceFile, a new generation)
+// of the open pending records, each by durable.ReplaceFile, a new generation)
 // when the log passes catalogueMaxLog records, when it is missing or
 // damaged, or when the sessions directory's stamp is not the one the
 // catalogue last recorded. A log of another generation than the snapshot
@@ -145,7 +147,7 @@ func statStamp(fsys vfs.FS, path string) (stamp, error) {
 
 // Record kinds, the "k" member of every line.
 const (
-	kindHeader     = 'h' // snapshot and log header: generation, directory stamp
+	kindHeader     = 'h' // snapshot and log Header: generation, directory stamp
 	kindEntry      = 'e' // snapshot: a session's metadata and session.json's stamp
 	kindUnreadable = 'u' // snapshot: a session.json that could not be read, and its stamp
 	kindPending    = 'p' // log: the id's session.json is about to change
@@ -188,7 +190,7 @@ func appendCatRecord(dst []byte, r catRecord) []byte {
 		return jsonl.SealTail(dst, start)
 	}
 	dst = append(dst, `,"id":"`...)
-	dst = appendUUID(dst, r.id)
+	dst = canonical.AppendUUID(dst, r.id)
 	dst = append(dst, `","file":[`...)
 	dst = strconv.AppendInt(dst, r.file.mtime, 10)
 	dst = append(dst, ',')
@@ -429,7 +431,7 @@ func decodeCatRecord(line []byte) (catRecord, error) {
 		}
 		id, err := uuid.ParseBytes(p.b[p.i : p.i+36])
 		var canon [36]byte
-		if err != nil || !bytes.Equal(appendUUID(canon[:0], id), p.b[p.i:p.i+36]) {
+		if err != nil || !bytes.Equal(canonical.AppendUUID(canon[:0], id), p.b[p.i:p.i+36]) {
 			return r, errCatalogue // only the canonical form: one line, one encoding
 		}
 		r.id = id
@@ -479,19 +481,19 @@ func decodeCatRecord(line []byte) (catRecord, error) {
 func appendCatLineage(dst []byte, m Meta) []byte {
 	if f := m.ForkedFrom; f != nil {
 		dst = append(dst, `,"forked_from":["`...)
-		dst = appendUUID(dst, f.Session)
+		dst = canonical.AppendUUID(dst, f.Session)
 		dst = append(dst, `","`...)
-		dst = appendUUID(dst, f.Event)
+		dst = canonical.AppendUUID(dst, f.Event)
 		dst = append(dst, `"]`...)
 	}
 	if m.ParentSession != uuid.Nil {
 		dst = append(dst, `,"parent_session":"`...)
-		dst = appendUUID(dst, m.ParentSession)
+		dst = canonical.AppendUUID(dst, m.ParentSession)
 		dst = append(dst, '"')
 	}
 	if m.SpawnedBy != uuid.Nil {
 		dst = append(dst, `,"spawned_by":"`...)
-		dst = appendUUID(dst, m.SpawnedBy)
+		dst = canonical.AppendUUID(dst, m.SpawnedBy)
 		dst = append(dst, '"')
 	}
 	if m.Depth != 0 {
@@ -550,7 +552,7 @@ func (p *catParser) uuid() uuid.UUID {
 	}
 	id, err := uuid.ParseBytes(p.b[p.i : p.i+36])
 	var canon [36]byte
-	if err != nil || !bytes.Equal(appendUUID(canon[:0], id), p.b[p.i:p.i+36]) {
+	if err != nil || !bytes.Equal(canonical.AppendUUID(canon[:0], id), p.b[p.i:p.i+36]) {
 		p.bad = true
 		return uuid.UUID{}
 	}
@@ -674,7 +676,7 @@ func scanCatLog(r io.Reader, size int64) (*catLog, error) {
 		return nil, err
 	}
 	if first {
-		return nil, errCatalogue // no header: not even the rewrite that made it finished
+		return nil, errCatalogue // no Header: not even the rewrite that made it finished
 	}
 	l.size = end
 	l.tail = sc.End() > end
@@ -744,7 +746,7 @@ func scanCatSnapshot(r io.Reader, size int64) (*catSnapshot, error) {
 		return nil, err
 	}
 	if first || sc.End() != sc.Offset() {
-		return nil, errCatalogue // written by replaceFile: whole or damaged
+		return nil, errCatalogue // written by durable.ReplaceFile: whole or damaged
 	}
 	return s, nil
 }
@@ -1073,10 +1075,10 @@ func (c *catalogue) rebuild(scan bool) (*catState, error) {
 	for id := range pending {
 		logb = appendCatRecord(logb, catRecord{kind: kindPending, dir: dirStamp, id: id})
 	}
-	if err := replaceFile(c.fsys, c.dir, catalogueName, snap, c.opts.FileMode); err != nil {
+	if err := durable.ReplaceFile(c.fsys, c.dir, catalogueName, snap, c.opts.FileMode); err != nil {
 		return nil, err
 	}
-	if err := replaceFile(c.fsys, c.dir, catalogueLogName, logb, c.opts.FileMode); err != nil {
+	if err := durable.ReplaceFile(c.fsys, c.dir, catalogueLogName, logb, c.opts.FileMode); err != nil {
 		return nil, err
 	}
 	l := &catLog{gen: gen, dir: dirStamp, committed: map[uuid.UUID]catEntry{}, pending: pending, size: int64(len(logb))}
@@ -1160,7 +1162,7 @@ func sessionIDs(fsys vfs.FS, root string) ([]uuid.UUID, error) {
 			continue
 		}
 		id, err := uuid.Parse(name)
-		if err != nil || string(appendUUID(canon[:0], id)) != name {
+		if err != nil || string(canonical.AppendUUID(canon[:0], id)) != name {
 			continue // not a session directory
 		}
 		ids = append(ids, id)

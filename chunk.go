@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/sessionstore/sessionstore/internal/eventline"
 	"github.com/sessionstore/sessionstore/internal/jsonl"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 	"github.com/sessionstore/sessionstore/internal/zchunk"
@@ -28,25 +29,6 @@ const (
 )
 
 func chunkName(n uint32) string { return fmt.Sprintf("%06d%s", n, chunkExt) }
-
-// maxChunkLine bounds the length of a chunk line without its newline:
-// a record of the largest size Options.MaxRecordSize allows, and the
-// rest of its line. A longer line is invalid, and is not read whole.
-const maxChunkLine = maxRecordSizeLimit + maxLineOverhead
-
-// maxLineOverhead bounds what a chunk line holds besides its inline
-// record (without its newline): the header, the parent's location, a
-// digest and size, the frame. They take a few hundred bytes
-// (TestChunkLineLimit).
-const maxLineOverhead = 4 << 10
-
-// b2i is 1 for true, 0 for false.
-func b2i(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
-}
 
 // parseChunkName returns the number of a chunk file name, plain or sealed,
 // or false for any other name (temporary or broken-tail files).
@@ -145,15 +127,16 @@ func openChunk(fsys vfs.FS, dir string, n uint32) (chunkSource, int64, string, e
 	return zr, zr.Size(), path + sealedExt, nil
 }
 
-// sealedErr turns a compressed chunk's format error, or the seam's
-// refusal of its file (refusal), into a *CorruptionError and returns
-// other errors as they are.
+// sealedErr turns a compressed chunk's format error, the damage a package
+// below the root found in it (damage), or the seam's refusal of its file
+// (refusal), into a *CorruptionError and returns other errors as they
+// are.
 func sealedErr(err error) error {
 	var fe *zchunk.FormatError
 	if errors.As(err, &fe) {
 		return &CorruptionError{Path: fe.Path, Offset: fe.Offset, Err: fe.Err}
 	}
-	return refusal(err)
+	return damage(err)
 }
 
 // chunkWriter appends framed records to the active (newest) chunk of a
@@ -493,9 +476,9 @@ func (r *chunkReader) fill(chunk uint32, off int64, n int64) error {
 // location and what the chunk holds is a *CorruptionError.
 func (r *chunkReader) read(loc location) (header, payload, error) {
 	inWindow := func() bool {
-		return loc.Chunk == r.winChunk && loc.Offset >= r.winOff && loc.end() <= r.winOff+int64(len(r.win))
+		return loc.Chunk == r.winChunk && loc.Offset >= r.winOff && loc.End() <= r.winOff+int64(len(r.win))
 	}
-	if loc.Length > maxChunkLine+1 {
+	if loc.Length > eventline.MaxChunkLine+1 {
 		// No chunk line is that long: a damaged location is not read.
 		return header{}, payload{}, corruptf(r.path(loc.Chunk), loc.Offset, "record of %d bytes is longer than a chunk line can be", loc.Length)
 	}
@@ -507,11 +490,11 @@ func (r *chunkReader) read(loc location) (header, payload, error) {
 	if !inWindow() {
 		return header{}, payload{}, corruptf(r.path(loc.Chunk), loc.Offset, "record of %d bytes runs past the end of the chunk", loc.Length)
 	}
-	buf := r.win[loc.Offset-r.winOff : loc.end()-r.winOff]
+	buf := r.win[loc.Offset-r.winOff : loc.End()-r.winOff]
 	if buf[len(buf)-1] != '\n' {
 		return header{}, payload{}, corruptf(r.path(loc.Chunk), loc.Offset, "record does not end where the index says")
 	}
-	h, p, err := readEventLine(buf[:len(buf)-1])
+	h, p, err := eventline.ReadEvent(buf[:len(buf)-1])
 	if err != nil {
 		return header{}, payload{}, corruptf(r.path(loc.Chunk), loc.Offset, "%w", err)
 	}
@@ -525,7 +508,7 @@ func (r *chunkReader) read(loc location) (header, payload, error) {
 // checksum was written so: if it is invalid, or not the line loc
 // describes, that is corruption, not damage.
 func (r *chunkReader) damagedAt(loc location) bool {
-	n := min(max(int64(loc.Length), 4<<10), maxChunkLine+1)
+	n := min(max(int64(loc.Length), 4<<10), eventline.MaxChunkLine+1)
 	for {
 		if err := r.fill(loc.Chunk, loc.Offset, n); err != nil {
 			return false // not known to be damaged: the caller reports corruption, dropping nothing
@@ -536,10 +519,10 @@ func (r *chunkReader) damagedAt(loc location) bool {
 		if bytes.IndexByte(r.win, 0) >= 0 {
 			return true // no line holds a zero byte
 		}
-		if int64(len(r.win)) < n || n > maxChunkLine {
+		if int64(len(r.win)) < n || n > eventline.MaxChunkLine {
 			return true // the chunk ends before the line does, or no line is that long
 		}
-		n = min(2*n, maxChunkLine+1)
+		n = min(2*n, eventline.MaxChunkLine+1)
 	}
 }
 
@@ -587,7 +570,7 @@ type recordWalk struct {
 // *CorruptionError.
 func walkRecords(f io.ReaderAt, n uint32, off, size int64, newest bool, rec func(h header, p payload, loc location) error, gap func(bad, next int64, err error) error) (recordWalk, error) {
 	w := recordWalk{end: off, bad: -1}
-	sc := jsonl.NewScannerSize(io.NewSectionReader(f, off, size-off), off, size-off, maxChunkLine)
+	sc := jsonl.NewScannerSize(io.NewSectionReader(f, off, size-off), off, size-off, eventline.MaxChunkLine)
 	sc.TrackHoles(sectorSize)
 	for sc.Next() {
 		line := sc.Line()
@@ -595,7 +578,7 @@ func walkRecords(f io.ReaderAt, n uint32, off, size int64, newest bool, rec func
 		var hdr header
 		var pl payload
 		if err == nil {
-			hdr, pl, err = decodeEventLine(line)
+			hdr, pl, err = eventline.DecodeEvent(line)
 		}
 		if err != nil {
 			if w.bad < 0 {
@@ -649,3 +632,5 @@ func hole(line []byte, off int64) bool {
 	sc.TrackHoles(sectorSize)
 	return sc.Next() && sc.Hole()
 }
+
+var newline = []byte{'\n'}

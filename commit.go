@@ -314,10 +314,10 @@ func (h *openSession) publish(n int) {
 		return
 	}
 	done := h.pipe.inflight[:n]
-	first := len(h.entries)
+	first := len(h.Entries)
 	events := make([]Event, n)
 	for i := range done {
-		if err := h.add(&done[i].entry); err != nil {
+		if err := h.Add(&done[i].entry); err != nil {
 			// Unreachable unless memory was corrupted: ids and parents
 			// were checked when the records were written.
 			h.becomeFailed(err)
@@ -330,9 +330,9 @@ func (h *openSession) publish(n int) {
 	h.appended = true
 	es := make([]*entry, n)
 	for i := range es {
-		es[i] = &h.entries[first+i]
+		es[i] = &h.Entries[first+i]
 	}
-	if err := h.index.append(es...); err != nil {
+	if err := h.index.Append(es...); err != nil {
 		// The events are durable: acknowledge them. The index will be
 		// rebuilt from the chunk on the next open; until then, stop
 		// writing.
@@ -372,9 +372,9 @@ func (h *openSession) flush() error {
 			h.becomeFailed(err)
 			return fmt.Errorf("sessionstore: sync %s: %w", path, err)
 		}
-	} else if err := h.index.f.Sync(); err != nil {
+	} else if err := h.index.Sync(); err != nil {
 		h.becomeFailed(err)
-		return fmt.Errorf("sessionstore: sync %s: %w", h.index.path, err)
+		return fmt.Errorf("sessionstore: sync %s: %w", h.index.Path(), err)
 	}
 	if head := h.head(); head != h.headOnDisk {
 		if err := h.files.putHead(head); err != nil {

@@ -136,18 +136,18 @@ func (h *openSession) keptTail(r *chunkReader, c *entry) ([]entry, error) {
 	defer h.mu.Unlock()
 	var kept []entry
 	for cur := c.ParentID; cur != uuid.Nil; {
-		i, ok := h.byID[cur]
+		i, ok := h.ByID[cur]
 		if !ok {
 			return nil, nil
 		}
-		kept = append(kept, h.entries[i])
+		kept = append(kept, h.Entries[i])
 		if cur == rec.FirstKept {
 			for l, r := 0, len(kept)-1; l < r; l, r = l+1, r-1 {
 				kept[l], kept[r] = kept[r], kept[l]
 			}
 			return kept, nil
 		}
-		cur = h.entries[i].ParentID
+		cur = h.Entries[i].ParentID
 	}
 	return nil, nil // FirstKept is not on the path
 }
@@ -372,12 +372,12 @@ func (s *Store) Abandoned(ctx context.Context, session, from uuid.UUID) ([]Event
 		return nil, err
 	}
 	ancestors := map[uuid.UUID]bool{}
-	for cur := from; cur != uuid.Nil; cur = h.entries[h.byID[cur]].ParentID {
+	for cur := from; cur != uuid.Nil; cur = h.Entries[h.ByID[cur]].ParentID {
 		ancestors[cur] = true
 	}
 	var path []entry
 	for cur := h.head(); cur != uuid.Nil && !ancestors[cur]; {
-		e := h.entries[h.byID[cur]]
+		e := h.Entries[h.ByID[cur]]
 		path = append(path, e)
 		cur = e.ParentID
 	}

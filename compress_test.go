@@ -19,6 +19,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sessionstore/sessionstore/internal/eventline"
+	"github.com/sessionstore/sessionstore/internal/index"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 	"github.com/sessionstore/sessionstore/internal/zchunk"
 )
@@ -177,7 +179,7 @@ func TestSealedIndex(t *testing.T) {
 	indexPath := sessionPath(meta.ID, indexName)
 	rest, err := vfs.ReadFile(m, indexPath)
 	require.NoError(t, err)
-	writeMemFile(t, m, indexPath, append(encodeIndexLines(nil, zero), rest...))
+	writeMemFile(t, m, indexPath, append(index.AppendLines(nil, zero), rest...))
 	s2 := openMem(t, m, Options{ChunkSize: 2048})
 	r, err := s2.Verify(ctx, meta.ID)
 	require.NoError(t, err)
@@ -199,7 +201,7 @@ func TestSealedIndex(t *testing.T) {
 	one := filepath.Join(dir, chunkName(1)+sealedExt)
 	data, err := openChunkFile(m, one)
 	require.NoError(t, err)
-	require.NoError(t, zchunk.Write(m, one, data, encodeIndexLines(nil, zero), 0o600))
+	require.NoError(t, zchunk.Write(m, one, data, index.AppendLines(nil, zero), 0o600))
 	s3 := openMem(t, m, Options{ChunkSize: 2048})
 	defer s3.Close()
 	// The first call that loads the index reports it (appends and Load
@@ -300,7 +302,7 @@ func TestFlushAwaitsSealing(t *testing.T) {
 		b, err := os.ReadFile(filepath.Join(dir, sessionsDir, meta.ID.String(), indexName))
 		require.NoError(t, err)
 		for line := range bytes.Lines(b) {
-			e, err := decodeIndexLine(bytes.TrimSuffix(line, []byte("\n")))
+			e, err := eventline.DecodeIndex(bytes.TrimSuffix(line, []byte("\n")))
 			require.NoError(t, err)
 			assert.NotEqual(t, uint32(0), e.Loc.Chunk, "a line of the sealed chunk 0 is still in index.jsonl")
 		}

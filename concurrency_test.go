@@ -248,9 +248,9 @@ func TestAppendBatch(t *testing.T) {
 		require.NoError(t, err)
 		h, err := s.reg.acquire(ctx, meta.ID, nil)
 		require.NoError(t, err)
-		chunk := h.entries[h.byID[got[0].ID]].Loc.Chunk
+		chunk := h.Entries[h.ByID[got[0].ID]].Loc.Chunk
 		for _, ev := range got {
-			assert.Equal(t, chunk, h.entries[h.byID[ev.ID]].Loc.Chunk, "a batch stays in one chunk")
+			assert.Equal(t, chunk, h.Entries[h.ByID[ev.ID]].Loc.Chunk, "a batch stays in one chunk")
 		}
 		s.reg.release(h)
 	}

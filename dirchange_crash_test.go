@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sessionstore/sessionstore/internal/headfile"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 )
 
@@ -81,7 +82,7 @@ func TestReplaceCrashPoints(t *testing.T) {
 			_, err := s.UpdateMeta(ctx, id, func(m *Meta) { m.Name = "new" })
 			return err
 		}, []string{"old", "new"}},
-		{"Close", []string{headName, metaFile}, func(s *Store, id uuid.UUID) error {
+		{"Close", []string{headfile.Name, metaFile}, func(s *Store, id uuid.UUID) error {
 			return s.Close()
 		}, []string{"old"}},
 	}

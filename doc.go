@@ -101,13 +101,14 @@
 // "preview" is [Node.Preview]: up to 80 bytes of the record's text (a
 // message's content, a tool call's name, a tool result's output, a
 // summary's text), made once when the entry is built, so that Tree reads
-// no record (preview.go). It is absent when empty, and from the index
-// lines of builds before it, whose nodes keep an empty preview until their
-// index is rebuilt from the chunk lines; a blob's entry rebuilt from its
-// chunk line has none (its line holds only the digest). Chunk lines do
-// not carry it. A build older than the member takes an index line that
-// has it for a bad line: index.jsonl it rebuilds from the chunks, but a
-// sealed chunk's embedded index it reports as damage.
+// no record (internal/eventline/preview.go). It is absent when empty, and
+// from the index lines of builds before it, whose nodes keep an empty
+// preview until their index is rebuilt from the chunk lines; a blob's
+// entry rebuilt from its chunk line has none (its line holds only the
+// digest). Chunk lines do not carry it. A build older than the member
+// takes an index line that has it for a bad line: index.jsonl it rebuilds
+// from the chunks, but a sealed chunk's embedded index it reports as
+// damage.
 //
 // A record larger than Options.BlobThreshold (1 MiB by default) is stored
 // once in blobs/ and its chunk and index lines carry its digest and size

@@ -9,6 +9,8 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/sessionstore/sessionstore/internal/durable"
+	"github.com/sessionstore/sessionstore/internal/index"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 	"github.com/sessionstore/sessionstore/internal/zchunk"
 )
@@ -154,7 +156,7 @@ func (l *localFiles) sealChunk(n uint32, es []entry) error {
 	// preallocated in steps of at most preallocMax.
 	limit := int64(preallocMax + 4<<10)
 	if len(es) > 0 {
-		limit += es[len(es)-1].Loc.end()
+		limit += es[len(es)-1].Loc.End()
 	}
 	data, err := readFile(l.fsys, path, nil, limit)
 	if err != nil {
@@ -163,7 +165,7 @@ func (l *localFiles) sealChunk(n uint32, es []entry) error {
 	// Free space a failed trim left is not sealed: records end in a
 	// newline, never in a zero byte.
 	data = data[:len(data)-zeroTail(data)]
-	lines := encodeIndexLines(make([]byte, 0, len(es)*typicalIndexLine), es)
+	lines := index.AppendLines(make([]byte, 0, len(es)*index.TypicalLine), es)
 	if err := zchunk.WriteBlocks(l.fsys, path+sealedExt, data, lines, l.perm, sealBlockSize); err != nil {
 		return err
 	}
@@ -182,7 +184,7 @@ func (l *localFiles) readBlob(d [32]byte, size int64) ([]byte, error) {
 }
 
 func (l *localFiles) putMeta(b []byte) error {
-	return replaceFile(l.fsys, l.dir, metaFile, b, l.perm)
+	return durable.ReplaceFile(l.fsys, l.dir, metaFile, b, l.perm)
 }
 
 func (l *localFiles) readMeta(id uuid.UUID) (Meta, int, error) {
@@ -194,7 +196,7 @@ func (l *localFiles) putHead(id uuid.UUID) error {
 }
 
 func (l *localFiles) putLanes(b []byte) error {
-	return replaceFile(l.fsys, l.dir, lanesFile, b, l.perm)
+	return durable.ReplaceFile(l.fsys, l.dir, lanesFile, b, l.perm)
 }
 
 func (l *localFiles) readLanes() (*laneSet, error) {
@@ -330,71 +332,4 @@ func storeFS(fsys vfs.FS, dir string) vfs.FS {
 func readFile(fsys vfs.FS, path string, buf []byte, limit int64) ([]byte, error) {
 	b, err := vfs.ReadFileInto(fsys, path, buf, limit)
 	return b, refusal(err)
-}
-
-// replaceFile atomically replaces dir/name with data: write a temporary
-// file, sync it, close it, rename it over the target, sync the directory.
-// When it returns nil the new content is durable; a crash at any point
-// leaves the old content or the new, whole, plus perhaps the temporary
-// file, which reconciliation removes.
-func replaceFile(fsys vfs.FS, dir, name string, data []byte, perm os.FileMode) error {
-	return replaceFileAs(fsys, dir, name, name+".tmp", data, perm)
-}
-
-// replaceFileAs is replaceFile with the temporary file named tmp.
-func replaceFileAs(fsys vfs.FS, dir, name, tmp string, data []byte, perm os.FileMode) error {
-	tmp = filepath.Join(dir, tmp)
-	f, err := fsys.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, perm)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := fsys.Rename(tmp, filepath.Join(dir, name)); err != nil {
-		return err
-	}
-	return fsys.SyncDir(dir)
-}
-
-// mkdirDurable makes directory dir and its missing parents, as MkdirAll
-// does, and syncs the parent of each directory it made: when it returns
-// nil, dir's name and those of the parents it made are durable, so that
-// files later synced in it are never left out of every directory by a
-// crash. A dir that exists costs one Stat.
-func mkdirDurable(fsys vfs.FS, dir string, perm os.FileMode) error {
-	var made []string
-	for d := dir; ; {
-		if _, err := fsys.Stat(d); err == nil {
-			break
-		} else if !errors.Is(err, os.ErrNotExist) {
-			return err
-		}
-		made = append(made, d)
-		up := filepath.Dir(d)
-		if up == d {
-			break
-		}
-		d = up
-	}
-	if len(made) == 0 {
-		return nil
-	}
-	if err := fsys.MkdirAll(dir, perm); err != nil {
-		return err
-	}
-	for _, d := range made {
-		if err := fsys.SyncDir(filepath.Dir(d)); err != nil {
-			return err
-		}
-	}
-	return nil
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/sessionstore/sessionstore/internal/corrupt"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 )
 
@@ -149,6 +150,18 @@ func (e *CorruptionError) Is(target error) bool { return target == ErrCorrupt }
 
 func corruptf(path string, off int64, format string, args ...any) error {
 	return &CorruptionError{Path: path, Offset: off, Err: fmt.Errorf(format, args...)}
+}
+
+// damage returns err as a *CorruptionError when it is the report of
+// damage of a package below the root (*corrupt.Error: the same path,
+// offset and cause) or a refusal of the file system (refusal); any other
+// error, a *CorruptionError already among them, as it is.
+func damage(err error) error {
+	var ce *corrupt.Error
+	if errors.As(err, &ce) && !errors.As(err, new(*CorruptionError)) {
+		return &CorruptionError{Path: ce.Path, Offset: ce.Offset, Err: ce.Err}
+	}
+	return refusal(err)
 }
 
 // refusal returns err as a *CorruptionError when it is the file system

@@ -3,15 +3,14 @@ package sessionstore
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/google/uuid"
 
+	"github.com/sessionstore/sessionstore/internal/canonical"
+	"github.com/sessionstore/sessionstore/internal/eventline"
 	"github.com/sessionstore/sessionstore/internal/jsoncompact"
-	"github.com/sessionstore/sessionstore/internal/jsonl"
 )
 
 // Kind says what an event records. The set is closed: Append refuses other
@@ -29,25 +28,6 @@ const (
 	KindCustom        Kind = "custom"         // anything else a harness records
 )
 
-// kindCode is the compact in-memory form of a Kind; 0 is invalid.
-type kindCode uint8
-
-var kinds = [...]Kind{"", KindMessage, KindToolCall, KindToolResult, KindCompaction, KindBranchSummary, KindCustom}
-
-func kindCodeOf(b []byte) (kindCode, bool) {
-	for i := 1; i < len(kinds); i++ {
-		if string(kinds[i]) == string(b) {
-			return kindCode(i), true
-		}
-	}
-	return 0, false
-}
-
-func parseKind(b []byte) (Kind, bool) {
-	c, ok := kindCodeOf(b)
-	return kinds[c], ok
-}
-
 // Role says who produced an event. System prompts are agent configuration,
 // not events, so there is no system role.
 type Role string
@@ -60,25 +40,6 @@ const (
 	RoleAssistant Role = "assistant"
 	RoleTool      Role = "tool"
 )
-
-// roleCode is the compact in-memory form of a Role; 0 is RoleNone.
-type roleCode uint8
-
-var roles = [...]Role{RoleNone, RoleUser, RoleAssistant, RoleTool}
-
-func roleCodeOf(b []byte) (roleCode, bool) {
-	for i := range roles {
-		if string(roles[i]) == string(b) {
-			return roleCode(i), true
-		}
-	}
-	return 0, false
-}
-
-func parseRole(b []byte) (Role, bool) {
-	c, ok := roleCodeOf(b)
-	return roles[c], ok
-}
 
 // Event is one entry of a session's timeline. The store assigns ParentID,
 // BranchFrom and Time on Append, and ID unless the caller sets it (a
@@ -324,10 +285,10 @@ func prepareRecord(ev Event, maxSize int) ([]byte, error) {
 	if err := checkCallerID(ev.ID); err != nil {
 		return nil, err
 	}
-	if _, ok := parseKind([]byte(ev.Kind)); !ok {
+	if _, ok := eventline.KindCodeOf([]byte(ev.Kind)); !ok {
 		return nil, invalidEventf("unknown kind %q", ev.Kind)
 	}
-	if _, ok := parseRole([]byte(ev.Role)); !ok {
+	if _, ok := eventline.RoleCodeOf([]byte(ev.Role)); !ok {
 		return nil, invalidEventf("unknown role %q", ev.Role)
 	}
 	if len(ev.Record) == 0 {
@@ -352,442 +313,43 @@ func prepareRecord(ev Event, maxSize int) ([]byte, error) {
 	return rec, nil
 }
 
-// timeLayout is the on-disk timestamp format: RFC 3339 in UTC with
-// nanoseconds, trailing zeros trimmed.
-const timeLayout = time.RFC3339Nano
+// The line formats' types (internal/eventline), under the names the
+// package's engine has used for them.
+type (
+	header   = eventline.Header
+	payload  = eventline.Payload
+	location = eventline.Location
+	entry    = eventline.Entry
+	preview  = eventline.Preview
+)
 
-// header is what every line format says of an event besides its record, in
-// a compact, pointer-free form (the in-memory index holds one per event).
-type header struct {
-	ID, ParentID, BranchFrom uuid.UUID
-	Time                     int64 // Unix nanoseconds
-	Kind                     kindCode
-	Role                     roleCode
-}
-
+// headerOf is the header of ev's line.
 func headerOf(ev *Event) header {
-	k, _ := kindCodeOf([]byte(ev.Kind))
-	r, _ := roleCodeOf([]byte(ev.Role))
+	k, _ := eventline.KindCodeOf([]byte(ev.Kind))
+	r, _ := eventline.RoleCodeOf([]byte(ev.Role))
 	return header{ID: ev.ID, ParentID: ev.ParentID, BranchFrom: ev.BranchFrom, Time: ev.Time.UnixNano(), Kind: k, Role: r}
 }
 
-// fill copies the header into ev.
-func (h *header) fill(ev *Event) {
+// fillHeader copies h into ev.
+func fillHeader(ev *Event, h *header) {
 	ev.ID, ev.ParentID, ev.BranchFrom = h.ID, h.ParentID, h.BranchFrom
-	ev.Kind, ev.Role = kinds[h.Kind], roles[h.Role]
+	ev.Kind, ev.Role = Kind(h.Kind.String()), Role(h.Role.String())
 	ev.Time = time.Unix(0, h.Time).UTC()
-}
-
-// appendHeader writes the members every line starts with, from "{" to the
-// timestamp's closing quote. The member order is part of the format.
-func appendHeader(dst []byte, h *header) []byte {
-	dst = append(dst, `{"id":"`...)
-	dst = appendUUID(dst, h.ID)
-	dst = append(dst, `","parent_id":"`...)
-	dst = appendUUID(dst, h.ParentID)
-	dst = append(dst, '"')
-	if h.BranchFrom != uuid.Nil {
-		dst = append(dst, `,"branch_from":"`...)
-		dst = appendUUID(dst, h.BranchFrom)
-		dst = append(dst, '"')
-	}
-	dst = append(dst, `,"kind":"`...)
-	dst = append(dst, kinds[h.Kind]...)
-	dst = append(dst, '"')
-	if h.Role != 0 {
-		dst = append(dst, `,"role":"`...)
-		dst = append(dst, roles[h.Role]...)
-		dst = append(dst, '"')
-	}
-	dst = append(dst, `,"timestamp":"`...)
-	dst = time.Unix(0, h.Time).UTC().AppendFormat(dst, timeLayout)
-	return append(dst, '"')
-}
-
-// payload is how a chunk line holds its record: inline, or as a blob
-// reference (digest and size, with "record":null).
-type payload struct {
-	Record []byte // compact JSON; nil for a blob
-	Blob   bool
-	Digest [32]byte // SHA-256 of the record, for a blob
-	Size   int64    // length of the record's compact JSON
-	// ParentAt is where the parent's line is (format 2; zero Length when
-	// the line names none): Load follows these from HEAD without the index.
-	ParentAt location
-}
-
-// inline returns the payload of a record stored in the chunk line.
-func inline(rec []byte) payload { return payload{Record: rec, Size: int64(len(rec))} }
-
-// encodeEventLine appends the framed chunk line of an event to dst. The
-// member order is part of the format:
-//
-//	{header...,"record":<json>,"crc":"…"}                              inline
-//	{header...,"digest":"sha256:<hex>","size":<n>,"record":null,"crc":"…"}  blob
-//
-// In format 2 the line of an event with a parent also holds, after the
-// header, the location of the parent's line: its chunk, offset and length,
-// as in the index (`,"parent_loc":[3,81920,412]`).
-func encodeEventLine(dst []byte, h *header, p payload) []byte {
-	start := len(dst)
-	obj := appendHeader(dst, h)
-	if p.ParentAt.Length != 0 {
-		obj = append(obj, `,"parent_loc":[`...)
-		obj = strconv.AppendUint(obj, uint64(p.ParentAt.Chunk), 10)
-		obj = append(obj, ',')
-		obj = strconv.AppendInt(obj, p.ParentAt.Offset, 10)
-		obj = append(obj, ',')
-		obj = strconv.AppendUint(obj, uint64(p.ParentAt.Length), 10)
-		obj = append(obj, ']')
-	}
-	if p.Blob {
-		obj = append(obj, `,"digest":"`...)
-		obj = appendDigest(obj, p.Digest)
-		obj = append(obj, `","size":`...)
-		obj = strconv.AppendInt(obj, p.Size, 10)
-		obj = append(obj, `,"record":null}`...)
-	} else {
-		obj = append(obj, `,"record":`...)
-		obj = append(obj, p.Record...)
-		obj = append(obj, '}')
-	}
-	return jsonl.SealTail(obj, start)
 }
 
 // encodeEvent appends the framed chunk line of ev (whose Record is already
 // compact) to dst, inline.
 func encodeEvent(dst []byte, ev *Event) []byte {
 	h := headerOf(ev)
-	return encodeEventLine(dst, &h, inline(ev.Record))
+	return eventline.AppendEvent(dst, &h, eventline.Inline(ev.Record))
 }
 
-// lineParser reads a line in the exact layout the store writes. Decoding is
-// positional: members must come in format order with no whitespace, so a
-// line is accepted only in its canonical form. The first error sticks.
-type lineParser struct {
-	b   []byte
-	pos int
-	err error
-}
-
-func (p *lineParser) fail(format string, args ...any) {
-	if p.err == nil {
-		p.err = fmt.Errorf("at byte %d: %s", p.pos, fmt.Sprintf(format, args...))
-	}
-}
-
-// lit consumes s or fails.
-func (p *lineParser) lit(s string) {
-	if p.err != nil {
-		return
-	}
-	if !bytes.HasPrefix(p.b[p.pos:], []byte(s)) {
-		p.fail("expected %q", s)
-		return
-	}
-	p.pos += len(s)
-}
-
-// maybe consumes s if it comes next.
-func (p *lineParser) maybe(s string) bool {
-	if p.err != nil || !bytes.HasPrefix(p.b[p.pos:], []byte(s)) {
-		return false
-	}
-	p.pos += len(s)
-	return true
-}
-
-// uuid consumes a canonical lower-case uuid.
-func (p *lineParser) uuid() uuid.UUID {
-	if p.err != nil {
-		return uuid.Nil
-	}
-	if len(p.b)-p.pos < 36 {
-		p.fail("truncated uuid")
-		return uuid.Nil
-	}
-	id, err := parseUUID(p.b[p.pos : p.pos+36])
-	if err != nil {
-		p.fail("%v", err)
-		return uuid.Nil
-	}
-	p.pos += 36
-	return id
-}
-
-// token consumes bytes up to (not including) the next quote.
-func (p *lineParser) token() []byte {
-	if p.err != nil {
-		return nil
-	}
-	i := bytes.IndexByte(p.b[p.pos:], '"')
-	if i < 0 {
-		p.fail("unterminated string")
-		return nil
-	}
-	t := p.b[p.pos : p.pos+i]
-	p.pos += i
-	return t
-}
-
-// int consumes a canonical non-negative decimal integer up to max.
-func (p *lineParser) int(max int64) int64 {
-	if p.err != nil {
-		return 0
-	}
-	start := p.pos
-	var n int64
-	for p.pos < len(p.b) && p.b[p.pos] >= '0' && p.b[p.pos] <= '9' {
-		d := int64(p.b[p.pos] - '0')
-		if d > max || n > (max-d)/10 { // n*10+d > max, checked without overflowing
-			p.fail("integer %s out of range", p.b[start:p.pos+1])
-			return 0
-		}
-		n = n*10 + d
-		p.pos++
-	}
-	switch {
-	case p.pos == start:
-		p.fail("expected an integer")
-	case p.pos-start > 1 && p.b[start] == '0':
-		p.fail("integer with a leading zero")
-	}
-	return n
-}
-
-// location consumes the three numbers of a location, comma-separated.
-func (p *lineParser) location() location {
-	var l location
-	l.Chunk = uint32(p.int(1<<31 - 1))
-	p.lit(`,`)
-	l.Offset = p.int(1 << 62)
-	p.lit(`,`)
-	l.Length = uint32(p.int(1<<32 - 1))
-	return l
-}
-
-// header consumes the members appendHeader writes.
-func (p *lineParser) header() header {
-	var h header
-	p.lit(`{"id":"`)
-	h.ID = p.uuid()
-	p.lit(`","parent_id":"`)
-	h.ParentID = p.uuid()
-	p.lit(`"`)
-	if p.maybe(`,"branch_from":"`) {
-		h.BranchFrom = p.uuid()
-		p.lit(`"`)
-		if p.err == nil && (h.BranchFrom != h.ParentID || h.BranchFrom == uuid.Nil) {
-			p.fail("branch_from differs from parent_id")
-		}
-	}
-	if p.err == nil && h.ID == uuid.Nil {
-		p.fail("nil event id")
-	}
-	p.lit(`,"kind":"`)
-	if k := p.token(); p.err == nil {
-		var ok bool
-		if h.Kind, ok = kindCodeOf(k); !ok {
-			p.fail("unknown kind %q", k)
-		}
-	}
-	p.lit(`"`)
-	if p.maybe(`,"role":"`) {
-		if r := p.token(); p.err == nil {
-			var ok bool
-			if h.Role, ok = roleCodeOf(r); !ok || h.Role == 0 {
-				p.fail("unknown role %q", r)
-			}
-		}
-		p.lit(`"`)
-	}
-	p.lit(`,"timestamp":"`)
-	if ts := p.token(); p.err == nil {
-		t, err := time.Parse(timeLayout, string(ts))
-		if err != nil {
-			p.fail("%v", err)
-		}
-		h.Time = t.UnixNano()
-	}
-	p.lit(`"`)
-	return h
-}
-
-// recordEnd is where the record ends in a framed line: the checksum suffix
-// `,"crc":"xxxxxxxx"}` follows it.
-func recordEnd(line []byte) int { return len(line) - jsonl.SuffixLen }
-
-// decodeEvent decodes a chunk line (without its newline) after checking its
-// frame. An inline record is copied out of line; a blob stays unresolved.
-func decodeEvent(line []byte) (Event, error) {
-	h, p, err := decodeEventLine(line)
-	if err != nil {
-		return Event{}, err
-	}
-	var ev Event
-	h.fill(&ev)
-	p.fill(&ev)
-	return ev, nil
-}
-
-// fill sets the payload fields of ev, copying an inline record.
-func (p payload) fill(ev *Event) {
+// fillPayload sets the payload fields of ev, copying an inline record.
+func fillPayload(ev *Event, p payload) {
 	ev.Size = p.Size
 	if p.Blob {
-		ev.Digest = string(appendDigest(nil, p.Digest))
+		ev.Digest = string(canonical.AppendDigest(nil, p.Digest))
 		return
 	}
 	ev.Record = bytes.Clone(p.Record)
 }
-
-// decodeEventLine checks and splits a chunk line into its header and its
-// payload, whose record aliases line.
-func decodeEventLine(line []byte) (header, payload, error) {
-	return splitEventLine(line, true)
-}
-
-// readEventLine is decodeEventLine for a line the index located, on the
-// read path (Load, Event): it checks the frame (CRC-32C) and the header but
-// does not validate the record as JSON again. Every record was validated
-// when it was appended, and every line of a chunk that was not indexed
-// when it was written is decoded in full by the scan that indexes it
-// (reconciliation), as Verify does for all; a line whose CRC-32C matches
-// is, but for a one in 2^32 chance, the line written.
-func readEventLine(line []byte) (header, payload, error) {
-	return splitEventLine(line, false)
-}
-
-func splitEventLine(line []byte, validate bool) (header, payload, error) {
-	if err := jsonl.Verify(line); err != nil {
-		return header{}, payload{}, err
-	}
-	p := lineParser{b: line}
-	h := p.header()
-	var pl payload
-	if p.maybe(`,"parent_loc":[`) {
-		pl.ParentAt = p.location()
-		p.lit(`]`)
-		if p.err == nil && (h.ParentID == uuid.Nil || pl.ParentAt.Length == 0) {
-			p.fail("parent_loc without a parent")
-		}
-	}
-	if p.maybe(`,"digest":"`) {
-		pl.Blob = true
-		pl.Digest = p.digest()
-		p.lit(`","size":`)
-		pl.Size = p.int(maxRecordSizeLimit)
-		p.lit(`,"record":null`)
-		if p.err == nil && p.pos != recordEnd(line) {
-			p.fail("unexpected data after a blob reference")
-		}
-	} else {
-		p.lit(`,"record":`)
-	}
-	if p.err != nil {
-		return header{}, payload{}, p.err
-	}
-	if !pl.Blob {
-		pl.Record = line[p.pos:recordEnd(line)]
-		pl.Size = int64(len(pl.Record))
-		if validate && !json.Valid(pl.Record) {
-			return header{}, payload{}, errors.New("record is not valid JSON")
-		}
-	}
-	return h, pl, nil
-}
-
-// digestPrefix names the hash of a blob digest; part of the format.
-const digestPrefix = "sha256:"
-
-// appendDigest appends "sha256:<hex>".
-func appendDigest(dst []byte, d [32]byte) []byte {
-	dst = append(dst, digestPrefix...)
-	var buf [64]byte
-	hexEncode(buf[:], d[:])
-	return append(dst, buf[:]...)
-}
-
-// digest consumes "sha256:" and 64 lower-case hex digits.
-func (p *lineParser) digest() [32]byte {
-	var d [32]byte
-	p.lit(digestPrefix)
-	if p.err != nil {
-		return d
-	}
-	if len(p.b)-p.pos < 64 {
-		p.fail("truncated digest")
-		return d
-	}
-	bad := byte(0)
-	for i := range d {
-		hi, lo := hexValue[p.b[p.pos+2*i]], hexValue[p.b[p.pos+2*i+1]]
-		bad |= hi | lo
-		d[i] = hi<<4 | lo&0x0f
-	}
-	if bad&0x80 != 0 {
-		p.fail("digest is not lower-case hex")
-		return d
-	}
-	p.pos += 64
-	return d
-}
-
-// appendUUID appends the canonical lower-case form of id.
-func appendUUID(dst []byte, id uuid.UUID) []byte {
-	var buf [36]byte
-	hexEncode(buf[0:8], id[0:4])
-	buf[8] = '-'
-	hexEncode(buf[9:13], id[4:6])
-	buf[13] = '-'
-	hexEncode(buf[14:18], id[6:8])
-	buf[18] = '-'
-	hexEncode(buf[19:23], id[8:10])
-	buf[23] = '-'
-	hexEncode(buf[24:], id[10:])
-	return append(dst, buf[:]...)
-}
-
-func hexEncode(dst, src []byte) {
-	const digits = "0123456789abcdef"
-	for i, b := range src {
-		dst[i*2] = digits[b>>4]
-		dst[i*2+1] = digits[b&0xf]
-	}
-}
-
-// uuidDigits are the offsets of the 32 hex digits in the canonical form.
-var uuidDigits = [16]int{0, 2, 4, 6, 9, 11, 14, 16, 19, 21, 24, 26, 28, 30, 32, 34}
-
-// parseUUID parses the canonical 36-character lower-case form only: the
-// form the store writes. Anything else is an error.
-func parseUUID(b []byte) (uuid.UUID, error) {
-	var id uuid.UUID
-	if len(b) != 36 || b[8] != '-' || b[13] != '-' || b[18] != '-' || b[23] != '-' {
-		return id, errors.New("uuid is not in canonical form")
-	}
-	bad := byte(0)
-	for i, at := range uuidDigits {
-		hi, lo := hexValue[b[at]], hexValue[b[at+1]]
-		bad |= hi | lo
-		id[i] = hi<<4 | lo&0x0f
-	}
-	if bad&0x80 != 0 {
-		return uuid.Nil, errors.New("uuid is not in canonical lower-case form")
-	}
-	return id, nil
-}
-
-// hexValue maps a lower-case hex digit to its value and every other byte
-// to 0xff.
-var hexValue = func() (t [256]byte) {
-	for i := range t {
-		t[i] = 0xff
-	}
-	for c := '0'; c <= '9'; c++ {
-		t[c] = byte(c - '0')
-	}
-	for c := 'a'; c <= 'f'; c++ {
-		t[c] = byte(c - 'a' + 10)
-	}
-	return t
-}()

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/sessionstore/sessionstore/internal/durable"
+	"github.com/sessionstore/sessionstore/internal/eventline"
 )
 
 // A fork is a session whose history up to an event of another session,
@@ -118,7 +120,7 @@ func resolveFork(src prefixSource, fp ForkPoint, depth int) (*forkPrefix, error)
 		return nil, err
 	}
 	x := &plan.index
-	i, ok := x.byID[fp.Event]
+	i, ok := x.ByID[fp.Event]
 	if !ok {
 		if up != nil && up.has(fp.Event) {
 			return up.upTo(fp.Event), nil
@@ -128,12 +130,12 @@ func resolveFork(src prefixSource, fp ForkPoint, depth int) (*forkPrefix, error)
 	var path []entry // newest first
 	cross := uuid.Nil
 	for {
-		e := x.entries[i]
+		e := x.Entries[i]
 		path = append(path, e)
 		if e.ParentID == uuid.Nil {
 			break
 		}
-		j, ok := x.byID[e.ParentID]
+		j, ok := x.ByID[e.ParentID]
 		if !ok {
 			cross = e.ParentID // in the prefix up holds: analyze checked
 			break
@@ -167,8 +169,9 @@ func (h *openSession) prefix() (*forkPrefix, error) {
 	return h.fork, nil
 }
 
-// outside is the memIndex's check of a parent outside the session's own
-// log: for a fork, an event of its prefix; nil for any other session.
+// outside is the memIndex's Outside check of a parent outside the
+// session's own log: for a fork, an event of its prefix; nil for any
+// other session.
 // h.mu is held when the index calls it.
 func (h *openSession) outside() func(uuid.UUID) bool {
 	if h.meta.ForkedFrom == nil {
@@ -260,11 +263,11 @@ func (s *Store) forkParent(ctx context.Context, parent, at uuid.UUID) (Meta, err
 	}
 	if h := s.reg.lookup(parent); h != nil {
 		h.mu.Lock()
-		ok := h.usable() == nil && h.headEntry == nil && !h.partial
+		ok := h.usable() == nil && h.headEntry == nil && !h.Partial
 		var m Meta
 		if ok {
 			m = h.meta.clone()
-			_, own := h.byID[at]
+			_, own := h.ByID[at]
 			ok = own || h.inPrefix(at)
 		}
 		h.mu.Unlock()
@@ -294,8 +297,8 @@ type forkStep struct {
 
 // stepOf finds id in the session's own index or its prefix. h.mu is held.
 func (h *openSession) stepOf(pre *forkPrefix, id uuid.UUID) (forkStep, bool) {
-	if i, ok := h.byID[id]; ok {
-		return forkStep{h.entries[i], -1}, true
+	if i, ok := h.ByID[id]; ok {
+		return forkStep{h.Entries[i], -1}, true
 	}
 	if pre != nil {
 		if at, ok := pre.pos[id]; ok {
@@ -332,7 +335,7 @@ func (s *Store) resolveForkPath(h *openSession, leaf uuid.UUID, boundaries bool)
 		}
 		for {
 			path = append(path, st)
-			if st.e.ParentID == uuid.Nil || (boundaries && kinds[st.e.Kind] == KindCompaction) {
+			if st.e.ParentID == uuid.Nil || (boundaries && st.e.Kind == eventline.KindCompaction) {
 				break
 			}
 			parent := st.e.ParentID
@@ -345,7 +348,7 @@ func (s *Store) resolveForkPath(h *openSession, leaf uuid.UUID, boundaries bool)
 	slices.Reverse(path)
 	damaged := h.damage()
 	s.reg.release(h)
-	if boundaries && len(path) > 0 && kinds[path[0].e.Kind] == KindCompaction {
+	if boundaries && len(path) > 0 && path[0].e.Kind == eventline.KindCompaction {
 		kept, err := s.forkKept(h, pre, path[0])
 		if err != nil {
 			return nil, err
@@ -575,7 +578,7 @@ func (src prefixSource) restore(id uuid.UUID) (string, error) {
 	o := src.opts
 	dir := filepath.Join(filepath.Dir(src.root), forkCacheDir, id.String())
 	defer src.lock()()
-	if err := mkdirDurable(o.fs, dir, o.DirMode); err != nil {
+	if err := durable.MkdirAll(o.fs, dir, o.DirMode); err != nil {
 		return "", err
 	}
 	local := &localFiles{fsys: o.fs, dir: dir, perm: o.FileMode, dirPerm: o.DirMode, maxChunk: o.ChunkSize, log: o.Logger.With("session", id)}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
+	"github.com/sessionstore/sessionstore/internal/headfile"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -439,7 +440,7 @@ func TestForkListAndMeta(t *testing.T) {
 	_, err = s.Load(ctx, fork.ID) // opens it
 	require.NoError(t, err)
 	require.NoError(t, s.Close())
-	_, err = os.Stat(filepath.Join(s.sessionDir(fork.ID), headName))
+	_, err = os.Stat(filepath.Join(s.sessionDir(fork.ID), headfile.Name))
 	assert.ErrorIs(t, err, os.ErrNotExist, "a fork without events of its own has no HEAD file, also after Close")
 	s = apiOpen(t, dir, nil)
 	rep, err := s.Verify(ctx, fork.ID)

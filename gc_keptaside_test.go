@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sessionstore/sessionstore/internal/canonical"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 )
 
@@ -47,7 +48,7 @@ func TestGCKeepsBlobsOfKeptAsideRecords(t *testing.T) {
 		}, true},
 		{"record torn in its digest", func(t *testing.T, m *vfs.MemFS, id uuid.UUID, chunk, line []byte, l location, _ Event) string {
 			// The chunk ends 30 hex digits into L's digest.
-			at := bytes.Index(line, []byte(digestPrefix)) + len(digestPrefix) + 30
+			at := bytes.Index(line, []byte(canonical.DigestPrefix)) + len(canonical.DigestPrefix) + 30
 			writeMemFile(t, m, sessionPath(id, chunksDir, chunkName(0)), chunk[:l.Offset+int64(at)])
 			return fmt.Sprintf("%s.broken-%d", chunkName(0), l.Offset)
 		}, false},
@@ -103,7 +104,7 @@ func TestGCKeepsBlobsOfKeptAsideRecords(t *testing.T) {
 			last := locs[len(locs)-1]
 			chunk, err := vfs.ReadFile(m, sessionPath(id, chunksDir, chunkName(0)))
 			require.NoError(t, err)
-			line := chunk[last.Offset:last.end()]
+			line := chunk[last.Offset:last.End()]
 			require.Contains(t, string(line), l.Digest, "precondition: L is the chunk's last record")
 			kept := tt.damage(t, m, id, chunk, line, last, k)
 
@@ -115,12 +116,12 @@ func TestGCKeepsBlobsOfKeptAsideRecords(t *testing.T) {
 			require.ErrorIs(t, err, ErrNotFound, "precondition: no event names L's blob")
 			aside, err := vfs.ReadFile(m, sessionPath(id, chunksDir, kept))
 			require.NoError(t, err, "precondition: L's bytes are kept aside")
-			hexL := strings.TrimPrefix(l.Digest, digestPrefix)
+			hexL := strings.TrimPrefix(l.Digest, canonical.DigestPrefix)
 			if tt.full {
 				require.Contains(t, string(aside), hexL, "precondition: the kept bytes hold L's digest")
 			} else {
 				require.NotContains(t, string(aside), hexL)
-				require.Contains(t, string(aside), digestPrefix+hexL[:30], "precondition: the kept bytes hold a torn digest, L's first 30 digits")
+				require.Contains(t, string(aside), canonical.DigestPrefix+hexL[:30], "precondition: the kept bytes hold a torn digest, L's first 30 digits")
 			}
 
 			rep, err := s.GC(ctx, id)
@@ -149,7 +150,7 @@ func TestKeptAsideDigests(t *testing.T) {
 	d2 := [32]byte{0xbe, 0xef, 2}
 	h1, h2 := hex.EncodeToString(d1[:]), hex.EncodeToString(d2[:])
 	full, partial := map[[32]byte]bool{}, []string(nil)
-	b := []byte("garbage\x00\x00" + digestPrefix + h1 + `","size":3` + "\n" + `{"digest":"` + digestPrefix + strings.ToUpper(h2[:10]) + " " + digestPrefix + h2[:17])
+	b := []byte("garbage\x00\x00" + canonical.DigestPrefix + h1 + `","size":3` + "\n" + `{"digest":"` + canonical.DigestPrefix + strings.ToUpper(h2[:10]) + " " + canonical.DigestPrefix + h2[:17])
 	keptAsideDigests(b, full, &partial)
 	assert.Equal(t, map[[32]byte]bool{d1: true}, full)
 	assert.Equal(t, []string{h2[:17]}, partial, "an upper-case digit is no digit of a digest; the torn end's digits are kept")

@@ -162,29 +162,3 @@ func copyFixture(t *testing.T, name string) string {
 	}
 	return dir
 }
-
-// goldenLines returns the lines of every golden file whose name ends in
-// suffix, for seeding fuzz tests.
-func goldenLines(t testing.TB, suffix string) [][]byte {
-	var out [][]byte
-	root := filepath.Join("testdata", "golden")
-	_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || !strings.HasSuffix(p, suffix) {
-			return err
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		for _, line := range strings.SplitAfter(string(b), "\n") {
-			if line != "" {
-				out = append(out, []byte(strings.TrimSuffix(line, "\n")))
-			}
-		}
-		return nil
-	})
-	if len(out) == 0 {
-		t.Fatalf("no golden lines with suffix %q", suffix)
-	}
-	return out
-}

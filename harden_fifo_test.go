@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/sessionstore/sessionstore/internal/headfile"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -24,7 +25,7 @@ var fifoPlaces = []struct {
 }{
 	{"chunk", func(sdir string) string { return filepath.Join(sdir, chunksDir, chunkName(0)) }, true},
 	{"index", func(sdir string) string { return filepath.Join(sdir, indexName) }, true},
-	{"HEAD", func(sdir string) string { return filepath.Join(sdir, headName) }, true},
+	{"HEAD", func(sdir string) string { return filepath.Join(sdir, headfile.Name) }, true},
 	{"session.json", func(sdir string) string { return filepath.Join(sdir, metaFile) }, true},
 	{"lanes.json", func(sdir string) string { return filepath.Join(sdir, lanesFile) }, true},
 	{"LOCK", func(sdir string) string { return filepath.Join(sdir, lockName) }, true},

@@ -17,89 +17,22 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sessionstore/sessionstore/internal/eventline"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 	"github.com/sessionstore/sessionstore/internal/zchunk"
 )
 
-// longestHeader is a header whose every member takes the most bytes its
-// format allows.
-func longestHeader() header {
-	id := uuid.MustParse("ffffffff-ffff-7fff-bfff-ffffffffffff")
-	longest := func(n int, name func(int) string) (best int) {
-		for i := range n {
-			if len(name(i)) > len(name(best)) {
-				best = i
-			}
-		}
-		return best
-	}
-	k := longest(len(kinds), func(i int) string { return string(kinds[i]) })
-	r := longest(len(roles), func(i int) string { return string(roles[i]) })
-	return header{ID: id, ParentID: id, BranchFrom: id, Time: math.MinInt64 + 1, Kind: kindCode(k), Role: roleCode(r)}
-}
-
-// TestIndexLineLimit: the longest index line (longest header, a blob's
-// digest, a preview of quotes, each escaped, the largest numbers) is
-// within maxIndexLine, so that the limit refuses no line the store
-// writes.
-func TestIndexLineLimit(t *testing.T) {
-	for _, blob := range []bool{true, false} {
-		// A blob's line is short; an inline record's as long as a line
-		// can be.
-		e := entry{header: longestHeader(), Size: maxRecordSizeLimit, Blob: blob, Loc: location{Chunk: 1<<31 - 1, Offset: 1 << 62, Length: maxChunkLine + 1}}
-		if blob {
-			e.Loc.Length = maxLineOverhead + 1
-			for i := range e.Digest {
-				e.Digest[i] = 0xff
-			}
-		}
-		e.Preview.n = previewMax
-		for i := range e.Preview.b {
-			e.Preview.b[i] = '"'
-		}
-		line := encodeIndexLine(nil, &e)
-		t.Logf("the longest index line (blob %v): %d bytes", blob, len(line)-1)
-		assert.LessOrEqual(t, len(line)-1, maxIndexLine)
-		_, err := decodeIndexLine(line[:len(line)-1])
-		assert.NoError(t, err, "and it decodes")
-	}
-}
-
-// TestChunkLineLimit: what a chunk line holds besides its inline record
-// (the longest header and parent location, or a blob's digest and size)
-// is within maxLineOverhead.
-func TestChunkLineLimit(t *testing.T) {
-	h := longestHeader()
-	at := location{Chunk: 1<<31 - 1, Offset: 1 << 62, Length: maxChunkLine + 1}
-	blob := payload{Blob: true, Size: maxRecordSizeLimit, ParentAt: at}
-	line := encodeEventLine(nil, &h, blob)
-	t.Logf("the longest blob reference line: %d bytes", len(line)-1)
-	assert.LessOrEqual(t, len(line)-1, maxLineOverhead)
-	rec := []byte(`{"content":"x"}`)
-	line = encodeEventLine(nil, &h, payload{Record: rec, Size: int64(len(rec)), ParentAt: at})
-	assert.LessOrEqual(t, len(line)-1-len(rec), maxLineOverhead)
-}
-
-// TestIndexLineLengthBound: an index line naming a chunk line longer than
-// its record and the rest of a line can be, with its checksum right, is a
-// bad line (read no further), and a location longer than any chunk line
-// is refused before anything is read for it.
-func TestIndexLineLengthBound(t *testing.T) {
-	e := entry{header: longestHeader(), Size: 10, Loc: location{Length: 10 + maxLineOverhead + 2}}
-	line := encodeIndexLine(nil, &e)
-	_, err := decodeIndexLine(line[:len(line)-1])
-	assert.ErrorContains(t, err, "record line of")
-	e.Loc.Length--
-	line = encodeIndexLine(nil, &e)
-	_, err = decodeIndexLine(line[:len(line)-1])
-	assert.NoError(t, err)
-
+// TestChunkReadLengthBound: a location longer than any chunk line is
+// refused before anything is read for it (the index line naming one is
+// refused by its decoder: internal/eventline's TestIndexLineLengthBound).
+func TestChunkReadLengthBound(t *testing.T) {
+	var err error
 	dir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, chunkName(0)), []byte("{}\n"), 0o600))
 	r := newChunkReader(vfs.Default, dir)
 	defer r.close()
 	n := allocated(func() {
-		_, _, err = r.read(location{Length: maxChunkLine + 2})
+		_, _, err = r.read(location{Length: eventline.MaxChunkLine + 2})
 	})
 	assert.ErrorIs(t, err, ErrCorrupt)
 	assert.Less(t, n, uint64(1<<20))
@@ -110,8 +43,8 @@ func TestIndexLineLengthBound(t *testing.T) {
 // before the index is read.
 func TestEmbeddedIndexBound(t *testing.T) {
 	dir := t.TempDir()
-	src := []byte(strings.Repeat("x", minChunkLine-1) + "\n")
-	meta := bytes.Repeat([]byte("a"), maxIndexLine+2)
+	src := []byte(strings.Repeat("x", eventline.MinChunkLine-1) + "\n")
+	meta := bytes.Repeat([]byte("a"), eventline.MaxIndexLine+2)
 	path := filepath.Join(dir, chunkName(0)+sealedExt)
 	require.NoError(t, zchunk.Write(vfs.Default, path, src, meta, 0o600))
 	_, err := openSealedMeta(vfs.Default, dir, 0)

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sessionstore/sessionstore/internal/headfile"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -25,7 +26,7 @@ import (
 func TestLinkedFilesNeverWrittenThrough(t *testing.T) {
 	ctx := context.Background()
 	for _, name := range []string{
-		filepath.Join(chunksDir, chunkName(0)), indexName, headName, metaFile, lanesFile, lockName,
+		filepath.Join(chunksDir, chunkName(0)), indexName, headfile.Name, metaFile, lanesFile, lockName,
 	} {
 		for _, content := range []string{"garbage", "copy"} {
 			t.Run(name+"/"+content, func(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
+	"github.com/sessionstore/sessionstore/internal/headfile"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -51,7 +52,7 @@ func TestSparseFilesBoundedMemory(t *testing.T) {
 			assert.True(t, r.OK(), "index.jsonl is derived: %v", r.Problems)
 			assert.Contains(t, r.Repairs, "cut index.jsonl at offset 0, its first invalid line: jsonl: line longer than the format allows: more than 1024 bytes")
 		}},
-		{"HEAD", func(sdir string) string { return filepath.Join(sdir, headName) }, func(t *testing.T, path string, r *VerifyReport, s *Store, id uuid.UUID) {
+		{"HEAD", func(sdir string) string { return filepath.Join(sdir, headfile.Name) }, func(t *testing.T, path string, r *VerifyReport, s *Store, id uuid.UUID) {
 			assert.True(t, r.OK(), "HEAD is a checkpoint: %v", r.Problems)
 			require.NotEmpty(t, r.Repairs)
 			assert.Contains(t, r.Repairs[len(r.Repairs)-1], "keep HEAD aside in HEAD.broken")
@@ -115,7 +116,7 @@ func TestSparseFilesBoundedMemory(t *testing.T) {
 func TestSparseHeadKeptAsideUnread(t *testing.T) {
 	ctx := context.Background()
 	root, id, sdir := hardenStore(t, 3)
-	head := filepath.Join(sdir, headName)
+	head := filepath.Join(sdir, headfile.Name)
 	sparse(t, head, 0, 10<<30)
 	s := hardenOpen(t, root, false)
 	var repairs []string
@@ -127,12 +128,12 @@ func TestSparseHeadKeptAsideUnread(t *testing.T) {
 	t.Logf("%d bytes allocated", n)
 	assert.Less(t, n, uint64(maxSparseAlloc))
 	require.NotEmpty(t, repairs)
-	info, err := os.Stat(filepath.Join(sdir, headBroken))
+	info, err := os.Stat(filepath.Join(sdir, headfile.Broken))
 	require.NoError(t, err)
 	assert.Equal(t, int64(10<<30), info.Size(), "HEAD kept aside whole")
 	info, err = os.Stat(head)
 	require.NoError(t, err)
-	assert.Equal(t, int64(headSize), info.Size(), "a new HEAD")
+	assert.Equal(t, int64(headfile.Size), info.Size(), "a new HEAD")
 	r, err := s.Verify(ctx, id)
 	require.NoError(t, err)
 	assert.True(t, r.OK())

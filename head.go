@@ -9,42 +9,10 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/sessionstore/sessionstore/internal/durable"
+	"github.com/sessionstore/sessionstore/internal/headfile"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 )
-
-// The HEAD file holds the id of the newest event of the active branch in
-// canonical form and a newline: 37 bytes. It is absent while the session
-// has no events. headTemp is the temporary file of an atomic replace.
-// headBroken keeps the bytes of a HEAD that reconciliation found bad
-// (not an id, or naming an event the log does not hold) before it
-// rebuilds HEAD from the log, as a torn tail's bytes are kept.
-const (
-	headName   = "HEAD"
-	headTemp   = headName + ".tmp"
-	headBroken = headName + ".broken"
-)
-
-// headSize is the HEAD file's size, and the most of it that is read.
-const headSize = 37
-
-func encodeHead(id uuid.UUID) []byte {
-	return append(appendUUID(make([]byte, 0, headSize), id), '\n')
-}
-
-// decodeHead parses a HEAD file's content.
-func decodeHead(b []byte) (uuid.UUID, error) {
-	if len(b) != headSize || b[36] != '\n' {
-		return uuid.Nil, errors.New("HEAD is not a uuid and a newline")
-	}
-	id, err := parseUUID(b[:36])
-	if err != nil {
-		return uuid.Nil, err
-	}
-	if id == uuid.Nil {
-		return uuid.Nil, errors.New("HEAD names the nil uuid")
-	}
-	return id, nil
-}
 
 // readHeadFile reads and decodes a HEAD (or HEAD.tmp) file; exists is false
 // when there is none. A file that is not 37 bytes, or does not decode, is
@@ -52,8 +20,8 @@ func decodeHead(b []byte) (uuid.UUID, error) {
 // FIFO: see refusal), which a caller tells apart with errors.Is
 // vfs.ErrFileType. A larger file is refused without being read.
 func readHeadFile(fsys vfs.FS, path string) (id uuid.UUID, exists bool, err error) {
-	var buf [headSize + 1]byte
-	b, err := readFile(fsys, path, buf[:0], headSize)
+	var buf [headfile.Size + 1]byte
+	b, err := readFile(fsys, path, buf[:0], headfile.Size)
 	if errors.Is(err, os.ErrNotExist) {
 		return uuid.Nil, false, nil
 	}
@@ -63,7 +31,7 @@ func readHeadFile(fsys vfs.FS, path string) (id uuid.UUID, exists bool, err erro
 	if err != nil {
 		return uuid.Nil, false, err
 	}
-	id, err = decodeHead(b)
+	id, err = headfile.Decode(b)
 	if err != nil {
 		return uuid.Nil, true, corruptf(path, 0, "%w", err)
 	}
@@ -73,8 +41,8 @@ func readHeadFile(fsys vfs.FS, path string) (id uuid.UUID, exists bool, err erro
 // writeHead atomically replaces the HEAD file (temp write, sync, rename,
 // directory sync).
 func writeHead(fsys vfs.FS, dir string, id uuid.UUID, perm os.FileMode) error {
-	if err := replaceFile(fsys, dir, headName, encodeHead(id), perm); err != nil {
-		return fmt.Errorf("sessionstore: write %s: %w", filepath.Join(dir, headName), err)
+	if err := durable.ReplaceFile(fsys, dir, headfile.Name, headfile.Encode(id), perm); err != nil {
+		return fmt.Errorf("sessionstore: write %s: %w", filepath.Join(dir, headfile.Name), err)
 	}
 	return nil
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sessionstore/sessionstore/internal/index"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 )
 
@@ -202,9 +203,9 @@ func requireIndexInOrder(t *testing.T, fsys vfs.FS, id uuid.UUID, state string) 
 	t.Helper()
 	var prev *entry
 	n := 0
-	_, err := readIndex(fsys, sessionPath(id, indexName), func(e *entry, off int64) error {
+	_, err := index.Read(fsys, sessionPath(id, indexName), func(e *entry, off int64) error {
 		if prev != nil {
-			after := e.Loc.Chunk > prev.Loc.Chunk || (e.Loc.Chunk == prev.Loc.Chunk && e.Loc.Offset >= prev.Loc.end())
+			after := e.Loc.Chunk > prev.Loc.Chunk || (e.Loc.Chunk == prev.Loc.Chunk && e.Loc.Offset >= prev.Loc.End())
 			require.True(t, after, "%s: index line %d (offset %d) names chunk %d offset %d, not after the line before it (chunk %d offset %d): an old line after new ones",
 				state, n, off, e.Loc.Chunk, e.Loc.Offset, prev.Loc.Chunk, prev.Loc.Offset)
 		}
@@ -382,7 +383,7 @@ func TestIndexRewriteCrashPoints(t *testing.T) {
 		plain, err := vfs.ReadFile(base, indexPath)
 		require.NoError(t, err)
 		require.Less(t, strings.Count(string(plain), "\n"), len(sealed), "chunk 1 has fewer lines than chunk 0")
-		writeMemFile(t, base, indexPath, append(encodeIndexLines(nil, sealed), plain...))
+		writeMemFile(t, base, indexPath, append(index.AppendLines(nil, sealed), plain...))
 
 		// run reopens the session with the power cut at the k-th operation
 		// of the index rewrite (never if k is 0), and returns the frozen

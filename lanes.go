@@ -224,7 +224,7 @@ func readLanes(fsys vfs.FS, dir string) (*laneSet, error) {
 // the next append. A damaged file is kept in h.lanesErr and logged; the
 // session opens.
 func (h *openSession) openLanes() error {
-	// A crash during a replace may leave its temporary file (replaceFile
+	// A crash during a replace may leave its temporary file (durable.ReplaceFile
 	// truncates it when it writes the next one). Stat first: an open
 	// without one changes nothing.
 	tmp := filepath.Join(h.dir, lanesFile+".tmp")
@@ -328,8 +328,8 @@ func (h *openSession) laneView(ls *laneSet) *laneSet {
 
 // eventTime is the time of event id, zero if the session does not hold it.
 func (h *openSession) eventTime(id uuid.UUID) time.Time {
-	if i, ok := h.byID[id]; ok {
-		return time.Unix(0, h.entries[i].Time).UTC()
+	if i, ok := h.ByID[id]; ok {
+		return time.Unix(0, h.Entries[i].Time).UTC()
 	}
 	return time.Time{}
 }

@@ -12,6 +12,10 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/sessionstore/sessionstore/internal/canonical"
+	"github.com/sessionstore/sessionstore/internal/eventline"
+	"github.com/sessionstore/sessionstore/internal/headfile"
+	"github.com/sessionstore/sessionstore/internal/index"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 	"github.com/sessionstore/sessionstore/internal/zchunk"
 )
@@ -24,7 +28,7 @@ import (
 // resume it: Load the active path, then append. So a writable session of
 // format 2 whose files need no repair opens with HEAD's index entry only
 // (openLazy), and Load from HEAD follows the parent location each line
-// holds (encodeEventLine) instead of the in-memory index (loadLazy): it
+// holds (eventline.AppendEvent) instead of the in-memory index (loadLazy): it
 // reads the lines of the path and nothing else. Appends need no index
 // either (below). Any other call first loads the index exactly as a
 // normal open would (materialize: reconcile), so every check and repair
@@ -94,12 +98,12 @@ func (h *openSession) openLazy() bool {
 		return false // a fork's first event names no parent location (fork.go)
 	}
 	fsys := h.opts.fs
-	for _, name := range []string{headTemp, metaFile + ".tmp"} {
+	for _, name := range []string{headfile.Temp, metaFile + ".tmp"} {
 		if _, err := fsys.Stat(filepath.Join(h.dir, name)); !errors.Is(err, os.ErrNotExist) {
 			return false
 		}
 	}
-	head, exists, err := readHeadFile(fsys, filepath.Join(h.dir, headName))
+	head, exists, err := readHeadFile(fsys, filepath.Join(h.dir, headfile.Name))
 	if err != nil || !exists {
 		return false
 	}
@@ -214,7 +218,7 @@ func sealedTip(fsys vfs.FS, dir string, newest uint32) (entry, bool) {
 	if err != nil {
 		return entry{}, false
 	}
-	return newEntry(h, p, loc), true
+	return eventline.NewEntry(h, p, loc), true
 }
 
 // followTail returns the newest record of the newest chunk from last on,
@@ -236,9 +240,9 @@ func followTail(fsys vfs.FS, r *chunkReader, last entry) (entry, bool) {
 		return entry{}, false
 	}
 	tip := last
-	_, err = walkRecords(f, last.Loc.Chunk, last.Loc.end(), info.Size(), true,
+	_, err = walkRecords(f, last.Loc.Chunk, last.Loc.End(), info.Size(), true,
 		func(hd header, pl payload, loc location) error {
-			tip = newEntry(hd, pl, loc)
+			tip = eventline.NewEntry(hd, pl, loc)
 			return nil
 		},
 		func(int64, int64, error) error { return errTailGap })
@@ -288,15 +292,15 @@ func (h *openSession) startAppending() error {
 		// HEAD is in a sealed chunk (sealedTip): the first append starts
 		// the next chunk.
 		chunks.next = head.Loc.Chunk + 1
-	} else if err := chunks.openActive(head.Loc.Chunk, head.Loc.end()); err != nil {
+	} else if err := chunks.openActive(head.Loc.Chunk, head.Loc.End()); err != nil {
 		return err
 	}
-	index, err := openIndexFile(h.opts.fs, indexPath, info.Size(), h.opts.FileMode)
+	ix, err := index.OpenFile(h.opts.fs, indexPath, info.Size(), h.opts.FileMode)
 	if err != nil {
 		chunks.close()
 		return err
 	}
-	h.chunks, h.index = chunks, index
+	h.chunks, h.index = chunks, ix
 	h.becomeAppending()
 	return nil
 }
@@ -309,7 +313,7 @@ func freeAfter(r *chunkReader, loc location) bool {
 		return false
 	}
 	buf := make([]byte, 64<<10)
-	for off := loc.end(); off <= loc.end()+lazyFreeSpace; {
+	for off := loc.End(); off <= loc.End()+lazyFreeSpace; {
 		n, err := f.ReadAt(buf, off)
 		if zeroTail(buf[:n]) != n {
 			return false
@@ -351,7 +355,7 @@ func lastIndexLine(fsys vfs.FS, path string) (entry, bool) {
 	if i < 0 && n < info.Size() {
 		return entry{}, false // longer than the tail read
 	}
-	e, err := decodeIndexLine(line[i+1:])
+	e, err := eventline.DecodeIndex(line[i+1:])
 	return e, err == nil
 }
 
@@ -372,11 +376,11 @@ func (h *openSession) loadFailed(head uuid.UUID) error {
 		return err
 	}
 	x := p.index
-	switch i, ok := x.byID[head]; {
+	switch i, ok := x.ByID[head]; {
 	case head == uuid.Nil:
-		x.truncateTo(0)
+		x.TruncateTo(0)
 	case ok:
-		x.truncateTo(int(i) + 1)
+		x.TruncateTo(int(i) + 1)
 	case p.damage() == nil:
 		return fmt.Errorf("sessionstore: the files of session %s do not hold its newest acknowledged event %s", h.id, head)
 	}
@@ -404,11 +408,11 @@ func (h *openSession) endAppending() error {
 	for h.pipe.syncing {
 		h.pipe.waitSync()
 	}
-	if !h.partial {
+	if !h.Partial {
 		return nil // another call ended it while this one waited
 	}
-	head := h.entries[len(h.entries)-1]
-	err := errors.Join(h.chunks.close(), h.index.close())
+	head := h.Entries[len(h.Entries)-1]
+	err := errors.Join(h.chunks.close(), h.index.Close())
 	h.chunks, h.index = h.newChunkWriter(), nil
 	h.becomeLazy(head)
 	return err
@@ -451,7 +455,7 @@ func (s *Store) loadLazy(ctx context.Context, dir string, head entry, boundaries
 		if err != nil {
 			return nil, err
 		}
-		if boundaries && compaction < 0 && kinds[hd.Kind] == KindCompaction {
+		if boundaries && compaction < 0 && hd.Kind == eventline.KindCompaction {
 			if pl.Blob {
 				return nil, errNeedIndex
 			}
@@ -464,7 +468,7 @@ func (s *Store) loadLazy(ctx context.Context, dir string, head entry, boundaries
 		st := walkStep{hd: hd, size: pl.Size}
 		if pl.Blob {
 			st.digest = pl.Digest
-			blobs.add(n, newEntry(hd, pl, loc))
+			blobs.add(n, eventline.NewEntry(hd, pl, loc))
 		} else {
 			st.rec = recs.copy(pl.Record)
 		}
@@ -489,14 +493,14 @@ func (s *Store) loadLazy(ctx context.Context, dir string, head entry, boundaries
 	for k := range n {
 		st := &steps[k/stepBlock][k%stepBlock]
 		ev := &out[at(k)]
-		st.hd.fill(ev)
+		fillHeader(ev, &st.hd)
 		ev.Size, ev.Record = st.size, st.rec
 	}
 	err := blobs.wait(out, func(k int) (int, bool) {
 		if k >= n {
 			return 0, false // past a compaction that keeps nothing
 		}
-		out[at(k)].Digest = string(appendDigest(nil, steps[k/stepBlock][k%stepBlock].digest))
+		out[at(k)].Digest = string(canonical.AppendDigest(nil, steps[k/stepBlock][k%stepBlock].digest))
 		return at(k), true
 	})
 	if err != nil {
@@ -573,8 +577,8 @@ func newParentWalk(fsys vfs.FS, dir string, head entry) *parentWalk {
 // record aliases the walk's buffer until the next call) and location.
 func (w *parentWalk) next() (header, payload, location, error) {
 	r, loc := w.r, w.loc
-	if !(loc.Chunk == r.winChunk && loc.Offset >= r.winOff && loc.end() <= r.winOff+int64(len(r.win))) {
-		start, end := r.blocks(loc.Chunk, max(loc.Offset-min(w.behind, lazyReadRun-int64(loc.Length)), 0), loc.end())
+	if !(loc.Chunk == r.winChunk && loc.Offset >= r.winOff && loc.End() <= r.winOff+int64(len(r.win))) {
+		start, end := r.blocks(loc.Chunk, max(loc.Offset-min(w.behind, lazyReadRun-int64(loc.Length)), 0), loc.End())
 		if err := r.fill(loc.Chunk, start, end-start); err != nil {
 			return header{}, payload{}, loc, err
 		}
@@ -600,10 +604,10 @@ func (w *parentWalk) up(hd header, pl payload) error {
 	if up.Length == 0 {
 		return errNeedIndex
 	}
-	if up.Chunk > loc.Chunk || (up.Chunk == loc.Chunk && up.end() > loc.Offset) {
+	if up.Chunk > loc.Chunk || (up.Chunk == loc.Chunk && up.End() > loc.Offset) {
 		return corruptf(w.r.path(loc.Chunk), loc.Offset, "event %s names a parent location at chunk %d offset %d, not before it", hd.ID, up.Chunk, up.Offset)
 	}
-	if up.Chunk == loc.Chunk && up.end() == loc.Offset {
+	if up.Chunk == loc.Chunk && up.End() == loc.Offset {
 		w.behind = min(max(2*w.behind, 4<<10), lazyReadRun)
 	} else {
 		w.behind = 0

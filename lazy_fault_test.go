@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sessionstore/sessionstore/internal/headfile"
 	"github.com/sessionstore/sessionstore/internal/jsonl"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 )
@@ -78,7 +79,7 @@ func TestLazySyncFailureThenIndexLoad(t *testing.T) {
 	assertSameEvents(t, evs, got)
 	_, err = s.Append(ctx, id, UserText("refused"))
 	assert.ErrorIs(t, err, ErrSessionFailed, "writes stay stopped")
-	head, _, err := readHeadFile(m, filepath.Join(sessionPath(id), headName))
+	head, _, err := readHeadFile(m, filepath.Join(sessionPath(id), headfile.Name))
 	require.NoError(t, err)
 	assert.Contains(t, []uuid.UUID{uuid.Nil, evs[4].ID, evs[5].ID}, head, "HEAD names an acknowledged event, or none newer than the open")
 

@@ -15,6 +15,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sessionstore/sessionstore/internal/eventline"
+	"github.com/sessionstore/sessionstore/internal/headfile"
 	"github.com/sessionstore/sessionstore/internal/jsonl"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 )
@@ -37,7 +39,7 @@ func isLazy(t *testing.T, s *Store, id uuid.UUID) bool {
 	h := lockedHandle(t, s, id)
 	defer h.mu.Unlock()
 	if h.headEntry != nil {
-		require.Empty(t, h.entries, "a session opened without its index holds no entries")
+		require.Empty(t, h.Entries, "a session opened without its index holds no entries")
 	}
 	return h.headEntry != nil
 }
@@ -153,13 +155,13 @@ func TestLazyOpenNeedsCleanFiles(t *testing.T) {
 	}{
 		{"clean", func(*testing.T, *vfs.MemFS, uuid.UUID, []Event) {}, true, true, false},
 		{"HEAD replace interrupted", func(t *testing.T, m *vfs.MemFS, id uuid.UUID, path []Event) {
-			writeMemFile(t, m, sessionPath(id, headTemp), encodeHead(path[len(path)-1].ID))
+			writeMemFile(t, m, sessionPath(id, headfile.Temp), headfile.Encode(path[len(path)-1].ID))
 		}, false, true, false},
 		{"session.json replace interrupted", func(t *testing.T, m *vfs.MemFS, id uuid.UUID, _ []Event) {
 			writeMemFile(t, m, sessionPath(id, metaFile+".tmp"), []byte("{"))
 		}, false, true, false},
 		{"HEAD behind the log", func(t *testing.T, m *vfs.MemFS, id uuid.UUID, path []Event) {
-			writeMemFile(t, m, sessionPath(id, headName), encodeHead(path[len(path)-2].ID))
+			writeMemFile(t, m, sessionPath(id, headfile.Name), headfile.Encode(path[len(path)-2].ID))
 		}, false, true, false},
 		{"last index line lost", func(t *testing.T, m *vfs.MemFS, id uuid.UUID, _ []Event) {
 			b, err := vfs.ReadFile(m, sessionPath(id, indexName))
@@ -177,7 +179,7 @@ func TestLazyOpenNeedsCleanFiles(t *testing.T) {
 		}, false, false, false},
 		{"sealed newest, clean", func(*testing.T, *vfs.MemFS, uuid.UUID, []Event) {}, true, true, true},
 		{"sealed newest, HEAD behind the log", func(t *testing.T, m *vfs.MemFS, id uuid.UUID, path []Event) {
-			writeMemFile(t, m, sessionPath(id, headName), encodeHead(path[len(path)-2].ID))
+			writeMemFile(t, m, sessionPath(id, headfile.Name), headfile.Encode(path[len(path)-2].ID))
 		}, false, true, true},
 		{"sealed newest, stale index lines", func(t *testing.T, m *vfs.MemFS, id uuid.UUID, path []Event) {
 			writeMemFile(t, m, sessionPath(id, indexName), []byte("{}\n"))
@@ -298,7 +300,7 @@ func isPartial(t *testing.T, s *Store, id uuid.UUID) bool {
 	t.Helper()
 	h := lockedHandle(t, s, id)
 	defer h.mu.Unlock()
-	return h.partial
+	return h.Partial
 }
 
 // TestLazyAppend: appends to a session opened without its index chain onto
@@ -504,7 +506,7 @@ func TestLazyLoadBadParentLocation(t *testing.T) {
 		{"another record", func(locs []location) location { return locs[1] }},
 		{"after the line", func(locs []location) location {
 			l := locs[len(locs)-1]
-			return location{Chunk: l.Chunk, Offset: l.end(), Length: 10}
+			return location{Chunk: l.Chunk, Offset: l.End(), Length: 10}
 		}},
 	}
 	for _, tc := range cases {
@@ -515,7 +517,7 @@ func TestLazyLoadBadParentLocation(t *testing.T) {
 			h, err := s.reg.acquire(ctx, id, nil)
 			require.NoError(t, err)
 			var locs []location
-			for _, e := range h.entries {
+			for _, e := range h.Entries {
 				locs = append(locs, e.Loc)
 			}
 			s.reg.release(h)
@@ -527,23 +529,23 @@ func TestLazyLoadBadParentLocation(t *testing.T) {
 			path := sessionPath(id, chunksDir, chunkName(last.Chunk))
 			b, err := vfs.ReadFile(m, path)
 			require.NoError(t, err)
-			line := b[last.Offset : last.end()-1]
-			hd, pl, err := decodeEventLine(line)
+			line := b[last.Offset : last.End()-1]
+			hd, pl, err := eventline.DecodeEvent(line)
 			require.NoError(t, err)
 			pl.ParentAt = tc.loc(locs)
-			re := encodeEventLine(nil, &hd, pl)
+			re := eventline.AppendEvent(nil, &hd, pl)
 			require.NoError(t, jsonl.Verify(re[:len(re)-1]))
-			patched := append(append(bytes.Clone(b[:last.Offset]), re...), b[last.end():]...)
+			patched := append(append(bytes.Clone(b[:last.Offset]), re...), b[last.End():]...)
 			writeMemFile(t, m, path, patched)
 			// The index line keeps the new length, so the lazy open's
 			// check of the last record passes.
 			idx, err := vfs.ReadFile(m, sessionPath(id, indexName))
 			require.NoError(t, err)
 			lines := bytes.SplitAfter(idx, []byte("\n"))
-			e, err := decodeIndexLine(bytes.TrimSuffix(lines[len(lines)-2], []byte("\n")))
+			e, err := eventline.DecodeIndex(bytes.TrimSuffix(lines[len(lines)-2], []byte("\n")))
 			require.NoError(t, err)
 			e.Loc.Length = uint32(len(re))
-			lines[len(lines)-2] = encodeIndexLine(nil, &e)
+			lines[len(lines)-2] = eventline.AppendIndex(nil, &e)
 			writeMemFile(t, m, sessionPath(id, indexName), bytes.Join(lines, nil))
 
 			s = openMem(t, m, Options{Compression: CompressionNone})
@@ -583,7 +585,7 @@ func TestLazyLoadReadsAboutThePath(t *testing.T) {
 	h, err := s.reg.acquire(ctx, meta.ID, nil)
 	require.NoError(t, err)
 	var pathBytes, total int64
-	for _, e := range h.entries {
+	for _, e := range h.Entries {
 		total += int64(e.Loc.Length)
 	}
 	s.reg.release(h)

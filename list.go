@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/sessionstore/sessionstore/internal/canonical"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 )
 
@@ -185,7 +186,7 @@ func parseCursor(cursor string) (*uuid.UUID, error) {
 	}
 	id, err := uuid.Parse(cursor)
 	var canon [36]byte
-	if err != nil || string(appendUUID(canon[:0], id)) != cursor {
+	if err != nil || string(canonical.AppendUUID(canon[:0], id)) != cursor {
 		return nil, fmt.Errorf("%w: cursor %q", ErrInvalidQuery, cursor)
 	}
 	return &id, nil

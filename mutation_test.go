@@ -58,6 +58,13 @@ func inPlace(fsys, dir, name, data, perm string) string {
 	}()`, fsys, dir, name, perm, data)
 }
 
+// keeping is expr, an expression of type error, in a function that also
+// uses used (say durable.ReplaceFile), so that a mutation taking away the
+// only use of an import still compiles.
+func keeping(used, expr string) string {
+	return fmt.Sprintf("func() error {\n\t\t_ = %s // still imported\n\t\treturn %s\n\t}()", used, expr)
+}
+
 // mutations: every sync and directory sync of the store skipped in turn
 // (TestSyncSitesMutated checks that each has its mutation), then the
 // orderings and checks the durability contract rests on.
@@ -86,24 +93,24 @@ var mutations = []mutation{
 		"if err := zchunk.WriteBlocks(l.fsys, path+sealedExt, data, lines, l.perm, sealBlockSize); err != nil {",
 		"if err := errors.Join(removeIfExists(l.fsys, path), zchunk.WriteBlocks(l.fsys, path+sealedExt, data, lines, l.perm, sealBlockSize)); err != nil {",
 		"the plain chunk goes only once its sealed copy is durable"},
-	{"rewrite the index in place after sealing", "index.go", "func (x *indexFile) reset(",
-		"err := replaceFile(x.fsys, filepath.Dir(x.path), filepath.Base(x.path), x.buf, x.perm)",
-		"err := func() error {\n\t\tif err := x.f.Truncate(0); err != nil {\n\t\t\treturn err\n\t\t}\n\t\t_, err := x.f.WriteAt(x.buf, 0)\n\t\treturn err\n\t}()",
+	{"rewrite the index in place after sealing", "internal/index/file.go", "func (x *File) Reset(",
+		"err := durable.ReplaceFile(x.fsys, filepath.Dir(x.path), filepath.Base(x.path), x.buf, x.perm)",
+		"_, _ = filepath.Dir, durable.ReplaceFile // still imported\n\terr := func() error {\n\t\tif err := x.f.Truncate(0); err != nil {\n\t\t\treturn err\n\t\t}\n\t\t_, err := x.f.WriteAt(x.buf, 0)\n\t\treturn err\n\t}()",
 		"a crash during the rewrite leaves index.jsonl's old lines or its new ones, never old lines after new ones"},
 	// Atomic replaces: HEAD, session.json, sessionstore.json.
-	{"skip the temporary file's sync in a replace", "durable.go", "func replaceFileAs(", "f.Sync()", "error(nil)",
+	{"skip the temporary file's sync in a replace", "internal/durable/durable.go", "func ReplaceFileAs(", "f.Sync()", "error(nil)",
 		"a replaced file is whole after a crash"},
-	{"skip the directory sync after a replace", "durable.go", "func replaceFileAs(", "return fsys.SyncDir(dir)", "return nil",
+	{"skip the directory sync after a replace", "internal/durable/durable.go", "func ReplaceFileAs(", "return fsys.SyncDir(dir)", "return nil",
 		"a replaced file's new content is durable when the call returns"},
-	{"rename before the temporary file is synced", "durable.go", "func replaceFileAs(",
+	{"rename before the temporary file is synced", "internal/durable/durable.go", "func ReplaceFileAs(",
 		"\tif err := f.Sync(); err != nil {\n\t\tf.Close()\n\t\treturn err\n\t}\n\tif err := f.Close(); err != nil {\n\t\treturn err\n\t}\n\tif err := fsys.Rename(tmp, filepath.Join(dir, name)); err != nil {\n\t\treturn err\n\t}",
 		"\tif err := fsys.Rename(tmp, filepath.Join(dir, name)); err != nil {\n\t\treturn err\n\t}\n\tif err := f.Sync(); err != nil {\n\t\tf.Close()\n\t\treturn err\n\t}\n\tif err := f.Close(); err != nil {\n\t\treturn err\n\t}",
 		"a replaced file is whole after a crash"},
 	{"write session.json in place", "durable.go", "func (l *localFiles) putMeta(",
-		"replaceFile(l.fsys, l.dir, metaFile, b, l.perm)", inPlace("l.fsys", "l.dir", "metaFile", "b", "l.perm"),
+		"durable.ReplaceFile(l.fsys, l.dir, metaFile, b, l.perm)", inPlace("l.fsys", "l.dir", "metaFile", "b", "l.perm"),
 		"a crash leaves the old metadata or the new, whole"},
 	{"write HEAD in place", "head.go", "func writeHead(",
-		"replaceFile(fsys, dir, headName, encodeHead(id), perm)", inPlace("fsys", "dir", "headName", "encodeHead(id)", "perm"),
+		"durable.ReplaceFile(fsys, dir, headfile.Name, headfile.Encode(id), perm)", keeping("durable.ReplaceFile", inPlace("fsys", "dir", "headfile.Name", "headfile.Encode(id)", "perm")),
 		"a crash leaves the old HEAD or the new, whole (or a torn one that is rebuilt, kept aside)"},
 	{"skip the sessions directory sync of Create", "session.go", "func createSessionFiles(", "return fsys.SyncDir(filepath.Dir(dir))", "return nil",
 		"a created session's directory is durable when Create returns"},
@@ -128,7 +135,9 @@ var mutations = []mutation{
 		"if l.gen != snap.gen {", "if false {",
 		"a crash between the catalogue's two renames is not read as a catalogue"},
 	// Flush and GC.
-	{"skip the index sync of Flush", "commit.go", "func (h *openSession) flush(", "h.index.f.Sync()", "error(nil)",
+	{"skip the index sync of Flush", "commit.go", "func (h *openSession) flush(", "h.index.Sync()", "error(nil)",
+		"after Flush a crash has nothing to rebuild"},
+	{"skip the index file's fdatasync", "internal/index/file.go", "func (x *File) Sync(", "x.f.Sync()", "error(nil)",
 		"after Flush a crash has nothing to rebuild"},
 	{"skip the directory sync after GC's removals", "blob.go", "func (s *Store) GC(", "fsys.SyncDir(filepath.Join(root, sub))", "error(nil)",
 		"GC's removals are durable when it returns"},
@@ -148,7 +157,7 @@ var mutations = []mutation{
 		"the bytes a repair cuts are kept, whole, under their name"},
 	{"skip the directory sync of a kept-aside file", "recovery.go", "func writeSynced[", "return fsys.SyncDir(filepath.Dir(path))", "return nil",
 		"the bytes a repair cuts are kept under a durable name before the cut"},
-	{"make directories without syncing their names", "durable.go", "func mkdirDurable(", "if err := fsys.SyncDir(filepath.Dir(d)); err != nil {", "if err := func(string) error { return nil }(filepath.Dir(d)); err != nil {",
+	{"make directories without syncing their names", "internal/durable/durable.go", "func MkdirAll(", "if err := fsys.SyncDir(filepath.Dir(d)); err != nil {", "if err := func(string) error { return nil }(filepath.Dir(d)); err != nil {",
 		"a file the store syncs is never left out of every directory by a crash"},
 	{"skip the directory sync after moving a bad HEAD aside", "recovery.go", "func applyRepairs(", "fsys.SyncDir(filepath.Dir(p.headKeep))", "error(nil)",
 		"a bad HEAD is kept aside before a new one replaces it"},
@@ -161,8 +170,8 @@ var mutations = []mutation{
 	{"skip the sync of the index rewrite", "recovery.go", "func rewriteIndexTail(", "f.Sync()", "error(nil)",
 		"each repair is synced"},
 	{"cut the index in place in a repair", "recovery.go", "func rewriteIndexTail(",
-		"return int64(len(buf)), replaceFile(fsys, filepath.Dir(path), filepath.Base(path), buf, perm)",
-		"return int64(len(buf)), func() error {\n\t\t\tif err := f.Truncate(end); err != nil {\n\t\t\t\treturn err\n\t\t\t}\n\t\t\tif _, err := f.WriteAt(buf[end:], end); err != nil {\n\t\t\t\treturn err\n\t\t\t}\n\t\t\treturn f.Sync()\n\t\t}()",
+		"return int64(len(buf)), durable.ReplaceFile(fsys, filepath.Dir(path), filepath.Base(path), buf, perm)",
+		"return int64(len(buf)), " + keeping("durable.ReplaceFile", "func() error {\n\t\t\tif err := f.Truncate(end); err != nil {\n\t\t\t\treturn err\n\t\t\t}\n\t\t\tif _, err := f.WriteAt(buf[end:], end); err != nil {\n\t\t\t\treturn err\n\t\t\t}\n\t\t\treturn f.Sync()\n\t\t}()"),
 		"a crash during a repair's index rewrite leaves the old index or the new one, never old lines after new ones"},
 	{"skip the directory sync of a removal", "recovery.go", "func removeIfExists(", "return fsys.SyncDir(filepath.Dir(path))", "return nil",
 		"each repair is synced"},
@@ -192,7 +201,7 @@ var mutations = []mutation{
 	{"change lanes without waiting for the appends in flight", "lanes.go", "func (h *openSession) changeLanes(", "if err := h.settle(); err != nil {", "if err := error(nil); err != nil {",
 		"a switch takes effect after the appends already under way, which are not undone by it nor undo it"},
 	{"write lanes.json in place", "durable.go", "func (l *localFiles) putLanes(",
-		"replaceFile(l.fsys, l.dir, lanesFile, b, l.perm)", inPlace("l.fsys", "l.dir", "lanesFile", "b", "l.perm"),
+		"durable.ReplaceFile(l.fsys, l.dir, lanesFile, b, l.perm)", inPlace("l.fsys", "l.dir", "lanesFile", "b", "l.perm"),
 		"a crash leaves the old lanes or the new, whole"},
 	{"take a caller's id stored with another record as a retry", "retry.go", "func (h *openSession) sameContent(", "if !same {", "if !same && false {",
 		"a retry with other content is a conflict, never the stored event"},
@@ -213,9 +222,9 @@ var mutations = []mutation{
 	{"open a session whose log ends with a delete marker", "remote.go", "func (r *remoteFiles) acquire(", "if v == nil || isDeleteMarker(v.newestHead) {", "if v == nil {",
 		"a session deleted on the object store is gone for every Store"},
 	// Previews and the streaming forms.
-	{"keep no preview in index lines", "index.go", "func encodeIndexLine(", "obj = appendPreviewMember(obj, &e.Preview)", "obj = appendPreviewMember(obj, new(preview))",
+	{"keep no preview in index lines", "internal/eventline/index.go", "func AppendIndex(", "obj = appendPreviewMember(obj, &e.Preview)", "obj = appendPreviewMember(obj, new(Preview))",
 		"a node's preview survives a reopen without reading its record"},
-	{"no preview for an entry rebuilt from its chunk line", "index.go", "func newEntry(", "if !p.Blob {", "if false {",
+	{"no preview for an entry rebuilt from its chunk line", "internal/eventline/index.go", "func NewEntry(", "if !p.Blob {", "if false {",
 		"an entry rebuilt from an inline record's line has its preview"},
 	{"read a moved batch at its old place", "seq.go", "func (h *openSession) relocate(", "if same {", "if true {",
 		"a streaming form reads on when the session's lines move under it"},

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/sessionstore/sessionstore/internal/index"
 )
 
 // An openSession is one session opened by a Store: its lock, its metadata,
@@ -183,7 +184,7 @@ func (h *openSession) becomeLazy(tip entry) {
 func (h *openSession) becomeAppending() {
 	h.mustBeIn("becomeAppending", stateLazy)
 	head := *h.headEntry
-	h.memIndex = memIndex{entries: append(make([]entry, 0, 256), head), byID: map[uuid.UUID]int32{head.ID: 0}, partial: true}
+	h.memIndex = memIndex{Entries: append(make([]entry, 0, 256), head), ByID: map[uuid.UUID]int32{head.ID: 0}, Partial: true}
 	h.headEntry, h.state = nil, stateAppending
 }
 
@@ -289,8 +290,8 @@ func (h *openSession) lazyHead() (entry, bool) {
 	switch {
 	case h.headEntry != nil:
 		return *h.headEntry, true
-	case h.partial:
-		return h.entries[len(h.entries)-1], true
+	case h.Partial:
+		return h.Entries[len(h.Entries)-1], true
 	}
 	return entry{}, false
 }
@@ -301,7 +302,7 @@ func (h *openSession) head() uuid.UUID {
 	if h.headEntry != nil {
 		return h.headEntry.ID
 	}
-	if e, ok := h.last(); ok {
+	if e, ok := h.Last(); ok {
 		return e.ID
 	}
 	if f := h.meta.ForkedFrom; f != nil {
@@ -312,11 +313,11 @@ func (h *openSession) head() uuid.UUID {
 
 // lookup returns the entry of an event.
 func (h *openSession) lookup(id uuid.UUID) (*entry, error) {
-	i, ok := h.byID[id]
+	i, ok := h.ByID[id]
 	if !ok {
 		return nil, fmt.Errorf("%w: event %s in session %s", ErrNotFound, id, h.id)
 	}
-	return &h.entries[i], nil
+	return &h.Entries[i], nil
 }
 
 // open opens a session registered in state opening, with h.mu held:
@@ -400,7 +401,7 @@ func (h *openSession) open(ctx context.Context, lockSession func(string) (io.Clo
 // closes (the files changed under its lazy state) and the next call opens
 // it again.
 func (h *openSession) materialize() error {
-	if h.partial {
+	if h.Partial {
 		if err := h.endAppending(); err != nil {
 			return err
 		}
@@ -440,7 +441,7 @@ func (h *openSession) reconcile() (err error) {
 		return err
 	}
 	if p.corrupt != nil {
-		log.Error("sessionstore: session is damaged; its valid prefix is readable and writes are refused", "path", p.corrupt.Path, "offset", p.corrupt.Offset, "err", p.corrupt.Err, "valid_events", len(p.index.entries))
+		log.Error("sessionstore: session is damaged; its valid prefix is readable and writes are refused", "path", p.corrupt.Path, "offset", p.corrupt.Offset, "err", p.corrupt.Err, "valid_events", len(p.index.Entries))
 		h.becomeDamaged(p.index, p.corrupt)
 		return nil
 	}
@@ -460,7 +461,7 @@ func (h *openSession) reconcile() (err error) {
 	if err != nil {
 		return err
 	}
-	index, err := openIndexFile(fsys, filepath.Join(h.dir, indexName), indexSize, h.opts.FileMode)
+	ix, err := index.OpenFile(fsys, filepath.Join(h.dir, indexName), indexSize, h.opts.FileMode)
 	if err != nil {
 		return err
 	}
@@ -476,15 +477,15 @@ func (h *openSession) reconcile() (err error) {
 		chunks.next = p.chunks[n-1] + 1 // the next append starts a new chunk
 	} else if n > 0 {
 		if err := chunks.openActive(p.chunks[n-1], p.activeSize); err != nil {
-			index.close()
+			ix.Close()
 			return err
 		}
 	}
 	h.chunks.close()
-	h.index, h.chunks = index, chunks
+	h.index, h.chunks = ix, chunks
 	h.becomeIndexed(p.index)
 	h.headOnDisk = h.head()
-	if e, ok := p.index.last(); ok && e.Time > h.meta.UpdatedAt.UnixNano() {
+	if e, ok := p.index.Last(); ok && e.Time > h.meta.UpdatedAt.UnixNano() {
 		// A writer appended and did not close (a crash): its events are
 		// newer than session.json says; Close and Flush record them. A
 		// session that appended without its index before loading it
@@ -505,7 +506,7 @@ func (h *openSession) newChunkWriter() chunkWriter {
 	return chunkWriter{files: h.files, dir: filepath.Join(h.dir, chunksDir), maxSize: h.opts.ChunkSize,
 		compress: h.opts.Compression == CompressionZstd, log: log,
 		sealMu: &h.mu,
-		embed:  func(n uint32) []entry { return chunkEntries(h.entries, n) },
+		embed:  func(n uint32) []entry { return index.ChunkEntries(h.Entries, n) },
 		resealed: func() {
 			if h.index == nil {
 				// Closed while the chunk was sealed: index.jsonl keeps
@@ -513,12 +514,12 @@ func (h *openSession) newChunkWriter() chunkWriter {
 				return
 			}
 			var keep []entry
-			for i := range h.entries {
-				if h.chunks.plain(h.entries[i].Loc.Chunk) {
-					keep = append(keep, h.entries[i])
+			for i := range h.Entries {
+				if h.chunks.plain(h.Entries[i].Loc.Chunk) {
+					keep = append(keep, h.Entries[i])
 				}
 			}
-			if err := h.index.reset(keep); err != nil {
+			if err := h.index.Reset(keep); err != nil {
 				h.becomeFailed(err)
 				log.Error("sessionstore: index write failed; session stops writing until reopened", "err", err)
 			}
@@ -529,7 +530,7 @@ func (h *openSession) newChunkWriter() chunkWriter {
 func (h *openSession) closeFiles() error {
 	var errs []error
 	if h.index != nil {
-		errs = append(errs, h.index.close())
+		errs = append(errs, h.index.Close())
 		h.index = nil
 	}
 	errs = append(errs, h.chunks.close())
@@ -606,7 +607,7 @@ func (h *openSession) sealOnClose() error {
 		return nil
 	}
 	log := h.opts.Logger.With("session", h.id)
-	if h.partial && !w.fresh {
+	if h.Partial && !w.fresh {
 		if err := h.materialize(); err != nil {
 			log.Warn("sessionstore: chunk stays uncompressed: loading the index to seal it failed", "err", err)
 			return err
@@ -616,8 +617,8 @@ func (h *openSession) sealOnClose() error {
 		}
 	}
 	n := w.num
-	es := chunkEntries(h.entries, n)
-	if len(es) == 0 || es[0].Loc.Offset != 0 || es[len(es)-1].Loc.end() != w.size {
+	es := index.ChunkEntries(h.Entries, n)
+	if len(es) == 0 || es[0].Loc.Offset != 0 || es[len(es)-1].Loc.End() != w.size {
 		return nil // not the whole chunk: leave it plain
 	}
 	err := w.active.close()

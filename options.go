@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/sessionstore/sessionstore/internal/eventline"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 )
 
@@ -30,8 +31,9 @@ const (
 	DefaultRemoteTimeout = 30 * time.Second
 
 	// maxRecordSizeLimit bounds MaxRecordSize so that a record's length
-	// always fits the index's 32-bit fields with room for its framing.
-	maxRecordSizeLimit = 1 << 30
+	// always fits the index's 32-bit fields with room for its framing:
+	// the line format's limit.
+	maxRecordSizeLimit = eventline.MaxRecordSize
 )
 
 // Options configure a Store. The zero value (or a nil *Options) selects the

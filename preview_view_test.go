@@ -3,13 +3,14 @@ package sessionstore
 import (
 	"testing"
 
+	"github.com/sessionstore/sessionstore/internal/eventline"
 	"github.com/stretchr/testify/require"
 )
 
 // requireSameView checks that got reads as want, except that a node
 // whose index line predates previews (an empty one in want) may have
 // got its preview since, when its entry was rebuilt from its chunk line
-// (preview.go): then it must be the preview of its record.
+// (internal/eventline/preview.go): then it must be the preview of its record.
 func requireSameView(t *testing.T, want, got sessionView, msgAndArgs ...any) {
 	t.Helper()
 	wantTree, gotTree := want.Tree, got.Tree
@@ -20,8 +21,8 @@ func requireSameView(t *testing.T, want, got sessionView, msgAndArgs ...any) {
 			continue
 		}
 		require.Empty(t, wantTree[i].Preview, msgAndArgs...)
-		k, _ := kindCodeOf([]byte(gotTree[i].Kind))
-		pv := previewOf(k, got.Events[i].Record)
+		k, _ := eventline.KindCodeOf([]byte(gotTree[i].Kind))
+		pv := eventline.PreviewOf(k, got.Events[i].Record)
 		require.Equal(t, pv.String(), gotTree[i].Preview, msgAndArgs...)
 	}
 }

@@ -190,7 +190,7 @@ func (s *Store) lastWrite(m Meta) time.Time {
 	if err != nil {
 		return m.UpdatedAt
 	}
-	if e, ok := p.index.last(); ok {
+	if e, ok := p.index.Last(); ok {
 		if t := time.Unix(0, e.Time).UTC(); t.After(m.UpdatedAt) {
 			return t
 		}

@@ -204,12 +204,12 @@ func (h *openSession) holdsAll(rev Revision) bool {
 	}
 	tip, ok := h.lazyHead()
 	if !ok {
-		if len(h.entries) == 0 {
+		if len(h.Entries) == 0 {
 			return false
 		}
-		tip = h.entries[len(h.entries)-1]
+		tip = h.Entries[len(h.Entries)-1]
 	}
-	return tip.Loc.Chunk == rev.Chunk && tip.Loc.end() == rev.Size
+	return tip.Loc.Chunk == rev.Chunk && tip.Loc.End() == rev.Size
 }
 
 // readTail adds to h the events written after the last one it holds,
@@ -220,7 +220,7 @@ func (h *openSession) holdsAll(rev Revision) bool {
 // reaches past it, a chunk is missing) or anything fails; reload then
 // starts over.
 func (h *openSession) readTail() bool {
-	if len(h.entries) == 0 {
+	if len(h.Entries) == 0 {
 		return false
 	}
 	fsys := h.opts.fs
@@ -229,7 +229,7 @@ func (h *openSession) readTail() bool {
 	if err != nil {
 		return false
 	}
-	last := h.entries[len(h.entries)-1].Loc
+	last := h.Entries[len(h.Entries)-1].Loc
 	for n := uint32(0); n < uint32(len(forms)); n++ {
 		if _, ok := forms[n]; !ok {
 			return false
@@ -240,7 +240,7 @@ func (h *openSession) readTail() bool {
 	}
 	if f := forms[last.Chunk]; f.plain && !f.sealed {
 		info, err := fsys.Stat(filepath.Join(chunkDir, chunkName(last.Chunk)))
-		if err != nil || info.Size() < last.end() {
+		if err != nil || info.Size() < last.End() {
 			return false // the record h holds last is gone: start over
 		}
 	}
@@ -248,24 +248,24 @@ func (h *openSession) readTail() bool {
 	// deleted and made again under its id has other records there (a
 	// plain chunk's free space hides that its data is shorter).
 	r := newChunkReader(fsys, chunkDir)
-	_, err = readEntry(r, &h.entries[len(h.entries)-1])
+	_, err = readEntry(r, &h.Entries[len(h.Entries)-1])
 	r.close()
 	if err != nil {
 		return false
 	}
-	keep := len(h.entries)
+	keep := len(h.Entries)
 	p := &recoveryPlan{indexBad: -1}
 	newest := uint32(len(forms)) - 1
 	for n := last.Chunk; n <= newest; n++ {
 		var err error
 		switch {
 		case n == last.Chunk:
-			err = p.scanChunk(fsys, &h.memIndex, chunkDir, n, last.end(), n == newest)
+			err = p.scanChunk(fsys, &h.memIndex, chunkDir, n, last.End(), n == newest)
 		case forms[n].sealed:
 			var es []entry
 			if es, _, err = sealedIndex(fsys, chunkDir, n); err == nil {
 				for i := range es {
-					if err = h.add(&es[i]); err != nil {
+					if err = h.Add(&es[i]); err != nil {
 						break
 					}
 				}
@@ -274,7 +274,7 @@ func (h *openSession) readTail() bool {
 			err = p.scanChunk(fsys, &h.memIndex, chunkDir, n, 0, n == newest)
 		}
 		if err != nil {
-			h.truncateTo(keep)
+			h.TruncateTo(keep)
 			return false
 		}
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sessionstore/sessionstore/internal/headfile"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 )
 
@@ -898,7 +899,7 @@ func TestReadOnlyVerifyBesideWriter(t *testing.T) {
 		}},
 		{"HEAD replaced while read", func(*testing.T, *Store, uuid.UUID) trigger {
 			return func(t *testing.T, w *Store, id uuid.UUID, op, path string) bool {
-				if op == "open" && (filepath.Base(path) == headName || filepath.Base(path) == headTemp) {
+				if op == "open" && (filepath.Base(path) == headfile.Name || filepath.Base(path) == headfile.Temp) {
 					apiAppend(t, w, id, UserText("flushed"))
 					require.NoError(t, w.Flush(t.Context(), id))
 					return true

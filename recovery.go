@@ -13,6 +13,10 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/sessionstore/sessionstore/internal/durable"
+	"github.com/sessionstore/sessionstore/internal/eventline"
+	"github.com/sessionstore/sessionstore/internal/headfile"
+	"github.com/sessionstore/sessionstore/internal/index"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 	"github.com/sessionstore/sessionstore/internal/zchunk"
 )
@@ -102,7 +106,7 @@ type recoveryPlan struct {
 
 // head is the newest event the analysis found, uuid.Nil if none.
 func (p *recoveryPlan) head() uuid.UUID {
-	if e, ok := p.index.last(); ok {
+	if e, ok := p.index.Last(); ok {
 		return e.ID
 	}
 	return uuid.Nil
@@ -124,7 +128,7 @@ func (p *recoveryPlan) repairs() []string {
 	if p.staleLines > 0 {
 		out = append(out, fmt.Sprintf("drop %d lines of sealed chunks from %s, which the chunks embed", p.staleLines, indexName))
 	}
-	if n := len(p.plainEntries(x.entries[p.firstNew:])); n > 0 {
+	if n := len(p.plainEntries(x.Entries[p.firstNew:])); n > 0 {
 		out = append(out, fmt.Sprintf("add %d index entries rebuilt from the chunks", n))
 	}
 	for _, name := range p.sealTemps {
@@ -140,14 +144,14 @@ func (p *recoveryPlan) repairs() []string {
 	case p.headFinish:
 		out = append(out, "finish the interrupted HEAD update")
 	case p.headTemp:
-		out = append(out, "remove "+headTemp+", which names no known event")
+		out = append(out, "remove "+headfile.Temp+", which names no known event")
 	}
 	head := p.head()
 	switch {
 	case p.headBad != nil && head == uuid.Nil:
-		out = append(out, fmt.Sprintf("keep %s aside in %s and remove it, the session has no events: %v", headName, filepath.Base(p.headKeep), p.headBad))
+		out = append(out, fmt.Sprintf("keep %s aside in %s and remove it, the session has no events: %v", headfile.Name, filepath.Base(p.headKeep), p.headBad))
 	case p.headBad != nil:
-		out = append(out, fmt.Sprintf("keep %s aside in %s and set HEAD to %s, the newest event: %v", headName, filepath.Base(p.headKeep), head, p.headBad))
+		out = append(out, fmt.Sprintf("keep %s aside in %s and set HEAD to %s, the newest event: %v", headfile.Name, filepath.Base(p.headKeep), head, p.headBad))
 	case head != uuid.Nil && head != p.headOnDisk:
 		was := "missing"
 		if p.headOnDisk != uuid.Nil {
@@ -165,15 +169,15 @@ func (p *recoveryPlan) repairs() []string {
 func analyze(fsys vfs.FS, dir string, readOnly bool, outside func(uuid.UUID) bool) (*recoveryPlan, error) {
 	p := &recoveryPlan{indexBad: -1}
 	x := &p.index
-	x.outside = outside
+	x.Outside = outside
 	indexPath := filepath.Join(dir, indexName)
 	chunkDir := filepath.Join(dir, chunksDir)
 
 	// HEAD first: it names only durable events, so the chunks read after
 	// it hold its event even if a writer replaces it meanwhile.
-	headPath := filepath.Join(dir, headName)
+	headPath := filepath.Join(dir, headfile.Name)
 	head, headExists, headErr := readHeadFile(fsys, headPath)
-	tmp, tmpExists, tmpErr := readHeadFile(fsys, filepath.Join(dir, headTemp))
+	tmp, tmpExists, tmpErr := readHeadFile(fsys, filepath.Join(dir, headfile.Temp))
 	_, err := fsys.Stat(filepath.Join(dir, metaFile+".tmp"))
 	p.metaTemp = err == nil
 
@@ -215,12 +219,12 @@ func analyze(fsys vfs.FS, dir string, readOnly bool, outside func(uuid.UUID) boo
 
 	// Size the index structures from the embedded indexes and the index
 	// file, so a large session is loaded without regrowing them; from the
-	// index file's size only up to maxIndexPresize entries, since a file's
+	// index file's size only up to index.MaxPresize entries, since a file's
 	// size is no promise of its lines (a sparse file claims gigabytes), and
 	// more grow as they come.
 	extra := 16
 	if info, err := fsys.Stat(indexPath); err == nil {
-		extra += int(min(info.Size()/minIndexLine, maxIndexPresize))
+		extra += int(min(info.Size()/eventline.MinIndexLine, index.MaxPresize))
 	}
 	p.readSealed(fsys, x, chunkDir, missing, extra)
 
@@ -247,20 +251,20 @@ func analyze(fsys vfs.FS, dir string, readOnly bool, outside func(uuid.UUID) boo
 		if err := addSealed(e.Loc.Chunk); err != nil {
 			return err
 		}
-		if len(x.entries) == 0 {
+		if len(x.Entries) == 0 {
 			if e.Loc.Chunk != 0 || e.Loc.Offset != 0 {
 				return corruptf(indexPath, off, "first entry is at chunk %d offset %d, not at the start of chunk 0", e.Loc.Chunk, e.Loc.Offset)
 			}
-		} else if prev := &x.entries[len(x.entries)-1]; !(e.Loc.Chunk == prev.Loc.Chunk && e.Loc.Offset == prev.Loc.end()) && !(e.Loc.Chunk == prev.Loc.Chunk+1 && e.Loc.Offset == 0) {
+		} else if prev := &x.Entries[len(x.Entries)-1]; !(e.Loc.Chunk == prev.Loc.Chunk && e.Loc.Offset == prev.Loc.End()) && !(e.Loc.Chunk == prev.Loc.Chunk+1 && e.Loc.Offset == 0) {
 			return corruptf(indexPath, off, "entry %s at chunk %d offset %d does not follow the previous record", e.ID, e.Loc.Chunk, e.Loc.Offset)
 		}
-		if err := x.add(e); err != nil {
+		if err := x.Add(e); err != nil {
 			return corruptf(indexPath, off, "%w", err)
 		}
 		p.indexed++
 		return nil
 	}
-	scan, err := readIndex(fsys, indexPath, func(e *entry, off int64) error {
+	scan, err := index.Read(fsys, indexPath, func(e *entry, off int64) error {
 		if !readOnly {
 			return add(e, off)
 		}
@@ -282,11 +286,11 @@ func analyze(fsys vfs.FS, dir string, readOnly bool, outside func(uuid.UUID) boo
 		err = nil
 	}
 	if err != nil {
-		return p, p.fail(err)
+		return p, p.fail(refusal(err)) // a link, a FIFO: damage
 	}
-	p.indexSize, p.indexEnd, p.indexBad, p.indexBadErr = scan.size, scan.end, scan.bad, scan.badErr
-	if missing < uint32(len(p.chunks)) || (len(x.entries) > 0 && x.entries[len(x.entries)-1].Loc.Chunk >= missing) {
-		x.truncate(func(e *entry) bool { return e.Loc.Chunk >= missing })
+	p.indexSize, p.indexEnd, p.indexBad, p.indexBadErr = scan.Size, scan.End, scan.Bad, scan.BadErr
+	if missing < uint32(len(p.chunks)) || (len(x.Entries) > 0 && x.Entries[len(x.Entries)-1].Loc.Chunk >= missing) {
+		x.Truncate(func(e *entry) bool { return e.Loc.Chunk >= missing })
 		if err := addSealed(missing); err != nil {
 			return p, p.fail(err)
 		}
@@ -294,7 +298,7 @@ func analyze(fsys vfs.FS, dir string, readOnly bool, outside func(uuid.UUID) boo
 	}
 
 	start := location{}
-	if len(x.entries) > 0 {
+	if len(x.Entries) > 0 {
 		r := newChunkReader(fsys, chunkDir)
 		err := p.checkLast(x, r, chunkDir)
 		r.close()
@@ -304,13 +308,13 @@ func analyze(fsys vfs.FS, dir string, readOnly bool, outside func(uuid.UUID) boo
 		if p.corrupt != nil {
 			return p, nil
 		}
-		if len(x.entries) > 0 {
-			last := &x.entries[len(x.entries)-1]
-			start = location{Chunk: last.Loc.Chunk, Offset: last.Loc.end()}
+		if len(x.Entries) > 0 {
+			last := &x.Entries[len(x.Entries)-1]
+			start = location{Chunk: last.Loc.Chunk, Offset: last.Loc.End()}
 		}
 	}
 
-	p.firstNew = len(x.entries)
+	p.firstNew = len(x.Entries)
 	for _, n := range p.chunks {
 		if n < start.Chunk || (n < next && p.sealed[n]) {
 			continue
@@ -344,7 +348,7 @@ func analyze(fsys vfs.FS, dir string, readOnly bool, outside func(uuid.UUID) boo
 	}
 	if tmpExists {
 		p.headTemp = true
-		_, known := x.byID[tmp]
+		_, known := x.ByID[tmp]
 		p.headFinish = tmpErr == nil && known
 	}
 	if p.headFinish {
@@ -367,7 +371,7 @@ func analyze(fsys vfs.FS, dir string, readOnly bool, outside func(uuid.UUID) boo
 		return nil, headErr
 	default:
 		p.headOnDisk = head
-		if _, known := x.byID[head]; headExists && !known {
+		if _, known := x.ByID[head]; headExists && !known {
 			p.headBad = corruptf(headPath, 0, "HEAD names event %s, which the log does not hold", head)
 			if p.lostErr == nil {
 				p.lostErr = &CorruptionError{Path: headPath, Err: fmt.Errorf("HEAD names event %s, which the log does not hold: acknowledged events were lost, or HEAD is damaged", head)}
@@ -375,7 +379,7 @@ func analyze(fsys vfs.FS, dir string, readOnly bool, outside func(uuid.UUID) boo
 		}
 	}
 	if p.headBad != nil {
-		p.headKeep = keepName(fsys, filepath.Join(dir, headBroken))
+		p.headKeep = keepName(fsys, filepath.Join(dir, headfile.Broken))
 	}
 	return p, nil
 }
@@ -391,9 +395,9 @@ func analyze(fsys vfs.FS, dir string, readOnly bool, outside func(uuid.UUID) boo
 func (p *recoveryPlan) checkLast(x *memIndex, r *chunkReader, chunkDir string) error {
 	newest := p.chunks[len(p.chunks)-1]
 	var firstBad error
-	k := len(x.entries)
+	k := len(x.Entries)
 	for k > 0 {
-		e := &x.entries[k-1]
+		e := &x.Entries[k-1]
 		_, err := readEntry(r, e)
 		if err == nil {
 			break
@@ -406,7 +410,7 @@ func (p *recoveryPlan) checkLast(x *memIndex, r *chunkReader, chunkDir string) e
 		// is invalid, or that the entry disagrees with) at the end of the
 		// plain newest chunk are a lost tail.
 		if e.Loc.Chunk != newest || p.newestSealed || !r.damagedAt(e.Loc) {
-			x.truncateTo(k - 1)
+			x.TruncateTo(k - 1)
 			return p.fail(err)
 		}
 		firstBad = err
@@ -415,7 +419,7 @@ func (p *recoveryPlan) checkLast(x *memIndex, r *chunkReader, chunkDir string) e
 	if firstBad == nil {
 		return nil
 	}
-	lost := x.entries[k:]
+	lost := x.Entries[k:]
 	for _, e := range lost {
 		p.lost = append(p.lost, e.ID)
 	}
@@ -425,7 +429,7 @@ func (p *recoveryPlan) checkLast(x *memIndex, r *chunkReader, chunkDir string) e
 	p.lostErr = &CorruptionError{Path: ce.Path, Offset: first.Loc.Offset, Err: fmt.Errorf("%d acknowledged events lost: the index names %s (and %d after it) at the end of the newest chunk, whose record is damaged: %w",
 		len(lost), first.ID, len(lost)-1, ce.Err)}
 	p.rewriteIndex = true
-	x.truncateTo(k)
+	x.TruncateTo(k)
 	return nil
 }
 
@@ -472,13 +476,13 @@ func (p *recoveryPlan) readSealed(fsys vfs.FS, x *memIndex, dir string, missing 
 	for n := range missing {
 		p.sealedAt[n] = -1
 		if metas[n] != nil {
-			total += metas[n].bound()
+			total += metas[n].Bound()
 		}
 	}
-	x.entries = make([]entry, 0, total+extra)
+	x.Entries = make([]entry, 0, total+extra)
 	for n, at := uint32(0), 0; n < missing && metas[n] != nil; n++ {
-		b := metas[n].bound()
-		regions[n], p.sealedAt[n] = x.entries[at:at:at+b], at
+		b := metas[n].Bound()
+		regions[n], p.sealedAt[n] = x.Entries[at:at:at+b], at
 		at += b
 	}
 	each(func(n uint32, b *zchunk.MetaBuffer) {
@@ -486,9 +490,10 @@ func (p *recoveryPlan) readSealed(fsys vfs.FS, x *memIndex, dir string, missing 
 		if m == nil {
 			return
 		}
-		defer m.close()
-		if p.sealedErrs[n] = m.read(b); p.sealedErrs[n] == nil {
-			p.sealedEntries[n], _, p.sealedErrs[n] = m.decode(regions[n], false)
+		defer m.Close()
+		if p.sealedErrs[n] = sealedErr(m.Read(b)); p.sealedErrs[n] == nil {
+			es, _, err := m.Decode(regions[n], false)
+			p.sealedEntries[n], p.sealedErrs[n] = es, sealedErr(err)
 		}
 	})
 	total = extra
@@ -503,7 +508,7 @@ func (p *recoveryPlan) readSealed(fsys vfs.FS, x *memIndex, dir string, missing 
 			p.sealedAt[n] = -1
 		}
 	}
-	x.byID = make(map[uuid.UUID]int32, total)
+	x.ByID = make(map[uuid.UUID]int32, total)
 }
 
 // errIndexEnd stops a read-only analysis's use of index.jsonl.
@@ -516,18 +521,18 @@ func (p *recoveryPlan) addSealed(x *memIndex, dir string, n uint32) error {
 	if err != nil {
 		return err
 	}
-	if len(x.entries) > 0 && x.entries[len(x.entries)-1].Loc.Chunk >= n {
-		return corruptf(filepath.Join(dir, chunkName(n)+sealedExt), 0, "sealed chunk %d follows records indexed in chunk %d", n, x.entries[len(x.entries)-1].Loc.Chunk)
+	if len(x.Entries) > 0 && x.Entries[len(x.Entries)-1].Loc.Chunk >= n {
+		return corruptf(filepath.Join(dir, chunkName(n)+sealedExt), 0, "sealed chunk %d follows records indexed in chunk %d", n, x.Entries[len(x.Entries)-1].Loc.Chunk)
 	}
-	k, all := len(x.entries), x.entries[:cap(x.entries)]
+	k, all := len(x.Entries), x.Entries[:cap(x.Entries)]
 	if at := p.sealedAt[n]; at >= k && len(es) > 0 && &all[at] == &es[0] {
 		// Decoded into the array of x.entries, at or after its end.
 		copy(all[k:], es)
-		x.entries = all[:k+len(es)]
-		err = x.adopt(len(es))
+		x.Entries = all[:k+len(es)]
+		err = x.Adopt(len(es))
 	} else {
 		for i := range es {
-			if err = x.add(&es[i]); err != nil {
+			if err = x.Add(&es[i]); err != nil {
 				break
 			}
 		}
@@ -573,7 +578,7 @@ func (p *recoveryPlan) scanChunk(fsys vfs.FS, x *memIndex, dir string, n uint32,
 	defer f.Close()
 	sealed := strings.HasSuffix(path, sealedExt)
 	w, err := walkRecords(f, n, off, size, newest && !sealed, func(hdr header, pl payload, loc location) error {
-		if err := x.add(ptr(newEntry(hdr, pl, loc))); err != nil {
+		if err := x.Add(ptr(eventline.NewEntry(hdr, pl, loc))); err != nil {
 			return corruptf(path, loc.Offset, "%w", err)
 		}
 		return nil
@@ -619,7 +624,7 @@ func applyRepairs(fsys vfs.FS, dir string, p *recoveryPlan, perm os.FileMode) (i
 	// synced it already).
 	if n := len(p.chunks); n > 0 && !p.newestSealed && p.tornPath == "" {
 		newest := p.chunks[n-1]
-		for _, e := range x.entries[p.firstNew:] {
+		for _, e := range x.Entries[p.firstNew:] {
 			if e.Loc.Chunk == newest {
 				if err := syncFile(fsys, filepath.Join(chunkDir, chunkName(newest))); err != nil {
 					return 0, err
@@ -628,9 +633,9 @@ func applyRepairs(fsys vfs.FS, dir string, p *recoveryPlan, perm os.FileMode) (i
 			}
 		}
 	}
-	indexEnd, added := p.indexEnd, p.plainEntries(x.entries[p.firstNew:])
+	indexEnd, added := p.indexEnd, p.plainEntries(x.Entries[p.firstNew:])
 	if p.staleLines > 0 || p.rewriteIndex {
-		indexEnd, added = 0, p.plainEntries(x.entries)
+		indexEnd, added = 0, p.plainEntries(x.Entries)
 	}
 	indexSize := indexEnd
 	if p.indexBad >= 0 || len(added) > 0 || p.indexSize != indexEnd {
@@ -655,8 +660,8 @@ func applyRepairs(fsys vfs.FS, dir string, p *recoveryPlan, perm os.FileMode) (i
 		}
 	}
 
-	headPath := filepath.Join(dir, headName)
-	tmpPath := filepath.Join(dir, headTemp)
+	headPath := filepath.Join(dir, headfile.Name)
+	tmpPath := filepath.Join(dir, headfile.Temp)
 	if p.headFinish {
 		if err := fsys.Rename(tmpPath, headPath); err != nil {
 			return 0, err
@@ -693,7 +698,7 @@ func applyRepairs(fsys vfs.FS, dir string, p *recoveryPlan, perm os.FileMode) (i
 
 // writeSynced writes data to a new file at path, which must not exist
 // (a kept-aside file is never replaced), and syncs it and its directory.
-// It is replaceFile's atomic write (a temporary file synced, then
+// It is durable.ReplaceFile's atomic write (a temporary file synced, then
 // renamed): a new file's entry can reach the disk before its data, and
 // path, the name the bytes are promised under, must hold them whole or
 // not exist. A crash before the rename leaves only the temporary file,
@@ -856,7 +861,7 @@ func syncFile(fsys vfs.FS, path string) error {
 // rewriteIndexTail cuts the index at end, appends the lines of added,
 // syncs the file and returns its new size. When the file holds nothing
 // past end, the lines are appended in place. Otherwise its first end
-// bytes and the new lines replace it (replaceFile: a temporary file
+// bytes and the new lines replace it (durable.ReplaceFile: a temporary file
 // synced, renamed over it, the directory synced), as reset does and for
 // its reason: cut in place, a crash before the sync could leave the new
 // lines followed by the bytes the truncation was to drop, which may be
@@ -874,16 +879,16 @@ func rewriteIndexTail(fsys vfs.FS, path string, end int64, added []entry, perm o
 	}
 	var buf []byte
 	if info.Size() > end {
-		buf = make([]byte, end, end+int64(len(added))*typicalIndexLine)
+		buf = make([]byte, end, end+int64(len(added))*index.TypicalLine)
 		if _, err := f.ReadAt(buf, 0); err != nil {
 			return 0, err
 		}
 	}
 	for i := range added {
-		buf = encodeIndexLine(buf, &added[i])
+		buf = eventline.AppendIndex(buf, &added[i])
 	}
 	if info.Size() > end {
-		return int64(len(buf)), replaceFile(fsys, filepath.Dir(path), filepath.Base(path), buf, perm)
+		return int64(len(buf)), durable.ReplaceFile(fsys, filepath.Dir(path), filepath.Base(path), buf, perm)
 	}
 	if _, err := f.WriteAt(buf, end); err != nil {
 		return 0, err

@@ -17,6 +17,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sessionstore/sessionstore/internal/eventline"
+	"github.com/sessionstore/sessionstore/internal/headfile"
+	"github.com/sessionstore/sessionstore/internal/index"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 	"github.com/sessionstore/sessionstore/internal/zchunk"
 )
@@ -85,7 +88,7 @@ func checkAll(t *testing.T, fsys vfs.FS, id uuid.UUID, want []Event) *Store {
 	if len(want) > 0 {
 		assert.Equal(t, want[len(want)-1].ID, head)
 		// Reconciliation already rewrote the HEAD file.
-		onDisk, exists, err := readHeadFile(fsys, sessionPath(id, headName))
+		onDisk, exists, err := readHeadFile(fsys, sessionPath(id, headfile.Name))
 		require.NoError(t, err)
 		assert.True(t, exists)
 		assert.Equal(t, head, onDisk)
@@ -103,13 +106,13 @@ func indexedOnDisk(t *testing.T, fsys vfs.FS, id uuid.UUID) int {
 	forms, _, err := chunkForms(fsys, dir)
 	require.NoError(t, err)
 	n := 0
-	scan, err := readIndex(fsys, sessionPath(id, indexName), func(e *entry, _ int64) error {
+	scan, err := index.Read(fsys, sessionPath(id, indexName), func(e *entry, _ int64) error {
 		assert.False(t, forms[e.Loc.Chunk].sealed, "index.jsonl holds a line of sealed chunk %d", e.Loc.Chunk)
 		n++
 		return nil
 	})
 	require.NoError(t, err)
-	assert.Equal(t, int64(-1), scan.bad, "index.jsonl has a bad line")
+	assert.Equal(t, int64(-1), scan.Bad, "index.jsonl has a bad line")
 	for c, f := range forms {
 		if f.sealed {
 			es, _, err := sealedIndex(fsys, dir, c)
@@ -375,10 +378,10 @@ func TestReconcileCorruption(t *testing.T) {
 			require.NoError(t, err)
 			lines := bytes.SplitAfter(b, []byte("\n"))
 			lines = lines[:len(lines)-1]
-			e, err := decodeIndexLine(bytes.TrimSuffix(lines[len(lines)-1], []byte("\n")))
+			e, err := eventline.DecodeIndex(bytes.TrimSuffix(lines[len(lines)-1], []byte("\n")))
 			require.NoError(t, err)
 			e.ID = st.evs[0].ID
-			lines[len(lines)-1] = encodeIndexLine(nil, &e)
+			lines[len(lines)-1] = eventline.AppendIndex(nil, &e)
 			writeMemFile(t, st.m, idx, bytes.Join(lines, nil))
 			return idx, int64(len(b) - len(lines[len(lines)-1]))
 		}, false},
@@ -387,10 +390,10 @@ func TestReconcileCorruption(t *testing.T) {
 			b, err := vfs.ReadFile(st.m, idx)
 			require.NoError(t, err)
 			lines := bytes.SplitAfter(b, []byte("\n"))
-			e, err := decodeIndexLine(bytes.TrimSuffix(lines[2], []byte("\n")))
+			e, err := eventline.DecodeIndex(bytes.TrimSuffix(lines[2], []byte("\n")))
 			require.NoError(t, err)
 			e.Loc.Offset++
-			lines[2] = encodeIndexLine(nil, &e)
+			lines[2] = eventline.AppendIndex(nil, &e)
 			writeMemFile(t, st.m, idx, bytes.Join(lines, nil))
 			return idx, int64(len(lines[0]) + len(lines[1]))
 		}, true},
@@ -409,7 +412,7 @@ func TestReconcileCorruption(t *testing.T) {
 			var locs []location
 			h, err := s.reg.acquire(t.Context(), id, nil)
 			require.NoError(t, err)
-			for _, e := range h.entries {
+			for _, e := range h.Entries {
 				locs = append(locs, e.Loc)
 			}
 			s.reg.release(h)
@@ -469,21 +472,21 @@ func TestReconcileHeadTemp(t *testing.T) {
 		name string
 		tmp  func(evs []Event) []byte
 	}{
-		{"valid temp is finished", func(evs []Event) []byte { return encodeHead(evs[len(evs)-1].ID) }},
-		{"temp naming an older event", func(evs []Event) []byte { return encodeHead(evs[0].ID) }},
+		{"valid temp is finished", func(evs []Event) []byte { return headfile.Encode(evs[len(evs)-1].ID) }},
+		{"temp naming an older event", func(evs []Event) []byte { return headfile.Encode(evs[0].ID) }},
 		{"torn temp is removed", func([]Event) []byte { return []byte("01a0") }},
-		{"temp naming an unknown event is removed", func([]Event) []byte { return encodeHead(uuid.New()) }},
+		{"temp naming an unknown event is removed", func([]Event) []byte { return headfile.Encode(uuid.New()) }},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			m, s, id := memSession(t, Options{})
 			evs := appendN(t, s, id, 4)
 			require.NoError(t, s.Close())
-			writeMemFile(t, m, sessionPath(id, headName), encodeHead(evs[1].ID)) // stale
-			writeMemFile(t, m, sessionPath(id, headTemp), tc.tmp(evs))
+			writeMemFile(t, m, sessionPath(id, headfile.Name), headfile.Encode(evs[1].ID)) // stale
+			writeMemFile(t, m, sessionPath(id, headfile.Temp), tc.tmp(evs))
 			writeMemFile(t, m, sessionPath(id, metaFile+".tmp"), []byte(`{"format":1,"na`))
 			checkAll(t, m, id, evs).Close()
-			_, err := m.Stat(sessionPath(id, headTemp))
+			_, err := m.Stat(sessionPath(id, headfile.Temp))
 			assert.ErrorIs(t, err, os.ErrNotExist)
 			_, err = m.Stat(sessionPath(id, metaFile+".tmp"))
 			assert.ErrorIs(t, err, os.ErrNotExist)
@@ -633,7 +636,7 @@ func TestLoadReadsOnlyTheActivePath(t *testing.T) {
 	require.NoError(t, err)
 	want := int64(0)
 	for _, ev := range path {
-		want += int64(h.entries[h.byID[ev.ID]].Loc.Length)
+		want += int64(h.Entries[h.ByID[ev.ID]].Loc.Length)
 	}
 	s.reg.release(h)
 	var got int64
@@ -763,7 +766,7 @@ func TestReconcileBadHead(t *testing.T) {
 	}{
 		{"garbage", []byte("not a head\n"), 5, false},
 		{"empty file", []byte{}, 5, false},
-		{"unknown event", encodeHead(uuid.MustParse("01a0ffff-0000-7000-8000-00000000dead")), 5, true},
+		{"unknown event", headfile.Encode(uuid.MustParse("01a0ffff-0000-7000-8000-00000000dead")), 5, true},
 		{"garbage in a session without events", []byte("\x00\x01"), 0, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -771,7 +774,7 @@ func TestReconcileBadHead(t *testing.T) {
 			m, s, id := memSession(t, Options{})
 			evs := appendN(t, s, id, tc.events)
 			require.NoError(t, s.Close())
-			headPath := sessionPath(id, headName)
+			headPath := sessionPath(id, headfile.Name)
 			writeMemFile(t, m, headPath, tc.head)
 			damaged := m.String()
 
@@ -789,7 +792,7 @@ func TestReconcileBadHead(t *testing.T) {
 			} else {
 				assert.True(t, rep.OK(), "a HEAD that is not an id is no problem: %v", rep.Problems)
 			}
-			wantOnDisk, _ := decodeHead(tc.head) // what the HEAD file names, if anything
+			wantOnDisk, _ := headfile.Decode(tc.head) // what the HEAD file names, if anything
 			assert.Equal(t, wantOnDisk, rep.HeadOnDisk)
 			require.Len(t, rep.Repairs, 1)
 			assert.Contains(t, rep.Repairs[0], "keep HEAD aside in HEAD.broken")
@@ -801,7 +804,7 @@ func TestReconcileBadHead(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, rep.Repairs, done)
 			require.NoError(t, w.Close())
-			kept, err := vfs.ReadFile(m, sessionPath(id, headBroken))
+			kept, err := vfs.ReadFile(m, sessionPath(id, headfile.Broken))
 			require.NoError(t, err)
 			assert.Equal(t, tc.head, kept, "the bad HEAD's bytes are kept aside")
 			if tc.events == 0 {
@@ -849,8 +852,8 @@ func TestReconcileLostTail(t *testing.T) {
 			evs := appendN(t, s, id, 6)
 			h, err := s.reg.acquire(ctx, id, nil)
 			require.NoError(t, err)
-			locs := make([]location, len(h.entries))
-			for i, e := range h.entries {
+			locs := make([]location, len(h.Entries))
+			for i, e := range h.Entries {
 				locs[i] = e.Loc
 			}
 			s.reg.release(h)
@@ -935,7 +938,7 @@ func TestDamageElsewhereHidesNoEvent(t *testing.T) {
 	evs = append(evs, appendN(t, s, id, 3)...)
 	h, err := s.reg.acquire(ctx, id, nil)
 	require.NoError(t, err)
-	bad := h.entries[5].Loc
+	bad := h.Entries[5].Loc
 	s.reg.release(h)
 	require.NoError(t, s.Close())
 	// Drop the index so the chunk is scanned, and damage the sixth record:

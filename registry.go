@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/sessionstore/sessionstore/internal/durable"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 )
 
@@ -216,7 +217,7 @@ func (r *registry) openNew(ctx context.Context, h *openSession, create *Meta) er
 	} else if _, err := fsys.Stat(filepath.Join(h.dir, metaFile)); err != nil && r.opts.Remote != nil {
 		// A remote session this machine lacks: opening restores it, into
 		// a directory whose name is durable before any file in it is.
-		if err := mkdirDurable(fsys, h.dir, r.opts.DirMode); err != nil {
+		if err := durable.MkdirAll(fsys, h.dir, r.opts.DirMode); err != nil {
 			h.becomeClosed(err)
 			return err
 		}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/sessionstore/sessionstore/internal/durable"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 	"github.com/sessionstore/sessionstore/internal/zchunk"
 )
@@ -204,7 +205,7 @@ func decodeLogObject(key string, b []byte) (*logHeader, []byte, error) {
 	}
 	var h logHeader
 	if err := json.Unmarshal(b[:i], &h); err != nil {
-		return nil, nil, corruptf(key, 0, "log object header: %w", err)
+		return nil, nil, corruptf(key, 0, "log object Header: %w", err)
 	}
 	if h.V != remoteFormat {
 		return nil, nil, fmt.Errorf("%w: log object %s has version %d", ErrUnsupportedFormat, key, h.V)
@@ -622,7 +623,7 @@ func fetchBlob(ctx context.Context, obj ObjectStore, fsys vfs.FS, id uuid.UUID, 
 		return err
 	}
 	path := blobPath(dir, d)
-	if err := mkdirDurable(fsys, filepath.Dir(path), dirPerm); err != nil {
+	if err := durable.MkdirAll(fsys, filepath.Dir(path), dirPerm); err != nil {
 		return err
 	}
 	return writeFileAtomic(fsys, path, b, perm)
@@ -631,7 +632,7 @@ func fetchBlob(ctx context.Context, obj ObjectStore, fsys vfs.FS, id uuid.UUID, 
 // writeFileAtomic writes path through a temporary file renamed over it,
 // both synced.
 func writeFileAtomic(fsys vfs.FS, path string, b []byte, perm os.FileMode) error {
-	return replaceFile(fsys, filepath.Dir(path), filepath.Base(path), b, perm)
+	return durable.ReplaceFile(fsys, filepath.Dir(path), filepath.Base(path), b, perm)
 }
 
 // putMeta replaces session.json locally, then records it in the log and
@@ -763,7 +764,7 @@ func (r *remoteFiles) release(clean bool) error {
 		return nil
 	}
 	b, _ := json.Marshal(localRemoteState{Seq: seq, Lease: r.lease})
-	return replaceFile(r.fsys, r.dir, remoteStateFile, b, r.perm)
+	return durable.ReplaceFile(r.fsys, r.dir, remoteStateFile, b, r.perm)
 }
 
 // localRemoteState is remote.json.
@@ -1128,7 +1129,7 @@ func holderID(fsys vfs.FS, dir string, perm os.FileMode) (uuid.UUID, error) {
 		return uuid.Nil, err
 	}
 	id := uuid.New()
-	if err := replaceFile(fsys, dir, holderFile, []byte(id.String()+"\n"), perm); err != nil {
+	if err := durable.ReplaceFile(fsys, dir, holderFile, []byte(id.String()+"\n"), perm); err != nil {
 		return uuid.Nil, fmt.Errorf("sessionstore: create %s: %w", path, err)
 	}
 	return id, nil

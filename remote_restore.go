@@ -13,6 +13,10 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/sessionstore/sessionstore/internal/durable"
+	"github.com/sessionstore/sessionstore/internal/eventline"
+	"github.com/sessionstore/sessionstore/internal/headfile"
+	"github.com/sessionstore/sessionstore/internal/index"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 	"github.com/sessionstore/sessionstore/internal/zchunk"
 )
@@ -39,7 +43,7 @@ func (r *remoteFiles) reconcileLocal(ctx context.Context, v *logView) error {
 	fsys := r.fsys
 	cdir := r.chunkDir()
 	for _, d := range []string{cdir, filepath.Join(r.dir, blobsDir)} {
-		if err := mkdirDurable(fsys, d, r.dirPerm); err != nil {
+		if err := durable.MkdirAll(fsys, d, r.dirPerm); err != nil {
 			return err
 		}
 	}
@@ -139,7 +143,7 @@ func (r *remoteFiles) reconcileLocal(ctx context.Context, v *logView) error {
 		return err
 	}
 	if !bytes.Equal(old, v.meta) {
-		if err := replaceFile(fsys, r.dir, metaFile, v.meta, r.perm); err != nil {
+		if err := durable.ReplaceFile(fsys, r.dir, metaFile, v.meta, r.perm); err != nil {
 			return err
 		}
 	}
@@ -157,7 +161,7 @@ func (r *remoteFiles) reconcileLanes(want []byte) error {
 	case want == nil && err == nil:
 		return removeIfExists(fsys, filepath.Join(r.dir, lanesFile))
 	case want != nil && !bytes.Equal(old, want):
-		return replaceFile(fsys, r.dir, lanesFile, want, r.perm)
+		return durable.ReplaceFile(fsys, r.dir, lanesFile, want, r.perm)
 	}
 	return nil
 }
@@ -388,7 +392,7 @@ func writeTemp(fsys vfs.FS, path string, b []byte, perm os.FileMode) error {
 // open rebuilds them from every chunk (reconciliation).
 func (r *remoteFiles) rebuildDerived(v *logView, pieces map[uint32][]logPiece) error {
 	fsys := r.fsys
-	for _, name := range []string{indexName, headName, headTemp} {
+	for _, name := range []string{indexName, headfile.Name, headfile.Temp} {
 		if err := removeIfExists(fsys, filepath.Join(r.dir, name)); err != nil {
 			return err
 		}
@@ -416,15 +420,15 @@ func (r *remoteFiles) rebuildDerived(v *logView, pieces map[uint32][]logPiece) e
 		}
 		var es []entry
 		_, err = walkRecords(bytes.NewReader(b), newest, 0, int64(len(b)), true, func(h header, p payload, loc location) error {
-			es = append(es, newEntry(h, p, loc))
+			es = append(es, eventline.NewEntry(h, p, loc))
 			return nil
 		}, func(bad, next int64, err error) error { return err })
 		if err != nil || len(es) == 0 {
 			return nil // reconciliation reports it
 		}
-		lines, head = encodeIndexLines(nil, es), es[len(es)-1]
+		lines, head = index.AppendLines(nil, es), es[len(es)-1]
 	}
-	if err := replaceFile(fsys, r.dir, indexName, lines, r.perm); err != nil {
+	if err := durable.ReplaceFile(fsys, r.dir, indexName, lines, r.perm); err != nil {
 		return err
 	}
 	if len(pieces) == 0 {

@@ -12,6 +12,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sessionstore/sessionstore/internal/eventline"
+	"github.com/sessionstore/sessionstore/internal/headfile"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 )
 
@@ -21,8 +23,8 @@ func entryLocs(t *testing.T, s *Store, id uuid.UUID) []location {
 	h, err := s.reg.acquire(context.Background(), id, nil)
 	require.NoError(t, err)
 	defer s.reg.release(h)
-	out := make([]location, len(h.entries))
-	for i, e := range h.entries {
+	out := make([]location, len(h.Entries))
+	for i, e := range h.Entries {
 		out[i] = e.Loc
 	}
 	return out
@@ -110,10 +112,10 @@ func TestBadHeadRepairCrashSafe(t *testing.T) {
 	evs := appendN(t, s, id, 4)
 	require.NoError(t, s.Close())
 	garbage := []byte("not a head at all\n")
-	writeMemFile(t, m, sessionPath(id, headName), garbage)
+	writeMemFile(t, m, sessionPath(id, headfile.Name), garbage)
 	points := repairCrashLoop(t, m, id, func(t *testing.T, fsys *vfs.MemFS) {
 		checkAll(t, fsys, id, evs).Close()
-		kept, err := vfs.ReadFile(fsys, sessionPath(id, headBroken))
+		kept, err := vfs.ReadFile(fsys, sessionPath(id, headfile.Broken))
 		require.NoError(t, err)
 		assert.Equal(t, garbage, kept)
 	})
@@ -240,7 +242,7 @@ func TestIndexLengthMismatchIsNotALoss(t *testing.T) {
 	evs := appendN(t, s, id, 6)
 	h, err := s.reg.acquire(ctx, id, nil)
 	require.NoError(t, err)
-	last := h.entries[len(h.entries)-1]
+	last := h.Entries[len(h.Entries)-1]
 	s.reg.release(h)
 	require.NoError(t, s.Close())
 
@@ -250,7 +252,7 @@ func TestIndexLengthMismatchIsNotALoss(t *testing.T) {
 	cutAt := bytes.LastIndexByte(b[:len(b)-1], '\n') + 1
 	wrong := last
 	wrong.Loc.Length -= 5
-	writeMemFile(t, m, idx, encodeIndexLine(bytes.Clone(b[:cutAt]), &wrong))
+	writeMemFile(t, m, idx, eventline.AppendIndex(bytes.Clone(b[:cutAt]), &wrong))
 
 	r, _ := roOpen(t, memRoot, Options{fs: m})
 	rep, err := r.Verify(ctx, id)
@@ -281,7 +283,7 @@ func TestHeadNamesCutRecordIsALoss(t *testing.T) {
 	evs := appendN(t, s, id, 6)
 	locs := entryLocs(t, s, id)
 	require.NoError(t, s.Close())
-	head, _, err := readHeadFile(m, sessionPath(id, headName))
+	head, _, err := readHeadFile(m, sessionPath(id, headfile.Name))
 	require.NoError(t, err)
 	require.Equal(t, evs[5].ID, head, "Close checkpointed HEAD")
 
@@ -469,8 +471,8 @@ func TestRepairsSurviveASecondPowerCut(t *testing.T) {
 		repair string // in the repair Verify lists before
 	}{
 		{"interrupted HEAD replace", func(t *testing.T, m *vfs.MemFS, id uuid.UUID, evs []Event) {
-			writeMemFile(t, m, sessionPath(id, headName), encodeHead(evs[1].ID)) // older
-			writeMemFile(t, m, sessionPath(id, headTemp), encodeHead(evs[len(evs)-1].ID))
+			writeMemFile(t, m, sessionPath(id, headfile.Name), headfile.Encode(evs[1].ID)) // older
+			writeMemFile(t, m, sessionPath(id, headfile.Temp), headfile.Encode(evs[len(evs)-1].ID))
 			require.NoError(t, m.SyncDir(sessionPath(id)))
 		}, "finish the interrupted HEAD update"},
 		{"torn tail", func(t *testing.T, m *vfs.MemFS, id uuid.UUID, _ []Event) {

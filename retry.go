@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/sessionstore/sessionstore/internal/canonical"
 )
 
 // Retries and optimistic concurrency
@@ -189,12 +190,12 @@ func retryCheck(batch []pendingEvent, opts AppendOptions, next func(h *openSessi
 		if err := h.writable(); err != nil {
 			return err
 		}
-		if h.partial || h.headEntry != nil {
+		if h.Partial || h.headEntry != nil {
 			// Ids are looked up in the whole index.
 			if err := h.materialize(); err != nil {
 				return err
 			}
-			if h.partial || h.headEntry != nil {
+			if h.Partial || h.headEntry != nil {
 				return fmt.Errorf("sessionstore: session %s: its index is not loaded (state %s)", h.id, h.state)
 			}
 			return errRecheck
@@ -262,7 +263,7 @@ func (h *openSession) storedBatch(batch []pendingEvent, opts AppendOptions) ([]E
 	out := make([]Event, len(batch))
 	found, missing := -1, -1
 	for i := range batch {
-		k, ok := h.byID[batch[i].ev.ID]
+		k, ok := h.ByID[batch[i].ev.ID]
 		if id := batch[i].ev.ID; !ok && id != uuid.Nil && h.inPrefix(id) {
 			// A fork's prefix is its parent's: an event of it cannot be
 			// appended to the fork, nor be a retry of one appended here.
@@ -277,7 +278,7 @@ func (h *openSession) storedBatch(batch []pendingEvent, opts AppendOptions) ([]E
 		if found < 0 {
 			found = i
 		}
-		ev, err := h.sameContent(&h.entries[k], &batch[i])
+		ev, err := h.sameContent(&h.Entries[k], &batch[i])
 		if err != nil {
 			return nil, err
 		}
@@ -315,7 +316,7 @@ func (h *openSession) storedBatch(batch []pendingEvent, opts AppendOptions) ([]E
 // p (kind, role and record), else an ErrConflict naming the difference.
 func (h *openSession) sameContent(e *entry, p *pendingEvent) (Event, error) {
 	var ev Event
-	e.header.fill(&ev)
+	fillHeader(&ev, &e.Header)
 	differ := func(what string) (Event, error) {
 		return Event{}, fmt.Errorf("%w: session %s: event %s is stored with another %s; nothing was written", ErrConflict, h.id, ev.ID, what)
 	}
@@ -333,7 +334,7 @@ func (h *openSession) sameContent(e *entry, p *pendingEvent) (Event, error) {
 		if sha256.Sum256(p.rec) != e.Digest {
 			return differ("record")
 		}
-		ev.Digest = string(appendDigest(nil, e.Digest))
+		ev.Digest = string(canonical.AppendDigest(nil, e.Digest))
 	} else {
 		r := h.files.chunkReader()
 		stored, err := readEntry(r, e)

@@ -558,7 +558,7 @@ func TestAppendRetryAfterReopen(t *testing.T) {
 	h := s2.reg.lookup(session)
 	require.NotNil(t, h)
 	h.mu.Lock()
-	lazy := h.partial || h.headEntry != nil
+	lazy := h.Partial || h.headEntry != nil
 	h.mu.Unlock()
 	require.True(t, lazy, "the session appends without its index")
 	got, err := s2.Append(ctx, session, ev)

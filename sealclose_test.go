@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sessionstore/sessionstore/internal/headfile"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 )
 
@@ -171,18 +172,18 @@ func TestCloseSealFindsDamage(t *testing.T) {
 	metaOff, metaLen := binary.LittleEndian.Uint64(footer[32:]), binary.LittleEndian.Uint64(footer[40:])
 	require.NotZero(t, metaLen)
 	flipByte(t, m, sealed, int64(metaOff+metaLen/2))
-	headBefore, err := vfs.ReadFile(m, sessionPath(id, headName))
+	headBefore, err := vfs.ReadFile(m, sessionPath(id, headfile.Name))
 	require.NoError(t, err)
 
 	o.keepPlainOnClose = false
 	s = openMem(t, m, o)
 	appendKiB(t, s, id, 20, 1)
 	h := lockedHandle(t, s, id)
-	partial := h.partial
+	partial := h.Partial
 	h.mu.Unlock()
 	require.True(t, partial, "appending without the index to chunk 1, which it did not create")
 	assert.NotPanics(t, func() { _ = s.Close() })
-	headAfter, err := vfs.ReadFile(m, sessionPath(id, headName))
+	headAfter, err := vfs.ReadFile(m, sessionPath(id, headfile.Name))
 	require.NoError(t, err)
 	assert.Equal(t, string(headBefore), string(headAfter), "a damaged session's files are not written")
 	assert.Equal(t, []string{chunkName(0) + sealedExt, chunkName(1)}, chunkFiles(t, m, id), "nothing sealed")

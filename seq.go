@@ -97,7 +97,7 @@ func (s *Store) TreeSeq(ctx context.Context, session uuid.UUID) iter.Seq2[Node, 
 				return err
 			}
 			ran = true
-			if last, ok := h.last(); ok {
+			if last, ok := h.Last(); ok {
 				end = last.ID
 			}
 			return nil
@@ -123,9 +123,9 @@ func (s *Store) TreeSeq(ctx context.Context, session uuid.UUID) iter.Seq2[Node, 
 			err := s.withHandle(ctx, session, func(h *openSession) error {
 				ferr = h.treeBatch(&pos, last, end)
 				if ferr == nil {
-					stop := min(pos+treeBatch, int(h.byID[end])+1)
-					buf = nodes(buf[:0], h.entries[pos:stop])
-					pos, last = stop, h.entries[stop-1].ID
+					stop := min(pos+treeBatch, int(h.ByID[end])+1)
+					buf = nodes(buf[:0], h.Entries[pos:stop])
+					pos, last = stop, h.Entries[stop-1].ID
 				}
 				return nil
 			})
@@ -151,13 +151,13 @@ func (s *Store) TreeSeq(ctx context.Context, session uuid.UUID) iter.Seq2[Node, 
 // been loaded again since the last batch (the session closed and opened),
 // and then last is looked up.
 func (h *openSession) treeBatch(pos *int, last, end uuid.UUID) error {
-	if _, ok := h.byID[end]; !ok {
+	if _, ok := h.ByID[end]; !ok {
 		return fmt.Errorf("%w: event %s left session %s during the iteration", ErrNotFound, end, h.id)
 	}
-	if last == uuid.Nil || (*pos <= len(h.entries) && *pos > 0 && h.entries[*pos-1].ID == last) {
+	if last == uuid.Nil || (*pos <= len(h.Entries) && *pos > 0 && h.Entries[*pos-1].ID == last) {
 		return nil
 	}
-	i, ok := h.byID[last]
+	i, ok := h.ByID[last]
 	if !ok {
 		return fmt.Errorf("%w: event %s left session %s during the iteration", ErrNotFound, last, h.id)
 	}
@@ -283,11 +283,11 @@ func (h *openSession) relocate(run []entry) []entry {
 	out := make([]entry, len(run))
 	same := true
 	for k := range run {
-		i, ok := h.byID[run[k].ID]
+		i, ok := h.ByID[run[k].ID]
 		if !ok {
 			return nil
 		}
-		out[k] = h.entries[i]
+		out[k] = h.Entries[i]
 		same = same && out[k].Loc == run[k].Loc
 	}
 	if same {

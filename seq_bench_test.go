@@ -91,11 +91,11 @@ func BenchmarkIndexEntryMemory(b *testing.B) {
 		var before, after runtime.MemStats
 		runtime.GC()
 		runtime.ReadMemStats(&before)
-		x := &memIndex{byID: map[uuid.UUID]int32{}}
+		x := &memIndex{ByID: map[uuid.UUID]int32{}}
 		parent := uuid.Nil
 		for i := range n {
-			e := entry{header: header{ID: uuid.UUID{byte(i >> 16), byte(i >> 8), byte(i), 1}, ParentID: parent, Kind: 1, Role: 1}, Size: 100, Loc: location{Offset: int64(i) * 300, Length: 300}}
-			if err := x.add(&e); err != nil {
+			e := entry{Header: header{ID: uuid.UUID{byte(i >> 16), byte(i >> 8), byte(i), 1}, ParentID: parent, Kind: 1, Role: 1}, Size: 100, Loc: location{Offset: int64(i) * 300, Length: 300}}
+			if err := x.Add(&e); err != nil {
 				b.Fatal(err)
 			}
 			parent = e.ID

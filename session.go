@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/sessionstore/sessionstore/internal/durable"
 	"github.com/sessionstore/sessionstore/internal/jsonl"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 )
@@ -21,8 +22,9 @@ import (
 // formatVersion is written to the session.json of every new session. A
 // store refuses sessions with a version it does not know rather than
 // misreading them. Format 2 added the parent's location to each chunk line
-// ("parent_loc", see encodeEventLine); this build reads format 1 sessions
-// too and appends to them in format 1, so that older builds still read them.
+// ("parent_loc", see internal/eventline.AppendEvent); this build reads
+// format 1 sessions too and appends to them in format 1, so that older
+// builds still read them.
 const (
 	formatVersion = 2
 	oldestFormat  = 1
@@ -360,7 +362,7 @@ func createSessionFiles(fsys vfs.FS, dir string, meta Meta, opts *Options) error
 	if err != nil {
 		return err
 	}
-	if err := replaceFile(fsys, dir, metaFile, b, opts.FileMode); err != nil {
+	if err := durable.ReplaceFile(fsys, dir, metaFile, b, opts.FileMode); err != nil {
 		return err
 	}
 	// The session directory's own entry must survive too.

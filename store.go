@@ -14,6 +14,8 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/sessionstore/sessionstore/internal/durable"
+	"github.com/sessionstore/sessionstore/internal/eventline"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 )
 
@@ -149,7 +151,7 @@ func checkRootConfig(fsys vfs.FS, dir string, o Options) error {
 		if err != nil {
 			return err
 		}
-		if err := replaceFile(fsys, dir, rootConfigName, append(b, '\n'), o.FileMode); err != nil {
+		if err := durable.ReplaceFile(fsys, dir, rootConfigName, append(b, '\n'), o.FileMode); err != nil {
 			return fmt.Errorf("sessionstore: write %s: %w", path, err)
 		}
 		return nil
@@ -322,7 +324,7 @@ func (s *Store) appendEvents(ctx context.Context, session uuid.UUID, evs []Event
 		kept := ev.Time
 		if opts.KeepTime {
 			if !kept.IsZero() && !storableTime(kept) {
-				return nil, fmt.Errorf("%w: event %d: time %s is outside 1970 to 2262, which the store cannot hold", ErrInvalidEvent, i, kept.Format(timeLayout))
+				return nil, fmt.Errorf("%w: event %d: time %s is outside 1970 to 2262, which the store cannot hold", ErrInvalidEvent, i, kept.Format(eventline.TimeLayout))
 			}
 			ev.Time = time.Time{} // the check below is of the other fields
 		}
@@ -498,28 +500,28 @@ func (s *Store) resolvePath(h *openSession, leaf uuid.UUID, fromHead, boundaries
 	}
 	var at []int32 // positions in h.entries, newest first
 	if leaf != uuid.Nil {
-		i, ok := h.byID[leaf]
+		i, ok := h.ByID[leaf]
 		if !ok {
 			s.reg.release(h)
 			return nil, fmt.Errorf("%w: event %s in session %s", ErrNotFound, leaf, h.id)
 		}
 		for {
 			at = append(at, i)
-			e := &h.entries[i]
-			if e.ParentID == uuid.Nil || (boundaries && kinds[e.Kind] == KindCompaction) {
+			e := &h.Entries[i]
+			if e.ParentID == uuid.Nil || (boundaries && e.Kind == eventline.KindCompaction) {
 				break
 			}
-			i = h.byID[e.ParentID]
+			i = h.ByID[e.ParentID]
 		}
 	}
 	path := make([]entry, len(at)) // oldest first, which is also file order
 	for k, i := range at {
-		path[len(at)-1-k] = h.entries[i]
+		path[len(at)-1-k] = h.Entries[i]
 	}
 	damaged := h.damage()
 	s.reg.release(h)
 	// Records never move once written, so they are read without the lock.
-	if boundaries && len(path) > 0 && kinds[path[0].Kind] == KindCompaction {
+	if boundaries && len(path) > 0 && path[0].Kind == eventline.KindCompaction {
 		r := h.files.chunkReader()
 		kept, err := h.keptTail(r, &path[0])
 		r.close()
@@ -569,10 +571,10 @@ func (s *Store) readEntries(ctx context.Context, dir string, r *chunkReader, pat
 		}
 		end := k + 1
 		for end < len(path) && path[end].Loc.Chunk == path[k].Loc.Chunk &&
-			path[end].Loc.Offset == path[end-1].Loc.end() && path[end].Loc.end()-path[k].Loc.Offset <= maxReadRun {
+			path[end].Loc.Offset == path[end-1].Loc.End() && path[end].Loc.End()-path[k].Loc.Offset <= maxReadRun {
 			end++
 		}
-		if err := r.fill(path[k].Loc.Chunk, path[k].Loc.Offset, path[end-1].Loc.end()-path[k].Loc.Offset); err != nil {
+		if err := r.fill(path[k].Loc.Chunk, path[k].Loc.Offset, path[end-1].Loc.End()-path[k].Loc.Offset); err != nil {
 			return nil, err
 		}
 		for ; k < end; k++ {
@@ -625,12 +627,12 @@ func readEntry(r *chunkReader, e *entry) (Event, error) {
 	if err != nil {
 		return Event{}, err
 	}
-	if h != e.header || p.Size != e.Size || p.Blob != e.Blob || p.Digest != e.Digest {
+	if h != e.Header || p.Size != e.Size || p.Blob != e.Blob || p.Digest != e.Digest {
 		return Event{}, corruptf(r.path(e.Loc.Chunk), e.Loc.Offset, "record %s does not match its index entry %s", h.ID, e.ID)
 	}
 	var ev Event
-	h.fill(&ev)
-	p.fill(&ev)
+	fillHeader(&ev, &h)
+	fillPayload(&ev, p)
 	return ev, nil
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sessionstore/sessionstore/internal/headfile"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 )
 
@@ -306,7 +307,7 @@ func TestSyncBadHEADKeptAsideDurably(t *testing.T) {
 	ctx := context.Background()
 	m, s, id := memSession(t, Options{})
 	require.NoError(t, s.Close())
-	writeMemFile(t, m, sessionPath(id, headName), []byte("not an id\n"))
+	writeMemFile(t, m, sessionPath(id, headfile.Name), []byte("not an id\n"))
 	require.NoError(t, m.SyncDir(sessionPath(id)))
 
 	s = openMem(t, m, Options{})

@@ -25,7 +25,7 @@ type Node struct {
 	// is built, and kept with it, so Tree reads no record for it. Empty
 	// for an event whose index line was written before previews existed,
 	// and for a blob record whose entry was rebuilt from its chunk line
-	// (see preview.go).
+	// (internal/eventline/preview.go).
 	Preview string
 }
 
@@ -46,9 +46,9 @@ func (s *Store) Tree(ctx context.Context, session uuid.UUID) ([]Node, error) {
 		if err != nil {
 			return err
 		}
-		out = make([]Node, len(prefix), len(prefix)+len(h.entries))
+		out = make([]Node, len(prefix), len(prefix)+len(h.Entries))
 		copy(out, prefix)
-		out = nodes(out, h.entries)
+		out = nodes(out, h.Entries)
 		return nil
 	})
 	return out, err
@@ -79,9 +79,9 @@ func (s *Store) Children(ctx context.Context, session, id uuid.UUID) ([]Node, er
 				out = append(out, n)
 			}
 		}
-		for i := range h.entries {
-			if h.entries[i].ParentID == id {
-				out = append(out, h.entries[i].node())
+		for i := range h.Entries {
+			if h.Entries[i].ParentID == id {
+				out = append(out, nodeOf(&h.Entries[i]))
 			}
 		}
 		return nil

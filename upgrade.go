@@ -11,6 +11,9 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/sessionstore/sessionstore/internal/durable"
+	"github.com/sessionstore/sessionstore/internal/eventline"
+	"github.com/sessionstore/sessionstore/internal/index"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 	"github.com/sessionstore/sessionstore/internal/zchunk"
 )
@@ -197,7 +200,7 @@ func ConvertCompression(ctx context.Context, dir string, opts *Options) error {
 	if err != nil {
 		return err
 	}
-	if err := replaceFile(o.fs, dir, rootConfigName, append(b, '\n'), o.FileMode); err != nil {
+	if err := durable.ReplaceFile(o.fs, dir, rootConfigName, append(b, '\n'), o.FileMode); err != nil {
 		return fmt.Errorf("sessionstore: write %s: %w", filepath.Join(dir, rootConfigName), err)
 	}
 	return nil
@@ -304,7 +307,7 @@ func (s *Store) rewriteSession(ctx context.Context, id uuid.UUID, job rewriteJob
 	var plain []entry // the entries of the chunks that end plain, for index.jsonl
 	for i, n := range p.chunks {
 		cp, ok := plans[n]
-		es := chunkEntries(p.index.entries, n)
+		es := index.ChunkEntries(p.index.Entries, n)
 		sealed := p.sealed[i]
 		if ok {
 			if err := ctx.Err(); err != nil {
@@ -319,7 +322,7 @@ func (s *Store) rewriteSession(ctx context.Context, id uuid.UUID, job rewriteJob
 			plain = append(plain, es...)
 		}
 	}
-	if err := replaceFile(fsys, dir, indexName, encodeIndexLines(nil, plain), s.opts.FileMode); err != nil {
+	if err := durable.ReplaceFile(fsys, dir, indexName, index.AppendLines(nil, plain), s.opts.FileMode); err != nil {
 		return err
 	}
 	if job.upgrade {
@@ -327,7 +330,7 @@ func (s *Store) rewriteSession(ctx context.Context, id uuid.UUID, job rewriteJob
 		if err != nil {
 			return err
 		}
-		if err := replaceFile(fsys, dir, metaFile, b, s.opts.FileMode); err != nil {
+		if err := durable.ReplaceFile(fsys, dir, metaFile, b, s.opts.FileMode); err != nil {
 			return err
 		}
 	}
@@ -376,7 +379,7 @@ func planRewrite(fsys vfs.FS, chunkDir string, p *recoveryPlan, job rewriteJob) 
 		if job.convert {
 			cp.sealed = job.compress && (!newest || p.sealed[i])
 		}
-		es := chunkEntries(p.index.entries, n)
+		es := index.ChunkEntries(p.index.Entries, n)
 		if !job.upgrade && cp.sealed == cp.wasSealed {
 			continue
 		}
@@ -410,7 +413,7 @@ func readChunkData(fsys vfs.FS, chunkDir string, n uint32, es []entry) ([]byte, 
 		return nil, err
 	}
 	defer src.Close()
-	data := make([]byte, es[len(es)-1].Loc.end())
+	data := make([]byte, es[len(es)-1].Loc.End())
 	if _, err := src.ReadAt(data, 0); err != nil {
 		return nil, fmt.Errorf("read %s: %w", path, sealedErr(err))
 	}
@@ -424,12 +427,12 @@ func reencodeChunk(old []byte, es []entry, moved map[uuid.UUID]location, path st
 	data := make([]byte, 0, len(old)+len(es)*24)
 	out := make([]entry, len(es))
 	for i, e := range es {
-		line := old[e.Loc.Offset : e.Loc.end()-1] // without its newline
-		h, pl, err := readEventLine(line)
+		line := old[e.Loc.Offset : e.Loc.End()-1] // without its newline
+		h, pl, err := eventline.ReadEvent(line)
 		if err != nil {
 			return nil, nil, corruptf(path, e.Loc.Offset, "%w", err)
 		}
-		if h != e.header {
+		if h != e.Header {
 			return nil, nil, corruptf(path, e.Loc.Offset, "record %s does not match its index entry %s", h.ID, e.ID)
 		}
 		pl.ParentAt = location{}
@@ -441,7 +444,7 @@ func reencodeChunk(old []byte, es []entry, moved map[uuid.UUID]location, path st
 			pl.ParentAt = at
 		}
 		start := int64(len(data))
-		data = encodeEventLine(data, &h, pl)
+		data = eventline.AppendEvent(data, &h, pl)
 		ne := e
 		ne.Loc = location{Chunk: e.Loc.Chunk, Offset: start, Length: uint32(int64(len(data)) - start)}
 		out[i] = ne
@@ -456,7 +459,7 @@ func (cp *chunkRewrite) apply(fsys vfs.FS, chunkDir string, perm os.FileMode) er
 	plainPath := filepath.Join(chunkDir, chunkName(cp.n))
 	sealedPath := plainPath + sealedExt
 	if cp.sealed {
-		lines := encodeIndexLines(make([]byte, 0, len(cp.entries)*typicalIndexLine), cp.entries)
+		lines := index.AppendLines(make([]byte, 0, len(cp.entries)*index.TypicalLine), cp.entries)
 		if err := zchunk.WriteBlocks(fsys, sealedPath, cp.data, lines, perm, sealBlockSize); err != nil {
 			return err
 		}
@@ -465,7 +468,7 @@ func (cp *chunkRewrite) apply(fsys vfs.FS, chunkDir string, perm os.FileMode) er
 		}
 		return nil
 	}
-	if err := replaceFileAs(fsys, chunkDir, chunkName(cp.n), chunkName(cp.n)+upgradeTemp, cp.data, perm); err != nil {
+	if err := durable.ReplaceFileAs(fsys, chunkDir, chunkName(cp.n), chunkName(cp.n)+upgradeTemp, cp.data, perm); err != nil {
 		return err
 	}
 	if cp.wasSealed {

@@ -15,6 +15,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sessionstore/sessionstore/internal/durable"
+	"github.com/sessionstore/sessionstore/internal/eventline"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 )
 
@@ -66,7 +68,7 @@ func setRootCompression(t testing.TB, m vfs.FS, mode string) {
 	t.Helper()
 	b, err := json.Marshal(rootConfig{Format: rootFormat, Compression: mode})
 	require.NoError(t, err)
-	require.NoError(t, replaceFile(m, memRoot, rootConfigName, append(b, '\n'), 0o600))
+	require.NoError(t, durable.ReplaceFile(m, memRoot, rootConfigName, append(b, '\n'), 0o600))
 }
 
 // format1Sealed returns the format 1 fixture in a zstd root, grown by
@@ -178,7 +180,7 @@ func assertFormat2Lines(t *testing.T, fsys vfs.FS, id uuid.UUID) {
 	lines := chunkLines(t, fsys, id)
 	require.NotEmpty(t, lines)
 	for _, l := range lines {
-		h, pl, err := readEventLine([]byte(strings.TrimSuffix(l, "\n")))
+		h, pl, err := eventline.ReadEvent([]byte(strings.TrimSuffix(l, "\n")))
 		require.NoError(t, err)
 		if h.ParentID != uuid.Nil {
 			assert.NotZero(t, pl.ParentAt.Length, "line of %s names its parent's location", h.ID)
@@ -364,7 +366,7 @@ func TestUpgradeErrors(t *testing.T) {
 			b, err := vfs.ReadFile(m, path)
 			require.NoError(t, err)
 			b[len(b)/2] ^= 0x01
-			require.NoError(t, replaceFile(m, filepath.Dir(path), filepath.Base(path), b, 0o600))
+			require.NoError(t, durable.ReplaceFile(m, filepath.Dir(path), filepath.Base(path), b, 0o600))
 			require.NoError(t, removeIfExists(m, sessionPath(goldenSession, indexName)))
 			return openMem(t, m, Options{Compression: CompressionNone}), goldenSession, nil
 		}, ErrCorrupt},

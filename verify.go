@@ -12,6 +12,8 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/sessionstore/sessionstore/internal/eventline"
+	"github.com/sessionstore/sessionstore/internal/index"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 )
 
@@ -172,7 +174,7 @@ func (s *Store) verify(ctx context.Context, session uuid.UUID) (*VerifyReport, e
 	// Every index line, as far as it decodes, by chunk.
 	indexPath := filepath.Join(dir, indexName)
 	lines := map[uint32]*indexRun{}
-	if _, err := readIndex(fsys, indexPath, func(e *entry, off int64) error {
+	if _, err := index.Read(fsys, indexPath, func(e *entry, off int64) error {
 		run := lines[e.Loc.Chunk]
 		if run == nil {
 			run = &indexRun{path: indexPath}
@@ -181,7 +183,7 @@ func (s *Store) verify(ctx context.Context, session uuid.UUID) (*VerifyReport, e
 		run.entries = append(run.entries, *e)
 		run.offsets = append(run.offsets, off)
 		return nil
-	}); err != nil && !r.damaged(err) {
+	}); err != nil && !r.damaged(refusal(err)) {
 		return nil, err
 	}
 
@@ -351,7 +353,7 @@ func verifyChunk(fsys vfs.FS, dir string, n uint32, newest bool, want *indexRun,
 		r.problem(&CorruptionError{Path: want.path, Offset: want.offsets[from], Err: err})
 	}
 	w, err := walkRecords(f, n, 0, size, newest, func(hdr header, pl payload, loc location) error {
-		e := newEntry(hdr, pl, loc)
+		e := eventline.NewEntry(hdr, pl, loc)
 		if hdr.ParentID != uuid.Nil {
 			at, ok := c.seen[hdr.ParentID]
 			switch {
@@ -367,7 +369,7 @@ func verifyChunk(fsys vfs.FS, dir string, n uint32, newest bool, want *indexRun,
 		c.seen[hdr.ID] = loc
 		skipTo(loc.Offset)
 		if k < len(want.entries) && want.entries[k].Loc.Offset == loc.Offset {
-			if !want.entries[k].sameRecord(&e) {
+			if !want.entries[k].SameRecord(&e) {
 				r.problem(&CorruptionError{Path: want.path, Offset: want.offsets[k], Err: fmt.Errorf("index entry %s disagrees with record %s at %s offset %d", want.entries[k].ID, hdr.ID, path, loc.Offset)})
 			}
 			k++

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sessionstore/sessionstore/internal/headfile"
 	"github.com/sessionstore/sessionstore/internal/jsonl"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 )
@@ -141,7 +142,7 @@ const (
 
 // flipKinds are the kinds of file the flip test changes, in the order of
 // its counts.
-var flipKinds = []string{"sealed chunk", "full chunk", "active chunk", "blob", indexName, headName, metaFile, rootConfigName, catalogueName, catalogueLogName}
+var flipKinds = []string{"sealed chunk", "full chunk", "active chunk", "blob", indexName, headfile.Name, metaFile, rootConfigName, catalogueName, catalogueLogName}
 
 // flipFile is one file of the flip test's store.
 type flipFile struct {
@@ -393,7 +394,7 @@ func flipFiles(t *testing.T, m *vfs.MemFS, fs *flipSession) []flipFile {
 				continue
 			case rel == metaFile:
 				f.kind, f.role = metaFile, flipMeta
-			case rel == headName, rel == indexName:
+			case rel == headfile.Name, rel == indexName:
 				f.kind, f.role = rel, flipDerived
 			case rel == lockName:
 				require.Empty(t, b, "the LOCK file holds nothing")

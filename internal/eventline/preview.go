@@ -1,4 +1,4 @@
-package sessionstore
+package eventline
 
 import (
 	"bytes"
@@ -8,53 +8,55 @@ import (
 
 // Previews
 //
-// Node.Preview is computed once, when the index entry is built, from the
+// Node.Preview is computed once, when the index Entry is built, from the
 // record the builder already holds: at append time from the caller's
-// record, and when an entry is rebuilt from a chunk line (recovery, a lazy
+// record, and when an Entry is rebuilt from a chunk line (recovery, a lazy
 // session loading its index, a remote restore, Verify) from the record in
-// the line. It then travels with the entry: in memory (entry.Preview), in
+// the line. It then travels with the Entry: in memory (Entry.Preview), in
 // index.jsonl and in a sealed chunk's embedded index (the optional
-// "preview" member of an index line, see encodeIndexLine). Chunk lines are
+// "preview" member of an index line, see AppendIndex). Chunk lines are
 // unchanged, so Tree reads no record for it.
 //
-// A record stored as a blob gets its preview at append time, which holds
-// the record; an entry rebuilt from its chunk line has an empty preview:
+// A record stored as a blob gets its Preview at append time, which holds
+// the record; an Entry rebuilt from its chunk line has an empty Preview:
 // the line names the blob only, and reading, decompressing and parsing a
-// record of megabytes for each such entry would make recovery's cost grow
+// record of megabytes for each such Entry would make recovery's cost grow
 // with the blobs' bytes, and a missing blob fail a rebuild that needs only
 // the lines. Index lines written before previews existed have no member:
-// their entries keep an empty preview until they are rebuilt from the
+// their entries keep an empty Preview until they are rebuilt from the
 // chunk lines, which happens when index.jsonl is missing or cut (a crash,
 // a repair, a file removed by hand). Sealing a chunk, Upgrade and
 // ConvertCompression carry the entries as they are, empty previews too,
 // into the embedded indexes and index.jsonl they write.
 //
-// The preview is held in the entry as a fixed array, not a string, so that
+// The Preview is held in the Entry as a fixed array, not a string, so that
 // entries keep holding no pointers: the garbage collector does not scan a
-// session's index (100,000 entries), and building an entry allocates
-// nothing. The price is previewMax bytes per entry whatever the preview's
+// session's index (100,000 entries), and building an Entry allocates
+// nothing. The price is PreviewMax bytes per Entry whatever the Preview's
 // length; a shared byte arena would save the unused part of short previews
-// but tie every entry to the arena of one index, while entries move
+// but tie every Entry to the arena of one index, while entries move
 // between indexes (decoded lines, records in flight, a fork's prefix).
 
-// previewMax is the longest preview, in bytes.
-const previewMax = 80
+// PreviewMax is the longest Preview, in bytes.
+const PreviewMax = 80
 
-// preview is a short text of a record: valid UTF-8, whitespace runs
+// Preview is a short text of a record: valid UTF-8, whitespace runs
 // collapsed to one space, no leading or trailing space, no control
-// characters, cut at a rune boundary to at most previewMax bytes.
-type preview struct {
+// characters, cut at a rune boundary to at most PreviewMax bytes.
+type Preview struct {
 	n uint8
-	b [previewMax]byte
+	b [PreviewMax]byte
 }
 
-func (p *preview) String() string { return string(p.b[:p.n]) }
+// String returns the preview's text.
+func (p *Preview) String() string { return string(p.b[:p.n]) }
 
-func (p *preview) bytes() []byte { return p.b[:p.n] }
+// Bytes returns the preview's text, in p's memory.
+func (p *Preview) Bytes() []byte { return p.b[:p.n] }
 
-// previewBuilder writes runes into a preview, collapsing whitespace.
+// previewBuilder writes runes into a Preview, collapsing whitespace.
 type previewBuilder struct {
-	p     preview
+	p     Preview
 	space bool // a space is owed before the next rune
 	full  bool
 }
@@ -72,7 +74,7 @@ func (w *previewBuilder) rune(r rune) bool {
 	if w.space {
 		need++
 	}
-	if int(w.p.n)+need > previewMax {
+	if int(w.p.n)+need > PreviewMax {
 		w.full = true
 		return false
 	}
@@ -109,7 +111,7 @@ func (w *previewBuilder) jsonText(v []byte) bool {
 	return w.text(v)
 }
 
-// previewOf returns the preview of a record of kind k (its compact JSON):
+// PreviewOf returns the Preview of a record of kind k (its compact JSON):
 //
 //   - message: its content, else its reasoning, else its first tool
 //     call's name and the start of its arguments;
@@ -120,12 +122,12 @@ func (w *previewBuilder) jsonText(v []byte) bool {
 //   - custom, and a record that is not a JSON object: a string's text,
 //     or the record's JSON text.
 //
-// An object without the members its kind names has an empty preview.
-func previewOf(k kindCode, rec []byte) preview {
+// An object without the members its kind names has an empty Preview.
+func PreviewOf(k KindCode, rec []byte) Preview {
 	var w previewBuilder
-	kind := KindCustom
-	if int(k) < len(kinds) {
-		kind = kinds[k]
+	kind := k
+	if kind == KindInvalid || kind >= kindEnd {
+		kind = KindCustom
 	}
 	switch kind {
 	case KindMessage:
@@ -421,14 +423,14 @@ func hex4(s []byte) (rune, bool) {
 }
 
 // appendPreviewMember appends the index line member of a non-empty
-// preview: `,"preview":"…"`, with `"` and `\` escaped and every other
-// byte as it is (a preview holds no control characters).
-func appendPreviewMember(dst []byte, p *preview) []byte {
+// Preview: `,"preview":"…"`, with `"` and `\` escaped and every other
+// byte as it is (a Preview holds no control characters).
+func appendPreviewMember(dst []byte, p *Preview) []byte {
 	if p.n == 0 {
 		return dst
 	}
 	dst = append(dst, `,"preview":"`...)
-	for _, c := range p.bytes() {
+	for _, c := range p.Bytes() {
 		if c == '"' || c == '\\' {
 			dst = append(dst, '\\')
 		}
@@ -440,8 +442,8 @@ func appendPreviewMember(dst []byte, p *preview) []byte {
 // previewValue parses the string value of a preview member, after its
 // opening quote, as appendPreviewMember writes it, consuming the closing
 // quote.
-func (p *lineParser) previewValue() preview {
-	var pv preview
+func (p *lineParser) previewValue() Preview {
+	var pv Preview
 	if p.err != nil {
 		return pv
 	}
@@ -456,7 +458,7 @@ func (p *lineParser) previewValue() preview {
 			p.pos++
 			if pv.n == 0 {
 				p.fail("empty preview")
-			} else if !utf8.Valid(pv.bytes()) {
+			} else if !utf8.Valid(pv.Bytes()) {
 				p.fail("preview is not valid UTF-8")
 			}
 			return pv
@@ -471,8 +473,8 @@ func (p *lineParser) previewValue() preview {
 			p.fail("control byte in preview")
 			return pv
 		}
-		if int(pv.n) == previewMax {
-			p.fail("preview longer than %d bytes", previewMax)
+		if int(pv.n) == PreviewMax {
+			p.fail("preview longer than %d bytes", PreviewMax)
 			return pv
 		}
 		pv.b[pv.n] = c
