@@ -91,8 +91,9 @@ type rewriteJob struct {
 //
 // Concurrency: Upgrade first closes the session in this Store (waiting
 // for the calls using it, as CloseSession does) and then holds its lock
-// until it returns: meanwhile other writers, in this Store or in another
-// process, get ErrLocked (or wait, with Options.WaitForLock). A Load or
+// until it returns: meanwhile this Store's calls on the session wait for
+// it to end (as they wait for a Delete), and writers in another process
+// get ErrLocked (or wait, with Options.WaitForLock). A Load or
 // Event of this Store that was already reading the session's records
 // when Upgrade started may fail with a *CorruptionError (a record looked
 // up at its old place is checked, never returned wrong); run it again.
@@ -255,9 +256,15 @@ func (s *Store) rewriteSession(ctx context.Context, id uuid.UUID, job rewriteJob
 	case job.upgrade && format >= formatVersion:
 		return nil
 	}
-	if err := s.reg.closeOne(ctx, id); err != nil {
+	// Keep this Store's calls away from the session until the rewrite
+	// ends, as Delete does: an Append that reopened it between a close and
+	// the lock would leave it open and idle, holding the lock the rewrite
+	// then waited for without end (with WaitForLock).
+	release, err := s.reg.hold(ctx, id)
+	if err != nil {
 		return err
 	}
+	defer release(false)
 	lk, err := s.reg.lockSession(ctx, filepath.Join(dir, lockName))
 	if err != nil {
 		return err
