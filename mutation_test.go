@@ -4,12 +4,16 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"go/parser"
+	"go/token"
 	"io/fs"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -228,6 +232,23 @@ var mutations = []mutation{
 		"an entry rebuilt from an inline record's line has its preview"},
 	{"read a moved batch at its old place", "seq.go", "func (h *openSession) relocate(", "if same {", "if true {",
 		"a streaming form reads on when the session's lines move under it"},
+	// The shared journal (internal/journal).
+	{"journal: skip the root's sync after making the journal directory", "internal/journal/writer.go", "func Create(", "if err := fsys.SyncDir(root); err != nil {", "if err := error(nil); err != nil {",
+		"a created journal's directory is durable when Create returns"},
+	{"journal: skip the sync of the preallocated file", "internal/journal/writer.go", "func (w *Writer) preallocate(", "if err := f.Sync(); err != nil {", "if err := error(nil); err != nil {",
+		"a created journal reads as an empty log after a crash"},
+	{"journal: skip the directory sync after creating the file", "internal/journal/writer.go", "func (w *Writer) preallocate(", "return w.fsys.SyncDir(filepath.Join(w.root, Dir))", "return nil",
+		"a created journal's file is durable under its name when Create returns"},
+	{"journal: skip the commit group's fdatasync", "internal/journal/writer.go", "func (w *Writer) lead(", "err = w.f.Sync()", "err = error(nil)",
+		"a committed record is durable when Commit returns"},
+	{"journal: skip the sync of a checkpoint's files", "internal/journal/writer.go", "func (w *Writer) syncPath(", "err = f.Sync()", "err = error(nil)",
+		"a checkpoint frees only records whose files are durable"},
+	{"journal: skip the sync of a checkpoint's header", "internal/journal/writer.go", "func (w *Writer) checkpoint(", "err = w.f.Sync()", "err = error(nil)",
+		"the ring reuses no space a replay from the durable header needs"},
+	{"journal: skip the sync of a replayed file", "internal/journal/reader.go", "func (l *Log) Apply(", "if err := files[p].Sync(); err != nil {", "if err := func(any) error { return nil }(files[p]); err != nil {",
+		"a replayed file holds the journal's records durably when Apply returns"},
+	{"journal: skip the directory sync of Remove", "internal/journal/reader.go", "func Remove(", "return fsys.SyncDir(filepath.Join(root, Dir))", "return nil",
+		"a removed journal, whose records may be stale, does not come back after a crash"},
 }
 
 // mutationCatchers names, for each mutation, a test that caught it when
@@ -300,14 +321,24 @@ var mutationCatchers = map[string]string{
 	"keep no preview in index lines":                                      "TestGoldenFiles",
 	"no preview for an entry rebuilt from its chunk line":                 "TestOldIndexWithoutPreviews",
 	"read a moved batch at its old place":                                 "TestSeqUpgradeInsideLoop",
+	"journal: skip the root's sync after making the journal directory":    "TestSyncCreateThenCrash",
+	"journal: skip the sync of the preallocated file":                     "TestSyncCreateThenCrash",
+	"journal: skip the directory sync after creating the file":            "TestSyncCreateThenCrash",
+	"journal: skip the commit group's fdatasync":                          "TestSyncCreateThenCrash",
+	"journal: skip the sync of a checkpoint's files":                      "TestCrashAtEveryOperation",
+	"journal: skip the sync of a checkpoint's header":                     "TestCrashAtEveryOperation",
+	"journal: skip the sync of a replayed file":                           "TestSyncReplayThenCrash",
+	"journal: skip the directory sync of Remove":                          "TestSyncReplayThenCrash",
 }
 
 // TestMutations applies each mutation in turn to a copy of the module and
-// runs the package's tests against it (at their default sizes, without the
-// race detector): each must make some test fail. It also runs the copy
-// unchanged first, which must pass, so that a failure means the mutation
-// was caught. It runs only when SESSIONSTORE_MUTATE is set (.ci/run sets
-// it); it takes about 20 seconds per mutation on 2 cores, two at a time.
+// runs the tests of the mutated file's packages against it (at their
+// default sizes, without the race detector; see mutationPackages): each
+// must make some test fail. It also runs the copy unchanged first, the
+// tests of every package a selected mutation targets, which must pass, so
+// that a failure means the mutation was caught. It runs only when
+// SESSIONSTORE_MUTATE is set (.ci/run sets it); it takes about 20 seconds
+// per mutation of the root package on 2 cores, two at a time.
 func TestMutations(t *testing.T) {
 	sel := os.Getenv(mutateEnv)
 	if sel == "" {
@@ -330,7 +361,9 @@ func TestMutations(t *testing.T) {
 		require.NoError(t, copyModule(src, dsts[i]))
 	}
 
-	run := func(dst, what, pattern string) (bool, string, time.Duration) {
+	rootImports, err := packageImports(".")
+	require.NoError(t, err)
+	run := func(dst, what, pattern string, pkgs []string) (bool, string, time.Duration) {
 		start := time.Now()
 		// A mutation that makes a test hang (waiting for a sync that never
 		// comes, say) is caught by the test binary's -timeout.
@@ -338,11 +371,13 @@ func TestMutations(t *testing.T) {
 		defer cancel()
 		// -failfast: a mutation is caught by its first failing test; the
 		// rest of the package's tests would add minutes, not information.
+		// (go test runs the packages side by side, each to its own end or
+		// first failure.)
 		args := []string{"test", "-count=1", "-failfast", "-timeout=150s", "-skip=^TestMutations"}
 		if pattern != "" {
 			args = append(args, "-run="+pattern)
 		}
-		cmd := exec.CommandContext(ctx, "go", append(args, ".")...)
+		cmd := exec.CommandContext(ctx, "go", append(args, pkgs...)...)
 		cmd.Dir = dst
 		cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool {
 			return strings.HasPrefix(kv, mutateEnv+"=") || strings.HasPrefix(kv, "SESSIONSTORE_")
@@ -354,21 +389,31 @@ func TestMutations(t *testing.T) {
 		return err == nil, string(out), time.Since(start)
 	}
 
+	var todo []int
+	var all []string // the packages the selected mutations target
+	for i, m := range mutations {
+		if match.MatchString(m.name) {
+			todo = append(todo, i)
+			for _, p := range mutationPackages(m.file, rootImports) {
+				if !slices.Contains(all, p) {
+					all = append(all, p)
+				}
+			}
+		}
+	}
+	if len(all) == 0 {
+		all = []string{"."}
+	}
+
 	// The unchanged copy first, alone, so that a failure means the
 	// mutation was caught.
-	ok, out, took := run(dsts[0], "the unchanged copy", "")
+	ok, out, took := run(dsts[0], "the unchanged copy", "", all)
 	require.True(t, ok, "the unchanged copy must pass its tests:\n%s", out)
-	t.Logf("unchanged copy: tests pass (%v)", took.Round(time.Second))
+	t.Logf("unchanged copy: tests of %s pass (%v)", strings.Join(all, " "), took.Round(time.Second))
 
 	type result struct {
 		logs, errs []string
 		caught     bool
-	}
-	var todo []int
-	for i, m := range mutations {
-		if match.MatchString(m.name) {
-			todo = append(todo, i)
-		}
 	}
 	results := make([]result, len(todo))
 	jobs := make(chan int)
@@ -376,7 +421,8 @@ func TestMutations(t *testing.T) {
 	for w := range workers {
 		wg.Go(func() {
 			for j := range jobs {
-				results[j] = mutate(dsts[w], mutations[todo[j]], run)
+				m := mutations[todo[j]]
+				results[j] = mutate(dsts[w], m, mutationPackages(m.file, rootImports), run)
 			}
 		})
 	}
@@ -401,9 +447,9 @@ func TestMutations(t *testing.T) {
 	assert.Equal(t, tried, caught, "every mutation must be caught")
 }
 
-// mutate applies m to the module copy dst, runs its tests with run and
-// restores the file: the mutation is caught when a test fails.
-func mutate(dst string, m mutation, run func(dst, what, pattern string) (bool, string, time.Duration)) (r struct {
+// mutate applies m to the module copy dst, runs the tests of pkgs with
+// run and restores the file: the mutation is caught when a test fails.
+func mutate(dst string, m mutation, pkgs []string, run func(dst, what, pattern string, pkgs []string) (bool, string, time.Duration)) (r struct {
 	logs, errs []string
 	caught     bool
 }) {
@@ -431,15 +477,15 @@ func mutate(dst string, m mutation, run func(dst, what, pattern string) (bool, s
 		return r
 	}
 	// The test known to catch the mutation first, alone; the whole
-	// package when it does not (the tests changed): caught means some
+	// packages when it does not (the tests changed): caught means some
 	// test failed either way.
 	ok, out, took := true, "", time.Duration(0)
 	if test := mutationCatchers[m.name]; test != "" {
-		ok, out, took = run(dst, m.name, "^"+test+"$")
+		ok, out, took = run(dst, m.name, "^"+test+"$", pkgs)
 	}
 	if ok {
 		var more time.Duration
-		ok, out, more = run(dst, m.name, "")
+		ok, out, more = run(dst, m.name, "", pkgs)
 		took += more
 	}
 	if ok {
@@ -466,6 +512,54 @@ func mutate(dst string, m mutation, run func(dst, what, pattern string) (bool, s
 	r.caught = true
 	r.logs = append(r.logs, fmt.Sprintf("caught %q in %v by %s", m.name, took.Round(time.Second), strings.Join(by, ", ")))
 	return r
+}
+
+// mutationPackages returns the packages (as go test arguments) whose tests
+// check a mutation of file (slash-separated, relative to the module root):
+// the file's own package, and the root package too when the file is in a
+// package the root package imports (rootImports), whose tests exercise it
+// through the store. The root package's tests are run for a root file.
+func mutationPackages(file string, rootImports map[string]bool) []string {
+	dir := path.Dir(file)
+	if dir == "." {
+		return []string{"."}
+	}
+	pkgs := []string{"./" + dir}
+	if rootImports[modulePath+"/"+dir] {
+		pkgs = append(pkgs, ".")
+	}
+	return pkgs
+}
+
+// modulePath is the module's path (go.mod).
+const modulePath = "github.com/sessionstore/sessionstore"
+
+// packageImports returns the import paths of the package in dir (its
+// files that are not tests).
+func packageImports(dir string) (map[string]bool, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil {
+		return nil, err
+	}
+	imports := map[string]bool{}
+	fset := token.NewFileSet()
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, parser.ImportsOnly)
+		if err != nil {
+			return nil, err
+		}
+		for _, im := range f.Imports {
+			p, err := strconv.Unquote(im.Path.Value)
+			if err != nil {
+				return nil, err
+			}
+			imports[p] = true
+		}
+	}
+	return imports, nil
 }
 
 // firstLine returns the first line of s that is not blank.
@@ -546,24 +640,41 @@ func copyModule(src, dst string) error {
 }
 
 // TestMutationCatchers: every name in mutationCatchers is a mutation's,
-// and every test it names is a test of the package, so that a renamed
-// mutation or test does not quietly send the check back to the whole
-// package for each run.
+// and every test it names is a test of a package the mutation's check
+// runs (mutationPackages), so that a renamed mutation or test does not
+// quietly send the check back to the whole packages for each run.
 func TestMutationCatchers(t *testing.T) {
-	names := map[string]bool{}
-	for _, m := range mutations {
-		names[m.name] = true
-	}
-	files, err := filepath.Glob("*_test.go")
+	rootImports, err := packageImports(".")
 	require.NoError(t, err)
-	var src strings.Builder
-	for _, f := range files {
-		b, err := os.ReadFile(f)
+	byName := map[string]mutation{}
+	for _, m := range mutations {
+		byName[m.name] = m
+	}
+	srcs := map[string]string{} // a package's test files, concatenated
+	tests := func(pkg string) string {
+		if s, ok := srcs[pkg]; ok {
+			return s
+		}
+		files, err := filepath.Glob(filepath.Join(filepath.FromSlash(pkg), "*_test.go"))
 		require.NoError(t, err)
-		src.Write(b)
+		var src strings.Builder
+		for _, f := range files {
+			b, err := os.ReadFile(f)
+			require.NoError(t, err)
+			src.Write(b)
+		}
+		srcs[pkg] = src.String()
+		return srcs[pkg]
 	}
 	for name, test := range mutationCatchers {
-		assert.True(t, names[name], "mutationCatchers names %q, which is no mutation", name)
-		assert.Contains(t, src.String(), "\nfunc "+test+"(t *testing.T) {", "mutationCatchers[%q] names %s, which is no test of the package", name, test)
+		m, ok := byName[name]
+		if !assert.True(t, ok, "mutationCatchers names %q, which is no mutation", name) {
+			continue
+		}
+		pkgs := mutationPackages(m.file, rootImports)
+		found := slices.ContainsFunc(pkgs, func(pkg string) bool {
+			return strings.Contains(tests(pkg), "\nfunc "+test+"(t *testing.T) {")
+		})
+		assert.True(t, found, "mutationCatchers[%q] names %s, which is no test of %s", name, test, strings.Join(pkgs, " "))
 	}
 }

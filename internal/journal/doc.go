@@ -104,7 +104,8 @@
 // not in use with start T and syncs it. Only then may the ring reuse the
 // space before T. Commits go on meanwhile; a group that finds no room
 // waits for the checkpoint. Close waits for the commits under way, runs a
-// last checkpoint, and removes the journal file and then the lock file.
+// last checkpoint, and removes the journal file and then the lock file,
+// without a sync: a journal a crash brings back replays nothing.
 //
 // # Crashes and Read
 //

@@ -650,7 +650,9 @@ func (w *Writer) checkpoint() {
 
 // Close waits for the commits under way, makes every file the journal
 // covers durable (a last checkpoint), and removes the journal file and
-// then its lock file, which it releases last. After a failure it only releases the file and the
+// then its lock file, which it releases last. The removals are not
+// synced: a crash may bring the files back, and the journal then holds
+// no record to replay. After a failure it only releases the file and the
 // lock, leaving the journal for a replay, and returns the failure.
 // Calling it again returns nil.
 func (w *Writer) Close() error {
@@ -674,9 +676,12 @@ func (w *Writer) Close() error {
 		err = cerr
 	}
 	if err == nil {
-		if err = w.fsys.Remove(w.path); err == nil {
-			err = w.fsys.SyncDir(filepath.Join(w.root, Dir))
-		}
+		// No directory sync: the last checkpoint synced every file the
+		// journal covers and made durable a header whose start is the
+		// log's end, so a journal file a crash brings back reads as an
+		// empty log. Its owner is dead, so a reader replays it
+		// (nothing) and removes it as any dead owner's journal.
+		err = w.fsys.Remove(w.path)
 	}
 	if err == nil {
 		// Still locked: another process taking the lock meanwhile finds
