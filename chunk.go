@@ -184,11 +184,12 @@ type chunkWriter struct {
 	sealRunning bool          // a sealLoop goroutine runs
 	sealDone    chan struct{} // closed when it ends
 
-	num    uint32
-	active activeChunk // nil until the first append of a new session
-	fresh  bool        // the active chunk was created by this writer: every record in it was appended through it
-	size   int64       // the end of the active chunk's data, with the queued bytes
-	next   uint32      // number of the next chunk to create
+	num      uint32
+	active   activeChunk // nil until the first append of a new session
+	unsynced bool        // the active chunk holds bytes written through the journal and not synced since (commit.go)
+	fresh    bool        // the active chunk was created by this writer: every record in it was appended through it
+	size     int64       // the end of the active chunk's data, with the queued bytes
+	next     uint32      // number of the next chunk to create
 	// Records are queued in memory and a commit leader writes the queue
 	// with one write (commit.go): queue holds them, from file offset
 	// size-len(queue); spare is the buffer a leader handed back, reused
@@ -232,6 +233,14 @@ func (w *chunkWriter) full(n int) bool {
 // made every record of the active chunk durable.
 func (w *chunkWriter) rotate() error {
 	next := w.next
+	if w.active != nil && w.unsynced {
+		// A checkpoint: the full chunk's bytes the journal holds are
+		// made durable in it before it is closed (and sealed).
+		if err := w.active.sync(); err != nil {
+			return fmt.Errorf("sessionstore: sync full chunk %s: %w: %w", w.path(w.num), err, errUnsynced)
+		}
+		w.unsynced = false
+	}
 	if w.active != nil {
 		w.trim()
 		// The full chunk takes no more records, even if starting the next
@@ -393,11 +402,20 @@ func (w *chunkWriter) seal(n uint32, es []entry) bool {
 	return true
 }
 
+// close closes the active chunk, first syncing the bytes written into it
+// through the journal (a checkpoint: whoever opens the chunk next, this
+// session's next writer or another process, finds them durable there).
 func (w *chunkWriter) close() error {
 	if w.active == nil {
 		return nil
 	}
-	err := w.active.close()
+	var err error
+	if w.unsynced {
+		if err = w.active.sync(); err == nil {
+			w.unsynced = false
+		}
+	}
+	err = errors.Join(err, w.active.close())
 	w.active = nil
 	return err
 }

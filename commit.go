@@ -1,6 +1,7 @@
 package sessionstore
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -9,6 +10,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/sessionstore/sessionstore/internal/journal"
 )
 
 // Group commit
@@ -177,12 +180,11 @@ func (h *openSession) commit(g *commitGroup) error {
 	q, off := h.chunks.takeQueue()
 	h.pipe.lastBatch = n
 	h.mu.Unlock()
-	werr := h.chunks.writeAt(q, off)
-	var serr error
-	if werr == nil {
-		serr = h.chunks.sync(f)
-	}
+	werr, serr, viaJournal := h.writeGroup(f, q, off)
 	h.mu.Lock()
+	if viaJournal {
+		h.chunks.unsynced, h.journaled = true, true
+	}
 	h.chunks.giveBack(q)
 	h.pipe.syncing = false
 	if next := h.pipe.open; next != nil {
@@ -198,6 +200,83 @@ func (h *openSession) commit(g *commitGroup) error {
 		h.finish(g, nil)
 	}
 	return g.err
+}
+
+// writeGroup writes a commit group's bytes q at off, the end of the data
+// of f, the active chunk, and makes them durable: through the store's
+// journal (journal.go) when it has one and f is a local chunk, else by
+// writing f and syncing it. The caller is the group's leader (or settles,
+// with h.mu held); h.jmark is the leader's.
+//
+// Through the journal: room is made in f first (a failure there is a
+// write error, cut back, as writing f directly), JOURNAL is made to name
+// the journal if it does not yet, then the journal commits the bytes
+// (sharing its write and sync with the other sessions committing) and,
+// once they are durable there, they are written into f, without a sync:
+// nothing of a group reaches the chunk, where readers look, before it is
+// durable. viaJournal reports that the bytes went so: f holds them, not
+// yet durably. A failure of the journal's commit or of the write into f
+// after it leaves the group's state unknown (serr).
+func (h *openSession) writeGroup(f activeChunk, q []byte, off int64) (werr, serr error, viaJournal bool) {
+	lc, local := f.(*localChunk)
+	var w *journal.Writer
+	if jr := h.opts.jr; jr != nil && local && len(q) > 0 && int64(len(q)) < jr.size/4 {
+		w = jr.writer()
+	}
+	if w == nil {
+		if werr = h.chunks.writeAt(q, off); werr == nil {
+			serr = h.chunks.sync(f)
+		}
+		return werr, serr, false
+	}
+	if werr = lc.reserve(off, len(q)); werr != nil {
+		return werr, nil, false
+	}
+	if h.jmark != w.Owner() {
+		if err := writeMarker(h.opts.fs, h.dir, w.Owner(), h.opts.FileMode); err != nil {
+			return nil, err, false
+		}
+		h.jmark = w.Owner()
+	}
+	path, err := h.opts.jr.rel(lc.path)
+	if err != nil {
+		return err, nil, false
+	}
+	rec := []journal.Record{{Op: journal.OpWrite, Path: path, Offset: off, Data: q}}
+	_, err = w.Commit(context.Background(), rec, func() error {
+		_, err := lc.f.WriteAt(q, off)
+		return err
+	})
+	if errors.Is(err, journal.ErrApply) {
+		// The group is durable in the journal and in part in f: cut it
+		// out of f, make f durable without it and forget f's records,
+		// so that neither a replay nor the bytes left in f bring it
+		// back; the session then goes on from off, as after a failed
+		// write (writeFailed). If that fails, its state is unknown.
+		werr = fmt.Errorf("sessionstore: write %s: %w", lc.path, err)
+		if cerr := h.cutJournaled(w, lc, path, off); cerr != nil {
+			return nil, fmt.Errorf("%w (and cutting it back failed: %v)", werr, cerr), false
+		}
+		return werr, nil, false
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sessionstore: commit %s through the journal: %w", lc.path, err), false
+	}
+	return nil, nil, true
+}
+
+// cutJournaled cuts the chunk lc back to off after a failed write of a
+// journaled group there, syncs it and commits a Forget of its path.
+func (h *openSession) cutJournaled(w *journal.Writer, lc *localChunk, path string, off int64) error {
+	if err := lc.f.Truncate(off); err != nil {
+		return err
+	}
+	lc.alloc = off
+	if err := lc.sync(); err != nil {
+		return err
+	}
+	_, err := w.Forget(context.Background(), path)
+	return err
 }
 
 // gather lets more appends join g before its leader syncs, with h.mu held
@@ -243,13 +322,23 @@ func (h *openSession) settle() error {
 		return nil
 	}
 	q, off := h.chunks.takeQueue()
-	err := h.chunks.writeAt(q, off)
+	f := h.chunks.active
+	err, serr, viaJournal := h.writeGroup(f, q, off)
 	h.chunks.giveBack(q)
 	if err != nil {
 		return h.writeFailed(nil, off, err)
 	}
-	if err := h.chunks.sync(h.chunks.active); err != nil {
-		return h.syncFailed(nil, err)
+	if serr != nil {
+		return h.syncFailed(nil, serr)
+	}
+	if viaJournal {
+		// Settling makes the chunk durable (it is to be sealed or
+		// closed): a checkpoint of the chunk, not only of the journal.
+		h.journaled = true
+		if err := h.chunks.sync(f); err != nil {
+			return h.syncFailed(nil, err)
+		}
+		h.chunks.unsynced = false
 	}
 	h.pipe.settled++
 	h.publish(len(h.pipe.inflight))
@@ -365,6 +454,15 @@ func (h *openSession) flush() error {
 	// (lazy again: index.jsonl closed, every line written).
 	if err := h.writable(); err != nil {
 		return err
+	}
+	// The chunk holds its records durably too, not only the journal: a
+	// flushed session's files are whole by themselves.
+	if h.chunks.active != nil && h.chunks.unsynced {
+		if err := h.chunks.active.sync(); err != nil {
+			h.becomeFailed(err)
+			return err
+		}
+		h.chunks.unsynced = false
 	}
 	if h.index == nil {
 		path := filepath.Join(h.dir, indexName)

@@ -429,11 +429,13 @@ func (f *indexGapFile) Write(p []byte) (int, error) {
 // find every one of them: index.jsonl must not get the group's lines at
 // its start (a gap, which reconciliation takes for corruption).
 func TestIndexRewriteFailsDuringSync(t *testing.T) {
+	// The per-session commit (JournalSize -1): its chunk's write and
+	// sync are what this test gates, fails or checks.
 	ctx := context.Background()
 	m := vfs.NewMemFS()
 	g := &indexGapFS{FS: m, sealHeld: make(chan struct{}, 1), syncHeld: make(chan struct{}, 1), indexFailed: make(chan struct{}),
 		sealOpen: make(chan struct{}), syncOpen: make(chan struct{})}
-	s := openMem(t, g, Options{ChunkSize: 2048})
+	s := openMem(t, g, Options{JournalSize: -1, ChunkSize: 2048})
 	meta, err := s.Create(ctx, Meta{})
 	require.NoError(t, err)
 	appendAsync := func(i int) chan Event {
@@ -474,7 +476,7 @@ func TestIndexRewriteFailsDuringSync(t *testing.T) {
 	acked = append(acked, within(t, "the append", func() Event { return <-last }))
 	require.NoError(t, s.Close())
 
-	s = openMem(t, m, Options{ChunkSize: 2048})
+	s = openMem(t, m, Options{JournalSize: -1, ChunkSize: 2048})
 	defer s.Close()
 	for _, ev := range acked {
 		got, err := s.Event(ctx, meta.ID, ev.ID)

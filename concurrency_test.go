@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sessionstore/sessionstore/internal/journal"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 )
 
@@ -286,12 +287,14 @@ func TestAppendBatch(t *testing.T) {
 // crash keeps a strict prefix (some of the batch, not all), so the
 // property is exercised (TestAppendBatchCrashPrefixes checks each mode).
 func TestAppendBatchCrash(t *testing.T) {
+	// The per-session commit (JournalSize -1): its chunk's write and
+	// sync are what this test gates, fails or checks.
 	ctx := context.Background()
 	strict := 0
 	defer func() { assert.Positive(t, strict, "no crash kept a strict prefix of the batch") }()
 	for _, mode := range vfs.CrashModes {
 		for seed := range uint64(20) {
-			m, s, id := memSession(t, Options{})
+			m, s, id := memSession(t, Options{JournalSize: -1})
 			base := appendN(t, s, id, 3)
 			// The batch's sync fails: its write happened, its durability
 			// is unknown, as in a crash right before the sync returned.
@@ -308,7 +311,7 @@ func TestAppendBatchCrash(t *testing.T) {
 			_, err := s.AppendBatch(ctx, id, evs...)
 			require.Error(t, err)
 			crashed := m.CrashClone(mode, seed)
-			s2 := openMem(t, crashed, Options{})
+			s2 := openMem(t, crashed, Options{JournalSize: -1})
 			path, err := s2.Load(ctx, id)
 			require.NoError(t, err)
 			requireChain(t, path)
@@ -330,8 +333,10 @@ func TestAppendBatchCrash(t *testing.T) {
 // TestFlush: after Flush the index and HEAD are current on disk, so a
 // power loss leaves nothing to rebuild.
 func TestFlush(t *testing.T) {
+	// The per-session commit (JournalSize -1): what its chunk holds
+	// after a crash is what this test cuts, repairs or checks.
 	ctx := context.Background()
-	m, s, id := memSession(t, Options{ChunkSize: 2048})
+	m, s, id := memSession(t, Options{JournalSize: -1, ChunkSize: 2048})
 	evs := appendN(t, s, id, 29)
 	// The rewrite of index.jsonl after a sealing is durable (a replace):
 	// the index line of an append after the last one is what Flush must
@@ -346,7 +351,7 @@ func TestFlush(t *testing.T) {
 	h.mu.Unlock()
 	require.NoError(t, s.Flush(ctx, id))
 	crashed := m.CrashClone(vfs.KeepSynced, 1)
-	r, err := openMem(t, crashed, Options{}).Verify(ctx, id)
+	r, err := openMem(t, crashed, Options{JournalSize: -1}).Verify(ctx, id)
 	require.NoError(t, err)
 	assert.True(t, r.OK(), "%v", r.Problems)
 	assert.Empty(t, r.Repairs, "nothing to rebuild after Flush")
@@ -367,7 +372,7 @@ func TestFlush(t *testing.T) {
 	h.mu.Unlock()
 	more = append(more, appendN(t, s, id, 2)...)
 	crashed = m.CrashClone(vfs.KeepSynced, 1)
-	r, err = openMem(t, crashed, Options{}).Verify(ctx, id)
+	r, err = openMem(t, crashed, Options{JournalSize: -1}).Verify(ctx, id)
 	require.NoError(t, err)
 	require.Len(t, r.Repairs, 2, "the index lines and HEAD of the appends after Flush are rebuilt: %q", r.Repairs)
 	var added int
@@ -566,10 +571,12 @@ func (g gateSyncFS) OpenFile(name string, flag int, perm os.FileMode) (vfs.File,
 // is a blob waits for its sync (the session's mutex is free then); it must
 // keep that blob, which the event names once the sync ends.
 func TestGCKeepsBlobsOfAppendsInFlight(t *testing.T) {
+	// The per-session commit (JournalSize -1): its chunk's write and
+	// sync are what this test gates, fails or checks.
 	ctx := context.Background()
 	m := vfs.NewMemFS()
 	g := gateSyncFS{m, make(chan struct{}, 1), make(chan struct{})}
-	s := openMem(t, g, Options{})
+	s := openMem(t, g, Options{JournalSize: -1})
 	meta, err := s.Create(ctx, Meta{})
 	require.NoError(t, err)
 	big := ToolResultEvent(ToolResult{CallID: "c1", Output: strings.Repeat("log line\n", 4000)})
@@ -625,9 +632,11 @@ func TestForEach(t *testing.T) {
 // carried, and named it in a durable HEAD that a power loss leaves naming
 // a record that is gone.
 func TestFailedSessionStaysStoppedAfterEviction(t *testing.T) {
+	// The per-session commit (JournalSize -1): its chunk's write and
+	// sync are what this test gates, fails or checks.
 	ctx := context.Background()
 	m := vfs.NewMemFS()
-	o := Options{ChunkSize: 64 << 10, MaxOpenSessions: 1}
+	o := Options{JournalSize: -1, ChunkSize: 64 << 10, MaxOpenSessions: 1}
 	s := openMem(t, m, o)
 	defer s.Close()
 	a, err := s.Create(ctx, Meta{Name: "fails"})
@@ -771,7 +780,10 @@ func (g *syncGate) OpenFile(name string, flag int, perm os.FileMode) (vfs.File, 
 }
 
 func (f syncGateFile) Sync() error {
-	if filepath.Base(filepath.Dir(f.Name())) == chunksDir && f.g.armed.CompareAndSwap(true, false) {
+	// A commit's sync: its chunk's, or the shared journal's.
+	dir := filepath.Base(filepath.Dir(f.Name()))
+	commitSync := dir == chunksDir || dir == journal.Dir && strings.HasSuffix(f.Name(), ".wal")
+	if commitSync && f.g.armed.CompareAndSwap(true, false) {
 		close(f.g.entered)
 		<-f.g.release
 	}
@@ -865,9 +877,11 @@ func TestBranchSummaryWhileAppending(t *testing.T) {
 // where a rotation settles the records other appends queued (written and
 // synced, then acknowledged) before the new chunk starts.
 func TestAcknowledgedIsSynced(t *testing.T) {
+	// The per-session commit (JournalSize -1): its chunk's write and
+	// sync are what this test gates, fails or checks.
 	ctx := t.Context()
 	m := vfs.NewMemFS()
-	s := openMem(t, m, Options{ChunkSize: 2048, Compression: CompressionNone, BlobThreshold: -1})
+	s := openMem(t, m, Options{JournalSize: -1, ChunkSize: 2048, Compression: CompressionNone, BlobThreshold: -1})
 	defer s.Close()
 	meta, err := s.Create(ctx, Meta{})
 	require.NoError(t, err)

@@ -613,6 +613,8 @@ func (s *Store) checkWritable(id uuid.UUID) error {
 // The store is deterministic (clock and ids), so the files, and the
 // outcome of each seed, are the same in every run.
 func TestAppendBatchCrashPrefixes(t *testing.T) {
+	// The per-session commit (JournalSize -1): its chunk's write and
+	// sync are what this test fails, cuts or checks.
 	t.Parallel() // CPU-bound on MemFS instances of its own, like the other parallel tests
 	ctx := context.Background()
 	const (
@@ -620,7 +622,7 @@ func TestAppendBatchCrashPrefixes(t *testing.T) {
 		batchLen = 6
 	)
 	m := vfs.NewMemFS()
-	s := openMem(t, m, deterministic(Options{}))
+	s := openMem(t, m, deterministic(Options{JournalSize: -1}))
 	meta, err := s.Create(ctx, Meta{Name: "batch"})
 	require.NoError(t, err)
 	base := appendN(t, s, meta.ID, 3)
@@ -657,7 +659,7 @@ func TestAppendBatchCrashPrefixes(t *testing.T) {
 			}
 			kept := map[int]int{} // events of the batch kept: seeds
 			for seed := range uint64(n) {
-				s2 := openMem(t, m.CrashClone(mode, seed), Options{})
+				s2 := openMem(t, m.CrashClone(mode, seed), Options{JournalSize: -1})
 				path, err := s2.Load(ctx, meta.ID)
 				require.NoError(t, err, "seed %d", seed)
 				requireChain(t, path)

@@ -70,6 +70,8 @@ func readRaw(t *testing.T, m *vfs.MemFS, path string) string {
 // file before syncing its data would leave the name holding an empty or
 // zeroed file when the rename reaches the disk and the data does not.
 func TestReplaceCrashPoints(t *testing.T) {
+	// The per-session commit (JournalSize -1): what its chunk holds
+	// after a crash is what this test cuts, repairs or checks.
 	t.Parallel() // CPU-bound on MemFS instances of its own, like the other parallel tests
 	ctx := context.Background()
 	tests := []struct {
@@ -97,7 +99,7 @@ func TestReplaceCrashPoints(t *testing.T) {
 			// and whether the power was cut.
 			run := func(k int) (*vfs.MemFS, uuid.UUID, []Event, map[string]string, bool) {
 				m := vfs.NewMemFS()
-				o := deterministic(Options{ChunkSize: 1 << 20})
+				o := deterministic(Options{JournalSize: -1, ChunkSize: 1 << 20})
 				s := openMem(t, m, o)
 				meta, err := s.Create(ctx, Meta{Name: "old"})
 				require.NoError(t, err)
@@ -152,7 +154,7 @@ func TestReplaceCrashPoints(t *testing.T) {
 						require.Contains(t, []string{before[f], after[f]}, got,
 							"%s (cut at %s %s): %s is neither its old content nor its new one, whole", state, pe.Op, filepath.Base(pe.Path), f)
 					}
-					s := openMem(t, c, Options{ChunkSize: 1 << 20})
+					s := openMem(t, c, Options{JournalSize: -1, ChunkSize: 1 << 20})
 					meta, err := s.Meta(ctx, id)
 					require.NoError(t, err, state)
 					require.Contains(t, tt.names, meta.Name, state)

@@ -242,6 +242,22 @@ func (c *localChunk) writeAt(data []byte, off int64) error {
 	return nil
 }
 
+// reserve makes room for a write of n bytes at off, the end of the data,
+// as writeAt does before it writes, so that writing them afterwards
+// (through the journal: commit.go) only fills space the file has. On an
+// error it cuts the file back to off, as writeAt does.
+func (c *localChunk) reserve(off int64, n int) error {
+	err := c.grow(off+int64(n), n)
+	if err == nil {
+		return nil
+	}
+	if terr := c.f.Truncate(off); terr != nil {
+		return fmt.Errorf("sessionstore: write %s: %w (and cutting back failed: %v): %w", c.path, err, terr, errUnsynced)
+	}
+	c.alloc = off
+	return fmt.Errorf("sessionstore: write %s: %w", c.path, err)
+}
+
 // Preallocation steps: the free space grows by the data's size, at least
 // preallocMin and at most preallocMax, and never past the chunk's maximum
 // size (unless one batch needs more). A write of preallocSkip or more

@@ -114,7 +114,11 @@ func resolveFork(src prefixSource, fp ForkPoint, depth int) (*forkPrefix, error)
 		outside = up.has
 	}
 	unlock = src.lock()
-	plan, err := analyze(src.opts.fs, dir, true, outside)
+	fsys := src.opts.fs
+	if ov := journalOverlay(fsys, filepath.Dir(filepath.Dir(dir)), dir); ov != nil {
+		fsys = ov // a dead writer's records still only in its journal
+	}
+	plan, err := analyze(fsys, dir, true, outside)
 	unlock()
 	if err != nil {
 		return nil, err

@@ -57,13 +57,15 @@ func memFiles(t *testing.T, m vfs.FS, dir string) map[string]string {
 // appending to it); the parent's files are byte for byte what they were;
 // and the parent opens with every event.
 func TestForkCrashPoints(t *testing.T) {
+	// The per-session commit (JournalSize -1): its chunk's write and
+	// sync are what this test fails, cuts or checks.
 	t.Parallel() // CPU-bound on MemFS instances of its own, like the other crash tests
 	ctx := context.Background()
 	seeds := testSize(t, forkCrashSeedsEnv, 4, dirCrashSeeds)
 	parent := uuid.MustParse("01a02f3f-0000-7000-8000-0000000f0a11")
 	for _, parentOpen := range []bool{true, false} {
 		t.Run(fmt.Sprintf("parent open %v", parentOpen), func(t *testing.T) {
-			o := deterministic(Options{ChunkSize: 1 << 10, BlobThreshold: 200})
+			o := deterministic(Options{JournalSize: -1, ChunkSize: 1 << 10, BlobThreshold: 200})
 			// run builds the parent (events over two chunks, one a blob),
 			// then forks it at its third event with the power cut at
 			// the fork's k-th mutating operation (never if k is 0). It
@@ -118,7 +120,7 @@ func TestForkCrashPoints(t *testing.T) {
 				if before != nil {
 					require.Equal(t, before, memFiles(t, c, sessionPath(parent)), "%s: the parent's files changed", state)
 				}
-				s := openMem(t, c, Options{ChunkSize: 1 << 10, BlobThreshold: 200})
+				s := openMem(t, c, Options{JournalSize: -1, ChunkSize: 1 << 10, BlobThreshold: 200})
 				defer func() { assert.NoError(t, s.Close(), state) }()
 				got, err := s.Load(ctx, parent)
 				require.NoError(t, err, state)

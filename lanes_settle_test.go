@@ -17,11 +17,13 @@ import (
 // active lane's tip, undoing the switch. The lane change waits for the
 // append (settle), so the next parent is the switched-to lane's tip.
 func TestSwitchLaneBesideAppendInFlight(t *testing.T) {
+	// The per-session commit (JournalSize -1): its chunk's write and
+	// sync are what this test gates, fails or checks.
 	ctx := t.Context()
 	m := vfs.NewMemFS()
 	g := &rtGate{reached: make(chan struct{}), release: make(chan struct{})}
 	m.SetFault(g.hook)
-	s := apiOpen(t, memRoot, &Options{fs: m})
+	s := apiOpen(t, memRoot, &Options{JournalSize: -1, fs: m})
 	released := false
 	release := func() {
 		if !released {

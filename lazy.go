@@ -97,7 +97,7 @@ func (h *openSession) openLazy() bool {
 	if h.meta.ForkedFrom != nil {
 		return false // a fork's first event names no parent location (fork.go)
 	}
-	fsys := h.opts.fs
+	fsys := h.rfs
 	for _, name := range []string{headfile.Temp, metaFile + ".tmp"} {
 		if _, err := fsys.Stat(filepath.Join(h.dir, name)); !errors.Is(err, os.ErrNotExist) {
 			return false
@@ -127,11 +127,11 @@ func (h *openSession) openLazy() bool {
 // from the last index line (followTail), and the HEAD file, which a writer
 // replaces only now and then, is not read.
 func (h *openSession) openLazyReader() bool {
-	rev, err := revisionOf(h.opts.fs, h.dir)
+	rev, err := revisionOf(h.rfs, h.dir)
 	if err != nil {
 		return false
 	}
-	last, ok := lazyTip(h.opts.fs, h.dir, h.format, true)
+	last, ok := lazyTip(h.rfs, h.dir, h.format, true)
 	if !ok {
 		return false
 	}
@@ -371,7 +371,7 @@ func lastIndexLine(fsys vfs.FS, path string) (entry, bool) {
 // its index all along is. The session is then failed with its whole index,
 // or damaged. On an error h is unchanged.
 func (h *openSession) loadFailed(head uuid.UUID) error {
-	p, err := analyze(h.opts.fs, h.dir, true, h.outside())
+	p, err := analyze(h.rfs, h.dir, true, h.outside())
 	if err != nil {
 		return err
 	}

@@ -56,9 +56,11 @@ func failIndexOpen(op vfs.Op, path string) error {
 // HEAD, the record that sync carried: it was never acknowledged, and after
 // a power loss it is gone.
 func TestLazySyncFailureThenIndexLoad(t *testing.T) {
+	// The per-session commit (JournalSize -1): its chunk's write and
+	// sync are what this test gates, fails or checks.
 	ctx := context.Background()
 	m := vfs.NewMemFS()
-	o := Options{ChunkSize: 64 << 10}
+	o := Options{JournalSize: -1, ChunkSize: 64 << 10}
 	s, id, evs := lazySession(t, m, o, 5)
 	defer s.Close()
 	m.SetFault(func(op vfs.Op, path string) error {

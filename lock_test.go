@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/sessionstore/sessionstore/internal/journal"
 	"io/fs"
 	"math/rand/v2"
 	"os"
@@ -37,6 +38,7 @@ func TestMain(m *testing.M) {
 	// by default; they keep that threshold (options.go). The production
 	// default has tests of its own (TestDefaultBlobThreshold).
 	defaultBlobThreshold = testBlobThreshold
+	defaultJournalSize = journal.MinSize
 	if mode := os.Getenv(apiHelperEnv); mode != "" {
 		fmt.Print(apiHelper(mode, os.Getenv(apiDirEnv), os.Getenv(apiSessionEnv)))
 		os.Exit(0)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/sessionstore/sessionstore/internal/index"
+	"github.com/sessionstore/sessionstore/internal/vfs"
 )
 
 // An openSession is one session opened by a Store: its lock, its metadata,
@@ -78,7 +80,11 @@ type openSession struct {
 	dir string
 
 	opts *Options // the Store's, read-only
-	hub  *hub     // where published events go (hub.go)
+	// rfs is what the session's log is read through: opts.fs, or for a
+	// read-only session whose JOURNAL names a journal, that journal's
+	// records laid over it (journalOverlay).
+	rfs vfs.FS
+	hub *hub // where published events go (hub.go)
 
 	state sessionState
 	// cause is why the session is failed (the write error), damaged (a
@@ -113,7 +119,14 @@ type openSession struct {
 	// lines yet; GC keeps them.
 	writingBlobs map[[32]byte]int
 	files        durableFiles // where the session's durable facts go (durable.go)
-	watch        metaWatcher  // told of each session.json write; nil for none
+	// The shared journal (journal.go): jmark is the owner the session's
+	// JOURNAL durably names when it is this Store's journal ("" else),
+	// read and written by the commit leader only; journaled says records
+	// went through the journal since the session's chunks were last
+	// synced and its records forgotten (closeFiles).
+	jmark     string
+	journaled bool
+	watch     metaWatcher // told of each session.json write; nil for none
 
 	// What the derived files hold, so that Close and Flush write only what
 	// changed: the HEAD file's event, and whether events were appended
@@ -156,7 +169,7 @@ func (st sessionState) String() string {
 
 // newOpenSession returns a session in state opening, not yet registered.
 func newOpenSession(id uuid.UUID, dir string, opts *Options, hb *hub) *openSession {
-	h := &openSession{id: id, dir: dir, opts: opts, hub: hb, ready: make(chan struct{})}
+	h := &openSession{id: id, dir: dir, opts: opts, rfs: opts.fs, hub: hb, ready: make(chan struct{})}
 	local := &localFiles{fsys: opts.fs, dir: dir, perm: opts.FileMode, dirPerm: opts.DirMode, maxChunk: opts.ChunkSize, log: opts.Logger.With("session", id)}
 	h.files = local
 	if opts.Remote != nil {
@@ -348,6 +361,14 @@ func (h *openSession) open(ctx context.Context, lockSession func(string) (io.Clo
 			h.closeFiles()
 		}
 	}()
+	if _, remote := h.files.(*remoteFiles); !remote && create == nil {
+		// A dead writer's journal may hold acknowledged records the
+		// chunks lack: they go in first (journal.go).
+		root := filepath.Dir(filepath.Dir(h.dir))
+		if h.jmark, err = takeOver(ctx, fsys, root, h.dir, h.opts.jr.current(), h.opts.FileMode); err != nil {
+			return err
+		}
+	}
 	if rf, ok := h.files.(*remoteFiles); ok {
 		// The object store decides first: whether the session exists,
 		// and who holds it (remote.go).
@@ -481,7 +502,13 @@ func (h *openSession) reconcile() (err error) {
 			return err
 		}
 	}
-	h.chunks.close()
+	if err := h.chunks.close(); err != nil {
+		// The journal's bytes of the chunk it had open are not known
+		// durable in it: the session is not taken further.
+		ix.Close()
+		chunks.close()
+		return err
+	}
 	h.index, h.chunks = ix, chunks
 	h.becomeIndexed(p.index)
 	h.headOnDisk = h.head()
@@ -533,6 +560,9 @@ func (h *openSession) closeFiles() error {
 		errs = append(errs, h.index.Close())
 		h.index = nil
 	}
+	if h.journaled {
+		errs = append(errs, h.forgetJournal())
+	}
 	errs = append(errs, h.chunks.close())
 	// A remote session's lease ends (remote.go): with a clean release when
 	// every acknowledged event is in the files and nothing failed.
@@ -542,6 +572,40 @@ func (h *openSession) closeFiles() error {
 		h.lock = nil
 	}
 	return errors.Join(errs...)
+}
+
+// forgetJournal is the session's checkpoint before its lock is
+// released: the active chunk's bytes the journal holds are synced, a
+// Forget of the session's records is committed and JOURNAL removed, so
+// that no replay of
+// this Store's journal writes into the session's files once another
+// writer may have changed them (journal.go). When the sync fails the
+// records stay in the journal, for a replay after a crash.
+func (h *openSession) forgetJournal() error {
+	if h.chunks.active != nil && h.chunks.unsynced {
+		if err := h.chunks.active.sync(); err != nil {
+			return err
+		}
+		h.chunks.unsynced = false
+	}
+	w := h.opts.jr.writerIfAny()
+	if w == nil {
+		return nil
+	}
+	prefix, err := h.opts.jr.sessionPrefix(h.dir)
+	if err != nil {
+		return err
+	}
+	if _, err := w.Forget(context.Background(), prefix); err != nil {
+		return fmt.Errorf("sessionstore: forget session %s in the journal: %w", h.id, err)
+	}
+	h.journaled = false
+	// No journal holds the session's records now: JOURNAL goes, without
+	// a sync (a crash that brings it back names records forgotten).
+	if err := h.opts.fs.Remove(filepath.Join(h.dir, markerName)); err == nil || errors.Is(err, fs.ErrNotExist) {
+		h.jmark = ""
+	}
+	return nil
 }
 
 // close checkpoints HEAD and metadata and closes the session: Close, and
@@ -621,8 +685,7 @@ func (h *openSession) sealOnClose() error {
 	if len(es) == 0 || es[0].Loc.Offset != 0 || es[len(es)-1].Loc.End() != w.size {
 		return nil // not the whole chunk: leave it plain
 	}
-	err := w.active.close()
-	w.active = nil
+	err := w.close()
 	if err != nil {
 		log.Warn("sessionstore: chunk stays uncompressed", "path", w.path(n), "err", err)
 		return nil

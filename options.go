@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/sessionstore/sessionstore/internal/eventline"
+	"github.com/sessionstore/sessionstore/internal/journal"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 )
 
@@ -17,6 +18,9 @@ const (
 	DefaultChunkSize     = 8 << 20  // 8 MiB
 	DefaultMaxRecordSize = 64 << 20 // 64 MiB
 	DefaultBlobThreshold = 1 << 20  // 1 MiB
+	// DefaultJournalSize is the default Options.JournalSize.
+	DefaultJournalSize = journal.DefaultSize
+
 	// DefaultMaxOpenSessions is the default Options.MaxOpenSessions.
 	DefaultMaxOpenSessions = 256
 
@@ -134,6 +138,17 @@ type Options struct {
 	// Default DefaultRemoteTimeout.
 	RemoteTimeout time.Duration
 
+	// JournalSize is the size of the journal a writing Store shares
+	// among its sessions (journal/<owner>.wal under the root,
+	// preallocated when a session first commits through it; see
+	// journal.go): 0 selects DefaultJournalSize; otherwise at least 1 MiB
+	// and at most 1 GiB. Appends to every session the Store holds then
+	// share one write and one fdatasync of it, and chunks are synced at
+	// checkpoints. A negative value turns the journal off: each session
+	// syncs its own chunk on every commit, as does every session of a
+	// store with a Remote (whose appends wait for the object store).
+	JournalSize int64
+
 	// Test seams, unexported: the filesystem, the clock and the id source,
 	// and keepPlainOnClose, which leaves the active chunk plain at Close
 	// (sealOnClose), for tests of the states a plain newest chunk can be in.
@@ -141,6 +156,7 @@ type Options struct {
 	storeID          uuid.UUID // set by Open: the holder named in a remote session's log
 	fetch            *fetchFS  // set by Open with a Remote: fs, which fetches deferred chunks
 	fs               vfs.FS
+	jr               *storeJournal // set by Open for a writing store: the shared journal (journal.go)
 	now              func() time.Time
 	newID            func() (uuid.UUID, error)
 }
@@ -151,6 +167,12 @@ type Options struct {
 // so that the many tests of blobs (crash points, faults, GC, Verify) keep
 // making them with records of tens of KiB. Nothing else writes it.
 var defaultBlobThreshold = DefaultBlobThreshold
+
+// defaultJournalSize is what a zero JournalSize selects:
+// DefaultJournalSize, except in this package's tests, whose TestMain sets
+// it once to journal.MinSize, so that the many stores of the tests (in
+// memory, copied at every crash point) do not each preallocate 64 MiB.
+var defaultJournalSize int64 = DefaultJournalSize
 
 // withDefaults returns a validated copy of o with defaults filled in.
 func (o *Options) withDefaults() (Options, error) {
@@ -171,6 +193,11 @@ func (o *Options) withDefaults() (Options, error) {
 		return c, fmt.Errorf("%w: LeaseTime and RemoteTimeout cannot be negative", ErrInvalidOptions)
 	case c.Remote != nil && c.ReadOnly:
 		return c, fmt.Errorf("%w: a read-only store cannot have a Remote", ErrInvalidOptions)
+	case c.JournalSize > 0 && (c.JournalSize < journal.MinSize || c.JournalSize > journal.MaxSize):
+		return c, fmt.Errorf("%w: JournalSize %d is outside %d..%d", ErrInvalidOptions, c.JournalSize, journal.MinSize, journal.MaxSize)
+	}
+	if c.JournalSize == 0 {
+		c.JournalSize = defaultJournalSize
 	}
 	if c.LeaseTime == 0 {
 		c.LeaseTime = DefaultLeaseTime

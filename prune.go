@@ -174,6 +174,11 @@ func (s *Store) lastWrite(m Meta) time.Time {
 	// The newest chunk sorts last; its plain and sealed forms (both there
 	// while it is sealed) sort together.
 	newer := false
+	if ov := journalOverlay(fsys, s.dir, dir); ov != nil {
+		// A writer that died (with the machine) left records in its
+		// journal that the chunks lack (journal.go): they count too.
+		fsys, newer = ov, true
+	}
 	for _, name := range names[max(len(names)-2, 0):] {
 		if ci, err := fsys.Stat(filepath.Join(chunks, name)); err == nil && ci.ModTime().After(mi.ModTime()) {
 			newer = true

@@ -145,6 +145,7 @@ func plainDataEnd(fsys vfs.FS, path string) (int64, error) {
 // when its log is clean (openLazyReader), else indexed or damaged by the
 // analysis (reload).
 func (h *openSession) openReader() error {
+	h.overlayJournal()
 	m, format, err := h.files.readMeta(h.id)
 	if err != nil {
 		return err
@@ -160,12 +161,26 @@ func (h *openSession) openReader() error {
 	return h.reload()
 }
 
+// overlayJournal lays the records of the journal the session's JOURNAL
+// names over its files for reading (journalOverlay), or reads the files
+// as they are when it names none: the events of a writer that died with
+// records only in its journal are there for a reader too.
+func (h *openSession) overlayJournal() {
+	h.rfs = h.opts.fs
+	if ov := journalOverlay(h.opts.fs, filepath.Dir(filepath.Dir(h.dir)), h.dir); ov != nil {
+		h.rfs = ov
+	}
+	if l, ok := h.files.(*localFiles); ok && l.fsys != h.rfs {
+		h.files = &localFiles{fsys: h.rfs, dir: l.dir, perm: l.perm, dirPerm: l.dirPerm, maxChunk: l.maxChunk, log: l.log}
+	}
+}
+
 // refresh brings a read-only session up to date with the files if their
 // revision changed: a lazy one checks its log again (or is analyzed), an
 // indexed one reads the log's new tail (readTail), anything else is
 // analyzed again (reload).
 func (h *openSession) refresh() error {
-	rev, err := revisionOf(h.opts.fs, h.dir)
+	rev, err := revisionOf(h.rfs, h.dir)
 	if err != nil || rev != h.revision {
 		// A writer may have deleted the session (Delete): it is gone,
 		// not empty.
@@ -223,7 +238,7 @@ func (h *openSession) readTail() bool {
 	if len(h.Entries) == 0 {
 		return false
 	}
-	fsys := h.opts.fs
+	fsys := h.rfs
 	chunkDir := filepath.Join(h.dir, chunksDir)
 	forms, _, err := chunkForms(fsys, chunkDir)
 	if err != nil {
@@ -287,14 +302,15 @@ func (h *openSession) readTail() bool {
 // not take a writer's work in progress for damage.
 func (h *openSession) reload() error {
 	const attempts = 5
+	h.overlayJournal()
 	for attempt := 1; ; attempt++ {
-		before, err := revisionOf(h.opts.fs, h.dir)
+		before, err := revisionOf(h.rfs, h.dir)
 		if err != nil {
 			return err
 		}
-		p, err := analyze(h.opts.fs, h.dir, true, h.outside())
+		p, err := analyze(h.rfs, h.dir, true, h.outside())
 		if err != nil || p.damage() != nil {
-			after, rerr := revisionOf(h.opts.fs, h.dir)
+			after, rerr := revisionOf(h.rfs, h.dir)
 			if rerr != nil {
 				return rerr
 			}

@@ -498,9 +498,11 @@ func TestReconcileHeadTemp(t *testing.T) {
 // trace and the session goes on; a failed sync makes the session refuse
 // writes until reopened, and every acknowledged event survives.
 func TestWriteFaults(t *testing.T) {
+	// The per-session commit (JournalSize -1): its chunk's write and
+	// sync are what this test fails, cuts or checks.
 	ctx := context.Background()
 	t.Run("write", func(t *testing.T) {
-		m, s, id := memSession(t, Options{})
+		m, s, id := memSession(t, Options{JournalSize: -1})
 		evs := appendN(t, s, id, 3)
 		m.SetFault(func(op vfs.Op, path string) error {
 			if op == vfs.OpWrite && strings.HasSuffix(path, chunkExt) {
@@ -517,7 +519,7 @@ func TestWriteFaults(t *testing.T) {
 		checkAll(t, m, id, append(evs, more...)).Close()
 	})
 	t.Run("sync is sticky", func(t *testing.T) {
-		m, s, id := memSession(t, Options{})
+		m, s, id := memSession(t, Options{JournalSize: -1})
 		evs := appendN(t, s, id, 3)
 		m.SetFault(func(op vfs.Op, path string) error {
 			if op == vfs.OpSync && strings.HasSuffix(path, chunkExt) {
@@ -542,7 +544,7 @@ func TestWriteFaults(t *testing.T) {
 		checkAll(t, clone, id, evs).Close()
 	})
 	t.Run("index write failure acknowledges the durable event", func(t *testing.T) {
-		m, s, id := memSession(t, Options{})
+		m, s, id := memSession(t, Options{JournalSize: -1})
 		evs := appendN(t, s, id, 2)
 		m.SetFault(func(op vfs.Op, path string) error {
 			if op == vfs.OpWrite && strings.HasSuffix(path, indexName) {
@@ -717,12 +719,14 @@ func TestSealedFooterMetaSizeBounded(t *testing.T) {
 // leaves index and HEAD naming a record that is gone, and the session
 // damaged.
 func TestReconcileSyncsUnindexedRecords(t *testing.T) {
+	// The per-session commit (JournalSize -1): its chunk's write and
+	// sync are what this test fails, cuts or checks.
 	ctx := context.Background()
-	m, s, id := memSession(t, Options{})
+	m, s, id := memSession(t, Options{JournalSize: -1})
 	evs := appendN(t, s, id, 3)
 	require.NoError(t, s.Close())
 
-	s1 := openMem(t, m, Options{})
+	s1 := openMem(t, m, Options{JournalSize: -1})
 	m.SetFault(func(op vfs.Op, path string) error {
 		if op == vfs.OpSync && strings.Contains(path, chunksDir) {
 			return errors.New("injected: the writer dies before its fdatasync")
@@ -734,14 +738,14 @@ func TestReconcileSyncsUnindexedRecords(t *testing.T) {
 	m.SetFault(nil)
 	_ = s1.Close() // its lock goes, as a dead process's does
 
-	s2 := openMem(t, m, Options{}) // reconciles
+	s2 := openMem(t, m, Options{JournalSize: -1}) // reconciles
 	got, err := s2.Load(ctx, id)
 	require.NoError(t, err)
 	require.Len(t, got, len(evs)+1, "the record is in the page cache")
 	require.NoError(t, s2.Close())
 
 	c := m.CrashClone(vfs.KeepSynced, 1)
-	s3 := openMem(t, c, Options{})
+	s3 := openMem(t, c, Options{JournalSize: -1})
 	defer s3.Close()
 	got, err = s3.Load(ctx, id)
 	require.NoError(t, err, "the session opens after the power loss")

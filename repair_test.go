@@ -82,10 +82,12 @@ func repairCrashLoop(t *testing.T, damaged *vfs.MemFS, id uuid.UUID, check func(
 // HEAD.broken, HEAD): the next open must recover with every intact event,
 // Verify clean, and the damaged bytes kept in <chunk>.broken-<offset>.
 func TestLostTailRepairCrashSafe(t *testing.T) {
+	// The per-session commit (JournalSize -1): what its chunk holds
+	// after a crash is what this test cuts, repairs or checks.
 	damaged, id, kept, chunk, cut, bad := lostTailSession(t)
 	points := repairCrashLoop(t, damaged, id, func(t *testing.T, fsys *vfs.MemFS) {
 		ctx := context.Background()
-		s := openMem(t, fsys, Options{ChunkSize: 1 << 20})
+		s := openMem(t, fsys, Options{JournalSize: -1, ChunkSize: 1 << 20})
 		defer s.Close()
 		got, err := s.Load(ctx, id)
 		require.NoError(t, err, "the writer's open repairs the lost tail")
@@ -108,7 +110,9 @@ func TestLostTailRepairCrashSafe(t *testing.T) {
 // an id: every crash state recovers, with HEAD rebuilt and its bytes in
 // HEAD.broken.
 func TestBadHeadRepairCrashSafe(t *testing.T) {
-	m, s, id := memSession(t, Options{ChunkSize: 1 << 20})
+	// The per-session commit (JournalSize -1): what its chunk holds
+	// after a crash is what this test cuts, repairs or checks.
+	m, s, id := memSession(t, Options{JournalSize: -1, ChunkSize: 1 << 20})
 	evs := appendN(t, s, id, 4)
 	require.NoError(t, s.Close())
 	garbage := []byte("not a head at all\n")
@@ -172,7 +176,9 @@ func anyFileHolds(t *testing.T, fsys vfs.FS, dir string, want []byte) bool {
 // the chunk has preallocated free space after the damaged record and no
 // HEAD file.
 func TestLostTailWithFreeSpaceCrashSafe(t *testing.T) {
-	base, s, id := memSession(t, Options{ChunkSize: 1 << 20})
+	// The per-session commit (JournalSize -1): its chunk's write and
+	// sync are what this test fails, cuts or checks.
+	base, s, id := memSession(t, Options{JournalSize: -1, ChunkSize: 1 << 20})
 	evs := appendN(t, s, id, 6)
 	locs := entryLocs(t, s, id)
 	damaged := base.CrashClone(vfs.KeepAll, 0)
@@ -308,7 +314,9 @@ func TestHeadNamesCutRecordIsALoss(t *testing.T) {
 // several sealed chunks whose newest plain chunk ends in two damaged
 // records the index names (a lost tail of two events).
 func TestLostTailSealedChunksCrashSafe(t *testing.T) {
-	m, s, id := memSession(t, Options{ChunkSize: 512, keepPlainOnClose: true})
+	// The per-session commit (JournalSize -1): what its chunk holds
+	// after a crash is what this test cuts, repairs or checks.
+	m, s, id := memSession(t, Options{JournalSize: -1, ChunkSize: 512, keepPlainOnClose: true})
 	evs := appendN(t, s, id, 30)
 	locs := entryLocs(t, s, id)
 	for n := len(locs); locs[n-1].Chunk != locs[n-2].Chunk; n = len(locs) {
@@ -330,7 +338,7 @@ func TestLostTailSealedChunksCrashSafe(t *testing.T) {
 	writeMemFile(t, m, chunk, b)
 	kept := evs[:n-2]
 	points := repairCrashLoop(t, m, id, func(t *testing.T, fsys *vfs.MemFS) {
-		s := openMem(t, fsys, Options{ChunkSize: 512})
+		s := openMem(t, fsys, Options{JournalSize: -1, ChunkSize: 512})
 		defer s.Close()
 		got, err := s.Load(t.Context(), id)
 		require.NoError(t, err)

@@ -436,6 +436,8 @@ func (g *rtGate) hook(op vfs.Op, path string) error {
 // the original's event; when it fails, the retry must not report success
 // for an event that is not durable.
 func TestAppendRetryWaitsForInFlight(t *testing.T) {
+	// The per-session commit (JournalSize -1): its chunk's write and
+	// sync are what this test fails, cuts or checks.
 	for _, fail := range []bool{false, true} {
 		t.Run(fmt.Sprint("sync fails: ", fail), func(t *testing.T) {
 			ctx := t.Context()
@@ -445,7 +447,7 @@ func TestAppendRetryWaitsForInFlight(t *testing.T) {
 				g.fail = errors.New("injected sync failure")
 			}
 			m.SetFault(g.hook)
-			s := apiOpen(t, memRoot, &Options{fs: m})
+			s := apiOpen(t, memRoot, &Options{JournalSize: -1, fs: m})
 			var releaseOnce sync.Once
 			release := func() { releaseOnce.Do(func() { close(g.release) }) }
 			t.Cleanup(release) // before Close, which waits for the original
@@ -514,9 +516,11 @@ func waitSyncers(s *Store, session uuid.UUID, n int) <-chan struct{} {
 // back (the session goes on writing); the retry then writes the event
 // itself, once.
 func TestAppendRetryAfterFailedWrite(t *testing.T) {
+	// The per-session commit (JournalSize -1): its chunk's write and
+	// sync are what this test fails, cuts or checks.
 	ctx := t.Context()
 	m := vfs.NewMemFS()
-	s := apiOpen(t, memRoot, &Options{fs: m})
+	s := apiOpen(t, memRoot, &Options{JournalSize: -1, fs: m})
 	session := apiNewSession(t, s)
 	apiAppend(t, s, session, UserText("start"))
 	f := vfs.FailNth(1, errors.New("injected write failure"), vfs.OpWrite)

@@ -106,6 +106,9 @@ func Open(dir string, opts *Options) (*Store, error) {
 			return nil, err
 		}
 	}
+	// The journal this Store's sessions share (journal.go): made, and
+	// what dead writers left in theirs recovered, on the first commit.
+	o.jr = newStoreJournal(dir, &o)
 	s := newStore(dir, o)
 	s.purgeTrash() // what a crash left of a Delete (delete.go)
 	return s, nil
@@ -207,6 +210,11 @@ func (s *Store) Close() error {
 		return nil
 	}
 	err := s.reg.closeAll()
+	if s.opts.jr != nil {
+		// Every session closed has synced its chunks and forgotten its
+		// records: the journal's last checkpoint finds nothing to do.
+		err = errors.Join(err, s.opts.jr.close())
+	}
 	s.hub.close()
 	return err
 }

@@ -892,6 +892,8 @@ func TestAPIConcurrentCreate(t *testing.T) {
 var errAPIInjected = errors.New("injected fault")
 
 func TestAPISessionFailed(t *testing.T) {
+	// The per-session commit (JournalSize -1): its chunk's write and
+	// sync are what this test fails, cuts or checks.
 	cases := []struct {
 		name string
 		// fault is installed for the second Append only.
@@ -936,7 +938,7 @@ func TestAPISessionFailed(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := t.Context()
 			mem := vfs.NewMemFS()
-			s := apiOpen(t, "/store", &Options{fs: mem})
+			s := apiOpen(t, "/store", &Options{JournalSize: -1, fs: mem})
 			id := apiNewSession(t, s)
 			first := apiAppend(t, s, id, UserText("first"))
 
@@ -974,7 +976,7 @@ func TestAPISessionFailed(t *testing.T) {
 
 			// Reopening reconciles the files and the session takes writes again.
 			require.NoError(t, s.Close())
-			s2 := apiOpen(t, "/store", &Options{fs: mem})
+			s2 := apiOpen(t, "/store", &Options{JournalSize: -1, fs: mem})
 			got := apiLoad(t, s2, id)
 			if tc.acked || !tc.sticky {
 				apiSameEvents(t, want, got)

@@ -156,6 +156,9 @@ func (s *Store) verify(ctx context.Context, session uuid.UUID) (*VerifyReport, e
 	if pre != nil {
 		outside = pre.has
 	}
+	if ov := journalOverlay(fsys, s.dir, dir); ov != nil {
+		fsys = ov // a dead writer's records still only in its journal (journal.go)
+	}
 	plan, err := analyze(fsys, dir, true, outside)
 	if err != nil {
 		return nil, err

@@ -66,8 +66,10 @@ func TestVerifyRecordBytes(t *testing.T) {
 // TestVerifyAfterCrash: the leftovers of a crash are repairs, not problems,
 // and Verify leaves them for the next open.
 func TestVerifyAfterCrash(t *testing.T) {
+	// The per-session commit (JournalSize -1): its chunk's write and
+	// sync are what this test fails, cuts or checks.
 	ctx := context.Background()
-	m, s, id := memSession(t, Options{ChunkSize: 700})
+	m, s, id := memSession(t, Options{JournalSize: -1, ChunkSize: 700})
 	evs := appendN(t, s, id, 10)
 	crashed := m.CrashClone(vfs.KeepSynced, 0)
 	require.NoError(t, s.Close())
@@ -76,7 +78,7 @@ func TestVerifyAfterCrash(t *testing.T) {
 	require.NoError(t, err)
 	writeMemFile(t, crashed, last, append(b, `{"id":"01a0`...))
 
-	v := openMem(t, crashed, Options{})
+	v := openMem(t, crashed, Options{JournalSize: -1})
 	before := crashed.String()
 	r, err := v.Verify(ctx, id)
 	require.NoError(t, err)

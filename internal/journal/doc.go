@@ -84,10 +84,12 @@
 // later point, Read returns them (unless an OpForget made them obsolete,
 // or a checkpoint has made their files durable first). A commit's records
 // are in one group, and a group is replayed whole or not at all, so a
-// replay never shows part of a Commit. A failed write, sync, apply or
+// replay never shows part of a Commit. A failed write, sync or
 // checkpoint fails the Writer for good (ErrFailed): the state on disk is
 // unknown and an fsync is never retried; the journal file stays for a
-// replay.
+// replay. A failed apply fails only its Commit (ErrApply): its records
+// are durable in the journal and the caller, which did not acknowledge
+// them, cuts them out of its file, syncs it and forgets them.
 //
 // # Ring and checkpoint
 //

@@ -1,6 +1,7 @@
 package journal
 
 import (
+	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -85,7 +86,9 @@ func sum(salt uint32, b []byte) uint32 { return crc32.Update(salt, castagnoli, b
 //	 48     8  start offset: where replay starts (or, if no record fits
 //	           there, recordsStart)
 //	 56     8  start lsn: the lsn of the first record to replay
-//	 64  4028  zeros
+//	 64    16  boot: the first 16 bytes of the SHA-256 of the writer's
+//	           boot id (vfs.FS.BootID) at creation, zeros if unknown
+//	 80  4012  zeros
 //	4092    4  CRC-32C (unseeded) of bytes 0..4092
 type header struct {
 	salt     uint32
@@ -94,6 +97,7 @@ type header struct {
 	size     int64
 	startOff int64
 	startLSN uint64
+	boot     [16]byte
 }
 
 func (h *header) encode() []byte {
@@ -107,6 +111,7 @@ func (h *header) encode() []byte {
 	le.PutUint64(b[40:], uint64(h.size))
 	le.PutUint64(b[48:], uint64(h.startOff))
 	le.PutUint64(b[56:], h.startLSN)
+	copy(b[64:80], h.boot[:])
 	le.PutUint32(b[slotSize-4:], crc32.Checksum(b[:slotSize-4], castagnoli))
 	return b
 }
@@ -150,6 +155,7 @@ func decodeHeader(b []byte) (header, error) {
 	h.seq = le.Uint64(b[32:])
 	size, start := le.Uint64(b[40:]), le.Uint64(b[48:])
 	h.startLSN = le.Uint64(b[56:])
+	copy(h.boot[:], b[64:80])
 	switch {
 	case size < minTestSize || size > MaxSize || size%align != 0:
 		return h, fmt.Errorf("%w: file size %d out of bounds", ErrNoHeader, size)
@@ -160,6 +166,17 @@ func decodeHeader(b []byte) (header, error) {
 	}
 	h.size, h.startOff = int64(size), int64(start)
 	return h, nil
+}
+
+// BootHash is what a header records of the boot id id: the first 16
+// bytes of its SHA-256, zeros for an unknown ("") one.
+func BootHash(id string) [16]byte {
+	var h [16]byte
+	if id != "" {
+		s := sha256.Sum256([]byte(id))
+		copy(h[:], s[:16])
+	}
+	return h
 }
 
 // Record is one change a commit makes durable.

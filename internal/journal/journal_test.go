@@ -161,16 +161,27 @@ func TestStickyFailure(t *testing.T) {
 	}
 }
 
-func TestApplyFailureFailsWriter(t *testing.T) {
+// TestApplyFailureFailsOnlyItsCommit: a failed apply returns ErrApply
+// with apply's error; the record is durable (a replay writes it whole),
+// the writer goes on, and a checkpoint passes the record.
+func TestApplyFailureFailsOnlyItsCommit(t *testing.T) {
 	m, w := newMem(t, 64<<10)
+	makeFile(t, m, memRoot, "f")
 	boom := errors.New("apply")
 	_, err := w.Commit(context.Background(), []Record{{Op: OpWrite, Path: "f", Data: []byte("x")}}, func() error { return boom })
 	assert.ErrorIs(t, err, boom)
-	assert.ErrorIs(t, err, ErrFailed)
-	assert.ErrorIs(t, w.Close(), ErrFailed)
+	assert.ErrorIs(t, err, ErrApply)
+	assert.NotErrorIs(t, err, ErrFailed)
 	log, err := Read(m, w.Path())
 	require.NoError(t, err)
 	assert.Len(t, log.Entries, 1, "the durable record stays for a replay")
+	_, err = w.Commit(context.Background(), []Record{{Op: OpWrite, Path: "f", Offset: 1, Data: []byte("y")}}, nil)
+	assert.NoError(t, err, "the writer goes on")
+	w.checkpoint()
+	log, err = Read(m, w.Path())
+	require.NoError(t, err)
+	assert.Empty(t, log.Entries, "the checkpoint passed both records")
+	assert.NoError(t, w.Close())
 }
 
 func TestAliveReplayRemove(t *testing.T) {

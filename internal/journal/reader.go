@@ -2,6 +2,7 @@ package journal
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/sessionstore/sessionstore/internal/vfs"
 )
@@ -43,7 +45,8 @@ func (e *CorruptionError) Is(target error) bool { return target == ErrCorrupt }
 // Log is what Read found in a journal file: the records to replay.
 type Log struct {
 	Path  string
-	Owner string // the owner id the header names
+	Owner string   // the owner id the header names
+	Boot  [16]byte // the boot its writer ran in (BootHash), zeros if unknown
 	// Entries are the OpWrite records of the log, in lsn order, without
 	// those an OpForget made obsolete. Their Data alias one buffer.
 	Entries []Entry
@@ -95,6 +98,33 @@ func Read(fsys vfs.FS, name string) (*Log, error) {
 	return parse(name, buf)
 }
 
+// ReadBoot reads only the header slots of the journal file name and
+// returns the boot its writer ran in (BootHash of its boot id; zeros if
+// unknown). A reader in the same boot needs nothing of the journal: every
+// record its owner acknowledged was written into its file before, and
+// the page cache holds it for every process. Errors: the file's, or a
+// *CorruptionError when neither slot is valid.
+func ReadBoot(fsys vfs.FS, name string) ([16]byte, error) {
+	f, err := fsys.OpenFile(name, os.O_RDONLY, 0)
+	if err != nil {
+		return [16]byte{}, err
+	}
+	defer f.Close()
+	b := make([]byte, recordsStart)
+	if _, err := f.ReadAt(b, 0); err != nil && !errors.Is(err, io.EOF) {
+		return [16]byte{}, err
+	}
+	h0, err0 := decodeHeader(b[:slotSize])
+	h1, err1 := decodeHeader(b[slotSize:])
+	switch {
+	case err0 == nil && (err1 != nil || h0.seq >= h1.seq):
+		return h0.boot, nil
+	case err1 == nil:
+		return h1.boot, nil
+	}
+	return [16]byte{}, &CorruptionError{Path: name, Offset: 0, Err: err0}
+}
+
 // parse decodes a whole journal file held in b.
 func parse(name string, b []byte) (*Log, error) {
 	h0, err0 := decodeHeader(b[:slotSize])
@@ -120,7 +150,7 @@ func parse(name string, b []byte) (*Log, error) {
 	if want := strings.TrimSuffix(filepath.Base(name), ".wal"); want != filepath.Base(name) && want != fmt.Sprintf("%x", h.owner) {
 		return nil, &CorruptionError{Path: name, Offset: 16, Err: fmt.Errorf("%w: header names owner %x", ErrBadRecord, h.owner)}
 	}
-	log := &Log{Path: name, Owner: fmt.Sprintf("%x", h.owner), Start: h.startLSN, Next: h.startLSN, Torn: -1}
+	log := &Log{Path: name, Owner: fmt.Sprintf("%x", h.owner), Start: h.startLSN, Next: h.startLSN, Torn: -1, Boot: h.boot}
 	var (
 		all      []Entry // every record of whole groups, forgets included
 		group    []Entry
@@ -346,7 +376,7 @@ func Alive(fsys vfs.FS, root, owner string) (bool, error) {
 	if err := checkOwner(owner); err != nil {
 		return false, err
 	}
-	l, err := fsys.Lock(LockPath(root, owner), 0o644)
+	l, err := fsys.Lock(LockPath(root, owner), 0o600)
 	if errors.Is(err, vfs.ErrLocked) {
 		return true, nil
 	}
@@ -357,52 +387,119 @@ func Alive(fsys vfs.FS, root, owner string) (bool, error) {
 }
 
 // Replay applies owner's journal under root to the files whose path
-// starts with prefix (Log.Apply), holding owner's lock meanwhile. It
-// fails with ErrOwnerAlive when the lock is held, with an error wrapping
-// fs.ErrNotExist when there is no journal file (its owner closed it:
-// every file it covered is durable), and with Read's errors.
+// starts with prefix (Log.Apply), holding a Claim meanwhile. It fails
+// with ErrOwnerAlive when the owner holds its lock, with an error
+// wrapping fs.ErrNotExist when there is no journal file (its owner closed
+// it: every file it covered is durable), and with Read's errors.
 func Replay(fsys vfs.FS, root, owner, prefix string) (Replayed, error) {
-	if err := checkOwner(owner); err != nil {
-		return Replayed{}, err
-	}
-	l, err := fsys.Lock(LockPath(root, owner), 0o644)
-	if errors.Is(err, vfs.ErrLocked) {
-		return Replayed{}, fmt.Errorf("%w: %s", ErrOwnerAlive, owner)
-	}
+	c, err := Take(context.Background(), fsys, root, owner)
 	if err != nil {
 		return Replayed{}, err
 	}
-	defer l.Close()
-	log, err := Read(fsys, WALPath(root, owner))
+	defer c.Release()
+	log, err := c.Read()
 	if err != nil {
 		return Replayed{}, err
 	}
 	return log.Apply(fsys, root, prefix)
 }
 
-// Remove removes a dead owner's journal file and then its lock file,
-// holding the lock meanwhile, and syncs the directory. The caller has
-// replayed every session the journal covered. It fails with
-// ErrOwnerAlive when the lock is held.
+// Remove removes a dead owner's journal (Claim.Remove), holding a Claim.
+// The caller has replayed every session the journal covered. It fails
+// with ErrOwnerAlive when the owner holds its lock.
 func Remove(fsys vfs.FS, root, owner string) error {
-	if err := checkOwner(owner); err != nil {
-		return err
-	}
-	l, err := fsys.Lock(LockPath(root, owner), 0o644)
-	if errors.Is(err, vfs.ErrLocked) {
-		return fmt.Errorf("%w: %s", ErrOwnerAlive, owner)
-	}
+	c, err := Take(context.Background(), fsys, root, owner)
 	if err != nil {
 		return err
 	}
-	defer l.Close()
-	if err := fsys.Remove(WALPath(root, owner)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	defer c.Release()
+	return c.Remove()
+}
+
+// ReplayLockPath is the lock a replayer of owner's journal holds
+// (Take): it tells a replayer from the owner, which never takes it.
+func ReplayLockPath(root, owner string) string {
+	return filepath.Join(root, Dir, owner+".replay")
+}
+
+// ClaimPoll is how often Take looks again while another replayer holds
+// a journal.
+const ClaimPoll = 2 * time.Millisecond
+
+// A Claim is a replayer's hold on a dead owner's journal: its replay
+// lock and its owner's lock. While a process holds it no other process
+// replays, removes or writes that journal.
+type Claim struct {
+	fsys   vfs.FS
+	root   string
+	owner  string
+	replay io.Closer
+	lock   io.Closer
+}
+
+// Take claims owner's journal under root for a replay. It first takes
+// the replay lock (ReplayLockPath), waiting while another replayer holds
+// it (it looks again every ClaimPoll until ctx is done: a replay is
+// short), then the owner's lock: if the owner holds it, the owner is
+// alive and Take fails with ErrOwnerAlive (the owner never takes the
+// replay lock, so a held owner's lock under a held replay lock is the
+// owner's). Either lock file is created if missing.
+func Take(ctx context.Context, fsys vfs.FS, root, owner string) (*Claim, error) {
+	if err := checkOwner(owner); err != nil {
+		return nil, err
+	}
+	var replay io.Closer
+	for {
+		var err error
+		replay, err = fsys.Lock(ReplayLockPath(root, owner), 0o600)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, vfs.ErrLocked) {
+			return nil, err
+		}
+		t := time.NewTimer(ClaimPoll)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("journal: waiting for another replay of %s: %w", owner, ctx.Err())
+		case <-t.C:
+		}
+	}
+	lock, err := fsys.Lock(LockPath(root, owner), 0o600)
+	if err != nil {
+		replay.Close()
+		if errors.Is(err, vfs.ErrLocked) {
+			return nil, fmt.Errorf("%w: %s", ErrOwnerAlive, owner)
+		}
+		return nil, err
+	}
+	return &Claim{fsys: fsys, root: root, owner: owner, replay: replay, lock: lock}, nil
+}
+
+// Read reads the claimed journal (Read): an error wrapping
+// fs.ErrNotExist when it is gone.
+func (c *Claim) Read() (*Log, error) { return Read(c.fsys, WALPath(c.root, c.owner)) }
+
+// Remove removes the claimed journal file, then its lock files, and
+// syncs the directory. The caller has replayed every file the journal
+// covered (or found it needs none).
+func (c *Claim) Remove() error {
+	if err := c.fsys.Remove(WALPath(c.root, c.owner)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	// The lock file may be gone already: its owner's Close removes it
-	// before releasing the lock this call then took.
-	if err := fsys.Remove(LockPath(root, owner)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
+	// The lock files may be gone already: the owner's Close removes its
+	// lock file before releasing the lock this claim then took.
+	for _, p := range []string{LockPath(c.root, c.owner), ReplayLockPath(c.root, c.owner)} {
+		if err := c.fsys.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
 	}
-	return fsys.SyncDir(filepath.Join(root, Dir))
+	return c.fsys.SyncDir(filepath.Join(c.root, Dir))
+}
+
+// Release releases the claim's locks.
+func (c *Claim) Release() {
+	c.lock.Close()
+	c.replay.Close()
 }

@@ -37,6 +37,15 @@ var (
 	ErrFailed = errors.New("journal: writer refuses commits after an earlier failure")
 	// ErrClosed is returned by Commit after Close.
 	ErrClosed = errors.New("journal: writer closed")
+	// ErrApply wraps the error of a Commit's apply. The writer goes on:
+	// the records are durable in the journal and their files may hold
+	// them in part, so a replay after a crash writes them whole, and a
+	// checkpoint may pass them without a replay ever writing them. The
+	// caller, which did not acknowledge them, must leave its files so
+	// that either is right: write nothing after them until it has cut
+	// them out of the file, synced it and committed a Forget covering it
+	// (or stop writing the file).
+	ErrApply = errors.New("journal: apply failed")
 	// ErrTooLarge reports a Commit whose records take more than half the
 	// record area (Writer.MaxCommit): the caller writes and syncs such
 	// data directly.
@@ -58,6 +67,9 @@ type Options struct {
 	// name a file removed since (after a Forget): it is skipped. nil
 	// opens each file and syncs it.
 	SyncFiles func(paths []string) error
+	// FileMode and DirMode are the permissions of the files and of the
+	// directory Create makes; 0 means 0o600 and 0o700.
+	FileMode, DirMode fs.FileMode
 
 	// small lets tests ask for files smaller than MinSize.
 	small bool
@@ -88,6 +100,7 @@ type Writer struct {
 	f         vfs.File
 	lock      io.Closer
 	syncFiles func([]string) error
+	perm      fs.FileMode
 
 	stop    chan struct{} // closed by Close: the checkpointer returns
 	stopped chan struct{} // closed when the checkpointer has returned
@@ -167,20 +180,26 @@ func Create(fsys vfs.FS, root string, opts *Options) (*Writer, error) {
 	}
 	owner := hex.EncodeToString(id[:])
 	dir := filepath.Join(root, Dir)
-	if err := fsys.MkdirAll(dir, 0o755); err != nil {
+	if o.FileMode == 0 {
+		o.FileMode = 0o600
+	}
+	if o.DirMode == 0 {
+		o.DirMode = 0o700
+	}
+	if err := fsys.MkdirAll(dir, o.DirMode); err != nil {
 		return nil, err
 	}
 	if err := fsys.SyncDir(root); err != nil {
 		return nil, err
 	}
-	lock, err := fsys.Lock(LockPath(root, owner), 0o644)
+	lock, err := fsys.Lock(LockPath(root, owner), o.FileMode)
 	if err != nil {
 		return nil, err
 	}
 	w := &Writer{
 		fsys: fsys, root: root, owner: owner, path: WALPath(root, owner),
 		salt: binary.LittleEndian.Uint32(salt[:]), size: o.Size,
-		capacity: o.Size - recordsStart, lock: lock, syncFiles: o.SyncFiles,
+		capacity: o.Size - recordsStart, lock: lock, syncFiles: o.SyncFiles, perm: o.FileMode,
 		stop: make(chan struct{}), stopped: make(chan struct{}), kick: make(chan struct{}, 1),
 		tail: recordsStart, nextLSN: 1,
 	}
@@ -189,7 +208,7 @@ func Create(fsys vfs.FS, root string, opts *Options) (*Writer, error) {
 	if w.syncFiles == nil {
 		w.syncFiles = w.syncPaths
 	}
-	w.hdr = header{salt: w.salt, owner: id, seq: 1, size: w.size, startOff: recordsStart, startLSN: 1}
+	w.hdr = header{salt: w.salt, owner: id, seq: 1, size: w.size, startOff: recordsStart, startLSN: 1, boot: BootHash(fsys.BootID())}
 	if err := w.preallocate(); err != nil {
 		// Remove what was begun (best effort: the failure is what
 		// Create reports), so that a retry on a full disk does not
@@ -210,7 +229,7 @@ func Create(fsys vfs.FS, root string, opts *Options) (*Writer, error) {
 // preallocate writes the file: zeros, then the first header, synced,
 // and syncs its directory.
 func (w *Writer) preallocate() error {
-	f, err := w.fsys.OpenFile(w.path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+	f, err := w.fsys.OpenFile(w.path, os.O_RDWR|os.O_CREATE|os.O_EXCL, w.perm)
 	if err != nil {
 		return err
 	}
@@ -276,9 +295,9 @@ func (w *Writer) Forget(ctx context.Context, prefix string) (uint64, error) {
 //
 // ctx is checked before the records are queued only. Errors: ctx's,
 // ErrInvalidRecord, ErrTooLarge (nothing written), ErrClosed, an error
-// wrapping ErrFailed (after this or an earlier failure; the error of
-// apply is wrapped so too, and fails the writer, since its records are
-// durable and their files are not known to hold them).
+// wrapping ErrFailed (after this or an earlier failure), an error
+// wrapping ErrApply and apply's (the records are durable, their files
+// may hold them in part: see ErrApply; the writer goes on).
 func (w *Writer) Commit(ctx context.Context, recs []Record, apply func() error) (uint64, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
@@ -328,23 +347,22 @@ func (w *Writer) Commit(ctx context.Context, recs []Record, apply func() error) 
 	}
 	lsn, err := c.lsn, c.err
 	w.mu.Unlock()
+	var aerr error
 	if err == nil {
 		if apply == nil {
 			apply = func() error { return w.applyRecords(recs) }
 		}
-		if aerr := apply(); aerr != nil {
-			err = fmt.Errorf("journal: apply: %w", aerr)
-		}
+		aerr = apply()
 	}
 	w.mu.Lock()
 	if c.grp != nil {
 		c.grp.applying--
 	}
-	if err != nil && c.grp != nil {
-		// The records are durable, their files may not hold them: no
-		// checkpoint may pass them.
-		w.fail(err)
-		err = w.err
+	if aerr != nil {
+		// The records are durable here, their files may hold them in
+		// part: the caller did not acknowledge them and makes its files
+		// whole (see ErrApply). A checkpoint may pass them.
+		err = fmt.Errorf("%w: %w", ErrApply, aerr)
 	}
 	w.active--
 	w.cond.Broadcast()
@@ -687,6 +705,14 @@ func (w *Writer) Close() error {
 		// Still locked: another process taking the lock meanwhile finds
 		// the owner alive, or, once the name is gone, no journal.
 		err = w.fsys.Remove(LockPath(w.root, w.owner))
+	}
+	if err == nil {
+		// A replayer that found the owner alive left its replay lock
+		// file (Take). With the journal gone it guards nothing: a
+		// replayer holding or making it finds no journal.
+		if rerr := w.fsys.Remove(ReplayLockPath(w.root, w.owner)); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+			err = rerr
+		}
 	}
 	if lerr := w.lock.Close(); err == nil {
 		err = lerr

@@ -58,6 +58,7 @@ type FaultFunc func(op Op, path string) error
 // from, whatever the program that used it goes on doing. The zero value is
 // not usable: call NewMemFS.
 type MemFS struct {
+	boot  string // BootID
 	mu    sync.Mutex
 	root  *memNode
 	locks map[*memNode]bool
@@ -119,7 +120,20 @@ func newDir(perm fs.FileMode) *memNode {
 // NewMemFS returns an empty in-memory filesystem whose root "/" exists and
 // is durable.
 func NewMemFS() *MemFS {
-	return &MemFS{root: newDir(0o755), locks: map[*memNode]bool{}}
+	return &MemFS{root: newDir(0o755), locks: map[*memNode]bool{}, boot: newBootID()}
+}
+
+// BootID is the MemFS's boot: a new one for each MemFS, and for each
+// CrashClone (a power loss reboots).
+func (m *MemFS) BootID() string { return m.boot }
+
+// newBootID returns a random boot id.
+func newBootID() string {
+	var b [16]byte
+	for i := range b {
+		b[i] = byte(rand.Uint32())
+	}
+	return fmt.Sprintf("%x", b)
 }
 
 // SetFault installs a fault hook (nil removes it). It does not bring back
@@ -606,7 +620,7 @@ func (m *MemFS) CrashClone(mode CrashMode, seed uint64) *MemFS {
 		return c
 	}
 	root := clone(m.root, nil, "")
-	return &MemFS{root: root, locks: map[*memNode]bool{}, clock: m.clock}
+	return &MemFS{root: root, locks: map[*memNode]bool{}, clock: m.clock, boot: newBootID()}
 }
 
 func maps(in map[string]*memNode) map[string]*memNode {

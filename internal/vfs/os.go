@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 )
 
@@ -18,6 +19,23 @@ var Default FS = osFS{}
 // osFS is the operating system's filesystem, confined below c's root
 // when c is set.
 type osFS struct{ c *confinement }
+
+// BootID is Linux's /proc/sys/kernel/random/boot_id, read once; "" on
+// other systems.
+func (osFS) BootID() string {
+	bootOnce.Do(func() {
+		b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+		if err == nil && len(b) <= 64 {
+			bootID = strings.TrimSpace(string(b))
+		}
+	})
+	return bootID
+}
+
+var (
+	bootOnce sync.Once
+	bootID   string
+)
 
 type osFile struct{ *os.File }
 

@@ -95,6 +95,11 @@ type FS interface {
 	// releases the lock; the operating system releases it when the
 	// process dies.
 	Lock(name string, perm fs.FileMode) (io.Closer, error)
+	// BootID names the current boot of the machine holding the files
+	// (for the operating system, Linux's random boot id), "" when
+	// unknown: a file written in the same boot that no process synced is
+	// still in the page cache, for every process.
+	BootID() string
 }
 
 // Confine returns fsys confined to the tree below root: no element of a

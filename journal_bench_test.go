@@ -1,0 +1,80 @@
+package sessionstore
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+)
+
+// BenchmarkFleetAppend: one writer per session, 300 B durable appends,
+// on the real file system, through the shared journal (and without it,
+// JournalSize -1, side by side). It reports appends/s, and for the
+// journal the commits each group carried.
+func BenchmarkFleetAppend(b *testing.B) {
+	for _, sessions := range []int{1, 16, 256} {
+		for _, mode := range []struct {
+			name string
+			size int64
+		}{{"journal", DefaultJournalSize}, {"nojournal", -1}} {
+			b.Run(mode.name+"/"+itoa(sessions), func(b *testing.B) {
+				ctx := context.Background()
+				s, err := Open(b.TempDir(), &Options{JournalSize: mode.size})
+				require.NoError(b, err)
+				defer s.Close()
+				ids := make([]uuid.UUID, sessions)
+				for i := range ids {
+					m, err := s.Create(ctx, Meta{})
+					require.NoError(b, err)
+					ids[i] = m.ID
+					_, err = s.Append(ctx, m.ID, UserText(string(make300())))
+					require.NoError(b, err)
+				}
+				per := max(b.N/sessions, 1)
+				b.ResetTimer()
+				var wg sync.WaitGroup
+				for _, id := range ids {
+					wg.Go(func() {
+						for range per {
+							if _, err := s.Append(ctx, id, UserText(string(make300()))); err != nil {
+								b.Error(err)
+								return
+							}
+						}
+					})
+				}
+				wg.Wait()
+				b.StopTimer()
+				b.ReportMetric(float64(per*sessions)/b.Elapsed().Seconds(), "appends/s")
+				if w := s.opts.jr.writerIfAny(); w != nil {
+					st := w.Stats()
+					if st.Groups > 0 {
+						b.ReportMetric(float64(st.Commits)/float64(st.Groups), "commits/group")
+						b.ReportMetric(float64(st.Checkpoints), "checkpoints")
+					}
+				}
+			})
+		}
+	}
+}
+
+func make300() []byte {
+	b := make([]byte, 300)
+	for i := range b {
+		b[i] = 'a' + byte(i%26)
+	}
+	return b
+}
+
+func itoa(n int) string {
+	if n == 0 {
+		return "0"
+	}
+	var d []byte
+	for ; n > 0; n /= 10 {
+		d = append([]byte{byte('0' + n%10)}, d...)
+	}
+	return string(d)
+}
