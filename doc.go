@@ -52,6 +52,12 @@
 //	<root>/forkcache/<id>/    with Options.Remote only: lease-free copies
 //	                          of sessions forks' prefixes are read from
 //	<root>/forks.lock         flock'ed by Fork and Delete (forklock.go)
+//	<root>/journal/<owner>.wal  the journal a writing Store's sessions
+//	                          share (journal.go, internal/journal):
+//	                          preallocated, a ring of commit groups
+//	<root>/journal/<owner>.lock  flock'ed by that Store while it lives
+//	<root>/journal/<owner>.replay  flock'ed by a process replaying the
+//	                          journal of a dead owner
 //	<root>/forks/<parent>/<fork>  an empty marker per fork Fork made
 //	                          (forklock.go); removed with the parent
 //	<root>/trash/<session-id>.<nonce>/  a session Delete moved aside, being
@@ -63,6 +69,9 @@
 //	  lanes.json          the lanes, once a lane call made one: the active
 //	                      lane and the others' tips, one CRC-framed line
 //	  LOCK                flock'ed by the one writer of the session
+//	  JOURNAL             the owner id of the journal that may hold records
+//	                      its chunks lack durably (journal.go); none once
+//	                      the session closed
 //	  index.jsonl         one line per event of the plain chunks: where its
 //	                      record is (a sealed chunk embeds its own lines)
 //	  chunks/000000.jsonl one framed record per line, in append order; the
@@ -253,13 +262,28 @@
 // is not acknowledged: after a crash its event is absent, or present whole
 // if its bytes reached the disk; never half-formed.
 //
-// Steady-state Append costs one fdatasync: the record is written at the end
-// of the active chunk's data and the chunk is synced. Appends to one
-// session from several goroutines share writes and syncs (group commit,
+// Steady-state Append costs one fdatasync, shared: the record goes to the
+// Store's journal (journal/<owner>.wal, see journal.go), which commits the
+// records of every session the Store writes at that moment with one write
+// and one fdatasync; once that sync has ended, the record is written at
+// the end of the active chunk's data, without a sync, and the Append
+// returns. Readers (another process's read-only Store included) find an
+// event in the chunk only once it is durable in the journal. The chunk is
+// synced at a checkpoint: when the session starts a new chunk, on Flush,
+// when the session closes (then a Forget of its records is committed, so
+// the journal never writes them again), and when the journal's ring is
+// half full. After a crash, the next writer of the session replays the
+// records its JOURNAL file names into the chunks before it reads them
+// (in the same boot, where the page cache kept the chunks, it only syncs
+// them); a read-only Store lays them over the chunks. With
+// Options.JournalSize negative, or with a Remote, each session's commit
+// writes its active chunk and syncs it instead. Appends to one session
+// from several goroutines share writes and syncs besides (group commit,
 // see commit.go): each still returns only once a sync that started after
 // its record was written has ended, and readers see an event only from
 // then on. [Store.AppendBatch] writes several records with one write and
-// one sync; a crash keeps a prefix of them. The active chunk is
+// one sync; a crash keeps all of them or none (through the journal, one
+// record), or a prefix of them (a session syncing its own chunk). The active chunk is
 // preallocated: zeros are written past its data in steps of 64-256 KiB,
 // so that most syncs write data only, with no new file size to commit
 // (1.3-1.5x more durable appends per second in this package's benchmarks

@@ -149,6 +149,7 @@ type storeJournal struct {
 	dirPerm fs.FileMode
 	log     *slog.Logger
 
+	start  sync.Once // prepare
 	mu     sync.Mutex
 	w      *journal.Writer
 	err    error // why it could not be created: sessions sync their chunks themselves
@@ -189,6 +190,22 @@ func (j *storeJournal) writer() *journal.Writer {
 	}
 	return j.w
 }
+
+// prepare starts making the journal in the background, once: a Create
+// or an append began, so a commit is coming, and it need not wait for all
+// of the file's preallocation (writer waits for what is left).
+func (j *storeJournal) prepare() {
+	if j == nil || !prepareJournal {
+		return
+	}
+	j.start.Do(func() { go j.writer() })
+}
+
+// prepareJournal lets prepare start the journal in the background. This
+// package's TestMain turns it off, so that the crash-point tests, which
+// cut the power at the nth operation of a workload run again and again,
+// see the journal made at the first commit, in the same place each run.
+var prepareJournal = true
 
 // current is the journal's owner id, "" if it has none yet (or j is
 // nil: no journal).

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
@@ -301,4 +302,23 @@ func TestJournalSettleThenCrash(t *testing.T) {
 	chunks, err := crashed.ReadDir(filepath.Join(memRoot, sessionsDir, id.String(), chunksDir))
 	require.NoError(t, err)
 	require.Greater(t, len(chunks), 3, "precondition: new chunks started")
+}
+
+// TestJournalPrepared: a Create starts making the journal in the
+// background, before any commit needs it.
+func TestJournalPrepared(t *testing.T) {
+	prepareJournal = true
+	defer func() { prepareJournal = false }()
+	m := vfs.NewMemFS()
+	s := openMem(t, m, Options{})
+	defer s.Close()
+	assert.Empty(t, journalFiles(t, m), "an Open makes none")
+	_, err := s.Create(context.Background(), Meta{})
+	require.NoError(t, err)
+	deadline := time.Now().Add(10 * time.Second)
+	for s.opts.jr.current() == "" && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	require.NotEmpty(t, s.opts.jr.current(), "made in the background")
+	assert.Contains(t, journalFiles(t, m), s.opts.jr.current()+".wal")
 }

@@ -39,6 +39,7 @@ func TestMain(m *testing.M) {
 	// default has tests of its own (TestDefaultBlobThreshold).
 	defaultBlobThreshold = testBlobThreshold
 	defaultJournalSize = journal.MinSize
+	prepareJournal = false
 	if mode := os.Getenv(apiHelperEnv); mode != "" {
 		fmt.Print(apiHelper(mode, os.Getenv(apiDirEnv), os.Getenv(apiSessionEnv)))
 		os.Exit(0)

@@ -369,6 +369,7 @@ func (h *openSession) open(ctx context.Context, lockSession func(string) (io.Clo
 			return err
 		}
 	}
+
 	if rf, ok := h.files.(*remoteFiles); ok {
 		// The object store decides first: whether the session exists,
 		// and who holds it (remote.go).

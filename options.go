@@ -100,8 +100,9 @@ type Options struct {
 	// ErrReadOnly. A read-only store takes no lock and never creates,
 	// writes, truncates, renames or removes a file. Each call sees every
 	// event whose Append returned before the call started, and perhaps
-	// some being appended (written, not yet synced or acknowledged), but
-	// never a torn one; it looks again when the session's Revision changes
+	// some being appended (durable, not yet acknowledged; through a
+	// writer's journal (JournalSize), never one a crash can take back:
+	// see journal.go), but never a torn one; it looks again when the session's Revision changes
 	// (see readonly.go).
 	ReadOnly bool
 

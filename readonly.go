@@ -30,8 +30,12 @@ import (
 // compares the session's Revision with the one it last loaded and reloads
 // the session when it changed, so a call sees every event whose Append
 // returned before the call started. It may also see an event whose Append
-// has written the record but not yet synced it: a crash could still lose
-// that one, which a reader cannot tell from the file. A refresh reads only
+// has not returned yet: through a writer's journal (journal.go) only once
+// it is durable there; from a session syncing its own chunk
+// (Options.JournalSize negative) perhaps before its sync ended, so that a
+// crash could still lose it, which a reader cannot tell from the file.
+// After a power loss, the records a dead writer's journal holds and the
+// chunks lack are laid over the chunks (journalOverlay). A refresh reads only
 // what was written after the newest event the reader holds (readTail); when
 // the files do not simply extend that, it reads the session again, as
 // opening does.

@@ -134,11 +134,24 @@
 // checksums. The walk and the scan are loops over a bounded area, with
 // no recursion.
 //
-// Replay (another process, once the owner is dead) takes the owner's
-// lock, reads the log and writes the records under a path prefix into
-// their files (a missing file is skipped: it was removed after its
-// content became durable elsewhere), and syncs each file it wrote.
-// Replaying twice writes the same bytes again.
+// Replay (another process, once the owner is dead) holds a Claim, reads
+// the log and writes the records under a path prefix into their files (a
+// missing file is skipped: it was removed after its content became
+// durable elsewhere), and syncs each file it wrote. Replaying twice
+// writes the same bytes again.
+//
+// A Claim (Take) is a replayer's hold: first the replay lock
+// (<owner>.replay), which replayers wait for in turn and the owner never
+// takes, then the owner's lock. So a held owner's lock under a held replay
+// lock is the owner's own (ErrOwnerAlive: its files hold what it
+// committed), never another replayer's, which a replayer must not take
+// for a live owner and skip.
+//
+// The header records the boot the writer ran in (vfs.FS.BootID, hashed):
+// a reader in the same boot knows that every record the owner
+// acknowledged reached its file's page cache, dead owner or not, and a
+// reader in another boot that the machine went down with it (ReadBoot
+// reads only the header).
 //
 // # What the caller must keep
 //
@@ -185,6 +198,14 @@
 //   - A frame header with its own checksum lets the scan for later
 //     groups test each 8-byte offset with a fixed-size check, so it is
 //     linear in the file's size whatever lengths damaged bytes claim.
+//   - A failed apply fails its Commit only (ErrApply), not the writer:
+//     its records are durable here and in part in their file, and the
+//     caller, which did not acknowledge them, cuts them out of the file,
+//     syncs it and forgets them; one session's write error does not stop
+//     every session sharing the journal.
+//   - Replayers take a replay lock before the owner's (Claim), so that
+//     one never takes another replayer for a live owner.
+//   - The header records the writer's boot (bytes 64..80).
 //   - A checkpoint covers only groups whose applies have returned. The
 //     draft synced the files of every durable record, but a caller writes
 //     a file after its record is durable, so a checkpoint could sync a
