@@ -9,41 +9,14 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 
 	"github.com/sessionstore/sessionstore/internal/eventline"
 	"github.com/sessionstore/sessionstore/internal/jsonl"
+	"github.com/sessionstore/sessionstore/internal/layout"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 	"github.com/sessionstore/sessionstore/internal/zchunk"
 )
-
-// Chunk files are named by a zero-padded decimal sequence number:
-// 000000.jsonl, 000001.jsonl, ... (more digits past 999999). A sealed chunk
-// stored compressed is named 000000.jsonl.zst (see internal/zchunk). The
-// names are part of the format.
-const (
-	chunkExt  = ".jsonl"
-	sealedExt = ".zst"
-)
-
-func chunkName(n uint32) string { return fmt.Sprintf("%06d%s", n, chunkExt) }
-
-// parseChunkName returns the number of a chunk file name, plain or sealed,
-// or false for any other name (temporary or broken-tail files).
-func parseChunkName(name string) (uint32, bool) {
-	plain := strings.TrimSuffix(name, sealedExt)
-	digits, ok := strings.CutSuffix(plain, chunkExt)
-	if !ok || len(digits) < 6 || (len(digits) > 6 && digits[0] == '0') {
-		return 0, false
-	}
-	n, err := strconv.ParseUint(digits, 10, 31)
-	if err != nil || chunkName(uint32(n)) != plain {
-		return 0, false
-	}
-	return uint32(n), true
-}
 
 // listChunks returns the chunk numbers present in dir, plain or sealed,
 // ascending and without repeats.
@@ -76,15 +49,13 @@ func chunkForms(fsys vfs.FS, dir string) (map[uint32]chunkForm, []string, error)
 	out := map[uint32]chunkForm{}
 	var temps []string
 	for _, name := range names {
-		if base, ok := strings.CutSuffix(name, sealedExt+".tmp"); ok {
-			if _, ok := parseChunkName(base); ok {
-				temps = append(temps, name)
-			}
+		if layout.ParseSealTemp(name) {
+			temps = append(temps, name)
 			continue
 		}
-		if n, ok := parseChunkName(name); ok {
+		if n, sealed, ok := layout.ParseChunkName(name); ok {
 			f := out[n]
-			if strings.HasSuffix(name, sealedExt) {
+			if sealed {
 				f.sealed = true
 			} else {
 				f.plain = true

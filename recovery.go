@@ -17,6 +17,7 @@ import (
 	"github.com/sessionstore/sessionstore/internal/eventline"
 	"github.com/sessionstore/sessionstore/internal/headfile"
 	"github.com/sessionstore/sessionstore/internal/index"
+	"github.com/sessionstore/sessionstore/internal/layout"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 	"github.com/sessionstore/sessionstore/internal/zchunk"
 )
@@ -599,7 +600,7 @@ func (p *recoveryPlan) scanChunk(fsys vfs.FS, x *memIndex, dir string, n uint32,
 	}
 	p.activeSize = w.bad
 	p.tornPath, p.tornSize, p.tornErr = path, w.size, w.badErr
-	p.tornKeep = keepName(fsys, fmt.Sprintf("%s.broken-%d", path, w.bad))
+	p.tornKeep = keepName(fsys, layout.BrokenTail(path, w.bad))
 	return nil
 }
 
