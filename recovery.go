@@ -590,17 +590,17 @@ func (p *recoveryPlan) scanChunk(fsys vfs.FS, x *memIndex, dir string, n uint32,
 		return err
 	}
 	if newest {
-		p.activeSize = w.end
+		p.activeSize = w.End
 	}
-	if w.bad < 0 {
+	if w.Bad < 0 {
 		return nil
 	}
 	if !newest || sealed {
-		return corruptf(path, w.bad, "invalid data in a sealed chunk: %w", w.badErr)
+		return corruptf(path, w.Bad, "invalid data in a sealed chunk: %w", w.BadErr)
 	}
-	p.activeSize = w.bad
-	p.tornPath, p.tornSize, p.tornErr = path, w.size, w.badErr
-	p.tornKeep = keepName(fsys, layout.BrokenTail(path, w.bad))
+	p.activeSize = w.Bad
+	p.tornPath, p.tornSize, p.tornErr = path, w.Size, w.BadErr
+	p.tornKeep = keepName(fsys, layout.BrokenTail(path, w.Bad))
 	return nil
 }
 
