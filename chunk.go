@@ -362,10 +362,6 @@ func (r *chunkReader) read(loc location) (header, payload, error) {
 	return h, p, sealedErr(err)
 }
 
-// damagedAt reports whether the bytes at loc do not start one whole
-// framed line with a valid checksum (chunk.Reader.DamagedAt).
-func (r *chunkReader) damagedAt(loc location) bool { return r.r.DamagedAt(loc) }
-
 // blocks widens [start, end) of chunk to whole compressed blocks when the
 // chunk is sealed (chunk.Reader.Blocks).
 func (r *chunkReader) blocks(chunk uint32, start, end int64) (int64, int64) {
