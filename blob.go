@@ -82,14 +82,6 @@ var (
 	blobDecoder, _ = zstd.NewReader(nil, zstd.WithDecoderConcurrency(0), zstd.WithDecoderMaxMemory(maxRecordSizeLimit))
 )
 
-const blobExt = ".zst"
-
-// blobPath is where the blob with digest d lives under a session directory.
-func blobPath(dir string, d [32]byte) string {
-	h := hex.EncodeToString(d[:])
-	return filepath.Join(dir, blobsDir, "sha256", h[:2], h[2:]+blobExt)
-}
-
 // putBlob stores rec, whose SHA-256 is d, as a blob under dir (a session
 // directory). When it returns nil the blob and its directory entry are
 // durable. An existing blob with the same digest is reused. Appends to one

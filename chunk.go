@@ -1,130 +1,56 @@
 package sessionstore
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 
-	"github.com/sessionstore/sessionstore/internal/eventline"
-	"github.com/sessionstore/sessionstore/internal/jsonl"
+	"github.com/sessionstore/sessionstore/internal/chunk"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 	"github.com/sessionstore/sessionstore/internal/zchunk"
 )
 
-// Chunk files are named by a zero-padded decimal sequence number:
-// 000000.jsonl, 000001.jsonl, ... (more digits past 999999). A sealed chunk
-// stored compressed is named 000000.jsonl.zst (see internal/zchunk). The
-// names are part of the format.
-const (
-	chunkExt  = ".jsonl"
-	sealedExt = ".zst"
-)
-
-func chunkName(n uint32) string { return fmt.Sprintf("%06d%s", n, chunkExt) }
-
-// parseChunkName returns the number of a chunk file name, plain or sealed,
-// or false for any other name (temporary or broken-tail files).
-func parseChunkName(name string) (uint32, bool) {
-	plain := strings.TrimSuffix(name, sealedExt)
-	digits, ok := strings.CutSuffix(plain, chunkExt)
-	if !ok || len(digits) < 6 || (len(digits) > 6 && digits[0] == '0') {
-		return 0, false
-	}
-	n, err := strconv.ParseUint(digits, 10, 31)
-	if err != nil || chunkName(uint32(n)) != plain {
-		return 0, false
-	}
-	return uint32(n), true
-}
-
 // listChunks returns the chunk numbers present in dir, plain or sealed,
-// ascending and without repeats.
+// ascending and without repeats (chunk.List); a refusal of the file
+// system is a *CorruptionError.
 func listChunks(fsys vfs.FS, dir string) ([]uint32, error) {
-	forms, _, err := chunkForms(fsys, dir)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]uint32, 0, len(forms))
-	for n := range forms {
-		out = append(out, n)
-	}
-	slices.Sort(out)
-	return out, nil
+	out, err := chunk.List(fsys, dir)
+	return out, refusal(err)
 }
 
 // chunkForm says which files hold a chunk.
 type chunkForm struct{ plain, sealed bool }
 
 // chunkForms maps each chunk number in dir to the files that hold it, and
-// lists the temporary files of interrupted sealings.
+// lists the temporary files of interrupted sealings (chunk.Forms); a
+// refusal of the file system is a *CorruptionError.
 func chunkForms(fsys vfs.FS, dir string) (map[uint32]chunkForm, []string, error) {
-	names, err := fsys.ReadDir(dir)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil, nil
-	}
+	forms, temps, err := chunk.Forms(fsys, dir)
 	if err != nil {
 		return nil, nil, refusal(err)
 	}
-	out := map[uint32]chunkForm{}
-	var temps []string
-	for _, name := range names {
-		if base, ok := strings.CutSuffix(name, sealedExt+".tmp"); ok {
-			if _, ok := parseChunkName(base); ok {
-				temps = append(temps, name)
-			}
-			continue
-		}
-		if n, ok := parseChunkName(name); ok {
-			f := out[n]
-			if strings.HasSuffix(name, sealedExt) {
-				f.sealed = true
-			} else {
-				f.plain = true
-			}
-			out[n] = f
-		}
+	out := make(map[uint32]chunkForm, len(forms))
+	for n, f := range forms {
+		out[n] = chunkForm{plain: f.Plain, sealed: f.Sealed}
 	}
 	return out, temps, nil
 }
 
 // chunkSource is a chunk opened for reading by logical offset: a plain file
 // or a compressed sealed one.
-type chunkSource interface {
-	io.ReaderAt
-	io.Closer
-}
+type chunkSource = chunk.Source
 
 // openChunk opens chunk n of dir for reading, plain if that file exists,
-// else sealed. It returns the source, its logical size and the path of the
-// file opened. A sealed file that is not in its format is a
-// *CorruptionError.
+// else sealed (chunk.Open). It returns the source, its logical size and
+// the path of the file opened. A sealed file that is not in its format is
+// a *CorruptionError.
 func openChunk(fsys vfs.FS, dir string, n uint32) (chunkSource, int64, string, error) {
-	path := filepath.Join(dir, chunkName(n))
-	f, err := fsys.OpenFile(path, os.O_RDONLY, 0)
-	if err == nil {
-		info, err := f.Stat()
-		if err != nil {
-			f.Close()
-			return nil, 0, path, err
-		}
-		return f, info.Size(), path, nil
-	}
-	if !errors.Is(err, os.ErrNotExist) {
-		return nil, 0, path, refusal(err)
-	}
-	zr, err := zchunk.Open(fsys, path+sealedExt)
-	if err != nil {
-		return nil, 0, path + sealedExt, sealedErr(err)
-	}
-	return zr, zr.Size(), path + sealedExt, nil
+	f, size, path, err := chunk.Open(fsys, dir, n)
+	return f, size, path, sealedErr(err)
 }
 
 // sealedErr turns a compressed chunk's format error, the damage a package
@@ -421,234 +347,66 @@ func (w *chunkWriter) close() error {
 }
 
 // zeroTail returns how many zero bytes end b.
-func zeroTail(b []byte) int {
-	n := len(b)
-	for n > 0 && b[n-1] == 0 {
-		n--
-	}
-	return len(b) - n
-}
+func zeroTail(b []byte) int { return chunk.ZeroTail(b) }
 
-// chunkReader reads records by location, keeping the chunk files it opened
-// until close. It reads through a window: fill loads a span of a chunk (a
-// run of adjacent records) with one read, and read serves records inside
-// the window without further I/O.
-type chunkReader struct {
-	fsys  vfs.FS
-	dir   string
-	files map[uint32]chunkSource
-
-	winChunk uint32
-	winOff   int64
-	win      []byte
-}
+// chunkReader reads records by location (chunk.Reader), its damage as
+// *CorruptionErrors.
+type chunkReader struct{ r *chunk.Reader }
 
 func newChunkReader(fsys vfs.FS, dir string) *chunkReader {
-	return &chunkReader{fsys: fsys, dir: dir, files: map[uint32]chunkSource{}}
-}
-
-func (r *chunkReader) file(chunk uint32) (chunkSource, error) {
-	if f, ok := r.files[chunk]; ok {
-		return f, nil
-	}
-	f, _, path, err := openChunk(r.fsys, r.dir, chunk)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, corruptf(path, 0, "chunk file is missing")
-	}
-	if err != nil {
-		return nil, err
-	}
-	r.files[chunk] = f
-	return f, nil
+	return &chunkReader{chunk.NewReader(fsys, dir)}
 }
 
 // reserve makes room for reads of up to n bytes at once.
-func (r *chunkReader) reserve(n int64) {
-	if int64(cap(r.win)) < n {
-		r.win = make([]byte, 0, n)
-	}
-}
+func (r *chunkReader) reserve(n int64) { r.r.Reserve(n) }
 
 // fill loads n bytes of chunk from off into the window, or as many as the
 // chunk holds.
 func (r *chunkReader) fill(chunk uint32, off int64, n int64) error {
-	f, err := r.file(chunk)
-	if err != nil {
-		return err
-	}
-	if int64(cap(r.win)) < n {
-		r.win = make([]byte, max(n, 2*int64(cap(r.win))))
-	}
-	r.win = r.win[:n]
-	got, err := f.ReadAt(r.win, off)
-	if err != nil && !errors.Is(err, io.EOF) {
-		r.win = r.win[:0]
-		return sealedErr(err)
-	}
-	r.winChunk, r.winOff, r.win = chunk, off, r.win[:got]
-	return nil
+	return sealedErr(r.r.Fill(chunk, off, n))
 }
+
+// window is what the last fill loaded.
+func (r *chunkReader) window() []byte { return r.r.Window() }
+
+// inWindow reports whether the window holds all of loc's bytes.
+func (r *chunkReader) inWindow(loc location) bool { return r.r.InWindow(loc) }
 
 // read returns the header and payload of the event at loc; an inline
-// record aliases the window, valid until the next fill. Any mismatch between the
-// location and what the chunk holds is a *CorruptionError.
+// record aliases the window, valid until the next fill. Any mismatch
+// between the location and what the chunk holds is a *CorruptionError.
 func (r *chunkReader) read(loc location) (header, payload, error) {
-	inWindow := func() bool {
-		return loc.Chunk == r.winChunk && loc.Offset >= r.winOff && loc.End() <= r.winOff+int64(len(r.win))
-	}
-	if loc.Length > eventline.MaxChunkLine+1 {
-		// No chunk line is that long: a damaged location is not read.
-		return header{}, payload{}, corruptf(r.path(loc.Chunk), loc.Offset, "record of %d bytes is longer than a chunk line can be", loc.Length)
-	}
-	if !inWindow() {
-		if err := r.fill(loc.Chunk, loc.Offset, int64(loc.Length)); err != nil {
-			return header{}, payload{}, err
-		}
-	}
-	if !inWindow() {
-		return header{}, payload{}, corruptf(r.path(loc.Chunk), loc.Offset, "record of %d bytes runs past the end of the chunk", loc.Length)
-	}
-	buf := r.win[loc.Offset-r.winOff : loc.End()-r.winOff]
-	if buf[len(buf)-1] != '\n' {
-		return header{}, payload{}, corruptf(r.path(loc.Chunk), loc.Offset, "record does not end where the index says")
-	}
-	h, p, err := eventline.ReadEvent(buf[:len(buf)-1])
-	if err != nil {
-		return header{}, payload{}, corruptf(r.path(loc.Chunk), loc.Offset, "%w", err)
-	}
-	return h, p, nil
-}
-
-// damagedAt reports whether the bytes at loc do not start one whole
-// framed line with a valid checksum: cut short, or the line that starts
-// there (whatever length loc gives it) failing its frame or checksum, as a
-// torn write or a damaged disk leaves them. A whole line with a valid
-// checksum was written so: if it is invalid, or not the line loc
-// describes, that is corruption, not damage.
-func (r *chunkReader) damagedAt(loc location) bool {
-	n := min(max(int64(loc.Length), 4<<10), eventline.MaxChunkLine+1)
-	for {
-		if err := r.fill(loc.Chunk, loc.Offset, n); err != nil {
-			return false // not known to be damaged: the caller reports corruption, dropping nothing
-		}
-		if i := bytes.IndexByte(r.win, '\n'); i >= 0 {
-			return jsonl.Verify(r.win[:i]) != nil
-		}
-		if bytes.IndexByte(r.win, 0) >= 0 {
-			return true // no line holds a zero byte
-		}
-		if int64(len(r.win)) < n || n > eventline.MaxChunkLine {
-			return true // the chunk ends before the line does, or no line is that long
-		}
-		n = min(2*n, eventline.MaxChunkLine+1)
-	}
+	h, p, err := r.r.Read(loc)
+	return h, p, sealedErr(err)
 }
 
 // blocks widens [start, end) of chunk to whole compressed blocks when the
-// chunk is sealed, so that reading it decompresses each block once,
-// straight into the window, and the next read, ending at start, shares no
-// block with this one.
+// chunk is sealed (chunk.Reader.Blocks).
 func (r *chunkReader) blocks(chunk uint32, start, end int64) (int64, int64) {
-	f, err := r.file(chunk)
-	if z, ok := f.(*zchunk.Reader); ok && err == nil && end > start {
-		start, _ = z.Block(start)
-		_, end = z.Block(end - 1)
-	}
-	return start, end
+	return r.r.Blocks(chunk, start, end)
+}
+
+// file returns the source of chunk, opened at its first use and kept
+// until close.
+func (r *chunkReader) file(chunk uint32) (chunkSource, error) {
+	f, err := r.r.File(chunk)
+	return f, sealedErr(err)
 }
 
 // path is the name of chunk n's plain file, for errors.
-func (r *chunkReader) path(n uint32) string { return filepath.Join(r.dir, chunkName(n)) }
+func (r *chunkReader) path(n uint32) string { return r.r.Path(n) }
 
-func (r *chunkReader) close() {
-	for _, f := range r.files {
-		f.Close()
-	}
-	clear(r.files)
-	r.win = nil
-}
+func (r *chunkReader) close() { r.r.Close() }
 
 // recordWalk is what walkRecords found after the last valid record.
-type recordWalk struct {
-	end    int64 // just past the last valid record
-	bad    int64 // offset of the invalid tail (no valid record after it), or -1
-	badErr error // why the tail's first line failed
-	size   int64 // where the scan stopped: the end of the bytes read
-}
+type recordWalk = chunk.Walked
 
-// walkRecords decodes the framed records of a chunk from off to size,
-// calling rec for each valid one with its header, payload and location.
-// Zero bytes running to the end are free space (see chunkWriter). An
-// invalid stretch followed by a valid record is passed to gap (its offset,
-// the valid record's offset, why its first line failed) before that
-// record, except that in a chunk that may end in a torn write (newest, the
-// active plain chunk) a hole (see hole) ends the walk: it and all after it
-// are the invalid tail. An error from rec or gap stops the walk and is
-// returned; so is a read error, a compressed file's damage as a
-// *CorruptionError.
+// walkRecords decodes the framed records of a chunk from off to size
+// (chunk.Walk): rec is called for each valid one, gap for an invalid
+// stretch followed by a valid record. An error from rec or gap stops the
+// walk and is returned; so is a read error, a compressed file's damage as
+// a *CorruptionError.
 func walkRecords(f io.ReaderAt, n uint32, off, size int64, newest bool, rec func(h header, p payload, loc location) error, gap func(bad, next int64, err error) error) (recordWalk, error) {
-	w := recordWalk{end: off, bad: -1}
-	sc := jsonl.NewScannerSize(io.NewSectionReader(f, off, size-off), off, size-off, eventline.MaxChunkLine)
-	sc.TrackHoles(sectorSize)
-	for sc.Next() {
-		line := sc.Line()
-		err := sc.Malformed() // too long, or holding zeros: no record
-		var hdr header
-		var pl payload
-		if err == nil {
-			hdr, pl, err = eventline.DecodeEvent(line)
-		}
-		if err != nil {
-			if w.bad < 0 {
-				w.bad, w.badErr = sc.Offset(), err
-			}
-			if newest && sc.Hole() {
-				w.bad, w.badErr = sc.Offset(), errHole
-				w.size = size
-				return w, nil
-			}
-			continue
-		}
-		if w.bad >= 0 {
-			if err := gap(w.bad, sc.Offset(), w.badErr); err != nil {
-				return w, err
-			}
-			w.bad, w.badErr = -1, nil
-		}
-		if err := rec(hdr, pl, location{Chunk: n, Offset: sc.Offset(), Length: uint32(len(line) + 1)}); err != nil {
-			return w, err
-		}
-		w.end = sc.End()
-	}
-	w.size = sc.End()
-	if err := sc.Err(); err != nil {
-		return w, sealedErr(err)
-	}
-	if w.bad < 0 && !sc.TailZero() {
-		w.bad, w.badErr = sc.Offset(), io.ErrUnexpectedEOF
-	}
-	return w, nil
+	w, err := chunk.Walk(f, n, off, size, newest, rec, gap)
+	return w, sealedErr(err)
 }
-
-// errHole is why a torn tail starts at a hole.
-var errHole = errors.New("zero bytes of a write that had not reached the disk")
-
-// sectorSize is the unit in which a disk persists a write, at the
-// smallest.
-const sectorSize = 512
-
-// A hole is a run of zero bytes in a line that starts at the line's
-// start or at a sector boundary and ends at a sector boundary: a sector
-// of an unsynced write that did not reach the disk, in the free space of
-// a preallocated chunk. Records hold no zero byte. walkRecords has the
-// line scanner find them (jsonl.Scanner.TrackHoles), without keeping the
-// zeros; hole asks it of one line.
-
-// hole reports whether line, at offset off of its chunk, holds a hole.
-func hole(line []byte, off int64) bool {
-	sc := jsonl.NewScanner(io.MultiReader(bytes.NewReader(line), bytes.NewReader(newline)), off, len(line))
-	sc.TrackHoles(sectorSize)
-	return sc.Next() && sc.Hole()
-}
-
-var newline = []byte{'\n'}

@@ -39,10 +39,6 @@ import (
 // before a session is moved into it, so a crash never leaves a session's
 // files out of every directory, where no purge would find them.
 
-// trashDir is the root-level directory sessions are moved into to be
-// deleted; part of the layout.
-const trashDir = "trash"
-
 // Delete removes a session and everything stored in its directory: its
 // chunks, index, HEAD, session.json, and its blobs (blobs live in their
 // session's directory; no other session refers to them, since a fork

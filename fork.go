@@ -555,10 +555,10 @@ type prefixSource struct {
 	root string
 }
 
-// forkCacheDir, at the store root, holds the copies of remote sessions
-// that forks' prefixes are read from (prefixSource). It is derived from
-// the object store and may be removed while the Store is closed.
-const forkCacheDir = "forkcache"
+// forkCacheDir (internal/layout), at the store root, holds the copies of
+// remote sessions that forks' prefixes are read from (prefixSource). It is
+// derived from the object store and may be removed while the Store is
+// closed.
 
 // lock is held while a copy is restored or read; it returns the unlock.
 func (src prefixSource) lock() func() {

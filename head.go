@@ -2,47 +2,31 @@ package sessionstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 
 	"github.com/google/uuid"
 
-	"github.com/sessionstore/sessionstore/internal/durable"
 	"github.com/sessionstore/sessionstore/internal/headfile"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 )
 
-// readHeadFile reads and decodes a HEAD (or HEAD.tmp) file; exists is false
-// when there is none. A file that is not 37 bytes, or does not decode, is
-// a *CorruptionError; so is a path that is not a regular file (a link, a
-// FIFO: see refusal), which a caller tells apart with errors.Is
-// vfs.ErrFileType. A larger file is refused without being read.
+// readHeadFile reads and decodes a HEAD (or HEAD.tmp) file
+// (headfile.Read); exists is false when there is none. A file that is not
+// 37 bytes, or does not decode, is a *CorruptionError; so is a path that
+// is not a regular file (a link, a FIFO: see refusal), which a caller
+// tells apart with errors.Is vfs.ErrFileType. A larger file is refused
+// without being read.
 func readHeadFile(fsys vfs.FS, path string) (id uuid.UUID, exists bool, err error) {
-	var buf [headfile.Size + 1]byte
-	b, err := readFile(fsys, path, buf[:0], headfile.Size)
-	if errors.Is(err, os.ErrNotExist) {
-		return uuid.Nil, false, nil
-	}
-	if errors.Is(err, vfs.ErrTooLarge) {
-		return uuid.Nil, true, err // a *CorruptionError
-	}
-	if err != nil {
-		return uuid.Nil, false, err
-	}
-	id, err = headfile.Decode(b)
-	if err != nil {
-		return uuid.Nil, true, corruptf(path, 0, "%w", err)
-	}
-	return id, true, nil
+	id, exists, err = headfile.Read(fsys, path)
+	return id, exists, damage(err)
 }
 
-// writeHead atomically replaces the HEAD file (temp write, sync, rename,
-// directory sync).
+// writeHead atomically replaces the HEAD file (headfile.Write: temp
+// write, sync, rename, directory sync).
 func writeHead(fsys vfs.FS, dir string, id uuid.UUID, perm os.FileMode) error {
-	if err := durable.ReplaceFile(fsys, dir, headfile.Name, headfile.Encode(id), perm); err != nil {
-		return fmt.Errorf("sessionstore: write %s: %w", filepath.Join(dir, headfile.Name), err)
+	if err := headfile.Write(fsys, dir, id, perm); err != nil {
+		return fmt.Errorf("sessionstore: %w", err)
 	}
 	return nil
 }

@@ -209,7 +209,8 @@ func requireIndexInOrder(t *testing.T, fsys vfs.FS, id uuid.UUID, state string) 
 			require.True(t, after, "%s: index line %d (offset %d) names chunk %d offset %d, not after the line before it (chunk %d offset %d): an old line after new ones",
 				state, n, off, e.Loc.Chunk, e.Loc.Offset, prev.Loc.Chunk, prev.Loc.Offset)
 		}
-		prev = ptr(*e)
+		c := *e
+		prev = &c
 		n++
 		return nil
 	})

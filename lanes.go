@@ -64,9 +64,9 @@ import (
 // HEAD). A switch or a move of the active lane replaces a pending Branch
 // selection with the lane's tip.
 
-// lanesFile is the session's lanes file; a crash may leave its temporary
-// file, lanesFile+".tmp", which a writer's open removes.
-const lanesFile = "lanes.json"
+// The session's lanes file is lanesFile (internal/layout); a crash may
+// leave its temporary file, lanesFile+".tmp", which a writer's open
+// removes.
 
 // lanesFormat is the version of the lanes file's line.
 const lanesFormat = 1

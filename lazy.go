@@ -208,12 +208,13 @@ func sealedTip(fsys vfs.FS, dir string, newest uint32) (entry, bool) {
 	// Every block of a sealed chunk starts at a line's start and ends with
 	// a newline: the last line starts in the last block.
 	start, end := z.Block(z.Size() - 1)
-	if err := r.fill(newest, start, end-start); err != nil || int64(len(r.win)) != end-start {
+	if err := r.fill(newest, start, end-start); err != nil || int64(len(r.window())) != end-start {
 		return entry{}, false
 	}
-	body := r.win[:len(r.win)-1]
+	win := r.window()
+	body := win[:len(win)-1]
 	i := bytes.LastIndexByte(body, '\n') + 1
-	loc := location{Chunk: newest, Offset: start + int64(i), Length: uint32(len(r.win) - i)}
+	loc := location{Chunk: newest, Offset: start + int64(i), Length: uint32(len(win) - i)}
 	h, p, err := r.read(loc)
 	if err != nil {
 		return entry{}, false
@@ -577,7 +578,7 @@ func newParentWalk(fsys vfs.FS, dir string, head entry) *parentWalk {
 // record aliases the walk's buffer until the next call) and location.
 func (w *parentWalk) next() (header, payload, location, error) {
 	r, loc := w.r, w.loc
-	if !(loc.Chunk == r.winChunk && loc.Offset >= r.winOff && loc.End() <= r.winOff+int64(len(r.win))) {
+	if !r.inWindow(loc) {
 		start, end := r.blocks(loc.Chunk, max(loc.Offset-min(w.behind, lazyReadRun-int64(loc.Length)), 0), loc.End())
 		if err := r.fill(loc.Chunk, start, end-start); err != nil {
 			return header{}, payload{}, loc, err

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sessionstore/sessionstore/internal/chunk"
 	"github.com/sessionstore/sessionstore/internal/eventline"
 	"github.com/sessionstore/sessionstore/internal/headfile"
 	"github.com/sessionstore/sessionstore/internal/index"
@@ -273,7 +274,7 @@ func TestReconcileHole(t *testing.T) {
 		hole bool
 	}{{"to a sector boundary", true}, {"short of a sector boundary", false}} {
 		t.Run(tc.name, func(t *testing.T) {
-			m, id, evs, chunk, b := fiveEventChunk(t)
+			m, id, evs, chunkPath, b := fiveEventChunk(t)
 			// Three more records, as one unsynced write would leave them.
 			var tail []byte
 			parent := evs[4].ID
@@ -283,13 +284,13 @@ func TestReconcileHole(t *testing.T) {
 				parent = ev.ID
 			}
 			off := int64(len(b))
-			zeros := int(sectorSize - off%sectorSize) // to the next boundary
+			zeros := int(chunk.SectorSize - off%chunk.SectorSize) // to the next boundary
 			if !tc.hole {
 				zeros--
 			}
 			require.Less(t, zeros, len(tail)-200, "valid records follow the zeros")
 			clear(tail[:zeros])
-			writeMemFile(t, m, chunk, append(bytes.Clone(b), tail...))
+			writeMemFile(t, m, chunkPath, append(bytes.Clone(b), tail...))
 
 			r, err := openMem(t, m, Options{ReadOnly: true}).Verify(ctx, id)
 			require.NoError(t, err)
@@ -297,7 +298,7 @@ func TestReconcileHole(t *testing.T) {
 				require.False(t, r.OK())
 				var ce *CorruptionError
 				require.ErrorAs(t, r.Problems[0], &ce)
-				assert.Equal(t, chunk, ce.Path)
+				assert.Equal(t, chunkPath, ce.Path)
 				assert.Equal(t, off, ce.Offset)
 				return
 			}
@@ -305,11 +306,11 @@ func TestReconcileHole(t *testing.T) {
 			require.Len(t, r.Repairs, 1)
 			assert.Contains(t, r.Repairs[0], "cut the torn tail")
 			reopened := checkAll(t, m, id, evs)
-			after, err := vfs.ReadFile(m, chunk) // before Close, which seals the chunk
+			after, err := vfs.ReadFile(m, chunkPath) // before Close, which seals the chunk
 			require.NoError(t, err)
 			require.NoError(t, reopened.Close())
 			assert.Equal(t, b, after, "chunk is cut back at the hole")
-			kept, err := vfs.ReadFile(m, fmt.Sprintf("%s.broken-%d", chunk, off))
+			kept, err := vfs.ReadFile(m, fmt.Sprintf("%s.broken-%d", chunkPath, off))
 			require.NoError(t, err)
 			assert.Equal(t, tail, kept, "the cut bytes are kept aside")
 		})

@@ -107,10 +107,9 @@ func isMarker(kind string) bool {
 	return kind == logCreate || kind == logOpen || kind == logRelease || kind == logDelete
 }
 
-// remoteStateFile records, in a session's directory, the log object the
-// local files match exactly, written after a clean release: the next
-// open fetches only newer objects.
-const remoteStateFile = "remote.json"
+// remoteStateFile (internal/layout) records, in a session's directory,
+// the log object the local files match exactly, written after a clean
+// release: the next open fetches only newer objects.
 
 // logHeader is the first line of a log object.
 type logHeader struct {
@@ -1107,13 +1106,11 @@ func cutAt(s string, c byte) (string, string, bool) {
 	return s, "", false
 }
 
-// holderFile names a root as the holder of the remote sessions' leases
-// it takes. A process that opens the root after one that died holding a
+// holderFile (internal/layout) names a root as the holder of the remote
+// sessions' leases it takes. A process that opens the root after one that died holding a
 // session takes the session back at once instead of after LeaseTime: the
 // session's lock file guarantees that no other process of this machine
 // uses it meanwhile, and another root (another machine) has another id.
-const holderFile = "holder.id"
-
 // holderID reads the root's holder id, making it on first use.
 func holderID(fsys vfs.FS, dir string, perm os.FileMode) (uuid.UUID, error) {
 	path := filepath.Join(dir, holderFile)

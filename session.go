@@ -16,6 +16,7 @@ import (
 
 	"github.com/sessionstore/sessionstore/internal/durable"
 	"github.com/sessionstore/sessionstore/internal/jsonl"
+	"github.com/sessionstore/sessionstore/internal/layout"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 )
 
@@ -28,16 +29,6 @@ import (
 const (
 	formatVersion = 2
 	oldestFormat  = 1
-)
-
-// Names inside a session directory; part of the format.
-const (
-	sessionsDir = "sessions"
-	metaFile    = "session.json"
-	indexName   = "index.jsonl"
-	chunksDir   = "chunks"
-	blobsDir    = "blobs"
-	lockName    = "LOCK"
 )
 
 // Meta is a session's metadata, stored in session.json, and copied into
@@ -93,7 +84,7 @@ func (m Meta) clone() Meta {
 }
 
 func (s *Store) sessionDir(id uuid.UUID) string {
-	return filepath.Join(s.dir, sessionsDir, id.String())
+	return layout.SessionDir(s.dir, id)
 }
 
 // checkMeta reports metadata session.json cannot hold as it is, with

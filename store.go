@@ -129,10 +129,6 @@ func newStore(dir string, o Options) *Store {
 	return s
 }
 
-// rootConfigName is the file that records how a root stores its chunks;
-// part of the format.
-const rootConfigName = "sessionstore.json"
-
 // rootFormat is the version of sessionstore.json itself (each session
 // records its own format in session.json).
 const rootFormat = 1

@@ -55,10 +55,9 @@ import (
 // A second run after a crash finds the chunks already rewritten holding
 // the bytes it would write and leaves them alone, and finishes the rest.
 
-// upgradeTemp is the suffix of a plain chunk's temporary file while it is
-// being rewritten; reconciliation ignores such names and the next rewrite
-// removes them.
-const upgradeTemp = ".rewrite.tmp"
+// upgradeTemp (internal/layout's RewriteTemp) is the suffix of a plain
+// chunk's temporary file while it is being rewritten; reconciliation
+// ignores such names and the next rewrite removes them.
 
 // rewriteJob says what rewriteSession changes.
 type rewriteJob struct {

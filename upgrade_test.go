@@ -45,7 +45,7 @@ func memFixture(t testing.TB, name string) *vfs.MemFS {
 	for _, p := range paths {
 		full := filepath.Join(memRoot, filepath.FromSlash(p))
 		require.NoError(t, m.MkdirAll(filepath.Dir(full), 0o700))
-		require.NoError(t, writeSynced(m, full, []byte(tree[p]), 0o600))
+		require.NoError(t, durable.ReplaceFile(m, filepath.Dir(full), filepath.Base(full), []byte(tree[p]), 0o600))
 	}
 	// Sync every directory, deepest first, so the whole tree is durable.
 	var dirs []string

@@ -396,8 +396,8 @@ func verifyChunk(fsys vfs.FS, dir string, n uint32, newest bool, want *indexRun,
 		}
 		return 0, k, err
 	}
-	if w.bad >= 0 && !newest {
-		r.problem(&CorruptionError{Path: path, Offset: w.bad, Err: fmt.Errorf("invalid data in a sealed chunk: %w", w.badErr)})
+	if w.Bad >= 0 && !newest {
+		r.problem(&CorruptionError{Path: path, Offset: w.Bad, Err: fmt.Errorf("invalid data in a sealed chunk: %w", w.BadErr)})
 	}
 	// A bad tail of the newest chunk is a torn write: analyze lists it as a
 	// repair unless an index entry names it, which the check above and the

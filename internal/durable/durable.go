@@ -1,12 +1,15 @@
 // Package durable makes files and directories durable on a vfs.FS: an
-// atomic replace of a whole file (ReplaceFile, ReplaceFileAs) and the
-// making of directories whose names survive a crash (MkdirAll).
+// atomic replace of a whole file (ReplaceFile, ReplaceFileAs), the
+// making of directories whose names survive a crash (MkdirAll), the sync
+// of a file's data (SyncFile) and the removal of a file whose absence
+// survives a crash (RemoveFile).
 //
 // Each function, when it returns nil, has synced what it wrote: the
 // file's data and the directory entries it made or changed. On an error
 // or a crash part way, ReplaceFile leaves the old file or the new one,
 // whole, plus perhaps its temporary file; MkdirAll leaves some of the
-// directories, each either named durably or, after a crash, gone.
+// directories, each either named durably or, after a crash, gone;
+// RemoveFile leaves the file or not.
 // Callers above (recovery) remove the temporary files a crash leaves.
 package durable
 
@@ -83,4 +86,26 @@ func MkdirAll(fsys vfs.FS, dir string, perm os.FileMode) error {
 		}
 	}
 	return nil
+}
+
+// SyncFile makes the data of the file at path durable.
+func SyncFile(fsys vfs.FS, path string) error {
+	f, err := fsys.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	return errors.Join(f.Sync(), f.Close())
+}
+
+// RemoveFile removes a file and syncs its directory, doing nothing when
+// the file is absent. When it returns nil the file is gone durably.
+func RemoveFile(fsys vfs.FS, path string) error {
+	err := fsys.Remove(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return fsys.SyncDir(filepath.Dir(path))
 }

@@ -3,6 +3,7 @@ package durable
 import (
 	"errors"
 	"io/fs"
+	"os"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -100,4 +101,35 @@ func TestMkdirAllDurable(t *testing.T) {
 	assert.False(t, cut, "an existing directory is no error")
 	_, err := m.CrashClone(vfs.KeepSynced, 0).Stat("/root")
 	assert.NoError(t, err)
+}
+
+// TestSyncFileAndRemoveFileDurable: what SyncFile synced and what
+// RemoveFile removed survive a power cut in every crash mode; a file
+// already absent is no error to RemoveFile.
+func TestSyncFileAndRemoveFileDurable(t *testing.T) {
+	prep := func(m *vfs.MemFS) {
+		require.NoError(t, m.MkdirAll("/d", 0o700))
+		require.NoError(t, m.SyncDir("/"))
+		for _, name := range []string{"/d/f", "/d/g"} {
+			f, err := m.OpenFile(name, os.O_WRONLY|os.O_CREATE, 0o600)
+			require.NoError(t, err)
+			require.NoError(t, f.Sync())
+			require.NoError(t, f.Close())
+		}
+		require.NoError(t, m.SyncDir("/d"))
+		f, err := m.OpenFile("/d/f", os.O_WRONLY, 0)
+		require.NoError(t, err)
+		_, err = f.Write([]byte("data")) // not synced
+		require.NoError(t, err)
+		require.NoError(t, f.Close())
+	}
+	m, cut := cutAt(t, 0, prep, func(fsys vfs.FS) error {
+		return errors.Join(SyncFile(fsys, "/d/f"), RemoveFile(fsys, "/d/g"), RemoveFile(fsys, "/d/none"))
+	})
+	require.False(t, cut)
+	for _, mode := range vfs.CrashModes {
+		c := m.CrashClone(mode, 1)
+		assert.Equal(t, "data", content(t, c, "/d/f"), "synced data after a crash (%s)", mode)
+		assert.Equal(t, "absent", content(t, c, "/d/g"), "a removal after a crash (%s)", mode)
+	}
 }

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
+	"github.com/sessionstore/sessionstore/internal/corrupt"
+	"github.com/sessionstore/sessionstore/internal/vfs"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -61,4 +63,53 @@ func FuzzDecode(f *testing.F) {
 		}
 		assert.Equal(t, b, Encode(id))
 	})
+}
+
+// TestReadWrite: Read of what Write wrote, of no file, of bytes that are
+// no HEAD (damage at offset 0) and of a file past Size (refused unread).
+func TestReadWrite(t *testing.T) {
+	id := uuid.MustParse("0190a2b4-7c1d-7000-8000-000000000001")
+	m := vfs.NewMemFS()
+	require.NoError(t, m.MkdirAll("/s", 0o700))
+	path := filepath.Join("/s", Name)
+
+	_, exists, err := Read(m, path)
+	require.NoError(t, err)
+	assert.False(t, exists, "no HEAD")
+
+	require.NoError(t, Write(m, "/s", id, 0o600))
+	got, exists, err := Read(m, path)
+	require.NoError(t, err)
+	assert.True(t, exists)
+	assert.Equal(t, id, got)
+
+	for _, tc := range []struct {
+		name    string
+		data    []byte
+		corrupt bool
+		is      error
+	}{
+		{"not an id", []byte("0190a2b4-7c1d-7000-8000-00000000000x\n"), true, nil},
+		{"short", []byte("0190a2b4\n"), true, nil},
+		{"too large", append(Encode(id), 'x'), false, vfs.ErrTooLarge},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, err := m.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+			require.NoError(t, err)
+			_, err = f.Write(tc.data)
+			require.NoError(t, err)
+			require.NoError(t, f.Close())
+			_, exists, err := Read(m, path)
+			assert.True(t, exists)
+			if tc.corrupt {
+				var ce *corrupt.Error
+				require.ErrorAs(t, err, &ce)
+				assert.Equal(t, path, ce.Path)
+				assert.Zero(t, ce.Offset)
+			}
+			if tc.is != nil {
+				assert.ErrorIs(t, err, tc.is)
+			}
+		})
+	}
 }

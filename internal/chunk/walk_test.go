@@ -1,4 +1,4 @@
-package sessionstore
+package chunk
 
 import (
 	"bytes"
@@ -43,9 +43,9 @@ func TestHole(t *testing.T) {
 
 // TestZeroTail counts the zero bytes ending a buffer.
 func TestZeroTail(t *testing.T) {
-	assert.Equal(t, 0, zeroTail(nil))
-	assert.Equal(t, 0, zeroTail([]byte("ab\n")))
-	assert.Equal(t, 3, zeroTail([]byte("ab\n\x00\x00\x00")))
-	assert.Equal(t, 4, zeroTail(make([]byte, 4)))
-	assert.Equal(t, 1, zeroTail([]byte("a\x00b\x00")))
+	assert.Equal(t, 0, ZeroTail(nil))
+	assert.Equal(t, 0, ZeroTail([]byte("ab\n")))
+	assert.Equal(t, 3, ZeroTail([]byte("ab\n\x00\x00\x00")))
+	assert.Equal(t, 4, ZeroTail(make([]byte, 4)))
+	assert.Equal(t, 1, ZeroTail([]byte("a\x00b\x00")))
 }
