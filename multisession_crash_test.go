@@ -16,6 +16,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sessionstore/sessionstore/internal/journal"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 )
 
@@ -23,8 +24,12 @@ import (
 // (this file and multisession_kill_test.go) open a Store with: the crash
 // workloads and their checks, the SIGKILL children and the verifier. It
 // is the one place to select the commit path those suites exercise and to
-// size its limits for them; it changes nothing today.
-func journalTestOptions(o *Options) {}
+// size its limits for them.
+func journalTestOptions(o *Options) {
+	// The smallest journal: checkpoints come every 512 KiB of records,
+	// and the ring wraps, within the suites' workloads.
+	o.JournalSize = journal.MinSize
+}
 
 // Knobs and sizes of the multi-session crash suites.
 const (

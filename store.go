@@ -153,6 +153,13 @@ func checkRootConfig(fsys vfs.FS, dir string, o Options) error {
 		if err := durable.ReplaceFile(fsys, dir, rootConfigName, append(b, '\n'), o.FileMode); err != nil {
 			return fmt.Errorf("sessionstore: write %s: %w", path, err)
 		}
+		// The root may be another process's, found before it synced the
+		// root's name (its Open syncs before it writes this file, which
+		// was missing): the root's entries are durable with the file
+		// (ReplaceFile synced the root), its name with this sync.
+		if err := fsys.SyncDir(filepath.Dir(dir)); err != nil {
+			return fmt.Errorf("sessionstore: create root: %w", err)
+		}
 		return nil
 	}
 	if err != nil {
