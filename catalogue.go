@@ -853,12 +853,6 @@ type catalogue struct {
 	// reading it again. nil when unknown (before the first batch, after
 	// a rewrite).
 	known *knownLog
-	// held is the lock file a batch left held for the next one, which
-	// was waiting (withLog), and continuous says that the lock file has
-	// been held since the last batch: no other writer changed the log.
-	// Both guarded by mu.
-	held       io.Closer
-	continuous bool
 }
 
 // knownLog is the log as a batch left it: folded, and its last line
@@ -893,11 +887,6 @@ func (c *catalogue) sessions() string { return filepath.Join(c.dir, sessionsDir)
 // writer holds it for an append, or a rewrite).
 func (c *catalogue) lock() (io.Closer, error) {
 	c.mu.Lock()
-	if lk := c.held; lk != nil {
-		c.held, c.continuous = nil, true
-		return unlockBoth{lk, &c.mu}, nil
-	}
-	c.continuous = false
 	for {
 		lk, err := c.fsys.Lock(filepath.Join(c.dir, catalogueLockName), c.opts.FileMode)
 		if err == nil {
@@ -999,18 +988,7 @@ func (c *catalogue) withLog(rec func(l *catLog) (catRecord, bool, error)) error 
 		return err
 	}
 	synced := c.runBatch(appends)
-	c.batchMu.Lock()
-	waiting := c.next != nil
-	c.batchMu.Unlock()
-	if u, ok := lk.(unlockBoth); ok && waiting {
-		// The next batch's leader waits for mu: it takes the lock file
-		// as it is (lock), sparing a release and a lock, and the log
-		// as this batch left it (current).
-		c.held = u.lk
-		c.mu.Unlock()
-	} else {
-		lk.Close()
-	}
+	lk.Close()
 	if len(synced) > 0 {
 		// The records are written: a later batch's sync, or a rewrite
 		// (which syncs the pending records it keeps), may make them
@@ -1126,7 +1104,7 @@ func (c *catalogue) current() (*catLog, vfs.File, error) {
 		c.known = nil
 		f, err := c.fsys.OpenFile(path, os.O_RDWR, 0)
 		if err == nil {
-			if c.unchanged(f, k, c.continuous) {
+			if c.unchanged(f, k) {
 				return k.log, f, nil
 			}
 			f.Close()
@@ -1163,13 +1141,8 @@ func (c *catalogue) readCurrent() (*catLog, error) {
 
 // unchanged reports whether the log file f is as k says the last batch
 // left it (current), with the sessions directory's stamp its last
-// record's. With held, the lock file was held since that batch, so that
-// only the directory can have changed, by hand.
-func (c *catalogue) unchanged(f vfs.File, k *knownLog, held bool) bool {
-	if held {
-		d, err := statStamp(c.fsys, c.sessions())
-		return err == nil && d == k.log.dir
-	}
+// record's.
+func (c *catalogue) unchanged(f vfs.File, k *knownLog) bool {
 	info, err := f.Stat()
 	if err != nil || info.Size() != k.log.size {
 		return false

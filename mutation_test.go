@@ -131,7 +131,7 @@ var mutations = []mutation{
 		"if err := f.Sync(); err != nil {", "if err := error(nil); err != nil {",
 		"a crash between a pending record and its commit leaves List reading session.json"},
 	{"take the catalogue log as the last batch left it without looking", "catalogue.go", "func (c *catalogue) current(",
-		"c.unchanged(f, k, c.continuous)", "c.unchanged(f, k, true)",
+		"if c.unchanged(f, k) {", "if f != nil {",
 		"a writer appends after the other writers' records, never over them"},
 	{"fold a snapshot of another generation", "catalogue.go", "func foldSnapshot(",
 		"h.kind != kindHeader || h.gen != l.gen", "h.kind != kindHeader",
