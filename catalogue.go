@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"io/fs"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -54,12 +55,19 @@ import (
 //
 // A writer, holding the session's lock, changes session.json so:
 //
-//  1. under catalogue.lock, append a pending record for the id and sync
-//     the log (Create first makes the session directory, under the lock,
-//     so the record's directory stamp includes it);
-//  2. replace session.json durably (durable.ReplaceFile);
+//  1. under catalogue.lock, append a pending record for the id (Create
+//     first makes the session directory, under the lock, so the record's
+//     directory stamp includes it), then sync the log, under the lock or
+//     after releasing it;
+//  2. once that sync returned, replace session.json durably
+//     (durable.ReplaceFile);
 //  3. under catalogue.lock, append a commit record with the new metadata
 //     and session.json's new stamp, without a sync.
+//
+// A pending record another writer reads before its sync returned may be
+// lost to a crash, and with it nothing: its session.json is not written
+// yet. A rewrite keeps such a record, synced, and a later sync of the log
+// covers it too.
 //
 // A reader folds the log over the snapshot: a commit replaces the id's
 // entry and closes every pending record of the id before it; an id with a
@@ -89,11 +97,12 @@ import (
 // between the move and the record leaves the directory stamp behind:
 // ListRecent answers as List does, and the next writer rewrites.
 //
-// A writer rewrites the catalogue (rebuild: the snapshot, then a new log
-// of the open pending records, each by durable.ReplaceFile, a new generation)
-// when the log passes catalogueMaxLog records, when it is missing or
-// damaged, or when the sessions directory's stamp is not the one the
-// catalogue last recorded. A log of another generation than the snapshot
+// A writer rewrites the catalogue (the snapshot, then a new log of the
+// open pending records, each by durable.ReplaceFile, a new generation)
+// when the log passes catalogueMaxLog records (fold: the log's commits
+// folded into the snapshot), when it is missing or damaged, or when the
+// sessions directory's stamp is not the one the catalogue last recorded
+// (rebuild: the snapshot made again from the session.json files). A log of another generation than the snapshot
 // (a crash between the two renames) is damage.
 //
 // # What is detected
@@ -588,12 +597,25 @@ type catEntry struct {
 // an open pending record, and where the log stands.
 type catLog struct {
 	gen       int64
+	head      stamp // the header's directory stamp
 	dir       stamp // of the newest record (the header's if none)
 	committed map[uuid.UUID]catEntry
 	pending   map[uuid.UUID]bool
 	records   int
 	size      int64 // the end of its last good line
 	tail      bool  // an unsynced tail follows size (a writer rewrites)
+}
+
+// add folds record r, a pending record or a commit, into the log.
+func (l *catLog) add(r catRecord) {
+	if r.kind == kindPending {
+		l.pending[r.id] = true
+	} else {
+		delete(l.pending, r.id)
+		l.committed[r.id] = catEntry{file: r.file, meta: r.meta}
+	}
+	l.dir = r.dir
+	l.records++
 }
 
 // maxCatLine bounds a catalogue line without its newline: a session's
@@ -654,22 +676,15 @@ func scanCatLog(r io.Reader, size int64) (*catLog, error) {
 			if rec.kind != kindHeader {
 				return nil, errCatalogue
 			}
-			l.gen, l.dir, first = rec.gen, rec.dir, false
+			l.gen, l.head, l.dir, first = rec.gen, rec.dir, rec.dir, false
 			end = sc.End()
 			continue
 		}
-		switch rec.kind {
-		case kindPending:
-			l.pending[rec.id] = true
-		case kindCommit:
-			delete(l.pending, rec.id)
-			l.committed[rec.id] = catEntry{file: rec.file, meta: rec.meta}
-		default:
+		if rec.kind != kindPending && rec.kind != kindCommit {
 			bad = true
 			continue
 		}
-		l.dir = rec.dir
-		l.records++
+		l.add(rec)
 		end = sc.End()
 	}
 	if err := sc.Err(); err != nil {
@@ -813,11 +828,57 @@ func resolveMeta(fsys vfs.FS, sdir string, id uuid.UUID, e catEntry, usable bool
 // catalogue is a Store's access to its catalogue files: reading them, and
 // for a writable store the protocol's steps and rewrites. mu orders the
 // Store's own writers before they take the lock file.
+//
+// The Store's appends to the log run in batches (withLog): an append that
+// arrives while a batch holds the lock joins the next batch, which takes
+// the lock once, checks the log once, writes every record of its appends
+// in one write and, after releasing the lock, syncs once for all of them
+// if any asked for a sync. A record is written, and synced, only after
+// its own step ran (Create's mkdir, Delete's move), so each still follows
+// its change as the protocol says; batching only shares the lock, the
+// write and the sync.
 type catalogue struct {
 	mu   sync.Mutex
 	fsys vfs.FS
 	dir  string // the store's root
 	opts *Options
+
+	batchMu sync.Mutex // guards next
+	next    *catBatch  // the batch appends join, not yet started; nil if none
+
+	logSync durable.Coalescer // the syncs of the log after batches (withLog)
+
+	// known is the log as this Store's last batch left it, guarded by mu:
+	// current checks that the file still ends as it did instead of
+	// reading it again. nil when unknown (before the first batch, after
+	// a rewrite).
+	known *knownLog
+}
+
+// knownLog is the log as a batch left it: folded, and its last line
+// (with its newline), which ends the file at log.size.
+type knownLog struct {
+	log  *catLog
+	last []byte
+}
+
+// header returns the log's header line, with its newline.
+func (l *catLog) header() []byte {
+	return appendCatRecord(nil, catRecord{kind: kindHeader, dir: l.head, gen: l.gen})
+}
+
+// catBatch is appends to the log that run together (withLog). done is
+// closed when the batch has run, each append's err set.
+type catBatch struct {
+	appends []*catAppend
+	done    chan struct{}
+}
+
+// catAppend is one append of a batch: rec as withLog takes it, and its
+// outcome.
+type catAppend struct {
+	rec func(l *catLog) (catRecord, bool, error)
+	err error
 }
 
 func (c *catalogue) sessions() string { return filepath.Join(c.dir, sessionsDir) }
@@ -871,65 +932,197 @@ func (c *catalogue) willWrite(id uuid.UUID, change func() (skip bool, err error)
 // pending record stays open, which sends readers to session.json; the
 // caller stops writing as after any failed write.
 func (c *catalogue) wrote(m Meta) error {
-	return c.withLog(func(l *catLog) (catRecord, bool, error) {
-		st, err := statStamp(c.fsys, filepath.Join(c.sessions(), m.ID.String(), metaFile))
-		if err != nil {
-			return catRecord{}, false, err
-		}
-		return catRecord{kind: kindCommit, id: m.ID, file: st, meta: m.clone()}, false, nil
-	})
+	// The caller holds the session's lock: no one changes session.json
+	// before the record is written.
+	st, err := statStamp(c.fsys, filepath.Join(c.sessions(), m.ID.String(), metaFile))
+	if err != nil {
+		return err
+	}
+	r := catRecord{kind: kindCommit, id: m.ID, file: st, meta: m.clone()}
+	return c.withLog(func(l *catLog) (catRecord, bool, error) { return r, false, nil })
 }
 
 // withLog runs one append under the lock: it reads the log, rewrites the
 // catalogue first if it is unusable, has an unsynced tail or the sessions
 // directory changed behind it, then appends the record rec returns
-// (stamped with the directory's stamp after rec ran), syncing it if sync,
-// and folds the log into a new snapshot once it is long.
+// (stamped with the directory's stamp after rec ran) and folds the log
+// into a new snapshot once it is long; then, if sync, it syncs the log.
+// An error of rec is returned and nothing appended for it.
+//
+// Appends of the Store's goroutines are batched: the first append to find
+// no batch waiting starts one and leads it; the appends that arrive until
+// it gets the lock (while the batch before holds it) join it. The leader
+// runs every rec of its batch in arrival order, under one lock and
+// against one read of the log, and writes their records in one write,
+// stamped with the directory's stamp after the last rec. It syncs after
+// releasing the lock, so that the next batch writes meanwhile: one sync
+// of the log serves every batch written before it began (logSync). When
+// withLog returns nil its record is written, and durable if sync; a
+// failed write fails every append of the batch that had a record, a
+// failed sync those that asked for one.
 func (c *catalogue) withLog(rec func(l *catLog) (catRecord, bool, error)) error {
-	lk, err := c.lock()
+	a := &catAppend{rec: rec}
+	c.batchMu.Lock()
+	b := c.next
+	lead := b == nil
+	if lead {
+		b = &catBatch{done: make(chan struct{})}
+		c.next = b
+	}
+	b.appends = append(b.appends, a)
+	c.batchMu.Unlock()
+	if !lead {
+		<-b.done
+		return a.err
+	}
+	defer close(b.done)
+	lk, err := c.lock() // waits for the batch before this one
+	c.batchMu.Lock()
+	c.next = nil // appends from now on make the next batch
+	appends := b.appends
+	c.batchMu.Unlock()
 	if err != nil {
+		for _, a := range appends {
+			a.err = err
+		}
 		return err
 	}
-	defer lk.Close()
-	l, err := c.current()
+	synced := c.runBatch(appends)
+	lk.Close()
+	if len(synced) > 0 {
+		// The records are written: a later batch's sync, or a rewrite
+		// (which syncs the pending records it keeps), may make them
+		// durable first, and no sync of this one can lose them.
+		if err := c.logSync.Do(c.syncLog); err != nil {
+			for _, a := range synced {
+				a.err = err
+			}
+		}
+	}
+	return a.err
+}
+
+// runBatch runs a batch's appends with the lock held (withLog), setting
+// the err of each that failed, and returns those whose record is written
+// and must be synced.
+func (c *catalogue) runBatch(appends []*catAppend) (synced []*catAppend) {
+	fail := func(as []*catAppend, err error) {
+		for _, a := range as {
+			a.err = err
+		}
+	}
+	l, f, err := c.current()
 	if err != nil {
-		return err
+		fail(appends, err)
+		return nil
 	}
-	r, sync, err := rec(l)
-	if err != nil || r.kind == 0 {
-		return err
+	defer func() {
+		if f != nil {
+			f.Close()
+		}
+	}()
+	var recs []catRecord
+	var written []*catAppend // the appends with a record, in order
+	commit := false
+	for _, a := range appends {
+		r, sync, err := a.rec(l)
+		if err != nil || r.kind == 0 {
+			a.err = err
+			continue
+		}
+		recs, written = append(recs, r), append(written, a)
+		if sync {
+			synced = append(synced, a)
+		}
+		commit = commit || r.kind == kindCommit
 	}
-	if r.dir, err = statStamp(c.fsys, c.sessions()); err != nil {
-		return err
+	if len(recs) == 0 {
+		return synced
 	}
+	dir, err := statStamp(c.fsys, c.sessions())
+	if err != nil {
+		fail(written, err)
+		return nil
+	}
+	var buf []byte
+	for _, r := range recs {
+		r.dir = dir
+		buf = appendCatRecord(buf, r)
+	}
+	_, err = f.WriteAt(buf, l.size)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	f = nil
+	if err != nil {
+		fail(written, err)
+		return nil
+	}
+	for _, r := range recs {
+		r.dir = dir
+		l.add(r)
+	}
+	l.size += int64(len(buf))
+	c.known = &knownLog{log: l, last: buf[bytes.LastIndexByte(buf[:len(buf)-1], '\n')+1:]}
+	if commit && l.records >= catalogueMaxLog {
+		if err := c.fold(); err != nil && c.opts.Logger != nil {
+			c.opts.Logger.Warn("sessionstore: catalogue compaction", "err", err)
+		}
+	}
+	return synced
+}
+
+// syncLog syncs the log, for logSync: whatever file the name holds then
+// holds every record written before it (a rewrite keeps the open pending
+// records, synced), so that syncing it makes them durable.
+func (c *catalogue) syncLog() error {
 	f, err := c.fsys.OpenFile(filepath.Join(c.dir, catalogueLogName), os.O_RDWR, 0)
 	if err != nil {
 		return err
 	}
-	if _, err := f.WriteAt(appendCatRecord(nil, r), l.size); err != nil {
+	if err := f.Sync(); err != nil {
 		f.Close()
 		return err
 	}
-	if sync {
-		if err := f.Sync(); err != nil {
-			f.Close()
-			return err
-		}
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if r.kind == kindCommit && l.records+1 >= catalogueMaxLog {
-		if _, err := c.rebuild(false); err != nil && c.opts.Logger != nil {
-			c.opts.Logger.Warn("sessionstore: catalogue compaction", "err", err)
-		}
-	}
-	return nil
+	return f.Close()
 }
 
 // current returns the log with the lock held, rewriting the catalogue
-// first when it cannot be appended to as it is.
-func (c *catalogue) current() (*catLog, error) {
+// first when it cannot be appended to as it is, and the log file opened
+// for writing, for the caller to close. The log this Store's last batch
+// left is taken as it is when the file still starts with its header line
+// (every rewrite, by any writer, writes a new generation's) and ends with
+// that batch's last line at the same size, and the sessions directory's
+// stamp is still its last record's; else the log is read again. (The
+// snapshot is not checked then: a writer that died between its rewrite's
+// two renames leaves a snapshot of a newer generation than the log,
+// which readers take for an unusable catalogue until the next full read
+// or fold, here or by another writer, rewrites it.)
+func (c *catalogue) current() (*catLog, vfs.File, error) {
+	path := filepath.Join(c.dir, catalogueLogName)
+	if k := c.known; k != nil {
+		c.known = nil
+		f, err := c.fsys.OpenFile(path, os.O_RDWR, 0)
+		if err == nil {
+			if c.unchanged(f, k) {
+				return k.log, f, nil
+			}
+			f.Close()
+		}
+	}
+	l, err := c.readCurrent()
+	if err != nil {
+		return nil, nil, err
+	}
+	f, err := c.fsys.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	return l, f, nil
+}
+
+// readCurrent is current reading the log.
+func (c *catalogue) readCurrent() (*catLog, error) {
 	l, err := readCatLog(c.fsys, c.dir)
 	if err == nil && !l.tail {
 		var snapGen int64
@@ -940,10 +1133,30 @@ func (c *catalogue) current() (*catLog, error) {
 			}
 		}
 	}
-	if _, err := c.rebuild(true); err != nil {
+	if _, err := c.rebuild(); err != nil {
 		return nil, err
 	}
 	return readCatLog(c.fsys, c.dir)
+}
+
+// unchanged reports whether the log file f is as k says the last batch
+// left it (current), with the sessions directory's stamp its last
+// record's.
+func (c *catalogue) unchanged(f vfs.File, k *knownLog) bool {
+	info, err := f.Stat()
+	if err != nil || info.Size() != k.log.size {
+		return false
+	}
+	head := k.log.header()
+	buf := make([]byte, max(len(head), len(k.last)))
+	if _, err := f.ReadAt(buf[:len(head)], 0); err != nil || !bytes.Equal(buf[:len(head)], head) {
+		return false
+	}
+	if _, err := f.ReadAt(buf[:len(k.last)], k.log.size-int64(len(k.last))); err != nil || !bytes.Equal(buf[:len(k.last)], k.last) {
+		return false
+	}
+	d, err := statStamp(c.fsys, c.sessions())
+	return err == nil && d == k.log.dir
 }
 
 // readCatHeader reads the snapshot's header line alone.
@@ -974,16 +1187,17 @@ func readCatHeaderFrom(f vfs.File) (int64, stamp, error) {
 }
 
 // rebuild rewrites the catalogue with the lock held: the snapshot, then a
-// log holding the open pending records, under a new generation. With scan
-// it lists the sessions directory: entries of directories gone are
-// dropped, and sessions the catalogue does not know (all of them when it
-// is unusable), or whose session.json's stamp is not the recorded one,
-// are read from session.json. It returns the new state.
-func (c *catalogue) rebuild(scan bool) (*catState, error) {
+// log holding the open pending records, under a new generation. It lists
+// the sessions directory: entries of directories gone are dropped, and
+// sessions the catalogue does not know (all of them when it is unusable),
+// or whose session.json's stamp is not the recorded one, are read from
+// session.json. It returns the new state. (The log's compaction folds it
+// without the scan: fold.)
+func (c *catalogue) rebuild() (*catState, error) {
+	c.known = nil
 	old, err := loadCatState(c.fsys, c.dir)
 	if err != nil {
 		old = nil
-		scan = true
 		// Keep the open pending records of a log that is still readable:
 		// writers of other processes may be between their steps 1 and 3.
 		if l, lerr := readCatLog(c.fsys, c.dir); lerr == nil {
@@ -1005,63 +1219,53 @@ func (c *catalogue) rebuild(scan bool) (*catState, error) {
 	gen++
 
 	pending := map[uuid.UUID]bool{}
-	var ids []uuid.UUID
-	var entries []catEntry
-	if scan {
-		ids, err = sessionIDs(c.fsys, c.sessions())
-		if err != nil {
-			return nil, err
+	ids, err := sessionIDs(c.fsys, c.sessions())
+	if err != nil {
+		return nil, err
+	}
+	entries := make([]catEntry, len(ids))
+	known := make([]bool, len(ids))
+	for i, id := range ids {
+		if old == nil {
+			continue
 		}
-		entries = make([]catEntry, len(ids))
-		known := make([]bool, len(ids))
-		for i, id := range ids {
-			if old == nil {
-				continue
-			}
-			if old.log.pending[id] {
-				pending[id] = true
-			}
-			if e, ok, _ := old.lookup(id, -1); ok {
-				entries[i], known[i] = e, true
-			} else if e, ok := old.snapEntry(id); ok {
-				entries[i], known[i] = e, true
-			}
-		}
-		found := make([]bool, len(ids))
-		workers := min(runtime.GOMAXPROCS(0), (len(ids)+listBatch-1)/listBatch)
-		bufs := make([][]byte, max(workers, 1))
-		forEach(len(ids), workers, func(w, i int) {
-			sdir := filepath.Join(c.sessions(), ids[i].String())
-			st, serr := statStamp(c.fsys, filepath.Join(sdir, metaFile))
-			if known[i] && serr == nil && st == entries[i].file {
-				found[i] = true // as recorded; else read again, changed behind the catalogue
-				return
-			}
-			m, _, buf, err := readMetaInto(c.fsys, sdir, ids[i], bufs[w])
-			bufs[w] = buf
-			switch {
-			case errors.Is(err, ErrNotFound):
-			case err != nil || serr != nil:
-				entries[i], found[i] = catEntry{file: st, unreadable: true}, true
-			default:
-				entries[i], found[i] = catEntry{file: st, meta: m}, true
-			}
-		})
-		n := 0
-		for i := range ids {
-			if found[i] {
-				ids[n], entries[n] = ids[i], entries[i]
-				n++
-			}
-		}
-		ids, entries = ids[:n], entries[:n]
-	} else {
-		ids, entries = old.merged()
-		for id := range old.log.pending {
+		if old.log.pending[id] {
 			pending[id] = true
 		}
-		ids, entries = dropDeleted(c.fsys, c.sessions(), ids, entries, pending)
+		if e, ok, _ := old.lookup(id, -1); ok {
+			entries[i], known[i] = e, true
+		} else if e, ok := old.snapEntry(id); ok {
+			entries[i], known[i] = e, true
+		}
 	}
+	found := make([]bool, len(ids))
+	workers := min(runtime.GOMAXPROCS(0), (len(ids)+listBatch-1)/listBatch)
+	bufs := make([][]byte, max(workers, 1))
+	forEach(len(ids), workers, func(w, i int) {
+		sdir := filepath.Join(c.sessions(), ids[i].String())
+		st, serr := statStamp(c.fsys, filepath.Join(sdir, metaFile))
+		if known[i] && serr == nil && st == entries[i].file {
+			found[i] = true // as recorded; else read again, changed behind the catalogue
+			return
+		}
+		m, _, buf, err := readMetaInto(c.fsys, sdir, ids[i], bufs[w])
+		bufs[w] = buf
+		switch {
+		case errors.Is(err, ErrNotFound):
+		case err != nil || serr != nil:
+			entries[i], found[i] = catEntry{file: st, unreadable: true}, true
+		default:
+			entries[i], found[i] = catEntry{file: st, meta: m}, true
+		}
+	})
+	n := 0
+	for i := range ids {
+		if found[i] {
+			ids[n], entries[n] = ids[i], entries[i]
+			n++
+		}
+	}
+	ids, entries = ids[:n], entries[:n]
 
 	snap := appendCatRecord(make([]byte, 0, 256*(len(ids)+1)), catRecord{kind: kindHeader, dir: dirStamp, gen: gen})
 	for i, id := range ids {
@@ -1081,8 +1285,147 @@ func (c *catalogue) rebuild(scan bool) (*catState, error) {
 	if err := durable.ReplaceFile(c.fsys, c.dir, catalogueLogName, logb, c.opts.FileMode); err != nil {
 		return nil, err
 	}
-	l := &catLog{gen: gen, dir: dirStamp, committed: map[uuid.UUID]catEntry{}, pending: pending, size: int64(len(logb))}
+	l := &catLog{gen: gen, head: dirStamp, dir: dirStamp, committed: map[uuid.UUID]catEntry{}, pending: pending, size: int64(len(logb))}
 	return &catState{snap: &catSnapshot{gen: gen, dir: dirStamp, ids: ids, entries: entries}, log: l}, nil
+}
+
+// fold rewrites the catalogue with the lock held, folding the log into
+// the snapshot once it is long (withLog), as rebuild does without a scan
+// but without decoding the snapshot: its entry lines are checked (frame,
+// id order) and copied as they are, but for the ids the log commits,
+// whose new lines take their place, and the ids whose session directory
+// is gone (dropDeleted); the new log holds the open pending records,
+// under a new generation. A catalogue it cannot fold so (unusable, of two
+// generations, with a line that does not check) is rebuilt with a scan.
+func (c *catalogue) fold() error {
+	c.known = nil
+	l, err := readCatLog(c.fsys, c.dir)
+	if err != nil || l.tail {
+		_, err := c.rebuild()
+		return err
+	}
+	f, err := c.fsys.OpenFile(filepath.Join(c.dir, catalogueName), os.O_RDONLY, 0)
+	if err != nil {
+		_, err := c.rebuild()
+		return err
+	}
+	info, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return err
+	}
+	pending := maps.Clone(l.pending)
+	gone := dropDeleted(c.fsys, c.sessions(), pending)
+	dirStamp, err := statStamp(c.fsys, c.sessions())
+	if err != nil {
+		f.Close()
+		return err
+	}
+	snap, ok, err := foldSnapshot(f, info.Size(), l, gone, dirStamp)
+	f.Close()
+	switch {
+	case err != nil:
+		return err
+	case !ok:
+		_, err := c.rebuild()
+		return err
+	}
+	logb := appendCatRecord(nil, catRecord{kind: kindHeader, dir: dirStamp, gen: l.gen + 1})
+	for id := range pending {
+		logb = appendCatRecord(logb, catRecord{kind: kindPending, dir: dirStamp, id: id})
+	}
+	if err := durable.ReplaceFile(c.fsys, c.dir, catalogueName, snap, c.opts.FileMode); err != nil {
+		return err
+	}
+	return durable.ReplaceFile(c.fsys, c.dir, catalogueLogName, logb, c.opts.FileMode)
+}
+
+// foldSnapshot returns the snapshot r holds (of about size bytes) with
+// the commits of l folded in, under l's next generation and dir's stamp:
+// the snapshot's entry lines in id order, each replaced by the line of
+// the commit of its id if l has one, and left out if gone names it, with
+// the lines of the other commits in their places. ok is false when the
+// snapshot is not one to fold: of another generation than l, not in id
+// order, or with a line that does not check (its frame, its kind, its
+// id), or past the last whole line.
+func foldSnapshot(r io.Reader, size int64, l *catLog, gone map[uuid.UUID]bool, dir stamp) (snap []byte, ok bool, err error) {
+	commits := make([]uuid.UUID, 0, len(l.committed))
+	for id := range l.committed {
+		if !gone[id] {
+			commits = append(commits, id)
+		}
+	}
+	slices.SortFunc(commits, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) })
+	// Room for the lines the file's size promises, within reason: a
+	// damaged snapshot may say it is far larger than the lines it holds.
+	snap = make([]byte, 0, min(size, 64<<20)+int64(len(commits))*512)
+	snap = appendCatRecord(snap, catRecord{kind: kindHeader, dir: dir, gen: l.gen + 1})
+	addCommits := func(below *uuid.UUID) {
+		for len(commits) > 0 && (below == nil || bytes.Compare(commits[0][:], below[:]) < 0) {
+			e := l.committed[commits[0]]
+			snap = appendCatRecord(snap, catRecord{kind: kindEntry, id: commits[0], file: e.file, meta: e.meta})
+			commits = commits[1:]
+		}
+	}
+	first := true
+	var prev uuid.UUID
+	sc := jsonl.NewScannerSize(r, 0, size, maxCatLine)
+	sc.StopAtMalformed()
+	for sc.Next() {
+		if sc.Malformed() != nil {
+			return nil, false, nil
+		}
+		line := sc.Line()
+		if first {
+			h, err := decodeCatRecord(line)
+			if err != nil || h.kind != kindHeader || h.gen != l.gen {
+				return nil, false, nil
+			}
+			first = false
+			continue
+		}
+		kind, id, ok := catLineID(line)
+		if !ok || kind != kindEntry && kind != kindUnreadable || prev != uuid.Nil && bytes.Compare(prev[:], id[:]) >= 0 {
+			return nil, false, nil
+		}
+		prev = id
+		addCommits(&id)
+		if len(commits) > 0 && commits[0] == id {
+			continue // its commit's line comes in its place
+		}
+		if !gone[id] {
+			snap = append(append(snap, line...), '\n')
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, false, err
+	}
+	if first || sc.End() != sc.Offset() {
+		return nil, false, nil // no header, or bytes past the last whole line
+	}
+	addCommits(nil)
+	return snap, true, nil
+}
+
+// catLineID checks a catalogue line's frame and returns its kind and id,
+// without decoding the rest of it: enough to copy a snapshot's entry line
+// as it is.
+func catLineID(line []byte) (kind byte, id uuid.UUID, ok bool) {
+	if jsonl.Verify(line) != nil {
+		return 0, uuid.Nil, false
+	}
+	p := catParser{b: line}
+	p.lit(`{"k":"`)
+	if p.bad || p.i >= len(p.b) {
+		return 0, uuid.Nil, false
+	}
+	kind = p.b[p.i]
+	p.i++
+	p.lit(`","dir":`)
+	p.stamp()
+	p.lit(`,"id":`)
+	id = p.uuid()
+	return kind, id, !p.bad
 }
 
 // snapEntry is the snapshot's entry for id, whatever the log says.
@@ -1092,38 +1435,6 @@ func (st *catState) snapEntry(id uuid.UUID) (catEntry, bool) {
 		return catEntry{}, false
 	}
 	return st.snap.entries[i], true
-}
-
-// merged returns the snapshot with the log's commits folded in, in id
-// order.
-func (st *catState) merged() ([]uuid.UUID, []catEntry) {
-	ids := slices.Clone(st.snap.ids)
-	entries := slices.Clone(st.snap.entries)
-	var extra []uuid.UUID
-	for id, e := range st.log.committed {
-		if i, found := slices.BinarySearchFunc(ids, id, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) }); found {
-			entries[i] = e
-		} else {
-			extra = append(extra, id)
-		}
-	}
-	if len(extra) == 0 {
-		return ids, entries
-	}
-	for _, id := range extra {
-		ids = append(ids, id)
-		entries = append(entries, st.log.committed[id])
-	}
-	idx := make([]int, len(ids))
-	for i := range idx {
-		idx[i] = i
-	}
-	sort.Slice(idx, func(a, b int) bool { return bytesLess(ids[idx[a]][:], ids[idx[b]][:]) })
-	outIDs, outEntries := make([]uuid.UUID, len(ids)), make([]catEntry, len(ids))
-	for i, j := range idx {
-		outIDs[i], outEntries[i] = ids[j], entries[j]
-	}
-	return outIDs, outEntries
 }
 
 // state returns the catalogue for a reader: as it is on disk if usable,
@@ -1142,7 +1453,7 @@ func (c *catalogue) state() *catState {
 	if st, err := loadCatState(c.fsys, c.dir); err == nil {
 		return st // another writer rewrote it meanwhile
 	}
-	st, err = c.rebuild(true)
+	st, err = c.rebuild()
 	if err != nil {
 		return nil
 	}
@@ -1383,27 +1694,17 @@ func (st *catState) meta(fsys vfs.FS, root string, id uuid.UUID, hint int, buf [
 	return resolveMeta(fsys, filepath.Join(root, id.String()), id, e, usable, buf)
 }
 
-// dropDeleted removes from pending, and from ids and entries (in id
-// order), the ids of pending whose session directory is gone: sessions
-// Delete removed (a Create's pending record follows its directory's
-// creation). It stats only the pending ids.
-func dropDeleted(fsys vfs.FS, root string, ids []uuid.UUID, entries []catEntry, pending map[uuid.UUID]bool) ([]uuid.UUID, []catEntry) {
-	gone := map[uuid.UUID]bool{}
+// dropDeleted removes from pending, and returns, the ids of pending whose
+// session directory is gone: sessions Delete removed (a Create's pending
+// record follows its directory's creation). It stats only the pending
+// ids.
+func dropDeleted(fsys vfs.FS, root string, pending map[uuid.UUID]bool) (gone map[uuid.UUID]bool) {
+	gone = map[uuid.UUID]bool{}
 	for id := range pending {
 		if _, err := fsys.Stat(filepath.Join(root, id.String())); errors.Is(err, fs.ErrNotExist) {
 			gone[id] = true
 			delete(pending, id)
 		}
 	}
-	if len(gone) == 0 {
-		return ids, entries
-	}
-	n := 0
-	for i, id := range ids {
-		if !gone[id] {
-			ids[n], entries[n] = id, entries[i]
-			n++
-		}
-	}
-	return ids[:n], entries[:n]
+	return gone
 }

@@ -582,7 +582,7 @@ func TestCatalogueDisagrees(t *testing.T) {
 		c := s.cat
 		lk, err := c.lock()
 		require.NoError(t, err)
-		_, err = c.rebuild(false)
+		_, err = c.rebuild()
 		require.NoError(t, err)
 		require.NoError(t, lk.Close())
 		require.NoError(t, s.Close())
@@ -817,5 +817,92 @@ func TestCatalogueXproc(t *testing.T) {
 		e, ok, usable := st.lookup(m.ID, -1)
 		require.True(t, ok && usable, "the catalogue knows %s", m.Name)
 		assert.Equal(t, onDisk, e.meta)
+	}
+}
+
+// TestCatalogueFold checks the log's compaction (fold), which copies the
+// snapshot's lines rather than decoding them: after it, the catalogue
+// holds every session as its session.json says and no other, whether the
+// snapshot it folds is as the last writer left it or not one to fold
+// (then it rebuilds from the session.json files): of an older generation,
+// with a damaged line, cut short.
+func TestCatalogueFold(t *testing.T) {
+	ctx := context.Background()
+	snapPath := filepath.Join(memRoot, catalogueName)
+	for _, tc := range []struct {
+		name string
+		// change makes the snapshot what the case needs, given a copy of
+		// an older one.
+		change func(t *testing.T, m vfs.FS, older []byte)
+	}{
+		{"as written", func(*testing.T, vfs.FS, []byte) {}},
+		{"of an older generation", func(t *testing.T, m vfs.FS, older []byte) {
+			writeMemFile(t, m, snapPath, older)
+		}},
+		{"with a damaged line", func(t *testing.T, m vfs.FS, _ []byte) {
+			b, err := vfs.ReadFile(m, snapPath)
+			require.NoError(t, err)
+			i := bytes.Index(b, []byte(`"name":"session 10"`)) // not updated since
+			require.Positive(t, i)
+			b[i+len(`"name":"session `)] = '8' // its CRC no longer matches
+			writeMemFile(t, m, snapPath, b)
+		}},
+		{"cut short", func(t *testing.T, m vfs.FS, _ []byte) {
+			b, err := vfs.ReadFile(m, snapPath)
+			require.NoError(t, err)
+			writeMemFile(t, m, snapPath, b[:len(b)-10])
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := vfs.NewMemFS()
+			s := openMem(t, m, deterministic(Options{}))
+			defer s.Close()
+			var ids []uuid.UUID
+			create := func(n int) {
+				for range n {
+					meta, err := s.Create(ctx, Meta{Name: fmt.Sprint("session ", len(ids))})
+					require.NoError(t, err)
+					ids = append(ids, meta.ID)
+				}
+			}
+			create(140) // folds once, at 256 records
+			older, err := vfs.ReadFile(m, snapPath)
+			require.NoError(t, err)
+			create(120) // folds again
+			// The log to fold: new sessions, sessions updated and deleted
+			// since the last fold, among them some the snapshot holds.
+			create(5)
+			for _, id := range ids[3:6] {
+				_, err := s.UpdateMeta(ctx, id, func(m *Meta) { m.Model = "updated" })
+				require.NoError(t, err)
+			}
+			for _, id := range []uuid.UUID{ids[7], ids[len(ids)-1]} {
+				require.NoError(t, s.Delete(ctx, id))
+			}
+			tc.change(t, m, older)
+
+			lk, err := s.cat.lock()
+			require.NoError(t, err)
+			err = s.cat.fold()
+			require.NoError(t, lk.Close())
+			require.NoError(t, err)
+
+			want, bad := scanMetas(t, m)
+			require.Empty(t, bad)
+			require.Len(t, want, len(ids)-2)
+			st, err := loadCatState(m, memRoot)
+			require.NoError(t, err, "the catalogue is usable")
+			assert.Empty(t, st.log.committed, "the log's commits are in the snapshot")
+			assert.Empty(t, st.log.pending, "no pending record is open")
+			var got []Meta
+			for i, id := range st.snap.ids {
+				assert.False(t, st.snap.entries[i].unreadable)
+				m := st.snap.entries[i].meta
+				assert.Equal(t, id, m.ID)
+				got = append(got, m)
+			}
+			assert.Equal(t, want, got, "the snapshot holds every session as its session.json says, and no other")
+			checkListsAgree(t, m, true, tc.name)
+		})
 	}
 }

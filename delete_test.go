@@ -290,7 +290,7 @@ func TestDeleteCatalogue(t *testing.T) {
 	// scan of the sessions directory.
 	lk, err := s.cat.lock()
 	require.NoError(t, err)
-	_, err = s.cat.rebuild(false)
+	err = s.cat.fold()
 	require.NoError(t, lk.Close())
 	require.NoError(t, err)
 	st, err := loadCatState(m, memRoot)

@@ -235,9 +235,13 @@ func readMetaInto(fsys vfs.FS, dir string, id uuid.UUID, buf []byte) (Meta, int,
 // Store from then on.
 //
 // When Create returns nil, the session directory and session.json are
-// durable. A crash before that leaves at most a directory without
-// session.json, which List ignores and a later Create with the same id
-// reuses.
+// durable. A crash before that leaves no session, or the whole session
+// (session.json whole: an empty session that opens), or a directory
+// without session.json, which List ignores and a later Create with the
+// same id reuses. Concurrent Creates share their syncs: the catalogue's
+// records are written and synced in batches (catalogue.go), and one sync
+// of the sessions directory serves every Create that made its directory
+// before the sync began.
 //
 // A subagent's session (meta.ParentSession set) needs its parent to
 // exist, and a zero meta.Depth becomes the parent's Depth + 1 (see
@@ -255,8 +259,9 @@ func readMetaInto(fsys vfs.FS, dir string, id uuid.UUID, buf []byte) (Meta, int,
 // together, and then nothing is created;
 // ErrNotFound (wrapped) if meta.ParentSession names no session; ErrClosed. An I/O error writing the catalogue
 // (catalogue.go) before session.json is written leaves no session; one
-// after it leaves the session created and stopped for writes
-// (ErrSessionFailed) until the store is reopened, as a failed sync does.
+// after it, or one syncing the sessions directory, leaves the session
+// created and stopped for writes (ErrSessionFailed) until the store is
+// reopened, as a failed sync does.
 func (s *Store) Create(ctx context.Context, meta Meta) (Meta, error) {
 	if err := s.begin(ctx); err != nil {
 		return Meta{}, err
@@ -303,6 +308,16 @@ func (s *Store) createNow(ctx context.Context, meta Meta) (Meta, error) {
 	if err != nil {
 		return Meta{}, err
 	}
+	// The session directory's own entry must survive too, before the
+	// commit record says the session is there. One sync of the sessions
+	// directory serves every Create that made its entry before it began.
+	if err := s.sessionsSync.Do(func() error { return s.opts.fs.SyncDir(filepath.Join(s.dir, sessionsDir)) }); err != nil {
+		// session.json is durable, its directory's name perhaps not:
+		// the session stops writing, as after any failed sync.
+		h.becomeFailed(err)
+		s.reg.release(h)
+		return Meta{}, fmt.Errorf("sessionstore: create session %s: %w", meta.ID, err)
+	}
 	if err := s.cat.wrote(h.meta); err != nil {
 		// session.json is durable, the catalogue's commit unknown: the
 		// session stops writing, as after any failed write.
@@ -332,7 +347,10 @@ func (s *Store) makeSessionDir(id uuid.UUID) (skip bool, err error) {
 	return false, s.opts.fs.MkdirAll(dir, s.opts.DirMode)
 }
 
-// createSessionFiles lays out a new session directory under the session's lock.
+// createSessionFiles lays out a new session directory under the session's
+// lock: when it returns nil, the subdirectories and session.json are
+// durable in it. The directory's own entry in the sessions directory is
+// the caller's to sync (createNow).
 func createSessionFiles(fsys vfs.FS, dir string, meta Meta, opts *Options) error {
 	if _, err := fsys.Stat(filepath.Join(dir, metaFile)); err == nil {
 		return fmt.Errorf("%w: session %s", ErrExists, meta.ID)
@@ -354,11 +372,7 @@ func createSessionFiles(fsys vfs.FS, dir string, meta Meta, opts *Options) error
 	if err != nil {
 		return err
 	}
-	if err := durable.ReplaceFile(fsys, dir, metaFile, b, opts.FileMode); err != nil {
-		return err
-	}
-	// The session directory's own entry must survive too.
-	return fsys.SyncDir(filepath.Dir(dir))
+	return durable.ReplaceFile(fsys, dir, metaFile, b, opts.FileMode)
 }
 
 // List returns the metadata of every session, ordered by id (UUIDv7 ids

@@ -41,6 +41,8 @@ type Store struct {
 
 	deferred deferredSessions // created under Options.DeferCreate, not yet written (defer.go)
 
+	sessionsSync durable.Coalescer // the sessions directory's syncs of concurrent Creates (session.go)
+
 	forks forkLock // orders Fork and Delete (forklock.go)
 }
 

@@ -11,6 +11,10 @@
 // directories, each either named durably or, after a crash, gone;
 // RemoveFile leaves the file or not.
 // Callers above (recovery) remove the temporary files a crash leaves.
+//
+// A Coalescer shares one run of an operation, such as a directory's sync,
+// among the goroutines that ask for it at once, each served by a run
+// that began after it asked.
 package durable
 
 import (
