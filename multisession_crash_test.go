@@ -89,6 +89,18 @@ type msWorkload struct {
 	inCall   atomic.Int64 // appends under way now
 	overlaps atomic.Int64 // appends started while another one was under way
 	failures atomic.Int64 // goroutines or Stores stopped by an error
+	mu       sync.Mutex
+	firstErr error // the first of those errors
+}
+
+// fail records that a goroutine or a Store stopped at err.
+func (w *msWorkload) fail(err error) {
+	w.failures.Add(1)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.firstErr == nil {
+		w.firstErr = err
+	}
 }
 
 // newMSWorkload makes a workload of procs Stores and perProc sessions
@@ -135,7 +147,7 @@ func (w *msWorkload) runProc(m vfs.FS, p int) {
 		o.fs = m
 		s, err := Open(memRoot, &o)
 		if err != nil {
-			w.failures.Add(1)
+			w.fail(fmt.Errorf("store %d, phase %d: open: %w", p, phase, err))
 			return
 		}
 		if phase > 0 {
@@ -147,7 +159,8 @@ func (w *msWorkload) runProc(m vfs.FS, p int) {
 		)
 		for _, ss := range mine {
 			wg.Go(func() {
-				if !w.runSession(ctx, s, ss, phase) {
+				if err := w.runSession(ctx, s, ss, phase); err != nil {
+					w.fail(fmt.Errorf("store %d, phase %d, session %s: %w", p, phase, ss.id, err))
 					failed.Store(true)
 				}
 			})
@@ -155,22 +168,25 @@ func (w *msWorkload) runProc(m vfs.FS, p int) {
 		wg.Wait()
 		// Close is idempotent; after a power cut it fails and changes
 		// nothing.
-		if err := s.Close(); err != nil || failed.Load() {
-			w.failures.Add(1)
+		if err := s.Close(); err != nil {
+			w.fail(fmt.Errorf("store %d, phase %d: close: %w", p, phase, err))
+			return
+		}
+		if failed.Load() {
 			return
 		}
 	}
 }
 
 // runSession makes one phase's operations on ss through s, recording
-// what was acknowledged. It reports whether every operation succeeded.
-func (w *msWorkload) runSession(ctx context.Context, s *Store, ss *msSession, phase int) bool {
+// what was acknowledged. It returns the first operation's error.
+func (w *msWorkload) runSession(ctx context.Context, s *Store, ss *msSession, phase int) error {
 	rng := rand.New(rand.NewPCG(ss.seed, uint64(phase)))
 	if phase == 0 {
 		ss.pending = "ms-" + ss.id.String()[:8]
 		meta, err := s.Create(ctx, Meta{ID: ss.id, Name: ss.pending})
 		if err != nil {
-			return false
+			return fmt.Errorf("create: %w", err)
 		}
 		ss.created, ss.pending = true, ""
 		ss.names = append(ss.names, meta.Name)
@@ -191,23 +207,23 @@ func (w *msWorkload) runSession(ctx context.Context, s *Store, ss *msSession, ph
 				batch = append(batch, ToolCallEvent(ToolCall{CallID: fmt.Sprintf("%s call %d", op, c), Name: "run"}))
 			}
 		case x < 87:
-			if s.Flush(ctx, ss.id) != nil {
-				return false
+			if err := s.Flush(ctx, ss.id); err != nil {
+				return fmt.Errorf("%s: flush: %w", op, err)
 			}
 			ss.flushes++
 			continue
 		case x < 93:
 			ss.pending = fmt.Sprintf("ms-%s-%d-%d", ss.id.String()[:8], phase, i)
 			if _, err := s.UpdateMeta(ctx, ss.id, func(m *Meta) { m.Name = ss.pending }); err != nil {
-				return false
+				return fmt.Errorf("%s: update metadata: %w", op, err)
 			}
 			ss.names = append(ss.names, ss.pending)
 			ss.pending = ""
 			ss.metas++
 			continue
 		default: // the next call opens it again
-			if s.CloseSession(ctx, ss.id) != nil {
-				return false
+			if err := s.CloseSession(ctx, ss.id); err != nil {
+				return fmt.Errorf("%s: close the session: %w", op, err)
 			}
 			ss.closes++
 			continue
@@ -228,7 +244,7 @@ func (w *msWorkload) runSession(ctx context.Context, s *Store, ss *msSession, ph
 		}
 		w.inCall.Add(-1)
 		if err != nil {
-			return false
+			return fmt.Errorf("%s: append %d events: %w", op, len(batch), err)
 		}
 		ss.inflight = nil
 		for _, ev := range out {
@@ -238,7 +254,7 @@ func (w *msWorkload) runSession(ctx context.Context, s *Store, ss *msSession, ph
 		}
 		ss.acked = append(ss.acked, out...)
 	}
-	return true
+	return nil
 }
 
 // msCrashAt runs a fresh workload from newW on a fresh MemFS whose power
@@ -454,7 +470,8 @@ func msSealedChunks(t *testing.T, m *vfs.MemFS) int {
 // mode; a larger number adds seeds per point.
 func msCrashPoints(t *testing.T, newW func() *msWorkload) {
 	m, full, total := msCrashAt(newW, 0)
-	require.Zero(t, full.failures.Load(), "the workload runs to the end without a crash")
+	require.NoError(t, full.firstErr, "the workload runs to the end without a crash (%d failures)", full.failures.Load())
+	require.Zero(t, full.failures.Load())
 	var acked, blobs, batches, flushes, metas, closes int
 	for _, ss := range full.sessions {
 		require.True(t, ss.created, "session %s", ss.id)

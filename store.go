@@ -152,7 +152,11 @@ func checkRootConfig(fsys vfs.FS, dir string, o Options) error {
 		if err != nil {
 			return err
 		}
-		if err := durable.ReplaceFile(fsys, dir, rootConfigName, append(b, '\n'), o.FileMode); err != nil {
+		// A temporary name of its own: another process opening the new
+		// root at once writes the same file, and a shared temporary name
+		// would let the first rename take it from the other.
+		tmp := fmt.Sprintf("%s.%s.tmp", rootConfigName, uuid.NewString())
+		if err := durable.ReplaceFileAs(fsys, dir, rootConfigName, tmp, append(b, '\n'), o.FileMode); err != nil {
 			return fmt.Errorf("sessionstore: write %s: %w", path, err)
 		}
 		// The root may be another process's, found before it synced the
