@@ -102,7 +102,11 @@ func TestSIGKILLDuringLaneMoves(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed, 7))
 	var acks, laneAcks, inFlight int
 	for k := range kills {
-		lines, partial := laneKillChild(t, exe, dir, meta.ID, seed+uint64(k), time.Duration(rng.IntN(40))*time.Millisecond)
+		// A child that takes over after a kill first settles what the
+		// dead one's journal holds (journal.go), so its first append
+		// comes some milliseconds after the process starts: the kills come
+		// both in that startup and while it appends.
+		lines, partial := laneKillChild(t, exe, dir, meta.ID, seed+uint64(k), time.Duration(rng.IntN(150))*time.Millisecond)
 		var intent []string
 		for _, line := range lines {
 			f := strings.Fields(line)
