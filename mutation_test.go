@@ -310,7 +310,7 @@ var mutationCatchers = map[string]string{
 	"skip syncing a new root":                                             "TestOpenMakesSessionsDirDurable",
 	"skip syncing a new root's parent":                                    "TestBlobGC",
 	"skip the sync of a catalogue pending record":                         "TestCatalogueCrashPoints",
-	"take the catalogue log as the last batch left it without looking":    "TestCatalogueWritersAtOnce",
+	"take the catalogue log as the last batch left it without looking":    "TestCatalogueXproc",
 	"fold a snapshot of another generation":                               "TestCatalogueFold",
 	"copy snapshot lines without checking their frame":                    "TestCatalogueFold",
 	"trust a catalogue entry with a pending record":                       "TestCatalogueDisagrees",
