@@ -161,6 +161,33 @@ func TestStickyFailure(t *testing.T) {
 	}
 }
 
+// TestCloseCheckpointFailure: a failure of Close's own last checkpoint
+// is returned as its cause, not as ErrFailed (which tells the caller an
+// earlier commit already reported it), and the journal stays for a
+// replay.
+func TestCloseCheckpointFailure(t *testing.T) {
+	for _, op := range []vfs.Op{vfs.OpWrite, vfs.OpSync} {
+		t.Run(string(op), func(t *testing.T) {
+			m, w := newMem(t, 64<<10)
+			makeFile(t, m, memRoot, "f")
+			commitT(t, w, history{}, Record{Op: OpWrite, Path: "f", Data: []byte("ok")})
+			boom := errors.New("boom")
+			m.SetFault(func(o vfs.Op, path string) error {
+				if o == op && path == w.Path() {
+					return boom
+				}
+				return nil
+			})
+			err := w.Close()
+			assert.ErrorIs(t, err, boom)
+			assert.NotErrorIs(t, err, ErrFailed)
+			m.SetFault(nil)
+			_, err = m.Stat(w.Path())
+			assert.NoError(t, err, "the journal stays for a replay")
+		})
+	}
+}
+
 // TestApplyFailureFailsOnlyItsCommit: a failed apply returns ErrApply
 // with apply's error; the record is durable (a replay writes it whole),
 // the writer goes on, and a checkpoint passes the record.

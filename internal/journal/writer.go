@@ -113,6 +113,7 @@ type Writer struct {
 	leading bool      // a leader is forming, writing or syncing a group
 	active  int       // Commit calls between queueing and return
 	err     error     // sticky failure (wraps ErrFailed)
+	cause   error     // what caused err
 	closed  bool
 
 	// The ring. Virtual positions count every byte the record area has
@@ -375,6 +376,7 @@ func (w *Writer) Commit(ctx context.Context, recs []Record, apply func() error) 
 func (w *Writer) fail(err error) {
 	if w.err == nil {
 		w.err = fmt.Errorf("%w: %w", ErrFailed, err)
+		w.cause = err
 	}
 	w.cond.Broadcast()
 }
@@ -671,8 +673,10 @@ func (w *Writer) checkpoint() {
 // then its lock file, which it releases last. The removals are not
 // synced: a crash may bring the files back, and the journal then holds
 // no record to replay. After a failure it only releases the file and the
-// lock, leaving the journal for a replay, and returns the failure.
-// Calling it again returns nil.
+// lock, leaving the journal for a replay, and returns the failure: one
+// wrapping ErrFailed when an earlier call failed the Writer (its callers
+// have seen it), its own cause, not wrapping ErrFailed, when the last
+// checkpoint failed. Calling it again returns nil.
 func (w *Writer) Close() error {
 	w.mu.Lock()
 	if w.closed {
@@ -686,9 +690,16 @@ func (w *Writer) Close() error {
 	w.mu.Unlock()
 	close(w.stop)
 	<-w.stopped
+	w.mu.Lock()
+	failed := w.err != nil
+	w.mu.Unlock()
 	w.checkpoint()
 	w.mu.Lock()
 	err := w.err
+	if !failed && err != nil {
+		// Its own last checkpoint failed: no commit has reported it.
+		err = fmt.Errorf("journal: close %s: last %w", w.path, w.cause)
+	}
 	w.mu.Unlock()
 	if cerr := w.f.Close(); err == nil && cerr != nil {
 		err = cerr
