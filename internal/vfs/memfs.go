@@ -100,6 +100,11 @@ type memNode struct {
 	// bytes past cutTo.
 	cut   bool
 	cutTo int
+	// dirtyLo and dirtyHi bound the bytes below len(synced) written since
+	// the last sync (none when dirtyHi <= dirtyLo): unless the file was
+	// cut, a sync copies only these and the tail past len(synced), not the
+	// whole file (a preallocated journal is synced once per commit).
+	dirtyLo, dirtyHi int
 	// directory state: the entries, the durable entries, and the changes
 	// from these to those, oldest first (see dirlog.go)
 	children       map[string]*memNode
@@ -847,6 +852,7 @@ func (f *memFile) writeAt(p []byte, off int64) (int, error) {
 		}
 	}
 	copy(f.node.data[off:], p)
+	f.node.dirty(int(off), int(end))
 	f.node.modTime = f.fs.stamp()
 	return len(p), nil
 }
@@ -881,9 +887,36 @@ func (f *memFile) Sync() error {
 	if err := f.fs.check(OpSync, f.name); err != nil {
 		return err
 	}
-	f.node.synced = append([]byte(nil), f.node.data...)
-	f.node.cut, f.node.cutTo = false, 0
+	f.node.sync()
 	return nil
+}
+
+// dirty notes that bytes [lo, hi) of the file were written.
+func (n *memNode) dirty(lo, hi int) {
+	hi = min(hi, len(n.synced))
+	if lo >= hi {
+		return // past the synced size: sync copies the whole tail
+	}
+	if n.dirtyHi <= n.dirtyLo {
+		n.dirtyLo, n.dirtyHi = lo, hi
+		return
+	}
+	n.dirtyLo, n.dirtyHi = min(n.dirtyLo, lo), max(n.dirtyHi, hi)
+}
+
+// sync makes the file's content its synced content.
+func (n *memNode) sync() {
+	if n.cut || len(n.data) < len(n.synced) {
+		n.synced = append([]byte(nil), n.data...)
+	} else {
+		if n.dirtyLo < n.dirtyHi {
+			copy(n.synced[n.dirtyLo:n.dirtyHi], n.data[n.dirtyLo:n.dirtyHi])
+		}
+		// No other slice shares synced's array (crash clones copy it).
+		n.synced = append(n.synced, n.data[len(n.synced):]...)
+	}
+	n.cut, n.cutTo = false, 0
+	n.dirtyLo, n.dirtyHi = 0, 0
 }
 
 func (f *memFile) Truncate(size int64) error {

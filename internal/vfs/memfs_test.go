@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"strings"
 	"sync"
@@ -1346,5 +1347,53 @@ func TestCrashCutBeforeSync(t *testing.T) {
 				assert.Equal(t, current, got, "%s: synced", mode)
 			}
 		})
+	}
+}
+
+// TestMemFSSyncKeepsExactlyTheContent: a sync copies only what changed
+// since the last one; after random writes (inside and past the synced
+// size), truncations and syncs, a KeepSynced clone holds exactly the
+// content at the last sync.
+func TestMemFSSyncKeepsExactlyTheContent(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	for round := range 200 {
+		m := NewMemFS()
+		f, err := m.OpenFile("/f", os.O_CREATE|os.O_RDWR, 0o644)
+		require.NoError(t, err)
+		require.NoError(t, m.SyncDir("/"))
+		var model, atSync []byte
+		for range 40 {
+			switch rng.IntN(6) {
+			case 0, 1, 2:
+				off := rng.IntN(len(model) + 64)
+				p := make([]byte, 1+rng.IntN(100))
+				for i := range p {
+					p[i] = byte(1 + rng.IntN(255))
+				}
+				_, err := f.WriteAt(p, int64(off))
+				require.NoError(t, err)
+				if end := off + len(p); end > len(model) {
+					model = append(model, make([]byte, end-len(model))...)
+				}
+				copy(model[off:], p)
+			case 3:
+				size := rng.IntN(len(model) + 64)
+				require.NoError(t, f.Truncate(int64(size)))
+				if size <= len(model) {
+					model = model[:size]
+				} else {
+					model = append(model, make([]byte, size-len(model))...)
+				}
+			default:
+				require.NoError(t, f.Sync())
+				atSync = append([]byte(nil), model...)
+			}
+		}
+		c := m.CrashClone(KeepSynced, 1)
+		got, err := ReadFile(c, "/f")
+		require.NoError(t, err)
+		if !assert.Equal(t, atSync, got, "round %d", round) {
+			return
+		}
 	}
 }
