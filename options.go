@@ -142,7 +142,7 @@ type Options struct {
 	// JournalSize is the size of the journal a writing Store shares
 	// among its sessions (journal/<owner>.wal under the root,
 	// preallocated when a session first commits through it; see
-	// journal.go): 0 selects DefaultJournalSize; otherwise at least 1 MiB
+	// journal.go): 0 selects DefaultJournalSize; otherwise at least 256 KiB
 	// and at most 1 GiB. Appends to every session the Store holds then
 	// share one write and one fdatasync of it, and chunks are synced at
 	// checkpoints. A negative value turns the journal off: each session

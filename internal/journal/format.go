@@ -36,8 +36,11 @@ var magic = [8]byte{'s', 's', 'j', 'o', 'u', 'r', 'n', 'l'}
 const (
 	// DefaultSize is the size of a journal file when Options.Size is 0.
 	DefaultSize = 64 << 20
-	// MinSize is the smallest journal file Create makes.
-	MinSize = 1 << 20
+	// MinSize is the smallest journal file Create makes: a quarter of it
+	// is the largest group a session commits through the journal (a
+	// larger one syncs its chunk itself), so a small journal only
+	// checkpoints and bypasses more often.
+	MinSize = 256 << 10
 	// MaxSize is the largest journal file Create makes and Read reads:
 	// the bound of every read of the format.
 	MaxSize = 1 << 30
