@@ -148,6 +148,7 @@ type storeJournal struct {
 	perm    fs.FileMode
 	dirPerm fs.FileMode
 	log     *slog.Logger
+	dead    *deadLogs
 
 	start  sync.Once // prepare
 	mu     sync.Mutex
@@ -164,7 +165,7 @@ func newStoreJournal(root string, o *Options) *storeJournal {
 	if o.ReadOnly || o.Remote != nil || o.JournalSize < 0 {
 		return nil
 	}
-	return &storeJournal{fsys: o.fs, root: root, size: o.JournalSize, perm: o.FileMode, dirPerm: o.DirMode, log: o.Logger}
+	return &storeJournal{fsys: o.fs, root: root, size: o.JournalSize, perm: o.FileMode, dirPerm: o.DirMode, log: o.Logger, dead: o.dead}
 }
 
 // writer returns the journal's writer, creating the journal on first
@@ -177,7 +178,7 @@ func (j *storeJournal) writer() *journal.Writer {
 		// First, what dead writers left (journal.go: recoverJournals):
 		// it runs once, before this Store writes through a journal of
 		// its own, so that an Open beside a live writer changes nothing.
-		if err := recoverJournals(context.Background(), j.fsys, j.root, j.perm, j.log); err != nil {
+		if err := recoverJournals(context.Background(), j.fsys, j.root, j.perm, j.log, j.dead); err != nil {
 			j.log.Error("sessionstore: dead journals not recovered", "err", err)
 		}
 		j.w, j.err = journal.Create(j.fsys, j.root, &journal.Options{Size: j.size, FileMode: j.perm, DirMode: j.dirPerm})
@@ -271,13 +272,13 @@ func (j *storeJournal) sessionPrefix(dir string) (string, error) {
 // journal, the session's records in it are written into its chunks and
 // synced, and JOURNAL is made to name none. It returns the owner
 // JOURNAL names afterwards when that is this Store's journal ("" else).
-func takeOver(ctx context.Context, fsys vfs.FS, root, dir string, mine string, perm fs.FileMode) (string, error) {
+func takeOver(ctx context.Context, fsys vfs.FS, root, dir string, mine string, perm fs.FileMode, dead *deadLogs) (string, error) {
 	owner, err := readMarker(fsys, dir)
 	var ce *CorruptionError
 	if errors.As(err, &ce) {
 		// A marker a crash damaged: whichever dead journal holds the
 		// session's records, they go into its chunks.
-		return "", takeOverAny(ctx, fsys, root, dir, mine, perm)
+		return "", takeOverAny(ctx, fsys, root, dir, mine, perm, dead)
 	}
 	if err != nil || owner == "" {
 		return "", err
@@ -292,7 +293,7 @@ func takeOver(ctx context.Context, fsys vfs.FS, root, dir string, mine string, p
 	if err != nil {
 		return "", err
 	}
-	applied, err := applyDead(ctx, fsys, root, owner, filepath.ToSlash(r)+"/")
+	applied, err := applyDead(ctx, fsys, root, owner, filepath.ToSlash(r)+"/", dead)
 	if err != nil || !applied {
 		return "", err
 	}
@@ -302,7 +303,7 @@ func takeOver(ctx context.Context, fsys vfs.FS, root, dir string, mine string, p
 // takeOverAny is takeOver for a session whose JOURNAL cannot be read:
 // every dead owner's journal under root is applied to the session, and
 // JOURNAL is made to name none.
-func takeOverAny(ctx context.Context, fsys vfs.FS, root, dir, mine string, perm fs.FileMode) error {
+func takeOverAny(ctx context.Context, fsys vfs.FS, root, dir, mine string, perm fs.FileMode, dead *deadLogs) error {
 	names, err := fsys.ReadDir(filepath.Join(root, journal.Dir))
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("sessionstore: list journals: %w", err)
@@ -316,7 +317,7 @@ func takeOverAny(ctx context.Context, fsys vfs.FS, root, dir, mine string, perm 
 		if !ok || !isOwnerID(owner) || owner == mine {
 			continue
 		}
-		if _, err := applyDead(ctx, fsys, root, owner, filepath.ToSlash(r)+"/"); err != nil {
+		if _, err := applyDead(ctx, fsys, root, owner, filepath.ToSlash(r)+"/", dead); err != nil {
 			return err
 		}
 	}
@@ -326,8 +327,8 @@ func takeOverAny(ctx context.Context, fsys vfs.FS, root, dir, mine string, perm 
 // applyDead applies the records under prefix of owner's journal, if its
 // owner is dead, holding its claim: applied reports whether it did (or
 // found it had nothing to), false when the owner is alive or its journal
-// is gone.
-func applyDead(ctx context.Context, fsys vfs.FS, root, owner, prefix string) (applied bool, err error) {
+// is gone. It reads the journal through dead (nil: no cache).
+func applyDead(ctx context.Context, fsys vfs.FS, root, owner, prefix string, dead *deadLogs) (applied bool, err error) {
 	c, err := journal.Take(ctx, fsys, root, owner)
 	if errors.Is(err, journal.ErrOwnerAlive) {
 		return false, nil
@@ -336,7 +337,7 @@ func applyDead(ctx context.Context, fsys vfs.FS, root, owner, prefix string) (ap
 		return false, fmt.Errorf("sessionstore: claim journal %s: %w", journal.WALPath(root, owner), err)
 	}
 	defer c.Release()
-	log, err := c.Read()
+	log, err := dead.read(fsys, root, c, owner)
 	if errors.Is(err, fs.ErrNotExist) {
 		return false, c.Remove() // removed meanwhile: only its lock files were left
 	}
@@ -347,6 +348,58 @@ func applyDead(ctx context.Context, fsys vfs.FS, root, owner, prefix string) (ap
 		return false, fmt.Errorf("sessionstore: replay journal %s into %s: %w", journal.WALPath(root, owner), prefix, err)
 	}
 	return true, nil
+}
+
+// deadLogs keeps the dead journal a take-over read last, so that taking
+// over the many sessions one dead writer left reads its journal once, not
+// once a session (a 64 MiB journal read again for each of a thousand
+// sessions opened after a crash). A dead owner's journal never changes:
+// only a replayer holding its claim removes it, and owner ids are never
+// reused, so the log read stays right for as long as the file exists,
+// which read checks under the claim. One log is kept: a crash leaves one
+// dead journal per process that was writing.
+type deadLogs struct {
+	mu    sync.Mutex
+	owner string
+	log   *journal.Log
+	reads int // journal reads, for tests
+}
+
+// read returns the log of owner's journal under root, whose claim c the
+// caller holds; fs.ErrNotExist when the file is gone. A nil d reads every
+// time.
+func (d *deadLogs) read(fsys vfs.FS, root string, c *journal.Claim, owner string) (*journal.Log, error) {
+	if d == nil {
+		return c.Read()
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.owner == owner && d.log != nil {
+		if _, err := fsys.Stat(journal.WALPath(root, owner)); err != nil {
+			d.owner, d.log = "", nil
+			return nil, err
+		}
+		return d.log, nil
+	}
+	log, err := c.Read()
+	d.reads++
+	if err != nil {
+		return nil, err
+	}
+	d.owner, d.log = owner, log
+	return log, nil
+}
+
+// forget drops owner's log: its journal was removed.
+func (d *deadLogs) forget(owner string) {
+	if d == nil {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.owner == owner {
+		d.owner, d.log = "", nil
+	}
 }
 
 // settleDead makes the records under prefix of a dead owner's journal
@@ -391,7 +444,7 @@ func journalErr(err error) error {
 // writing Store's Open. A journal it cannot claim (its owner alive, or
 // another process replaying it) is left; one it cannot read is left and
 // logged (the sessions it covers report it when opened).
-func recoverJournals(ctx context.Context, fsys vfs.FS, root string, perm fs.FileMode, log *slog.Logger) error {
+func recoverJournals(ctx context.Context, fsys vfs.FS, root string, perm fs.FileMode, log *slog.Logger, dead *deadLogs) error {
 	names, err := fsys.ReadDir(filepath.Join(root, journal.Dir))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -404,7 +457,7 @@ func recoverJournals(ctx context.Context, fsys vfs.FS, root string, perm fs.File
 		if !ok || !isOwnerID(owner) {
 			continue
 		}
-		if err := recoverJournal(ctx, fsys, root, owner, perm); err != nil {
+		if err := recoverJournal(ctx, fsys, root, owner, perm, dead); err != nil {
 			log.Error("sessionstore: dead journal left for its sessions to replay", "path", journal.WALPath(root, owner), "err", err)
 		}
 	}
@@ -412,7 +465,7 @@ func recoverJournals(ctx context.Context, fsys vfs.FS, root string, perm fs.File
 }
 
 // recoverJournal is recoverJournals for one journal.
-func recoverJournal(ctx context.Context, fsys vfs.FS, root, owner string, perm fs.FileMode) error {
+func recoverJournal(ctx context.Context, fsys vfs.FS, root, owner string, perm fs.FileMode, dead *deadLogs) error {
 	c, err := journal.Take(ctx, fsys, root, owner)
 	if errors.Is(err, journal.ErrOwnerAlive) {
 		return nil
@@ -421,7 +474,8 @@ func recoverJournal(ctx context.Context, fsys vfs.FS, root, owner string, perm f
 		return err
 	}
 	defer c.Release()
-	jl, err := c.Read()
+	defer dead.forget(owner)
+	jl, err := dead.read(fsys, root, c, owner)
 	if errors.Is(err, fs.ErrNotExist) {
 		return c.Remove()
 	}

@@ -97,6 +97,7 @@ func TestJournalAcknowledgedAfterPowerLoss(t *testing.T) {
 			require.NoError(t, err)
 			assert.Empty(t, owner, "JOURNAL names none once replayed")
 		}
+		assert.Equal(t, 1, w.opts.dead.reads, "the dead journal is read once for all its sessions")
 		for _, id := range ids {
 			ev, err := w.Append(context.Background(), id, UserText("after"))
 			require.NoError(t, err)

@@ -365,7 +365,7 @@ func (h *openSession) open(ctx context.Context, lockSession func(string) (io.Clo
 		// A dead writer's journal may hold acknowledged records the
 		// chunks lack: they go in first (journal.go).
 		root := filepath.Dir(filepath.Dir(h.dir))
-		if h.jmark, err = takeOver(ctx, fsys, root, h.dir, h.opts.jr.current(), h.opts.FileMode); err != nil {
+		if h.jmark, err = takeOver(ctx, fsys, root, h.dir, h.opts.jr.current(), h.opts.FileMode, h.opts.dead); err != nil {
 			return err
 		}
 	}

@@ -158,6 +158,7 @@ type Options struct {
 	fetch            *fetchFS  // set by Open with a Remote: fs, which fetches deferred chunks
 	fs               vfs.FS
 	jr               *storeJournal // set by Open for a writing store: the shared journal (journal.go)
+	dead             *deadLogs     // set by Open: the dead journal take-overs last read (journal.go)
 	now              func() time.Time
 	newID            func() (uuid.UUID, error)
 }

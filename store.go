@@ -110,6 +110,7 @@ func Open(dir string, opts *Options) (*Store, error) {
 	}
 	// The journal this Store's sessions share (journal.go): made, and
 	// what dead writers left in theirs recovered, on the first commit.
+	o.dead = &deadLogs{}
 	o.jr = newStoreJournal(dir, &o)
 	s := newStore(dir, o)
 	s.purgeTrash() // what a crash left of a Delete (delete.go)

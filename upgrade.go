@@ -271,7 +271,7 @@ func (s *Store) rewriteSession(ctx context.Context, id uuid.UUID, job rewriteJob
 	defer lk.Close()
 	// A dead writer's journal holds records the chunks may lack: they
 	// go into the chunks before the rewrite reads them (journal.go).
-	if _, err := takeOver(ctx, fsys, s.dir, dir, s.opts.jr.current(), s.opts.FileMode); err != nil {
+	if _, err := takeOver(ctx, fsys, s.dir, dir, s.opts.jr.current(), s.opts.FileMode, s.opts.dead); err != nil {
 		return err
 	}
 	meta, format, err := readMeta(fsys, dir, id)
