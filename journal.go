@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/sessionstore/sessionstore/internal/journal"
+	"github.com/sessionstore/sessionstore/internal/layout"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 )
 
@@ -53,7 +54,7 @@ import (
 
 // markerName is a session's file naming the journal that may hold its
 // records; part of the format.
-const markerName = "JOURNAL"
+const markerName = layout.JournalMarker
 
 // markerSize is the size of a JOURNAL file: an owner id (or markerNone)
 // and a newline.

@@ -34,6 +34,9 @@ const (
 	LockFile    = "LOCK"
 	LanesFile   = "lanes.json"
 	RemoteState = "remote.json"
+	// JournalMarker names the journal that may hold the session's
+	// records not yet synced in its chunks (see the root's journal.go).
+	JournalMarker = "JOURNAL"
 )
 
 // Chunk files are named by a zero-padded decimal sequence number:
