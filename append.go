@@ -291,6 +291,10 @@ func (h *openSession) writeBatch(ctx context.Context, batch []pendingEvent, pls 
 		if err := h.settle(); err != nil {
 			return nil, nil, err
 		}
+		h.writeIndex() // the full chunk's lines, before the new chunk's
+		if err := h.failedErr(); err != nil {
+			return nil, nil, err
+		}
 		if err := h.chunks.rotate(); err != nil {
 			if errors.Is(err, errUnsynced) {
 				h.becomeFailed(err)

@@ -395,7 +395,8 @@ func (h *openSession) failGroups(g *commitGroup, err error) {
 }
 
 // publish moves the first n in-flight records, now durable, into the
-// in-memory index, writes their index lines, hands them to subscribers and
+// in-memory index, adds their index lines (index.File holds them and
+// writes them in batches: see writeIndex), hands them to subscribers and
 // wakes the waiters.
 func (h *openSession) publish(n int) {
 	defer h.pipe.synced.Broadcast()
@@ -429,6 +430,24 @@ func (h *openSession) publish(n int) {
 		h.opts.Logger.Error("sessionstore: index write failed; session stops writing until reopened", "session", h.id, "err", err)
 	}
 	h.hub.settled(h.id, events)
+}
+
+// writeIndex writes the index lines h.index holds, with h.mu held: at a
+// checkpoint of the session's files (a new chunk, Flush and the close
+// write them too, through index.File's Sync and Close), and before Verify
+// reads the files. Until then index.jsonl lags the chunk by up to
+// index.HoldLines records, which every reader finds in the chunk past the
+// index's end, as after a crash (the root package's doc.go). A failed
+// write stops the session's writes, as in publish: the events are
+// durable, and the next open rebuilds the lines.
+func (h *openSession) writeIndex() {
+	if h.index == nil {
+		return
+	}
+	if err := h.index.Flush(); err != nil {
+		h.becomeFailed(err)
+		h.opts.Logger.Error("sessionstore: index write failed; session stops writing until reopened", "session", h.id, "err", err)
+	}
 }
 
 // flush is Flush with h.mu held.

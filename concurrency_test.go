@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sessionstore/sessionstore/internal/index"
 	"github.com/sessionstore/sessionstore/internal/journal"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 )
@@ -689,7 +690,7 @@ func TestIndexWriteFailureDropsQueuedRecords(t *testing.T) {
 	defer release() // before Close, which waits for the held append
 	meta, err := s.Create(ctx, Meta{Name: "index fails"})
 	require.NoError(t, err)
-	appendN(t, s, meta.ID, 2)
+	appendN(t, s, meta.ID, index.HoldLines-1) // the next line makes the index's batch written
 	m.SetFault(func(op vfs.Op, path string) error {
 		if op == vfs.OpWrite && strings.HasSuffix(path, indexName) {
 			return errors.New("injected EIO")

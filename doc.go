@@ -293,15 +293,20 @@
 // in the next sync, doubling what a large record's sync writes. The
 // directory is
 // synced only when a new chunk file is created, before any record is
-// written to it. The index line is written after the sync and not synced
-// itself, and the HEAD file is not touched. This is safe because both are
-// derived from the chunks:
+// written to it. The index line is added after the sync and not synced
+// itself: an open session holds its index lines in memory and writes
+// them in batches (one write per 64 lines, or per 128 KiB of records they
+// describe, and at a new chunk, Flush, Close and Verify), so index.jsonl
+// lags the chunk by up to that many acknowledged events, which readers
+// find in the chunk past the index's end, as after a crash. The HEAD file
+// is not touched. This is safe because both are derived from the chunks:
 //
 //   - The chunks hold every record in append order, each record naming its
 //     parent; the index holds nothing the chunks lack but the records'
 //     positions, which a scan recovers.
 //   - An index line is written only after its record is durable, so the
-//     index can lag the chunks after a crash but never lead them.
+//     index can lag the chunks (while a writer holds lines, or after a
+//     crash) but never lead them.
 //     Reconciliation scans the chunks from the end of the last valid index
 //     line, so its cost follows the unindexed tail, not the session. A
 //     sealed chunk's embedded lines are written with it, before it

@@ -224,8 +224,9 @@ func sealedTip(fsys vfs.FS, dir string, newest uint32) (entry, bool) {
 
 // followTail returns the newest record of the newest chunk from last on,
 // for a reader: records after the last index line are a writer's appends
-// in flight (an Append writes its index line before it returns), or
-// durable ones whose index lines a crash lost, which a reader must show.
+// in flight, acknowledged ones whose index lines the writer still holds
+// (it writes them in batches: index.File), or durable ones whose index
+// lines a crash lost, which a reader must show.
 // It walks the rest of the chunk as reconciliation does (walkRecords): a
 // torn tail, or a hole and everything after it, ends the records, and an
 // invalid record followed by a valid one makes it report false (the

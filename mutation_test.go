@@ -274,6 +274,17 @@ var mutations = []mutation{
 		"a replayed file holds the journal's records durably when Apply returns"},
 	{"journal: skip the directory sync of Remove", "internal/journal/reader.go", "func (c *Claim) Remove(", "return c.fsys.SyncDir(filepath.Join(c.root, Dir))", "return nil",
 		"a removed journal, whose records may be stale, does not come back after a crash"},
+	{"journal: checkpoint groups whose applies have not returned", "internal/journal/writer.go", "func (w *Writer) checkpoint(",
+		"w.groups[k].applying.Load() == 0", "w.groups[k].applying.Load() >= 0",
+		"a checkpoint frees only records whose files it synced after they were written there"},
+
+	// The index lines an open session holds (internal/index: File).
+	{"index: write the held lines again after a rewrite", "internal/index/file.go", "func (x *File) Reset(",
+		"x.held, x.heldLines, x.heldBytes = x.held[:0], 0, 0 // es has their lines", "_ = 0 // es has their lines",
+		"index.jsonl names each record once, in log order"},
+	{"index: leave the held lines unwritten at Close", "internal/index/file.go", "func (x *File) Close(",
+		"errors.Join(x.Flush(), x.f.Close())", "x.f.Close()",
+		"a closed session's index.jsonl has a line for every event of its plain chunks"},
 }
 
 // mutationCatchers names, for each mutation, a test that caught it when
@@ -360,6 +371,9 @@ var mutationCatchers = map[string]string{
 	"journal: skip the sync of the preallocated file":                     "TestSyncCreateThenCrash",
 	"journal: skip the directory sync after creating the file":            "TestSyncCreateThenCrash",
 	"journal: skip the commit group's fdatasync":                          "TestSyncCreateThenCrash",
+	"journal: checkpoint groups whose applies have not returned":          "TestCrashAtEveryOperation",
+	"index: write the held lines again after a rewrite":                   "TestIndexFileHoldsLines",
+	"index: leave the held lines unwritten at Close":                      "TestIndexLinesWrittenInBatches",
 	"journal: skip the sync of a checkpoint's files":                      "TestCrashAtEveryOperation",
 	"journal: skip the sync of a checkpoint's header":                     "TestCrashAtEveryOperation",
 	"journal: skip the sync of a replayed file":                           "TestSyncReplayThenCrash",

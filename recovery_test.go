@@ -546,7 +546,7 @@ func TestWriteFaults(t *testing.T) {
 	})
 	t.Run("index write failure acknowledges the durable event", func(t *testing.T) {
 		m, s, id := memSession(t, Options{JournalSize: -1})
-		evs := appendN(t, s, id, 2)
+		evs := appendN(t, s, id, index.HoldLines-1) // the next line makes the index's batch written
 		m.SetFault(func(op vfs.Op, path string) error {
 			if op == vfs.OpWrite && strings.HasSuffix(path, indexName) {
 				return syscall.EIO

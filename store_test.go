@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sessionstore/sessionstore/internal/index"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 )
 
@@ -902,6 +903,10 @@ func TestAPISessionFailed(t *testing.T) {
 		acked bool
 		// sticky says whether the session refuses writes afterwards.
 		sticky bool
+		// fill appends events before the second Append until its index
+		// line is the one that makes index.jsonl's batch (index.HoldLines)
+		// written.
+		fill bool
 	}{
 		{
 			name: "chunk sync fails",
@@ -923,6 +928,7 @@ func TestAPISessionFailed(t *testing.T) {
 			},
 			acked:  true,
 			sticky: true,
+			fill:   true,
 		},
 		{
 			name: "chunk write fails and is cut back",
@@ -940,7 +946,11 @@ func TestAPISessionFailed(t *testing.T) {
 			mem := vfs.NewMemFS()
 			s := apiOpen(t, "/store", &Options{JournalSize: -1, fs: mem})
 			id := apiNewSession(t, s)
-			first := apiAppend(t, s, id, UserText("first"))
+			prior := []Event{apiAppend(t, s, id, UserText("first"))}
+			for tc.fill && len(prior) < index.HoldLines-1 {
+				prior = append(prior, apiAppend(t, s, id, UserText("fill")))
+			}
+			first := prior[len(prior)-1]
 
 			mem.SetFault(tc.fault)
 			second, err := s.Append(ctx, id, UserText("second"))
@@ -964,7 +974,7 @@ func TestAPISessionFailed(t *testing.T) {
 			}
 
 			// Acknowledged events stay readable.
-			want := []Event{first}
+			want := append([]Event(nil), prior...)
 			if tc.acked {
 				want = append(want, second)
 			}

@@ -96,8 +96,9 @@ func (r *VerifyReport) problem(err *CorruptionError) {
 // has moved on, and checks again, a few times at most, when it found a
 // problem while the session changed. It reads the whole session: its cost
 // is proportional to the session's size. If this Store has the session
-// open, Verify first waits for any chunk being sealed in the background,
-// so that a sealing in progress does not show as a repair to make.
+// open, Verify first waits for any chunk being sealed in the background
+// and writes the index lines the session holds (they are written in
+// batches), so that neither shows as a repair to make.
 //
 // Corruption is reported in the VerifyReport, not as an error. Errors:
 // ErrNotFound, ErrUnsupportedFormat, ErrClosed, context errors, and I/O
@@ -111,6 +112,7 @@ func (s *Store) Verify(ctx context.Context, session uuid.UUID) (*VerifyReport, e
 		h.mu.Lock()
 		if h.usable() == nil {
 			h.chunks.awaitSealing()
+			h.writeIndex() // the lines it holds: Verify reads the files
 		}
 		h.mu.Unlock()
 	}

@@ -11,7 +11,9 @@
 // exactly the entries held.
 //
 // index.jsonl is derived: its lines (internal/eventline's index lines)
-// are written after the records they describe are durable, and are not
+// are written after the records they describe are durable, in batches (a
+// File holds up to HoldLines lines, or lines for HoldBytes of records,
+// before one write: so the file lags the chunks meanwhile), and are not
 // synced but by Sync, so a crash can leave any prefix of the lines
 // written, a torn last line, or, during Reset, the old file or the new
 // one whole (Reset replaces it atomically, internal/durable); never old

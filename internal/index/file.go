@@ -18,8 +18,14 @@ import (
 )
 
 // File is the open index.jsonl of a writable session. Lines are
-// written after the record they describe is durable and are not synced:
+// added after the record they describe is durable and are not synced:
 // reconciliation rebuilds whatever a crash loses (the root package's doc.go).
+// Append holds the lines in memory and writes them, all held lines with
+// one write, once they are HoldLines lines or describe HoldBytes of
+// records; Flush, Sync and Close write them too, and Reset drops them
+// (the lines it writes include theirs). So the file can lag the chunks by
+// up to that many records while a writer appends, as it can after a
+// crash: readers find the records past the index's end in the chunks.
 //
 // After a failed write the file is left alone for good (err): it may end
 // in a torn line, or, after a failed rewrite, hold its old lines or the
@@ -36,7 +42,19 @@ type File struct {
 	size int64
 	buf  []byte
 	err  error // the first failed write; nothing is written after it
+
+	held      []byte // lines appended and not yet written
+	heldLines int    // lines in held
+	heldBytes int64  // bytes of the records they describe
 }
+
+// HoldLines and HoldBytes bound what Append holds before it writes: the
+// lines, and the bytes of the records they describe (what a reader scans
+// in the chunk past the index's end).
+const (
+	HoldLines = 64
+	HoldBytes = 128 << 10
+)
 
 // OpenFile opens (or creates) the index file at path for appending at
 // size, the end of its valid lines.
@@ -48,17 +66,38 @@ func OpenFile(fsys vfs.FS, path string, size int64, perm os.FileMode) (*File, er
 	return &File{fsys: fsys, path: path, perm: perm, f: f, size: size}, nil
 }
 
-// Append writes the index lines of es at the end of the file.
+// Append adds the index lines of es after those added before. It holds
+// them in memory, and writes every line it holds with one write once they
+// are HoldLines or more, or describe HoldBytes or more of records. An
+// error is that of the write (the lines held are then lost for good: the
+// file keeps its valid prefix, and writes nothing more).
 func (x *File) Append(es ...*eventline.Entry) error {
 	if x.err != nil {
 		return x.err
 	}
-	x.buf = x.buf[:0]
 	for _, e := range es {
-		x.buf = eventline.AppendIndex(x.buf, e)
+		x.held = eventline.AppendIndex(x.held, e)
+		x.heldBytes += int64(e.Loc.Length)
 	}
-	n, err := x.f.WriteAt(x.buf, x.size)
+	x.heldLines += len(es)
+	if x.heldLines < HoldLines && x.heldBytes < HoldBytes {
+		return nil
+	}
+	return x.Flush()
+}
+
+// Held reports how many lines Append holds, not yet written.
+func (x *File) Held() int { return x.heldLines }
+
+// Flush writes the lines Append holds at the end of the file, with one
+// write, without a sync.
+func (x *File) Flush() error {
+	if x.heldLines == 0 {
+		return nil
+	}
+	n, err := x.f.WriteAt(x.held, x.size)
 	x.size += int64(n)
+	x.held, x.heldLines, x.heldBytes = x.held[:0], 0, 0
 	if err != nil {
 		x.err = fmt.Errorf("sessionstore: write index: %w", err)
 		return x.err
@@ -94,17 +133,25 @@ func (x *File) Reset(es []eventline.Entry) error {
 	}
 	x.f.Close() // the replaced file, which nothing reads or writes any more
 	x.f, x.size = f, int64(len(x.buf))
+	x.held, x.heldLines, x.heldBytes = x.held[:0], 0, 0 // es has their lines
 	return nil
 }
 
-// Sync makes the lines written so far durable (fdatasync).
-func (x *File) Sync() error { return x.f.Sync() }
+// Sync writes the lines Append holds and makes every line written durable
+// (fdatasync).
+func (x *File) Sync() error {
+	if err := x.Flush(); err != nil {
+		return err
+	}
+	return x.f.Sync()
+}
 
 // Path is the file's path.
 func (x *File) Path() string { return x.path }
 
-// Close closes the file.
-func (x *File) Close() error { return x.f.Close() }
+// Close writes the lines Append holds, without a sync, and closes the
+// file.
+func (x *File) Close() error { return errors.Join(x.Flush(), x.f.Close()) }
 
 // Scan is what Read found.
 type Scan struct {

@@ -143,7 +143,8 @@ func TestIndexFileStopsAfterFailedWrite(t *testing.T) {
 				return nil
 			})
 			if failing == "append" {
-				require.ErrorIs(t, x.Append(&es[2]), injected)
+				require.NoError(t, x.Append(&es[2]), "held, not written yet")
+				require.ErrorIs(t, x.Flush(), injected)
 			} else {
 				require.ErrorIs(t, x.Reset(es[1:3]), injected)
 			}
@@ -157,6 +158,87 @@ func TestIndexFileStopsAfterFailedWrite(t *testing.T) {
 			assert.Equal(t, string(before), string(after), "nothing written after the failure")
 		})
 	}
+}
+
+// TestIndexFileHoldsLines: Append holds the lines and writes them all
+// with one write once they are HoldLines, or describe HoldBytes of
+// records; Flush, Sync and Close write what it holds; Reset drops it, its
+// lines being among those Reset writes. The file always holds a prefix of
+// the lines appended, in order.
+func TestIndexFileHoldsLines(t *testing.T) {
+	entries := func(n int, length uint32) []eventline.Entry {
+		es := make([]eventline.Entry, n)
+		var parent uuid.UUID
+		for i := range es {
+			es[i] = eventline.Entry{Header: eventline.Header{ID: uuid.New(), ParentID: parent, Kind: 1}, Size: 2, Loc: eventline.Location{Offset: int64(i) * int64(length), Length: length}}
+			parent = es[i].ID
+		}
+		return es
+	}
+	open := func(t *testing.T) (*vfs.MemFS, *File, *int) {
+		m := vfs.NewMemFS()
+		require.NoError(t, m.MkdirAll("/s", 0o700))
+		writes := new(int)
+		m.SetFault(func(op vfs.Op, path string) error {
+			if op == vfs.OpWrite && path == "/s/index.jsonl" {
+				*writes++
+			}
+			return nil
+		})
+		x, err := OpenFile(m, "/s/index.jsonl", 0, 0o600)
+		require.NoError(t, err)
+		return m, x, writes
+	}
+	content := func(t *testing.T, m *vfs.MemFS) []byte {
+		b, err := vfs.ReadFile(m, "/s/index.jsonl")
+		require.NoError(t, err)
+		return b
+	}
+
+	t.Run("lines", func(t *testing.T) {
+		m, x, writes := open(t)
+		defer x.Close()
+		es := entries(HoldLines+3, 100)
+		for i := range HoldLines - 1 {
+			require.NoError(t, x.Append(&es[i]))
+		}
+		assert.Equal(t, 0, *writes, "nothing written below HoldLines")
+		assert.Equal(t, HoldLines-1, x.Held())
+		assert.Empty(t, content(t, m))
+		require.NoError(t, x.Append(&es[HoldLines-1]))
+		assert.Equal(t, 1, *writes, "HoldLines lines in one write")
+		assert.Equal(t, 0, x.Held())
+		assert.Equal(t, string(AppendLines(nil, es[:HoldLines])), string(content(t, m)))
+		require.NoError(t, x.Append(&es[HoldLines], &es[HoldLines+1]))
+		require.NoError(t, x.Sync())
+		assert.Equal(t, 2, *writes)
+		assert.Equal(t, string(AppendLines(nil, es[:HoldLines+2])), string(content(t, m)), "Sync writes the held lines")
+		require.NoError(t, x.Append(&es[HoldLines+2]))
+		require.NoError(t, x.Close())
+		assert.Equal(t, string(AppendLines(nil, es)), string(content(t, m)), "Close writes the held lines")
+	})
+	t.Run("bytes", func(t *testing.T) {
+		m, x, writes := open(t)
+		defer x.Close()
+		es := entries(2, HoldBytes/2)
+		require.NoError(t, x.Append(&es[0]))
+		assert.Equal(t, 0, *writes)
+		require.NoError(t, x.Append(&es[1]))
+		assert.Equal(t, 1, *writes, "lines describing HoldBytes of records are written")
+		assert.Equal(t, string(AppendLines(nil, es)), string(content(t, m)))
+	})
+	t.Run("reset", func(t *testing.T) {
+		m, x, _ := open(t)
+		defer x.Close()
+		es := entries(4, 100)
+		require.NoError(t, x.Append(&es[0], &es[1]))
+		require.NoError(t, x.Reset(es[1:3]))
+		require.NoError(t, x.Flush())
+		assert.Equal(t, string(AppendLines(nil, es[1:3])), string(content(t, m)), "Reset's lines, the held ones not again")
+		require.NoError(t, x.Append(&es[3]))
+		require.NoError(t, x.Flush())
+		assert.Equal(t, string(AppendLines(nil, es[1:])), string(content(t, m)))
+	})
 }
 
 // writeMemFile writes b, synced, as the file at path.

@@ -179,9 +179,13 @@
 //
 // Commit, Forget and Stats may be called from any number of goroutines;
 // Close waits for the calls under way and refuses later ones
-// (ErrClosed). The Writer's state is guarded by one mutex; the write and
-// the sync of a group, the applies and a checkpoint's syncs run outside
-// it.
+// (ErrClosed). The Writer's state is guarded by one mutex, but for two
+// counters a Commit lowers after its apply without it (the Commits under
+// way, and each group's applies not returned): it takes the mutex only to
+// wake the waiters when one reaches zero. A caller woken with its group
+// done reads its result without the mutex either. So a group's callers
+// do not queue on the mutex after its sync. The write and the sync of a
+// group, the applies and a checkpoint's syncs run outside it.
 //
 // # Changes from the first design
 //

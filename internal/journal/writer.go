@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/sessionstore/sessionstore/internal/vfs"
 )
@@ -109,11 +110,11 @@ type Writer struct {
 	mu   sync.Mutex
 	cond *sync.Cond // on mu: applies finished, a checkpoint ended, the leader went idle
 
-	queue   []*commit // commits waiting for a group, oldest first
-	leading bool      // a leader is forming, writing or syncing a group
-	active  int       // Commit calls between queueing and return
-	err     error     // sticky failure (wraps ErrFailed)
-	cause   error     // what caused err
+	queue   []*commit    // commits waiting for a group, oldest first
+	leading bool         // a leader is forming, writing or syncing a group
+	active  atomic.Int64 // Commit calls between queueing and return (raised under mu)
+	err     error        // sticky failure (wraps ErrFailed)
+	cause   error        // what caused err
 	closed  bool
 
 	// The ring. Virtual positions count every byte the record area has
@@ -133,10 +134,10 @@ type Writer struct {
 
 // group is a commit group made durable and not yet checkpointed.
 type group struct {
-	endOff   int64  // physical offset after it (the next group's, unless it wraps)
-	endV     int64  // virtual position after it
-	nextLSN  uint64 // lsn after its last record
-	applying int    // its commits whose apply has not returned
+	endOff   int64        // physical offset after it (the next group's, unless it wraps)
+	endV     int64        // virtual position after it
+	nextLSN  uint64       // lsn after its last record
+	applying atomic.Int64 // its commits whose apply has not returned
 	paths    map[string]struct{}
 }
 
@@ -145,8 +146,8 @@ type commit struct {
 	frames []byte
 	recs   []Record
 	wake   chan struct{} // signaled once: the commit is done, or its caller leads
-	done   bool
-	lsn    uint64 // its last record's lsn
+	done   bool          // set (under mu) before wake is signaled, by finish only
+	lsn    uint64        // its last record's lsn
 	err    error
 	grp    *group
 }
@@ -332,22 +333,21 @@ func (w *Writer) Commit(ctx context.Context, recs []Record, apply func() error) 
 		return 0, err
 	}
 	w.queue = append(w.queue, c)
-	w.active++
+	w.active.Add(1)
 	lead := !w.leading
 	w.leading = true
 	w.mu.Unlock()
 
+	// Woken, c is done (finish set done, lsn, err and grp before the
+	// signal, which orders them before these reads) or its caller leads:
+	// then nothing else touches c until its own lead finishes it.
 	if !lead {
 		<-c.wake
 	}
-	w.mu.Lock()
 	if !c.done {
-		w.mu.Unlock()
 		w.lead() // handed the lead: c is at the head of the queue
-		w.mu.Lock()
 	}
 	lsn, err := c.lsn, c.err
-	w.mu.Unlock()
 	var aerr error
 	if err == nil {
 		if apply == nil {
@@ -355,19 +355,23 @@ func (w *Writer) Commit(ctx context.Context, recs []Record, apply func() error) 
 		}
 		aerr = apply()
 	}
-	w.mu.Lock()
-	if c.grp != nil {
-		c.grp.applying--
-	}
 	if aerr != nil {
 		// The records are durable here, their files may hold them in
 		// part: the caller did not acknowledge them and makes its files
 		// whole (see ErrApply). A checkpoint may pass them.
 		err = fmt.Errorf("%w: %w", ErrApply, aerr)
 	}
-	w.active--
-	w.cond.Broadcast()
-	w.mu.Unlock()
+	// Without mu, but for the last apply of a group (a leader may wait
+	// for room: the checkpoint can now free the group) and the last
+	// Commit under way (Close waits for it): each wakes the waiters on
+	// cond, taking mu after its count fell, so that a waiter that saw the
+	// old count under mu is already waiting.
+	applied := c.grp != nil && c.grp.applying.Add(-1) == 0
+	if w.active.Add(-1) == 0 || applied {
+		w.mu.Lock()
+		w.cond.Broadcast()
+		w.mu.Unlock()
+	}
 	return lsn, err
 }
 
@@ -450,7 +454,8 @@ func (w *Writer) lead() {
 		w.handOff()
 		return
 	}
-	g := &group{endOff: off + n, nextLSN: lsn, applying: len(cs), paths: map[string]struct{}{}}
+	g := &group{endOff: off + n, nextLSN: lsn, paths: map[string]struct{}{}}
+	g.applying.Store(int64(len(cs)))
 	if g.endOff == w.size {
 		g.endOff = recordsStart
 	}
@@ -620,7 +625,7 @@ func (w *Writer) checkpoint() {
 		return
 	}
 	k := 0
-	for k < len(w.groups) && w.groups[k].applying == 0 {
+	for k < len(w.groups) && w.groups[k].applying.Load() == 0 {
 		k++
 	}
 	if k == 0 {
@@ -684,7 +689,7 @@ func (w *Writer) Close() error {
 		return nil
 	}
 	w.closed = true
-	for w.active > 0 || w.leading {
+	for w.active.Load() > 0 || w.leading {
 		w.cond.Wait()
 	}
 	w.mu.Unlock()
