@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/sessionstore/sessionstore/internal/journal"
 	"github.com/sessionstore/sessionstore/internal/layout"
@@ -151,7 +152,8 @@ type storeJournal struct {
 	log     *slog.Logger
 	dead    *deadLogs
 
-	start  sync.Once // prepare
+	start  sync.Once                      // prepare
+	ready  atomic.Pointer[journal.Writer] // w once made, until close: writer's path without mu
 	mu     sync.Mutex
 	w      *journal.Writer
 	err    error // why it could not be created: sessions sync their chunks themselves
@@ -173,6 +175,9 @@ func newStoreJournal(root string, o *Options) *storeJournal {
 // use; nil when it could not be created (logged once: sessions then sync
 // their own chunks) or the store closed.
 func (j *storeJournal) writer() *journal.Writer {
+	if w := j.ready.Load(); w != nil {
+		return w
+	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.w == nil && j.err == nil && !j.closed {
@@ -189,6 +194,9 @@ func (j *storeJournal) writer() *journal.Writer {
 	}
 	if j.closed {
 		return nil
+	}
+	if j.w != nil {
+		j.ready.Store(j.w)
 	}
 	return j.w
 }
@@ -244,6 +252,7 @@ func (j *storeJournal) close() error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.closed = true
+	j.ready.Store(nil)
 	if j.w == nil {
 		return nil
 	}
