@@ -10,12 +10,14 @@ import (
 	"sort"
 
 	"github.com/google/uuid"
+
 	"github.com/sessionstore/sessionstore/internal/vfs"
 )
 
-// openBackwards opens the catalogue for reading backwards (Backwards): the snapshot (for the caller to close) and its size, the log,
-// and the ids the log names that below accepts (all, for nil), newest
-// first: they override the snapshot. ok is false when the catalogue
+// openBackwards opens the catalogue for reading backwards (Backwards):
+// the snapshot (for the caller to close) and its size, the log, and the
+// ids the log names that below accepts (all, for nil), newest first: they
+// override the snapshot. ok is false when the catalogue
 // cannot answer: unusable, or the sessions directory's stamp is not the
 // one recorded.
 func (c *Catalogue) openBackwards(below func(uuid.UUID) bool) (f vfs.File, size int64, l *catLog, logIDs []uuid.UUID, ok bool) {

@@ -11,6 +11,7 @@ import (
 	"slices"
 
 	"github.com/google/uuid"
+
 	"github.com/sessionstore/sessionstore/internal/durable"
 	"github.com/sessionstore/sessionstore/internal/jsonl"
 	"github.com/sessionstore/sessionstore/internal/vfs"

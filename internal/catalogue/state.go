@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/google/uuid"
+
 	"github.com/sessionstore/sessionstore/internal/jsonl"
 	"github.com/sessionstore/sessionstore/internal/layout"
 	"github.com/sessionstore/sessionstore/internal/vfs"
