@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -600,4 +601,62 @@ func TestBackwards(t *testing.T) {
 	require.NoError(t, f.fsys.MkdirAll(f.sdir(uuid.Must(uuid.NewV7())), 0o700))
 	_, ok = f.newest(r, nil, 10)
 	assert.False(t, ok, "the sessions directory's stamp is not the one recorded")
+}
+
+// TestWritersAtOnce: goroutines of two Catalogues of the same files (two
+// Stores) create and update sessions at once, their appends batched; then
+// the catalogue holds every session as its session.json does, with no
+// pending record left open: every record of both is in the log (no
+// writer wrote over another's; no fold or rebuild rewrote the log from
+// the session.json files meanwhile).
+func TestWritersAtOnce(t *testing.T) {
+	f := newFixture(t)
+	cats := []*Catalogue{f.c, f.open(false)}
+	const perWriter = 7 // 224 records: no fold rewrites what the writers appended
+	errs := make(chan error, 8*perWriter)
+	var wg sync.WaitGroup
+	for w := range 8 {
+		c := cats[w%2]
+		wg.Go(func() {
+			for i := range perWriter {
+				id := uuid.Must(uuid.NewV7())
+				sdir := f.sdir(id)
+				m := Meta{ID: id, Name: fmt.Sprintf("writer %d session %d", w, i), CreatedAt: time.Unix(int64(i), 0).UTC(), UpdatedAt: time.Unix(int64(i), 0).UTC()}
+				for _, name := range []string{m.Name, m.Name + " renamed"} {
+					m.Name = name
+					if err := c.WillWrite(id, func() (bool, error) { return false, f.fsys.MkdirAll(sdir, 0o700) }); err != nil {
+						errs <- err
+						return
+					}
+					b, err := json.Marshal(m)
+					if err == nil {
+						err = durable.ReplaceFile(f.fsys, sdir, layout.MetaFile, b, 0o600)
+					}
+					if err == nil {
+						err = c.Wrote(m)
+					}
+					if err != nil {
+						errs <- err
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	want := f.scan()
+	require.Len(t, want, 8*perWriter)
+	st, err := Load(f.fsys, testRoot)
+	require.NoError(t, err)
+	assert.Zero(t, st.PendingLen(), "every pending record has its commit")
+	for _, m := range want {
+		e, ok, usable := st.Lookup(m.ID, -1)
+		require.True(t, ok && usable, "the catalogue knows %s", m.Name)
+		assert.Equal(t, m, e.Meta)
+		assert.True(t, e.Fresh(f.fsys, f.sdir(m.ID)), "with session.json's stamp")
+	}
 }
