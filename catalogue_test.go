@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -20,7 +21,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sessionstore/sessionstore/internal/jsonl"
+	"github.com/sessionstore/sessionstore/internal/catalogue"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 )
 
@@ -97,180 +98,51 @@ func checkListsAgree(t *testing.T, fsys vfs.FS, readOnly bool, msg string) {
 	assert.Equal(t, newestFirst(want, 2), recent, "%s: ListRecent (read-only %v)", msg, readOnly)
 }
 
-func TestCatalogueCodec(t *testing.T) {
+// The catalogue's files under the names the store's tests use.
+const (
+	catalogueName     = catalogue.Name
+	catalogueLogName  = catalogue.LogName
+	catalogueLockName = catalogue.LockName
+)
+
+// TestCatalogueMeta: a Meta with every member set goes into the
+// catalogue's record and comes back equal, through the catalogue's line,
+// with its times decoded as session.json's decode gives them, so that a
+// List answered from the catalogue equals one that read the files
+// (TestCatalogueCrashPoints); and the Meta the catalogue keeps shares
+// nothing with the caller's.
+func TestCatalogueMeta(t *testing.T) {
 	id := uuid.MustParse("01a02f3f-a89d-7d25-b4ac-ac89a183258d")
-	at := time.Date(2026, 8, 25, 17, 21, 23, 954897183, time.UTC)
-	full := Meta{ID: id, Name: "name", WorkingDir: "/w", Model: "m", CreatedAt: at, UpdatedAt: at.Add(time.Second), Labels: map[string]string{"b": "2", "a": "1"}}
-	tests := []struct {
-		name string
-		rec  catRecord
-		line string // the encoding without the crc suffix; "" to skip the check
-	}{
-		{"header", catRecord{kind: kindHeader, dir: stamp{5, 4096}, gen: 7},
-			`{"k":"h","dir":[5,4096],"v":2,"gen":7`},
-		{"pending", catRecord{kind: kindPending, dir: stamp{-1, 0}, id: id},
-			`{"k":"p","dir":[-1,0],"id":"01a02f3f-a89d-7d25-b4ac-ac89a183258d","file":[0,0]`},
-		{"unreadable", catRecord{kind: kindUnreadable, id: id, file: stamp{9, 301}},
-			`{"k":"u","dir":[0,0],"id":"01a02f3f-a89d-7d25-b4ac-ac89a183258d","file":[9,301]`},
-		{"entry", catRecord{kind: kindEntry, id: id, file: stamp{9, 301}, meta: full},
-			`{"k":"e","dir":[0,0],"id":"01a02f3f-a89d-7d25-b4ac-ac89a183258d","file":[9,301],"created_at":"2026-08-25T17:21:23.954897183Z","updated_at":"2026-08-25T17:21:24.954897183Z","name":"name","working_dir":"/w","model":"m","labels":{"a":"1","b":"2"}`},
-		{"commit, empty metadata", catRecord{kind: kindCommit, id: id, file: stamp{1, 2}, meta: Meta{ID: id, CreatedAt: at, UpdatedAt: at}},
-			`{"k":"c","dir":[0,0],"id":"01a02f3f-a89d-7d25-b4ac-ac89a183258d","file":[1,2],"created_at":"2026-08-25T17:21:23.954897183Z","updated_at":"2026-08-25T17:21:23.954897183Z","name":"","working_dir":"","model":"","labels":{}`},
-		{"lineage", catRecord{kind: kindEntry, id: id, file: stamp{9, 301}, meta: Meta{ID: id, CreatedAt: at, UpdatedAt: at,
-			ForkedFrom:    &ForkPoint{Session: uuid.MustParse("01a02f3f-a89d-7d25-b4ac-000000000001"), Event: uuid.MustParse("01a02f3f-a89d-7d25-b4ac-000000000002")},
-			ParentSession: uuid.MustParse("01a02f3f-a89d-7d25-b4ac-000000000003"), SpawnedBy: uuid.MustParse("01a02f3f-a89d-7d25-b4ac-000000000004"), Depth: 2}},
-			`{"k":"e","dir":[0,0],"id":"01a02f3f-a89d-7d25-b4ac-ac89a183258d","file":[9,301],"created_at":"2026-08-25T17:21:23.954897183Z","updated_at":"2026-08-25T17:21:23.954897183Z","name":"","working_dir":"","model":"","labels":{},` +
-				`"forked_from":["01a02f3f-a89d-7d25-b4ac-000000000001","01a02f3f-a89d-7d25-b4ac-000000000002"],"parent_session":"01a02f3f-a89d-7d25-b4ac-000000000003","spawned_by":"01a02f3f-a89d-7d25-b4ac-000000000004","depth":2`},
-		{"parent only", catRecord{kind: kindCommit, id: id, meta: Meta{ID: id, CreatedAt: at, UpdatedAt: at, ParentSession: uuid.MustParse("01a02f3f-a89d-7d25-b4ac-000000000003"), Depth: 1}},
-			`{"k":"c","dir":[0,0],"id":"01a02f3f-a89d-7d25-b4ac-ac89a183258d","file":[0,0],"created_at":"2026-08-25T17:21:23.954897183Z","updated_at":"2026-08-25T17:21:23.954897183Z","name":"","working_dir":"","model":"","labels":{},"parent_session":"01a02f3f-a89d-7d25-b4ac-000000000003","depth":1`},
-		{"escapes", catRecord{kind: kindEntry, id: id, meta: Meta{ID: id, Name: "a \"quoted\"\n\\ name", Model: "é ✓ \t", CreatedAt: at, UpdatedAt: at, Labels: map[string]string{"k\"": "v\x01"}}}, ""},
-		{"an offset time", catRecord{kind: kindEntry, id: id, meta: Meta{ID: id, CreatedAt: time.Date(2020, 1, 2, 3, 4, 5, 0, time.FixedZone("", 3600)), UpdatedAt: at}}, ""},
+	full := Meta{ID: id, Name: "a \"name\"", WorkingDir: "/w", Model: "m",
+		CreatedAt: time.Date(2020, 1, 2, 3, 4, 5, 6, time.FixedZone("", -7200)),
+		UpdatedAt: time.Date(2026, 8, 25, 17, 21, 23, 954897183, time.UTC),
+		Labels:    map[string]string{"b": "2", "a": "1"},
+		ForkedFrom: &ForkPoint{Session: uuid.MustParse("01a02f3f-a89d-7d25-b4ac-000000000001"),
+			Event: uuid.MustParse("01a02f3f-a89d-7d25-b4ac-000000000002")},
+		ParentSession: uuid.MustParse("01a02f3f-a89d-7d25-b4ac-000000000003"),
+		SpawnedBy:     uuid.MustParse("01a02f3f-a89d-7d25-b4ac-000000000004"), Depth: 2}
+	// Every member of Meta is set here, and the catalogue's Meta has as
+	// many: a member added to one and not the other fails this test.
+	mv := reflect.ValueOf(full)
+	for i := range mv.NumField() {
+		require.False(t, mv.Field(i).IsZero(), "Meta.%s is set", mv.Type().Field(i).Name)
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			b := appendCatRecord(nil, tt.rec)
-			require.True(t, bytes.HasSuffix(b, []byte("\n")))
-			if tt.line != "" {
-				assert.Equal(t, tt.line, string(b[:len(b)-len(`,"crc":"xxxxxxxx"}`)-1]))
-			}
-			got, err := decodeCatRecord(b[:len(b)-1])
-			require.NoError(t, err)
-			want := tt.rec
-			if hasMeta(want.kind) {
-				want.meta.ID = want.id
-				if len(want.meta.Labels) == 0 {
-					want.meta.Labels = nil
-				}
-			}
-			if !hasMeta(want.kind) {
-				want.meta = Meta{}
-			}
-			assert.Equal(t, want.kind, got.kind)
-			assert.Equal(t, want.dir, got.dir)
-			assert.Equal(t, want.gen, got.gen)
-			assert.Equal(t, want.id, got.id)
-			assert.Equal(t, want.file, got.file)
-			assert.True(t, want.meta.CreatedAt.Equal(got.meta.CreatedAt) && want.meta.UpdatedAt.Equal(got.meta.UpdatedAt))
-			want.meta.CreatedAt, want.meta.UpdatedAt = got.meta.CreatedAt, got.meta.UpdatedAt
-			assert.Equal(t, want.meta, got.meta)
-		})
-	}
+	require.Equal(t, mv.NumField(), reflect.TypeFor[catalogue.Meta]().NumField(), "the catalogue records every member of Meta")
 
-	// The times decode as session.json's decode: a List answered from the
-	// catalogue equals one that read the files (TestCatalogueCrashPoints).
-	t.Run("times as session.json", func(t *testing.T) {
-		m := full
-		m.CreatedAt = time.Date(2020, 1, 2, 3, 4, 5, 6, time.FixedZone("", -7200))
-		b, err := encodeMeta(m, formatVersion)
-		require.NoError(t, err)
-		fromFile, _, err := decodeMeta(b, id, "session.json")
-		require.NoError(t, err)
-		line := appendCatRecord(nil, catRecord{kind: kindEntry, id: id, meta: fromFile})
-		r, err := decodeCatRecord(line[:len(line)-1])
-		require.NoError(t, err)
-		assert.Equal(t, fromFile, r.meta)
-	})
+	b, err := encodeMeta(full, formatVersion)
+	require.NoError(t, err)
+	fromFile, _, err := decodeMeta(b, id, "session.json")
+	require.NoError(t, err)
+	line := catalogue.AppendRecord(nil, catalogue.Record{Kind: catalogue.KindEntry, ID: id, Meta: catMeta(fromFile)})
+	r, err := catalogue.DecodeRecord(line[:len(line)-1])
+	require.NoError(t, err)
+	assert.Equal(t, fromFile, metaOf(r.Meta))
 
-	good := appendCatRecord(nil, catRecord{kind: kindEntry, id: id, meta: full})
-	good = good[:len(good)-1]
-	reseal := func(body string) []byte { return bytes.TrimSuffix(jsonl.Seal(nil, []byte(body)), []byte("\n")) }
-	bad := []struct {
-		name string
-		line []byte
-	}{
-		{"empty", nil},
-		{"a changed byte", func() []byte { b := bytes.Clone(good); b[20] ^= 1; return b }()},
-		{"cut short", good[:len(good)-3]},
-		{"unknown kind", reseal(`{"k":"x","dir":[0,0],"id":"01a02f3f-a89d-7d25-b4ac-ac89a183258d","file":[0,0]}`)},
-		{"unknown version", reseal(`{"k":"h","dir":[0,0],"v":3,"gen":1}`)},
-		{"format 1 header", reseal(`{"k":"h","dir":[0,0],"v":1,"gen":1}`)},
-		{"zero depth written", reseal(lineageLine(`,"depth":0`))},
-		{"zero parent written", reseal(lineageLine(`,"parent_session":"00000000-0000-0000-0000-000000000000"`))},
-		{"lineage out of order", reseal(lineageLine(`,"depth":1,"parent_session":"01a02f3f-a89d-7d25-b4ac-000000000003"`))},
-		{"upper-case parent", reseal(lineageLine(`,"parent_session":"01A02F3F-A89D-7D25-B4AC-000000000003"`))},
-		{"forked_from cut", reseal(lineageLine(`,"forked_from":["01a02f3f-a89d-7d25-b4ac-000000000001"]`))},
-		{"depth too large", reseal(lineageLine(`,"depth":99999999999`))},
-		{"upper-case id", reseal(`{"k":"p","dir":[0,0],"id":"01A02F3F-A89D-7D25-B4AC-AC89A183258D","file":[0,0]}`)},
-		{"a member more", reseal(`{"k":"p","dir":[0,0],"id":"01a02f3f-a89d-7d25-b4ac-ac89a183258d","file":[0,0],"x":1}`)},
-		{"members out of order", reseal(`{"k":"p","id":"01a02f3f-a89d-7d25-b4ac-ac89a183258d","dir":[0,0],"file":[0,0]}`)},
-		{"bad time", reseal(`{"k":"c","dir":[0,0],"id":"01a02f3f-a89d-7d25-b4ac-ac89a183258d","file":[0,0],"created_at":"yesterday","updated_at":"2026-08-25T17:21:23Z","name":"","working_dir":"","model":"","labels":{}}`)},
-		{"bad escape", reseal(`{"k":"c","dir":[0,0],"id":"01a02f3f-a89d-7d25-b4ac-ac89a183258d","file":[0,0],"created_at":"2026-08-25T17:21:23Z","updated_at":"2026-08-25T17:21:23Z","name":"\q","working_dir":"","model":"","labels":{}}`)},
-		{"unterminated labels", reseal(`{"k":"c","dir":[0,0],"id":"01a02f3f-a89d-7d25-b4ac-ac89a183258d","file":[0,0],"created_at":"2026-08-25T17:21:23Z","updated_at":"2026-08-25T17:21:23Z","name":"","working_dir":"","model":"","labels":{"a":"b"}`)},
-	}
-	for _, tt := range bad {
-		t.Run("refused: "+tt.name, func(t *testing.T) {
-			_, err := decodeCatRecord(tt.line)
-			assert.Error(t, err)
-		})
-	}
-}
-
-// lineageLine is a commit line's body with the lineage members given.
-func lineageLine(lineage string) string {
-	return `{"k":"c","dir":[0,0],"id":"01a02f3f-a89d-7d25-b4ac-ac89a183258d","file":[0,0],"created_at":"2026-08-25T17:21:23Z","updated_at":"2026-08-25T17:21:23Z","name":"","working_dir":"","model":"","labels":{}` + lineage + `}`
-}
-
-func FuzzCatalogueRecord(f *testing.F) {
-	id := uuid.MustParse("01a02f3f-a89d-7d25-b4ac-ac89a183258d")
-	at := time.Date(2026, 8, 25, 17, 21, 23, 954897183, time.UTC)
-	for _, r := range []catRecord{
-		{kind: kindHeader, gen: 3, dir: stamp{1, 2}},
-		{kind: kindPending, id: id},
-		{kind: kindUnreadable, id: id, file: stamp{3, 4}},
-		{kind: kindCommit, id: id, meta: Meta{Name: "n \"q\"", CreatedAt: at, UpdatedAt: at, Labels: map[string]string{"a": "b", "c": "\\"}}},
-		{kind: kindEntry, id: id, meta: Meta{CreatedAt: at, UpdatedAt: at, ForkedFrom: &ForkPoint{Session: id, Event: id}, ParentSession: id, SpawnedBy: id, Depth: 3}},
-	} {
-		b := appendCatRecord(nil, r)
-		f.Add(b[:len(b)-1])
-	}
-	f.Add([]byte(`{"k":"e"}`))
-	f.Fuzz(func(t *testing.T, line []byte) {
-		r, err := decodeCatRecord(line)
-		if err != nil {
-			return
-		}
-		// What decodes encodes back to a line that decodes the same.
-		b := appendCatRecord(nil, r)
-		again, err := decodeCatRecord(b[:len(b)-1])
-		require.NoError(t, err)
-		require.Equal(t, r.kind, again.kind)
-		require.Equal(t, r.id, again.id)
-		require.Equal(t, r.file, again.file)
-		require.Equal(t, r.dir, again.dir)
-		require.Equal(t, r.gen, again.gen)
-		if hasMeta(r.kind) {
-			require.Equal(t, r.meta.Name, again.meta.Name)
-			require.Equal(t, r.meta.Labels, again.meta.Labels)
-			require.Equal(t, r.meta.ForkedFrom, again.meta.ForkedFrom)
-			require.Equal(t, r.meta.ParentSession, again.meta.ParentSession)
-			require.Equal(t, r.meta.SpawnedBy, again.meta.SpawnedBy)
-			require.Equal(t, r.meta.Depth, again.meta.Depth)
-			require.True(t, r.meta.UpdatedAt.Equal(again.meta.UpdatedAt))
-		}
-	})
-}
-
-// TestParseUTC: the fast path gives what time.Parse gives, and leaves to
-// it what it does not know.
-func TestParseUTC(t *testing.T) {
-	for _, in := range []string{
-		"2026-08-25T17:21:23.954897183Z", "2026-08-25T17:21:23Z", "2026-08-25T17:21:23.5Z", "0001-01-01T00:00:00Z",
-		"9999-12-31T23:59:59.999999999Z", "2024-02-29T00:00:00Z", "2026-08-25T17:21:23.000000001Z",
-	} {
-		want, err := time.Parse(time.RFC3339Nano, in)
-		require.NoError(t, err)
-		got, ok := parseUTC([]byte(in))
-		require.True(t, ok, in)
-		assert.Equal(t, want, got, in)
-		assert.Equal(t, in, got.Format(time.RFC3339Nano))
-	}
-	for _, in := range []string{
-		"2026-08-25T17:21:23+02:00", "2026-02-30T00:00:00Z", "2026-13-01T00:00:00Z", "2026-08-25T24:00:00Z",
-		"2026-08-25T17:21:23.50Z", "2026-08-25T17:21:23.Z", "2026-08-25 17:21:23Z", "2026-08-25T17:21:2xZ", "short",
-	} {
-		_, ok := parseUTC([]byte(in))
-		assert.False(t, ok, in)
-	}
+	kept := catMeta(full)
+	full.Labels["a"] = "changed"
+	full.ForkedFrom.Event = uuid.Nil
+	assert.Equal(t, "1", kept.Labels["a"], "the catalogue's copy keeps its labels")
+	assert.Equal(t, uuid.MustParse("01a02f3f-a89d-7d25-b4ac-000000000002"), kept.ForkedFrom.Event, "and its fork point")
 }
 
 // catalogueWorkload is what the crash and fault tests run: Creates, an
@@ -480,7 +352,7 @@ func TestCatalogueDisagrees(t *testing.T) {
 				writeMemFile(t, m, path, b)
 				checkListsAgree(t, m, true, fmt.Sprintf("%s byte %d", path, at))
 				checkListsAgree(t, m, false, fmt.Sprintf("%s byte %d", path, at))
-				_, err := loadCatState(m, memRoot)
+				_, err := catalogue.Load(m, memRoot)
 				assert.NoError(t, err, "the writer rebuilt the catalogue")
 				writeMemFile(t, m, path, orig)
 			}
@@ -517,9 +389,9 @@ func TestCatalogueDisagrees(t *testing.T) {
 		// The catalogue as it was before: the new session is unknown to it.
 		writeMemFile(t, m, catPath, catBytes)
 		writeMemFile(t, m, logPath, logBytes)
-		st, err := loadCatState(m, memRoot)
+		st, err := catalogue.Load(m, memRoot)
 		require.NoError(t, err)
-		_, known, _ := st.lookup(extra.ID, -1)
+		_, known, _ := st.Lookup(extra.ID, -1)
 		require.False(t, known)
 		checkListsAgree(t, m, true, "added")
 		r := openMem(t, m, Options{ReadOnly: true})
@@ -534,18 +406,20 @@ func TestCatalogueDisagrees(t *testing.T) {
 	t.Run("a pending record without its commit", func(t *testing.T) {
 		m, metas := catalogueStore(t, 2)
 		victim := metas[1]
-		st, err := statStamp(m, sessionPath(victim.ID, metaFile))
+		info, err := m.Stat(sessionPath(victim.ID, metaFile))
 		require.NoError(t, err)
+		st := catalogue.StampOf(info)
+		dirInfo, err := m.Stat(filepath.Join(memRoot, sessionsDir))
+		require.NoError(t, err)
+		dir := catalogue.StampOf(dirInfo) // as the log's last record says
 		// A commit that matches session.json's stamp but not its content,
 		// then a pending record: only the pending record keeps a reader
 		// from believing the commit.
 		wrong := victim
 		wrong.Name = "not what session.json holds"
-		l, err := readCatLog(m, memRoot)
-		require.NoError(t, err)
 		b, err := vfs.ReadFile(m, logPath)
 		require.NoError(t, err)
-		b = appendCatRecord(b, catRecord{kind: kindCommit, dir: l.dir, id: victim.ID, file: st, meta: wrong})
+		b = catalogue.AppendRecord(b, catalogue.Record{Kind: catalogue.KindCommit, Dir: dir, ID: victim.ID, File: st, Meta: catMeta(wrong)})
 		writeMemFile(t, m, logPath, b)
 		s := openMem(t, m, Options{ReadOnly: true})
 		got, err := s.List(ctx)
@@ -553,23 +427,10 @@ func TestCatalogueDisagrees(t *testing.T) {
 		require.Equal(t, wrong, got[1], "precondition: the catalogue is believed while the stamp matches")
 		require.NoError(t, s.Close())
 
-		b = appendCatRecord(b, catRecord{kind: kindPending, dir: l.dir, id: victim.ID})
+		b = catalogue.AppendRecord(b, catalogue.Record{Kind: catalogue.KindPending, Dir: dir, ID: victim.ID})
 		writeMemFile(t, m, logPath, b)
 		checkListsAgree(t, m, true, "pending")
 		checkListsAgree(t, m, false, "pending")
-	})
-
-	t.Run("an unsynced tail and damage before good lines", func(t *testing.T) {
-		m, _ := catalogueStore(t, 2)
-		b, err := vfs.ReadFile(m, logPath)
-		require.NoError(t, err)
-		_, err = parseCatLog(append(bytes.Clone(b), `{"k":"c","dir":[1,`...))
-		assert.NoError(t, err, "a torn last line is an unsynced tail")
-		damaged := bytes.Clone(b)
-		i := bytes.IndexByte(damaged, '\n')
-		damaged[i+5] ^= 1 // inside the first record after the header
-		_, err = parseCatLog(damaged)
-		assert.ErrorIs(t, err, errCatalogue, "a bad line with good ones after it is damage")
 	})
 
 	t.Run("a catalogue of another generation", func(t *testing.T) {
@@ -579,16 +440,11 @@ func TestCatalogueDisagrees(t *testing.T) {
 		require.NoError(t, err)
 		oldLog, err := vfs.ReadFile(m, logPath)
 		require.NoError(t, err)
-		c := s.cat
-		lk, err := c.lock()
-		require.NoError(t, err)
-		_, err = c.rebuild()
-		require.NoError(t, err)
-		require.NoError(t, lk.Close())
+		require.NoError(t, s.cat.Compact()) // a new generation
 		require.NoError(t, s.Close())
 		writeMemFile(t, m, logPath, oldLog) // a crash between the two renames
-		_, err = loadCatState(m, memRoot)
-		require.ErrorIs(t, err, errCatalogue)
+		_, err = catalogue.Load(m, memRoot)
+		require.ErrorIs(t, err, catalogue.ErrUnusable)
 		checkListsAgree(t, m, true, "generations")
 		checkListsAgree(t, m, false, "generations")
 	})
@@ -608,26 +464,37 @@ func TestCatalogueDisagrees(t *testing.T) {
 	})
 }
 
-// TestCatalogueCompaction: past catalogueMaxLog records the log folds
+// TestCatalogueCompaction: past catalogue.MaxLog records the log folds
 // into a new snapshot, and the answers stay.
 func TestCatalogueCompaction(t *testing.T) {
 	ctx := context.Background()
 	m, metas := catalogueStore(t, 3)
 	s := openMem(t, m, Options{})
 	defer s.Close()
-	gen, _, err := readCatHeader(m, memRoot)
-	require.NoError(t, err)
-	for i := range catalogueMaxLog {
+	gen := snapshotGen(t, m)
+	for i := range catalogue.MaxLog {
 		_, err := s.UpdateMeta(ctx, metas[i%3].ID, func(m *Meta) { m.Model = fmt.Sprint("model ", i) })
 		require.NoError(t, err)
 	}
-	gen2, _, err := readCatHeader(m, memRoot)
+	assert.Greater(t, snapshotGen(t, m), gen, "the log was folded into a new snapshot")
+	b, err := vfs.ReadFile(m, filepath.Join(memRoot, catalogueLogName))
 	require.NoError(t, err)
-	assert.Greater(t, gen2, gen, "the log was folded into a new snapshot")
-	l, err := readCatLog(m, memRoot)
-	require.NoError(t, err)
-	assert.Less(t, l.records, catalogueMaxLog)
+	assert.Less(t, bytes.Count(b, []byte("\n"))-1, catalogue.MaxLog, "the log's records after its header")
 	checkListsAgree(t, m, true, "compacted")
+}
+
+// snapshotGen returns the generation of the catalogue's snapshot: its
+// header line's.
+func snapshotGen(t *testing.T, fsys vfs.FS) int64 {
+	t.Helper()
+	b, err := vfs.ReadFile(fsys, filepath.Join(memRoot, catalogueName))
+	require.NoError(t, err)
+	i := bytes.IndexByte(b, '\n')
+	require.Positive(t, i)
+	h, err := catalogue.DecodeRecord(b[:i])
+	require.NoError(t, err)
+	require.Equal(t, byte(catalogue.KindHeader), h.Kind)
+	return h.Gen
 }
 
 // noWriteFS fails the test on any operation that would change the files.
@@ -757,13 +624,13 @@ func TestCatalogueWritersAtOnce(t *testing.T) {
 		assert.Equal(t, "updated", got[i].Model)
 	}
 	// And the catalogue says so by itself: every entry current.
-	st, err := loadCatState(vfs.Default, dir)
+	st, err := catalogue.Load(vfs.Default, dir)
 	require.NoError(t, err)
-	assert.Empty(t, st.log.pending, "every pending record has its commit")
+	assert.Zero(t, st.PendingLen(), "every pending record has its commit")
 	for _, id := range ids {
-		e, ok, usable := st.lookup(id, -1)
+		e, ok, usable := st.Lookup(id, -1)
 		require.True(t, ok && usable)
-		assert.Equal(t, "updated", e.meta.Model)
+		assert.Equal(t, "updated", e.Meta.Model)
 	}
 }
 
@@ -800,9 +667,9 @@ func TestCatalogueXproc(t *testing.T) {
 	assert.Equal(t, []string{"ok<nil>", "ok<nil>"}, outs)
 	require.NoError(t, s.Close())
 
-	st, err := loadCatState(vfs.Default, dir)
+	st, err := catalogue.Load(vfs.Default, dir)
 	require.NoError(t, err)
-	assert.Empty(t, st.log.pending, "every pending record has its commit")
+	assert.Zero(t, st.PendingLen(), "every pending record has its commit")
 	r, err := Open(dir, &Options{ReadOnly: true})
 	require.NoError(t, err)
 	defer r.Close()
@@ -814,95 +681,8 @@ func TestCatalogueXproc(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, onDisk, m)
 		assert.Equal(t, "updated", m.Model)
-		e, ok, usable := st.lookup(m.ID, -1)
+		e, ok, usable := st.Lookup(m.ID, -1)
 		require.True(t, ok && usable, "the catalogue knows %s", m.Name)
-		assert.Equal(t, onDisk, e.meta)
-	}
-}
-
-// TestCatalogueFold checks the log's compaction (fold), which copies the
-// snapshot's lines rather than decoding them: after it, the catalogue
-// holds every session as its session.json says and no other, whether the
-// snapshot it folds is as the last writer left it or not one to fold
-// (then it rebuilds from the session.json files): of an older generation,
-// with a damaged line, cut short.
-func TestCatalogueFold(t *testing.T) {
-	ctx := context.Background()
-	snapPath := filepath.Join(memRoot, catalogueName)
-	for _, tc := range []struct {
-		name string
-		// change makes the snapshot what the case needs, given a copy of
-		// an older one.
-		change func(t *testing.T, m vfs.FS, older []byte)
-	}{
-		{"as written", func(*testing.T, vfs.FS, []byte) {}},
-		{"of an older generation", func(t *testing.T, m vfs.FS, older []byte) {
-			writeMemFile(t, m, snapPath, older)
-		}},
-		{"with a damaged line", func(t *testing.T, m vfs.FS, _ []byte) {
-			b, err := vfs.ReadFile(m, snapPath)
-			require.NoError(t, err)
-			i := bytes.Index(b, []byte(`"name":"session 10"`)) // not updated since
-			require.Positive(t, i)
-			b[i+len(`"name":"session `)] = '8' // its CRC no longer matches
-			writeMemFile(t, m, snapPath, b)
-		}},
-		{"cut short", func(t *testing.T, m vfs.FS, _ []byte) {
-			b, err := vfs.ReadFile(m, snapPath)
-			require.NoError(t, err)
-			writeMemFile(t, m, snapPath, b[:len(b)-10])
-		}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			m := vfs.NewMemFS()
-			s := openMem(t, m, deterministic(Options{}))
-			defer s.Close()
-			var ids []uuid.UUID
-			create := func(n int) {
-				for range n {
-					meta, err := s.Create(ctx, Meta{Name: fmt.Sprint("session ", len(ids))})
-					require.NoError(t, err)
-					ids = append(ids, meta.ID)
-				}
-			}
-			create(140) // folds once, at 256 records
-			older, err := vfs.ReadFile(m, snapPath)
-			require.NoError(t, err)
-			create(120) // folds again
-			// The log to fold: new sessions, sessions updated and deleted
-			// since the last fold, among them some the snapshot holds.
-			create(5)
-			for _, id := range ids[3:6] {
-				_, err := s.UpdateMeta(ctx, id, func(m *Meta) { m.Model = "updated" })
-				require.NoError(t, err)
-			}
-			for _, id := range []uuid.UUID{ids[7], ids[len(ids)-1]} {
-				require.NoError(t, s.Delete(ctx, id))
-			}
-			tc.change(t, m, older)
-
-			lk, err := s.cat.lock()
-			require.NoError(t, err)
-			err = s.cat.fold()
-			require.NoError(t, lk.Close())
-			require.NoError(t, err)
-
-			want, bad := scanMetas(t, m)
-			require.Empty(t, bad)
-			require.Len(t, want, len(ids)-2)
-			st, err := loadCatState(m, memRoot)
-			require.NoError(t, err, "the catalogue is usable")
-			assert.Empty(t, st.log.committed, "the log's commits are in the snapshot")
-			assert.Empty(t, st.log.pending, "no pending record is open")
-			var got []Meta
-			for i, id := range st.snap.ids {
-				assert.False(t, st.snap.entries[i].unreadable)
-				m := st.snap.entries[i].meta
-				assert.Equal(t, id, m.ID)
-				got = append(got, m)
-			}
-			assert.Equal(t, want, got, "the snapshot holds every session as its session.json says, and no other")
-			checkListsAgree(t, m, true, tc.name)
-		})
+		assert.Equal(t, onDisk, metaOf(e.Meta))
 	}
 }

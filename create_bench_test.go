@@ -65,13 +65,7 @@ func BenchmarkCatalogueFold(b *testing.B) {
 				}
 			}
 			for b.Loop() {
-				lk, err := s.cat.lock()
-				if err != nil {
-					b.Fatal(err)
-				}
-				err = s.cat.fold()
-				lk.Close()
-				if err != nil {
+				if err := s.cat.Compact(); err != nil {
 					b.Fatal(err)
 				}
 			}

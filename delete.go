@@ -23,7 +23,7 @@ import (
 //  1. under the session's lock and catalogue.lock, its directory is
 //     renamed into the root's trash directory, under a name of its own
 //     ("<id>.<nonce>"), and both directories are synced; the catalogue
-//     gets a pending record for the id (catalogue.go). The rename is the
+//     gets a pending record for the id (internal/catalogue). The rename is the
 //     commit point: before it the session is whole where it was, after
 //     it the sessions directory has no entry for it, so List, ListRecent,
 //     Meta and every call that opens it see no session.
@@ -292,7 +292,7 @@ func (s *Store) deleteSession(ctx context.Context, id uuid.UUID, still func() er
 	case err != nil:
 		// The move is durable; the catalogue's record of it is not, so
 		// its directory stamp is behind, which sends ListRecent to
-		// List and the next writer to a rewrite (catalogue.go).
+		// List and the next writer to a rewrite (internal/catalogue).
 		s.opts.Logger.Warn("sessionstore: recording a delete in the catalogue", "session", id, "err", err)
 	}
 	s.hub.end(id, fmt.Errorf("%w: session %s was deleted", ErrNotFound, id))

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sessionstore/sessionstore/internal/catalogue"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 )
 
@@ -286,20 +287,14 @@ func TestDeleteCatalogue(t *testing.T) {
 	assert.Equal(t, ids[1], metas[0].ID)
 	assert.Equal(t, ids[0], metas[1].ID)
 
-	// The compaction a long log brings (withLog): a rewrite without a
+	// The compaction a long log brings (catalogue.MaxLog): a rewrite without a
 	// scan of the sessions directory.
-	lk, err := s.cat.lock()
+	require.NoError(t, s.cat.Compact())
+	st, err := catalogue.Load(m, memRoot)
 	require.NoError(t, err)
-	err = s.cat.fold()
-	require.NoError(t, lk.Close())
-	require.NoError(t, err)
-	st, err := loadCatState(m, memRoot)
-	require.NoError(t, err)
-	_, inSnap := st.snapEntry(ids[2])
-	assert.False(t, inSnap, "the compaction dropped the deleted session's entry")
-	assert.False(t, st.log.pending[ids[2]], "and its pending record")
-	_, inSnap = st.snapEntry(ids[1])
-	assert.True(t, inSnap, "the others stay")
+	assert.False(t, st.InSnapshot(ids[2]), "the compaction dropped the deleted session's entry")
+	assert.False(t, st.Pending(ids[2]), "and its pending record")
+	assert.True(t, st.InSnapshot(ids[1]), "the others stay")
 }
 
 // TestDeleteFaults: an I/O error before the move leaves the session

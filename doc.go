@@ -157,7 +157,7 @@
 // does not know with ErrUnsupportedFormat, and so it does for a
 // sessionstore.json of a format other than 1.
 //
-// The catalogue (catalogue.go) is a derived copy of every session.json, so
+// The catalogue (internal/catalogue) is a derived copy of every session.json, so
 // that [Store.List] reads one file and [Store.ListRecent] the newest part
 // of it. Its lines are framed as chunk lines are, with members in a fixed
 // order: "k" (the kind), "dir" (the sessions directory's modification
@@ -175,7 +175,7 @@
 // id ("u" for a session.json that could not be read); catalogue.log is a
 // header of the same generation, then pending ("p") and commit ("c")
 // records. A writer appends a synced pending record before it replaces a
-// session.json and a commit after (catalogue.go says why this is enough,
+// session.json and a commit after (internal/catalogue says why this is enough,
 // and what changes made by hand are and are not noticed). The catalogue
 // is never the only copy: a missing, damaged or stale one is rebuilt from
 // the session.json files by a writer and read around by a read-only

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sessionstore/sessionstore/internal/catalogue"
 	"github.com/sessionstore/sessionstore/internal/eventline"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 	"github.com/sessionstore/sessionstore/internal/zchunk"
@@ -79,7 +80,7 @@ func bigMeta(n int) Meta {
 // TestMetaSizeLimit: Create and UpdateMeta refuse metadata whose
 // session.json would be longer than maxMetaSize (ErrInvalidMeta), and
 // write nothing; metadata just within it is stored, read back, listed
-// from the catalogue (whose line fits maxCatLine), and survives the
+// from the catalogue (whose line fits catalogue.MaxLine), and survives the
 // rewrite of session.json a Close makes.
 func TestMetaSizeLimit(t *testing.T) {
 	ctx := context.Background()
@@ -109,8 +110,8 @@ func TestMetaSizeLimit(t *testing.T) {
 	require.NoError(t, err)
 	t.Logf("the largest session.json: %d bytes", len(b))
 	assert.Greater(t, len(b), maxMetaSize-200)
-	line := appendCatRecord(nil, catRecord{kind: kindCommit, id: m.ID, dir: stamp{math.MinInt64, math.MaxInt64}, file: stamp{math.MinInt64, math.MaxInt64}, meta: m})
-	assert.LessOrEqual(t, len(line)-1, maxCatLine, "its catalogue line")
+	line := catalogue.AppendRecord(nil, catalogue.Record{Kind: catalogue.KindCommit, ID: m.ID, Dir: catalogue.Stamp{MTime: math.MinInt64, Size: math.MaxInt64}, File: catalogue.Stamp{MTime: math.MinInt64, Size: math.MaxInt64}, Meta: catMeta(m)})
+	assert.LessOrEqual(t, len(line)-1, catalogue.MaxLine, "its catalogue line")
 
 	_, err = s.Append(ctx, m.ID, UserText("x"))
 	require.NoError(t, err)

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"iter"
 	"math"
 	"path/filepath"
@@ -15,7 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/sessionstore/sessionstore/internal/canonical"
-	"github.com/sessionstore/sessionstore/internal/vfs"
+	"github.com/sessionstore/sessionstore/internal/catalogue"
 )
 
 // DefaultPageSize is the page size of ListPage for a zero Query.Limit.
@@ -62,7 +61,7 @@ func (q Query) Matches(m Meta) bool {
 // descending order of id: UUIDv7 ids sort by creation time), at most
 // q.Limit of them (DefaultPageSize for 0), and the cursor of the next
 // page: "" for the first page, and "" back when there is none. It reads
-// the catalogue (catalogue.go) from its newest end, or from the cursor's
+// the catalogue (internal/catalogue) from its newest end, or from the cursor's
 // place in it, found by a binary search of the snapshot, and stats the
 // session.json of each session it returns, reading those the catalogue
 // cannot vouch for; so a page costs about its own sessions, not the
@@ -289,42 +288,32 @@ func (s *Store) listPageAll(ctx context.Context, q Query, before *uuid.UUID, n i
 
 // page is recent with a query and a cursor: up to n selected sessions
 // (and the unreadable ones met) with ids below before (all, for nil),
-// newest first, from the log and the snapshot's lines read backwards
-// from before's place, which a binary search of the snapshot finds. ok is
-// false when the catalogue cannot answer (as recent).
-func (c *catalogue) page(ctx context.Context, q Query, before *uuid.UUID, n int) (items []listItem, cost listCost, ok bool) {
-	below := func(id uuid.UUID) bool { return before == nil || bytesLess(id[:], before[:]) }
-	f, end, l, logIDs, ok := c.openBackwards(below)
-	if !ok {
-		return nil, cost, false
-	}
-	defer f.Close()
-	skip := func(id uuid.UUID) bool {
-		_, committed := l.committed[id]
-		return committed || l.pending[id] || !below(id)
-	}
-
-	if before != nil {
-		var err error
-		if end, err = catSeek(f, end, *before); err != nil {
-			return nil, cost, false
-		}
-	}
-	tail := catTail{f: f, end: end}
-	root := c.sessions()
+// newest first (catalogue.Backwards: the log, and the snapshot's lines
+// read backwards from before's place). ok is false when the catalogue
+// cannot answer (as recent).
+func (c *storeCatalogue) page(ctx context.Context, q Query, before *uuid.UUID, n int) (items []listItem, cost listCost, ok bool) {
 	var buf []byte
 	matched := 0
-	add := func(id uuid.UUID, e catEntry, usable bool) {
-		if usable && !q.Matches(e.meta) {
-			return // as the catalogue has it; see ListPage
+	add := func(id uuid.UUID, e catalogue.Entry, usable bool) {
+		var m Meta
+		if usable {
+			if m = metaOf(e.Meta); !q.Matches(m) {
+				return // as the catalogue has it; see ListPage
+			}
 		}
-		sdir := filepath.Join(root, id.String())
+		sdir := filepath.Join(c.sessions, id.String())
+		if usable && e.Fresh(c.fsys, sdir) {
+			cost.stats++
+			items = append(items, listItem{meta: m})
+			matched++
+			return
+		}
 		if usable {
 			cost.stats++
 		} else {
 			cost.reads++
 		}
-		m, b, err := resolveMeta(c.fsys, sdir, id, e, usable, buf)
+		m, _, b, err := readMetaInto(c.fsys, sdir, id, buf)
 		buf = b
 		switch {
 		case errors.Is(err, ErrNotFound):
@@ -340,51 +329,13 @@ func (c *catalogue) page(ctx context.Context, q Query, before *uuid.UUID, n int)
 		canceled = ctx.Err() != nil
 		return matched < n && !canceled
 	}
-	if err := mergeBackwards(&tail, l, logIDs, skip, more, add); err != nil {
+	decoded, ok := c.Backwards(before, more, add)
+	switch {
+	case !ok:
 		return nil, cost, false
-	}
-	if canceled {
+	case canceled:
 		return nil, cost, true // listPage reports it
 	}
-	cost.entries = tail.decoded
+	cost.entries = decoded
 	return items, cost, true
-}
-
-// catSeek returns an offset of the snapshot f (of size size) at a line's
-// end after which every entry's id is at least before: where a backwards
-// read for the ids below before starts. It binary-searches the lines,
-// sorted by id, down to a span of a few blocks, reading one small window
-// per step; lines between the result and the first id below before are
-// skipped by the reader.
-func catSeek(f vfs.File, size int64, before uuid.UUID) (int64, error) {
-	const window, span = 16 << 10, 64 << 10
-	lo, hi := int64(0), size
-	buf := make([]byte, window)
-	for hi-lo > span {
-		mid := lo + (hi-lo)/2
-		k, err := f.ReadAt(buf, mid)
-		if err != nil && !errors.Is(err, io.EOF) {
-			return 0, err
-		}
-		w := buf[:k]
-		i := bytes.IndexByte(w, '\n')
-		if i < 0 {
-			break
-		}
-		j := bytes.IndexByte(w[i+1:], '\n')
-		start := mid + int64(i) + 1 // a line's start, after the header
-		if j < 0 || start >= hi {
-			break // a line longer than the window: stop narrowing
-		}
-		r, err := decodeCatRecord(w[i+1 : i+1+j])
-		if err != nil || r.kind != kindEntry && r.kind != kindUnreadable {
-			return 0, errCatalogue
-		}
-		if bytesLess(r.id[:], before[:]) {
-			lo = start
-		} else {
-			hi = start
-		}
-	}
-	return hi, nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sessionstore/sessionstore/internal/catalogue"
 	"github.com/sessionstore/sessionstore/internal/jsonl"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 )
@@ -466,11 +467,11 @@ func TestCatalogueFormat1Rebuilt(t *testing.T) {
 		b, err := vfs.ReadFile(m, path)
 		require.NoError(t, err)
 		var out []byte
-		catLines(b, func(line []byte) bool {
-			r, err := decodeCatRecord(line)
+		catalogue.Lines(b, func(line []byte) bool {
+			r, err := catalogue.DecodeRecord(line)
 			require.NoError(t, err)
-			r.meta.ParentSession, r.meta.Depth = uuid.Nil, 0
-			l := appendCatRecord(nil, r)
+			r.Meta.ParentSession, r.Meta.Depth = uuid.Nil, 0
+			l := catalogue.AppendRecord(nil, r)
 			body := l[:len(l)-len(`,"crc":"xxxxxxxx"}`)-1]
 			body = bytes.Replace(body, []byte(`"v":2,`), []byte(`"v":1,`), 1)
 			out = jsonl.Seal(out, append(slices.Clone(body), '}'))
@@ -493,12 +494,12 @@ func TestCatalogueFormat1Rebuilt(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, []Meta{sub}, page, "read-only %v", readOnly)
 	}
-	st, err := loadCatState(m, memRoot)
+	st, err := catalogue.Load(m, memRoot)
 	require.NoError(t, err, "the writer rewrote it in this build's format")
-	entry, ok, _ := st.lookup(sub.ID, -1)
+	entry, ok, _ := st.Lookup(sub.ID, -1)
 	require.True(t, ok)
-	assert.Equal(t, top.ID, entry.meta.ParentSession)
-	assert.Equal(t, 1, entry.meta.Depth)
+	assert.Equal(t, top.ID, entry.Meta.ParentSession)
+	assert.Equal(t, 1, entry.Meta.Depth)
 }
 
 // TestListPageSeek: on a snapshot of many blocks, a page from a cursor
@@ -507,7 +508,7 @@ func TestCatalogueFormat1Rebuilt(t *testing.T) {
 // returns the right sessions from anywhere in the snapshot.
 func TestListPageSeek(t *testing.T) {
 	t.Parallel()
-	const n = 700 // a snapshot of some 180 KiB, a few times catSeek's span
+	const n = 700 // a snapshot of some 180 KiB, a few times the span of the catalogue's search (catSeek)
 	m, metas := listFixture(t, n)
 	s := openOn(t, m, true)
 	info, err := m.Stat(filepath.Join(memRoot, catalogueName))

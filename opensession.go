@@ -698,7 +698,7 @@ func (h *openSession) sealOnClose() error {
 }
 
 // metaWatcher hears of every write of session.json around it: the Store's
-// catalogue (catalogue.go), passed down to the session so that it calls
+// catalogue (internal/catalogue), passed down to the session so that it calls
 // up without knowing what listens. willWrite comes before the write (an
 // error stops it), wrote after it is durable.
 type metaWatcher interface {

@@ -32,7 +32,7 @@ const (
 )
 
 // Meta is a session's metadata, stored in session.json, and copied into
-// the store's catalogue (catalogue.go), which List and ListRecent read.
+// the store's catalogue (internal/catalogue), which List and ListRecent read.
 type Meta struct {
 	ID         uuid.UUID         `json:"id"`
 	Name       string            `json:"name,omitempty"`
@@ -239,7 +239,7 @@ func readMetaInto(fsys vfs.FS, dir string, id uuid.UUID, buf []byte) (Meta, int,
 // (session.json whole: an empty session that opens), or a directory
 // without session.json, which List ignores and a later Create with the
 // same id reuses. Concurrent Creates share their syncs: the catalogue's
-// records are written and synced in batches (catalogue.go), and one sync
+// records are written and synced in batches (internal/catalogue), and one sync
 // of the sessions directory serves every Create that made its directory
 // before the sync began.
 //
@@ -258,7 +258,7 @@ func readMetaInto(fsys vfs.FS, dir string, id uuid.UUID, buf []byte) (Meta, int,
 // than maxMetaSize, 1 MiB, of it) or a lineage that does not hold
 // together, and then nothing is created;
 // ErrNotFound (wrapped) if meta.ParentSession names no session; ErrClosed. An I/O error writing the catalogue
-// (catalogue.go) before session.json is written leaves no session; one
+// (internal/catalogue) before session.json is written leaves no session; one
 // after it, or one syncing the sessions directory, leaves the session
 // created and stopped for writes (ErrSessionFailed) until the store is
 // reopened, as a failed sync does.
@@ -300,7 +300,7 @@ func (s *Store) Create(ctx context.Context, meta Meta) (Meta, error) {
 func (s *Store) createNow(ctx context.Context, meta Meta) (Meta, error) {
 	s.opts.jr.prepare()
 	// The catalogue's pending record comes first, and the session
-	// directory with it, under its lock (catalogue.go, the protocol).
+	// directory with it, under its lock (internal/catalogue, the protocol).
 	if err := s.cat.willWrite(meta.ID, func() (bool, error) { return s.makeSessionDir(meta.ID) }); err != nil {
 		return Meta{}, err
 	}
@@ -377,7 +377,7 @@ func createSessionFiles(fsys vfs.FS, dir string, meta Meta, opts *Options) error
 
 // List returns the metadata of every session, ordered by id (UUIDv7 ids
 // sort by creation time). It lists the sessions directory, reads the
-// catalogue (catalogue.go) and stats each session.json, reading only those
+// catalogue (internal/catalogue) and stats each session.json, reading only those
 // the catalogue cannot vouch for (changed since it recorded them, being
 // written, unknown to it); without a usable catalogue it reads every
 // session.json, several at a time, and a writable store then rewrites
@@ -407,15 +407,15 @@ func (s *Store) List(ctx context.Context) ([]Meta, error) {
 	}
 	metas := make([]Meta, len(ids))
 	errs := make([]error, len(ids))
-	// The catalogue (catalogue.go) says what each session.json holds while
+	// The catalogue (internal/catalogue) says what each session.json holds while
 	// its stamp is unchanged; without one, each is read. Either way the
 	// work is spread over the CPUs, each goroutine reading into a buffer
 	// of its own, large enough for a session.json, so that a read needs no
 	// fstat to size it.
-	st := s.cat.state()
+	st := s.cat.State()
 	var hints []int
 	if st != nil {
-		hints = st.hints(ids)
+		hints = st.Hints(ids)
 	}
 	workers := min(runtime.GOMAXPROCS(0), (len(ids)+listBatch-1)/listBatch)
 	bufs := make([][]byte, max(workers, 1))
@@ -427,7 +427,8 @@ func (s *Store) List(ctx context.Context) ([]Meta, error) {
 			bufs[w] = make([]byte, 0, 4<<10)
 		}
 		if st != nil {
-			metas[i], bufs[w], errs[i] = st.meta(s.opts.fs, root, ids[i], hints[i], bufs[w])
+			e, _, usable := st.Lookup(ids[i], hints[i])
+			metas[i], bufs[w], errs[i] = resolveMeta(s.opts.fs, filepath.Join(root, ids[i].String()), ids[i], e, usable, bufs[w])
 		} else {
 			metas[i], _, bufs[w], errs[i] = readMetaInto(s.opts.fs, filepath.Join(root, ids[i].String()), ids[i], bufs[w])
 		}
@@ -463,7 +464,7 @@ func listResult(ids []uuid.UUID, metas []Meta, errs []error, absent error, path 
 
 // ListRecent returns the metadata of the n newest sessions, newest first:
 // those with the greatest ids (UUIDv7 ids sort by creation time). n <= 0
-// returns none. It reads the newest part of the catalogue (catalogue.go)
+// returns none. It reads the newest part of the catalogue (internal/catalogue)
 // and the session.json files it cannot vouch for, and falls back to List
 // when the catalogue is unusable or the sessions directory changed behind
 // it. It reports unreadable sessions as List does, with a *ListError
@@ -554,7 +555,7 @@ func (s *Store) Meta(ctx context.Context, session uuid.UUID) (Meta, error) {
 // a temporary file, synced, renamed over the old one, directory synced); a
 // crash at any point leaves either the old or the new metadata, whole.
 //
-// The store's catalogue records the change around the write (catalogue.go);
+// The store's catalogue records the change around the write (internal/catalogue);
 // an I/O error there, before or after session.json is replaced, stops the
 // session's writes (ErrSessionFailed) as a failed sync does.
 //

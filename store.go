@@ -34,8 +34,8 @@ type Store struct {
 	closeMu sync.RWMutex
 	closed  atomic.Bool
 
-	reg *registry  // the open sessions (registry.go)
-	cat *catalogue // the derived copy of every session.json (catalogue.go)
+	reg *registry       // the open sessions (registry.go)
+	cat *storeCatalogue // the derived copy of every session.json (catalogue.go, internal/catalogue)
 
 	hub *hub // live fan-out to subscribers (hub.go)
 
@@ -127,7 +127,7 @@ func newStore(dir string, o Options) *Store {
 		o.fs = o.fetch
 	}
 	s := &Store{dir: dir, opts: o, hub: newHub(), forks: forkLock{mu: make(chan struct{}, 1)}}
-	s.cat = &catalogue{fsys: s.opts.fs, dir: dir, opts: &s.opts}
+	s.cat = newCatalogue(dir, &s.opts)
 	s.reg = newRegistry(&s.opts, s.hub, s.sessionDir, s.cat)
 	return s
 }
