@@ -16,6 +16,7 @@ import (
 
 	"github.com/sessionstore/sessionstore/internal/durable"
 	"github.com/sessionstore/sessionstore/internal/eventline"
+	"github.com/sessionstore/sessionstore/internal/parallel"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 )
 
@@ -617,25 +618,6 @@ func (s *Store) readEntries(ctx context.Context, dir string, r *chunkReader, pat
 	return out, nil
 }
 
-// forEach calls f(w, i) once for each i in [0, n), on up to workers
-// goroutines (the caller's among them), and returns when all calls have.
-// w, from 0 to workers-1, numbers the goroutine, for state each keeps.
-func forEach(n, workers int, f func(w, i int)) {
-	workers = max(min(workers, n), 1)
-	var next atomic.Int64
-	work := func(w int) {
-		for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
-			f(w, i)
-		}
-	}
-	var wg sync.WaitGroup
-	for w := 1; w < workers; w++ {
-		wg.Go(func() { work(w) })
-	}
-	work(0)
-	wg.Wait()
-}
-
 // maxReadRun bounds the bytes Load reads with one call.
 const maxReadRun = 1 << 20
 
@@ -694,3 +676,6 @@ func (s *Store) Event(ctx context.Context, session, id uuid.UUID) (Event, error)
 	defer r.close()
 	return readEntry(r, &ent)
 }
+
+// forEach is parallel.ForEach (internal/parallel), under the engine's name.
+func forEach(n, workers int, f func(w, i int)) { parallel.ForEach(n, workers, f) }

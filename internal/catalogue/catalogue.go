@@ -19,6 +19,7 @@ import (
 	"github.com/sessionstore/sessionstore/internal/canonical"
 	"github.com/sessionstore/sessionstore/internal/durable"
 	"github.com/sessionstore/sessionstore/internal/layout"
+	"github.com/sessionstore/sessionstore/internal/parallel"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 )
 
@@ -498,7 +499,7 @@ func (c *Catalogue) rebuild() (*State, error) {
 	found := make([]bool, len(ids))
 	workers := min(runtime.GOMAXPROCS(0), (len(ids)+readBatch-1)/readBatch)
 	bufs := make([][]byte, max(workers, 1))
-	forEach(len(ids), workers, func(w, i int) {
+	parallel.ForEach(len(ids), workers, func(w, i int) {
 		sdir := filepath.Join(c.sessions(), ids[i].String())
 		st, serr := statStamp(c.fsys, filepath.Join(sdir, layout.MetaFile))
 		if known[i] && serr == nil && st == entries[i].File {

@@ -8,8 +8,6 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 
 	"github.com/google/uuid"
 
@@ -19,6 +17,7 @@ import (
 	"github.com/sessionstore/sessionstore/internal/headfile"
 	"github.com/sessionstore/sessionstore/internal/index"
 	"github.com/sessionstore/sessionstore/internal/layout"
+	"github.com/sessionstore/sessionstore/internal/parallel"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 	"github.com/sessionstore/sessionstore/internal/zchunk"
 )
@@ -412,7 +411,7 @@ func (p *Plan) readSealed(fsys vfs.FS, x *index.Mem, dir string, missing uint32,
 	}
 	bufs := make([]zchunk.MetaBuffer, runtime.GOMAXPROCS(0)) // one per worker
 	each := func(f func(n uint32, b *zchunk.MetaBuffer)) {
-		forEach(len(sealed), len(bufs), func(w, i int) { f(sealed[i], &bufs[w]) })
+		parallel.ForEach(len(sealed), len(bufs), func(w, i int) { f(sealed[i], &bufs[w]) })
 	}
 	each(func(n uint32, _ *zchunk.MetaBuffer) {
 		metas[n], p.sealedErrs[n] = index.OpenSealed(fsys, filepath.Join(dir, layout.SealedName(n)), n)
@@ -455,25 +454,6 @@ func (p *Plan) readSealed(fsys vfs.FS, x *index.Mem, dir string, missing uint32,
 		}
 	}
 	x.ByID = make(map[uuid.UUID]int32, total)
-}
-
-// forEach calls f(w, i) for every i in [0, n), on up to workers
-// goroutines, w being the worker's number, and returns when all calls
-// have.
-func forEach(n, workers int, f func(w, i int)) {
-	workers = max(min(workers, n), 1)
-	var next atomic.Int64
-	work := func(w int) {
-		for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
-			f(w, i)
-		}
-	}
-	var wg sync.WaitGroup
-	for w := 1; w < workers; w++ {
-		wg.Go(func() { work(w) })
-	}
-	work(0)
-	wg.Wait()
 }
 
 // errIndexEnd stops a read-only analysis's use of index.jsonl.
