@@ -1,7 +1,6 @@
 package sessionstore
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -9,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/sessionstore/sessionstore/internal/blob"
 	"github.com/sessionstore/sessionstore/internal/durable"
 	"github.com/sessionstore/sessionstore/internal/index"
 	"github.com/sessionstore/sessionstore/internal/vfs"
@@ -96,7 +96,7 @@ type localFiles struct {
 	dirPerm  os.FileMode
 	maxChunk int64 // Options.ChunkSize: how far preallocation goes
 	log      *slog.Logger
-	blobDirs blobDirs // blob directories known durable (has its own mutex)
+	blobDirs blob.Dirs // blob directories known durable (has its own mutex)
 }
 
 func (l *localFiles) chunkDir() string          { return filepath.Join(l.dir, chunksDir) }
@@ -176,7 +176,7 @@ func (l *localFiles) sealChunk(n uint32, es []entry) error {
 }
 
 func (l *localFiles) putBlob(d [32]byte, rec []byte) error {
-	return putBlob(l.fsys, l.dir, d, rec, l.perm, l.dirPerm, &l.blobDirs)
+	return blob.Put(l.fsys, l.dir, d, rec, l.perm, l.dirPerm, &l.blobDirs)
 }
 
 func (l *localFiles) readBlob(d [32]byte, size int64) ([]byte, error) {
@@ -327,7 +327,7 @@ func (c *localChunk) close() error {
 
 // errUnsynced marks append failures after which the file's state on disk
 // is unknown: the session must stop writing.
-var errUnsynced = errors.New("chunk state unknown after failure")
+var errUnsynced = durable.ErrUnsynced
 
 // storeFS is fsys as the store rooted at dir uses it: confined below dir,
 // so that no symbolic link under the root is followed (vfs.Confine), and

@@ -19,6 +19,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/sessionstore/sessionstore/internal/blob"
 	"github.com/sessionstore/sessionstore/internal/durable"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 	"github.com/sessionstore/sessionstore/internal/zchunk"
@@ -563,7 +564,7 @@ func (r *remoteFiles) putBlob(d [32]byte, rec []byte) error {
 	if err := r.localFiles.putBlob(d, rec); err != nil {
 		return err
 	}
-	b, err := readFile(r.fsys, blobPath(r.dir, d), nil, maxBlobFile(int64(len(rec))))
+	b, err := readFile(r.fsys, blobPath(r.dir, d), nil, blob.MaxFile(int64(len(rec))))
 	if err != nil {
 		return err
 	}
@@ -590,7 +591,7 @@ func (r *remoteFiles) putBlob(d [32]byte, rec []byte) error {
 
 func (r *remoteFiles) readBlob(d [32]byte, size int64) ([]byte, error) {
 	rec, err := r.localFiles.readBlob(d, size)
-	if err == nil || !blobMissing(r.fsys, r.dir, d) {
+	if err == nil || !blob.Missing(r.fsys, r.dir, d) {
 		return rec, err
 	}
 	ctx, cancel := r.ctx()
@@ -599,12 +600,6 @@ func (r *remoteFiles) readBlob(d [32]byte, size int64) ([]byte, error) {
 		return nil, err
 	}
 	return r.localFiles.readBlob(d, size)
-}
-
-// blobMissing reports whether the local blob file is absent.
-func blobMissing(fsys vfs.FS, dir string, d [32]byte) bool {
-	_, err := fsys.Stat(blobPath(dir, d))
-	return errors.Is(err, os.ErrNotExist)
 }
 
 // fetchBlob downloads blob d of session id into its directory dir,
@@ -1020,7 +1015,7 @@ func remoteLost(err error) bool {
 // object's key) when it failed: a restored session's blobs come when a
 // read needs them.
 func (s *Store) fetchMissingBlob(ctx context.Context, dir string, d [32]byte, size int64) (bool, error) {
-	if s.opts.Remote == nil || !blobMissing(s.opts.fs, dir, d) {
+	if s.opts.Remote == nil || !blob.Missing(s.opts.fs, dir, d) {
 		return false, nil
 	}
 	id, err := uuid.Parse(filepath.Base(dir))
