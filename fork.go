@@ -585,7 +585,7 @@ func (src prefixSource) restore(id uuid.UUID) (string, error) {
 	if err := durable.MkdirAll(o.fs, dir, o.DirMode); err != nil {
 		return "", err
 	}
-	local := &localFiles{fsys: o.fs, dir: dir, perm: o.FileMode, dirPerm: o.DirMode, maxChunk: o.ChunkSize, log: o.Logger.With("session", id)}
+	local := newLocalFiles(o.fs, dir, o.FileMode, o.DirMode, o.ChunkSize, o.Logger.With("session", id))
 	rf := &remoteFiles{localFiles: local, obj: o.Remote, id: id, store: o.storeID, fetch: o.fetch, timeout: o.RemoteTimeout, leaseT: o.LeaseTime, now: time.Now}
 	ctx, cancel := context.WithTimeout(context.Background(), o.RemoteTimeout)
 	defer cancel()

@@ -491,22 +491,22 @@ func (r *remoteFiles) sealChunk(n uint32, es []entry) error {
 		return err
 	}
 	if err := r.uploadSealed(n); err != nil {
-		r.log.Warn("sessionstore: sealed chunk not stored remotely; its data objects stay", "chunk", n, "err", err)
+		r.Log.Warn("sessionstore: sealed chunk not stored remotely; its data objects stay", "chunk", n, "err", err)
 	}
 	r.deleteDying()
 	return nil
 }
 
 func (r *remoteFiles) uploadSealed(n uint32) error {
-	path := r.chunkPath(n) + sealedExt
-	zr, err := zchunk.Open(r.fsys, path)
+	path := r.ChunkPath(n) + sealedExt
+	zr, err := zchunk.Open(r.FS, path)
 	if err != nil {
 		return err
 	}
 	size, meta := zr.Size(), zr.MetaSize()
 	zr.Close()
 	// Its blocks and metadata compressed, raw at worst, with their frames.
-	b, err := readFile(r.fsys, path, nil, size+size>>10+meta+meta>>10+1<<16)
+	b, err := readFile(r.FS, path, nil, size+size>>10+meta+meta>>10+1<<16)
 	if err != nil {
 		return err
 	}
@@ -546,7 +546,7 @@ func (r *remoteFiles) deleteDying() {
 	for _, rg := range due {
 		for seq := rg.From; seq <= rg.To; seq++ {
 			if err := r.obj.Delete(ctx, logKey(r.id, seq)); err != nil {
-				r.log.Warn("sessionstore: unneeded log object stays", "key", logKey(r.id, seq), "err", err)
+				r.Log.Warn("sessionstore: unneeded log object stays", "key", logKey(r.id, seq), "err", err)
 				continue
 			}
 			deleted = addSeq(deleted, seq)
@@ -564,7 +564,7 @@ func (r *remoteFiles) putBlob(d [32]byte, rec []byte) error {
 	if err := r.localFiles.putBlob(d, rec); err != nil {
 		return err
 	}
-	b, err := readFile(r.fsys, blobPath(r.dir, d), nil, blob.MaxFile(int64(len(rec))))
+	b, err := readFile(r.FS, blobPath(r.Dir, d), nil, blob.MaxFile(int64(len(rec))))
 	if err != nil {
 		return err
 	}
@@ -591,12 +591,12 @@ func (r *remoteFiles) putBlob(d [32]byte, rec []byte) error {
 
 func (r *remoteFiles) readBlob(d [32]byte, size int64) ([]byte, error) {
 	rec, err := r.localFiles.readBlob(d, size)
-	if err == nil || !blob.Missing(r.fsys, r.dir, d) {
+	if err == nil || !blob.Missing(r.FS, r.Dir, d) {
 		return rec, err
 	}
 	ctx, cancel := r.ctx()
 	defer cancel()
-	if err := fetchBlob(ctx, r.obj, r.fsys, r.id, r.dir, d, size, r.perm, r.dirPerm); err != nil {
+	if err := fetchBlob(ctx, r.obj, r.FS, r.id, r.Dir, d, size, r.Perm, r.DirPerm); err != nil {
 		return nil, err
 	}
 	return r.localFiles.readBlob(d, size)
@@ -672,7 +672,7 @@ func (r *remoteFiles) putLanes(b []byte) error {
 func (r *remoteFiles) copyMeta(ctx context.Context, seq uint64, b []byte) {
 	key := metaKey(r.id, seq)
 	if err := r.obj.Create(ctx, key, b); err != nil && !errors.Is(err, ErrObjectExists) {
-		r.log.Warn("sessionstore: metadata copy for List not stored", "key", key, "err", err)
+		r.Log.Warn("sessionstore: metadata copy for List not stored", "key", key, "err", err)
 		return
 	}
 	infos, err := r.obj.List(ctx, metaPrefix+r.id.String()+"/", 0)
@@ -682,7 +682,7 @@ func (r *remoteFiles) copyMeta(ctx context.Context, seq uint64, b []byte) {
 	for _, o := range infos {
 		if o.Key < key {
 			if err := r.obj.Delete(ctx, o.Key); err != nil {
-				r.log.Warn("sessionstore: older metadata copy stays", "key", o.Key, "err", err)
+				r.Log.Warn("sessionstore: older metadata copy stays", "key", o.Key, "err", err)
 			}
 		}
 	}
@@ -758,7 +758,7 @@ func (r *remoteFiles) release(clean bool) error {
 		return nil
 	}
 	b, _ := json.Marshal(localRemoteState{Seq: seq, Lease: r.lease})
-	return durable.ReplaceFile(r.fsys, r.dir, remoteStateFile, b, r.perm)
+	return durable.ReplaceFile(r.FS, r.Dir, remoteStateFile, b, r.Perm)
 }
 
 // localRemoteState is remote.json.
@@ -972,7 +972,7 @@ func (r *remoteFiles) acquire(ctx context.Context, wait bool) error {
 				}
 				continue
 			}
-			r.log.Warn("sessionstore: taking over a session whose holder wrote nothing for the lease time", "newest", v.newest.Key, "idle", idle)
+			r.Log.Warn("sessionstore: taking over a session whose holder wrote nothing for the lease time", "newest", v.newest.Key, "idle", idle)
 		}
 		if err := r.reconcileLocal(ctx, v); err != nil {
 			return err

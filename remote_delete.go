@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/sessionstore/sessionstore/internal/seam"
 )
 
 // Deleting a session on object storage
@@ -75,7 +76,7 @@ func isDeleteMarker(h *logHeader) bool { return h != nil && h.Kind == logDelete 
 // remoteReader is a remoteFiles for reading a session's log outside an
 // open: Delete's and Meta's.
 func (s *Store) remoteReader(id uuid.UUID) *remoteFiles {
-	return &remoteFiles{localFiles: &localFiles{log: s.opts.Logger.With("session", id)}, obj: s.opts.Remote, id: id, store: s.opts.storeID, lease: uuid.New(), timeout: s.opts.RemoteTimeout, leaseT: s.opts.LeaseTime, now: time.Now}
+	return &remoteFiles{localFiles: &localFiles{&seam.Local{Log: s.opts.Logger.With("session", id)}}, obj: s.opts.Remote, id: id, store: s.opts.storeID, lease: uuid.New(), timeout: s.opts.RemoteTimeout, leaseT: s.opts.LeaseTime, now: time.Now}
 }
 
 // markRemoteDeleted is steps 1 to 3 above, with the session's local lock

@@ -40,15 +40,15 @@ import (
 // Each file written is synced; a crash in the middle leaves files the
 // next open reconciles the same way.
 func (r *remoteFiles) reconcileLocal(ctx context.Context, v *logView) error {
-	fsys := r.fsys
-	cdir := r.chunkDir()
-	for _, d := range []string{cdir, filepath.Join(r.dir, blobsDir)} {
-		if err := durable.MkdirAll(fsys, d, r.dirPerm); err != nil {
+	fsys := r.FS
+	cdir := r.ChunkDir()
+	for _, d := range []string{cdir, filepath.Join(r.Dir, blobsDir)} {
+		if err := durable.MkdirAll(fsys, d, r.DirPerm); err != nil {
 			return err
 		}
 	}
 	var trusted uint64
-	if b, err := readFile(fsys, filepath.Join(r.dir, remoteStateFile), nil, 4<<10); err == nil {
+	if b, err := readFile(fsys, filepath.Join(r.Dir, remoteStateFile), nil, 4<<10); err == nil {
 		var ls localRemoteState
 		if json.Unmarshal(b, &ls) == nil && ls.Seq <= v.newestSeq {
 			trusted = ls.Seq
@@ -64,7 +64,7 @@ func (r *remoteFiles) reconcileLocal(ctx context.Context, v *logView) error {
 
 	for _, s := range v.state.Sealed {
 		want[s.Chunk] = true
-		path := r.chunkPath(s.Chunk)
+		path := r.ChunkPath(s.Chunk)
 		l := local[s.Chunk]
 		if l.sealed && l.sealedSize == s.Size {
 			if l.plain {
@@ -109,7 +109,7 @@ func (r *remoteFiles) reconcileLocal(ctx context.Context, v *logView) error {
 			if l.sealedSize == end && !newer {
 				continue
 			}
-			if err := removeIfExists(fsys, r.chunkPath(c)+sealedExt); err != nil {
+			if err := removeIfExists(fsys, r.ChunkPath(c)+sealedExt); err != nil {
 				return err
 			}
 			changed = true
@@ -138,12 +138,12 @@ func (r *remoteFiles) reconcileLocal(ctx context.Context, v *logView) error {
 			return err
 		}
 	}
-	old, err := readFile(fsys, filepath.Join(r.dir, metaFile), nil, maxMetaSize)
+	old, err := readFile(fsys, filepath.Join(r.Dir, metaFile), nil, maxMetaSize)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
 	if !bytes.Equal(old, v.meta) {
-		if err := durable.ReplaceFile(fsys, r.dir, metaFile, v.meta, r.perm); err != nil {
+		if err := durable.ReplaceFile(fsys, r.Dir, metaFile, v.meta, r.Perm); err != nil {
 			return err
 		}
 	}
@@ -153,15 +153,15 @@ func (r *remoteFiles) reconcileLocal(ctx context.Context, v *logView) error {
 // reconcileLanes makes the local lanes file hold want, the log's (none
 // when want is nil).
 func (r *remoteFiles) reconcileLanes(want []byte) error {
-	fsys := r.fsys
-	old, err := readFile(fsys, filepath.Join(r.dir, lanesFile), nil, maxLanesSize)
+	fsys := r.FS
+	old, err := readFile(fsys, filepath.Join(r.Dir, lanesFile), nil, maxLanesSize)
 	switch {
 	case err != nil && !errors.Is(err, fs.ErrNotExist):
 		return err
 	case want == nil && err == nil:
-		return removeIfExists(fsys, filepath.Join(r.dir, lanesFile))
+		return removeIfExists(fsys, filepath.Join(r.Dir, lanesFile))
 	case want != nil && !bytes.Equal(old, want):
-		return durable.ReplaceFile(fsys, r.dir, lanesFile, want, r.perm)
+		return durable.ReplaceFile(fsys, r.Dir, lanesFile, want, r.Perm)
 	}
 	return nil
 }
@@ -268,9 +268,9 @@ func checkSealed(fsys vfs.FS, path string, s sealedObject) error {
 // the name of a file it makes is, so that its bytes are never on the disk
 // without a name.
 func (r *remoteFiles) rebuildPlain(ctx context.Context, v *logView, c uint32, ps []logPiece, trusted uint64, end int64) (bool, error) {
-	fsys := r.fsys
-	path := r.chunkPath(c)
-	f, err := fsys.OpenFile(path, os.O_RDWR|os.O_CREATE, r.perm)
+	fsys := r.FS
+	path := r.ChunkPath(c)
+	f, err := fsys.OpenFile(path, os.O_RDWR|os.O_CREATE, r.Perm)
 	if err != nil {
 		return false, err
 	}
@@ -346,7 +346,7 @@ func (r *remoteFiles) rebuildPlain(ctx context.Context, v *logView, c uint32, ps
 		return false, fmt.Errorf("sessionstore: sync %s: %w", path, err)
 	}
 	if size == 0 {
-		if err := fsys.SyncDir(r.chunkDir()); err != nil {
+		if err := fsys.SyncDir(r.ChunkDir()); err != nil {
 			return false, err
 		}
 	}
@@ -391,9 +391,9 @@ func writeTemp(fsys vfs.FS, path string, b []byte, perm os.FileMode) error {
 // (index.jsonl empty, HEAD its last record). Otherwise both go, and the
 // open rebuilds them from every chunk (reconciliation).
 func (r *remoteFiles) rebuildDerived(v *logView, pieces map[uint32][]logPiece) error {
-	fsys := r.fsys
+	fsys := r.FS
 	for _, name := range []string{indexName, headfile.Name, headfile.Temp} {
-		if err := removeIfExists(fsys, filepath.Join(r.dir, name)); err != nil {
+		if err := removeIfExists(fsys, filepath.Join(r.Dir, name)); err != nil {
 			return err
 		}
 	}
@@ -414,7 +414,7 @@ func (r *remoteFiles) rebuildDerived(v *logView, pieces map[uint32][]logPiece) e
 		for _, p := range pieces[newest] {
 			end = max(end, p.Off+int64(p.Len))
 		}
-		b, err := readFile(fsys, r.chunkPath(newest), nil, end)
+		b, err := readFile(fsys, r.ChunkPath(newest), nil, end)
 		if err != nil {
 			return err
 		}
@@ -428,15 +428,15 @@ func (r *remoteFiles) rebuildDerived(v *logView, pieces map[uint32][]logPiece) e
 		}
 		lines, head = index.AppendLines(nil, es), es[len(es)-1]
 	}
-	if err := durable.ReplaceFile(fsys, r.dir, indexName, lines, r.perm); err != nil {
+	if err := durable.ReplaceFile(fsys, r.Dir, indexName, lines, r.Perm); err != nil {
 		return err
 	}
 	if len(pieces) == 0 {
-		tip, ok := sealedTip(fsys, r.dir, newest)
+		tip, ok := sealedTip(fsys, r.Dir, newest)
 		if !ok {
 			return nil
 		}
 		head = tip
 	}
-	return writeHead(fsys, r.dir, head.ID, r.perm)
+	return writeHead(fsys, r.Dir, head.ID, r.Perm)
 }
