@@ -4,16 +4,14 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/crc32"
-	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -21,6 +19,7 @@ import (
 
 	"github.com/sessionstore/sessionstore/internal/blob"
 	"github.com/sessionstore/sessionstore/internal/durable"
+	"github.com/sessionstore/sessionstore/internal/seam"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 	"github.com/sessionstore/sessionstore/internal/zchunk"
 )
@@ -90,186 +89,43 @@ import (
 // context; those of the commit pipeline and of sealing, which serve many
 // callers, are bounded by Options.RemoteTimeout.
 
-// remoteFormat is the version of the log's objects.
-const remoteFormat = 1
+// The log's objects, their state and keys are internal/seam's, under the
+// engine's names.
+type (
+	logHeader    = seam.Header
+	remoteState  = seam.State
+	sealedObject = seam.Sealed
+	logPiece     = seam.Piece
+	seqRange     = seam.SeqRange
+)
 
 // Kinds of log objects.
 const (
-	logCreate  = "create"
-	logOpen    = "open"
-	logRelease = "release"
-	logData    = "data"
-	logSeal    = "seal"
-	logMeta    = "meta"
-	logLanes   = "lanes"
+	logCreate  = seam.KindCreate
+	logOpen    = seam.KindOpen
+	logRelease = seam.KindRelease
+	logDelete  = seam.KindDelete
+	logData    = seam.KindData
+	logSeal    = seam.KindSeal
+	logMeta    = seam.KindMeta
+	logLanes   = seam.KindLanes
+	metaPrefix = seam.MetaPrefix
 )
-
-func isMarker(kind string) bool {
-	return kind == logCreate || kind == logOpen || kind == logRelease || kind == logDelete
-}
 
 // remoteStateFile (internal/layout) records, in a session's directory,
 // the log object the local files match exactly, written after a clean
 // release: the next open fetches only newer objects.
 
-// logHeader is the first line of a log object.
-type logHeader struct {
-	V     int          `json:"v"`
-	Kind  string       `json:"kind"`
-	Lease uuid.UUID    `json:"lease"`          // the lease (one open of the session) that wrote it
-	Store uuid.UUID    `json:"store"`          // the Store that held the lease
-	Chunk uint32       `json:"chunk,omitzero"` // data, seal
-	Off   int64        `json:"off,omitzero"`   // data: where the payload goes in the chunk
-	Len   int          `json:"len"`            // payload bytes
-	CRC   uint32       `json:"crc"`            // CRC-32C of the payload
-	Key   string       `json:"key,omitzero"`   // seal: the sealed chunk's object
-	Size  int64        `json:"size,omitzero"`  // seal: the chunk's plain size
-	State *remoteState `json:"state,omitzero"` // markers: the log's state before them
-}
-
-// remoteState is what the log holds, as of some object.
-type remoteState struct {
-	Sealed []sealedObject `json:"sealed"`
-	Live   []logPiece     `json:"live"`           // data objects of chunks not sealed, in log order
-	Dead   []seqRange     `json:"dead"`           // data objects of sealed chunks, not deleted yet
-	Lanes  []byte         `json:"lanes,omitzero"` // the lanes file (lanes.go), nil for none
-}
-
-// sealedObject is a sealed chunk's object.
-type sealedObject struct {
-	Chunk uint32 `json:"chunk"`
-	Key   string `json:"key"`
-	Size  int64  `json:"size"` // plain size
-}
-
-// logPiece is a data object: Len bytes of Chunk at Off.
-type logPiece struct {
-	Seq   uint64 `json:"seq"`
-	Chunk uint32 `json:"chunk"`
-	Off   int64  `json:"off"`
-	Len   int    `json:"len"`
-}
-
-func (st *remoteState) clone() *remoteState {
-	return &remoteState{Sealed: slices.Clone(st.Sealed), Live: slices.Clone(st.Live), Dead: slices.Clone(st.Dead), Lanes: slices.Clone(st.Lanes)}
-}
-
-func (st *remoteState) sealed(c uint32) (sealedObject, bool) {
-	for _, s := range st.Sealed {
-		if s.Chunk == c {
-			return s, true
-		}
-	}
-	return sealedObject{}, false
-}
-
-// apply adds object seq, with header h, to the state.
-func (st *remoteState) apply(seq uint64, h *logHeader) {
-	switch h.Kind {
-	case logData:
-		st.Live = append(st.Live, logPiece{Seq: seq, Chunk: h.Chunk, Off: h.Off, Len: h.Len})
-	case logSeal:
-		if _, ok := st.sealed(h.Chunk); ok {
-			return
-		}
-		st.Sealed = append(st.Sealed, sealedObject{Chunk: h.Chunk, Key: h.Key, Size: h.Size})
-		live := st.Live[:0]
-		for _, p := range st.Live {
-			if p.Chunk == h.Chunk {
-				st.Dead = addSeq(st.Dead, p.Seq)
-			} else {
-				live = append(live, p)
-			}
-		}
-		st.Live = live
-	}
-}
-
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
-func encodeLogObject(h *logHeader, payload []byte) ([]byte, error) {
-	h.V, h.Len, h.CRC = remoteFormat, len(payload), crc32.Checksum(payload, castagnoli)
-	b, err := json.Marshal(h)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]byte, 0, len(b)+1+len(payload))
-	out = append(append(append(out, b...), '\n'), payload...)
-	return out, nil
-}
-
+// decodeLogObject is seam.DecodeObject with its errors in the root's
+// types: damage a *CorruptionError naming the key, another version
+// ErrUnsupportedFormat.
 func decodeLogObject(key string, b []byte) (*logHeader, []byte, error) {
-	i := bytes.IndexByte(b, '\n')
-	if i < 0 {
-		return nil, nil, corruptf(key, 0, "log object has no header line")
+	h, payload, err := seam.DecodeObject(key, b)
+	var ve *seam.VersionError
+	if errors.As(err, &ve) {
+		return nil, nil, fmt.Errorf("%w: %w", ErrUnsupportedFormat, err)
 	}
-	var h logHeader
-	if err := json.Unmarshal(b[:i], &h); err != nil {
-		return nil, nil, corruptf(key, 0, "log object Header: %w", err)
-	}
-	if h.V != remoteFormat {
-		return nil, nil, fmt.Errorf("%w: log object %s has version %d", ErrUnsupportedFormat, key, h.V)
-	}
-	payload := b[i+1:]
-	if len(payload) != h.Len || crc32.Checksum(payload, castagnoli) != h.CRC {
-		return nil, nil, corruptf(key, int64(i+1), "log object payload does not match its header (%d bytes, want %d, or CRC-32C)", len(payload), h.Len)
-	}
-	if h.Kind == logData && (h.Off < 0 || h.Len == 0) {
-		return nil, nil, corruptf(key, 0, "data object at offset %d with %d bytes", h.Off, h.Len)
-	}
-	return &h, payload, nil
-}
-
-// Object keys.
-func sessionPrefix(id uuid.UUID) string { return "sessions/" + id.String() + "/" }
-func logPrefix(id uuid.UUID) string     { return sessionPrefix(id) + "log/" }
-
-// logKey names log object seq. The number is stored as its distance from
-// the largest uint64, in 20 digits, so that the newest objects come first
-// in a listing: an open reads the first page only.
-func logKey(id uuid.UUID, seq uint64) string {
-	return fmt.Sprintf("%s%020d", logPrefix(id), math.MaxUint64-seq)
-}
-func parseLogKey(prefix, key string) (uint64, bool) {
-	var inv uint64
-	rest, ok := cutPrefix(key, prefix)
-	if !ok || len(rest) != 20 {
-		return 0, false
-	}
-	for _, c := range rest {
-		if c < '0' || c > '9' || inv > (math.MaxUint64-uint64(c-'0'))/10 {
-			return 0, false
-		}
-		inv = inv*10 + uint64(c-'0')
-	}
-	seq := math.MaxUint64 - inv
-	return seq, seq > 0
-}
-func cutPrefix(s, prefix string) (string, bool) {
-	if len(s) < len(prefix) || s[:len(prefix)] != prefix {
-		return "", false
-	}
-	return s[len(prefix):], true
-}
-func blobKey(id uuid.UUID, d [32]byte) string {
-	return sessionPrefix(id) + "blobs/" + hex.EncodeToString(d[:])
-}
-func sealedKey(id uuid.UUID, c uint32, lease uuid.UUID) string {
-	return sessionPrefix(id) + "chunks/" + chunkName(c) + "." + lease.String() + sealedExt
-}
-func clockKey(id uuid.UUID) string { return sessionPrefix(id) + "clock" }
-
-// metaPrefix is where List finds every session's metadata:
-// meta/<id>/<n>, a copy of the meta (or marker) log object n's payload.
-const metaPrefix = "meta/"
-
-func metaKey(id uuid.UUID, seq uint64) string {
-	return fmt.Sprintf("%s%s/%020d", metaPrefix, id, seq)
-}
-
-// remoteErr wraps a failed object store call.
-func remoteErr(op, key string, err error) error {
-	return fmt.Errorf("%w: %s %s: %w", ErrRemote, op, key, err)
+	return h, payload, damage(err)
 }
 
 // remoteFiles is durableFiles for a session kept in an object store: see
@@ -300,61 +156,6 @@ type dyingPieces struct {
 	seqs  []seqRange
 }
 
-// seqRange is the log objects From to To; in remoteState.Dead, unneeded
-// since At (Unix milliseconds, the sealing writer's clock), so that any
-// later holder deletes them once LeaseTime passed, however briefly each
-// holds the session.
-type seqRange struct {
-	From uint64 `json:"from"`
-	To   uint64 `json:"to"`
-	At   int64  `json:"at,omitzero"`
-}
-
-// addSeq adds seq, greater than every number in rs, to rs, extending
-// the last range only if it has no time yet (the same sealing's).
-func addSeq(rs []seqRange, seq uint64) []seqRange {
-	if n := len(rs); n > 0 && rs[n-1].To+1 == seq && rs[n-1].At == 0 {
-		rs[n-1].To = seq
-		return rs
-	}
-	return append(rs, seqRange{From: seq, To: seq})
-}
-
-// stampDead sets At to now in the ranges of rs that have none.
-func stampDead(rs []seqRange, now time.Time) {
-	for i := range rs {
-		if rs[i].At == 0 {
-			rs[i].At = now.UnixMilli()
-		}
-	}
-}
-
-// dropSeqs removes the numbers of done from rs.
-func dropSeqs(rs, done []seqRange) []seqRange {
-	var out []seqRange
-	for _, r := range rs {
-		parts := []seqRange{r}
-		for _, d := range done {
-			var next []seqRange
-			for _, p := range parts {
-				if d.To < p.From || d.From > p.To {
-					next = append(next, p)
-					continue
-				}
-				if p.From < d.From {
-					next = append(next, seqRange{From: p.From, To: d.From - 1, At: p.At})
-				}
-				if p.To > d.To {
-					next = append(next, seqRange{From: d.To + 1, To: p.To, At: p.At})
-				}
-			}
-			parts = next
-		}
-		out = append(out, parts...)
-	}
-	return out
-}
-
 func (r *remoteFiles) ctx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), r.timeout)
 }
@@ -368,12 +169,12 @@ func (r *remoteFiles) putLogLocked(ctx context.Context, h *logHeader, payload []
 		return 0, fmt.Errorf("%w: session %s is not held", ErrRemote, r.id)
 	}
 	h.Lease, h.Store = r.lease, r.store
-	b, err := encodeLogObject(h, payload)
+	b, err := seam.EncodeObject(h, payload)
 	if err != nil {
 		return 0, err
 	}
 	seq := r.seq + 1
-	key := logKey(r.id, seq)
+	key := seam.LogKey(r.id, seq)
 	err = r.obj.Create(ctx, key, b)
 	if errors.Is(err, ErrObjectExists) && r.storedOwn(ctx, key, b) {
 		// A retry of a Create whose first answer was lost: the object is
@@ -384,7 +185,7 @@ func (r *remoteFiles) putLogLocked(ctx context.Context, h *logHeader, payload []
 		if errors.Is(err, ErrObjectExists) {
 			r.lost = fmt.Errorf("%w: session %s: log object %s exists (another writer took the session)", ErrFenced, r.id, key)
 		} else {
-			r.lost = fmt.Errorf("%w: session %s: the state of log object %s is unknown: %w", ErrRemote, r.id, key, remoteErr("create", key, err))
+			r.lost = fmt.Errorf("%w: session %s: the state of log object %s is unknown: %w", ErrRemote, r.id, key, seam.RemoteErr("create", key, err))
 		}
 		return 0, r.lost
 	}
@@ -393,19 +194,19 @@ func (r *remoteFiles) putLogLocked(ctx context.Context, h *logHeader, payload []
 	if h.Kind == logSeal {
 		before.Live = slices.Clone(r.state.Live)
 	}
-	r.state.apply(seq, h)
+	r.state.Apply(seq, h)
 	if h.Kind == logSeal {
 		now := r.now()
 		var dead []seqRange
 		for _, p := range before.Live {
 			if p.Chunk == h.Chunk {
-				dead = addSeq(dead, p.Seq)
+				dead = seam.AddSeq(dead, p.Seq)
 			}
 		}
 		if len(dead) > 0 {
 			r.dying = append(r.dying, dyingPieces{since: now, seqs: dead})
 		}
-		stampDead(r.state.Dead, now)
+		seam.StampDead(r.state.Dead, now)
 	}
 	return seq, nil
 }
@@ -510,11 +311,11 @@ func (r *remoteFiles) uploadSealed(n uint32) error {
 	if err != nil {
 		return err
 	}
-	key := sealedKey(r.id, n, r.lease)
+	key := seam.SealedKey(r.id, n, r.lease)
 	ctx, cancel := r.ctx()
 	defer cancel()
 	if err := r.obj.Create(ctx, key, b); err != nil && !errors.Is(err, ErrObjectExists) {
-		return remoteErr("create", key, err)
+		return seam.RemoteErr("create", key, err)
 	}
 	_, err = r.putLog(&logHeader{Kind: logSeal, Chunk: n, Key: key, Size: size}, nil)
 	return err
@@ -545,15 +346,15 @@ func (r *remoteFiles) deleteDying() {
 	var deleted []seqRange
 	for _, rg := range due {
 		for seq := rg.From; seq <= rg.To; seq++ {
-			if err := r.obj.Delete(ctx, logKey(r.id, seq)); err != nil {
-				r.Log.Warn("sessionstore: unneeded log object stays", "key", logKey(r.id, seq), "err", err)
+			if err := r.obj.Delete(ctx, seam.LogKey(r.id, seq)); err != nil {
+				r.Log.Warn("sessionstore: unneeded log object stays", "key", seam.LogKey(r.id, seq), "err", err)
 				continue
 			}
-			deleted = addSeq(deleted, seq)
+			deleted = seam.AddSeq(deleted, seq)
 		}
 	}
 	r.logMu.Lock()
-	r.state.Dead = dropSeqs(r.state.Dead, deleted)
+	r.state.Dead = seam.DropSeqs(r.state.Dead, deleted)
 	r.logMu.Unlock()
 }
 
@@ -568,14 +369,14 @@ func (r *remoteFiles) putBlob(d [32]byte, rec []byte) error {
 	if err != nil {
 		return err
 	}
-	key := blobKey(r.id, d)
+	key := seam.BlobKey(r.id, d)
 	ctx, cancel := r.ctx()
 	defer cancel()
 	err = r.obj.Create(ctx, key, b)
 	if errors.Is(err, ErrObjectExists) {
 		old, gerr := r.obj.Get(ctx, key, 0, -1)
 		if gerr != nil {
-			return remoteErr("get", key, gerr)
+			return seam.RemoteErr("get", key, gerr)
 		}
 		if _, verr := decodeBlob(key, old, d, int64(len(rec))); verr == nil {
 			return nil
@@ -584,7 +385,7 @@ func (r *remoteFiles) putBlob(d [32]byte, rec []byte) error {
 		err = r.obj.Put(ctx, key, b)
 	}
 	if err != nil {
-		return remoteErr("create", key, err)
+		return seam.RemoteErr("create", key, err)
 	}
 	return nil
 }
@@ -605,13 +406,13 @@ func (r *remoteFiles) readBlob(d [32]byte, size int64) ([]byte, error) {
 // fetchBlob downloads blob d of session id into its directory dir,
 // verified by its digest first.
 func fetchBlob(ctx context.Context, obj ObjectStore, fsys vfs.FS, id uuid.UUID, dir string, d [32]byte, size int64, perm, dirPerm os.FileMode) error {
-	key := blobKey(id, d)
+	key := seam.BlobKey(id, d)
 	b, err := obj.Get(ctx, key, 0, -1)
 	if errors.Is(err, ErrObjectNotFound) {
 		return corruptf(key, 0, "blob is missing from the object store")
 	}
 	if err != nil {
-		return remoteErr("get", key, err)
+		return seam.RemoteErr("get", key, err)
 	}
 	if _, err := decodeBlob(key, b, d, size); err != nil {
 		return err
@@ -670,7 +471,7 @@ func (r *remoteFiles) putLanes(b []byte) error {
 // copyMeta writes meta/<id>/<seq> for List and deletes older copies. A
 // failure is logged: List shows the older copy until the next one.
 func (r *remoteFiles) copyMeta(ctx context.Context, seq uint64, b []byte) {
-	key := metaKey(r.id, seq)
+	key := seam.MetaKey(r.id, seq)
 	if err := r.obj.Create(ctx, key, b); err != nil && !errors.Is(err, ErrObjectExists) {
 		r.Log.Warn("sessionstore: metadata copy for List not stored", "key", key, "err", err)
 		return
@@ -712,18 +513,18 @@ func (r *remoteFiles) release(clean bool) error {
 	if r.lost != nil {
 		// The state of the object after r.seq is unknown: release after
 		// the newest object if it is this lease's.
-		infos, err := r.obj.List(ctx, logPrefix(r.id), 1)
+		infos, err := r.obj.List(ctx, seam.LogPrefix(r.id), 1)
 		if err != nil || len(infos) == 0 {
-			return remoteErr("list", logPrefix(r.id), err)
+			return seam.RemoteErr("list", seam.LogPrefix(r.id), err)
 		}
 		newest := infos[0]
-		seq, ok := parseLogKey(logPrefix(r.id), newest.Key)
+		seq, ok := seam.ParseLogKey(seam.LogPrefix(r.id), newest.Key)
 		if !ok {
 			return corruptf(newest.Key, 0, "not a log object name")
 		}
 		b, err := r.obj.Get(ctx, newest.Key, 0, -1)
 		if err != nil {
-			return remoteErr("get", newest.Key, err)
+			return seam.RemoteErr("get", newest.Key, err)
 		}
 		h, _, err := decodeLogObject(newest.Key, b)
 		if err != nil || h.Lease != r.lease {
@@ -733,16 +534,16 @@ func (r *remoteFiles) release(clean bool) error {
 		// lease's: the release's state holds them (their events stay,
 		// unacknowledged).
 		for k := r.seq + 1; k <= seq; k++ {
-			key := logKey(r.id, k)
+			key := seam.LogKey(r.id, k)
 			b, err := r.obj.Get(ctx, key, 0, -1)
 			if err != nil {
-				return remoteErr("get", key, err)
+				return seam.RemoteErr("get", key, err)
 			}
 			h, _, err := decodeLogObject(key, b)
 			if err != nil {
 				return err
 			}
-			r.state.apply(k, h)
+			r.state.Apply(k, h)
 		}
 		r.seq, r.lost, r.holder, clean = seq, nil, true, false
 		defer func() { r.holder = false }()
@@ -750,7 +551,7 @@ func (r *remoteFiles) release(clean bool) error {
 		r.holder = true
 		defer func() { r.holder = false }()
 	}
-	seq, err := r.putLogLocked(ctx, &logHeader{Kind: logRelease, State: r.state.clone()}, r.meta)
+	seq, err := r.putLogLocked(ctx, &logHeader{Kind: logRelease, State: r.state.Clone()}, r.meta)
 	if err != nil {
 		return err
 	}
@@ -784,15 +585,15 @@ const viewPage = 32
 // listLog lists the newest limit log objects (all with limit <= 0),
 // returning them oldest first.
 func (r *remoteFiles) listLog(ctx context.Context, limit int) ([]uint64, []ObjectInfo, error) {
-	prefix := logPrefix(r.id)
+	prefix := seam.LogPrefix(r.id)
 	infos, err := r.obj.List(ctx, prefix, limit)
 	if err != nil {
-		return nil, nil, remoteErr("list", prefix, err)
+		return nil, nil, seam.RemoteErr("list", prefix, err)
 	}
 	var seqs []uint64
 	var objs []ObjectInfo
 	for i := len(infos) - 1; i >= 0; i-- {
-		if seq, ok := parseLogKey(prefix, infos[i].Key); ok {
+		if seq, ok := seam.ParseLogKey(prefix, infos[i].Key); ok {
 			seqs, objs = append(seqs, seq), append(objs, infos[i])
 		}
 	}
@@ -851,7 +652,7 @@ func (r *remoteFiles) readView(ctx context.Context) (*logView, error) {
 					// chunk, which a newer seal record covers.
 					return
 				}
-				errs[i] = remoteErr("get", key, err)
+				errs[i] = seam.RemoteErr("get", key, err)
 				return
 			}
 			h, payload, err := decodeLogObject(key, b)
@@ -865,7 +666,7 @@ func (r *remoteFiles) readView(ctx context.Context) (*logView, error) {
 				continue
 			}
 			read[seqs[start+i]] = res[i]
-			if isMarker(res[i].h.Kind) && marker < 0 {
+			if seam.IsMarker(res[i].h.Kind) && marker < 0 {
 				marker = start + i
 			}
 		}
@@ -878,7 +679,7 @@ func (r *remoteFiles) readView(ctx context.Context) (*logView, error) {
 	if m.h.State == nil {
 		v.state = &remoteState{}
 	} else {
-		v.state = m.h.State.clone()
+		v.state = m.h.State.Clone()
 	}
 	v.meta = m.payload
 	for i := marker + 1; i < len(seqs); i++ {
@@ -894,7 +695,7 @@ func (r *remoteFiles) readView(ctx context.Context) (*logView, error) {
 		case logLanes:
 			v.state.Lanes = g.payload
 		}
-		v.state.apply(seqs[i], g.h)
+		v.state.Apply(seqs[i], g.h)
 	}
 	v.newestHead = read[v.newestSeq].h
 	return v, nil
@@ -903,13 +704,13 @@ func (r *remoteFiles) readView(ctx context.Context) (*logView, error) {
 // storeClock returns the object store's current time: the modification
 // time of a probe object it writes.
 func (r *remoteFiles) storeClock(ctx context.Context) (time.Time, error) {
-	key := clockKey(r.id)
+	key := seam.ClockKey(r.id)
 	if err := r.obj.Put(ctx, key, []byte(r.lease.String())); err != nil {
-		return time.Time{}, remoteErr("put", key, err)
+		return time.Time{}, seam.RemoteErr("put", key, err)
 	}
 	info, err := r.obj.Stat(ctx, key)
 	if err != nil {
-		return time.Time{}, remoteErr("stat", key, err)
+		return time.Time{}, seam.RemoteErr("stat", key, err)
 	}
 	return info.ModTime, nil
 }
@@ -979,7 +780,7 @@ func (r *remoteFiles) acquire(ctx context.Context, wait bool) error {
 		}
 		r.logMu.Lock()
 		r.lease, r.state, r.meta, r.seq, r.lost, r.holder = uuid.Must(uuid.NewV7()), v.state, v.meta, v.newestSeq, nil, true
-		_, err = r.putLogLocked(ctx, &logHeader{Kind: logOpen, State: v.state.clone()}, v.meta)
+		_, err = r.putLogLocked(ctx, &logHeader{Kind: logOpen, State: v.state.Clone()}, v.meta)
 		if errors.Is(err, ErrFenced) {
 			// Another Store wrote meanwhile: read the log again.
 			r.lost, r.holder = nil, false
@@ -993,7 +794,7 @@ func (r *remoteFiles) acquire(ctx context.Context, wait bool) error {
 			// The dead objects the log's state names die LeaseTime after
 			// their sealing (At), or after now if it does not say.
 			now := r.now()
-			stampDead(r.state.Dead, now)
+			seam.StampDead(r.state.Dead, now)
 			for _, rg := range r.state.Dead {
 				r.dying = append(r.dying, dyingPieces{since: time.UnixMilli(rg.At), seqs: []seqRange{rg}})
 			}
@@ -1033,14 +834,15 @@ func (s *Store) fetchMissingBlob(ctx context.Context, dir string, d [32]byte, si
 func (s *Store) listRemote(ctx context.Context) ([]Meta, error) {
 	infos, err := s.opts.Remote.List(ctx, metaPrefix, 0)
 	if err != nil {
-		return nil, remoteErr("list", metaPrefix, err)
+		return nil, seam.RemoteErr("list", metaPrefix, err)
 	}
 	// Keys sort by id, then number: the last of each id is its newest.
 	var ids []uuid.UUID
 	var keys []string
 	for _, o := range infos {
-		rest, _ := cutPrefix(o.Key, metaPrefix)
-		idStr, _, ok := cutAt(rest, '/')
+		rest, ok := strings.CutPrefix(o.Key, metaPrefix)
+		idStr, _, cut := cutAt(rest, '/')
+		ok = ok && cut
 		id, err := uuid.Parse(idStr)
 		if !ok || err != nil {
 			continue
@@ -1056,7 +858,7 @@ func (s *Store) listRemote(ctx context.Context) ([]Meta, error) {
 	forEach(len(ids), 16, func(_, i int) {
 		b, err := s.opts.Remote.Get(ctx, keys[i], 0, -1)
 		if err != nil {
-			errs[i] = remoteErr("get", keys[i], err)
+			errs[i] = seam.RemoteErr("get", keys[i], err)
 			return
 		}
 		metas[i], _, errs[i] = decodeMeta(b, ids[i], keys[i])
@@ -1075,7 +877,7 @@ func (s *Store) metaRemote(ctx context.Context, id uuid.UUID) (Meta, error) {
 	prefix := metaPrefix + id.String() + "/"
 	infos, err := s.opts.Remote.List(ctx, prefix, 0)
 	if err != nil {
-		return Meta{}, remoteErr("list", prefix, err)
+		return Meta{}, seam.RemoteErr("list", prefix, err)
 	}
 	if len(infos) == 0 {
 		return Meta{}, fmt.Errorf("%w: session %s", ErrNotFound, id)
@@ -1086,7 +888,7 @@ func (s *Store) metaRemote(ctx context.Context, id uuid.UUID) (Meta, error) {
 	key := infos[len(infos)-1].Key
 	b, err := s.opts.Remote.Get(ctx, key, 0, -1)
 	if err != nil {
-		return Meta{}, remoteErr("get", key, err)
+		return Meta{}, seam.RemoteErr("get", key, err)
 	}
 	m, _, err := decodeMeta(b, id, key)
 	return m, err

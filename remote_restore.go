@@ -17,6 +17,7 @@ import (
 	"github.com/sessionstore/sessionstore/internal/eventline"
 	"github.com/sessionstore/sessionstore/internal/headfile"
 	"github.com/sessionstore/sessionstore/internal/index"
+	"github.com/sessionstore/sessionstore/internal/seam"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 	"github.com/sessionstore/sessionstore/internal/zchunk"
 )
@@ -89,7 +90,7 @@ func (r *remoteFiles) reconcileLocal(ctx context.Context, v *logView) error {
 
 	pieces := map[uint32][]logPiece{}
 	for _, p := range v.state.Live {
-		if _, ok := v.state.sealed(p.Chunk); !ok {
+		if _, ok := v.state.SealedChunk(p.Chunk); !ok {
 			pieces[p.Chunk] = append(pieces[p.Chunk], p)
 		}
 	}
@@ -99,7 +100,7 @@ func (r *remoteFiles) reconcileLocal(ctx context.Context, v *logView) error {
 		var end int64
 		for _, p := range ps {
 			if p.Off != end {
-				return corruptf(logKey(r.id, p.Seq), 0, "data object for chunk %d at offset %d, where the chunk's data so far ends at %d", c, p.Off, end)
+				return corruptf(seam.LogKey(r.id, p.Seq), 0, "data object for chunk %d at offset %d, where the chunk's data so far ends at %d", c, p.Off, end)
 			}
 			end += int64(p.Len)
 		}
@@ -218,7 +219,7 @@ func downloadSealed(ctx context.Context, obj ObjectStore, fsys vfs.FS, path stri
 		return 0, corruptf(s.Key, 0, "sealed chunk %d is missing from the object store", s.Chunk)
 	}
 	if err != nil {
-		return 0, remoteErr("get", s.Key, err)
+		return 0, seam.RemoteErr("get", s.Key, err)
 	}
 	tmp := path + ".tmp" // a leftover one is removed by reconciliation
 	if err := writeTemp(fsys, tmp, b, perm); err != nil {
@@ -294,10 +295,10 @@ func (r *remoteFiles) rebuildPlain(ctx context.Context, v *logView, c uint32, ps
 			data[i] = b
 			return
 		}
-		key := logKey(r.id, p.Seq)
+		key := seam.LogKey(r.id, p.Seq)
 		b, err := r.obj.Get(ctx, key, 0, -1)
 		if err != nil {
-			errs[i] = remoteErr("get", key, err)
+			errs[i] = seam.RemoteErr("get", key, err)
 			return
 		}
 		h, payload, err := decodeLogObject(key, b)

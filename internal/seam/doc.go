@@ -1,6 +1,7 @@
 // Package seam is where the durable bytes of an open session leave the
 // process: the files of a session kept in its directory (Local, and the
-// active chunk appends go to, Chunk). The engine above decides what is
+// active chunk appends go to, Chunk), and the format and keys of the log
+// of a session kept in an object store. The engine above decides what is
 // written, in which order, and when a fact must be durable; the seam
 // decides only where the bytes go and how they are made durable there.
 // It speaks bytes, chunk numbers and offsets, digests and ids: session.json
@@ -34,7 +35,27 @@
 // make durable is unknown (durable.ErrUnsynced), and the caller stops
 // writing the session until its files are reconciled again.
 //
-// A second writer: the seam takes no lock. The caller holds the session's
+// A session kept in an object store (the root package's remote mode) is
+// a log of numbered, immutable objects under LogPrefix, each a Header
+// line and a payload (EncodeObject, DecodeObject): commit groups' bytes,
+// seal records, session.json, the lanes file, and markers (create, open,
+// release, delete) that carry the log's whole State before them. This
+// package holds that format, the State (Apply, and the ranges of data
+// objects sealing made unneeded: SeqRange), the object keys and the
+// errors of the mode; the writer of the log is still the root's.
+// Durable remotely means: the object's Create returned nil, after the
+// object store answered. Fencing rests on Create alone: of any number of
+// Creates of one key, exactly one succeeds. A writer creates object n+1
+// after its own n, so a second writer that took the session (after the
+// lease time on the object store's clock) makes the first one's next
+// Create fail with ErrObjectExists: the first is fenced (ErrFenced) and
+// acknowledges nothing more. A partitioned writer cannot acknowledge
+// anything: its Create does not return nil; a Create whose answer is lost
+// leaves the object's state unknown (ErrRemote), settled by the next open
+// reading the log. A decoded object is checked by its CRC-32C: damage is
+// a *corrupt.Error naming the key, another version a *VersionError.
+//
+// A second writer of local files: the seam takes no lock. The caller holds the session's
 // lock file before it builds a Local for writing, so no other process
 // writes the same session's files; within the process, the chunk calls
 // come from the session's one commit pipeline, and only the blob calls
