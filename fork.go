@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/sessionstore/sessionstore/internal/durable"
@@ -586,7 +585,7 @@ func (src prefixSource) restore(id uuid.UUID) (string, error) {
 		return "", err
 	}
 	local := newLocalFiles(o.fs, dir, o.FileMode, o.DirMode, o.ChunkSize, o.Logger.With("session", id))
-	rf := &remoteFiles{localFiles: local, obj: o.Remote, id: id, store: o.storeID, fetch: o.fetch, timeout: o.RemoteTimeout, leaseT: o.LeaseTime, now: time.Now}
+	rf := newRemoteFiles(local, o, id)
 	ctx, cancel := context.WithTimeout(context.Background(), o.RemoteTimeout)
 	defer cancel()
 	v, err := rf.readView(ctx)

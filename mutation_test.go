@@ -224,7 +224,7 @@ var mutations = []mutation{
 		"a downloaded sealed chunk is whole under its name after a crash"},
 	{"skip the directory sync after a downloaded sealed chunk's rename", "remote_restore.go", "func downloadSealed(", "return int64(len(b)), fsys.SyncDir(filepath.Dir(path))", "return int64(len(b)), nil",
 		"a downloaded sealed chunk's bytes are never on the disk without a name"},
-	{"take an existing log object for this writer's", "remote.go", "func (r *remoteFiles) putLogLocked(", "err = r.obj.Create(ctx, key, b)", "err = r.obj.Create(ctx, key, b)\n\tif errors.Is(err, ErrObjectExists) {\n\t\terr = nil\n\t}",
+	{"take an existing log object for this writer's", "internal/seam/writer.go", "func (l *LogWriter) PutLocked(", "err = l.Obj.Create(ctx, key, b)", "err = l.Obj.Create(ctx, key, b)\n\tif errors.Is(err, ErrObjectExists) {\n\t\terr = nil\n\t}",
 		"a writer that lost the session is fenced"},
 	// The lifecycle.
 	{"skip the subdirectories' sync of Create", "session.go", "func createSessionFiles(", "if err := fsys.SyncDir(dir); err != nil {", "if err := error(nil); err != nil {",
@@ -343,7 +343,7 @@ var mutationCatchers = map[string]string{
 	"skip the sync of a restored chunk":                                   "TestSyncRestoredSessionSurvivesCrash",
 	"skip the chunks directory sync after creating a restored chunk":      "TestSyncFetchedBlobNamed",
 	"skip the sync of a downloaded sealed chunk":                          "TestSyncDownloadedSealedChunkWhole",
-	"take an existing log object for this writer's":                       "TestDeferCreateRemote",
+	"take an existing log object for this writer's":                       "TestLogWriterFenced",
 	"skip the subdirectories' sync of Create":                             "TestForkCrashPoints",
 	"change lanes without waiting for the appends in flight":              "TestSwitchLaneBesideAppendInFlight",
 	"write lanes.json in place":                                           "TestPutReplacesWhole",

@@ -173,7 +173,7 @@ func newOpenSession(id uuid.UUID, dir string, opts *Options, hb *hub) *openSessi
 	local := newLocalFiles(opts.fs, dir, opts.FileMode, opts.DirMode, opts.ChunkSize, opts.Logger.With("session", id))
 	h.files = local
 	if opts.Remote != nil {
-		h.files = &remoteFiles{localFiles: local, obj: opts.Remote, id: id, store: opts.storeID, fetch: opts.fetch, timeout: opts.RemoteTimeout, leaseT: opts.LeaseTime, now: time.Now}
+		h.files = newRemoteFiles(local, opts, id)
 	}
 	h.pipe.synced = sync.NewCond(&h.mu)
 	return h

@@ -12,7 +12,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -129,100 +128,53 @@ func decodeLogObject(key string, b []byte) (*logHeader, []byte, error) {
 }
 
 // remoteFiles is durableFiles for a session kept in an object store: see
-// the top of this file.
+// the top of this file. Its log, and the lease it holds, is
+// internal/seam's LogWriter.
 type remoteFiles struct {
 	*localFiles
-	obj     ObjectStore
-	id      uuid.UUID
-	lease   uuid.UUID
-	store   uuid.UUID // the Store's id (Options.storeID)
-	fetch   *fetchFS  // the Store's filesystem (remote_fetch.go)
+	*seam.LogWriter
+	fetch   *fetchFS // the Store's filesystem (remote_fetch.go)
 	timeout time.Duration
 	leaseT  time.Duration
-	now     func() time.Time // local monotonic clock, for the grace of deletions only
-
-	logMu  sync.Mutex // held across each log object's Create, so numbers follow the log's order
-	seq    uint64     // the newest log object this lease wrote; 0 before it holds the session
-	lost   error      // ErrFenced or ErrRemote once a Create failed: no more log objects
-	state  *remoteState
-	meta   []byte        // session.json as the log holds it
-	dying  []dyingPieces // data objects sealing made unneeded, deleted after leaseT
-	holder bool          // the lease is held (between acquire and release)
 }
 
-// dyingPieces are data objects unneeded since a time.
-type dyingPieces struct {
-	since time.Time
-	seqs  []seqRange
+// newRemoteFiles returns the files of session id kept in o.Remote, with
+// local as their cache.
+func newRemoteFiles(local *localFiles, o *Options, id uuid.UUID) *remoteFiles {
+	return &remoteFiles{
+		localFiles: local,
+		LogWriter:  &seam.LogWriter{Obj: remoteObjects{o.Remote}, ID: id, Store: o.storeID, Now: time.Now},
+		fetch:      o.fetch, timeout: o.RemoteTimeout, leaseT: o.LeaseTime,
+	}
+}
+
+// remoteObjects is an ObjectStore as the seam calls it.
+type remoteObjects struct{ ObjectStore }
+
+func (o remoteObjects) Stat(ctx context.Context, key string) (seam.ObjectInfo, error) {
+	info, err := o.ObjectStore.Stat(ctx, key)
+	return seam.ObjectInfo(info), err
+}
+
+func (o remoteObjects) List(ctx context.Context, prefix string, limit int) ([]seam.ObjectInfo, error) {
+	infos, err := o.ObjectStore.List(ctx, prefix, limit)
+	out := make([]seam.ObjectInfo, len(infos))
+	for i, info := range infos {
+		out[i] = seam.ObjectInfo(info)
+	}
+	return out, err
 }
 
 func (r *remoteFiles) ctx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), r.timeout)
 }
 
-// putLog creates the next log object, with logMu held by the caller.
-func (r *remoteFiles) putLogLocked(ctx context.Context, h *logHeader, payload []byte) (uint64, error) {
-	if r.lost != nil {
-		return 0, r.lost
-	}
-	if !r.holder {
-		return 0, fmt.Errorf("%w: session %s is not held", ErrRemote, r.id)
-	}
-	h.Lease, h.Store = r.lease, r.store
-	b, err := seam.EncodeObject(h, payload)
-	if err != nil {
-		return 0, err
-	}
-	seq := r.seq + 1
-	key := seam.LogKey(r.id, seq)
-	err = r.obj.Create(ctx, key, b)
-	if errors.Is(err, ErrObjectExists) && r.storedOwn(ctx, key, b) {
-		// A retry of a Create whose first answer was lost: the object is
-		// this one (its header names this lease), not another writer's.
-		err = nil
-	}
-	if err != nil {
-		if errors.Is(err, ErrObjectExists) {
-			r.lost = fmt.Errorf("%w: session %s: log object %s exists (another writer took the session)", ErrFenced, r.id, key)
-		} else {
-			r.lost = fmt.Errorf("%w: session %s: the state of log object %s is unknown: %w", ErrRemote, r.id, key, seam.RemoteErr("create", key, err))
-		}
-		return 0, r.lost
-	}
-	r.seq = seq
-	before := remoteState{Live: r.state.Live}
-	if h.Kind == logSeal {
-		before.Live = slices.Clone(r.state.Live)
-	}
-	r.state.Apply(seq, h)
-	if h.Kind == logSeal {
-		now := r.now()
-		var dead []seqRange
-		for _, p := range before.Live {
-			if p.Chunk == h.Chunk {
-				dead = seam.AddSeq(dead, p.Seq)
-			}
-		}
-		if len(dead) > 0 {
-			r.dying = append(r.dying, dyingPieces{since: now, seqs: dead})
-		}
-		seam.StampDead(r.state.Dead, now)
-	}
-	return seq, nil
-}
-
-// storedOwn reports whether the object at key holds exactly b.
-func (r *remoteFiles) storedOwn(ctx context.Context, key string, b []byte) bool {
-	got, err := r.obj.Get(ctx, key, 0, -1)
-	return err == nil && bytes.Equal(got, b)
-}
-
 func (r *remoteFiles) putLog(h *logHeader, payload []byte) (uint64, error) {
 	ctx, cancel := r.ctx()
 	defer cancel()
-	r.logMu.Lock()
-	defer r.logMu.Unlock()
-	return r.putLogLocked(ctx, h, payload)
+	r.Mu.Lock()
+	defer r.Mu.Unlock()
+	return r.PutLocked(ctx, h, payload)
 }
 
 func (r *remoteFiles) createChunk(n uint32) (activeChunk, error) {
@@ -311,10 +263,10 @@ func (r *remoteFiles) uploadSealed(n uint32) error {
 	if err != nil {
 		return err
 	}
-	key := seam.SealedKey(r.id, n, r.lease)
+	key := seam.SealedKey(r.ID, n, r.Lease)
 	ctx, cancel := r.ctx()
 	defer cancel()
-	if err := r.obj.Create(ctx, key, b); err != nil && !errors.Is(err, ErrObjectExists) {
+	if err := r.Obj.Create(ctx, key, b); err != nil && !errors.Is(err, ErrObjectExists) {
 		return seam.RemoteErr("create", key, err)
 	}
 	_, err = r.putLog(&logHeader{Kind: logSeal, Chunk: n, Key: key, Size: size}, nil)
@@ -326,18 +278,18 @@ func (r *remoteFiles) uploadSealed(n uint32) error {
 // until then. Those younger stay in the state (Dead) the release marker
 // records, for the next holder to delete.
 func (r *remoteFiles) deleteDying() {
-	r.logMu.Lock()
+	r.Mu.Lock()
 	var due []seqRange
-	keep := r.dying[:0]
-	for _, d := range r.dying {
-		if r.now().Sub(d.since) >= r.leaseT {
-			due = append(due, d.seqs...)
+	keep := r.Dying[:0]
+	for _, d := range r.Dying {
+		if r.Now().Sub(d.Since) >= r.leaseT {
+			due = append(due, d.Seqs...)
 		} else {
 			keep = append(keep, d)
 		}
 	}
-	r.dying = keep
-	r.logMu.Unlock()
+	r.Dying = keep
+	r.Mu.Unlock()
 	if len(due) == 0 {
 		return
 	}
@@ -346,16 +298,16 @@ func (r *remoteFiles) deleteDying() {
 	var deleted []seqRange
 	for _, rg := range due {
 		for seq := rg.From; seq <= rg.To; seq++ {
-			if err := r.obj.Delete(ctx, seam.LogKey(r.id, seq)); err != nil {
-				r.Log.Warn("sessionstore: unneeded log object stays", "key", seam.LogKey(r.id, seq), "err", err)
+			if err := r.Obj.Delete(ctx, seam.LogKey(r.ID, seq)); err != nil {
+				r.Log.Warn("sessionstore: unneeded log object stays", "key", seam.LogKey(r.ID, seq), "err", err)
 				continue
 			}
 			deleted = seam.AddSeq(deleted, seq)
 		}
 	}
-	r.logMu.Lock()
-	r.state.Dead = seam.DropSeqs(r.state.Dead, deleted)
-	r.logMu.Unlock()
+	r.Mu.Lock()
+	r.State.Dead = seam.DropSeqs(r.State.Dead, deleted)
+	r.Mu.Unlock()
 }
 
 // putBlob stores the blob locally and as an immutable object, before the
@@ -369,12 +321,12 @@ func (r *remoteFiles) putBlob(d [32]byte, rec []byte) error {
 	if err != nil {
 		return err
 	}
-	key := seam.BlobKey(r.id, d)
+	key := seam.BlobKey(r.ID, d)
 	ctx, cancel := r.ctx()
 	defer cancel()
-	err = r.obj.Create(ctx, key, b)
+	err = r.Obj.Create(ctx, key, b)
 	if errors.Is(err, ErrObjectExists) {
-		old, gerr := r.obj.Get(ctx, key, 0, -1)
+		old, gerr := r.Obj.Get(ctx, key, 0, -1)
 		if gerr != nil {
 			return seam.RemoteErr("get", key, gerr)
 		}
@@ -382,7 +334,7 @@ func (r *remoteFiles) putBlob(d [32]byte, rec []byte) error {
 			return nil
 		}
 		// A bad object under the digest: replace it.
-		err = r.obj.Put(ctx, key, b)
+		err = r.Obj.Put(ctx, key, b)
 	}
 	if err != nil {
 		return seam.RemoteErr("create", key, err)
@@ -397,7 +349,7 @@ func (r *remoteFiles) readBlob(d [32]byte, size int64) ([]byte, error) {
 	}
 	ctx, cancel := r.ctx()
 	defer cancel()
-	if err := fetchBlob(ctx, r.obj, r.FS, r.id, r.Dir, d, size, r.Perm, r.DirPerm); err != nil {
+	if err := fetchBlob(ctx, r.Obj, r.FS, r.ID, r.Dir, d, size, r.Perm, r.DirPerm); err != nil {
 		return nil, err
 	}
 	return r.localFiles.readBlob(d, size)
@@ -405,7 +357,7 @@ func (r *remoteFiles) readBlob(d [32]byte, size int64) ([]byte, error) {
 
 // fetchBlob downloads blob d of session id into its directory dir,
 // verified by its digest first.
-func fetchBlob(ctx context.Context, obj ObjectStore, fsys vfs.FS, id uuid.UUID, dir string, d [32]byte, size int64, perm, dirPerm os.FileMode) error {
+func fetchBlob(ctx context.Context, obj seam.Objects, fsys vfs.FS, id uuid.UUID, dir string, d [32]byte, size int64, perm, dirPerm os.FileMode) error {
 	key := seam.BlobKey(id, d)
 	b, err := obj.Get(ctx, key, 0, -1)
 	if errors.Is(err, ErrObjectNotFound) {
@@ -438,12 +390,12 @@ func (r *remoteFiles) putMeta(b []byte) error {
 	}
 	ctx, cancel := r.ctx()
 	defer cancel()
-	r.logMu.Lock()
-	seq, err := r.putLogLocked(ctx, &logHeader{Kind: logMeta}, b)
+	r.Mu.Lock()
+	seq, err := r.PutLocked(ctx, &logHeader{Kind: logMeta}, b)
 	if err == nil {
-		r.meta = slices.Clone(b)
+		r.Meta = slices.Clone(b)
 	}
-	r.logMu.Unlock()
+	r.Mu.Unlock()
 	if err != nil {
 		return err
 	}
@@ -459,30 +411,30 @@ func (r *remoteFiles) putLanes(b []byte) error {
 	}
 	ctx, cancel := r.ctx()
 	defer cancel()
-	r.logMu.Lock()
-	defer r.logMu.Unlock()
-	if _, err := r.putLogLocked(ctx, &logHeader{Kind: logLanes}, b); err != nil {
+	r.Mu.Lock()
+	defer r.Mu.Unlock()
+	if _, err := r.PutLocked(ctx, &logHeader{Kind: logLanes}, b); err != nil {
 		return err
 	}
-	r.state.Lanes = slices.Clone(b)
+	r.State.Lanes = slices.Clone(b)
 	return nil
 }
 
 // copyMeta writes meta/<id>/<seq> for List and deletes older copies. A
 // failure is logged: List shows the older copy until the next one.
 func (r *remoteFiles) copyMeta(ctx context.Context, seq uint64, b []byte) {
-	key := seam.MetaKey(r.id, seq)
-	if err := r.obj.Create(ctx, key, b); err != nil && !errors.Is(err, ErrObjectExists) {
+	key := seam.MetaKey(r.ID, seq)
+	if err := r.Obj.Create(ctx, key, b); err != nil && !errors.Is(err, ErrObjectExists) {
 		r.Log.Warn("sessionstore: metadata copy for List not stored", "key", key, "err", err)
 		return
 	}
-	infos, err := r.obj.List(ctx, metaPrefix+r.id.String()+"/", 0)
+	infos, err := r.Obj.List(ctx, metaPrefix+r.ID.String()+"/", 0)
 	if err != nil {
 		return
 	}
 	for _, o := range infos {
 		if o.Key < key {
-			if err := r.obj.Delete(ctx, o.Key); err != nil {
+			if err := r.Obj.Delete(ctx, o.Key); err != nil {
 				r.Log.Warn("sessionstore: older metadata copy stays", "key", o.Key, "err", err)
 			}
 		}
@@ -495,47 +447,47 @@ func (r *remoteFiles) copyMeta(ctx context.Context, seq uint64, b []byte) {
 // in remote.json that the local files match the marker. A Store that
 // lost the session writes nothing.
 func (r *remoteFiles) release(clean bool) error {
-	r.logMu.Lock()
-	held := r.holder
-	r.logMu.Unlock()
+	r.Mu.Lock()
+	held := r.Holder
+	r.Mu.Unlock()
 	if !held {
 		return nil
 	}
 	r.deleteDying()
 	ctx, cancel := r.ctx()
 	defer cancel()
-	r.logMu.Lock()
-	defer r.logMu.Unlock()
-	r.holder = false
-	if errors.Is(r.lost, ErrFenced) {
+	r.Mu.Lock()
+	defer r.Mu.Unlock()
+	r.Holder = false
+	if errors.Is(r.Lost, ErrFenced) {
 		return nil
 	}
-	if r.lost != nil {
-		// The state of the object after r.seq is unknown: release after
+	if r.Lost != nil {
+		// The state of the object after r.Seq is unknown: release after
 		// the newest object if it is this lease's.
-		infos, err := r.obj.List(ctx, seam.LogPrefix(r.id), 1)
+		infos, err := r.Obj.List(ctx, seam.LogPrefix(r.ID), 1)
 		if err != nil || len(infos) == 0 {
-			return seam.RemoteErr("list", seam.LogPrefix(r.id), err)
+			return seam.RemoteErr("list", seam.LogPrefix(r.ID), err)
 		}
 		newest := infos[0]
-		seq, ok := seam.ParseLogKey(seam.LogPrefix(r.id), newest.Key)
+		seq, ok := seam.ParseLogKey(seam.LogPrefix(r.ID), newest.Key)
 		if !ok {
 			return corruptf(newest.Key, 0, "not a log object name")
 		}
-		b, err := r.obj.Get(ctx, newest.Key, 0, -1)
+		b, err := r.Obj.Get(ctx, newest.Key, 0, -1)
 		if err != nil {
 			return seam.RemoteErr("get", newest.Key, err)
 		}
 		h, _, err := decodeLogObject(newest.Key, b)
-		if err != nil || h.Lease != r.lease {
+		if err != nil || h.Lease != r.Lease {
 			return err
 		}
 		// The objects whose Create failed but were stored are this
 		// lease's: the release's state holds them (their events stay,
 		// unacknowledged).
-		for k := r.seq + 1; k <= seq; k++ {
-			key := seam.LogKey(r.id, k)
-			b, err := r.obj.Get(ctx, key, 0, -1)
+		for k := r.Seq + 1; k <= seq; k++ {
+			key := seam.LogKey(r.ID, k)
+			b, err := r.Obj.Get(ctx, key, 0, -1)
 			if err != nil {
 				return seam.RemoteErr("get", key, err)
 			}
@@ -543,22 +495,22 @@ func (r *remoteFiles) release(clean bool) error {
 			if err != nil {
 				return err
 			}
-			r.state.Apply(k, h)
+			r.State.Apply(k, h)
 		}
-		r.seq, r.lost, r.holder, clean = seq, nil, true, false
-		defer func() { r.holder = false }()
+		r.Seq, r.Lost, r.Holder, clean = seq, nil, true, false
+		defer func() { r.Holder = false }()
 	} else {
-		r.holder = true
-		defer func() { r.holder = false }()
+		r.Holder = true
+		defer func() { r.Holder = false }()
 	}
-	seq, err := r.putLogLocked(ctx, &logHeader{Kind: logRelease, State: r.state.Clone()}, r.meta)
+	seq, err := r.PutLocked(ctx, &logHeader{Kind: logRelease, State: r.State.Clone()}, r.Meta)
 	if err != nil {
 		return err
 	}
 	if !clean {
 		return nil
 	}
-	b, _ := json.Marshal(localRemoteState{Seq: seq, Lease: r.lease})
+	b, _ := json.Marshal(localRemoteState{Seq: seq, Lease: r.Lease})
 	return durable.ReplaceFile(r.FS, r.Dir, remoteStateFile, b, r.Perm)
 }
 
@@ -571,7 +523,7 @@ type localRemoteState struct {
 // logView is the log as a Store opening a session reads it: its newest
 // object and the state after it.
 type logView struct {
-	newest     ObjectInfo
+	newest     seam.ObjectInfo
 	newestSeq  uint64
 	newestHead *logHeader
 	state      *remoteState
@@ -584,14 +536,14 @@ const viewPage = 32
 
 // listLog lists the newest limit log objects (all with limit <= 0),
 // returning them oldest first.
-func (r *remoteFiles) listLog(ctx context.Context, limit int) ([]uint64, []ObjectInfo, error) {
-	prefix := seam.LogPrefix(r.id)
-	infos, err := r.obj.List(ctx, prefix, limit)
+func (r *remoteFiles) listLog(ctx context.Context, limit int) ([]uint64, []seam.ObjectInfo, error) {
+	prefix := seam.LogPrefix(r.ID)
+	infos, err := r.Obj.List(ctx, prefix, limit)
 	if err != nil {
 		return nil, nil, seam.RemoteErr("list", prefix, err)
 	}
 	var seqs []uint64
-	var objs []ObjectInfo
+	var objs []seam.ObjectInfo
 	for i := len(infos) - 1; i >= 0; i-- {
 		if seq, ok := seam.ParseLogKey(prefix, infos[i].Key); ok {
 			seqs, objs = append(seqs, seq), append(objs, infos[i])
@@ -645,7 +597,7 @@ func (r *remoteFiles) readView(ctx context.Context) (*logView, error) {
 		errs := make([]error, end-start)
 		forEach(end-start, batch, func(_, i int) {
 			key := objs[start+i].Key
-			b, err := r.obj.Get(ctx, key, 0, -1)
+			b, err := r.Obj.Get(ctx, key, 0, -1)
 			if err != nil {
 				if errors.Is(err, ErrObjectNotFound) {
 					// Deleted since the listing: a data object of a sealed
@@ -704,11 +656,11 @@ func (r *remoteFiles) readView(ctx context.Context) (*logView, error) {
 // storeClock returns the object store's current time: the modification
 // time of a probe object it writes.
 func (r *remoteFiles) storeClock(ctx context.Context) (time.Time, error) {
-	key := seam.ClockKey(r.id)
-	if err := r.obj.Put(ctx, key, []byte(r.lease.String())); err != nil {
+	key := seam.ClockKey(r.ID)
+	if err := r.Obj.Put(ctx, key, []byte(r.Lease.String())); err != nil {
 		return time.Time{}, seam.RemoteErr("put", key, err)
 	}
-	info, err := r.obj.Stat(ctx, key)
+	info, err := r.Obj.Stat(ctx, key)
 	if err != nil {
 		return time.Time{}, seam.RemoteErr("stat", key, err)
 	}
@@ -717,20 +669,20 @@ func (r *remoteFiles) storeClock(ctx context.Context) (time.Time, error) {
 
 // create makes the session's log, with its first object, for Create.
 func (r *remoteFiles) create(ctx context.Context, meta []byte) error {
-	r.logMu.Lock()
-	defer r.logMu.Unlock()
-	r.lease, r.state, r.meta, r.seq, r.lost = uuid.Must(uuid.NewV7()), &remoteState{}, slices.Clone(meta), 0, nil
-	r.holder = true
-	_, err := r.putLogLocked(ctx, &logHeader{Kind: logCreate, State: &remoteState{}}, meta)
+	r.Mu.Lock()
+	defer r.Mu.Unlock()
+	r.Lease, r.State, r.Meta, r.Seq, r.Lost = uuid.Must(uuid.NewV7()), &remoteState{}, slices.Clone(meta), 0, nil
+	r.Holder = true
+	_, err := r.PutLocked(ctx, &logHeader{Kind: logCreate, State: &remoteState{}}, meta)
 	if errors.Is(err, ErrFenced) {
-		r.holder, r.lost = false, nil
-		return fmt.Errorf("%w: session %s (in the object store)", ErrExists, r.id)
+		r.Holder, r.Lost = false, nil
+		return fmt.Errorf("%w: session %s (in the object store)", ErrExists, r.ID)
 	}
 	if err != nil {
-		r.holder = false
+		r.Holder = false
 		return err
 	}
-	r.copyMeta(ctx, r.seq, meta)
+	r.copyMeta(ctx, r.Seq, meta)
 	return nil
 }
 
@@ -751,12 +703,12 @@ func (r *remoteFiles) acquire(ctx context.Context, wait bool) error {
 			return err
 		}
 		if v == nil || isDeleteMarker(v.newestHead) {
-			return fmt.Errorf("%w: session %s", ErrNotFound, r.id)
+			return fmt.Errorf("%w: session %s", ErrNotFound, r.ID)
 		}
 		// Held, unless released or held by this Store: a lease of an
 		// earlier open of the session here, which closed without its
 		// release (a remote failure), is this Store's to take.
-		if v.newestHead == nil || v.newestHead.Kind != logRelease && v.newestHead.Store != r.store {
+		if v.newestHead == nil || v.newestHead.Kind != logRelease && v.newestHead.Store != r.Store {
 			now, err := r.storeClock(ctx)
 			if err != nil {
 				return err
@@ -764,7 +716,7 @@ func (r *remoteFiles) acquire(ctx context.Context, wait bool) error {
 			idle := now.Sub(v.newest.ModTime)
 			if idle < r.leaseT {
 				if !wait {
-					return fmt.Errorf("%w: session %s is held by another Store (newest log object %s, %s old, lease %s)", ErrLocked, r.id, v.newest.Key, idle.Round(time.Millisecond), r.leaseT)
+					return fmt.Errorf("%w: session %s is held by another Store (newest log object %s, %s old, lease %s)", ErrLocked, r.ID, v.newest.Key, idle.Round(time.Millisecond), r.leaseT)
 				}
 				select {
 				case <-ctx.Done():
@@ -778,28 +730,28 @@ func (r *remoteFiles) acquire(ctx context.Context, wait bool) error {
 		if err := r.reconcileLocal(ctx, v); err != nil {
 			return err
 		}
-		r.logMu.Lock()
-		r.lease, r.state, r.meta, r.seq, r.lost, r.holder = uuid.Must(uuid.NewV7()), v.state, v.meta, v.newestSeq, nil, true
-		_, err = r.putLogLocked(ctx, &logHeader{Kind: logOpen, State: v.state.Clone()}, v.meta)
+		r.Mu.Lock()
+		r.Lease, r.State, r.Meta, r.Seq, r.Lost, r.Holder = uuid.Must(uuid.NewV7()), v.state, v.meta, v.newestSeq, nil, true
+		_, err = r.PutLocked(ctx, &logHeader{Kind: logOpen, State: v.state.Clone()}, v.meta)
 		if errors.Is(err, ErrFenced) {
 			// Another Store wrote meanwhile: read the log again.
-			r.lost, r.holder = nil, false
-			r.logMu.Unlock()
+			r.Lost, r.Holder = nil, false
+			r.Mu.Unlock()
 			continue
 		}
 		if err != nil {
-			r.holder = false
+			r.Holder = false
 		}
 		if err == nil {
 			// The dead objects the log's state names die LeaseTime after
 			// their sealing (At), or after now if it does not say.
-			now := r.now()
-			seam.StampDead(r.state.Dead, now)
-			for _, rg := range r.state.Dead {
-				r.dying = append(r.dying, dyingPieces{since: time.UnixMilli(rg.At), seqs: []seqRange{rg}})
+			now := r.Now()
+			seam.StampDead(r.State.Dead, now)
+			for _, rg := range r.State.Dead {
+				r.Dying = append(r.Dying, seam.Dying{Since: time.UnixMilli(rg.At), Seqs: []seqRange{rg}})
 			}
 		}
-		r.logMu.Unlock()
+		r.Mu.Unlock()
 		return err
 	}
 }
@@ -823,7 +775,7 @@ func (s *Store) fetchMissingBlob(ctx context.Context, dir string, d [32]byte, si
 	if err != nil {
 		return false, nil
 	}
-	if err := fetchBlob(ctx, s.opts.Remote, s.opts.fs, id, dir, d, size, s.opts.FileMode, s.opts.DirMode); err != nil {
+	if err := fetchBlob(ctx, remoteObjects{s.opts.Remote}, s.opts.fs, id, dir, d, size, s.opts.FileMode, s.opts.DirMode); err != nil {
 		return false, err
 	}
 	return true, nil

@@ -73,7 +73,9 @@ func isDeleteMarker(h *logHeader) bool { return h != nil && h.Kind == logDelete 
 // remoteReader is a remoteFiles for reading a session's log outside an
 // open: Delete's and Meta's.
 func (s *Store) remoteReader(id uuid.UUID) *remoteFiles {
-	return &remoteFiles{localFiles: &localFiles{&seam.Local{Log: s.opts.Logger.With("session", id)}}, obj: s.opts.Remote, id: id, store: s.opts.storeID, lease: uuid.New(), timeout: s.opts.RemoteTimeout, leaseT: s.opts.LeaseTime, now: time.Now}
+	r := newRemoteFiles(&localFiles{&seam.Local{Log: s.opts.Logger.With("session", id)}}, &s.opts, id)
+	r.fetch, r.Lease = nil, uuid.New()
+	return r
 }
 
 // markRemoteDeleted is steps 1 to 3 above, with the session's local lock
@@ -96,7 +98,7 @@ func (s *Store) markRemoteDeleted(ctx context.Context, id uuid.UUID) (marked boo
 		if isDeleteMarker(v.newestHead) {
 			break
 		}
-		if v.newestHead == nil || v.newestHead.Kind != logRelease && v.newestHead.Store != r.store {
+		if v.newestHead == nil || v.newestHead.Kind != logRelease && v.newestHead.Store != r.Store {
 			now, err := r.storeClock(ctx)
 			if err != nil {
 				return false, err

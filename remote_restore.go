@@ -100,7 +100,7 @@ func (r *remoteFiles) reconcileLocal(ctx context.Context, v *logView) error {
 		var end int64
 		for _, p := range ps {
 			if p.Off != end {
-				return corruptf(seam.LogKey(r.id, p.Seq), 0, "data object for chunk %d at offset %d, where the chunk's data so far ends at %d", c, p.Off, end)
+				return corruptf(seam.LogKey(r.ID, p.Seq), 0, "data object for chunk %d at offset %d, where the chunk's data so far ends at %d", c, p.Off, end)
 			}
 			end += int64(p.Len)
 		}
@@ -295,8 +295,8 @@ func (r *remoteFiles) rebuildPlain(ctx context.Context, v *logView, c uint32, ps
 			data[i] = b
 			return
 		}
-		key := seam.LogKey(r.id, p.Seq)
-		b, err := r.obj.Get(ctx, key, 0, -1)
+		key := seam.LogKey(r.ID, p.Seq)
+		b, err := r.Obj.Get(ctx, key, 0, -1)
 		if err != nil {
 			errs[i] = seam.RemoteErr("get", key, err)
 			return
@@ -306,7 +306,7 @@ func (r *remoteFiles) rebuildPlain(ctx context.Context, v *logView, c uint32, ps
 			// A Delete replaced it since the log was read (remote_delete.go,
 			// step 4): the session is gone, as the open would have found
 			// had it read the log a moment later.
-			err = fmt.Errorf("%w: session %s was deleted", ErrNotFound, r.id)
+			err = fmt.Errorf("%w: session %s was deleted", ErrNotFound, r.ID)
 		} else if err == nil && (h.Kind != logData || h.Chunk != c || h.Off != p.Off || h.Len != p.Len) {
 			err = corruptf(key, 0, "data object is %s of chunk %d at %d (%d bytes), the log's state says chunk %d at %d (%d bytes)", h.Kind, h.Chunk, h.Off, h.Len, c, p.Off, p.Len)
 		}
