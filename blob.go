@@ -68,14 +68,6 @@ func readBlobWith(fsys vfs.FS, dir string, d [32]byte, size int64, scratch *[]by
 	return rec, damage(err)
 }
 
-// decodeBlob decompresses and verifies the stored blob b read from path
-// (a file or an object key) (internal/blob), its damage a
-// *CorruptionError naming path.
-func decodeBlob(path string, b []byte, d [32]byte, size int64) ([]byte, error) {
-	rec, err := blob.Decode(path, b, d, size)
-	return rec, damage(err)
-}
-
 // parseDigest parses "sha256:<hex>".
 func parseDigest(s string) ([32]byte, error) {
 	var d [32]byte

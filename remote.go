@@ -321,25 +321,9 @@ func (r *remoteFiles) putBlob(d [32]byte, rec []byte) error {
 	if err != nil {
 		return err
 	}
-	key := seam.BlobKey(r.ID, d)
 	ctx, cancel := r.ctx()
 	defer cancel()
-	err = r.Obj.Create(ctx, key, b)
-	if errors.Is(err, ErrObjectExists) {
-		old, gerr := r.Obj.Get(ctx, key, 0, -1)
-		if gerr != nil {
-			return seam.RemoteErr("get", key, gerr)
-		}
-		if _, verr := decodeBlob(key, old, d, int64(len(rec))); verr == nil {
-			return nil
-		}
-		// A bad object under the digest: replace it.
-		err = r.Obj.Put(ctx, key, b)
-	}
-	if err != nil {
-		return seam.RemoteErr("create", key, err)
-	}
-	return nil
+	return seam.PutBlobObject(ctx, r.Obj, r.ID, d, b, int64(len(rec)))
 }
 
 func (r *remoteFiles) readBlob(d [32]byte, size int64) ([]byte, error) {
@@ -356,30 +340,10 @@ func (r *remoteFiles) readBlob(d [32]byte, size int64) ([]byte, error) {
 }
 
 // fetchBlob downloads blob d of session id into its directory dir,
-// verified by its digest first.
+// verified by its digest first (seam.FetchBlob), its damage a
+// *CorruptionError.
 func fetchBlob(ctx context.Context, obj seam.Objects, fsys vfs.FS, id uuid.UUID, dir string, d [32]byte, size int64, perm, dirPerm os.FileMode) error {
-	key := seam.BlobKey(id, d)
-	b, err := obj.Get(ctx, key, 0, -1)
-	if errors.Is(err, ErrObjectNotFound) {
-		return corruptf(key, 0, "blob is missing from the object store")
-	}
-	if err != nil {
-		return seam.RemoteErr("get", key, err)
-	}
-	if _, err := decodeBlob(key, b, d, size); err != nil {
-		return err
-	}
-	path := blobPath(dir, d)
-	if err := durable.MkdirAll(fsys, filepath.Dir(path), dirPerm); err != nil {
-		return err
-	}
-	return writeFileAtomic(fsys, path, b, perm)
-}
-
-// writeFileAtomic writes path through a temporary file renamed over it,
-// both synced.
-func writeFileAtomic(fsys vfs.FS, path string, b []byte, perm os.FileMode) error {
-	return durable.ReplaceFile(fsys, filepath.Dir(path), filepath.Base(path), b, perm)
+	return damage(seam.FetchBlob(ctx, obj, fsys, id, dir, d, size, perm, dirPerm))
 }
 
 // putMeta replaces session.json locally, then records it in the log and

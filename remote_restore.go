@@ -207,57 +207,13 @@ func localChunks(fsys vfs.FS, dir string) (map[uint32]localChunkFiles, error) {
 }
 
 // downloadSealed fetches sealed chunk s into path (a chunk's local
-// sealed name, in fsys without the fetching layer), checked before it
-// takes its name. It returns the bytes downloaded. The chunk is synced
-// before it takes its name, and the name after: after a crash a sealed
-// chunk is whole under its name or not there (reconcileLocal trusts one
-// whose footer reads with the log's size, reading no block), and its
-// bytes are never on the disk without a name.
+// sealed name, in fsys without the fetching layer) as
+// seam.DownloadSealed does, its damage a *CorruptionError. A leftover
+// temporary file is removed by reconciliation; reconcileLocal trusts a
+// sealed chunk whose footer reads with the log's size, reading no block.
 func downloadSealed(ctx context.Context, obj ObjectStore, fsys vfs.FS, path string, s sealedObject, perm os.FileMode) (int64, error) {
-	b, err := obj.Get(ctx, s.Key, 0, -1)
-	if errors.Is(err, ErrObjectNotFound) {
-		return 0, corruptf(s.Key, 0, "sealed chunk %d is missing from the object store", s.Chunk)
-	}
-	if err != nil {
-		return 0, seam.RemoteErr("get", s.Key, err)
-	}
-	tmp := path + ".tmp" // a leftover one is removed by reconciliation
-	if err := writeTemp(fsys, tmp, b, perm); err != nil {
-		return 0, err
-	}
-	if err := checkSealed(fsys, tmp, s); err != nil {
-		removeIfExists(fsys, tmp)
-		return 0, err
-	}
-	if err := fsys.Rename(tmp, path); err != nil {
-		return 0, err
-	}
-	return int64(len(b)), fsys.SyncDir(filepath.Dir(path))
-}
-
-// checkSealed reads every block and the embedded index of the sealed
-// chunk at path, which must hold s.Size plain bytes.
-func checkSealed(fsys vfs.FS, path string, s sealedObject) error {
-	zr, err := zchunk.Open(fsys, path)
-	if err != nil {
-		return corruptf(s.Key, 0, "sealed chunk: %w", err)
-	}
-	defer zr.Close()
-	if zr.Size() != s.Size {
-		return corruptf(s.Key, 0, "sealed chunk holds %d bytes, the log says %d", zr.Size(), s.Size)
-	}
-	buf := make([]byte, 256<<10)
-	for off := int64(0); off < zr.Size(); {
-		n, err := zr.ReadAt(buf[:min(int64(len(buf)), zr.Size()-off)], off)
-		if err != nil && n == 0 {
-			return corruptf(s.Key, off, "sealed chunk: %w", err)
-		}
-		off += int64(n)
-	}
-	if _, err := zr.Meta(); err != nil {
-		return corruptf(s.Key, 0, "sealed chunk index: %w", err)
-	}
-	return nil
+	n, err := seam.DownloadSealed(ctx, remoteObjects{obj}, fsys, path, s, perm)
+	return n, damage(err)
 }
 
 // rebuildPlain makes chunk c's plain file hold exactly the data objects
@@ -366,23 +322,6 @@ func zerosFrom(f vfs.File, off, end int64) bool {
 		off += int64(n)
 	}
 	return true
-}
-
-// writeTemp writes b to the file at path, made or emptied, and syncs it.
-func writeTemp(fsys vfs.FS, path string, b []byte, perm os.FileMode) error {
-	f, err := fsys.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, perm)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
 }
 
 // rebuildDerived rewrites index.jsonl and HEAD after reconcileLocal

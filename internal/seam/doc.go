@@ -42,9 +42,12 @@
 // release, delete) that carry the log's whole State before them. This
 // package holds that format, the State (Apply, and the ranges of data
 // objects sealing made unneeded: SeqRange), the object keys, the errors
-// of the mode, the object store's interface (Objects) and the log's
-// fenced writer (LogWriter); what goes into the log, and when, is the
-// root package's.
+// of the mode, the object store's interface (Objects), the log's fenced
+// writer (LogWriter), and the transfers of whole files: a blob stored
+// as an object (PutBlobObject) and fetched back verified (FetchBlob), a
+// sealed chunk downloaded and checked before it takes its name
+// (DownloadSealed); what goes into the log, and when, is the root
+// package's.
 // Durable remotely means: the object's Create returned nil, after the
 // object store answered. Fencing rests on Create alone: of any number of
 // Creates of one key, exactly one succeeds. A writer creates object n+1
