@@ -592,7 +592,7 @@ func (src prefixSource) restore(id uuid.UUID) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if v == nil || isDeleteMarker(v.newestHead) {
+	if v == nil || isDeleteMarker(v.NewestHead) {
 		// A deleted session's log ends with its delete marker, which holds
 		// no metadata: its copy here, if any, is not brought to that.
 		return "", fmt.Errorf("%w: session %s", ErrNotFound, id)

@@ -250,7 +250,7 @@ var mutations = []mutation{
 		"a deleted session's files are not left on the disk out of every directory"},
 	{"skip the trash's sync after emptying it", "delete.go", "func (s *Store) purgeTrash(", "if err := fsys.SyncDir(trash); err != nil {", "if err := error(nil); err != nil {",
 		"what a purge of the trash removed stays removed after a crash"},
-	{"open a session whose log ends with a delete marker", "remote.go", "func (r *remoteFiles) acquire(", "if v == nil || isDeleteMarker(v.newestHead) {", "if v == nil {",
+	{"open a session whose log ends with a delete marker", "remote.go", "func (r *remoteFiles) acquire(", "if v == nil || isDeleteMarker(v.NewestHead) {", "if v == nil {",
 		"a session deleted on the object store is gone for every Store"},
 	// Previews and the streaming forms.
 	{"keep no preview in index lines", "internal/eventline/index.go", "func AppendIndex(", "obj = appendPreviewMember(obj, &e.Preview)", "obj = appendPreviewMember(obj, new(Preview))",

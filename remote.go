@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -120,11 +119,27 @@ const (
 // ErrUnsupportedFormat.
 func decodeLogObject(key string, b []byte) (*logHeader, []byte, error) {
 	h, payload, err := seam.DecodeObject(key, b)
+	return h, payload, remoteDamage(err)
+}
+
+// remoteDamage returns an error of the remote log (internal/seam) in the
+// root's types: damage a *CorruptionError, another version
+// ErrUnsupportedFormat; any other error as it is. Each error of a joined
+// one (errors.Join) is mapped on its own.
+func remoteDamage(err error) error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs := j.Unwrap()
+		out := make([]error, len(errs))
+		for i, e := range errs {
+			out[i] = remoteDamage(e)
+		}
+		return errors.Join(out...)
+	}
 	var ve *seam.VersionError
 	if errors.As(err, &ve) {
-		return nil, nil, fmt.Errorf("%w: %w", ErrUnsupportedFormat, err)
+		return fmt.Errorf("%w: %w", ErrUnsupportedFormat, err)
 	}
-	return h, payload, damage(err)
+	return damage(err)
 }
 
 // remoteFiles is durableFiles for a session kept in an object store: see
@@ -484,151 +499,14 @@ type localRemoteState struct {
 	Lease uuid.UUID `json:"lease"`
 }
 
-// logView is the log as a Store opening a session reads it: its newest
-// object and the state after it.
-type logView struct {
-	newest     seam.ObjectInfo
-	newestSeq  uint64
-	newestHead *logHeader
-	state      *remoteState
-	meta       []byte
-	payloads   map[uint64][]byte // data objects read on the way
-}
+// logView is the log as an open reads it (internal/seam's View).
+type logView = seam.View
 
-// viewPage is how many of the newest log objects an open lists first.
-const viewPage = 32
-
-// listLog lists the newest limit log objects (all with limit <= 0),
-// returning them oldest first.
-func (r *remoteFiles) listLog(ctx context.Context, limit int) ([]uint64, []seam.ObjectInfo, error) {
-	prefix := seam.LogPrefix(r.ID)
-	infos, err := r.Obj.List(ctx, prefix, limit)
-	if err != nil {
-		return nil, nil, seam.RemoteErr("list", prefix, err)
-	}
-	var seqs []uint64
-	var objs []seam.ObjectInfo
-	for i := len(infos) - 1; i >= 0; i-- {
-		if seq, ok := seam.ParseLogKey(prefix, infos[i].Key); ok {
-			seqs, objs = append(seqs, seq), append(objs, infos[i])
-		}
-	}
-	return seqs, objs, nil
-}
-
-// readView lists the log and reads back from its newest object to the
-// newest marker, a batch of objects at a time. It returns a nil view for
-// a session the object store does not hold.
+// readView is seam.LogWriter.ReadView with its errors in the root's
+// types (remoteDamage).
 func (r *remoteFiles) readView(ctx context.Context) (*logView, error) {
-	// The newest objects come first (logKey): a page of them holds the
-	// newest marker unless many objects came after it (a holder that died
-	// after many appends), and then the whole listing is read.
-	seqs, objs, err := r.listLog(ctx, viewPage)
-	if err != nil {
-		return nil, err
-	}
-	if len(seqs) == 0 {
-		return nil, nil
-	}
-	full := len(seqs) < viewPage
-	type got struct {
-		h       *logHeader
-		payload []byte
-	}
-	read := map[uint64]got{}
-	marker := -1
-	// The newest object first: after a clean Close it is the release
-	// marker, and nothing else is needed. Then batches of 16.
-	const batch = 16
-	for end, n := len(seqs), 1; marker < 0; end, n = end-n, batch {
-		if end <= 0 {
-			if full {
-				break
-			}
-			// Past the first page without a marker: list it all, and go
-			// on below what was read.
-			low := seqs[0]
-			if seqs, objs, err = r.listLog(ctx, 0); err != nil {
-				return nil, err
-			}
-			full, end = true, sort.Search(len(seqs), func(i int) bool { return seqs[i] >= low })
-			if end == 0 {
-				break
-			}
-		}
-		start := max(0, end-n)
-		res := make([]got, end-start)
-		errs := make([]error, end-start)
-		forEach(end-start, batch, func(_, i int) {
-			key := objs[start+i].Key
-			b, err := r.Obj.Get(ctx, key, 0, -1)
-			if err != nil {
-				if errors.Is(err, ErrObjectNotFound) {
-					// Deleted since the listing: a data object of a sealed
-					// chunk, which a newer seal record covers.
-					return
-				}
-				errs[i] = seam.RemoteErr("get", key, err)
-				return
-			}
-			h, payload, err := decodeLogObject(key, b)
-			res[i], errs[i] = got{h, payload}, err
-		})
-		if err := errors.Join(errs...); err != nil {
-			return nil, err
-		}
-		for i := len(res) - 1; i >= 0; i-- {
-			if res[i].h == nil {
-				continue
-			}
-			read[seqs[start+i]] = res[i]
-			if seam.IsMarker(res[i].h.Kind) && marker < 0 {
-				marker = start + i
-			}
-		}
-	}
-	if marker < 0 {
-		return nil, corruptf(objs[0].Key, 0, "the log has no create, open or release marker")
-	}
-	v := &logView{newest: objs[len(objs)-1], newestSeq: seqs[len(seqs)-1], payloads: map[uint64][]byte{}}
-	m := read[seqs[marker]]
-	if m.h.State == nil {
-		v.state = &remoteState{}
-	} else {
-		v.state = m.h.State.Clone()
-	}
-	v.meta = m.payload
-	for i := marker + 1; i < len(seqs); i++ {
-		g, ok := read[seqs[i]]
-		if !ok {
-			continue
-		}
-		switch g.h.Kind {
-		case logData:
-			v.payloads[seqs[i]] = g.payload
-		case logMeta:
-			v.meta = g.payload
-		case logLanes:
-			v.state.Lanes = g.payload
-		}
-		v.state.Apply(seqs[i], g.h)
-	}
-	v.newestHead = read[v.newestSeq].h
-	return v, nil
-}
-
-// storeClock returns the object store's current time: the modification
-// time of a probe object it writes.
-func (r *remoteFiles) storeClock(ctx context.Context) (time.Time, error) {
-	key := seam.ClockKey(r.ID)
-	if err := r.Obj.Put(ctx, key, []byte(r.Lease.String())); err != nil {
-		return time.Time{}, seam.RemoteErr("put", key, err)
-	}
-	info, err := r.Obj.Stat(ctx, key)
-	if err != nil {
-		return time.Time{}, seam.RemoteErr("stat", key, err)
-	}
-	return info.ModTime, nil
+	v, err := r.ReadView(ctx)
+	return v, remoteDamage(err)
 }
 
 // create makes the session's log, with its first object, for Create.
@@ -666,21 +544,21 @@ func (r *remoteFiles) acquire(ctx context.Context, wait bool) error {
 		if err != nil {
 			return err
 		}
-		if v == nil || isDeleteMarker(v.newestHead) {
+		if v == nil || isDeleteMarker(v.NewestHead) {
 			return fmt.Errorf("%w: session %s", ErrNotFound, r.ID)
 		}
 		// Held, unless released or held by this Store: a lease of an
 		// earlier open of the session here, which closed without its
 		// release (a remote failure), is this Store's to take.
-		if v.newestHead == nil || v.newestHead.Kind != logRelease && v.newestHead.Store != r.Store {
-			now, err := r.storeClock(ctx)
+		if v.NewestHead == nil || v.NewestHead.Kind != logRelease && v.NewestHead.Store != r.Store {
+			now, err := r.StoreClock(ctx)
 			if err != nil {
 				return err
 			}
-			idle := now.Sub(v.newest.ModTime)
+			idle := now.Sub(v.Newest.ModTime)
 			if idle < r.leaseT {
 				if !wait {
-					return fmt.Errorf("%w: session %s is held by another Store (newest log object %s, %s old, lease %s)", ErrLocked, r.ID, v.newest.Key, idle.Round(time.Millisecond), r.leaseT)
+					return fmt.Errorf("%w: session %s is held by another Store (newest log object %s, %s old, lease %s)", ErrLocked, r.ID, v.Newest.Key, idle.Round(time.Millisecond), r.leaseT)
 				}
 				select {
 				case <-ctx.Done():
@@ -689,14 +567,14 @@ func (r *remoteFiles) acquire(ctx context.Context, wait bool) error {
 				}
 				continue
 			}
-			r.Log.Warn("sessionstore: taking over a session whose holder wrote nothing for the lease time", "newest", v.newest.Key, "idle", idle)
+			r.Log.Warn("sessionstore: taking over a session whose holder wrote nothing for the lease time", "newest", v.Newest.Key, "idle", idle)
 		}
 		if err := r.reconcileLocal(ctx, v); err != nil {
 			return err
 		}
 		r.Mu.Lock()
-		r.Lease, r.State, r.Meta, r.Seq, r.Lost, r.Holder = uuid.Must(uuid.NewV7()), v.state, v.meta, v.newestSeq, nil, true
-		_, err = r.PutLocked(ctx, &logHeader{Kind: logOpen, State: v.state.Clone()}, v.meta)
+		r.Lease, r.State, r.Meta, r.Seq, r.Lost, r.Holder = uuid.Must(uuid.NewV7()), v.State, v.Meta, v.NewestSeq, nil, true
+		_, err = r.PutLocked(ctx, &logHeader{Kind: logOpen, State: v.State.Clone()}, v.Meta)
 		if errors.Is(err, ErrFenced) {
 			// Another Store wrote meanwhile: read the log again.
 			r.Lost, r.Holder = nil, false

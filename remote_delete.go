@@ -95,17 +95,17 @@ func (s *Store) markRemoteDeleted(ctx context.Context, id uuid.UUID) (marked boo
 		if v == nil {
 			return false, nil
 		}
-		if isDeleteMarker(v.newestHead) {
+		if isDeleteMarker(v.NewestHead) {
 			break
 		}
-		if v.newestHead == nil || v.newestHead.Kind != logRelease && v.newestHead.Store != r.Store {
-			now, err := r.storeClock(ctx)
+		if v.NewestHead == nil || v.NewestHead.Kind != logRelease && v.NewestHead.Store != r.Store {
+			now, err := r.StoreClock(ctx)
 			if err != nil {
 				return false, err
 			}
-			if idle := now.Sub(v.newest.ModTime); idle < r.leaseT {
+			if idle := now.Sub(v.Newest.ModTime); idle < r.leaseT {
 				if !s.opts.WaitForLock {
-					return false, fmt.Errorf("%w: session %s is held by another Store (newest log object %s, %s old, lease %s)", ErrLocked, id, v.newest.Key, idle.Round(time.Millisecond), r.leaseT)
+					return false, fmt.Errorf("%w: session %s is held by another Store (newest log object %s, %s old, lease %s)", ErrLocked, id, v.Newest.Key, idle.Round(time.Millisecond), r.leaseT)
 				}
 				select {
 				case <-ctx.Done():
@@ -115,7 +115,7 @@ func (s *Store) markRemoteDeleted(ctx context.Context, id uuid.UUID) (marked boo
 				continue
 			}
 		}
-		key := seam.LogKey(id, v.newestSeq+1)
+		key := seam.LogKey(id, v.NewestSeq+1)
 		err = s.opts.Remote.Create(ctx, key, marker)
 		if errors.Is(err, ErrObjectExists) {
 			continue // another writer came first: read the log again

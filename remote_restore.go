@@ -51,11 +51,11 @@ func (r *remoteFiles) reconcileLocal(ctx context.Context, v *logView) error {
 	var trusted uint64
 	if b, err := readFile(fsys, filepath.Join(r.Dir, remoteStateFile), nil, 4<<10); err == nil {
 		var ls localRemoteState
-		if json.Unmarshal(b, &ls) == nil && ls.Seq <= v.newestSeq {
+		if json.Unmarshal(b, &ls) == nil && ls.Seq <= v.NewestSeq {
 			trusted = ls.Seq
 		}
 	}
-	changed := trusted == 0 || trusted < v.newestSeq
+	changed := trusted == 0 || trusted < v.NewestSeq
 	r.fetch.forget(cdir)
 	local, err := localChunks(r.fetch.FS, cdir)
 	if err != nil {
@@ -63,7 +63,7 @@ func (r *remoteFiles) reconcileLocal(ctx context.Context, v *logView) error {
 	}
 	want := map[uint32]bool{}
 
-	for _, s := range v.state.Sealed {
+	for _, s := range v.State.Sealed {
 		want[s.Chunk] = true
 		path := r.ChunkPath(s.Chunk)
 		l := local[s.Chunk]
@@ -89,8 +89,8 @@ func (r *remoteFiles) reconcileLocal(ctx context.Context, v *logView) error {
 	}
 
 	pieces := map[uint32][]logPiece{}
-	for _, p := range v.state.Live {
-		if _, ok := v.state.SealedChunk(p.Chunk); !ok {
+	for _, p := range v.State.Live {
+		if _, ok := v.State.SealedChunk(p.Chunk); !ok {
 			pieces[p.Chunk] = append(pieces[p.Chunk], p)
 		}
 	}
@@ -143,12 +143,12 @@ func (r *remoteFiles) reconcileLocal(ctx context.Context, v *logView) error {
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	if !bytes.Equal(old, v.meta) {
-		if err := durable.ReplaceFile(fsys, r.Dir, metaFile, v.meta, r.Perm); err != nil {
+	if !bytes.Equal(old, v.Meta) {
+		if err := durable.ReplaceFile(fsys, r.Dir, metaFile, v.Meta, r.Perm); err != nil {
 			return err
 		}
 	}
-	return r.reconcileLanes(v.state.Lanes)
+	return r.reconcileLanes(v.State.Lanes)
 }
 
 // reconcileLanes makes the local lanes file hold want, the log's (none
@@ -247,7 +247,7 @@ func (r *remoteFiles) rebuildPlain(ctx context.Context, v *logView, c uint32, ps
 	errs := make([]error, len(need))
 	forEach(len(need), 16, func(_, i int) {
 		p := need[i]
-		if b, ok := v.payloads[p.Seq]; ok {
+		if b, ok := v.Payloads[p.Seq]; ok {
 			data[i] = b
 			return
 		}
@@ -338,13 +338,13 @@ func (r *remoteFiles) rebuildDerived(v *logView, pieces map[uint32][]logPiece) e
 		}
 	}
 	var newest uint32
-	for _, s := range v.state.Sealed {
+	for _, s := range v.State.Sealed {
 		newest = max(newest, s.Chunk)
 	}
 	for c := range pieces {
 		newest = max(newest, c)
 	}
-	if len(pieces) > 1 || len(pieces) == 1 && pieces[newest] == nil || len(v.state.Sealed)+len(pieces) != int(newest)+1 {
+	if len(pieces) > 1 || len(pieces) == 1 && pieces[newest] == nil || len(v.State.Sealed)+len(pieces) != int(newest)+1 {
 		return nil // an older chunk is plain, or one is missing: reconcile
 	}
 	var lines []byte

@@ -418,7 +418,7 @@ func TestRemoteRestoreAfterManyUnreleasedAppends(t *testing.T) {
 	m, err := a.Create(ctx, Meta{})
 	require.NoError(t, err)
 	var want []string
-	for i := range 3*viewPage + 5 {
+	for i := range 3*seam.ViewPage + 5 {
 		want = append(want, fmt.Sprintf("e%d", i))
 		apiAppend(t, a, m.ID, textEv(want[i]))
 	}

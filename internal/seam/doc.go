@@ -43,7 +43,8 @@
 // package holds that format, the State (Apply, and the ranges of data
 // objects sealing made unneeded: SeqRange), the object keys, the errors
 // of the mode, the object store's interface (Objects), the log's fenced
-// writer (LogWriter), and the transfers of whole files: a blob stored
+// writer and its reader (LogWriter: PutLocked; ReadView, what an open
+// reads; StoreClock, the object store's clock), and the transfers of whole files: a blob stored
 // as an object (PutBlobObject) and fetched back verified (FetchBlob), a
 // sealed chunk downloaded and checked before it takes its name
 // (DownloadSealed); what goes into the log, and when, is the root

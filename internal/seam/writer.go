@@ -13,7 +13,8 @@ import (
 )
 
 // LogWriter writes one session's log in an object store, holding the
-// session's lease: the fencing of the log. Obj, ID, Store and Now are set
+// session's lease: the fencing of the log; it reads the log back too
+// (ReadView). Obj, ID, Store and Now are set
 // once; the other fields are guarded by Mu, which a caller holds across
 // each PutLocked so that the log's numbers follow its order.
 type LogWriter struct {
