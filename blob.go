@@ -1,29 +1,27 @@
 package sessionstore
 
 import (
-	"bytes"
 	"context"
-	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 
 	"github.com/google/uuid"
-	"github.com/klauspost/compress/zstd"
 
+	"github.com/sessionstore/sessionstore/internal/blob"
 	"github.com/sessionstore/sessionstore/internal/canonical"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 )
 
 // Blobs
+//
+// The blob files, their writing, reading, names and removal, are
+// internal/blob; here are Resolve and GC, which know the events and the
+// open session.
 //
 // A record whose compact JSON is larger than Options.BlobThreshold is not
 // written into its chunk line. It is compressed with zstd and written once
@@ -54,163 +52,11 @@ import (
 // file ("<name>.<n>.tmp"), so appends that store the same record at once
 // do not collide; their renames replace a name with the same content.
 
-// blobEncoder and blobDecoder are shared: EncodeAll and DecodeAll are safe
-// for concurrent use. The decoder checks each frame's content checksum and
-// bounds what it allocates by the largest record.
-//
-// The encoder runs at SpeedDefault (about zstd level 3) and entropy codes
-// the literals of a block in which it finds too few matches to pay
-// (WithAllLitEntropyCompression), which SpeedDefault alone stores raw:
-// base64 image data, which matches do not shorten, is stored at about 0.75
-// of its size (as with the zstd command line) rather than 0.91 to 1.00,
-// for 2.5 to 4 times the encoding time of such blocks, a few milliseconds
-// per megabyte (BenchmarkBlobEncodeClaudeCode). Text, whose blocks have
-// matches, is encoded as before, to the same bytes at the same speed.
-//
-// A blob is one standard zstd frame, with its content checksum, of blocks
-// of at most 128 KiB of the record. The encoder writes a block compressed
-// only when that is shorter than the block, and raw (the record's bytes as
-// they are) otherwise, so a blob is never larger than its record by more
-// than the frame's own overhead: the frame header (6 to 10 bytes for a
-// record under 4 GiB: magic number, frame header descriptor, window
-// descriptor for a record of up to 1 KiB or over 8 MiB, content size), 3
-// bytes of block header per 128 KiB and the 4-byte checksum. That is 37
-// bytes for a 1 MiB record (TestBlobIncompressible); nothing else is
-// added, and a decoder of any version reads the frame.
-var (
-	blobEncoder, _ = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedDefault), zstd.WithAllLitEntropyCompression(true), zstd.WithEncoderConcurrency(1))
-	blobDecoder, _ = zstd.NewReader(nil, zstd.WithDecoderConcurrency(0), zstd.WithDecoderMaxMemory(maxRecordSizeLimit))
-)
-
-// putBlob stores rec, whose SHA-256 is d, as a blob under dir (a session
-// directory). When it returns nil the blob and its directory entry are
-// durable. An existing blob with the same digest is reused. Appends to one
-// session may put blobs at once, the same one too: each writes its own
-// temporary file (blobTemp), and the renames replace a name with the same
-// content.
-//
-// Durability: the file's data, its name in the prefix directory, and, the
-// first time known sees that directory, the prefix directory's name in
-// blobs/sha256 and that one's in blobs/ are synced at once: they are
-// independent, and no line names the blob before all end. Another append
-// may have made the prefix directory and not synced its parent yet, which
-// is why each first use in a process syncs the parents, whoever made them.
-func putBlob(fsys vfs.FS, dir string, d [32]byte, rec []byte, filePerm, dirPerm os.FileMode, known *blobDirs) error {
-	path := blobPath(dir, d)
-	sub := filepath.Dir(path)
-	dirs := []string{sub}
-	if !known.has(sub) {
-		dirs = append(dirs, filepath.Dir(sub), filepath.Dir(filepath.Dir(sub)))
-	}
-	synced := func(f vfs.File) error {
-		if err := syncAll(fsys, f, dirs...); err != nil {
-			return err
-		}
-		known.add(sub)
-		return nil
-	}
-	if _, err := fsys.Stat(path); err == nil {
-		// Written before, perhaps by an append a crash interrupted before
-		// the blob was durable: reuse it only if its content verifies,
-		// then make sure the file and its name are durable.
-		if _, err := readBlob(fsys, dir, d, int64(len(rec))); err == nil {
-			f, err := fsys.OpenFile(path, os.O_RDONLY, 0)
-			if err != nil {
-				return err
-			}
-			return synced(f)
-		}
-	}
-	if err := fsys.MkdirAll(sub, dirPerm); err != nil {
-		return err
-	}
-	tmp := blobTemp(path)
-	f, err := fsys.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, filePerm)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(blobEncoder.EncodeAll(rec, nil)); err != nil {
-		f.Close()
-		_ = fsys.Remove(tmp)
-		return err
-	}
-	if err := fsys.Rename(tmp, path); err != nil {
-		f.Close()
-		_ = fsys.Remove(tmp)
-		return err
-	}
-	return synced(f)
-}
-
-// blobDirs is the set of a session's blob prefix directories whose names,
-// and their parents', are known durable in this process.
-type blobDirs struct {
-	mu   sync.Mutex
-	dirs map[string]bool
-}
-
-func (b *blobDirs) has(dir string) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.dirs[dir]
-}
-
-func (b *blobDirs) add(dir string) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.dirs == nil {
-		b.dirs = map[string]bool{}
-	}
-	b.dirs[dir] = true
-}
-
-// blobTemps numbers the temporary files of blobs, so that two appends
-// writing the same blob at once do not share one. Another process cannot
-// write the session's blobs meanwhile: it holds the session's lock.
-var blobTemps atomic.Uint64
-
-// blobTemp returns a new temporary name for the blob file path:
-// "<name>.<n>.tmp".
-func blobTemp(path string) string {
-	return path + "." + strconv.FormatUint(blobTemps.Add(1), 10) + ".tmp"
-}
-
-// blobTempName parses the digest out of the name of a blob's temporary
-// file (see blobTemp) in directory sub.
-func blobTempName(sub, name string) ([32]byte, bool) {
-	rest, ok := strings.CutSuffix(name, ".tmp")
-	if i := strings.LastIndexByte(rest, '.'); ok && i > 0 {
-		if _, err := strconv.ParseUint(rest[i+1:], 10, 64); err == nil {
-			return blobName(sub, rest[:i])
-		}
-	}
-	return [32]byte{}, false
-}
-
-// syncAll syncs f and the directories dirs concurrently, then closes f.
-func syncAll(fsys vfs.FS, f vfs.File, dirs ...string) error {
-	dirErrs := make(chan error, len(dirs))
-	for _, d := range dirs {
-		go func() { dirErrs <- fsys.SyncDir(d) }()
-	}
-	err := f.Sync()
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	for range dirs {
-		if derr := <-dirErrs; err == nil {
-			err = derr
-		}
-	}
-	if err != nil {
-		return fmt.Errorf("%w: %w", err, errUnsynced)
-	}
-	return nil
-}
-
-// readBlob reads, decompresses and verifies the blob with digest d.
+// readBlob reads, decompresses and verifies the blob with digest d
+// (internal/blob), its damage a *CorruptionError naming the blob file.
 func readBlob(fsys vfs.FS, dir string, d [32]byte, size int64) ([]byte, error) {
-	return readBlobWith(fsys, dir, d, size, nil)
+	rec, err := blob.Read(fsys, dir, d, size)
+	return rec, damage(err)
 }
 
 // readBlobWith is readBlob reading the compressed file into *scratch,
@@ -218,54 +64,8 @@ func readBlob(fsys vfs.FS, dir string, d [32]byte, size int64) ([]byte, error) {
 // on each of a few goroutines, and fresh memory is what a new process
 // pays most for.
 func readBlobWith(fsys vfs.FS, dir string, d [32]byte, size int64, scratch *[]byte) ([]byte, error) {
-	path := blobPath(dir, d)
-	if size < 0 || size > maxRecordSizeLimit {
-		return nil, corruptf(path, 0, "blob record size %d out of range", size)
-	}
-	var buf []byte
-	if scratch != nil {
-		buf = *scratch
-	}
-	b, err := readFile(fsys, path, buf, maxBlobFile(size))
-	if scratch != nil && cap(b) > cap(buf) {
-		*scratch = b[:0]
-	}
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, corruptf(path, 0, "blob is missing")
-	}
-	if err != nil {
-		return nil, err
-	}
-	return decodeBlob(path, b, d, size)
-}
-
-// maxBlobFile is the largest blob file a record of size bytes is stored
-// in: the record, raw at worst, in zstd blocks of up to 128 KiB with 3
-// bytes of header each, with the frame's header and checksum (see above),
-// and room to spare for another encoder's choices. A larger file is
-// damage, refused unread.
-func maxBlobFile(size int64) int64 { return size + size>>10 + 1<<10 }
-
-// decodeBlob decompresses and verifies the stored blob b, whose digest
-// is d and record size is size, read from path (a file or an object key).
-// A frame whose header names another size is refused before anything is
-// decompressed: the index's size bounds the memory a blob costs.
-func decodeBlob(path string, b []byte, d [32]byte, size int64) ([]byte, error) {
-	if size < 0 || size > maxRecordSizeLimit {
-		return nil, corruptf(path, 0, "blob record size %d out of range", size)
-	}
-	var h zstd.Header
-	if err := h.Decode(b); err == nil && h.HasFCS && h.FrameContentSize != uint64(size) {
-		return nil, corruptf(path, 0, "blob frame holds %d bytes, its event says %d", h.FrameContentSize, size)
-	}
-	rec, err := blobDecoder.DecodeAll(b, make([]byte, 0, size))
-	if err != nil {
-		return nil, corruptf(path, 0, "decompress blob: %w", err)
-	}
-	if sha256.Sum256(rec) != d || int64(len(rec)) != size {
-		return nil, corruptf(path, 0, "blob content does not match its digest sha256:%x (%d bytes)", d, size)
-	}
-	return rec, nil
+	rec, err := blob.ReadWith(fsys, dir, d, size, scratch)
+	return rec, damage(err)
 }
 
 // parseDigest parses "sha256:<hex>".
@@ -382,168 +182,22 @@ func (s *Store) GC(ctx context.Context, session uuid.UUID) (GCReport, error) {
 			referenced[d] = true
 		}
 		fsys := s.opts.fs
-		partial, err := keptAsideBlobs(fsys, h.dir, referenced)
+		partial, err := blob.KeptAside(fsys, h.dir, referenced)
 		if err != nil {
-			return err
+			return damage(err)
 		}
-		root := filepath.Join(h.dir, blobsDir, "sha256")
-		subs, err := fsys.ReadDir(root)
-		if errors.Is(err, os.ErrNotExist) {
-			return nil
+		r, err := blob.Sweep(ctx, fsys, h.dir, func(d [32]byte) bool {
+			return referenced[d] || blob.KeptAsidePrefix(d, partial)
+		}, func(d [32]byte) bool {
+			return h.writingBlobs[d] > 0 // being written by an append in progress
+		})
+		rep = GCReport{Kept: r.Kept, Removed: r.Removed, Bytes: r.Bytes}
+		if errors.Is(err, errUnsynced) {
+			h.becomeFailed(err)
 		}
-		if err != nil {
-			return err
-		}
-		for _, sub := range subs {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			names, err := fsys.ReadDir(filepath.Join(root, sub))
-			if err != nil {
-				return err
-			}
-			removed := false
-			for _, name := range names {
-				path := filepath.Join(root, sub, name)
-				if d, ok := blobName(sub, name); ok && (referenced[d] || keptAsidePrefix(d, partial)) {
-					rep.Kept++
-					continue
-				}
-				if d, ok := blobTempName(sub, name); ok && h.writingBlobs[d] > 0 {
-					continue // being written by an append in progress
-				}
-				if info, err := fsys.Stat(path); err == nil {
-					rep.Bytes += info.Size()
-				}
-				if err := fsys.Remove(path); err != nil {
-					return err
-				}
-				rep.Removed++
-				removed = true
-			}
-			if removed {
-				if err := fsys.SyncDir(filepath.Join(root, sub)); err != nil {
-					h.becomeFailed(err)
-					return err
-				}
-			}
-		}
-		return nil
+		return err
 	})
 	return rep, err
-}
-
-// keptAsideBlobs adds to referenced the digests that the kept-aside files
-// of session directory dir name (see GC), and returns the digits of those
-// cut short.
-func keptAsideBlobs(fsys vfs.FS, dir string, referenced map[[32]byte]bool) (partial []string, err error) {
-	for _, d := range []string{dir, filepath.Join(dir, chunksDir)} {
-		names, err := fsys.ReadDir(d)
-		if errors.Is(err, os.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		for _, name := range names {
-			if !strings.Contains(name, ".broken") {
-				continue
-			}
-			if err := keptAsideFile(fsys, filepath.Join(d, name), referenced, &partial); err != nil {
-				return nil, err
-			}
-		}
-	}
-	return partial, nil
-}
-
-// keptAsideFile scans the kept-aside file at path for blob digests
-// (keptAsideDigests) a block at a time: a kept tail may be of any size.
-func keptAsideFile(fsys vfs.FS, path string, full map[[32]byte]bool, partial *[]string) error {
-	f, err := fsys.OpenFile(path, os.O_RDONLY, 0)
-	if err != nil {
-		return refusal(err)
-	}
-	defer f.Close()
-	const span = len(canonical.DigestPrefix) + 64 // a digest, whole
-	buf := make([]byte, 0, 1<<20+span)
-	for off := int64(0); ; {
-		n, err := f.ReadAt(buf[len(buf):cap(buf)], off)
-		buf, off = buf[:len(buf)+n], off+int64(n)
-		eof := errors.Is(err, io.EOF)
-		if err != nil && !eof {
-			return err
-		}
-		if eof {
-			keptAsideFrom(buf, len(buf), full, partial)
-			return nil
-		}
-		// The digests that start where the next block cannot end them.
-		end := max(len(buf)-span+1, 0)
-		keptAsideFrom(buf, end, full, partial)
-		buf = buf[:copy(buf, buf[end:])]
-	}
-}
-
-// keptAsideDigests scans kept-aside bytes b for blob digests: each
-// "sha256:" followed by 64 lower-case hex digits goes into full, and the
-// digits after one followed by fewer (1 to 63) into partial.
-func keptAsideDigests(b []byte, full map[[32]byte]bool, partial *[]string) {
-	keptAsideFrom(b, len(b), full, partial)
-}
-
-// keptAsideFrom is keptAsideDigests for the digests whose "sha256:"
-// starts before b[end].
-func keptAsideFrom(b []byte, end int, full map[[32]byte]bool, partial *[]string) {
-	at := 0
-	for {
-		i := bytes.Index(b[at:], []byte(canonical.DigestPrefix))
-		if i < 0 || at+i >= end {
-			return
-		}
-		at += i + len(canonical.DigestPrefix)
-		n := 0
-		for n < 64 && at+n < len(b) && (b[at+n] >= '0' && b[at+n] <= '9' || b[at+n] >= 'a' && b[at+n] <= 'f') {
-			n++
-		}
-		var d [32]byte
-		switch {
-		case n == 64:
-			hex.Decode(d[:], b[at:at+n])
-			full[d] = true
-		case n > 0:
-			*partial = append(*partial, string(b[at:at+n]))
-		}
-		at += n
-	}
-}
-
-// keptAsidePrefix reports whether digest d starts with one of the digits
-// in partial.
-func keptAsidePrefix(d [32]byte, partial []string) bool {
-	if len(partial) == 0 {
-		return false
-	}
-	h := hex.EncodeToString(d[:])
-	for _, p := range partial {
-		if strings.HasPrefix(h, p) {
-			return true
-		}
-	}
-	return false
-}
-
-// blobName parses the digest out of a blob's directory and file name.
-func blobName(sub, name string) ([32]byte, bool) {
-	var d [32]byte
-	h, ok := strings.CutSuffix(name, blobExt)
-	if !ok || len(sub) != 2 || len(h) != 62 {
-		return d, false
-	}
-	if _, err := hex.Decode(d[:], []byte(sub+h)); err != nil {
-		return d, false
-	}
-	return d, blobPath("", d) == filepath.Join(blobsDir, "sha256", sub, name)
 }
 
 // blobReads reads blob records on up to one goroutine per CPU, started as

@@ -4,10 +4,8 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -18,7 +16,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sessionstore/sessionstore/internal/vfs"
-	"github.com/sessionstore/sessionstore/internal/zchunk"
 )
 
 // bigResult is a tool result whose record is well over the default blob
@@ -454,19 +451,6 @@ func TestSameBlobAtOnce(t *testing.T) {
 	checkAll(t, m, id, path).Close()
 }
 
-func TestBlobTempName(t *testing.T) {
-	d := sha256.Sum256([]byte("x"))
-	path := blobPath("", d)
-	sub, name := filepath.Base(filepath.Dir(path)), filepath.Base(path)
-	got, ok := blobTempName(sub, filepath.Base(blobTemp(path)))
-	require.True(t, ok)
-	assert.Equal(t, d, got)
-	for _, bad := range []string{name, name + ".tmp", name + ".x.tmp", "stale.tmp", name + ".1", "." + name + ".1.tmp"} {
-		_, ok := blobTempName(sub, bad)
-		assert.False(t, ok, bad)
-	}
-}
-
 // TestBlobDirMadeByOthers: a blob's prefix directory that exists but whose
 // name is not durable (made by another append that has not synced its
 // parent yet, or by a process that crashed) does not make the blob's name
@@ -538,75 +522,4 @@ func TestBlobBase64Compressed(t *testing.T) {
 	got, err := s.Resolve(ctx, id, Event{Digest: ev.Digest, Size: ev.Size})
 	require.NoError(t, err)
 	assert.Equal(t, string(ev.Record), string(got.Record))
-}
-
-// zstdBlocks is zchunk.FrameBlocks, failing t on an error; it also checks the
-// frame header's size (6 to 10 bytes with a checksum and a content size).
-func zstdBlocks(t *testing.T, frame []byte) (headerSize int, types []int) {
-	t.Helper()
-	headerSize, types, err := zchunk.FrameBlocks(frame)
-	require.NoError(t, err)
-	require.True(t, headerSize >= 6 && headerSize <= 10, "frame header of %d bytes", headerSize)
-	return headerSize, types
-}
-
-// TestBlobIncompressible: a blob of random bytes is a frame of raw blocks
-// holding the record as it is: the record plus the frame header, 3 bytes
-// per 128 KiB block and the 4-byte checksum, nothing more (37 bytes for
-// 1 MiB). Records that compress a little or not at all, base64 and a mix
-// of random bytes and text, stay within the same bound, and every blob
-// reads back.
-func TestBlobIncompressible(t *testing.T) {
-	rng := rand.New(rand.NewPCG(5, 6))
-	random := func(n int) []byte {
-		b := make([]byte, n)
-		for i := range b {
-			b[i] = byte(rng.Uint32())
-		}
-		return b
-	}
-	bound := func(n, headerSize int) int { return n + headerSize + 3*((n+128<<10-1)/(128<<10)) + 4 }
-	fsys := vfs.NewMemFS()
-	var known blobDirs
-	put := func(rec []byte) []byte {
-		t.Helper()
-		d := sha256.Sum256(rec)
-		require.NoError(t, putBlob(fsys, "/s", d, rec, 0o600, 0o700, &known))
-		got, err := readBlob(fsys, "/s", d, int64(len(rec)))
-		require.NoError(t, err)
-		require.Equal(t, rec, got)
-		frame, err := vfs.ReadFile(fsys, blobPath("/s", d))
-		require.NoError(t, err)
-		return frame
-	}
-	for _, n := range []int{200, 1000, 16<<10 + 1, 100 << 10, 128 << 10, 1 << 20, 1<<20 + 1, 9 << 20} {
-		t.Run(fmt.Sprintf("random-%d", n), func(t *testing.T) {
-			frame := put(random(n))
-			headerSize, types := zstdBlocks(t, frame)
-			assert.Equal(t, bound(n, headerSize), len(frame))
-			for i, typ := range types {
-				assert.Zero(t, typ, "block %d is not raw", i)
-			}
-			if n == 1<<20 {
-				assert.Equal(t, n+37, len(frame))
-			}
-		})
-	}
-	text := []byte(toolOutput(3, 300<<10))
-	mixed := slices.Concat(random(200<<10), text, random(5000), text[:70<<10])
-	for name, rec := range map[string][]byte{
-		"base64": base64Result("c", 2, 600<<10).Record,
-		"mixed":  mixed,
-	} {
-		t.Run(name, func(t *testing.T) {
-			frame := put(rec)
-			headerSize, types := zstdBlocks(t, frame)
-			assert.LessOrEqual(t, len(frame), bound(len(rec), headerSize))
-			if name == "mixed" {
-				// Each block is raw or compressed, whichever is shorter.
-				assert.Contains(t, types, 0)
-				assert.Contains(t, types, 2)
-			}
-		})
-	}
 }

@@ -238,14 +238,13 @@ func (h *openSession) writeGroup(f activeChunk, q []byte, off int64) (werr, serr
 		}
 		h.jmark = w.Owner()
 	}
-	path, err := h.opts.jr.rel(lc.path)
+	path, err := h.opts.jr.rel(lc.Path())
 	if err != nil {
 		return err, nil, false
 	}
 	rec := []journal.Record{{Op: journal.OpWrite, Path: path, Offset: off, Data: q}}
 	_, err = w.Commit(context.Background(), rec, func() error {
-		_, err := lc.f.WriteAt(q, off)
-		return err
+		return lc.Fill(q, off)
 	})
 	if errors.Is(err, journal.ErrApply) {
 		// The group is durable in the journal and in part in f: cut it
@@ -253,14 +252,14 @@ func (h *openSession) writeGroup(f activeChunk, q []byte, off int64) (werr, serr
 		// so that neither a replay nor the bytes left in f bring it
 		// back; the session then goes on from off, as after a failed
 		// write (writeFailed). If that fails, its state is unknown.
-		werr = fmt.Errorf("sessionstore: write %s: %w", lc.path, err)
+		werr = fmt.Errorf("sessionstore: write %s: %w", lc.Path(), err)
 		if cerr := h.cutJournaled(w, lc, path, off); cerr != nil {
 			return nil, fmt.Errorf("%w (and cutting it back failed: %v)", werr, cerr), false
 		}
 		return werr, nil, false
 	}
 	if err != nil {
-		return nil, fmt.Errorf("sessionstore: commit %s through the journal: %w", lc.path, err), false
+		return nil, fmt.Errorf("sessionstore: commit %s through the journal: %w", lc.Path(), err), false
 	}
 	return nil, nil, true
 }
@@ -268,10 +267,9 @@ func (h *openSession) writeGroup(f activeChunk, q []byte, off int64) (werr, serr
 // cutJournaled cuts the chunk lc back to off after a failed write of a
 // journaled group there, syncs it and commits a Forget of its path.
 func (h *openSession) cutJournaled(w *journal.Writer, lc *localChunk, path string, off int64) error {
-	if err := lc.f.Truncate(off); err != nil {
+	if err := lc.Cut(off); err != nil {
 		return err
 	}
-	lc.alloc = off
 	if err := lc.sync(); err != nil {
 		return err
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sessionstore/sessionstore/internal/blob"
 	"github.com/sessionstore/sessionstore/internal/eventline"
 	"github.com/sessionstore/sessionstore/internal/index"
 	"github.com/sessionstore/sessionstore/internal/vfs"
@@ -317,7 +318,7 @@ func TestFlushAwaitsSealing(t *testing.T) {
 func warmZstd(t *testing.T) {
 	t.Helper()
 	require.NoError(t, zchunk.Write(vfs.NewMemFS(), "/warm.jsonl.zst", []byte("warm\n"), []byte("{}\n"), 0o600))
-	blobEncoder.EncodeAll([]byte("warm"), nil)
+	blob.Encode([]byte("warm"), nil)
 }
 
 // TestSealingInBackground: sealing a full chunk runs beside the appends

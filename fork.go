@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/sessionstore/sessionstore/internal/durable"
@@ -585,15 +584,15 @@ func (src prefixSource) restore(id uuid.UUID) (string, error) {
 	if err := durable.MkdirAll(o.fs, dir, o.DirMode); err != nil {
 		return "", err
 	}
-	local := &localFiles{fsys: o.fs, dir: dir, perm: o.FileMode, dirPerm: o.DirMode, maxChunk: o.ChunkSize, log: o.Logger.With("session", id)}
-	rf := &remoteFiles{localFiles: local, obj: o.Remote, id: id, store: o.storeID, fetch: o.fetch, timeout: o.RemoteTimeout, leaseT: o.LeaseTime, now: time.Now}
+	local := newLocalFiles(o.fs, dir, o.FileMode, o.DirMode, o.ChunkSize, o.Logger.With("session", id))
+	rf := newRemoteFiles(local, o, id)
 	ctx, cancel := context.WithTimeout(context.Background(), o.RemoteTimeout)
 	defer cancel()
 	v, err := rf.readView(ctx)
 	if err != nil {
 		return "", err
 	}
-	if v == nil || isDeleteMarker(v.newestHead) {
+	if v == nil || isDeleteMarker(v.NewestHead) {
 		// A deleted session's log ends with its delete marker, which holds
 		// no metadata: its copy here, if any, is not brought to that.
 		return "", fmt.Errorf("%w: session %s", ErrNotFound, id)

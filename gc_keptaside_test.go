@@ -3,7 +3,6 @@ package sessionstore
 import (
 	"bytes"
 	"context"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -140,20 +139,4 @@ func TestGCKeepsBlobsOfKeptAsideRecords(t *testing.T) {
 			assert.Len(t, blobFiles(t, m.CrashClone(vfs.KeepSynced, 0), id), 2, "the removal is durable")
 		})
 	}
-}
-
-// TestKeptAsideDigests: the scan of kept-aside bytes finds every digest
-// that appears, at any position and however the bytes around it are
-// damaged, and the leading digits of one cut short.
-func TestKeptAsideDigests(t *testing.T) {
-	d1 := [32]byte{0xab, 0xcd, 1}
-	d2 := [32]byte{0xbe, 0xef, 2}
-	h1, h2 := hex.EncodeToString(d1[:]), hex.EncodeToString(d2[:])
-	full, partial := map[[32]byte]bool{}, []string(nil)
-	b := []byte("garbage\x00\x00" + canonical.DigestPrefix + h1 + `","size":3` + "\n" + `{"digest":"` + canonical.DigestPrefix + strings.ToUpper(h2[:10]) + " " + canonical.DigestPrefix + h2[:17])
-	keptAsideDigests(b, full, &partial)
-	assert.Equal(t, map[[32]byte]bool{d1: true}, full)
-	assert.Equal(t, []string{h2[:17]}, partial, "an upper-case digit is no digit of a digest; the torn end's digits are kept")
-	assert.True(t, keptAsidePrefix(d2, partial))
-	assert.False(t, keptAsidePrefix(d1, partial))
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/sessionstore/sessionstore/internal/seam"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -29,7 +30,7 @@ func TestRemoteLanesHandoff(t *testing.T) {
 	e1 := apiAppend(t, a, m.ID, textEv("one"))
 	require.NoError(t, a.CreateLane(ctx, m.ID, "alt", e0.ID))
 	require.NoError(t, a.SwitchLane(ctx, m.ID, "alt"))
-	require.NotEmpty(t, obj.keys(logPrefix(m.ID)))
+	require.NotEmpty(t, obj.keys(seam.LogPrefix(m.ID)))
 	require.NoError(t, a.Close())
 
 	// B, on an empty directory, restores the lanes from the release

@@ -2,8 +2,9 @@ package sessionstore
 
 import (
 	"context"
-	"errors"
 	"time"
+
+	"github.com/sessionstore/sessionstore/internal/seam"
 )
 
 // ObjectStore is the object storage a Store keeps its sessions in when
@@ -53,18 +54,18 @@ type ObjectInfo struct {
 var (
 	// ErrObjectExists is returned by ObjectStore.Create when the key holds
 	// an object.
-	ErrObjectExists = errors.New("sessionstore: object exists")
+	ErrObjectExists = seam.ErrObjectExists
 	// ErrObjectNotFound is returned by ObjectStore.Get and Stat for a key
 	// that holds no object.
-	ErrObjectNotFound = errors.New("sessionstore: object not found")
+	ErrObjectNotFound = seam.ErrObjectNotFound
 	// ErrRemote reports a call to the object store that failed (it could
 	// not be reached, answered with an error, or did not answer before
 	// Options.RemoteTimeout). An Append that returns it acknowledged
 	// nothing; the session's next open keeps or cuts the events that
 	// append wrote by what the object store holds (remote.go).
-	ErrRemote = errors.New("sessionstore: object store call failed")
+	ErrRemote = seam.ErrRemote
 	// ErrFenced is returned by every write to a session that another
 	// worker took over: this Store lost it, acknowledges nothing more
 	// and opens it again only by reconciling with the object store.
-	ErrFenced = errors.New("sessionstore: session taken over by another writer")
+	ErrFenced = seam.ErrFenced
 )

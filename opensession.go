@@ -170,10 +170,10 @@ func (st sessionState) String() string {
 // newOpenSession returns a session in state opening, not yet registered.
 func newOpenSession(id uuid.UUID, dir string, opts *Options, hb *hub) *openSession {
 	h := &openSession{id: id, dir: dir, opts: opts, rfs: opts.fs, hub: hb, ready: make(chan struct{})}
-	local := &localFiles{fsys: opts.fs, dir: dir, perm: opts.FileMode, dirPerm: opts.DirMode, maxChunk: opts.ChunkSize, log: opts.Logger.With("session", id)}
+	local := newLocalFiles(opts.fs, dir, opts.FileMode, opts.DirMode, opts.ChunkSize, opts.Logger.With("session", id))
 	h.files = local
 	if opts.Remote != nil {
-		h.files = &remoteFiles{localFiles: local, obj: opts.Remote, id: id, store: opts.storeID, fetch: opts.fetch, timeout: opts.RemoteTimeout, leaseT: opts.LeaseTime, now: time.Now}
+		h.files = newRemoteFiles(local, opts, id)
 	}
 	h.pipe.synced = sync.NewCond(&h.mu)
 	return h

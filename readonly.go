@@ -174,8 +174,8 @@ func (h *openSession) overlayJournal() {
 	if ov := journalOverlay(h.opts.fs, filepath.Dir(filepath.Dir(h.dir)), h.dir); ov != nil {
 		h.rfs = ov
 	}
-	if l, ok := h.files.(*localFiles); ok && l.fsys != h.rfs {
-		h.files = &localFiles{fsys: h.rfs, dir: l.dir, perm: l.perm, dirPerm: l.dirPerm, maxChunk: l.maxChunk, log: l.log}
+	if l, ok := h.files.(*localFiles); ok && l.FS != h.rfs {
+		h.files = newLocalFiles(h.rfs, l.Dir, l.Perm, l.DirPerm, l.MaxChunk, l.Log)
 	}
 }
 

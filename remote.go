@@ -4,22 +4,20 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/crc32"
-	"math"
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
-	"sync"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
 
+	"github.com/sessionstore/sessionstore/internal/blob"
 	"github.com/sessionstore/sessionstore/internal/durable"
+	"github.com/sessionstore/sessionstore/internal/seam"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 	"github.com/sessionstore/sessionstore/internal/zchunk"
 )
@@ -89,338 +87,109 @@ import (
 // context; those of the commit pipeline and of sealing, which serve many
 // callers, are bounded by Options.RemoteTimeout.
 
-// remoteFormat is the version of the log's objects.
-const remoteFormat = 1
+// The log's objects, their state and keys are internal/seam's, under the
+// engine's names.
+type (
+	logHeader    = seam.Header
+	remoteState  = seam.State
+	sealedObject = seam.Sealed
+	logPiece     = seam.Piece
+	seqRange     = seam.SeqRange
+)
 
 // Kinds of log objects.
 const (
-	logCreate  = "create"
-	logOpen    = "open"
-	logRelease = "release"
-	logData    = "data"
-	logSeal    = "seal"
-	logMeta    = "meta"
-	logLanes   = "lanes"
+	logCreate  = seam.KindCreate
+	logOpen    = seam.KindOpen
+	logRelease = seam.KindRelease
+	logDelete  = seam.KindDelete
+	logData    = seam.KindData
+	logSeal    = seam.KindSeal
+	logMeta    = seam.KindMeta
+	logLanes   = seam.KindLanes
+	metaPrefix = seam.MetaPrefix
 )
-
-func isMarker(kind string) bool {
-	return kind == logCreate || kind == logOpen || kind == logRelease || kind == logDelete
-}
 
 // remoteStateFile (internal/layout) records, in a session's directory,
 // the log object the local files match exactly, written after a clean
 // release: the next open fetches only newer objects.
 
-// logHeader is the first line of a log object.
-type logHeader struct {
-	V     int          `json:"v"`
-	Kind  string       `json:"kind"`
-	Lease uuid.UUID    `json:"lease"`          // the lease (one open of the session) that wrote it
-	Store uuid.UUID    `json:"store"`          // the Store that held the lease
-	Chunk uint32       `json:"chunk,omitzero"` // data, seal
-	Off   int64        `json:"off,omitzero"`   // data: where the payload goes in the chunk
-	Len   int          `json:"len"`            // payload bytes
-	CRC   uint32       `json:"crc"`            // CRC-32C of the payload
-	Key   string       `json:"key,omitzero"`   // seal: the sealed chunk's object
-	Size  int64        `json:"size,omitzero"`  // seal: the chunk's plain size
-	State *remoteState `json:"state,omitzero"` // markers: the log's state before them
-}
-
-// remoteState is what the log holds, as of some object.
-type remoteState struct {
-	Sealed []sealedObject `json:"sealed"`
-	Live   []logPiece     `json:"live"`           // data objects of chunks not sealed, in log order
-	Dead   []seqRange     `json:"dead"`           // data objects of sealed chunks, not deleted yet
-	Lanes  []byte         `json:"lanes,omitzero"` // the lanes file (lanes.go), nil for none
-}
-
-// sealedObject is a sealed chunk's object.
-type sealedObject struct {
-	Chunk uint32 `json:"chunk"`
-	Key   string `json:"key"`
-	Size  int64  `json:"size"` // plain size
-}
-
-// logPiece is a data object: Len bytes of Chunk at Off.
-type logPiece struct {
-	Seq   uint64 `json:"seq"`
-	Chunk uint32 `json:"chunk"`
-	Off   int64  `json:"off"`
-	Len   int    `json:"len"`
-}
-
-func (st *remoteState) clone() *remoteState {
-	return &remoteState{Sealed: slices.Clone(st.Sealed), Live: slices.Clone(st.Live), Dead: slices.Clone(st.Dead), Lanes: slices.Clone(st.Lanes)}
-}
-
-func (st *remoteState) sealed(c uint32) (sealedObject, bool) {
-	for _, s := range st.Sealed {
-		if s.Chunk == c {
-			return s, true
-		}
-	}
-	return sealedObject{}, false
-}
-
-// apply adds object seq, with header h, to the state.
-func (st *remoteState) apply(seq uint64, h *logHeader) {
-	switch h.Kind {
-	case logData:
-		st.Live = append(st.Live, logPiece{Seq: seq, Chunk: h.Chunk, Off: h.Off, Len: h.Len})
-	case logSeal:
-		if _, ok := st.sealed(h.Chunk); ok {
-			return
-		}
-		st.Sealed = append(st.Sealed, sealedObject{Chunk: h.Chunk, Key: h.Key, Size: h.Size})
-		live := st.Live[:0]
-		for _, p := range st.Live {
-			if p.Chunk == h.Chunk {
-				st.Dead = addSeq(st.Dead, p.Seq)
-			} else {
-				live = append(live, p)
-			}
-		}
-		st.Live = live
-	}
-}
-
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
-func encodeLogObject(h *logHeader, payload []byte) ([]byte, error) {
-	h.V, h.Len, h.CRC = remoteFormat, len(payload), crc32.Checksum(payload, castagnoli)
-	b, err := json.Marshal(h)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]byte, 0, len(b)+1+len(payload))
-	out = append(append(append(out, b...), '\n'), payload...)
-	return out, nil
-}
-
+// decodeLogObject is seam.DecodeObject with its errors in the root's
+// types: damage a *CorruptionError naming the key, another version
+// ErrUnsupportedFormat.
 func decodeLogObject(key string, b []byte) (*logHeader, []byte, error) {
-	i := bytes.IndexByte(b, '\n')
-	if i < 0 {
-		return nil, nil, corruptf(key, 0, "log object has no header line")
-	}
-	var h logHeader
-	if err := json.Unmarshal(b[:i], &h); err != nil {
-		return nil, nil, corruptf(key, 0, "log object Header: %w", err)
-	}
-	if h.V != remoteFormat {
-		return nil, nil, fmt.Errorf("%w: log object %s has version %d", ErrUnsupportedFormat, key, h.V)
-	}
-	payload := b[i+1:]
-	if len(payload) != h.Len || crc32.Checksum(payload, castagnoli) != h.CRC {
-		return nil, nil, corruptf(key, int64(i+1), "log object payload does not match its header (%d bytes, want %d, or CRC-32C)", len(payload), h.Len)
-	}
-	if h.Kind == logData && (h.Off < 0 || h.Len == 0) {
-		return nil, nil, corruptf(key, 0, "data object at offset %d with %d bytes", h.Off, h.Len)
-	}
-	return &h, payload, nil
+	h, payload, err := seam.DecodeObject(key, b)
+	return h, payload, remoteDamage(err)
 }
 
-// Object keys.
-func sessionPrefix(id uuid.UUID) string { return "sessions/" + id.String() + "/" }
-func logPrefix(id uuid.UUID) string     { return sessionPrefix(id) + "log/" }
-
-// logKey names log object seq. The number is stored as its distance from
-// the largest uint64, in 20 digits, so that the newest objects come first
-// in a listing: an open reads the first page only.
-func logKey(id uuid.UUID, seq uint64) string {
-	return fmt.Sprintf("%s%020d", logPrefix(id), math.MaxUint64-seq)
-}
-func parseLogKey(prefix, key string) (uint64, bool) {
-	var inv uint64
-	rest, ok := cutPrefix(key, prefix)
-	if !ok || len(rest) != 20 {
-		return 0, false
-	}
-	for _, c := range rest {
-		if c < '0' || c > '9' || inv > (math.MaxUint64-uint64(c-'0'))/10 {
-			return 0, false
+// remoteDamage returns an error of the remote log (internal/seam) in the
+// root's types: damage a *CorruptionError, another version
+// ErrUnsupportedFormat; any other error as it is. Each error of a joined
+// one (errors.Join) is mapped on its own.
+func remoteDamage(err error) error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs := j.Unwrap()
+		out := make([]error, len(errs))
+		for i, e := range errs {
+			out[i] = remoteDamage(e)
 		}
-		inv = inv*10 + uint64(c-'0')
+		return errors.Join(out...)
 	}
-	seq := math.MaxUint64 - inv
-	return seq, seq > 0
-}
-func cutPrefix(s, prefix string) (string, bool) {
-	if len(s) < len(prefix) || s[:len(prefix)] != prefix {
-		return "", false
+	var ve *seam.VersionError
+	if errors.As(err, &ve) {
+		return fmt.Errorf("%w: %w", ErrUnsupportedFormat, err)
 	}
-	return s[len(prefix):], true
-}
-func blobKey(id uuid.UUID, d [32]byte) string {
-	return sessionPrefix(id) + "blobs/" + hex.EncodeToString(d[:])
-}
-func sealedKey(id uuid.UUID, c uint32, lease uuid.UUID) string {
-	return sessionPrefix(id) + "chunks/" + chunkName(c) + "." + lease.String() + sealedExt
-}
-func clockKey(id uuid.UUID) string { return sessionPrefix(id) + "clock" }
-
-// metaPrefix is where List finds every session's metadata:
-// meta/<id>/<n>, a copy of the meta (or marker) log object n's payload.
-const metaPrefix = "meta/"
-
-func metaKey(id uuid.UUID, seq uint64) string {
-	return fmt.Sprintf("%s%s/%020d", metaPrefix, id, seq)
-}
-
-// remoteErr wraps a failed object store call.
-func remoteErr(op, key string, err error) error {
-	return fmt.Errorf("%w: %s %s: %w", ErrRemote, op, key, err)
+	return damage(err)
 }
 
 // remoteFiles is durableFiles for a session kept in an object store: see
-// the top of this file.
+// the top of this file. Its log, and the lease it holds, is
+// internal/seam's LogWriter.
 type remoteFiles struct {
 	*localFiles
-	obj     ObjectStore
-	id      uuid.UUID
-	lease   uuid.UUID
-	store   uuid.UUID // the Store's id (Options.storeID)
-	fetch   *fetchFS  // the Store's filesystem (remote_fetch.go)
+	*seam.LogWriter
+	fetch   *fetchFS // the Store's filesystem (remote_fetch.go)
 	timeout time.Duration
 	leaseT  time.Duration
-	now     func() time.Time // local monotonic clock, for the grace of deletions only
-
-	logMu  sync.Mutex // held across each log object's Create, so numbers follow the log's order
-	seq    uint64     // the newest log object this lease wrote; 0 before it holds the session
-	lost   error      // ErrFenced or ErrRemote once a Create failed: no more log objects
-	state  *remoteState
-	meta   []byte        // session.json as the log holds it
-	dying  []dyingPieces // data objects sealing made unneeded, deleted after leaseT
-	holder bool          // the lease is held (between acquire and release)
 }
 
-// dyingPieces are data objects unneeded since a time.
-type dyingPieces struct {
-	since time.Time
-	seqs  []seqRange
-}
-
-// seqRange is the log objects From to To; in remoteState.Dead, unneeded
-// since At (Unix milliseconds, the sealing writer's clock), so that any
-// later holder deletes them once LeaseTime passed, however briefly each
-// holds the session.
-type seqRange struct {
-	From uint64 `json:"from"`
-	To   uint64 `json:"to"`
-	At   int64  `json:"at,omitzero"`
-}
-
-// addSeq adds seq, greater than every number in rs, to rs, extending
-// the last range only if it has no time yet (the same sealing's).
-func addSeq(rs []seqRange, seq uint64) []seqRange {
-	if n := len(rs); n > 0 && rs[n-1].To+1 == seq && rs[n-1].At == 0 {
-		rs[n-1].To = seq
-		return rs
-	}
-	return append(rs, seqRange{From: seq, To: seq})
-}
-
-// stampDead sets At to now in the ranges of rs that have none.
-func stampDead(rs []seqRange, now time.Time) {
-	for i := range rs {
-		if rs[i].At == 0 {
-			rs[i].At = now.UnixMilli()
-		}
+// newRemoteFiles returns the files of session id kept in o.Remote, with
+// local as their cache.
+func newRemoteFiles(local *localFiles, o *Options, id uuid.UUID) *remoteFiles {
+	return &remoteFiles{
+		localFiles: local,
+		LogWriter:  &seam.LogWriter{Obj: remoteObjects{o.Remote}, ID: id, Store: o.storeID, Now: time.Now},
+		fetch:      o.fetch, timeout: o.RemoteTimeout, leaseT: o.LeaseTime,
 	}
 }
 
-// dropSeqs removes the numbers of done from rs.
-func dropSeqs(rs, done []seqRange) []seqRange {
-	var out []seqRange
-	for _, r := range rs {
-		parts := []seqRange{r}
-		for _, d := range done {
-			var next []seqRange
-			for _, p := range parts {
-				if d.To < p.From || d.From > p.To {
-					next = append(next, p)
-					continue
-				}
-				if p.From < d.From {
-					next = append(next, seqRange{From: p.From, To: d.From - 1, At: p.At})
-				}
-				if p.To > d.To {
-					next = append(next, seqRange{From: d.To + 1, To: p.To, At: p.At})
-				}
-			}
-			parts = next
-		}
-		out = append(out, parts...)
+// remoteObjects is an ObjectStore as the seam calls it.
+type remoteObjects struct{ ObjectStore }
+
+func (o remoteObjects) Stat(ctx context.Context, key string) (seam.ObjectInfo, error) {
+	info, err := o.ObjectStore.Stat(ctx, key)
+	return seam.ObjectInfo(info), err
+}
+
+func (o remoteObjects) List(ctx context.Context, prefix string, limit int) ([]seam.ObjectInfo, error) {
+	infos, err := o.ObjectStore.List(ctx, prefix, limit)
+	out := make([]seam.ObjectInfo, len(infos))
+	for i, info := range infos {
+		out[i] = seam.ObjectInfo(info)
 	}
-	return out
+	return out, err
 }
 
 func (r *remoteFiles) ctx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), r.timeout)
 }
 
-// putLog creates the next log object, with logMu held by the caller.
-func (r *remoteFiles) putLogLocked(ctx context.Context, h *logHeader, payload []byte) (uint64, error) {
-	if r.lost != nil {
-		return 0, r.lost
-	}
-	if !r.holder {
-		return 0, fmt.Errorf("%w: session %s is not held", ErrRemote, r.id)
-	}
-	h.Lease, h.Store = r.lease, r.store
-	b, err := encodeLogObject(h, payload)
-	if err != nil {
-		return 0, err
-	}
-	seq := r.seq + 1
-	key := logKey(r.id, seq)
-	err = r.obj.Create(ctx, key, b)
-	if errors.Is(err, ErrObjectExists) && r.storedOwn(ctx, key, b) {
-		// A retry of a Create whose first answer was lost: the object is
-		// this one (its header names this lease), not another writer's.
-		err = nil
-	}
-	if err != nil {
-		if errors.Is(err, ErrObjectExists) {
-			r.lost = fmt.Errorf("%w: session %s: log object %s exists (another writer took the session)", ErrFenced, r.id, key)
-		} else {
-			r.lost = fmt.Errorf("%w: session %s: the state of log object %s is unknown: %w", ErrRemote, r.id, key, remoteErr("create", key, err))
-		}
-		return 0, r.lost
-	}
-	r.seq = seq
-	before := remoteState{Live: r.state.Live}
-	if h.Kind == logSeal {
-		before.Live = slices.Clone(r.state.Live)
-	}
-	r.state.apply(seq, h)
-	if h.Kind == logSeal {
-		now := r.now()
-		var dead []seqRange
-		for _, p := range before.Live {
-			if p.Chunk == h.Chunk {
-				dead = addSeq(dead, p.Seq)
-			}
-		}
-		if len(dead) > 0 {
-			r.dying = append(r.dying, dyingPieces{since: now, seqs: dead})
-		}
-		stampDead(r.state.Dead, now)
-	}
-	return seq, nil
-}
-
-// storedOwn reports whether the object at key holds exactly b.
-func (r *remoteFiles) storedOwn(ctx context.Context, key string, b []byte) bool {
-	got, err := r.obj.Get(ctx, key, 0, -1)
-	return err == nil && bytes.Equal(got, b)
-}
-
 func (r *remoteFiles) putLog(h *logHeader, payload []byte) (uint64, error) {
 	ctx, cancel := r.ctx()
 	defer cancel()
-	r.logMu.Lock()
-	defer r.logMu.Unlock()
-	return r.putLogLocked(ctx, h, payload)
+	r.Mu.Lock()
+	defer r.Mu.Unlock()
+	return r.PutLocked(ctx, h, payload)
 }
 
 func (r *remoteFiles) createChunk(n uint32) (activeChunk, error) {
@@ -490,30 +259,30 @@ func (r *remoteFiles) sealChunk(n uint32, es []entry) error {
 		return err
 	}
 	if err := r.uploadSealed(n); err != nil {
-		r.log.Warn("sessionstore: sealed chunk not stored remotely; its data objects stay", "chunk", n, "err", err)
+		r.Log.Warn("sessionstore: sealed chunk not stored remotely; its data objects stay", "chunk", n, "err", err)
 	}
 	r.deleteDying()
 	return nil
 }
 
 func (r *remoteFiles) uploadSealed(n uint32) error {
-	path := r.chunkPath(n) + sealedExt
-	zr, err := zchunk.Open(r.fsys, path)
+	path := r.ChunkPath(n) + sealedExt
+	zr, err := zchunk.Open(r.FS, path)
 	if err != nil {
 		return err
 	}
 	size, meta := zr.Size(), zr.MetaSize()
 	zr.Close()
 	// Its blocks and metadata compressed, raw at worst, with their frames.
-	b, err := readFile(r.fsys, path, nil, size+size>>10+meta+meta>>10+1<<16)
+	b, err := readFile(r.FS, path, nil, size+size>>10+meta+meta>>10+1<<16)
 	if err != nil {
 		return err
 	}
-	key := sealedKey(r.id, n, r.lease)
+	key := seam.SealedKey(r.ID, n, r.Lease)
 	ctx, cancel := r.ctx()
 	defer cancel()
-	if err := r.obj.Create(ctx, key, b); err != nil && !errors.Is(err, ErrObjectExists) {
-		return remoteErr("create", key, err)
+	if err := r.Obj.Create(ctx, key, b); err != nil && !errors.Is(err, ErrObjectExists) {
+		return seam.RemoteErr("create", key, err)
 	}
 	_, err = r.putLog(&logHeader{Kind: logSeal, Chunk: n, Key: key, Size: size}, nil)
 	return err
@@ -524,18 +293,18 @@ func (r *remoteFiles) uploadSealed(n uint32) error {
 // until then. Those younger stay in the state (Dead) the release marker
 // records, for the next holder to delete.
 func (r *remoteFiles) deleteDying() {
-	r.logMu.Lock()
+	r.Mu.Lock()
 	var due []seqRange
-	keep := r.dying[:0]
-	for _, d := range r.dying {
-		if r.now().Sub(d.since) >= r.leaseT {
-			due = append(due, d.seqs...)
+	keep := r.Dying[:0]
+	for _, d := range r.Dying {
+		if r.Now().Sub(d.Since) >= r.leaseT {
+			due = append(due, d.Seqs...)
 		} else {
 			keep = append(keep, d)
 		}
 	}
-	r.dying = keep
-	r.logMu.Unlock()
+	r.Dying = keep
+	r.Mu.Unlock()
 	if len(due) == 0 {
 		return
 	}
@@ -544,16 +313,16 @@ func (r *remoteFiles) deleteDying() {
 	var deleted []seqRange
 	for _, rg := range due {
 		for seq := rg.From; seq <= rg.To; seq++ {
-			if err := r.obj.Delete(ctx, logKey(r.id, seq)); err != nil {
-				r.log.Warn("sessionstore: unneeded log object stays", "key", logKey(r.id, seq), "err", err)
+			if err := r.Obj.Delete(ctx, seam.LogKey(r.ID, seq)); err != nil {
+				r.Log.Warn("sessionstore: unneeded log object stays", "key", seam.LogKey(r.ID, seq), "err", err)
 				continue
 			}
-			deleted = addSeq(deleted, seq)
+			deleted = seam.AddSeq(deleted, seq)
 		}
 	}
-	r.logMu.Lock()
-	r.state.Dead = dropSeqs(r.state.Dead, deleted)
-	r.logMu.Unlock()
+	r.Mu.Lock()
+	r.State.Dead = seam.DropSeqs(r.State.Dead, deleted)
+	r.Mu.Unlock()
 }
 
 // putBlob stores the blob locally and as an immutable object, before the
@@ -563,75 +332,33 @@ func (r *remoteFiles) putBlob(d [32]byte, rec []byte) error {
 	if err := r.localFiles.putBlob(d, rec); err != nil {
 		return err
 	}
-	b, err := readFile(r.fsys, blobPath(r.dir, d), nil, maxBlobFile(int64(len(rec))))
+	b, err := readFile(r.FS, blobPath(r.Dir, d), nil, blob.MaxFile(int64(len(rec))))
 	if err != nil {
 		return err
 	}
-	key := blobKey(r.id, d)
 	ctx, cancel := r.ctx()
 	defer cancel()
-	err = r.obj.Create(ctx, key, b)
-	if errors.Is(err, ErrObjectExists) {
-		old, gerr := r.obj.Get(ctx, key, 0, -1)
-		if gerr != nil {
-			return remoteErr("get", key, gerr)
-		}
-		if _, verr := decodeBlob(key, old, d, int64(len(rec))); verr == nil {
-			return nil
-		}
-		// A bad object under the digest: replace it.
-		err = r.obj.Put(ctx, key, b)
-	}
-	if err != nil {
-		return remoteErr("create", key, err)
-	}
-	return nil
+	return seam.PutBlobObject(ctx, r.Obj, r.ID, d, b, int64(len(rec)))
 }
 
 func (r *remoteFiles) readBlob(d [32]byte, size int64) ([]byte, error) {
 	rec, err := r.localFiles.readBlob(d, size)
-	if err == nil || !blobMissing(r.fsys, r.dir, d) {
+	if err == nil || !blob.Missing(r.FS, r.Dir, d) {
 		return rec, err
 	}
 	ctx, cancel := r.ctx()
 	defer cancel()
-	if err := fetchBlob(ctx, r.obj, r.fsys, r.id, r.dir, d, size, r.perm, r.dirPerm); err != nil {
+	if err := fetchBlob(ctx, r.Obj, r.FS, r.ID, r.Dir, d, size, r.Perm, r.DirPerm); err != nil {
 		return nil, err
 	}
 	return r.localFiles.readBlob(d, size)
 }
 
-// blobMissing reports whether the local blob file is absent.
-func blobMissing(fsys vfs.FS, dir string, d [32]byte) bool {
-	_, err := fsys.Stat(blobPath(dir, d))
-	return errors.Is(err, os.ErrNotExist)
-}
-
 // fetchBlob downloads blob d of session id into its directory dir,
-// verified by its digest first.
-func fetchBlob(ctx context.Context, obj ObjectStore, fsys vfs.FS, id uuid.UUID, dir string, d [32]byte, size int64, perm, dirPerm os.FileMode) error {
-	key := blobKey(id, d)
-	b, err := obj.Get(ctx, key, 0, -1)
-	if errors.Is(err, ErrObjectNotFound) {
-		return corruptf(key, 0, "blob is missing from the object store")
-	}
-	if err != nil {
-		return remoteErr("get", key, err)
-	}
-	if _, err := decodeBlob(key, b, d, size); err != nil {
-		return err
-	}
-	path := blobPath(dir, d)
-	if err := durable.MkdirAll(fsys, filepath.Dir(path), dirPerm); err != nil {
-		return err
-	}
-	return writeFileAtomic(fsys, path, b, perm)
-}
-
-// writeFileAtomic writes path through a temporary file renamed over it,
-// both synced.
-func writeFileAtomic(fsys vfs.FS, path string, b []byte, perm os.FileMode) error {
-	return durable.ReplaceFile(fsys, filepath.Dir(path), filepath.Base(path), b, perm)
+// verified by its digest first (seam.FetchBlob), its damage a
+// *CorruptionError.
+func fetchBlob(ctx context.Context, obj seam.Objects, fsys vfs.FS, id uuid.UUID, dir string, d [32]byte, size int64, perm, dirPerm os.FileMode) error {
+	return damage(seam.FetchBlob(ctx, obj, fsys, id, dir, d, size, perm, dirPerm))
 }
 
 // putMeta replaces session.json locally, then records it in the log and
@@ -642,12 +369,12 @@ func (r *remoteFiles) putMeta(b []byte) error {
 	}
 	ctx, cancel := r.ctx()
 	defer cancel()
-	r.logMu.Lock()
-	seq, err := r.putLogLocked(ctx, &logHeader{Kind: logMeta}, b)
+	r.Mu.Lock()
+	seq, err := r.PutLocked(ctx, &logHeader{Kind: logMeta}, b)
 	if err == nil {
-		r.meta = slices.Clone(b)
+		r.Meta = slices.Clone(b)
 	}
-	r.logMu.Unlock()
+	r.Mu.Unlock()
 	if err != nil {
 		return err
 	}
@@ -663,31 +390,31 @@ func (r *remoteFiles) putLanes(b []byte) error {
 	}
 	ctx, cancel := r.ctx()
 	defer cancel()
-	r.logMu.Lock()
-	defer r.logMu.Unlock()
-	if _, err := r.putLogLocked(ctx, &logHeader{Kind: logLanes}, b); err != nil {
+	r.Mu.Lock()
+	defer r.Mu.Unlock()
+	if _, err := r.PutLocked(ctx, &logHeader{Kind: logLanes}, b); err != nil {
 		return err
 	}
-	r.state.Lanes = slices.Clone(b)
+	r.State.Lanes = slices.Clone(b)
 	return nil
 }
 
 // copyMeta writes meta/<id>/<seq> for List and deletes older copies. A
 // failure is logged: List shows the older copy until the next one.
 func (r *remoteFiles) copyMeta(ctx context.Context, seq uint64, b []byte) {
-	key := metaKey(r.id, seq)
-	if err := r.obj.Create(ctx, key, b); err != nil && !errors.Is(err, ErrObjectExists) {
-		r.log.Warn("sessionstore: metadata copy for List not stored", "key", key, "err", err)
+	key := seam.MetaKey(r.ID, seq)
+	if err := r.Obj.Create(ctx, key, b); err != nil && !errors.Is(err, ErrObjectExists) {
+		r.Log.Warn("sessionstore: metadata copy for List not stored", "key", key, "err", err)
 		return
 	}
-	infos, err := r.obj.List(ctx, metaPrefix+r.id.String()+"/", 0)
+	infos, err := r.Obj.List(ctx, metaPrefix+r.ID.String()+"/", 0)
 	if err != nil {
 		return
 	}
 	for _, o := range infos {
 		if o.Key < key {
-			if err := r.obj.Delete(ctx, o.Key); err != nil {
-				r.log.Warn("sessionstore: older metadata copy stays", "key", o.Key, "err", err)
+			if err := r.Obj.Delete(ctx, o.Key); err != nil {
+				r.Log.Warn("sessionstore: older metadata copy stays", "key", o.Key, "err", err)
 			}
 		}
 	}
@@ -699,71 +426,71 @@ func (r *remoteFiles) copyMeta(ctx context.Context, seq uint64, b []byte) {
 // in remote.json that the local files match the marker. A Store that
 // lost the session writes nothing.
 func (r *remoteFiles) release(clean bool) error {
-	r.logMu.Lock()
-	held := r.holder
-	r.logMu.Unlock()
+	r.Mu.Lock()
+	held := r.Holder
+	r.Mu.Unlock()
 	if !held {
 		return nil
 	}
 	r.deleteDying()
 	ctx, cancel := r.ctx()
 	defer cancel()
-	r.logMu.Lock()
-	defer r.logMu.Unlock()
-	r.holder = false
-	if errors.Is(r.lost, ErrFenced) {
+	r.Mu.Lock()
+	defer r.Mu.Unlock()
+	r.Holder = false
+	if errors.Is(r.Lost, ErrFenced) {
 		return nil
 	}
-	if r.lost != nil {
-		// The state of the object after r.seq is unknown: release after
+	if r.Lost != nil {
+		// The state of the object after r.Seq is unknown: release after
 		// the newest object if it is this lease's.
-		infos, err := r.obj.List(ctx, logPrefix(r.id), 1)
+		infos, err := r.Obj.List(ctx, seam.LogPrefix(r.ID), 1)
 		if err != nil || len(infos) == 0 {
-			return remoteErr("list", logPrefix(r.id), err)
+			return seam.RemoteErr("list", seam.LogPrefix(r.ID), err)
 		}
 		newest := infos[0]
-		seq, ok := parseLogKey(logPrefix(r.id), newest.Key)
+		seq, ok := seam.ParseLogKey(seam.LogPrefix(r.ID), newest.Key)
 		if !ok {
 			return corruptf(newest.Key, 0, "not a log object name")
 		}
-		b, err := r.obj.Get(ctx, newest.Key, 0, -1)
+		b, err := r.Obj.Get(ctx, newest.Key, 0, -1)
 		if err != nil {
-			return remoteErr("get", newest.Key, err)
+			return seam.RemoteErr("get", newest.Key, err)
 		}
 		h, _, err := decodeLogObject(newest.Key, b)
-		if err != nil || h.Lease != r.lease {
+		if err != nil || h.Lease != r.Lease {
 			return err
 		}
 		// The objects whose Create failed but were stored are this
 		// lease's: the release's state holds them (their events stay,
 		// unacknowledged).
-		for k := r.seq + 1; k <= seq; k++ {
-			key := logKey(r.id, k)
-			b, err := r.obj.Get(ctx, key, 0, -1)
+		for k := r.Seq + 1; k <= seq; k++ {
+			key := seam.LogKey(r.ID, k)
+			b, err := r.Obj.Get(ctx, key, 0, -1)
 			if err != nil {
-				return remoteErr("get", key, err)
+				return seam.RemoteErr("get", key, err)
 			}
 			h, _, err := decodeLogObject(key, b)
 			if err != nil {
 				return err
 			}
-			r.state.apply(k, h)
+			r.State.Apply(k, h)
 		}
-		r.seq, r.lost, r.holder, clean = seq, nil, true, false
-		defer func() { r.holder = false }()
+		r.Seq, r.Lost, r.Holder, clean = seq, nil, true, false
+		defer func() { r.Holder = false }()
 	} else {
-		r.holder = true
-		defer func() { r.holder = false }()
+		r.Holder = true
+		defer func() { r.Holder = false }()
 	}
-	seq, err := r.putLogLocked(ctx, &logHeader{Kind: logRelease, State: r.state.clone()}, r.meta)
+	seq, err := r.PutLocked(ctx, &logHeader{Kind: logRelease, State: r.State.Clone()}, r.Meta)
 	if err != nil {
 		return err
 	}
 	if !clean {
 		return nil
 	}
-	b, _ := json.Marshal(localRemoteState{Seq: seq, Lease: r.lease})
-	return durable.ReplaceFile(r.fsys, r.dir, remoteStateFile, b, r.perm)
+	b, _ := json.Marshal(localRemoteState{Seq: seq, Lease: r.Lease})
+	return durable.ReplaceFile(r.FS, r.Dir, remoteStateFile, b, r.Perm)
 }
 
 // localRemoteState is remote.json.
@@ -772,169 +499,32 @@ type localRemoteState struct {
 	Lease uuid.UUID `json:"lease"`
 }
 
-// logView is the log as a Store opening a session reads it: its newest
-// object and the state after it.
-type logView struct {
-	newest     ObjectInfo
-	newestSeq  uint64
-	newestHead *logHeader
-	state      *remoteState
-	meta       []byte
-	payloads   map[uint64][]byte // data objects read on the way
-}
+// logView is the log as an open reads it (internal/seam's View).
+type logView = seam.View
 
-// viewPage is how many of the newest log objects an open lists first.
-const viewPage = 32
-
-// listLog lists the newest limit log objects (all with limit <= 0),
-// returning them oldest first.
-func (r *remoteFiles) listLog(ctx context.Context, limit int) ([]uint64, []ObjectInfo, error) {
-	prefix := logPrefix(r.id)
-	infos, err := r.obj.List(ctx, prefix, limit)
-	if err != nil {
-		return nil, nil, remoteErr("list", prefix, err)
-	}
-	var seqs []uint64
-	var objs []ObjectInfo
-	for i := len(infos) - 1; i >= 0; i-- {
-		if seq, ok := parseLogKey(prefix, infos[i].Key); ok {
-			seqs, objs = append(seqs, seq), append(objs, infos[i])
-		}
-	}
-	return seqs, objs, nil
-}
-
-// readView lists the log and reads back from its newest object to the
-// newest marker, a batch of objects at a time. It returns a nil view for
-// a session the object store does not hold.
+// readView is seam.LogWriter.ReadView with its errors in the root's
+// types (remoteDamage).
 func (r *remoteFiles) readView(ctx context.Context) (*logView, error) {
-	// The newest objects come first (logKey): a page of them holds the
-	// newest marker unless many objects came after it (a holder that died
-	// after many appends), and then the whole listing is read.
-	seqs, objs, err := r.listLog(ctx, viewPage)
-	if err != nil {
-		return nil, err
-	}
-	if len(seqs) == 0 {
-		return nil, nil
-	}
-	full := len(seqs) < viewPage
-	type got struct {
-		h       *logHeader
-		payload []byte
-	}
-	read := map[uint64]got{}
-	marker := -1
-	// The newest object first: after a clean Close it is the release
-	// marker, and nothing else is needed. Then batches of 16.
-	const batch = 16
-	for end, n := len(seqs), 1; marker < 0; end, n = end-n, batch {
-		if end <= 0 {
-			if full {
-				break
-			}
-			// Past the first page without a marker: list it all, and go
-			// on below what was read.
-			low := seqs[0]
-			if seqs, objs, err = r.listLog(ctx, 0); err != nil {
-				return nil, err
-			}
-			full, end = true, sort.Search(len(seqs), func(i int) bool { return seqs[i] >= low })
-			if end == 0 {
-				break
-			}
-		}
-		start := max(0, end-n)
-		res := make([]got, end-start)
-		errs := make([]error, end-start)
-		forEach(end-start, batch, func(_, i int) {
-			key := objs[start+i].Key
-			b, err := r.obj.Get(ctx, key, 0, -1)
-			if err != nil {
-				if errors.Is(err, ErrObjectNotFound) {
-					// Deleted since the listing: a data object of a sealed
-					// chunk, which a newer seal record covers.
-					return
-				}
-				errs[i] = remoteErr("get", key, err)
-				return
-			}
-			h, payload, err := decodeLogObject(key, b)
-			res[i], errs[i] = got{h, payload}, err
-		})
-		if err := errors.Join(errs...); err != nil {
-			return nil, err
-		}
-		for i := len(res) - 1; i >= 0; i-- {
-			if res[i].h == nil {
-				continue
-			}
-			read[seqs[start+i]] = res[i]
-			if isMarker(res[i].h.Kind) && marker < 0 {
-				marker = start + i
-			}
-		}
-	}
-	if marker < 0 {
-		return nil, corruptf(objs[0].Key, 0, "the log has no create, open or release marker")
-	}
-	v := &logView{newest: objs[len(objs)-1], newestSeq: seqs[len(seqs)-1], payloads: map[uint64][]byte{}}
-	m := read[seqs[marker]]
-	if m.h.State == nil {
-		v.state = &remoteState{}
-	} else {
-		v.state = m.h.State.clone()
-	}
-	v.meta = m.payload
-	for i := marker + 1; i < len(seqs); i++ {
-		g, ok := read[seqs[i]]
-		if !ok {
-			continue
-		}
-		switch g.h.Kind {
-		case logData:
-			v.payloads[seqs[i]] = g.payload
-		case logMeta:
-			v.meta = g.payload
-		case logLanes:
-			v.state.Lanes = g.payload
-		}
-		v.state.apply(seqs[i], g.h)
-	}
-	v.newestHead = read[v.newestSeq].h
-	return v, nil
-}
-
-// storeClock returns the object store's current time: the modification
-// time of a probe object it writes.
-func (r *remoteFiles) storeClock(ctx context.Context) (time.Time, error) {
-	key := clockKey(r.id)
-	if err := r.obj.Put(ctx, key, []byte(r.lease.String())); err != nil {
-		return time.Time{}, remoteErr("put", key, err)
-	}
-	info, err := r.obj.Stat(ctx, key)
-	if err != nil {
-		return time.Time{}, remoteErr("stat", key, err)
-	}
-	return info.ModTime, nil
+	v, err := r.ReadView(ctx)
+	return v, remoteDamage(err)
 }
 
 // create makes the session's log, with its first object, for Create.
 func (r *remoteFiles) create(ctx context.Context, meta []byte) error {
-	r.logMu.Lock()
-	defer r.logMu.Unlock()
-	r.lease, r.state, r.meta, r.seq, r.lost = uuid.Must(uuid.NewV7()), &remoteState{}, slices.Clone(meta), 0, nil
-	r.holder = true
-	_, err := r.putLogLocked(ctx, &logHeader{Kind: logCreate, State: &remoteState{}}, meta)
+	r.Mu.Lock()
+	defer r.Mu.Unlock()
+	r.Lease, r.State, r.Meta, r.Seq, r.Lost = uuid.Must(uuid.NewV7()), &remoteState{}, slices.Clone(meta), 0, nil
+	r.Holder = true
+	_, err := r.PutLocked(ctx, &logHeader{Kind: logCreate, State: &remoteState{}}, meta)
 	if errors.Is(err, ErrFenced) {
-		r.holder, r.lost = false, nil
-		return fmt.Errorf("%w: session %s (in the object store)", ErrExists, r.id)
+		r.Holder, r.Lost = false, nil
+		return fmt.Errorf("%w: session %s (in the object store)", ErrExists, r.ID)
 	}
 	if err != nil {
-		r.holder = false
+		r.Holder = false
 		return err
 	}
-	r.copyMeta(ctx, r.seq, meta)
+	r.copyMeta(ctx, r.Seq, meta)
 	return nil
 }
 
@@ -954,21 +544,21 @@ func (r *remoteFiles) acquire(ctx context.Context, wait bool) error {
 		if err != nil {
 			return err
 		}
-		if v == nil || isDeleteMarker(v.newestHead) {
-			return fmt.Errorf("%w: session %s", ErrNotFound, r.id)
+		if v == nil || isDeleteMarker(v.NewestHead) {
+			return fmt.Errorf("%w: session %s", ErrNotFound, r.ID)
 		}
 		// Held, unless released or held by this Store: a lease of an
 		// earlier open of the session here, which closed without its
 		// release (a remote failure), is this Store's to take.
-		if v.newestHead == nil || v.newestHead.Kind != logRelease && v.newestHead.Store != r.store {
-			now, err := r.storeClock(ctx)
+		if v.NewestHead == nil || v.NewestHead.Kind != logRelease && v.NewestHead.Store != r.Store {
+			now, err := r.StoreClock(ctx)
 			if err != nil {
 				return err
 			}
-			idle := now.Sub(v.newest.ModTime)
+			idle := now.Sub(v.Newest.ModTime)
 			if idle < r.leaseT {
 				if !wait {
-					return fmt.Errorf("%w: session %s is held by another Store (newest log object %s, %s old, lease %s)", ErrLocked, r.id, v.newest.Key, idle.Round(time.Millisecond), r.leaseT)
+					return fmt.Errorf("%w: session %s is held by another Store (newest log object %s, %s old, lease %s)", ErrLocked, r.ID, v.Newest.Key, idle.Round(time.Millisecond), r.leaseT)
 				}
 				select {
 				case <-ctx.Done():
@@ -977,33 +567,33 @@ func (r *remoteFiles) acquire(ctx context.Context, wait bool) error {
 				}
 				continue
 			}
-			r.log.Warn("sessionstore: taking over a session whose holder wrote nothing for the lease time", "newest", v.newest.Key, "idle", idle)
+			r.Log.Warn("sessionstore: taking over a session whose holder wrote nothing for the lease time", "newest", v.Newest.Key, "idle", idle)
 		}
 		if err := r.reconcileLocal(ctx, v); err != nil {
 			return err
 		}
-		r.logMu.Lock()
-		r.lease, r.state, r.meta, r.seq, r.lost, r.holder = uuid.Must(uuid.NewV7()), v.state, v.meta, v.newestSeq, nil, true
-		_, err = r.putLogLocked(ctx, &logHeader{Kind: logOpen, State: v.state.clone()}, v.meta)
+		r.Mu.Lock()
+		r.Lease, r.State, r.Meta, r.Seq, r.Lost, r.Holder = uuid.Must(uuid.NewV7()), v.State, v.Meta, v.NewestSeq, nil, true
+		_, err = r.PutLocked(ctx, &logHeader{Kind: logOpen, State: v.State.Clone()}, v.Meta)
 		if errors.Is(err, ErrFenced) {
 			// Another Store wrote meanwhile: read the log again.
-			r.lost, r.holder = nil, false
-			r.logMu.Unlock()
+			r.Lost, r.Holder = nil, false
+			r.Mu.Unlock()
 			continue
 		}
 		if err != nil {
-			r.holder = false
+			r.Holder = false
 		}
 		if err == nil {
 			// The dead objects the log's state names die LeaseTime after
 			// their sealing (At), or after now if it does not say.
-			now := r.now()
-			stampDead(r.state.Dead, now)
-			for _, rg := range r.state.Dead {
-				r.dying = append(r.dying, dyingPieces{since: time.UnixMilli(rg.At), seqs: []seqRange{rg}})
+			now := r.Now()
+			seam.StampDead(r.State.Dead, now)
+			for _, rg := range r.State.Dead {
+				r.Dying = append(r.Dying, seam.Dying{Since: time.UnixMilli(rg.At), Seqs: []seqRange{rg}})
 			}
 		}
-		r.logMu.Unlock()
+		r.Mu.Unlock()
 		return err
 	}
 }
@@ -1020,14 +610,14 @@ func remoteLost(err error) bool {
 // object's key) when it failed: a restored session's blobs come when a
 // read needs them.
 func (s *Store) fetchMissingBlob(ctx context.Context, dir string, d [32]byte, size int64) (bool, error) {
-	if s.opts.Remote == nil || !blobMissing(s.opts.fs, dir, d) {
+	if s.opts.Remote == nil || !blob.Missing(s.opts.fs, dir, d) {
 		return false, nil
 	}
 	id, err := uuid.Parse(filepath.Base(dir))
 	if err != nil {
 		return false, nil
 	}
-	if err := fetchBlob(ctx, s.opts.Remote, s.opts.fs, id, dir, d, size, s.opts.FileMode, s.opts.DirMode); err != nil {
+	if err := fetchBlob(ctx, remoteObjects{s.opts.Remote}, s.opts.fs, id, dir, d, size, s.opts.FileMode, s.opts.DirMode); err != nil {
 		return false, err
 	}
 	return true, nil
@@ -1038,14 +628,15 @@ func (s *Store) fetchMissingBlob(ctx context.Context, dir string, d [32]byte, si
 func (s *Store) listRemote(ctx context.Context) ([]Meta, error) {
 	infos, err := s.opts.Remote.List(ctx, metaPrefix, 0)
 	if err != nil {
-		return nil, remoteErr("list", metaPrefix, err)
+		return nil, seam.RemoteErr("list", metaPrefix, err)
 	}
 	// Keys sort by id, then number: the last of each id is its newest.
 	var ids []uuid.UUID
 	var keys []string
 	for _, o := range infos {
-		rest, _ := cutPrefix(o.Key, metaPrefix)
-		idStr, _, ok := cutAt(rest, '/')
+		rest, ok := strings.CutPrefix(o.Key, metaPrefix)
+		idStr, _, cut := cutAt(rest, '/')
+		ok = ok && cut
 		id, err := uuid.Parse(idStr)
 		if !ok || err != nil {
 			continue
@@ -1061,7 +652,7 @@ func (s *Store) listRemote(ctx context.Context) ([]Meta, error) {
 	forEach(len(ids), 16, func(_, i int) {
 		b, err := s.opts.Remote.Get(ctx, keys[i], 0, -1)
 		if err != nil {
-			errs[i] = remoteErr("get", keys[i], err)
+			errs[i] = seam.RemoteErr("get", keys[i], err)
 			return
 		}
 		metas[i], _, errs[i] = decodeMeta(b, ids[i], keys[i])
@@ -1080,7 +671,7 @@ func (s *Store) metaRemote(ctx context.Context, id uuid.UUID) (Meta, error) {
 	prefix := metaPrefix + id.String() + "/"
 	infos, err := s.opts.Remote.List(ctx, prefix, 0)
 	if err != nil {
-		return Meta{}, remoteErr("list", prefix, err)
+		return Meta{}, seam.RemoteErr("list", prefix, err)
 	}
 	if len(infos) == 0 {
 		return Meta{}, fmt.Errorf("%w: session %s", ErrNotFound, id)
@@ -1091,7 +682,7 @@ func (s *Store) metaRemote(ctx context.Context, id uuid.UUID) (Meta, error) {
 	key := infos[len(infos)-1].Key
 	b, err := s.opts.Remote.Get(ctx, key, 0, -1)
 	if err != nil {
-		return Meta{}, remoteErr("get", key, err)
+		return Meta{}, seam.RemoteErr("get", key, err)
 	}
 	m, _, err := decodeMeta(b, id, key)
 	return m, err

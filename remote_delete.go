@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/sessionstore/sessionstore/internal/seam"
 )
 
 // Deleting a session on object storage
@@ -54,14 +55,11 @@ import (
 // leave a blob or sealed chunk it uploaded before its fenced log Create;
 // a retried Delete removes such objects.
 
-// logDelete is the kind of the delete marker.
-const logDelete = "delete"
-
 // deleteMarker is the delete marker's bytes: the same for every session
 // and every older log object it replaces, so that a retry recognises
 // what it wrote by size and content.
 func deleteMarker() []byte {
-	b, err := encodeLogObject(&logHeader{Kind: logDelete}, nil)
+	b, err := seam.EncodeObject(&logHeader{Kind: logDelete}, nil)
 	if err != nil {
 		panic(err) // a fixed header always encodes
 	}
@@ -75,7 +73,9 @@ func isDeleteMarker(h *logHeader) bool { return h != nil && h.Kind == logDelete 
 // remoteReader is a remoteFiles for reading a session's log outside an
 // open: Delete's and Meta's.
 func (s *Store) remoteReader(id uuid.UUID) *remoteFiles {
-	return &remoteFiles{localFiles: &localFiles{log: s.opts.Logger.With("session", id)}, obj: s.opts.Remote, id: id, store: s.opts.storeID, lease: uuid.New(), timeout: s.opts.RemoteTimeout, leaseT: s.opts.LeaseTime, now: time.Now}
+	r := newRemoteFiles(&localFiles{&seam.Local{Log: s.opts.Logger.With("session", id)}}, &s.opts, id)
+	r.fetch, r.Lease = nil, uuid.New()
+	return r
 }
 
 // markRemoteDeleted is steps 1 to 3 above, with the session's local lock
@@ -95,17 +95,17 @@ func (s *Store) markRemoteDeleted(ctx context.Context, id uuid.UUID) (marked boo
 		if v == nil {
 			return false, nil
 		}
-		if isDeleteMarker(v.newestHead) {
+		if isDeleteMarker(v.NewestHead) {
 			break
 		}
-		if v.newestHead == nil || v.newestHead.Kind != logRelease && v.newestHead.Store != r.store {
-			now, err := r.storeClock(ctx)
+		if v.NewestHead == nil || v.NewestHead.Kind != logRelease && v.NewestHead.Store != r.Store {
+			now, err := r.StoreClock(ctx)
 			if err != nil {
 				return false, err
 			}
-			if idle := now.Sub(v.newest.ModTime); idle < r.leaseT {
+			if idle := now.Sub(v.Newest.ModTime); idle < r.leaseT {
 				if !s.opts.WaitForLock {
-					return false, fmt.Errorf("%w: session %s is held by another Store (newest log object %s, %s old, lease %s)", ErrLocked, id, v.newest.Key, idle.Round(time.Millisecond), r.leaseT)
+					return false, fmt.Errorf("%w: session %s is held by another Store (newest log object %s, %s old, lease %s)", ErrLocked, id, v.Newest.Key, idle.Round(time.Millisecond), r.leaseT)
 				}
 				select {
 				case <-ctx.Done():
@@ -115,24 +115,24 @@ func (s *Store) markRemoteDeleted(ctx context.Context, id uuid.UUID) (marked boo
 				continue
 			}
 		}
-		key := logKey(id, v.newestSeq+1)
+		key := seam.LogKey(id, v.NewestSeq+1)
 		err = s.opts.Remote.Create(ctx, key, marker)
 		if errors.Is(err, ErrObjectExists) {
 			continue // another writer came first: read the log again
 		}
 		if err != nil {
-			return false, remoteErr("create", key, err)
+			return false, seam.RemoteErr("create", key, err)
 		}
 		break
 	}
 	prefix := metaPrefix + id.String() + "/"
 	infos, err := s.opts.Remote.List(ctx, prefix, 0)
 	if err != nil {
-		return true, remoteErr("list", prefix, err)
+		return true, seam.RemoteErr("list", prefix, err)
 	}
 	for _, o := range infos {
 		if err := s.opts.Remote.Delete(ctx, o.Key); err != nil {
-			return true, remoteErr("delete", o.Key, err)
+			return true, seam.RemoteErr("delete", o.Key, err)
 		}
 	}
 	return true, nil
@@ -143,29 +143,29 @@ func (s *Store) markRemoteDeleted(ctx context.Context, id uuid.UUID) (marked boo
 func (s *Store) removeRemoteObjects(ctx context.Context, id uuid.UUID) error {
 	obj := s.opts.Remote
 	marker := deleteMarker()
-	prefix, lprefix := sessionPrefix(id), logPrefix(id)
+	prefix, lprefix := seam.SessionPrefix(id), seam.LogPrefix(id)
 	infos, err := obj.List(ctx, prefix, 0)
 	if err != nil {
-		return remoteErr("list", prefix, err)
+		return seam.RemoteErr("list", prefix, err)
 	}
 	for _, o := range infos {
-		if _, ok := parseLogKey(lprefix, o.Key); !ok {
+		if _, ok := seam.ParseLogKey(lprefix, o.Key); !ok {
 			if err := obj.Delete(ctx, o.Key); err != nil {
-				return remoteErr("delete", o.Key, err)
+				return seam.RemoteErr("delete", o.Key, err)
 			}
 			continue
 		}
 		if o.Size == int64(len(marker)) {
 			b, err := obj.Get(ctx, o.Key, 0, -1)
 			if err != nil && !errors.Is(err, ErrObjectNotFound) {
-				return remoteErr("get", o.Key, err)
+				return seam.RemoteErr("get", o.Key, err)
 			}
 			if err != nil || bytes.Equal(b, marker) {
 				continue // the marker, or an object a zombie deleted (its number is free, as it was before)
 			}
 		}
 		if err := obj.Put(ctx, o.Key, marker); err != nil {
-			return remoteErr("put", o.Key, err)
+			return seam.RemoteErr("put", o.Key, err)
 		}
 	}
 	return nil
@@ -174,10 +174,10 @@ func (s *Store) removeRemoteObjects(ctx context.Context, id uuid.UUID) error {
 // remoteDeleted reports whether the newest log object of session id is a
 // delete marker: for Meta, so that it agrees with opening.
 func (s *Store) remoteDeleted(ctx context.Context, id uuid.UUID) (bool, error) {
-	prefix := logPrefix(id)
+	prefix := seam.LogPrefix(id)
 	infos, err := s.opts.Remote.List(ctx, prefix, 1)
 	if err != nil {
-		return false, remoteErr("list", prefix, err)
+		return false, seam.RemoteErr("list", prefix, err)
 	}
 	marker := deleteMarker()
 	if len(infos) == 0 || infos[0].Size != int64(len(marker)) {
@@ -185,7 +185,7 @@ func (s *Store) remoteDeleted(ctx context.Context, id uuid.UUID) (bool, error) {
 	}
 	b, err := s.opts.Remote.Get(ctx, infos[0].Key, 0, -1)
 	if err != nil {
-		return false, remoteErr("get", infos[0].Key, err)
+		return false, seam.RemoteErr("get", infos[0].Key, err)
 	}
 	return bytes.Equal(b, marker), nil
 }

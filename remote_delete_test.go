@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sessionstore/sessionstore/internal/seam"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 )
 
@@ -49,8 +50,8 @@ func remoteDeleteSession(t *testing.T, obj *memObjects) (uuid.UUID, []string) {
 		apiAppend(t, a, m.ID, textEv(s))
 	}
 	require.NoError(t, a.Close())
-	require.NotEmpty(t, obj.keys(sessionPrefix(m.ID)+"blobs/"), "the session has blobs")
-	require.NotEmpty(t, obj.keys(sessionPrefix(m.ID)+"chunks/"), "the session has a sealed chunk")
+	require.NotEmpty(t, obj.keys(seam.SessionPrefix(m.ID)+"blobs/"), "the session has blobs")
+	require.NotEmpty(t, obj.keys(seam.SessionPrefix(m.ID)+"chunks/"), "the session has a sealed chunk")
 	return m.ID, want
 }
 
@@ -80,14 +81,14 @@ func assertRemoteGone(t *testing.T, obj *memObjects, s *Store, id uuid.UUID) {
 	}
 	assert.Empty(t, obj.keys(metaPrefix+id.String()+"/"), "metadata copies")
 	marker := deleteMarker()
-	for _, k := range obj.keys(sessionPrefix(id)) {
-		_, isLog := parseLogKey(logPrefix(id), k)
+	for _, k := range obj.keys(seam.SessionPrefix(id)) {
+		_, isLog := seam.ParseLogKey(seam.LogPrefix(id), k)
 		assert.True(t, isLog, "only log objects stay: %s", k)
 		b, err := obj.Get(ctx, k, 0, -1)
 		require.NoError(t, err)
 		assert.True(t, bytes.Equal(marker, b), "log object %s is a delete marker", k)
 	}
-	assert.NotEmpty(t, obj.keys(logPrefix(id)), "the log's numbers stay taken")
+	assert.NotEmpty(t, obj.keys(seam.LogPrefix(id)), "the log's numbers stay taken")
 }
 
 func TestRemoteDeleteSeenByEveryStore(t *testing.T) {
@@ -302,15 +303,15 @@ func TestRemotePrune(t *testing.T) {
 // replaced by it, the metadata copies gone), with m.mu held: from a fault
 // hook, to put a Delete between two calls of another Store.
 func (m *memObjects) deleteNow(id uuid.UUID) {
-	lp := logPrefix(id)
+	lp := seam.LogPrefix(id)
 	var newest uint64
 	for k := range m.objs {
-		if seq, ok := parseLogKey(lp, k); ok && seq > newest {
+		if seq, ok := seam.ParseLogKey(lp, k); ok && seq > newest {
 			newest = seq
 		}
 	}
 	marker := deleteMarker()
-	m.objs[logKey(id, newest+1)] = memObject{data: marker, mod: m.clock}
+	m.objs[seam.LogKey(id, newest+1)] = memObject{data: marker, mod: m.clock}
 	for k := range m.objs {
 		switch {
 		case strings.HasPrefix(k, lp):
@@ -336,7 +337,7 @@ func TestOpenRacingRemoteDelete(t *testing.T) {
 			require.NoError(t, err)
 			evs := []Event{apiAppend(t, a, m.ID, textEv("one")), apiAppend(t, a, m.ID, textEv("two"))}
 			require.NoError(t, a.Close())
-			lp := logPrefix(m.ID)
+			lp := seam.LogPrefix(m.ID)
 			newest := obj.keys(lp)[0] // the newest object sorts first
 			deleted := false
 			obj.fail = func(op, key string) (error, bool) {

@@ -17,6 +17,7 @@ import (
 	"github.com/sessionstore/sessionstore/internal/eventline"
 	"github.com/sessionstore/sessionstore/internal/headfile"
 	"github.com/sessionstore/sessionstore/internal/index"
+	"github.com/sessionstore/sessionstore/internal/seam"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 	"github.com/sessionstore/sessionstore/internal/zchunk"
 )
@@ -40,21 +41,21 @@ import (
 // Each file written is synced; a crash in the middle leaves files the
 // next open reconciles the same way.
 func (r *remoteFiles) reconcileLocal(ctx context.Context, v *logView) error {
-	fsys := r.fsys
-	cdir := r.chunkDir()
-	for _, d := range []string{cdir, filepath.Join(r.dir, blobsDir)} {
-		if err := durable.MkdirAll(fsys, d, r.dirPerm); err != nil {
+	fsys := r.FS
+	cdir := r.ChunkDir()
+	for _, d := range []string{cdir, filepath.Join(r.Dir, blobsDir)} {
+		if err := durable.MkdirAll(fsys, d, r.DirPerm); err != nil {
 			return err
 		}
 	}
 	var trusted uint64
-	if b, err := readFile(fsys, filepath.Join(r.dir, remoteStateFile), nil, 4<<10); err == nil {
+	if b, err := readFile(fsys, filepath.Join(r.Dir, remoteStateFile), nil, 4<<10); err == nil {
 		var ls localRemoteState
-		if json.Unmarshal(b, &ls) == nil && ls.Seq <= v.newestSeq {
+		if json.Unmarshal(b, &ls) == nil && ls.Seq <= v.NewestSeq {
 			trusted = ls.Seq
 		}
 	}
-	changed := trusted == 0 || trusted < v.newestSeq
+	changed := trusted == 0 || trusted < v.NewestSeq
 	r.fetch.forget(cdir)
 	local, err := localChunks(r.fetch.FS, cdir)
 	if err != nil {
@@ -62,9 +63,9 @@ func (r *remoteFiles) reconcileLocal(ctx context.Context, v *logView) error {
 	}
 	want := map[uint32]bool{}
 
-	for _, s := range v.state.Sealed {
+	for _, s := range v.State.Sealed {
 		want[s.Chunk] = true
-		path := r.chunkPath(s.Chunk)
+		path := r.ChunkPath(s.Chunk)
 		l := local[s.Chunk]
 		if l.sealed && l.sealedSize == s.Size {
 			if l.plain {
@@ -88,8 +89,8 @@ func (r *remoteFiles) reconcileLocal(ctx context.Context, v *logView) error {
 	}
 
 	pieces := map[uint32][]logPiece{}
-	for _, p := range v.state.Live {
-		if _, ok := v.state.sealed(p.Chunk); !ok {
+	for _, p := range v.State.Live {
+		if _, ok := v.State.SealedChunk(p.Chunk); !ok {
 			pieces[p.Chunk] = append(pieces[p.Chunk], p)
 		}
 	}
@@ -99,7 +100,7 @@ func (r *remoteFiles) reconcileLocal(ctx context.Context, v *logView) error {
 		var end int64
 		for _, p := range ps {
 			if p.Off != end {
-				return corruptf(logKey(r.id, p.Seq), 0, "data object for chunk %d at offset %d, where the chunk's data so far ends at %d", c, p.Off, end)
+				return corruptf(seam.LogKey(r.ID, p.Seq), 0, "data object for chunk %d at offset %d, where the chunk's data so far ends at %d", c, p.Off, end)
 			}
 			end += int64(p.Len)
 		}
@@ -109,7 +110,7 @@ func (r *remoteFiles) reconcileLocal(ctx context.Context, v *logView) error {
 			if l.sealedSize == end && !newer {
 				continue
 			}
-			if err := removeIfExists(fsys, r.chunkPath(c)+sealedExt); err != nil {
+			if err := removeIfExists(fsys, r.ChunkPath(c)+sealedExt); err != nil {
 				return err
 			}
 			changed = true
@@ -138,30 +139,30 @@ func (r *remoteFiles) reconcileLocal(ctx context.Context, v *logView) error {
 			return err
 		}
 	}
-	old, err := readFile(fsys, filepath.Join(r.dir, metaFile), nil, maxMetaSize)
+	old, err := readFile(fsys, filepath.Join(r.Dir, metaFile), nil, maxMetaSize)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	if !bytes.Equal(old, v.meta) {
-		if err := durable.ReplaceFile(fsys, r.dir, metaFile, v.meta, r.perm); err != nil {
+	if !bytes.Equal(old, v.Meta) {
+		if err := durable.ReplaceFile(fsys, r.Dir, metaFile, v.Meta, r.Perm); err != nil {
 			return err
 		}
 	}
-	return r.reconcileLanes(v.state.Lanes)
+	return r.reconcileLanes(v.State.Lanes)
 }
 
 // reconcileLanes makes the local lanes file hold want, the log's (none
 // when want is nil).
 func (r *remoteFiles) reconcileLanes(want []byte) error {
-	fsys := r.fsys
-	old, err := readFile(fsys, filepath.Join(r.dir, lanesFile), nil, maxLanesSize)
+	fsys := r.FS
+	old, err := readFile(fsys, filepath.Join(r.Dir, lanesFile), nil, maxLanesSize)
 	switch {
 	case err != nil && !errors.Is(err, fs.ErrNotExist):
 		return err
 	case want == nil && err == nil:
-		return removeIfExists(fsys, filepath.Join(r.dir, lanesFile))
+		return removeIfExists(fsys, filepath.Join(r.Dir, lanesFile))
 	case want != nil && !bytes.Equal(old, want):
-		return durable.ReplaceFile(fsys, r.dir, lanesFile, want, r.perm)
+		return durable.ReplaceFile(fsys, r.Dir, lanesFile, want, r.Perm)
 	}
 	return nil
 }
@@ -206,57 +207,13 @@ func localChunks(fsys vfs.FS, dir string) (map[uint32]localChunkFiles, error) {
 }
 
 // downloadSealed fetches sealed chunk s into path (a chunk's local
-// sealed name, in fsys without the fetching layer), checked before it
-// takes its name. It returns the bytes downloaded. The chunk is synced
-// before it takes its name, and the name after: after a crash a sealed
-// chunk is whole under its name or not there (reconcileLocal trusts one
-// whose footer reads with the log's size, reading no block), and its
-// bytes are never on the disk without a name.
+// sealed name, in fsys without the fetching layer) as
+// seam.DownloadSealed does, its damage a *CorruptionError. A leftover
+// temporary file is removed by reconciliation; reconcileLocal trusts a
+// sealed chunk whose footer reads with the log's size, reading no block.
 func downloadSealed(ctx context.Context, obj ObjectStore, fsys vfs.FS, path string, s sealedObject, perm os.FileMode) (int64, error) {
-	b, err := obj.Get(ctx, s.Key, 0, -1)
-	if errors.Is(err, ErrObjectNotFound) {
-		return 0, corruptf(s.Key, 0, "sealed chunk %d is missing from the object store", s.Chunk)
-	}
-	if err != nil {
-		return 0, remoteErr("get", s.Key, err)
-	}
-	tmp := path + ".tmp" // a leftover one is removed by reconciliation
-	if err := writeTemp(fsys, tmp, b, perm); err != nil {
-		return 0, err
-	}
-	if err := checkSealed(fsys, tmp, s); err != nil {
-		removeIfExists(fsys, tmp)
-		return 0, err
-	}
-	if err := fsys.Rename(tmp, path); err != nil {
-		return 0, err
-	}
-	return int64(len(b)), fsys.SyncDir(filepath.Dir(path))
-}
-
-// checkSealed reads every block and the embedded index of the sealed
-// chunk at path, which must hold s.Size plain bytes.
-func checkSealed(fsys vfs.FS, path string, s sealedObject) error {
-	zr, err := zchunk.Open(fsys, path)
-	if err != nil {
-		return corruptf(s.Key, 0, "sealed chunk: %w", err)
-	}
-	defer zr.Close()
-	if zr.Size() != s.Size {
-		return corruptf(s.Key, 0, "sealed chunk holds %d bytes, the log says %d", zr.Size(), s.Size)
-	}
-	buf := make([]byte, 256<<10)
-	for off := int64(0); off < zr.Size(); {
-		n, err := zr.ReadAt(buf[:min(int64(len(buf)), zr.Size()-off)], off)
-		if err != nil && n == 0 {
-			return corruptf(s.Key, off, "sealed chunk: %w", err)
-		}
-		off += int64(n)
-	}
-	if _, err := zr.Meta(); err != nil {
-		return corruptf(s.Key, 0, "sealed chunk index: %w", err)
-	}
-	return nil
+	n, err := seam.DownloadSealed(ctx, remoteObjects{obj}, fsys, path, s, perm)
+	return n, damage(err)
 }
 
 // rebuildPlain makes chunk c's plain file hold exactly the data objects
@@ -268,9 +225,9 @@ func checkSealed(fsys vfs.FS, path string, s sealedObject) error {
 // the name of a file it makes is, so that its bytes are never on the disk
 // without a name.
 func (r *remoteFiles) rebuildPlain(ctx context.Context, v *logView, c uint32, ps []logPiece, trusted uint64, end int64) (bool, error) {
-	fsys := r.fsys
-	path := r.chunkPath(c)
-	f, err := fsys.OpenFile(path, os.O_RDWR|os.O_CREATE, r.perm)
+	fsys := r.FS
+	path := r.ChunkPath(c)
+	f, err := fsys.OpenFile(path, os.O_RDWR|os.O_CREATE, r.Perm)
 	if err != nil {
 		return false, err
 	}
@@ -290,14 +247,14 @@ func (r *remoteFiles) rebuildPlain(ctx context.Context, v *logView, c uint32, ps
 	errs := make([]error, len(need))
 	forEach(len(need), 16, func(_, i int) {
 		p := need[i]
-		if b, ok := v.payloads[p.Seq]; ok {
+		if b, ok := v.Payloads[p.Seq]; ok {
 			data[i] = b
 			return
 		}
-		key := logKey(r.id, p.Seq)
-		b, err := r.obj.Get(ctx, key, 0, -1)
+		key := seam.LogKey(r.ID, p.Seq)
+		b, err := r.Obj.Get(ctx, key, 0, -1)
 		if err != nil {
-			errs[i] = remoteErr("get", key, err)
+			errs[i] = seam.RemoteErr("get", key, err)
 			return
 		}
 		h, payload, err := decodeLogObject(key, b)
@@ -305,7 +262,7 @@ func (r *remoteFiles) rebuildPlain(ctx context.Context, v *logView, c uint32, ps
 			// A Delete replaced it since the log was read (remote_delete.go,
 			// step 4): the session is gone, as the open would have found
 			// had it read the log a moment later.
-			err = fmt.Errorf("%w: session %s was deleted", ErrNotFound, r.id)
+			err = fmt.Errorf("%w: session %s was deleted", ErrNotFound, r.ID)
 		} else if err == nil && (h.Kind != logData || h.Chunk != c || h.Off != p.Off || h.Len != p.Len) {
 			err = corruptf(key, 0, "data object is %s of chunk %d at %d (%d bytes), the log's state says chunk %d at %d (%d bytes)", h.Kind, h.Chunk, h.Off, h.Len, c, p.Off, p.Len)
 		}
@@ -346,7 +303,7 @@ func (r *remoteFiles) rebuildPlain(ctx context.Context, v *logView, c uint32, ps
 		return false, fmt.Errorf("sessionstore: sync %s: %w", path, err)
 	}
 	if size == 0 {
-		if err := fsys.SyncDir(r.chunkDir()); err != nil {
+		if err := fsys.SyncDir(r.ChunkDir()); err != nil {
 			return false, err
 		}
 	}
@@ -367,23 +324,6 @@ func zerosFrom(f vfs.File, off, end int64) bool {
 	return true
 }
 
-// writeTemp writes b to the file at path, made or emptied, and syncs it.
-func writeTemp(fsys vfs.FS, path string, b []byte, perm os.FileMode) error {
-	f, err := fsys.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, perm)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
-
 // rebuildDerived rewrites index.jsonl and HEAD after reconcileLocal
 // changed the chunks, so that the session opens lazily (lazy.go) when the
 // log allows it: every chunk but the newest sealed, and the newest plain
@@ -391,20 +331,20 @@ func writeTemp(fsys vfs.FS, path string, b []byte, perm os.FileMode) error {
 // (index.jsonl empty, HEAD its last record). Otherwise both go, and the
 // open rebuilds them from every chunk (reconciliation).
 func (r *remoteFiles) rebuildDerived(v *logView, pieces map[uint32][]logPiece) error {
-	fsys := r.fsys
+	fsys := r.FS
 	for _, name := range []string{indexName, headfile.Name, headfile.Temp} {
-		if err := removeIfExists(fsys, filepath.Join(r.dir, name)); err != nil {
+		if err := removeIfExists(fsys, filepath.Join(r.Dir, name)); err != nil {
 			return err
 		}
 	}
 	var newest uint32
-	for _, s := range v.state.Sealed {
+	for _, s := range v.State.Sealed {
 		newest = max(newest, s.Chunk)
 	}
 	for c := range pieces {
 		newest = max(newest, c)
 	}
-	if len(pieces) > 1 || len(pieces) == 1 && pieces[newest] == nil || len(v.state.Sealed)+len(pieces) != int(newest)+1 {
+	if len(pieces) > 1 || len(pieces) == 1 && pieces[newest] == nil || len(v.State.Sealed)+len(pieces) != int(newest)+1 {
 		return nil // an older chunk is plain, or one is missing: reconcile
 	}
 	var lines []byte
@@ -414,7 +354,7 @@ func (r *remoteFiles) rebuildDerived(v *logView, pieces map[uint32][]logPiece) e
 		for _, p := range pieces[newest] {
 			end = max(end, p.Off+int64(p.Len))
 		}
-		b, err := readFile(fsys, r.chunkPath(newest), nil, end)
+		b, err := readFile(fsys, r.ChunkPath(newest), nil, end)
 		if err != nil {
 			return err
 		}
@@ -428,15 +368,15 @@ func (r *remoteFiles) rebuildDerived(v *logView, pieces map[uint32][]logPiece) e
 		}
 		lines, head = index.AppendLines(nil, es), es[len(es)-1]
 	}
-	if err := durable.ReplaceFile(fsys, r.dir, indexName, lines, r.perm); err != nil {
+	if err := durable.ReplaceFile(fsys, r.Dir, indexName, lines, r.Perm); err != nil {
 		return err
 	}
 	if len(pieces) == 0 {
-		tip, ok := sealedTip(fsys, r.dir, newest)
+		tip, ok := sealedTip(fsys, r.Dir, newest)
 		if !ok {
 			return nil
 		}
 		head = tip
 	}
-	return writeHead(fsys, r.dir, head.ID, r.perm)
+	return writeHead(fsys, r.Dir, head.ID, r.Perm)
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/sessionstore/sessionstore/internal/seam"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -182,10 +183,10 @@ func TestRemoteSealedChunksAndBlobs(t *testing.T) {
 	}
 	require.NoError(t, a.Flush(ctx, m.ID))
 	require.NoError(t, a.Close())
-	sealed := obj.keys(sessionPrefix(m.ID) + "chunks/")
+	sealed := obj.keys(seam.SessionPrefix(m.ID) + "chunks/")
 	assert.NotEmpty(t, sealed)
-	assert.Len(t, obj.keys(sessionPrefix(m.ID)+"blobs/"), 6)
-	assert.Less(t, len(obj.keys(logPrefix(m.ID))), 300/4, "data objects of sealed chunks are deleted")
+	assert.Len(t, obj.keys(seam.SessionPrefix(m.ID)+"blobs/"), 6)
+	assert.Less(t, len(obj.keys(seam.LogPrefix(m.ID))), 300/4, "data objects of sealed chunks are deleted")
 
 	b, bdir := apiNewStore(t, remoteOpts(obj))
 	assert.Equal(t, want, loadTexts(t, b, m.ID))
@@ -212,7 +213,7 @@ func TestRemoteBadObjectNamesItsKey(t *testing.T) {
 	}
 	// Crash: no release. The restore reads the data objects after the
 	// create marker; damage one.
-	keys := obj.keys(logPrefix(m.ID))
+	keys := obj.keys(seam.LogPrefix(m.ID))
 	bad := keys[3]
 	obj.mu.Lock()
 	o := obj.objs[bad]
@@ -296,7 +297,7 @@ func TestRemoteRestoreFetchesOnlyThePathsChunks(t *testing.T) {
 	}
 	require.NoError(t, a.Close())
 	var sealedBytes int64
-	for _, k := range obj.keys(sessionPrefix(m.ID) + "chunks/") {
+	for _, k := range obj.keys(seam.SessionPrefix(m.ID) + "chunks/") {
 		info, err := obj.Stat(ctx, k)
 		require.NoError(t, err)
 		sealedBytes += info.Size
@@ -312,25 +313,6 @@ func TestRemoteRestoreFetchesOnlyThePathsChunks(t *testing.T) {
 	tree, err := b.Tree(ctx, m.ID)
 	require.NoError(t, err)
 	assert.Len(t, tree, 20+400+60+1)
-}
-
-func TestSeqRanges(t *testing.T) {
-	var rs []seqRange
-	for _, s := range []uint64{3, 4, 5, 7, 8, 10} {
-		rs = addSeq(rs, s)
-	}
-	assert.Equal(t, []seqRange{{From: 3, To: 5}, {From: 7, To: 8}, {From: 10, To: 10}}, rs)
-	for _, tc := range []struct {
-		done, want []seqRange
-	}{
-		{nil, rs},
-		{[]seqRange{{From: 4, To: 4}}, []seqRange{{From: 3, To: 3}, {From: 5, To: 5}, {From: 7, To: 8}, {From: 10, To: 10}}},
-		{[]seqRange{{From: 1, To: 7}}, []seqRange{{From: 8, To: 8}, {From: 10, To: 10}}},
-		{[]seqRange{{From: 3, To: 5}, {From: 10, To: 12}}, []seqRange{{From: 7, To: 8}}},
-		{[]seqRange{{From: 0, To: 100}}, nil},
-	} {
-		assert.Equal(t, tc.want, dropSeqs(rs, tc.done), "dropping %v", tc.done)
-	}
 }
 
 // TestRemoteLostCreateAnswer: a Create stored whose answer was lost, and
@@ -436,7 +418,7 @@ func TestRemoteRestoreAfterManyUnreleasedAppends(t *testing.T) {
 	m, err := a.Create(ctx, Meta{})
 	require.NoError(t, err)
 	var want []string
-	for i := range 3*viewPage + 5 {
+	for i := range 3*seam.ViewPage + 5 {
 		want = append(want, fmt.Sprintf("e%d", i))
 		apiAppend(t, a, m.ID, textEv(want[i]))
 	}
@@ -472,17 +454,17 @@ func TestRemoteDeadObjectsDieAcrossShortHolds(t *testing.T) {
 		apiAppend(t, s, m.ID, textEv(fmt.Sprintf("event %d %s", i, strings.Repeat("d", 100))))
 	}
 	require.NoError(t, s.Close())
-	before := len(obj.keys(logPrefix(m.ID)))
+	before := len(obj.keys(seam.LogPrefix(m.ID)))
 	require.Greater(t, before, 100, "the sealings' data objects are still there")
 	deadline := time.Now().Add(5 * time.Second)
-	for i := 0; time.Now().Before(deadline) && len(obj.keys(logPrefix(m.ID))) >= before/2; i++ {
+	for i := 0; time.Now().Before(deadline) && len(obj.keys(seam.LogPrefix(m.ID))) >= before/2; i++ {
 		s, err := Open(dirs[i%2], opts)
 		require.NoError(t, err)
 		apiAppend(t, s, m.ID, textEv(fmt.Sprintf("short hold %d", i)))
 		require.NoError(t, s.Close()) // held far less than LeaseTime
 		time.Sleep(50 * time.Millisecond)
 	}
-	assert.Less(t, len(obj.keys(logPrefix(m.ID))), before/2, "dead data objects were deleted")
+	assert.Less(t, len(obj.keys(seam.LogPrefix(m.ID))), before/2, "dead data objects were deleted")
 	c, _ := apiNewStore(t, remoteOpts(obj))
 	texts := loadTexts(t, c, m.ID)
 	assert.Equal(t, "event 0 "+strings.Repeat("d", 100), texts[0])

@@ -11,6 +11,8 @@
 // directories, each either named durably or, after a crash, gone;
 // RemoveFile leaves the file or not.
 // Callers above (recovery) remove the temporary files a crash leaves.
+// ErrUnsynced is what a caller wraps a failure in after which a file's
+// state on disk is unknown (a failed sync is not retried).
 //
 // A Coalescer shares one run of an operation, such as a directory's sync,
 // among the goroutines that ask for it at once, each served by a run
@@ -24,6 +26,11 @@ import (
 
 	"github.com/sessionstore/sessionstore/internal/vfs"
 )
+
+// ErrUnsynced marks failures after which the state of a file on disk is
+// unknown (a sync that failed, a write that could not be cut back): the
+// writer of the file must stop, since a failed sync is not retried.
+var ErrUnsynced = errors.New("chunk state unknown after failure")
 
 // ReplaceFile atomically replaces dir/name with data: write a temporary
 // file (name+".tmp"), sync it, close it, rename it over the target, sync

@@ -1,0 +1,139 @@
+package seam
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+
+	"github.com/google/uuid"
+
+	"github.com/sessionstore/sessionstore/internal/blob"
+	"github.com/sessionstore/sessionstore/internal/corrupt"
+	"github.com/sessionstore/sessionstore/internal/durable"
+	"github.com/sessionstore/sessionstore/internal/layout"
+	"github.com/sessionstore/sessionstore/internal/vfs"
+	"github.com/sessionstore/sessionstore/internal/zchunk"
+)
+
+// PutBlobObject stores stored, the blob file of digest d holding a record
+// of size bytes, as session id's immutable blob object, before a line
+// naming it is written: durable in the object store when it returns nil.
+// An object already there is reused once it verifies (blob.Decode); a bad
+// one is replaced. A failed call wraps ErrRemote.
+func PutBlobObject(ctx context.Context, obj Objects, id uuid.UUID, d [32]byte, stored []byte, size int64) error {
+	key := BlobKey(id, d)
+	err := obj.Create(ctx, key, stored)
+	if errors.Is(err, ErrObjectExists) {
+		old, gerr := obj.Get(ctx, key, 0, -1)
+		if gerr != nil {
+			return RemoteErr("get", key, gerr)
+		}
+		if _, verr := blob.Decode(key, old, d, size); verr == nil {
+			return nil
+		}
+		// A bad object under the digest: replace it.
+		err = obj.Put(ctx, key, stored)
+	}
+	if err != nil {
+		return RemoteErr("create", key, err)
+	}
+	return nil
+}
+
+// FetchBlob downloads blob d of session id, of a record of size bytes,
+// into its directory dir, verified by its digest first, and replaces the
+// local file atomically: whole and durable when it returns nil. A missing
+// or damaged object is a *corrupt.Error naming its key; a failed call
+// wraps ErrRemote.
+func FetchBlob(ctx context.Context, obj Objects, fsys vfs.FS, id uuid.UUID, dir string, d [32]byte, size int64, perm, dirPerm os.FileMode) error {
+	key := BlobKey(id, d)
+	b, err := obj.Get(ctx, key, 0, -1)
+	if errors.Is(err, ErrObjectNotFound) {
+		return corrupt.Errorf(key, 0, "blob is missing from the object store")
+	}
+	if err != nil {
+		return RemoteErr("get", key, err)
+	}
+	if _, err := blob.Decode(key, b, d, size); err != nil {
+		return err
+	}
+	path := layout.BlobPath(dir, d)
+	if err := durable.MkdirAll(fsys, filepath.Dir(path), dirPerm); err != nil {
+		return err
+	}
+	return durable.ReplaceFile(fsys, filepath.Dir(path), filepath.Base(path), b, perm)
+}
+
+// DownloadSealed fetches sealed chunk s into path (a chunk's local
+// sealed name), checked before it takes its name. It returns the bytes
+// downloaded. The chunk is synced before it takes its name, and the name
+// after: after a crash a sealed chunk is whole under its name or not
+// there, and its bytes are never on the disk without a name (a leftover
+// "<path>.tmp" is the caller's to remove). A missing object, or one that
+// is not a sealed chunk of s.Size plain bytes whose blocks and index all
+// read, is a *corrupt.Error naming its key; a failed call wraps
+// ErrRemote.
+func DownloadSealed(ctx context.Context, obj Objects, fsys vfs.FS, path string, s Sealed, perm os.FileMode) (int64, error) {
+	b, err := obj.Get(ctx, s.Key, 0, -1)
+	if errors.Is(err, ErrObjectNotFound) {
+		return 0, corrupt.Errorf(s.Key, 0, "sealed chunk %d is missing from the object store", s.Chunk)
+	}
+	if err != nil {
+		return 0, RemoteErr("get", s.Key, err)
+	}
+	tmp := path + ".tmp"
+	if err := writeTemp(fsys, tmp, b, perm); err != nil {
+		return 0, err
+	}
+	if err := checkSealed(fsys, tmp, s); err != nil {
+		_ = durable.RemoveFile(fsys, tmp)
+		return 0, err
+	}
+	if err := fsys.Rename(tmp, path); err != nil {
+		return 0, err
+	}
+	return int64(len(b)), fsys.SyncDir(filepath.Dir(path))
+}
+
+// checkSealed reads every block and the embedded index of the sealed
+// chunk at path, which must hold s.Size plain bytes.
+func checkSealed(fsys vfs.FS, path string, s Sealed) error {
+	zr, err := zchunk.Open(fsys, path)
+	if err != nil {
+		return corrupt.Errorf(s.Key, 0, "sealed chunk: %w", err)
+	}
+	defer zr.Close()
+	if zr.Size() != s.Size {
+		return corrupt.Errorf(s.Key, 0, "sealed chunk holds %d bytes, the log says %d", zr.Size(), s.Size)
+	}
+	buf := make([]byte, 256<<10)
+	for off := int64(0); off < zr.Size(); {
+		n, err := zr.ReadAt(buf[:min(int64(len(buf)), zr.Size()-off)], off)
+		if err != nil && n == 0 {
+			return corrupt.Errorf(s.Key, off, "sealed chunk: %w", err)
+		}
+		off += int64(n)
+	}
+	if _, err := zr.Meta(); err != nil {
+		return corrupt.Errorf(s.Key, 0, "sealed chunk index: %w", err)
+	}
+	return nil
+}
+
+// writeTemp writes b to a new file at path and syncs it.
+func writeTemp(fsys vfs.FS, path string, b []byte, perm os.FileMode) error {
+	f, err := fsys.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, perm)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}

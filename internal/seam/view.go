@@ -1,0 +1,177 @@
+package seam
+
+import (
+	"context"
+	"errors"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sessionstore/sessionstore/internal/corrupt"
+)
+
+// View is the log as a Store opening a session reads it: its newest
+// object and the state after it.
+type View struct {
+	Newest     ObjectInfo
+	NewestSeq  uint64
+	NewestHead *Header
+	State      *State
+	Meta       []byte
+	Payloads   map[uint64][]byte // data objects read on the way
+}
+
+// ViewPage is how many of the newest log objects an open lists first.
+const ViewPage = 32
+
+// ListLog lists the newest limit log objects (all with limit <= 0),
+// returning them oldest first.
+func (l *LogWriter) ListLog(ctx context.Context, limit int) ([]uint64, []ObjectInfo, error) {
+	prefix := LogPrefix(l.ID)
+	infos, err := l.Obj.List(ctx, prefix, limit)
+	if err != nil {
+		return nil, nil, RemoteErr("list", prefix, err)
+	}
+	var seqs []uint64
+	var objs []ObjectInfo
+	for i := len(infos) - 1; i >= 0; i-- {
+		if seq, ok := ParseLogKey(prefix, infos[i].Key); ok {
+			seqs, objs = append(seqs, seq), append(objs, infos[i])
+		}
+	}
+	return seqs, objs, nil
+}
+
+// ReadView lists the log and reads back from its newest object to the
+// newest marker, a batch of objects at a time. It returns a nil view for
+// a session the object store does not hold.
+func (l *LogWriter) ReadView(ctx context.Context) (*View, error) {
+	// The newest objects come first (logKey): a page of them holds the
+	// newest marker unless many objects came after it (a holder that died
+	// after many appends), and then the whole listing is read.
+	seqs, objs, err := l.ListLog(ctx, ViewPage)
+	if err != nil {
+		return nil, err
+	}
+	if len(seqs) == 0 {
+		return nil, nil
+	}
+	full := len(seqs) < ViewPage
+	type got struct {
+		h       *Header
+		payload []byte
+	}
+	read := map[uint64]got{}
+	marker := -1
+	// The newest object first: after a clean Close it is the release
+	// marker, and nothing else is needed. Then batches of 16.
+	const batch = 16
+	for end, n := len(seqs), 1; marker < 0; end, n = end-n, batch {
+		if end <= 0 {
+			if full {
+				break
+			}
+			// Past the first page without a marker: list it all, and go
+			// on below what was read.
+			low := seqs[0]
+			if seqs, objs, err = l.ListLog(ctx, 0); err != nil {
+				return nil, err
+			}
+			full, end = true, sort.Search(len(seqs), func(i int) bool { return seqs[i] >= low })
+			if end == 0 {
+				break
+			}
+		}
+		start := max(0, end-n)
+		res := make([]got, end-start)
+		errs := make([]error, end-start)
+		forEach(end-start, batch, func(_, i int) {
+			key := objs[start+i].Key
+			b, err := l.Obj.Get(ctx, key, 0, -1)
+			if err != nil {
+				if errors.Is(err, ErrObjectNotFound) {
+					// Deleted since the listing: a data object of a sealed
+					// chunk, which a newer seal record covers.
+					return
+				}
+				errs[i] = RemoteErr("get", key, err)
+				return
+			}
+			h, payload, err := DecodeObject(key, b)
+			res[i], errs[i] = got{h, payload}, err
+		})
+		if err := errors.Join(errs...); err != nil {
+			return nil, err
+		}
+		for i := len(res) - 1; i >= 0; i-- {
+			if res[i].h == nil {
+				continue
+			}
+			read[seqs[start+i]] = res[i]
+			if IsMarker(res[i].h.Kind) && marker < 0 {
+				marker = start + i
+			}
+		}
+	}
+	if marker < 0 {
+		return nil, corrupt.Errorf(objs[0].Key, 0, "the log has no create, open or release marker")
+	}
+	v := &View{Newest: objs[len(objs)-1], NewestSeq: seqs[len(seqs)-1], Payloads: map[uint64][]byte{}}
+	m := read[seqs[marker]]
+	if m.h.State == nil {
+		v.State = &State{}
+	} else {
+		v.State = m.h.State.Clone()
+	}
+	v.Meta = m.payload
+	for i := marker + 1; i < len(seqs); i++ {
+		g, ok := read[seqs[i]]
+		if !ok {
+			continue
+		}
+		switch g.h.Kind {
+		case KindData:
+			v.Payloads[seqs[i]] = g.payload
+		case KindMeta:
+			v.Meta = g.payload
+		case KindLanes:
+			v.State.Lanes = g.payload
+		}
+		v.State.Apply(seqs[i], g.h)
+	}
+	v.NewestHead = read[v.NewestSeq].h
+	return v, nil
+}
+
+// StoreClock returns the object store's current time: the modification
+// time of a probe object it writes.
+func (l *LogWriter) StoreClock(ctx context.Context) (time.Time, error) {
+	key := ClockKey(l.ID)
+	if err := l.Obj.Put(ctx, key, []byte(l.Lease.String())); err != nil {
+		return time.Time{}, RemoteErr("put", key, err)
+	}
+	info, err := l.Obj.Stat(ctx, key)
+	if err != nil {
+		return time.Time{}, RemoteErr("stat", key, err)
+	}
+	return info.ModTime, nil
+}
+
+// forEach runs f(w, i) for every i in [0, n) on up to workers goroutines
+// (w is the goroutine's number), and returns when all have.
+func forEach(n, workers int, f func(w, i int)) {
+	workers = max(min(workers, n), 1)
+	var next atomic.Int64
+	work := func(w int) {
+		for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
+			f(w, i)
+		}
+	}
+	var wg sync.WaitGroup
+	for w := 1; w < workers; w++ {
+		wg.Go(func() { work(w) })
+	}
+	work(0)
+	wg.Wait()
+}

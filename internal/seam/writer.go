@@ -1,0 +1,107 @@
+package seam
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// LogWriter writes one session's log in an object store, holding the
+// session's lease: the fencing of the log; it reads the log back too
+// (ReadView). Obj, ID, Store and Now are set
+// once; the other fields are guarded by Mu, which a caller holds across
+// each PutLocked so that the log's numbers follow its order.
+type LogWriter struct {
+	Obj   Objects
+	ID    uuid.UUID        // the session
+	Store uuid.UUID        // the Store that holds the lease
+	Now   func() time.Time // the local monotonic clock, for the grace of deletions only
+
+	Mu     sync.Mutex
+	Lease  uuid.UUID // this open's lease
+	Seq    uint64    // the newest log object this lease wrote; 0 before it holds the session
+	Lost   error     // ErrFenced or ErrRemote once a Create failed: no more log objects
+	State  *State    // the log's state as of Seq
+	Meta   []byte    // session.json as the log holds it
+	Dying  []Dying   // data objects sealing made unneeded, to delete after the lease time
+	Holder bool      // the lease is held (between its open marker and its release)
+}
+
+// Dying are data objects unneeded since a time.
+type Dying struct {
+	Since time.Time
+	Seqs  []SeqRange
+}
+
+// PutLocked creates the next log object, of header h (its Lease and Store
+// set to the writer's) and payload, with Mu held by the caller, and
+// returns its number. When it returns nil the object is durable in the
+// object store and applied to State (a seal record's data objects
+// become Dying). An object of that number that exists is this writer's
+// only if it holds exactly these bytes (a Create retried after its answer
+// was lost); otherwise another writer took the session, and the writer is
+// fenced: this and every later call return an error matching ErrFenced.
+// Any other failure leaves the object's state unknown: every later call
+// returns an error matching ErrRemote. A writer that does not hold the
+// session writes nothing (ErrRemote).
+func (l *LogWriter) PutLocked(ctx context.Context, h *Header, payload []byte) (uint64, error) {
+	if l.Lost != nil {
+		return 0, l.Lost
+	}
+	if !l.Holder {
+		return 0, fmt.Errorf("%w: session %s is not held", ErrRemote, l.ID)
+	}
+	h.Lease, h.Store = l.Lease, l.Store
+	b, err := EncodeObject(h, payload)
+	if err != nil {
+		return 0, err
+	}
+	seq := l.Seq + 1
+	key := LogKey(l.ID, seq)
+	err = l.Obj.Create(ctx, key, b)
+	if errors.Is(err, ErrObjectExists) && l.storedOwn(ctx, key, b) {
+		// A retry of a Create whose first answer was lost: the object is
+		// this one (its header names this lease), not another writer's.
+		err = nil
+	}
+	if err != nil {
+		if errors.Is(err, ErrObjectExists) {
+			l.Lost = fmt.Errorf("%w: session %s: log object %s exists (another writer took the session)", ErrFenced, l.ID, key)
+		} else {
+			l.Lost = fmt.Errorf("%w: session %s: the state of log object %s is unknown: %w", ErrRemote, l.ID, key, RemoteErr("create", key, err))
+		}
+		return 0, l.Lost
+	}
+	l.Seq = seq
+	before := State{Live: l.State.Live}
+	if h.Kind == KindSeal {
+		before.Live = slices.Clone(l.State.Live)
+	}
+	l.State.Apply(seq, h)
+	if h.Kind == KindSeal {
+		now := l.Now()
+		var dead []SeqRange
+		for _, p := range before.Live {
+			if p.Chunk == h.Chunk {
+				dead = AddSeq(dead, p.Seq)
+			}
+		}
+		if len(dead) > 0 {
+			l.Dying = append(l.Dying, Dying{Since: now, Seqs: dead})
+		}
+		StampDead(l.State.Dead, now)
+	}
+	return seq, nil
+}
+
+// storedOwn reports whether the object at key holds exactly b.
+func (l *LogWriter) storedOwn(ctx context.Context, key string, b []byte) bool {
+	got, err := l.Obj.Get(ctx, key, 0, -1)
+	return err == nil && bytes.Equal(got, b)
+}
