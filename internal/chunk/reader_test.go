@@ -211,6 +211,26 @@ func TestWalk(t *testing.T) {
 		{"a bad record before a good one", mid, false, 1, locs[0].End(), locs[1].Offset, errGap},
 		{"a hole before a good record in the newest", append(append(bytes.Clone(b[:locs[1].End()]), make([]byte, 512*2-int(locs[1].End())%512)...), b[locs[2].Offset:]...), true, 2, locs[1].End(), locs[1].End(), nil},
 	}
+	// The newest chunk as a crash can leave it: a garbled write (its
+	// sectors reached the disk with other bytes), whose lines are bad, one
+	// of them with a hole (a zero byte from its start to a sector
+	// boundary): the invalid tail starts at the first bad line, not at the
+	// hole.
+	garbled := append(bytes.Clone(b[:locs[1].End()]), "{garbage"...)
+	for len(garbled)%512 != 512-2 {
+		garbled = append(garbled, 'x')
+	}
+	garbled = append(garbled, "\n\x00yyyy\n"...)
+	garbled = append(garbled, make([]byte, 4096-len(garbled))...)
+	tests = append(tests, struct {
+		name    string
+		data    []byte
+		newest  bool
+		ids     int
+		end     int64
+		bad     int64
+		wantErr error
+	}{"bad lines, then a hole, in the newest", garbled, true, 2, locs[1].End(), locs[1].End(), nil})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var seen int

@@ -24,7 +24,8 @@ type Walked struct {
 // (its offset, the valid record's offset, why its first line failed)
 // before that record, except that in a chunk that may end in a torn write
 // (newest: the active plain chunk) a hole ends the walk: it and all after
-// it are the invalid tail. A hole is a run of zero bytes in a line from
+// it are the invalid tail, which starts at the first bad line before it
+// when there is one. A hole is a run of zero bytes in a line from
 // the line's start or a sector boundary to a sector boundary (SectorSize):
 // a sector of an unsynced write that did not reach the disk. An error from rec or gap stops
 // the walk and is returned as it is; so is a read error (a sealed file's
@@ -46,7 +47,11 @@ func Walk(f io.ReaderAt, n uint32, off, size int64, newest bool, rec func(h even
 				w.Bad, w.BadErr = sc.Offset(), err
 			}
 			if newest && sc.Hole() {
-				w.Bad, w.BadErr = sc.Offset(), ErrHole
+				// The tail starts at its first bad line: this one, or
+				// an earlier one (a garbled write before the hole).
+				if w.Bad == sc.Offset() {
+					w.BadErr = ErrHole
+				}
 				w.Size = size
 				return w, nil
 			}
