@@ -4,11 +4,10 @@ import (
 	"context"
 	"errors"
 	"sort"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/sessionstore/sessionstore/internal/corrupt"
+	"github.com/sessionstore/sessionstore/internal/parallel"
 )
 
 // View is the log as a Store opening a session reads it: its newest
@@ -86,7 +85,7 @@ func (l *LogWriter) ReadView(ctx context.Context) (*View, error) {
 		start := max(0, end-n)
 		res := make([]got, end-start)
 		errs := make([]error, end-start)
-		forEach(end-start, batch, func(_, i int) {
+		parallel.ForEach(end-start, batch, func(_, i int) {
 			key := objs[start+i].Key
 			b, err := l.Obj.Get(ctx, key, 0, -1)
 			if err != nil {
@@ -156,22 +155,4 @@ func (l *LogWriter) StoreClock(ctx context.Context) (time.Time, error) {
 		return time.Time{}, RemoteErr("stat", key, err)
 	}
 	return info.ModTime, nil
-}
-
-// forEach runs f(w, i) for every i in [0, n) on up to workers goroutines
-// (w is the goroutine's number), and returns when all have.
-func forEach(n, workers int, f func(w, i int)) {
-	workers = max(min(workers, n), 1)
-	var next atomic.Int64
-	work := func(w int) {
-		for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
-			f(w, i)
-		}
-	}
-	var wg sync.WaitGroup
-	for w := 1; w < workers; w++ {
-		wg.Go(func() { work(w) })
-	}
-	work(0)
-	wg.Wait()
 }
