@@ -414,10 +414,16 @@ func (h *openSession) endAppending() error {
 		return nil // another call ended it while this one waited
 	}
 	head := h.Entries[len(h.Entries)-1]
-	err := errors.Join(h.chunks.close(), h.index.Close())
+	cerr, ierr := h.chunks.close(), h.index.Close()
 	h.chunks, h.index = h.newChunkWriter(), nil
-	h.becomeLazy(head)
-	return err
+	if ierr != nil {
+		// The index lines it held are lost: index.jsonl must not be
+		// appended to again (a gap), as after any failed index write;
+		// the next open rebuilds them from the chunks.
+		h.becomeFailed(ierr)
+	}
+	h.becomeLazy(head) // a failed session stays failed
+	return errors.Join(cerr, ierr)
 }
 
 // errNeedIndex is loadLazy's signal that the path needs the index: a line
