@@ -261,6 +261,8 @@ var mutations = []mutation{
 		"a streaming form reads on when the session's lines move under it"},
 	{"a hole after a bad line starts the invalid tail", "internal/chunk/walk.go", "func Walk(", "if w.Bad == sc.Offset() {\n\t\t\t\t\tw.BadErr = ErrHole", "{\n\t\t\t\t\tw.Bad, w.BadErr = sc.Offset(), ErrHole",
 		"a garbled write before a hole is cut from its first bad line, as Verify sees it"},
+	{"keep writing after the held index lines are lost", "lazy.go", "func (h *openSession) endAppending(", "if ierr != nil {\n\t\t// The index lines it held", "if false {\n\t\t// The index lines it held",
+		"index.jsonl stays a prefix of the session's lines: no line is written after a lost one"},
 	// The shared journal (internal/journal).
 	{"journal: skip the root's sync after making the journal directory", "internal/journal/writer.go", "func Create(", "if err := fsys.SyncDir(root); err != nil {", "if err := error(nil); err != nil {",
 		"a created journal's directory is durable when Create returns"},
@@ -298,6 +300,7 @@ var mutations = []mutation{
 // test that no longer catches its mutation, costs only time: the whole
 // package then decides.
 var mutationCatchers = map[string]string{
+	"keep writing after the held index lines are lost":                    "TestLazyEndAppendingIndexWriteFails",
 	"a hole after a bad line starts the invalid tail":                     "TestWalk",
 	"skip the fdatasync of appends":                                       "TestChunkSyncDurable",
 	"skip the fdatasync of appends where the engine calls it":             "TestBlobGC",
