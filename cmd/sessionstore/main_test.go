@@ -886,6 +886,9 @@ func TestVerifyByteCounts(t *testing.T) {
 	require.NoError(t, err)
 	_, err = s.Append(ctx, meta.ID, sessionstore.UserText("hello"))
 	require.NoError(t, err)
+	// Flush writes the index lines a writer holds (it writes them in
+	// batches), so that the reader finds the record indexed.
+	require.NoError(t, s.Flush(ctx, meta.ID))
 
 	ro, err := sessionstore.Open(root, &sessionstore.Options{ReadOnly: true})
 	require.NoError(t, err)
