@@ -94,7 +94,7 @@ var mutations = []mutation{
 		"a chunk is durable before it is closed and sealed"},
 	{"skip the chunk's sync before forgetting a session's records", "opensession.go", "func (h *openSession) forgetJournal(", "if err := h.chunks.active.sync(); err != nil {", "if err := error(nil); err != nil {",
 		"the journal forgets a session's records only once its chunks hold them durably"},
-	{"forget a session's records without replaying a dead journal", "journal.go", "func takeOver(", "applied, err := applyDead(ctx, fsys, root, owner, filepath.ToSlash(r)+\"/\", dead)", "applied, err := true, error(nil)",
+	{"forget a session's records without replaying a dead journal", "journal.go", "func takeOver(", "applied, err := applyDead(ctx, fsys, root, owner, filepath.ToSlash(r)+\"/\", dead)", "applied, err, _, _ := true, error(nil), r, dead",
 		"a session whose writer died opens with every record its journal holds"},
 	{"skip the directory sync after creating a chunk", "internal/seam/local.go", "func (l *Local) CreateChunk(", "l.FS.SyncDir(l.ChunkDir())", "error(nil)",
 		"a new chunk's name is durable before a record is written to it"},
