@@ -328,7 +328,7 @@ var mutationCatchers = map[string]string{
 	"skip the sessions directory sync of Create":                          "TestCreateCrashPoints",
 	"serve a caller with a run that began before it":                      "TestCoalescerLaterCallersGetALaterRun",
 	"skip syncing a new root":                                             "TestOpenMakesSessionsDirDurable",
-	"skip syncing a new root's parent":                                    "TestBlobGC",
+	"skip syncing a new root's parent":                                    "TestOpenBesideAnotherOpenMakingTheRoot",
 	"skip the sync of a catalogue pending record":                         "TestCatalogueCrashPoints",
 	"take the catalogue log as the last batch left it without looking":    "TestCatalogueXproc",
 	"fold a snapshot of another generation":                               "TestFold",

@@ -1073,6 +1073,44 @@ func TestOpenMakesSessionsDirDurable(t *testing.T) {
 	require.NoError(t, s.Close())
 }
 
+// TestOpenBesideAnotherOpenMakingTheRoot: a second Open that finds a new
+// root's config relies on the first having synced the root's name before
+// it wrote the config (the second syncs nothing above the root). The
+// first Open's last sync fails here, standing for a first process that
+// has not reached it when the second opens, appends and is acknowledged.
+func TestOpenBesideAnotherOpenMakingTheRoot(t *testing.T) {
+	ctx := t.Context()
+	m := vfs.NewMemFS()
+	configWritten := false
+	m.SetFault(func(op vfs.Op, path string) error {
+		if op == vfs.OpRename && filepath.Base(path) == rootConfigName {
+			configWritten = true
+		}
+		if op == vfs.OpSyncDir && configWritten && path == filepath.Dir(memRoot) {
+			return errors.New("the first process has not reached this sync yet")
+		}
+		return nil
+	})
+	o := Options{fs: m}
+	_, err := Open(memRoot, &o)
+	require.Error(t, err, "the first Open fails at its last sync")
+	require.True(t, configWritten, "the fault hook saw the config written")
+	m.SetFault(nil)
+
+	second := openMem(t, m, Options{})
+	meta, err := second.Create(ctx, Meta{Name: "beside the first"})
+	require.NoError(t, err)
+	ev, err := second.Append(ctx, meta.ID, UserText("acknowledged"))
+	require.NoError(t, err)
+
+	cut := openMem(t, m.CrashClone(vfs.KeepSynced, 0), Options{})
+	defer cut.Close()
+	got, err := cut.Event(ctx, meta.ID, ev.ID)
+	require.NoError(t, err, "the acknowledged event survives a power cut")
+	assert.Equal(t, string(ev.Record), string(got.Record))
+	require.NoError(t, second.Close())
+}
+
 func TestCloseSessionReleasesTheLock(t *testing.T) {
 	ctx := context.Background()
 	a, dir := apiNewStore(t, nil)
