@@ -71,7 +71,7 @@ func concurrentCreates(fsys vfs.FS) []uuid.UUID {
 	return acked
 }
 
-// createCrashPointsEnv sizes TestCreateCrashPoints: by default 40 crash
+// createCrashPointsEnv sizes TestCreateCrashPoints: by default 20 crash
 // points of the workload, evenly spread, are checked under every mode (the
 // README's test command runs it under the race detector); "all" checks
 // every point (.ci/run's long runs), a number that many.
@@ -120,7 +120,7 @@ func testCreateCrashPoints(t *testing.T, coarse bool) {
 
 	// The number of operations changes by a few with the interleaving: a
 	// run whose crash point falls past its end loses power at its end.
-	points := testSize(t, createCrashPointsEnv, min(40, total+8), total+8)
+	points := testSize(t, createCrashPointsEnv, min(20, total+8), total+8)
 	states := 0
 	for p := range points {
 		point := 1 + p*(total+7)/max(1, points-1)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -24,9 +25,23 @@ import (
 // own (vfs.CrashClone). TestCrashPoints covers these operations too, but
 // by default at a sample of its crash points and with one seed each.
 
-// dirCrashSeeds is the number of KeepRandomSectors seeds per crash point;
-// every other mode gets one.
-const dirCrashSeeds = 16
+// dirCrashSeeds is the number of KeepRandomSectors seeds per crash point
+// under SESSIONSTORE_CRASH_STATES=all (.ci/run's long step), and
+// dirCrashSeedsSample the number by default; every other mode gets one.
+const (
+	dirCrashSeeds       = 16
+	dirCrashSeedsSample = 4
+)
+
+// dirSeeds returns the number of KeepRandomSectors seeds dirCrashStates
+// checks per crash point: dirCrashSeeds when SESSIONSTORE_CRASH_STATES
+// is set (to "all" or a number), dirCrashSeedsSample otherwise.
+func dirSeeds() int {
+	if strings.TrimSpace(os.Getenv(crashStatesEnv)) != "" {
+		return dirCrashSeeds
+	}
+	return dirCrashSeedsSample
+}
 
 // dirCrashState is a crash state to check, and its name.
 type dirCrashState struct {
@@ -35,13 +50,13 @@ type dirCrashState struct {
 }
 
 // dirCrashStates returns the crash states checked at crash point k of m:
-// every mode once, and KeepRandomSectors with dirCrashSeeds seeds.
+// every mode once, and KeepRandomSectors with dirSeeds() seeds.
 func dirCrashStates(m *vfs.MemFS, k int) []dirCrashState {
 	var out []dirCrashState
 	for _, mode := range vfs.CrashModes {
 		n := 1
 		if mode == vfs.KeepRandomSectors {
-			n = dirCrashSeeds
+			n = dirSeeds()
 		}
 		for seed := range n {
 			name := fmt.Sprintf("crash point %d, %s seed %d", k, mode, seed)
@@ -170,7 +185,7 @@ func TestReplaceCrashPoints(t *testing.T) {
 					require.NoError(t, s.Close())
 				}
 			}
-			t.Logf("%s: %d crash points, %d states each", tt.name, points, len(vfs.CrashModes)-1+dirCrashSeeds)
+			t.Logf("%s: %d crash points, %d states each", tt.name, points, len(vfs.CrashModes)-1+dirSeeds())
 			require.GreaterOrEqual(t, points, 5*len(tt.files), "every operation of each replace is a crash point")
 		})
 	}
@@ -280,7 +295,7 @@ func TestSealingCrashPoints(t *testing.T) {
 			}()
 		}
 	}
-	t.Logf("%d crash points (%d sealing operations in the run without a cut), %d states each", points, total, len(vfs.CrashModes)-1+dirCrashSeeds)
+	t.Logf("%d crash points (%d sealing operations in the run without a cut), %d states each", points, total, len(vfs.CrashModes)-1+dirSeeds())
 	// The count varies by one or two between runs (a sealing that finds
 	// two chunks full rewrites the index once), never below the seven
 	// operations of each of the three sealings.

@@ -140,11 +140,13 @@ func TestSparseHeadKeptAsideUnread(t *testing.T) {
 	assert.Empty(t, r.Repairs)
 }
 
-// TestSparseChunkTail: the newest chunk followed by half a gigabyte of
-// zeros (free space, as far as anything can tell), or by a torn line and
-// then as many zeros, is walked a block at a time: Verify, Load and an
-// append cost no more memory than a session's needs, and the torn tail
-// is cut with its bytes kept aside (the line, not the zeros), streamed.
+// TestSparseChunkTail: the newest chunk followed by 128 MiB of zeros
+// (free space, as far as anything can tell; twice what the calls may
+// allocate, so that reading the tail into memory fails the test), or by a
+// torn line and then as many zeros, is walked a block at a time: Verify,
+// Load and an append cost no more memory than a session's needs, and the
+// torn tail is cut with its bytes kept aside (the line, not the zeros),
+// streamed.
 func TestSparseChunkTail(t *testing.T) {
 	ctx := context.Background()
 	for _, torn := range []bool{false, true} {
@@ -160,7 +162,7 @@ func TestSparseChunkTail(t *testing.T) {
 				require.NoError(t, err)
 				require.NoError(t, f.Close())
 			}
-			sparse(t, chunk, -1, 512<<20)
+			sparse(t, chunk, -1, 2*maxSparseAlloc)
 			s := hardenOpen(t, root, false)
 			n := allocated(func() {
 				r, err := s.Verify(ctx, id)

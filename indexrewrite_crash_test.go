@@ -227,7 +227,7 @@ func sealingText(i int) Event {
 
 // TestIndexRewriteCrashPoints cuts the power at every operation of the
 // rewrites of index.jsonl, and once after the last, and checks each crash
-// state (every mode, random-sectors with dirCrashSeeds seeds), also with
+// state (every mode, random-sectors with dirSeeds() seeds), also with
 // the rewrite's truncation lost and its writes kept (lateCutFS): the
 // index holds no old line after new ones, and the session opens with
 // every acknowledged event, whole, and Verify clean (checkCrashState).
@@ -347,7 +347,7 @@ func TestIndexRewriteCrashPoints(t *testing.T) {
 			points++
 			late += check(t, l, w, k)
 		}
-		t.Logf("%d crash points (%d index rewrite operations in the run without a cut), %d states each, %d more with the truncation lost", points, total, len(vfs.CrashModes)-1+dirCrashSeeds, late)
+		t.Logf("%d crash points (%d index rewrite operations in the run without a cut), %d states each, %d more with the truncation lost", points, total, len(vfs.CrashModes)-1+dirSeeds(), late)
 		// One rewrite per sealing, of two operations at least (a replace
 		// makes five: the temporary file's create, write and sync, its
 		// rename, the directory sync; in place, a truncate and a write).
@@ -427,7 +427,7 @@ func TestIndexRewriteCrashPoints(t *testing.T) {
 			points++
 			late += check(t, l, w, k)
 		}
-		t.Logf("%d crash points (%d index rewrite operations in the run without a cut), %d states each, %d more with the truncation lost", points, total, len(vfs.CrashModes)-1+dirCrashSeeds, late)
+		t.Logf("%d crash points (%d index rewrite operations in the run without a cut), %d states each, %d more with the truncation lost", points, total, len(vfs.CrashModes)-1+dirSeeds(), late)
 		// Three operations at least (a replace makes five; in place, a
 		// truncate, a write and a sync).
 		assert.GreaterOrEqual(t, points, 1+3)
