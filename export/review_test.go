@@ -290,7 +290,7 @@ func (h *heapPeak) Write(p []byte) (int, error) {
 func TestReviewTreeMemory(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	const lanes, per, size = 16, 12, 320 << 10 // 60 MiB of records
+	const lanes, per, size = 16, 12, 160 << 10 // 30 MiB of records
 	s := lanesSession(t, dir, lanes, per, size)
 	st, err := sessionstore.Open(dir, &sessionstore.Options{ReadOnly: true})
 	require.NoError(t, err)

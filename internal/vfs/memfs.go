@@ -105,6 +105,10 @@ type memNode struct {
 	// cut, a sync copies only these and the tail past len(synced), not the
 	// whole file (a preallocated journal is synced once per commit).
 	dirtyLo, dirtyHi int
+	// shared: data and synced are one array, as a crash clone's file is
+	// until its first write (which copies data first), so that a clone
+	// copies each file once.
+	shared bool
 	// directory state: the entries, the durable entries, and the changes
 	// from these to those, oldest first (see dirlog.go)
 	children       map[string]*memNode
@@ -621,7 +625,8 @@ func (m *MemFS) CrashClone(mode CrashMode, seed uint64) *MemFS {
 			return c
 		}
 		c.data = crashData(n, mode, rng)
-		c.synced = append([]byte(nil), c.data...)
+		c.data = c.data[:len(c.data):len(c.data)] // an append past it copies
+		c.synced, c.shared = c.data, true
 		return c
 	}
 	root := clone(m.root, nil, "")
@@ -840,6 +845,10 @@ func (f *memFile) writeAt(p []byte, off int64) (int, error) {
 		return 0, err
 	}
 	end := off + int64(len(p))
+	if f.node.shared {
+		f.node.data = append([]byte(nil), f.node.data...)
+		f.node.shared = false
+	}
 	if end > int64(len(f.node.data)) {
 		if end <= int64(cap(f.node.data)) {
 			// Bytes past len were never written: Truncate caps the slice.
@@ -912,7 +921,8 @@ func (n *memNode) sync() {
 		if n.dirtyLo < n.dirtyHi {
 			copy(n.synced[n.dirtyLo:n.dirtyHi], n.data[n.dirtyLo:n.dirtyHi])
 		}
-		// No other slice shares synced's array (crash clones copy it).
+		// Only data may share synced's array (shared), and then they are
+		// equal, or data was cut, or written (which copied it first).
 		n.synced = append(n.synced, n.data[len(n.synced):]...)
 	}
 	n.cut, n.cutTo = false, 0
