@@ -146,14 +146,17 @@ const apiLoopBlobThreshold = 4 << 10
 //	        the record as the store must give it back (compacted as
 //	        prepareRecord does), computed from what this process appends
 //	blobs   open the store with BlobThreshold apiLoopBlobThreshold, so
-//	        that about half the tool results are stored as blobs
+//	        that about half the tool results are stored as blobs, and make
+//	        the second event and every eighth after it a tool result
+//	        above it, so that a child killed after two acknowledgements
+//	        has stored a blob whatever its draws
 func apiAppendLoop(dir string, session uuid.UUID, seed, variants string) string {
 	ctx := context.Background()
 	n, err := strconv.ParseUint(seed, 10, 64)
 	if err != nil {
 		return "error: bad seed: " + err.Error() + "\n"
 	}
-	var linear, flush, digest bool
+	var linear, flush, digest, blobs bool
 	opts := &Options{ChunkSize: apiLoopChunkSize}
 	for v := range strings.SplitSeq(variants, ",") {
 		switch v {
@@ -166,6 +169,7 @@ func apiAppendLoop(dir string, session uuid.UUID, seed, variants string) string 
 			digest = true
 		case "blobs":
 			opts.BlobThreshold = apiLoopBlobThreshold
+			blobs = true
 		default:
 			return "error: unknown append-loop variant " + v + "\n"
 		}
@@ -186,6 +190,9 @@ func apiAppendLoop(dir string, session uuid.UUID, seed, variants string) string 
 		}
 		var ev Event
 		switch r := rng.IntN(10); {
+		case blobs && i%8 == 1:
+			size := apiLoopBlobThreshold + 1 + rng.IntN(4<<10)
+			ev = ToolResultEvent(ToolResult{CallID: fmt.Sprintf("call-%d", i), Output: strings.Repeat(string(rune('a'+i%26)), size)})
 		case r < 6:
 			ev = UserText(fmt.Sprintf("user message %d of loop %d", i, n))
 		case r < 7:

@@ -37,7 +37,7 @@ const (
 	// TestMultiProcessCrashPoints, each: a number of crash states, or
 	// "all" for every crash point under every crash mode.
 	msCrashStatesEnv     = "SESSIONSTORE_MULTI_CRASH_STATES"
-	msCrashStatesDefault = 144
+	msCrashStatesDefault = 96
 	msChunkSize          = 4096 // rotation and sealing every dozen events
 	msBlobThreshold      = 2048 // tool results of 1.5-3.5 KiB are blobs about half the time
 	msMaxOpen            = 6    // fewer than a lone Store's 8 sessions: idle ones are closed and reopened
@@ -465,7 +465,7 @@ func msSealedChunks(t *testing.T, m *vfs.MemFS) int {
 // and each frozen state is checked under every crash mode.
 //
 // msCrashStatesEnv sets the number of states: by default
-// msCrashStatesDefault (24 crash points under the 6 modes); "all", or any
+// msCrashStatesDefault (16 crash points under the 6 modes); "all", or any
 // number of at least total x modes, checks every crash point under every
 // mode; a larger number adds seeds per point.
 func msCrashPoints(t *testing.T, newW func() *msWorkload) {

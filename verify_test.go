@@ -127,7 +127,7 @@ func TestVerifyLockedSession(t *testing.T) {
 // verify the session twice, so a tenth would take some 20 s under -race).
 const (
 	flipsEnv    = "SESSIONSTORE_FLIPS"
-	flipsSample = 50
+	flipsSample = 100
 )
 
 // flipRole is what a file of a store is for, which decides what a changed
@@ -224,8 +224,8 @@ type flipSession struct {
 // mask (the first five of each kind in full).
 //
 // SESSIONSTORE_FLIPS sets the number of changes per compression mode. By
-// default one in 50 of the possible ones (about 400 and 260 of some
-// 20,000 and 13,000), evenly spread over every file, one byte in about 13,
+// default one in 100 of the possible ones (about 260 and 170 of some
+// 26,000 and 17,000), evenly spread over every file, one byte in about 25,
 // the four ways taking turns. "all", or a number at least the possible
 // changes, changes every byte four ways, as .ci/run's long step does.
 func TestByteFlipDetection(t *testing.T) {
