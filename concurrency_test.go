@@ -288,6 +288,7 @@ func TestAppendBatch(t *testing.T) {
 // crash keeps a strict prefix (some of the batch, not all), so the
 // property is exercised (TestAppendBatchCrashPrefixes checks each mode).
 func TestAppendBatchCrash(t *testing.T) {
+	t.Parallel() // on files of its own, beside the other parallel tests
 	// The per-session commit (JournalSize -1): its chunk's write and
 	// sync are what this test gates, fails or checks.
 	ctx := context.Background()
@@ -395,6 +396,7 @@ func TestFlush(t *testing.T) {
 // descriptor (the lock) per open session, and 9 times MaxOpenSessions, so
 // every round evicts; .ci/run's long step uses 10,000.
 func TestMaxOpenSessions(t *testing.T) {
+	t.Parallel() // on files of its own, beside the other parallel tests
 	n := testSize(t, "SESSIONSTORE_SESSIONS", 600, 0)
 	var lim syscall.Rlimit
 	require.NoError(t, syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim))
@@ -449,6 +451,7 @@ func TestMaxOpenSessions(t *testing.T) {
 // 2s). Every acknowledged event is there afterwards, each session's tree
 // is whole, and Verify finds nothing wrong.
 func TestConcurrencyStress(t *testing.T) {
+	t.Parallel() // on files of its own, beside the other parallel tests
 	d := 2 * time.Second
 	if v := os.Getenv("SESSIONSTORE_STRESS"); v != "" {
 		var err error
@@ -878,6 +881,7 @@ func TestBranchSummaryWhileAppending(t *testing.T) {
 // where a rotation settles the records other appends queued (written and
 // synced, then acknowledged) before the new chunk starts.
 func TestAcknowledgedIsSynced(t *testing.T) {
+	t.Parallel() // on files of its own, beside the other parallel tests
 	// The per-session commit (JournalSize -1): its chunk's write and
 	// sync are what this test gates, fails or checks.
 	ctx := t.Context()

@@ -24,6 +24,7 @@ func apiRecordOfSize(n int) json.RawMessage {
 }
 
 func TestAPIAppendRejectsBadInput(t *testing.T) {
+	t.Parallel() // on files of its own, beside the other parallel tests
 	valid := json.RawMessage(`{"content":"x"}`)
 	cases := []struct {
 		name string

@@ -55,6 +55,7 @@ func forkDeleteOutcome(t *testing.T, stores []*Store, parent uuid.UUID, fork Met
 // refused with ErrHasForks and the fork whole, or the parent deleted
 // and Fork answering ErrNotFound with no fork left behind.
 func TestForkRacesDeleteOfParent(t *testing.T) {
+	t.Parallel() // on files of its own, beside the other parallel tests
 	n := testSize(t, "SESSIONSTORE_FORK_RACES", 12, 100)
 	for _, two := range []bool{false, true} {
 		name := "one Store"

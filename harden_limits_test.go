@@ -83,6 +83,7 @@ func bigMeta(n int) Meta {
 // from the catalogue (whose line fits catalogue.MaxLine), and survives the
 // rewrite of session.json a Close makes.
 func TestMetaSizeLimit(t *testing.T) {
+	t.Parallel() // on files of its own, beside the other parallel tests
 	ctx := context.Background()
 	root := t.TempDir()
 	s, err := Open(root, nil)

@@ -567,6 +567,7 @@ func TestWriteFaults(t *testing.T) {
 // reconciliation, crashes, and reconciles again: every crash point must
 // recover with no event lost.
 func TestReconcileCrashDuringRepair(t *testing.T) {
+	t.Parallel() // on files of its own, beside the other parallel tests
 	base, s, id := memSession(t, Options{ChunkSize: 512})
 	evs := appendN(t, s, id, 20)
 	// Crash without Close, then damage: torn chunk tail, stale index.

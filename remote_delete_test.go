@@ -198,6 +198,7 @@ func TestRemoteDeleteFencesZombie(t *testing.T) {
 // just past it) and every third one after;
 // SESSIONSTORE_REMOTE_DELETE_FAULTS=all tries every call in every mode.
 func TestRemoteDeleteFaults(t *testing.T) {
+	t.Parallel() // on files of its own, beside the other parallel tests
 	ctx := context.Background()
 	every := testSize(t, "SESSIONSTORE_REMOTE_DELETE_FAULTS", 3, 1)
 	for i, mode := range []string{"fails", "lost answer", "crash"} {

@@ -66,6 +66,7 @@ func remoteFaultWorkload(t *testing.T, obj *memObjects, id uuid.UUID) (acked, tr
 // nothing that was not tried, the session opens and appends, and every
 // error the workload saw is typed.
 func TestRemoteFaultAtEveryCall(t *testing.T) {
+	t.Parallel() // on files of its own, beside the other parallel tests
 	id := uuid.Must(uuid.NewV7())
 	clean := newMemObjects()
 	acked, _, errs := remoteFaultWorkload(t, clean, id)

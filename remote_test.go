@@ -96,6 +96,7 @@ func TestRemoteTakeoverFencesZombie(t *testing.T) {
 }
 
 func TestRemoteHandoffBackAndForth(t *testing.T) {
+	t.Parallel() // on files of its own, beside the other parallel tests
 	ctx := context.Background()
 	obj := newMemObjects()
 	dirs := []string{t.TempDir(), t.TempDir()}

@@ -82,6 +82,7 @@ func repairCrashLoop(t *testing.T, damaged *vfs.MemFS, id uuid.UUID, check func(
 // HEAD.broken, HEAD): the next open must recover with every intact event,
 // Verify clean, and the damaged bytes kept in <chunk>.broken-<offset>.
 func TestLostTailRepairCrashSafe(t *testing.T) {
+	t.Parallel() // on files of its own, beside the other parallel tests
 	// The per-session commit (JournalSize -1): what its chunk holds
 	// after a crash is what this test cuts, repairs or checks.
 	damaged, id, kept, chunk, cut, bad := lostTailSession(t)
@@ -176,6 +177,7 @@ func anyFileHolds(t *testing.T, fsys vfs.FS, dir string, want []byte) bool {
 // the chunk has preallocated free space after the damaged record and no
 // HEAD file.
 func TestLostTailWithFreeSpaceCrashSafe(t *testing.T) {
+	t.Parallel() // on files of its own, beside the other parallel tests
 	// The per-session commit (JournalSize -1): its chunk's write and
 	// sync are what this test fails, cuts or checks.
 	base, s, id := memSession(t, Options{JournalSize: -1, ChunkSize: 1 << 20})
@@ -314,6 +316,7 @@ func TestHeadNamesCutRecordIsALoss(t *testing.T) {
 // several sealed chunks whose newest plain chunk ends in two damaged
 // records the index names (a lost tail of two events).
 func TestLostTailSealedChunksCrashSafe(t *testing.T) {
+	t.Parallel() // on files of its own, beside the other parallel tests
 	// The per-session commit (JournalSize -1): what its chunk holds
 	// after a crash is what this test cuts, repairs or checks.
 	m, s, id := memSession(t, Options{JournalSize: -1, ChunkSize: 512, keepPlainOnClose: true})

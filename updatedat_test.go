@@ -273,6 +273,7 @@ func TestUpdatedAtSurvivesIndexLoad(t *testing.T) {
 // HEAD is written and before session.json leaves files a lazy open takes
 // (lazy.go): that open must find it too.
 func TestUpdatedAtAfterCrashInFlushOrClose(t *testing.T) {
+	t.Parallel() // on files of its own, beside the other parallel tests
 	ctx := context.Background()
 	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	for _, op := range []string{"Flush", "Close"} {

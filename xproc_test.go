@@ -455,6 +455,7 @@ func xprocTarget(t *testing.T) int {
 // its appends take: it fails if the writer acknowledges nothing for 30 s
 // (stuck), and stops with a failure 15 s before the -timeout deadline.
 func TestXprocReaderBesideWriter(t *testing.T) {
+	t.Parallel() // on files of its own, beside the other parallel tests
 	for _, run := range []struct {
 		name     string
 		variants string
