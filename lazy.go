@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/sessionstore/sessionstore/internal/canonical"
+	"github.com/sessionstore/sessionstore/internal/chunk"
 	"github.com/sessionstore/sessionstore/internal/eventline"
 	"github.com/sessionstore/sessionstore/internal/headfile"
 	"github.com/sessionstore/sessionstore/internal/index"
@@ -293,13 +294,13 @@ func (h *openSession) startAppending() error {
 	if _, err := h.opts.fs.Stat(filepath.Join(h.dir, chunksDir, chunkName(head.Loc.Chunk))); errors.Is(err, os.ErrNotExist) {
 		// HEAD is in a sealed chunk (sealedTip): the first append starts
 		// the next chunk.
-		chunks.next = head.Loc.Chunk + 1
-	} else if err := chunks.openActive(head.Loc.Chunk, head.Loc.End()); err != nil {
+		chunks.SetNext(head.Loc.Chunk + 1)
+	} else if err := chunks.OpenActive(head.Loc.Chunk, head.Loc.End()); err != nil {
 		return err
 	}
 	ix, err := index.OpenFile(h.opts.fs, indexPath, info.Size(), h.opts.FileMode)
 	if err != nil {
-		chunks.close()
+		chunks.Close()
 		return err
 	}
 	h.chunks, h.index = chunks, ix
@@ -317,7 +318,7 @@ func freeAfter(r *chunkReader, loc location) bool {
 	buf := make([]byte, 64<<10)
 	for off := loc.End(); off <= loc.End()+lazyFreeSpace; {
 		n, err := f.ReadAt(buf, off)
-		if zeroTail(buf[:n]) != n {
+		if chunk.ZeroTail(buf[:n]) != n {
 			return false
 		}
 		if errors.Is(err, io.EOF) {
@@ -414,7 +415,7 @@ func (h *openSession) endAppending() error {
 		return nil // another call ended it while this one waited
 	}
 	head := h.Entries[len(h.Entries)-1]
-	cerr, ierr := h.chunks.close(), h.index.Close()
+	cerr, ierr := h.chunks.Close(), h.index.Close()
 	h.chunks, h.index = h.newChunkWriter(), nil
 	if ierr != nil {
 		// The index lines it held are lost: index.jsonl must not be

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/sessionstore/sessionstore/internal/chunk"
 	"github.com/sessionstore/sessionstore/internal/durable"
 	"github.com/sessionstore/sessionstore/internal/eventline"
 	"github.com/sessionstore/sessionstore/internal/headfile"
@@ -316,7 +317,7 @@ func zerosFrom(f vfs.File, off, end int64) bool {
 	buf := make([]byte, min(end-off, 64<<10))
 	for off < end {
 		n, err := f.ReadAt(buf[:min(int64(len(buf)), end-off)], off)
-		if zeroTail(buf[:n]) != n || err != nil && (!errors.Is(err, io.EOF) || off+int64(n) < end) {
+		if chunk.ZeroTail(buf[:n]) != n || err != nil && (!errors.Is(err, io.EOF) || off+int64(n) < end) {
 			return false
 		}
 		off += int64(n)
