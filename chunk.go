@@ -88,31 +88,12 @@ func (r *chunkReader) fill(chunk uint32, off int64, n int64) error {
 	return sealedErr(r.r.Fill(chunk, off, n))
 }
 
-// window is what the last fill loaded.
-func (r *chunkReader) window() []byte { return r.r.Window() }
-
-// inWindow reports whether the window holds all of loc's bytes.
-func (r *chunkReader) inWindow(loc location) bool { return r.r.InWindow(loc) }
-
 // read returns the header and payload of the event at loc; an inline
 // record aliases the window, valid until the next fill. Any mismatch
 // between the location and what the chunk holds is a *CorruptionError.
 func (r *chunkReader) read(loc location) (header, payload, error) {
 	h, p, err := r.r.Read(loc)
 	return h, p, sealedErr(err)
-}
-
-// blocks widens [start, end) of chunk to whole compressed blocks when the
-// chunk is sealed (chunk.Reader.Blocks).
-func (r *chunkReader) blocks(chunk uint32, start, end int64) (int64, int64) {
-	return r.r.Blocks(chunk, start, end)
-}
-
-// file returns the source of chunk, opened at its first use and kept
-// until close.
-func (r *chunkReader) file(chunk uint32) (chunk.Source, error) {
-	f, err := r.r.File(chunk)
-	return f, sealedErr(err)
 }
 
 // path is the name of chunk n's plain file, for errors.

@@ -311,6 +311,9 @@ var mutations = []mutation{
 // package then decides.
 var mutationCatchers = map[string]string{
 	"keep writing after the held index lines are lost":                    "TestLazyEndAppendingIndexWriteFails",
+	"skip the active chunk's sync when it closes":                         "TestLazyEndAppendingThenCrash",
+	"skip the active chunk's sync at a checkpoint":                        "TestConcurrencyStress",
+	"skip the chunk's sync after cutting journaled bytes back":            "TestBlobGC",
 	"a hole after a bad line starts the invalid tail":                     "TestWalk",
 	"skip the fdatasync of appends":                                       "TestChunkSyncDurable",
 	"skip the fdatasync of appends where the engine calls it":             "TestBlobGC",

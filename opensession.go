@@ -655,7 +655,7 @@ const sealOnCloseMin = 16 << 10
 // Nothing depends on it: a failure is logged and the chunk stays plain,
 // appended to on the next open. The next append after it starts a new
 // chunk; a lazy open finds HEAD as the sealed chunk's last record
-// (sealedTip).
+// (recovery.SealedTip).
 //
 // The embedded index must cover every record of the chunk. A session
 // appending without its index (partial) holds the entries of a chunk it

@@ -18,6 +18,7 @@ import (
 	"github.com/sessionstore/sessionstore/internal/eventline"
 	"github.com/sessionstore/sessionstore/internal/headfile"
 	"github.com/sessionstore/sessionstore/internal/index"
+	"github.com/sessionstore/sessionstore/internal/recovery"
 	"github.com/sessionstore/sessionstore/internal/seam"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 	"github.com/sessionstore/sessionstore/internal/zchunk"
@@ -373,7 +374,7 @@ func (r *remoteFiles) rebuildDerived(v *logView, pieces map[uint32][]logPiece) e
 		return err
 	}
 	if len(pieces) == 0 {
-		tip, ok := sealedTip(fsys, r.Dir, newest)
+		tip, ok := recovery.SealedTip(fsys, r.Dir, newest)
 		if !ok {
 			return nil
 		}
