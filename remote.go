@@ -236,12 +236,12 @@ func (c *remoteChunk) WriteAt(data []byte, off int64) error {
 }
 
 func (c *remoteChunk) Sync() error {
-	if len(c.pend) == 0 {
-		return c.activeChunk.Sync()
-	}
 	local := make(chan error, 1)
 	go func() { local <- c.activeChunk.Sync() }()
-	_, rerr := c.r.putLog(&logHeader{Kind: logData, Chunk: c.n, Off: c.off}, c.pend)
+	var rerr error
+	if len(c.pend) > 0 {
+		_, rerr = c.r.putLog(&logHeader{Kind: logData, Chunk: c.n, Off: c.off}, c.pend)
+	}
 	lerr := <-local
 	c.pend = c.pend[:0]
 	if lerr != nil {

@@ -31,13 +31,16 @@
 //     WriteAt leaves the chunk's data ending where it began, or wraps
 //     durable.ErrUnsynced when even the cut back failed (the chunk's state
 //     is unknown, and the caller stops writing).
-//   - OpenActive: nothing new; CreateChunk (through Rotate): the new chunk
-//     exists, empty, and a crash keeps its name.
+//   - OpenActive: nothing (it opens an existing chunk).
 //   - Rotate, Checkpoint and Close: every byte written into the active
 //     chunk unsynced (MarkUnsynced) is synced first, so the chunk holds
 //     its records durably by itself before it is closed or sealed. A
-//     failed sync in Rotate wraps durable.ErrUnsynced.
-//   - Sealing (after Rotate, when compressing; AwaitSealing waits for it):
+//     failed sync in Rotate wraps durable.ErrUnsynced and leaves the chunk
+//     open; Close closes it either way. Rotate then starts the next
+//     chunk (Files.CreateChunk): it exists, empty, and a crash keeps its
+//     name.
+//   - Sealing (after Rotate, when compressing; AwaitSealing waits for it;
+//     SealActive seals the active chunk at once, with the caller waiting):
 //     the full chunk's records, compressed, with their index lines
 //     embedded, durable under the sealed name before the plain chunk is
 //     removed (Files.SealChunk). Sealing saves space and nothing depends
