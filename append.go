@@ -249,7 +249,7 @@ func (h *openSession) writeBatch(ctx context.Context, batch []pendingEvent, pls 
 		// queued at base (a rotation below changes base, and the loop
 		// encodes the batch again).
 		var at location
-		base := h.chunks.nextAt()
+		base := h.chunks.NextAt()
 		if h.format >= 2 && parent != uuid.Nil {
 			at = h.locationOf(parent)
 		}
@@ -266,7 +266,7 @@ func (h *openSession) writeBatch(ctx context.Context, batch []pendingEvent, pls 
 			}
 		}
 		starts[len(batch)] = len(h.line)
-		if !h.chunks.full(len(h.line)) {
+		if !h.chunks.Full(len(h.line)) {
 			break
 		}
 		// A new chunk. While a sync runs, wait for it (which releases the
@@ -278,7 +278,7 @@ func (h *openSession) writeBatch(ctx context.Context, batch []pendingEvent, pls 
 			h.pipe.waitSync()
 			continue
 		}
-		if h.Partial && h.chunks.active != nil {
+		if h.Partial && h.chunks.Active() != nil {
 			// Sealing the full chunk embeds all its index lines: load
 			// the index (which settles the records in flight), then
 			// encode again. (Without an active chunk, HEAD is in a
@@ -295,7 +295,7 @@ func (h *openSession) writeBatch(ctx context.Context, batch []pendingEvent, pls 
 		if err := h.failedErr(); err != nil {
 			return nil, nil, err
 		}
-		if err := h.chunks.rotate(); err != nil {
+		if err := h.chunks.Rotate(); err != nil {
 			if errors.Is(err, errUnsynced) {
 				h.becomeFailed(err)
 				h.opts.Logger.Error("sessionstore: session stops writing", "session", h.id, "err", err)
@@ -303,7 +303,7 @@ func (h *openSession) writeBatch(ctx context.Context, batch []pendingEvent, pls 
 			return nil, nil, err
 		}
 	}
-	loc := h.chunks.enqueue(h.line)
+	loc := h.chunks.Enqueue(h.line)
 	for i := range batch {
 		l := location{Chunk: loc.Chunk, Offset: loc.Offset + int64(starts[i]), Length: uint32(starts[i+1] - starts[i])}
 		h.pipe.inflight = append(h.pipe.inflight, inflightRecord{entry: eventline.EntryOf(hdrs[i], pls[i], l, batch[i].preview), event: out[i]})

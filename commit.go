@@ -19,7 +19,7 @@ import (
 // Appends to one session are serialized by the session's mutex, but the
 // write and the fdatasync that make them durable are shared. An append
 // encodes its lines under the mutex, queues them at the end of the active
-// chunk (in memory: chunkWriter.enqueue) and records them as in flight;
+// chunk (in memory: chunkwriter.Writer.Enqueue) and records them as in flight;
 // then it waits until they are durable. The records queued since the last
 // sync started form a commit group; the first append to join it leads it:
 // once the sync before has ended, it takes the queue, notes how many
@@ -40,7 +40,7 @@ import (
 // In-flight records are invisible to readers (Load, Tree, Event, Head see
 // only published events), but the next append takes the newest in-flight
 // record as its parent, so appends still chain in the order they took the
-// mutex. A failed write is cut back (chunkWriter.writeAt): every record in
+// mutex. A failed write is cut back (chunkwriter.Writer.WriteAt): every record in
 // flight is dropped, since the later ones name dropped parents, and each
 // of their appends fails with the error, while the session goes on from
 // its last published event. A failed sync leaves the in-flight records'
@@ -166,7 +166,7 @@ func (h *openSession) commit(g *commitGroup) error {
 		// those of the open group behind it) were never written. Drop
 		// them, so that nothing names them as the next parent.
 		h.pipe.inflight = h.pipe.inflight[:0]
-		h.chunks.queue = h.chunks.queue[:0]
+		h.chunks.DropQueue()
 		h.failGroups(g, err)
 		return err
 	}
@@ -176,16 +176,17 @@ func (h *openSession) commit(g *commitGroup) error {
 	}
 	// Every record in flight is in g: older groups are finished.
 	h.pipe.syncing, h.pipe.open = true, nil
-	n, f := len(h.pipe.inflight), h.chunks.active
-	q, off := h.chunks.takeQueue()
+	n, f := len(h.pipe.inflight), h.chunks.Active()
+	q, off := h.chunks.TakeQueue()
 	h.pipe.lastBatch = n
 	h.mu.Unlock()
 	werr, serr, viaJournal := h.writeGroup(f, q, off)
 	h.mu.Lock()
 	if viaJournal {
-		h.chunks.unsynced, h.journaled = true, true
+		h.chunks.MarkUnsynced()
+		h.journaled = true
 	}
-	h.chunks.giveBack(q)
+	h.chunks.GiveBack(q)
 	h.pipe.syncing = false
 	if next := h.pipe.open; next != nil {
 		close(next.lead)
@@ -224,8 +225,8 @@ func (h *openSession) writeGroup(f activeChunk, q []byte, off int64) (werr, serr
 		w = jr.writer()
 	}
 	if w == nil {
-		if werr = h.chunks.writeAt(q, off); werr == nil {
-			serr = h.chunks.sync(f)
+		if werr = h.chunks.WriteAt(q, off); werr == nil {
+			serr = f.Sync()
 		}
 		return werr, serr, false
 	}
@@ -270,7 +271,7 @@ func (h *openSession) cutJournaled(w *journal.Writer, lc *localChunk, path strin
 	if err := lc.Cut(off); err != nil {
 		return err
 	}
-	if err := lc.sync(); err != nil {
+	if err := lc.Sync(); err != nil {
 		return err
 	}
 	_, err := w.Forget(context.Background(), path)
@@ -319,10 +320,10 @@ func (h *openSession) settle() error {
 	if len(h.pipe.inflight) == 0 {
 		return nil
 	}
-	q, off := h.chunks.takeQueue()
-	f := h.chunks.active
+	q, off := h.chunks.TakeQueue()
+	f := h.chunks.Active()
 	err, serr, viaJournal := h.writeGroup(f, q, off)
-	h.chunks.giveBack(q)
+	h.chunks.GiveBack(q)
 	if err != nil {
 		return h.writeFailed(nil, off, err)
 	}
@@ -333,10 +334,10 @@ func (h *openSession) settle() error {
 		// Settling makes the chunk durable (it is to be sealed or
 		// closed): a checkpoint of the chunk, not only of the journal.
 		h.journaled = true
-		if err := h.chunks.sync(f); err != nil {
+		if err := f.Sync(); err != nil {
 			return h.syncFailed(nil, err)
 		}
-		h.chunks.unsynced = false
+		h.chunks.MarkSynced()
 	}
 	h.pipe.settled++
 	h.publish(len(h.pipe.inflight))
@@ -361,8 +362,7 @@ func (h *openSession) writeFailed(g *commitGroup, off int64, err error) error {
 		h.pending = h.pipe.inflight[i].event.BranchFrom
 	}
 	h.pipe.inflight = h.pipe.inflight[:0]
-	h.chunks.queue = h.chunks.queue[:0]
-	h.chunks.size = off
+	h.chunks.CutBack(off)
 	h.failGroups(g, err)
 	return err
 }
@@ -374,7 +374,7 @@ func (h *openSession) syncFailed(g *commitGroup, err error) error {
 	failed := fmt.Errorf("%w: %w", err, errUnsynced)
 	h.becomeFailed(failed)
 	h.pipe.inflight = h.pipe.inflight[:0]
-	h.chunks.queue = h.chunks.queue[:0]
+	h.chunks.DropQueue()
 	h.failGroups(g, failed)
 	h.opts.Logger.Error("sessionstore: session stops writing", "session", h.id, "err", failed)
 	return failed
@@ -458,11 +458,11 @@ func (h *openSession) flush() error {
 	// wait for a sync, which releases the mutex, and an append may start a
 	// new chunk meanwhile: look again until no sealing runs.
 	for {
-		h.chunks.awaitSealing()
+		h.chunks.AwaitSealing()
 		if err := h.settle(); err != nil {
 			return err
 		}
-		if !h.chunks.sealRunning {
+		if !h.chunks.Sealing() {
 			break
 		}
 	}
@@ -474,12 +474,9 @@ func (h *openSession) flush() error {
 	}
 	// The chunk holds its records durably too, not only the journal: a
 	// flushed session's files are whole by themselves.
-	if h.chunks.active != nil && h.chunks.unsynced {
-		if err := h.chunks.active.sync(); err != nil {
-			h.becomeFailed(err)
-			return err
-		}
-		h.chunks.unsynced = false
+	if err := h.chunks.Checkpoint(); err != nil {
+		h.becomeFailed(err)
+		return err
 	}
 	if h.index == nil {
 		path := filepath.Join(h.dir, indexName)

@@ -232,7 +232,7 @@ func awaitSealing(s *Store, id uuid.UUID) {
 		return
 	}
 	h.mu.Lock()
-	h.chunks.awaitSealing()
+	h.chunks.AwaitSealing()
 	h.mu.Unlock()
 }
 

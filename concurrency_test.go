@@ -345,11 +345,11 @@ func TestFlush(t *testing.T) {
 	// sync.
 	awaitSealing(s, id)
 	h := lockedHandle(t, s, id)
-	active := h.chunks.num
+	active := h.chunks.Num()
 	h.mu.Unlock()
 	evs = append(evs, appendN(t, s, id, 1)...)
 	h = lockedHandle(t, s, id)
-	require.Equal(t, active, h.chunks.num, "precondition: the last append starts no chunk, so no sealing rewrites the index after it")
+	require.Equal(t, active, h.chunks.Num(), "precondition: the last append starts no chunk, so no sealing rewrites the index after it")
 	h.mu.Unlock()
 	require.NoError(t, s.Flush(ctx, id))
 	crashed := m.CrashClone(vfs.KeepSynced, 1)
@@ -365,12 +365,12 @@ func TestFlush(t *testing.T) {
 	// only the lines published before it, and not those of the appends
 	// after it.
 	h = lockedHandle(t, s, id)
-	active = h.chunks.num
+	active = h.chunks.Num()
 	h.mu.Unlock()
 	more := appendN(t, s, id, 5)
 	awaitSealing(s, id)
 	h = lockedHandle(t, s, id)
-	require.Greater(t, h.chunks.num, active, "precondition: the appends started a new chunk")
+	require.Greater(t, h.chunks.Num(), active, "precondition: the appends started a new chunk")
 	h.mu.Unlock()
 	more = append(more, appendN(t, s, id, 2)...)
 	crashed = m.CrashClone(vfs.KeepSynced, 1)

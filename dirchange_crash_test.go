@@ -192,7 +192,7 @@ func TestReplaceCrashPoints(t *testing.T) {
 }
 
 // sealingOp reports whether an operation is part of sealing a chunk (see
-// chunkWriter.seal and zchunk.Write): the compressed file's temporary
+// chunkwriter.Writer.seal and zchunk.Write): the compressed file's temporary
 // file, its rename, the directory syncs (a chunk's creation syncs the
 // directory too), the plain file's removal, and the index rewrite (its
 // temporary file and rename, or a truncation in place; the directory

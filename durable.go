@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/sessionstore/sessionstore/internal/chunkwriter"
 	"github.com/sessionstore/sessionstore/internal/durable"
 	"github.com/sessionstore/sessionstore/internal/index"
 	"github.com/sessionstore/sessionstore/internal/seam"
@@ -36,11 +37,11 @@ import (
 // What crosses the seam, and what each method promises when it returns
 // nil:
 //
-//   - A commit group (activeChunk.writeAt, then activeChunk.sync): the
+//   - A commit group (activeChunk.WriteAt, then activeChunk.Sync): the
 //     bytes of one or more whole lines at (chunk, offset), the end of the
-//     chunk's data. After sync they are durable: a crash keeps them.
-//     Before sync a crash keeps any part of them, and the engine
-//     acknowledges nothing until sync returns. A failed writeAt leaves the
+//     chunk's data. After Sync they are durable: a crash keeps them.
+//     Before Sync a crash keeps any part of them, and the engine
+//     acknowledges nothing until Sync returns. A failed WriteAt leaves the
 //     chunk's data ending at offset (or reports errUnsynced: its state is
 //     unknown, and the session stops writing).
 //   - A new chunk (createChunk): chunk n exists, empty, and a crash keeps
@@ -75,17 +76,9 @@ type durableFiles interface {
 	release(clean bool) error
 }
 
-// activeChunk is the chunk appends go to: see durableFiles.
-type activeChunk interface {
-	// writeAt writes a commit group's bytes at off, the end of the data.
-	writeAt(data []byte, off int64) error
-	// sync makes every byte written durable.
-	sync() error
-	// trim ends the chunk's storage at size, the end of its data, when no
-	// more appends come; nothing depends on it.
-	trim(size int64)
-	close() error
-}
+// activeChunk is the chunk appends go to (internal/chunkwriter's
+// Chunk): see durableFiles.
+type activeChunk = chunkwriter.Chunk
 
 // localFiles is the seam's local files (internal/seam's Local) as the
 // engine calls them: its reads turned into the root's types (Meta, the
@@ -166,11 +159,11 @@ type localChunk struct {
 	*seam.Chunk
 }
 
-func (c *localChunk) writeAt(data []byte, off int64) error { return c.WriteAt(data, off) }
+func (c *localChunk) WriteAt(data []byte, off int64) error { return c.Chunk.WriteAt(data, off) }
 func (c *localChunk) reserve(off int64, n int) error       { return c.Reserve(off, n) }
-func (c *localChunk) sync() error                          { return c.Sync() }
-func (c *localChunk) trim(size int64)                      { c.Trim(size) }
-func (c *localChunk) close() error                         { return c.Close() }
+func (c *localChunk) Sync() error                          { return c.Chunk.Sync() }
+func (c *localChunk) Trim(size int64)                      { c.Chunk.Trim(size) }
+func (c *localChunk) Close() error                         { return c.Chunk.Close() }
 
 // errUnsynced marks append failures after which the file's state on disk
 // is unknown: the session must stop writing (durable.ErrUnsynced, which

@@ -1,23 +1,22 @@
 package sessionstore
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 
 	"github.com/google/uuid"
 
 	"github.com/sessionstore/sessionstore/internal/canonical"
+	"github.com/sessionstore/sessionstore/internal/chunk"
 	"github.com/sessionstore/sessionstore/internal/eventline"
 	"github.com/sessionstore/sessionstore/internal/headfile"
 	"github.com/sessionstore/sessionstore/internal/index"
+	"github.com/sessionstore/sessionstore/internal/recovery"
 	"github.com/sessionstore/sessionstore/internal/vfs"
-	"github.com/sessionstore/sessionstore/internal/zchunk"
 )
 
 // Opening without the index
@@ -68,7 +67,7 @@ import (
 // newest chunk, the record it locates matches it, and only zero bytes
 // (free space) follow that record; or the newest chunk is sealed,
 // index.jsonl is empty and the sealed chunk's last record is HEAD
-// (sealedTip: the state a Close that sealed the active chunk leaves). These are the states a clean Close, or a crash after the
+// (recovery.SealedTip: the state a Close that sealed the active chunk leaves). These are the states a clean Close, or a crash after the
 // last append's index line and HEAD were written, leaves. Anything else
 // takes the normal open. What a lazy open does not check until the index
 // is loaded: the index lines before the last one and the embedded indexes
@@ -76,17 +75,6 @@ import (
 // it is the event its child names as parent), so the active path is
 // verified either way; damage elsewhere is found by the first call that
 // loads the index, as it would have been by a normal open.
-
-// lazyIndexTail bounds how much of the end of index.jsonl openLazy reads
-// to find its last line, and lazyFreeSpace how much free space after the
-// newest record it reads to check that it is all zeros. lazyReadRun bounds
-// one read of loadLazy: a larger window saves little (reads of the page
-// cache are cheap) and costs fresh memory.
-const (
-	lazyIndexTail = 4 << 10
-	lazyFreeSpace = preallocMax + 64<<10
-	lazyReadRun   = 128 << 10
-)
 
 // openLazy opens a writable session of format 2 without its index when its
 // files need no repair (see above), setting h.headEntry to HEAD's entry and
@@ -124,7 +112,7 @@ func (h *openSession) openLazy() bool {
 
 // openLazyReader is openLazy for a read-only store, which repairs nothing
 // and so needs only the log to be clean: HEAD is the newest record, found
-// from the last index line (followTail), and the HEAD file, which a writer
+// from the last index line (recovery.Tip with follow), and the HEAD file, which a writer
 // replaces only now and then, is not read.
 func (h *openSession) openLazyReader() bool {
 	rev, err := revisionOf(h.rfs, h.dir)
@@ -141,121 +129,6 @@ func (h *openSession) openLazyReader() bool {
 	h.revision = rev
 	return true
 }
-
-// lazyTip returns the entry of the last line of a format 2 session's
-// index.jsonl when the session's log needs no repair (see above): every
-// chunk there once with no temporary file, the newest one plain and
-// holding the record that line locates, and only zero bytes after it. With
-// follow, records may come after it (followTail), and it returns the
-// newest. It reports false otherwise, also when reading a file failed.
-func lazyTip(fsys vfs.FS, dir string, format int, follow bool) (entry, bool) {
-	if format < 2 {
-		return entry{}, false
-	}
-	chunkDir := filepath.Join(dir, chunksDir)
-	forms, temps, err := chunkForms(fsys, chunkDir)
-	if err != nil || len(temps) > 0 || len(forms) == 0 {
-		return entry{}, false
-	}
-	newest := uint32(len(forms) - 1)
-	for n := range newest + 1 {
-		f, ok := forms[n]
-		if !ok || f.plain == f.sealed {
-			return entry{}, false
-		}
-	}
-	if forms[newest].sealed {
-		return sealedTip(fsys, dir, newest)
-	}
-	last, ok := lastIndexLine(fsys, filepath.Join(dir, indexName))
-	if !ok || last.Loc.Chunk != newest {
-		return entry{}, false
-	}
-	r := newChunkReader(fsys, chunkDir)
-	defer r.close()
-	if _, err := readEntry(r, &last); err != nil {
-		return entry{}, false
-	}
-	if freeAfter(r, last.Loc) {
-		return last, true
-	}
-	if !follow {
-		return entry{}, false
-	}
-	return followTail(fsys, r, last)
-}
-
-// sealedTip returns the entry of the last record of sealed chunk newest,
-// the newest chunk: the state a Close that sealed the active chunk
-// (sealOnClose) leaves. index.jsonl must then be empty, as that Close
-// leaves it (every chunk embeds its index lines); anything else takes the
-// normal open. A sealed chunk is never written again, so no record
-// follows the one it returns.
-func sealedTip(fsys vfs.FS, dir string, newest uint32) (entry, bool) {
-	if info, err := fsys.Stat(filepath.Join(dir, indexName)); err != nil || info.Size() != 0 {
-		return entry{}, false
-	}
-	r := newChunkReader(fsys, filepath.Join(dir, chunksDir))
-	defer r.close()
-	f, err := r.file(newest)
-	if err != nil {
-		return entry{}, false
-	}
-	z, ok := f.(*zchunk.Reader)
-	if !ok || z.Size() == 0 {
-		return entry{}, false
-	}
-	// Every block of a sealed chunk starts at a line's start and ends with
-	// a newline: the last line starts in the last block.
-	start, end := z.Block(z.Size() - 1)
-	if err := r.fill(newest, start, end-start); err != nil || int64(len(r.window())) != end-start {
-		return entry{}, false
-	}
-	win := r.window()
-	body := win[:len(win)-1]
-	i := bytes.LastIndexByte(body, '\n') + 1
-	loc := location{Chunk: newest, Offset: start + int64(i), Length: uint32(len(win) - i)}
-	h, p, err := r.read(loc)
-	if err != nil {
-		return entry{}, false
-	}
-	return eventline.NewEntry(h, p, loc), true
-}
-
-// followTail returns the newest record of the newest chunk from last on,
-// for a reader: records after the last index line are a writer's appends
-// in flight, acknowledged ones whose index lines the writer still holds
-// (it writes them in batches: index.File), or durable ones whose index
-// lines a crash lost, which a reader must show.
-// It walks the rest of the chunk as reconciliation does (walkRecords): a
-// torn tail, or a hole and everything after it, ends the records, and an
-// invalid record followed by a valid one makes it report false (the
-// reader's analysis then finds whether that is damage or a write in
-// progress).
-func followTail(fsys vfs.FS, r *chunkReader, last entry) (entry, bool) {
-	f, err := r.file(last.Loc.Chunk)
-	if err != nil {
-		return entry{}, false
-	}
-	info, err := fsys.Stat(r.path(last.Loc.Chunk))
-	if err != nil {
-		return entry{}, false
-	}
-	tip := last
-	_, err = walkRecords(f, last.Loc.Chunk, last.Loc.End(), info.Size(), true,
-		func(hd header, pl payload, loc location) error {
-			tip = eventline.NewEntry(hd, pl, loc)
-			return nil
-		},
-		func(int64, int64, error) error { return errTailGap })
-	if err != nil {
-		return entry{}, false
-	}
-	return tip, true
-}
-
-// errTailGap stops followTail at an invalid record followed by a valid one.
-var errTailGap = errors.New("an invalid record before a valid one")
 
 // appendMode readies h for an append, with h.mu held. A session with its
 // index, or appending without it, stays as it is, and so does one of a
@@ -291,74 +164,20 @@ func (h *openSession) startAppending() error {
 	}
 	chunks := h.newChunkWriter()
 	if _, err := h.opts.fs.Stat(filepath.Join(h.dir, chunksDir, chunkName(head.Loc.Chunk))); errors.Is(err, os.ErrNotExist) {
-		// HEAD is in a sealed chunk (sealedTip): the first append starts
+		// HEAD is in a sealed chunk (recovery.SealedTip): the first append starts
 		// the next chunk.
-		chunks.next = head.Loc.Chunk + 1
-	} else if err := chunks.openActive(head.Loc.Chunk, head.Loc.End()); err != nil {
+		chunks.SetNext(head.Loc.Chunk + 1)
+	} else if err := chunks.OpenActive(head.Loc.Chunk, head.Loc.End()); err != nil {
 		return err
 	}
 	ix, err := index.OpenFile(h.opts.fs, indexPath, info.Size(), h.opts.FileMode)
 	if err != nil {
-		chunks.close()
+		chunks.Close()
 		return err
 	}
 	h.chunks, h.index = chunks, ix
 	h.becomeAppending()
 	return nil
-}
-
-// freeAfter reports whether only zero bytes, at most lazyFreeSpace of
-// them, follow loc in its chunk.
-func freeAfter(r *chunkReader, loc location) bool {
-	f, err := r.file(loc.Chunk)
-	if err != nil {
-		return false
-	}
-	buf := make([]byte, 64<<10)
-	for off := loc.End(); off <= loc.End()+lazyFreeSpace; {
-		n, err := f.ReadAt(buf, off)
-		if zeroTail(buf[:n]) != n {
-			return false
-		}
-		if errors.Is(err, io.EOF) {
-			return true
-		}
-		if err != nil {
-			return false
-		}
-		off += int64(n)
-	}
-	return false
-}
-
-// lastIndexLine decodes the last line of an index file, reporting false if
-// the file is missing or empty, does not end in a newline, its last line
-// is longer than lazyIndexTail or invalid, or reading it failed.
-func lastIndexLine(fsys vfs.FS, path string) (entry, bool) {
-	f, err := fsys.OpenFile(path, os.O_RDONLY, 0)
-	if err != nil {
-		return entry{}, false
-	}
-	defer f.Close()
-	info, err := f.Stat()
-	if err != nil {
-		return entry{}, false
-	}
-	n := min(info.Size(), lazyIndexTail)
-	buf := make([]byte, n)
-	if got, err := f.ReadAt(buf, info.Size()-n); int64(got) != n || (err != nil && !errors.Is(err, io.EOF)) {
-		return entry{}, false
-	}
-	if n == 0 || buf[n-1] != '\n' {
-		return entry{}, false
-	}
-	line := buf[:n-1]
-	i := bytes.LastIndexByte(line, '\n')
-	if i < 0 && n < info.Size() {
-		return entry{}, false // longer than the tail read
-	}
-	e, err := eventline.DecodeIndex(line[i+1:])
-	return e, err == nil
 }
 
 // loadFailed loads the index of a session whose writes stopped after a
@@ -414,7 +233,7 @@ func (h *openSession) endAppending() error {
 		return nil // another call ended it while this one waited
 	}
 	head := h.Entries[len(h.Entries)-1]
-	cerr, ierr := h.chunks.close(), h.index.Close()
+	cerr, ierr := h.chunks.Close(), h.index.Close()
 	h.chunks, h.index = h.newChunkWriter(), nil
 	if ierr != nil {
 		// The index lines it held are lost: index.jsonl must not be
@@ -443,8 +262,8 @@ var errNeedIndex = errors.New("the path needs the index")
 // the end: regrowing one slice of events would copy it several times over
 // into fresh memory, which is what a new process pays most for.
 func (s *Store) loadLazy(ctx context.Context, dir string, head entry, boundaries bool) ([]Event, error) {
-	w := newParentWalk(s.opts.fs, dir, head)
-	defer w.r.close()
+	w := chunk.NewParentWalk(s.opts.fs, filepath.Join(dir, chunksDir), head, sealBlockSize)
+	defer w.Close()
 	blobs := s.startBlobReads(ctx, dir) // read while the walk goes on
 	defer blobs.abandon()
 	var steps [][]walkStep // newest first, in blocks of stepBlock
@@ -459,9 +278,9 @@ func (s *Store) loadLazy(ctx context.Context, dir string, head entry, boundaries
 			}
 			steps = append(steps, make([]walkStep, 0, stepBlock))
 		}
-		hd, pl, loc, err := w.next()
+		hd, pl, loc, err := w.Next()
 		if err != nil {
-			return nil, err
+			return nil, sealedErr(err)
 		}
 		if boundaries && compaction < 0 && hd.Kind == eventline.KindCompaction {
 			if pl.Blob {
@@ -491,8 +310,10 @@ func (s *Store) loadLazy(ctx context.Context, dir string, head entry, boundaries
 			}
 			break
 		}
-		if err := w.up(hd, pl); err != nil {
-			return nil, err
+		if err := w.Up(hd, pl); errors.Is(err, chunk.ErrNoParentAt) {
+			return nil, errNeedIndex
+		} else if err != nil {
+			return nil, sealedErr(err)
 		}
 	}
 
@@ -560,66 +381,12 @@ func (s *slab) copy(b []byte) []byte {
 	return out
 }
 
-// parentWalk reads the lines of a path from an event towards the root,
-// each at the parent location of the one before, checking each.
-type parentWalk struct {
-	r     *chunkReader
-	loc   location  // of the next line
-	want  uuid.UUID // the event it must hold
-	child location  // of the line that named loc; zero for the first
-	// A read takes the record and up to behind bytes before it, where its
-	// ancestors are when the path runs back through adjacent records (a
-	// branch appended in one go). behind doubles while it does and drops
-	// to zero at a jump, so a long run costs few reads and the bytes read
-	// off the path stay within about those on it.
-	behind int64
-}
-
-func newParentWalk(fsys vfs.FS, dir string, head entry) *parentWalk {
-	r := newChunkReader(fsys, filepath.Join(dir, chunksDir))
-	r.reserve(lazyReadRun + 2*sealBlockSize)
-	return &parentWalk{r: r, loc: head.Loc, want: head.ID}
-}
-
-// next reads the next line of the path: its header, its payload (whose
-// record aliases the walk's buffer until the next call) and location.
-func (w *parentWalk) next() (header, payload, location, error) {
-	r, loc := w.r, w.loc
-	if !r.inWindow(loc) {
-		start, end := r.blocks(loc.Chunk, max(loc.Offset-min(w.behind, lazyReadRun-int64(loc.Length)), 0), loc.End())
-		if err := r.fill(loc.Chunk, start, end-start); err != nil {
-			return header{}, payload{}, loc, err
-		}
+// lazyTip is recovery.Tip for a session of format 2 (whose lines name
+// their parent's location): HEAD's entry when the session's log needs no
+// repair, so that it opens without its index (see above).
+func lazyTip(fsys vfs.FS, dir string, format int, follow bool) (entry, bool) {
+	if format < 2 {
+		return entry{}, false
 	}
-	hd, pl, err := r.read(loc)
-	if err != nil {
-		return header{}, payload{}, loc, err
-	}
-	if hd.ID != w.want {
-		if w.child.Length == 0 {
-			return header{}, payload{}, loc, corruptf(r.path(loc.Chunk), loc.Offset, "record %s is not HEAD's event %s", hd.ID, w.want)
-		}
-		return header{}, payload{}, loc, corruptf(r.path(w.child.Chunk), w.child.Offset, "the parent location names event %s, not the parent %s", hd.ID, w.want)
-	}
-	return hd, pl, loc, nil
-}
-
-// up moves the walk to the parent of the line next returned (hd, pl):
-// errNeedIndex if the line names no parent location, corruption if it
-// names one that is not before the line.
-func (w *parentWalk) up(hd header, pl payload) error {
-	up, loc := pl.ParentAt, w.loc
-	if up.Length == 0 {
-		return errNeedIndex
-	}
-	if up.Chunk > loc.Chunk || (up.Chunk == loc.Chunk && up.End() > loc.Offset) {
-		return corruptf(w.r.path(loc.Chunk), loc.Offset, "event %s names a parent location at chunk %d offset %d, not before it", hd.ID, up.Chunk, up.Offset)
-	}
-	if up.Chunk == loc.Chunk && up.End() == loc.Offset {
-		w.behind = min(max(2*w.behind, 4<<10), lazyReadRun)
-	} else {
-		w.behind = 0
-	}
-	w.loc, w.want, w.child = up, hd.ParentID, loc
-	return nil
+	return recovery.Tip(fsys, dir, follow)
 }

@@ -660,3 +660,33 @@ func TestFormat1Session(t *testing.T) {
 	assert.Contains(t, string(last), ev.ID.String())
 	assert.NotContains(t, string(last), "parent_loc")
 }
+
+// TestLazyEndAppendingThenCrash: a session appending without its index
+// whose last commit went through the journal ends appending (a Tree
+// loads the index), then closes, which has the journal forget its
+// records: the chunk must hold them durably by then (the chunk writer's
+// Close syncs what the journal holds before the files are closed), or a
+// power loss after the close loses acknowledged events.
+func TestLazyEndAppendingThenCrash(t *testing.T) {
+	ctx := context.Background()
+	m, s, id := memSession(t, Options{Compression: CompressionNone})
+	want := appendN(t, s, id, 3)
+	require.NoError(t, s.Close())
+	s = openMem(t, m, Options{Compression: CompressionNone})
+	ev, err := s.Append(ctx, id, UserText("resumed"))
+	require.NoError(t, err)
+	require.True(t, isPartial(t, s, id), "precondition: the append needs no index")
+	want = append(want, ev)
+	_, err = s.Tree(ctx, id)
+	require.NoError(t, err)
+	require.False(t, isPartial(t, s, id), "precondition: the Tree loaded the index")
+	require.NoError(t, s.CloseSession(ctx, id))
+	crashed := m.CrashClone(vfs.KeepSynced, 0)
+	require.NoError(t, s.Close())
+
+	c := openMem(t, crashed, Options{JournalSize: -1, Compression: CompressionNone})
+	defer c.Close()
+	got, err := c.Load(ctx, id)
+	require.NoError(t, err)
+	assert.Equal(t, ids(want), ids(got), "every acknowledged event survives")
+}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/sessionstore/sessionstore/internal/chunkwriter"
 	"github.com/sessionstore/sessionstore/internal/index"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 )
@@ -112,9 +113,9 @@ type openSession struct {
 	repaired  []string  // repairs reconciliation made that Repair has not returned
 	line      []byte    // reused encoding buffer
 
-	chunks chunkWriter // chunk.go
-	index  *indexFile  // index.go
-	pipe   groupCommit // commit.go: records in flight and the sync that carries them
+	chunks chunkwriter.Writer // internal/chunkwriter
+	index  *indexFile         // index.go
+	pipe   groupCommit        // commit.go: records in flight and the sync that carries them
 	// writingBlobs counts the blobs of appends that have not written their
 	// lines yet; GC keeps them.
 	writingBlobs map[[32]byte]int
@@ -488,26 +489,26 @@ func (h *openSession) reconcile() (err error) {
 		return err
 	}
 	chunks := h.newChunkWriter()
-	if chunks.compress {
+	if chunks.Compressing() {
 		for i, n := range p.chunks[:max(len(p.chunks)-1, 0)] {
 			if !p.sealed[i] {
-				chunks.unsealed = append(chunks.unsealed, n)
+				chunks.AddUnsealed(n)
 			}
 		}
 	}
 	if n := len(p.chunks); n > 0 && p.newestSealed {
-		chunks.next = p.chunks[n-1] + 1 // the next append starts a new chunk
+		chunks.SetNext(p.chunks[n-1] + 1) // the next append starts a new chunk
 	} else if n > 0 {
-		if err := chunks.openActive(p.chunks[n-1], p.activeSize); err != nil {
+		if err := chunks.OpenActive(p.chunks[n-1], p.activeSize); err != nil {
 			ix.Close()
 			return err
 		}
 	}
-	if err := h.chunks.close(); err != nil {
+	if err := h.chunks.Close(); err != nil {
 		// The journal's bytes of the chunk it had open are not known
 		// durable in it: the session is not taken further.
 		ix.Close()
-		chunks.close()
+		chunks.Close()
 		return err
 	}
 	h.index, h.chunks = ix, chunks
@@ -528,14 +529,14 @@ func (h *openSession) reconcile() (err error) {
 // newChunkWriter returns the session's chunk writer, with no file open.
 // The sealer embeds the session's entries of a full chunk and, after a
 // sealing, has index.jsonl rewritten without them: both run with the
-// session's mutex held (sealMu).
-func (h *openSession) newChunkWriter() chunkWriter {
+// session's mutex held (chunkwriter.Config.Mu).
+func (h *openSession) newChunkWriter() chunkwriter.Writer {
 	log := h.opts.Logger.With("session", h.id)
-	return chunkWriter{files: h.files, dir: filepath.Join(h.dir, chunksDir), maxSize: h.opts.ChunkSize,
-		compress: h.opts.Compression == CompressionZstd, log: log,
-		sealMu: &h.mu,
-		embed:  func(n uint32) []entry { return index.ChunkEntries(h.Entries, n) },
-		resealed: func() {
+	return chunkwriter.New(chunkwriter.Config{Files: writerFiles{h.files}, Dir: filepath.Join(h.dir, chunksDir), MaxSize: h.opts.ChunkSize,
+		Compress: h.opts.Compression == CompressionZstd, Log: log,
+		Mu:    &h.mu,
+		Embed: func(n uint32) []entry { return index.ChunkEntries(h.Entries, n) },
+		Resealed: func() {
 			if h.index == nil {
 				// Closed while the chunk was sealed: index.jsonl keeps
 				// the sealed chunk's lines, which the next open drops.
@@ -543,7 +544,7 @@ func (h *openSession) newChunkWriter() chunkWriter {
 			}
 			var keep []entry
 			for i := range h.Entries {
-				if h.chunks.plain(h.Entries[i].Loc.Chunk) {
+				if h.chunks.Plain(h.Entries[i].Loc.Chunk) {
 					keep = append(keep, h.Entries[i])
 				}
 			}
@@ -551,7 +552,7 @@ func (h *openSession) newChunkWriter() chunkWriter {
 				h.becomeFailed(err)
 				log.Error("sessionstore: index write failed; session stops writing until reopened", "err", err)
 			}
-		}}
+		}})
 }
 
 // closeFiles closes the session's files and releases its lock.
@@ -564,7 +565,7 @@ func (h *openSession) closeFiles() error {
 	if h.journaled {
 		errs = append(errs, h.forgetJournal())
 	}
-	errs = append(errs, h.chunks.close())
+	errs = append(errs, h.chunks.Close())
 	// A remote session's lease ends (remote.go): with a clean release when
 	// every acknowledged event is in the files and nothing failed.
 	errs = append(errs, h.files.release(h.writeFailure == nil && h.state != stateDamaged && h.state != stateOpening))
@@ -583,11 +584,8 @@ func (h *openSession) closeFiles() error {
 // writer may have changed them (journal.go). When the sync fails the
 // records stay in the journal, for a replay after a crash.
 func (h *openSession) forgetJournal() error {
-	if h.chunks.active != nil && h.chunks.unsynced {
-		if err := h.chunks.active.sync(); err != nil {
-			return err
-		}
-		h.chunks.unsynced = false
+	if err := h.chunks.Checkpoint(); err != nil {
+		return err
 	}
 	w := h.opts.jr.writerIfAny()
 	if w == nil {
@@ -617,10 +615,10 @@ func (h *openSession) close() error {
 	if h.state == stateClosed || h.state == stateOpening {
 		return nil
 	}
-	h.chunks.awaitSealing()
+	h.chunks.AwaitSealing()
 	var errs []error
 	if h.writable() == nil {
-		h.chunks.trim()
+		h.chunks.Trim()
 		// Sealing may load the index first, which can find the session
 		// damaged or fail and close it: only a session still writable
 		// then writes HEAD and session.json.
@@ -657,7 +655,7 @@ const sealOnCloseMin = 16 << 10
 // Nothing depends on it: a failure is logged and the chunk stays plain,
 // appended to on the next open. The next append after it starts a new
 // chunk; a lazy open finds HEAD as the sealed chunk's last record
-// (sealedTip).
+// (recovery.SealedTip).
 //
 // The embedded index must cover every record of the chunk. A session
 // appending without its index (partial) holds the entries of a chunk it
@@ -668,32 +666,19 @@ const sealOnCloseMin = 16 << 10
 // session damaged or closed; a failure of the sealing itself is logged.
 func (h *openSession) sealOnClose() error {
 	w := &h.chunks
-	if !w.compress || h.opts.keepPlainOnClose || w.active == nil || w.size < min(sealOnCloseMin, w.maxSize/4) || len(w.queue) > 0 {
+	if !w.Compressing() || h.opts.keepPlainOnClose || w.Active() == nil || w.Size() < min(sealOnCloseMin, w.MaxSize()/4) || w.Queued() {
 		return nil
 	}
-	log := h.opts.Logger.With("session", h.id)
-	if h.Partial && !w.fresh {
+	if h.Partial && !w.Fresh() {
 		if err := h.materialize(); err != nil {
-			log.Warn("sessionstore: chunk stays uncompressed: loading the index to seal it failed", "err", err)
+			h.opts.Logger.With("session", h.id).Warn("sessionstore: chunk stays uncompressed: loading the index to seal it failed", "err", err)
 			return err
 		}
-		if h.writable() != nil || w.active == nil || len(w.queue) > 0 {
+		if h.writable() != nil || w.Active() == nil || w.Queued() {
 			return nil
 		}
 	}
-	n := w.num
-	es := index.ChunkEntries(h.Entries, n)
-	if len(es) == 0 || es[0].Loc.Offset != 0 || es[len(es)-1].Loc.End() != w.size {
-		return nil // not the whole chunk: leave it plain
-	}
-	err := w.close()
-	if err != nil {
-		log.Warn("sessionstore: chunk stays uncompressed", "path", w.path(n), "err", err)
-		return nil
-	}
-	if w.seal(n, es) {
-		w.resealed()
-	}
+	w.SealActive()
 	return nil
 }
 

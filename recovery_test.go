@@ -57,6 +57,9 @@ func appendN(t *testing.T, s *Store, id uuid.UUID, n int) []Event {
 	return out
 }
 
+// zeroTail is chunk.ZeroTail, for tests whose chunk path is named chunk.
+var zeroTail = chunk.ZeroTail
+
 // newestChunk returns the path of a session's newest chunk, as a plain
 // file name.
 func newestChunk(t *testing.T, fsys vfs.FS, id uuid.UUID) string {

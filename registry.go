@@ -330,7 +330,7 @@ func (r *registry) closeLost(h *openSession) {
 	if h.state != stateFailed || !remoteLost(h.writeFailure) {
 		return
 	}
-	h.chunks.awaitSealing()
+	h.chunks.AwaitSealing()
 	if h.state != stateFailed {
 		return // closed meanwhile
 	}

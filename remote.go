@@ -219,8 +219,8 @@ type remoteChunk struct {
 	off  int64  // where pend starts
 }
 
-func (c *remoteChunk) writeAt(data []byte, off int64) error {
-	if err := c.activeChunk.writeAt(data, off); err != nil {
+func (c *remoteChunk) WriteAt(data []byte, off int64) error {
+	if err := c.activeChunk.WriteAt(data, off); err != nil {
 		return err
 	}
 	if len(data) == 0 {
@@ -235,13 +235,13 @@ func (c *remoteChunk) writeAt(data []byte, off int64) error {
 	return nil
 }
 
-func (c *remoteChunk) sync() error {
-	if len(c.pend) == 0 {
-		return c.activeChunk.sync()
-	}
+func (c *remoteChunk) Sync() error {
 	local := make(chan error, 1)
-	go func() { local <- c.activeChunk.sync() }()
-	_, rerr := c.r.putLog(&logHeader{Kind: logData, Chunk: c.n, Off: c.off}, c.pend)
+	go func() { local <- c.activeChunk.Sync() }()
+	var rerr error
+	if len(c.pend) > 0 {
+		_, rerr = c.r.putLog(&logHeader{Kind: logData, Chunk: c.n, Off: c.off}, c.pend)
+	}
 	lerr := <-local
 	c.pend = c.pend[:0]
 	if lerr != nil {

@@ -13,10 +13,12 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/sessionstore/sessionstore/internal/chunk"
 	"github.com/sessionstore/sessionstore/internal/durable"
 	"github.com/sessionstore/sessionstore/internal/eventline"
 	"github.com/sessionstore/sessionstore/internal/headfile"
 	"github.com/sessionstore/sessionstore/internal/index"
+	"github.com/sessionstore/sessionstore/internal/recovery"
 	"github.com/sessionstore/sessionstore/internal/seam"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 	"github.com/sessionstore/sessionstore/internal/zchunk"
@@ -316,7 +318,7 @@ func zerosFrom(f vfs.File, off, end int64) bool {
 	buf := make([]byte, min(end-off, 64<<10))
 	for off < end {
 		n, err := f.ReadAt(buf[:min(int64(len(buf)), end-off)], off)
-		if zeroTail(buf[:n]) != n || err != nil && (!errors.Is(err, io.EOF) || off+int64(n) < end) {
+		if chunk.ZeroTail(buf[:n]) != n || err != nil && (!errors.Is(err, io.EOF) || off+int64(n) < end) {
 			return false
 		}
 		off += int64(n)
@@ -372,7 +374,7 @@ func (r *remoteFiles) rebuildDerived(v *logView, pieces map[uint32][]logPiece) e
 		return err
 	}
 	if len(pieces) == 0 {
-		tip, ok := sealedTip(fsys, r.Dir, newest)
+		tip, ok := recovery.SealedTip(fsys, r.Dir, newest)
 		if !ok {
 			return nil
 		}

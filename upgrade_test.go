@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sessionstore/sessionstore/internal/chunk"
 	"github.com/sessionstore/sessionstore/internal/durable"
 	"github.com/sessionstore/sessionstore/internal/eventline"
 	"github.com/sessionstore/sessionstore/internal/vfs"
@@ -163,7 +164,7 @@ func chunkLines(t *testing.T, fsys vfs.FS, id uuid.UUID) []string {
 		_, err = src.ReadAt(b, 0)
 		src.Close()
 		require.NoError(t, err)
-		b = b[:len(b)-zeroTail(b)]
+		b = b[:len(b)-chunk.ZeroTail(b)]
 		for _, l := range strings.SplitAfter(string(b), "\n") {
 			if l != "" {
 				out = append(out, l)

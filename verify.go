@@ -111,7 +111,7 @@ func (s *Store) Verify(ctx context.Context, session uuid.UUID) (*VerifyReport, e
 	if h := s.reg.lookup(session); h != nil {
 		h.mu.Lock()
 		if h.usable() == nil {
-			h.chunks.awaitSealing()
+			h.chunks.AwaitSealing()
 			h.writeIndex() // the lines it holds: Verify reads the files
 		}
 		h.mu.Unlock()

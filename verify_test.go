@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sessionstore/sessionstore/internal/chunk"
 	"github.com/sessionstore/sessionstore/internal/headfile"
 	"github.com/sessionstore/sessionstore/internal/jsonl"
 	"github.com/sessionstore/sessionstore/internal/vfs"
@@ -55,7 +56,7 @@ func TestVerifyRecordBytes(t *testing.T) {
 	appendN(t, s, id, 5)
 	b, err := vfs.ReadFile(m, newestChunk(t, m, id))
 	require.NoError(t, err)
-	data := len(b) - zeroTail(b)
+	data := len(b) - chunk.ZeroTail(b)
 	require.Greater(t, len(b), data, "the active chunk is preallocated")
 	r, err := s.Verify(t.Context(), id)
 	require.NoError(t, err)

@@ -12,10 +12,14 @@
 // that never reached the disk: Hole) from damage (an invalid stretch
 // followed by a valid record).
 //
+// ParentWalk reads a path from its newest event to the root by the
+// parent location each line names, checking that each line holds the
+// event its child names as parent.
+//
 // The package reads and never writes, so it leaves nothing for a crash
 // to damage; what a crash can leave in a chunk is what Walk reads: a
-// torn tail, zeros of free space, holes. The writer of chunks is the
-// root package's, above.
+// torn tail, zeros of free space, holes. The writer of chunks is
+// internal/chunkwriter, above.
 //
 // Damage in a chunk comes back as a *corrupt.Error naming the file and
 // the offset (a missing chunk file too, at offset 0); damage in a sealed

@@ -31,6 +31,12 @@
 //     a checkpoint of the log: one that does not decode or names an event
 //     the log does not hold is kept aside in "HEAD.broken" and rewritten.
 //
+// Tip is the quick check beside Analyze: it reads the end of index.jsonl
+// and of the newest chunk only, and finds HEAD's entry when the files
+// need no repair, so that a session can open without its index (the root
+// package's lazy open); anything else it leaves to Analyze. SealedTip
+// finds the last record of a sealed newest chunk.
+//
 // On return, Apply has synced every repair, each before the next, and
 // each step is idempotent: a crash at any point leaves files from which
 // the next Analyze plans the rest. The bytes a repair cuts are kept aside
