@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"path/filepath"
 	"sync"
 	"time"
@@ -14,7 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/sessionstore/sessionstore/internal/durable"
-	"github.com/sessionstore/sessionstore/internal/vfs"
+	sessreg "github.com/sessionstore/sessionstore/internal/registry"
 )
 
 // registry holds a Store's open sessions: it opens a session on first use,
@@ -261,24 +260,9 @@ func (r *registry) openNew(ctx context.Context, h *openSession, create *Meta) er
 }
 
 // lockSession takes a session's lock file, waiting for it while ctx
-// allows when Options.WaitForLock is set.
+// allows when Options.WaitForLock is set (sessreg.Lock).
 func (r *registry) lockSession(ctx context.Context, path string) (io.Closer, error) {
-	const poll = 5 * time.Millisecond
-	for {
-		lk, err := r.opts.fs.Lock(path, r.opts.FileMode)
-		if !errors.Is(err, vfs.ErrLocked) {
-			return lk, err
-		}
-		locked := &fs.PathError{Op: "lock", Path: path, Err: ErrLocked}
-		if !r.opts.WaitForLock {
-			return nil, locked
-		}
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("%w (waited until: %w)", locked, ctx.Err())
-		case <-time.After(poll):
-		}
-	}
+	return sessreg.Lock(ctx, r.opts.fs, path, r.opts.FileMode, r.opts.WaitForLock, ErrLocked)
 }
 
 // ref counts a call using h, with r.mu held.
