@@ -92,6 +92,22 @@ type testWriter struct {
 	logs     bytes.Buffer
 }
 
+// writerWithALine returns a writer whose chunk 0 holds one line, marked
+// unsynced (written through the journal) if unsynced, and its files with
+// no operation recorded yet.
+func writerWithALine(t *testing.T, unsynced bool) (*fakeFiles, *testWriter) {
+	t.Helper()
+	f := newFakeFiles()
+	w := newTestWriter(f, 1<<20, false)
+	require.NoError(t, w.Rotate())
+	w.add(t, "aaaa\n")
+	if unsynced {
+		w.MarkUnsynced()
+	}
+	f.ops = nil
+	return f, w
+}
+
 func newTestWriter(f *fakeFiles, maxSize int64, compress bool) *testWriter {
 	t := &testWriter{}
 	t.Writer = New(Config{Files: f, Dir: "chunks", MaxSize: maxSize, Compress: compress,
@@ -197,14 +213,7 @@ func TestRotate(t *testing.T) {
 		{"journaled", true, []string{"sync 0", "trim 0 at 5", "close 0", "create 1"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFakeFiles()
-			w := newTestWriter(f, 1<<20, false)
-			require.NoError(t, w.Rotate())
-			w.add(t, "aaaa\n")
-			if tc.unsynced {
-				w.MarkUnsynced()
-			}
-			f.ops = nil
+			f, w := writerWithALine(t, tc.unsynced)
 			require.NoError(t, w.Rotate())
 			assert.Equal(t, tc.want, f.ops)
 			assert.Equal(t, uint32(1), w.Num())
@@ -215,11 +224,7 @@ func TestRotate(t *testing.T) {
 }
 
 func TestRotateSyncFails(t *testing.T) {
-	f := newFakeFiles()
-	w := newTestWriter(f, 1<<20, false)
-	require.NoError(t, w.Rotate())
-	w.add(t, "aaaa\n")
-	w.MarkUnsynced()
+	f, w := writerWithALine(t, true)
 	gone := errors.New("disk gone")
 	f.ops, f.syncErr = nil, gone
 	err := w.Rotate()
@@ -339,14 +344,7 @@ func TestCheckpointAndClose(t *testing.T) {
 		{"checkpoint synced", false, true, []string{"close 0"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFakeFiles()
-			w := newTestWriter(f, 1<<20, false)
-			require.NoError(t, w.Rotate())
-			w.add(t, "aaaa\n")
-			if tc.unsynced {
-				w.MarkUnsynced()
-			}
-			f.ops = nil
+			f, w := writerWithALine(t, tc.unsynced)
 			if tc.checkpoint {
 				require.NoError(t, w.Checkpoint())
 			}
@@ -359,11 +357,7 @@ func TestCheckpointAndClose(t *testing.T) {
 }
 
 func TestCheckpointSyncFails(t *testing.T) {
-	f := newFakeFiles()
-	w := newTestWriter(f, 1<<20, false)
-	require.NoError(t, w.Rotate())
-	w.add(t, "aaaa\n")
-	w.MarkUnsynced()
+	f, w := writerWithALine(t, true)
 	gone := errors.New("disk gone")
 	f.syncErr = gone
 	assert.ErrorIs(t, w.Checkpoint(), gone)
