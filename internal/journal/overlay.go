@@ -19,11 +19,12 @@ import (
 // or damaged) lays nothing over: a live owner's files hold what it
 // acknowledged, and a writer taking the session over reports the damage.
 //
-// A file opened for reading through it reads as its own bytes with each
-// record's data filled in where the file has none (past its end, or
-// zeros), and is at least as long as the records reach (Stat, and the
-// opened file's Stat). A file opened for writing, and every other call,
-// is fsys's own.
+// A file opened for reading through it reads with ReadAt as its own
+// bytes with each record's data filled in where the file has none (past
+// its end, or zeros), and is at least as long as the records reach (Stat,
+// and the opened file's Stat): chunks are read so (io.SectionReader over
+// ReadAt). Its Read, a file opened for writing, and every other call are
+// fsys's own.
 func Overlay(fsys vfs.FS, root, dir string) vfs.FS {
 	owner, err := ReadMarker(fsys, dir)
 	if err != nil || owner == "" {
