@@ -36,9 +36,9 @@ import (
 // that journal.
 //
 // Taking a session over (its writer's lock) reads JOURNAL first
-// (journal.TakeOver, through takeOver): when it
-// names a journal whose file still exists and whose owner is dead (no
-// process holds its lock: internal/journal's Claim), the session's
+// (takeOver: journal.TakeOver): when it names a journal whose file still
+// exists and whose owner is dead (no process holds its lock: a Claim of
+// internal/journal), the session's
 // records in it are written into their chunks and synced, and JOURNAL
 // then durably names none, before anything reads or changes the chunks,
 // so a session whose writer died opens with every acknowledged event and

@@ -76,9 +76,9 @@ func isOwnerID(s string) bool {
 // When it returns nil the marker is durable: an existing file is written
 // in place (one sector, never torn) and synced; a new one is created,
 // written, synced, and then dir is synced, so that its name survives a
-// crash too. A crash before it returns leaves the marker as it was, or
-// the new one, or (a new file) one shorter than MarkerSize, which
-// ReadMarker reads as naming none.
+// crash too. A crash before it returns leaves the marker as it was or
+// the new one, or, for a new file, none or one shorter than MarkerSize,
+// which ReadMarker reads as naming none.
 func WriteMarker(fsys vfs.FS, dir, owner string, perm fs.FileMode) error {
 	if owner == "" {
 		owner = markerNone
