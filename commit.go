@@ -234,7 +234,7 @@ func (h *openSession) writeGroup(f activeChunk, q []byte, off int64) (werr, serr
 		return werr, nil, false
 	}
 	if h.jmark != w.Owner() {
-		if err := writeMarker(h.opts.fs, h.dir, w.Owner(), h.opts.FileMode); err != nil {
+		if err := journal.WriteMarker(h.opts.fs, h.dir, w.Owner(), h.opts.FileMode); err != nil {
 			return nil, err, false
 		}
 		h.jmark = w.Owner()

@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/sessionstore/sessionstore/internal/durable"
 	"github.com/sessionstore/sessionstore/internal/eventline"
+	"github.com/sessionstore/sessionstore/internal/journal"
 )
 
 // A fork is a session whose history up to an event of another session,
@@ -114,7 +115,7 @@ func resolveFork(src prefixSource, fp ForkPoint, depth int) (*forkPrefix, error)
 	}
 	unlock = src.lock()
 	fsys := src.opts.fs
-	if ov := journalOverlay(fsys, filepath.Dir(filepath.Dir(dir)), dir); ov != nil {
+	if ov := journal.Overlay(fsys, filepath.Dir(filepath.Dir(dir)), dir); ov != nil {
 		fsys = ov // a dead writer's records still only in its journal
 	}
 	plan, err := analyze(fsys, dir, true, outside)

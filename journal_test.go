@@ -79,7 +79,7 @@ func TestJournalAcknowledgedAfterPowerLoss(t *testing.T) {
 	for _, mode := range []vfs.CrashMode{vfs.KeepSynced, vfs.KeepRandom, vfs.KeepZeroedTail} {
 		crashed, ids, acked := journalCrash(t, 4, 30, mode)
 		for _, id := range ids {
-			owner, err := readMarker(crashed, filepath.Join(memRoot, sessionsDir, id.String()))
+			owner, err := journal.ReadMarker(crashed, filepath.Join(memRoot, sessionsDir, id.String()))
 			require.NoError(t, err)
 			require.NotEmpty(t, owner, "JOURNAL names the journal")
 		}
@@ -93,11 +93,11 @@ func TestJournalAcknowledgedAfterPowerLoss(t *testing.T) {
 		w := openMem(t, crashed, Options{})
 		for _, id := range ids {
 			assertEvents(t, w, id, acked[id], "writer")
-			owner, err := readMarker(crashed, filepath.Join(memRoot, sessionsDir, id.String()))
+			owner, err := journal.ReadMarker(crashed, filepath.Join(memRoot, sessionsDir, id.String()))
 			require.NoError(t, err)
 			assert.Empty(t, owner, "JOURNAL names none once replayed")
 		}
-		assert.Equal(t, 1, w.opts.dead.reads, "the dead journal is read once for all its sessions")
+		assert.Equal(t, 1, w.opts.dead.Reads(), "the dead journal is read once for all its sessions")
 		for _, id := range ids {
 			ev, err := w.Append(context.Background(), id, UserText("after"))
 			require.NoError(t, err)
@@ -131,7 +131,7 @@ func TestJournalTakeOverBesideDeadJournal(t *testing.T) {
 	s := newStore(memRoot, o2)
 	require.NotEmpty(t, journalFiles(t, crashed))
 	assertEvents(t, s, ids[0], acked[ids[0]], "taken over")
-	owner, err := readMarker(crashed, filepath.Join(memRoot, sessionsDir, ids[0].String()))
+	owner, err := journal.ReadMarker(crashed, filepath.Join(memRoot, sessionsDir, ids[0].String()))
 	require.NoError(t, err)
 	assert.Empty(t, owner)
 	// The first commit recovers the dead journal: the other session,
@@ -176,12 +176,12 @@ func TestJournalMarkerDamaged(t *testing.T) {
 	crashed, ids, acked := journalCrash(t, 1, 8, vfs.KeepSynced)
 	id := ids[0]
 	path := filepath.Join(memRoot, sessionsDir, id.String(), markerName)
-	_, err := readMarker(crashed, filepath.Dir(path))
+	_, err := journal.ReadMarker(crashed, filepath.Dir(path))
 	require.NoError(t, err, "precondition")
 	writeMemFile(t, crashed, path, []byte("not an owner id at all, no no no\n"))
-	_, err = readMarker(crashed, filepath.Dir(path))
-	var ce *CorruptionError
-	require.ErrorAs(t, err, &ce)
+	_, err = journal.ReadMarker(crashed, filepath.Dir(path))
+	var ce *journal.CorruptionError
+	require.ErrorAs(t, err, &ce, "precondition: the marker reads as damaged")
 	assert.Equal(t, path, ce.Path)
 	s := openMem(t, crashed, Options{})
 	assertEvents(t, s, id, acked[id], "taken over from any dead journal")

@@ -83,7 +83,7 @@ type openSession struct {
 	opts *Options // the Store's, read-only
 	// rfs is what the session's log is read through: opts.fs, or for a
 	// read-only session whose JOURNAL names a journal, that journal's
-	// records laid over it (journalOverlay).
+	// records laid over it (journal.Overlay).
 	rfs vfs.FS
 	hub *hub // where published events go (hub.go)
 

@@ -157,8 +157,8 @@ type Options struct {
 	storeID          uuid.UUID // set by Open: the holder named in a remote session's log
 	fetch            *fetchFS  // set by Open with a Remote: fs, which fetches deferred chunks
 	fs               vfs.FS
-	jr               *storeJournal // set by Open for a writing store: the shared journal (journal.go)
-	dead             *deadLogs     // set by Open: the dead journal take-overs last read (journal.go)
+	jr               *storeJournal     // set by Open for a writing store: the shared journal (journal.go)
+	dead             *journal.DeadLogs // set by Open: the dead journal take-overs last read
 	now              func() time.Time
 	newID            func() (uuid.UUID, error)
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/sessionstore/sessionstore/internal/journal"
 )
 
 // PrunePolicy selects the sessions Prune removes. The filters (Labels,
@@ -174,7 +175,7 @@ func (s *Store) lastWrite(m Meta) time.Time {
 	// The newest chunk sorts last; its plain and sealed forms (both there
 	// while it is sealed) sort together.
 	newer := false
-	if ov := journalOverlay(fsys, s.dir, dir); ov != nil {
+	if ov := journal.Overlay(fsys, s.dir, dir); ov != nil {
 		// A writer that died (with the machine) left records in its
 		// journal that the chunks lack (journal.go): they count too.
 		fsys, newer = ov, true

@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/sessionstore/sessionstore/internal/journal"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 )
 
@@ -35,7 +36,7 @@ import (
 // (Options.JournalSize negative) perhaps before its sync ended, so that a
 // crash could still lose it, which a reader cannot tell from the file.
 // After a power loss, the records a dead writer's journal holds and the
-// chunks lack are laid over the chunks (journalOverlay). A refresh reads only
+// chunks lack are laid over the chunks (journal.Overlay). A refresh reads only
 // what was written after the newest event the reader holds (readTail); when
 // the files do not simply extend that, it reads the session again, as
 // opening does.
@@ -166,12 +167,12 @@ func (h *openSession) openReader() error {
 }
 
 // overlayJournal lays the records of the journal the session's JOURNAL
-// names over its files for reading (journalOverlay), or reads the files
+// names over its files for reading (journal.Overlay), or reads the files
 // as they are when it names none: the events of a writer that died with
 // records only in its journal are there for a reader too.
 func (h *openSession) overlayJournal() {
 	h.rfs = h.opts.fs
-	if ov := journalOverlay(h.opts.fs, filepath.Dir(filepath.Dir(h.dir)), h.dir); ov != nil {
+	if ov := journal.Overlay(h.opts.fs, filepath.Dir(filepath.Dir(h.dir)), h.dir); ov != nil {
 		h.rfs = ov
 	}
 	if l, ok := h.files.(*localFiles); ok && l.FS != h.rfs {

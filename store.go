@@ -16,6 +16,7 @@ import (
 
 	"github.com/sessionstore/sessionstore/internal/durable"
 	"github.com/sessionstore/sessionstore/internal/eventline"
+	"github.com/sessionstore/sessionstore/internal/journal"
 	"github.com/sessionstore/sessionstore/internal/parallel"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 )
@@ -111,7 +112,7 @@ func Open(dir string, opts *Options) (*Store, error) {
 	}
 	// The journal this Store's sessions share (journal.go): made, and
 	// what dead writers left in theirs recovered, on the first commit.
-	o.dead = &deadLogs{}
+	o.dead = &journal.DeadLogs{}
 	o.jr = newStoreJournal(dir, &o)
 	s := newStore(dir, o)
 	s.purgeTrash() // what a crash left of a Delete (delete.go)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sessionstore/sessionstore/internal/eventline"
 	"github.com/sessionstore/sessionstore/internal/index"
+	"github.com/sessionstore/sessionstore/internal/journal"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 )
 
@@ -158,7 +159,7 @@ func (s *Store) verify(ctx context.Context, session uuid.UUID) (*VerifyReport, e
 	if pre != nil {
 		outside = pre.has
 	}
-	if ov := journalOverlay(fsys, s.dir, dir); ov != nil {
+	if ov := journal.Overlay(fsys, s.dir, dir); ov != nil {
 		fsys = ov // a dead writer's records still only in its journal (journal.go)
 	}
 	plan, err := analyze(fsys, dir, true, outside)

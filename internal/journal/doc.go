@@ -4,8 +4,10 @@
 // (sessions) they touch, and the files themselves are written without a
 // sync and made durable later, at a checkpoint.
 //
-// It imports only the standard library and internal/vfs; every byte goes
-// through a vfs.FS, so tests inject faults and power loss (vfs.MemFS).
+// It imports only the standard library, internal/vfs, internal/layout
+// (the names of a session's directory: its JOURNAL marker, the sessions
+// directory) and internal/durable (SyncFile); every byte goes through a
+// vfs.FS, so tests inject faults and power loss (vfs.MemFS).
 //
 // # Files
 //
@@ -20,8 +22,9 @@
 //	                      the owner still runs
 //
 // The owner is a random 128-bit id in lower-case hex, chosen by Create.
-// Which files a journal may hold un-checkpointed records for (the
-// per-session JOURNAL markers) is the caller's to record.
+// Which journal may hold un-checkpointed records for a session's files is
+// recorded in the session's directory, in its JOURNAL marker (see below):
+// the caller writes it, with WriteMarker, at the right time.
 //
 // # Format
 //
@@ -153,6 +156,74 @@
 // reader in another boot that the machine went down with it (ReadBoot
 // reads only the header).
 //
+// # The JOURNAL marker
+//
+// A session directory's JOURNAL file (layout.JournalMarker, MarkerSize
+// bytes) names the journal that may hold records of the session's files
+// not yet durable in them: an owner id and a newline, or 32 dashes and a
+// newline for none. A missing file names none. ReadMarker reads it; a
+// file shorter than MarkerSize is one a crash interrupted while
+// WriteMarker created it, and names none (no record depends on it: see
+// below); any other content, a larger file or one that is not a regular
+// file is a *CorruptionError.
+//
+// When WriteMarker returns nil the marker is durable: an existing file is
+// written in place (33 bytes at offset 0: one sector, never torn) and
+// synced; a new one is created, written and synced, and then its
+// directory is synced. A crash before it returns leaves the old marker or
+// the new one, or, for a new file, none, an empty one or a short one.
+//
+// # Taking a session over
+//
+// A process that takes a session's writer lock calls TakeOver before it
+// reads or changes the session's files. When the marker names the
+// journal of a dead owner (one whose lock no process holds) whose file
+// still exists, TakeOver holds its Claim, makes the session's records in
+// it durable in their files, then makes the marker name none (WriteMarker),
+// and only then returns: so a session whose writer died opens with every
+// record it acknowledged, and a dead journal is never applied over a file
+// written since (the marker names none by then). Making the records
+// durable depends on the boot: in another boot than the owner's (the
+// machine went down with it) they are written into their files and
+// synced (Log.Apply); in the owner's boot (only its process died) the
+// files already hold every record it acknowledged, which it wrote before
+// acknowledging, and are only synced, so that a record durable in the
+// journal whose Commit had not returned stays out, as a reader beside the
+// owner saw the session. A marker that names a live owner, or a journal
+// whose file is gone (closed by its owner, or replayed and removed), is
+// left; a damaged marker names any journal: every dead owner's journal
+// under the root but the caller's is applied, then the marker names none.
+// A journal that cannot be read is a *CorruptionError and the marker
+// keeps naming it. DeadLogs keeps the last dead journal read, so that
+// taking over the many sessions of one dead writer reads its journal
+// once.
+//
+// Recover is the same for every dead owner's journal under the root, once
+// a writing process starts committing through a journal of its own: each
+// session whose marker still names the journal is applied and its marker
+// made to name none, and then the journal is removed (Claim.Remove, with
+// a directory sync). A journal it cannot claim is left; one it cannot read
+// is left and logged.
+//
+// A crash in the middle of either leaves the journal in place and each
+// marker naming it (or naming none, once that session was done), with
+// some of the records written into their files: the next TakeOver or
+// Recover applies them again, which writes the same bytes at the same
+// offsets.
+//
+// # The read overlay
+//
+// A process that only reads changes nothing: Overlay returns the file
+// system with the records of the journal a session's marker names laid
+// over the session's files, as ReadAt reads them (a record's bytes where
+// the file has none: past its end, or zeros; a byte the file holds that
+// is not zero is the file's newer content), so that a reader sees what a
+// dead writer acknowledged and a crash left only in the journal. There is
+// none when the journal was written in this boot (its files' page cache
+// holds every record it acknowledged), is gone, or cannot be read (a live
+// owner's files hold what it acknowledged; a writer taking over reports
+// damage).
+//
 // # What the caller must keep
 //
 //   - Write a file's bytes covered by a record only in Commit's apply, or
@@ -166,11 +237,11 @@
 //     in place, truncated or removed, sync it and commit an OpForget that
 //     covers it (Forget); a replay would otherwise write old bytes into
 //     the new file.
-//   - Record which journal may hold a file's records (the JOURNAL marker)
+//   - Record which journal may hold a file's records (WriteMarker)
 //     durably before the first Commit for it, and replay a dead owner's
-//     journal for that file, and remove the marker, before writing the
-//     file again: the records of a dead journal must not be applied twice
-//     across a rewrite.
+//     journal for that file, and clear the marker (TakeOver), before
+//     writing the file again: the records of a dead journal must not be
+//     applied twice across a rewrite.
 //   - Read and Replay only the journal of a dead owner (Alive, or hold
 //     its lock: Replay does): a live owner's journal changes under the
 //     reader, and its files already hold what it committed.

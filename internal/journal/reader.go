@@ -358,13 +358,8 @@ func (l *Log) Apply(fsys vfs.FS, root, prefix string) (Replayed, error) {
 // checkOwner refuses an owner id that is not 32 lower-case hex digits,
 // so that it names a file in Dir and nothing else.
 func checkOwner(owner string) error {
-	if len(owner) != 32 {
+	if !isOwnerID(owner) {
 		return fmt.Errorf("%w: %q", ErrBadOwner, owner)
-	}
-	for _, c := range owner {
-		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
-			return fmt.Errorf("%w: %q", ErrBadOwner, owner)
-		}
 	}
 	return nil
 }

@@ -35,7 +35,8 @@ const (
 	LanesFile   = "lanes.json"
 	RemoteState = "remote.json"
 	// JournalMarker names the journal that may hold the session's
-	// records not yet synced in its chunks (see the root's journal.go).
+	// records not yet synced in its chunks (internal/journal: ReadMarker,
+	// WriteMarker).
 	JournalMarker = "JOURNAL"
 )
 
