@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"regexp"
 	"runtime"
-	"runtime/debug"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -272,11 +271,13 @@ func lanesSession(t *testing.T, dir string, lanes, per, size int) uuid.UUID {
 	return meta.ID
 }
 
-// heapPeak is a writer that notes the largest HeapAlloc seen when written
-// to.
+// heapPeak is a writer that notes the largest live heap seen when written
+// to: it collects first, so that what it notes is what the export holds,
+// not garbage a collector behind on a loaded machine has yet to free.
 type heapPeak struct{ peak uint64 }
 
 func (h *heapPeak) Write(p []byte) (int, error) {
+	runtime.GC()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	h.peak = max(h.peak, ms.HeapAlloc)
@@ -285,8 +286,9 @@ func (h *heapPeak) Write(p []byte) (int, error) {
 
 // TestReviewTreeMemory: a tree export holds about one path's records, not
 // the session's: with sixteen lanes appended in turn (each lane's path a
-// sixteenth of the session), the heap grows by well under half the session's
-// bytes while the export runs.
+// sixteenth of the session), the live heap grows by under a quarter of the
+// session's bytes while the export runs (about a tenth: one path plus the
+// read-ahead budget).
 func TestReviewTreeMemory(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -298,8 +300,6 @@ func TestReviewTreeMemory(t *testing.T) {
 	old := pendingBudget
 	pendingBudget = 1 << 20
 	defer func() { pendingBudget = old }()
-	defer debug.SetGCPercent(debug.SetGCPercent(10))
-
 	runtime.GC()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
@@ -310,7 +310,7 @@ func TestReviewTreeMemory(t *testing.T) {
 	total := int64(lanes * per * size)
 	grown := int64(hp.peak) - int64(ms.HeapAlloc)
 	t.Logf("records %d MiB, heap grew by %d MiB", total>>20, grown>>20)
-	assert.Less(t, grown, total/2)
+	assert.Less(t, grown, total/4)
 }
 
 // TestReviewTreeReadAhead: however little is kept read ahead, a tree
