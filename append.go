@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/sessionstore/sessionstore/internal/canonical"
+	"github.com/sessionstore/sessionstore/internal/commit"
 	"github.com/sessionstore/sessionstore/internal/eventline"
 )
 
@@ -19,9 +20,10 @@ import (
 // picks the parent (the newest event written, the pending Branch
 // selection, or the caller's), encodes the lines, and queues them at the
 // end of the active chunk, starting a new chunk when the batch does not
-// fit (writeBatch). The second half is group commit (commit.go): the
-// queued lines are written and made durable together with those of
-// concurrent appends, then published.
+// fit (writeBatch). The second half is group commit (internal/commit's
+// Pipeline, with the session as its Log: commit.go): the queued lines
+// are written and made durable together with those of concurrent
+// appends, then published.
 
 // pendingEvent is an event to append: the caller's event and its record
 // after prepareRecord, and, for a record stored as a blob, its digest.
@@ -51,8 +53,8 @@ func (s *Store) pendingOf(ev Event, rec []byte) pendingEvent {
 // tip is the newest event written, in flight or published: the parent of
 // the next append.
 func (h *openSession) tip() uuid.UUID {
-	if n := len(h.pipe.inflight); n > 0 {
-		return h.pipe.inflight[n-1].entry.ID
+	if fl := h.pipe.Inflight(); len(fl) > 0 {
+		return fl[len(fl)-1].entry.ID
 	}
 	return h.head()
 }
@@ -66,8 +68,9 @@ func (h *openSession) hasChild(id uuid.UUID) bool {
 	if h.Partial || h.state == stateLazy {
 		return true
 	}
-	for i := range h.pipe.inflight {
-		if h.pipe.inflight[i].entry.ParentID == id {
+	fl := h.pipe.Inflight()
+	for i := range fl {
+		if fl[i].entry.ParentID == id {
 			return true
 		}
 	}
@@ -92,7 +95,7 @@ func (h *openSession) hasChild(id uuid.UUID) bool {
 // nil, runs before the blobs are written and again before the lines are
 // queued: a refused append writes nothing. A check that released the
 // mutex returns errRecheck and runs again. from is as for writeBatch.
-func (h *openSession) queue(ctx context.Context, batch []pendingEvent, from uuid.UUID, check func(h *openSession) error) (*commitGroup, []Event, error) {
+func (h *openSession) queue(ctx context.Context, batch []pendingEvent, from uuid.UUID, check func(h *openSession) error) (*commit.Group, []Event, error) {
 	for check != nil {
 		err := check(h)
 		if err == nil {
@@ -179,11 +182,11 @@ func (h *openSession) blobsWritten(pls []payload) {
 // returns. The batch's first event is a child of from with BranchFrom set
 // when from is not uuid.Nil (AppendBranchSummary), else of the pending
 // Branch selection, else of the newest event; either way the selection is
-// used up once the batch is queued (writeFailed gives it back if the write
-// fails). from is a parameter, not a selection set for the call: waiting
+// used up once the batch is queued (commitLog.Dropped gives it back if
+// the write fails). from is a parameter, not a selection set for the call: waiting
 // for a sync releases the mutex, and another append would take it. It
 // returns the commit group the batch joined, for commit.
-func (h *openSession) writeBatch(ctx context.Context, batch []pendingEvent, pls []payload, from uuid.UUID, check func(h *openSession) error) (*commitGroup, []Event, error) {
+func (h *openSession) writeBatch(ctx context.Context, batch []pendingEvent, pls []payload, from uuid.UUID, check func(h *openSession) error) (*commit.Group, []Event, error) {
 	defer h.blobsWritten(pls)
 	if err := h.writable(); err != nil {
 		return nil, nil, err
@@ -274,8 +277,8 @@ func (h *openSession) writeBatch(ctx context.Context, batch []pendingEvent, pls 
 		// chunk meanwhile, and the parent may have changed. Otherwise
 		// settle the old chunk without releasing the mutex and start the
 		// new one.
-		if h.pipe.syncing {
-			h.pipe.waitSync()
+		if h.pipe.Syncing() {
+			h.pipe.WaitSync()
 			continue
 		}
 		if h.Partial && h.chunks.Active() != nil {
@@ -306,18 +309,19 @@ func (h *openSession) writeBatch(ctx context.Context, batch []pendingEvent, pls 
 	loc := h.chunks.Enqueue(h.line)
 	for i := range batch {
 		l := location{Chunk: loc.Chunk, Offset: loc.Offset + int64(starts[i]), Length: uint32(starts[i+1] - starts[i])}
-		h.pipe.inflight = append(h.pipe.inflight, inflightRecord{entry: eventline.EntryOf(hdrs[i], pls[i], l, batch[i].preview), event: out[i]})
+		h.pipe.Add(inflightRecord{entry: eventline.EntryOf(hdrs[i], pls[i], l, batch[i].preview), event: out[i]})
 	}
 	h.pending = uuid.Nil
-	return h.join(len(batch)), out, nil
+	return h.pipe.Join(len(batch)), out, nil
 }
 
 // locationOf returns where the line of event id is, published or in
 // flight; a zero location if the session has no such event.
 func (h *openSession) locationOf(id uuid.UUID) location {
-	for i := len(h.pipe.inflight) - 1; i >= 0; i-- {
-		if h.pipe.inflight[i].entry.ID == id {
-			return h.pipe.inflight[i].entry.Loc
+	fl := h.pipe.Inflight()
+	for i := len(fl) - 1; i >= 0; i-- {
+		if fl[i].entry.ID == id {
+			return fl[i].entry.Loc
 		}
 	}
 	if i, ok := h.ByID[id]; ok {
@@ -332,8 +336,9 @@ func (h *openSession) known(id uuid.UUID) bool {
 	if _, ok := h.ByID[id]; ok {
 		return true
 	}
-	for i := range h.pipe.inflight {
-		if h.pipe.inflight[i].entry.ID == id {
+	fl := h.pipe.Inflight()
+	for i := range fl {
+		if fl[i].entry.ID == id {
 			return true
 		}
 	}

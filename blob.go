@@ -173,8 +173,9 @@ func (s *Store) GC(ctx context.Context, session uuid.UUID) (GCReport, error) {
 				referenced[h.Entries[i].Digest] = true
 			}
 		}
-		for i := range h.pipe.inflight {
-			if e := &h.pipe.inflight[i].entry; e.Blob {
+		fl := h.pipe.Inflight()
+		for i := range fl {
+			if e := &fl[i].entry; e.Blob {
 				referenced[e.Digest] = true
 			}
 		}

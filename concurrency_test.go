@@ -714,7 +714,7 @@ func TestIndexWriteFailureDropsQueuedRecords(t *testing.T) {
 		queued <- err
 	}()
 	waitUntil(t, s, meta.ID, "the second append to be queued behind the held sync", func(h *openSession) bool {
-		return h.pipe.syncing && len(h.pipe.inflight) == 2
+		return h.pipe.Syncing() && len(h.pipe.Inflight()) == 2
 	})
 	release()
 	acked := <-first
@@ -851,8 +851,8 @@ func TestBranchSummaryWhileAppending(t *testing.T) {
 		inflight := func() int {
 			h := lockedHandle(t, s, id)
 			defer h.mu.Unlock()
-			require.True(t, h.pipe.syncing, "precondition: the sync of x is held")
-			return len(h.pipe.inflight)
+			require.True(t, h.pipe.Syncing(), "precondition: the sync of x is held")
+			return len(h.pipe.Inflight())
 		}
 		require.Equal(t, 1, inflight(), "precondition: only x is in flight; the summary waits for a new chunk")
 		wg.Go(func() {
@@ -906,7 +906,7 @@ func TestAcknowledgedIsSynced(t *testing.T) {
 		s.reg.mu.Unlock()
 		h.mu.Lock()
 		defer h.mu.Unlock()
-		return h.pipe.settled
+		return h.pipe.Settled()
 	}
 	rounds := 0
 	for ; rounds < 40 && (rounds == 0 || settled() < 3); rounds++ {

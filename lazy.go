@@ -226,8 +226,8 @@ func (h *openSession) endAppending() error {
 			return err
 		}
 	}
-	for h.pipe.syncing {
-		h.pipe.waitSync()
+	for h.pipe.Syncing() {
+		h.pipe.WaitSync()
 	}
 	if !h.Partial {
 		return nil // another call ended it while this one waited

@@ -67,7 +67,7 @@ func TestMaterializeAfterFailedRepairByAnotherCall(t *testing.T) {
 			})
 		}()
 	}
-	waitUntil(t, s, id, "both calls to wait for the sync in endAppending", func(h *openSession) bool { return h.pipe.waiting == 2 })
+	waitUntil(t, s, id, "both calls to wait for the sync in endAppending", func(h *openSession) bool { return h.pipe.Waiting() == 2 })
 	close(g.release)
 	require.NoError(t, <-appended)
 	for range 2 {
@@ -115,7 +115,7 @@ func flushBesideFailedIndexLoad(t *testing.T) {
 
 	flushed := make(chan error, 1)
 	go func() { flushed <- callNoPanic(func() error { return s.Flush(ctx, id) }) }()
-	waitUntil(t, s, id, "Flush to wait for the sync", func(h *openSession) bool { return h.pipe.waiting == 1 })
+	waitUntil(t, s, id, "Flush to wait for the sync", func(h *openSession) bool { return h.pipe.Waiting() == 1 })
 	m.SetFault(failIndexOpen) // loading the index fails
 	loaded := make(chan error, 1)
 	go func() {
@@ -124,7 +124,7 @@ func flushBesideFailedIndexLoad(t *testing.T) {
 			return err
 		})
 	}()
-	waitUntil(t, s, id, "Tree to wait for the sync in endAppending", func(h *openSession) bool { return h.pipe.waiting == 2 })
+	waitUntil(t, s, id, "Tree to wait for the sync in endAppending", func(h *openSession) bool { return h.pipe.Waiting() == 2 })
 	close(g.release)
 	require.NoError(t, <-appended)
 	panicked := false

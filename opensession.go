@@ -115,7 +115,7 @@ type openSession struct {
 
 	chunks chunkwriter.Writer // internal/chunkwriter
 	index  *indexFile         // index.go
-	pipe   groupCommit        // commit.go: records in flight and the sync that carries them
+	pipe   commitPipeline     // commit.go: records in flight and the sync that carries them
 	// writingBlobs counts the blobs of appends that have not written their
 	// lines yet; GC keeps them.
 	writingBlobs map[[32]byte]int
@@ -176,7 +176,7 @@ func newOpenSession(id uuid.UUID, dir string, opts *Options, hb *hub) *openSessi
 	if opts.Remote != nil {
 		h.files = newRemoteFiles(local, opts, id)
 	}
-	h.pipe.synced = sync.NewCond(&h.mu)
+	h.pipe = newCommitPipeline(h)
 	return h
 }
 

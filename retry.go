@@ -203,7 +203,7 @@ func retryCheck(batch []pendingEvent, opts AppendOptions, next func(h *openSessi
 		for i := range batch {
 			if id := batch[i].ev.ID; id != uuid.Nil && h.inFlight(id) {
 				// The first attempt is being written: wait for its sync.
-				h.pipe.waitSync()
+				h.pipe.WaitSync()
 				return errRecheck
 			}
 		}
@@ -247,8 +247,9 @@ func checkParent(h *openSession, opts AppendOptions) error {
 
 // inFlight reports whether id names a record in flight.
 func (h *openSession) inFlight(id uuid.UUID) bool {
-	for i := range h.pipe.inflight {
-		if h.pipe.inflight[i].entry.ID == id {
+	fl := h.pipe.Inflight()
+	for i := range fl {
+		if fl[i].entry.ID == id {
 			return true
 		}
 	}

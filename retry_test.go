@@ -500,7 +500,7 @@ func waitSyncers(s *Store, session uuid.UUID, n int) <-chan struct{} {
 			h := s.reg.lookup(session)
 			if h != nil {
 				h.mu.Lock()
-				w := h.pipe.waiting
+				w := h.pipe.Waiting()
 				h.mu.Unlock()
 				if w >= n {
 					return
