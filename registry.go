@@ -81,7 +81,8 @@ func newRegistry(opts *Options, hb *hub, dir func(uuid.UUID) string, watch metaW
 
 // newSession is the table's Config.New: a session in state opening, its
 // mutex held while the call that registered it opens it, so that other
-// callers wait for the result.
+// callers wait for the result. The mutex is taken with the table's held,
+// against the lock order, on a session no other call has yet.
 func (r *registry) newSession(e *regEntry) *openSession {
 	h := newOpenSession(e.ID, r.dir(e.ID), r.opts, r.hub)
 	h.watch = r.watch
