@@ -1,7 +1,6 @@
 package registry
 
 import (
-	"container/list"
 	"context"
 	"errors"
 	"sync"
@@ -37,9 +36,11 @@ type Entry[S any] struct {
 	ID    uuid.UUID
 	Value S // made by Config.New; never changed
 
-	refs  int           // calls using the session; guarded by the table's mu
-	elem  *list.Element // in the idle list when refs is 0; guarded by the table's mu
-	ready chan struct{} // closed by Opened
+	refs int // calls using the session; guarded by the table's mu
+	// prev and next link e into the idle list while no call uses it
+	// (both nil otherwise); guarded by the table's mu.
+	prev, next *Entry[S]
+	ready      chan struct{} // closed by Opened
 }
 
 // Opened reports that the open of e has ended, whatever its outcome: the
@@ -53,16 +54,41 @@ func (e *Entry[S]) Opened() { close(e.ready) }
 type Table[S, K any] struct {
 	cfg Config[S]
 
-	mu      sync.Mutex // guards every field below and every entry's refs and elem
+	mu      sync.Mutex // guards every field below and every entry's refs, prev and next
 	entries map[uuid.UUID]*Entry[S]
-	idle    list.List                   // entries no call uses, most recently used first
+	// idle is the head of the list of the entries no call uses, linked
+	// through their prev and next, most recently used first (idle.next);
+	// linked in place, so that a call's release allocates nothing.
+	idle    Entry[S]
+	nidle   int                         // entries in the idle list
 	closing map[uuid.UUID]chan struct{} // sessions being closed (to make room, by CloseOne or Hold)
 	kept    map[uuid.UUID]K
 }
 
 // NewTable returns an empty table.
 func NewTable[S, K any](cfg Config[S]) *Table[S, K] {
-	return &Table[S, K]{cfg: cfg, entries: map[uuid.UUID]*Entry[S]{}, closing: map[uuid.UUID]chan struct{}{}, kept: map[uuid.UUID]K{}}
+	t := &Table[S, K]{cfg: cfg, entries: map[uuid.UUID]*Entry[S]{}, closing: map[uuid.UUID]chan struct{}{}, kept: map[uuid.UUID]K{}}
+	t.idle.prev, t.idle.next = &t.idle, &t.idle
+	return t
+}
+
+// pushIdle links e first in the idle list, with t.mu held.
+func (t *Table[S, K]) pushIdle(e *Entry[S]) {
+	e.prev, e.next = &t.idle, t.idle.next
+	t.idle.next.prev = e
+	t.idle.next = e
+	t.nidle++
+}
+
+// unlinkIdle takes e out of the idle list if it is in it, with t.mu held.
+func (t *Table[S, K]) unlinkIdle(e *Entry[S]) {
+	if e.next == nil {
+		return
+	}
+	e.prev.next = e.next
+	e.next.prev = e.prev
+	e.prev, e.next = nil, nil
+	t.nidle--
 }
 
 // Acquire returns the entry of session id, counting the caller as a call
@@ -223,10 +249,7 @@ func (t *Table[S, K]) Refs(id uuid.UUID) int {
 // ref counts a call using e, with t.mu held.
 func (t *Table[S, K]) ref(e *Entry[S]) {
 	e.refs++
-	if e.elem != nil {
-		t.idle.Remove(e.elem)
-		e.elem = nil
-	}
+	t.unlinkIdle(e)
 }
 
 // unref drops a call's use of e, with t.mu held, making e idle when it
@@ -234,7 +257,7 @@ func (t *Table[S, K]) ref(e *Entry[S]) {
 func (t *Table[S, K]) unref(e *Entry[S]) []*Entry[S] {
 	e.refs--
 	if e.refs == 0 && t.entries[e.ID] == e {
-		e.elem = t.idle.PushFront(e)
+		t.pushIdle(e)
 		return t.evictLocked()
 	}
 	return nil
@@ -245,9 +268,9 @@ func (t *Table[S, K]) unref(e *Entry[S]) []*Entry[S] {
 // marking them closing, with t.mu held.
 func (t *Table[S, K]) evictLocked() []*Entry[S] {
 	var out []*Entry[S]
-	for len(t.entries) > t.cfg.Max && t.idle.Len() > 0 {
-		e := t.idle.Remove(t.idle.Back()).(*Entry[S])
-		e.elem = nil
+	for len(t.entries) > t.cfg.Max && t.nidle > 0 {
+		e := t.idle.prev // the least recently used
+		t.unlinkIdle(e)
 		delete(t.entries, e.ID)
 		t.closing[e.ID] = make(chan struct{})
 		out = append(out, e)
@@ -258,10 +281,7 @@ func (t *Table[S, K]) evictLocked() []*Entry[S] {
 // takeLocked removes the entry e, which no call uses, from the table,
 // with t.mu held.
 func (t *Table[S, K]) takeLocked(e *Entry[S]) {
-	if e.elem != nil {
-		t.idle.Remove(e.elem)
-		e.elem = nil
-	}
+	t.unlinkIdle(e)
 	delete(t.entries, e.ID)
 }
 
@@ -388,11 +408,12 @@ func (t *Table[S, K]) CloseAll(closeValue func(id uuid.UUID, s S) error) error {
 	t.mu.Lock()
 	all := make([]*Entry[S], 0, len(t.entries))
 	for _, e := range t.entries {
-		e.elem = nil
+		e.prev, e.next = nil, nil
 		all = append(all, e)
 	}
 	clear(t.entries)
-	t.idle.Init()
+	t.idle.prev, t.idle.next = &t.idle, &t.idle
+	t.nidle = 0
 	t.mu.Unlock()
 	var errs []error
 	for _, e := range all {
