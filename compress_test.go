@@ -225,9 +225,7 @@ func TestSealedIndex(t *testing.T) {
 // awaitSealing waits until no chunk of the session, if open in s, is being
 // sealed in the background.
 func awaitSealing(s *Store, id uuid.UUID) {
-	s.reg.mu.Lock()
-	h := s.reg.sessions[id]
-	s.reg.mu.Unlock()
+	h, _ := s.reg.tab.Get(id)
 	if h == nil {
 		return
 	}

@@ -427,9 +427,7 @@ func TestMaxOpenSessions(t *testing.T) {
 			require.NoError(t, err, "session %d round %d", i, round)
 		}
 	}
-	s.reg.mu.Lock()
-	open := len(s.reg.sessions)
-	s.reg.mu.Unlock()
+	open := s.reg.tab.Len()
 	t.Logf("%d sessions appended to round-robin twice; %d open at the end, at most %d allowed", n, open, maxOpen)
 	assert.LessOrEqual(t, open, maxOpen)
 	tree, err := s.Tree(ctx, ids[0])
@@ -901,9 +899,7 @@ func TestAcknowledgedIsSynced(t *testing.T) {
 	// the rounds go on until that happened a few times, however the
 	// goroutines were scheduled.
 	settled := func() int {
-		s.reg.mu.Lock()
-		h := s.reg.sessions[meta.ID]
-		s.reg.mu.Unlock()
+		h, _ := s.reg.tab.Get(meta.ID)
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		return h.pipe.Settled()

@@ -591,9 +591,7 @@ func TestFaultInjection(t *testing.T) {
 
 // checkWritable reports whether the session's handle refuses writes.
 func (s *Store) checkWritable(id uuid.UUID) error {
-	s.reg.mu.Lock()
-	h := s.reg.sessions[id]
-	s.reg.mu.Unlock()
+	h, _ := s.reg.tab.Get(id)
 	if h == nil {
 		return nil
 	}

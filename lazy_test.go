@@ -24,9 +24,7 @@ import (
 // lockedHandle returns the open handle of a session with its mutex held.
 func lockedHandle(t *testing.T, s *Store, id uuid.UUID) *openSession {
 	t.Helper()
-	s.reg.mu.Lock()
-	h := s.reg.sessions[id]
-	s.reg.mu.Unlock()
+	h, _ := s.reg.tab.Get(id)
 	require.NotNil(t, h, "the session is open")
 	h.mu.Lock()
 	return h
@@ -417,9 +415,7 @@ func TestLazyAppendRestoredSelection(t *testing.T) {
 	evs := appendN(t, s, a.ID, 3)
 	require.NoError(t, s.Branch(ctx, a.ID, evs[0].ID))
 	appendN(t, s, b.ID, 1) // closes a to make room
-	s.reg.mu.Lock()
-	_, open := s.reg.sessions[a.ID]
-	s.reg.mu.Unlock()
+	_, open := s.reg.tab.Get(a.ID)
 	require.False(t, open, "precondition: a was closed")
 
 	ev, err := s.Append(ctx, a.ID, UserText("on the selection"))

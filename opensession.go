@@ -1,7 +1,6 @@
 package sessionstore
 
 import (
-	"container/list"
 	"context"
 	"errors"
 	"fmt"
@@ -44,7 +43,8 @@ import (
 // What each state holds and allows:
 //
 //   - opening: the call that registered the session is opening it (with mu
-//     held); others wait on ready. Nothing is allowed yet.
+//     held); others wait until its open ends (the registry's entry).
+//     Nothing is allowed yet.
 //   - lazy: opened without its index (lazy.go): tip is HEAD's entry and the
 //     memIndex is empty. Load from HEAD, Head and appends (which move it to
 //     appending) work as they are; every other call first loads the index
@@ -100,9 +100,7 @@ type openSession struct {
 	meta   Meta
 	format int // of the session's files (session.go: formatVersion)
 
-	refs  int           // calls using the session; guarded by the registry's mu
-	elem  *list.Element // in the registry's idle list when refs is 0; guarded by its mu
-	ready chan struct{} // closed once opening succeeded or failed
+	entry *regEntry // the registry's (registry.go): the calls using the session, the end of its open
 
 	memIndex            // the events in memory: none (lazy), from HEAD on (appending), or all
 	headEntry *entry    // HEAD's entry while the memIndex does not hold it (lazy; failed before its index loads)
@@ -170,7 +168,7 @@ func (st sessionState) String() string {
 
 // newOpenSession returns a session in state opening, not yet registered.
 func newOpenSession(id uuid.UUID, dir string, opts *Options, hb *hub) *openSession {
-	h := &openSession{id: id, dir: dir, opts: opts, rfs: opts.fs, hub: hb, ready: make(chan struct{})}
+	h := &openSession{id: id, dir: dir, opts: opts, rfs: opts.fs, hub: hb}
 	local := newLocalFiles(opts.fs, dir, opts.FileMode, opts.DirMode, opts.ChunkSize, opts.Logger.With("session", id))
 	h.files = local
 	if opts.Remote != nil {

@@ -376,9 +376,7 @@ func TestRemoteRestartTakesItsOwnSessionBack(t *testing.T) {
 	apiAppend(t, a, m.ID, textEv("before the crash"))
 	// The process dies: its lock goes, its lease stays (a is left as it
 	// is, never closed, as a dead process would leave it).
-	a.reg.mu.Lock()
-	h := a.reg.sessions[m.ID]
-	a.reg.mu.Unlock()
+	h, _ := a.reg.tab.Get(m.ID)
 	require.NotNil(t, h)
 	h.mu.Lock()
 	require.NoError(t, h.lock.Close())

@@ -207,12 +207,7 @@ func TestSeqMatchesSlices(t *testing.T) {
 
 // sessionRefs returns how many calls hold session id open.
 func sessionRefs(s *Store, id uuid.UUID) int {
-	s.reg.mu.Lock()
-	defer s.reg.mu.Unlock()
-	if h, ok := s.reg.sessions[id]; ok {
-		return h.refs
-	}
-	return 0
+	return s.reg.tab.Refs(id)
 }
 
 // TestSeqBreak: breaking out of the loop ends the iteration with nothing
