@@ -191,9 +191,20 @@ func (r *registry) acquireLazy(ctx context.Context, id uuid.UUID, create *Meta) 
 // the open fails.
 func (r *registry) openNew(ctx context.Context, h *openSession, create *Meta) error {
 	opened := false
+	var prior kept // what the table kept for the session, taken for the open
+	wasKept := false
 	defer h.entry.Opened()
 	defer func() {
 		if !opened {
+			// A failed (or panicking) open gives back what was kept, so
+			// that the next open finds it.
+			if wasKept {
+				r.tab.Keep(h.id, func(k *kept) {
+					restored := prior
+					restored.add(*k)
+					*k = restored
+				})
+			}
 			if h.state != stateClosed {
 				h.becomeClosed(fmt.Errorf("sessionstore: opening session %s failed", h.id))
 			}
@@ -220,20 +231,13 @@ func (r *registry) openNew(ctx context.Context, h *openSession, create *Meta) er
 		h.becomeClosed(err)
 		return err
 	}
-	prior, wasKept := r.tab.Take(h.id)
+	prior, wasKept = r.tab.Take(h.id)
 	var p *failure
 	if prior.failure.err != nil {
 		p = &prior.failure
 	}
 	lock := func(path string) (io.Closer, error) { return r.lockSession(ctx, path) }
 	if err := h.open(ctx, lock, create, p); err != nil {
-		if wasKept {
-			r.tab.Keep(h.id, func(k *kept) {
-				restored := prior
-				restored.add(*k)
-				*k = restored
-			})
-		}
 		h.becomeClosed(err)
 		return err
 	}

@@ -155,7 +155,7 @@ func (t *Table[S, K]) Forget(e *Entry[S], keep func(k *K)) bool {
 	if t.entries[e.ID] != e {
 		return false
 	}
-	delete(t.entries, e.ID)
+	t.takeLocked(e)
 	if keep != nil {
 		t.keepLocked(e.ID, keep)
 	}
