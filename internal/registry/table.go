@@ -278,8 +278,8 @@ func (t *Table[S, K]) evictLocked() []*Entry[S] {
 	return out
 }
 
-// takeLocked removes the entry e, which no call uses, from the table,
-// with t.mu held.
+// takeLocked removes the entry e from the table and from the idle list
+// (if it is there), with t.mu held.
 func (t *Table[S, K]) takeLocked(e *Entry[S]) {
 	t.unlinkIdle(e)
 	delete(t.entries, e.ID)
