@@ -93,8 +93,12 @@ func resolveMeta(fsys vfs.FS, sdir string, id uuid.UUID, e catalogue.Entry, usab
 func (c *storeCatalogue) recent(n int) (metas []Meta, bad []UnreadableSession, ok bool) {
 	var buf []byte
 	_, ok = c.Backwards(nil, func() bool { return len(metas) < n }, func(id uuid.UUID, e catalogue.Entry, usable bool) {
+		if usable { // the sessions directory is as recorded (Backwards)
+			metas = append(metas, metaOf(e.Meta))
+			return
+		}
 		sdir := filepath.Join(c.sessions, id.String())
-		m, b, err := resolveMeta(c.fsys, sdir, id, e, usable, buf)
+		m, _, b, err := readMetaInto(c.fsys, sdir, id, buf)
 		buf = b
 		switch {
 		case errors.Is(err, ErrNotFound):

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -457,11 +458,32 @@ func TestCatalogueDisagrees(t *testing.T) {
 		b, err := encodeMeta(edited, formatVersion)
 		require.NoError(t, err)
 		writeMemFile(t, m, path, b)
+		// While the sessions directory is as the catalogue recorded it,
+		// the listings trust the catalogue: the edit is not seen (List's
+		// documented promise) ...
+		s := openMem(t, m, Options{ReadOnly: true})
+		got, err := s.List(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, metas, got, "a hand edit in place is not seen while the sessions directory is unchanged")
+		require.NoError(t, s.Close())
+		// ... and once the sessions directory changes (here a file made
+		// and removed in it, as touching it does), they read the files.
+		touchSessionsDir(t, m)
 		checkListsAgree(t, m, true, "edited")
 		writeMemFile(t, m, path, []byte(`{"id":`))
+		touchSessionsDir(t, m)
 		checkListsAgree(t, m, true, "damaged")
 		checkListsAgree(t, m, false, "damaged")
 	})
+}
+
+// touchSessionsDir changes the sessions directory's stamp, as touch(1)
+// does: a file made and removed in it.
+func touchSessionsDir(t *testing.T, fsys vfs.FS) {
+	t.Helper()
+	p := filepath.Join(memRoot, sessionsDir, "touched")
+	writeMemFile(t, fsys, p, nil)
+	require.NoError(t, fsys.Remove(p))
 }
 
 // TestCatalogueCompaction: past catalogue.MaxLog records the log folds
@@ -685,4 +707,85 @@ func TestCatalogueXproc(t *testing.T) {
 		require.True(t, ok && usable, "the catalogue knows %s", m.Name)
 		assert.Equal(t, onDisk, metaOf(e.Meta))
 	}
+}
+
+// statCountFS counts the Stat and ReadDir calls below a directory.
+type statCountFS struct {
+	vfs.FS
+	under          string
+	stats, readDir atomic.Int64
+}
+
+func (c *statCountFS) Stat(name string) (fs.FileInfo, error) {
+	if strings.HasPrefix(name, c.under+string(filepath.Separator)) {
+		c.stats.Add(1)
+	}
+	return c.FS.Stat(name)
+}
+
+func (c *statCountFS) ReadDir(name string) ([]string, error) {
+	if name == c.under {
+		c.readDir.Add(1)
+	}
+	return c.FS.ReadDir(name)
+}
+
+// TestListTrustsCurrentCatalogue: while the sessions directory is as the
+// catalogue last recorded it, List, ListRecent and ListPage answer from
+// the catalogue alone: no listing of the sessions directory, no stat or
+// read of a session.json, except the one with a write in progress; once
+// the directory changed, List lists it and stats every session.json.
+func TestListTrustsCurrentCatalogue(t *testing.T) {
+	ctx := context.Background()
+	m, metas := catalogueStore(t, 5)
+	sessions := filepath.Join(memRoot, sessionsDir)
+	count := &statCountFS{FS: m, under: sessions}
+	s := openMem(t, count, Options{ReadOnly: true})
+	count.stats.Store(0)
+	got, err := s.List(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, metas, got)
+	recent, err := s.ListRecent(ctx, 2)
+	require.NoError(t, err)
+	assert.Equal(t, newestFirst(metas, 2), recent)
+	page, _, err := s.ListPage(ctx, Query{Limit: 3}, "")
+	require.NoError(t, err)
+	assert.Equal(t, newestFirst(metas, 3), page)
+	assert.Zero(t, count.stats.Load(), "stats below the sessions directory")
+	assert.Zero(t, count.readDir.Load(), "listings of the sessions directory")
+	require.NoError(t, s.Close())
+
+	// A pending record without its commit (a write in progress): that
+	// session alone is read.
+	b, err := vfs.ReadFile(m, filepath.Join(memRoot, catalogueLogName))
+	require.NoError(t, err)
+	dirInfo, err := m.Stat(sessions)
+	require.NoError(t, err)
+	b = catalogue.AppendRecord(b, catalogue.Record{Kind: catalogue.KindPending, Dir: catalogue.StampOf(dirInfo), ID: metas[1].ID})
+	writeMemFile(t, m, filepath.Join(memRoot, catalogueLogName), b)
+	reads := vfs.NewCounting(count)
+	s = openMem(t, reads, Options{ReadOnly: true})
+	got, err = s.List(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, metas, got)
+	for _, meta := range metas {
+		opens := reads.Stats()[sessionPath(meta.ID, metaFile)].Opens
+		if meta.ID == metas[1].ID {
+			assert.Equal(t, 1, opens, "the session being written is read")
+		} else {
+			assert.Zero(t, opens, "session %s is not read", meta.Name)
+		}
+	}
+	require.NoError(t, s.Close())
+
+	touchSessionsDir(t, m)
+	count.stats.Store(0)
+	count.readDir.Store(0)
+	s = openMem(t, count, Options{ReadOnly: true})
+	defer s.Close()
+	got, err = s.List(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, metas, got)
+	assert.GreaterOrEqual(t, count.stats.Load(), int64(len(metas)-1), "a changed directory: every session.json the catalogue vouches for is stat'ed (the pending one is read)")
+	assert.Equal(t, int64(1), count.readDir.Load(), "a changed directory is listed")
 }

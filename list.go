@@ -62,10 +62,9 @@ func (q Query) Matches(m Meta) bool {
 // q.Limit of them (DefaultPageSize for 0), and the cursor of the next
 // page: "" for the first page, and "" back when there is none. It reads
 // the catalogue (internal/catalogue) from its newest end, or from the cursor's
-// place in it, found by a binary search of the snapshot, and stats the
-// session.json of each session it returns, reading those the catalogue
-// cannot vouch for; so a page costs about its own sessions, not the
-// store's. It falls back to List (every session) when the catalogue is
+// place in it, found by a binary search of the snapshot, and reads the
+// session.json files the catalogue cannot vouch for; so a page costs
+// about its own sessions, not the store's. It falls back to List (every session) when the catalogue is
 // unusable or the sessions directory changed behind it, and always with
 // Options.Remote, whose metadata is in the object store.
 //
@@ -79,10 +78,9 @@ func (q Query) Matches(m Meta) bool {
 // stays valid across Close and Open and in another Store of the root.
 //
 // The filters are applied to the catalogue's copy of a session's metadata
-// when the catalogue has a current entry for it (no write in progress),
-// and the session.json of a match is then checked: a session.json edited
-// by hand, outside the store, to match q is missed until a writer
-// rewrites the catalogue (List stats every session.json and sees it).
+// when the catalogue has a current entry for it (no write in progress):
+// as for List, a session.json changed in place by hand, outside any
+// Store, is not seen until the sessions directory changes.
 // Sessions deferred by Options.DeferCreate are not stored yet and are not
 // listed. ListPage writes nothing but what List may (a writable store
 // rebuilds an unusable catalogue).
@@ -206,9 +204,9 @@ func (it listItem) id() uuid.UUID {
 }
 
 // listCost is what a page cost: snapshot lines decoded, and
-// session.json files stat'ed or read (for the benchmarks).
+// session.json files read (for the benchmarks).
 type listCost struct {
-	entries, stats, reads int
+	entries, reads int
 }
 
 // listPage returns up to n selected sessions with ids below before (all,
@@ -301,18 +299,13 @@ func (c *storeCatalogue) page(ctx context.Context, q Query, before *uuid.UUID, n
 				return // as the catalogue has it; see ListPage
 			}
 		}
-		sdir := filepath.Join(c.sessions, id.String())
-		if usable && e.Fresh(c.fsys, sdir) {
-			cost.stats++
+		if usable { // the sessions directory is as recorded (Backwards)
 			items = append(items, listItem{meta: m})
 			matched++
 			return
 		}
-		if usable {
-			cost.stats++
-		} else {
-			cost.reads++
-		}
+		sdir := filepath.Join(c.sessions, id.String())
+		cost.reads++
 		m, _, b, err := readMetaInto(c.fsys, sdir, id, buf)
 		buf = b
 		switch {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/sessionstore/sessionstore/internal/catalogue"
 	"github.com/sessionstore/sessionstore/internal/durable"
 	"github.com/sessionstore/sessionstore/internal/jsonl"
 	"github.com/sessionstore/sessionstore/internal/layout"
@@ -376,10 +377,20 @@ func createSessionFiles(fsys vfs.FS, dir string, meta Meta, opts *Options) error
 }
 
 // List returns the metadata of every session, ordered by id (UUIDv7 ids
-// sort by creation time). It lists the sessions directory, reads the
-// catalogue (internal/catalogue) and stats each session.json, reading only those
-// the catalogue cannot vouch for (changed since it recorded them, being
-// written, unknown to it); without a usable catalogue it reads every
+// sort by creation time). It reads the catalogue (internal/catalogue) and
+// stats the sessions directory once: while the directory's stamp is the
+// one the catalogue last recorded, no session was created or deleted
+// behind it, and List answers from the catalogue, reading only the
+// session.json files it cannot vouch for (being written by a Store,
+// unreadable when recorded). Every change a Store makes (in this process
+// or another) goes through the catalogue first, so this answer is as
+// current as reading every file. What List does not see on this path is
+// a session.json changed in place by hand, outside any Store: Meta reads
+// the file itself, and List sees the change once the sessions directory
+// changes (a session created or deleted, or touch(1) on the directory).
+// When the stamp differs, List lists the directory and stats each
+// session.json, reading those changed since the catalogue recorded them
+// or unknown to it; without a usable catalogue it reads every
 // session.json, several at a time, and a writable store then rewrites
 // the catalogue. It works while other processes write sessions.
 //
@@ -401,36 +412,59 @@ func (s *Store) List(ctx context.Context) ([]Meta, error) {
 		return s.listRemote(ctx)
 	}
 	root := filepath.Join(s.dir, sessionsDir)
-	ids, err := sessionIDs(s.opts.fs, root)
-	if err != nil {
-		return nil, fmt.Errorf("sessionstore: list sessions: %w", err)
+	// The catalogue (internal/catalogue) says what each session.json
+	// holds. While the sessions directory is as the catalogue last
+	// recorded it (one stat), the catalogue names every session and its
+	// entries are trusted as they are: only those with a write in
+	// progress, or unreadable, are read from session.json. Otherwise
+	// List lists the directory and stats each session.json, reading
+	// those changed behind the catalogue; without a catalogue, it reads
+	// them all.
+	st := s.cat.State()
+	var (
+		ids     []uuid.UUID
+		entries []catalogue.Entry
+		usable  []bool
+		hints   []int
+	)
+	trusted := st != nil && s.cat.Current(st)
+	if trusted {
+		st.Each(func(id uuid.UUID, e catalogue.Entry, ok bool) {
+			ids, entries, usable = append(ids, id), append(entries, e), append(usable, ok)
+		})
+	} else {
+		var err error
+		if ids, err = sessionIDs(s.opts.fs, root); err != nil {
+			return nil, fmt.Errorf("sessionstore: list sessions: %w", err)
+		}
+		if st != nil {
+			hints = st.Hints(ids)
+		}
 	}
 	metas := make([]Meta, len(ids))
 	errs := make([]error, len(ids))
-	// The catalogue (internal/catalogue) says what each session.json holds while
-	// its stamp is unchanged; without one, each is read. Either way the
-	// work is spread over the CPUs, each goroutine reading into a buffer
-	// of its own, large enough for a session.json, so that a read needs no
-	// fstat to size it.
-	st := s.cat.State()
-	var hints []int
-	if st != nil {
-		hints = st.Hints(ids)
-	}
+	// The reading is spread over the CPUs, each goroutine reading into a
+	// buffer of its own, large enough for a session.json, so that a read
+	// needs no fstat to size it.
 	workers := min(runtime.GOMAXPROCS(0), (len(ids)+listBatch-1)/listBatch)
 	bufs := make([][]byte, max(workers, 1))
 	forEach(len(ids), workers, func(w, i int) {
 		if ctx.Err() != nil {
 			return
 		}
+		if trusted && usable[i] {
+			metas[i] = metaOf(entries[i].Meta)
+			return
+		}
 		if bufs[w] == nil {
 			bufs[w] = make([]byte, 0, 4<<10)
 		}
-		if st != nil {
-			e, _, usable := st.Lookup(ids[i], hints[i])
-			metas[i], bufs[w], errs[i] = resolveMeta(s.opts.fs, filepath.Join(root, ids[i].String()), ids[i], e, usable, bufs[w])
+		sdir := filepath.Join(root, ids[i].String())
+		if st != nil && !trusted {
+			e, _, ok := st.Lookup(ids[i], hints[i])
+			metas[i], bufs[w], errs[i] = resolveMeta(s.opts.fs, sdir, ids[i], e, ok, bufs[w])
 		} else {
-			metas[i], _, bufs[w], errs[i] = readMetaInto(s.opts.fs, filepath.Join(root, ids[i].String()), ids[i], bufs[w])
+			metas[i], _, bufs[w], errs[i] = readMetaInto(s.opts.fs, sdir, ids[i], bufs[w])
 		}
 	})
 	if err := ctx.Err(); err != nil {
@@ -465,9 +499,10 @@ func listResult(ids []uuid.UUID, metas []Meta, errs []error, absent error, path 
 // ListRecent returns the metadata of the n newest sessions, newest first:
 // those with the greatest ids (UUIDv7 ids sort by creation time). n <= 0
 // returns none. It reads the newest part of the catalogue (internal/catalogue)
-// and the session.json files it cannot vouch for, and falls back to List
-// when the catalogue is unusable or the sessions directory changed behind
-// it. It reports unreadable sessions as List does, with a *ListError
+// and the session.json files it cannot vouch for (List's promise: a
+// session.json changed in place by hand is not seen while the sessions
+// directory is unchanged), and falls back to List when the catalogue is
+// unusable or the sessions directory changed behind it. It reports unreadable sessions as List does, with a *ListError
 // beside the readable ones, but only those it met on its way: sessions
 // newer than the oldest one returned (List reports them all).
 //

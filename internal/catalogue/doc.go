@@ -95,17 +95,22 @@
 //
 // # What is detected
 //
-// Each session's entry is trusted only while session.json's stamp is the
-// recorded one (Entry.Fresh): the store's List stats every session.json,
-// its ListRecent those it returns, and a mismatch reads the file. List
-// also lists the sessions directory, so it sees directories added or
-// removed by hand. Backwards instead compares the directory's stamp with
-// the last recorded one and, on a mismatch, does not answer. Not
-// detected: a session.json edited by hand to the same size within one
-// tick of the file system's clock (or one whose modification time is set
-// back), and, for Backwards, a directory added or removed by hand within
-// the tick of the catalogue's last change, or a session.json dropped by
-// hand into an existing directory that had none. The snapshot and the
+// Every writer follows the protocol, so while the sessions directory's
+// stamp is the last one recorded (Current, one stat; Backwards checks it
+// too) the catalogue names every session and each entry without an open
+// pending record is what its session.json holds: the store's listings
+// then read nothing else. What they do not see on that path: a
+// session.json changed in place by hand, outside the protocol (the
+// directory's stamp changes only when an entry is added, removed or
+// renamed in it; touch(1) on the directory makes the change seen), a
+// directory added or removed by hand within the tick of the catalogue's
+// last change, or a session.json dropped by hand into an existing
+// directory that had none. When the stamp differs, the store's List
+// lists the directory and trusts an entry only while session.json's
+// stamp is the recorded one (Entry.Fresh), reading the file on a
+// mismatch; not detected then: a session.json edited by hand to the same
+// size within one tick of the file system's clock (or one whose
+// modification time is set back). The snapshot and the
 // log are covered by their CRCs; a damaged one is rebuilt by a writer and
 // read around by a read-only store (State returns nil), which writes
 // nothing and reads the session.json files.

@@ -296,3 +296,57 @@ func (st *State) Hints(ids []uuid.UUID) []int {
 	}
 	return hints
 }
+
+// Current reports whether the sessions directory's stamp is the one st
+// last recorded: then no session directory was added or removed since,
+// except by hand within one tick of the file system's clock (see "What
+// is detected"), and st names every session there is. Call it after
+// reading st, so that a change made meanwhile is seen. It is one stat.
+func (c *Catalogue) Current(st *State) bool {
+	d, err := statStamp(c.fsys, c.sessions())
+	return err == nil && d == st.log.Dir
+}
+
+// Each hands fn every session st names, in id order: the snapshot's
+// entries with the log folded over them, then (merged in order) the
+// ids only the log names. usable is Lookup's: false for an id with an
+// open pending record (a session.json being written, or a session being
+// deleted) or an unreadable one, which the caller reads from
+// session.json.
+func (st *State) Each(fn func(id uuid.UUID, e Entry, usable bool)) {
+	var extra []uuid.UUID // ids of the log the snapshot lacks
+	for id := range st.log.committed {
+		if _, ok := st.snapEntry(id); !ok {
+			extra = append(extra, id)
+		}
+	}
+	for id := range st.log.pending {
+		if _, dup := st.log.committed[id]; !dup {
+			if _, ok := st.snapEntry(id); !ok {
+				extra = append(extra, id)
+			}
+		}
+	}
+	slices.SortFunc(extra, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) })
+	one := func(id uuid.UUID, snap Entry, inSnap bool) {
+		switch e, ok := st.log.committed[id]; {
+		case st.log.pending[id]:
+			fn(id, Entry{}, false)
+		case ok:
+			fn(id, e, true)
+		case inSnap:
+			fn(id, snap, !snap.Unreadable)
+		}
+	}
+	j := 0
+	for i, id := range st.snap.ids {
+		for j < len(extra) && bytesLess(extra[j][:], id[:]) {
+			one(extra[j], Entry{}, false)
+			j++
+		}
+		one(id, st.snap.entries[i], true)
+	}
+	for ; j < len(extra); j++ {
+		one(extra[j], Entry{}, false)
+	}
+}
