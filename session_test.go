@@ -262,6 +262,14 @@ func TestSessionJSONChecksum(t *testing.T) {
 	require.ErrorAs(t, err, &ce)
 	assert.Equal(t, path, ce.Path)
 	assert.Equal(t, int64(intro+len(",\n  \"crc\": \"")), ce.Offset, "the offset of the checksum")
+	// List answers from the catalogue while the sessions directory is
+	// unchanged (the file was changed in place), and reads the file, to
+	// report it, once the directory changed.
+	listed, err := s.List(ctx)
+	require.NoError(t, err)
+	require.Len(t, listed, 1)
+	assert.Equal(t, "checked", listed[0].Name, "the metadata the store wrote")
+	touchSessionsDir(t, m)
 	_, err = s.List(ctx)
 	var le *ListError
 	require.ErrorAs(t, err, &le)
