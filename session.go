@@ -422,15 +422,19 @@ func (s *Store) List(ctx context.Context) ([]Meta, error) {
 	// them all.
 	st := s.cat.State()
 	var (
-		ids     []uuid.UUID
-		entries []catalogue.Entry
-		usable  []bool
-		hints   []int
+		ids   []uuid.UUID
+		metas []Meta
+		todo  []int // the sessions to read or stat, by index in ids
+		hints []int
 	)
 	trusted := st != nil && s.cat.Current(st)
 	if trusted {
+		ids, metas = make([]uuid.UUID, 0, st.Len()), make([]Meta, 0, st.Len())
 		st.Each(func(id uuid.UUID, e catalogue.Entry, ok bool) {
-			ids, entries, usable = append(ids, id), append(entries, e), append(usable, ok)
+			if !ok {
+				todo = append(todo, len(ids))
+			}
+			ids, metas = append(ids, id), append(metas, metaOf(e.Meta))
 		})
 	} else {
 		var err error
@@ -440,25 +444,26 @@ func (s *Store) List(ctx context.Context) ([]Meta, error) {
 		if st != nil {
 			hints = st.Hints(ids)
 		}
+		metas = make([]Meta, len(ids))
+		todo = make([]int, len(ids))
+		for i := range todo {
+			todo[i] = i
+		}
 	}
-	metas := make([]Meta, len(ids))
 	errs := make([]error, len(ids))
 	// The reading is spread over the CPUs, each goroutine reading into a
 	// buffer of its own, large enough for a session.json, so that a read
 	// needs no fstat to size it.
-	workers := min(runtime.GOMAXPROCS(0), (len(ids)+listBatch-1)/listBatch)
+	workers := min(runtime.GOMAXPROCS(0), (len(todo)+listBatch-1)/listBatch)
 	bufs := make([][]byte, max(workers, 1))
-	forEach(len(ids), workers, func(w, i int) {
+	forEach(len(todo), workers, func(w, j int) {
 		if ctx.Err() != nil {
-			return
-		}
-		if trusted && usable[i] {
-			metas[i] = metaOf(entries[i].Meta)
 			return
 		}
 		if bufs[w] == nil {
 			bufs[w] = make([]byte, 0, 4<<10)
 		}
+		i := todo[j]
 		sdir := filepath.Join(root, ids[i].String())
 		if st != nil && !trusted {
 			e, _, ok := st.Lookup(ids[i], hints[i])

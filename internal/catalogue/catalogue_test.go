@@ -660,3 +660,44 @@ func TestWritersAtOnce(t *testing.T) {
 		assert.True(t, e.Fresh(f.fsys, f.sdir(m.ID)), "with session.json's stamp")
 	}
 }
+
+// TestEachCurrent: Each hands over every session in id order, the log's
+// ids merged with the snapshot's, a pending one (being written, or
+// deleted) as not usable; Current holds until the sessions directory
+// changes behind the catalogue.
+func TestEachCurrent(t *testing.T) {
+	f := newFixture(t)
+	var metas []Meta
+	for i := range 5 {
+		metas = append(metas, f.create(fmt.Sprint("session ", i)))
+	}
+	require.NoError(t, f.c.Compact()) // metas in the snapshot
+	metas = append(metas, f.create("in the log only"))
+	f.update(metas[1].ID, func(m *Meta) { m.Model = "updated" })
+	metas[1].Model = "updated"
+	require.NoError(t, f.c.WillWrite(metas[2].ID, nil)) // a write in progress
+	f.remove(metas[3].ID)
+
+	r := f.open(true)
+	st := r.State()
+	require.NotNil(t, st)
+	assert.True(t, r.Current(st))
+	var ids []uuid.UUID
+	var got []Meta
+	var unusable []uuid.UUID
+	st.Each(func(id uuid.UUID, e Entry, usable bool) {
+		ids = append(ids, id)
+		if usable {
+			got = append(got, e.Meta)
+		} else {
+			unusable = append(unusable, id)
+		}
+	})
+	assert.Equal(t, []uuid.UUID{metas[0].ID, metas[1].ID, metas[2].ID, metas[3].ID, metas[4].ID, metas[5].ID}, ids)
+	assert.Equal(t, []uuid.UUID{metas[2].ID, metas[3].ID}, unusable)
+	assert.Equal(t, []Meta{metas[0], metas[1], metas[4], metas[5]}, got)
+	assert.GreaterOrEqual(t, st.Len(), len(ids))
+
+	require.NoError(t, f.fsys.MkdirAll(f.sdir(uuid.Must(uuid.NewV7())), 0o700))
+	assert.False(t, r.Current(st), "a session directory added behind the catalogue")
+}

@@ -350,3 +350,9 @@ func (st *State) Each(fn func(id uuid.UUID, e Entry, usable bool)) {
 		one(extra[j], Entry{}, false)
 	}
 }
+
+// Len is about how many sessions Each hands over: the snapshot's entries
+// and the log's ids (some of them the same), for sizing.
+func (st *State) Len() int {
+	return len(st.snap.ids) + len(st.log.committed) + len(st.log.pending)
+}
