@@ -12,6 +12,7 @@ import (
 	"github.com/sessionstore/sessionstore/internal/eventline"
 	"github.com/sessionstore/sessionstore/internal/layout"
 	"github.com/sessionstore/sessionstore/internal/vfs"
+	"github.com/sessionstore/sessionstore/internal/zchunk"
 )
 
 // pathLines returns the chunk lines of a chain of n events in chunk 0,
@@ -114,6 +115,45 @@ func TestParentWalk(t *testing.T) {
 			default:
 				corruptAt(t, err, path0, es[tc.at].Loc.Offset)
 			}
+		})
+	}
+}
+
+// TestParentWalkReadsAhead: on a sealed chunk of small blocks, the walk
+// of a long path gets most windows from its read-ahead (the blocks before
+// the window, decoded while the lines are parsed) and reads every line as
+// it is, in order; a chunk sealed in its plain form is read the same.
+func TestParentWalkReadsAhead(t *testing.T) {
+	const dir = "/c"
+	const n = 3000
+	b, es := pathLines(n, nil)
+	for _, sealed := range []bool{true, false} {
+		t.Run(fmt.Sprint("sealed ", sealed), func(t *testing.T) {
+			m := vfs.NewMemFS()
+			if sealed {
+				require.NoError(t, m.MkdirAll(dir, 0o700))
+				require.NoError(t, zchunk.WriteBlocks(m, filepath.Join(dir, layout.SealedName(0)), b, nil, 0o600, 4<<10))
+			} else {
+				write(t, m, filepath.Join(dir, layout.ChunkName(0)), b)
+			}
+			w := NewParentWalk(m, dir, es[n-1], 4<<10)
+			for k := range n {
+				hd, pl, loc, err := w.Next()
+				require.NoError(t, err, "line %d of the walk", k)
+				i := n - 1 - k
+				require.Equal(t, es[i].ID, hd.ID, "line %d of the walk", k)
+				assert.Equal(t, es[i].Loc, loc)
+				assert.Equal(t, fmt.Sprintf(`{"n":%d}`, i), string(pl.Record))
+				if i > 0 {
+					require.NoError(t, w.Up(hd, pl))
+				}
+			}
+			if sealed {
+				assert.GreaterOrEqual(t, w.taken, len(b)/ReadRun-1, "windows served by the read-ahead (of about len/ReadRun)")
+			} else {
+				assert.Zero(t, w.taken, "a plain chunk is read directly")
+			}
+			w.Close()
 		})
 	}
 }

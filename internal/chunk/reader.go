@@ -78,6 +78,15 @@ func (r *Reader) Fill(chunk uint32, off int64, n int64) error {
 	return nil
 }
 
+// SetWindow makes b, the n bytes of chunk from off (read by the caller
+// from the chunk's Source), the window in place of the one Fill loaded,
+// and returns that one's buffer for reuse.
+func (r *Reader) SetWindow(chunk uint32, off int64, b []byte) (old []byte) {
+	old = r.win[:0]
+	r.winChunk, r.winOff, r.win = chunk, off, b
+	return old
+}
+
 // Window returns the bytes the last Fill loaded, valid until the next.
 func (r *Reader) Window() []byte { return r.win }
 
