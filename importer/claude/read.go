@@ -8,8 +8,11 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -106,38 +109,57 @@ func parseFile(path string, data []byte) *File {
 // readFile reads the transcript r, the file at path.
 func readFile(path string, in io.Reader) (*File, error) {
 	f := &File{Path: path, Summaries: map[string]string{}}
-	var recs []*record
-	var lineNo []int
+	// The lines are read in order, then parsed several at a time (the
+	// JSON decoding is most of a read's work), then taken in order.
+	type srcLine struct {
+		b   []byte
+		n   int
+		err error // ErrLineTooLong: not parsed
+		r   *record
+	}
+	var src []srcLine
 	lr := importer.NewLineReader(in, path, 0)
 	for {
-		line, n, err := lr.Next()
+		b, n, err := lr.Next()
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if errors.Is(err, importer.ErrLineTooLong) {
-			f.Lines++
-			f.Skipped++
-			f.Errors = append(f.Errors, err)
+			src = append(src, srcLine{err: err})
 			continue
 		}
 		if err != nil {
 			return nil, fmt.Errorf("claude: read %s: %w", path, err)
 		}
-		if len(bytes.TrimSpace(line)) == 0 {
+		if len(bytes.TrimSpace(b)) == 0 {
 			continue
 		}
-		if f.Lines == 0 {
-			if err := importer.WrongFormat(path, importer.FormatClaude, bytes.TrimSpace(line)); err != nil {
+		if len(src) == 0 {
+			if err := importer.WrongFormat(path, importer.FormatClaude, bytes.TrimSpace(b)); err != nil {
 				return nil, err
 			}
 		}
+		src = append(src, srcLine{b: bytes.Clone(b), n: n})
+	}
+	parseLines(len(src), func(i int) {
+		if l := &src[i]; l.err == nil {
+			l.r, l.err = parseLine(l.b)
+			if l.err != nil {
+				l.err = importer.Malformed(path, l.n, "%v", l.err)
+			}
+		}
+	})
+	var recs []*record
+	var lineNo []int
+	for i := range src {
+		l := &src[i]
 		f.Lines++
-		r, err := parseLine(bytes.Clone(line))
-		if err != nil {
+		if l.err != nil {
 			f.Skipped++
-			f.Errors = append(f.Errors, importer.Malformed(path, n, "%v", err))
+			f.Errors = append(f.Errors, l.err)
 			continue
 		}
+		r := l.r
 		if r.UUID == "" {
 			f.Skipped++
 			if r.Type == "summary" && r.LeafUUID != "" {
@@ -146,8 +168,9 @@ func readFile(path string, in io.Reader) (*File, error) {
 			continue
 		}
 		recs = append(recs, r)
-		lineNo = append(lineNo, n)
+		lineNo = append(lineNo, l.n)
 	}
+	src = nil
 	f.bytes = lr.Stats().Bytes
 	// A compact boundary that is the file's last record has its summary
 	// line still to come (Claude Code writes the two one after the other):
@@ -749,4 +772,36 @@ func newestLeaf(evs []sessionstore.Event) uuid.UUID {
 		}
 	}
 	return head
+}
+
+// parseBatch is how many lines a goroutine of parseLines takes at a time.
+const parseBatch = 64
+
+// parseLines calls parse(i) for i in [0, n) from up to GOMAXPROCS
+// goroutines, each taking parseBatch lines at a time, and returns when
+// all calls have.
+func parseLines(n int, parse func(i int)) {
+	workers := min(runtime.GOMAXPROCS(0), (n+parseBatch-1)/parseBatch)
+	if workers <= 1 {
+		for i := range n {
+			parse(i)
+		}
+		return
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for {
+				start := int(next.Add(parseBatch)) - parseBatch
+				if start >= n {
+					return
+				}
+				for i := start; i < min(start+parseBatch, n); i++ {
+					parse(i)
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
