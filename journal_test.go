@@ -323,3 +323,33 @@ func TestJournalPrepared(t *testing.T) {
 	require.NotEmpty(t, s.opts.jr.current(), "made in the background")
 	assert.Contains(t, journalFiles(t, m), s.opts.jr.current()+".wal")
 }
+
+// TestJournalLargeGroupBypasses: a commit group of journalMaxGroup bytes
+// or more is written into its chunk and synced there, not through the
+// journal, and is as durable: it is there after a power loss that keeps
+// only synced bytes.
+func TestJournalLargeGroupBypasses(t *testing.T) {
+	ctx := context.Background()
+	m := vfs.NewMemFS()
+	s := openMem(t, m, Options{BlobThreshold: 1 << 20})
+	meta, err := s.Create(ctx, Meta{Name: "large"})
+	require.NoError(t, err)
+	small, err := s.Append(ctx, meta.ID, UserText("small"))
+	require.NoError(t, err)
+	w := s.opts.jr.writerIfAny()
+	require.NotNil(t, w, "the small append went through the journal")
+	before := w.Stats().Records
+	require.Positive(t, before)
+	large, err := s.Append(ctx, meta.ID, UserText(strings.Repeat("x", journalMaxGroup)))
+	require.NoError(t, err)
+	assert.Equal(t, before, w.Stats().Records, "the large group did not go through the journal")
+	after, err := s.Append(ctx, meta.ID, UserText("small again"))
+	require.NoError(t, err)
+	assert.Equal(t, before+1, w.Stats().Records, "a small one does again")
+
+	crashed := m.CrashClone(vfs.KeepSynced, 1)
+	require.NoError(t, s.Close())
+	r := openMem(t, crashed, Options{})
+	defer r.Close()
+	assertEvents(t, r, meta.ID, []Event{small, large, after}, "after a power loss")
+}
