@@ -277,7 +277,9 @@
 // (in the same boot, where the page cache kept the chunks, it only syncs
 // them); a read-only Store lays them over the chunks. With
 // Options.JournalSize negative, or with a Remote, each session's commit
-// writes its active chunk and syncs it instead. Appends to one session
+// writes its active chunk and syncs it instead, and so does a commit of
+// 32 KiB or more (a large tool result), which the journal would write
+// twice, into the journal and then the chunk. Appends to one session
 // from several goroutines share writes and syncs besides (group commit,
 // see commit.go): each still returns only once a sync that started after
 // its record was written has ended, and readers see an event only from

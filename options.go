@@ -145,7 +145,7 @@ type Options struct {
 	// journal.go): 0 selects DefaultJournalSize; otherwise at least 256 KiB
 	// and at most 1 GiB. Appends to every session the Store holds then
 	// share one write and one fdatasync of it, and chunks are synced at
-	// checkpoints. A negative value turns the journal off: each session
+	// checkpoints; a commit of 32 KiB or more syncs its own chunk. A negative value turns the journal off: each session
 	// syncs its own chunk on every commit, as does every session of a
 	// store with a Remote (whose appends wait for the object store).
 	JournalSize int64
