@@ -64,9 +64,10 @@ func (q Query) Matches(m Meta) bool {
 // the catalogue (internal/catalogue) from its newest end, or from the cursor's
 // place in it, found by a binary search of the snapshot, and reads the
 // session.json files the catalogue cannot vouch for; so a page costs
-// about its own sessions, not the store's. It falls back to List (every session) when the catalogue is
-// unusable or the sessions directory changed behind it, and always with
-// Options.Remote, whose metadata is in the object store.
+// about its own sessions, not the store's. It falls back to List (every
+// session) when the catalogue is unusable or the sessions directory
+// changed behind it, and always with Options.Remote, whose metadata is in
+// the object store.
 //
 // A cursor is the position after the last session of its page: the next
 // page holds the selected sessions with smaller ids, as they are when it

@@ -507,9 +507,10 @@ func listResult(ids []uuid.UUID, metas []Meta, errs []error, absent error, path 
 // and the session.json files it cannot vouch for (List's promise: a
 // session.json changed in place by hand is not seen while the sessions
 // directory is unchanged), and falls back to List when the catalogue is
-// unusable or the sessions directory changed behind it. It reports unreadable sessions as List does, with a *ListError
-// beside the readable ones, but only those it met on its way: sessions
-// newer than the oldest one returned (List reports them all).
+// unusable or the sessions directory changed behind it. It reports
+// unreadable sessions as List does, with a *ListError beside the
+// readable ones, but only those it met on its way: sessions newer than
+// the oldest one returned (List reports them all).
 //
 // Errors: as List.
 func (s *Store) ListRecent(ctx context.Context, n int) ([]Meta, error) {
