@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
@@ -957,6 +958,15 @@ func TestUnreadableSession(t *testing.T) {
 	f := newFixture(t)
 	metaPath := filepath.Join(f.root, "sessions", f.empty.ID.String(), "session.json")
 	require.NoError(t, os.WriteFile(metaPath, []byte("{not json"), 0o600))
+
+	// Changed in place, by hand: the listing answers from the store's
+	// catalogue, with what the store wrote, until the sessions directory
+	// changes (the library's List).
+	status, stdout, _ := runCmd("ls", "-json", f.root)
+	assert.Equal(t, exitOK, status)
+	assert.Contains(t, stdout, `"id":"`+f.empty.ID.String()+`"`)
+	later := time.Now().Add(time.Minute)
+	require.NoError(t, os.Chtimes(filepath.Join(f.root, "sessions"), later, later))
 
 	status, stdout, stderr := runCmd("ls", f.root)
 	assert.Equal(t, exitFail, status)
