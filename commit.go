@@ -122,8 +122,9 @@ const journalMaxGroup = 32 << 10
 
 // writeGroup writes a commit group's bytes q at off, the end of the data
 // of f, the active chunk, and makes them durable: through the store's
-// journal (journal.go) when it has one, f is a local chunk and the group
-// is smaller than journalMaxGroup, else by writing f and syncing it. The caller is the commit pipeline
+// journal (journal.go) when it has one ready, f is a local chunk and the
+// group is small (storeJournal.commitWith), else by writing f and syncing
+// it. The caller is the commit pipeline
 // (commitLog.Write): a group's leader, without h.mu, or Pipeline.Settle,
 // with it held; h.jmark is the caller's.
 //
@@ -139,8 +140,8 @@ const journalMaxGroup = 32 << 10
 func (h *openSession) writeGroup(f activeChunk, q []byte, off int64) (werr, serr error, viaJournal bool) {
 	lc, local := f.(*localChunk)
 	var w *journal.Writer
-	if jr := h.opts.jr; jr != nil && local && len(q) > 0 && len(q) < journalMaxGroup && int64(len(q)) < jr.size/4 {
-		w = jr.writer()
+	if jr := h.opts.jr; jr != nil && local {
+		w = jr.commitWith(len(q))
 	}
 	if w == nil {
 		if werr = h.chunks.WriteAt(q, off); werr == nil {

@@ -262,10 +262,11 @@
 // is not acknowledged: after a crash its event is absent, or present whole
 // if its bytes reached the disk; never half-formed.
 //
-// Steady-state Append costs one fdatasync, shared: the record goes to the
-// Store's journal (journal/<owner>.wal, see journal.go), which commits the
-// records of every session the Store writes at that moment with one write
-// and one fdatasync; once that sync has ended, the record is written at
+// Steady-state Append costs one fdatasync, shared: once the Store holds
+// two sessions open, the record goes to the Store's journal
+// (journal/<owner>.wal, see journal.go), which commits the records of
+// every session the Store writes at that moment with one write and one
+// fdatasync; once that sync has ended, the record is written at
 // the end of the active chunk's data, without a sync, and the Append
 // returns. Readers (another process's read-only Store included) find an
 // event in the chunk only once it is durable in the journal. The chunk is
@@ -279,7 +280,9 @@
 // Options.JournalSize negative, or with a Remote, each session's commit
 // writes its active chunk and syncs it instead, and so does a commit of
 // 32 KiB or more (a large tool result), which the journal would write
-// twice, into the journal and then the chunk. Appends to one session
+// twice, into the journal and then the chunk, and every commit of a Store
+// that has held one session open at a time (alone, a session syncing its
+// own chunk is faster, and no 64 MiB journal file is made). Appends to one session
 // from several goroutines share writes and syncs besides (group commit,
 // see commit.go): each still returns only once a sync that started after
 // its record was written has ended, and readers see an event only from

@@ -305,8 +305,50 @@ func TestJournalSettleThenCrash(t *testing.T) {
 	require.Greater(t, len(chunks), 3, "precondition: new chunks started")
 }
 
-// TestJournalPrepared: a Create starts making the journal in the
-// background, before any commit needs it.
+// TestJournalOneSessionAlone: a Store holding one session open at a time
+// makes no journal, and its session syncs its own chunk; once a second
+// session is open the journal is wanted, made (in the background, or
+// here at the next commit, which waits for it) and the commits go
+// through it; all of them are there after a power loss that keeps only
+// synced bytes.
+func TestJournalOneSessionAlone(t *testing.T) {
+	journalAlways = false
+	defer func() { journalAlways = true }()
+	ctx := context.Background()
+	m := vfs.NewMemFS()
+	s := openMem(t, m, Options{})
+	first, err := s.Create(ctx, Meta{Name: "first"})
+	require.NoError(t, err)
+	var acked []Event
+	for range 3 {
+		ev, err := s.Append(ctx, first.ID, UserText("alone"))
+		require.NoError(t, err)
+		acked = append(acked, ev)
+	}
+	assert.Empty(t, journalFiles(t, m), "one session open: no journal")
+	assert.Empty(t, s.opts.jr.current())
+
+	_, err = s.Create(ctx, Meta{Name: "second"})
+	require.NoError(t, err)
+	for range 2 {
+		ev, err := s.Append(ctx, first.ID, UserText("two open"))
+		require.NoError(t, err)
+		acked = append(acked, ev)
+	}
+	w := s.opts.jr.writerIfAny()
+	require.NotNil(t, w, "two sessions open: the journal is made")
+	assert.Contains(t, journalFiles(t, m), w.Owner()+".wal")
+	assert.Equal(t, int64(2), w.Stats().Records, "the commits went through it")
+
+	crashed := m.CrashClone(vfs.KeepSynced, 1)
+	require.NoError(t, s.Close())
+	r := openMem(t, crashed, Options{})
+	defer r.Close()
+	assertEvents(t, r, first.ID, acked, "after a power loss")
+}
+
+// TestJournalPrepared: once a second session opens, the journal is made
+// in the background, before any commit needs it.
 func TestJournalPrepared(t *testing.T) {
 	prepareJournal = true
 	defer func() { prepareJournal = false }()
@@ -315,6 +357,9 @@ func TestJournalPrepared(t *testing.T) {
 	defer s.Close()
 	assert.Empty(t, journalFiles(t, m), "an Open makes none")
 	_, err := s.Create(context.Background(), Meta{})
+	require.NoError(t, err)
+	assert.Empty(t, journalFiles(t, m), "nor a first session")
+	_, err = s.Create(context.Background(), Meta{})
 	require.NoError(t, err)
 	deadline := time.Now().Add(10 * time.Second)
 	for s.opts.jr.current() == "" && time.Now().Before(deadline) {

@@ -40,6 +40,7 @@ func TestMain(m *testing.M) {
 	defaultBlobThreshold = testBlobThreshold
 	defaultJournalSize = journal.MinSize
 	prepareJournal = false
+	journalAlways = true
 	if mode := os.Getenv(apiHelperEnv); mode != "" {
 		fmt.Print(apiHelper(mode, os.Getenv(apiDirEnv), os.Getenv(apiSessionEnv)))
 		os.Exit(0)

@@ -141,11 +141,12 @@ type Options struct {
 
 	// JournalSize is the size of the journal a writing Store shares
 	// among its sessions (journal/<owner>.wal under the root,
-	// preallocated when a session first commits through it; see
-	// journal.go): 0 selects DefaultJournalSize; otherwise at least 256 KiB
-	// and at most 1 GiB. Appends to every session the Store holds then
-	// share one write and one fdatasync of it, and chunks are synced at
-	// checkpoints; a commit of 32 KiB or more syncs its own chunk. A negative value turns the journal off: each session
+	// preallocated in the background once the Store holds two sessions
+	// open; see journal.go): 0 selects DefaultJournalSize; otherwise at
+	// least 256 KiB and at most 1 GiB. Appends to every session the Store
+	// holds then share one write and one fdatasync of it, and chunks are
+	// synced at checkpoints; a commit of 32 KiB or more, or of a Store
+	// that never held two sessions open, syncs its own chunk. A negative value turns the journal off: each session
 	// syncs its own chunk on every commit, as does every session of a
 	// store with a Remote (whose appends wait for the object store).
 	JournalSize int64

@@ -248,6 +248,12 @@ func (r *registry) openNew(ctx context.Context, h *openSession, create *Meta) er
 		h.repaired = append(prior.repaired, h.repaired...)
 	}
 	opened = true
+	if r.tab.Len() > 1 {
+		// Two sessions open at once: their commits may share the
+		// journal's syncs (journal.go, storeJournal.commitWith), which is
+		// made now, in the background.
+		r.opts.jr.prepare()
+	}
 	return nil
 }
 

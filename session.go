@@ -299,7 +299,6 @@ func (s *Store) Create(ctx context.Context, meta Meta) (Meta, error) {
 // createNow makes the session's files for Create, or for the first write
 // of a deferred session (defer.go), inside a call Close waits for.
 func (s *Store) createNow(ctx context.Context, meta Meta) (Meta, error) {
-	s.opts.jr.prepare()
 	// The catalogue's pending record comes first, and the session
 	// directory with it, under its lock (internal/catalogue, the protocol).
 	if err := s.cat.willWrite(meta.ID, func() (bool, error) { return s.makeSessionDir(meta.ID) }); err != nil {

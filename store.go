@@ -339,7 +339,6 @@ func (s *Store) appendEvents(ctx context.Context, session uuid.UUID, evs []Event
 		return nil, err
 	}
 	defer s.end()
-	s.opts.jr.prepare()
 	batch := make([]pendingEvent, len(evs))
 	for i, ev := range evs {
 		kept := ev.Time
