@@ -789,3 +789,40 @@ func TestListTrustsCurrentCatalogue(t *testing.T) {
 	assert.GreaterOrEqual(t, count.stats.Load(), int64(len(metas)-1), "a changed directory: every session.json the catalogue vouches for is stat'ed (the pending one is read)")
 	assert.Equal(t, int64(1), count.readDir.Load(), "a changed directory is listed")
 }
+
+// TestListCatalogueDamagedTail: a damaged byte that joins the catalogue
+// log's last two lines (the pending record and the commit of an
+// UpdateMeta) reads as an unsynced tail, which leaves the entry before
+// the update in the catalogue; the listings must not take it for
+// current, and read the updated session.json.
+func TestListCatalogueDamagedTail(t *testing.T) {
+	ctx := context.Background()
+	m, metas := catalogueStore(t, 3)
+	s := openMem(t, m, deterministic(Options{}))
+	updated, err := s.UpdateMeta(ctx, metas[1].ID, func(m *Meta) { m.Model = "updated" })
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	metas[1] = updated
+
+	path := filepath.Join(memRoot, catalogueLogName)
+	b, err := vfs.ReadFile(m, path)
+	require.NoError(t, err)
+	lines := bytes.SplitAfter(b, []byte("\n"))
+	require.GreaterOrEqual(t, len(lines), 3)
+	nl := len(b) - len(lines[len(lines)-2]) - 1 // the newline before the last line
+	require.Equal(t, byte('\n'), b[nl])
+	b[nl] ^= 0x01
+	writeMemFile(t, m, path, b)
+
+	s = openMem(t, m, Options{ReadOnly: true})
+	defer s.Close()
+	got, err := s.List(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, metas, got, "List")
+	recent, err := s.ListRecent(ctx, 3)
+	require.NoError(t, err)
+	assert.Equal(t, newestFirst(metas, 3), recent, "ListRecent")
+	page, _, err := s.ListPage(ctx, Query{Limit: 3}, "")
+	require.NoError(t, err)
+	assert.Equal(t, newestFirst(metas, 3), page, "ListPage")
+}

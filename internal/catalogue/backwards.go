@@ -33,7 +33,7 @@ func (c *Catalogue) openBackwards(below func(uuid.UUID) bool) (f vfs.File, size 
 		err = ErrUnusable
 	}
 	if err == nil {
-		if d, serr := statStamp(c.fsys, c.sessions()); serr != nil || d != l.Dir {
+		if d, serr := statStamp(c.fsys, c.sessions()); serr != nil || !l.current(d) {
 			err = ErrUnusable
 		}
 	}
@@ -173,8 +173,9 @@ func (t *catTail) prev(skip func(uuid.UUID) bool) (Record, bool, error) {
 // an id with an open pending record, or recorded unreadable, comes with
 // usable false. decoded is the snapshot lines decoded. ok is false when
 // the catalogue cannot answer: unusable, of two generations, damaged on
-// the way, or the sessions directory's stamp is not the one recorded (a
-// session directory added or removed behind the catalogue); the caller
+// the way, the sessions directory's stamp is not the one recorded (a
+// session directory added or removed behind the catalogue), or the log
+// ends in an ignored tail (Catalogue.Current says why); the caller
 // then lists every session, and drops what add was given. Backwards
 // writes nothing and takes no lock.
 func (c *Catalogue) Backwards(before *uuid.UUID, more func() bool, add func(id uuid.UUID, e Entry, usable bool)) (decoded int, ok bool) {

@@ -701,3 +701,52 @@ func TestEachCurrent(t *testing.T) {
 	require.NoError(t, f.fsys.MkdirAll(f.sdir(uuid.Must(uuid.NewV7())), 0o700))
 	assert.False(t, r.Current(st), "a session directory added behind the catalogue")
 }
+
+// TestTailNotCurrent: a byte that joins the log's last two lines (a
+// synced pending record and its commit) makes them one bad line, which
+// reads as an unsynced tail; the entry before them is then stale, so
+// neither Current nor Backwards may take the catalogue for current until
+// a writer rewrites the log.
+func TestTailNotCurrent(t *testing.T) {
+	f := newFixture(t)
+	m := f.create("session")
+	f.update(m.ID, func(m *Meta) { m.Model = "updated" }) // a pending record and its commit, last in the log
+	logPath := filepath.Join(testRoot, LogName)
+	b, err := vfs.ReadFile(f.fsys, logPath)
+	require.NoError(t, err)
+	lines := bytes.SplitAfter(b, []byte("\n"))
+	require.GreaterOrEqual(t, len(lines), 3)
+	nl := len(b) - len(lines[len(lines)-2]) - 1 // the newline before the last line
+	require.Equal(t, byte('\n'), b[nl])
+
+	r := f.open(true)
+	st := r.State()
+	require.NotNil(t, st)
+	require.True(t, r.Current(st), "before the damage")
+	_, ok := f.newest(r, nil, 10)
+	require.True(t, ok)
+
+	b[nl] ^= 0x20
+	writeFile(t, f.fsys, logPath, b)
+	st = r.State()
+	require.NotNil(t, st, "a bad last line reads as a tail")
+	e, found, usable := st.Lookup(m.ID, -1)
+	require.True(t, found && usable)
+	require.NotEqual(t, "updated", e.Meta.Model, "the entry before the joined lines")
+	assert.False(t, r.Current(st), "a log with an ignored tail is not current")
+	_, ok = f.newest(r, nil, 10)
+	assert.False(t, ok, "nor does Backwards answer")
+
+	// A writer (another Store: this one's view of the log ends before
+	// the damage) rewrites the log, and the catalogue is current again.
+	f.c = f.open(false)
+	f.update(m.ID, func(m *Meta) { m.Model = "again" })
+	st = r.State()
+	require.NotNil(t, st)
+	assert.True(t, r.Current(st), "after a writer's rewrite")
+	got, ok := f.newest(r, nil, 10)
+	assert.True(t, ok)
+	if assert.Len(t, got, 1) {
+		assert.Equal(t, "again", got[0].Model)
+	}
+}

@@ -67,6 +67,10 @@
 // them, are an unsynced tail and are ignored: ignoring a commit only
 // sends readers to session.json, and a pending record whose sync did not
 // return guarded no write. A bad line followed by good ones is damage.
+// A damaged byte can pass for such a tail (one that joins the last two
+// lines hides a synced pending record with its commit), so a log with an
+// ignored tail is not taken for current (Current) until a writer
+// rewrites it: the listings then check each session.json's stamp.
 // For the same reason a later append may sync the log again after a
 // failed sync (which the store never does for its own data): what such a
 // sync may have lost is at most unsynced commits and the failed pending
@@ -96,8 +100,9 @@
 // # What is detected
 //
 // Every writer follows the protocol, so while the sessions directory's
-// stamp is the last one recorded (Current, one stat; Backwards checks it
-// too) the catalogue names every session and each entry without an open
+// stamp is the last one recorded and the log ends with a whole good line
+// (Current, one stat; Backwards checks it too) the catalogue names every
+// session and each entry without an open
 // pending record is what its session.json holds: the store's listings
 // then read nothing else. What they do not see on that path: a
 // session.json changed in place by hand, outside the protocol (the

@@ -304,8 +304,18 @@ func (st *State) Hints(ids []uuid.UUID) []int {
 // reading st, so that a change made meanwhile is seen. It is one stat.
 func (c *Catalogue) Current(st *State) bool {
 	d, err := statStamp(c.fsys, c.sessions())
-	return err == nil && d == st.log.Dir
+	return err == nil && st.log.current(d)
 }
+
+// current reports whether the log, read whole, may stand for every
+// session while the sessions directory's stamp is d: d is the stamp of
+// its newest record, and no tail was ignored. An ignored tail is what a
+// crash leaves of unsynced commits, and nothing else if the disk is
+// sound; but a damaged byte that joins the last lines into one bad line
+// makes a synced pending record and its commit look the same, and the
+// entry before them would be taken for current. So until a writer
+// rewrites the log, a listing checks every session.json's stamp.
+func (l *catLog) current(d Stamp) bool { return !l.tail && d == l.Dir }
 
 // Each hands fn every session st names, in id order: the snapshot's
 // entries with the log folded over them, then (merged in order) the
