@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/google/uuid"
+	"github.com/sessionstore/sessionstore/internal/blob"
 	"github.com/sessionstore/sessionstore/internal/canonical"
 	"github.com/sessionstore/sessionstore/internal/commit"
 	"github.com/sessionstore/sessionstore/internal/eventline"
@@ -30,24 +31,42 @@ import (
 type pendingEvent struct {
 	ev       Event
 	rec      []byte
-	blob     bool
-	digest   [32]byte
-	keepTime bool    // AppendOptions.KeepTime: ev.Time, when set, is the event's time
-	preview  preview // of rec, for the index entry (internal/eventline/preview.go)
+	big      bool       // over Options.BlobThreshold: a blob in every format
+	strs     []blob.Ref // its strings of at least Options.StringThreshold: a split blob from format 3
+	digest   [32]byte   // of rec, when big or strs is set
+	keepTime bool       // AppendOptions.KeepTime: ev.Time, when set, is the event's time
+	preview  preview    // of rec, for the index entry (internal/eventline/preview.go)
 }
 
 // pendingOf returns the pendingEvent of ev and its prepared record,
-// hashing a record that goes to a blob and making the record's preview,
-// a blob's too, since the append holds its record
-// (internal/eventline/preview.go). Appends call it before they take the
-// session's mutex, so that no one waits for the hashing or the preview.
+// hashing a record that goes to a blob (and the strings it would store
+// apart: blob.Strings, for a record at least Options.StringThreshold
+// long) and making the record's preview, a blob's too, since the append
+// holds its record (internal/eventline/preview.go). Appends call it
+// before they take the session's mutex, so that no one waits for the
+// hashing or the preview. The session's format decides later whether
+// the strings are stored apart (pendingEvent.isBlob).
 func (s *Store) pendingOf(ev Event, rec []byte) pendingEvent {
 	k, _ := eventline.KindCodeOf([]byte(ev.Kind))
 	p := pendingEvent{ev: ev, rec: rec, preview: eventline.PreviewOf(k, rec)}
-	if s.opts.BlobThreshold >= 0 && len(rec) > s.opts.BlobThreshold {
-		p.blob, p.digest = true, sha256.Sum256(rec)
+	p.big = s.opts.BlobThreshold >= 0 && len(rec) > s.opts.BlobThreshold
+	if t := s.opts.StringThreshold; t > 0 && len(rec) >= t+2 {
+		p.strs = blob.Strings(rec, t)
+	}
+	if p.big || len(p.strs) > 0 {
+		p.digest = sha256.Sum256(rec)
 	}
 	return p
+}
+
+// isBlob reports whether p's record is stored as a blob in a session of
+// format format, and the strings stored apart with it (none before
+// format 3).
+func (p *pendingEvent) isBlob(format int) (bool, []blob.Ref) {
+	if format < splitFormat {
+		return p.big, nil
+	}
+	return p.big || len(p.strs) > 0, p.strs
 }
 
 // tip is the newest event written, in flight or published: the parent of
@@ -126,9 +145,11 @@ func (h *openSession) queue(ctx context.Context, batch []pendingEvent, from uuid
 func (h *openSession) writeBlobs(batch []pendingEvent) ([]payload, error) {
 	pls := make([]payload, len(batch))
 	var big []int
-	for i, p := range batch {
-		pls[i] = eventline.Inline(p.rec)
-		if p.blob {
+	for i := range batch {
+		pls[i] = eventline.Inline(batch[i].rec)
+		ok, refs := batch[i].isBlob(h.format)
+		batch[i].strs = refs // the strings stored apart, if any: protected with the blob
+		if ok {
 			big = append(big, i)
 		}
 	}
@@ -140,22 +161,19 @@ func (h *openSession) writeBlobs(batch []pendingEvent) ([]payload, error) {
 	}
 	for _, i := range big {
 		pls[i] = payload{Blob: true, Digest: batch[i].digest, Size: int64(len(batch[i].rec))}
-		if h.writingBlobs == nil {
-			h.writingBlobs = map[[32]byte]int{}
-		}
-		h.writingBlobs[pls[i].Digest]++
 	}
+	h.protectBlobs(batch, pls, 1)
 	h.mu.Unlock()
 	var err error
 	for _, i := range big {
-		if err = h.files.putBlob(pls[i].Digest, batch[i].rec); err != nil {
+		if err = h.files.putBlob(pls[i].Digest, batch[i].rec, batch[i].strs); err != nil {
 			err = fmt.Errorf("sessionstore: write blob: %w", err)
 			break
 		}
 	}
 	h.mu.Lock()
 	if err != nil {
-		h.blobsWritten(pls)
+		h.blobsWritten(batch, pls)
 		if errors.Is(err, errUnsynced) {
 			h.becomeFailed(err)
 		}
@@ -164,13 +182,29 @@ func (h *openSession) writeBlobs(batch []pendingEvent) ([]payload, error) {
 	return pls, nil
 }
 
-// blobsWritten ends the protection writeBlobs gave the blobs of pls, with
-// h.mu held: their lines are in flight (or were not written).
-func (h *openSession) blobsWritten(pls []payload) {
-	for _, p := range pls {
+// blobsWritten ends the protection writeBlobs gave the blobs of pls and
+// their strings, with h.mu held: their lines are in flight (or were not
+// written).
+func (h *openSession) blobsWritten(batch []pendingEvent, pls []payload) {
+	h.protectBlobs(batch, pls, -1)
+}
+
+// protectBlobs adds by (1 or -1) to the count in h.writingBlobs of each
+// blob of pls and each of its strings (batch[i].strs), with h.mu held.
+func (h *openSession) protectBlobs(batch []pendingEvent, pls []payload, by int) {
+	if h.writingBlobs == nil {
+		h.writingBlobs = map[[32]byte]int{}
+	}
+	add := func(d [32]byte) {
+		if h.writingBlobs[d] += by; h.writingBlobs[d] <= 0 {
+			delete(h.writingBlobs, d)
+		}
+	}
+	for i, p := range pls {
 		if p.Blob {
-			if h.writingBlobs[p.Digest]--; h.writingBlobs[p.Digest] == 0 {
-				delete(h.writingBlobs, p.Digest)
+			add(p.Digest)
+			for _, r := range batch[i].strs {
+				add(r.Digest)
 			}
 		}
 	}
@@ -187,7 +221,7 @@ func (h *openSession) blobsWritten(pls []payload) {
 // for a sync releases the mutex, and another append would take it. It
 // returns the commit group the batch joined, for commit.
 func (h *openSession) writeBatch(ctx context.Context, batch []pendingEvent, pls []payload, from uuid.UUID, check func(h *openSession) error) (*commit.Group, []Event, error) {
-	defer h.blobsWritten(pls)
+	defer h.blobsWritten(batch, pls)
 	if err := h.writable(); err != nil {
 		return nil, nil, err
 	}

@@ -35,6 +35,24 @@ import (
 // once. Every read decompresses the blob and checks its digest: a mismatch
 // is a *CorruptionError naming the blob file.
 //
+// String blobs (format 3): a record holding a JSON string of at least
+// Options.StringThreshold bytes (between its quotes, escapes as they
+// are) is stored as a blob whatever its size, split: each such string is
+// a blob of its own under the SHA-256 of its bytes, and the record's blob
+// (under the record's digest, as any blob) starts with a table of where
+// each string goes, then holds the rest of the record (internal/blob,
+// "String blobs"). The chunk and index lines do not change. A read puts
+// the strings back and checks the whole record's digest, so Resolve and
+// Load return the record byte for byte; a missing or damaged string is a
+// *CorruptionError naming the string's blob file. The same string in
+// many records (a screenshot sent again with every request) is stored
+// once. The strings are written beside the record's blob, each durable
+// before the line is written; GC keeps the strings of every blob it
+// keeps; the remote mode puts each string's object before the split
+// blob's, and a restore fetches a string with the first blob that needs
+// it. Sessions of formats 1 and 2 store no string apart (a build that
+// reads them would take a split blob for damage) until Upgrade.
+//
 // Durability: the blob is written to a temporary file and renamed into
 // place; then the file and its directory are synced side by side (on
 // journaling file systems the two syncs share one journal commit), and
@@ -47,8 +65,8 @@ import (
 //
 // Concurrency: an append writes its blobs without holding the session's
 // mutex (writeBlobs), so other appends, reads and GC go on meanwhile. It
-// counts their digests in the session's writingBlobs first, and GC keeps
-// those blobs and their temporary files. Each write has its own temporary
+// counts their digests, and their strings', in the session's
+// writingBlobs first, and GC keeps those blobs and their temporary files. Each write has its own temporary
 // file ("<name>.<n>.tmp"), so appends that store the same record at once
 // do not collide; their renames replace a name with the same content.
 

@@ -509,7 +509,8 @@ func TestResolveBadInput(t *testing.T) {
 // WithAllLitEntropyCompression it was stored at 1.0.
 func TestBlobBase64Compressed(t *testing.T) {
 	ctx := context.Background()
-	m, s, id := memSession(t, Options{})
+	m, s, id := memSession(t, Options{StringThreshold: -1}) // the record whole, not split
+
 	defer s.Close()
 	ev, err := s.Append(ctx, id, base64Result("c1", 1, 1<<20))
 	require.NoError(t, err)

@@ -17,12 +17,16 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sessionstore/sessionstore/internal/blob"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 )
 
 const (
 	crashChunkSize     = 4096
 	crashBlobThreshold = 2048 // tool results of 1.5-3.5 KiB are blobs about half the time
+	// crashStringThreshold splits the tool results of 2.7 and 3.1 KiB,
+	// whose outputs repeat: split blobs, some sharing a string blob.
+	crashStringThreshold = 2600
 )
 
 // crashWorkload is a deterministic mix of the operations a harness makes:
@@ -55,7 +59,7 @@ func (w *crashWorkload) run(m vfs.FS) {
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(w.seed, 1))
 	open := func() *Store {
-		o := Options{ChunkSize: crashChunkSize, BlobThreshold: crashBlobThreshold, fs: m}
+		o := Options{ChunkSize: crashChunkSize, BlobThreshold: crashBlobThreshold, StringThreshold: crashStringThreshold, fs: m}
 		s, err := Open(memRoot, &o)
 		if err != nil {
 			return nil
@@ -91,7 +95,7 @@ func (w *crashWorkload) run(m vfs.FS) {
 		case x < 62:
 			ev = ToolCallEvent(ToolCall{CallID: fmt.Sprintf("call-%d", i), Name: "run", Arguments: []byte(`{"n":` + strconv.Itoa(i) + `}`)})
 		case x < 75:
-			ev = ToolResultEvent(ToolResult{CallID: fmt.Sprintf("call-%d", i), Output: strings.Repeat("o", 1500+rng.IntN(2000))})
+			ev = ToolResultEvent(ToolResult{CallID: fmt.Sprintf("call-%d", i), Output: strings.Repeat("o", 1500+rng.IntN(2000)/400*400)})
 		case x < 82:
 			if len(w.order) > 0 {
 				to := w.order[rng.IntN(len(w.order))]
@@ -248,7 +252,7 @@ func requireFrozen(t *testing.T, m *vfs.MemFS, k, n int) {
 func checkCrashState(t *testing.T, fsys *vfs.MemFS, w *crashWorkload) {
 	t.Helper()
 	ctx := context.Background()
-	s := openMem(t, fsys, Options{ChunkSize: crashChunkSize, BlobThreshold: crashBlobThreshold})
+	s := openMem(t, fsys, Options{ChunkSize: crashChunkSize, BlobThreshold: crashBlobThreshold, StringThreshold: crashStringThreshold})
 	metas, err := s.List(ctx)
 	require.NoError(t, err)
 	if !w.created {
@@ -330,7 +334,7 @@ func checkCrashState(t *testing.T, fsys *vfs.MemFS, w *crashWorkload) {
 	require.NoError(t, s.Close())
 
 	settled := fsys.String()
-	s = openMem(t, fsys, Options{ChunkSize: crashChunkSize, BlobThreshold: crashBlobThreshold})
+	s = openMem(t, fsys, Options{ChunkSize: crashChunkSize, BlobThreshold: crashBlobThreshold, StringThreshold: crashStringThreshold})
 	_, err = s.Head(ctx, w.session)
 	require.NoError(t, err)
 	require.NoError(t, s.Close())
@@ -359,7 +363,7 @@ func TestCrashPoints(t *testing.T) {
 	t.Parallel() // CPU-bound on MemFS instances of its own, like the other parallel tests
 	const ops = 250
 	session := uuid.MustParse("01a02f3f-0000-7000-8000-00000000c0de")
-	_, full, total := crashAt(ops, 42, session, 0)
+	fullFS, full, total := crashAt(ops, 42, session, 0)
 	require.True(t, full.created)
 	require.Nil(t, full.inflight, "the workload runs to the end without a crash")
 	require.GreaterOrEqual(t, len(full.order), 150)
@@ -370,6 +374,20 @@ func TestCrashPoints(t *testing.T) {
 		}
 	}
 	require.Greater(t, blobs, 10, "the workload writes blobs")
+	split, all := 0, 0
+	after := fullFS.CrashClone(vfs.KeepAll, 0) // the files as the workload left them, readable
+	for _, f := range blobFiles(t, after, session) {
+		b, err := vfs.ReadFile(after, f)
+		require.NoError(t, err)
+		all++
+		if blob.IsSplit(b) {
+			split++
+		}
+	}
+	// The outputs split repeat: two strings serve every split blob.
+	require.Greater(t, split, 5, "the workload writes split blobs")
+	require.Greater(t, all-split, 2, "and whole blobs beside the split ones' strings")
+	t.Logf("blob files: %d split, %d whole or strings", split, all-split)
 	require.Greater(t, full.compactions, 2, "the workload compacts")
 	require.Greater(t, full.batches, 2, "the workload appends batches")
 	require.Greater(t, full.flushes, 0, "the workload flushes")

@@ -125,6 +125,16 @@
 //
 //	{...,"timestamp":"2026-08-25T17:21:35.954897183Z","parent_loc":[2,0,261],"digest":"sha256:083a949e415d0282726b47dca5033620b2eafd8fa6e77cc035c0ec357414ed82","size":25032,"record":null,"crc":"…"}
 //
+// A record holding a JSON string of Options.StringThreshold bytes or more
+// (128 KiB by default: a base64 screenshot) is stored as a blob whatever
+// its size, split (format 3): each such string is a blob of its own,
+// named by the SHA-256 of its bytes as they stand between the quotes, and
+// the record's blob holds the rest with a table of where the strings go
+// (blob.go, "String blobs"). The chunk and index lines are as for any
+// blob; reading puts the strings back and checks the whole record's
+// digest, so Load returns the record byte for byte, and the same
+// screenshot sent again in every later request is stored once.
+//
 // Store.Event and Store.Tree never open a blob; Store.Load resolves the
 // events it returns and Store.Resolve one event, each verifying the digest.
 // Store.LoadSeq, Store.FullPathSeq and Store.TreeSeq are the streaming
@@ -193,14 +203,16 @@
 // first write (defer.go).
 //
 // Format versions: 1, the first; 2 adds "parent_loc" to every chunk line
-// of an event with a parent. New sessions are format 2. This build reads
-// both and appends to a format 1 session in format 1 (no "parent_loc"), so
-// that the builds before format 2 still read it; such a session always
-// opens with its index (see Opening). testdata/format1 holds a format 1
-// session, opened and appended to by a test. Store.Upgrade rewrites a
-// format 1 session as format 2 (upgrade.go, which also draws the rewrite's
-// crash-safe order), and ConvertCompression converts a root's chunks to
-// the other compression mode the same way.
+// of an event with a parent; 3 adds split blobs. New sessions are format
+// 3. This build reads all three and appends to an older session in its
+// own format (format 1: no "parent_loc"; formats 1 and 2: no split
+// blob), so that the builds before still read it; a format 1 session
+// always opens with its index (see Opening). testdata/format1 and
+// testdata/format2 hold such sessions, opened and appended to by tests.
+// Store.Upgrade moves a session to format 3: it rewrites a format 1
+// session's chunks (upgrade.go, which also draws the rewrite's crash-safe
+// order) and only session.json of a format 2 one; ConvertCompression
+// converts a root's chunks to the other compression mode the same way.
 //
 // # Compressed chunks
 //

@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/sessionstore/sessionstore/internal/blob"
 	"github.com/sessionstore/sessionstore/internal/chunkwriter"
 	"github.com/sessionstore/sessionstore/internal/durable"
 	"github.com/sessionstore/sessionstore/internal/index"
@@ -52,7 +53,8 @@ import (
 //     sealed name before the plain chunk goes; a crash leaves one or both,
 //     whole.
 //   - A blob (putBlob): the record, addressed by its SHA-256, durable with
-//     its name before the line naming it is written.
+//     its name before the line naming it is written; split (strs, from
+//     format 3), its strings too, each a blob of its own.
 //   - The metadata (putMeta), the HEAD checkpoint (putHead) and the lanes
 //     file (putLanes, lanes.go): each replaced atomically, the old or the
 //     new content whole after a crash, the new one durable on return.
@@ -63,7 +65,7 @@ type durableFiles interface {
 	createChunk(n uint32) (activeChunk, error)
 	openChunk(n uint32, size int64) (activeChunk, error)
 	sealChunk(n uint32, es []entry) error
-	putBlob(d [32]byte, rec []byte) error
+	putBlob(d [32]byte, rec []byte, strs []blob.Ref) error
 	readBlob(d [32]byte, size int64) ([]byte, error)
 	putMeta(b []byte) error
 	readMeta(id uuid.UUID) (Meta, int, error)
@@ -126,7 +128,9 @@ func (l *localFiles) sealChunk(n uint32, es []entry) error {
 	return refusal(l.SealChunk(n, end, lines))
 }
 
-func (l *localFiles) putBlob(d [32]byte, rec []byte) error { return l.PutBlob(d, rec) }
+func (l *localFiles) putBlob(d [32]byte, rec []byte, strs []blob.Ref) error {
+	return l.PutBlob(d, rec, strs)
+}
 
 func (l *localFiles) readBlob(d [32]byte, size int64) ([]byte, error) {
 	rec, err := l.ReadBlob(d, size)

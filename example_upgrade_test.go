@@ -14,7 +14,8 @@ import (
 )
 
 // Upgrade rewrites a session written in format 1 (here a copy of the
-// fixture in testdata/format1) as format 2; it reads the same afterwards.
+// fixture in testdata/format1) in the current format, 3; it reads the
+// same afterwards.
 func ExampleStore_Upgrade() {
 	dir, err := os.MkdirTemp("", "sessionstore-upgrade-")
 	if err != nil {
@@ -62,7 +63,7 @@ func ExampleStore_Upgrade() {
 	fmt.Println("format", format(), "events", len(after), "same events:", same)
 	// Output:
 	// format 1 events 5
-	// format 2 events 5 same events: true
+	// format 3 events 5 same events: true
 }
 
 // ConvertCompression converts a root created without compression to zstd:

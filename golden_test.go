@@ -13,6 +13,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/sessionstore/sessionstore/internal/blob"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files in testdata/")
@@ -27,7 +29,9 @@ func writeGoldenWorkload(t *testing.T, dir string) []Event {
 	ctx := context.Background()
 	// Plain chunks keep the fixture readable; compressed chunks have their
 	// own tests.
-	o := deterministic(Options{ChunkSize: 1024, Compression: CompressionNone})
+	// Strings of 256 bytes and more are stored apart (split blobs), so
+	// that the fixture holds them small.
+	o := deterministic(Options{ChunkSize: 1024, Compression: CompressionNone, StringThreshold: 256})
 	s, err := Open(dir, &o)
 	require.NoError(t, err)
 	meta, err := s.Create(ctx, Meta{ID: goldenSession, Name: "golden", WorkingDir: "/workspace", Model: "model-name", Labels: map[string]string{"team": "core"}})
@@ -49,10 +53,30 @@ func writeGoldenWorkload(t *testing.T, dir string) []Event {
 	// A record over the blob threshold: stored in blobs/, referenced by
 	// digest from its chunk line.
 	add(ToolResultEvent(ToolResult{CallID: "call_2", Output: strings.Repeat("PASS\tpkg/module\t0.01s\n", 1000)}))
+	// The same long string in two records (a screenshot sent twice):
+	// each record a split blob, the string one string blob.
+	shot := goldenScreenshot()
+	add(ToolResultEvent(ToolResult{CallID: "call_3", Output: shot}))
+	add(NewEvent(KindCustom, RoleUser, map[string]any{"type": "screenshot", "media_type": "image/png", "data": shot}))
 	path, err := s.Load(ctx, meta.ID)
 	require.NoError(t, err)
 	require.NoError(t, s.Close())
 	return path
+}
+
+// goldenScreenshot is a stand-in for a base64 image: 300 bytes that
+// compress poorly.
+func goldenScreenshot() string {
+	var b strings.Builder
+	x := uint32(2463534242)
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+	for range 300 {
+		x ^= x << 13
+		x ^= x >> 17
+		x ^= x << 5
+		b.WriteByte(alphabet[x%64])
+	}
+	return b.String()
 }
 
 // readTree maps every regular file under dir to its content.
@@ -106,13 +130,19 @@ func TestGoldenFiles(t *testing.T) {
 	// The workload spans two chunks and writes a blob, so rotation and
 	// blobs are part of the golden.
 	assert.Contains(t, got, "sessions/"+goldenSession.String()+"/chunks/000001.jsonl")
-	blobs := 0
-	for name := range got {
+	// The three records over the string threshold are split blobs; the
+	// screenshot both name is stored once, beside the test log's string.
+	blobs, split := 0, 0
+	for name, content := range got {
 		if strings.Contains(name, "/blobs/sha256/") && strings.HasSuffix(name, blobExt) {
 			blobs++
+			if blob.IsSplit([]byte(content)) {
+				split++
+			}
 		}
 	}
-	assert.Equal(t, 1, blobs)
+	assert.Equal(t, 5, blobs)
+	assert.Equal(t, 3, split)
 }
 
 // TestGoldenLoad opens a copy of the committed fixture, as a harness would
@@ -142,7 +172,7 @@ func TestGoldenLoad(t *testing.T) {
 	}
 	tree, err := s.Tree(ctx, goldenSession)
 	require.NoError(t, err)
-	assert.Len(t, tree, 8)
+	assert.Len(t, tree, 10)
 	metas, err := s.List(ctx)
 	require.NoError(t, err)
 	require.Len(t, metas, 1)
@@ -161,4 +191,83 @@ func copyFixture(t *testing.T, name string) string {
 		require.NoError(t, os.WriteFile(p, []byte(content), 0o600))
 	}
 	return dir
+}
+
+// TestFormat2Fixture opens a copy of a session written in format 2
+// (testdata/format2, the golden workload of the build before split
+// blobs): it loads as it was written, appends to it store no string
+// apart (a build reading format 2 at most must still read it), and after
+// Upgrade, which says format 3 and rewrites no chunk, a record's long
+// string is stored apart.
+func TestFormat2Fixture(t *testing.T) {
+	ctx := context.Background()
+	dir := copyFixture(t, "format2")
+	chunk0 := filepath.Join(dir, "sessions", goldenSession.String(), "chunks", "000000.jsonl")
+	before, err := os.ReadFile(chunk0)
+	require.NoError(t, err)
+	s, err := Open(dir, &Options{Compression: CompressionNone, StringThreshold: 64})
+	require.NoError(t, err)
+	defer s.Close()
+
+	b, err := os.ReadFile(filepath.Join("testdata", "format2-active-path.json"))
+	require.NoError(t, err)
+	var want []Event
+	require.NoError(t, json.Unmarshal(b, &want))
+	got, err := s.Load(ctx, goldenSession)
+	require.NoError(t, err)
+	require.Len(t, got, len(want))
+	for i := range want {
+		assert.Equal(t, want[i].ID, got[i].ID)
+		assert.JSONEq(t, string(want[i].Record), string(got[i].Record))
+	}
+
+	sdir := filepath.Join(dir, "sessions", goldenSession.String())
+	splitBlobs := func() (all, split int) {
+		t.Helper()
+		err := filepath.WalkDir(filepath.Join(sdir, blobsDir), func(p string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() || !strings.HasSuffix(p, blobExt) {
+				return err
+			}
+			b, err := os.ReadFile(p)
+			if err == nil {
+				all++
+				if blob.IsSplit(b) {
+					split++
+				}
+			}
+			return err
+		})
+		require.NoError(t, err)
+		return all, split
+	}
+	shot := ToolResultEvent(ToolResult{CallID: "call_9", Output: goldenScreenshot()})
+	_, err = s.Append(ctx, goldenSession, shot)
+	require.NoError(t, err)
+	all, split := splitBlobs()
+	assert.Equal(t, 1, all, "format 2: the short record stays inline")
+	assert.Zero(t, split)
+	_, format, err := readMeta(s.opts.fs, sdir, goldenSession)
+	require.NoError(t, err)
+	assert.Equal(t, 2, format)
+
+	require.NoError(t, s.Upgrade(ctx, goldenSession))
+	_, format, err = readMeta(s.opts.fs, sdir, goldenSession)
+	require.NoError(t, err)
+	assert.Equal(t, formatVersion, format)
+	after, err := os.ReadFile(chunk0)
+	require.NoError(t, err)
+	assert.Equal(t, before, after, "the upgrade from format 2 rewrites no chunk")
+	out, err := s.Append(ctx, goldenSession, shot)
+	require.NoError(t, err)
+	all, split = splitBlobs()
+	assert.Equal(t, 3, all, "format 3: the record a split blob, its string a blob")
+	assert.Equal(t, 1, split)
+	ev, err := s.Event(ctx, goldenSession, out.ID)
+	require.NoError(t, err)
+	ev, err = s.Resolve(ctx, goldenSession, ev)
+	require.NoError(t, err)
+	assert.Equal(t, string(shot.Record), string(ev.Record), "read back byte for byte")
+	r, err := s.Verify(ctx, goldenSession)
+	require.NoError(t, err)
+	assert.True(t, r.OK(), "%v", r.Problems)
 }

@@ -615,7 +615,7 @@ func TestLazyLoadReadsAboutThePath(t *testing.T) {
 }
 
 // TestFormat1Session opens a session written before lines held parent
-// locations (testdata/format1): it opens with its index, loads as before,
+// locations (testdata/format1, the events of testdata/format2): it opens with its index, loads as before,
 // and new events are written in format 1 so that older builds still read
 // it.
 func TestFormat1Session(t *testing.T) {
@@ -624,7 +624,7 @@ func TestFormat1Session(t *testing.T) {
 	s, err := Open(dir, &Options{Compression: CompressionNone})
 	require.NoError(t, err)
 	defer s.Close()
-	b, err := os.ReadFile(filepath.Join("testdata", "golden-active-path.json"))
+	b, err := os.ReadFile(filepath.Join("testdata", "format2-active-path.json"))
 	require.NoError(t, err)
 	var want []Event
 	require.NoError(t, json.Unmarshal(b, &want))

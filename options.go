@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/sessionstore/sessionstore/internal/blob"
 	"github.com/sessionstore/sessionstore/internal/eventline"
 	"github.com/sessionstore/sessionstore/internal/journal"
 	"github.com/sessionstore/sessionstore/internal/vfs"
@@ -18,6 +19,8 @@ const (
 	DefaultChunkSize     = 8 << 20  // 8 MiB
 	DefaultMaxRecordSize = 64 << 20 // 64 MiB
 	DefaultBlobThreshold = 1 << 20  // 1 MiB
+	// DefaultStringThreshold is the default Options.StringThreshold.
+	DefaultStringThreshold = 128 << 10 // 128 KiB
 	// DefaultJournalSize is the default Options.JournalSize.
 	DefaultJournalSize = journal.DefaultSize
 
@@ -63,6 +66,22 @@ type Options struct {
 	// results of tens and hundreds of KiB (file reads, test logs) on the
 	// append's one sync round, and sends the rare larger one to a blob.
 	BlobThreshold int
+	// StringThreshold is the length, in bytes of a JSON string's form
+	// between its quotes, from which a string of a record is stored
+	// apart, once, as a blob of its own that the record's blob refers to
+	// (see blob.go, "String blobs"): the same screenshot, or the same
+	// file's content, in many records costs one copy, and Load still
+	// returns every record byte for byte. A record holding such a string
+	// is stored as a blob whatever its size. Zero selects
+	// DefaultStringThreshold; a negative value stores no string apart;
+	// a value below 64 is 64. Sessions of format 2 (made by earlier
+	// builds, see Upgrade) store no string apart.
+	//
+	// The 128 KiB default catches screenshots (base64 images of 200 KB
+	// and more) and keeps the tool results of tens of KiB, which rarely
+	// repeat, inline on the append's one sync round: a string stored
+	// apart costs the record a blob and itself a file, synced beside it.
+	StringThreshold int
 	// Compression selects how sealed chunks are stored: CompressionZstd
 	// (the default for "") compresses each chunk when it fills up, keeping
 	// random access (see internal/zchunk); CompressionNone leaves them as
@@ -220,6 +239,12 @@ func (o *Options) withDefaults() (Options, error) {
 	}
 	if c.BlobThreshold == 0 {
 		c.BlobThreshold = defaultBlobThreshold
+	}
+	switch {
+	case c.StringThreshold == 0:
+		c.StringThreshold = DefaultStringThreshold
+	case c.StringThreshold > 0 && c.StringThreshold < blob.MinString:
+		c.StringThreshold = blob.MinString
 	}
 	if c.MaxRecordSize == 0 {
 		c.MaxRecordSize = DefaultMaxRecordSize

@@ -326,24 +326,40 @@ func (r *remoteFiles) deleteDying() {
 }
 
 // putBlob stores the blob locally and as an immutable object, before the
-// line naming it is written. An object already there with the digest is
-// reused once its content verifies.
-func (r *remoteFiles) putBlob(d [32]byte, rec []byte) error {
-	if err := r.localFiles.putBlob(d, rec); err != nil {
+// line naming it is written; a split blob's strings first, each an
+// object of its own, so that no object names a string the object store
+// lacks. An object already there with the digest is reused once its
+// content verifies.
+func (r *remoteFiles) putBlob(d [32]byte, rec []byte, strs []blob.Ref) error {
+	if err := r.localFiles.putBlob(d, rec, strs); err != nil {
 		return err
+	}
+	ctx, cancel := r.ctx()
+	defer cancel()
+	done := map[[32]byte]bool{}
+	for _, sr := range strs {
+		if done[sr.Digest] {
+			continue
+		}
+		done[sr.Digest] = true
+		b, err := readFile(r.FS, blobPath(r.Dir, sr.Digest), nil, blob.MaxFile(sr.Size))
+		if err != nil {
+			return err
+		}
+		if err := seam.PutBlobObject(ctx, r.Obj, r.ID, sr.Digest, b, sr.Size, nil); err != nil {
+			return err
+		}
 	}
 	b, err := readFile(r.FS, blobPath(r.Dir, d), nil, blob.MaxFile(int64(len(rec))))
 	if err != nil {
 		return err
 	}
-	ctx, cancel := r.ctx()
-	defer cancel()
-	return seam.PutBlobObject(ctx, r.Obj, r.ID, d, b, int64(len(rec)))
+	return seam.PutBlobObject(ctx, r.Obj, r.ID, d, b, int64(len(rec)), blob.LocalStrings(r.FS, r.Dir))
 }
 
 func (r *remoteFiles) readBlob(d [32]byte, size int64) ([]byte, error) {
 	rec, err := r.localFiles.readBlob(d, size)
-	if err == nil || !blob.Missing(r.FS, r.Dir, d) {
+	if err == nil || !blob.Incomplete(r.FS, r.Dir, d) {
 		return rec, err
 	}
 	ctx, cancel := r.ctx()
@@ -610,7 +626,7 @@ func remoteLost(err error) bool {
 // object's key) when it failed: a restored session's blobs come when a
 // read needs them.
 func (s *Store) fetchMissingBlob(ctx context.Context, dir string, d [32]byte, size int64) (bool, error) {
-	if s.opts.Remote == nil || !blob.Missing(s.opts.fs, dir, d) {
+	if s.opts.Remote == nil || !blob.Incomplete(s.opts.fs, dir, d) {
 		return false, nil
 	}
 	id, err := uuid.Parse(filepath.Base(dir))

@@ -3,6 +3,7 @@ package sessionstore
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -536,4 +537,57 @@ func TestRemoteCloseThenPowerLoss(t *testing.T) {
 	c := openMem(t, crashed, *remoteOpts(obj))
 	defer c.Close()
 	assert.Equal(t, want, loadTexts(t, c, meta.ID))
+}
+
+// TestRemoteSplitBlobs: in the remote mode a split blob's strings go to
+// the object store as objects of their own, once, before the split blob;
+// a restore fetches them with the blob that names them, and fetches a
+// string again when only it is missing from the local directory.
+func TestRemoteSplitBlobs(t *testing.T) {
+	ctx := context.Background()
+	obj := newMemObjects()
+	opts := remoteOpts(obj)
+	opts.StringThreshold = 1000
+	a, _ := apiNewStore(t, opts)
+	m, err := a.Create(ctx, Meta{})
+	require.NoError(t, err)
+	shot := strings.Repeat("iVBORw0KGgoAAAANSUhEUgAA", 100)
+	var want []json.RawMessage
+	for i := range 5 {
+		ev := Event{Kind: KindCustom, Record: json.RawMessage(fmt.Sprintf(`{"text":"turn %d","image":%q}`, i, shot))}
+		want = append(want, ev.Record)
+		apiAppend(t, a, m.ID, ev)
+	}
+	require.NoError(t, a.Close())
+	assert.Len(t, obj.keys(seam.SessionPrefix(m.ID)+"blobs/"), 6, "five split blobs and the image once")
+
+	b, bdir := apiNewStore(t, opts)
+	load := func() {
+		t.Helper()
+		evs, err := b.Load(ctx, m.ID)
+		require.NoError(t, err)
+		require.Len(t, evs, len(want))
+		for i, ev := range evs {
+			ev, err = b.Resolve(ctx, m.ID, ev)
+			require.NoError(t, err)
+			assert.Equal(t, string(want[i]), string(ev.Record))
+		}
+	}
+	load()
+	var files []string
+	filepath.WalkDir(filepath.Join(apiSessionDir(bdir, m.ID), blobsDir), func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			files = append(files, p)
+		}
+		return nil
+	})
+	assert.Len(t, files, 6, "the restore fetched the split blobs and their string")
+	// The string alone goes missing: the next read fetches it.
+	strPath := blobPath(apiSessionDir(bdir, m.ID), sha256.Sum256([]byte(shot)))
+	require.FileExists(t, strPath)
+	require.NoError(t, b.Close())
+	require.NoError(t, os.Remove(strPath))
+	b = apiOpen(t, bdir, opts)
+	load()
+	assert.FileExists(t, strPath)
 }

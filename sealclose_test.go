@@ -142,7 +142,7 @@ func TestCloseSealFailureKeepsChunk(t *testing.T) {
 // one over 1 MiB becomes a blob.
 func TestDefaultBlobThreshold(t *testing.T) {
 	ctx := context.Background()
-	m, s, id := memSession(t, Options{BlobThreshold: DefaultBlobThreshold})
+	m, s, id := memSession(t, Options{BlobThreshold: DefaultBlobThreshold, StringThreshold: -1})
 	mid, err := s.Append(ctx, id, ToolResultEvent(ToolResult{CallID: "c1", Output: strings.Repeat("x", 64<<10)}))
 	require.NoError(t, err)
 	assert.Empty(t, mid.Digest, "64 KiB stays inline")

@@ -24,12 +24,17 @@ import (
 // formatVersion is written to the session.json of every new session. A
 // store refuses sessions with a version it does not know rather than
 // misreading them. Format 2 added the parent's location to each chunk line
-// ("parent_loc", see internal/eventline.AppendEvent); this build reads
-// format 1 sessions too and appends to them in format 1, so that older
-// builds still read them.
+// ("parent_loc", see internal/eventline.AppendEvent); format 3 added split
+// blobs (a record's long strings stored apart, once: blob.go, "String
+// blobs"), which a build that reads format 2 at most would take for
+// damage. This build reads formats 1 and 2 too and appends to them in
+// their own format, so that older builds still read them; Upgrade moves
+// a session to format 3.
 const (
-	formatVersion = 2
+	formatVersion = 3
 	oldestFormat  = 1
+	// splitFormat is the first format whose blobs may be split.
+	splitFormat = 3
 )
 
 // Meta is a session's metadata, stored in session.json, and copied into

@@ -205,11 +205,11 @@ func TestAPISessionJSONFormat(t *testing.T) {
 	require.NoError(t, err)
 	b := apiReadFile(t, filepath.Join(apiSessionDir(dir, m.ID), "session.json"))
 	assert.True(t, bytes.HasSuffix(b, []byte("}\n")), "session.json ends with a newline")
-	assert.Contains(t, string(b), "\n  \"format\": 2,", "session.json is indented and holds the format version")
+	assert.Contains(t, string(b), "\n  \"format\": 3,", "session.json is indented and holds the format version")
 
 	var rec map[string]any
 	require.NoError(t, json.Unmarshal(b, &rec))
-	assert.Equal(t, float64(2), rec["format"])
+	assert.Equal(t, float64(3), rec["format"])
 	assert.Equal(t, m.ID.String(), rec["id"])
 	assert.Equal(t, "n", rec["name"])
 	assert.Equal(t, "/w", rec["working_dir"])

@@ -31,7 +31,7 @@ import (
 //	      directory synced; when the form changes (plain <-> sealed),
 //	      the new form is durable before the old one is removed
 //	 3. write index.jsonl (the lines of the plain chunks), atomically
-//	 4. Upgrade only: replace session.json with format 2, atomically
+//	 4. Upgrade only: replace session.json with format 3, atomically
 //
 // Every crash state is a whole, valid session holding the same events:
 //
@@ -48,7 +48,10 @@ import (
 //   - Until step 4 session.json says format 1: the session opens with its
 //     index (never lazily, which would trust "parent_loc" of all lines),
 //     rebuilt from the chunks since step 1, and appends in format 1. Only
-//     when every chunk is in format 2 does session.json say so.
+//     when every chunk is in format 2 does session.json say format 3.
+//     Format 3 changes no line (it allows split blobs, which only appends
+//     write), so a format 2 session's upgrade rewrites no chunk: it
+//     rebuilds index.jsonl and replaces session.json.
 //   - HEAD names an event id, which no rewrite changes; blobs are not
 //     touched (a record keeps its digest).
 //
@@ -61,7 +64,7 @@ import (
 
 // rewriteJob says what rewriteSession changes.
 type rewriteJob struct {
-	upgrade bool // rewrite format 1 lines as format 2 (Upgrade)
+	upgrade bool // rewrite format 1 lines as format 2, and say format 3 (Upgrade)
 	// convert: change each chunk's form to the root mode compress says
 	// (ConvertCompression): every chunk but the newest sealed when
 	// compressing, none otherwise. Without it every chunk keeps its form.
@@ -69,21 +72,25 @@ type rewriteJob struct {
 	compress bool
 }
 
-// Upgrade rewrites a format 1 session (written before chunk lines held
-// their parent's location, see the package doc) as format 2, so that it
-// opens without its index and Load follows the lines' parent locations.
+// Upgrade moves a session of an older format to format 3. A format 1
+// session (written before chunk lines held their parent's location, see
+// the package doc) is rewritten, so that it opens without its index and
+// Load follows the lines' parent locations; a format 2 session keeps its
+// chunks, and from then on stores a record's long strings apart
+// (Options.StringThreshold), which builds that read format 2 at most do
+// not read.
 // The events stay as they were: the same ids, parents, branch points,
 // times, kinds, roles and records, every branch, in the same chunks in the
 // same order; records stored as blobs keep their digests and files. Each
 // chunk keeps its form: a sealed chunk is sealed again (compressed, with
 // its new index lines embedded) and a plain one stays plain. Upgrade of a
-// format 2 session returns nil and writes nothing.
+// format 3 session returns nil and writes nothing.
 //
 // Durability: when Upgrade returns nil, the rewritten chunks, index.jsonl
-// and session.json (format 2) are durable, and the next open finds
+// and session.json (format 3) are durable, and the next open finds
 // nothing to repair. A crash during the call leaves a session that opens
-// whole, with the same events: still format 1 (some chunks already
-// rewritten, index.jsonl rebuilt by the next open), or format 2; calling
+// whole, with the same events: still in its old format (some chunks
+// already rewritten, index.jsonl rebuilt by the next open), or format 3; calling
 // Upgrade again completes it (see the protocol above). Old bytes are
 // replaced only by renames of new files already synced, so no state holds
 // a partly written chunk.
@@ -99,7 +106,8 @@ type rewriteJob struct {
 //
 // Errors: ErrNotFound; ErrLocked; ErrReadOnly; ErrClosed;
 // ErrRemoteUnsupported with Options.Remote (sessions in an object store
-// are written in format 2 from the start); the *CorruptionError of a
+// are written in the newest format from the start; one of format 2 made
+// by an earlier build keeps storing whole blobs); the *CorruptionError of a
 // damaged session, which is left as it is; ErrSessionFailed for a session
 // whose writes stopped in this Store; an I/O error, after which the
 // session is whole, as after a crash.

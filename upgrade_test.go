@@ -323,7 +323,7 @@ func TestUpgradeFixtureOnDisk(t *testing.T) {
 	assert.Equal(t, before, after)
 	b, err := os.ReadFile(filepath.Join(dir, sessionsDir, goldenSession.String(), metaFile))
 	require.NoError(t, err)
-	assert.Contains(t, string(b), `"format": 2,`)
+	assert.Contains(t, string(b), `"format": 3,`)
 	_, err = s.Append(ctx, goldenSession, UserText("after the upgrade"))
 	require.NoError(t, err)
 	r, err := s.Verify(ctx, goldenSession)
@@ -399,7 +399,7 @@ func TestConvertCompression(t *testing.T) {
 	ctx := context.Background()
 	m := memFixture(t, "format1")
 	s := openMem(t, m, Options{Compression: CompressionNone, ChunkSize: 2048})
-	meta, err := s.Create(ctx, Meta{Name: "format 2"})
+	meta, err := s.Create(ctx, Meta{Name: "format 3"})
 	require.NoError(t, err)
 	appendN(t, s, meta.ID, 30)
 	appendN(t, s, goldenSession, 10)
@@ -411,7 +411,7 @@ func TestConvertCompression(t *testing.T) {
 		views[id] = viewSession(t, s, id)
 	}
 	require.NoError(t, s.Close())
-	formats := map[uuid.UUID]int{goldenSession: 1, meta.ID: 2}
+	formats := map[uuid.UUID]int{goldenSession: 1, meta.ID: formatVersion}
 
 	check := func(t *testing.T, mode string) {
 		t.Helper()

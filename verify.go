@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/sessionstore/sessionstore/internal/blob"
 	"github.com/sessionstore/sessionstore/internal/eventline"
 	"github.com/sessionstore/sessionstore/internal/index"
 	"github.com/sessionstore/sessionstore/internal/journal"
@@ -30,6 +31,8 @@ type VerifyReport struct {
 	Records     int       // valid records in the chunks
 	Indexed     int       // index entries: valid index.jsonl lines of plain chunks, and those embedded in sealed chunks
 	Blobs       int       // distinct blobs referenced, each read and its digest checked
+	SplitBlobs  int       // of Blobs, those split: their long strings stored apart (blob.go, "String blobs")
+	Strings     int       // distinct string blobs the split ones name, each read and its digest checked
 	Head        uuid.UUID // the newest valid record: what HEAD should name
 	HeadOnDisk  uuid.UUID // what the HEAD file names (uuid.Nil if absent)
 
@@ -251,7 +254,7 @@ func (s *Store) verify(ctx context.Context, session uuid.UUID) (*VerifyReport, e
 		r.Indexed += len(run.entries)
 		r.problem(&CorruptionError{Path: run.path, Offset: run.offsets[0], Err: fmt.Errorf("%d index entries name chunk %d, which does not exist", len(run.entries), n)})
 	}
-	checked := map[[32]byte]bool{}
+	checked, strs := map[[32]byte]bool{}, map[[32]byte]bool{}
 	for _, b := range check.blobs {
 		if checked[b.Digest] {
 			continue
@@ -266,6 +269,14 @@ func (s *Store) verify(ctx context.Context, session uuid.UUID) (*VerifyReport, e
 				return nil, err
 			}
 			r.problem(ce)
+		} else if refs, err := blob.FileRefs(fsys, dir, b.Digest); err == nil && len(refs) > 0 {
+			r.SplitBlobs++
+			for _, s := range refs {
+				if !strs[s.Digest] {
+					strs[s.Digest] = true
+					r.Strings++
+				}
+			}
 		}
 		r.Blobs++
 	}

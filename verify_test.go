@@ -183,8 +183,9 @@ type flipSession struct {
 // store, one at a time and four ways (xor 0x01, 0x20, 0x80 and 0xff), with
 // plain chunks and with sealed chunks compressed. The session has full
 // chunks (sealed, or plain when not compressed) and an active one, blobs
-// (a threshold of 200 bytes; one blob is referred to twice), a branch, and
-// metadata with every field set. What a change must lead to follows from
+// (a threshold of 200 bytes; one blob is referred to twice; their strings
+// of 200 bytes and more stored apart, so split blobs and string blobs),
+// a branch, and metadata with every field set. What a change must lead to follows from
 // the file's role:
 //
 //   - Chunks (their lines, and in a sealed chunk its frames, embedded
@@ -317,7 +318,7 @@ func TestByteFlipDetection(t *testing.T) {
 func flipStore(t *testing.T, mode string) (*vfs.MemFS, *flipSession) {
 	t.Helper()
 	ctx := context.Background()
-	fs := &flipSession{o: Options{ChunkSize: 900, Compression: mode, BlobThreshold: 200, keepPlainOnClose: true /* an active chunk to flip */}}
+	fs := &flipSession{o: Options{ChunkSize: 900, Compression: mode, BlobThreshold: 200, StringThreshold: 200 /* split blobs and string blobs to flip */, keepPlainOnClose: true /* an active chunk to flip */}}
 	m := vfs.NewMemFS()
 	s := openMem(t, m, fs.o)
 	meta, err := s.Create(ctx, Meta{Name: "flip", WorkingDir: "/work/flip", Model: "test-model", Labels: map[string]string{"team": "storage"}})

@@ -14,7 +14,7 @@ import (
 	"github.com/sessionstore/sessionstore"
 )
 
-// cmdUpgrade rewrites format 1 sessions as format 2 (Store.Upgrade): the
+// cmdUpgrade moves older sessions to format 3 (Store.Upgrade): the
 // named ones, or every session with -all. With -compression it converts
 // the root's chunks to that mode (ConvertCompression), after the upgrades.
 // It opens the store for writing: each session is locked while it is
@@ -94,13 +94,14 @@ func (c *cmdEnv) upgradeSessions(ctx context.Context, root string, named []strin
 			status = exitFail
 			continue
 		}
+		after := sessionFormat(root, id)
 		switch {
-		case before == 1:
-			fmt.Fprintf(c.stdout, "%s: upgraded from format 1 to format 2\n", id)
-		case before >= 2:
+		case before > 0 && after > before:
+			fmt.Fprintf(c.stdout, "%s: upgraded from format %d to format %d\n", id, before, after)
+		case before > 0 && after == before:
 			fmt.Fprintf(c.stdout, "%s: format %d already, nothing to do\n", id, before)
 		default:
-			fmt.Fprintf(c.stdout, "%s: format 2\n", id)
+			fmt.Fprintf(c.stdout, "%s: format %d\n", id, after)
 		}
 	}
 	if err := s.Close(); err != nil {

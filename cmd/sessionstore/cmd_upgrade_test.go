@@ -42,7 +42,7 @@ func copyFormat1(t *testing.T) string {
 }
 
 // TestUpgradeCommand upgrades the format 1 fixture's session by its short
-// id: it reports the upgrade, session.json says format 2, the active path
+// id: it reports the upgrade, session.json says format 3, the active path
 // prints as before, and a second run says there is nothing to do.
 func TestUpgradeCommand(t *testing.T) {
 	root := copyFormat1(t)
@@ -52,8 +52,8 @@ func TestUpgradeCommand(t *testing.T) {
 
 	status, stdout, stderr := runCmd("upgrade", root, id)
 	require.Equal(t, exitOK, status, stderr)
-	assert.Equal(t, format1Session.String()+": upgraded from format 1 to format 2\n", stdout)
-	assert.Equal(t, 2, sessionFormat(root, format1Session))
+	assert.Equal(t, format1Session.String()+": upgraded from format 1 to format 3\n", stdout)
+	assert.Equal(t, 3, sessionFormat(root, format1Session))
 
 	status, after, stderr := runCmd("path", root, id)
 	require.Equal(t, exitOK, status, stderr)
@@ -63,11 +63,11 @@ func TestUpgradeCommand(t *testing.T) {
 
 	status, stdout, stderr = runCmd("upgrade", root, id)
 	require.Equal(t, exitOK, status, stderr)
-	assert.Equal(t, format1Session.String()+": format 2 already, nothing to do\n", stdout)
+	assert.Equal(t, format1Session.String()+": format 3 already, nothing to do\n", stdout)
 }
 
 // TestUpgradeAllAndCompression upgrades every session of a root holding a
-// format 1 session and a format 2 one, converting the root to zstd in the
+// format 1 session and a format 3 one, converting the root to zstd in the
 // same run, then back to none: the report names each session, the root
 // opens in the new mode only, and the sessions read as before.
 func TestUpgradeAllAndCompression(t *testing.T) {
@@ -91,8 +91,8 @@ func TestUpgradeAllAndCompression(t *testing.T) {
 
 	status, stdout, stderr := runCmd("upgrade", "-all", "-compression", "zstd", root)
 	require.Equal(t, exitOK, status, stderr)
-	assert.Contains(t, stdout, format1Session.String()+": upgraded from format 1 to format 2\n")
-	assert.Contains(t, stdout, meta.ID.String()+": format 2 already, nothing to do\n")
+	assert.Contains(t, stdout, format1Session.String()+": upgraded from format 1 to format 3\n")
+	assert.Contains(t, stdout, meta.ID.String()+": format 3 already, nothing to do\n")
 	assert.Contains(t, stdout, "chunks stored with compression zstd\n")
 	zst, err := filepath.Glob(filepath.Join(root, "sessions", meta.ID.String(), "chunks", "*.jsonl.zst"))
 	require.NoError(t, err)

@@ -531,9 +531,15 @@ func cmdVerify(ctx context.Context, c *cmdEnv, args []string) int {
 		blobs += rep.Blobs
 		// RecordBytes counts the records' chunk lines whole (each record
 		// framed with its id, parent, time and checksum), uncompressed.
+		blobsText := count(rep.Blobs, "blob")
+		if rep.SplitBlobs > 0 {
+			// Split blobs: records whose long strings are stored apart,
+			// each string once however many records hold it.
+			blobsText += fmt.Sprintf(" (%d split, their %s stored once)", rep.SplitBlobs, count(rep.Strings, "long string"))
+		}
 		fmt.Fprintf(c.stdout, "%s %s: %s (%d bytes of chunk lines), %d indexed, %s (%d bytes on disk), %s, head %s\n",
 			id, state, count(rep.Records, "record"), rep.RecordBytes, rep.Indexed,
-			count(rep.Chunks, "chunk file"), rep.ChunkBytes, count(rep.Blobs, "blob"), idOrNone(rep.Head, uuid.UUID.String))
+			count(rep.Chunks, "chunk file"), rep.ChunkBytes, blobsText, idOrNone(rep.Head, uuid.UUID.String))
 		for _, p := range rep.Problems {
 			fmt.Fprintf(c.stdout, "  problem: %s at offset %d: %v\n", p.Path, p.Offset, p.Err)
 		}

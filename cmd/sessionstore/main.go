@@ -83,7 +83,7 @@ commands:
   gc     <root> <session>                     remove blobs no event refers to
                                               (opens the session for writing)
   upgrade [-all] [-compression zstd|none] <root> [session...]
-                                              rewrite format 1 sessions as format 2, and
+                                              move older sessions to format 3, and
                                               convert the root's chunks to a compression mode
                                               (opens the store for writing)
   rm     <root> <session>                     delete a session (opens the store for writing)

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -995,4 +996,45 @@ func TestUnreadableSession(t *testing.T) {
 	assert.Equal(t, exitFail, status)
 	assert.Contains(t, stdout+stderr, metaPath)
 	assert.Contains(t, stderr, "verify: 1 of 1 sessions have problems\n")
+}
+
+// TestVerifySplitBlobs: verify says how many blobs are split and how
+// many long strings they share, and names a string blob that went
+// missing.
+func TestVerifySplitBlobs(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	s, err := sessionstore.Open(root, &sessionstore.Options{StringThreshold: 1000})
+	require.NoError(t, err)
+	meta, err := s.Create(ctx, sessionstore.Meta{})
+	require.NoError(t, err)
+	shot := strings.Repeat("iVBORw0KGgo", 200)
+	for i := range 3 {
+		_, err = s.Append(ctx, meta.ID, sessionstore.ToolResultEvent(sessionstore.ToolResult{CallID: fmt.Sprint("c", i), Output: shot}))
+		require.NoError(t, err)
+	}
+	require.NoError(t, s.Close())
+
+	status, stdout, stderr := runCmd("verify", root)
+	require.Equal(t, exitOK, status, stderr)
+	assert.Contains(t, stdout, ", 3 blobs (3 split, their 1 long string stored once), head ")
+
+	// The one string blob is the file that no record names whole.
+	strPath := ""
+	err = filepath.WalkDir(filepath.Join(root, "sessions", meta.ID.String(), "blobs"), func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err == nil && (len(b) < 4 || b[0] != 0x5e || b[1] != 0x2a || b[2] != 0x4d || b[3] != 0x18) {
+			strPath = p // not a skippable frame: the string blob
+		}
+		return err
+	})
+	require.NoError(t, err)
+	require.NotEmpty(t, strPath)
+	require.NoError(t, os.Remove(strPath))
+	status, stdout, _ = runCmd("verify", root)
+	assert.Equal(t, exitFail, status)
+	assert.Contains(t, stdout, "  problem: "+strPath+" at offset 0: blob is missing")
 }

@@ -73,6 +73,55 @@ func Encode(rec, dst []byte) []byte { return encoder.EncodeAll(rec, dst) }
 // may have made the prefix directory and not synced its parent yet, which
 // is why each first use in a Dirs syncs the parents, whoever made them.
 func Put(fsys vfs.FS, dir string, d [32]byte, rec []byte, filePerm, dirPerm os.FileMode, known *Dirs) error {
+	return putOne(fsys, dir, d, rec, nil, filePerm, dirPerm, known)
+}
+
+// PutSplit stores rec, whose SHA-256 is d, split (see "String blobs"):
+// each string of refs (Strings of rec) as a string blob, and rec's
+// skeleton with the string table as the split blob d. The puts run at
+// once; when PutSplit returns nil every one of them is durable, as Put
+// says, so a line naming d, written after, never outlives a string. A
+// crash before leaves at most blobs no line names (GC removes them), and
+// a split blob whose strings are not all there, which Put and PutSplit
+// write again (it does not verify) and no read returns. With refs empty
+// it is Put.
+func PutSplit(fsys vfs.FS, dir string, d [32]byte, rec []byte, refs []Ref, filePerm, dirPerm os.FileMode, known *Dirs) error {
+	if len(refs) == 0 {
+		return Put(fsys, dir, d, rec, filePerm, dirPerm, known)
+	}
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs error
+		seen = map[[32]byte]bool{}
+	)
+	run := func(f func() error) {
+		wg.Go(func() {
+			if err := f(); err != nil {
+				mu.Lock()
+				errs = errors.Join(errs, err)
+				mu.Unlock()
+			}
+		})
+	}
+	var taken int64
+	for _, r := range refs {
+		at := r.At + taken
+		taken += r.Size
+		if seen[r.Digest] {
+			continue
+		}
+		seen[r.Digest] = true
+		str := rec[at : at+r.Size]
+		run(func() error { return putOne(fsys, dir, r.Digest, str, nil, filePerm, dirPerm, known) })
+	}
+	run(func() error { return putOne(fsys, dir, d, rec, refs, filePerm, dirPerm, known) })
+	wg.Wait()
+	return errs
+}
+
+// putOne is Put, of a split blob when refs is not empty.
+func putOne(fsys vfs.FS, dir string, d [32]byte, rec []byte, refs []Ref, filePerm, dirPerm os.FileMode, known *Dirs) error {
 	path := layout.BlobPath(dir, d)
 	sub := filepath.Dir(path)
 	dirs := []string{sub}
@@ -106,7 +155,13 @@ func Put(fsys vfs.FS, dir string, d [32]byte, rec []byte, filePerm, dirPerm os.F
 	if err != nil {
 		return err
 	}
-	if _, err := f.Write(Encode(rec, nil)); err != nil {
+	var enc []byte
+	if len(refs) > 0 {
+		enc = EncodeSplit(rec, refs, nil)
+	} else {
+		enc = Encode(rec, nil)
+	}
+	if _, err := f.Write(enc); err != nil {
 		f.Close()
 		_ = fsys.Remove(tmp)
 		return err
@@ -151,6 +206,14 @@ var temps atomic.Uint64
 // "<name>.<n>.tmp".
 func temp(path string) string {
 	return path + "." + strconv.FormatUint(temps.Add(1), 10) + ".tmp"
+}
+
+// TempFor returns a new temporary name, in its prefix directory, for
+// the file of blob d ("<name>.<n>.tmp", which GC knows): for a writer of
+// a blob file's stored bytes (a fetch from an object store), so that two
+// writers of one blob at once do not share a temporary file.
+func TempFor(d [32]byte) string {
+	return filepath.Base(temp(layout.BlobPath("", d)))
 }
 
 // TempName parses the digest out of the name of a blob's temporary file
@@ -219,6 +282,11 @@ func Read(fsys vfs.FS, dir string, d [32]byte, size int64) ([]byte, error) {
 // keeps (grown) for the caller's next read: a reader of many blobs on a
 // few goroutines allocates little.
 func ReadWith(fsys vfs.FS, dir string, d [32]byte, size int64, scratch *[]byte) ([]byte, error) {
+	return ReadFrom(fsys, dir, d, size, scratch, LocalStrings(fsys, dir))
+}
+
+// ReadFrom is ReadWith taking a split blob's strings from src.
+func ReadFrom(fsys vfs.FS, dir string, d [32]byte, size int64, scratch *[]byte, src StringSource) ([]byte, error) {
 	path := layout.BlobPath(dir, d)
 	if size < 0 || size > MaxRecordSize {
 		return nil, corrupt.Errorf(path, 0, "blob record size %d out of range", size)
@@ -237,25 +305,58 @@ func ReadWith(fsys vfs.FS, dir string, d [32]byte, size int64, scratch *[]byte) 
 	if err != nil {
 		return nil, err
 	}
-	return Decode(path, b, d, size)
+	return DecodeWith(path, b, d, size, src)
 }
 
 // MaxFile is the largest blob file a record of size bytes is stored in:
 // the record, raw at worst, in zstd blocks of up to 128 KiB with 3 bytes
 // of header each, with the frame's header and checksum (see encoder), and
-// room to spare for another encoder's choices. A larger file is damage,
-// refused unread.
-func MaxFile(size int64) int64 { return size + size>>10 + 1<<10 }
+// room to spare for another encoder's choices; for a split blob, also
+// the string table of as many strings as fit the record. A larger file
+// is damage, refused unread.
+func MaxFile(size int64) int64 { return size + size>>10 + 1<<10 + tableFor(size) }
+
+// tableFor is the largest string table of a record of size bytes: as
+// many strings of MinString bytes as it holds.
+func tableFor(size int64) int64 { return 8 + 5 + 10 + 4 + size/MinString*(10+10+32) }
 
 // Decode decompresses and verifies the stored blob b, whose digest is d
 // and record size is size, read from path (a file or an object key). A
 // frame whose header names another size is refused before anything is
 // decompressed: the caller's size bounds the memory a blob costs. Every
 // refusal is a *corrupt.Error naming path.
+// A split blob (see "String blobs") is refused: its strings are
+// elsewhere (DecodeWith).
 func Decode(path string, b []byte, d [32]byte, size int64) ([]byte, error) {
+	return DecodeWith(path, b, d, size, nil)
+}
+
+// DecodeWith is Decode reading a split blob's strings from src.
+func DecodeWith(path string, b []byte, d [32]byte, size int64, src StringSource) ([]byte, error) {
 	if size < 0 || size > MaxRecordSize {
 		return nil, corrupt.Errorf(path, 0, "blob record size %d out of range", size)
 	}
+	if IsSplit(b) {
+		refs, skel, err := parseTable(b, size)
+		if err != nil {
+			return nil, corrupt.Errorf(path, 0, "split blob: %v", err)
+		}
+		return decodeSplit(path, refs, skel, d, size, src)
+	}
+	rec, err := decodeFrame(path, b, size)
+	if err != nil {
+		return nil, err
+	}
+	if sha256.Sum256(rec) != d || int64(len(rec)) != size {
+		return nil, corrupt.Errorf(path, 0, "blob content does not match its digest sha256:%x (%d bytes)", d, size)
+	}
+	return rec, nil
+}
+
+// decodeFrame decompresses the zstd frame b of size bytes, read from
+// path, refusing a frame whose header names another size before
+// decompressing anything.
+func decodeFrame(path string, b []byte, size int64) ([]byte, error) {
 	var h zstd.Header
 	if err := h.Decode(b); err == nil && h.HasFCS && h.FrameContentSize != uint64(size) {
 		return nil, corrupt.Errorf(path, 0, "blob frame holds %d bytes, its event says %d", h.FrameContentSize, size)
@@ -263,9 +364,6 @@ func Decode(path string, b []byte, d [32]byte, size int64) ([]byte, error) {
 	rec, err := decoder.DecodeAll(b, make([]byte, 0, size))
 	if err != nil {
 		return nil, corrupt.Errorf(path, 0, "decompress blob: %w", err)
-	}
-	if sha256.Sum256(rec) != d || int64(len(rec)) != size {
-		return nil, corrupt.Errorf(path, 0, "blob content does not match its digest sha256:%x (%d bytes)", d, size)
 	}
 	return rec, nil
 }

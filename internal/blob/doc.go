@@ -5,10 +5,17 @@
 //
 //	blobs/sha256/<first 2 hex digits>/<remaining 62 hex digits>.zst
 //
-// It holds the files' encoding (Encode, Decode), the verified write
-// (Put) and read (Read, ReadWith), the names of blobs and of their
-// temporary files (Name, TempName), and what a collection of
-// unreferenced blobs needs (KeptAside, KeptAsidePrefix, Sweep). Which
+// A record may also be stored split (PutSplit, strings.go): its long
+// strings each a blob of its own, the record's blob a table of where
+// they go and the rest of the record; Read puts them back.
+//
+// It holds the files' encoding (Encode, EncodeSplit, Decode, DecodeWith),
+// the verified write (Put, PutSplit) and read (Read, ReadWith, ReadFrom),
+// the strings of a record (Strings, Skeleton) and of a split blob (Refs,
+// FileRefs), the names of blobs and of their temporary files (Name,
+// TempName, TempFor), and what a collection of unreferenced blobs needs
+// (KeptAside, KeptAsidePrefix, Sweep, which keeps the strings of every
+// split blob it keeps). Which
 // blobs a session refers to, and when a blob may go, is decided above:
 // the package never reads an event or an index.
 //

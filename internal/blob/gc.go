@@ -25,14 +25,17 @@ type Report struct {
 }
 
 // Sweep removes the files of session directory dir's blob store that
-// are neither a blob keep reports true for nor the temporary file of a
-// blob busy reports true for (one a Put may be writing), and returns
-// what it kept and removed. Other files in the prefix directories go
-// too. It stops at ctx's end or the first failure, having removed what
-// it removed; the directory it was in is then not synced. Every prefix
-// directory it removed a file from is synced before it goes on, so the
-// removals are durable when it returns nil; a failed sync wraps
-// durable.ErrUnsynced. A session without blobs is an empty report.
+// are neither a blob keep reports true for, nor a string of such a blob
+// (see "String blobs"), nor the temporary file of a blob busy reports
+// true for (one a Put may be writing), and returns what it kept and
+// removed. Other files in the prefix directories go too. It reads the
+// string table of every kept split blob first, and removes nothing if
+// one cannot be read (a *corrupt.Error naming it). It stops at ctx's end
+// or the first failure, having removed what it removed; the directory
+// it was in is then not synced. Every prefix directory it removed a file
+// from is synced before it goes on, so the removals are durable when it
+// returns nil; a failed sync wraps durable.ErrUnsynced. A session
+// without blobs is an empty report.
 func Sweep(ctx context.Context, fsys vfs.FS, dir string, keep, busy func(d [32]byte) bool) (Report, error) {
 	var rep Report
 	root := filepath.Join(dir, layout.BlobsDir, "sha256")
@@ -43,18 +46,36 @@ func Sweep(ctx context.Context, fsys vfs.FS, dir string, keep, busy func(d [32]b
 	if err != nil {
 		return rep, err
 	}
-	for _, sub := range subs {
+	// First the blobs kept, and the strings of the split ones among them.
+	names := make([][]string, len(subs))
+	strs := map[[32]byte]bool{}
+	for i, sub := range subs {
 		if err := ctx.Err(); err != nil {
 			return rep, err
 		}
-		names, err := fsys.ReadDir(filepath.Join(root, sub))
-		if err != nil {
+		if names[i], err = fsys.ReadDir(filepath.Join(root, sub)); err != nil {
+			return rep, err
+		}
+		for _, name := range names[i] {
+			if d, ok := Name(sub, name); ok && keep(d) {
+				refs, err := FileRefs(fsys, dir, d)
+				if err != nil && !errors.Is(err, os.ErrNotExist) {
+					return rep, err
+				}
+				for _, r := range refs {
+					strs[r.Digest] = true
+				}
+			}
+		}
+	}
+	for i, sub := range subs {
+		if err := ctx.Err(); err != nil {
 			return rep, err
 		}
 		removed := false
-		for _, name := range names {
+		for _, name := range names[i] {
 			path := filepath.Join(root, sub, name)
-			if d, ok := Name(sub, name); ok && keep(d) {
+			if d, ok := Name(sub, name); ok && (keep(d) || strs[d]) {
 				rep.Kept++
 				continue
 			}

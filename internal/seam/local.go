@@ -111,10 +111,12 @@ func (l *Local) SealChunk(n uint32, end int64, lines []byte) error {
 	return nil
 }
 
-// PutBlob stores record rec, whose SHA-256 is d, as a blob (blob.Put):
-// durable with its name when it returns nil.
-func (l *Local) PutBlob(d [32]byte, rec []byte) error {
-	return blob.Put(l.FS, l.Dir, d, rec, l.Perm, l.DirPerm, &l.blobDirs)
+// PutBlob stores record rec, whose SHA-256 is d, as a blob (blob.Put),
+// split when strs, its strings stored apart, is not empty
+// (blob.PutSplit): durable with its name, and its strings, when it
+// returns nil.
+func (l *Local) PutBlob(d [32]byte, rec []byte, strs []blob.Ref) error {
+	return blob.PutSplit(l.FS, l.Dir, d, rec, strs, l.Perm, l.DirPerm, &l.blobDirs)
 }
 
 // ReadBlob reads the blob with digest d of a record of size bytes,

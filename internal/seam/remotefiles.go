@@ -19,9 +19,12 @@ import (
 // PutBlobObject stores stored, the blob file of digest d holding a record
 // of size bytes, as session id's immutable blob object, before a line
 // naming it is written: durable in the object store when it returns nil.
-// An object already there is reused once it verifies (blob.Decode); a bad
-// one is replaced. A failed call wraps ErrRemote.
-func PutBlobObject(ctx context.Context, obj Objects, id uuid.UUID, d [32]byte, stored []byte, size int64) error {
+// An object already there is reused once it verifies (blob.DecodeWith,
+// a split blob's strings read from src, the local ones); a bad one is
+// replaced. A split blob's strings go first (the caller's), so that its
+// object never names a string the object store lacks. A failed call
+// wraps ErrRemote.
+func PutBlobObject(ctx context.Context, obj Objects, id uuid.UUID, d [32]byte, stored []byte, size int64, src blob.StringSource) error {
 	key := BlobKey(id, d)
 	err := obj.Create(ctx, key, stored)
 	if errors.Is(err, ErrObjectExists) {
@@ -29,7 +32,7 @@ func PutBlobObject(ctx context.Context, obj Objects, id uuid.UUID, d [32]byte, s
 		if gerr != nil {
 			return RemoteErr("get", key, gerr)
 		}
-		if _, verr := blob.Decode(key, old, d, size); verr == nil {
+		if _, verr := blob.DecodeWith(key, old, d, size, src); verr == nil {
 			return nil
 		}
 		// A bad object under the digest: replace it.
@@ -43,10 +46,15 @@ func PutBlobObject(ctx context.Context, obj Objects, id uuid.UUID, d [32]byte, s
 
 // FetchBlob downloads blob d of session id, of a record of size bytes,
 // into its directory dir, verified by its digest first, and replaces the
-// local file atomically: whole and durable when it returns nil. A missing
-// or damaged object is a *corrupt.Error naming its key; a failed call
-// wraps ErrRemote.
+// local file atomically: whole and durable when it returns nil. A split
+// blob's strings missing from dir are fetched first, each so (a string
+// is never split itself: one level). A missing or damaged object is a
+// *corrupt.Error naming its key; a failed call wraps ErrRemote.
 func FetchBlob(ctx context.Context, obj Objects, fsys vfs.FS, id uuid.UUID, dir string, d [32]byte, size int64, perm, dirPerm os.FileMode) error {
+	return fetchBlob(ctx, obj, fsys, id, dir, d, size, perm, dirPerm, true)
+}
+
+func fetchBlob(ctx context.Context, obj Objects, fsys vfs.FS, id uuid.UUID, dir string, d [32]byte, size int64, perm, dirPerm os.FileMode, split bool) error {
 	key := BlobKey(id, d)
 	b, err := obj.Get(ctx, key, 0, -1)
 	if errors.Is(err, ErrObjectNotFound) {
@@ -55,14 +63,33 @@ func FetchBlob(ctx context.Context, obj Objects, fsys vfs.FS, id uuid.UUID, dir 
 	if err != nil {
 		return RemoteErr("get", key, err)
 	}
-	if _, err := blob.Decode(key, b, d, size); err != nil {
+	var src blob.StringSource
+	if split && blob.IsSplit(b) {
+		refs, err := blob.Refs(b)
+		if err != nil {
+			return corrupt.Errorf(key, 0, "split blob: %v", err)
+		}
+		for _, r := range refs {
+			if !blob.Missing(fsys, dir, r.Digest) {
+				continue
+			}
+			if err := fetchBlob(ctx, obj, fsys, id, dir, r.Digest, r.Size, perm, dirPerm, false); err != nil {
+				return err
+			}
+		}
+		src = blob.LocalStrings(fsys, dir)
+	}
+	if _, err := blob.DecodeWith(key, b, d, size, src); err != nil {
 		return err
 	}
 	path := layout.BlobPath(dir, d)
 	if err := durable.MkdirAll(fsys, filepath.Dir(path), dirPerm); err != nil {
 		return err
 	}
-	return durable.ReplaceFile(fsys, filepath.Dir(path), filepath.Base(path), b, perm)
+	// Reads of several records that share a string fetch it at once:
+	// each writes a temporary file of its own, and the renames replace
+	// the name with the same bytes.
+	return durable.ReplaceFileAs(fsys, filepath.Dir(path), filepath.Base(path), blob.TempFor(d), b, perm)
 }
 
 // DownloadSealed fetches sealed chunk s into path (a chunk's local

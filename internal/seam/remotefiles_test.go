@@ -43,8 +43,8 @@ func TestBlobObjects(t *testing.T) {
 	assert.Equal(t, BlobKey(id, d), ce.Path)
 	assert.True(t, blob.Missing(m, "/s", d), "nothing written")
 
-	require.NoError(t, PutBlobObject(ctx, obj, id, d, stored, size), "replaces the bad object")
-	require.NoError(t, PutBlobObject(ctx, obj, id, d, stored, size), "reuses the good one")
+	require.NoError(t, PutBlobObject(ctx, obj, id, d, stored, size, nil), "replaces the bad object")
+	require.NoError(t, PutBlobObject(ctx, obj, id, d, stored, size, nil), "reuses the good one")
 	require.NoError(t, FetchBlob(ctx, obj, m, id, "/s", d, size, 0o600, 0o700))
 	got, err := blob.Read(m.CrashClone(vfs.KeepSynced, 0), "/s", d, size)
 	require.NoError(t, err)
