@@ -108,8 +108,11 @@ type Options struct {
 	MaxOpenSessions int
 	// WaitForLock makes a call that finds its session locked by another
 	// process wait for the lock, until the call's context is done, instead
-	// of failing at once with ErrLocked. The wait polls every few
-	// milliseconds.
+	// of failing with ErrLocked. The wait polls every few milliseconds.
+	// Without it a lock found held is tried for 50 ms before ErrLocked:
+	// a process that starts programs shares a lock file it has just
+	// closed with each child for the instant between the fork and the
+	// exec (internal/registry's Lock).
 	WaitForLock bool
 	// ReadOnly opens the store for reading beside a writer in another
 	// process: List, Meta, Head, NextParent, Load, LoadPath, FullPath,

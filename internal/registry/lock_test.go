@@ -3,8 +3,14 @@ package registry
 import (
 	"context"
 	"errors"
+	"io"
 	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -79,4 +85,71 @@ func TestLockWaitsForRelease(t *testing.T) {
 	}()
 	require.NoError(t, other.Close())
 	assert.NoError(t, <-got)
+}
+
+// flakyLockFS reports its lock held for the first n tries.
+type flakyLockFS struct {
+	vfs.FS
+	n, tries int
+}
+
+func (f *flakyLockFS) Lock(name string, perm fs.FileMode) (io.Closer, error) {
+	f.tries++
+	if f.tries <= f.n {
+		return nil, &fs.PathError{Op: "lock", Path: name, Err: vfs.ErrLocked}
+	}
+	return f.FS.Lock(name, perm)
+}
+
+// TestLockGrace: a lock held for a moment (a child process sharing the
+// lock file between its fork and its exec) is taken without waiting; one
+// held longer than lockGrace is reported held, after about lockGrace.
+func TestLockGrace(t *testing.T) {
+	m := vfs.NewMemFS()
+	require.NoError(t, m.MkdirAll("/s", 0o755))
+	brief := &flakyLockFS{FS: m, n: 3}
+	lk, err := Lock(context.Background(), brief, "/s/lock", 0o644, false, errHeld)
+	require.NoError(t, err, "held for three tries only")
+	assert.Equal(t, 4, brief.tries)
+	require.NoError(t, lk.Close())
+
+	held := &flakyLockFS{FS: m, n: 1 << 30}
+	t0 := time.Now()
+	lk, err = Lock(context.Background(), held, "/s/lock", 0o644, false, errHeld)
+	took := time.Since(t0)
+	assert.Nil(t, lk)
+	assert.ErrorIs(t, err, errHeld)
+	assert.GreaterOrEqual(t, took, lockGrace, "tried for the grace")
+	assert.Greater(t, held.tries, 3)
+}
+
+// TestLockBesideSpawnedProcesses: a lock released while this process
+// starts child processes is free again for the next Lock at once, though
+// a child shares the lock file from its fork to its exec.
+func TestLockBesideSpawnedProcesses(t *testing.T) {
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "LOCK")
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				_ = exec.Command(exe, "-test.run=^$").Run()
+			}
+		})
+	}
+	defer func() { close(stop); wg.Wait() }()
+	fsys := vfs.Default
+	for i := range 200 {
+		lk, err := Lock(context.Background(), fsys, path, 0o644, false, errHeld)
+		require.NoError(t, err, "take %d", i)
+		require.NoError(t, lk.Close())
+	}
 }
