@@ -2,7 +2,9 @@ package sessionstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"path/filepath"
 	"slices"
 
@@ -279,17 +281,29 @@ func (s *Store) forkParent(ctx context.Context, parent, at uuid.UUID) (Meta, err
 			return m, nil
 		}
 	}
+	// A Delete of parent may move its directory away while its files are
+	// read: a file gone then means the parent is, which is ErrNotFound
+	// (the Delete won), not a damaged session.
+	deleted := func(err error) error {
+		if err == nil || errors.Is(err, ErrNotFound) {
+			return err
+		}
+		if _, serr := s.opts.fs.Stat(filepath.Join(s.sessionDir(parent), metaFile)); errors.Is(serr, fs.ErrNotExist) {
+			return fmt.Errorf("%w: session %s, deleted while Fork read it (%v)", ErrNotFound, parent, err)
+		}
+		return err
+	}
 	src := prefixSource{&s.opts, filepath.Join(s.dir, sessionsDir)}
 	if _, err := resolveFork(src, ForkPoint{Session: parent, Event: at}, 1); err != nil {
-		return Meta{}, err
+		return Meta{}, deleted(err)
 	}
 	dir, err := src.restore(parent)
 	if err != nil {
-		return Meta{}, err
+		return Meta{}, deleted(err)
 	}
 	defer src.lock()()
 	m, _, err := readMeta(s.opts.fs, dir, parent)
-	return m, err
+	return m, deleted(err)
 }
 
 // forkStep is one event of a fork's path: its entry and where its record

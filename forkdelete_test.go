@@ -3,8 +3,10 @@ package sessionstore
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +14,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/sessionstore/sessionstore/internal/vfs"
 )
 
 // forkDeleteOutcome checks what a Fork of parent and a Delete of parent
@@ -286,4 +290,38 @@ func TestForkOfDeletedRemoteParent(t *testing.T) {
 	metas, err := s.List(ctx)
 	require.NoError(t, err)
 	assert.Empty(t, metas, "no fork is left")
+}
+
+// vanishFS moves a session directory away (as a Delete does) the first
+// time a sealed chunk of it is opened, before the open.
+type vanishFS struct {
+	vfs.FS
+	dir, to string
+	once    sync.Once
+}
+
+func (v *vanishFS) OpenFile(name string, flag int, perm fs.FileMode) (vfs.File, error) {
+	if strings.HasPrefix(name, v.dir+"/chunks/") && strings.HasSuffix(name, sealedExt) {
+		v.once.Do(func() { _ = v.FS.Rename(v.dir, v.to) })
+	}
+	return v.FS.OpenFile(name, flag, perm)
+}
+
+// TestForkParentDeletedWhileRead: a Fork that reads its parent's files
+// (the parent not open in its Store) while a Delete moves the parent's
+// directory away answers ErrNotFound, as for a parent deleted before,
+// not the missing file's error.
+func TestForkParentDeletedWhileRead(t *testing.T) {
+	ctx := context.Background()
+	m, s, id := memSession(t, Options{ChunkSize: 1024})
+	evs := appendN(t, s, id, 40)
+	require.NoError(t, s.Close())
+	dir := sessionPath(id)
+	v := &vanishFS{FS: m, dir: dir, to: filepath.Join(memRoot, "gone")}
+	s = openMem(t, v, Options{})
+	defer s.Close()
+	_, err := s.Fork(ctx, id, evs[2].ID)
+	assert.ErrorIs(t, err, ErrNotFound)
+	_, serr := m.Stat(v.to)
+	require.NoError(t, serr, "the directory was moved during the Fork's read")
 }
