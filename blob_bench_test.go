@@ -247,6 +247,24 @@ func sharedDataDir() string {
 // image data, and the others (mostly large tool results).
 func claudeCodeBlobs(tb testing.TB, dir string) (images, others [][]byte) {
 	tb.Helper()
+	claudeCodeLines(tb, dir, func(_ string, line []byte) {
+		var rec bytes.Buffer
+		if err := json.Compact(&rec, line); err != nil || rec.Len() <= testBlobThreshold {
+			return
+		}
+		if bytes.Contains(rec.Bytes(), []byte(`"type":"base64"`)) {
+			images = append(images, rec.Bytes())
+		} else {
+			others = append(others, rec.Bytes())
+		}
+	})
+	return images, others
+}
+
+// claudeCodeLines calls fn with every line of the shared Claude Code
+// transcripts under dir (sharedDataDir) and the file it is in.
+func claudeCodeLines(tb testing.TB, dir string, fn func(path string, line []byte)) {
+	tb.Helper()
 	err := filepath.WalkDir(filepath.Join(dir, "claude-code"), func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() || filepath.Ext(path) != ".jsonl" {
 			return err
@@ -259,22 +277,13 @@ func claudeCodeBlobs(tb testing.TB, dir string) (images, others [][]byte) {
 		sc := bufio.NewScanner(f)
 		sc.Buffer(make([]byte, 0, 1<<20), 64<<20)
 		for sc.Scan() {
-			var rec bytes.Buffer
-			if err := json.Compact(&rec, sc.Bytes()); err != nil || rec.Len() <= testBlobThreshold {
-				continue
-			}
-			if bytes.Contains(rec.Bytes(), []byte(`"type":"base64"`)) {
-				images = append(images, rec.Bytes())
-			} else {
-				others = append(others, rec.Bytes())
-			}
+			fn(path, sc.Bytes())
 		}
 		return sc.Err()
 	})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return images, others
 }
 
 // BenchmarkBlobEncode compresses blob records as a blob write does, with

@@ -154,10 +154,7 @@ func TestGoldenLoad(t *testing.T) {
 	defer s.Close()
 	ctx := context.Background()
 
-	b, err := os.ReadFile(filepath.Join("testdata", "golden-active-path.json"))
-	require.NoError(t, err)
-	var want []Event
-	require.NoError(t, json.Unmarshal(b, &want))
+	want := activePathFixture(t, "golden-active-path.json")
 	got, err := s.Load(ctx, goldenSession)
 	require.NoError(t, err)
 	require.Len(t, got, len(want))
@@ -178,6 +175,17 @@ func TestGoldenLoad(t *testing.T) {
 	require.Len(t, metas, 1)
 	assert.Equal(t, "golden", metas[0].Name)
 	assert.Equal(t, map[string]string{"team": "core"}, metas[0].Labels)
+}
+
+// activePathFixture reads the events of an active path a golden test wrote
+// to testdata/<name>.
+func activePathFixture(t *testing.T, name string) []Event {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", name))
+	require.NoError(t, err)
+	var want []Event
+	require.NoError(t, json.Unmarshal(b, &want))
+	return want
 }
 
 // copyFixture copies testdata/<name> to a temporary directory, since
@@ -209,10 +217,7 @@ func TestFormat2Fixture(t *testing.T) {
 	require.NoError(t, err)
 	defer s.Close()
 
-	b, err := os.ReadFile(filepath.Join("testdata", "format2-active-path.json"))
-	require.NoError(t, err)
-	var want []Event
-	require.NoError(t, json.Unmarshal(b, &want))
+	want := activePathFixture(t, "format2-active-path.json")
 	got, err := s.Load(ctx, goldenSession)
 	require.NoError(t, err)
 	require.Len(t, got, len(want))

@@ -3,7 +3,6 @@ package sessionstore
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -624,10 +623,7 @@ func TestFormat1Session(t *testing.T) {
 	s, err := Open(dir, &Options{Compression: CompressionNone})
 	require.NoError(t, err)
 	defer s.Close()
-	b, err := os.ReadFile(filepath.Join("testdata", "format2-active-path.json"))
-	require.NoError(t, err)
-	var want []Event
-	require.NoError(t, json.Unmarshal(b, &want))
+	want := activePathFixture(t, "format2-active-path.json")
 	_, err = s.Head(ctx, goldenSession)
 	require.NoError(t, err)
 	assert.False(t, isLazy(t, s, goldenSession), "format 1 lines hold no parent locations: the session opens with its index")

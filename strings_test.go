@@ -1,13 +1,10 @@
 package sessionstore
 
 import (
-	"bufio"
 	"context"
 	"encoding/base64"
 	"fmt"
-	"io/fs"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -37,27 +34,13 @@ func realScreenshot(t *testing.T, min int) (img, from string) {
 		return base64.StdEncoding.EncodeToString(raw), "a stand-in (no shared data)"
 	}
 	re := regexp.MustCompile(`"data":"(iVBORw0KGgo[A-Za-z0-9+/=]+)"`)
-	err := filepath.WalkDir(filepath.Join(dir, "claude-code"), func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || filepath.Ext(path) != ".jsonl" {
-			return err
-		}
-		f, err := os.Open(path)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		sc := bufio.NewScanner(f)
-		sc.Buffer(make([]byte, 0, 1<<20), 64<<20)
-		for sc.Scan() {
-			for _, m := range re.FindAllSubmatch(sc.Bytes(), -1) {
-				if s := string(m[1]); len(s) >= min && (img == "" || len(s) < len(img)) {
-					img, from = s, filepath.Base(path)
-				}
+	claudeCodeLines(t, dir, func(path string, line []byte) {
+		for _, m := range re.FindAllSubmatch(line, -1) {
+			if s := string(m[1]); len(s) >= min && (img == "" || len(s) < len(img)) {
+				img, from = s, filepath.Base(path)
 			}
 		}
-		return sc.Err()
 	})
-	require.NoError(t, err)
 	require.NotEmpty(t, img, "the shared transcripts hold a PNG of at least %d bytes of base64", min)
 	return img, from
 }
