@@ -54,7 +54,8 @@
 //	<root>/forks.lock         flock'ed by Fork and Delete (forklock.go)
 //	<root>/journal/<owner>.wal  the journal a writing Store's sessions
 //	                          share (journal.go, internal/journal):
-//	                          preallocated, a ring of commit groups
+//	                          preallocated, a ring of commit groups,
+//	                          1 MiB growing up to Options.JournalSize
 //	<root>/journal/<owner>.lock  flock'ed by that Store while it lives
 //	<root>/journal/<owner>.replay  flock'ed by a process replaying the
 //	                          journal of a dead owner
@@ -294,7 +295,7 @@
 // 32 KiB or more (a large tool result), which the journal would write
 // twice, into the journal and then the chunk, and every commit of a Store
 // that has held one session open at a time (alone, a session syncing its
-// own chunk is faster, and no 64 MiB journal file is made). Appends to one session
+// own chunk is faster, and no journal file is made). Appends to one session
 // from several goroutines share writes and syncs besides (group commit,
 // see commit.go): each still returns only once a sync that started after
 // its record was written has ended, and readers see an event only from
@@ -305,7 +306,9 @@
 // so that most syncs write data only, with no new file size to commit
 // (1.3-1.5x more durable appends per second in this package's benchmarks
 // on ext4); the free space is cut off when the session is closed or the
-// chunk fills. A commit of 32 KiB or more that does not fit the free space
+// chunk fills. A commit through the journal, whose sync is the journal's,
+// leaves less than 4 KiB of zeros after the data instead: there they would
+// save no sync anything and only take disk space in every open session. A commit of 32 KiB or more that does not fit the free space
 // extends the file by itself instead: zeros written ahead reach the disk
 // in the next sync, doubling what a large record's sync writes. The
 // directory is

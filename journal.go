@@ -130,7 +130,7 @@ func (j *storeJournal) writer() *journal.Writer {
 // holds one session at a time never makes it, and its session syncs its
 // own chunk, which is as durable and, alone, faster (bench/: append300
 // and tool16k 1.16-1.19x side by side; BenchmarkFleetAppend one session
-// 7,997 against 6,084 appends/s), with no 64 MiB file beside the data.
+// 7,997 against 6,084 appends/s), with no journal file beside the data.
 // Once it is wanted, a commit waits for it to be made, as it would for
 // a sync. With journalAlways (tests), every group that fits goes through
 // it, made at the first.

@@ -1,6 +1,7 @@
 package sessionstore
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -397,4 +398,54 @@ func TestJournalLargeGroupBypasses(t *testing.T) {
 	r := openMem(t, crashed, Options{})
 	defer r.Close()
 	assertEvents(t, r, meta.ID, []Event{small, large, after}, "after a power loss")
+}
+
+// TestJournalBytesWhileAppending: what a Store appending to many sessions
+// keeps on disk beyond their data: a journal of its first size (1 MiB by
+// default, not DefaultJournalSize) while appends are slow, and, in each
+// session's active chunk, less than 4 KiB of zeros after the data (a
+// journaled write's sync is the journal's: the chunk needs no free space
+// ahead). Everything is there after a power loss.
+func TestJournalBytesWhileAppending(t *testing.T) {
+	ctx := context.Background()
+	m := vfs.NewMemFS()
+	s := openMem(t, m, Options{JournalSize: DefaultJournalSize})
+	var ids []uuid.UUID
+	acked := map[uuid.UUID][]Event{}
+	for range 5 {
+		meta, err := s.Create(ctx, Meta{})
+		require.NoError(t, err)
+		ids = append(ids, meta.ID)
+	}
+	for i := range 200 {
+		id := ids[i%len(ids)]
+		ev, err := s.Append(ctx, id, UserText(strings.Repeat("y", 300)))
+		require.NoError(t, err)
+		acked[id] = append(acked[id], ev)
+	}
+	w := s.opts.jr.writerIfAny()
+	require.NotNil(t, w)
+	require.Equal(t, int64(200), w.Stats().Records, "precondition: the appends went through the journal")
+	info, err := m.Stat(w.Path())
+	require.NoError(t, err)
+	assert.Equal(t, int64(journal.DefaultInitialSize), info.Size(), "the journal at its first size")
+	for _, id := range ids {
+		dir := filepath.Join(memRoot, sessionsDir, id.String(), chunksDir)
+		names, err := m.ReadDir(dir)
+		require.NoError(t, err)
+		require.Len(t, names, 1, "precondition: one chunk, the active one")
+		b, err := vfs.ReadFile(m, filepath.Join(dir, names[0]))
+		require.NoError(t, err)
+		data := len(bytes.TrimRight(b, "\x00"))
+		require.Positive(t, data)
+		assert.Less(t, len(b)-data, 4<<10, "%s: free space after %d bytes of data", names[0], data)
+	}
+
+	crashed := m.CrashClone(vfs.KeepSynced, 1)
+	require.NoError(t, s.Close())
+	r := openMem(t, crashed, Options{})
+	defer r.Close()
+	for _, id := range ids {
+		assertEvents(t, r, id, acked[id], "after a power loss")
+	}
 }

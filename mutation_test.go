@@ -76,6 +76,8 @@ var mutations = []mutation{
 	// The syncs of an append.
 	{"skip the fdatasync of appends", "internal/seam/chunk.go", "func (c *Chunk) Sync(", "c.f.Sync()", "error(nil)",
 		"an acknowledged event is on stable storage"},
+	{"journaled writes reserve a preallocation step", "internal/seam/chunk.go", "func (c *Chunk) Reserve(", "to := (end + ReserveStep - 1) &^ (ReserveStep - 1)", "to := end + PreallocMax",
+		"a journaled session keeps less than ReserveStep of free space while appending"},
 	{"skip the fdatasync of appends where the engine calls it", "durable.go", "func (c *localChunk) Sync(", "c.Chunk.Sync()", "error(nil)",
 		"an acknowledged event is on stable storage"},
 	{"skip the commit group's fdatasync", "commit.go", "func (h *openSession) writeGroup(", "serr = f.Sync()", "serr = func(any) error { return nil }(f)",
@@ -297,6 +299,14 @@ var mutations = []mutation{
 	// The shared journal (internal/journal).
 	{"journal: skip the root's sync after making the journal directory", "internal/journal/writer.go", "func Create(", "if err := fsys.SyncDir(root); err != nil {", "if err := error(nil); err != nil {",
 		"a created journal's directory is durable when Create returns"},
+	{"journal: skip the sync of a growth's zeros", "internal/journal/writer.go", "func (w *Writer) grow(", "err = w.f.Sync() // the zeros", "err = error(nil) // the zeros",
+		"a journal header names no size its file lacks after a crash"},
+	{"journal: a grown file whose new header a crash lost is corrupt", "internal/journal/reader.go", "func parse(", "if h.size > int64(len(b)) {", "if h.size != int64(len(b)) {",
+		"a crash while the journal grows leaves a journal that replays"},
+	{"journal: grow while the records a replay needs wrap", "internal/journal/writer.go", "func (w *Writer) mayGrow(", "w.hdr.startOff <= w.tail && w.written-w.headV == w.tail-w.hdr.startOff", "true",
+		"growing never overwrites or hides a record a replay needs"},
+	{"journal: never grow", "internal/journal/writer.go", "func (w *Writer) lead(", "if (!room || fast) && w.mayGrow(n) {", "if false && fast && w.mayGrow(n) {",
+		"a journal starts small and grows with the commits' rate"},
 	{"journal: skip the sync of the preallocated file", "internal/journal/writer.go", "func (w *Writer) preallocate(", "if err := f.Sync(); err != nil {", "if err := error(nil); err != nil {",
 		"a created journal reads as an empty log after a crash"},
 	{"journal: skip the directory sync after creating the file", "internal/journal/writer.go", "func (w *Writer) preallocate(", "return w.fsys.SyncDir(filepath.Join(w.root, Dir))", "return nil",

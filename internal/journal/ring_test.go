@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -183,4 +184,125 @@ func TestRingFullWaitsForApply(t *testing.T) {
 	got, err = vfs.ReadFile(c, filepath.Join(memRoot, "slow"))
 	require.NoError(t, err)
 	assert.Equal(t, "slow", string(got))
+}
+
+// TestGrow: a journal that starts small grows, doubling up to its Size,
+// when a group finds no room (a commit larger than half its record area)
+// and when the ring turns over faster than the turnover; with neither (a
+// checkpoint after each commit, no turnover) it stays at its first size. Every acknowledged record survives a crash
+// after the growths, and the file is as large as the header says.
+func TestGrow(t *testing.T) {
+	const size = 96 << 10
+	tests := []struct {
+		name     string
+		turnover time.Duration
+		record   int // bytes per record
+		grows    int64
+		size     int64
+	}{
+		{"no growth", -1, 500, 0, minTestSize},
+		{"fast turnover", time.Hour, 500, 3, size},
+		{"no room", -1, 5000, 1, 2 * minTestSize},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := vfs.NewMemFS()
+			require.NoError(t, m.MkdirAll(memRoot, 0o755))
+			require.NoError(t, m.SyncDir("/"))
+			w, err := Create(m, memRoot, &Options{Size: size, InitialSize: minTestSize, small: true, turnover: tt.turnover})
+			require.NoError(t, err)
+			assert.Equal(t, int64(minTestSize), fileSize(t, m, w.Path()), "the first size")
+			makeFile(t, m, memRoot, "f")
+			var want []byte
+			n := 300
+			if tt.record > 1000 {
+				n = 1 // one group larger than half the first record area
+			}
+			for i := range n {
+				data := payload(0, i, tt.record)
+				commitT(t, w, nil, Record{Op: OpWrite, Path: "f", Offset: int64(len(want)), Data: data})
+				want = append(want, data...)
+				if tt.grows == 0 {
+					w.checkpoint() // room for the next group, always
+				}
+			}
+			st := w.Stats()
+			assert.Equal(t, tt.grows, st.Grows, "%+v", st)
+			assert.Equal(t, tt.size, st.Size)
+			assert.Equal(t, st.Size, fileSize(t, m, w.Path()))
+			if n > 1 {
+				assert.Positive(t, st.Wraps, "the ring wrapped")
+			}
+
+			c := m.CrashClone(vfs.KeepSynced, 1)
+			log, err := Read(c, w.Path())
+			require.NoError(t, err)
+			_, err = log.Apply(c, memRoot, "")
+			require.NoError(t, err)
+			got, err := vfs.ReadFile(c, filepath.Join(memRoot, "f"))
+			require.NoError(t, err)
+			assert.True(t, bytes.Equal(want, got), "%d bytes acknowledged, %d after a crash", len(want), len(got))
+			require.NoError(t, w.Close())
+		})
+	}
+}
+
+// fileSize is the size of the file name in fsys.
+func fileSize(t *testing.T, fsys vfs.FS, name string) int64 {
+	t.Helper()
+	info, err := fsys.Stat(name)
+	require.NoError(t, err)
+	return info.Size()
+}
+
+// TestGrowCrash cuts the power at each operation of a commit that makes
+// the file grow, and after it, and reads every crash mode's clone under
+// many seeds: the log reads, holds every acknowledged record, and holds
+// the growing commit's record only if it returned. A header naming a
+// size whose zeros did not reach the disk (their sync skipped) would
+// make a clone whose file is smaller than its header says.
+func TestGrowCrash(t *testing.T) {
+	for k := 1; ; k++ {
+		m := vfs.NewMemFS()
+		require.NoError(t, m.MkdirAll(memRoot, 0o755))
+		require.NoError(t, m.SyncDir("/"))
+		w, err := Create(m, memRoot, &Options{Size: 96 << 10, InitialSize: minTestSize, small: true, turnover: -1})
+		require.NoError(t, err)
+		makeFile(t, m, memRoot, "f")
+		first := payload(0, 0, 1000)
+		commitT(t, w, nil, Record{Op: OpWrite, Path: "f", Data: first})
+		var n int
+		m.SetFault(func(op vfs.Op, _ string) error {
+			if vfs.Mutating(op) {
+				if n++; n == k {
+					return vfs.ErrPowerLoss
+				}
+			}
+			return nil
+		})
+		big := payload(0, 1, 6000) // more than half the first record area: the file grows
+		_, err = w.Commit(context.Background(), []Record{{Op: OpWrite, Path: "f", Offset: int64(len(first)), Data: big}}, nil)
+		acked := err == nil
+		if acked {
+			require.Equal(t, int64(1), w.Stats().Grows)
+		}
+		m.PowerOff()
+		for _, mode := range vfs.CrashModes {
+			for seed := range uint64(40) {
+				c := m.CrashClone(mode, seed)
+				log, err := Read(c, w.Path())
+				require.NoError(t, err, "k=%d %v seed %d", k, mode, seed)
+				require.NotEmpty(t, log.Entries, "k=%d %v seed %d", k, mode, seed)
+				assert.Equal(t, first, log.Entries[0].Data)
+				if acked {
+					require.Len(t, log.Entries, 2, "k=%d %v seed %d: the growing commit was acknowledged", k, mode, seed)
+					assert.Equal(t, big, log.Entries[1].Data)
+				}
+			}
+		}
+		if n < k {
+			require.True(t, acked, "the run that reached its end")
+			return
+		}
+	}
 }

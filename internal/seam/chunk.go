@@ -49,12 +49,29 @@ func (c *Chunk) WriteAt(data []byte, off int64) error {
 }
 
 // Reserve makes room for a write of n bytes at off, the end of the data,
-// as WriteAt does before it writes, so that writing them afterwards
-// (Fill, once a journal holds them durably) only fills space the file
-// has. On an error it cuts the file back to off, as WriteAt does.
+// so that writing them afterwards (Fill, once a journal holds them
+// durably) only fills space the file has: it writes zeros from the file's
+// end (or off) up to the next multiple of ReserveStep after the data.
+// The free space stays that small because a journaled write's sync is the
+// journal's, not this file's: zeros ahead would save no sync a new file
+// size, and would only be bytes on disk (ones each open session kept while
+// appending, 64-256 KiB before). On an error it cuts the file back to off,
+// as WriteAt does.
 func (c *Chunk) Reserve(off int64, n int) error {
-	err := c.grow(off+int64(n), n)
+	end := off + int64(n)
+	if end <= c.alloc {
+		return nil
+	}
+	to := (end + ReserveStep - 1) &^ (ReserveStep - 1)
+	to = max(min(to, c.maxSize), end)
+	var err error
+	for at := max(c.alloc, off); at < to && err == nil; {
+		var k int
+		k, err = c.f.WriteAt(zeros[:min(int64(len(zeros)), to-at)], at)
+		at += int64(k)
+	}
 	if err == nil {
+		c.alloc = to
 		return nil
 	}
 	if terr := c.f.Truncate(off); terr != nil {
@@ -95,6 +112,9 @@ const (
 	PreallocMin  = 64 << 10
 	PreallocMax  = 256 << 10
 	PreallocSkip = 32 << 10
+	// ReserveStep is the free space Reserve leaves: the data rounded up
+	// to a multiple of it.
+	ReserveStep = 4 << 10
 )
 
 // zeros is written to preallocate free space.

@@ -100,6 +100,55 @@ func TestChunkPreallocation(t *testing.T) {
 	require.NoError(t, c.Close())
 }
 
+// TestChunkReserve: Reserve, the journaled write's room, leaves free space
+// of less than ReserveStep after the data, writes zeros where Fill then
+// writes the data, and does not shrink free space a WriteAt left; a
+// failed reserve cuts the file back to the data's end.
+func TestChunkReserve(t *testing.T) {
+	m, l := newLocal(t)
+	c, err := l.CreateChunk(1)
+	require.NoError(t, err)
+	rec := []byte(strings.Repeat("r", 299) + "\n")
+	var end int64
+	var want strings.Builder
+	for range 50 {
+		require.NoError(t, c.Reserve(end, len(rec)))
+		size := fileSize(t, m, l.ChunkPath(1))
+		assert.GreaterOrEqual(t, size, end+int64(len(rec)), "room for the record")
+		assert.Less(t, size, end+int64(len(rec))+ReserveStep, "less than a step of free space")
+		assert.Zero(t, size%ReserveStep, "the step's multiple")
+		require.NoError(t, c.Fill(rec, end))
+		end += int64(len(rec))
+		want.Write(rec)
+	}
+	b, err := vfs.ReadFile(m, l.ChunkPath(1))
+	require.NoError(t, err)
+	assert.Equal(t, want.String(), strings.TrimRight(string(b), "\x00"))
+	assert.Zero(t, strings.Trim(string(b[end:]), "\x00"), "free space is zeros")
+
+	// A WriteAt's larger free space stays.
+	c.Trim(end)
+	require.NoError(t, c.WriteAt(rec, end))
+	end += int64(len(rec))
+	before := fileSize(t, m, l.ChunkPath(1))
+	require.Greater(t, before-end, int64(ReserveStep), "WriteAt preallocates more than a step")
+	require.NoError(t, c.Reserve(end, len(rec)))
+	assert.Equal(t, before, fileSize(t, m, l.ChunkPath(1)))
+	c.Trim(end)
+
+	boom := errors.New("injected")
+	m.SetFault(func(op vfs.Op, _ string) error {
+		if op == vfs.OpWrite {
+			return boom
+		}
+		return nil
+	})
+	assert.ErrorIs(t, c.Reserve(end, len(rec)), boom)
+	m.SetFault(nil)
+	assert.Equal(t, end, fileSize(t, m, l.ChunkPath(1)), "cut back to the data's end")
+	require.NoError(t, c.Close())
+}
+
 // TestChunkWriteFailure: a failed write cuts the file back to where the
 // data ended; when the cut fails too, the state is unknown.
 func TestChunkWriteFailure(t *testing.T) {
