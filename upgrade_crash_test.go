@@ -164,7 +164,7 @@ func TestUpgradeCrashPoints(t *testing.T) {
 			if rewriteCrashFull(t) {
 				// The rename of session.json survives a cut at the
 				// directory sync after it in some KeepRandomSectors states.
-				assert.Positive(t, formats[2], "some crash states are format 2 already")
+				assert.Positive(t, formats[formatVersion], "some crash states are in the new format already")
 			}
 		})
 	}
