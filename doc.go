@@ -54,8 +54,7 @@
 //	<root>/forks.lock         flock'ed by Fork and Delete (forklock.go)
 //	<root>/journal/<owner>.wal  the journal a writing Store's sessions
 //	                          share (journal.go, internal/journal):
-//	                          preallocated, a ring of commit groups,
-//	                          1 MiB growing up to Options.JournalSize
+//	                          preallocated, a ring of commit groups
 //	<root>/journal/<owner>.lock  flock'ed by that Store while it lives
 //	<root>/journal/<owner>.replay  flock'ed by a process replaying the
 //	                          journal of a dead owner

@@ -161,15 +161,11 @@ type Options struct {
 	// Default DefaultRemoteTimeout.
 	RemoteTimeout time.Duration
 
-	// JournalSize is the largest size of the journal a writing Store
-	// shares among its sessions (journal/<owner>.wal under the root,
-	// made in the background once the Store holds two sessions open;
-	// see journal.go): 0 selects DefaultJournalSize; otherwise at least
-	// 256 KiB and at most 1 GiB. The file starts at 1 MiB (or this size,
-	// if smaller), preallocated, and doubles, up to this size, when
-	// commits fill it faster than checkpoints free it or turn it over in
-	// under a second; it never shrinks while the Store is open, and
-	// Close removes it. Appends to every session the Store
+	// JournalSize is the size of the journal a writing Store shares
+	// among its sessions (journal/<owner>.wal under the root,
+	// preallocated in the background once the Store holds two sessions
+	// open; see journal.go): 0 selects DefaultJournalSize; otherwise at
+	// least 256 KiB and at most 1 GiB. Appends to every session the Store
 	// holds then share one write and one fdatasync of it, and chunks are
 	// synced at checkpoints; a commit of 32 KiB or more, or of a Store
 	// that never held two sessions open, syncs its own chunk. A negative value turns the journal off: each session

@@ -12,7 +12,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 
@@ -28,8 +27,6 @@ type crashWork struct {
 	writers, commits int
 	size             int64
 	seed             uint64
-	initial          int64         // Options.InitialSize (0: the size, no growth)
-	turnover         time.Duration // Options.turnover
 
 	created atomic.Bool
 	closing atomic.Bool
@@ -43,7 +40,6 @@ type crashWork struct {
 	groups   atomic.Int64
 	wraps    atomic.Int64
 	ckpts    atomic.Int64
-	grows    atomic.Int64
 }
 
 type ackedRecord struct {
@@ -87,11 +83,7 @@ func (cw *crashWork) run(m vfs.FS) {
 	if m.MkdirAll(memRoot, 0o755) != nil || m.SyncDir("/") != nil {
 		return
 	}
-	initial, turnover := cw.initial, cw.turnover
-	if initial == 0 {
-		initial, turnover = cw.size, -1
-	}
-	w, err := Create(m, memRoot, &Options{Size: cw.size, InitialSize: initial, small: true, turnover: turnover})
+	w, err := Create(m, memRoot, &Options{Size: cw.size, small: true})
 	if err != nil {
 		return
 	}
@@ -106,7 +98,6 @@ func (cw *crashWork) run(m vfs.FS) {
 	cw.groups.Store(st.Groups)
 	cw.wraps.Store(st.Wraps)
 	cw.ckpts.Store(st.Checkpoints)
-	cw.grows.Store(st.Grows)
 	cw.closing.Store(true)
 	w.Close()
 }
@@ -238,28 +229,14 @@ func (cw *crashWork) check(t *testing.T, c *vfs.MemFS, what string) {
 // of the workload in turn (k = 1, 2, ... until a run ends first) and
 // checks every crash mode's clone.
 func TestCrashAtEveryOperation(t *testing.T) {
-	crashAtEveryOperation(t, 16<<10, 0, 0)
-}
-
-// TestCrashWhileGrowing: the same with a file that starts at the
-// smallest size and grows at every fast turnover and every wait for room
-// (a turnover of an hour), up to four times its first size: a crash
-// between a growth's zeros and its header leaves a file larger than its
-// header says, which reads as the header says.
-func TestCrashWhileGrowing(t *testing.T) {
-	crashAtEveryOperation(t, 48<<10, minTestSize, time.Hour)
-}
-
-func crashAtEveryOperation(t *testing.T, size, initial int64, turnover time.Duration) {
 	writers, commits := 4, 24
 	if testing.Short() {
 		commits = 8
 	}
-	var sawWraps, sawCkpts, sawGrows int64
+	var sawWraps, sawCkpts int64
 	for k := 1; ; k++ {
 		m := vfs.NewMemFS()
-		cw := newCrashWork(writers, commits, size, uint64(k))
-		cw.initial, cw.turnover = initial, turnover
+		cw := newCrashWork(writers, commits, 16<<10, uint64(k))
 		var n atomic.Int64
 		m.SetFault(func(op vfs.Op, path string) error {
 			if vfs.Mutating(op) && n.Add(1) == int64(k) {
@@ -276,16 +253,11 @@ func crashAtEveryOperation(t *testing.T, size, initial int64, turnover time.Dura
 			return
 		}
 		if n.Load() < int64(k) {
-			sawWraps, sawCkpts, sawGrows = cw.wraps.Load(), cw.ckpts.Load(), cw.grows.Load()
-			t.Logf("%d crash points; the full run: %d groups, %d wraps, %d checkpoints, %d growths, %d records", k-1, cw.groups.Load(), sawWraps, sawCkpts, sawGrows, len(cw.acked))
+			sawWraps, sawCkpts = cw.wraps.Load(), cw.ckpts.Load()
+			t.Logf("%d crash points; the full run: %d groups, %d wraps, %d checkpoints, %d records", k-1, cw.groups.Load(), sawWraps, sawCkpts, len(cw.acked))
 			break
 		}
 	}
 	assert.Positive(t, sawWraps, "the workload wraps the ring")
 	assert.Positive(t, sawCkpts, "and checkpoints")
-	if initial != 0 {
-		assert.Positive(t, sawGrows, "and grows")
-	} else {
-		assert.Zero(t, sawGrows)
-	}
 }

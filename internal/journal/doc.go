@@ -14,8 +14,8 @@
 // Under a root, in the directory Dir ("journal"), one journal per Writer:
 //
 //	journal/<owner>.wal   the journal, preallocated (zeros written and
-//	                      synced at creation, and at each growth: a
-//	                      commit's fdatasync commits no file size)
+//	                      synced at creation: a commit's fdatasync
+//	                      commits no file size)
 //	journal/<owner>.lock  locked by the Writer for its life; the
 //	                      operating system drops the lock when the
 //	                      process dies, so Alive tells a reader whether
@@ -46,9 +46,7 @@
 //	 12   4  salt: random per file, seeds every record's CRC-32C
 //	 16  16  owner id
 //	 32   8  seq
-//	 40   8  file size (set at creation and at each growth; a smaller
-//	         file is corrupt, a larger one is a growth a crash interrupted:
-//	         the bytes past this size are ignored)
+//	 40   8  file size (fixed at creation; a file of another size is corrupt)
 //	 48   8  start offset: where the first record to replay is (or, if it
 //	         wrapped, the start of the record area)
 //	 56   8  start lsn: the lsn of that record
@@ -72,7 +70,7 @@
 // (path is a prefix, possibly empty: every record of smaller lsn whose
 // path starts with it is obsolete). Bounds: len <= the file's size; every
 // read of the format is bounded by MaxSize (Read reads the whole file,
-// and uses the part its header's size says).
+// whose size the header fixes).
 //
 // # Commit
 //
@@ -110,23 +108,7 @@
 // paths an OpForget covered are left out), then writes the header slot
 // not in use with start T and syncs it. Only then may the ring reuse the
 // space before T. Commits go on meanwhile; a group that finds no room
-// waits for the checkpoint.
-//
-// The file starts small (Options.InitialSize, 1 MiB by default) and grows,
-// doubling, up to Options.Size: when a group finds no room, or when the
-// ring reaches the file's end again less than GrowTurnover after it last
-// did (checkpoints would come that often), and only when the records a
-// replay needs do not wrap (from the durable header's start to the end
-// of the last group, in one run). The leader writes zeros from the end to
-// the new size and syncs them, then writes the header slot not in use
-// with the new size, which the next group's sync makes durable with the
-// group (a group past the old end is acknowledged only then). A crash
-// before leaves a file larger than its header says, which reads as the
-// header says. The file never shrinks; Close
-// removes it. So a process that appends little keeps a small journal,
-// and one that appends fast the one its rate needs.
-//
-// Close waits for the commits under way, runs a
+// waits for the checkpoint. Close waits for the commits under way, runs a
 // last checkpoint, and removes the journal file and then the lock file,
 // without a sync: a journal a crash brings back replays nothing.
 //

@@ -34,13 +34,8 @@ var magic = [8]byte{'s', 's', 'j', 'o', 'u', 'r', 'n', 'l'}
 
 // The sizes a journal file may have.
 const (
-	// DefaultSize is the largest size of a journal file when Options.Size
-	// is 0.
+	// DefaultSize is the size of a journal file when Options.Size is 0.
 	DefaultSize = 64 << 20
-	// DefaultInitialSize is the size a journal file starts at when
-	// Options.InitialSize is 0 (or Options.Size, when smaller): it grows
-	// from there, doubling, up to Options.Size (see Writer).
-	DefaultInitialSize = 1 << 20
 	// MinSize is the smallest journal file Create makes: a quarter of it
 	// is the largest group a session commits through the journal (a
 	// larger one syncs its chunk itself), so a small journal only

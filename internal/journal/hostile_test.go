@@ -79,7 +79,7 @@ func TestCreateFailureLeavesNothing(t *testing.T) {
 			require.NoError(t, m.MkdirAll(memRoot, 0o755))
 			f := vfs.FailNth(tt.nth, syscall.ENOSPC, tt.op)
 			m.SetFault(f.Hook)
-			_, err := Create(m, memRoot, &Options{Size: 3 << 20, InitialSize: 3 << 20})
+			_, err := Create(m, memRoot, &Options{Size: 3 << 20})
 			require.ErrorIs(t, err, syscall.ENOSPC)
 			require.True(t, f.Fired())
 			m.SetFault(nil)

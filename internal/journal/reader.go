@@ -63,9 +63,8 @@ type Log struct {
 // the owner's lock: the caller makes sure the owner is dead (Alive), or
 // holds the lock, so the file does not change under it; Replay does both.
 //
-// It reads the whole file (at most MaxSize; a file smaller than its
-// header says is corrupt, one larger is one whose growth a crash
-// interrupted, and the bytes past the header's size are ignored),
+// It reads the whole file (its size is fixed at creation and at most
+// MaxSize; a file of another size than its header says is corrupt),
 // picks the valid header slot with the greater sequence, and reads
 // commit groups from its start: each group whole, its records' lsns
 // following one another from the header's start lsn, the first record of
@@ -145,13 +144,9 @@ func parse(name string, b []byte) (*Log, error) {
 		}
 		return nil, &CorruptionError{Path: name, Offset: 0, Err: err0}
 	}
-	if h.size > int64(len(b)) {
+	if h.size != int64(len(b)) {
 		return nil, &CorruptionError{Path: name, Offset: 0, Err: fmt.Errorf("%w: file of %d bytes, its header says %d", ErrBadRecord, len(b), h.size)}
 	}
-	// A file larger than its header says is one that grew (Writer.grow)
-	// with a crash before the new header was durable: nothing past the
-	// header's size was written.
-	b = b[:h.size]
 	if want := strings.TrimSuffix(filepath.Base(name), ".wal"); want != filepath.Base(name) && want != fmt.Sprintf("%x", h.owner) {
 		return nil, &CorruptionError{Path: name, Offset: 16, Err: fmt.Errorf("%w: header names owner %x", ErrBadRecord, h.owner)}
 	}

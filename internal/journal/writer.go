@@ -15,7 +15,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/sessionstore/sessionstore/internal/vfs"
 )
@@ -59,19 +58,10 @@ var (
 
 // Options configure Create. The zero value is the default.
 type Options struct {
-	// Size is the largest size of the journal file in bytes: 0 means
-	// DefaultSize; otherwise between MinSize and MaxSize, rounded down to
-	// a multiple of 4096.
+	// Size is the journal file's size in bytes, preallocated at creation:
+	// 0 means DefaultSize; otherwise between MinSize and MaxSize, rounded
+	// down to a multiple of 4096.
 	Size int64
-	// InitialSize is the file's size at creation, preallocated (zeros
-	// written and synced): 0 means DefaultInitialSize; at most Size (a
-	// larger value is Size), at least MinSize, rounded down to a multiple
-	// of 4096. The file grows from there, doubling, up to Size: when a
-	// group finds no room before a checkpoint frees some, or when the
-	// ring turns over in less than GrowTurnover (checkpoints would come
-	// more often than that), and only when the records a replay needs do
-	// not wrap (see Writer.grow).
-	InitialSize int64
 	// SyncFiles makes the files at paths (relative to the root,
 	// slash-separated) durable; a checkpoint calls it before it lets the
 	// journal reuse the space of the records that wrote them. A path may
@@ -82,10 +72,8 @@ type Options struct {
 	// directory Create makes; 0 means 0o600 and 0o700.
 	FileMode, DirMode fs.FileMode
 
-	// small lets tests ask for files smaller than MinSize; turnover, for
-	// another GrowTurnover (negative: none).
-	small    bool
-	turnover time.Duration
+	// small lets tests ask for files smaller than MinSize.
+	small bool
 }
 
 // Stats counts what a Writer did.
@@ -97,13 +85,7 @@ type Stats struct {
 	Wraps       int64 // groups written back at the start of the record area
 	Checkpoints int64 // headers written with a new start
 	RoomWaits   int64 // times a group waited for a checkpoint to free room
-	Grows       int64 // times the file grew (see Options.InitialSize)
-	Size        int64 // the file's size now
 }
-
-// GrowTurnover is the time under which a ring that turns over (its
-// groups reach the file's end again) makes the file grow, if it may.
-const GrowTurnover = time.Second
 
 // Writer appends records to one journal file, group-committing
 // concurrent callers; see the package doc.
@@ -113,12 +95,9 @@ type Writer struct {
 	owner     string
 	path      string
 	salt      uint32
-	size      int64 // file size, as the durable header says (grow changes it)
-	maxSize   int64 // the size the file may grow to
+	size      int64 // file size
 	capacity  int64 // record area: size - recordsStart
-	maxCommit int64 // half the largest record area: the bound of one Commit
-	turnover  time.Duration
-	lapStart  time.Time // when the ring last reached the file's end (or grew, or was made)
+	maxCommit int64
 	f         vfs.File
 	lock      io.Closer
 	syncFiles func([]string) error
@@ -193,20 +172,6 @@ func Create(fsys vfs.FS, root string, opts *Options) (*Writer, error) {
 		return nil, fmt.Errorf("journal: size %d out of bounds [%d, %d]", o.Size, MinSize, MaxSize)
 	}
 	o.Size &^= slotSize - 1
-	switch {
-	case o.InitialSize == 0:
-		o.InitialSize = min(DefaultInitialSize, o.Size)
-	case o.InitialSize < 0:
-		return nil, fmt.Errorf("journal: initial size %d is negative", o.InitialSize)
-	case o.small:
-		o.InitialSize = min(max(o.InitialSize, minTestSize), o.Size)
-	default:
-		o.InitialSize = min(max(o.InitialSize, MinSize), o.Size)
-	}
-	o.InitialSize &^= slotSize - 1
-	if o.turnover == 0 {
-		o.turnover = GrowTurnover
-	}
 	var id [16]byte
 	var salt [4]byte
 	if _, err := rand.Read(id[:]); err != nil {
@@ -235,13 +200,12 @@ func Create(fsys vfs.FS, root string, opts *Options) (*Writer, error) {
 	}
 	w := &Writer{
 		fsys: fsys, root: root, owner: owner, path: WALPath(root, owner),
-		salt: binary.LittleEndian.Uint32(salt[:]), size: o.InitialSize, maxSize: o.Size,
-		capacity: o.InitialSize - recordsStart, lock: lock, syncFiles: o.SyncFiles, perm: o.FileMode,
-		turnover: o.turnover, lapStart: time.Now(),
+		salt: binary.LittleEndian.Uint32(salt[:]), size: o.Size,
+		capacity: o.Size - recordsStart, lock: lock, syncFiles: o.SyncFiles, perm: o.FileMode,
 		stop: make(chan struct{}), stopped: make(chan struct{}), kick: make(chan struct{}, 1),
 		tail: recordsStart, nextLSN: 1,
 	}
-	w.maxCommit = ((w.maxSize - recordsStart) / 2) &^ (align - 1)
+	w.maxCommit = (w.capacity / 2) &^ (align - 1)
 	w.cond = sync.NewCond(&w.mu)
 	if w.syncFiles == nil {
 		w.syncFiles = w.syncPaths
@@ -272,8 +236,12 @@ func (w *Writer) preallocate() error {
 		return err
 	}
 	w.f = f
-	if err := writeZeros(f, 0, w.size); err != nil {
-		return err
+	zeros := make([]byte, min(w.size, 1<<20))
+	for off := int64(0); off < w.size; off += int64(len(zeros)) {
+		n := min(int64(len(zeros)), w.size-off)
+		if _, err := f.WriteAt(zeros[:n], off); err != nil {
+			return err
+		}
 	}
 	if _, err := f.WriteAt(w.hdr.encode(), 0); err != nil {
 		return err
@@ -291,7 +259,7 @@ func (w *Writer) Owner() string { return w.owner }
 func (w *Writer) Path() string { return w.path }
 
 // MaxCommit is the most bytes the frames of one Commit may take: half
-// the largest record area (Options.Size). A record of n bytes of data and a path of p bytes
+// the record area. A record of n bytes of data and a path of p bytes
 // takes 43+p+n bytes, rounded up to a multiple of 8.
 func (w *Writer) MaxCommit() int64 { return w.maxCommit }
 
@@ -299,9 +267,7 @@ func (w *Writer) MaxCommit() int64 { return w.maxCommit }
 func (w *Writer) Stats() Stats {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	st := w.stats
-	st.Size = w.size
-	return st
+	return w.stats
 }
 
 // Forget commits a Forget record for prefix: once it returns nil, no
@@ -425,21 +391,16 @@ func (w *Writer) fail(err error) {
 func (w *Writer) lead() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	// A group takes at most half the record area it starts in (the
-	// first commit whatever its size: grow makes room for it).
 	var take int
 	var n int64
-	limit := min(w.maxCommit, (w.capacity/2)&^(align-1))
-	for take < len(w.queue) && (take == 0 || n+int64(len(w.queue[take].frames)) <= limit) {
+	for take < len(w.queue) && n+int64(len(w.queue[take].frames)) <= w.maxCommit {
 		n += int64(len(w.queue[take].frames))
 		take++
 	}
 	cs := append([]*commit(nil), w.queue[:take]...)
 	w.queue = w.queue[take:]
 	// Room in the ring: a group that does not fit before the file's end
-	// goes to recordsStart, and the bytes skipped count as taken. The
-	// file grows instead where it may: when the group finds no room, or
-	// the ring turned over in less than turnover.
+	// goes to recordsStart, and the bytes skipped count as taken.
 	var off, skip int64
 	waited := false
 	for w.err == nil {
@@ -447,13 +408,7 @@ func (w *Writer) lead() {
 		if off+n > w.size {
 			off, skip = recordsStart, w.size-w.tail
 		}
-		room := w.written-w.headV+skip+n <= w.capacity
-		fast := skip > 0 && w.turnover > 0 && time.Since(w.lapStart) < w.turnover
-		if (!room || fast) && w.mayGrow(n) {
-			w.grow(n)
-			continue
-		}
-		if room {
+		if w.written-w.headV+skip+n <= w.capacity {
 			break
 		}
 		if !waited {
@@ -462,9 +417,6 @@ func (w *Writer) lead() {
 		}
 		w.kickCheckpoint()
 		w.cond.Wait()
-	}
-	if skip > 0 {
-		w.lapStart = time.Now()
 	}
 	if w.err != nil {
 		w.finish(cs, nil, w.err)
@@ -506,7 +458,6 @@ func (w *Writer) lead() {
 	g.applying.Store(int64(len(cs)))
 	if g.endOff == w.size {
 		g.endOff = recordsStart
-		w.lapStart = time.Now()
 	}
 	w.written += skip + n
 	g.endV = w.written
@@ -539,79 +490,6 @@ func (w *Writer) lead() {
 		w.kickCheckpoint()
 	}
 	w.handOff()
-}
-
-// mayGrow reports whether the file may grow now so that a group of n
-// bytes fits at the tail: it is smaller than maxSize, which leaves room
-// for the group there, no checkpoint is writing a header, and the
-// records a replay needs (from the durable header's start to the tail)
-// do not wrap. Only then does growing keep the ring's accounting: the
-// free space after the tail, the new space included, is one run, and a
-// reader walking from the header's start meets the records in order
-// before the new space. The caller holds mu.
-func (w *Writer) mayGrow(n int64) bool {
-	return w.size < w.maxSize && w.tail+n <= w.maxSize && !w.ckpt &&
-		w.hdr.startOff <= w.tail && w.written-w.headV == w.tail-w.hdr.startOff
-}
-
-// grow doubles the file (at least to fit a group of n bytes at the tail,
-// at most to maxSize): it writes zeros from the file's end to the new
-// size and syncs them, so that no header durable later names a size the
-// file lacks, then writes the header slot not in use, the same but for
-// the new size, which the next group's sync makes durable with it. A
-// reader uses the header's size: a file larger than its header says is
-// what a crash between the two leaves (the rest is ignored), and a group
-// past the old end is acknowledged only once its sync made the header
-// durable too. Commits wait meanwhile (the caller leads); the
-// checkpointer waits too (ckpt). A failure fails the writer. The caller
-// holds mu, which grow releases while it writes, and mayGrow(n) is true.
-func (w *Writer) grow(n int64) {
-	to := max(2*w.size, (w.tail+n+slotSize-1)&^(slotSize-1))
-	to = min(to, w.maxSize)
-	h := w.hdr
-	h.seq++
-	h.size = to
-	slot := 1 - w.hdrSlot
-	from := w.size
-	w.ckpt = true
-	w.mu.Unlock()
-
-	err := writeZeros(w.f, from, to)
-	if err == nil {
-		err = w.f.Sync() // the zeros, before a header says the file has them
-	}
-	if err == nil {
-		// Not synced here: the next group's sync makes it durable with
-		// the group, and a crash before that leaves the group
-		// unacknowledged, the header new or old, either of which reads.
-		_, err = w.f.WriteAt(h.encode(), int64(slot)*slotSize)
-	}
-
-	w.mu.Lock()
-	w.ckpt = false
-	w.stats.Syncs++
-	w.cond.Broadcast()
-	if err != nil {
-		w.fail(fmt.Errorf("grow %s to %d bytes: %w", w.path, to, err))
-		return
-	}
-	w.hdr, w.hdrSlot = h, slot
-	w.size, w.capacity = to, to-recordsStart
-	w.lapStart = time.Now()
-	w.stats.Grows++
-}
-
-// writeZeros writes zeros to f from offset from up to to.
-func writeZeros(f vfs.File, from, to int64) error {
-	zeros := make([]byte, min(to-from, 1<<20))
-	for off := from; off < to; {
-		k, err := f.WriteAt(zeros[:min(int64(len(zeros)), to-off)], off)
-		if err != nil {
-			return err
-		}
-		off += int64(k)
-	}
-	return nil
 }
 
 // finish ends the commits of a group and wakes their callers. The caller
