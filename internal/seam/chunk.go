@@ -64,12 +64,7 @@ func (c *Chunk) Reserve(off int64, n int) error {
 	}
 	to := (end + ReserveStep - 1) &^ (ReserveStep - 1)
 	to = max(min(to, c.maxSize), end)
-	var err error
-	for at := max(c.alloc, off); at < to && err == nil; {
-		var k int
-		k, err = c.f.WriteAt(zeros[:min(int64(len(zeros)), to-at)], at)
-		at += int64(k)
-	}
+	err := c.writeZeros(max(c.alloc, off), to)
 	if err == nil {
 		c.alloc = to
 		return nil
@@ -133,14 +128,22 @@ func (c *Chunk) grow(end int64, write int) error {
 	}
 	n := (end + min(max(end, PreallocMin), PreallocMax) + 4095) &^ 4095
 	n = min(n, max(c.maxSize, end))
-	for off := end; off < n; {
-		k, err := c.f.WriteAt(zeros[:min(int64(len(zeros)), n-off)], off)
+	if err := c.writeZeros(end, n); err != nil {
+		return err
+	}
+	c.alloc = n
+	return nil
+}
+
+// writeZeros writes zeros from offset from up to to (not synced).
+func (c *Chunk) writeZeros(from, to int64) error {
+	for off := from; off < to; {
+		k, err := c.f.WriteAt(zeros[:min(int64(len(zeros)), to-off)], off)
 		if err != nil {
 			return err
 		}
 		off += int64(k)
 	}
-	c.alloc = n
 	return nil
 }
 
