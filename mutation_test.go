@@ -96,6 +96,12 @@ var mutations = []mutation{
 		"a chunk is durable before it is closed and sealed"},
 	{"skip the chunk's sync before forgetting a session's records", "opensession.go", "func (h *openSession) forgetJournal(", "if err := h.chunks.Checkpoint(); err != nil {", "if err := error(nil); err != nil {",
 		"the journal forgets a session's records only once its chunks hold them durably"},
+	{"seal a full chunk while the appends go on", "internal/chunkwriter/writer.go", "func (w *Writer) sealWait(", "if w.sealIdle < 0 || len(todo) >= SealBacklog {", "if true {",
+		"sealing waits for a pause in the appends (SealIdle) before it competes with them for the disk and the cores"},
+	{"let full chunks wait for a pause without bound", "internal/chunkwriter/writer.go", "func (w *Writer) sealWait(", "if w.sealIdle < 0 || len(todo) >= SealBacklog {", "if w.sealIdle < 0 {",
+		"under appends without a pause, at most SealBacklog full chunks wait plain"},
+	{"AwaitSealing waits for a pause in the appends", "internal/chunkwriter/writer.go", "func (w *Writer) AwaitSealing(", "			close(w.hurry)", "			_ = w.hurry",
+		"Close, Flush and Verify seal the full chunks at once, not after a pause"},
 	{"skip the active chunk's sync at a checkpoint", "internal/chunkwriter/writer.go", "func (w *Writer) Checkpoint(", "w.active.Sync()", "error(nil)",
 		"a checkpoint (Flush, forgetting a session's journaled records) leaves the chunk holding them durably"},
 	{"skip the active chunk's sync when it closes", "internal/chunkwriter/writer.go", "func (w *Writer) Close(", "w.active.Sync()", "error(nil)",
@@ -334,6 +340,9 @@ var mutations = []mutation{
 // package then decides.
 var mutationCatchers = map[string]string{
 	"journaled writes reserve a preallocation step":                       "TestChunkReserve",
+	"seal a full chunk while the appends go on":                           "TestSealingWaitsForAPause",
+	"let full chunks wait for a pause without bound":                      "TestSealingWaitsForAPause",
+	"AwaitSealing waits for a pause in the appends":                       "TestSealingWaitsForAPause",
 	"skip the local sync of a remote session's commit group":              "TestRemoteCloseThenPowerLoss",
 	"list a session being written from the catalogue":                     "TestEachCurrent",
 	"list from the catalogue whatever the sessions directory's stamp":     "TestBackwards",

@@ -39,9 +39,11 @@
 //     open; Close closes it either way. Rotate then starts the next
 //     chunk (Files.CreateChunk): it exists, empty, and a crash keeps its
 //     name.
-//   - Sealing (after Rotate, when compressing; AwaitSealing waits for it;
-//     SealActive seals the active chunk at once, with the caller waiting):
-//     the full chunk's records, compressed, with their index lines
+//   - Sealing (after Rotate, when compressing, once the appends pause for
+//     Config.SealIdle or SealBacklog full chunks wait; AwaitSealing starts
+//     it at once and waits for it; SealActive seals the active chunk at
+//     once, with the caller waiting): the full chunk's records,
+//     compressed, with their index lines
 //     embedded, durable under the sealed name before the plain chunk is
 //     removed (Files.SealChunk). Sealing saves space and nothing depends
 //     on it: a failure is logged, the plain chunk stays and the next

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -439,4 +441,67 @@ func TestGiveBackReusesTheQueue(t *testing.T) {
 	q5, _ := w.TakeQueue()
 	assert.NotSame(t, &big[0], &q5[:1][0], "a buffer beyond maxSpareQueue is not kept")
 	_ = q2
+}
+
+// TestSealingWaitsForAPause: a full chunk is not sealed while the appends
+// go on, however long (an idle time no test reaches); AwaitSealing seals
+// it at once; SealBacklog full chunks are sealed without a pause; and a
+// pause of SealIdle starts the sealing by itself.
+func TestSealingWaitsForAPause(t *testing.T) {
+	line := func(c byte) string { return strings.Repeat(string(c), 59) + "\n" }
+	t.Run("appending", func(t *testing.T) {
+		f := newFakeFiles()
+		w := newTestWriter(f, 100, true)
+		w.sealIdle = time.Hour
+		w.mu.Lock()
+		w.add(t, line('a'))
+		w.add(t, line('b')) // rotates: chunk 0 is full
+		require.True(t, w.Sealing())
+		for range 5 {
+			w.mu.Unlock()
+			time.Sleep(10 * time.Millisecond) // the sealing could take the mutex now
+			w.mu.Lock()
+			w.add(t, "c\n")
+		}
+		assert.True(t, w.Plain(0), "sealed before the appends paused")
+		assert.Zero(t, w.resealed)
+		w.AwaitSealing()
+		assert.False(t, w.Plain(0), "AwaitSealing seals at once")
+		assert.Equal(t, 1, w.resealed)
+		w.mu.Unlock()
+	})
+	t.Run("backlog", func(t *testing.T) {
+		f := newFakeFiles()
+		w := newTestWriter(f, 100, true)
+		w.sealIdle = time.Hour
+		w.mu.Lock()
+		for i := range SealBacklog + 1 {
+			w.add(t, line('a'+byte(i))) // each but the first rotates
+		}
+		w.mu.Unlock()
+		require.Eventually(t, func() bool {
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			return w.resealed > 0 && !w.Sealing()
+		}, 10*time.Second, time.Millisecond, "a backlog of full chunks is sealed without a pause")
+		w.mu.Lock()
+		for n := range uint32(SealBacklog) {
+			assert.False(t, w.Plain(n), "chunk %d", n)
+		}
+		w.mu.Unlock()
+	})
+	t.Run("pause", func(t *testing.T) {
+		f := newFakeFiles()
+		w := newTestWriter(f, 100, true)
+		w.sealIdle = 20 * time.Millisecond
+		w.mu.Lock()
+		w.add(t, line('a'))
+		w.add(t, line('b'))
+		w.mu.Unlock()
+		require.Eventually(t, func() bool {
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			return !w.Plain(0) && !w.Sealing()
+		}, 10*time.Second, time.Millisecond, "a pause starts the sealing")
+	})
 }
