@@ -633,9 +633,12 @@
 //     of sealing, which serve many callers, are bounded by RemoteTimeout.
 //   - Sealed chunks and blobs are immutable objects created before any log
 //     object refers to them (a seal record names the sealed object); once
-//     a seal record covers a chunk, its data objects are deleted after
-//     LeaseTime, never before. Markers are never deleted: their numbers
-//     fence zombies.
+//     a seal record covers a chunk, its data objects are replaced by
+//     tombstones (small fixed objects) after LeaseTime, never before. No
+//     log object is ever deleted, so no number is ever free again: the
+//     numbers fence zombies and takers that stalled (remote.go, "Numbers
+//     are never freed"). A log object the object store lost is a
+//     *CorruptionError naming its key.
 //   - Metadata: each session.json is a log object (so a fenced writer
 //     cannot write one) and a copy, meta/<id>/<n>, from which List, ListRecent
 //     and Meta read; the newest number wins, so no concurrent change is

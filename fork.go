@@ -603,17 +603,24 @@ func (src prefixSource) restore(id uuid.UUID) (string, error) {
 	rf := newRemoteFiles(local, o, id)
 	ctx, cancel := context.WithTimeout(context.Background(), o.RemoteTimeout)
 	defer cancel()
-	v, err := rf.readView(ctx)
-	if err != nil {
-		return "", err
+	for {
+		v, err := rf.readView(ctx)
+		if err != nil {
+			return "", err
+		}
+		if v == nil || isDeleteMarker(v.NewestHead) {
+			// A deleted session's log ends with its delete marker, which
+			// holds no metadata: its copy here, if any, is not brought to
+			// that.
+			return "", fmt.Errorf("%w: session %s", ErrNotFound, id)
+		}
+		// The log moved while it was read (errLogMoved): read it again,
+		// until the context's time runs out.
+		if err := rf.reconcileLocal(ctx, v); !errors.Is(err, errLogMoved) {
+			if err != nil {
+				return "", err
+			}
+			return dir, nil
+		}
 	}
-	if v == nil || isDeleteMarker(v.NewestHead) {
-		// A deleted session's log ends with its delete marker, which holds
-		// no metadata: its copy here, if any, is not brought to that.
-		return "", fmt.Errorf("%w: session %s", ErrNotFound, id)
-	}
-	if err := rf.reconcileLocal(ctx, v); err != nil {
-		return "", err
-	}
-	return dir, nil
 }

@@ -1,12 +1,17 @@
 package sessionstore
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/sessionstore/sessionstore/internal/seam"
 )
 
 // memObjects is an in-memory ObjectStore for the tests of remote
@@ -172,4 +177,19 @@ func (m *memObjects) Delete(ctx context.Context, key string) error {
 	}
 	delete(m.objs, key)
 	return ferr
+}
+
+// untombed returns the keys of session id's log objects that are not
+// tombstones (seam.Tombstone).
+func (m *memObjects) untombed(id uuid.UUID) []string {
+	tomb := seam.Tombstone()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []string
+	for k, o := range m.objs {
+		if strings.HasPrefix(k, seam.LogPrefix(id)) && !bytes.Equal(o.data, tomb) {
+			out = append(out, k)
+		}
+	}
+	return out
 }

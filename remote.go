@@ -56,9 +56,40 @@ import (
 // Store taking the session creates its marker at the number after the
 // newest object it saw, so a writer that lost the session (a zombie:
 // paused, partitioned, slow) fails its next Create, stops with ErrFenced
-// and acknowledges nothing more. Markers are never deleted; data objects
-// are deleted only once a seal record covers their chunk, after
-// LeaseTime, so a number a zombie could still try is never free again.
+// and acknowledges nothing more.
+//
+// Numbers are never freed. No log object is ever deleted: a data object
+// that a seal record made unneeded is replaced, LeaseTime after the
+// sealing, by a tombstone (seam.Tombstone: kind "dead", no payload, about
+// 130 bytes; the bytes are freed, the number is not), and a deleted
+// session's objects by its delete marker (remote_delete.go). The
+// argument rests on it: every object is created with Create, at the
+// number after its writer's newest view of the log, and numbers are
+// taken in order without gaps (a writer creates n+1 only after it
+// created n, or saw n in a listing), so at any moment the numbers taken
+// are exactly 1..newest. A Create at n therefore succeeds only if n is
+// newest+1 at that moment: only if no object was created since its
+// writer listed the log or created n-1. A taker (an open, a Delete) that
+// stalls between its listing and its Create, however long, while others
+// take the session, write, seal and replace dead objects, finds its
+// number taken, gets ErrObjectExists and reads the log again; a zombie
+// holder's next Create fails the same way. Had dead objects been deleted
+// (builds before tombstones did so), the stalled taker's Create could
+// land in a freed number below the newest object: its marker and its
+// next append acknowledged, and readers, who start from the newest
+// marker, never seeing them. remote_model_test.go checks this argument
+// exhaustively on a model of the log, and remote_stall_test.go on the
+// real code with a taker paused between its listing and its Create. The
+// cost: one tombstone per data object of a sealed chunk stays in the
+// bucket (a data object per commit group), until the session is deleted.
+//
+// A missing object is damage. Since no number is freed, every object a
+// listing names is there when read; one that is not (a bucket lifecycle
+// rule, an operator) is a *CorruptionError naming its key, never a
+// silent cut of acknowledged events. The one exception is a log written
+// by an earlier build, which deleted the data objects of sealed chunks:
+// an object missing below a seal record read after it is skipped
+// (internal/seam's ReadView).
 //
 // Handoff. Opening a session whose newest object is a release marker
 // takes it at once. Opening one another Store holds fails with ErrLocked,
@@ -288,10 +319,12 @@ func (r *remoteFiles) uploadSealed(n uint32) error {
 	return err
 }
 
-// deleteDying deletes the data objects sealing made unneeded LeaseTime
-// ago: a Store reading an older state of the log may still read them
-// until then. Those younger stay in the state (Dead) the release marker
-// records, for the next holder to delete.
+// deleteDying replaces the data objects sealing made unneeded LeaseTime
+// ago by tombstones (seam.Tombstone, a Put): a Store reading an older
+// state of the log may still read them until then. Those younger stay in
+// the state (Dead) the release marker records, for the next holder to
+// replace. The objects are never deleted: a deleted number could be
+// created again (see "Numbers are never freed" above).
 func (r *remoteFiles) deleteDying() {
 	r.Mu.Lock()
 	var due []seqRange
@@ -311,9 +344,10 @@ func (r *remoteFiles) deleteDying() {
 	ctx, cancel := r.ctx()
 	defer cancel()
 	var deleted []seqRange
+	tomb := seam.Tombstone()
 	for _, rg := range due {
 		for seq := rg.From; seq <= rg.To; seq++ {
-			if err := r.Obj.Delete(ctx, seam.LogKey(r.ID, seq)); err != nil {
+			if err := r.Obj.Put(ctx, seam.LogKey(r.ID, seq), tomb); err != nil {
 				r.Log.Warn("sessionstore: unneeded log object stays", "key", seam.LogKey(r.ID, seq), "err", err)
 				continue
 			}
@@ -585,7 +619,9 @@ func (r *remoteFiles) acquire(ctx context.Context, wait bool) error {
 			}
 			r.Log.Warn("sessionstore: taking over a session whose holder wrote nothing for the lease time", "newest", v.Newest.Key, "idle", idle)
 		}
-		if err := r.reconcileLocal(ctx, v); err != nil {
+		if err := r.reconcileLocal(ctx, v); errors.Is(err, errLogMoved) {
+			continue
+		} else if err != nil {
 			return err
 		}
 		r.Mu.Lock()

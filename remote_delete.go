@@ -36,12 +36,12 @@ import (
 //  3. It deletes the session's metadata copies (meta/<id>/), which is
 //     what List and ListRecent read; Meta reads the log's newest object
 //     too and agrees with the open from step 2 on.
-//  4. It replaces every older log object by a copy of the delete marker
-//     (Put: the number stays taken, so that no zombie Create of it
-//     succeeds, and nothing of the session's content stays), and deletes
-//     every other object under sessions/<id>/: blobs (a session's blobs
-//     are its own: no other session refers to them), sealed chunks, the
-//     clock probe.
+//  4. It replaces every older log object but the tombstones by a copy of
+//     the delete marker (Put: the number stays taken, so that no zombie
+//     Create of it succeeds, and nothing of the session's content stays;
+//     a tombstone holds none), and deletes every other object under
+//     sessions/<id>/: blobs (a session's blobs are its own: no other
+//     session refers to them), sealed chunks, the clock probe.
 //
 // The log's numbers are never freed, so a session id once deleted cannot
 // be created again: Create returns ErrExists. A Delete of a session whose
@@ -142,7 +142,7 @@ func (s *Store) markRemoteDeleted(ctx context.Context, id uuid.UUID) (marked boo
 // a delete marker.
 func (s *Store) removeRemoteObjects(ctx context.Context, id uuid.UUID) error {
 	obj := s.opts.Remote
-	marker := deleteMarker()
+	marker, tomb := deleteMarker(), seam.Tombstone()
 	prefix, lprefix := seam.SessionPrefix(id), seam.LogPrefix(id)
 	infos, err := obj.List(ctx, prefix, 0)
 	if err != nil {
@@ -155,13 +155,15 @@ func (s *Store) removeRemoteObjects(ctx context.Context, id uuid.UUID) error {
 			}
 			continue
 		}
-		if o.Size == int64(len(marker)) {
+		if o.Size == int64(len(marker)) || o.Size == int64(len(tomb)) {
 			b, err := obj.Get(ctx, o.Key, 0, -1)
 			if err != nil && !errors.Is(err, ErrObjectNotFound) {
 				return seam.RemoteErr("get", o.Key, err)
 			}
-			if err != nil || bytes.Equal(b, marker) {
-				continue // the marker, or an object a zombie deleted (its number is free, as it was before)
+			if err != nil || bytes.Equal(b, marker) || bytes.Equal(b, tomb) {
+				// The marker, a tombstone (no content), or a dead data
+				// object an earlier build deleted: nothing to replace.
+				continue
 			}
 		}
 		if err := obj.Put(ctx, o.Key, marker); err != nil {

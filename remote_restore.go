@@ -255,6 +255,12 @@ func (r *remoteFiles) rebuildPlain(ctx context.Context, v *logView, c uint32, ps
 		}
 		key := seam.LogKey(r.ID, p.Seq)
 		b, err := r.Obj.Get(ctx, key, 0, -1)
+		if errors.Is(err, ErrObjectNotFound) {
+			// The log's state names it, and no log object is ever
+			// deleted: the object store lost it.
+			errs[i] = corruptf(key, 0, "data object of chunk %d at %d (%d bytes) is missing", c, p.Off, p.Len)
+			return
+		}
 		if err != nil {
 			errs[i] = seam.RemoteErr("get", key, err)
 			return
@@ -276,6 +282,13 @@ func (r *remoteFiles) rebuildPlain(ctx context.Context, v *logView, c uint32, ps
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
+		var ce *CorruptionError
+		if errors.As(err, &ce) && r.logMoved(ctx, v) {
+			// Another Store wrote since the log was read: it may have
+			// sealed the chunk and replaced its data objects by
+			// tombstones. The open reads the log again.
+			return false, errLogMoved
+		}
 		return false, err
 	}
 	changed := false
@@ -381,4 +394,15 @@ func (r *remoteFiles) rebuildDerived(v *logView, pieces map[uint32][]logPiece) e
 		head = tip
 	}
 	return writeHead(fsys, r.Dir, head.ID, r.Perm)
+}
+
+// errLogMoved reports an open whose reconciliation found the log changed
+// since it read it: acquire reads it again.
+var errLogMoved = errors.New("sessionstore: the log changed while it was read")
+
+// logMoved reports whether the log holds an object newer than v's newest
+// (false when that cannot be told).
+func (r *remoteFiles) logMoved(ctx context.Context, v *logView) bool {
+	seqs, _, err := r.ListLog(ctx, 1)
+	return err == nil && len(seqs) > 0 && seqs[len(seqs)-1] > v.NewestSeq
 }

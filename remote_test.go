@@ -190,7 +190,7 @@ func TestRemoteSealedChunksAndBlobs(t *testing.T) {
 	sealed := obj.keys(seam.SessionPrefix(m.ID) + "chunks/")
 	assert.NotEmpty(t, sealed)
 	assert.Len(t, obj.keys(seam.SessionPrefix(m.ID)+"blobs/"), 6)
-	assert.Less(t, len(obj.keys(seam.LogPrefix(m.ID))), 300/4, "data objects of sealed chunks are deleted")
+	assert.Less(t, len(obj.untombed(m.ID)), 300/4, "data objects of sealed chunks are replaced by tombstones")
 
 	b, bdir := apiNewStore(t, remoteOpts(obj))
 	assert.Equal(t, want, loadTexts(t, b, m.ID))
@@ -456,17 +456,17 @@ func TestRemoteDeadObjectsDieAcrossShortHolds(t *testing.T) {
 		apiAppend(t, s, m.ID, textEv(fmt.Sprintf("event %d %s", i, strings.Repeat("d", 100))))
 	}
 	require.NoError(t, s.Close())
-	before := len(obj.keys(seam.LogPrefix(m.ID)))
+	before := len(obj.untombed(m.ID))
 	require.Greater(t, before, 100, "the sealings' data objects are still there")
 	deadline := time.Now().Add(5 * time.Second)
-	for i := 0; time.Now().Before(deadline) && len(obj.keys(seam.LogPrefix(m.ID))) >= before/2; i++ {
+	for i := 0; time.Now().Before(deadline) && len(obj.untombed(m.ID)) >= before/2; i++ {
 		s, err := Open(dirs[i%2], opts)
 		require.NoError(t, err)
 		apiAppend(t, s, m.ID, textEv(fmt.Sprintf("short hold %d", i)))
 		require.NoError(t, s.Close()) // held far less than LeaseTime
 		time.Sleep(50 * time.Millisecond)
 	}
-	assert.Less(t, len(obj.keys(seam.LogPrefix(m.ID))), before/2, "dead data objects were deleted")
+	assert.Less(t, len(obj.untombed(m.ID)), before/2, "dead data objects were replaced by tombstones")
 	c, _ := apiNewStore(t, remoteOpts(obj))
 	texts := loadTexts(t, c, m.ID)
 	assert.Equal(t, "event 0 "+strings.Repeat("d", 100), texts[0])

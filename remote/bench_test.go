@@ -599,9 +599,10 @@ type restoreFixture struct {
 	pathChunks  int   // sealed chunks that hold events of the active path
 	pathBytes   int64 // their objects' bytes
 	markerBytes int64 // the newest log object (the release marker: the log's state and session.json)
-	objects     int   // under sessions/<id>/ after the build
+	objects     int   // under sessions/<id>/ after the build, tombstones not counted
 	prefixBytes int64
-	dataLeft    int // data log objects left after the build (deleted after LeaseTime once sealed)
+	dataLeft    int             // data log objects left after the build (replaced by tombstones LeaseTime after their sealing)
+	tombs       map[string]bool // the tombstones' keys: objects a restore never reads
 }
 
 // need is the bytes a restore and load of the active path cannot do
@@ -729,9 +730,8 @@ func buildRestoreFixture(b *testing.B, obj sessionstore.ObjectStore, localDir st
 	infos, err := obj.List(ctx, "sessions/"+m.ID.String()+"/", 0)
 	require.NoError(b, err)
 	var newest *sessionstore.ObjectInfo
+	f.tombs = map[string]bool{}
 	for _, o := range infos {
-		f.objects++
-		f.prefixBytes += o.Size
 		if strings.Contains(o.Key, "/log/") {
 			if newest == nil || o.Key < newest.Key {
 				newest = &o // log keys count down: the newest sorts first
@@ -746,7 +746,13 @@ func buildRestoreFixture(b *testing.B, obj sessionstore.ObjectStore, localDir st
 			if h.Kind == "data" {
 				f.dataLeft++
 			}
+			if h.Kind == "dead" {
+				f.tombs[o.Key] = true
+				continue
+			}
 		}
+		f.objects++
+		f.prefixBytes += o.Size
 	}
 	require.NotNil(b, newest)
 	f.markerBytes = newest.Size
@@ -774,8 +780,8 @@ func buildRestoreFixture(b *testing.B, obj sessionstore.ObjectStore, localDir st
 func BenchmarkRestore(b *testing.B) {
 	srv := s3test.Shared(b)
 	f := buildRestoreFixture(b, remote.New(srv.OpenBucket(b)), b.TempDir())
-	b.Logf("fixture: %d events (%d on the active path), built in %v; %d sealed chunks, %d bytes; the path's %d chunks %d bytes, newest marker %d bytes; %d objects, %d bytes under the session's prefix, %d data objects left",
-		f.total, f.events, f.build.Round(time.Millisecond), f.chunks, f.chunkBytes, f.pathChunks, f.pathBytes, f.markerBytes, f.objects, f.prefixBytes, f.dataLeft)
+	b.Logf("fixture: %d events (%d on the active path), built in %v; %d sealed chunks, %d bytes; the path's %d chunks %d bytes, newest marker %d bytes; %d objects, %d bytes under the session's prefix, %d data objects left, %d tombstones (not counted, not downloaded)",
+		f.total, f.events, f.build.Round(time.Millisecond), f.chunks, f.chunkBytes, f.pathChunks, f.pathBytes, f.markerBytes, f.objects, f.prefixBytes, f.dataLeft, len(f.tombs))
 	b.Run("local-load", func(b *testing.B) { benchLocalLoad(b, f) })
 	b.Run("download-all-seq", func(b *testing.B) { benchDownloadAll(b, f, 1) })
 	b.Run("download-all-16", func(b *testing.B) { benchDownloadAll(b, f, 16) })
@@ -867,8 +873,12 @@ func benchDownloadAll(b *testing.B, f *restoreFixture, parallel int) {
 				}
 			})
 		}
+		n := 0
 		for _, o := range infos {
-			work <- o.Key
+			if !f.tombs[o.Key] { // the session's objects, not the tombstones of its dead ones
+				work <- o.Key
+				n++
+			}
 		}
 		close(work)
 		wg.Wait()
@@ -876,7 +886,7 @@ func benchDownloadAll(b *testing.B, f *restoreFixture, parallel int) {
 			require.NoError(b, *p)
 		}
 		bytesGot += got.Load()
-		objects += int64(len(infos))
+		objects += int64(n)
 	}
 	n := float64(b.N)
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/n, "ms/restore")

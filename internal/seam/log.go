@@ -29,7 +29,23 @@ const (
 	KindSeal    = "seal"
 	KindMeta    = "meta"
 	KindLanes   = "lanes"
+	// KindDead is a tombstone: what a data object of a sealed chunk is
+	// replaced by once no reader needs it (Tombstone). Its number stays
+	// taken, so that no Create of it succeeds again.
+	KindDead = "dead"
 )
+
+// Tombstone is the bytes a dead data object is replaced by: the same for
+// every object of every session, a header of kind "dead" without a
+// payload (about 130 bytes). Builds that predate it skip it as an object
+// of a kind they do not know.
+func Tombstone() []byte {
+	b, err := EncodeObject(&Header{Kind: KindDead}, nil)
+	if err != nil {
+		panic(err) // a fixed header always encodes
+	}
+	return b
+}
 
 // IsMarker reports whether kind is a marker's: create, open, release or
 // delete.

@@ -118,3 +118,20 @@ func TestStateApply(t *testing.T) {
 	_, ok = st.SealedChunk(2)
 	assert.False(t, ok)
 }
+
+// TestTombstone: the tombstone's bytes are part of the log's format
+// (remote.go, "Numbers are never freed"): fixed, the same for every
+// object; it decodes as kind dead without a payload, and a state does
+// not apply it.
+func TestTombstone(t *testing.T) {
+	const golden = `{"v":1,"kind":"dead","lease":"00000000-0000-0000-0000-000000000000","store":"00000000-0000-0000-0000-000000000000","len":0,"crc":0}` + "\n"
+	assert.Equal(t, golden, string(Tombstone()))
+	h, payload, err := DecodeObject("sessions/x/log/1", Tombstone())
+	require.NoError(t, err)
+	assert.Equal(t, KindDead, h.Kind)
+	assert.Empty(t, payload)
+	assert.False(t, IsMarker(h.Kind))
+	st := &State{Live: []Piece{{Seq: 1, Chunk: 0, Off: 0, Len: 3}}}
+	st.Apply(2, h)
+	assert.Equal(t, &State{Live: []Piece{{Seq: 1, Chunk: 0, Off: 0, Len: 3}}}, st)
+}

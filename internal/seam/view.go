@@ -1,8 +1,10 @@
 package seam
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"slices"
 	"sort"
 	"time"
 
@@ -44,7 +46,10 @@ func (l *LogWriter) ListLog(ctx context.Context, limit int) ([]uint64, []ObjectI
 
 // ReadView lists the log and reads back from its newest object to the
 // newest marker, a batch of objects at a time. It returns a nil view for
-// a session the object store does not hold.
+// a session the object store does not hold. An object after the newest
+// marker that the listing skips or a read does not find is a
+// *corrupt.Error naming its key (missingObject); a tombstone (KindDead)
+// is skipped, as any kind the view does not apply.
 func (l *LogWriter) ReadView(ctx context.Context) (*View, error) {
 	// The newest objects come first (logKey): a page of them holds the
 	// newest marker unless many objects came after it (a holder that died
@@ -62,6 +67,7 @@ func (l *LogWriter) ReadView(ctx context.Context) (*View, error) {
 		payload []byte
 	}
 	read := map[uint64]got{}
+	var missing []lostObject // listed, then not found
 	marker := -1
 	// The newest object first: after a clean Close it is the release
 	// marker, and nothing else is needed. Then batches of 16.
@@ -85,13 +91,13 @@ func (l *LogWriter) ReadView(ctx context.Context) (*View, error) {
 		start := max(0, end-n)
 		res := make([]got, end-start)
 		errs := make([]error, end-start)
+		gone := make([]bool, end-start)
 		parallel.ForEach(end-start, batch, func(_, i int) {
 			key := objs[start+i].Key
 			b, err := l.Obj.Get(ctx, key, 0, -1)
 			if err != nil {
 				if errors.Is(err, ErrObjectNotFound) {
-					// Deleted since the listing: a data object of a sealed
-					// chunk, which a newer seal record covers.
+					gone[i] = true // settled below (missingObject)
 					return
 				}
 				errs[i] = RemoteErr("get", key, err)
@@ -104,6 +110,9 @@ func (l *LogWriter) ReadView(ctx context.Context) (*View, error) {
 			return nil, err
 		}
 		for i := len(res) - 1; i >= 0; i-- {
+			if gone[i] {
+				missing = append(missing, lostObject{objs[start+i].Key, seqs[start+i]})
+			}
 			if res[i].h == nil {
 				continue
 			}
@@ -115,6 +124,23 @@ func (l *LogWriter) ReadView(ctx context.Context) (*View, error) {
 	}
 	if marker < 0 {
 		return nil, corrupt.Errorf(objs[0].Key, 0, "the log has no create, open or release marker")
+	}
+	// The objects after the marker are the log's numbers without a gap:
+	// one the listing skipped is missing too (the first and the last of
+	// each gap stand for it).
+	for i := marker + 1; i < len(seqs); i++ {
+		if from, to := seqs[i-1]+1, seqs[i]-1; from <= to {
+			missing = append(missing, lostObject{LogKey(l.ID, from), from}, lostObject{LogKey(l.ID, to), to})
+		}
+	}
+	var seals []uint64
+	for seq, g := range read {
+		if g.h.Kind == KindSeal {
+			seals = append(seals, seq)
+		}
+	}
+	if err := missingObject(missing, seqs[marker], seals); err != nil {
+		return nil, err
 	}
 	v := &View{Newest: objs[len(objs)-1], NewestSeq: seqs[len(seqs)-1], Payloads: map[uint64][]byte{}}
 	m := read[seqs[marker]]
@@ -141,6 +167,30 @@ func (l *LogWriter) ReadView(ctx context.Context) (*View, error) {
 	}
 	v.NewestHead = read[v.NewestSeq].h
 	return v, nil
+}
+
+// lostObject is a log object a listing named and a read did not find.
+type lostObject struct {
+	key string
+	seq uint64
+}
+
+// missingObject returns a *corrupt.Error naming the first of missing
+// after the newest marker (at number marker), unless a seal record read
+// after it (seals: their numbers) explains it: builds before tombstones
+// (KindDead) deleted the data objects of sealed chunks, after their seal
+// record, and one may have deleted it between the listing and the read. This build never deletes a log object (a
+// tombstone replaces it), so an object missing otherwise was lost by the
+// object store (a lifecycle rule, an operator): skipping it would cut
+// acknowledged events silently.
+func missingObject(missing []lostObject, marker uint64, seals []uint64) error {
+	slices.SortFunc(missing, func(a, b lostObject) int { return cmp.Compare(a.seq, b.seq) })
+	for _, o := range missing {
+		if o.seq > marker && !slices.ContainsFunc(seals, func(seq uint64) bool { return seq > o.seq }) {
+			return corrupt.Errorf(o.key, 0, "log object %d is missing: the log never frees a number, and no seal record after it explains it", o.seq)
+		}
+	}
+	return nil
 }
 
 // StoreClock returns the object store's current time: the modification

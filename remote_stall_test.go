@@ -1,0 +1,245 @@
+package sessionstore
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sessionstore/sessionstore/internal/seam"
+)
+
+// stallObjects is an ObjectStore that holds the first Create of a log
+// object after it is armed: the Store using it has listed the log and is
+// about to take its number (an open's marker, a Delete's marker). reached
+// is signalled when the Create is held, and the Create goes on when
+// resume is closed.
+type stallObjects struct {
+	*memObjects
+	prefix  string
+	armed   atomic.Bool
+	reached chan string
+	resume  chan struct{}
+}
+
+func newStallObjects(obj *memObjects, id uuid.UUID) *stallObjects {
+	return &stallObjects{memObjects: obj, prefix: seam.LogPrefix(id), reached: make(chan string, 1), resume: make(chan struct{})}
+}
+
+func (s *stallObjects) Create(ctx context.Context, key string, data []byte) error {
+	if strings.HasPrefix(key, s.prefix) && s.armed.CompareAndSwap(true, false) {
+		s.reached <- key
+		<-s.resume
+	}
+	return s.memObjects.Create(ctx, key, data)
+}
+
+// TestRemoteStalledTaker: a Store that takes a session (an open, or a
+// Delete) stalls between its listing of the log and the Create of its
+// marker, while the holder it is taking over from wakes, appends and
+// closes, a third Store takes the session, seals the chunk holding those
+// appends and replaces their data objects (dead, LeaseTime after the
+// sealing). The stalled Create's number is taken (numbers are never
+// freed): the taker reads the log again, and then takes the session
+// properly (the third Store closed) or finds it held (ErrLocked): no
+// acknowledged event is lost, no two Stores hold the session, and a
+// Delete removes nothing of a live session. Builds that deleted dead
+// data objects let the stalled Create land in a freed number.
+func TestRemoteStalledTaker(t *testing.T) {
+	for _, op := range []string{"open", "delete"} {
+		for _, thirdCloses := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/third-closes=%v", op, thirdCloses), func(t *testing.T) {
+				remoteStalledTaker(t, op, thirdCloses)
+			})
+		}
+	}
+}
+
+func remoteStalledTaker(t *testing.T, op string, thirdCloses bool) {
+	ctx := context.Background()
+	obj := newMemObjects()
+	small := func(o *Options) { o.ChunkSize = 2 << 10 }
+	a := memRemoteStore(t, obj, small)
+	m, err := a.Create(ctx, Meta{Name: "contested"})
+	require.NoError(t, err)
+	var acked []string
+	add := func(s *Store, text string) error {
+		_, err := s.Append(ctx, m.ID, textEv(text))
+		if err == nil {
+			acked = append(acked, text)
+		}
+		return err
+	}
+	require.NoError(t, add(a, "a0"))
+	obj.advance(time.Second) // a is idle past its lease on the store's clock
+
+	// The taker lists the log (newest: a0's object) and holds its Create.
+	stall := newStallObjects(obj, m.ID)
+	stall.armed.Store(true)
+	b := memRemoteStore(t, obj, small, func(o *Options) { o.Remote = stall })
+	var bAcked atomic.Bool
+	done := make(chan error, 1)
+	go func() {
+		if op == "delete" {
+			done <- b.Delete(ctx, m.ID)
+			return
+		}
+		_, err := b.Append(ctx, m.ID, textEv("b0"))
+		bAcked.Store(err == nil)
+		done <- err
+	}()
+	var held string
+	select {
+	case held = <-stall.reached:
+	case err := <-done:
+		require.FailNow(t, "the taker did not reach its Create", "%v", err)
+	}
+
+	// The holder wakes: its appends take the numbers after a0's.
+	for i := 1; i <= 2; i++ {
+		require.NoError(t, add(a, fmt.Sprintf("a%d", i)))
+	}
+	require.NoError(t, a.Close())
+	require.Contains(t, obj.keys(seam.LogPrefix(m.ID)), held, "precondition: the held number was taken meanwhile")
+
+	// A third Store takes the session and fills chunk 0, whose sealing
+	// makes the data objects of a0..a2 dead; LeaseTime later its next
+	// sealing replaces them.
+	c := memRemoteStore(t, obj, small)
+	fill := func(from int) int {
+		n := from
+		for ; n < from+12; n++ {
+			require.NoError(t, add(c, fmt.Sprintf("c%d %s", n, strings.Repeat("x", 200))))
+		}
+		require.NoError(t, c.Flush(ctx, m.ID)) // seals the full chunks now
+		return n
+	}
+	n := fill(0)
+	time.Sleep(250 * time.Millisecond) // LeaseTime (200 ms) on the local clock
+	fill(n)
+	tomb := seam.Tombstone()
+	b0, err := obj.Get(ctx, held, 0, -1)
+	require.True(t, errors.Is(err, ErrObjectNotFound) || err == nil && bytes.Equal(tomb, b0),
+		"precondition: the held number's data object is dead (%v)", err)
+	assert.NoError(t, err, "a dead data object is replaced by a tombstone, never deleted: its number stays taken")
+	if thirdCloses {
+		require.NoError(t, c.Close())
+	}
+
+	close(stall.resume)
+	err = <-done
+	switch {
+	case thirdCloses && op == "open":
+		require.NoError(t, err, "the taker reads the log again and takes the session")
+		acked = append(acked, "b0")
+		require.NoError(t, add(b, "b1"))
+	case thirdCloses && op == "delete":
+		require.NoError(t, err, "the Delete reads the log again and deletes the session")
+		fresh := memRemoteStore(t, obj)
+		_, err := fresh.Load(ctx, m.ID)
+		assert.ErrorIs(t, err, ErrNotFound)
+		return
+	default:
+		assert.ErrorIs(t, err, ErrLocked, "the third Store holds the session")
+		assert.False(t, bAcked.Load())
+		// The third Store still holds it: its appends go on.
+		require.NoError(t, add(c, "c after the taker"))
+		require.NoError(t, c.Close())
+	}
+	require.NoError(t, b.Close())
+	fresh := memRemoteStore(t, obj)
+	assert.Equal(t, acked, loadTexts(t, fresh, m.ID), "every acknowledged event, in order")
+	var ce *CorruptionError
+	_, err = fresh.Verify(ctx, m.ID)
+	assert.False(t, errors.As(err, &ce), "%v", err)
+}
+
+// logObjects returns the keys of session id's log objects of kind kind
+// (of chunk chunk, for data objects, when chunk >= 0), oldest first.
+func logObjects(t *testing.T, obj *memObjects, id uuid.UUID, kind string, chunk int) []string {
+	t.Helper()
+	var out []string
+	keys := obj.keys(seam.LogPrefix(id)) // newest first
+	for i := len(keys) - 1; i >= 0; i-- {
+		b, err := obj.Get(context.Background(), keys[i], 0, -1)
+		require.NoError(t, err)
+		h, _, err := seam.DecodeObject(keys[i], b)
+		require.NoError(t, err)
+		if h.Kind == kind && (chunk < 0 || h.Chunk == uint32(chunk)) {
+			out = append(out, keys[i])
+		}
+	}
+	return out
+}
+
+// TestRemoteMissingObjectIsDamage: a log object the log says is there and
+// the object store lost (a lifecycle rule, an operator) is a
+// *CorruptionError naming its key, for a data object the newest marker's
+// state names and for one after the newest marker; never a session
+// silently cut short. A log of an earlier build, which deleted the data
+// objects of a sealed chunk after its seal record, still opens whole.
+func TestRemoteMissingObjectIsDamage(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name     string
+		released bool // the holder closed: its release marker's state names the data
+	}{{"in the marker's state", true}, {"after the newest marker", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			obj := newMemObjects()
+			a := memRemoteStore(t, obj)
+			m, err := a.Create(ctx, Meta{})
+			require.NoError(t, err)
+			for i := range 3 {
+				apiAppend(t, a, m.ID, textEv(fmt.Sprintf("e%d", i)))
+			}
+			if tc.released {
+				require.NoError(t, a.Close())
+			} else {
+				obj.advance(time.Second) // a holds it, idle past its lease
+			}
+			data := logObjects(t, obj, m.ID, seam.KindData, -1)
+			require.Len(t, data, 3)
+			obj.mu.Lock()
+			delete(obj.objs, data[1])
+			obj.mu.Unlock()
+			b := memRemoteStore(t, obj)
+			_, err = b.Load(ctx, m.ID)
+			var ce *CorruptionError
+			require.ErrorAs(t, err, &ce)
+			assert.Equal(t, data[1], ce.Path, "the error names the missing object's key: %v", err)
+		})
+	}
+	t.Run("deleted by an earlier build", func(t *testing.T) {
+		obj := newMemObjects()
+		a := memRemoteStore(t, obj, func(o *Options) { o.ChunkSize = 2 << 10 })
+		m, err := a.Create(ctx, Meta{})
+		require.NoError(t, err)
+		var want []string
+		for i := range 12 {
+			want = append(want, fmt.Sprintf("e%d %s", i, strings.Repeat("x", 200)))
+			apiAppend(t, a, m.ID, textEv(want[i]))
+		}
+		require.NoError(t, a.Flush(ctx, m.ID)) // seals chunk 0
+		want = append(want, "after the seal")
+		apiAppend(t, a, m.ID, textEv(want[len(want)-1]))
+		require.NotEmpty(t, logObjects(t, obj, m.ID, seam.KindSeal, -1), "precondition: a seal record")
+		dead := logObjects(t, obj, m.ID, seam.KindData, 0)
+		require.NotEmpty(t, dead)
+		obj.mu.Lock()
+		for _, k := range dead {
+			delete(obj.objs, k) // as builds before tombstones did
+		}
+		obj.mu.Unlock()
+		obj.advance(time.Second) // a holds it, idle past its lease
+		b := memRemoteStore(t, obj)
+		assert.Equal(t, want, loadTexts(t, b, m.ID))
+	})
+}
