@@ -60,8 +60,8 @@ import (
 //
 // Numbers are never freed. No log object is ever deleted: a data object
 // that a seal record made unneeded is replaced, LeaseTime after the
-// sealing, by a tombstone (seam.Tombstone: kind "dead", no payload, about
-// 130 bytes; the bytes are freed, the number is not), and a deleted
+// sealing, by a tombstone (seam.Tombstone: kind "dead", no payload, 132
+// bytes; the bytes are freed, the number is not), and a deleted
 // session's objects by its delete marker (remote_delete.go). The
 // argument rests on it: every object is created with Create, at the
 // number after its writer's newest view of the log, and numbers are
@@ -182,6 +182,10 @@ type remoteFiles struct {
 	fetch   *fetchFS // the Store's filesystem (remote_fetch.go)
 	timeout time.Duration
 	leaseT  time.Duration
+	// unsent are the chunks sealed here whose upload (or seal record)
+	// failed: the next sealing and the release try them again. Guarded
+	// by LogWriter.Mu.
+	unsent []uint32
 }
 
 // newRemoteFiles returns the files of session id kept in o.Remote, with
@@ -284,16 +288,45 @@ func (c *remoteChunk) Sync() error {
 // sealChunk seals chunk n locally, uploads the sealed file as an
 // immutable object and records it in the log. A failure to store it
 // remotely leaves the chunk's data objects in place (the log still holds
-// the chunk); it is logged, since the local sealing succeeded.
+// the chunk): it is logged, since the local sealing succeeded, and the
+// upload is tried again at the next sealing and at the release
+// (sendUnsent).
 func (r *remoteFiles) sealChunk(n uint32, es []entry) error {
 	if err := r.localFiles.sealChunk(n, es); err != nil {
 		return err
 	}
-	if err := r.uploadSealed(n); err != nil {
-		r.Log.Warn("sessionstore: sealed chunk not stored remotely; its data objects stay", "chunk", n, "err", err)
-	}
+	r.Mu.Lock()
+	r.unsent = append(r.unsent, n)
+	r.Mu.Unlock()
+	r.sendUnsent()
 	r.deleteDying()
 	return nil
+}
+
+// sendUnsent uploads the chunks sealed here and not yet recorded in the
+// log (unsent), oldest first, stopping at the first failure, which is
+// logged: until one succeeds, the log keeps those chunks' data objects,
+// so that nothing is lost, only bytes kept.
+func (r *remoteFiles) sendUnsent() {
+	for {
+		r.Mu.Lock()
+		if len(r.unsent) == 0 || r.Lost != nil || !r.Holder {
+			r.Mu.Unlock()
+			return
+		}
+		n := r.unsent[0]
+		_, done := r.State.SealedChunk(n)
+		r.Mu.Unlock()
+		if !done {
+			if err := r.uploadSealed(n); err != nil {
+				r.Log.Warn("sessionstore: sealed chunk not stored remotely yet; its data objects stay, and the next sealing or the release tries again", "chunk", n, "err", err)
+				return
+			}
+		}
+		r.Mu.Lock()
+		r.unsent = slices.DeleteFunc(r.unsent, func(c uint32) bool { return c == n })
+		r.Mu.Unlock()
+	}
 }
 
 func (r *remoteFiles) uploadSealed(n uint32) error {
@@ -482,6 +515,7 @@ func (r *remoteFiles) release(clean bool) error {
 	if !held {
 		return nil
 	}
+	r.sendUnsent()
 	r.deleteDying()
 	ctx, cancel := r.ctx()
 	defer cancel()

@@ -37,7 +37,7 @@ const (
 
 // Tombstone is the bytes a dead data object is replaced by: the same for
 // every object of every session, a header of kind "dead" without a
-// payload (about 130 bytes). Builds that predate it skip it as an object
+// payload (132 bytes). Builds that predate it skip it as an object
 // of a kind they do not know.
 func Tombstone() []byte {
 	b, err := EncodeObject(&Header{Kind: KindDead}, nil)
