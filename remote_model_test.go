@@ -292,6 +292,7 @@ func TestRemoteLogModel(t *testing.T) {
 				}
 			})
 			require.Greater(t, runs, 1000, "precondition: the actors interleave")
+			t.Logf("%d interleavings", runs)
 			assert.Empty(t, bad, "with tombstones, %d interleavings", runs)
 		})
 		// The model can fail: with dead objects deleted, a stalled taker
