@@ -403,14 +403,14 @@ func (w *Writer) Sealing() bool { return w.sealRunning }
 // starting the sealing without waiting for a pause in the appends. The
 // caller holds the session's mutex, which the wait releases.
 func (w *Writer) AwaitSealing() {
-	if w.sealRunning {
+	for w.sealRunning {
+		// Each time: a rotation while the mutex was released may have
+		// started another sealing.
 		select {
 		case <-w.hurry:
 		default:
 			close(w.hurry)
 		}
-	}
-	for w.sealRunning {
 		done := w.sealDone
 		w.sealMu.Unlock()
 		<-done
