@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"path/filepath"
 	"slices"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/sessionstore/sessionstore/internal/durable"
@@ -603,24 +604,34 @@ func (src prefixSource) restore(id uuid.UUID) (string, error) {
 	rf := newRemoteFiles(local, o, id)
 	ctx, cancel := context.WithTimeout(context.Background(), o.RemoteTimeout)
 	defer cancel()
-	for {
+	// The log moved while it was read (errLogMoved: another Store wrote
+	// to it): read it again, a few times, pausing between; then the
+	// damage it wraps is the answer.
+	for try := 1; ; try++ {
 		v, err := rf.readView(ctx)
-		if err != nil {
-			return "", err
+		if err == nil {
+			if v == nil || isDeleteMarker(v.NewestHead) {
+				// A deleted session's log ends with its delete marker,
+				// which holds no metadata: its copy here, if any, is not
+				// brought to that.
+				return "", fmt.Errorf("%w: session %s", ErrNotFound, id)
+			}
+			err = rf.reconcileLocal(ctx, v)
 		}
-		if v == nil || isDeleteMarker(v.NewestHead) {
-			// A deleted session's log ends with its delete marker, which
-			// holds no metadata: its copy here, if any, is not brought to
-			// that.
-			return "", fmt.Errorf("%w: session %s", ErrNotFound, id)
-		}
-		// The log moved while it was read (errLogMoved): read it again,
-		// until the context's time runs out.
-		if err := rf.reconcileLocal(ctx, v); !errors.Is(err, errLogMoved) {
+		if !errors.Is(err, errLogMoved) || try == forkRestoreTries {
 			if err != nil {
 				return "", err
 			}
 			return dir, nil
 		}
+		select {
+		case <-ctx.Done():
+			return "", errors.Join(ctx.Err(), err)
+		case <-time.After(time.Duration(try) * 20 * time.Millisecond):
+		}
 	}
 }
+
+// forkRestoreTries bounds the reads of a fork's prefix log that another
+// Store writes to meanwhile.
+const forkRestoreTries = 5

@@ -304,23 +304,27 @@ func (r *remoteFiles) sealChunk(n uint32, es []entry) error {
 }
 
 // sendUnsent uploads the chunks sealed here and not yet recorded in the
-// log (unsent), oldest first, stopping at the first failure, which is
-// logged: until one succeeds, the log keeps those chunks' data objects,
-// so that nothing is lost, only bytes kept.
+// log (unsent), oldest first; one that fails is logged and stays for the
+// next try, and the others are tried all the same. Until a chunk is
+// recorded the log keeps its data objects, so that nothing is lost, only
+// bytes kept. The list is this open's: a chunk whose last try, at the
+// release, failed too keeps its data objects in the log for good.
 func (r *remoteFiles) sendUnsent() {
-	for {
+	r.Mu.Lock()
+	todo := slices.Clone(r.unsent)
+	r.Mu.Unlock()
+	for _, n := range todo {
 		r.Mu.Lock()
-		if len(r.unsent) == 0 || r.Lost != nil || !r.Holder {
-			r.Mu.Unlock()
-			return
-		}
-		n := r.unsent[0]
+		stop := r.Lost != nil || !r.Holder
 		_, done := r.State.SealedChunk(n)
 		r.Mu.Unlock()
+		if stop {
+			return
+		}
 		if !done {
 			if err := r.uploadSealed(n); err != nil {
 				r.Log.Warn("sessionstore: sealed chunk not stored remotely yet; its data objects stay, and the next sealing or the release tries again", "chunk", n, "err", err)
-				return
+				continue
 			}
 		}
 		r.Mu.Lock()
@@ -625,6 +629,9 @@ func leasePoll(lease time.Duration) time.Duration {
 func (r *remoteFiles) acquire(ctx context.Context, wait bool) error {
 	for {
 		v, err := r.readView(ctx)
+		if errors.Is(err, errLogMoved) {
+			continue // read while another Store wrote: read it again
+		}
 		if err != nil {
 			return err
 		}

@@ -89,6 +89,9 @@ func (s *Store) markRemoteDeleted(ctx context.Context, id uuid.UUID) (marked boo
 	marker := deleteMarker()
 	for {
 		v, err := r.readView(ctx)
+		if errors.Is(err, errLogMoved) {
+			continue // read while another Store wrote: read it again
+		}
 		if err != nil {
 			return false, err
 		}

@@ -287,7 +287,7 @@ func (r *remoteFiles) rebuildPlain(ctx context.Context, v *logView, c uint32, ps
 			// Another Store wrote since the log was read: it may have
 			// sealed the chunk and replaced its data objects by
 			// tombstones. The open reads the log again.
-			return false, errLogMoved
+			return false, fmt.Errorf("%w: %w", errLogMoved, err)
 		}
 		return false, err
 	}
@@ -396,9 +396,10 @@ func (r *remoteFiles) rebuildDerived(v *logView, pieces map[uint32][]logPiece) e
 	return writeHead(fsys, r.Dir, head.ID, r.Perm)
 }
 
-// errLogMoved reports an open whose reconciliation found the log changed
-// since it read it: acquire reads it again.
-var errLogMoved = errors.New("sessionstore: the log changed while it was read")
+// errLogMoved reports an open whose reading or reconciliation found the
+// log changed since it listed it (seam.ErrLogMoved): acquire reads it
+// again, a fork's restore a few times.
+var errLogMoved = seam.ErrLogMoved
 
 // logMoved reports whether the log holds an object newer than v's newest
 // (false when that cannot be told).

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sort"
 	"time"
@@ -110,7 +111,9 @@ func (l *LogWriter) ReadView(ctx context.Context) (*View, error) {
 			return nil, err
 		}
 		for i := len(res) - 1; i >= 0; i-- {
-			if gone[i] {
+			if gone[i] || res[i].h != nil && res[i].h.Kind == KindDead {
+				// Not found, or a tombstone: either is explained only by
+				// a seal record after it (missingObject).
 				missing = append(missing, lostObject{objs[start+i].Key, seqs[start+i]})
 			}
 			if res[i].h == nil {
@@ -140,6 +143,13 @@ func (l *LogWriter) ReadView(ctx context.Context) (*View, error) {
 		}
 	}
 	if err := missingObject(missing, seqs[marker], seals); err != nil {
+		// A Store that wrote since the listing may have sealed the
+		// chunk and replaced its data objects: the seal record is then
+		// newer than the listing. Only a log that did not move is
+		// damaged.
+		if newer, _, lerr := l.ListLog(ctx, 1); lerr == nil && len(newer) > 0 && newer[len(newer)-1] > seqs[len(seqs)-1] {
+			return nil, fmt.Errorf("%w: %w", ErrLogMoved, err)
+		}
 		return nil, err
 	}
 	v := &View{Newest: objs[len(objs)-1], NewestSeq: seqs[len(seqs)-1], Payloads: map[uint64][]byte{}}
@@ -169,7 +179,14 @@ func (l *LogWriter) ReadView(ctx context.Context) (*View, error) {
 	return v, nil
 }
 
-// lostObject is a log object a listing named and a read did not find.
+// ErrLogMoved reports a log read while another Store wrote to it, so
+// that what looked like damage (a tombstone or a missing object where
+// the listing promised data) may be its writes: the caller reads the log
+// again. It wraps the damage found, for a caller that gives up.
+var ErrLogMoved = errors.New("sessionstore: the log changed while it was read")
+
+// lostObject is a log object a listing named and a read did not find, or
+// found replaced by a tombstone.
 type lostObject struct {
 	key string
 	seq uint64
