@@ -465,7 +465,16 @@ func TestSealingWaitsForAPause(t *testing.T) {
 		}
 		assert.True(t, w.Plain(0), "sealed before the appends paused")
 		assert.Zero(t, w.resealed)
-		w.AwaitSealing()
+		// AwaitSealing in another goroutine, which takes over the held
+		// mutex, so that one waiting for the hour-long pause fails the
+		// test instead of hanging it.
+		awaited := make(chan struct{})
+		go func() { w.AwaitSealing(); close(awaited) }()
+		select {
+		case <-awaited:
+		case <-time.After(10 * time.Second):
+			require.FailNow(t, "AwaitSealing waits for a pause in the appends")
+		}
 		assert.False(t, w.Plain(0), "AwaitSealing seals at once")
 		assert.Equal(t, 1, w.resealed)
 		w.mu.Unlock()
