@@ -283,7 +283,7 @@ func (r *remoteFiles) rebuildPlain(ctx context.Context, v *logView, c uint32, ps
 	}
 	if err := errors.Join(errs...); err != nil {
 		var ce *CorruptionError
-		if errors.As(err, &ce) && r.logMoved(ctx, v) {
+		if errors.As(err, &ce) && r.Moved(ctx, v.NewestSeq) {
 			// Another Store wrote since the log was read: it may have
 			// sealed the chunk and replaced its data objects by
 			// tombstones. The open reads the log again.
@@ -400,10 +400,3 @@ func (r *remoteFiles) rebuildDerived(v *logView, pieces map[uint32][]logPiece) e
 // log changed since it listed it (seam.ErrLogMoved): acquire reads it
 // again, a fork's restore a few times.
 var errLogMoved = seam.ErrLogMoved
-
-// logMoved reports whether the log holds an object newer than v's newest
-// (false when that cannot be told).
-func (r *remoteFiles) logMoved(ctx context.Context, v *logView) bool {
-	seqs, _, err := r.ListLog(ctx, 1)
-	return err == nil && len(seqs) > 0 && seqs[len(seqs)-1] > v.NewestSeq
-}

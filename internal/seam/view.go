@@ -147,7 +147,7 @@ func (l *LogWriter) ReadView(ctx context.Context) (*View, error) {
 		// chunk and replaced its data objects: the seal record is then
 		// newer than the listing. Only a log that did not move is
 		// damaged.
-		if newer, _, lerr := l.ListLog(ctx, 1); lerr == nil && len(newer) > 0 && newer[len(newer)-1] > seqs[len(seqs)-1] {
+		if l.Moved(ctx, seqs[len(seqs)-1]) {
 			return nil, fmt.Errorf("%w: %w", ErrLogMoved, err)
 		}
 		return nil, err
@@ -184,6 +184,13 @@ func (l *LogWriter) ReadView(ctx context.Context) (*View, error) {
 // the listing promised data) may be its writes: the caller reads the log
 // again. It wraps the damage found, for a caller that gives up.
 var ErrLogMoved = errors.New("sessionstore: the log changed while it was read")
+
+// Moved reports whether the log holds an object newer than newest (false
+// when the listing fails: the caller keeps the error it has).
+func (l *LogWriter) Moved(ctx context.Context, newest uint64) bool {
+	seqs, _, err := l.ListLog(ctx, 1)
+	return err == nil && len(seqs) > 0 && seqs[len(seqs)-1] > newest
+}
 
 // lostObject is a log object a listing named and a read did not find, or
 // found replaced by a tombstone.
