@@ -631,13 +631,13 @@ func withType(typ string, payload json.RawMessage) json.RawMessage {
 	if json.Unmarshal(payload, &probe) == nil && probe.Type != nil {
 		return slices.Clone(payload)
 	}
-	body := bytes.TrimSpace(payload)
 	t, _ := json.Marshal(typ)
 	out := append([]byte(`{"type":`), t...)
-	if len(body) > 2 {
+	// parseLine made the payload an object; its members, if any, follow
+	// the new type. An empty object may hold white space: "{ }".
+	if members := bytes.TrimSpace(bytes.TrimPrefix(bytes.TrimSpace(payload), []byte("{"))); len(members) > 0 && members[0] != '}' {
 		out = append(out, ',')
-		out = append(out, body[1:]...)
-		return out
+		return append(out, members...)
 	}
 	return append(out, '}')
 }
