@@ -615,9 +615,12 @@
 //     or the Store making room writes a release marker;
 //     the next open, anywhere, takes the session at once. A session
 //     another Store holds is refused with ErrLocked, or waited for with
-//     Options.WaitForLock: until it is released, or until its newest log
-//     object is Options.LeaseTime old on the object store's clock, when
-//     the open takes it over. A holder idle for LeaseTime can therefore be
+//     Options.WaitForLock: until it is released, or until its holder has
+//     neither written a log object nor renewed its lease for
+//     Options.LeaseTime on the object store's clock, when the open takes
+//     it over. An open session renews its lease while idle (a LIST and a
+//     PUT of 36 bytes every LeaseTime/3, none while it writes), so only a
+//     holder that stopped (crashed, cut off, paused past the lease) is
 //     taken over; its next write returns ErrFenced. A root that reopens
 //     after its process died takes its own sessions back at once (its
 //     holder.id names the leases it took, and the session's lock file

@@ -20,6 +20,7 @@ type memObjects struct {
 	mu      sync.Mutex
 	objs    map[string]memObject
 	clock   time.Time
+	started time.Time      // set by followTime: the clock runs with the local one from then
 	calls   map[string]int // by operation
 	bytesIn int64          // bytes Get returned
 	// fail, when set, is asked before each call; a non-nil error fails
@@ -35,6 +36,22 @@ type memObject struct {
 
 func newMemObjects() *memObjects {
 	return &memObjects{objs: map[string]memObject{}, clock: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), calls: map[string]int{}}
+}
+
+// followTime makes the object store's clock run with the local clock from
+// now on, for tests of what a holder does over time (lease renewal).
+func (m *memObjects) followTime() {
+	m.mu.Lock()
+	m.started = time.Now()
+	m.mu.Unlock()
+}
+
+// now is the object store's clock, with m.mu held.
+func (m *memObjects) now() time.Time {
+	if m.started.IsZero() {
+		return m.clock
+	}
+	return m.clock.Add(time.Since(m.started))
 }
 
 // advance moves the object store's clock.
@@ -85,7 +102,7 @@ func (m *memObjects) Create(ctx context.Context, key string, data []byte) error 
 	if _, ok := m.objs[key]; ok {
 		return fmt.Errorf("create %s: %w", key, ErrObjectExists)
 	}
-	m.objs[key] = memObject{data: slices.Clone(data), mod: m.clock}
+	m.objs[key] = memObject{data: slices.Clone(data), mod: m.now()}
 	return ferr
 }
 
@@ -99,7 +116,7 @@ func (m *memObjects) Put(ctx context.Context, key string, data []byte) error {
 	if ferr != nil && !after {
 		return ferr
 	}
-	m.objs[key] = memObject{data: slices.Clone(data), mod: m.clock}
+	m.objs[key] = memObject{data: slices.Clone(data), mod: m.now()}
 	return ferr
 }
 

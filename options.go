@@ -150,11 +150,13 @@ type Options struct {
 	// object store. Nil (the default) keeps sessions on the local disk
 	// only. A read-only store cannot have a remote.
 	Remote ObjectStore
-	// LeaseTime is how long a session's newest log object must be idle,
-	// on the object store's clock, before another Store may take the
-	// session over without its release (a holder that died). A holder
-	// idle that long may be taken over too: its next write returns
-	// ErrFenced. Default DefaultLeaseTime.
+	// LeaseTime is how long a session's holder must have written nothing
+	// and not renewed its lease, on the object store's clock, before
+	// another Store may take the session over without its release (a
+	// holder that died). An open session renews its lease while idle,
+	// every LeaseTime/3 (one small PUT); a holder taken over all the same
+	// (paused, cut off) gets ErrFenced from its next write. Default
+	// DefaultLeaseTime.
 	LeaseTime time.Duration
 	// RemoteTimeout bounds each object store call of the commit pipeline
 	// and of sealing, which serve many callers and so take none's context.

@@ -19,9 +19,10 @@ import (
 //
 //  1. It reads the log's newest object (readView) and refuses, with
 //     ErrLocked, a session another Store holds: one whose newest object
-//     is not a release marker, was written by another Store, and is
-//     younger than Options.LeaseTime on the object store's clock (the
-//     test an open makes: remote.go). With Options.WaitForLock it polls.
+//     is not a release marker, was written by another Store, and whose
+//     holder wrote or renewed its lease less than Options.LeaseTime ago
+//     on the object store's clock (the test an open makes: remote.go,
+//     HolderIdle). With Options.WaitForLock it polls.
 //  2. It creates the next numbered log object, a delete marker (kind
 //     "delete", no lease, no payload). This Create is the commit point:
 //     before it the session is whole, after it every open of the session
@@ -102,13 +103,13 @@ func (s *Store) markRemoteDeleted(ctx context.Context, id uuid.UUID) (marked boo
 			break
 		}
 		if v.NewestHead == nil || v.NewestHead.Kind != logRelease && v.NewestHead.Store != r.Store {
-			now, err := r.StoreClock(ctx)
+			idle, err := r.HolderIdle(ctx, v, r.leaseT)
 			if err != nil {
 				return false, err
 			}
-			if idle := now.Sub(v.Newest.ModTime); idle < r.leaseT {
+			if idle < r.leaseT {
 				if !s.opts.WaitForLock {
-					return false, fmt.Errorf("%w: session %s is held by another Store (newest log object %s, %s old, lease %s)", ErrLocked, id, v.Newest.Key, idle.Round(time.Millisecond), r.leaseT)
+					return false, fmt.Errorf("%w: session %s is held by another Store (newest log object %s; it wrote or renewed its lease %s ago, lease %s)", ErrLocked, id, v.Newest.Key, idle.Round(time.Millisecond), r.leaseT)
 				}
 				select {
 				case <-ctx.Done():

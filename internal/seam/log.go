@@ -294,6 +294,12 @@ func SealedKey(id uuid.UUID, c uint32, lease uuid.UUID) string {
 // store's clock.
 func ClockKey(id uuid.UUID) string { return SessionPrefix(id) + "clock" }
 
+// RenewKey names the object a holder idle for a while puts to renew its
+// lease (LogWriter.Renew): its content is the holder's lease id, its
+// modification time when the holder last renewed, on the object store's
+// clock.
+func RenewKey(id uuid.UUID) string { return SessionPrefix(id) + "renew" }
+
 // MetaPrefix is where a listing finds every session's metadata:
 // meta/<id>/<n>, a copy of the meta (or marker) log object n's payload.
 const MetaPrefix = "meta/"

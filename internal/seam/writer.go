@@ -31,6 +31,10 @@ type LogWriter struct {
 	Meta   []byte    // session.json as the log holds it
 	Dying  []Dying   // data objects sealing made unneeded, to delete after the lease time
 	Holder bool      // the lease is held (between its open marker and its release)
+	// Written is when this lease last wrote to the object store (a log
+	// object or a renewal), on the local clock Now: Renew is due when it
+	// is a while ago.
+	Written time.Time
 }
 
 // Dying are data objects unneeded since a time.
@@ -79,6 +83,9 @@ func (l *LogWriter) PutLocked(ctx context.Context, h *Header, payload []byte) (u
 		return 0, l.Lost
 	}
 	l.Seq = seq
+	if l.Now != nil {
+		l.Written = l.Now()
+	}
 	before := State{Live: l.State.Live}
 	if h.Kind == KindSeal {
 		before.Live = slices.Clone(l.State.Live)
@@ -104,4 +111,94 @@ func (l *LogWriter) PutLocked(ctx context.Context, h *Header, payload []byte) (u
 func (l *LogWriter) storedOwn(ctx context.Context, key string, b []byte) bool {
 	got, err := l.Obj.Get(ctx, key, 0, -1)
 	return err == nil && bytes.Equal(got, b)
+}
+
+// Renew renews the lease of a holder that wrote nothing for a while: it
+// puts RenewKey with the lease's id (a Put overwrites the previous
+// renewal: one object per session, whatever the number of renewals).
+// HolderIdle, which a Store that would take the session over reads,
+// counts the renewal only while its id is the lease of the log's newest
+// object, so a holder that lost the session renews nothing: a Store that
+// took the session wrote an object of its own lease since. Renewal is
+// liveness only: fencing never depends on it (a Create at a taken number
+// fails whatever the clocks say). A Store that does not hold the session,
+// or lost it, puts nothing and returns nil.
+//
+// Renew first lists the log's newest object: when it is another lease's
+// (a Store took the session over, or deleted it), the writer is fenced
+// then and there (Lost, ErrFenced) and puts nothing, so that an idle
+// holder learns it lost the session without writing, and stops renewing.
+func (l *LogWriter) Renew(ctx context.Context) error {
+	l.Mu.Lock()
+	lease, held := l.Lease, l.Holder && l.Lost == nil
+	l.Mu.Unlock()
+	if !held {
+		return nil
+	}
+	seqs, infos, err := l.ListLog(ctx, 1)
+	if err != nil {
+		return err
+	}
+	if len(seqs) == 1 {
+		newest := seqs[0]
+		l.Mu.Lock()
+		// A Create of this lease holds Mu: once it is taken, l.Seq counts
+		// every object of this lease that the listing could have seen.
+		if newest > l.Seq && l.Lost == nil {
+			l.Lost = fmt.Errorf("%w: session %s: log object %s is another writer's (found renewing the lease)", ErrFenced, l.ID, infos[0].Key)
+		}
+		lost := l.Lost
+		l.Mu.Unlock()
+		if lost != nil {
+			return nil
+		}
+	}
+	key := RenewKey(l.ID)
+	if err := l.Obj.Put(ctx, key, []byte(lease.String())); err != nil {
+		return RemoteErr("put", key, err)
+	}
+	l.Mu.Lock()
+	if l.Now != nil {
+		l.Written = l.Now()
+	}
+	l.Mu.Unlock()
+	return nil
+}
+
+// HolderIdle returns how long the holder of the log v read has written
+// nothing, on the object store's clock (StoreClock): the age of the
+// newest log object, or, when that is at least lease old, of the newest
+// renewal (Renew) of the newest object's lease, if younger. Reading the
+// renewal costs a Stat and a Get, only then.
+func (l *LogWriter) HolderIdle(ctx context.Context, v *View, lease time.Duration) (time.Duration, error) {
+	now, err := l.StoreClock(ctx)
+	if err != nil {
+		return 0, err
+	}
+	idle := now.Sub(v.Newest.ModTime)
+	if idle < lease || v.NewestHead == nil {
+		return idle, nil
+	}
+	key := RenewKey(l.ID)
+	info, err := l.Obj.Stat(ctx, key)
+	if errors.Is(err, ErrObjectNotFound) {
+		return idle, nil
+	}
+	if err != nil {
+		return 0, RemoteErr("stat", key, err)
+	}
+	if !info.ModTime.After(v.Newest.ModTime) || info.Size > 64 {
+		return idle, nil // older than the log's newest object, or not a renewal
+	}
+	b, err := l.Obj.Get(ctx, key, 0, -1)
+	if errors.Is(err, ErrObjectNotFound) {
+		return idle, nil
+	}
+	if err != nil {
+		return 0, RemoteErr("get", key, err)
+	}
+	if id, perr := uuid.ParseBytes(bytes.TrimSpace(b)); perr != nil || id != v.NewestHead.Lease {
+		return idle, nil // another lease's, or not a renewal: the log's age stands
+	}
+	return min(idle, now.Sub(info.ModTime)), nil
 }
