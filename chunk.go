@@ -52,6 +52,9 @@ func openChunk(fsys vfs.FS, dir string, n uint32) (chunk.Source, int64, string, 
 func sealedErr(err error) error {
 	var fe *zchunk.FormatError
 	if errors.As(err, &fe) {
+		if ce := downloadedDamage(fe); ce != nil {
+			return ce
+		}
 		return &CorruptionError{Path: fe.Path, Offset: fe.Offset, Err: fe.Err}
 	}
 	return damage(err)

@@ -595,8 +595,11 @@
 //     the newest marker (which holds the log's state) and the objects
 //     after it, downloads a sealed chunk only when a read reaches it (a
 //     Load of the active path reads the chunks the path crosses), and a
-//     blob when a read needs it, each checked by its CRCs or digest; a bad
-//     object is a *CorruptionError whose Path is the object's key.
+//     blob when a read needs it, each checked by its CRCs or digest (a
+//     sealed chunk's structure when downloaded, each of its blocks by the
+//     read that first needs it); a bad object is a *CorruptionError whose
+//     Path is the object's key, and a local copy found damaged is
+//     downloaded again by the session's next open.
 //   - One writer per session, fenced without clocks: log objects are
 //     numbered without gaps and each number can be created once, so a
 //     writer that lost the session (paused, partitioned, slow past the

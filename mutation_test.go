@@ -275,8 +275,8 @@ var mutations = []mutation{
 		"a writer that lost the session is fenced"},
 	{"skip the lease renewal of an idle holder", "remote.go", "func (r *remoteFiles) renewLease(", "due := r.Holder && r.Lost == nil", "due := false && r.Holder && r.Lost == nil",
 		"an idle holder keeps its session"},
-	{"count a renewal of any lease", "internal/seam/writer.go", "func (l *LogWriter) HolderIdle(", "perr != nil || id != v.NewestHead.Lease", "perr != nil || id == uuid.Nil",
-		"only the newest lease's renewal delays a takeover"},
+	{"ignore the newest lease's renewal", "internal/seam/writer.go", "func (l *LogWriter) HolderIdle(", "return min(idle, now.Sub(info.ModTime)), nil", "return max(idle, now.Sub(info.ModTime)), nil",
+		"a renewal delays a takeover"},
 	{"renew a lease another Store took over", "internal/seam/writer.go", "func (l *LogWriter) Renew(", "if newest > l.Seq && l.Lost == nil {", "if newest < 0 && l.Lost == nil {",
 		"a holder that lost the session learns it when renewing"},
 	// The lifecycle.
@@ -354,7 +354,7 @@ var mutations = []mutation{
 // package then decides.
 var mutationCatchers = map[string]string{
 	"skip the lease renewal of an idle holder":                            "TestRemoteIdleHolderRenewsItsLease",
-	"count a renewal of any lease":                                        "TestHolderIdleCountsOnlyTheNewestLeasesRenewal",
+	"ignore the newest lease's renewal":                                   "TestHolderIdleCountsOnlyTheNewestLeasesRenewal",
 	"renew a lease another Store took over":                               "TestRemoteIdleHolderRenewsItsLease",
 	"journaled writes reserve a preallocation step":                       "TestChunkReserve",
 	"seal a full chunk while the appends go on":                           "TestSealingWaitsForAPause",
@@ -634,6 +634,12 @@ func mutate(dst string, m mutation, pkgs []string, run func(dst, what, pattern s
 		var more time.Duration
 		ok, out, more = run(dst, m.name, "", pkgs)
 		took += more
+	}
+	if !ok && (strings.Contains(out, "[build failed]") || strings.Contains(out, "[setup failed]")) {
+		// go build above compiles the package, not its tests: a mutation
+		// that breaks only the tests' build is not a caught one.
+		r.errs = append(r.errs, fmt.Sprintf("mutation %q does not compile with the tests:\n%s", m.name, out))
+		return r
 	}
 	if ok {
 		r.errs = append(r.errs, fmt.Sprintf("MUTATION SURVIVED: %q (%s:%s): no test noticed that it breaks %q", m.name, m.file, m.in, m.promise))

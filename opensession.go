@@ -213,6 +213,7 @@ func (h *openSession) becomeFailed(err error) {
 	if h.writeFailure == nil {
 		h.writeFailure = err
 	}
+	h.stopRenewal()
 	switch h.state {
 	case stateDamaged, stateClosed, stateFailed:
 		return
@@ -231,6 +232,17 @@ func (h *openSession) becomeFailedIndexed(x memIndex) {
 func (h *openSession) becomeDamaged(x memIndex, d *CorruptionError) {
 	h.mustBeIn("becomeDamaged", stateOpening, stateLazy, stateIndexed, stateFailed, stateDamaged)
 	h.memIndex, h.headEntry, h.cause, h.state = x, nil, d, stateDamaged
+	h.stopRenewal()
+}
+
+// stopRenewal ends the lease renewal of a remote session that writes no
+// more (failed, damaged): its lease then runs out LeaseTime after its last
+// write or renewal, and another Store, which reads the object store's
+// log, may take the session over, as it could a holder that died.
+func (h *openSession) stopRenewal() {
+	if rf, ok := h.files.(*remoteFiles); ok {
+		rf.stopRenewal()
+	}
 }
 
 // becomeClosed closes the session's files and makes every later call get

@@ -154,7 +154,7 @@ type Options struct {
 	// and not renewed its lease, on the object store's clock, before
 	// another Store may take the session over without its release (a
 	// holder that died). An open session renews its lease while idle,
-	// every LeaseTime/3 (one small PUT); a holder taken over all the same
+	// every LeaseTime/3 (a LIST and a small PUT); a holder taken over all the same
 	// (paused, cut off) gets ErrFenced from its next write. Default
 	// DefaultLeaseTime.
 	LeaseTime time.Duration

@@ -94,9 +94,10 @@ import (
 // Handoff. Opening a session whose newest object is a release marker
 // takes it at once. Opening one another Store holds fails with ErrLocked,
 // or with Options.WaitForLock waits (polling) until it is released or its
-// newest object is older than Options.LeaseTime on the object store's own
-// clock (a probe object's modification time, never the local clock);
-// then the open takes it over. A holder that writes nothing renews its
+// holder wrote nothing and renewed nothing for Options.LeaseTime on the
+// object store's own clock (the newest log object's and the renewal's
+// modification times against a probe object's, never the local clock:
+// HolderIdle); then the open takes it over. A holder that writes nothing renews its
 // lease (see Renewal below), so only a holder that stopped (crashed, cut
 // off, or closed without its release) is taken over; a holder taken over
 // all the same returns ErrFenced from its next write.
@@ -580,6 +581,9 @@ func (r *remoteFiles) release(clean bool) error {
 	if err != nil {
 		return err
 	}
+	if r.Renewed {
+		r.EndRenewals(ctx, r.Lease) // released: its renewals count no more
+	}
 	if !clean {
 		return nil
 	}
@@ -635,8 +639,10 @@ func (r *remoteFiles) createLog(ctx context.Context, meta []byte) error {
 // once nothing of this lease reached the object store for a third of
 // LeaseTime (checked every sixth), it puts the renewal object
 // (seam.LogWriter.Renew: a LIST of the log's newest object, then one PUT
-// of 36 bytes to one key per session; a newest object of another lease
-// fences the holder there, and it stops renewing).
+// of 36 bytes to one key per lease, which the lease's release deletes; a
+// newest object of another lease fences the holder there, and it stops
+// renewing). A session that writes no more (failed, damaged) stops
+// renewing (openSession.stopRenewal).
 // A Store that would take the session over counts the renewal as a write
 // while it names the lease of the log's newest object (HolderIdle). So an
 // open session is taken over only LeaseTime after its Store stopped
@@ -648,7 +654,7 @@ func (r *remoteFiles) createLog(ctx context.Context, meta []byte) error {
 // from a Store that lost the session, only delays a takeover.
 
 // renewPeriod is how often renewLease checks whether a renewal is due.
-func renewPeriod(lease time.Duration) time.Duration { return max(lease/6, time.Millisecond) }
+func renewPeriod(lease time.Duration) time.Duration { return max(lease/6, 10*time.Millisecond) }
 
 // startRenewal starts renewing the lease just taken.
 func (r *remoteFiles) startRenewal() {
@@ -669,6 +675,17 @@ func (r *remoteFiles) stopRenewal() {
 
 func (r *remoteFiles) renewLease(stop, done chan struct{}) {
 	defer close(done)
+	// A renewal in flight ends with the renewal: stopRenewal (Close)
+	// waits for it.
+	base, cancelBase := context.WithCancel(context.Background())
+	defer cancelBase()
+	go func() {
+		select {
+		case <-stop:
+			cancelBase()
+		case <-base.Done():
+		}
+	}()
 	t := time.NewTicker(renewPeriod(r.leaseT))
 	defer t.Stop()
 	for {
@@ -683,8 +700,8 @@ func (r *remoteFiles) renewLease(stop, done chan struct{}) {
 		if !due {
 			continue
 		}
-		ctx, cancel := r.ctx()
-		if err := r.Renew(ctx); err != nil {
+		ctx, cancel := context.WithTimeout(base, r.timeout)
+		if err := r.Renew(ctx); err != nil && base.Err() == nil {
 			r.Log.Warn("sessionstore: lease renewal failed; it is tried again, and the session can be taken over LeaseTime after the last one", "session", r.ID, "err", err)
 		}
 		cancel()

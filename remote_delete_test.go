@@ -177,6 +177,7 @@ func TestRemoteDeleteFencesZombie(t *testing.T) {
 	apiAppend(t, a, m.ID, textEv("a0"))
 
 	b := memRemoteStore(t, obj)
+	stall(t, a, m.ID)
 	obj.advance(time.Second) // past a's lease
 	require.NoError(t, b.Delete(ctx, m.ID))
 

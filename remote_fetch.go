@@ -3,6 +3,7 @@ package sessionstore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sessionstore/sessionstore/internal/vfs"
+	"github.com/sessionstore/sessionstore/internal/zchunk"
 )
 
 // fetchFS is the filesystem of a Store with a remote: the local one, in
@@ -58,6 +60,12 @@ func (f *fetchFS) forget(dir string) {
 		}
 	}
 	f.mu.Unlock()
+	downloaded.Range(func(k, v any) bool {
+		if p := k.(string); filepath.Dir(p) == dir && v.(downloadedChunk).f == f {
+			downloaded.Delete(p)
+		}
+		return true
+	})
 }
 
 func (f *fetchFS) lookup(path string) (sealedObject, bool) {
@@ -88,7 +96,42 @@ func (f *fetchFS) ensure(path string) error {
 	delete(f.pending, path)
 	f.fetched += n
 	f.mu.Unlock()
+	downloaded.Store(path, downloadedChunk{f, s})
 	return nil
+}
+
+// downloaded maps the local path of each sealed chunk a fetchFS of this
+// process downloaded to where it came from. A download checks a chunk's
+// structure only (seam.DownloadSealed); its blocks are checked when first
+// read, so damage in one is found after the download, by a read:
+// sealedErr then reports it under the object's key (the local file holds
+// the object's bytes, at the same offsets), and removes the local copy and
+// defers its download again, so that a copy damaged on its way or on the
+// local disk is downloaded anew by the next open of the session (the
+// damaged session refuses calls until then; one whose object itself is
+// damaged keeps failing, naming the key). A chunk downloaded by an earlier
+// process is not in the map: its damage names the local file.
+var downloaded sync.Map // string -> downloadedChunk
+
+type downloadedChunk struct {
+	f *fetchFS
+	s sealedObject
+}
+
+// downloadedDamage returns the damage fe found in a downloaded sealed
+// chunk as a *CorruptionError naming its object's key, after removing the
+// local copy and deferring its download again; nil if fe's file is not a
+// downloaded chunk.
+func downloadedDamage(fe *zchunk.FormatError) *CorruptionError {
+	v, ok := downloaded.LoadAndDelete(fe.Path)
+	if !ok {
+		return nil
+	}
+	d := v.(downloadedChunk)
+	if err := d.f.FS.Remove(fe.Path); err == nil || errors.Is(err, os.ErrNotExist) {
+		d.f.deferFetch(fe.Path, d.s)
+	}
+	return &CorruptionError{Path: d.s.Key, Offset: fe.Offset, Err: fmt.Errorf("sealed chunk %d (downloaded to %s): %w", d.s.Chunk, fe.Path, fe.Err)}
 }
 
 func (f *fetchFS) OpenFile(name string, flag int, perm fs.FileMode) (vfs.File, error) {
@@ -130,6 +173,7 @@ func (f *fetchFS) Remove(name string) error {
 	_, deferred := f.pending[name]
 	delete(f.pending, name)
 	f.mu.Unlock()
+	downloaded.Delete(name)
 	err := f.FS.Remove(name)
 	if deferred && errors.Is(err, os.ErrNotExist) {
 		return nil
@@ -144,5 +188,7 @@ func (f *fetchFS) Rename(oldname, newname string) error {
 	f.mu.Lock()
 	delete(f.pending, newname)
 	f.mu.Unlock()
+	downloaded.Delete(oldname)
+	downloaded.Delete(newname)
 	return f.FS.Rename(oldname, newname)
 }

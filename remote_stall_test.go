@@ -79,6 +79,7 @@ func remoteStalledTaker(t *testing.T, op string, thirdCloses bool) {
 		return err
 	}
 	require.NoError(t, add(a, "a0"))
+	stall(t, a, m.ID)
 	obj.advance(time.Second) // a is idle past its lease on the store's clock
 
 	// The taker lists the log (newest: a0's object) and holds its Create.
@@ -203,6 +204,7 @@ func TestRemoteMissingObjectIsDamage(t *testing.T) {
 			if tc.released {
 				require.NoError(t, a.Close())
 			} else {
+				stall(t, a, m.ID)
 				obj.advance(time.Second) // a holds it, idle past its lease
 			}
 			data := logObjects(t, obj, m.ID, seam.KindData, -1)
@@ -238,6 +240,7 @@ func TestRemoteMissingObjectIsDamage(t *testing.T) {
 			delete(obj.objs, k) // as builds before tombstones did
 		}
 		obj.mu.Unlock()
+		stall(t, a, m.ID)
 		obj.advance(time.Second) // a holds it, idle past its lease
 		b := memRemoteStore(t, obj)
 		assert.Equal(t, want, loadTexts(t, b, m.ID))

@@ -294,11 +294,14 @@ func SealedKey(id uuid.UUID, c uint32, lease uuid.UUID) string {
 // store's clock.
 func ClockKey(id uuid.UUID) string { return SessionPrefix(id) + "clock" }
 
-// RenewKey names the object a holder idle for a while puts to renew its
-// lease (LogWriter.Renew): its content is the holder's lease id, its
-// modification time when the holder last renewed, on the object store's
-// clock.
-func RenewKey(id uuid.UUID) string { return SessionPrefix(id) + "renew" }
+// RenewKey names the object the holder of lease lease puts to renew it
+// while idle (LogWriter.Renew): one object per lease, its modification
+// time, on the object store's clock, when the holder last renewed. A key
+// per lease, so that a renewal arriving late from a holder that lost the
+// session never hides the renewals of the lease that took it.
+func RenewKey(id, lease uuid.UUID) string {
+	return SessionPrefix(id) + "renew/" + lease.String()
+}
 
 // MetaPrefix is where a listing finds every session's metadata:
 // meta/<id>/<n>, a copy of the meta (or marker) log object n's payload.

@@ -131,7 +131,8 @@ func DownloadSealed(ctx context.Context, obj Objects, fsys vfs.FS, path string, 
 // verified once, by the read that uses it, and a restore that reads the
 // active path decompresses the path's blocks and no others. A damaged
 // block found then is a *zchunk.FormatError naming the local file and
-// the block's offset.
+// the block's offset (the root package reports it under the object's key
+// and downloads the chunk again).
 func checkSealed(fsys vfs.FS, path string, s Sealed) error {
 	zr, err := zchunk.Open(fsys, path)
 	if err != nil {

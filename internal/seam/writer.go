@@ -31,6 +31,9 @@ type LogWriter struct {
 	Meta   []byte    // session.json as the log holds it
 	Dying  []Dying   // data objects sealing made unneeded, to delete after the lease time
 	Holder bool      // the lease is held (between its open marker and its release)
+	// Renewed says the lease put a renewal (Renew), which its release
+	// deletes (EndRenewals).
+	Renewed bool
 	// Written is when this lease last wrote to the object store (a log
 	// object or a renewal), on the local clock Now: Renew is due when it
 	// is a while ago.
@@ -114,11 +117,11 @@ func (l *LogWriter) storedOwn(ctx context.Context, key string, b []byte) bool {
 }
 
 // Renew renews the lease of a holder that wrote nothing for a while: it
-// puts RenewKey with the lease's id (a Put overwrites the previous
-// renewal: one object per session, whatever the number of renewals).
+// puts RenewKey(ID, Lease), holding the lease's id (a Put overwrites the lease's previous
+// renewal: one object per lease, whatever the number of renewals).
 // HolderIdle, which a Store that would take the session over reads,
-// counts the renewal only while its id is the lease of the log's newest
-// object, so a holder that lost the session renews nothing: a Store that
+// counts only the renewal of the lease of the log's newest object, so a
+// holder that lost the session renews nothing that counts: a Store that
 // took the session wrote an object of its own lease since. Renewal is
 // liveness only: fencing never depends on it (a Create at a taken number
 // fails whatever the clocks say). A Store that does not hold the session,
@@ -153,7 +156,7 @@ func (l *LogWriter) Renew(ctx context.Context) error {
 			return nil
 		}
 	}
-	key := RenewKey(l.ID)
+	key := RenewKey(l.ID, lease)
 	if err := l.Obj.Put(ctx, key, []byte(lease.String())); err != nil {
 		return RemoteErr("put", key, err)
 	}
@@ -161,15 +164,16 @@ func (l *LogWriter) Renew(ctx context.Context) error {
 	if l.Now != nil {
 		l.Written = l.Now()
 	}
+	l.Renewed = true
 	l.Mu.Unlock()
 	return nil
 }
 
 // HolderIdle returns how long the holder of the log v read has written
 // nothing, on the object store's clock (StoreClock): the age of the
-// newest log object, or, when that is at least lease old, of the newest
-// renewal (Renew) of the newest object's lease, if younger. Reading the
-// renewal costs a Stat and a Get, only then.
+// newest log object, or, when that is at least lease old, of the renewal
+// (Renew) of the newest object's lease, if younger. Reading the renewal
+// costs a Stat, only then.
 func (l *LogWriter) HolderIdle(ctx context.Context, v *View, lease time.Duration) (time.Duration, error) {
 	now, err := l.StoreClock(ctx)
 	if err != nil {
@@ -179,26 +183,20 @@ func (l *LogWriter) HolderIdle(ctx context.Context, v *View, lease time.Duration
 	if idle < lease || v.NewestHead == nil {
 		return idle, nil
 	}
-	key := RenewKey(l.ID)
+	key := RenewKey(l.ID, v.NewestHead.Lease)
 	info, err := l.Obj.Stat(ctx, key)
 	if errors.Is(err, ErrObjectNotFound) {
-		return idle, nil
+		return idle, nil // never renewed
 	}
 	if err != nil {
 		return 0, RemoteErr("stat", key, err)
 	}
-	if !info.ModTime.After(v.Newest.ModTime) || info.Size > 64 {
-		return idle, nil // older than the log's newest object, or not a renewal
-	}
-	b, err := l.Obj.Get(ctx, key, 0, -1)
-	if errors.Is(err, ErrObjectNotFound) {
-		return idle, nil
-	}
-	if err != nil {
-		return 0, RemoteErr("get", key, err)
-	}
-	if id, perr := uuid.ParseBytes(bytes.TrimSpace(b)); perr != nil || id != v.NewestHead.Lease {
-		return idle, nil // another lease's, or not a renewal: the log's age stands
-	}
 	return min(idle, now.Sub(info.ModTime)), nil
+}
+
+// EndRenewals deletes the renewal of lease, once nothing can renew it:
+// after its release, or after a Store took the session from it. A failure
+// leaves an empty object that a Delete of the session removes.
+func (l *LogWriter) EndRenewals(ctx context.Context, lease uuid.UUID) {
+	_ = l.Obj.Delete(ctx, RenewKey(l.ID, lease))
 }
