@@ -97,10 +97,10 @@ import (
 // holder wrote nothing and renewed nothing for Options.LeaseTime on the
 // object store's own clock (the newest log object's and the renewal's
 // modification times against a probe object's, never the local clock:
-// HolderIdle); then the open takes it over. A holder that writes nothing renews its
-// lease (see Renewal below), so only a holder that stopped (crashed, cut
-// off, or closed without its release) is taken over; a holder taken over
-// all the same returns ErrFenced from its next write.
+// HolderIdle); then the open takes it over. A holder that writes nothing
+// renews its lease (see Renewal below), so only a holder that stopped
+// (crashed, cut off, or closed without its release) is taken over; a
+// holder taken over all the same returns ErrFenced from its next write.
 //
 // Opening reconciles the local files with the log (reconcileLocal): a
 // sealed chunk the local files lack is downloaded whole, the plain chunks
@@ -190,8 +190,10 @@ type remoteFiles struct {
 	// by LogWriter.Mu.
 	unsent []uint32
 	// renewStop ends the renewal of the lease (renewLease) that acquire
-	// and create start; release closes it and waits for renewDone.
-	renewStop, renewDone chan struct{}
+	// and create start, a renewal in flight too; release calls it and
+	// waits for renewDone.
+	renewStop context.CancelFunc
+	renewDone chan struct{}
 }
 
 // newRemoteFiles returns the files of session id kept in o.Remote, with
@@ -659,8 +661,9 @@ func renewPeriod(lease time.Duration) time.Duration { return max(lease/6, 10*tim
 // startRenewal starts renewing the lease just taken.
 func (r *remoteFiles) startRenewal() {
 	r.stopRenewal() // one renewal per remoteFiles, whatever the number of takes
-	r.renewStop, r.renewDone = make(chan struct{}), make(chan struct{})
-	go r.renewLease(r.renewStop, r.renewDone)
+	ctx, stop := context.WithCancel(context.Background())
+	r.renewStop, r.renewDone = stop, make(chan struct{})
+	go r.renewLease(ctx, r.renewDone)
 }
 
 // stopRenewal ends the renewal, if one runs, and waits for it.
@@ -668,29 +671,20 @@ func (r *remoteFiles) stopRenewal() {
 	if r.renewStop == nil {
 		return
 	}
-	close(r.renewStop)
+	r.renewStop()
 	<-r.renewDone
 	r.renewStop, r.renewDone = nil, nil
 }
 
-func (r *remoteFiles) renewLease(stop, done chan struct{}) {
+// renewLease renews the lease when due until stop ends, which ends a
+// renewal in flight too: stopRenewal (Close) waits for it.
+func (r *remoteFiles) renewLease(stop context.Context, done chan struct{}) {
 	defer close(done)
-	// A renewal in flight ends with the renewal: stopRenewal (Close)
-	// waits for it.
-	base, cancelBase := context.WithCancel(context.Background())
-	defer cancelBase()
-	go func() {
-		select {
-		case <-stop:
-			cancelBase()
-		case <-base.Done():
-		}
-	}()
 	t := time.NewTicker(renewPeriod(r.leaseT))
 	defer t.Stop()
 	for {
 		select {
-		case <-stop:
+		case <-stop.Done():
 			return
 		case <-t.C:
 		}
@@ -700,8 +694,8 @@ func (r *remoteFiles) renewLease(stop, done chan struct{}) {
 		if !due {
 			continue
 		}
-		ctx, cancel := context.WithTimeout(base, r.timeout)
-		if err := r.Renew(ctx); err != nil && base.Err() == nil {
+		ctx, cancel := context.WithTimeout(stop, r.timeout)
+		if err := r.Renew(ctx); err != nil && stop.Err() == nil {
 			r.Log.Warn("sessionstore: lease renewal failed; it is tried again, and the session can be taken over LeaseTime after the last one", "session", r.ID, "err", err)
 		}
 		cancel()
@@ -734,22 +728,11 @@ func (r *remoteFiles) acquire(ctx context.Context, wait bool) error {
 		// earlier open of the session here, which closed without its
 		// release (a remote failure), is this Store's to take.
 		if v.NewestHead == nil || v.NewestHead.Kind != logRelease && v.NewestHead.Store != r.Store {
-			idle, err := r.HolderIdle(ctx, v, r.leaseT)
-			if err != nil {
+			if gone, err := r.holderGone(ctx, v, wait); err != nil {
 				return err
-			}
-			if idle < r.leaseT {
-				if !wait {
-					return fmt.Errorf("%w: session %s is held by another Store (newest log object %s; it wrote or renewed its lease %s ago, lease %s)", ErrLocked, r.ID, v.Newest.Key, idle.Round(time.Millisecond), r.leaseT)
-				}
-				select {
-				case <-ctx.Done():
-					return ctx.Err()
-				case <-time.After(leasePoll(r.leaseT)):
-				}
+			} else if !gone {
 				continue
 			}
-			r.Log.Warn("sessionstore: taking over a session whose holder wrote nothing for the lease time", "newest", v.Newest.Key, "idle", idle)
 		}
 		if err := r.reconcileLocal(ctx, v); errors.Is(err, errLogMoved) {
 			continue
@@ -783,6 +766,31 @@ func (r *remoteFiles) acquire(ctx context.Context, wait bool) error {
 		}
 		return err
 	}
+}
+
+// holderGone reports whether the holder of the log v, another Store's
+// lease, wrote and renewed nothing for LeaseTime (HolderIdle), so that the
+// caller (an open, a Delete) may take the session. While it is held it
+// returns ErrLocked, or with wait pauses one poll and returns false for
+// the caller to read the log again.
+func (r *remoteFiles) holderGone(ctx context.Context, v *logView, wait bool) (bool, error) {
+	idle, err := r.HolderIdle(ctx, v, r.leaseT)
+	if err != nil {
+		return false, err
+	}
+	if idle >= r.leaseT {
+		r.Log.Warn("sessionstore: taking over a session whose holder wrote nothing for the lease time", "newest", v.Newest.Key, "idle", idle)
+		return true, nil
+	}
+	if !wait {
+		return false, fmt.Errorf("%w: session %s is held by another Store (newest log object %s; it wrote or renewed its lease %s ago, lease %s)", ErrLocked, r.ID, v.Newest.Key, idle.Round(time.Millisecond), r.leaseT)
+	}
+	select {
+	case <-ctx.Done():
+		return false, ctx.Err()
+	case <-time.After(leasePoll(r.leaseT)):
+	}
+	return false, nil
 }
 
 // remoteLost reports whether err stopped a remote session's writes for a

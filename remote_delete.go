@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/sessionstore/sessionstore/internal/seam"
@@ -103,19 +101,9 @@ func (s *Store) markRemoteDeleted(ctx context.Context, id uuid.UUID) (marked boo
 			break
 		}
 		if v.NewestHead == nil || v.NewestHead.Kind != logRelease && v.NewestHead.Store != r.Store {
-			idle, err := r.HolderIdle(ctx, v, r.leaseT)
-			if err != nil {
+			if gone, err := r.holderGone(ctx, v, s.opts.WaitForLock); err != nil {
 				return false, err
-			}
-			if idle < r.leaseT {
-				if !s.opts.WaitForLock {
-					return false, fmt.Errorf("%w: session %s is held by another Store (newest log object %s; it wrote or renewed its lease %s ago, lease %s)", ErrLocked, id, v.Newest.Key, idle.Round(time.Millisecond), r.leaseT)
-				}
-				select {
-				case <-ctx.Done():
-					return false, ctx.Err()
-				case <-time.After(leasePoll(r.leaseT)):
-				}
+			} else if !gone {
 				continue
 			}
 		}
