@@ -82,7 +82,7 @@ type commitLog openSession
 func (l *commitLog) Stopped() error { return (*openSession)(l).failedErr() }
 
 // Write writes and syncs a group's bytes (writeGroup).
-func (l *commitLog) Write(c activeChunk, q []byte, off int64) (werr, serr error, journaled bool) {
+func (l *commitLog) Write(c activeChunk, q []byte, off int64) (pending func() error, werr, serr error, journaled bool) {
 	return (*openSession)(l).writeGroup(c, q, off)
 }
 
@@ -124,7 +124,10 @@ const journalMaxGroup = 32 << 10
 // of f, the active chunk, and makes them durable: through the store's
 // journal (journal.go) when it has one ready, f is a local chunk and the
 // group is small (storeJournal.commitWith), else by writing f and syncing
-// it. The caller is the commit pipeline
+// it; for a remote session's chunk, by issuing the Create of the group's
+// data log object, then syncing f while it is in flight: pending waits
+// for the Create (remoteChunk.syncPending), and the next group may be
+// written meanwhile. The caller is the commit pipeline
 // (commitLog.Write): a group's leader, without h.mu, or Pipeline.Settle,
 // with it held; h.jmark is the caller's.
 //
@@ -137,30 +140,35 @@ const journalMaxGroup = 32 << 10
 // durable. viaJournal reports that the bytes went so: f holds them, not
 // yet durably. A failure of the journal's commit or of the write into f
 // after it leaves the group's state unknown (serr).
-func (h *openSession) writeGroup(f activeChunk, q []byte, off int64) (werr, serr error, viaJournal bool) {
+func (h *openSession) writeGroup(f activeChunk, q []byte, off int64) (pending func() error, werr, serr error, viaJournal bool) {
 	lc, local := f.(*localChunk)
 	var w *journal.Writer
 	if jr := h.opts.jr; jr != nil && local {
 		w = jr.commitWith(len(q))
 	}
 	if w == nil {
-		if werr = h.chunks.WriteAt(q, off); werr == nil {
-			serr = f.Sync()
+		if werr = h.chunks.WriteAt(q, off); werr != nil {
+			return nil, werr, nil, false
 		}
-		return werr, serr, false
+		if rc, ok := f.(*remoteChunk); ok {
+			// The local sync, then the log object's Create in flight.
+			pending, serr = rc.syncPending()
+			return pending, nil, serr, false
+		}
+		return nil, nil, f.Sync(), false
 	}
 	if werr = lc.reserve(off, len(q)); werr != nil {
-		return werr, nil, false
+		return nil, werr, nil, false
 	}
 	if h.jmark != w.Owner() {
 		if err := journal.WriteMarker(h.opts.fs, h.dir, w.Owner(), h.opts.FileMode); err != nil {
-			return nil, err, false
+			return nil, nil, err, false
 		}
 		h.jmark = w.Owner()
 	}
 	path, err := h.opts.jr.rel(lc.Path())
 	if err != nil {
-		return err, nil, false
+		return nil, err, nil, false
 	}
 	rec := []journal.Record{{Op: journal.OpWrite, Path: path, Offset: off, Data: q}}
 	_, err = w.Commit(context.Background(), rec, func() error {
@@ -174,14 +182,14 @@ func (h *openSession) writeGroup(f activeChunk, q []byte, off int64) (werr, serr
 		// write (internal/commit). If that fails, its state is unknown.
 		werr = fmt.Errorf("sessionstore: write %s: %w", lc.Path(), err)
 		if cerr := h.cutJournaled(w, lc, path, off); cerr != nil {
-			return nil, fmt.Errorf("%w (and cutting it back failed: %v)", werr, cerr), false
+			return nil, nil, fmt.Errorf("%w (and cutting it back failed: %v)", werr, cerr), false
 		}
-		return werr, nil, false
+		return nil, werr, nil, false
 	}
 	if err != nil {
-		return nil, fmt.Errorf("sessionstore: commit %s through the journal: %w", lc.Path(), err), false
+		return nil, nil, fmt.Errorf("sessionstore: commit %s through the journal: %w", lc.Path(), err), false
 	}
-	return nil, nil, true
+	return nil, nil, nil, true
 }
 
 // cutJournaled cuts the chunk lc back to off after a failed write of a

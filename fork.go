@@ -610,7 +610,7 @@ func (src prefixSource) restore(id uuid.UUID) (string, error) {
 	for try := 1; ; try++ {
 		v, err := rf.readView(ctx)
 		if err == nil {
-			if v == nil || isDeleteMarker(v.NewestHead) {
+			if v == nil || v.Deleted() {
 				// A deleted session's log ends with its delete marker,
 				// which holds no metadata: its copy here, if any, is not
 				// brought to that.

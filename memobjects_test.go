@@ -27,6 +27,9 @@ type memObjects struct {
 	// it. after says whether the call is applied first (an answer lost
 	// on the way back).
 	fail func(op, key string) (err error, after bool)
+	// gate, when set, is called at the start of each Create, without
+	// m.mu: a test holds a Create in flight there.
+	gate func(key string)
 }
 
 type memObject struct {
@@ -92,6 +95,12 @@ func (m *memObjects) call(op, key string) (error, bool) {
 func (m *memObjects) Create(ctx context.Context, key string, data []byte) error {
 	if err := ctx.Err(); err != nil {
 		return err
+	}
+	m.mu.Lock()
+	gate := m.gate
+	m.mu.Unlock()
+	if gate != nil {
+		gate(key)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()

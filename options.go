@@ -11,6 +11,7 @@ import (
 	"github.com/sessionstore/sessionstore/internal/blob"
 	"github.com/sessionstore/sessionstore/internal/eventline"
 	"github.com/sessionstore/sessionstore/internal/journal"
+	"github.com/sessionstore/sessionstore/internal/seam"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 )
 
@@ -36,6 +37,10 @@ const (
 	DefaultLeaseTime = 30 * time.Second
 	// DefaultRemoteTimeout is the default Options.RemoteTimeout.
 	DefaultRemoteTimeout = 30 * time.Second
+	// DefaultRemoteWindow is the default Options.RemoteWindow.
+	DefaultRemoteWindow = seam.Window
+	// maxRemoteWindow bounds Options.RemoteWindow.
+	maxRemoteWindow = 64
 
 	// maxRecordSizeLimit bounds MaxRecordSize so that a record's length
 	// always fits the index's 32-bit fields with room for its framing:
@@ -162,6 +167,15 @@ type Options struct {
 	// and of sealing, which serve many callers and so take none's context.
 	// Default DefaultRemoteTimeout.
 	RemoteTimeout time.Duration
+	// RemoteWindow is how many commit groups' log objects a remote
+	// session keeps in flight: a group's Create is issued without waiting
+	// for the groups before it (it is acknowledged once it and they are
+	// stored: remote.go, "Several Creates in flight"). 1 waits for each
+	// Create before the next group's, which spends fewest requests where
+	// the object store is bound by its CPU (a server on the same
+	// machine); more shortens the tail of appends where its latency is
+	// a network's. 0 selects DefaultRemoteWindow; at most 64.
+	RemoteWindow int
 
 	// JournalSize is the size of the journal a writing Store shares
 	// among its sessions (journal/<owner>.wal under the root,
@@ -218,6 +232,8 @@ func (o *Options) withDefaults() (Options, error) {
 		return c, fmt.Errorf("%w: FileMode and DirMode take permission bits only", ErrInvalidOptions)
 	case c.LeaseTime < 0 || c.RemoteTimeout < 0:
 		return c, fmt.Errorf("%w: LeaseTime and RemoteTimeout cannot be negative", ErrInvalidOptions)
+	case c.RemoteWindow < 0 || c.RemoteWindow > maxRemoteWindow:
+		return c, fmt.Errorf("%w: RemoteWindow %d is outside 0..%d", ErrInvalidOptions, c.RemoteWindow, maxRemoteWindow)
 	case c.Remote != nil && c.ReadOnly:
 		return c, fmt.Errorf("%w: a read-only store cannot have a Remote", ErrInvalidOptions)
 	case c.JournalSize > 0 && (c.JournalSize < journal.MinSize || c.JournalSize > journal.MaxSize):
@@ -231,6 +247,9 @@ func (o *Options) withDefaults() (Options, error) {
 	}
 	if c.RemoteTimeout == 0 {
 		c.RemoteTimeout = DefaultRemoteTimeout
+	}
+	if c.RemoteWindow == 0 {
+		c.RemoteWindow = DefaultRemoteWindow
 	}
 	if c.ChunkSize == 0 {
 		c.ChunkSize = DefaultChunkSize

@@ -58,6 +58,56 @@ import (
 // paused, partitioned, slow) fails its next Create, stops with ErrFenced
 // and acknowledges nothing more.
 //
+// Several Creates in flight. A holder does not wait for a commit group's
+// Create before it writes the next group: it issues the Create of data
+// object k once every object of its lease up to k-Window is stored
+// (seam.Window, 4; recorded in its marker), and acknowledges a group
+// once its object and every object of its lease before it are stored
+// (seam.LogWriter.PutData; internal/commit's pending). One Create that
+// fails (its number taken, or its state unknown) fails its group and
+// every group after it, even those whose objects were stored: they lie
+// after a number the lease does not hold. Each data object records the
+// newest object its lease had stored when it was issued (Acked). Every
+// other object (markers, seal, meta, lanes) is created alone, after
+// every Create in flight ended. So, after the newest marker M of lease
+// L, the log holds L's objects with up to Window numbers free among the
+// newest (Creates in flight, or ones that will never land), and:
+//
+//   - A reader applies L's objects from M up to the first free number
+//     or void of another lease (see taking below), skipping L's own voids
+//     and other leases' objects (an earlier holder's late Creates, never
+//     acknowledged); after a release or delete marker it applies nothing.
+//     A free number that a later object of L proves stored (its Acked is
+//     at least the number, or it lies Window or more past it) is damage:
+//     a *CorruptionError naming the free number's key.
+//   - A Store taking the session (an open; a Delete the same way) first
+//     fills every free number after M with a void of its lease (Create;
+//     a number found taken means the log moved: it reads it again), so
+//     that none of L's Creates in flight can land there: L acknowledges
+//     nothing at or after a void. Then it creates its marker after the
+//     newest object, with the state the reader gets (up to the first
+//     free number). Unless the log ended with a release marker (whose
+//     lease waited for its Creates), it then fills the Window-1 numbers
+//     after its marker (FillLocked): L's Creates in flight lie at most
+//     there, since L had stored nothing past the first void or the
+//     marker. A fill that finds a number taken by another lease's data
+//     skips it (L's late Create: readers skip it too); one taken by a
+//     marker or another lease's void is a Store that took the session
+//     meanwhile, and the taker is fenced.
+//
+// Why each rule: without the fills before the marker, L's Create in
+// flight at a free number lands after the listing, L acknowledges it
+// and the objects after it, and readers, who start from the new marker
+// whose state lacks them, lose them; a reader that skipped another
+// lease's void would apply L's objects after a number L never stored; a
+// fill that skipped a marker would let the taker acknowledge objects
+// after another Store's marker (two holders, or a deleted session
+// written again). remote_window_model_test.go checks these rules over
+// every interleaving of a holder with its window in flight and one to
+// three takers (opens and Deletes), with W of 2 and 3, and shows each
+// rule's absence failing; remote_window_test.go runs a takeover with
+// four Creates in flight on the real code.
+//
 // Numbers are never freed. No log object is ever deleted: a data object
 // that a seal record made unneeded is replaced, LeaseTime after the
 // sealing, by a tombstone (seam.Tombstone: kind "dead", no payload, 132
@@ -111,8 +161,9 @@ import (
 // Blobs are fetched when a read needs them, verified by their digest.
 //
 // Acknowledged means remote. A commit group's Append returns nil only
-// after the local fdatasync and the Create of its data object, run side
-// by side, both succeeded. A Create that fails for another reason than
+// after the local fdatasync and the Create of its data object (issued
+// first, so the two run side by side), and the Creates of every group
+// before it, succeeded. A Create that fails for another reason than
 // ErrObjectExists leaves the object's state unknown: the session stops
 // writing (ErrRemote, matched with ErrSessionFailed), and the registry
 // forgets it, so that the next call opens it again from the log: the
@@ -201,7 +252,7 @@ type remoteFiles struct {
 func newRemoteFiles(local *localFiles, o *Options, id uuid.UUID) *remoteFiles {
 	return &remoteFiles{
 		localFiles: local,
-		LogWriter:  &seam.LogWriter{Obj: remoteObjects{o.Remote}, ID: id, Store: o.storeID, Now: time.Now},
+		LogWriter:  &seam.LogWriter{Obj: remoteObjects{o.Remote}, ID: id, Store: o.storeID, Now: time.Now, Window: o.RemoteWindow},
 		fetch:      o.fetch, timeout: o.RemoteTimeout, leaseT: o.LeaseTime,
 	}
 }
@@ -279,18 +330,41 @@ func (c *remoteChunk) WriteAt(data []byte, off int64) error {
 }
 
 func (c *remoteChunk) Sync() error {
-	local := make(chan error, 1)
-	go func() { local <- c.activeChunk.Sync() }()
-	var rerr error
+	pending, err := c.syncPending()
+	if pending != nil {
+		if perr := pending(); err == nil {
+			err = perr
+		}
+	}
+	return err
+}
+
+// syncPending issues the Create of the data object of the bytes written
+// since the last sync (seam.LogWriter.PutData: it waits while the log's
+// window of Creates is in flight), then syncs the local chunk while it
+// is in flight. It returns the local sync's error and, when a Create was
+// issued, pending: its wait, nil once the object and every one before it
+// are stored. The commit pipeline acknowledges the group once both are
+// nil; the next group is written and its Create issued meanwhile.
+func (c *remoteChunk) syncPending() (pending func() error, err error) {
 	if len(c.pend) > 0 {
-		_, rerr = c.r.putLog(&logHeader{Kind: logData, Chunk: c.n, Off: c.off}, c.pend)
+		ctx, cancel := c.r.ctx()
+		c.r.Mu.Lock()
+		wait := c.r.PutData(ctx, &logHeader{Kind: logData, Chunk: c.n, Off: c.off}, c.pend)
+		c.r.Mu.Unlock()
+		c.pend = c.pend[:0] // PutData encoded a copy
+		pending = func() error {
+			defer cancel()
+			return wait()
+		}
 	}
-	lerr := <-local
-	c.pend = c.pend[:0]
-	if lerr != nil {
-		return lerr
+	if err := c.activeChunk.Sync(); err != nil {
+		if pending != nil {
+			_ = pending() // the group fails: its Create ends first
+		}
+		return nil, err
 	}
-	return rerr
+	return pending, nil
 }
 
 // sealChunk seals chunk n locally, uploads the sealed file as an
@@ -534,6 +608,12 @@ func (r *remoteFiles) release(clean bool) error {
 	defer cancel()
 	r.Mu.Lock()
 	defer r.Mu.Unlock()
+	if !errors.Is(r.Lost, ErrFenced) {
+		// The Creates in flight end first (within RemoteTimeout): the
+		// release follows every object of the lease. A fenced lease
+		// writes nothing more: its Creates end on their own.
+		r.DrainLocked()
+	}
 	r.Holder = false
 	if errors.Is(r.Lost, ErrFenced) {
 		return nil
@@ -558,9 +638,16 @@ func (r *remoteFiles) release(clean bool) error {
 		if err != nil || h.Lease != r.Lease {
 			return err
 		}
+		if seq < r.Issued {
+			// A Create of this lease is not in the log yet and may
+			// still land: no release, which it could land after; the
+			// session is taken over after LeaseTime, with fills.
+			return fmt.Errorf("%w: session %s: log object %d of this lease is not stored; no release", ErrRemote, r.ID, r.Issued)
+		}
 		// The objects whose Create failed but were stored are this
 		// lease's: the release's state holds them (their events stay,
-		// unacknowledged).
+		// unacknowledged). One of another lease (a void of a Store
+		// taking the session) ends the lease: no release.
 		for k := r.Seq + 1; k <= seq; k++ {
 			key := seam.LogKey(r.ID, k)
 			b, err := r.Obj.Get(ctx, key, 0, -1)
@@ -570,6 +657,9 @@ func (r *remoteFiles) release(clean bool) error {
 			h, _, err := decodeLogObject(key, b)
 			if err != nil {
 				return err
+			}
+			if h.Lease != r.Lease {
+				return fmt.Errorf("%w: session %s: log object %s is another lease's", ErrFenced, r.ID, key)
 			}
 			r.State.Apply(k, h)
 		}
@@ -622,8 +712,7 @@ func (r *remoteFiles) create(ctx context.Context, meta []byte) error {
 func (r *remoteFiles) createLog(ctx context.Context, meta []byte) error {
 	r.Mu.Lock()
 	defer r.Mu.Unlock()
-	r.Lease, r.State, r.Meta, r.Seq, r.Lost = uuid.Must(uuid.NewV7()), &remoteState{}, slices.Clone(meta), 0, nil
-	r.Holder = true
+	r.Take(uuid.Must(uuid.NewV7()), 0, &remoteState{}, slices.Clone(meta))
 	_, err := r.PutLocked(ctx, &logHeader{Kind: logCreate, State: &remoteState{}}, meta)
 	if errors.Is(err, ErrFenced) {
 		r.Holder, r.Lost = false, nil
@@ -721,7 +810,7 @@ func (r *remoteFiles) acquire(ctx context.Context, wait bool) error {
 		if err != nil {
 			return err
 		}
-		if v == nil || isDeleteMarker(v.NewestHead) {
+		if v == nil || v.Deleted() {
 			return fmt.Errorf("%w: session %s", ErrNotFound, r.ID)
 		}
 		// Held, unless released or held by this Store: a lease of an
@@ -740,9 +829,8 @@ func (r *remoteFiles) acquire(ctx context.Context, wait bool) error {
 			return err
 		}
 		r.Mu.Lock()
-		r.Lease, r.State, r.Meta, r.Seq, r.Lost, r.Holder = uuid.Must(uuid.NewV7()), v.State, v.Meta, v.NewestSeq, nil, true
-		_, err = r.PutLocked(ctx, &logHeader{Kind: logOpen, State: v.State.Clone()}, v.Meta)
-		if errors.Is(err, ErrFenced) {
+		err = r.take(ctx, v)
+		if errors.Is(err, ErrFenced) || errors.Is(err, errLogMoved) {
 			// Another Store wrote meanwhile: read the log again.
 			r.Lost, r.Holder = nil, false
 			r.Mu.Unlock()
@@ -766,6 +854,37 @@ func (r *remoteFiles) acquire(ctx context.Context, wait bool) error {
 		}
 		return err
 	}
+}
+
+// take takes the session after the log v, with Mu held: it fills the
+// numbers free after v's marker (seam's FillGaps: Creates of the
+// previous holder that may still be in flight can no more land there),
+// creates its open marker after v's newest object, and, unless the log
+// ended with a release marker (whose lease waited for its Creates),
+// fills the numbers after its marker that such Creates may still take
+// (FillLocked). errLogMoved or ErrFenced: another Store wrote meanwhile.
+func (r *remoteFiles) take(ctx context.Context, v *logView) error {
+	lease := uuid.Must(uuid.NewV7())
+	if err := r.FillGaps(ctx, v, lease); err != nil {
+		return err
+	}
+	r.Take(lease, v.NewestSeq, v.State, v.Meta)
+	if _, err := r.PutLocked(ctx, &logHeader{Kind: logOpen, State: v.State.Clone()}, v.Meta); err != nil {
+		return err
+	}
+	if v.Clean() {
+		return nil
+	}
+	return r.FillLocked(ctx, int(staleWindow(v))-1)
+}
+
+// staleWindow is how many Creates the holder of the log v may have in
+// flight: the window its marker records.
+func staleWindow(v *logView) uint64 {
+	if v.Marker == nil {
+		return 1
+	}
+	return v.Marker.MaxInFlight()
 }
 
 // holderGone reports whether the holder of the log v, another Store's

@@ -97,7 +97,7 @@ func (s *Store) markRemoteDeleted(ctx context.Context, id uuid.UUID) (marked boo
 		if v == nil {
 			return false, nil
 		}
-		if isDeleteMarker(v.NewestHead) {
+		if v.Deleted() {
 			break
 		}
 		if v.NewestHead == nil || v.NewestHead.Kind != logRelease && v.NewestHead.Store != r.Store {
@@ -107,6 +107,11 @@ func (s *Store) markRemoteDeleted(ctx context.Context, id uuid.UUID) (marked boo
 				continue
 			}
 		}
+		if err := r.FillGaps(ctx, v, r.Lease); errors.Is(err, errLogMoved) {
+			continue
+		} else if err != nil {
+			return false, err
+		}
 		key := seam.LogKey(id, v.NewestSeq+1)
 		err = s.opts.Remote.Create(ctx, key, marker)
 		if errors.Is(err, ErrObjectExists) {
@@ -114,6 +119,18 @@ func (s *Store) markRemoteDeleted(ctx context.Context, id uuid.UUID) (marked boo
 		}
 		if err != nil {
 			return false, seam.RemoteErr("create", key, err)
+		}
+		if !v.Clean() {
+			// Creates of the holder still in flight land after the
+			// marker at most this far: copies of it take the numbers
+			// first (a taken one is such a Create: never acknowledged,
+			// and replaced in step 4).
+			for n := v.NewestSeq + 2; n <= v.NewestSeq+staleWindow(v); n++ {
+				k := seam.LogKey(id, n)
+				if err := s.opts.Remote.Create(ctx, k, marker); err != nil && !errors.Is(err, ErrObjectExists) {
+					return true, seam.RemoteErr("create", k, err)
+				}
+			}
 		}
 		break
 	}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,25 +21,48 @@ import (
 // nil and of all it tried, in order. Errors of calls are returned for the
 // test to check their types.
 func remoteFaultWorkload(t *testing.T, obj *memObjects, id uuid.UUID) (acked, tried []string, errs []error) {
+	return remoteFaultWorkloadN(t, obj, id, 1)
+}
+
+// remoteFaultWorkloadN is remoteFaultWorkload with writers goroutines
+// appending side by side (acked and tried then in no particular order).
+func remoteFaultWorkloadN(t *testing.T, obj *memObjects, id uuid.UUID, writers int) (acked, tried []string, errs []error) {
 	ctx := context.Background()
 	opts := remoteOpts(obj)
 	opts.ChunkSize = 2 << 10
 	dir := t.TempDir()
 	n := 0
+	var mu sync.Mutex
 	appendSome := func(s *Store, k int) {
-		for range k {
-			text := fmt.Sprintf("event %d %s", n, strings.Repeat("w", n%5*60))
-			if n == 7 {
-				text += strings.Repeat("blob", 5000)
-			}
-			n++
-			tried = append(tried, text)
-			if _, err := s.Append(ctx, id, textEv(text)); err != nil {
-				errs = append(errs, err)
-				continue
-			}
-			acked = append(acked, text)
+		var wg sync.WaitGroup
+		for range writers {
+			wg.Go(func() {
+				for {
+					mu.Lock()
+					if k == 0 {
+						mu.Unlock()
+						return
+					}
+					k--
+					text := fmt.Sprintf("event %d %s", n, strings.Repeat("w", n%5*60))
+					if n == 7 {
+						text += strings.Repeat("blob", 5000)
+					}
+					n++
+					tried = append(tried, text)
+					mu.Unlock()
+					_, err := s.Append(ctx, id, textEv(text))
+					mu.Lock()
+					if err != nil {
+						errs = append(errs, err)
+					} else {
+						acked = append(acked, text)
+					}
+					mu.Unlock()
+				}
+			})
 		}
+		wg.Wait()
 	}
 	for round := range 2 {
 		s, err := Open(dir, opts)
@@ -124,6 +149,84 @@ func TestRemoteFaultAtEveryCall(t *testing.T) {
 		}
 	}
 	t.Logf("%d calls in the workload, %d runs with a fault", calls, runs)
+}
+
+// TestRemoteFaultAtEveryCallConcurrent is TestRemoteFaultAtEveryCall
+// with four writers appending side by side and each Create of the object
+// store taking a millisecond, so that several commit groups' log objects
+// are in flight when a call fails: every acknowledged event is there
+// after the fault (in any order the appends took), nothing that was not
+// tried, and the session opens and appends.
+func TestRemoteFaultAtEveryCallConcurrent(t *testing.T) {
+	t.Parallel()
+	const writers = 4
+	slow := func(obj *memObjects) {
+		obj.gate = func(key string) {
+			if strings.Contains(key, "/log/") {
+				time.Sleep(time.Millisecond)
+			}
+		}
+	}
+	clean := newMemObjects()
+	slow(clean)
+	acked, _, errs := remoteFaultWorkloadN(t, clean, uuid.Must(uuid.NewV7()), writers)
+	require.Empty(t, errs)
+	require.Len(t, acked, 36)
+	calls := 0
+	for _, c := range clean.calls {
+		calls += c
+	}
+	step := max(1, calls/testSize(t, "SESSIONSTORE_REMOTE_FAULTS", 5, calls))
+	runs := 0
+	for k := 1; k <= calls; k += step {
+		for _, applied := range []bool{false, true} {
+			obj := newMemObjects()
+			slow(obj)
+			var seen atomic.Int64
+			obj.fail = func(op, key string) (error, bool) {
+				if seen.Add(1) == int64(k) {
+					return fmt.Errorf("injected failure of %s %s", op, key), applied
+				}
+				return nil, false
+			}
+			id := uuid.Must(uuid.NewV7())
+			acked, tried, errs := remoteFaultWorkloadN(t, obj, id, writers)
+			runs++
+			for _, err := range errs {
+				typed := errors.Is(err, ErrRemote) || errors.Is(err, ErrSessionFailed) || errors.Is(err, ErrLocked) || errors.Is(err, ErrFenced) || errors.Is(err, ErrNotFound)
+				assert.True(t, typed, "call %d (applied %v): untyped error %v", k, applied, err)
+			}
+			obj.mu.Lock()
+			obj.fail = nil
+			obj.mu.Unlock()
+			obj.advance(2 * time.Minute)
+			s, err := Open(t.TempDir(), remoteOpts(obj))
+			require.NoError(t, err)
+			got, err := s.Load(context.Background(), id)
+			if len(acked) == 0 && errors.Is(err, ErrNotFound) {
+				s.Close()
+				continue // the Create failed
+			}
+			require.NoError(t, err, "call %d (applied %v): the session opens", k, applied)
+			texts := map[string]bool{}
+			for _, e := range got {
+				text := decodeText(t, e)
+				assert.False(t, texts[text], "call %d (applied %v): %q twice", k, applied, text)
+				texts[text] = true
+			}
+			for _, a := range acked {
+				assert.True(t, texts[a], "call %d (applied %v): acknowledged %.20q is lost", k, applied, a)
+			}
+			for _, x := range tried {
+				delete(texts, x)
+			}
+			assert.Empty(t, texts, "call %d (applied %v): only events tried", k, applied)
+			_, err = s.Append(context.Background(), id, textEv("after"))
+			assert.NoError(t, err, "call %d (applied %v)", k, applied)
+			require.NoError(t, s.Close())
+		}
+	}
+	t.Logf("%d calls in the workload, %d runs with a fault, %d writers", calls, runs, writers)
 }
 
 func errs0(errs []error) error {

@@ -350,6 +350,8 @@ func TestRemoteOptions(t *testing.T) {
 		{Remote: obj, ReadOnly: true},
 		{Remote: obj, LeaseTime: -time.Second},
 		{Remote: obj, RemoteTimeout: -time.Second},
+		{Remote: obj, RemoteWindow: -1},
+		{Remote: obj, RemoteWindow: 65},
 	} {
 		_, err := Open(t.TempDir(), &o)
 		assert.ErrorIs(t, err, ErrInvalidOptions, "%+v", o)

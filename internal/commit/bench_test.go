@@ -30,11 +30,11 @@ func (f nopFiles) SealChunk(uint32, []eventline.Entry) error          { return n
 type nopLog struct{}
 
 func (nopLog) Stopped() error { return nil }
-func (nopLog) Write(c chunkwriter.Chunk, data []byte, off int64) (error, error, bool) {
+func (nopLog) Write(c chunkwriter.Chunk, data []byte, off int64) (func() error, error, error, bool) {
 	if err := c.WriteAt(data, off); err != nil {
-		return err, nil, false
+		return nil, err, nil, false
 	}
-	return nil, c.Sync(), false
+	return nil, nil, c.Sync(), false
 }
 func (nopLog) Journaled()    {}
 func (nopLog) Publish([]rec) {}

@@ -29,6 +29,20 @@
 // joined besides its own, and stops early once half of them have come and
 // the next lags behind by GatherLag. A lone writer never waits.
 //
+// # Pending groups
+//
+// A Log may return from Write before the data is durable, with a
+// pending to wait for (an object store's Create in flight): the leader
+// then lets the next group's leader write at once and waits for its
+// pending without the mutex. Groups are published in the order they were
+// written: a group whose pending returned waits for the groups before
+// it. A pending that fails is a failed sync for its group and every
+// group written or waiting after it (their records' state is unknown;
+// the session stops). A write that fails while groups before it are
+// pending first lets them end (they may be acknowledged), then drops its
+// records and those after them, as any failed write. Settle waits for
+// every pending group.
+//
 // # What a return promises
 //
 //   - Commit returning nil: every record of the caller's group was

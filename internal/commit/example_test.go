@@ -33,11 +33,11 @@ func (f memFiles) SealChunk(uint32, []eventline.Entry) error          { return n
 type printLog struct{ c *memChunk }
 
 func (printLog) Stopped() error { return nil }
-func (printLog) Write(c chunkwriter.Chunk, data []byte, off int64) (error, error, bool) {
+func (printLog) Write(c chunkwriter.Chunk, data []byte, off int64) (func() error, error, error, bool) {
 	if err := c.WriteAt(data, off); err != nil {
-		return err, nil, false
+		return nil, err, nil, false
 	}
-	return nil, c.Sync(), false
+	return nil, nil, c.Sync(), false
 }
 func (printLog) Journaled() {}
 func (l printLog) Publish(rs []string) {

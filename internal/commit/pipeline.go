@@ -27,7 +27,16 @@ type Log[R any] interface {
 	// journaled reports that data is durable in a journal and written
 	// into c without a sync. A leader calls Write with the mutex released,
 	// Settle with it held; never two at once.
-	Write(c chunkwriter.Chunk, data []byte, off int64) (writeErr, syncErr error, journaled bool)
+	//
+	// pending, when not nil, is what remains of making data durable once
+	// Write returned (an object store's Create in flight): the pipeline
+	// calls it, with the mutex released (by Settle, held), and the data
+	// is durable once it returns nil; an error leaves the data's state
+	// unknown, as syncErr. A Log that returns pending must make each
+	// pending return nil only once the pendings of every earlier Write
+	// did, so that records are acknowledged in the order they were
+	// written; the next Write may start before it returns.
+	Write(c chunkwriter.Chunk, data []byte, off int64) (pending func() error, writeErr, syncErr error, journaled bool)
 	// Journaled is told that a Write went through a journal (the chunk
 	// writer is marked unsynced, or Settle synced the chunk).
 	Journaled()
@@ -64,12 +73,15 @@ type Pipeline[R any] struct {
 	synced *sync.Cond       // on mu: records in flight were published or failed
 	now    func() time.Time // time.Now; tests step it
 
-	inflight  []R    // queued, not yet known durable, oldest first
-	syncing   bool   // a commit leader is writing and syncing
-	lastBatch int    // records the last commit write covered
-	open      *Group // the records in flight no write has started on
-	waiting   int    // calls in WaitSync, which tests wait for
-	settled   int    // settles that wrote records in flight, which tests count
+	inflight  []R      // queued, not yet known durable, oldest first
+	syncing   bool     // a commit leader is writing and syncing
+	writing   *Group   // the group whose Write runs
+	flight    []*Group // groups written, whose pending runs, oldest first
+	flying    int      // the records of flight
+	lastBatch int      // records the last commit write covered
+	open      *Group   // the records in flight no write has started on
+	waiting   int      // calls in WaitSync, which tests wait for
+	settled   int      // settles that wrote records in flight, which tests count
 }
 
 // New returns the pipeline of a session whose mutex is mu, whose records
@@ -91,6 +103,8 @@ type Group struct {
 	done    chan struct{} // closed when the records are published, or failed
 	err     error         // why they failed; read after done
 	led     bool          // the first to commit leads; set in Commit
+	n       int           // the records its write covered
+	stored  bool          // its pending returned nil
 }
 
 // Add adds r, whose line the caller just queued in the chunk writer, to
@@ -103,8 +117,8 @@ func (p *Pipeline[R]) Add(r R) { p.inflight = append(p.inflight, r) }
 func (p *Pipeline[R]) Inflight() []R { return p.inflight }
 
 // Syncing reports whether a leader is writing and syncing a group (with
-// the mutex released).
-func (p *Pipeline[R]) Syncing() bool { return p.syncing }
+// the mutex released), or written groups wait for their pending.
+func (p *Pipeline[R]) Syncing() bool { return p.syncing || len(p.flight) > 0 }
 
 // Waiting is the number of calls in WaitSync (for tests).
 func (p *Pipeline[R]) Waiting() int { return p.waiting }
@@ -137,10 +151,14 @@ func (p *Pipeline[R]) Join(n int) *Group {
 	return g
 }
 
-// finish ends group g with err (nil when its records are published).
+// finish ends group g with err (nil when its records are published),
+// unless it ended.
 func (p *Pipeline[R]) finish(g *Group, err error) {
 	if p.open == g {
 		p.open = nil
+	}
+	if closed(g.done) {
+		return
 	}
 	g.err = err
 	close(g.done)
@@ -193,33 +211,81 @@ func (p *Pipeline[R]) Commit(g *Group) error {
 	if closed(g.done) { // settled meanwhile
 		return g.err
 	}
-	// Every record in flight is in g: older groups are finished.
-	p.syncing, p.open = true, nil
-	n, c := len(p.inflight), p.chunks.Active()
+	// Every record in flight is in g, but those of the groups written
+	// whose pending runs (flight).
+	p.syncing, p.open, p.writing = true, nil, g
+	g.n = len(p.inflight) - p.flying
+	c := p.chunks.Active()
 	q, off := p.chunks.TakeQueue()
-	p.lastBatch = n
+	p.lastBatch = g.n
 	p.mu.Unlock()
-	werr, serr, journaled := p.log.Write(c, q, off)
+	pending, werr, serr, journaled := p.log.Write(c, q, off)
 	p.mu.Lock()
+	p.writing = nil
 	if journaled {
 		p.chunks.MarkUnsynced()
 		p.log.Journaled()
 	}
 	p.chunks.GiveBack(q)
+	if werr != nil && serr == nil && !errors.Is(werr, durable.ErrUnsynced) {
+		// Nothing of g reached the chunk: the groups written before it
+		// settle first (they may be acknowledged), then g's records and
+		// those after them are dropped. No write starts meanwhile.
+		for len(p.flight) > 0 && !closed(g.done) {
+			p.WaitSync()
+		}
+	}
 	p.syncing = false
 	if next := p.open; next != nil {
 		close(next.lead)
 	}
 	switch {
+	case closed(g.done): // a failure of a group before it ended it
 	case werr != nil:
 		p.writeFailed(g, off, werr)
 	case serr != nil:
 		p.syncFailed(g, serr)
-	default:
-		p.publish(n)
+	case pending == nil && len(p.flight) == 0:
+		p.publish(g.n)
 		p.finish(g, nil)
+	default:
+		p.flight = append(p.flight, g)
+		p.flying += g.n
+		if pending != nil {
+			p.mu.Unlock()
+			perr := pending()
+			p.mu.Lock()
+			if closed(g.done) {
+				return g.err
+			}
+			if perr != nil {
+				p.syncFailed(g, perr)
+				return g.err
+			}
+		}
+		g.stored = true
+		p.publishFlight()
+		for !closed(g.done) {
+			// Stored, after a group written before it whose pending
+			// has not returned yet: its leader publishes both.
+			p.mu.Unlock()
+			<-g.done
+			p.mu.Lock()
+		}
 	}
 	return g.err
+}
+
+// publishFlight publishes the oldest groups of flight while they are
+// stored, in order.
+func (p *Pipeline[R]) publishFlight() {
+	for len(p.flight) > 0 && p.flight[0].stored {
+		g := p.flight[0]
+		p.flight = p.flight[1:]
+		p.flying -= g.n
+		p.publish(g.n)
+		p.finish(g, nil)
+	}
 }
 
 // gather lets more records join g before its leader writes, with the
@@ -258,7 +324,7 @@ func (p *Pipeline[R]) gather(g *Group) {
 // returns Log.Stopped's error when the session stopped writing, and a
 // failed write's or sync's error as Commit does.
 func (p *Pipeline[R]) Settle() error {
-	for p.syncing {
+	for p.Syncing() {
 		p.WaitSync()
 	}
 	if err := p.log.Stopped(); err != nil {
@@ -269,8 +335,11 @@ func (p *Pipeline[R]) Settle() error {
 	}
 	q, off := p.chunks.TakeQueue()
 	c := p.chunks.Active()
-	werr, serr, journaled := p.log.Write(c, q, off)
+	pending, werr, serr, journaled := p.log.Write(c, q, off)
 	p.chunks.GiveBack(q)
+	if werr == nil && serr == nil && pending != nil {
+		serr = pending()
+	}
 	if werr != nil {
 		return p.writeFailed(nil, off, werr)
 	}
@@ -322,11 +391,20 @@ func (p *Pipeline[R]) syncFailed(g *Group, err error) error {
 	return failed
 }
 
-// failGroups finishes g (if not nil) and the open group with err, after
-// their records were dropped, and wakes whoever waits for a sync.
+// failGroups finishes g (if not nil), the groups written and waiting
+// for their pending, the group being written and the open group with
+// err, after their records were dropped, and wakes whoever waits for a
+// sync.
 func (p *Pipeline[R]) failGroups(g *Group, err error) {
 	if g != nil {
 		p.finish(g, err)
+	}
+	for _, f := range p.flight {
+		p.finish(f, err)
+	}
+	p.flight, p.flying = nil, 0
+	if w := p.writing; w != nil {
+		p.finish(w, err)
 	}
 	if o := p.open; o != nil {
 		p.finish(o, err)

@@ -94,11 +94,14 @@ type fakeLog struct {
 	dropped    []int
 	stops      int
 	journaledN int
+	// pending, when set, gives each successful Write a pending (called
+	// without wmu).
+	pending func() func() error
 }
 
 func (l *fakeLog) Stopped() error { return l.stopped }
 
-func (l *fakeLog) Write(c chunkwriter.Chunk, data []byte, off int64) (werr, serr error, journaled bool) {
+func (l *fakeLog) Write(c chunkwriter.Chunk, data []byte, off int64) (pending func() error, werr, serr error, journaled bool) {
 	if l.writeHook != nil {
 		l.writeHook()
 	}
@@ -115,18 +118,21 @@ func (l *fakeLog) Write(c chunkwriter.Chunk, data []byte, off int64) (werr, serr
 	}
 	l.wmu.Unlock()
 	if werr != nil {
-		return werr, nil, false // nothing written: the data ends at off
+		return nil, werr, nil, false // nothing written: the data ends at off
 	}
 	if err := c.WriteAt(data, off); err != nil {
-		return err, nil, false
+		return nil, err, nil, false
 	}
 	if viaJournal {
-		return nil, serr, serr == nil
+		return nil, nil, serr, serr == nil
 	}
 	if err := c.Sync(); err != nil {
-		return nil, err, false
+		return nil, nil, err, false
 	}
-	return nil, serr, false
+	if l.pending != nil && serr == nil {
+		return l.pending(), nil, nil, false
+	}
+	return nil, nil, serr, false
 }
 
 func (l *fakeLog) Journaled() { l.journaledN++ }

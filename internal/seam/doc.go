@@ -43,7 +43,9 @@
 // package holds that format, the State (Apply, and the ranges of data
 // objects sealing made unneeded: SeqRange), the object keys, the errors
 // of the mode, the object store's interface (Objects), the log's fenced
-// writer and its reader (LogWriter: PutLocked; ReadView, what an open
+// writer and its reader (LogWriter: PutLocked, PutData with up to
+// Window data objects in flight acknowledged in log order, FillGaps and
+// FillLocked for a Store taking the session; ReadView, what an open
 // reads; StoreClock, the object store's clock), and the transfers of whole files: a blob stored
 // as an object (PutBlobObject) and fetched back verified (FetchBlob), a
 // sealed chunk downloaded and checked before it takes its name
@@ -55,7 +57,10 @@
 // after its own n, so a second writer that took the session (after the
 // lease time on the object store's clock) makes the first one's next
 // Create fail with ErrObjectExists: the first is fenced (ErrFenced) and
-// acknowledges nothing more. A partitioned writer cannot acknowledge
+// acknowledges nothing more. With data objects in flight, the second
+// writer first fills the numbers the first left free, and those after
+// its marker the first's Creates may still take, with voids (the root
+// package's remote.go, "Several Creates in flight", states the rules). A partitioned writer cannot acknowledge
 // anything: its Create does not return nil; a Create whose answer is lost
 // leaves the object's state unknown (ErrRemote), settled by the next open
 // reading the log. A decoded object is checked by its CRC-32C: damage is

@@ -33,7 +33,22 @@ const (
 	// replaced by once no reader needs it (Tombstone). Its number stays
 	// taken, so that no Create of it succeeds again.
 	KindDead = "dead"
+	// KindVoid fills a number a Store taking the session found free (a
+	// Create of the previous holder in flight, or one that never landed)
+	// or may find taken by such a Create: it holds nothing, and its
+	// number stays taken, so that the previous holder's Create of it
+	// fails (LogWriter.FillLocked).
+	KindVoid = "void"
 )
+
+// Window is how many data objects a holder has in flight at most, unless
+// its LogWriter says otherwise: it issues the Create of object k only
+// once every object before k-Window is stored (LogWriter.PutData). A
+// marker records the lease's (Header.Window), so that a reader knows how
+// far past a free number the holder's own objects can lie while the
+// number's Create is still in flight, and a Store taking the session how
+// many numbers after its marker to fill.
+const Window = 4
 
 // Tombstone is the bytes a dead data object is replaced by: the same for
 // every object of every session, a header of kind "dead" without a
@@ -66,7 +81,20 @@ type Header struct {
 	Key   string    `json:"key,omitzero"`   // seal: the sealed chunk's object
 	Size  int64     `json:"size,omitzero"`  // seal: the chunk's plain size
 	State *State    `json:"state,omitzero"` // markers: the log's state before them
+	// Window is, in a create or open marker, the most data objects its
+	// lease has in flight (the Window of the build that wrote it); 0 for
+	// builds before it, which had one.
+	Window int `json:"window,omitzero"`
+	// Acked is, in a data object, the newest object its lease had
+	// stored with every one before it when it issued this one's Create:
+	// a number at most Acked that a reader finds free is damage, not a
+	// Create in flight.
+	Acked uint64 `json:"acked,omitzero"`
 }
+
+// MaxInFlight returns the window of the lease a create or open marker h
+// started: 1 for markers of builds before windows.
+func (h *Header) MaxInFlight() uint64 { return uint64(max(h.Window, 1)) }
 
 // State is what the log holds, as of some object.
 type State struct {

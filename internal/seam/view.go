@@ -9,6 +9,8 @@ import (
 	"sort"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/sessionstore/sessionstore/internal/corrupt"
 	"github.com/sessionstore/sessionstore/internal/parallel"
 )
@@ -19,9 +21,47 @@ type View struct {
 	Newest     ObjectInfo
 	NewestSeq  uint64
 	NewestHead *Header
+	Marker     *Header // the newest marker: the log's state before the objects applied
 	State      *State
 	Meta       []byte
 	Payloads   map[uint64][]byte // data objects read on the way
+	// Applied is the newest object the state holds (0 for the marker's
+	// alone); Gaps are the free numbers after the marker of a create or
+	// open marker, which Creates of its lease in flight may still take:
+	// a Store taking the session fills them (FillGaps) before its marker.
+	Applied uint64
+	Gaps    []uint64
+}
+
+// Deleted reports whether the view's newest marker is a delete marker.
+func (v *View) Deleted() bool { return v.Marker != nil && v.Marker.Kind == KindDelete }
+
+// Clean reports whether the log ends with a release marker: the lease
+// that released waited for its Creates, so a Store taking the session
+// need not fill numbers after its own marker (FillLocked).
+func (v *View) Clean() bool { return v.NewestHead != nil && v.NewestHead.Kind == KindRelease }
+
+// FillGaps creates a void of the writer's lease (its next lease, not yet
+// holding) at each of v's Gaps, so that no Create of the previous holder
+// still in flight can land there: nil once all are taken by voids.
+// A number found taken means the log moved (ErrLogMoved): the caller
+// reads it again.
+func (l *LogWriter) FillGaps(ctx context.Context, v *View, lease uuid.UUID) error {
+	b, err := EncodeObject(&Header{Kind: KindVoid, Lease: lease, Store: l.Store}, nil)
+	if err != nil {
+		return err
+	}
+	for _, n := range v.Gaps {
+		key := LogKey(l.ID, n)
+		err := l.Obj.Create(ctx, key, b)
+		if errors.Is(err, ErrObjectExists) {
+			return fmt.Errorf("%w: log object %s was created while a Store filled the numbers free before it", ErrLogMoved, key)
+		}
+		if err != nil {
+			return RemoteErr("create", key, err)
+		}
+	}
+	return nil
 }
 
 // ViewPage is how many of the newest log objects an open lists first.
@@ -128,55 +168,108 @@ func (l *LogWriter) ReadView(ctx context.Context) (*View, error) {
 	if marker < 0 {
 		return nil, corrupt.Errorf(objs[0].Key, 0, "the log has no create, open or release marker")
 	}
-	// The objects after the marker are the log's numbers without a gap:
-	// one the listing skipped is missing too (the first and the last of
-	// each gap stand for it).
-	for i := marker + 1; i < len(seqs); i++ {
-		if from, to := seqs[i-1]+1, seqs[i]-1; from <= to {
-			missing = append(missing, lostObject{LogKey(l.ID, from), from}, lostObject{LogKey(l.ID, to), to})
-		}
-	}
-	var seals []uint64
+	var maxSeal uint64 // the newest seal record after the marker
 	for seq, g := range read {
-		if g.h.Kind == KindSeal {
-			seals = append(seals, seq)
+		if g.h.Kind == KindSeal && seq > seqs[marker] {
+			maxSeal = max(maxSeal, seq)
 		}
 	}
-	if err := missingObject(missing, seqs[marker], seals); err != nil {
+	if err := missingObject(missing, seqs[marker], maxSeal); err != nil {
 		// A Store that wrote since the listing may have sealed the
 		// chunk and replaced its data objects: the seal record is then
 		// newer than the listing. Only a log that did not move is
 		// damaged.
-		if l.Moved(ctx, seqs[len(seqs)-1]) {
-			return nil, fmt.Errorf("%w: %w", ErrLogMoved, err)
-		}
-		return nil, err
+		return nil, l.movedErr(ctx, seqs[len(seqs)-1], err)
 	}
-	v := &View{Newest: objs[len(objs)-1], NewestSeq: seqs[len(seqs)-1], Payloads: map[uint64][]byte{}}
-	m := read[seqs[marker]]
-	if m.h.State == nil {
+	mh := read[seqs[marker]].h
+	v := &View{Newest: objs[len(objs)-1], NewestSeq: seqs[len(seqs)-1], Marker: mh, Payloads: map[uint64][]byte{}}
+	if mh.State == nil {
 		v.State = &State{}
 	} else {
-		v.State = m.h.State.Clone()
+		v.State = mh.State.Clone()
 	}
-	v.Meta = m.payload
+	v.Meta = read[seqs[marker]].payload
+	v.NewestHead = read[v.NewestSeq].h
+	if mh.Kind != KindCreate && mh.Kind != KindOpen {
+		// After a release or delete marker its lease writes nothing:
+		// an object there is a Create of an earlier holder that landed
+		// late, never acknowledged.
+		return v, nil
+	}
+	// The marker's lease (LogWriter.PutData) has up to its window of
+	// Creates in flight: a number the listing skips after the marker is
+	// one of them, not landed yet, or one that will never land; a void of
+	// another lease is a number a Store taking the session filled, which
+	// the lease's Create then failed to take. Its objects are applied up
+	// to the first such number (gap); the free numbers from there on are
+	// the view's Gaps, for a Store taking the session to fill. Its own
+	// voids (FillLocked) and other leases' objects (late Creates of an
+	// earlier holder, never acknowledged) are skipped. An object of the lease issued after the gap's
+	// object was stored (its Acked at least the gap; or a window or more
+	// after it) proves the gap damage. A number below the newest seal
+	// record is explained by it (missingObject).
+	var gap uint64
 	for i := marker + 1; i < len(seqs); i++ {
-		g, ok := read[seqs[i]]
-		if !ok {
+		from, to := max(seqs[i-1]+1, maxSeal), seqs[i]-1
+		if from > to {
 			continue
+		}
+		if gap == 0 {
+			gap = from
+		}
+		if to-from >= maxGaps || uint64(len(v.Gaps))+to-from >= maxGaps {
+			return nil, corrupt.Errorf(LogKey(l.ID, from), 0, "log objects %d to %d are missing after marker %d", from, to, seqs[marker])
+		}
+		for n := from; n <= to; n++ {
+			v.Gaps = append(v.Gaps, n)
+		}
+	}
+	for i := marker + 1; i < len(seqs); i++ {
+		seq := seqs[i]
+		g, ok := read[seq]
+		if ok && g.h.Kind == KindVoid && g.h.Lease != mh.Lease && (gap == 0 || seq < gap) {
+			// Another Store filled this number to take the session: the
+			// lease's Create of it failed, so nothing of the lease from
+			// here on was acknowledged.
+			gap = seq
+		}
+		if !ok || g.h.Lease != mh.Lease || g.h.Kind == KindVoid || g.h.Kind == KindDead {
+			// Not found or a tombstone (explained: missingObject), a
+			// void, or another lease's late Create: nothing to apply.
+			continue
+		}
+		if gap != 0 && seq > gap {
+			if seq >= gap+mh.MaxInFlight() || g.h.Acked >= gap {
+				err := corrupt.Errorf(LogKey(l.ID, gap), 0, "log object %d is missing, and log object %d of the same lease, created after it was stored (window %d, acked %d), is there", gap, seq, mh.MaxInFlight(), g.h.Acked)
+				return nil, l.movedErr(ctx, v.NewestSeq, err)
+			}
+			continue // after a Create in flight: not acknowledged
 		}
 		switch g.h.Kind {
 		case KindData:
-			v.Payloads[seqs[i]] = g.payload
+			v.Payloads[seq] = g.payload
 		case KindMeta:
 			v.Meta = g.payload
 		case KindLanes:
 			v.State.Lanes = g.payload
 		}
-		v.State.Apply(seqs[i], g.h)
+		v.State.Apply(seq, g.h)
+		v.Applied = seq
 	}
-	v.NewestHead = read[v.NewestSeq].h
 	return v, nil
+}
+
+// maxGaps bounds the free numbers a view accepts after its marker: a
+// holder leaves at most its window free.
+const maxGaps = 1 << 12
+
+// movedErr returns err, the damage found reading a log whose newest object
+// was newest, wrapped in ErrLogMoved if the log moved since.
+func (l *LogWriter) movedErr(ctx context.Context, newest uint64, err error) error {
+	if l.Moved(ctx, newest) {
+		return fmt.Errorf("%w: %w", ErrLogMoved, err)
+	}
+	return err
 }
 
 // ErrLogMoved reports a log read while another Store wrote to it, so
@@ -207,10 +300,10 @@ type lostObject struct {
 // tombstone replaces it), so an object missing otherwise was lost by the
 // object store (a lifecycle rule, an operator): skipping it would cut
 // acknowledged events silently.
-func missingObject(missing []lostObject, marker uint64, seals []uint64) error {
+func missingObject(missing []lostObject, marker, maxSeal uint64) error {
 	slices.SortFunc(missing, func(a, b lostObject) int { return cmp.Compare(a.seq, b.seq) })
 	for _, o := range missing {
-		if o.seq > marker && !slices.ContainsFunc(seals, func(seq uint64) bool { return seq > o.seq }) {
+		if o.seq > marker && o.seq >= maxSeal {
 			return corrupt.Errorf(o.key, 0, "log object %d is missing: the log never frees a number, and no seal record after it explains it", o.seq)
 		}
 	}

@@ -27,7 +27,7 @@ func TestReadView(t *testing.T) {
 		require.NoError(t, err)
 		_, err = w.PutLocked(ctx, &Header{Kind: KindData, Chunk: 0, Off: 0}, []byte("a\n"))
 		require.NoError(t, err)
-		_, err = w.PutLocked(ctx, &Header{Kind: KindRelease, State: w.State.Clone()}, []byte(`{"m":1}`))
+		_, err = w.PutLocked(ctx, &Header{Kind: KindOpen, State: w.State.Clone()}, []byte(`{"m":1}`))
 		require.NoError(t, err)
 		for i := range after {
 			_, err = w.PutLocked(ctx, &Header{Kind: KindData, Chunk: 0, Off: int64(2 + 2*i)}, []byte("b\n"))

@@ -23,14 +23,23 @@ type LogWriter struct {
 	Store uuid.UUID        // the Store that holds the lease
 	Now   func() time.Time // the local monotonic clock, for the grace of deletions only
 
-	Mu     sync.Mutex
-	Lease  uuid.UUID // this open's lease
-	Seq    uint64    // the newest log object this lease wrote; 0 before it holds the session
-	Lost   error     // ErrFenced or ErrRemote once a Create failed: no more log objects
-	State  *State    // the log's state as of Seq
-	Meta   []byte    // session.json as the log holds it
-	Dying  []Dying   // data objects sealing made unneeded, to delete after the lease time
-	Holder bool      // the lease is held (between its open marker and its release)
+	// Window is how many data objects PutData keeps in flight (Window
+	// when 0); set once, before the lease is taken.
+	Window int
+
+	Mu    sync.Mutex
+	Lease uuid.UUID // this open's lease
+	// Seq is the newest log object this lease stored with every object
+	// of the lease before it (0 before it holds the session): what State
+	// holds and what is acknowledged. Issued is the newest number whose
+	// Create it issued (PutData: up to Window beyond Seq).
+	Seq    uint64
+	Issued uint64
+	Lost   error   // ErrFenced or ErrRemote once a Create failed: no more log objects
+	State  *State  // the log's state as of Seq
+	Meta   []byte  // session.json as the log holds it
+	Dying  []Dying // data objects sealing made unneeded, to delete after the lease time
+	Holder bool    // the lease is held (between its open marker and its release)
 	// Renewed says the lease put a renewal (Renew), which its release
 	// deletes (EndRenewals).
 	Renewed bool
@@ -38,6 +47,49 @@ type LogWriter struct {
 	// object or a renewal), on the local clock Now: Renew is due when it
 	// is a while ago.
 	Written time.Time
+
+	flight   map[uint64]*inFlight // PutData's Creates not yet applied, by number
+	failedAt uint64               // the first number of this lease whose Create failed; 0 for none
+	moved    *sync.Cond           // on Mu: a Create in flight ended
+}
+
+// inFlight is a data object whose Create PutData issued.
+type inFlight struct {
+	h    *Header
+	done bool
+	err  error // the Create's failure, once done
+}
+
+// window is the writer's window: Window unless set.
+func (l *LogWriter) window() int {
+	if l.Window > 0 {
+		return l.Window
+	}
+	return Window
+}
+
+// cond returns the condition Creates in flight signal, on Mu (held).
+func (l *LogWriter) cond() *sync.Cond {
+	if l.moved == nil {
+		l.moved = sync.NewCond(&l.Mu)
+	}
+	return l.moved
+}
+
+// Take starts a lease whose marker is to be created next, after log
+// object seq, with Mu held: the lease's numbers follow seq.
+func (l *LogWriter) Take(lease uuid.UUID, seq uint64, st *State, meta []byte) {
+	l.Lease, l.State, l.Meta, l.Seq, l.Issued, l.Lost, l.Holder = lease, st, meta, seq, seq, nil, true
+	l.failedAt = 0
+}
+
+// DrainLocked waits, with Mu held (released while it waits), until no
+// Create of PutData is in flight: each was stored and applied in order,
+// or failed (Lost says why).
+func (l *LogWriter) DrainLocked() {
+	for len(l.flight) > 0 {
+		l.cond().Wait()
+	}
 }
 
 // Dying are data objects unneeded since a time.
@@ -57,7 +109,12 @@ type Dying struct {
 // Any other failure leaves the object's state unknown: every later call
 // returns an error matching ErrRemote. A writer that does not hold the
 // session writes nothing (ErrRemote).
+//
+// PutLocked first waits for the Creates of PutData in flight (DrainLocked,
+// which releases Mu while it waits): every object but a data object is
+// created alone, after every object before it is stored.
 func (l *LogWriter) PutLocked(ctx context.Context, h *Header, payload []byte) (uint64, error) {
+	l.DrainLocked()
 	if l.Lost != nil {
 		return 0, l.Lost
 	}
@@ -65,27 +122,19 @@ func (l *LogWriter) PutLocked(ctx context.Context, h *Header, payload []byte) (u
 		return 0, fmt.Errorf("%w: session %s is not held", ErrRemote, l.ID)
 	}
 	h.Lease, h.Store = l.Lease, l.Store
+	if h.Kind == KindCreate || h.Kind == KindOpen {
+		h.Window = l.window()
+	}
 	b, err := EncodeObject(h, payload)
 	if err != nil {
 		return 0, err
 	}
 	seq := l.Seq + 1
-	key := LogKey(l.ID, seq)
-	err = l.Obj.Create(ctx, key, b)
-	if errors.Is(err, ErrObjectExists) && l.storedOwn(ctx, key, b) {
-		// A retry of a Create whose first answer was lost: the object is
-		// this one (its header names this lease), not another writer's.
-		err = nil
+	if err := l.create(ctx, seq, b); err != nil {
+		l.Lost = err
+		return 0, err
 	}
-	if err != nil {
-		if errors.Is(err, ErrObjectExists) {
-			l.Lost = fmt.Errorf("%w: session %s: log object %s exists (another writer took the session)", ErrFenced, l.ID, key)
-		} else {
-			l.Lost = fmt.Errorf("%w: session %s: the state of log object %s is unknown: %w", ErrRemote, l.ID, key, RemoteErr("create", key, err))
-		}
-		return 0, l.Lost
-	}
-	l.Seq = seq
+	l.Seq, l.Issued = seq, seq
 	if l.Now != nil {
 		l.Written = l.Now()
 	}
@@ -108,6 +157,164 @@ func (l *LogWriter) PutLocked(ctx context.Context, h *Header, payload []byte) (u
 		StampDead(l.State.Dead, now)
 	}
 	return seq, nil
+}
+
+// create creates log object seq holding b, without Mu. An object of that
+// number that exists is this writer's only if it holds exactly these
+// bytes (a Create retried after its answer was lost); otherwise another
+// writer took the session: ErrFenced. Any other failure leaves the
+// object's state unknown: ErrRemote.
+func (l *LogWriter) create(ctx context.Context, seq uint64, b []byte) error {
+	key := LogKey(l.ID, seq)
+	err := l.Obj.Create(ctx, key, b)
+	if errors.Is(err, ErrObjectExists) && l.storedOwn(ctx, key, b) {
+		// A retry of a Create whose first answer was lost: the object is
+		// this one (its header names this lease), not another writer's.
+		err = nil
+	}
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, ErrObjectExists):
+		return fmt.Errorf("%w: session %s: log object %s exists (another writer took the session)", ErrFenced, l.ID, key)
+	default:
+		return fmt.Errorf("%w: session %s: the state of log object %s is unknown: %w", ErrRemote, l.ID, key, RemoteErr("create", key, err))
+	}
+}
+
+// PutData issues the Create of the next data object, of header h (a
+// data header: its Lease and Store set to the writer's) and payload,
+// without waiting for the Creates before it, and returns a function
+// that waits for it: nil once the object and every object of the lease
+// before it are stored (and applied to State, in log order), else why
+// not (ErrFenced, ErrRemote, as PutLocked). ctx bounds the Create: the
+// caller ends it only after the wait returned.
+//
+// At most Window data objects are in flight: PutData waits (releasing
+// Mu) while Window objects after Seq are issued. Once one of them fails,
+// no later one is acknowledged, even if it was stored (it lies after a
+// number this lease does not hold), and nothing more is issued: Lost.
+// With Mu held by the caller, as PutLocked.
+func (l *LogWriter) PutData(ctx context.Context, h *Header, payload []byte) func() error {
+	for l.Lost == nil && l.Holder && l.Issued >= l.Seq+uint64(l.window()) {
+		l.cond().Wait()
+	}
+	if l.Lost != nil {
+		err := l.Lost
+		return func() error { return err }
+	}
+	if !l.Holder {
+		err := fmt.Errorf("%w: session %s is not held", ErrRemote, l.ID)
+		return func() error { return err }
+	}
+	h.Lease, h.Store, h.Acked = l.Lease, l.Store, l.Seq
+	b, err := EncodeObject(h, payload)
+	if err != nil {
+		return func() error { return err }
+	}
+	l.Issued++
+	seq, f := l.Issued, &inFlight{h: h}
+	if l.flight == nil {
+		l.flight = map[uint64]*inFlight{}
+	}
+	l.flight[seq] = f
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		err := l.create(ctx, seq, b)
+		l.Mu.Lock()
+		defer l.Mu.Unlock()
+		f.done, f.err = true, err
+		if err != nil && (l.failedAt == 0 || seq < l.failedAt) {
+			l.failedAt = seq
+			if l.Lost == nil || errors.Is(err, ErrFenced) {
+				l.Lost = err
+			}
+		}
+		l.applyFlight()
+		l.cond().Broadcast()
+	}()
+	return func() error {
+		<-done
+		l.Mu.Lock()
+		defer l.Mu.Unlock()
+		for l.Seq < seq && (l.failedAt == 0 || l.failedAt > seq) {
+			l.cond().Wait()
+		}
+		if l.Seq >= seq {
+			return nil
+		}
+		return l.Lost
+	}
+}
+
+// applyFlight applies, with Mu held, the data objects in flight that are
+// stored with every object before them, in log order, and forgets those
+// that end after a failed one.
+func (l *LogWriter) applyFlight() {
+	for {
+		f, ok := l.flight[l.Seq+1]
+		if !ok || !f.done || f.err != nil || (l.failedAt != 0 && l.Seq+1 >= l.failedAt) {
+			break
+		}
+		delete(l.flight, l.Seq+1)
+		l.Seq++
+		if l.Now != nil {
+			l.Written = l.Now()
+		}
+		l.State.Apply(l.Seq, f.h)
+	}
+	if l.failedAt != 0 {
+		for seq, f := range l.flight {
+			if f.done && seq >= l.failedAt {
+				delete(l.flight, seq)
+			}
+		}
+	}
+}
+
+// FillLocked creates voids (KindVoid) at the n numbers after Seq, with
+// Mu held, after the taking marker of a Store that took the session from
+// a holder that may still have Creates in flight: once those numbers are
+// taken, none of its Creates can land after the marker. A number found
+// taken by another lease's data, seal, meta or lanes object is such a
+// Create that landed first: readers skip it, and so does the fill. One
+// taken by a marker or a void is another Store's that took the session
+// meanwhile: the writer is fenced (ErrFenced).
+func (l *LogWriter) FillLocked(ctx context.Context, n int) error {
+	for range n {
+		if l.Lost != nil {
+			return l.Lost
+		}
+		seq := l.Seq + 1
+		key := LogKey(l.ID, seq)
+		b, err := EncodeObject(&Header{Kind: KindVoid, Lease: l.Lease, Store: l.Store}, nil)
+		if err != nil {
+			return err
+		}
+		err = l.Obj.Create(ctx, key, b)
+		if errors.Is(err, ErrObjectExists) {
+			got, gerr := l.Obj.Get(ctx, key, 0, -1)
+			if gerr != nil {
+				l.Lost = fmt.Errorf("%w: session %s: log object %s: %w", ErrRemote, l.ID, key, RemoteErr("get", key, gerr))
+				return l.Lost
+			}
+			if !bytes.Equal(got, b) {
+				h, _, derr := DecodeObject(key, got)
+				if derr != nil || IsMarker(h.Kind) || h.Kind == KindVoid {
+					l.Lost = fmt.Errorf("%w: session %s: log object %s exists (another writer took the session)", ErrFenced, l.ID, key)
+					return l.Lost
+				}
+			}
+			err = nil
+		}
+		if err != nil {
+			l.Lost = fmt.Errorf("%w: session %s: the state of log object %s is unknown: %w", ErrRemote, l.ID, key, RemoteErr("create", key, err))
+			return l.Lost
+		}
+		l.Seq, l.Issued = seq, seq
+	}
+	return nil
 }
 
 // storedOwn reports whether the object at key holds exactly b.
@@ -145,9 +352,10 @@ func (l *LogWriter) Renew(ctx context.Context) error {
 	if len(seqs) == 1 {
 		newest := seqs[0]
 		l.Mu.Lock()
-		// A Create of this lease holds Mu: once it is taken, l.Seq counts
-		// every object of this lease that the listing could have seen.
-		if newest > l.Seq && l.Lost == nil {
+		// A Create of this lease is issued with Mu held: once it is
+		// taken, l.Issued counts every object of this lease that the
+		// listing could have seen.
+		if newest > l.Issued && l.Lost == nil {
 			l.Lost = fmt.Errorf("%w: session %s: log object %s is another writer's (found renewing the lease)", ErrFenced, l.ID, infos[0].Key)
 		}
 		lost := l.Lost

@@ -429,7 +429,8 @@ func printLog(ctx context.Context, w *lockedWriter, srv *s3test.Server, dirs map
 	}
 	w.printf("create, open and release are markers; data holds a commit group's events; meta a\n")
 	w.printf("session.json (Close records the time of the last append). Worker 3 wrote no release:\n")
-	w.printf("worker 4's open marker follows its data once the lease ran out.\n")
+	w.printf("worker 4's open marker follows its data once the lease ran out, and its voids take the\n")
+	w.printf("numbers worker 3's Creates still in flight could have taken (none were, here).\n")
 	return nil
 }
 
