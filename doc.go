@@ -601,7 +601,8 @@
 //     Path is the object's key, and a local copy found damaged is
 //     downloaded again by the session's next open.
 //   - One writer per session, fenced without clocks: log objects are
-//     numbered without gaps and each number can be created once, so a
+//     numbered, a Store taking a session fills the numbers its holder
+//     left free, and each number can be created once, so a
 //     writer that lost the session (paused, partitioned, slow past the
 //     lease) fails its next Create and stops with ErrFenced, having
 //     acknowledged nothing the new holder does not have. No acknowledged

@@ -40,7 +40,7 @@ const (
 	// DefaultRemoteWindow is the default Options.RemoteWindow.
 	DefaultRemoteWindow = seam.Window
 	// maxRemoteWindow bounds Options.RemoteWindow.
-	maxRemoteWindow = 64
+	maxRemoteWindow = seam.MaxWindow
 
 	// maxRecordSizeLimit bounds MaxRecordSize so that a record's length
 	// always fits the index's 32-bit fields with room for its framing:

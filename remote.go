@@ -31,7 +31,8 @@ import (
 // both hold it.
 //
 // The log. Each session has a log of numbered, immutable objects,
-// sessions/<id>/log/<n> (n in 20 decimal digits, from 1, no gaps), each
+// sessions/<id>/log/<n> (n in 20 decimal digits, from 1; a window's
+// worth of the newest may be free while their Creates are in flight), each
 // written with ObjectStore.Create, which succeeds for exactly one writer.
 // An object is a JSON header line (logHeader) and a payload:
 //
@@ -73,10 +74,12 @@ import (
 // L, the log holds L's objects with up to Window numbers free among the
 // newest (Creates in flight, or ones that will never land), and:
 //
-//   - A reader applies L's objects from M up to the first free number
-//     or void of another lease (see taking below), skipping L's own voids
-//     and other leases' objects (an earlier holder's late Creates, never
-//     acknowledged); after a release or delete marker it applies nothing.
+//   - A reader applies L's objects from M up to the first free number,
+//     void of another lease (see taking below), or other lease's object
+//     past the numbers M's Store filled (M records how many: Fills),
+//     skipping L's own voids and other leases' objects among those
+//     numbers (an earlier holder's late Creates, never acknowledged);
+//     after a release or delete marker it applies nothing.
 //     A free number that a later object of L proves stored (its Acked is
 //     at least the number, or it lies Window or more past it) is damage:
 //     a *CorruptionError naming the free number's key.
@@ -87,10 +90,14 @@ import (
 //     nothing at or after a void. Then it creates its marker after the
 //     newest object, with the state the reader gets (up to the first
 //     free number). Unless the log ended with a release marker (whose
-//     lease waited for its Creates), it then fills the Window-1 numbers
+//     lease waited for its Creates), it then fills the window-1 numbers
 //     after its marker (FillLocked): L's Creates in flight lie at most
 //     there, since L had stored nothing past the first void or the
-//     marker. A fill that finds a number taken by another lease's data
+//     marker. The window is the one M carries: markers record the largest
+//     window of their lease and of the lease they took the session from
+//     (seam.Header.Window), so a Store with a small window taking over
+//     from one with a large window, then failing before its fills, leaves
+//     the next taker enough to fill. A fill that finds a number taken by another lease's data
 //     skips it (L's late Create: readers skip it too); one taken by a
 //     marker or another lease's void is a Store that took the session
 //     meanwhile, and the taker is fenced.
@@ -113,13 +120,12 @@ import (
 // sealing, by a tombstone (seam.Tombstone: kind "dead", no payload, 132
 // bytes; the bytes are freed, the number is not), and a deleted
 // session's objects by its delete marker (remote_delete.go). The
-// argument rests on it: every object is created with Create, at the
-// number after its writer's newest view of the log, and numbers are
-// taken in order without gaps (a writer creates n+1 only after it
-// created n, or saw n in a listing), so at any moment the numbers taken
-// are exactly 1..newest. A Create at n therefore succeeds only if n is
-// newest+1 at that moment: only if no object was created since its
-// writer listed the log or created n-1. A taker (an open, a Delete) that
+// argument rests on it: every marker is created with Create, at the
+// number after the newest its writer saw in a listing, after the numbers
+// free below it were filled with voids (see above: only a holder's
+// window of Creates in flight leaves numbers free, never a deletion), so
+// a marker's Create at n succeeds only if no object at n or above was
+// created since its writer listed the log. A taker (an open, a Delete) that
 // stalls between its listing and its Create, however long, while others
 // take the session, write, seal and replace dead objects, finds its
 // number taken, gets ErrObjectExists and reads the log again; a zombie
@@ -135,13 +141,23 @@ import (
 //
 // A missing object is damage. Since no number is freed, every object a
 // listing names is there when read; one that is not (a bucket lifecycle
-// rule, an operator) is a *CorruptionError naming its key, never a
-// silent cut of acknowledged events. The one exception is a log written
-// by an earlier build, which deleted the data objects of sealed chunks:
-// an object missing below a seal record read after it is skipped
-// (internal/seam's ReadView).
+// rule, an operator) is a *CorruptionError naming its key. A free number
+// after the newest marker is damage when a later object of the lease was
+// issued after it was stored (its Acked; every object but a data object
+// is created after all before it were); only among the newest objects of
+// a holder that stopped without its release can a lost object not be
+// told from a Create in flight, and the view ends before it. The one
+// exception is a log written by an earlier build, which deleted the data
+// objects of sealed chunks: an object missing below a seal record read
+// after it is skipped (internal/seam's ReadView).
 //
-// Handoff. Opening a session whose newest object is a release marker
+// Builds before windows. They read a log with free numbers as damage,
+// apply late objects of other leases after a marker, and fill nothing
+// when they take a session over. A bucket that Stores of such builds
+// still use must be written with RemoteWindow 1 (no free numbers, no
+// fills) until every Store runs this build.
+//
+// Handoff. Opening a session whose newest marker is a release marker
 // takes it at once. Opening one another Store holds fails with ErrLocked,
 // or with Options.WaitForLock waits (polling) until it is released or its
 // holder wrote nothing and renewed nothing for Options.LeaseTime on the
@@ -348,15 +364,10 @@ func (c *remoteChunk) Sync() error {
 // nil; the next group is written and its Create issued meanwhile.
 func (c *remoteChunk) syncPending() (pending func() error, err error) {
 	if len(c.pend) > 0 {
-		ctx, cancel := c.r.ctx()
 		c.r.Mu.Lock()
-		wait := c.r.PutData(ctx, &logHeader{Kind: logData, Chunk: c.n, Off: c.off}, c.pend)
+		pending = c.r.PutData(c.r.timeout, &logHeader{Kind: logData, Chunk: c.n, Off: c.off}, c.pend)
 		c.r.Mu.Unlock()
 		c.pend = c.pend[:0] // PutData encoded a copy
-		pending = func() error {
-			defer cancel()
-			return wait()
-		}
 	}
 	if err := c.activeChunk.Sync(); err != nil {
 		if pending != nil {
@@ -712,7 +723,7 @@ func (r *remoteFiles) create(ctx context.Context, meta []byte) error {
 func (r *remoteFiles) createLog(ctx context.Context, meta []byte) error {
 	r.Mu.Lock()
 	defer r.Mu.Unlock()
-	r.Take(uuid.Must(uuid.NewV7()), 0, &remoteState{}, slices.Clone(meta))
+	r.Take(uuid.Must(uuid.NewV7()), 0, &remoteState{}, slices.Clone(meta), 0, 0)
 	_, err := r.PutLocked(ctx, &logHeader{Kind: logCreate, State: &remoteState{}}, meta)
 	if errors.Is(err, ErrFenced) {
 		r.Holder, r.Lost = false, nil
@@ -816,7 +827,7 @@ func (r *remoteFiles) acquire(ctx context.Context, wait bool) error {
 		// Held, unless released or held by this Store: a lease of an
 		// earlier open of the session here, which closed without its
 		// release (a remote failure), is this Store's to take.
-		if v.NewestHead == nil || v.NewestHead.Kind != logRelease && v.NewestHead.Store != r.Store {
+		if v.Marker.Kind != logRelease && v.Marker.Store != r.Store {
 			if gone, err := r.holderGone(ctx, v, wait); err != nil {
 				return err
 			} else if !gone {
@@ -868,18 +879,21 @@ func (r *remoteFiles) take(ctx context.Context, v *logView) error {
 	if err := r.FillGaps(ctx, v, lease); err != nil {
 		return err
 	}
-	r.Take(lease, v.NewestSeq, v.State, v.Meta)
+	fills := 0
+	if !v.Clean() {
+		fills = int(staleWindow(v)) - 1
+	}
+	r.Take(lease, v.NewestSeq, v.State, v.Meta, staleWindow(v), fills)
 	if _, err := r.PutLocked(ctx, &logHeader{Kind: logOpen, State: v.State.Clone()}, v.Meta); err != nil {
 		return err
 	}
-	if v.Clean() {
-		return nil
-	}
-	return r.FillLocked(ctx, int(staleWindow(v))-1)
+	return r.FillLocked(ctx, fills)
 }
 
-// staleWindow is how many Creates the holder of the log v may have in
-// flight: the window its marker records.
+// staleWindow is how many Creates the leases before the log v's newest
+// marker may still have in flight: the window the marker carries
+// (seam.Header.Window: the largest of its lease's and those it took the
+// session from).
 func staleWindow(v *logView) uint64 {
 	if v.Marker == nil {
 		return 1

@@ -25,16 +25,21 @@ import (
 //     "delete", no lease, no payload). This Create is the commit point:
 //     before it the session is whole, after it every open of the session
 //     on any Store returns ErrNotFound, since an open reads the newest
-//     object first. Create-only numbering fences the rest: a zombie
-//     writer's next object is numbered at most the marker's, which is
-//     taken; a Store that read the log before the marker and tries to
+//     object first. Create-only numbering fences the rest: the free
+//     numbers before the marker are filled with voids first, and, after
+//     a holder that did not release, the numbers after it that its
+//     Creates in flight could take with copies of the marker, so a
+//     zombie writer acknowledges nothing at or after the marker; a Store that read the log before the marker and tries to
 //     take the session creates its open marker at the marker's number,
 //     fails, reads again and finds the session deleted. A Create whose
 //     answer is lost (unknown state) is an error: the session is whole
 //     or gone, and a retried Delete settles it by reading the log.
 //  3. It deletes the session's metadata copies (meta/<id>/), which is
 //     what List and ListRecent read; Meta reads the log's newest object
-//     too and agrees with the open from step 2 on.
+//     too and agrees with the open from step 2 on (but for a zombie's
+//     late Create that landed after the marker, which Meta takes for a
+//     live object until step 4 replaces it; a retried Delete does not
+//     fill after the marker again).
 //  4. It replaces every older log object but the tombstones by a copy of
 //     the delete marker (Put: the number stays taken, so that no zombie
 //     Create of it succeeds, and nothing of the session's content stays;
@@ -100,7 +105,7 @@ func (s *Store) markRemoteDeleted(ctx context.Context, id uuid.UUID) (marked boo
 		if v.Deleted() {
 			break
 		}
-		if v.NewestHead == nil || v.NewestHead.Kind != logRelease && v.NewestHead.Store != r.Store {
+		if v.Marker.Kind != logRelease && v.Marker.Store != r.Store {
 			if gone, err := r.holderGone(ctx, v, s.opts.WaitForLock); err != nil {
 				return false, err
 			} else if !gone {

@@ -54,7 +54,8 @@
 // Durable remotely means: the object's Create returned nil, after the
 // object store answered. Fencing rests on Create alone: of any number of
 // Creates of one key, exactly one succeeds. A writer creates object n+1
-// after its own n, so a second writer that took the session (after the
+// after its own n (or, with data objects in flight, issues it before n
+// is stored but acknowledges it only after), so a second writer that took the session (after the
 // lease time on the object store's clock) makes the first one's next
 // Create fail with ErrObjectExists: the first is fenced (ErrFenced) and
 // acknowledges nothing more. With data objects in flight, the second

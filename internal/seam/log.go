@@ -50,6 +50,10 @@ const (
 // many numbers after its marker to fill.
 const Window = 4
 
+// MaxWindow bounds a writer's window, and the window a reader takes from
+// a marker (a larger one is read as this).
+const MaxWindow = 64
+
 // Tombstone is the bytes a dead data object is replaced by: the same for
 // every object of every session, a header of kind "dead" without a
 // payload (132 bytes). Builds that predate it skip it as an object
@@ -84,17 +88,28 @@ type Header struct {
 	// Window is, in a create or open marker, the most data objects its
 	// lease has in flight (the Window of the build that wrote it); 0 for
 	// builds before it, which had one.
+	//
+	// A marker carries forward the largest window of the leases before
+	// it whose Creates may still be in flight (its own, or the one it
+	// took the session from), so that a Store taking the session fills
+	// enough numbers after its marker even after a lease of a smaller
+	// window: a create, open or release marker records it.
 	Window int `json:"window,omitzero"`
-	// Acked is, in a data object, the newest object its lease had
-	// stored with every one before it when it issued this one's Create:
-	// a number at most Acked that a reader finds free is damage, not a
-	// Create in flight.
+	// Fills is, in an open marker, how many numbers after it the Store
+	// that wrote it filled with voids, or found taken by another lease's
+	// late data (FillLocked): a reader skips another lease's object
+	// there, and stops at one past them.
+	Fills int `json:"fills,omitzero"`
+	// Acked is the newest object its lease had stored with every one
+	// before it when it issued this one's Create (for an object but a
+	// data object, the one before it): a number at most Acked that a
+	// reader finds free is damage, not a Create in flight.
 	Acked uint64 `json:"acked,omitzero"`
 }
 
 // MaxInFlight returns the window of the lease a create or open marker h
 // started: 1 for markers of builds before windows.
-func (h *Header) MaxInFlight() uint64 { return uint64(max(h.Window, 1)) }
+func (h *Header) MaxInFlight() uint64 { return uint64(min(max(h.Window, 1), MaxWindow)) }
 
 // State is what the log holds, as of some object.
 type State struct {

@@ -88,9 +88,11 @@ func (l *LogWriter) ListLog(ctx context.Context, limit int) ([]uint64, []ObjectI
 // ReadView lists the log and reads back from its newest object to the
 // newest marker, a batch of objects at a time. It returns a nil view for
 // a session the object store does not hold. An object after the newest
-// marker that the listing skips or a read does not find is a
-// *corrupt.Error naming its key (missingObject); a tombstone (KindDead)
-// is skipped, as any kind the view does not apply.
+// marker that a read does not find, or a number the listing skips that a
+// later object proves stored, is a *corrupt.Error naming its key
+// (missingObject; the window rule below); a number the listing skips
+// otherwise ends the view (a Create in flight: View.Gaps); a tombstone
+// (KindDead) is skipped, as any kind the view does not apply.
 func (l *LogWriter) ReadView(ctx context.Context) (*View, error) {
 	// The newest objects come first (logKey): a page of them holds the
 	// newest marker unless many objects came after it (a holder that died
@@ -203,8 +205,10 @@ func (l *LogWriter) ReadView(ctx context.Context) (*View, error) {
 	// the lease's Create then failed to take. Its objects are applied up
 	// to the first such number (gap); the free numbers from there on are
 	// the view's Gaps, for a Store taking the session to fill. Its own
-	// voids (FillLocked) and other leases' objects (late Creates of an
-	// earlier holder, never acknowledged) are skipped. An object of the lease issued after the gap's
+	// voids (FillLocked) and other leases' objects among the numbers its
+	// marker says it filled (late Creates of an earlier holder, never
+	// acknowledged) are skipped; another lease's object past them stops
+	// it as a void does. An object of the lease issued after the gap's
 	// object was stored (its Acked at least the gap; or a window or more
 	// after it) proves the gap damage. A number below the newest seal
 	// record is explained by it (missingObject).
@@ -227,10 +231,12 @@ func (l *LogWriter) ReadView(ctx context.Context) (*View, error) {
 	for i := marker + 1; i < len(seqs); i++ {
 		seq := seqs[i]
 		g, ok := read[seq]
-		if ok && g.h.Kind == KindVoid && g.h.Lease != mh.Lease && (gap == 0 || seq < gap) {
-			// Another Store filled this number to take the session: the
-			// lease's Create of it failed, so nothing of the lease from
-			// here on was acknowledged.
+		if ok && g.h.Lease != mh.Lease && g.h.Kind != KindDead && (gap == 0 || seq < gap) &&
+			(g.h.Kind == KindVoid || seq > seqs[marker]+uint64(mh.Fills)) {
+			// Another Store filled this number to take the session, or an
+			// earlier lease's late Create took it past the numbers the
+			// marker's Store filled: the lease's Create of it failed, so
+			// nothing of the lease from here on was acknowledged.
 			gap = seq
 		}
 		if !ok || g.h.Lease != mh.Lease || g.h.Kind == KindVoid || g.h.Kind == KindDead {

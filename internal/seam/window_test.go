@@ -51,7 +51,7 @@ func (h *heldObjects) Create(ctx context.Context, key string, data []byte) error
 func putData(w *LogWriter, off int64) func() error {
 	w.Mu.Lock()
 	defer w.Mu.Unlock()
-	return w.PutData(context.Background(), &Header{Kind: KindData, Chunk: 0, Off: off}, []byte("x\n"))
+	return w.PutData(time.Minute, &Header{Kind: KindData, Chunk: 0, Off: off}, []byte("x\n"))
 }
 
 // returned reports whether wait returns within a short while, and its
@@ -191,8 +191,12 @@ func TestReadViewWindow(t *testing.T) {
 		{"two in flight", &Header{Kind: KindOpen, Lease: lease, Window: 4}, []obj{{3, data(1, 2)}, {5, data(1, 6)}}, nil, []uint64{2, 4}, 0},
 		{"stored, said a later object", &Header{Kind: KindOpen, Lease: lease, Window: 4}, []obj{{2, data(1, 0)}, {4, data(3, 4)}}, nil, nil, 3},
 		{"a window past it", &Header{Kind: KindOpen, Lease: lease, Window: 2}, []obj{{2, data(1, 0)}, {5, data(2, 6)}}, nil, nil, 3},
-		{"own voids, others' late data", &Header{Kind: KindOpen, Lease: lease, Window: 4},
+		{"own voids, others' late data", &Header{Kind: KindOpen, Lease: lease, Window: 4, Fills: 2},
 			[]obj{{2, &Header{Kind: KindVoid, Lease: lease}}, {3, &Header{Kind: KindData, Lease: other, Off: 9}}, {4, data(3, 0)}}, []uint64{4}, nil, 0},
+		{"another lease's data past the fills", &Header{Kind: KindOpen, Lease: lease, Window: 4, Fills: 1},
+			[]obj{{2, &Header{Kind: KindVoid, Lease: lease}}, {3, &Header{Kind: KindData, Lease: other, Off: 9}}, {4, data(2, 0)}}, nil, nil, 0},
+		{"a meta object proves the free number stored", &Header{Kind: KindOpen, Lease: lease, Window: 4},
+			[]obj{{2, data(1, 0)}, {4, &Header{Kind: KindMeta, Lease: lease, Acked: 3}}}, nil, nil, 3},
 		{"another lease's void", &Header{Kind: KindOpen, Lease: lease, Window: 4},
 			[]obj{{2, data(1, 0)}, {3, &Header{Kind: KindVoid, Lease: other}}, {4, data(2, 4)}}, []uint64{2}, nil, 0},
 		{"after a release", &Header{Kind: KindRelease, Lease: lease}, []obj{{3, data(1, 0)}}, nil, nil, 0},
@@ -263,4 +267,31 @@ func TestFillLocked(t *testing.T) {
 			assert.Equal(t, w.Seq, w.Issued)
 		})
 	}
+}
+
+// TestMarkerCarriesWindow: a marker records the largest window of its
+// lease and of the leases it took the session from, and an open marker
+// how many numbers after it its Store fills, so that a later taker fills
+// enough after a lease of a smaller window.
+func TestMarkerCarriesWindow(t *testing.T) {
+	ctx := context.Background()
+	mem, id := newMemObjects(), uuid.New()
+	w := holding(mem, id, 0)
+	w.Window = 2
+	w.Mu.Lock()
+	defer w.Mu.Unlock()
+	w.Take(uuid.New(), 0, &State{}, nil, 16, 15)
+	for _, kind := range []string{KindOpen, KindRelease} {
+		seq, err := w.PutLocked(ctx, &Header{Kind: kind, State: &State{}}, []byte("{}"))
+		require.NoError(t, err)
+		b, err := mem.Get(ctx, LogKey(id, seq), 0, -1)
+		require.NoError(t, err)
+		h, _, err := DecodeObject(LogKey(id, seq), b)
+		require.NoError(t, err)
+		assert.Equal(t, uint64(16), h.MaxInFlight(), "%s carries the larger window", kind)
+		if kind == KindOpen {
+			assert.Equal(t, 15, h.Fills)
+		}
+	}
+	assert.Equal(t, uint64(MaxWindow), (&Header{Window: 1 << 30}).MaxInFlight(), "a marker's window is bounded")
 }

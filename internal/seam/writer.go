@@ -26,6 +26,14 @@ type LogWriter struct {
 	// Window is how many data objects PutData keeps in flight (Window
 	// when 0); set once, before the lease is taken.
 	Window int
+	// Carry is the window the lease's markers record when larger than
+	// its own: the largest of the leases before it whose Creates may
+	// still be in flight (Take). Guarded by Mu.
+	Carry uint64
+	// Fills is how many numbers after its open marker the lease filled
+	// (FillLocked), recorded by a Store that takes the session with
+	// the marker: set by Take before it. Guarded by Mu.
+	Fills int
 
 	Mu    sync.Mutex
 	Lease uuid.UUID // this open's lease
@@ -51,6 +59,7 @@ type LogWriter struct {
 	flight   map[uint64]*inFlight // PutData's Creates not yet applied, by number
 	failedAt uint64               // the first number of this lease whose Create failed; 0 for none
 	moved    *sync.Cond           // on Mu: a Create in flight ended
+	draining int                  // DrainLocked calls waiting: PutData issues nothing meanwhile
 }
 
 // inFlight is a data object whose Create PutData issued.
@@ -78,18 +87,26 @@ func (l *LogWriter) cond() *sync.Cond {
 
 // Take starts a lease whose marker is to be created next, after log
 // object seq, with Mu held: the lease's numbers follow seq.
-func (l *LogWriter) Take(lease uuid.UUID, seq uint64, st *State, meta []byte) {
+//
+// carry is the largest window of the leases before it whose Creates may
+// still be in flight (the taken marker's MaxInFlight), fills how many
+// numbers after its marker it will fill (FillLocked), which the marker
+// records.
+func (l *LogWriter) Take(lease uuid.UUID, seq uint64, st *State, meta []byte, carry uint64, fills int) {
 	l.Lease, l.State, l.Meta, l.Seq, l.Issued, l.Lost, l.Holder = lease, st, meta, seq, seq, nil, true
-	l.failedAt = 0
+	l.failedAt, l.Carry, l.Fills = 0, carry, fills
 }
 
 // DrainLocked waits, with Mu held (released while it waits), until no
 // Create of PutData is in flight: each was stored and applied in order,
 // or failed (Lost says why).
 func (l *LogWriter) DrainLocked() {
+	l.draining++
 	for len(l.flight) > 0 {
 		l.cond().Wait()
 	}
+	l.draining--
+	l.cond().Broadcast()
 }
 
 // Dying are data objects unneeded since a time.
@@ -121,9 +138,12 @@ func (l *LogWriter) PutLocked(ctx context.Context, h *Header, payload []byte) (u
 	if !l.Holder {
 		return 0, fmt.Errorf("%w: session %s is not held", ErrRemote, l.ID)
 	}
-	h.Lease, h.Store = l.Lease, l.Store
-	if h.Kind == KindCreate || h.Kind == KindOpen {
-		h.Window = l.window()
+	h.Lease, h.Store, h.Acked = l.Lease, l.Store, l.Seq
+	if h.Kind == KindCreate || h.Kind == KindOpen || h.Kind == KindRelease {
+		h.Window = int(max(uint64(l.window()), l.Carry))
+	}
+	if h.Kind == KindOpen {
+		h.Fills = l.Fills
 	}
 	b, err := EncodeObject(h, payload)
 	if err != nil {
@@ -187,16 +207,17 @@ func (l *LogWriter) create(ctx context.Context, seq uint64, b []byte) error {
 // without waiting for the Creates before it, and returns a function
 // that waits for it: nil once the object and every object of the lease
 // before it are stored (and applied to State, in log order), else why
-// not (ErrFenced, ErrRemote, as PutLocked). ctx bounds the Create: the
-// caller ends it only after the wait returned.
+// not (ErrFenced, ErrRemote, as PutLocked). timeout bounds the Create,
+// from its issue.
 //
 // At most Window data objects are in flight: PutData waits (releasing
-// Mu) while Window objects after Seq are issued. Once one of them fails,
+// Mu) while Window objects after Seq are issued, or a DrainLocked waits
+// for them to end (a seal record, meta, a release come first). Once one of them fails,
 // no later one is acknowledged, even if it was stored (it lies after a
 // number this lease does not hold), and nothing more is issued: Lost.
 // With Mu held by the caller, as PutLocked.
-func (l *LogWriter) PutData(ctx context.Context, h *Header, payload []byte) func() error {
-	for l.Lost == nil && l.Holder && l.Issued >= l.Seq+uint64(l.window()) {
+func (l *LogWriter) PutData(timeout time.Duration, h *Header, payload []byte) func() error {
+	for l.Lost == nil && l.Holder && (l.Issued >= l.Seq+uint64(l.window()) || l.draining > 0) {
 		l.cond().Wait()
 	}
 	if l.Lost != nil {
@@ -221,7 +242,9 @@ func (l *LogWriter) PutData(ctx context.Context, h *Header, payload []byte) func
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		err := l.create(ctx, seq, b)
+		cancel()
 		l.Mu.Lock()
 		defer l.Mu.Unlock()
 		f.done, f.err = true, err
@@ -380,7 +403,7 @@ func (l *LogWriter) Renew(ctx context.Context) error {
 // HolderIdle returns how long the holder of the log v read has written
 // nothing, on the object store's clock (StoreClock): the age of the
 // newest log object, or, when that is at least lease old, of the renewal
-// (Renew) of the newest object's lease, if younger. Reading the renewal
+// (Renew) of the newest marker's lease, if younger. Reading the renewal
 // costs a Stat, only then.
 func (l *LogWriter) HolderIdle(ctx context.Context, v *View, lease time.Duration) (time.Duration, error) {
 	now, err := l.StoreClock(ctx)
@@ -388,10 +411,12 @@ func (l *LogWriter) HolderIdle(ctx context.Context, v *View, lease time.Duration
 		return 0, err
 	}
 	idle := now.Sub(v.Newest.ModTime)
-	if idle < lease || v.NewestHead == nil {
+	if idle < lease || v.Marker == nil {
 		return idle, nil
 	}
-	key := RenewKey(l.ID, v.NewestHead.Lease)
+	// The holder is the newest marker's lease: the newest object may be
+	// a late Create of an earlier lease, whose renewals count no more.
+	key := RenewKey(l.ID, v.Marker.Lease)
 	info, err := l.Obj.Stat(ctx, key)
 	if errors.Is(err, ErrObjectNotFound) {
 		return idle, nil // never renewed
