@@ -92,16 +92,7 @@ func remoteFaultWorkloadN(t *testing.T, obj *memObjects, id uuid.UUID, writers i
 // error the workload saw is typed.
 func TestRemoteFaultAtEveryCall(t *testing.T) {
 	t.Parallel() // on files of its own, beside the other parallel tests
-	id := uuid.Must(uuid.NewV7())
-	clean := newMemObjects()
-	acked, _, errs := remoteFaultWorkload(t, clean, id)
-	require.Empty(t, errs)
-	require.Len(t, acked, 36)
-	calls := 0
-	for _, c := range clean.calls {
-		calls += c
-	}
-	step := max(1, calls/testSize(t, "SESSIONSTORE_REMOTE_FAULTS", 5, calls))
+	calls, step := faultCalls(t, newMemObjects(), 1)
 	runs := 0
 	for k := 1; k <= calls; k += step {
 		for _, applied := range []bool{false, true} {
@@ -169,14 +160,7 @@ func TestRemoteFaultAtEveryCallConcurrent(t *testing.T) {
 	}
 	clean := newMemObjects()
 	slow(clean)
-	acked, _, errs := remoteFaultWorkloadN(t, clean, uuid.Must(uuid.NewV7()), writers)
-	require.Empty(t, errs)
-	require.Len(t, acked, 36)
-	calls := 0
-	for _, c := range clean.calls {
-		calls += c
-	}
-	step := max(1, calls/testSize(t, "SESSIONSTORE_REMOTE_FAULTS", 5, calls))
+	calls, step := faultCalls(t, clean, writers)
 	runs := 0
 	for k := 1; k <= calls; k += step {
 		for _, applied := range []bool{false, true} {
@@ -227,6 +211,19 @@ func TestRemoteFaultAtEveryCallConcurrent(t *testing.T) {
 		}
 	}
 	t.Logf("%d calls in the workload, %d runs with a fault, %d writers", calls, runs, writers)
+}
+
+// faultCalls runs the workload with writers on clean, without a fault,
+// and returns the object store calls it made and the step between the
+// calls the test fails in turn.
+func faultCalls(t *testing.T, clean *memObjects, writers int) (calls, step int) {
+	acked, _, errs := remoteFaultWorkloadN(t, clean, uuid.Must(uuid.NewV7()), writers)
+	require.Empty(t, errs)
+	require.Len(t, acked, 36)
+	for _, c := range clean.calls {
+		calls += c
+	}
+	return calls, max(1, calls/testSize(t, "SESSIONSTORE_REMOTE_FAULTS", 5, calls))
 }
 
 func errs0(errs []error) error {
