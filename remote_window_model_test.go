@@ -25,6 +25,12 @@ import (
 // fails when the number is taken): data, markers (create, open, release,
 // delete) and voids (nothing), each of a lease.
 //
+// A marker records Fills: for an open, how many numbers after it its
+// taker fills with trailing voids (rule 2), W-1 when the taker's listing
+// did not end with a release marker, 0 when it did; a create marker has
+// Fills 0. (The holder's open marker at 1, where the model starts, has
+// Fills 0: its stretch starts right after it.)
+//
 // Rule 1, the reader rule, what a Store opening the session reads: the
 // newest marker M; a release gives M's state only, a delete a deleted
 // session; a create or open of lease L gives M's state, then, ascending
@@ -35,8 +41,25 @@ import (
 //   - a void of another lease: stop (a newer taker filled the number: L's
 //     Create of it, data or trailing fill, fails and fences L, so L
 //     acknowledges nothing after it);
-//   - another lease's data (a stale writer's late Create): skip;
+//   - another lease's data (any non-void object of another lease) at a
+//     number <= M + M.Fills: skip (a stale writer's late Create in L's
+//     trailing numbers; L's trailing fill there skips it and goes on, so
+//     L may acknowledge data after it);
+//   - another lease's non-void object at a number > M + M.Fills: stop;
 //   - L's data: apply.
+//
+// The stop past the fills is safe: L's Creates after its fills are its
+// data, so L's Create at that number failed (or will), which fences L,
+// and L acknowledges a data object only once every number of its stretch
+// up to it landed as its own: it acknowledges nothing from there on, and
+// everything it acknowledged is below, applied already. Anything of L's
+// past it was never acknowledged. (In the model the stop is never
+// reached: a stale writer, unable to acknowledge past a taker's marker at
+// N+1, issues nothing past N+W = M + M.Fills, and a clean take, Fills 0,
+// follows a release, after which its lease has nothing in flight. The
+// model shows that the stop costs nothing here, the same interleavings
+// pass as with the old rule, which skipped another lease's data
+// anywhere.)
 //
 // Rule 2, the trailing fills: a taker whose marker is at N+1 creates
 // voids at N+2 .. N+W, ascending, unless its listing's newest object was
@@ -76,7 +99,8 @@ import (
 // Skipping another lease's data, in both rules, keeps a stale writer's
 // late Create in a new holder's trailing numbers from hiding its appends
 // or failing its takeover (a stale writer, unable to acknowledge past
-// the marker at N+1, issues nothing past N+W).
+// the marker at N+1, issues nothing past N+W); the reader skips it only
+// there, within M.Fills of M.
 //
 // The actors:
 //
@@ -139,6 +163,7 @@ type winObj struct {
 	lease uint8
 	id    uint8 // data: its id, its bit in the masks of data objects
 	state uint8 // marker: the data objects its state names
+	fills uint8 // open marker: Fills, the numbers after it its taker fills (W-1, or 0 after a release)
 }
 
 // Roles.
@@ -336,8 +361,14 @@ func (s *winState) read(p *winProtocol, gapsAreVoids bool) (del, view uint8) {
 			if !p.foreignVoidSkip {
 				return 0, view
 			}
-		case o.kind == winVoid, o.lease != mo.lease:
-			// L's void, or another lease's data.
+		case o.kind == winVoid:
+			// L's void.
+		case o.lease != mo.lease:
+			// Another lease's data: a stale writer's late Create, skipped
+			// within M's fills, a stop past them.
+			if j > m+mo.fills {
+				return 0, view
+			}
 		default:
 			view |= 1 << o.id
 		}
@@ -520,8 +551,12 @@ func (s *winState) step(p *winProtocol, a *winActor) winEvent {
 		if a.role == winDeleter {
 			kind = winDelete
 		}
+		var fills uint8
+		if kind == winOpen && !a.noTrail {
+			fills = uint8(p.W - 1)
+		}
 		ev.what, ev.seq = winMarked, a.snapN+1
-		if !s.create(a.snapN+1, winObj{kind: kind, lease: a.lease, state: a.state}) {
+		if !s.create(a.snapN+1, winObj{kind: kind, lease: a.lease, state: a.state, fills: fills}) {
 			ev.what = winMarkTaken
 			if !a.listAgain() {
 				ev.what = winMarkGaveUp
