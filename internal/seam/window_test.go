@@ -76,13 +76,7 @@ func returned(wait func() error) (bool, error) {
 func TestPutDataInOrder(t *testing.T) {
 	ctx := context.Background()
 	t.Run("in order", func(t *testing.T) {
-		obj, id := &heldObjects{memObjects: newMemObjects()}, uuid.New()
-		w := holding(obj, id, 0)
-		_, err := w.PutLocked(ctx, &Header{Kind: KindCreate, State: &State{}}, []byte("{}"))
-		require.NoError(t, err)
-		obj.hold(LogKey(id, 2))
-		wait2, wait3 := putData(w, 0), putData(w, 2)
-		require.Eventually(t, func() bool { _, err := obj.Get(ctx, LogKey(id, 3), 0, -1); return err == nil }, 5*time.Second, time.Millisecond)
+		obj, id, w, wait2, wait3 := secondHeld(t)
 		done, _ := returned(wait3)
 		assert.False(t, done, "object 3 is not acknowledged while 2 is in flight")
 		obj.release(LogKey(id, 2))
@@ -99,13 +93,7 @@ func TestPutDataInOrder(t *testing.T) {
 		assert.Equal(t, uint64(1), h.Acked, "issued while only object 1 was stored")
 	})
 	t.Run("after a failed number", func(t *testing.T) {
-		obj, id := &heldObjects{memObjects: newMemObjects()}, uuid.New()
-		w := holding(obj, id, 0)
-		_, err := w.PutLocked(ctx, &Header{Kind: KindCreate, State: &State{}}, []byte("{}"))
-		require.NoError(t, err)
-		obj.hold(LogKey(id, 2))
-		wait2, wait3 := putData(w, 0), putData(w, 2)
-		require.Eventually(t, func() bool { _, err := obj.Get(ctx, LogKey(id, 3), 0, -1); return err == nil }, 5*time.Second, time.Millisecond)
+		obj, id, w, wait2, wait3 := secondHeld(t)
 		// Another Store takes number 2 first.
 		other := &Header{Kind: KindVoid, Lease: uuid.New()}
 		b, err := EncodeObject(other, nil)
@@ -151,6 +139,20 @@ func TestPutDataInOrder(t *testing.T) {
 		}
 		assert.Equal(t, uint64(2+Window), w.Seq)
 	})
+}
+
+// secondHeld makes a log whose writer issued data objects 2 and 3, the
+// Create of 2 held and 3 stored.
+func secondHeld(t *testing.T) (obj *heldObjects, id uuid.UUID, w *LogWriter, wait2, wait3 func() error) {
+	ctx := context.Background()
+	obj, id = &heldObjects{memObjects: newMemObjects()}, uuid.New()
+	w = holding(obj, id, 0)
+	_, err := w.PutLocked(ctx, &Header{Kind: KindCreate, State: &State{}}, []byte("{}"))
+	require.NoError(t, err)
+	obj.hold(LogKey(id, 2))
+	wait2, wait3 = putData(w, 0), putData(w, 2)
+	require.Eventually(t, func() bool { _, err := obj.Get(ctx, LogKey(id, 3), 0, -1); return err == nil }, 5*time.Second, time.Millisecond)
+	return obj, id, w, wait2, wait3
 }
 
 // putObject stores a log object as given.
