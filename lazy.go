@@ -262,7 +262,23 @@ var errNeedIndex = errors.New("the path needs the index")
 // the end: regrowing one slice of events would copy it several times over
 // into fresh memory, which is what a new process pays most for.
 func (s *Store) loadLazy(ctx context.Context, dir string, head entry, boundaries bool) ([]Event, error) {
-	w := chunk.NewParentWalk(s.opts.fs, filepath.Join(dir, chunksDir), head, sealBlockSize)
+	cdir := filepath.Join(dir, chunksDir)
+	// With a remote, the chunks the path crosses that a restore did not
+	// download yet are downloaded side by side ahead of the walk, as far
+	// as their exit tables tell (fetchFS.prefetch), from HEAD's line and
+	// again from each line the walk enters another chunk at.
+	prefetch := func(eventline.Location) {}
+	if f := s.opts.fetch; f != nil {
+		var waits []func()
+		defer func() {
+			for _, w := range waits {
+				w()
+			}
+		}()
+		prefetch = func(loc eventline.Location) { waits = append(waits, f.prefetch(cdir, loc)) }
+	}
+	prefetch(head.Loc)
+	w := chunk.NewParentWalk(s.opts.fs, cdir, head, sealBlockSize)
 	defer w.Close()
 	blobs := s.startBlobReads(ctx, dir) // read while the walk goes on
 	defer blobs.abandon()
@@ -309,6 +325,9 @@ func (s *Store) loadLazy(ctx context.Context, dir string, head entry, boundaries
 				n = compaction + 1 // FirstKept is not on the path: nothing is kept
 			}
 			break
+		}
+		if pl.ParentAt.Chunk != loc.Chunk && pl.ParentAt.Length != 0 {
+			prefetch(pl.ParentAt)
 		}
 		if err := w.Up(hd, pl); errors.Is(err, chunk.ErrNoParentAt) {
 			return nil, errNeedIndex

@@ -148,9 +148,11 @@ const apiLoopBlobThreshold = 4 << 10
 //	        prepareRecord does), computed from what this process appends
 //	blobs   open the store with BlobThreshold apiLoopBlobThreshold, so
 //	        that about half the tool results are stored as blobs, and make
-//	        the second event and every eighth after it a tool result
-//	        above it, so that a child killed after two acknowledgements
-//	        has stored a blob whatever its draws
+//	        the first event and every eighth after it a tool result
+//	        above it, so that a child killed after its first
+//	        acknowledgement has stored a blob whatever its draws (a
+//	        loaded host can leave every child of a short run killed after
+//	        one)
 func apiAppendLoop(dir string, session uuid.UUID, seed, variants string) string {
 	ctx := context.Background()
 	n, err := strconv.ParseUint(seed, 10, 64)
@@ -191,7 +193,7 @@ func apiAppendLoop(dir string, session uuid.UUID, seed, variants string) string 
 		}
 		var ev Event
 		switch r := rng.IntN(10); {
-		case blobs && i%8 == 1:
+		case blobs && i%8 == 0:
 			size := apiLoopBlobThreshold + 1 + rng.IntN(4<<10)
 			ev = ToolResultEvent(ToolResult{CallID: fmt.Sprintf("call-%d", i), Output: strings.Repeat(string(rune('a'+i%26)), size)})
 		case r < 6:

@@ -17,6 +17,7 @@ import (
 
 	"github.com/sessionstore/sessionstore/internal/blob"
 	"github.com/sessionstore/sessionstore/internal/durable"
+	"github.com/sessionstore/sessionstore/internal/eventline"
 	"github.com/sessionstore/sessionstore/internal/seam"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 	"github.com/sessionstore/sessionstore/internal/zchunk"
@@ -39,7 +40,10 @@ import (
 //   - data: one commit group, the bytes written at (chunk, offset) of the
 //     session's chunk, checked by their CRC-32C;
 //   - seal: chunk c is sealed, its compressed file stored once as the
-//     immutable object the header names (uploaded before the record);
+//     immutable object the header names (uploaded before the record),
+//     with the chunk's exit table (seam.Exit: where the paths through
+//     each of its lines leave it), a hint by which a restore downloads
+//     the chunks a path crosses side by side (remote_fetch.go);
 //   - meta: a new session.json (its payload), also copied to
 //     meta/<id>/<n> for List;
 //   - lanes: a new lanes file (its payload; lanes.go), which the state
@@ -256,6 +260,9 @@ type remoteFiles struct {
 	// failed: the next sealing and the release try them again. Guarded
 	// by LogWriter.Mu.
 	unsent []uint32
+	// exits are the exit tables (seam.Exit) of the chunks in unsent,
+	// which their seal records carry.
+	exits map[uint32][]seam.Exit
 	// renewStop ends the renewal of the lease (renewLease) that acquire
 	// and create start, a renewal in flight too; release calls it and
 	// waits for renewDone.
@@ -385,11 +392,18 @@ func (c *remoteChunk) syncPending() (pending func() error, err error) {
 // upload is tried again at the next sealing and at the release
 // (sendUnsent).
 func (r *remoteFiles) sealChunk(n uint32, es []entry) error {
+	exits := r.exitsOf(n, es)
 	if err := r.localFiles.sealChunk(n, es); err != nil {
 		return err
 	}
 	r.Mu.Lock()
 	r.unsent = append(r.unsent, n)
+	if exits != nil {
+		if r.exits == nil {
+			r.exits = map[uint32][]seam.Exit{}
+		}
+		r.exits[n] = exits
+	}
 	r.Mu.Unlock()
 	r.sendUnsent()
 	r.deleteDying()
@@ -445,8 +459,44 @@ func (r *remoteFiles) uploadSealed(n uint32) error {
 	if err := r.Obj.Create(ctx, key, b); err != nil && !errors.Is(err, ErrObjectExists) {
 		return seam.RemoteErr("create", key, err)
 	}
-	_, err = r.putLog(&logHeader{Kind: logSeal, Chunk: n, Key: key, Size: size}, nil)
-	return err
+	r.Mu.Lock()
+	exits := r.exits[n]
+	r.Mu.Unlock()
+	if _, err = r.putLog(&logHeader{Kind: logSeal, Chunk: n, Key: key, Size: size, Exits: exits}, nil); err != nil {
+		return err
+	}
+	r.Mu.Lock()
+	delete(r.exits, n)
+	r.Mu.Unlock()
+	return nil
+}
+
+// exitsOf returns the exit table (seam.Exit) of plain chunk n, whose
+// entries are es, reading from the chunk the lines whose parent is in
+// another: nil when a line cannot be read (the table is a hint; the seal
+// goes on without it).
+func (r *remoteFiles) exitsOf(n uint32, es []entry) []seam.Exit {
+	f, err := r.FS.OpenFile(r.ChunkPath(n), os.O_RDONLY, 0)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	var line []byte
+	return seam.Exits(es, func(i int) (eventline.Location, bool) {
+		loc := es[i].Loc
+		if loc.Length < 2 || loc.Length > eventline.MaxChunkLine+1 {
+			return eventline.Location{}, false
+		}
+		line = slices.Grow(line[:0], int(loc.Length))[:loc.Length]
+		if _, err := f.ReadAt(line, loc.Offset); err != nil || line[len(line)-1] != '\n' {
+			return eventline.Location{}, false
+		}
+		_, pl, err := eventline.ReadEvent(line[:len(line)-1])
+		if err != nil || pl.ParentAt.Length == 0 {
+			return eventline.Location{}, false
+		}
+		return pl.ParentAt, true
+	})
 }
 
 // deleteDying replaces the data objects sealing made unneeded LeaseTime

@@ -11,6 +11,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sessionstore/sessionstore/internal/eventline"
+	"github.com/sessionstore/sessionstore/internal/layout"
+	"github.com/sessionstore/sessionstore/internal/seam"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 	"github.com/sessionstore/sessionstore/internal/zchunk"
 )
@@ -25,6 +28,14 @@ import (
 // hold them. A call that loads the whole index (reconciliation, Verify)
 // opens every chunk, and so downloads the rest.
 //
+// A Load does not wait for each chunk as its walk reaches it: from
+// HEAD's line, and from each line where the walk enters another chunk,
+// it downloads side by side the chunks the path crosses as far as their
+// exit tables tell (prefetch; a table, seam.Exit, is computed when the
+// chunk is sealed and carried by its seal record), so that a restore
+// takes about one download's time for the path's chunks instead of their
+// sum, and downloads no chunk the path does not cross.
+//
 // Everything else passes through. A download's error (ErrRemote, or a
 // *CorruptionError naming the object's key) is the error of the open.
 type fetchFS struct {
@@ -34,29 +45,47 @@ type fetchFS struct {
 
 	mu       sync.Mutex
 	pending  map[string]sealedObject // path of a sealed chunk not downloaded yet
-	fetchMu  sync.Mutex              // one download at a time
+	sealed   map[string]sealedObject // every chunk deferred, downloaded or not: their exit tables
+	inflight map[string]*fetchOp     // downloads under way
 	prefixMu sync.Mutex              // held while a fork's prefix copy is restored or read (fork.go)
 	fetched  int64                   // bytes downloaded, for tests and benchmarks
 }
 
-func newFetchFS(base vfs.FS, obj ObjectStore, timeout time.Duration) *fetchFS {
-	return &fetchFS{FS: base, obj: obj, timeout: timeout, pending: map[string]sealedObject{}}
+// fetchOp is a download under way; err is set before done closes.
+type fetchOp struct {
+	done chan struct{}
+	err  error
 }
 
-// defer_ records sealed chunk s, not downloaded, at path.
+// prefetchers is how many chunks a prefetch downloads side by side.
+const prefetchers = 8
+
+func newFetchFS(base vfs.FS, obj ObjectStore, timeout time.Duration) *fetchFS {
+	return &fetchFS{FS: base, obj: obj, timeout: timeout, pending: map[string]sealedObject{},
+		sealed: map[string]sealedObject{}, inflight: map[string]*fetchOp{}}
+}
+
+// deferFetch records sealed chunk s, not downloaded, at path.
 func (f *fetchFS) deferFetch(path string, s sealedObject) {
 	f.mu.Lock()
 	f.pending[path] = s
+	f.sealed[path] = s
 	f.mu.Unlock()
 }
 
 // forget drops every deferred chunk under dir (a session's chunks
 // directory), before a restore records them again.
 func (f *fetchFS) forget(dir string) {
+	f.waitFor(func(p string) bool { return filepath.Dir(p) == dir })
 	f.mu.Lock()
 	for p := range f.pending {
 		if filepath.Dir(p) == dir {
 			delete(f.pending, p)
+		}
+	}
+	for p := range f.sealed {
+		if filepath.Dir(p) == dir {
+			delete(f.sealed, p)
 		}
 	}
 	f.mu.Unlock()
@@ -68,36 +97,126 @@ func (f *fetchFS) forget(dir string) {
 	})
 }
 
-func (f *fetchFS) lookup(path string) (sealedObject, bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	s, ok := f.pending[path]
-	return s, ok
+// ensure downloads the deferred chunk at path, if it is one, or waits for
+// its download under way (a prefetch's; when that fails, it downloads the
+// chunk itself, so that the error is the caller's).
+func (f *fetchFS) ensure(path string) error {
+	for tries := 0; ; tries++ {
+		f.mu.Lock()
+		if op := f.inflight[path]; op != nil {
+			f.mu.Unlock()
+			<-op.done
+			if op.err == nil || tries > 0 {
+				return op.err
+			}
+			continue
+		}
+		s, ok := f.pending[path]
+		if !ok {
+			f.mu.Unlock()
+			return nil // not deferred, or fetched meanwhile
+		}
+		op := &fetchOp{done: make(chan struct{})}
+		f.inflight[path] = op
+		f.mu.Unlock()
+		f.fetch(path, s, op)
+		return op.err
+	}
 }
 
-// ensure downloads the deferred chunk at path, if it is one.
-func (f *fetchFS) ensure(path string) error {
-	if _, ok := f.lookup(path); !ok {
-		return nil
+// waitFor waits for the downloads under way to the paths that match, so
+// that none renames its file into place after the caller removed it.
+func (f *fetchFS) waitFor(match func(string) bool) {
+	f.mu.Lock()
+	var ops []*fetchOp
+	for p, op := range f.inflight {
+		if match(p) {
+			ops = append(ops, op)
+		}
 	}
-	f.fetchMu.Lock()
-	defer f.fetchMu.Unlock()
-	s, ok := f.lookup(path)
-	if !ok {
-		return nil // fetched meanwhile
+	f.mu.Unlock()
+	for _, op := range ops {
+		<-op.done
 	}
+}
+
+// fetch downloads sealed chunk s to path for op, registered in inflight.
+func (f *fetchFS) fetch(path string, s sealedObject, op *fetchOp) {
 	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
 	defer cancel()
 	n, err := downloadSealed(ctx, f.obj, f.FS, path, s, DefaultFileMode)
-	if err != nil {
-		return &fs.PathError{Op: "fetch", Path: path, Err: err}
-	}
 	f.mu.Lock()
-	delete(f.pending, path)
-	f.fetched += n
+	delete(f.inflight, path)
+	if err != nil {
+		op.err = &fs.PathError{Op: "fetch", Path: path, Err: err}
+	} else {
+		delete(f.pending, path)
+		f.fetched += n
+	}
 	f.mu.Unlock()
-	downloaded.Store(path, downloadedChunk{f, s})
-	return nil
+	if err == nil {
+		downloaded.Store(path, downloadedChunk{f, s})
+	}
+	close(op.done)
+}
+
+// prefetch starts downloading, side by side (prefetchers at a time), the
+// deferred chunks of dir (a session's chunks directory) that a path from
+// the line at loc crosses, as far as their exit tables tell
+// (seam.Chain): the walk that reads the path (loadLazy) then finds each
+// downloaded, or waits for its download (ensure), instead of downloading
+// them one after the other as it reaches each. The tables are hints: a
+// chunk downloaded that the path does not cross costs its bytes, nothing
+// else. It returns a function that waits for the downloads it started,
+// which the caller calls before it returns (no download outlives the
+// call that started it); their errors are for ensure to report.
+func (f *fetchFS) prefetch(dir string, loc eventline.Location) (wait func()) {
+	f.mu.Lock()
+	path := func(c uint32) string { return filepath.Join(dir, layout.SealedName(c)) }
+	if _, ok := f.pending[path(loc.Chunk)]; !ok && len(f.pending) == 0 {
+		f.mu.Unlock()
+		return func() {}
+	}
+	tables := map[uint32][]seam.Exit{}
+	for p, s := range f.sealed {
+		if filepath.Dir(p) == dir && s.Exits != nil {
+			tables[s.Chunk] = s.Exits
+		}
+	}
+	type job struct {
+		path string
+		s    sealedObject
+		op   *fetchOp
+	}
+	var jobs []job
+	for _, c := range seam.Chain(tables, loc) {
+		p := path(c)
+		s, ok := f.pending[p]
+		if !ok || f.inflight[p] != nil {
+			continue
+		}
+		op := &fetchOp{done: make(chan struct{})}
+		f.inflight[p] = op
+		jobs = append(jobs, job{p, s, op})
+	}
+	f.mu.Unlock()
+	if len(jobs) == 0 {
+		return func() {}
+	}
+	next := make(chan job, len(jobs))
+	for _, j := range jobs {
+		next <- j // in the order the walk needs them
+	}
+	close(next)
+	var wg sync.WaitGroup
+	for range min(prefetchers, len(jobs)) {
+		wg.Go(func() {
+			for j := range next {
+				f.fetch(j.path, j.s, j.op)
+			}
+		})
+	}
+	return wg.Wait
 }
 
 // downloaded maps the local path of each sealed chunk a fetchFS of this
@@ -169,9 +288,11 @@ func (f *fetchFS) ReadDir(name string) ([]string, error) {
 }
 
 func (f *fetchFS) Remove(name string) error {
+	f.waitFor(func(p string) bool { return p == name })
 	f.mu.Lock()
 	_, deferred := f.pending[name]
 	delete(f.pending, name)
+	delete(f.sealed, name)
 	f.mu.Unlock()
 	downloaded.Delete(name)
 	err := f.FS.Remove(name)

@@ -28,8 +28,8 @@ import (
 // the log view v holds, before the session opens from it (see remote.go):
 //
 //   - a sealed chunk of the log that the directory lacks (or holds with
-//     another size) is downloaded whole when a read first needs it
-//     (fetchFS), its structure checked before it takes its name and each
+//     another size) is downloaded whole when a read first needs it, or
+//     ahead of a Load's walk that will (fetchFS), its structure checked before it takes its name and each
 //     block by the read that first needs it; a bad object is a
 //     *CorruptionError naming its key (downloadedDamage);
 //   - each chunk the log holds as data objects is rebuilt from them,

@@ -84,6 +84,7 @@ type Header struct {
 	CRC   uint32    `json:"crc"`            // CRC-32C of the payload
 	Key   string    `json:"key,omitzero"`   // seal: the sealed chunk's object
 	Size  int64     `json:"size,omitzero"`  // seal: the chunk's plain size
+	Exits []Exit    `json:"exits,omitzero"` // seal: where paths leave the chunk (a hint, see Exit)
 	State *State    `json:"state,omitzero"` // markers: the log's state before them
 	// Window is, in a create or open marker, the most data objects its
 	// lease has in flight (the Window of the build that wrote it); 0 for
@@ -123,7 +124,8 @@ type State struct {
 type Sealed struct {
 	Chunk uint32 `json:"chunk"`
 	Key   string `json:"key"`
-	Size  int64  `json:"size"` // plain size
+	Size  int64  `json:"size"`           // plain size
+	Exits []Exit `json:"exits,omitzero"` // the seal record's (a hint, see Exit)
 }
 
 // Piece is a data object: Len bytes of Chunk at Off.
@@ -160,7 +162,7 @@ func (st *State) Apply(seq uint64, h *Header) {
 		if _, ok := st.SealedChunk(h.Chunk); ok {
 			return
 		}
-		st.Sealed = append(st.Sealed, Sealed{Chunk: h.Chunk, Key: h.Key, Size: h.Size})
+		st.Sealed = append(st.Sealed, Sealed{Chunk: h.Chunk, Key: h.Key, Size: h.Size, Exits: h.Exits})
 		live := st.Live[:0]
 		for _, p := range st.Live {
 			if p.Chunk == h.Chunk {

@@ -1,0 +1,230 @@
+package sessionstore
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sessionstore/sessionstore/internal/seam"
+)
+
+// overlapObjects counts the sealed chunk downloads in flight at once: each
+// chunk Get waits (up to hold) for a second one to start, so that
+// downloads issued one after the other show as one at a time.
+type overlapObjects struct {
+	ObjectStore
+	hold time.Duration
+
+	mu      sync.Mutex
+	cond    *sync.Cond
+	now     int
+	most    int
+	fetched []string
+}
+
+func newOverlapObjects(obj ObjectStore, hold time.Duration) *overlapObjects {
+	o := &overlapObjects{ObjectStore: obj, hold: hold}
+	o.cond = sync.NewCond(&o.mu)
+	return o
+}
+
+func (o *overlapObjects) Get(ctx context.Context, key string, off, n int64) ([]byte, error) {
+	if !strings.Contains(key, "/chunks/") {
+		return o.ObjectStore.Get(ctx, key, off, n)
+	}
+	o.mu.Lock()
+	o.now++
+	o.most = max(o.most, o.now)
+	o.fetched = append(o.fetched, key)
+	o.cond.Broadcast()
+	deadline := time.AfterFunc(o.hold, func() {
+		o.mu.Lock()
+		o.cond.Broadcast()
+		o.mu.Unlock()
+	})
+	start := time.Now()
+	for o.now < 2 && time.Since(start) < o.hold {
+		o.cond.Wait()
+	}
+	deadline.Stop()
+	o.mu.Unlock()
+	defer func() {
+		o.mu.Lock()
+		o.now--
+		o.mu.Unlock()
+	}()
+	return o.ObjectStore.Get(ctx, key, off, n)
+}
+
+// sealKeys maps each sealed chunk's object key, from the seal records of
+// session id's log, to its chunk, and reports how many records carry an
+// exit table.
+func sealKeys(t *testing.T, obj *memObjects, id uuid.UUID) (map[string]uint32, int) {
+	t.Helper()
+	keys, tables := map[string]uint32{}, 0
+	for _, k := range obj.keys(seam.LogPrefix(id)) {
+		b, err := obj.Get(context.Background(), k, 0, -1)
+		require.NoError(t, err)
+		h, _, err := seam.DecodeObject(k, b)
+		require.NoError(t, err)
+		if h.Kind == seam.KindSeal {
+			keys[h.Key] = h.Chunk
+			if h.Exits != nil {
+				tables++
+			}
+		}
+	}
+	return keys, tables
+}
+
+// TestRemoteRestoreDownloadsThePathSideBySide: a restore's Load downloads
+// the sealed chunks its path crosses side by side, from their seal
+// records' exit tables, and no chunk the path does not cross; a path
+// that leaves a chunk for one further back than the chunk before it (a
+// branch from an early fork point) is followed too.
+func TestRemoteRestoreDownloadsThePathSideBySide(t *testing.T) {
+	ctx := context.Background()
+	obj := newMemObjects()
+	opts := remoteOpts(obj)
+	opts.ChunkSize = 4 << 10
+	a, _ := apiNewStore(t, opts)
+	m, err := a.Create(ctx, Meta{})
+	require.NoError(t, err)
+	var fork uuid.UUID
+	for i := range 60 {
+		apiAppend(t, a, m.ID, textEv(fmt.Sprintf("trunk %d %s", i, strings.Repeat("t", 80))))
+		if i == 10 {
+			fork, err = a.Head(ctx, m.ID)
+			require.NoError(t, err)
+		}
+	}
+	for i := range 200 {
+		apiAppend(t, a, m.ID, textEv(fmt.Sprintf("abandoned %d %s", i, strings.Repeat("y", 80))))
+	}
+	require.NoError(t, a.Branch(ctx, m.ID, fork))
+	for i := range 120 {
+		apiAppend(t, a, m.ID, textEv(fmt.Sprintf("active %d %s", i, strings.Repeat("z", 80))))
+	}
+	path, err := a.Load(ctx, m.ID)
+	require.NoError(t, err)
+	h, err := a.reg.acquire(ctx, m.ID, nil)
+	require.NoError(t, err)
+	want := map[uint32]bool{}
+	for _, ev := range path {
+		want[h.Entries[h.ByID[ev.ID]].Loc.Chunk] = true
+	}
+	a.reg.release(h)
+	require.NoError(t, a.Close())
+
+	keys, tables := sealKeys(t, obj, m.ID)
+	assert.Equal(t, len(keys), tables, "every seal record carries its chunk's exit table")
+	sealedOnPath := 0
+	for _, c := range keys {
+		if want[c] {
+			sealedOnPath++
+		}
+	}
+	require.GreaterOrEqual(t, sealedOnPath, 3, "the path crosses several sealed chunks")
+	require.Greater(t, len(keys), sealedOnPath, "some sealed chunks are off the path")
+
+	o := newOverlapObjects(obj, 500*time.Millisecond)
+	b, _ := apiNewStore(t, remoteOpts(o))
+	got, err := b.Load(ctx, m.ID)
+	require.NoError(t, err)
+	assert.Equal(t, path, got)
+	var fetched []uint32
+	for _, k := range o.fetched {
+		fetched = append(fetched, keys[k])
+	}
+	slices.Sort(fetched)
+	var onPath []uint32
+	for c := range want {
+		if slices.ContainsFunc(slices.Collect(maps.Values(keys)), func(k uint32) bool { return k == c }) {
+			onPath = append(onPath, c)
+		}
+	}
+	slices.Sort(onPath)
+	assert.Equal(t, onPath, fetched, "the sealed chunks of the path, each once, and no other")
+	assert.GreaterOrEqual(t, o.most, 2, "downloads side by side")
+	t.Logf("%d sealed chunks, %d on the path, at most %d downloads at once", len(keys), sealedOnPath, o.most)
+}
+
+// TestRemoteRestoreWithoutExitTables: seal records without tables (a
+// build before them) restore as before, one chunk as the walk reaches it,
+// and a table that lies costs bytes, never events.
+func TestRemoteRestoreWithoutExitTables(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		exits func(h *seam.Header) []seam.Exit
+	}{
+		{"none", func(*seam.Header) []seam.Exit { return nil }},
+		{"lying", func(h *seam.Header) []seam.Exit {
+			if h.Chunk == 0 {
+				return []seam.Exit{{Off: 0, Root: true}}
+			}
+			return []seam.Exit{{Off: 0, Chunk: 0, At: 0}} // every chunk straight to the first
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			obj := newMemObjects()
+			opts := remoteOpts(obj)
+			opts.ChunkSize = 4 << 10
+			a, _ := apiNewStore(t, opts)
+			m, err := a.Create(ctx, Meta{})
+			require.NoError(t, err)
+			for i := range 150 {
+				apiAppend(t, a, m.ID, textEv(fmt.Sprintf("event %d %s", i, strings.Repeat("e", 80))))
+			}
+			want, err := a.Load(ctx, m.ID)
+			require.NoError(t, err)
+			require.NoError(t, a.Close())
+			rewriteSealRecords(t, obj, m.ID, tc.exits)
+
+			b, _ := apiNewStore(t, remoteOpts(obj))
+			got, err := b.Load(ctx, m.ID)
+			require.NoError(t, err)
+			assert.Equal(t, want, got)
+		})
+	}
+}
+
+// rewriteSealRecords replaces the exit table of every seal record of
+// session id's log, and of the markers' states, by exits(header).
+func rewriteSealRecords(t *testing.T, obj *memObjects, id uuid.UUID, exits func(h *seam.Header) []seam.Exit) {
+	t.Helper()
+	obj.mu.Lock()
+	defer obj.mu.Unlock()
+	byChunk := map[uint32][]seam.Exit{}
+	for _, k := range slices.Sorted(maps.Keys(obj.objs)) {
+		if !strings.HasPrefix(k, seam.LogPrefix(id)) {
+			continue
+		}
+		o := obj.objs[k]
+		h, payload, err := seam.DecodeObject(k, o.data)
+		require.NoError(t, err)
+		if h.Kind == seam.KindSeal {
+			h.Exits = exits(h)
+			byChunk[h.Chunk] = h.Exits
+		}
+		if h.State != nil {
+			for i := range h.State.Sealed {
+				h.State.Sealed[i].Exits = exits(&seam.Header{Chunk: h.State.Sealed[i].Chunk})
+			}
+		}
+		b, err := seam.EncodeObject(h, payload)
+		require.NoError(t, err)
+		o.data = b
+		obj.objs[k] = o
+	}
+	require.NotEmpty(t, byChunk, "the session has seal records")
+}
