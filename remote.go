@@ -889,6 +889,11 @@ func (r *remoteFiles) acquire(ctx context.Context, wait bool) error {
 		} else if err != nil {
 			return err
 		}
+		if p, ok := headPrefetchOf(ctx); ok {
+			if loc, ok := sealedHead(v); ok {
+				p.add(r.fetch.prefetch(r.ChunkDir(), loc))
+			}
+		}
 		r.Mu.Lock()
 		err = r.take(ctx, v)
 		if errors.Is(err, ErrFenced) || errors.Is(err, errLogMoved) {

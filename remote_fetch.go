@@ -1,6 +1,7 @@
 package sessionstore
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -217,6 +218,64 @@ func (f *fetchFS) prefetch(dir string, loc eventline.Location) (wait func()) {
 		})
 	}
 	return wg.Wait
+}
+
+// headPrefetch is how a Load from HEAD (loadPath) asks the open of a
+// session that restores it to start downloading HEAD's path as soon as
+// the log is read (remoteFiles.acquire: from the newest sealed chunk's
+// last line, HEAD's when no data objects follow the seals), side by side
+// with the rest of the open (its marker's Create, the local files'
+// rebuild), instead of when the walk starts. The Load waits for the
+// downloads before it returns (wait), so that none outlives it.
+type headPrefetch struct {
+	mu    sync.Mutex
+	waits []func()
+}
+
+type headPrefetchKey struct{}
+
+func withHeadPrefetch(ctx context.Context) (context.Context, *headPrefetch) {
+	p := &headPrefetch{}
+	return context.WithValue(ctx, headPrefetchKey{}, p), p
+}
+
+// headPrefetchOf returns the headPrefetch of ctx, if any.
+func headPrefetchOf(ctx context.Context) (*headPrefetch, bool) {
+	p, ok := ctx.Value(headPrefetchKey{}).(*headPrefetch)
+	return p, ok
+}
+
+func (p *headPrefetch) add(wait func()) {
+	p.mu.Lock()
+	p.waits = append(p.waits, wait)
+	p.mu.Unlock()
+}
+
+func (p *headPrefetch) wait() {
+	p.mu.Lock()
+	waits := p.waits
+	p.waits = nil
+	p.mu.Unlock()
+	for _, w := range waits {
+		w()
+	}
+}
+
+// sealedHead returns where HEAD's line is in the log v when the newest
+// chunk is sealed and no data object follows: in the newest sealed
+// chunk's last line, which ends at its size.
+func sealedHead(v *logView) (eventline.Location, bool) {
+	if len(v.State.Sealed) == 0 || slices.ContainsFunc(v.State.Live, func(p logPiece) bool {
+		_, sealed := v.State.SealedChunk(p.Chunk)
+		return !sealed
+	}) {
+		return eventline.Location{}, false
+	}
+	newest := slices.MaxFunc(v.State.Sealed, func(a, b sealedObject) int { return cmp.Compare(a.Chunk, b.Chunk) })
+	if newest.Size <= 0 {
+		return eventline.Location{}, false
+	}
+	return eventline.Location{Chunk: newest.Chunk, Offset: newest.Size - 1}, true
 }
 
 // downloaded maps the local path of each sealed chunk a fetchFS of this

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -14,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sessionstore/sessionstore/internal/layout"
 	"github.com/sessionstore/sessionstore/internal/seam"
 )
 
@@ -227,4 +230,36 @@ func rewriteSealRecords(t *testing.T, obj *memObjects, id uuid.UUID, exits func(
 		obj.objs[k] = o
 	}
 	require.NotEmpty(t, byChunk, "the session has seal records")
+}
+
+// TestRemoteDownloadLeftoverRemoved: the temporary file of a download a
+// crash interrupted (not a sealing's: the open's recovery leaves it, a
+// download may run beside it) is removed by the next restore of the
+// session, which downloads the chunk again.
+func TestRemoteDownloadLeftoverRemoved(t *testing.T) {
+	ctx := context.Background()
+	obj := newMemObjects()
+	opts := remoteOpts(obj)
+	opts.ChunkSize = 4 << 10
+	a, _ := apiNewStore(t, opts)
+	m, err := a.Create(ctx, Meta{})
+	require.NoError(t, err)
+	for i := range 100 {
+		apiAppend(t, a, m.ID, textEv(fmt.Sprintf("event %d %s", i, strings.Repeat("e", 80))))
+	}
+	want, err := a.Load(ctx, m.ID)
+	require.NoError(t, err)
+	require.NoError(t, a.Close())
+
+	dir := t.TempDir()
+	cdir := filepath.Join(layout.SessionDir(dir, m.ID), chunksDir)
+	require.NoError(t, os.MkdirAll(cdir, 0o755))
+	leftover := filepath.Join(cdir, chunkName(0)+sealedExt+layout.DownloadTemp)
+	require.NoError(t, os.WriteFile(leftover, []byte("half a download"), 0o644))
+	b := apiOpen(t, dir, remoteOpts(obj))
+	got, err := b.Load(ctx, m.ID)
+	require.NoError(t, err)
+	assert.Equal(t, want, got)
+	assert.NoFileExists(t, leftover)
+	assert.FileExists(t, filepath.Join(cdir, chunkName(0)+sealedExt), "the path's first chunk, downloaded again")
 }

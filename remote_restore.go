@@ -12,12 +12,14 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/sessionstore/sessionstore/internal/chunk"
 	"github.com/sessionstore/sessionstore/internal/durable"
 	"github.com/sessionstore/sessionstore/internal/eventline"
 	"github.com/sessionstore/sessionstore/internal/headfile"
 	"github.com/sessionstore/sessionstore/internal/index"
+	"github.com/sessionstore/sessionstore/internal/layout"
 	"github.com/sessionstore/sessionstore/internal/recovery"
 	"github.com/sessionstore/sessionstore/internal/seam"
 	"github.com/sessionstore/sessionstore/internal/vfs"
@@ -60,10 +62,15 @@ func (r *remoteFiles) reconcileLocal(ctx context.Context, v *logView) error {
 		}
 	}
 	changed := trusted == 0 || trusted < v.NewestSeq
-	r.fetch.forget(cdir)
-	local, err := localChunks(r.fetch.FS, cdir)
+	r.fetch.forget(cdir) // waits for the downloads under way here
+	local, temps, err := localChunks(r.fetch.FS, cdir)
 	if err != nil {
 		return err
+	}
+	for _, name := range temps {
+		if err := removeIfExists(fsys, filepath.Join(cdir, name)); err != nil {
+			return err
+		}
 	}
 	want := map[uint32]bool{}
 
@@ -179,13 +186,20 @@ type localChunkFiles struct {
 	sealedSize int64 // the sealed chunk's plain size; -1 when it cannot be read
 }
 
-func localChunks(fsys vfs.FS, dir string) (map[uint32]localChunkFiles, error) {
+// localChunks returns the chunk files in dir, and the temporary files of
+// downloads a crash interrupted (layout.DownloadTemp).
+func localChunks(fsys vfs.FS, dir string) (map[uint32]localChunkFiles, []string, error) {
 	names, err := fsys.ReadDir(dir)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	out := map[uint32]localChunkFiles{}
+	var temps []string
 	for _, name := range names {
+		if strings.HasSuffix(name, layout.DownloadTemp) {
+			temps = append(temps, name)
+			continue
+		}
 		n, ok := parseChunkName(name)
 		if !ok {
 			continue
@@ -201,13 +215,13 @@ func localChunks(fsys vfs.FS, dir string) (map[uint32]localChunkFiles, error) {
 		} else {
 			info, err := fsys.Stat(path)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			l.plain, l.plainSize = true, info.Size()
 		}
 		out[n] = l
 	}
-	return out, nil
+	return out, temps, nil
 }
 
 // downloadSealed fetches sealed chunk s into path (a chunk's local
@@ -215,6 +229,8 @@ func localChunks(fsys vfs.FS, dir string) (map[uint32]localChunkFiles, error) {
 // seam.DownloadSealed does, its damage a *CorruptionError. A leftover
 // temporary file is removed by reconciliation; reconcileLocal trusts a
 // sealed chunk whose footer reads with the log's size, reading no block.
+// A leftover temporary file (a download a crash interrupted) is removed
+// by the next reconciliation (localChunks lists it).
 func downloadSealed(ctx context.Context, obj ObjectStore, fsys vfs.FS, path string, s sealedObject, perm os.FileMode) (int64, error) {
 	n, err := seam.DownloadSealed(ctx, remoteObjects{obj}, fsys, path, s, perm)
 	return n, damage(err)

@@ -461,6 +461,11 @@ func (s *Store) loadPath(ctx context.Context, session, leaf uuid.UUID, fromHead,
 		return nil, err
 	}
 	defer s.end()
+	if fromHead && s.opts.fetch != nil {
+		var p *headPrefetch
+		ctx, p = withHeadPrefetch(ctx)
+		defer p.wait()
+	}
 	h, err := s.reg.acquireLazy(ctx, session, nil)
 	if err != nil {
 		return nil, err

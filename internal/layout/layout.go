@@ -52,6 +52,11 @@ const (
 	// RewriteTemp ends a plain chunk's temporary file while it is being
 	// rewritten (an upgrade or a change of compression).
 	RewriteTemp = ".rewrite.tmp"
+	// DownloadTemp ends the temporary file of a sealed chunk's download
+	// under way (a session with a remote): the sealed name and this. Not
+	// a sealing's (SealTemp), whose leftovers recovery removes: a
+	// download may run beside the session's open.
+	DownloadTemp = ".download"
 )
 
 // BlobExt ends a blob's file name.

@@ -97,7 +97,7 @@ func fetchBlob(ctx context.Context, obj Objects, fsys vfs.FS, id uuid.UUID, dir 
 // downloaded. The chunk is synced before it takes its name, and the name
 // after: after a crash a sealed chunk is whole under its name or not
 // there, and its bytes are never on the disk without a name (a leftover
-// "<path>.tmp" is the caller's to remove). A missing object, or one that
+// "<path>"+layout.DownloadTemp is the caller's to remove). A missing object, or one that
 // is not a sealed chunk of s.Size plain bytes (checkSealed: its structure;
 // each block is checked when first read), is a *corrupt.Error naming its
 // key; a failed call wraps ErrRemote.
@@ -109,7 +109,7 @@ func DownloadSealed(ctx context.Context, obj Objects, fsys vfs.FS, path string, 
 	if err != nil {
 		return 0, RemoteErr("get", s.Key, err)
 	}
-	tmp := path + ".tmp"
+	tmp := path + layout.DownloadTemp
 	if err := writeTemp(fsys, tmp, b, perm); err != nil {
 		return 0, err
 	}
