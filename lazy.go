@@ -262,11 +262,66 @@ var errNeedIndex = errors.New("the path needs the index")
 // the end: regrowing one slice of events would copy it several times over
 // into fresh memory, which is what a new process pays most for.
 func (s *Store) loadLazy(ctx context.Context, dir string, head entry, boundaries bool) ([]Event, error) {
+	blobs := s.startBlobReads(ctx, dir) // read while the walk goes on
+	defer blobs.abandon()
+	var steps [][]walkStep // newest first, in blocks of stepBlock
+	var recs slab
+	n, compaction, err := s.walkFromHead(ctx, dir, head, boundaries, func(k int, hd header, pl eventline.Payload, loc eventline.Location) {
+		if k%stepBlock == 0 {
+			steps = append(steps, make([]walkStep, 0, stepBlock))
+		}
+		st := walkStep{hd: hd, size: pl.Size}
+		if pl.Blob {
+			st.digest = pl.Digest
+			blobs.add(k, eventline.NewEntry(hd, pl, loc))
+		} else {
+			st.rec = recs.copy(pl.Record)
+		}
+		steps[len(steps)-1] = append(steps[len(steps)-1], st)
+	})
+	if err != nil {
+		return nil, err
+	}
+
+	at := contextOrder(n, compaction)
+	out := make([]Event, n)
+	for k := range n {
+		st := &steps[k/stepBlock][k%stepBlock]
+		ev := &out[at(k)]
+		fillHeader(ev, &st.hd)
+		ev.Size, ev.Record = st.size, st.rec
+	}
+	err = blobs.wait(out, func(k int) (int, bool) {
+		if k >= n {
+			return 0, false // past a compaction that keeps nothing
+		}
+		out[at(k)].Digest = string(canonical.AppendDigest(nil, steps[k/stepBlock][k%stepBlock].digest))
+		return at(k), true
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// walkFromHead walks the path from head (HEAD's entry) along the parent
+// locations its lines hold, calling visit with each line, newest first (k
+// counts from 0; pl's record aliases the walk's buffer until visit
+// returns). With boundaries it stops at the newest compaction and walks
+// on from it to its FirstKept, as Load's context needs. It returns how
+// many of the lines visited the context holds (n: past a compaction whose
+// FirstKept is not on the path, none of the lines after it) and the step
+// of the compaction (-1 for none); errNeedIndex when the path needs the
+// index after all (a line without a parent location, a compaction stored
+// as a blob).
+//
+// With a remote, the chunks the path crosses that a restore did not
+// download yet are downloaded side by side ahead of the walk, as far as
+// their exit tables tell (fetchFS.prefetch), from HEAD's line and again
+// from each line the walk enters another chunk at; the walk waits for
+// those downloads before it returns.
+func (s *Store) walkFromHead(ctx context.Context, dir string, head entry, boundaries bool, visit func(k int, hd header, pl eventline.Payload, loc eventline.Location)) (n, compaction int, err error) {
 	cdir := filepath.Join(dir, chunksDir)
-	// With a remote, the chunks the path crosses that a restore did not
-	// download yet are downloaded side by side ahead of the walk, as far
-	// as their exit tables tell (fetchFS.prefetch), from HEAD's line and
-	// again from each line the walk enters another chunk at.
 	prefetch := func(eventline.Location) {}
 	if f := s.opts.fetch; f != nil {
 		var waits []func()
@@ -280,27 +335,21 @@ func (s *Store) loadLazy(ctx context.Context, dir string, head entry, boundaries
 	prefetch(head.Loc)
 	w := chunk.NewParentWalk(s.opts.fs, cdir, head, sealBlockSize)
 	defer w.Close()
-	blobs := s.startBlobReads(ctx, dir) // read while the walk goes on
-	defer blobs.abandon()
-	var steps [][]walkStep // newest first, in blocks of stepBlock
-	var recs slab
-	compaction := -1      // the step of the compaction the walk stopped at
+	compaction = -1       // the step of the compaction the walk stopped at
 	firstKept := uuid.Nil // its FirstKept, which the walk goes on to
-	n := 0
 	for {
 		if n%stepBlock == 0 {
 			if err := ctx.Err(); err != nil {
-				return nil, err
+				return 0, 0, err
 			}
-			steps = append(steps, make([]walkStep, 0, stepBlock))
 		}
 		hd, pl, loc, err := w.Next()
 		if err != nil {
-			return nil, sealedErr(err)
+			return 0, 0, sealedErr(err)
 		}
 		if boundaries && compaction < 0 && hd.Kind == eventline.KindCompaction {
 			if pl.Blob {
-				return nil, errNeedIndex
+				return 0, 0, errNeedIndex
 			}
 			compaction = n
 			var rec CompactionRecord
@@ -308,53 +357,26 @@ func (s *Store) loadLazy(ctx context.Context, dir string, head entry, boundaries
 				firstKept = rec.FirstKept
 			}
 		}
-		st := walkStep{hd: hd, size: pl.Size}
-		if pl.Blob {
-			st.digest = pl.Digest
-			blobs.add(n, eventline.NewEntry(hd, pl, loc))
-		} else {
-			st.rec = recs.copy(pl.Record)
-		}
-		steps[len(steps)-1] = append(steps[len(steps)-1], st)
+		visit(n, hd, pl, loc)
 		n++
 		if compaction >= 0 && (firstKept == uuid.Nil || hd.ID == firstKept) {
-			break // the compaction keeps nothing, or all it keeps is read
+			return n, compaction, nil // the compaction keeps nothing, or all it keeps is read
 		}
 		if hd.ParentID == uuid.Nil {
 			if compaction >= 0 {
 				n = compaction + 1 // FirstKept is not on the path: nothing is kept
 			}
-			break
+			return n, compaction, nil
 		}
 		if pl.ParentAt.Chunk != loc.Chunk && pl.ParentAt.Length != 0 {
 			prefetch(pl.ParentAt)
 		}
 		if err := w.Up(hd, pl); errors.Is(err, chunk.ErrNoParentAt) {
-			return nil, errNeedIndex
+			return 0, 0, errNeedIndex
 		} else if err != nil {
-			return nil, sealedErr(err)
+			return 0, 0, sealedErr(err)
 		}
 	}
-
-	at := contextOrder(n, compaction)
-	out := make([]Event, n)
-	for k := range n {
-		st := &steps[k/stepBlock][k%stepBlock]
-		ev := &out[at(k)]
-		fillHeader(ev, &st.hd)
-		ev.Size, ev.Record = st.size, st.rec
-	}
-	err := blobs.wait(out, func(k int) (int, bool) {
-		if k >= n {
-			return 0, false // past a compaction that keeps nothing
-		}
-		out[at(k)].Digest = string(canonical.AppendDigest(nil, steps[k/stepBlock][k%stepBlock].digest))
-		return at(k), true
-	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
 }
 
 // walkStep is what loadLazy keeps of an event until it builds the events.

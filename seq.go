@@ -7,6 +7,8 @@ import (
 	"iter"
 
 	"github.com/google/uuid"
+
+	"github.com/sessionstore/sessionstore/internal/eventline"
 )
 
 // Streaming forms
@@ -45,10 +47,14 @@ import (
 //     locations reads every line of the path, records included, to find
 //     the next one, so streaming that way would read the records twice or
 //     hold them; the index lines cost a small part of that and locate
-//     every record. With Options.Remote, a session this Store restores
-//     from the object store so fetches every sealed chunk (their
-//     embedded indexes), where Load fetches only the chunks on the path:
-//     for one context of a session restored cold, Load costs less.
+//     every record. With Options.Remote, where loading the index of a
+//     session restored from the object store would download every sealed
+//     chunk (their embedded indexes), LoadSeq (and FullPathSeq of HEAD's
+//     path) takes the other way: it walks HEAD's path as Load does,
+//     downloading the path's chunks and no others, keeps the entries, and
+//     reads the records again in batches (each line decompressed twice,
+//     no chunk off the path downloaded). TreeSeq, and FullPathSeq of
+//     another leaf, load the index.
 
 // seqBatchBytes and seqBatchEvents bound one batch of LoadSeq and
 // FullPathSeq; treeBatch bounds one batch of TreeSeq. Variables so that
@@ -211,17 +217,59 @@ func (s *Store) pathSeq(ctx context.Context, session, leaf uuid.UUID, fromHead, 
 }
 
 // seqPath resolves the path for pathSeq, inside a call Close waits for,
-// loading the index of a session opened without it.
+// loading the index of a session opened without it; with a remote, HEAD's
+// path of a session opened without its index is resolved by walking its
+// lines instead (seqPathLazy).
 func (s *Store) seqPath(ctx context.Context, session, leaf uuid.UUID, fromHead, boundaries bool) (*resolvedPath, error) {
 	if err := s.begin(ctx); err != nil {
 		return nil, err
 	}
 	defer s.end()
+	if fromHead && s.opts.fetch != nil {
+		if p, err := s.seqPathLazy(ctx, session, boundaries); !errors.Is(err, errNeedIndex) {
+			return p, err
+		}
+	}
 	h, err := s.reg.acquire(ctx, session, nil)
 	if err != nil {
 		return nil, err
 	}
 	return s.resolvePath(h, leaf, fromHead, boundaries)
+}
+
+// seqPathLazy resolves HEAD's path of a session with a remote opened
+// without its index (see Opening without the index) as Load reads it:
+// walking the lines of the path from HEAD (walkFromHead), so that a
+// session restored from the object store downloads the chunks on the
+// path and no others, keeping each line's entry and not its record, which
+// the batches read again from the chunks, by then downloaded. It returns
+// errNeedIndex when the session has its index loaded, or the path needs
+// it.
+func (s *Store) seqPathLazy(ctx context.Context, session uuid.UUID, boundaries bool) (*resolvedPath, error) {
+	ctx, p := withHeadPrefetch(ctx)
+	defer p.wait()
+	h, err := s.reg.acquireLazy(ctx, session, nil)
+	if err != nil {
+		return nil, err
+	}
+	head, ok := h.lazyHead()
+	s.reg.release(h)
+	if !ok || h.pending != uuid.Nil {
+		return nil, errNeedIndex
+	}
+	var steps []entry // newest first
+	n, compaction, err := s.walkFromHead(ctx, h.dir, head, boundaries, func(_ int, hd header, pl eventline.Payload, loc eventline.Location) {
+		steps = append(steps, eventline.EntryOf(hd, pl, loc, eventline.Preview{}))
+	})
+	if err != nil {
+		return nil, err
+	}
+	at := contextOrder(n, compaction)
+	path := make([]entry, n)
+	for k := range n {
+		path[at(k)] = steps[k]
+	}
+	return &resolvedPath{h: h, runs: []pathRun{{seg: -1, entries: path}}}, nil
 }
 
 // batchEnd returns the end of the batch of es that starts at k: at least
