@@ -108,8 +108,9 @@ var (
 
 // Errors returned by the format migrations (Upgrade, ConvertCompression).
 var (
-	// ErrRemoteUnsupported is returned by Upgrade and ConvertCompression
-	// with Options.Remote: they rewrite local files only.
+	// ErrRemoteUnsupported is returned by ConvertCompression with
+	// Options.Remote, whose chunks the object store holds, and by Upgrade
+	// of a remote session of a format that cannot be remote (1).
 	ErrRemoteUnsupported = errors.New("sessionstore: not supported with Options.Remote")
 )
 

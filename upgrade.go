@@ -104,13 +104,18 @@ type rewriteJob struct {
 // when Upgrade started may fail with a *CorruptionError (a record looked
 // up at its old place is checked, never returned wrong); run it again.
 //
-// Errors: ErrNotFound; ErrLocked; ErrReadOnly; ErrClosed;
-// ErrRemoteUnsupported with Options.Remote (sessions in an object store
-// are written in the newest format from the start; one of format 2 made
-// by an earlier build keeps storing whole blobs); the *CorruptionError of a
-// damaged session, which is left as it is; ErrSessionFailed for a session
-// whose writes stopped in this Store; an I/O error, after which the
-// session is whole, as after a crash.
+// With Options.Remote: a remote session is of format 2 (made by an
+// earlier build) or 3, so Upgrade rewrites no chunk: it opens the session
+// (taking it, as any call that writes) and writes its session.json in
+// format 3 as UpdateMeta writes metadata: durable in the object store
+// when it returns nil; a crash before leaves it in format 2, whole.
+// Builds that read format 2 at most do not read the session after it.
+//
+// Errors: ErrNotFound; ErrLocked; ErrReadOnly; ErrClosed; the
+// *CorruptionError of a damaged session, which is left as it is;
+// ErrSessionFailed for a session whose writes stopped in this Store;
+// ErrFenced or ErrRemote with Options.Remote; an I/O error, after which
+// the session is whole, as after a crash.
 func (s *Store) Upgrade(ctx context.Context, session uuid.UUID) error {
 	if err := s.begin(ctx); err != nil {
 		return err
@@ -120,7 +125,10 @@ func (s *Store) Upgrade(ctx context.Context, session uuid.UUID) error {
 	case s.opts.ReadOnly:
 		return ErrReadOnly
 	case s.opts.Remote != nil:
-		return fmt.Errorf("%w: Upgrade", ErrRemoteUnsupported)
+		if err := s.upgradeRemote(ctx, session); err != nil {
+			return fmt.Errorf("sessionstore: upgrade session %s: %w", session, err)
+		}
+		return nil
 	}
 	if err := s.rewriteSession(ctx, session, rewriteJob{upgrade: true}); err != nil {
 		return fmt.Errorf("sessionstore: upgrade session %s: %w", session, err)
@@ -154,9 +162,19 @@ func (s *Store) Upgrade(ctx context.Context, session uuid.UUID) error {
 // mode; calling ConvertCompression again finishes the conversion.
 //
 // Errors: ErrInvalidOptions; ErrReadOnly; ErrRemoteUnsupported with
-// opts.Remote; ErrNoStore when dir holds no store; ErrLocked; the
+// opts.Remote (below); ErrNoStore when dir holds no store; ErrLocked; the
 // *CorruptionError of a damaged session (then sessionstore.json keeps the
 // old mode); an I/O error.
+//
+// Not with Options.Remote, a decision: the object store is the system of
+// record of a remote root, and the directory its cache. A remote root in
+// CompressionZstd uploads every full chunk sealed, and restores download
+// them so; its local chunks are copies, and making them plain would be
+// undone by the next restore. One in CompressionNone never seals, so its
+// sessions live in the log's data objects, each restored from them: to
+// move such a root to zstd, each session would have to be taken, its full
+// chunks sealed, uploaded and recorded in its log by the lease's holder,
+// as a Store in zstd does when a chunk fills; that is not built.
 func ConvertCompression(ctx context.Context, dir string, opts *Options) error {
 	o, err := opts.withDefaults()
 	if err != nil {
@@ -242,6 +260,36 @@ func readRootCompression(fsys vfs.FS, dir string) (string, error) {
 		return "", corruptf(path, 0, "unknown compression mode %q", cfg.Compression)
 	}
 	return cfg.Compression, nil
+}
+
+// upgradeRemote is Upgrade with Options.Remote. A remote session is of
+// format 2 (made by a build before format 3) or 3: format 2 lines already
+// name their parents' locations, so the chunks stay as they are, in the
+// object store and here, and only session.json says format 3, written as
+// any metadata change of a session this Store holds (the log's meta
+// record, then its copy for List): from the next append on, long strings
+// are stored apart. Durable in the object store when it returns nil. A
+// format 1 session cannot be remote; one would be refused
+// (ErrRemoteUnsupported) rather than rewritten.
+func (s *Store) upgradeRemote(ctx context.Context, session uuid.UUID) error {
+	return s.useHandle(ctx, session, s.reg.acquireLazy, func(h *openSession) error {
+		if err := h.writable(); err != nil {
+			return err
+		}
+		switch {
+		case h.format >= formatVersion:
+			return nil
+		case h.format < 2:
+			return fmt.Errorf("%w: Upgrade of a format %d session", ErrRemoteUnsupported, h.format)
+		}
+		old := h.format
+		h.format = formatVersion
+		if err := h.writeMeta(h.meta); err != nil {
+			h.format = old
+			return err
+		}
+		return nil
+	})
 }
 
 // rewriteSession runs job on session id (the protocol above), inside a

@@ -357,9 +357,9 @@ func TestUpgradeErrors(t *testing.T) {
 			require.NoError(t, err)
 			return openMem(t, m, Options{Compression: CompressionNone}), goldenSession, func() { other.Close() }
 		}, ErrLocked},
-		{"remote store", func(t *testing.T, m *vfs.MemFS) (*Store, uuid.UUID, func()) {
+		{"remote store without the session in its object store", func(t *testing.T, m *vfs.MemFS) (*Store, uuid.UUID, func()) {
 			return openMem(t, m, Options{Compression: CompressionNone, Remote: newMemObjects()}), goldenSession, nil
-		}, ErrRemoteUnsupported},
+		}, ErrNotFound},
 		{"damaged session", func(t *testing.T, m *vfs.MemFS) (*Store, uuid.UUID, func()) {
 			// Flip a byte in the middle of the first chunk: a bad record
 			// followed by good ones is corruption.
