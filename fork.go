@@ -616,7 +616,7 @@ func (src prefixSource) restore(id uuid.UUID) (string, error) {
 				// brought to that.
 				return "", fmt.Errorf("%w: session %s", ErrNotFound, id)
 			}
-			err = rf.reconcileLocal(ctx, v)
+			err = rf.reconcileLocal(ctx, v, nil)
 		}
 		if !errors.Is(err, errLogMoved) || try == forkRestoreTries {
 			if err != nil {

@@ -318,19 +318,22 @@ func (s *Store) loadLazy(ctx context.Context, dir string, head entry, boundaries
 // With a remote, the chunks the path crosses that a restore did not
 // download yet are downloaded side by side ahead of the walk, as far as
 // their exit tables tell (fetchFS.prefetch), from HEAD's line and again
-// from each line the walk enters another chunk at; the walk waits for
-// those downloads before it returns.
+// from each line the walk enters another chunk at; when the walk ends it
+// cancels those downloads it did not need (it stopped at a compaction)
+// and waits for them all.
 func (s *Store) walkFromHead(ctx context.Context, dir string, head entry, boundaries bool, visit func(k int, hd header, pl eventline.Payload, loc eventline.Location)) (n, compaction int, err error) {
 	cdir := filepath.Join(dir, chunksDir)
 	prefetch := func(eventline.Location) {}
 	if f := s.opts.fetch; f != nil {
+		pctx, cancel := context.WithCancel(ctx)
 		var waits []func()
 		defer func() {
+			cancel() // what the walk did not need
 			for _, w := range waits {
 				w()
 			}
 		}()
-		prefetch = func(loc eventline.Location) { waits = append(waits, f.prefetch(cdir, loc)) }
+		prefetch = func(loc eventline.Location) { waits = append(waits, f.prefetch(pctx, cdir, loc)) }
 	}
 	prefetch(head.Loc)
 	w := chunk.NewParentWalk(s.opts.fs, cdir, head, sealBlockSize)

@@ -664,10 +664,11 @@ func mutate(dst string, m mutation, pkgs []string, run func(dst, what, pattern s
 	// go build, not go vet: vet type-checks and analyzes the package again
 	// (11 s for the root package, against 2.5 s to build it, whose result
 	// go test then reuses for the packages that import it). Not for the
-	// root package: no package of the module imports it but its own
-	// tests, which compile it again with them, so its build would be 2.5
-	// s lost per mutation; a root mutation that does not compile is
-	// reported by go test below ("does not compile with the tests").
+	// root package: only its own tests are run for a root mutation
+	// (mutationPackages), and they compile it again with them, so its
+	// build would be 2.5 s lost per mutation; a root mutation that does
+	// not compile is reported by go test below ("does not compile with
+	// the tests").
 	if dir := filepath.Dir(m.file); dir != "." {
 		build := exec.Command("go", "build", "./"+filepath.ToSlash(dir))
 		build.Dir = dst

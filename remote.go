@@ -884,15 +884,10 @@ func (r *remoteFiles) acquire(ctx context.Context, wait bool) error {
 				continue
 			}
 		}
-		if err := r.reconcileLocal(ctx, v); errors.Is(err, errLogMoved) {
+		if err := r.reconcileLocal(ctx, v, headPrefetchOf(ctx)); errors.Is(err, errLogMoved) {
 			continue
 		} else if err != nil {
 			return err
-		}
-		if p, ok := headPrefetchOf(ctx); ok {
-			if loc, ok := sealedHead(v); ok {
-				p.add(r.fetch.prefetch(r.ChunkDir(), loc))
-			}
 		}
 		r.Mu.Lock()
 		err = r.take(ctx, v)

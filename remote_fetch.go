@@ -31,11 +31,15 @@ import (
 //
 // A Load does not wait for each chunk as its walk reaches it: from
 // HEAD's line, and from each line where the walk enters another chunk,
-// it downloads side by side the chunks the path crosses as far as their
-// exit tables tell (prefetch; a table, seam.Exit, is computed when the
-// chunk is sealed and carried by its seal record), so that a restore
-// takes about one download's time for the path's chunks instead of their
-// sum, and downloads no chunk the path does not cross.
+// it downloads side by side the next chunks the path crosses as far as
+// their exit tables tell (prefetch; a table, seam.Exit, is computed when
+// the chunk is sealed and carried by its seal record), at most
+// prefetchAhead chunks ahead and up to the first compaction on the way
+// (where a Load's context ends), so that a restore takes about one
+// download's time for the path's chunks instead of their sum. The
+// downloads a Load started and its walk did not need (a table was wrong)
+// are cancelled when it returns: a few chunks' bytes at most, never an
+// event.
 //
 // Everything else passes through. A download's error (ErrRemote, or a
 // *CorruptionError naming the object's key) is the error of the open.
@@ -45,11 +49,11 @@ type fetchFS struct {
 	timeout time.Duration
 
 	mu       sync.Mutex
-	pending  map[string]sealedObject // path of a sealed chunk not downloaded yet
-	sealed   map[string]sealedObject // every chunk deferred, downloaded or not: their exit tables
-	inflight map[string]*fetchOp     // downloads under way
-	prefixMu sync.Mutex              // held while a fork's prefix copy is restored or read (fork.go)
-	fetched  int64                   // bytes downloaded, for tests and benchmarks
+	pending  map[string]sealedObject           // path of a sealed chunk not downloaded yet
+	tables   map[string]map[uint32][]seam.Exit // by chunks directory: the exit tables of the log's sealed chunks
+	inflight map[string]*fetchOp               // downloads under way
+	prefixMu sync.Mutex                        // held while a fork's prefix copy is restored or read (fork.go)
+	fetched  int64                             // bytes downloaded, for tests and benchmarks
 }
 
 // fetchOp is a download under way; err is set before done closes.
@@ -58,38 +62,62 @@ type fetchOp struct {
 	err  error
 }
 
-// prefetchers is how many chunks a prefetch downloads side by side.
-const prefetchers = 8
+const (
+	// prefetchers is how many chunks a prefetch downloads side by side.
+	prefetchers = 8
+	// prefetchAhead is how many chunks past the one it starts in a
+	// prefetch looks ahead along the path; the walk's next crossing
+	// looks further.
+	prefetchAhead = 8
+)
 
 func newFetchFS(base vfs.FS, obj ObjectStore, timeout time.Duration) *fetchFS {
 	return &fetchFS{FS: base, obj: obj, timeout: timeout, pending: map[string]sealedObject{},
-		sealed: map[string]sealedObject{}, inflight: map[string]*fetchOp{}}
+		tables: map[string]map[uint32][]seam.Exit{}, inflight: map[string]*fetchOp{}}
 }
 
 // deferFetch records sealed chunk s, not downloaded, at path.
 func (f *fetchFS) deferFetch(path string, s sealedObject) {
 	f.mu.Lock()
 	f.pending[path] = s
-	f.sealed[path] = s
+	f.mu.Unlock()
+}
+
+// setTables records the exit tables of the sealed chunks of the chunks
+// directory dir, as the log names them.
+func (f *fetchFS) setTables(dir string, sealed []sealedObject) {
+	t := map[uint32][]seam.Exit{}
+	for _, s := range sealed {
+		if s.Exits != nil {
+			t[s.Chunk] = s.Exits
+		}
+	}
+	f.mu.Lock()
+	f.tables[dir] = t
 	f.mu.Unlock()
 }
 
 // forget drops every deferred chunk under dir (a session's chunks
-// directory), before a restore records them again.
+// directory), before a restore records them again, and waits for their
+// downloads under way: none starts after it dropped them.
 func (f *fetchFS) forget(dir string) {
-	f.waitFor(func(p string) bool { return filepath.Dir(p) == dir })
 	f.mu.Lock()
 	for p := range f.pending {
 		if filepath.Dir(p) == dir {
 			delete(f.pending, p)
 		}
 	}
-	for p := range f.sealed {
+	delete(f.tables, dir)
+	var ops []*fetchOp
+	for p, op := range f.inflight {
 		if filepath.Dir(p) == dir {
-			delete(f.sealed, p)
+			ops = append(ops, op)
 		}
 	}
 	f.mu.Unlock()
+	for _, op := range ops {
+		<-op.done
+	}
 	downloaded.Range(func(k, v any) bool {
 		if p := k.(string); filepath.Dir(p) == dir && v.(downloadedChunk).f == f {
 			downloaded.Delete(p)
@@ -120,32 +148,22 @@ func (f *fetchFS) ensure(path string) error {
 		op := &fetchOp{done: make(chan struct{})}
 		f.inflight[path] = op
 		f.mu.Unlock()
-		f.fetch(path, s, op)
+		f.fetch(context.Background(), path, s, op)
 		return op.err
 	}
 }
 
-// waitFor waits for the downloads under way to the paths that match, so
-// that none renames its file into place after the caller removed it.
-func (f *fetchFS) waitFor(match func(string) bool) {
-	f.mu.Lock()
-	var ops []*fetchOp
-	for p, op := range f.inflight {
-		if match(p) {
-			ops = append(ops, op)
-		}
-	}
-	f.mu.Unlock()
-	for _, op := range ops {
-		<-op.done
-	}
-}
-
-// fetch downloads sealed chunk s to path for op, registered in inflight.
-func (f *fetchFS) fetch(path string, s sealedObject, op *fetchOp) {
-	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
+// fetch downloads sealed chunk s to path for op, registered in inflight,
+// within ctx and the call timeout.
+func (f *fetchFS) fetch(ctx context.Context, path string, s sealedObject, op *fetchOp) {
+	ctx, cancel := context.WithTimeout(ctx, f.timeout)
 	defer cancel()
 	n, err := downloadSealed(ctx, f.obj, f.FS, path, s, DefaultFileMode)
+	if err == nil {
+		// Before it is no longer pending: damage a read finds in it from
+		// then on names the object's key (downloadedDamage).
+		downloaded.Store(path, downloadedChunk{f, s})
+	}
 	f.mu.Lock()
 	delete(f.inflight, path)
 	if err != nil {
@@ -155,43 +173,32 @@ func (f *fetchFS) fetch(path string, s sealedObject, op *fetchOp) {
 		f.fetched += n
 	}
 	f.mu.Unlock()
-	if err == nil {
-		downloaded.Store(path, downloadedChunk{f, s})
-	}
 	close(op.done)
 }
 
 // prefetch starts downloading, side by side (prefetchers at a time), the
 // deferred chunks of dir (a session's chunks directory) that a path from
-// the line at loc crosses, as far as their exit tables tell
-// (seam.Chain): the walk that reads the path (loadLazy) then finds each
-// downloaded, or waits for its download (ensure), instead of downloading
-// them one after the other as it reaches each. The tables are hints: a
-// chunk downloaded that the path does not cross costs its bytes, nothing
-// else. It returns a function that waits for the downloads it started,
-// which the caller calls before it returns (no download outlives the
-// call that started it); their errors are for ensure to report.
-func (f *fetchFS) prefetch(dir string, loc eventline.Location) (wait func()) {
-	f.mu.Lock()
-	path := func(c uint32) string { return filepath.Join(dir, layout.SealedName(c)) }
-	if _, ok := f.pending[path(loc.Chunk)]; !ok && len(f.pending) == 0 {
-		f.mu.Unlock()
-		return func() {}
-	}
-	tables := map[uint32][]seam.Exit{}
-	for p, s := range f.sealed {
-		if filepath.Dir(p) == dir && s.Exits != nil {
-			tables[s.Chunk] = s.Exits
-		}
-	}
+// the line at loc crosses, as far as their exit tables tell (seam.Chain)
+// and at most prefetchAhead chunks past loc's: the walk that reads the
+// path (walkFromHead) then finds each downloaded, or waits for its
+// download (ensure), instead of downloading them one after the other as it
+// reaches each. The tables are hints: a chunk downloaded that the path
+// does not cross costs its bytes, nothing else. The downloads run within
+// ctx, which the caller cancels when it no longer needs them; it returns
+// a function that waits for them, which the caller calls before it
+// returns (no download outlives the call that started it). Their errors
+// are for ensure to report.
+func (f *fetchFS) prefetch(ctx context.Context, dir string, loc eventline.Location) (wait func()) {
 	type job struct {
 		path string
 		s    sealedObject
 		op   *fetchOp
 	}
 	var jobs []job
-	for _, c := range seam.Chain(tables, loc) {
-		p := path(c)
+	f.mu.Lock()
+	chain := seam.Chain(f.tables[dir], loc)
+	for _, c := range chain[:min(len(chain), 1+prefetchAhead)] {
+		p := filepath.Join(dir, layout.SealedName(c))
 		s, ok := f.pending[p]
 		if !ok || f.inflight[p] != nil {
 			continue
@@ -213,7 +220,7 @@ func (f *fetchFS) prefetch(dir string, loc eventline.Location) (wait func()) {
 	for range min(prefetchers, len(jobs)) {
 		wg.Go(func() {
 			for j := range next {
-				f.fetch(j.path, j.s, j.op)
+				f.fetch(ctx, j.path, j.s, j.op)
 			}
 		})
 	}
@@ -228,30 +235,37 @@ func (f *fetchFS) prefetch(dir string, loc eventline.Location) (wait func()) {
 // rebuild), instead of when the walk starts. The Load waits for the
 // downloads before it returns (wait), so that none outlives it.
 type headPrefetch struct {
-	mu    sync.Mutex
-	waits []func()
+	ctx    context.Context // the downloads', cancelled by wait
+	cancel context.CancelFunc
+	mu     sync.Mutex
+	waits  []func()
 }
 
 type headPrefetchKey struct{}
 
 func withHeadPrefetch(ctx context.Context) (context.Context, *headPrefetch) {
 	p := &headPrefetch{}
+	p.ctx, p.cancel = context.WithCancel(ctx)
 	return context.WithValue(ctx, headPrefetchKey{}, p), p
 }
 
 // headPrefetchOf returns the headPrefetch of ctx, if any.
-func headPrefetchOf(ctx context.Context) (*headPrefetch, bool) {
-	p, ok := ctx.Value(headPrefetchKey{}).(*headPrefetch)
-	return p, ok
+func headPrefetchOf(ctx context.Context) *headPrefetch {
+	p, _ := ctx.Value(headPrefetchKey{}).(*headPrefetch)
+	return p
 }
 
-func (p *headPrefetch) add(wait func()) {
+// start starts the prefetch of dir's chunks from the line at loc.
+func (p *headPrefetch) start(f *fetchFS, dir string, loc eventline.Location) {
+	wait := f.prefetch(p.ctx, dir, loc)
 	p.mu.Lock()
 	p.waits = append(p.waits, wait)
 	p.mu.Unlock()
 }
 
+// wait cancels the downloads not done yet and waits for them all.
 func (p *headPrefetch) wait() {
+	p.cancel()
 	p.mu.Lock()
 	waits := p.waits
 	p.waits = nil
@@ -346,13 +360,18 @@ func (f *fetchFS) ReadDir(name string) ([]string, error) {
 	return names, nil
 }
 
+// Remove removes name, and drops it if deferred: a download of it under
+// way ends first (none starts once it is dropped), so that none renames
+// its file into place after the removal.
 func (f *fetchFS) Remove(name string) error {
-	f.waitFor(func(p string) bool { return p == name })
 	f.mu.Lock()
 	_, deferred := f.pending[name]
 	delete(f.pending, name)
-	delete(f.sealed, name)
+	op := f.inflight[name]
 	f.mu.Unlock()
+	if op != nil {
+		<-op.done
+	}
 	downloaded.Delete(name)
 	err := f.FS.Remove(name)
 	if deferred && errors.Is(err, os.ErrNotExist) {

@@ -339,3 +339,86 @@ func TestSeqMatchesSlicesRestored(t *testing.T) {
 		})
 	}
 }
+
+// TestRemoteRestoreStopsAtACompaction: a Load whose context ends at a
+// compaction near HEAD downloads the chunks up to it (the exit tables
+// mark the compaction, where the prefetch stops), not every chunk to the
+// session's first event.
+func TestRemoteRestoreStopsAtACompaction(t *testing.T) {
+	ctx := context.Background()
+	obj := newMemObjects()
+	opts := remoteOpts(obj)
+	opts.ChunkSize = 4 << 10
+	a, _ := apiNewStore(t, opts)
+	m, err := a.Create(ctx, Meta{})
+	require.NoError(t, err)
+	var last Event
+	for i := range 300 {
+		last = apiAppend(t, a, m.ID, textEv(fmt.Sprintf("event %d %s", i, strings.Repeat("e", 80))))
+	}
+	_, err = a.Append(ctx, m.ID, NewEvent(KindCompaction, RoleNone, CompactionRecord{Summary: Summary{Text: "s"}, FirstKept: last.ID}))
+	require.NoError(t, err)
+	for i := range 60 {
+		apiAppend(t, a, m.ID, textEv(fmt.Sprintf("after %d %s", i, strings.Repeat("e", 80))))
+	}
+	want, err := a.Load(ctx, m.ID)
+	require.NoError(t, err)
+	h, err := a.reg.acquire(ctx, m.ID, nil)
+	require.NoError(t, err)
+	chunks := map[uint32]bool{}
+	for _, ev := range want {
+		chunks[h.Entries[h.ByID[ev.ID]].Loc.Chunk] = true
+	}
+	a.reg.release(h)
+	require.NoError(t, a.Close())
+	keys, _ := sealKeys(t, obj, m.ID)
+	require.Greater(t, len(keys), len(chunks)+2*prefetchAhead, "the session spans many sealed chunks past the context's")
+
+	o := newOverlapObjects(obj, 0)
+	b, _ := apiNewStore(t, remoteOpts(o))
+	got, err := b.Load(ctx, m.ID)
+	require.NoError(t, err)
+	assert.Equal(t, want, got)
+	assert.LessOrEqual(t, len(o.fetched), len(chunks)+1, "the chunks of the context: the tables mark the compaction, where the prefetch stops")
+	t.Logf("%d sealed chunks, %d events in the context in %d chunks, %d chunk downloads", len(keys), len(got), len(chunks), len(o.fetched))
+}
+
+// TestRemoteLoadSeqBesideBranch: LoadSeq of a restored session beside a
+// Branch (run with -race: the pending selection is read under the
+// session's mutex).
+func TestRemoteLoadSeqBesideBranch(t *testing.T) {
+	ctx := context.Background()
+	obj := newMemObjects()
+	a, _ := apiNewStore(t, remoteOpts(obj))
+	m, err := a.Create(ctx, Meta{})
+	require.NoError(t, err)
+	var evs []Event
+	for i := range 20 {
+		evs = append(evs, apiAppend(t, a, m.ID, textEv(fmt.Sprintf("e%d", i))))
+	}
+	require.NoError(t, a.Close())
+	for range 20 {
+		b, err := Open(t.TempDir(), remoteOpts(obj))
+		require.NoError(t, err)
+		_, err = b.Head(ctx, m.ID) // opened without its index
+		require.NoError(t, err)
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		wg.Go(func() {
+			<-start
+			assert.NoError(t, b.Branch(ctx, m.ID, evs[3].ID))
+		})
+		var n int
+		wg.Go(func() {
+			<-start
+			for _, err := range b.LoadSeq(ctx, m.ID) {
+				assert.NoError(t, err)
+				n++
+			}
+		})
+		close(start)
+		wg.Wait()
+		assert.Contains(t, []int{4, 20}, n, "HEAD's path, or the selected event's once the Branch is made")
+		require.NoError(t, b.Close())
+	}
+}

@@ -46,7 +46,12 @@ import (
 //
 // Each file written is synced; a crash in the middle leaves files the
 // next open reconciles the same way.
-func (r *remoteFiles) reconcileLocal(ctx context.Context, v *logView) error {
+//
+// With head (a Load from HEAD is opening the session), the downloads of
+// HEAD's path start once the sealed chunks are recorded, before the rest
+// of the rebuild (which reads HEAD's chunk: recovery.SealedTip), when
+// HEAD is the newest sealed chunk's last line (sealedHead).
+func (r *remoteFiles) reconcileLocal(ctx context.Context, v *logView, head *headPrefetch) error {
 	fsys := r.FS
 	cdir := r.ChunkDir()
 	for _, d := range []string{cdir, filepath.Join(r.Dir, blobsDir)} {
@@ -97,6 +102,12 @@ func (r *remoteFiles) reconcileLocal(ctx context.Context, v *logView) error {
 		// Downloaded when first read (fetchFS).
 		r.fetch.deferFetch(path+sealedExt, s)
 		changed = true
+	}
+	r.fetch.setTables(cdir, v.State.Sealed)
+	if head != nil {
+		if loc, ok := sealedHead(v); ok {
+			head.start(r.fetch, cdir, loc)
+		}
 	}
 
 	pieces := map[uint32][]logPiece{}

@@ -253,8 +253,9 @@ func (s *Store) seqPathLazy(ctx context.Context, session uuid.UUID, boundaries b
 		return nil, err
 	}
 	head, ok := h.lazyHead()
+	ok = ok && h.pending == uuid.Nil // read under the mutex
 	s.reg.release(h)
-	if !ok || h.pending != uuid.Nil {
+	if !ok {
 		return nil, errNeedIndex
 	}
 	var steps []entry // newest first

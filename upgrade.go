@@ -84,7 +84,8 @@ type rewriteJob struct {
 // same order; records stored as blobs keep their digests and files. Each
 // chunk keeps its form: a sealed chunk is sealed again (compressed, with
 // its new index lines embedded) and a plain one stays plain. Upgrade of a
-// format 3 session returns nil and writes nothing.
+// format 3 session returns nil and writes nothing (with Options.Remote, no
+// metadata: see below).
 //
 // Durability: when Upgrade returns nil, the rewritten chunks, index.jsonl
 // and session.json (format 3) are durable, and the next open finds
@@ -105,11 +106,14 @@ type rewriteJob struct {
 // up at its old place is checked, never returned wrong); run it again.
 //
 // With Options.Remote: a remote session is of format 2 (made by an
-// earlier build) or 3, so Upgrade rewrites no chunk: it opens the session
-// (taking it, as any call that writes) and writes its session.json in
-// format 3 as UpdateMeta writes metadata: durable in the object store
-// when it returns nil; a crash before leaves it in format 2, whole.
-// Builds that read format 2 at most do not read the session after it.
+// earlier build) or 3, so Upgrade rewrites no chunk and neither closes the
+// session nor holds it apart: it opens the session as any call does
+// (taking it from the object store, which writes an open marker, even
+// for a format 3 session) and, for format 2, writes its session.json in
+// format 3 under the session's mutex as UpdateMeta writes metadata:
+// durable in the object store when it returns nil; a crash before leaves
+// it in format 2, whole. Builds that read format 2 at most do not read
+// the session after it.
 //
 // Errors: ErrNotFound; ErrLocked; ErrReadOnly; ErrClosed; the
 // *CorruptionError of a damaged session, which is left as it is;

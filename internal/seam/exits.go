@@ -14,7 +14,9 @@ import (
 // at or after Off (up to the next run's Off) leads, following parents
 // within the chunk, out of it to the line at offset At of chunk Chunk;
 // or, with Root, to the session's first event (the path ends in this
-// chunk).
+// chunk). Compaction says that a compaction event lies on that way, the
+// line itself or a parent in the chunk: a Load's context ends there, or
+// soon after (at the compaction's first kept event).
 //
 // The table is a hint, never trusted: a restore that follows a wrong one
 // downloads a chunk it did not need, or downloads one later, when its walk
@@ -24,10 +26,11 @@ import (
 // is ignored (Chain). A chunk sealed by a build before tables, or whose
 // paths leave it in more than MaxExits runs, has none.
 type Exit struct {
-	Off   int64  `json:"off"`
-	Chunk uint32 `json:"chunk,omitzero"`
-	At    int64  `json:"at,omitzero"`
-	Root  bool   `json:"root,omitzero"`
+	Off        int64  `json:"off"`
+	Chunk      uint32 `json:"chunk,omitzero"`
+	At         int64  `json:"at,omitzero"`
+	Root       bool   `json:"root,omitzero"`
+	Compaction bool   `json:"compaction,omitzero"`
 }
 
 // MaxExits bounds a chunk's exit table: a chunk whose lines alternate
@@ -61,6 +64,7 @@ func Exits(es []eventline.Entry, parentAt func(i int) (eventline.Location, bool)
 			x = Exit{Chunk: at.Chunk, At: at.Offset}
 		}
 		x.Off = 0
+		x.Compaction = x.Compaction || e.Kind == eventline.KindCompaction
 		out[e.ID] = x
 		if n := len(runs); n > 0 && sameWay(runs[n-1], x) {
 			continue
@@ -74,12 +78,15 @@ func Exits(es []eventline.Entry, parentAt func(i int) (eventline.Location, bool)
 	return runs
 }
 
-func sameWay(a, b Exit) bool { return a.Root == b.Root && a.Chunk == b.Chunk && a.At == b.At }
+func sameWay(a, b Exit) bool {
+	return a.Root == b.Root && a.Chunk == b.Chunk && a.At == b.At && a.Compaction == b.Compaction
+}
 
 // Chain returns the chunks a path crosses from the line at loc on,
 // following the exit tables of sealed (by chunk): loc's chunk first, then
 // each chunk the path enters, as far as the tables lead (a chunk without
-// a table, or one that does not hold together, ends it). At most
+// a table, or one that does not hold together, ends it) and up to the
+// first compaction on the way, whose chunk ends it. At most
 // len(sealed)+1 chunks.
 func Chain(sealed map[uint32][]Exit, loc eventline.Location) []uint32 {
 	chain := []uint32{loc.Chunk}
@@ -99,7 +106,7 @@ func Chain(sealed map[uint32][]Exit, loc eventline.Location) []uint32 {
 			break // before the first run: not a line the table knows
 		}
 		x := xs[k-1]
-		if x.Root {
+		if x.Root || x.Compaction {
 			break
 		}
 		c, off = x.Chunk, x.At

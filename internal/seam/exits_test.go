@@ -53,6 +53,11 @@ func TestExits(t *testing.T) {
 		{"the session's first events", []eventline.Entry{
 			line(id[2], uuid.Nil, 0, 0), line(id[3], id[2], 0, 10),
 		}, []Exit{{Off: 0, Root: true}}},
+		{"a compaction on the way out", func() []eventline.Entry {
+			es := []eventline.Entry{line(id[2], id[0], 2, 0), line(id[3], id[2], 2, 10), line(id[4], id[3], 2, 20)}
+			es[1].Kind = eventline.KindCompaction
+			return es
+		}(), []Exit{{Off: 0, Chunk: 1, At: 500}, {Off: 10, Chunk: 1, At: 500, Compaction: true}}},
 		{"a parent whose line names no location", []eventline.Entry{
 			line(id[2], id[6], 2, 0),
 		}, nil},
@@ -96,6 +101,8 @@ func TestChain(t *testing.T) {
 	assert.Equal(t, []uint32{3, 2, 0}, Chain(tables, at(3, 50)), "chunk 2's line at 800 is on the branch from chunk 0")
 	assert.Equal(t, []uint32{2, 1, 0}, Chain(tables, at(2, 299)))
 	assert.Equal(t, []uint32{4}, Chain(tables, at(4, 0)), "no table: the chain ends")
+	withCompaction := map[uint32][]Exit{0: tables[0], 1: tables[1], 2: {{Off: 0, Chunk: 1, At: 700, Compaction: true}}, 3: tables[3]}
+	assert.Equal(t, []uint32{3, 2}, Chain(withCompaction, at(3, 50)), "a compaction's chunk ends the chain")
 
 	bad := map[string][]Exit{
 		"runs out of order":         {{Off: 300, Chunk: 0, At: 40}, {Off: 0, Chunk: 1, At: 700}},
