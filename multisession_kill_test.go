@@ -80,7 +80,8 @@ func msKillOptions() *Options {
 // appends to each session of ids (comma-separated) from a goroutine of
 // its own, until the process is killed. Most events are user messages of
 // about 300 bytes; one in ten is a tool result of 1-8 KiB (a blob above
-// msKillBlobThreshold), one in twenty a tool call. After each Append
+// msKillBlobThreshold), one in twenty a tool call; the first and every
+// sixteenth is a tool result above the threshold. After each Append
 // that returned nil, and never before, it writes
 // "<session> <id> <parent id> <sha256>\n" to stdout with one Write (one
 // write(2) of less than PIPE_BUF bytes: lines of different goroutines do
@@ -112,6 +113,11 @@ func msAppendLoop(dir, ids, seed string) string {
 			for i := 0; ; i++ {
 				var ev Event
 				switch r := rng.IntN(20); {
+				case i%16 == 0:
+					// A blob first, and every sixteenth: a child killed
+					// after one acknowledgement has stored one, whatever
+					// its draws.
+					ev = ToolResultEvent(ToolResult{CallID: fmt.Sprintf("call-%d", i), Output: strings.Repeat("b", msKillBlobThreshold+1+rng.IntN(4<<10))})
 				case r < 17:
 					ev = UserText(fmt.Sprintf("message %d of %d/%d: %s", i, n, g, strings.Repeat("u", 250+rng.IntN(100))))
 				case r < 18:
