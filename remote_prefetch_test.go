@@ -102,12 +102,9 @@ func sealKeys(t *testing.T, obj *memObjects, id uuid.UUID) (map[string]uint32, i
 func branchyRemoteSession(t *testing.T, obj *memObjects) (uuid.UUID, []Event, map[uint32]bool) {
 	t.Helper()
 	ctx := context.Background()
-	opts := remoteOpts(obj)
-	opts.ChunkSize = 4 << 10
-	a, _ := apiNewStore(t, opts)
-	m, err := a.Create(ctx, Meta{})
-	require.NoError(t, err)
+	a, m := smallChunkSession(t, obj)
 	var fork uuid.UUID
+	var err error
 	for i := range 60 {
 		apiAppend(t, a, m.ID, textEv(fmt.Sprintf("trunk %d %s", i, strings.Repeat("t", 80))))
 		if i == 10 {
@@ -124,15 +121,50 @@ func branchyRemoteSession(t *testing.T, obj *memObjects) (uuid.UUID, []Event, ma
 	}
 	path, err := a.Load(ctx, m.ID)
 	require.NoError(t, err)
-	h, err := a.reg.acquire(ctx, m.ID, nil)
-	require.NoError(t, err)
-	want := map[uint32]bool{}
-	for _, ev := range path {
-		want[h.Entries[h.ByID[ev.ID]].Loc.Chunk] = true
-	}
-	a.reg.release(h)
+	want := eventChunks(t, a, m.ID, path)
 	require.NoError(t, a.Close())
 	return m.ID, path, want
+}
+
+// eventChunks returns the chunks that hold evs, events of session id
+// that s holds.
+func eventChunks(t *testing.T, s *Store, id uuid.UUID, evs []Event) map[uint32]bool {
+	t.Helper()
+	h, err := s.reg.acquire(context.Background(), id, nil)
+	require.NoError(t, err)
+	defer s.reg.release(h)
+	out := map[uint32]bool{}
+	for _, ev := range evs {
+		out[h.Entries[h.ByID[ev.ID]].Loc.Chunk] = true
+	}
+	return out
+}
+
+// linearSession makes a session of n events of about 100 bytes, one after
+// the other, through a Store on obj with 4 KiB chunks, closed; it returns
+// the session and its events (Load's).
+func linearSession(t *testing.T, obj ObjectStore, n int) (Meta, []Event) {
+	t.Helper()
+	a, m := smallChunkSession(t, obj)
+	for i := range n {
+		apiAppend(t, a, m.ID, textEv(fmt.Sprintf("event %d %s", i, strings.Repeat("e", 80))))
+	}
+	want, err := a.Load(context.Background(), m.ID)
+	require.NoError(t, err)
+	require.NoError(t, a.Close())
+	return m, want
+}
+
+// smallChunkSession creates a session through a new Store on obj whose
+// chunks hold 4 KiB, so that a few hundred events seal many.
+func smallChunkSession(t *testing.T, obj ObjectStore) (*Store, Meta) {
+	t.Helper()
+	opts := remoteOpts(obj)
+	opts.ChunkSize = 4 << 10
+	a, _ := apiNewStore(t, opts)
+	m, err := a.Create(context.Background(), Meta{})
+	require.NoError(t, err)
+	return a, m
 }
 
 func TestRemoteRestoreDownloadsThePathSideBySide(t *testing.T) {
@@ -223,17 +255,7 @@ func TestRemoteRestoreWithoutExitTables(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
 			obj := newMemObjects()
-			opts := remoteOpts(obj)
-			opts.ChunkSize = 4 << 10
-			a, _ := apiNewStore(t, opts)
-			m, err := a.Create(ctx, Meta{})
-			require.NoError(t, err)
-			for i := range 150 {
-				apiAppend(t, a, m.ID, textEv(fmt.Sprintf("event %d %s", i, strings.Repeat("e", 80))))
-			}
-			want, err := a.Load(ctx, m.ID)
-			require.NoError(t, err)
-			require.NoError(t, a.Close())
+			m, want := linearSession(t, obj, 150)
 			rewriteSealRecords(t, obj, m.ID, tc.exits)
 
 			b, _ := apiNewStore(t, remoteOpts(obj))
@@ -282,17 +304,7 @@ func rewriteSealRecords(t *testing.T, obj *memObjects, id uuid.UUID, exits func(
 func TestRemoteDownloadLeftoverRemoved(t *testing.T) {
 	ctx := context.Background()
 	obj := newMemObjects()
-	opts := remoteOpts(obj)
-	opts.ChunkSize = 4 << 10
-	a, _ := apiNewStore(t, opts)
-	m, err := a.Create(ctx, Meta{})
-	require.NoError(t, err)
-	for i := range 100 {
-		apiAppend(t, a, m.ID, textEv(fmt.Sprintf("event %d %s", i, strings.Repeat("e", 80))))
-	}
-	want, err := a.Load(ctx, m.ID)
-	require.NoError(t, err)
-	require.NoError(t, a.Close())
+	m, want := linearSession(t, obj, 100)
 
 	dir := t.TempDir()
 	cdir := filepath.Join(layout.SessionDir(dir, m.ID), chunksDir)
@@ -347,29 +359,19 @@ func TestSeqMatchesSlicesRestored(t *testing.T) {
 func TestRemoteRestoreStopsAtACompaction(t *testing.T) {
 	ctx := context.Background()
 	obj := newMemObjects()
-	opts := remoteOpts(obj)
-	opts.ChunkSize = 4 << 10
-	a, _ := apiNewStore(t, opts)
-	m, err := a.Create(ctx, Meta{})
-	require.NoError(t, err)
+	a, m := smallChunkSession(t, obj)
 	var last Event
 	for i := range 300 {
 		last = apiAppend(t, a, m.ID, textEv(fmt.Sprintf("event %d %s", i, strings.Repeat("e", 80))))
 	}
-	_, err = a.Append(ctx, m.ID, NewEvent(KindCompaction, RoleNone, CompactionRecord{Summary: Summary{Text: "s"}, FirstKept: last.ID}))
+	_, err := a.Append(ctx, m.ID, NewEvent(KindCompaction, RoleNone, CompactionRecord{Summary: Summary{Text: "s"}, FirstKept: last.ID}))
 	require.NoError(t, err)
 	for i := range 60 {
 		apiAppend(t, a, m.ID, textEv(fmt.Sprintf("after %d %s", i, strings.Repeat("e", 80))))
 	}
 	want, err := a.Load(ctx, m.ID)
 	require.NoError(t, err)
-	h, err := a.reg.acquire(ctx, m.ID, nil)
-	require.NoError(t, err)
-	chunks := map[uint32]bool{}
-	for _, ev := range want {
-		chunks[h.Entries[h.ByID[ev.ID]].Loc.Chunk] = true
-	}
-	a.reg.release(h)
+	chunks := eventChunks(t, a, m.ID, want)
 	require.NoError(t, a.Close())
 	keys, _ := sealKeys(t, obj, m.ID)
 	require.Greater(t, len(keys), len(chunks)+2*prefetchAhead, "the session spans many sealed chunks past the context's")
