@@ -594,7 +594,9 @@
 //     acknowledged event in order and HEAD the newest of them. It reads
 //     the newest marker (which holds the log's state) and the objects
 //     after it, downloads a sealed chunk only when a read reaches it (a
-//     Load of the active path reads the chunks the path crosses), and a
+//     Load or LoadSeq of the active path reads the chunks the path
+//     crosses, downloaded side by side ahead of the read from the exit
+//     tables their seal records carry), and a
 //     blob when a read needs it, each checked by its CRCs or digest (a
 //     sealed chunk's structure when downloaded, each of its blocks by the
 //     read that first needs it); a bad object is a *CorruptionError whose
@@ -656,8 +658,8 @@
 //
 // What a remote does not cover yet: read-only Stores (Options.ReadOnly
 // with a Remote is refused), GC of remote blobs (GC removes local files
-// only), and Subscribe across Stores (subscribers hear of their own
-// Store's appends).
+// only), Subscribe across Stores (subscribers hear of their own Store's
+// appends), and ConvertCompression (refused: see its doc comment).
 //
 // # Lifecycle
 //
