@@ -31,8 +31,9 @@ import (
 //
 //   - a sealed chunk of the log that the directory lacks (or holds with
 //     another size) is downloaded whole when a read first needs it, or
-//     ahead of a Load's walk that will (fetchFS), its structure checked before it takes its name and each
-//     block by the read that first needs it; a bad object is a
+//     ahead of a Load's walk that will (fetchFS), its structure checked
+//     before it takes its name and each block by the read that first
+//     needs it; a bad object is a
 //     *CorruptionError naming its key (downloadedDamage);
 //   - each chunk the log holds as data objects is rebuilt from them,
 //     fetching only the objects newer than remote.json says the directory
