@@ -467,7 +467,7 @@ var mutationCatchers = map[string]string{
 	"skip the chunks directory sync after creating a restored chunk":         "TestSyncFetchedBlobNamed",
 	"skip the sync of a downloaded sealed chunk":                             "TestDownloadSealed",
 	"skip the directory sync after a downloaded sealed chunk's rename":       "TestDownloadSealed",
-	"download a path's chunks one at a time":                                 "TestRemoteRestoreDownloadsThePathSideBySide",
+	"download a path's chunks one at a time":                                 "TestPrefetchDownloadsSideBySide",
 	"take an existing log object for this writer's":                          "TestLogWriterFenced",
 	"skip the subdirectories' sync of Create":                                "TestForkCrashPoints",
 	"change lanes without waiting for the appends in flight":                 "TestSwitchLaneBesideAppendInFlight",

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sessionstore/sessionstore/internal/eventline"
 	"github.com/sessionstore/sessionstore/internal/layout"
 	"github.com/sessionstore/sessionstore/internal/seam"
 )
@@ -196,6 +197,41 @@ func TestRemoteRestoreDownloadsThePathSideBySide(t *testing.T) {
 	assert.Equal(t, sealedOn(keys, want), fetched, "the sealed chunks of the path, each once, and no other")
 	assert.GreaterOrEqual(t, o.most, 2, "downloads side by side")
 	t.Logf("%d sealed chunks, %d on the path, at most %d downloads at once", len(keys), sealedOnPath, o.most)
+}
+
+// TestPrefetchDownloadsSideBySide: one prefetch along a linear path of
+// several sealed chunks downloads them side by side. It drives prefetch
+// alone, so that no other download (the walk's, the open's) can overlap
+// with one issued one after the other.
+func TestPrefetchDownloadsSideBySide(t *testing.T) {
+	ctx := context.Background()
+	obj := newMemObjects()
+	m, _ := linearSession(t, obj, 150)
+
+	o := newOverlapObjects(obj, time.Second)
+	b, _ := apiNewStore(t, remoteOpts(o))
+	_, err := b.Head(ctx, m.ID) // restores; downloads HEAD's chunk at most
+	require.NoError(t, err)
+	f := b.opts.fetch
+	f.mu.Lock()
+	var dir string
+	var newest uint32
+	for p, s := range f.pending {
+		dir, newest = filepath.Dir(p), max(newest, s.Chunk)
+	}
+	before := len(f.pending)
+	f.mu.Unlock()
+	require.GreaterOrEqual(t, before, 3, "the path crosses several sealed chunks not downloaded")
+	o.mu.Lock()
+	o.fetched, o.most = nil, 0
+	o.mu.Unlock()
+
+	// From the last line of the newest chunk not downloaded: the chunks
+	// before it are on its path, as far as prefetchAhead.
+	wait := f.prefetch(ctx, dir, eventline.Location{Chunk: newest})
+	wait()
+	assert.Len(t, o.fetched, min(before, 1+prefetchAhead), "the chunks of the path ahead, each once")
+	assert.GreaterOrEqual(t, o.most, 2, "downloads side by side")
 }
 
 // sealedOn returns the chunks of want that are sealed (in keys), in order.
