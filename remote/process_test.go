@@ -1284,9 +1284,19 @@ func TestHandoffBetweenStores(t *testing.T) {
 	// with the first append, close the Store), without the loads.
 	took := make([]time.Duration, rounds)
 	listed := make([]int64, rounds) // objects the round's List calls returned
+	tenth := max(rounds/10, 1)
+	var reqs [3]requestCounts // at the start, after the first tenth, before the last tenth
 	var inLoads time.Duration
 	start := time.Now()
 	for i := range rounds {
+		switch i {
+		case 0:
+			reqs[0] = obj.counts()
+		case tenth:
+			reqs[1] = obj.counts()
+		case rounds - tenth:
+			reqs[2] = obj.counts()
+		}
 		t0 := time.Now()
 		l0 := obj.listed.Load()
 		s, err := sessionstore.Open(dirs[i%2], procOptions(obj, false))
@@ -1316,6 +1326,7 @@ func TestHandoffBetweenStores(t *testing.T) {
 		}
 	}
 	elapsed := time.Since(start)
+	end := obj.counts()
 	mean := func(d []time.Duration) time.Duration {
 		var sum time.Duration
 		for _, x := range d {
@@ -1323,7 +1334,6 @@ func TestHandoffBetweenStores(t *testing.T) {
 		}
 		return (sum / time.Duration(max(len(d), 1))).Round(time.Microsecond)
 	}
-	tenth := max(rounds/10, 1)
 	meanListed := func(n []int64) float64 {
 		var sum int64
 		for _, x := range n {
@@ -1351,6 +1361,9 @@ func TestHandoffBetweenStores(t *testing.T) {
 	require.NoError(t, err)
 	t.Logf("objects listed per handoff: %.0f in the first tenth, %.0f in the last (see TestHandoffListIsBounded); the log holds %d objects: %v",
 		meanListed(listed[:tenth]), meanListed(listed[rounds-tenth:]), len(logObjs), logKinds(t, obj, logObjs))
+	// The loads' requests are in these too (one round in ten loads).
+	t.Logf("requests per handoff and their mean time, the first tenth: %s; the last: %s",
+		perRound(reqs[0], reqs[1], tenth), perRound(reqs[2], end, tenth))
 	assert.NotEmpty(t, sealed, "no chunk was sealed")
 }
 
@@ -1379,18 +1392,93 @@ func BenchmarkHandoff(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/handoff")
 }
 
-// listCounter counts the objects its store's List calls return.
+// listCounter counts the objects its store's List calls return, and the
+// requests of each kind and the time they took (requestCounts).
 type listCounter struct {
 	sessionstore.ObjectStore
 	listed atomic.Int64
 	calls  atomic.Int64
+	reqs   [numRequestKinds]requestCount
+}
+
+// The kinds of request listCounter times.
+const (
+	reqList = iota
+	reqGet
+	reqCreate
+	reqPut
+	reqStat
+	reqDelete
+	numRequestKinds
+)
+
+var requestKindNames = [numRequestKinds]string{"List", "Get", "Create", "Put", "Stat", "Delete"}
+
+type requestCount struct{ n, ns atomic.Int64 }
+
+// requestCounts is what listCounter counted up to a moment: of each kind,
+// the requests and their time.
+type requestCounts [numRequestKinds][2]int64
+
+func (c *listCounter) counts() requestCounts {
+	var out requestCounts
+	for k := range c.reqs {
+		out[k] = [2]int64{c.reqs[k].n.Load(), c.reqs[k].ns.Load()}
+	}
+	return out
+}
+
+// perRound describes the requests from a to b, over rounds rounds: of
+// each kind, the requests per round and their mean time.
+func perRound(a, b requestCounts, rounds int) string {
+	var parts []string
+	for k := range a {
+		n, ns := b[k][0]-a[k][0], b[k][1]-a[k][1]
+		if n == 0 {
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s %.1f x %v", requestKindNames[k], float64(n)/float64(max(rounds, 1)),
+			(time.Duration(ns)/time.Duration(n)).Round(time.Microsecond)))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func (c *listCounter) timed(k int, t0 time.Time) {
+	c.reqs[k].n.Add(1)
+	c.reqs[k].ns.Add(int64(time.Since(t0)))
 }
 
 func (c *listCounter) List(ctx context.Context, prefix string, limit int) ([]sessionstore.ObjectInfo, error) {
+	defer c.timed(reqList, time.Now())
 	infos, err := c.ObjectStore.List(ctx, prefix, limit)
 	c.listed.Add(int64(len(infos)))
 	c.calls.Add(1)
 	return infos, err
+}
+
+func (c *listCounter) Get(ctx context.Context, key string, off, n int64) ([]byte, error) {
+	defer c.timed(reqGet, time.Now())
+	return c.ObjectStore.Get(ctx, key, off, n)
+}
+
+func (c *listCounter) Create(ctx context.Context, key string, b []byte) error {
+	defer c.timed(reqCreate, time.Now())
+	return c.ObjectStore.Create(ctx, key, b)
+}
+
+func (c *listCounter) Put(ctx context.Context, key string, b []byte) error {
+	defer c.timed(reqPut, time.Now())
+	return c.ObjectStore.Put(ctx, key, b)
+}
+
+func (c *listCounter) Stat(ctx context.Context, key string) (sessionstore.ObjectInfo, error) {
+	defer c.timed(reqStat, time.Now())
+	return c.ObjectStore.Stat(ctx, key)
+}
+
+func (c *listCounter) Delete(ctx context.Context, key string) error {
+	defer c.timed(reqDelete, time.Now())
+	return c.ObjectStore.Delete(ctx, key)
 }
 
 // TestHandoffListIsBounded: what an open lists must not grow with the
