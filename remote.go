@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -740,14 +742,48 @@ func (r *remoteFiles) release(clean bool) error {
 	if !clean {
 		return nil
 	}
-	b, _ := json.Marshal(localRemoteState{Seq: seq, Lease: r.Lease})
+	ls := localRemoteState{Seq: seq, Lease: r.Lease}
+	if len(r.State.Sealed) > 0 {
+		ls.SealedThrough = slices.MaxFunc(r.State.Sealed, func(a, b sealedObject) int { return cmp.Compare(a.Chunk, b.Chunk) }).Chunk
+		ls.SealedDigest = sealedDigest(r.State.Sealed, ls.SealedThrough)
+	}
+	b, _ := json.Marshal(ls)
 	return durable.ReplaceFile(r.FS, r.Dir, remoteStateFile, b, r.Perm)
 }
 
 // localRemoteState is remote.json.
+//
+// SealedThrough and SealedDigest vouch for the sealed chunks the
+// directory holds: at the clean release that wrote them, every sealed
+// chunk file in the directory whose chunk the log sealed, up to chunk
+// SealedThrough, held that seal's object (checked when it was downloaded,
+// or reconciled by the open, or sealed by this Store and so recorded);
+// SealedDigest is sealedDigest of the log's sealed chunks then. A sealed
+// chunk never changes in the log once sealed, and a Store writes a sealed
+// chunk file only as the log's object, so a later open whose log has the
+// same sealed chunks up to SealedThrough (the same digest) trusts those
+// files by their names, without reading each one's footer: an open then
+// costs nothing per sealed chunk the directory holds, however many the
+// session has. (What that skips is a check of structure only: damage in a
+// file is found by the read that meets it, as before.)
 type localRemoteState struct {
-	Seq   uint64    `json:"seq"`
-	Lease uuid.UUID `json:"lease"`
+	Seq           uint64    `json:"seq"`
+	Lease         uuid.UUID `json:"lease"`
+	SealedThrough uint32    `json:"sealed_through,omitempty"`
+	SealedDigest  string    `json:"sealed_digest,omitempty"`
+}
+
+// sealedDigest returns the SHA-256, in hex, of the chunk, key and size of
+// each of sealed up to chunk through, in the order of their chunks.
+func sealedDigest(sealed []sealedObject, through uint32) string {
+	sorted := slices.SortedFunc(slices.Values(sealed), func(a, b sealedObject) int { return cmp.Compare(a.Chunk, b.Chunk) })
+	h := sha256.New()
+	for _, s := range sorted {
+		if s.Chunk <= through {
+			fmt.Fprintf(h, "%d %s %d\n", s.Chunk, s.Key, s.Size)
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // logView is the log as an open reads it (internal/seam's View).

@@ -34,7 +34,10 @@ import (
 //     ahead of a Load's walk that will (fetchFS), its structure checked
 //     before it takes its name and each block by the read that first
 //     needs it; a bad object is a
-//     *CorruptionError naming its key (downloadedDamage);
+//     *CorruptionError naming its key (downloadedDamage); a sealed chunk
+//     file the directory holds is the log's when remote.json vouches for
+//     it (localRemoteState: no read), else when its footer states the
+//     log's size;
 //   - each chunk the log holds as data objects is rebuilt from them,
 //     fetching only the objects newer than remote.json says the directory
 //     held (the directory never loses what it held then), and cut to the
@@ -61,10 +64,14 @@ func (r *remoteFiles) reconcileLocal(ctx context.Context, v *logView, head *head
 		}
 	}
 	var trusted uint64
+	vouched := func(uint32) bool { return false } // sealed chunk files trusted by name (localRemoteState)
 	if b, err := readFile(fsys, filepath.Join(r.Dir, remoteStateFile), nil, 4<<10); err == nil {
 		var ls localRemoteState
 		if json.Unmarshal(b, &ls) == nil && ls.Seq <= v.NewestSeq {
 			trusted = ls.Seq
+			if ls.SealedDigest != "" && sealedDigest(v.State.Sealed, ls.SealedThrough) == ls.SealedDigest {
+				vouched = func(c uint32) bool { return c <= ls.SealedThrough }
+			}
 		}
 	}
 	changed := trusted == 0 || trusted < v.NewestSeq
@@ -84,7 +91,7 @@ func (r *remoteFiles) reconcileLocal(ctx context.Context, v *logView, head *head
 		want[s.Chunk] = true
 		path := r.ChunkPath(s.Chunk)
 		l := local[s.Chunk]
-		if l.sealed && l.sealedSize == s.Size {
+		if l.sealed && (vouched(s.Chunk) || l.plainSizeOfSealed() == s.Size) {
 			if l.plain {
 				if err := removeIfExists(fsys, path); err != nil {
 					return err
@@ -130,7 +137,7 @@ func (r *remoteFiles) reconcileLocal(ctx context.Context, v *logView, head *head
 		l := local[c]
 		newer := slices.ContainsFunc(ps, func(p logPiece) bool { return p.Seq > trusted })
 		if l.sealed {
-			if l.sealedSize == end && !newer {
+			if !newer && l.plainSizeOfSealed() == end {
 				continue
 			}
 			if err := removeIfExists(fsys, r.ChunkPath(c)+sealedExt); err != nil {
@@ -192,14 +199,27 @@ func (r *remoteFiles) reconcileLanes(want []byte) error {
 
 // localChunk is what a session directory holds of one chunk.
 type localChunkFiles struct {
-	plain      bool
-	plainSize  int64
-	sealed     bool
-	sealedSize int64 // the sealed chunk's plain size; -1 when it cannot be read
+	plain     bool
+	plainSize int64
+	sealed    bool
+	fsys      vfs.FS
+	path      string // the sealed chunk's
 }
 
-// localChunks returns the chunk files in dir, and the temporary files of
-// downloads a crash interrupted (layout.DownloadTemp).
+// plainSizeOfSealed returns the plain size the sealed chunk file's footer
+// states, -1 when it cannot be read. It opens the file: reconcileLocal
+// asks only for the files remote.json does not vouch for.
+func (l localChunkFiles) plainSizeOfSealed() int64 {
+	zr, err := zchunk.Open(l.fsys, l.path)
+	if err != nil {
+		return -1
+	}
+	defer zr.Close()
+	return zr.Size()
+}
+
+// localChunks returns the chunk files in dir (reading none), and the
+// temporary files of downloads a crash interrupted (layout.DownloadTemp).
 func localChunks(fsys vfs.FS, dir string) (map[uint32]localChunkFiles, []string, error) {
 	names, err := fsys.ReadDir(dir)
 	if err != nil {
@@ -219,11 +239,7 @@ func localChunks(fsys vfs.FS, dir string) (map[uint32]localChunkFiles, []string,
 		l := out[n]
 		path := filepath.Join(dir, name)
 		if filepath.Ext(name) == sealedExt {
-			l.sealed, l.sealedSize = true, -1
-			if zr, err := zchunk.Open(fsys, path); err == nil {
-				l.sealedSize = zr.Size()
-				zr.Close()
-			}
+			l.sealed, l.fsys, l.path = true, fsys, path
 		} else {
 			info, err := fsys.Stat(path)
 			if err != nil {
