@@ -1299,7 +1299,14 @@ func TestHandoffBetweenStores(t *testing.T) {
 		}
 		t0 := time.Now()
 		l0 := obj.listed.Load()
-		s, err := sessionstore.Open(dirs[i%2], procOptions(obj, false))
+		// WaitForLock: the kill and zombie tests beside this one start
+		// child processes, and a child holds the open files of this
+		// process from its fork to its exec, the session's lock file
+		// closed by the last round on this directory among them
+		// (registry.Lock's lockGrace, 50 ms, covers that instant on an
+		// idle machine; under CI's load it took longer once, and the
+		// round's append found the session locked by no writer).
+		s, err := sessionstore.Open(dirs[i%2], procOptions(obj, true))
 		require.NoError(t, err, "round %d", i)
 		evs, err := appendSome(ctx, s, m.ID, rng, fmt.Sprintf("h%d", i), 1+rng.IntN(3))
 		if !assert.NoError(t, err, "round %d: append", i) {
