@@ -130,7 +130,7 @@ func (s *Store) Resolve(ctx context.Context, session uuid.UUID, ev Event) (Event
 	}
 	rec, err := readBlob(s.opts.fs, dir, d, ev.Size)
 	if err != nil {
-		if fetched, ferr := s.fetchMissingBlob(ctx, dir, d, ev.Size); fetched {
+		if again, ferr := s.fetchMissingBlob(ctx, dir, d, ev.Size); again {
 			rec, err = readBlob(s.opts.fs, dir, d, ev.Size)
 		} else if ferr != nil {
 			err = ferr
@@ -258,7 +258,7 @@ func (b *blobReads) add(step int, e entry) {
 				if j.err = b.ctx.Err(); j.err == nil {
 					j.rec, j.err = readBlobWith(b.s.opts.fs, b.dir, j.e.Digest, j.e.Size, &scratch)
 					if j.err != nil {
-						if fetched, ferr := b.s.fetchMissingBlob(b.ctx, b.dir, j.e.Digest, j.e.Size); fetched {
+						if again, ferr := b.s.fetchMissingBlob(b.ctx, b.dir, j.e.Digest, j.e.Size); again {
 							j.rec, j.err = readBlobWith(b.s.opts.fs, b.dir, j.e.Digest, j.e.Size, &scratch)
 						} else if ferr != nil {
 							j.err = ferr

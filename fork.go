@@ -539,7 +539,7 @@ func (s *Store) forkBlob(ctx context.Context, session uuid.UUID, d [32]byte, siz
 		}
 		rec, err := readBlob(s.opts.fs, dir, d, size)
 		if err != nil {
-			if fetched, _ := s.fetchMissingBlob(ctx, dir, d, size); fetched {
+			if again, _ := s.fetchMissingBlob(ctx, dir, d, size); again {
 				rec, err = readBlob(s.opts.fs, dir, d, size)
 			}
 		}

@@ -575,8 +575,13 @@ func (r *remoteFiles) putBlob(d [32]byte, rec []byte, strs []blob.Ref) error {
 
 func (r *remoteFiles) readBlob(d [32]byte, size int64) ([]byte, error) {
 	rec, err := r.localFiles.readBlob(d, size)
-	if err == nil || !blob.Incomplete(r.FS, r.Dir, d) {
-		return rec, err
+	if err == nil {
+		return rec, nil
+	}
+	if !blob.Incomplete(r.FS, r.Dir, d) {
+		// Nothing is absent now: a concurrent read of a blob sharing a
+		// string may have fetched it since this one failed.
+		return r.localFiles.readBlob(d, size)
 	}
 	ctx, cancel := r.ctx()
 	defer cancel()
@@ -1018,14 +1023,21 @@ func remoteLost(err error) bool {
 	return err != nil && (errors.Is(err, ErrFenced) || errors.Is(err, ErrRemote))
 }
 
-// fetchMissingBlob downloads blob d of the session in dir when the store
-// has a remote and the local file is absent, reporting whether it did,
-// and the download's error (ErrRemote, or a *CorruptionError naming the
-// object's key) when it failed: a restored session's blobs come when a
-// read needs them.
+// fetchMissingBlob is called after a read of blob d of the session in
+// dir failed. When the store has a remote it downloads the blob, or the
+// strings of a split blob, absent from the local directory, and reports
+// whether the caller should read again: after a download, and also when
+// nothing is absent any more, since another read of a blob sharing a
+// string (Load reads several at once) may have fetched it since the
+// caller's read failed. A download's error is ErrRemote, or a
+// *CorruptionError naming the object's key: a restored session's blobs
+// come when a read needs them.
 func (s *Store) fetchMissingBlob(ctx context.Context, dir string, d [32]byte, size int64) (bool, error) {
-	if s.opts.Remote == nil || !blob.Incomplete(s.opts.fs, dir, d) {
+	if s.opts.Remote == nil {
 		return false, nil
+	}
+	if !blob.Incomplete(s.opts.fs, dir, d) {
+		return true, nil
 	}
 	id, err := uuid.Parse(filepath.Base(dir))
 	if err != nil {

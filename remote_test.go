@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -592,4 +593,83 @@ func TestRemoteSplitBlobs(t *testing.T) {
 	b = apiOpen(t, bdir, opts)
 	load()
 	assert.FileExists(t, strPath)
+}
+
+// staleOpenFS fails the next opens for reading of one file with
+// ErrNotExist while the file is there: a read that found the file
+// absent just before another read fetched it.
+type staleOpenFS struct {
+	vfs.FS
+	mu    sync.Mutex
+	path  string
+	fails int
+}
+
+func (f *staleOpenFS) arm(path string, n int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.path, f.fails = path, n
+}
+
+func (f *staleOpenFS) left() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.fails
+}
+
+func (f *staleOpenFS) OpenFile(name string, flag int, perm os.FileMode) (vfs.File, error) {
+	f.mu.Lock()
+	stale := flag == os.O_RDONLY && name == f.path && f.fails > 0
+	if stale {
+		f.fails--
+	}
+	f.mu.Unlock()
+	if stale {
+		return nil, &os.PathError{Op: "open", Path: name, Err: os.ErrNotExist}
+	}
+	return f.FS.OpenFile(name, flag, perm)
+}
+
+// TestRemoteSplitBlobStringFetchedMeanwhile: a read of a restored split
+// blob that finds its string absent, when by the time it looks for what
+// to fetch another read (Load reads several blobs at once) has fetched
+// the string, reads again rather than reporting the string missing.
+func TestRemoteSplitBlobStringFetchedMeanwhile(t *testing.T) {
+	ctx := context.Background()
+	obj := newMemObjects()
+	opts := remoteOpts(obj)
+	opts.StringThreshold = 1000
+	a, _ := apiNewStore(t, opts)
+	m, err := a.Create(ctx, Meta{})
+	require.NoError(t, err)
+	shot := strings.Repeat("iVBORw0KGgoAAAANSUhEUgAA", 100)
+	ev := apiAppend(t, a, m.ID, Event{Kind: KindCustom, Record: json.RawMessage(fmt.Sprintf(`{"image":%q}`, shot))})
+	require.NotEmpty(t, ev.Digest, "the record went to a split blob")
+	require.NoError(t, a.Close())
+
+	fsys := &staleOpenFS{FS: vfs.Default}
+	bopts := *opts
+	bopts.fs = fsys
+	b, bdir := apiNewStore(t, &bopts)
+	evs, err := b.Load(ctx, m.ID) // the restore: every file fetched
+	require.NoError(t, err)
+	require.Len(t, evs, 1)
+	strPath := blobPath(apiSessionDir(bdir, m.ID), sha256.Sum256([]byte(shot)))
+	require.FileExists(t, strPath)
+
+	fsys.arm(strPath, 1)
+	evs, err = b.Load(ctx, m.ID)
+	assert.Zero(t, fsys.left(), "the load's first read of the string found it absent")
+	if assert.NoError(t, err, "Load") && assert.Len(t, evs, 1) {
+		assert.Equal(t, string(ev.Record), string(evs[0].Record))
+	}
+
+	fsys.arm(strPath, 1)
+	unresolved := ev
+	unresolved.Record = nil
+	got, err := b.Resolve(ctx, m.ID, unresolved)
+	assert.Zero(t, fsys.left(), "the resolve's first read of the string found it absent")
+	if assert.NoError(t, err, "Resolve") {
+		assert.Equal(t, string(ev.Record), string(got.Record))
+	}
 }
