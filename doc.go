@@ -655,11 +655,15 @@
 //   - Lanes: each lanes.json is a log object, and the state of every
 //     later marker carries it, so a Store restoring the session gets the
 //     lanes of the newest acknowledged change.
+//   - Followers: a Store opened with Options.ReadOnly and a Remote reads
+//     the sessions other Stores write, from its own directory (a cache),
+//     writing nothing to the object store (follow.go): each call sees
+//     every event appended before it, by any Store; its subscriptions
+//     (Subscribe, SubscribeFrom) poll the log every
+//     Options.FollowInterval.
 //
-// What a remote does not cover yet: read-only Stores (Options.ReadOnly
-// with a Remote is refused), GC of remote blobs (GC removes local files
-// only), Subscribe across Stores (subscribers hear of their own Store's
-// appends), and ConvertCompression (refused: see its doc comment).
+// What a remote does not cover yet: GC of remote blobs (GC removes local
+// files only), and ConvertCompression (refused: see its doc comment).
 //
 // # Lifecycle
 //
@@ -734,6 +738,9 @@
 //
 // [Store.Subscribe] delivers a session's events to subscribers once they
 // are durable, and [Store.Publish] fans out live, non-durable deltas (hub.go).
+// [Store.SubscribeFrom] first replays the events after a given one, so a
+// consumer that records the last event it processed resumes where it
+// stopped (stream.go); on a follower, both hear every Store's appends.
 // Neither ever waits for a slow subscriber: its bounded queue drops updates
 // and tells it how many it missed.
 package sessionstore

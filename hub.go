@@ -100,6 +100,10 @@ type Subscription struct {
 	once   sync.Once
 	errMu  sync.Mutex
 	err    error // why the subscription ended; set by stop
+
+	// replay, when set (SubscribeFrom), sends the events stored before
+	// the subscription was registered, before the queued updates.
+	replay func(ctx context.Context, send func(Update) bool) error
 }
 
 // Close ends the subscription. When Close returns, C is closed (a receive
@@ -138,7 +142,10 @@ func (sub *Subscription) stop(err error) {
 //
 // Events appended by another process or through another Store value are
 // not seen: the stream is this Store's. On a store opened with
-// Options.ReadOnly, a subscription therefore receives deltas only.
+// Options.ReadOnly, a subscription therefore receives deltas only,
+// unless the store is a follower (ReadOnly with a Remote: follow.go),
+// which polls the session's log every Options.FollowInterval while it
+// has subscribers and delivers the events any Store appended.
 //
 // Subscribing and reading never slow the writers down: see
 // [SubscriptionBuffer] and [Update]. The subscription ends, and C is
@@ -153,6 +160,9 @@ func (sub *Subscription) stop(err error) {
 // Errors: ErrNotFound for a session the store does not hold; ErrClosed;
 // ctx's error.
 func (s *Store) Subscribe(ctx context.Context, session uuid.UUID) (*Subscription, error) {
+	if s.follower() {
+		return s.subscribe(ctx, session, uuid.Nil, false)
+	}
 	if err := s.begin(ctx); err != nil {
 		return nil, err
 	}
@@ -164,17 +174,7 @@ func (s *Store) Subscribe(ctx context.Context, session uuid.UUID) (*Subscription
 		}
 		return nil, fmt.Errorf("sessionstore: subscribe to session %s: %w", session, err)
 	}
-	ch := make(chan Update)
-	sub := &Subscription{
-		C:       ch,
-		ch:      ch,
-		hub:     s.hub,
-		session: session,
-		q:       updateQueue{buf: make([]Update, SubscriptionBuffer+1)},
-		wake:    make(chan struct{}, 1),
-		done:    make(chan struct{}),
-		exited:  make(chan struct{}),
-	}
+	sub := s.hub.newSubscription(session)
 	if !s.hub.add(sub) {
 		return nil, ErrClosed
 	}
@@ -187,6 +187,22 @@ func (s *Store) Subscribe(ctx context.Context, session uuid.UUID) (*Subscription
 		return nil, fmt.Errorf("%w: session %s", ErrNotFound, session)
 	}
 	return sub, nil
+}
+
+// newSubscription returns a subscription to the session, not yet
+// registered (add) or pumping.
+func (hb *hub) newSubscription(session uuid.UUID) *Subscription {
+	ch := make(chan Update)
+	return &Subscription{
+		C:       ch,
+		ch:      ch,
+		hub:     hb,
+		session: session,
+		q:       updateQueue{buf: make([]Update, SubscriptionBuffer+1)},
+		wake:    make(chan struct{}, 1),
+		done:    make(chan struct{}),
+		exited:  make(chan struct{}),
+	}
 }
 
 // Publish delivers a delta to the current subscribers of the session. It
@@ -224,6 +240,10 @@ type hub struct {
 type topic struct {
 	mu   sync.Mutex
 	subs []*Subscription
+	// followed is, in a follower (follow.go), the newest event of the
+	// session's index handed to the topic's subscribers (uuid.Nil: none
+	// yet, from the first); guarded by the open session's mutex.
+	followed uuid.UUID
 }
 
 func newHub() *hub { return &hub{topics: map[uuid.UUID]*topic{}} }
@@ -381,6 +401,26 @@ func (sub *Subscription) pump(ctx context.Context) {
 	defer close(sub.exited)
 	defer close(sub.ch)
 	defer sub.hub.remove(sub)
+	if sub.replay != nil {
+		sent := true
+		err := sub.replay(ctx, func(u Update) bool {
+			select {
+			case sub.ch <- u:
+				return true
+			case <-sub.done:
+			case <-ctx.Done():
+				sub.stop(ctx.Err())
+			}
+			sent = false
+			return false
+		})
+		if err != nil {
+			sub.stop(err)
+		}
+		if err != nil || !sent {
+			return
+		}
+	}
 	for {
 		u, ok := sub.next()
 		if !ok {

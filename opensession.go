@@ -353,6 +353,14 @@ func (h *openSession) lookup(id uuid.UUID) (*entry, error) {
 func (h *openSession) open(ctx context.Context, lockSession func(string) (io.Closer, error), create *Meta, prior *failure) error {
 	fsys := h.opts.fs
 	if h.opts.ReadOnly {
+		if rf, ok := h.files.(*remoteFiles); ok {
+			// A follower: its cache first holds what the log holds.
+			lk, err := rf.follow(ctx, lockSession)
+			if err != nil {
+				return err
+			}
+			h.lock = lk
+		}
 		return h.openReader()
 	}
 	lk, err := lockSession(filepath.Join(h.dir, lockName))

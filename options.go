@@ -37,6 +37,8 @@ const (
 	DefaultLeaseTime = 30 * time.Second
 	// DefaultRemoteTimeout is the default Options.RemoteTimeout.
 	DefaultRemoteTimeout = 30 * time.Second
+	// DefaultFollowInterval is the default Options.FollowInterval.
+	DefaultFollowInterval = 100 * time.Millisecond
 	// DefaultRemoteWindow is the default Options.RemoteWindow.
 	DefaultRemoteWindow = seam.Window
 	// maxRemoteWindow bounds Options.RemoteWindow.
@@ -131,7 +133,25 @@ type Options struct {
 	// writer's journal (JournalSize), never one a crash can take back:
 	// see journal.go), but never a torn one; it looks again when the session's Revision changes
 	// (see readonly.go).
+	//
+	// With a Remote, ReadOnly makes the Store a follower (follow.go): it
+	// reads sessions that Stores on other machines write to the object
+	// store, and writes nothing there: no lease, no marker, so it is
+	// never fenced and never delays a writer. Its directory is its cache
+	// of what it read: it is made when missing, and the follower writes
+	// the sessions it reads into it (each under its LOCK, as a writer
+	// would), so it must not be a writing Store's directory. Each call on
+	// a session first reads what the log gained since the follower's last
+	// look (one listing, and a read of each new object), so it sees every
+	// event whose Append returned before the call started; Subscribe
+	// polls so every Options.FollowInterval.
 	ReadOnly bool
+
+	// FollowInterval is how often a follower (ReadOnly with a Remote)
+	// polls the log of a session it has subscribers for; 0 selects
+	// DefaultFollowInterval. Each poll costs one listing request, and a
+	// read of each new log object.
+	FollowInterval time.Duration
 
 	// DeferCreate makes Create write nothing: it checks and completes the
 	// metadata and returns it, and the session's files (and, with a
@@ -234,13 +254,16 @@ func (o *Options) withDefaults() (Options, error) {
 		return c, fmt.Errorf("%w: LeaseTime and RemoteTimeout cannot be negative", ErrInvalidOptions)
 	case c.RemoteWindow < 0 || c.RemoteWindow > maxRemoteWindow:
 		return c, fmt.Errorf("%w: RemoteWindow %d is outside 0..%d", ErrInvalidOptions, c.RemoteWindow, maxRemoteWindow)
-	case c.Remote != nil && c.ReadOnly:
-		return c, fmt.Errorf("%w: a read-only store cannot have a Remote", ErrInvalidOptions)
+	case c.FollowInterval < 0:
+		return c, fmt.Errorf("%w: FollowInterval cannot be negative", ErrInvalidOptions)
 	case c.JournalSize > 0 && (c.JournalSize < journal.MinSize || c.JournalSize > journal.MaxSize):
 		return c, fmt.Errorf("%w: JournalSize %d is outside %d..%d", ErrInvalidOptions, c.JournalSize, journal.MinSize, journal.MaxSize)
 	}
 	if c.JournalSize == 0 {
 		c.JournalSize = defaultJournalSize
+	}
+	if c.FollowInterval == 0 {
+		c.FollowInterval = DefaultFollowInterval
 	}
 	if c.LeaseTime == 0 {
 		c.LeaseTime = DefaultLeaseTime

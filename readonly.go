@@ -65,10 +65,18 @@ func (r Revision) String() string {
 }
 
 // Revision returns the session's current revision. It works the same in a
-// writing and a read-only store.
+// writing and a read-only store; a follower (Options.ReadOnly with a
+// Remote) first reads what the session's log gained (follow.go).
 //
 // Errors: ErrNotFound, ErrClosed.
 func (s *Store) Revision(ctx context.Context, session uuid.UUID) (Revision, error) {
+	if s.opts.ReadOnly && s.opts.Remote != nil {
+		// A follower: its cache first holds what the log holds
+		// (follow.go).
+		if err := s.useHandle(ctx, session, s.reg.acquireLazy, func(*openSession) error { return nil }); err != nil {
+			return Revision{}, err
+		}
+	}
 	if err := s.begin(ctx); err != nil {
 		return Revision{}, err
 	}

@@ -176,6 +176,10 @@ func (r *registry) acquireLazy(ctx context.Context, id uuid.UUID, create *Meta) 
 		return nil, fmt.Errorf("%w: session %s", ErrExists, id)
 	}
 	if r.opts.ReadOnly {
+		if err := h.follow(ctx); err != nil {
+			r.release(h)
+			return nil, err
+		}
 		if err := h.refresh(); err != nil {
 			r.release(h)
 			return nil, err

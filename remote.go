@@ -270,6 +270,15 @@ type remoteFiles struct {
 	// waits for renewDone.
 	renewStop context.CancelFunc
 	renewDone chan struct{}
+
+	// A follower's (follow.go): the view its cache matches; while
+	// reconcileLocal runs for a later look, the cache's state (trust,
+	// in place of remote.json) and that an append leaves the derived
+	// files (appendOnly), which it reports it did (derivedLag).
+	following  *followState
+	trust      *localRemoteState
+	appendOnly bool
+	derivedLag bool
 }
 
 // newRemoteFiles returns the files of session id kept in o.Remote, with
@@ -663,6 +672,9 @@ func (r *remoteFiles) copyMeta(ctx context.Context, seq uint64, b []byte) {
 // in remote.json that the local files match the marker. A Store that
 // lost the session writes nothing.
 func (r *remoteFiles) release(clean bool) error {
+	if r.following != nil {
+		return r.releaseFollower(clean)
+	}
 	r.stopRenewal()
 	r.Mu.Lock()
 	held := r.Holder

@@ -65,16 +65,30 @@ func (r *remoteFiles) reconcileLocal(ctx context.Context, v *logView, head *head
 	}
 	var trusted uint64
 	vouched := func(uint32) bool { return false } // sealed chunk files trusted by name (localRemoteState)
-	if b, err := readFile(fsys, filepath.Join(r.Dir, remoteStateFile), nil, 4<<10); err == nil {
-		var ls localRemoteState
-		if json.Unmarshal(b, &ls) == nil && ls.Seq <= v.NewestSeq {
-			trusted = ls.Seq
-			if ls.SealedDigest != "" && sealedDigest(v.State.Sealed, ls.SealedThrough) == ls.SealedDigest {
-				vouched = func(c uint32) bool { return c <= ls.SealedThrough }
+	// A follower's cache as its previous look left it (follow.go), or
+	// what remote.json records.
+	ls := r.trust
+	if ls == nil {
+		if b, err := readFile(fsys, filepath.Join(r.Dir, remoteStateFile), nil, 4<<10); err == nil {
+			ls = new(localRemoteState)
+			if json.Unmarshal(b, ls) != nil {
+				ls = nil
 			}
 		}
 	}
+	if ls != nil && ls.Seq <= v.NewestSeq {
+		trusted = ls.Seq
+		if ls.SealedDigest != "" && sealedDigest(v.State.Sealed, ls.SealedThrough) == ls.SealedDigest {
+			through := ls.SealedThrough
+			vouched = func(c uint32) bool { return c <= through }
+		}
+	}
 	changed := trusted == 0 || trusted < v.NewestSeq
+	// structural: a change other than data appended to plain chunks
+	// (which a follower's open session reads from the chunks' tail
+	// without the derived files: appendOnly).
+	structural := false
+	r.derivedLag = false
 	r.fetch.forget(cdir) // waits for the downloads under way here
 	local, temps, err := localChunks(r.fetch.FS, cdir)
 	if err != nil {
@@ -109,7 +123,7 @@ func (r *remoteFiles) reconcileLocal(ctx context.Context, v *logView, head *head
 		}
 		// Downloaded when first read (fetchFS).
 		r.fetch.deferFetch(path+sealedExt, s)
-		changed = true
+		changed, structural = true, true
 	}
 	r.fetch.setTables(cdir, v.State.Sealed)
 	if head != nil {
@@ -118,12 +132,7 @@ func (r *remoteFiles) reconcileLocal(ctx context.Context, v *logView, head *head
 		}
 	}
 
-	pieces := map[uint32][]logPiece{}
-	for _, p := range v.State.Live {
-		if _, ok := v.State.SealedChunk(p.Chunk); !ok {
-			pieces[p.Chunk] = append(pieces[p.Chunk], p)
-		}
-	}
+	pieces := livePieces(v)
 	for c, ps := range pieces {
 		want[c] = true
 		slices.SortFunc(ps, func(a, b logPiece) int { return cmp.Compare(a.Off, b.Off) })
@@ -143,13 +152,14 @@ func (r *remoteFiles) reconcileLocal(ctx context.Context, v *logView, head *head
 			if err := removeIfExists(fsys, r.ChunkPath(c)+sealedExt); err != nil {
 				return err
 			}
-			changed = true
+			changed, structural = true, true
 		}
-		wrote, err := r.rebuildPlain(ctx, v, c, ps, trusted, end)
+		wrote, rewrote, err := r.rebuildPlain(ctx, v, c, ps, trusted, end)
 		if err != nil {
 			return err
 		}
 		changed = changed || wrote
+		structural = structural || rewrote
 	}
 
 	for c := range local {
@@ -161,10 +171,13 @@ func (r *remoteFiles) reconcileLocal(ctx context.Context, v *logView, head *head
 				return err
 			}
 		}
-		changed = true
+		changed, structural = true, true
 	}
 
-	if changed {
+	switch {
+	case changed && r.appendOnly && !structural:
+		r.derivedLag = true // the follower rebuilds them at release
+	case changed:
 		if err := r.rebuildDerived(v, pieces); err != nil {
 			return err
 		}
@@ -272,17 +285,17 @@ func downloadSealed(ctx context.Context, obj ObjectStore, fsys vfs.FS, path stri
 // holds it, and a later open trusts what the file holds up to there; and
 // the name of a file it makes is, so that its bytes are never on the disk
 // without a name.
-func (r *remoteFiles) rebuildPlain(ctx context.Context, v *logView, c uint32, ps []logPiece, trusted uint64, end int64) (bool, error) {
+func (r *remoteFiles) rebuildPlain(ctx context.Context, v *logView, c uint32, ps []logPiece, trusted uint64, end int64) (wrote, rewrote bool, err error) {
 	fsys := r.FS
 	path := r.ChunkPath(c)
 	f, err := fsys.OpenFile(path, os.O_RDWR|os.O_CREATE, r.Perm)
 	if err != nil {
-		return false, err
+		return false, false, err
 	}
 	defer f.Close()
 	info, err := f.Stat()
 	if err != nil {
-		return false, err
+		return false, false, err
 	}
 	size := info.Size()
 	var need []logPiece
@@ -324,7 +337,7 @@ func (r *remoteFiles) rebuildPlain(ctx context.Context, v *logView, c uint32, ps
 	})
 	for _, err := range errs {
 		if errors.Is(err, ErrNotFound) {
-			return false, err // deleted: each object tells the same
+			return false, false, err // deleted: each object tells the same
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -333,9 +346,9 @@ func (r *remoteFiles) rebuildPlain(ctx context.Context, v *logView, c uint32, ps
 			// Another Store wrote since the log was read: it may have
 			// sealed the chunk and replaced its data objects by
 			// tombstones. The open reads the log again.
-			return false, fmt.Errorf("%w: %w", errLogMoved, err)
+			return false, false, fmt.Errorf("%w: %w", errLogMoved, err)
 		}
-		return false, err
+		return false, false, err
 	}
 	changed := false
 	buf := make([]byte, 0, 64<<10)
@@ -347,28 +360,29 @@ func (r *remoteFiles) rebuildPlain(ctx context.Context, v *logView, c uint32, ps
 			}
 		}
 		if _, err := f.WriteAt(data[i], p.Off); err != nil {
-			return false, err
+			return false, false, err
 		}
 		changed = true
+		rewrote = rewrote || p.Off < size
 	}
 	if size > end {
 		// A block at a time: the file may be of any size.
 		if !zerosFrom(f, end, size) {
-			changed = true
+			changed, rewrote = true, true
 		}
 		if err := f.Truncate(end); err != nil {
-			return false, err
+			return false, false, err
 		}
 	}
 	if err := f.Sync(); err != nil {
-		return false, fmt.Errorf("sessionstore: sync %s: %w", path, err)
+		return false, false, fmt.Errorf("sessionstore: sync %s: %w", path, err)
 	}
 	if size == 0 {
 		if err := fsys.SyncDir(r.ChunkDir()); err != nil {
-			return false, err
+			return false, false, err
 		}
 	}
-	return changed, nil
+	return changed, rewrote, nil
 }
 
 // zerosFrom reports whether f holds only zero bytes from off to end, read

@@ -348,7 +348,7 @@ func TestRemoteLostCreateAnswer(t *testing.T) {
 func TestRemoteOptions(t *testing.T) {
 	obj := newMemObjects()
 	for _, o := range []Options{
-		{Remote: obj, ReadOnly: true},
+		{Remote: obj, ReadOnly: true, FollowInterval: -time.Second},
 		{Remote: obj, LeaseTime: -time.Second},
 		{Remote: obj, RemoteTimeout: -time.Second},
 		{Remote: obj, RemoteWindow: -1},

@@ -46,12 +46,15 @@ type Store struct {
 	sessionsSync durable.Coalescer // the sessions directory's syncs of concurrent Creates (session.go)
 
 	forks forkLock // orders Fork and Delete (forklock.go)
+
+	polls pollers // a follower's polls of the sessions it has subscribers for (follow.go)
 }
 
 // Open opens the store rooted at dir, creating it when dir holds none: dir
 // itself may be created, but not its parent, so that a mistyped path fails
 // instead of making a new, empty store. A read-only store (Options.ReadOnly)
-// creates nothing. A nil opts selects the defaults. Open does not open any
+// creates nothing, unless it has a Remote: a follower's directory is its
+// cache, made as a writer's is (follow.go). A nil opts selects the defaults. Open does not open any
 // session: sessions are opened and locked on first use, and reconciled
 // when a call first needs the index (a clean format 2 session opens
 // without it: see Opening in the package doc).
@@ -75,7 +78,7 @@ func Open(dir string, opts *Options) (*Store, error) {
 	if info, err := o.fs.Stat(dir); err == nil && !info.IsDir() {
 		return nil, fmt.Errorf("%w at %s (not a directory)", ErrNoStore, dir)
 	}
-	if o.ReadOnly {
+	if o.ReadOnly && o.Remote == nil {
 		// Read what is there, as it is: no directory, no configuration
 		// file, no compression mode check (reading is layout-blind).
 		if info, err := o.fs.Stat(root); errors.Is(err, os.ErrNotExist) || (err == nil && !info.IsDir()) {
@@ -105,7 +108,7 @@ func Open(dir string, opts *Options) (*Store, error) {
 	if err := checkRootConfig(o.fs, dir, o); err != nil {
 		return nil, err
 	}
-	if o.Remote != nil {
+	if o.Remote != nil && !o.ReadOnly { // a follower holds no lease (follow.go)
 		if o.storeID, err = holderID(o.fs, dir, o.FileMode); err != nil {
 			return nil, err
 		}
@@ -216,6 +219,7 @@ func (s *Store) CloseSession(ctx context.Context, session uuid.UUID) error {
 // them.
 // Close is idempotent; every other method returns ErrClosed afterwards.
 func (s *Store) Close() error {
+	s.polls.close() // before the calls in flight are waited for: a poll is one
 	s.closeMu.Lock()
 	defer s.closeMu.Unlock()
 	if s.closed.Swap(true) {

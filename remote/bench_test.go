@@ -1140,3 +1140,97 @@ func describe(c callCounts, n int) string {
 	}
 	return s
 }
+
+// BenchmarkFollow: a follower (a read-only Store with the same Remote, in
+// a directory of its own) beside a Store appending 1 KiB messages to a
+// session kept in versitygw. An op is one append, then the wait until the
+// follower sees it:
+//
+//   - subscribe-<interval>: through a Subscribe on the follower, which
+//     polls the log every FollowInterval; each append comes at a random
+//     point of the period (a sleep before it); seen-p50-µs and
+//     seen-p99-µs are from the Append's return to the update's arrival
+//     (at best half the period and one look, at the median), and
+//     GETs+LISTs/poll what one look at the log costs (one listing, a
+//     read of each new object);
+//   - call: a Head on the follower right after the Append returns (a
+//     dashboard's call), which looks at the log itself: seen-p50-µs is
+//     that call's time, and it must name the appended event.
+func BenchmarkFollow(b *testing.B) {
+	for _, every := range []time.Duration{10 * time.Millisecond, 100 * time.Millisecond} {
+		b.Run(fmt.Sprintf("subscribe-%v", every), func(b *testing.B) { benchFollowSubscribe(b, every) })
+	}
+	b.Run("call", benchFollowCall)
+}
+
+// newFollowPair returns a writer's session and a follower of its bucket,
+// the follower's object store calls counted.
+func newFollowPair(b *testing.B, every time.Duration) (*appendTarget, *sessionstore.Store, *countingStore) {
+	w := newAppendTarget(b, true)
+	fcs := newCounting(w.cs.ObjectStore)
+	fopts := benchRemoteOpts(fcs, sessionstore.DefaultLeaseTime)
+	fopts.ReadOnly, fopts.FollowInterval = true, every
+	f, err := sessionstore.Open(b.TempDir(), fopts)
+	require.NoError(b, err)
+	b.Cleanup(func() { require.NoError(b, f.Close()) })
+	return w, f, fcs
+}
+
+func benchFollowSubscribe(b *testing.B, every time.Duration) {
+	ctx := context.Background()
+	w, f, fcs := newFollowPair(b, every)
+	sub, err := f.Subscribe(ctx, w.id)
+	require.NoError(b, err)
+	defer sub.Close()
+	before := fcs.counts()
+	start := time.Now()
+	var seen []time.Duration
+	b.ResetTimer()
+	for range b.N {
+		// At a random point of the poll period, as a writer's appends
+		// fall: a loop that appended right after each delivery would
+		// wait a whole period every time.
+		time.Sleep(rand.N(every))
+		w.append(b)
+		t0 := time.Now()
+		select {
+		case u, ok := <-sub.C:
+			require.True(b, ok, "subscription ended: %v", sub.Err())
+			require.NotNil(b, u.Event)
+		case <-time.After(time.Minute):
+			b.Fatal("the follower did not see the append within a minute")
+		}
+		seen = append(seen, time.Since(t0))
+	}
+	b.StopTimer()
+	c := fcs.counts().sub(before)
+	polls := max(1, float64(time.Since(start))/float64(every))
+	reportLatency(b, "seen-", seen)
+	b.ReportMetric(float64(c.Gets+c.Lists)/polls, "GETs+LISTs/poll")
+	b.ReportMetric(float64(c.writes()), "follower-PUTs")
+}
+
+func benchFollowCall(b *testing.B) {
+	ctx := context.Background()
+	w, f, fcs := newFollowPair(b, sessionstore.DefaultFollowInterval)
+	_, err := f.Head(ctx, w.id) // the session's first look: its restore
+	require.NoError(b, err)
+	before := fcs.counts()
+	var seen []time.Duration
+	b.ResetTimer()
+	for range b.N {
+		w.append(b)
+		want, err := w.st.Head(ctx, w.id)
+		require.NoError(b, err)
+		t0 := time.Now()
+		head, err := f.Head(ctx, w.id)
+		seen = append(seen, time.Since(t0))
+		require.NoError(b, err)
+		require.Equal(b, want, head, "the follower's call sees the append that returned before it")
+	}
+	b.StopTimer()
+	c := fcs.counts().sub(before)
+	reportLatency(b, "seen-", seen)
+	b.ReportMetric(float64(c.Gets+c.Lists)/float64(b.N), "GETs+LISTs/call")
+	b.ReportMetric(float64(c.writes()), "follower-PUTs")
+}

@@ -31,6 +31,28 @@ type View struct {
 	// a Store taking the session fills them (FillGaps) before its marker.
 	Applied uint64
 	Gaps    []uint64
+
+	// after is what the view was built from: the log objects from the
+	// newest marker on, as read (ExtendView reads only newer ones).
+	after *viewObjects
+}
+
+// viewObjects are the log objects from a view's newest marker on: their
+// numbers and keys, oldest first, the header and payload of each one read
+// (a data object's payload only until a view built from them was
+// returned: ExtendView drops them), and those a read did not find or
+// found replaced by a tombstone.
+type viewObjects struct {
+	seqs    []uint64
+	objs    []ObjectInfo
+	read    map[uint64]readObject
+	missing []lostObject
+}
+
+// readObject is a log object's header and payload, as read.
+type readObject struct {
+	h       *Header
+	payload []byte
 }
 
 // Deleted reports whether the view's newest marker is a delete marker.
@@ -105,11 +127,7 @@ func (l *LogWriter) ReadView(ctx context.Context) (*View, error) {
 		return nil, nil
 	}
 	full := len(seqs) < ViewPage
-	type got struct {
-		h       *Header
-		payload []byte
-	}
-	read := map[uint64]got{}
+	read := map[uint64]readObject{}
 	var missing []lostObject // listed, then not found
 	marker := -1
 	// The newest object first: after a clean Close it is the release
@@ -132,24 +150,8 @@ func (l *LogWriter) ReadView(ctx context.Context) (*View, error) {
 			}
 		}
 		start := max(0, end-n)
-		res := make([]got, end-start)
-		errs := make([]error, end-start)
-		gone := make([]bool, end-start)
-		parallel.ForEach(end-start, batch, func(_, i int) {
-			key := objs[start+i].Key
-			b, err := l.Obj.Get(ctx, key, 0, -1)
-			if err != nil {
-				if errors.Is(err, ErrObjectNotFound) {
-					gone[i] = true // settled below (missingObject)
-					return
-				}
-				errs[i] = RemoteErr("get", key, err)
-				return
-			}
-			h, payload, err := DecodeObject(key, b)
-			res[i], errs[i] = got{h, payload}, err
-		})
-		if err := errors.Join(errs...); err != nil {
+		res, gone, err := l.readObjects(ctx, objs[start:end])
+		if err != nil {
 			return nil, err
 		}
 		for i := len(res) - 1; i >= 0; i-- {
@@ -170,6 +172,124 @@ func (l *LogWriter) ReadView(ctx context.Context) (*View, error) {
 	if marker < 0 {
 		return nil, corrupt.Errorf(objs[0].Key, 0, "the log has no create, open or release marker")
 	}
+	return l.buildView(ctx, &viewObjects{seqs: seqs[marker:], objs: objs[marker:], read: read, missing: missing})
+}
+
+// readObjects reads the log objects objs, 16 at a time, reporting those
+// not found (gone).
+func (l *LogWriter) readObjects(ctx context.Context, objs []ObjectInfo) ([]readObject, []bool, error) {
+	res := make([]readObject, len(objs))
+	errs := make([]error, len(objs))
+	gone := make([]bool, len(objs))
+	parallel.ForEach(len(objs), 16, func(_, i int) {
+		key := objs[i].Key
+		b, err := l.Obj.Get(ctx, key, 0, -1)
+		if err != nil {
+			if errors.Is(err, ErrObjectNotFound) {
+				gone[i] = true // settled by the caller (missingObject)
+				return
+			}
+			errs[i] = RemoteErr("get", key, err)
+			return
+		}
+		h, payload, err := DecodeObject(key, b)
+		res[i], errs[i] = readObject{h, payload}, err
+	})
+	return res, gone, errors.Join(errs...)
+}
+
+// ExtendView returns the log's view now, as ReadView would, given prev, a
+// view the caller read earlier (ReadView or ExtendView), reading only the
+// objects listed since: one listing of the newest objects and a read of
+// each new one, however many objects came after the newest marker. A
+// follower polling a session that another Store holds and appends to for
+// hours so pays for what is new, not for the whole lease. A new marker
+// among the new objects (a handoff, a release, a Delete) reads the log
+// from it instead (ReadView). It returns prev itself when nothing is
+// new. The objects prev read are not read again: one replaced by a
+// tombstone since (a sealed chunk's data object) keeps its data header,
+// which the seal record after it explains (the state's pieces of a
+// sealed chunk go with the seal).
+func (l *LogWriter) ExtendView(ctx context.Context, prev *View) (*View, error) {
+	if prev == nil || prev.after == nil {
+		return l.ReadView(ctx)
+	}
+	seqs, objs, err := l.ListLog(ctx, ViewPage)
+	if err != nil {
+		return nil, err
+	}
+	if len(seqs) == 0 {
+		return nil, nil
+	}
+	old := prev.after
+	switch newest := seqs[len(seqs)-1]; {
+	case newest == prev.NewestSeq && len(prev.Gaps) == 0:
+		return prev, nil
+	case newest < prev.NewestSeq:
+		return l.ReadView(ctx) // not a log that grew: read it anew
+	}
+	// Below the page's oldest lie only objects prev listed, unless the
+	// page is all new (or starts above a free number prev had).
+	low := prev.NewestSeq
+	if len(prev.Gaps) > 0 {
+		low = prev.Gaps[0]
+	}
+	if len(seqs) == ViewPage && seqs[0] > low {
+		if seqs, objs, err = l.ListLog(ctx, 0); err != nil {
+			return nil, err
+		}
+	}
+	first := old.seqs[0] // the marker
+	var fresh []int
+	for i, seq := range seqs {
+		if _, seen := old.read[seq]; seq > first && !seen && !slices.ContainsFunc(old.missing, func(o lostObject) bool { return o.seq == seq }) {
+			fresh = append(fresh, i)
+		}
+	}
+	freshObjs := make([]ObjectInfo, len(fresh))
+	for j, i := range fresh {
+		freshObjs[j] = objs[i]
+	}
+	res, gone, err := l.readObjects(ctx, freshObjs)
+	if err != nil {
+		return nil, err
+	}
+	next := &viewObjects{read: make(map[uint64]readObject, len(old.read)+len(fresh)), missing: slices.Clone(old.missing)}
+	for seq, o := range old.read {
+		if o.h.Kind == KindData && seq <= prev.Applied {
+			o.payload = nil // in prev's state: the caller has it
+		}
+		next.read[seq] = o
+	}
+	for j, i := range fresh {
+		if gone[j] || res[j].h != nil && res[j].h.Kind == KindDead {
+			next.missing = append(next.missing, lostObject{objs[i].Key, seqs[i]})
+		}
+		if res[j].h == nil {
+			continue
+		}
+		if IsMarker(res[j].h.Kind) {
+			return l.ReadView(ctx) // a new marker: the log from it
+		}
+		next.read[seqs[i]] = res[j]
+	}
+	// Every number from the marker on that either listing named.
+	at := sort.Search(len(seqs), func(i int) bool { return seqs[i] >= first })
+	next.seqs, next.objs = slices.Clone(old.seqs), slices.Clone(old.objs)
+	for i := at; i < len(seqs); i++ {
+		if j, found := slices.BinarySearch(next.seqs, seqs[i]); !found {
+			next.seqs = slices.Insert(next.seqs, j, seqs[i])
+			next.objs = slices.Insert(next.objs, j, objs[i])
+		}
+	}
+	return l.buildView(ctx, next)
+}
+
+// buildView is the view of the log objects o, from the newest marker
+// (o.seqs[0], read) on.
+func (l *LogWriter) buildView(ctx context.Context, o *viewObjects) (*View, error) {
+	seqs, objs, read, missing := o.seqs, o.objs, o.read, o.missing
+	const marker = 0
 	var maxSeal uint64 // the newest seal record after the marker
 	for seq, g := range read {
 		if g.h.Kind == KindSeal && seq > seqs[marker] {
@@ -184,7 +304,7 @@ func (l *LogWriter) ReadView(ctx context.Context) (*View, error) {
 		return nil, l.movedErr(ctx, seqs[len(seqs)-1], err)
 	}
 	mh := read[seqs[marker]].h
-	v := &View{Newest: objs[len(objs)-1], NewestSeq: seqs[len(seqs)-1], Marker: mh, Payloads: map[uint64][]byte{}}
+	v := &View{Newest: objs[len(objs)-1], NewestSeq: seqs[len(seqs)-1], Marker: mh, Payloads: map[uint64][]byte{}, after: o}
 	if mh.State == nil {
 		v.State = &State{}
 	} else {
@@ -253,7 +373,9 @@ func (l *LogWriter) ReadView(ctx context.Context) (*View, error) {
 		}
 		switch g.h.Kind {
 		case KindData:
-			v.Payloads[seq] = g.payload
+			if g.payload != nil { // nil: an earlier view's, applied (ExtendView)
+				v.Payloads[seq] = g.payload
+			}
 		case KindMeta:
 			v.Meta = g.payload
 		case KindLanes:
