@@ -148,11 +148,16 @@ func (s *Store) Resolve(ctx context.Context, session uuid.UUID, ev Event) (Event
 	return ev, nil
 }
 
-// GCReport says what GC removed.
+// GCReport says what GC removed (with GCOptions.DryRun: would remove).
 type GCReport struct {
 	Kept    int   // blobs an event or a kept-aside file refers to
 	Removed int   // unreferenced blobs and temporary files removed
 	Bytes   int64 // their size on disk
+	// With Options.Remote, the objects removed from the object store
+	// (gc_remote.go): unreferenced blobs and sealed chunks no seal
+	// record names, and their bytes.
+	Objects     int
+	ObjectBytes int64
 }
 
 // GC removes the blobs of a session that no event refers to (left by a
@@ -180,6 +185,23 @@ type GCReport struct {
 // Errors: ErrNotFound, ErrLocked, ErrSessionFailed, *CorruptionError for a
 // session its open finds damaged (GC then removes nothing), ErrClosed.
 func (s *Store) GC(ctx context.Context, session uuid.UUID) (GCReport, error) {
+	return s.GCWith(ctx, session, GCOptions{})
+}
+
+// GCOptions tunes GCWith.
+type GCOptions struct {
+	// DryRun removes nothing: the report says what GC would remove, as
+	// the session is when it runs.
+	DryRun bool
+}
+
+// GCWith is GC with options: GC's rules, and with Options.Remote the
+// object store's as well (gc_remote.go).
+//
+// Errors: as GC; with a remote, ErrRemote for a failed call (the report
+// holds what was removed before it), ErrFenced when another Store took
+// the session over (nothing more is removed).
+func (s *Store) GCWith(ctx context.Context, session uuid.UUID, opts GCOptions) (GCReport, error) {
 	var rep GCReport
 	err := s.withHandle(ctx, session, func(h *openSession) error {
 		if err := h.writable(); err != nil {
@@ -209,10 +231,16 @@ func (s *Store) GC(ctx context.Context, session uuid.UUID) (GCReport, error) {
 			return referenced[d] || blob.KeptAsidePrefix(d, partial)
 		}, func(d [32]byte) bool {
 			return h.writingBlobs[d] > 0 // being written by an append in progress
-		})
+		}, opts.DryRun)
 		rep = GCReport{Kept: r.Kept, Removed: r.Removed, Bytes: r.Bytes}
 		if errors.Is(err, errUnsynced) {
 			h.becomeFailed(err)
+		}
+		if err != nil {
+			return err
+		}
+		if rf, ok := h.files.(*remoteFiles); ok {
+			rep.Objects, rep.ObjectBytes, err = rf.sweep(ctx, referenced, opts.DryRun)
 		}
 		return err
 	})

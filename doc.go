@@ -662,8 +662,14 @@
 //     (Subscribe, SubscribeFrom) poll the log every
 //     Options.FollowInterval.
 //
-// What a remote does not cover yet: GC of remote blobs (GC removes local
-// files only), and ConvertCompression (refused: see its doc comment).
+//   - GC (GCWith, GCStore) also removes, under the session's lease, the
+//     blob objects no event names and the sealed chunk objects no seal
+//     record names, once older than LeaseTime; GCOptions.DryRun reports
+//     them without removing anything (gc_remote.go, with the one window
+//     a lease cannot close: a pause longer than LeaseTime).
+//
+// What a remote does not cover yet: ConvertCompression (refused: see its
+// doc comment).
 //
 // # Lifecycle
 //

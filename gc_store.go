@@ -43,14 +43,25 @@ type GCSkipped struct {
 // directories synced) before GCStore moves on; a crash loses none of the
 // blobs that an event refers to.
 //
-// With Options.Remote, the trash holds local cache directories only: a
-// deleted session's objects went when its Delete returned nil (a Delete
-// that returned an error after its delete marker leaves objects that only
-// a retried Delete of that id removes; GCStore does not look for them).
+// With Options.Remote, each session's objects are collected as GC
+// collects them (gc_remote.go), under its lease: a session another Store
+// holds is skipped with ErrLocked. The trash holds local cache
+// directories only: a deleted session's objects went when its Delete
+// returned nil (a Delete that returned an error after its delete marker
+// leaves objects that only a retried Delete of that id removes; GCStore
+// does not look for them).
 //
 // Errors: ErrReadOnly; ErrClosed; a context error (the report then holds
 // what was collected so far); List's error other than a *ListError.
 func (s *Store) GCStore(ctx context.Context) (StoreGCReport, error) {
+	return s.GCStoreWith(ctx, GCOptions{})
+}
+
+// GCStoreWith is GCStore with options; with DryRun it removes nothing,
+// the trash included, and reports what it would remove.
+//
+// Errors: as GCStore.
+func (s *Store) GCStoreWith(ctx context.Context, opts GCOptions) (StoreGCReport, error) {
 	var rep StoreGCReport
 	if s.opts.ReadOnly {
 		return rep, ErrReadOnly
@@ -64,7 +75,7 @@ func (s *Store) GCStore(ctx context.Context) (StoreGCReport, error) {
 		if err := ctx.Err(); err != nil {
 			return rep, err
 		}
-		r, err := s.GC(ctx, m.ID)
+		r, err := s.GCWith(ctx, m.ID, opts)
 		switch {
 		case errors.Is(err, ErrClosed), ctx.Err() != nil:
 			return rep, err
@@ -78,6 +89,11 @@ func (s *Store) GCStore(ctx context.Context) (StoreGCReport, error) {
 		rep.Kept += r.Kept
 		rep.Removed += r.Removed
 		rep.Bytes += r.Bytes
+		rep.Objects += r.Objects
+		rep.ObjectBytes += r.ObjectBytes
+	}
+	if opts.DryRun {
+		return rep, nil // the trash: what Deletes left, removed only for real
 	}
 	if err := s.begin(ctx); err != nil {
 		return rep, err

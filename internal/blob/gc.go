@@ -35,8 +35,9 @@ type Report struct {
 // it was in is then not synced. Every prefix directory it removed a file
 // from is synced before it goes on, so the removals are durable when it
 // returns nil; a failed sync wraps durable.ErrUnsynced. A session
-// without blobs is an empty report.
-func Sweep(ctx context.Context, fsys vfs.FS, dir string, keep, busy func(d [32]byte) bool) (Report, error) {
+// without blobs is an empty report. With dry, it removes nothing and
+// reports what it would remove.
+func Sweep(ctx context.Context, fsys vfs.FS, dir string, keep, busy func(d [32]byte) bool, dry bool) (Report, error) {
 	var rep Report
 	root := filepath.Join(dir, layout.BlobsDir, "sha256")
 	subs, err := fsys.ReadDir(root)
@@ -84,6 +85,10 @@ func Sweep(ctx context.Context, fsys vfs.FS, dir string, keep, busy func(d [32]b
 			}
 			if info, err := fsys.Stat(path); err == nil {
 				rep.Bytes += info.Size()
+			}
+			if dry {
+				rep.Removed++
+				continue
 			}
 			if err := fsys.Remove(path); err != nil {
 				return rep, err

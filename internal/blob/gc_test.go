@@ -76,8 +76,16 @@ func TestSweep(t *testing.T) {
 		writeFile(t, m, p, []byte("partial"))
 		require.NoError(t, m.SyncDir(filepath.Dir(filepath.Dir(p))))
 	}
-	rep, err := Sweep(ctx, m, "/s", func(d [32]byte) bool { return d == kept }, func(d [32]byte) bool { return d == busy })
+	keep, isBusy := func(d [32]byte) bool { return d == kept }, func(d [32]byte) bool { return d == busy }
+	dry, err := Sweep(ctx, m, "/s", keep, isBusy, true)
 	require.NoError(t, err)
+	for _, p := range []string{layout.BlobPath("/s", orphan), staleTemp} {
+		_, err := m.Stat(p)
+		assert.NoError(t, err, "a dry run removes nothing: %s", p)
+	}
+	rep, err := Sweep(ctx, m, "/s", keep, isBusy, false)
+	require.NoError(t, err)
+	assert.Equal(t, rep, dry, "a dry run reports what the sweep removes")
 	assert.Equal(t, 1, rep.Kept)
 	assert.Equal(t, 2, rep.Removed, "the orphan and the stale temporary file")
 	assert.Positive(t, rep.Bytes)
@@ -92,7 +100,7 @@ func TestSweep(t *testing.T) {
 		assert.Equal(t, want, err == nil, p)
 	}
 
-	rep, err = Sweep(ctx, vfs.NewMemFS(), "/s", nil, nil)
+	rep, err = Sweep(ctx, vfs.NewMemFS(), "/s", nil, nil, false)
 	require.NoError(t, err, "a session without blobs")
 	assert.Equal(t, Report{}, rep)
 }
@@ -109,7 +117,7 @@ func TestSweepSyncFailure(t *testing.T) {
 		}
 		return nil
 	})
-	rep, err := Sweep(context.Background(), m, "/s", func([32]byte) bool { return false }, func([32]byte) bool { return false })
+	rep, err := Sweep(context.Background(), m, "/s", func([32]byte) bool { return false }, func([32]byte) bool { return false }, false)
 	assert.ErrorIs(t, err, boom)
 	assert.ErrorIs(t, err, durable.ErrUnsynced)
 	assert.Equal(t, 1, rep.Removed)

@@ -227,7 +227,7 @@ func TestSweepKeepsStrings(t *testing.T) {
 	b := []byte(string(orig))
 	b[10] ^= 0x01
 	writeFile(t, m, path, b)
-	_, err = Sweep(ctx, m, "/s", keep, none)
+	_, err = Sweep(ctx, m, "/s", keep, none, false)
 	var ce *corrupt.Error
 	require.ErrorAs(t, err, &ce)
 	assert.Equal(t, path, ce.Path)
@@ -236,7 +236,7 @@ func TestSweepKeepsStrings(t *testing.T) {
 	}
 	writeFile(t, m, path, orig)
 
-	rep, err := Sweep(ctx, m, "/s", keep, none)
+	rep, err := Sweep(ctx, m, "/s", keep, none, false)
 	require.NoError(t, err)
 	assert.Equal(t, 2, rep.Kept, "the kept blob and its string")
 	assert.Equal(t, 2, rep.Removed, "the other split blob and its own string")

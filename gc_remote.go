@@ -1,0 +1,192 @@
+package sessionstore
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"maps"
+	"strings"
+	"time"
+
+	"github.com/sessionstore/sessionstore/internal/blob"
+	"github.com/sessionstore/sessionstore/internal/seam"
+)
+
+// Collecting the object store
+//
+// GC of a session kept in an object store (Options.Remote) removes, from
+// the session's prefix, after its local files (GCWith):
+//
+//   - blob objects that no event of the session refers to (left by an
+//     append that failed after its blob's upload, or a holder that died
+//     between the two), keeping those an append in flight is writing and
+//     the strings of every split blob kept;
+//   - sealed chunk objects that no seal record in the log names (an
+//     upload whose seal record failed, or a holder that died between
+//     them), keeping this lease's own: its seal records may still come
+//     (remote.go, sendUnsent).
+//
+// It never removes a log object (tombstones included: numbers are never
+// freed), a metadata copy (the holder keeps the newest: copyMeta), or a
+// lease's probes.
+//
+// Why it is safe beside other Stores. Only the holder collects: GC opens
+// the session for writing, under its lease, and holds the session's
+// mutex throughout, so no append of this Store starts meanwhile. It
+// removes only objects it listed before it checked that it still holds
+// the session (the newest log object is its lease's, and no Create
+// failed): a Store taking the session over uploads nothing before its
+// open marker, which is then the newest object, so nothing such a Store
+// uploaded is among them; and a sealed object's key names the lease
+// that uploaded it. An object younger than LeaseTime by the object
+// store's clock (StoreClock) is kept whatever it is: an upload a
+// previous holder had in flight when it lost the session. The removals
+// go on only while the hold check is younger than LeaseTime/4 by the
+// local clock; then the hold is checked again.
+//
+// What that leaves, said plainly: blobs are content-addressed, so a Store
+// that took the session over may append an event whose record is the
+// very content of an orphan blob object (its upload finds the object
+// there and reuses it). Were this process paused for longer than the
+// lease between its last check and a removal reaching the object store,
+// that removal would take a blob object the new event names (its holder's
+// local copy stays; a restore elsewhere would report the blob missing).
+// Object stores offer no delete conditioned on another object, so no
+// lease can fence a delete; the window is any lease's: a pause longer
+// than LeaseTime. A crash or a failed call in the middle of GC removes
+// only objects that no event needs; the next GC finishes.
+
+// sweep removes, or with dry counts, the objects of the session's prefix
+// that no event or seal record of the log needs (see above); referenced
+// are the digests of the blobs the session's events, its appends in
+// flight and its blob writes refer to. It returns the objects and bytes
+// removed (that would be).
+func (r *remoteFiles) sweep(ctx context.Context, referenced map[[32]byte]bool, dry bool) (int, int64, error) {
+	prefix := seam.SessionPrefix(r.ID)
+	blobs, err := r.Obj.List(ctx, prefix+"blobs/", 0)
+	if err != nil {
+		return 0, 0, seam.RemoteErr("list", prefix+"blobs/", err)
+	}
+	sealed, err := r.Obj.List(ctx, prefix+"chunks/", 0)
+	if err != nil {
+		return 0, 0, seam.RemoteErr("list", prefix+"chunks/", err)
+	}
+	now, err := r.StoreClock(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	old := func(o seam.ObjectInfo) bool { return now.Sub(o.ModTime) >= r.leaseT }
+
+	// The strings of the split blobs kept: from the local file when the
+	// directory has it, else from the object.
+	keep := maps.Clone(referenced)
+	for _, o := range blobs {
+		d, ok := blobDigestOf(o.Key, prefix)
+		if !ok || !referenced[d] {
+			continue
+		}
+		refs, err := blob.FileRefs(r.FS, r.Dir, d)
+		if err != nil {
+			b, gerr := r.Obj.Get(ctx, o.Key, 0, -1)
+			if gerr != nil {
+				return 0, 0, seam.RemoteErr("get", o.Key, gerr)
+			}
+			if refs = nil; blob.IsSplit(b) {
+				if refs, err = blob.Refs(b); err != nil {
+					return 0, 0, corruptf(o.Key, 0, "split blob: %v", err)
+				}
+			}
+		}
+		for _, ref := range refs {
+			keep[ref.Digest] = true
+		}
+	}
+	r.Mu.Lock()
+	named := map[string]bool{}
+	for _, s := range r.State.Sealed {
+		named[s.Key] = true
+	}
+	own := "." + r.Lease.String() + "."
+	r.Mu.Unlock()
+
+	var victims []seam.ObjectInfo
+	for _, o := range blobs {
+		if d, ok := blobDigestOf(o.Key, prefix); ok && !keep[d] && old(o) {
+			victims = append(victims, o)
+		}
+	}
+	for _, o := range sealed {
+		if !named[o.Key] && !strings.Contains(o.Key, own) && old(o) {
+			victims = append(victims, o)
+		}
+	}
+	var n int
+	var bytes int64
+	if dry {
+		for _, o := range victims {
+			n, bytes = n+1, bytes+o.Size
+		}
+		return n, bytes, nil
+	}
+	var checked time.Time
+	for _, o := range victims {
+		if time.Since(checked) >= r.leaseT/4 {
+			if err := r.stillHolds(ctx); err != nil {
+				return n, bytes, err
+			}
+			checked = time.Now()
+		}
+		if err := r.Obj.Delete(ctx, o.Key); err != nil && !errors.Is(err, ErrObjectNotFound) {
+			return n, bytes, seam.RemoteErr("delete", o.Key, err)
+		}
+		n, bytes = n+1, bytes+o.Size
+	}
+	return n, bytes, nil
+}
+
+// stillHolds checks that this Store still holds the session: no Create of
+// its lease failed, and the log's newest object is its lease's.
+func (r *remoteFiles) stillHolds(ctx context.Context) error {
+	r.Mu.Lock()
+	lost, holder := r.Lost, r.Holder
+	r.Mu.Unlock()
+	if lost != nil {
+		return lost
+	}
+	if !holder {
+		return fmt.Errorf("%w: session %s is not held here", ErrFenced, r.ID)
+	}
+	seqs, objs, err := r.ListLog(ctx, 1)
+	if err != nil {
+		return err
+	}
+	if len(seqs) == 0 {
+		return fmt.Errorf("%w: session %s has no log", ErrFenced, r.ID)
+	}
+	key := objs[len(objs)-1].Key
+	b, err := r.Obj.Get(ctx, key, 0, -1)
+	if err != nil {
+		return seam.RemoteErr("get", key, err)
+	}
+	h, _, err := decodeLogObject(key, b)
+	if err != nil {
+		return err
+	}
+	if h.Lease != r.Lease {
+		return fmt.Errorf("%w: session %s: log object %s is another lease's", ErrFenced, r.ID, key)
+	}
+	return nil
+}
+
+// blobDigestOf parses the digest out of the key of one of the session's
+// blob objects (seam.BlobKey), prefix the session's.
+func blobDigestOf(key, prefix string) ([32]byte, bool) {
+	var d [32]byte
+	h, ok := strings.CutPrefix(key, prefix+"blobs/")
+	if !ok || len(h) != 64 {
+		return d, false
+	}
+	_, err := hex.Decode(d[:], []byte(h))
+	return d, err == nil && hex.EncodeToString(d[:]) == h // its own name, not one spelt otherwise
+}
