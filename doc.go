@@ -661,7 +661,6 @@
 //     every event appended before it, by any Store; its subscriptions
 //     (Subscribe, SubscribeFrom) poll the log every
 //     Options.FollowInterval.
-//
 //   - GC (GCWith, GCStore) also removes, under the session's lease, the
 //     blob objects no event names and the sealed chunk objects no seal
 //     record names, once older than LeaseTime; GCOptions.DryRun reports
