@@ -66,8 +66,10 @@ func (q Query) Matches(m Meta) bool {
 // session.json files the catalogue cannot vouch for; so a page costs
 // about its own sessions, not the store's. It falls back to List (every
 // session) when the catalogue is unusable or the sessions directory
-// changed behind it, and always with Options.Remote, whose metadata is in
-// the object store.
+// changed behind it. With Options.Remote, whose metadata is in the object
+// store, it lists the metadata copies' keys (one request per thousand
+// sessions, S3's page) and reads the copies of the page's sessions only,
+// newest first (and those q rejects on the way).
 //
 // A cursor is the position after the last session of its page: the next
 // page holds the selected sessions with smaller ids, as they are when it
@@ -226,7 +228,12 @@ func (s *Store) listPage(ctx context.Context, q Query, before *uuid.UUID, n int)
 	s.end()
 	if !ok {
 		var err error
-		if items, cost, err = s.listPageAll(ctx, q, before, n+1); err != nil {
+		if s.opts.Remote != nil {
+			items, cost, err = s.listPageRemote(ctx, q, before, n+1)
+		} else {
+			items, cost, err = s.listPageAll(ctx, q, before, n+1)
+		}
+		if err != nil {
 			return nil, false, cost, err
 		}
 	}

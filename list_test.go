@@ -566,3 +566,48 @@ func removeAllMem(m vfs.FS, dir string) error {
 	}
 	return m.Remove(dir)
 }
+
+// TestListPageRemoteReadsItsPage: with a Remote, a page reads the
+// metadata copies of its own sessions (and of those its query rejects on
+// the way), not one per session of the store; a damaged copy is reported
+// beside the page; a walk returns every session once.
+func TestListPageRemoteReadsItsPage(t *testing.T) {
+	ctx := t.Context()
+	obj := newMemObjects()
+	s, err := Open(t.TempDir(), remoteOpts(obj))
+	require.NoError(t, err)
+	defer s.Close()
+	var metas []Meta
+	for i := range 80 {
+		got, err := s.Create(ctx, Meta{Name: fmt.Sprint("r", i), WorkingDir: fmt.Sprint("/w", i%4)})
+		require.NoError(t, err)
+		metas = append(metas, got)
+	}
+	other, err := Open(t.TempDir(), remoteOpts(obj))
+	require.NoError(t, err)
+	defer other.Close()
+	for _, q := range []Query{{Limit: 5}, {Limit: 5, WorkingDir: "/w3"}} {
+		gets := obj.count("get")
+		page, next, err := other.ListPage(ctx, q, "")
+		require.NoError(t, err)
+		require.Len(t, page, 5)
+		assert.NotEmpty(t, next)
+		assert.LessOrEqual(t, obj.count("get")-gets, 32, "%+v: the reads of about a page, not of 80 sessions", q)
+		got, _ := walkPages(t, other, q)
+		assert.Equal(t, expected(metas, q), got, "%+v", q)
+	}
+
+	// A damaged copy: reported beside the page, in its place.
+	bad := metas[78].ID
+	keys := obj.keys(metaPrefix + bad.String() + "/")
+	require.Len(t, keys, 1)
+	require.NoError(t, obj.Put(ctx, keys[0], []byte("{not json")))
+	page, _, err := other.ListPage(ctx, Query{Limit: 3}, "")
+	var le *ListError
+	require.ErrorAs(t, err, &le)
+	require.Len(t, le.Unreadable, 1)
+	assert.Equal(t, bad, le.Unreadable[0].ID)
+	assert.Equal(t, keys[0], le.Unreadable[0].Path)
+	require.Len(t, page, 3)
+	assert.Equal(t, []uuid.UUID{metas[79].ID, metas[77].ID, metas[76].ID}, []uuid.UUID{page[0].ID, page[1].ID, page[2].ID})
+}

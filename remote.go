@@ -1064,9 +1064,26 @@ func (s *Store) fetchMissingBlob(ctx context.Context, dir string, d [32]byte, si
 // listRemote is List for a store with a remote: the newest metadata copy
 // of every session (meta/<id>/<n>), read several at a time.
 func (s *Store) listRemote(ctx context.Context) ([]Meta, error) {
+	ids, keys, err := s.remoteMetaKeys(ctx)
+	if err != nil {
+		return nil, err
+	}
+	metas, errs, err := s.readRemoteMetas(ctx, ids, keys)
+	if err != nil {
+		return nil, err
+	}
+	// A copy not found was replaced by a newer one since the listing.
+	return listResult(ids, metas, errs, ErrObjectNotFound, func(i int) string { return keys[i] })
+}
+
+// remoteMetaKeys lists the metadata copies of every session (meta/<id>/<n>)
+// and returns each session's id and the key of its newest copy, in
+// ascending order of id. The listing returns a thousand keys a request
+// (S3's page), and reads no copy.
+func (s *Store) remoteMetaKeys(ctx context.Context) ([]uuid.UUID, []string, error) {
 	infos, err := s.opts.Remote.List(ctx, metaPrefix, 0)
 	if err != nil {
-		return nil, seam.RemoteErr("list", metaPrefix, err)
+		return nil, nil, seam.RemoteErr("list", metaPrefix, err)
 	}
 	// Keys sort by id, then number: the last of each id is its newest.
 	var ids []uuid.UUID
@@ -1085,6 +1102,13 @@ func (s *Store) listRemote(ctx context.Context) ([]Meta, error) {
 		}
 		ids, keys = append(ids, id), append(keys, o.Key)
 	}
+	return ids, keys, nil
+}
+
+// readRemoteMetas reads the metadata copies keys of the sessions ids, 16
+// at a time: each one's Meta, or its error (ErrRemote; a copy not found,
+// ErrObjectNotFound, was replaced by a newer one since the listing).
+func (s *Store) readRemoteMetas(ctx context.Context, ids []uuid.UUID, keys []string) ([]Meta, []error, error) {
 	metas := make([]Meta, len(ids))
 	errs := make([]error, len(ids))
 	forEach(len(ids), 16, func(_, i int) {
@@ -1096,11 +1120,51 @@ func (s *Store) listRemote(ctx context.Context) ([]Meta, error) {
 		metas[i], _, errs[i] = decodeMeta(b, ids[i], keys[i])
 	})
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	// A copy not found was replaced by a newer one since the listing.
 	s.reg.live(metas)
-	return listResult(ids, metas, errs, ErrObjectNotFound, func(i int) string { return keys[i] })
+	return metas, errs, nil
+}
+
+// listPageRemote is listPage with a remote: the metadata copies are
+// listed (a listing request per thousand sessions, no copy read), then
+// read newest first from before, 16 at a time, until n selected
+// sessions are read: a page costs the listing and the reads of its own
+// sessions (and of those q rejects on the way), not one read per session
+// of the store.
+func (s *Store) listPageRemote(ctx context.Context, q Query, before *uuid.UUID, n int) ([]listItem, listCost, error) {
+	ids, keys, err := s.remoteMetaKeys(ctx)
+	if err != nil {
+		return nil, listCost{}, err
+	}
+	end := len(ids) // ids below before: ids[:end]
+	if before != nil {
+		end, _ = slices.BinarySearchFunc(ids, *before, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) })
+	}
+	var items []listItem
+	var cost listCost
+	matched := 0
+	for end > 0 && matched < n {
+		start := max(0, end-16)
+		metas, errs, err := s.readRemoteMetas(ctx, ids[start:end], keys[start:end])
+		if err != nil {
+			return nil, cost, err
+		}
+		cost.reads += end - start
+		for i := end - start - 1; i >= 0 && matched < n; i-- {
+			switch {
+			case errors.Is(errs[i], ErrObjectNotFound):
+				// Replaced by a newer copy since the listing.
+			case errs[i] != nil:
+				items = append(items, listItem{bad: &UnreadableSession{ID: ids[start+i], Path: keys[start+i], Err: errs[i]}})
+			case q.Matches(metas[i]):
+				items = append(items, listItem{meta: metas[i]})
+				matched++
+			}
+		}
+		end = start
+	}
+	return items, cost, nil
 }
 
 // metaRemote is Meta for a store with a remote: the session's newest
