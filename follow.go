@@ -86,31 +86,48 @@ func (r *remoteFiles) follow(ctx context.Context, lockSession func(string) (io.C
 		if lock, err = lockSession(filepath.Join(r.Dir, lockName)); err != nil {
 			return nil, err
 		}
-		if err := r.reconcileLocal(ctx, v, nil); err != nil {
-			lock.Close()
-			return nil, err
+		for {
+			err := r.reconcileLocal(ctx, v, nil)
+			if errors.Is(err, errLogMoved) {
+				if v, err = r.readFollowView(ctx, nil); err == nil {
+					continue
+				}
+			}
+			if err != nil {
+				lock.Close()
+				return nil, err
+			}
+			break
 		}
 		r.following = &followState{view: v}
 		return lock, nil
 	}
-	v, err := r.readFollowView(ctx, r.following.view)
-	if err != nil {
-		return nil, err
+	prev := r.following.view
+	for {
+		v, err := r.readFollowView(ctx, prev)
+		if err != nil {
+			return nil, err
+		}
+		if v == r.following.view {
+			return nil, nil // nothing new
+		}
+		// The cache matches the previous view: only what is newer is
+		// fetched, and an append to the chunks leaves the derived files.
+		r.trust = r.cacheState(r.following.view)
+		r.appendOnly = true
+		err = r.reconcileLocal(ctx, v, nil)
+		r.trust, r.appendOnly = nil, false
+		if errors.Is(err, errLogMoved) {
+			prev = nil // a data object became a tombstone since: read the log anew
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		r.following.view = v
+		r.following.stale = r.following.stale || r.derivedLag
+		return nil, nil
 	}
-	if v == r.following.view {
-		return nil, nil // nothing new
-	}
-	// The cache matches the previous view: only what is newer is
-	// fetched, and an append to the chunks leaves the derived files.
-	r.trust = r.cacheState(r.following.view)
-	r.appendOnly = true
-	defer func() { r.trust, r.appendOnly = nil, false }()
-	if err := r.reconcileLocal(ctx, v, nil); err != nil {
-		return nil, err
-	}
-	r.following.view = v
-	r.following.stale = r.following.stale || r.derivedLag
-	return nil, nil
 }
 
 // readFollowView reads the log's view (extended from prev when it is not

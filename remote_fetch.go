@@ -83,6 +83,15 @@ func (f *fetchFS) deferFetch(path string, s sealedObject) {
 	f.mu.Unlock()
 }
 
+// deferred reports whether the sealed chunk at path waits to be
+// downloaded as s (deferFetch), or is being downloaded.
+func (f *fetchFS) deferred(path string, s sealedObject) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	p, ok := f.pending[path]
+	return ok && p.Key == s.Key && p.Size == s.Size || f.inflight[path] != nil
+}
+
 // setTables records the exit tables of the sealed chunks of the chunks
 // directory dir, as the log names them.
 func (f *fetchFS) setTables(dir string, sealed []sealedObject) {

@@ -89,12 +89,19 @@ func (r *remoteFiles) reconcileLocal(ctx context.Context, v *logView, head *head
 	// without the derived files: appendOnly).
 	structural := false
 	r.derivedLag = false
-	r.fetch.forget(cdir) // waits for the downloads under way here
+	if !r.appendOnly {
+		r.fetch.forget(cdir) // waits for the downloads under way here
+	}
+	// (A follower's later look keeps the deferred downloads: a walk of
+	// the open session, which holds no mutex, may be reading them.)
 	local, temps, err := localChunks(r.fetch.FS, cdir)
 	if err != nil {
 		return err
 	}
 	for _, name := range temps {
+		if r.appendOnly {
+			break // a download under way may be writing it
+		}
 		if err := removeIfExists(fsys, filepath.Join(cdir, name)); err != nil {
 			return err
 		}
@@ -113,16 +120,21 @@ func (r *remoteFiles) reconcileLocal(ctx context.Context, v *logView, head *head
 			}
 			continue
 		}
-		if err := removeIfExists(fsys, path); err != nil {
-			return err
+		if r.appendOnly && !l.sealed && !l.plain && r.fetch.deferred(path+sealedExt, s) {
+			continue // a follower's earlier look deferred it
 		}
 		if l.sealed { // another size: not this chunk's sealing
 			if err := removeIfExists(fsys, path+sealedExt); err != nil {
 				return err
 			}
 		}
-		// Downloaded when first read (fetchFS).
+		// Downloaded when first read (fetchFS): recorded before the
+		// plain file goes, so that a reader of the chunk finds one or
+		// the other.
 		r.fetch.deferFetch(path+sealedExt, s)
+		if err := removeIfExists(fsys, path); err != nil {
+			return err
+		}
 		changed, structural = true, true
 	}
 	r.fetch.setTables(cdir, v.State.Sealed)

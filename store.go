@@ -221,8 +221,8 @@ func (s *Store) CloseSession(ctx context.Context, session uuid.UUID) error {
 func (s *Store) Close() error {
 	s.polls.close() // before the calls in flight are waited for: a poll is one
 	s.closeMu.Lock()
-	defer s.closeMu.Unlock()
 	if s.closed.Swap(true) {
+		s.closeMu.Unlock()
 		return nil
 	}
 	err := s.reg.closeAll()
@@ -231,6 +231,10 @@ func (s *Store) Close() error {
 		// records: the journal's last checkpoint finds nothing to do.
 		err = errors.Join(err, s.opts.jr.close())
 	}
+	s.closeMu.Unlock()
+	// The subscriptions end once no call can start: a SubscribeFrom's
+	// replay, between two batches, then gets ErrClosed instead of
+	// waiting for the lock this Close held.
 	s.hub.close()
 	return err
 }

@@ -31,7 +31,7 @@ import (
 // resumes after a restart, or after an Update with Missed set, by calling
 // SubscribeFrom with it: the events are durable, so none is lost to the
 // consumer. A fork's stream is its own events: its prefix is its parent's
-// (Meta.ForkedFrom).
+// (Meta.ForkedFrom), and after may be its fork point.
 //
 // Updates of the live stream that come while the replay is being read
 // queue as Subscribe's do, and beyond SubscriptionBuffer are counted in a
@@ -43,8 +43,9 @@ import (
 //
 // Errors: ErrNotFound for a session the store does not hold, or when
 // after is not one of its events; ErrLocked; ErrClosed; a
-// *CorruptionError for a damaged session (nothing is delivered); ctx's
-// error.
+// *CorruptionError for a session its open finds damaged; ctx's error.
+// Damage that only a read finds (a bad record the replay meets) ends the
+// subscription: C closes, and Err reports the *CorruptionError.
 func (s *Store) SubscribeFrom(ctx context.Context, session, after uuid.UUID) (*Subscription, error) {
 	return s.subscribe(ctx, session, after, true)
 }
@@ -57,31 +58,27 @@ func (s *Store) SubscribeFrom(ctx context.Context, session, after uuid.UUID) (*S
 // so that the new subscriber's replay starts where theirs ends.
 func (s *Store) subscribe(ctx context.Context, session, after uuid.UUID, replay bool) (*Subscription, error) {
 	sub := s.hub.newSubscription(session)
-	added := false
 	err := s.withHandle(ctx, session, func(h *openSession) error {
+		if err := h.damage(); err != nil {
+			return err
+		}
 		start := len(h.Entries)
 		if replay {
 			start = 0
 			if after != uuid.Nil {
 				i, ok := h.ByID[after]
-				if !ok {
+				switch {
+				case ok:
+					start = int(i) + 1
+				case h.meta.ForkedFrom != nil && h.meta.ForkedFrom.Event == after:
+					// A fork's fork point: its own events all follow.
+				default:
 					return fmt.Errorf("%w: event %s in session %s", ErrNotFound, after, session)
 				}
-				start = int(i) + 1
 			}
 		}
 		if err := s.deliverFollowed(ctx, h); err != nil {
 			return err
-		}
-		if !s.hub.add(sub) {
-			return ErrClosed
-		}
-		added = true
-		if s.follower() {
-			if len(h.Entries) > 0 {
-				sub.t.followed = h.Entries[len(h.Entries)-1].ID
-			}
-			s.polls.start(s, session)
 		}
 		if start < len(h.Entries) {
 			p := &resolvedPath{h: h, runs: []pathRun{{seg: -1, entries: slices.Clone(h.Entries[start:])}}}
@@ -89,15 +86,24 @@ func (s *Store) subscribe(ctx context.Context, session, after uuid.UUID, replay 
 				return s.replayPath(ctx, session, p, send)
 			}
 		}
+		if !s.hub.add(sub) {
+			return ErrClosed
+		}
+		// Registered: from here on its pump runs, so that the Store's
+		// Close, which waits for it, never waits in vain.
+		go sub.pump(ctx)
+		if s.follower() {
+			sub.t.followed = uuid.Nil
+			if len(h.Entries) > 0 {
+				sub.t.followed = h.Entries[len(h.Entries)-1].ID
+			}
+			s.polls.start(s, session)
+		}
 		return nil
 	})
 	if err != nil {
-		if added {
-			s.hub.remove(sub)
-		}
 		return nil, err
 	}
-	go sub.pump(ctx)
 	return sub, nil
 }
 
