@@ -151,7 +151,7 @@ func (s *Store) deferCreate(ctx context.Context, meta Meta) (Meta, error) {
 	if f := meta.ForkedFrom; f != nil {
 		// A deferred fork is one for its parent's Delete as soon as it is
 		// held here (forklock.go).
-		if err := s.checkForkParent(ctx, f.Session, hold); err != nil {
+		if err := s.checkForkParent(ctx, f.Session, uuid.Nil, hold); err != nil {
 			if errors.Is(err, errForkParentGone) {
 				return Meta{}, fmt.Errorf("%w: fork %s: %w (session %s)", ErrNotFound, meta.ID, err, f.Session)
 			}

@@ -59,9 +59,11 @@ import (
 // first, and the Delete refuses, or finds the parent gone and returns
 // ErrNotFound, leaving no fork (forklock.go). Not seen: a fork whose
 // session.json cannot be read, a deferred fork of another Store (its
-// first write then fails with ErrNotFound, acknowledging nothing), and a
-// fork made at that moment by a Store on another root sharing the
-// object store (Options.Remote).
+// first write then fails with ErrNotFound, acknowledging nothing). With
+// Options.Remote, forks made by Stores on other roots sharing the object
+// store are seen too, through their registrations there
+// (remote_forks.go): such a Fork and this Delete never both succeed, and
+// a Delete of another root under way makes this one ErrLocked.
 // Deleting a session the store does not hold returns nil, so Delete is
 // idempotent, and two Deletes of one id at once are safe: one removes it,
 // the other returns nil or ErrLocked.
@@ -243,8 +245,18 @@ func (s *Store) deleteSession(ctx context.Context, id uuid.UUID, still func() er
 	}
 	var objErr error // with Remote: the session is deleted, but objects of it stay
 	if s.opts.Remote != nil {
-		marked, err := s.markRemoteDeleted(ctx, id)
+		// Forks made on other roots: the object store orders them with
+		// this Delete (remote_forks.go).
+		endIntent, err := s.beginRemoteDelete(ctx, id)
+		if err != nil {
+			lk.Close()
+			return fmt.Errorf("sessionstore: delete session %s: %w", id, err)
+		}
+		marked, err := s.markRemoteDeleted(ctx, id, func() error { return s.freshIntent(ctx, id) })
 		deleted = marked
+		if !marked {
+			endIntent() // (a marked session's intent goes with its objects)
+		}
 		if err == nil && marked {
 			err = s.removeRemoteObjects(ctx, id)
 		}

@@ -233,6 +233,9 @@ func (h *openSession) inPrefix(id uuid.UUID) bool {
 // the moment Fork returns (under Options.DeferCreate too, where the fork
 // has no files yet), whatever Store on this root deletes (forklock.go): a
 // Fork and a Delete of its parent that run at once never both succeed.
+// With Options.Remote that holds across roots (machines) too: the fork
+// registers in the object store and reads the parent's delete intent
+// (remote_forks.go).
 // Fork takes the root's forks.lock briefly and writes an empty marker,
 // forks/<parent>/<fork>, at the root; it takes no lock on parent, and a
 // second writer of parent (ErrLocked on parent) does not stop it.
@@ -241,8 +244,10 @@ func (h *openSession) inPrefix(id uuid.UUID) bool {
 //
 // Errors: ErrNotFound when parent does not exist, is deleted while Fork
 // runs (no fork is left then), or at is not one of its durable events;
-// ErrForkChain when parent's chain of forks is longer than 64 sessions or
-// loops; ErrReadOnly; ErrClosed; as Create.
+// with Options.Remote, ErrLocked while a Delete of parent is under way on
+// another root (no fork is left; retry); ErrForkChain when parent's chain
+// of forks is longer than 64 sessions or loops; ErrReadOnly; ErrClosed;
+// as Create.
 func (s *Store) Fork(ctx context.Context, parent, at uuid.UUID) (Meta, error) {
 	if err := s.begin(ctx); err != nil {
 		return Meta{}, err

@@ -118,7 +118,7 @@ func (u unlockForks) Close() error {
 // and returns that error.
 func (s *Store) recordFork(ctx context.Context, fork Meta) error {
 	parent := fork.ForkedFrom.Session
-	err := s.checkForkParent(ctx, parent, func() error {
+	err := s.checkForkParent(ctx, parent, fork.ID, func() error {
 		return s.writeForkMarker(parent, fork.ID)
 	})
 	if err == nil {
@@ -137,15 +137,22 @@ func (s *Store) recordFork(ctx context.Context, fork Meta) error {
 
 // checkForkParent runs then, with forks.lock held, if session parent is
 // there (its session.json; with Options.Remote, its metadata in the
-// object store), and returns errForkParentGone if it is not.
-func (s *Store) checkForkParent(ctx context.Context, parent uuid.UUID, then func() error) error {
+// object store, after fork's registration there: remote_forks.go; a
+// deferred fork, uuid.Nil, is registered when it is written), and returns
+// errForkParentGone if it is not.
+func (s *Store) checkForkParent(ctx context.Context, parent, fork uuid.UUID, then func() error) error {
 	lk, err := s.lockForks(ctx)
 	if err != nil {
 		return err
 	}
-	if s.opts.Remote != nil {
+	switch {
+	case s.opts.Remote != nil && fork == uuid.Nil:
 		_, err = s.metaRemote(ctx, parent)
-	} else {
+	case s.opts.Remote != nil:
+		// Stores of other roots share no lock file with this one: the
+		// object store orders Fork and Delete (remote_forks.go).
+		err = s.registerRemoteFork(ctx, parent, fork)
+	default:
 		_, err = s.opts.fs.Stat(filepath.Join(s.sessionDir(parent), metaFile))
 	}
 	switch {

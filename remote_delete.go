@@ -84,11 +84,14 @@ func (s *Store) remoteReader(id uuid.UUID) *remoteFiles {
 
 // markRemoteDeleted is steps 1 to 3 above, with the session's local lock
 // held: when it returns nil the delete marker is in the log (it was, or
-// this call created it) and the metadata copies are gone; marked says
+// this call created it) and the metadata copies are gone; beforeMarker
+// runs just before the marker's Create (Delete's last check for forks
+// made from other roots: remote_forks.go), and its error stops the
+// Delete before the marker; marked says
 // whether a delete marker is in the log (false: the object store has no
 // log for the session). An error before the marker leaves the session
 // whole.
-func (s *Store) markRemoteDeleted(ctx context.Context, id uuid.UUID) (marked bool, err error) {
+func (s *Store) markRemoteDeleted(ctx context.Context, id uuid.UUID, beforeMarker func() error) (marked bool, err error) {
 	r := s.remoteReader(id)
 	marker := deleteMarker()
 	for {
@@ -115,6 +118,9 @@ func (s *Store) markRemoteDeleted(ctx context.Context, id uuid.UUID) (marked boo
 		if err := r.FillGaps(ctx, v, r.Lease); errors.Is(err, errLogMoved) {
 			continue
 		} else if err != nil {
+			return false, err
+		}
+		if err := beforeMarker(); err != nil {
 			return false, err
 		}
 		key := seam.LogKey(id, v.NewestSeq+1)
