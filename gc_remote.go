@@ -165,11 +165,7 @@ func (r *remoteFiles) stillHolds(ctx context.Context) error {
 		return fmt.Errorf("%w: session %s has no log", ErrFenced, r.ID)
 	}
 	key := objs[len(objs)-1].Key
-	b, err := r.Obj.Get(ctx, key, 0, -1)
-	if err != nil {
-		return seam.RemoteErr("get", key, err)
-	}
-	h, _, err := decodeLogObject(key, b)
+	h, err := r.headerOf(ctx, key)
 	if err != nil {
 		return err
 	}

@@ -710,11 +710,7 @@ func (r *remoteFiles) release(clean bool) error {
 		if !ok {
 			return corruptf(newest.Key, 0, "not a log object name")
 		}
-		b, err := r.Obj.Get(ctx, newest.Key, 0, -1)
-		if err != nil {
-			return seam.RemoteErr("get", newest.Key, err)
-		}
-		h, _, err := decodeLogObject(newest.Key, b)
+		h, err := r.headerOf(ctx, newest.Key)
 		if err != nil || h.Lease != r.Lease {
 			return err
 		}
@@ -730,11 +726,7 @@ func (r *remoteFiles) release(clean bool) error {
 		// taking the session) ends the lease: no release.
 		for k := r.Seq + 1; k <= seq; k++ {
 			key := seam.LogKey(r.ID, k)
-			b, err := r.Obj.Get(ctx, key, 0, -1)
-			if err != nil {
-				return seam.RemoteErr("get", key, err)
-			}
-			h, _, err := decodeLogObject(key, b)
+			h, err := r.headerOf(ctx, key)
 			if err != nil {
 				return err
 			}
@@ -766,6 +758,16 @@ func (r *remoteFiles) release(clean bool) error {
 	}
 	b, _ := json.Marshal(ls)
 	return durable.ReplaceFile(r.FS, r.Dir, remoteStateFile, b, r.Perm)
+}
+
+// headerOf reads the header of the log object key.
+func (r *remoteFiles) headerOf(ctx context.Context, key string) (*logHeader, error) {
+	b, err := r.Obj.Get(ctx, key, 0, -1)
+	if err != nil {
+		return nil, seam.RemoteErr("get", key, err)
+	}
+	h, _, err := decodeLogObject(key, b)
+	return h, err
 }
 
 // localRemoteState is remote.json.
