@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io/fs"
 	"runtime/debug"
@@ -599,7 +600,11 @@ func (c *cmdEnv) resolveForWriting(ctx context.Context, root, arg string) (*sess
 // read-only store and verifies it there. On failure rep is nil and the
 // command exits with status.
 func (c *cmdEnv) verifyFirst(ctx context.Context, args []string, doing string) (root string, session uuid.UUID, rep *sessionstore.VerifyReport, status int) {
-	fs := c.newFlags("<root> <session>")
+	return c.verifyFirstWith(ctx, c.newFlags("<root> <session>"), args, doing)
+}
+
+// verifyFirstWith is verifyFirst parsing args with fs, a command's flags.
+func (c *cmdEnv) verifyFirstWith(ctx context.Context, fs *flag.FlagSet, args []string, doing string) (root string, session uuid.UUID, rep *sessionstore.VerifyReport, status int) {
 	pos, status, ok := c.parseArgs(fs, args, 2, 2, "session")
 	if !ok {
 		return "", uuid.Nil, nil, status
@@ -622,9 +627,11 @@ func (c *cmdEnv) verifyFirst(ctx context.Context, args []string, doing string) (
 // writing: the session is locked, and opening it carries out the repairs
 // Verify lists.
 func cmdGC(ctx context.Context, c *cmdEnv, args []string) int {
+	fs := c.newFlags("[-dry-run] <root> <session>")
+	dry := fs.Bool("dry-run", false, "say what would be removed, and remove nothing")
 	// GC walks the index only; Verify reads every record and blob, so a
 	// damaged session is caught before anything is removed.
-	root, session, rep, status := c.verifyFirst(ctx, args, "collecting")
+	root, session, rep, status := c.verifyFirstWith(ctx, fs, args, "collecting")
 	if rep == nil {
 		return status
 	}
@@ -641,13 +648,17 @@ func cmdGC(ctx context.Context, c *cmdEnv, args []string) int {
 	if err != nil {
 		return c.failf("%v", err)
 	}
-	gc, err := s.GC(ctx, session)
+	gc, err := s.GCWith(ctx, session, sessionstore.GCOptions{DryRun: *dry})
 	closeErr := s.Close()
 	if err != nil {
 		return c.failf("session %s: %s", session, describe(err))
 	}
-	fmt.Fprintf(c.stdout, "%s: removed %d files (%d bytes): blobs no event refers to and temporary files; kept %d blobs\n",
-		session, gc.Removed, gc.Bytes, gc.Kept)
+	removed := "removed"
+	if *dry {
+		removed = "would remove (dry run: nothing removed)"
+	}
+	fmt.Fprintf(c.stdout, "%s: %s %d files (%d bytes): blobs no event refers to and temporary files; kept %d blobs\n",
+		session, removed, gc.Removed, gc.Bytes, gc.Kept)
 	if closeErr != nil {
 		return c.failf("close the store: %v", closeErr)
 	}

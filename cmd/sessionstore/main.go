@@ -80,7 +80,8 @@ commands:
                                               exit status 1 if any has a problem
   repair <root> <session>                     make the repairs verify lists now
                                               (opens the session for writing)
-  gc     <root> <session>                     remove blobs no event refers to
+  gc     [-dry-run] <root> <session>          remove blobs no event refers to, or with
+                                              -dry-run say what would go
                                               (opens the session for writing)
   upgrade [-all] [-compression zstd|none] <root> [session...]
                                               move older sessions to format 3, and

@@ -525,10 +525,16 @@ func TestGC(t *testing.T) {
 	orphan := filepath.Join(dir, strings.Repeat("0", 62)+".zst")
 	require.NoError(t, os.WriteFile(orphan, []byte("orphan"), 0o600))
 
-	status, stdout, stderr := runCmd("gc", f.root, f.session.ID.String())
+	status, stdout, stderr := runCmd("gc", "-dry-run", f.root, f.session.ID.String())
+	require.Equal(t, exitOK, status, stderr)
+	assert.Equal(t, f.session.ID.String()+": would remove (dry run: nothing removed) 1 files (6 bytes): blobs no event refers to and temporary files; kept 1 blobs\n", stdout)
+	_, err := os.Stat(orphan)
+	assert.NoError(t, err, "a dry run removes nothing")
+
+	status, stdout, stderr = runCmd("gc", f.root, f.session.ID.String())
 	require.Equal(t, exitOK, status, stderr)
 	assert.Equal(t, f.session.ID.String()+": removed 1 files (6 bytes): blobs no event refers to and temporary files; kept 1 blobs\n", stdout)
-	_, err := os.Stat(orphan)
+	_, err = os.Stat(orphan)
 	assert.ErrorIs(t, err, os.ErrNotExist)
 
 	// The referenced blob is still there.
