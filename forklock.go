@@ -49,10 +49,9 @@ import (
 // The marker needs no sync: it guards against a Delete running at the
 // same time as the Fork, and a crash ends both; after a crash the fork's
 // durable session.json is what List shows Delete. A Delete removes the
-// deleted session's own markers directory. Not covered: Stores on
-// different roots sharing one object store (Options.Remote), which share
-// no lock file; a Delete there can still take a parent whose fork another
-// root is making at that moment.
+// deleted session's own markers directory. Stores on different roots
+// sharing one object store (Options.Remote) share no lock file: there
+// Fork and Delete also meet in the object store (remote_forks.go).
 
 // Names of the fork markers; part of the layout.
 const (

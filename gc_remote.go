@@ -35,8 +35,9 @@ import (
 // the session for writing, under its lease, and holds the session's
 // mutex throughout, so no append of this Store starts meanwhile. It
 // removes only objects it listed before it checked that it still holds
-// the session (the newest log object is its lease's, and no Create
-// failed): a Store taking the session over uploads nothing before its
+// the session (the newest log object is its lease's, no Create failed,
+// and the lease was written or renewed within LeaseTime/2 by the object
+// store's clock): a Store taking the session over uploads nothing before its
 // open marker, which is then the newest object, so nothing such a Store
 // uploaded is among them; and a sealed object's key names the lease
 // that uploaded it. An object younger than LeaseTime by the object
@@ -146,7 +147,10 @@ func (r *remoteFiles) sweep(ctx context.Context, referenced map[[32]byte]bool, d
 }
 
 // stillHolds checks that this Store still holds the session: no Create of
-// its lease failed, and the log's newest object is its lease's.
+// its lease failed, the log's newest object is its lease's, and the lease
+// was written or renewed less than LeaseTime/2 ago by the object store's
+// clock (else ErrLocked: a renewal that failed could let another Store
+// take the session over while GC removes).
 func (r *remoteFiles) stillHolds(ctx context.Context) error {
 	r.Mu.Lock()
 	lost, holder := r.Lost, r.Holder
@@ -164,13 +168,29 @@ func (r *remoteFiles) stillHolds(ctx context.Context) error {
 	if len(seqs) == 0 {
 		return fmt.Errorf("%w: session %s has no log", ErrFenced, r.ID)
 	}
-	key := objs[len(objs)-1].Key
-	h, err := r.headerOf(ctx, key)
+	newest := objs[len(objs)-1]
+	h, err := r.headerOf(ctx, newest.Key)
 	if err != nil {
 		return err
 	}
 	if h.Lease != r.Lease {
-		return fmt.Errorf("%w: session %s: log object %s is another lease's", ErrFenced, r.ID, key)
+		return fmt.Errorf("%w: session %s: log object %s is another lease's", ErrFenced, r.ID, newest.Key)
+	}
+	// And the lease is fresh, by the object store's clock: its newest
+	// object or its renewal younger than LeaseTime/2, so that no Store
+	// may take it over before the removals of the next LeaseTime/4 end.
+	now, err := r.StoreClock(ctx)
+	if err != nil {
+		return err
+	}
+	last := newest.ModTime
+	if info, err := r.Obj.Stat(ctx, seam.RenewKey(r.ID, r.Lease)); err == nil && info.ModTime.After(last) {
+		last = info.ModTime
+	} else if err != nil && !errors.Is(err, ErrObjectNotFound) {
+		return seam.RemoteErr("stat", seam.RenewKey(r.ID, r.Lease), err)
+	}
+	if idle := now.Sub(last); idle >= r.leaseT/2 {
+		return fmt.Errorf("%w: session %s: this Store's lease was last written or renewed %v ago (lease %v): GC removes nothing more", ErrLocked, r.ID, idle, r.leaseT)
 	}
 	return nil
 }

@@ -58,6 +58,11 @@ func newGCFixture(t *testing.T) *gcFixture {
 		require.NoError(t, f.obj.Put(ctx, k, []byte("left by a failure")))
 	}
 	f.obj.advance(2 * f.opts.LeaseTime)
+	// The holder writes again: its lease is fresh (GC collects only under
+	// a lease written or renewed within half of it).
+	last := `{"text":"after a while"}`
+	apiAppend(t, s, f.id, Event{Kind: KindCustom, Record: json.RawMessage(last)})
+	f.want = append(f.want, last)
 	young := sha256.Sum256([]byte("young"))
 	f.young = seam.BlobKey(f.id, young)
 	require.NoError(t, f.obj.Put(ctx, f.young, []byte("in flight, maybe")))
@@ -157,13 +162,21 @@ func TestRemoteGCFaults(t *testing.T) {
 }
 
 // TestRemoteGCFenced: a Store whose session another Store took over
-// removes nothing from the object store: its GC is ErrFenced.
+// removes nothing from the object store: its GC is ErrFenced; and one
+// whose lease was not written or renewed for half of it (its renewals
+// failed, say) removes nothing either: ErrLocked.
 func TestRemoteGCFenced(t *testing.T) {
 	ctx := context.Background()
 	f := newGCFixture(t)
+	f.obj.advance(f.opts.LeaseTime / 2)
+	_, err := f.s.GC(ctx, f.id)
+	require.ErrorIs(t, err, ErrLocked, "a lease idle for half of it")
+	for _, k := range f.orphans {
+		assert.Contains(t, f.obj.keys(seam.SessionPrefix(f.id)), k)
+	}
 	f.obj.advance(2 * f.opts.LeaseTime)
 	b, _ := apiNewStore(t, f.opts)
-	_, err := b.Load(ctx, f.id) // takes the session over
+	_, err = b.Load(ctx, f.id) // takes the session over
 	require.NoError(t, err)
 	_, err = f.s.GC(ctx, f.id)
 	require.ErrorIs(t, err, ErrFenced)
@@ -171,6 +184,7 @@ func TestRemoteGCFenced(t *testing.T) {
 	for _, k := range f.orphans {
 		assert.Contains(t, left, k, "the zombie removed nothing")
 	}
+	assert.ErrorIs(t, f.s.Close(), ErrFenced, "the zombie's Close finds it lost the session")
 	_, err = b.GC(ctx, f.id)
 	require.NoError(t, err, "the holder collects")
 	left = f.obj.keys(seam.SessionPrefix(f.id))

@@ -1108,18 +1108,36 @@ func (s *Store) remoteMetaKeys(ctx context.Context) ([]uuid.UUID, []string, erro
 }
 
 // readRemoteMetas reads the metadata copies keys of the sessions ids, 16
-// at a time: each one's Meta, or its error (ErrRemote; a copy not found,
-// ErrObjectNotFound, was replaced by a newer one since the listing).
+// at a time: each one's Meta, or its error (ErrRemote). A copy not found
+// was replaced by a newer one since the listing, which is read instead;
+// a session with no copy left was deleted (ErrObjectNotFound).
 func (s *Store) readRemoteMetas(ctx context.Context, ids []uuid.UUID, keys []string) ([]Meta, []error, error) {
 	metas := make([]Meta, len(ids))
 	errs := make([]error, len(ids))
 	forEach(len(ids), 16, func(_, i int) {
-		b, err := s.opts.Remote.Get(ctx, keys[i], 0, -1)
+		key := keys[i]
+		b, err := s.opts.Remote.Get(ctx, key, 0, -1)
+		if errors.Is(err, ErrObjectNotFound) {
+			// Replaced by a newer copy since the listing (its holder
+			// deletes the older ones), or deleted: the newest now.
+			prefix := metaPrefix + ids[i].String() + "/"
+			infos, lerr := s.opts.Remote.List(ctx, prefix, 0)
+			if lerr != nil {
+				errs[i] = seam.RemoteErr("list", prefix, lerr)
+				return
+			}
+			if len(infos) == 0 {
+				errs[i] = fmt.Errorf("get %s: %w", key, err) // deleted
+				return
+			}
+			key = infos[len(infos)-1].Key
+			b, err = s.opts.Remote.Get(ctx, key, 0, -1)
+		}
 		if err != nil {
-			errs[i] = seam.RemoteErr("get", keys[i], err)
+			errs[i] = seam.RemoteErr("get", key, err)
 			return
 		}
-		metas[i], _, errs[i] = decodeMeta(b, ids[i], keys[i])
+		metas[i], _, errs[i] = decodeMeta(b, ids[i], key)
 	})
 	if err := ctx.Err(); err != nil {
 		return nil, nil, err

@@ -23,8 +23,10 @@ import (
 //
 //   - Fork, once its session is in the object store (its log and
 //     metadata), writes a registration sessions/<parent>/forks/<fork>,
-//     then reads the parent: its metadata and newest log object (not
-//     deleted: metaRemote) and its delete intent. It fails, the
+//     then reads the parent's delete intent, then the parent: its
+//     metadata and newest log object (not deleted: metaRemote). The
+//     intent comes first: a Delete that commits removes it with the
+//     session's objects, after its marker. It fails, the
 //     registration and the fork removed again, when the parent is gone
 //     (ErrNotFound) or a Delete of it is under way: an intent younger than
 //     LeaseTime by the object store's clock (ErrLocked; a retry after
@@ -37,9 +39,10 @@ import (
 //     intent removed), a stale one (the fork deleted since) is removed.
 //     A fork is live while its log is there and does not end with a
 //     delete marker.
-//     Just before its delete marker it checks that its intent is younger
-//     than LeaseTime/2; if not (a Delete that waited for a holder), it
-//     writes the intent again and lists the registrations again. The
+//     Just before its delete marker it checks that the intent is its own
+//     and younger than LeaseTime/2; if not (a Delete that waited for a
+//     holder; another root's Delete that took it for a crashed one's),
+//     it writes its intent again and lists the registrations again. The
 //     marker commits; the intent and the registrations go with the
 //     session's other objects (remote_delete.go, step 4).
 //
@@ -87,38 +90,57 @@ func (s *Store) registerRemoteFork(ctx context.Context, parent, fork uuid.UUID) 
 // checkRemoteParent reads the parent of a fork after its registration:
 // errForkParentGone when it is gone or deleted, ErrLocked when a Delete
 // of it is under way.
+//
+// The intent is read first: a Delete that commits removes its intent with
+// the session's other objects (remote_delete.go, step 4), after its
+// marker, so a Fork that finds no intent then finds the marker.
 func (s *Store) checkRemoteParent(ctx context.Context, parent uuid.UUID) error {
+	intent, err := s.readIntent(ctx, parent)
+	if err != nil {
+		return err
+	}
+	if intent.present && intent.age < s.opts.LeaseTime {
+		return fmt.Errorf("%w: a Delete of session %s is under way", ErrLocked, parent)
+	}
 	if _, err := s.metaRemote(ctx, parent); errors.Is(err, ErrNotFound) {
 		return errForkParentGone
 	} else if err != nil {
 		return err
 	}
-	young, err := s.intentYoung(ctx, parent, s.opts.LeaseTime)
-	if err != nil {
-		return err
-	}
-	if young {
-		return fmt.Errorf("%w: a Delete of session %s is under way", ErrLocked, parent)
-	}
 	return nil
 }
 
-// intentYoung reports whether session id has a delete intent younger
-// than age by the object store's clock.
-func (s *Store) intentYoung(ctx context.Context, id uuid.UUID, age time.Duration) (bool, error) {
+// deleteIntent is what a read of a session's delete intent found: whether
+// there is one, whose (the root that wrote it: its Store id), and its age
+// by the object store's clock.
+type deleteIntent struct {
+	present bool
+	mine    bool
+	age     time.Duration
+}
+
+// readIntent reads session id's delete intent.
+func (s *Store) readIntent(ctx context.Context, id uuid.UUID) (deleteIntent, error) {
 	key := deleteIntentKey(id)
-	info, err := s.opts.Remote.Stat(ctx, key)
+	b, err := s.opts.Remote.Get(ctx, key, 0, -1)
 	if errors.Is(err, ErrObjectNotFound) {
-		return false, nil
+		return deleteIntent{}, nil
 	}
 	if err != nil {
-		return false, seam.RemoteErr("stat", key, err)
+		return deleteIntent{}, seam.RemoteErr("get", key, err)
+	}
+	info, err := s.opts.Remote.Stat(ctx, key)
+	if errors.Is(err, ErrObjectNotFound) {
+		return deleteIntent{}, nil // removed meanwhile
+	}
+	if err != nil {
+		return deleteIntent{}, seam.RemoteErr("stat", key, err)
 	}
 	now, err := s.remoteReader(id).StoreClock(ctx)
 	if err != nil {
-		return false, err
+		return deleteIntent{}, err
 	}
-	return now.Sub(info.ModTime) < age, nil
+	return deleteIntent{present: true, mine: bytes.Equal(b, []byte(s.opts.storeID.String())), age: now.Sub(info.ModTime)}, nil
 }
 
 // beginRemoteDelete is Delete's claim, with the session's local lock and
@@ -129,32 +151,33 @@ func (s *Store) intentYoung(ctx context.Context, id uuid.UUID, age time.Duration
 // removes the intent of a Delete that did not commit.
 func (s *Store) beginRemoteDelete(ctx context.Context, id uuid.UUID) (end func(), err error) {
 	key := deleteIntentKey(id)
+	mine := []byte(s.opts.storeID.String())
 	end = func() {
-		if err := s.opts.Remote.Delete(context.WithoutCancel(ctx), key); err != nil && !errors.Is(err, ErrObjectNotFound) {
+		// Only this root's: another root may have taken it over.
+		ctx := context.WithoutCancel(ctx)
+		if b, err := s.opts.Remote.Get(ctx, key, 0, -1); err != nil || !bytes.Equal(b, mine) {
+			return
+		}
+		if err := s.opts.Remote.Delete(ctx, key); err != nil && !errors.Is(err, ErrObjectNotFound) {
 			s.opts.Logger.Warn("sessionstore: removing a delete intent (forks of the session wait LeaseTime)", "key", key, "err", err)
 		}
 	}
-	mine := []byte(s.opts.storeID.String())
 	if err := s.opts.Remote.Create(ctx, key, mine); errors.Is(err, ErrObjectExists) {
 		// This root's own (a Delete that failed or crashed here, retried)
 		// is taken back; another root's, once older than LeaseTime.
-		b, err := s.opts.Remote.Get(ctx, key, 0, -1)
-		if err != nil && !errors.Is(err, ErrObjectNotFound) {
-			return nil, seam.RemoteErr("get", key, err)
+		intent, err := s.readIntent(ctx, id)
+		if err != nil {
+			return nil, err
 		}
-		if err == nil && !bytes.Equal(b, mine) {
-			young, err := s.intentYoung(ctx, id, s.opts.LeaseTime)
-			if err != nil {
-				return nil, err
-			}
-			if young {
-				return nil, fmt.Errorf("%w: another Delete of session %s is under way", ErrLocked, id)
-			}
+		if intent.present && !intent.mine && intent.age < s.opts.LeaseTime {
+			return nil, fmt.Errorf("%w: another Delete of session %s is under way", ErrLocked, id)
 		}
-		if err := s.opts.Remote.Put(ctx, key, []byte(s.opts.storeID.String())); err != nil {
+		if err := s.opts.Remote.Put(ctx, key, mine); err != nil {
+			end() // its state unknown: it may be there
 			return nil, seam.RemoteErr("put", key, err)
 		}
 	} else if err != nil {
+		end() // its state unknown: it may be there
 		return nil, seam.RemoteErr("create", key, err)
 	}
 	if err := s.checkRemoteForks(ctx, id); err != nil {
@@ -199,14 +222,17 @@ func (s *Store) checkRemoteForks(ctx context.Context, id uuid.UUID) error {
 }
 
 // freshIntent is Delete's check just before its delete marker: an intent
-// older than LeaseTime/2 (the Delete waited, for a holder say) is
-// written again and the forks listed again, so that a Fork that took it
-// for a crashed Delete's is seen.
+// older than LeaseTime/2 (the Delete waited, for a holder say), or
+// another root's (it took this one for a crashed Delete's), is written
+// again and the forks listed again, so that a Fork that took it for a
+// crashed Delete's is seen.
 func (s *Store) freshIntent(ctx context.Context, id uuid.UUID) error {
-	young, err := s.intentYoung(ctx, id, s.opts.LeaseTime/2)
-	if err != nil || young {
+	intent, err := s.readIntent(ctx, id)
+	if err != nil || intent.mine && intent.age < s.opts.LeaseTime/2 {
 		return err
 	}
+	// Stale, or another root's (which took this one for a crashed
+	// Delete's): this root's again, and the forks listed again.
 	key := deleteIntentKey(id)
 	if err := s.opts.Remote.Put(ctx, key, []byte(s.opts.storeID.String())); err != nil {
 		return seam.RemoteErr("put", key, err)

@@ -56,6 +56,11 @@ func (p *pausingObjects) Create(ctx context.Context, key string, data []byte) er
 	return p.ObjectStore.Create(ctx, key, data)
 }
 
+func (p *pausingObjects) Get(ctx context.Context, key string, off, n int64) ([]byte, error) {
+	p.pause("get", key)
+	return p.ObjectStore.Get(ctx, key, off, n)
+}
+
 func (p *pausingObjects) Stat(ctx context.Context, key string) (ObjectInfo, error) {
 	p.pause("stat", key)
 	return p.ObjectStore.Stat(ctx, key)
@@ -90,7 +95,7 @@ func crossRoots(t *testing.T) (obj *memObjects, pa *pausingObjects, a, b *Store,
 func TestRemoteForkBeforeDeleteAcrossRoots(t *testing.T) {
 	ctx := context.Background()
 	_, pa, a, b, parent, at := crossRoots(t)
-	pa.arm("stat", "/deleting") // the Fork, registered, about to read the parent's intent
+	pa.arm("get", "/deleting") // the Fork, registered, about to read the parent's intent
 	forked := make(chan error, 1)
 	var fork Meta
 	go func() {
