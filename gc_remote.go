@@ -79,25 +79,25 @@ func (r *remoteFiles) sweep(ctx context.Context, referenced map[[32]byte]bool, d
 	}
 	old := func(o seam.ObjectInfo) bool { return now.Sub(o.ModTime) >= r.leaseT }
 
-	// The strings of the split blobs kept: from the local file when the
-	// directory has it, else from the object.
+	// The strings of the split blobs kept, as each object names them (its
+	// table only, by ranged reads): the object may be split where the
+	// local file is not, or otherwise (a Store with another
+	// StringThreshold stored it first, and the upload here reused it).
 	keep := maps.Clone(referenced)
 	for _, o := range blobs {
 		d, ok := blobDigestOf(o.Key, prefix)
 		if !ok || !referenced[d] {
 			continue
 		}
-		refs, err := blob.FileRefs(r.FS, r.Dir, d)
+		refs, err := blob.TableRefs(o.Key, func(off, n int64) ([]byte, error) {
+			b, err := r.Obj.Get(ctx, o.Key, off, n)
+			if err != nil {
+				return nil, seam.RemoteErr("get", o.Key, err)
+			}
+			return b, nil
+		})
 		if err != nil {
-			b, gerr := r.Obj.Get(ctx, o.Key, 0, -1)
-			if gerr != nil {
-				return 0, 0, seam.RemoteErr("get", o.Key, gerr)
-			}
-			if refs = nil; blob.IsSplit(b) {
-				if refs, err = blob.Refs(b); err != nil {
-					return 0, 0, corruptf(o.Key, 0, "split blob: %v", err)
-				}
-			}
+			return 0, 0, damage(err)
 		}
 		for _, ref := range refs {
 			keep[ref.Digest] = true

@@ -244,21 +244,43 @@ func FileRefs(fsys vfs.FS, dir string, d [32]byte) ([]Ref, error) {
 		return nil, err
 	}
 	defer f.Close()
-	var head [8]byte
-	if _, err := io.ReadFull(io.NewSectionReader(f, 0, 8), head[:]); err != nil || !IsSplit(head[:]) {
-		return nil, nil // too short to be split: Read reports what it is
+	return TableRefs(path, func(off, n int64) ([]byte, error) {
+		b := make([]byte, n)
+		k, err := f.ReadAt(b, off)
+		if errors.Is(err, io.EOF) {
+			err = nil
+		}
+		return b[:k], err
+	})
+}
+
+// TableRefs reads the string table of the stored blob named name (a file
+// or an object key) through read, which returns up to n bytes from off
+// (fewer at the end), reading only the table: nil for a blob that is not
+// split (or too short to be). A damaged table is a *corrupt.Error naming
+// name; read's error is returned as it is.
+func TableRefs(name string, read func(off, n int64) ([]byte, error)) ([]Ref, error) {
+	head, err := read(0, 8)
+	if err != nil {
+		return nil, err
+	}
+	if len(head) < 8 || !IsSplit(head) {
+		return nil, nil // too short to be split: a read reports what it is
 	}
 	n := int64(binary.LittleEndian.Uint32(head[4:]))
 	if n > maxTable {
-		return nil, corrupt.Errorf(path, 4, "string table of %d bytes out of range", n)
+		return nil, corrupt.Errorf(name, 4, "string table of %d bytes out of range", n)
 	}
-	b := make([]byte, 8+n)
-	if _, err := f.ReadAt(b, 0); err != nil {
-		return nil, corrupt.Errorf(path, 0, "string table: %v", err)
+	b, err := read(0, 8+n)
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) < 8+n {
+		return nil, corrupt.Errorf(name, 0, "string table: %d of its %d bytes", len(b), 8+n)
 	}
 	refs, err := Refs(b)
 	if err != nil {
-		return nil, corrupt.Errorf(path, 0, "%v", err)
+		return nil, corrupt.Errorf(name, 0, "%v", err)
 	}
 	return refs, nil
 }
