@@ -50,13 +50,17 @@ func (o *overlapObjects) Get(ctx context.Context, key string, off, n int64) ([]b
 	o.most = max(o.most, o.now)
 	o.fetched = append(o.fetched, key)
 	o.cond.Broadcast()
+	// The timer says when the hold is over (a flag under o.mu: a clock
+	// read after the timer was set could still be short of the hold when
+	// the timer's broadcast came, and nothing would wake the wait again).
+	expired := false
 	deadline := time.AfterFunc(o.hold, func() {
 		o.mu.Lock()
+		expired = true
 		o.cond.Broadcast()
 		o.mu.Unlock()
 	})
-	start := time.Now()
-	for o.now < 2 && time.Since(start) < o.hold {
+	for o.now < 2 && !expired {
 		o.cond.Wait()
 	}
 	deadline.Stop()
