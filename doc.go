@@ -643,10 +643,14 @@
 //   - Sealed chunks and blobs are immutable objects created before any log
 //     object refers to them (a seal record names the sealed object); once
 //     a seal record covers a chunk, its data objects are replaced by
-//     tombstones (small fixed objects) after LeaseTime, never before. No
-//     log object is ever deleted, so no number is ever free again: the
-//     numbers fence zombies and takers that stalled (remote.go, "Numbers
-//     are never freed"). A log object the object store lost is a
+//     tombstones (small fixed objects) after LeaseTime, never before.
+//     Log objects below the newest marker that no reader needs (old
+//     markers, tombstones, voids) are deleted by compaction, in the
+//     background of an open, every 64 numbers, so that a session's
+//     object count stays bounded however many handoffs it sees; the
+//     numbers that still fence a zombie stay taken for good, and a taker
+//     that stalled checks its marker is the newest (remote.go, "Numbers
+//     freed by compaction"). A log object the object store lost is a
 //     *CorruptionError naming its key.
 //   - Metadata: each session.json is a log object (so a fenced writer
 //     cannot write one) and a copy, meta/<id>/<n>, from which List, ListRecent

@@ -27,9 +27,9 @@ import (
 //     them), keeping this lease's own: its seal records may still come
 //     (remote.go, sendUnsent).
 //
-// It never removes a log object (tombstones included: numbers are never
-// freed), a metadata copy (the holder keeps the newest: copyMeta), or a
-// lease's probes.
+// It removes no log object (compaction does: remote.go, "Numbers freed
+// by compaction"), no metadata copy (the holder keeps the newest:
+// copyMeta), and no lease's probes.
 //
 // Why it is safe beside other Stores. Only the holder collects: GC opens
 // the session for writing, under its lease, and holds the session's

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -121,33 +122,68 @@ import (
 // rule's absence failing; remote_window_test.go runs a takeover with
 // four Creates in flight on the real code.
 //
-// Numbers are never freed. No log object is ever deleted: a data object
-// that a seal record made unneeded is replaced, LeaseTime after the
-// sealing, by a tombstone (seam.Tombstone: kind "dead", no payload, 132
-// bytes; the bytes are freed, the number is not), and a deleted
-// session's objects by its delete marker (remote_delete.go). The
-// argument rests on it: every marker is created with Create, at the
-// number after the newest its writer saw in a listing, after the numbers
-// free below it were filled with voids (see above: only a holder's
-// window of Creates in flight leaves numbers free, never a deletion), so
-// a marker's Create at n succeeds only if no object at n or above was
-// created since its writer listed the log. A taker (an open, a Delete) that
-// stalls between its listing and its Create, however long, while others
-// take the session, write, seal and replace dead objects, finds its
-// number taken, gets ErrObjectExists and reads the log again; a zombie
-// holder's next Create fails the same way. Had dead objects been deleted
-// (builds before tombstones did so), the stalled taker's Create could
-// land in a freed number below the newest object: its marker and its
-// next append acknowledged, and readers, who start from the newest
-// marker, never seeing them. remote_model_test.go checks this argument
-// exhaustively on a model of the log, and remote_stall_test.go on the
-// real code with a taker paused between its listing and its Create. The
-// cost: one tombstone per data object of a sealed chunk stays in the
-// bucket (a data object per commit group), until the session is deleted.
+// Numbers freed by compaction, and only there. A data object that a
+// seal record made unneeded is replaced, LeaseTime after the sealing,
+// by a tombstone (seam.Tombstone: kind "dead", no payload, 132 bytes; a
+// Put, so the number stays taken), and a deleted session's objects by
+// its delete marker (remote_delete.go). Log objects are deleted by
+// compaction alone (internal/seam's compact.go): a Store that took the
+// session deletes, in the background, every object below the marker it
+// took the session from that its state does not keep, once CompactEvery
+// (64) numbers lie below that marker since the last compaction, so that
+// a session's object count stays bounded however many handoffs it sees.
+// A freed number is one a stale Create can take, so the argument rests
+// on three rules:
 //
-// A missing object is damage. Since no number is freed, every object a
-// listing names is there when read; one that is not (a bucket lifecycle
-// rule, an operator) is a *CorruptionError naming its key. A free number
+//   - Freed numbers lie below the newest marker. The compacting Store
+//     deletes only below the marker it took the session from, after its
+//     own marker, newer, was confirmed the newest (the next rule); a
+//     marker is deleted only once a newer marker exists, so at any
+//     moment a marker newer than every freed number is in the log.
+//   - A taker checks its marker. After its marker (and its fills after
+//     it) a Store taking the session lists the log's newest object
+//     (seam.LogWriter.CheckNewestLocked); a newer one means its marker
+//     landed in a freed number below a newer marker (its listing was
+//     older than a compaction): it reads the log again, and its marker
+//     stays where no reader looks (readers start from the newest
+//     marker). A newer marker within its fills is met by a fill, which
+//     fences it; one past them, by the listing. So the taker of a stale
+//     listing, stalled however long between its listing and its Create
+//     while others took the session, wrote and compacted, acknowledges
+//     nothing. A Delete checks its marker the same way before it removes
+//     anything (remote_delete.go); the create marker, number 1, is never
+//     deleted, so a Create of the session's id still fails.
+//   - A zombie's numbers stay taken. A holder taken over without its
+//     release may still Create the numbers after what it stored: its
+//     Creates go at most its window past its stored prefix, and the
+//     taker's marker follows the newest object, at most that far, so
+//     they lie within the window on each side of the taker's marker
+//     (seam.KeepRange). The taker records that range in its marker's
+//     state, every later marker carries it, and compaction never frees
+//     it: the voids, the marker and the fills there keep failing the
+//     zombie's Creates, however late. (A clean release leaves nothing
+//     in flight: no range.) The data objects the state names (live,
+//     dead) are never compacted either; a dead one goes by its
+//     tombstone first.
+//
+// A reader whose listing is older than a compaction may find objects it
+// listed gone: damage only if the log did not move since (seam's
+// movedErr); it moved (a newer marker exists), so it reads the log
+// again. Before compaction, no number was freed, and a stalled taker's
+// marker landing in a freed number was the hole of builds that deleted
+// dead data objects: remote_model_test.go checks the argument without
+// compaction, remote_compact_model_test.go with it, exhaustively, and
+// remote_stall_test.go and remote_compact_test.go on the real code with
+// a taker paused between its listing and its Create. The cost: an
+// extra LIST per open (the check), a LIST and one DELETE per object
+// every CompactEvery numbers (in the background), and, for good, the
+// create marker and 2W-1 numbers per takeover of a holder that did not
+// release.
+
+// A missing object is damage. Since no number from the newest marker on
+// is freed, every object a listing names there is there when read, unless
+// the log moved; one that is not (a bucket lifecycle rule, an operator)
+// is a *CorruptionError naming its key. A free number
 // after the newest marker is damage when a later object of the lease was
 // issued after it was stored (its Acked; every object but a data object
 // is created after all before it were); only among the newest objects of
@@ -270,6 +306,9 @@ type remoteFiles struct {
 	// waits for renewDone.
 	renewStop context.CancelFunc
 	renewDone chan struct{}
+	// compacting is the compaction acquire started (startCompaction),
+	// which release waits for.
+	compacting sync.WaitGroup
 
 	// A follower's (follow.go): the view its cache matches; while
 	// reconcileLocal runs for a later look, the cache's state (trust,
@@ -514,8 +553,8 @@ func (r *remoteFiles) exitsOf(n uint32, es []entry) []seam.Exit {
 // ago by tombstones (seam.Tombstone, a Put): a Store reading an older
 // state of the log may still read them until then. Those younger stay in
 // the state (Dead) the release marker records, for the next holder to
-// replace. The objects are never deleted: a deleted number could be
-// created again (see "Numbers are never freed" above).
+// replace. The objects are replaced, not deleted: only compaction frees
+// numbers (see "Numbers freed by compaction" above).
 func (r *remoteFiles) deleteDying() {
 	r.Mu.Lock()
 	var due []seqRange
@@ -676,6 +715,7 @@ func (r *remoteFiles) release(clean bool) error {
 		return r.releaseFollower(clean)
 	}
 	r.stopRenewal()
+	r.compacting.Wait()
 	r.Mu.Lock()
 	held := r.Holder
 	r.Mu.Unlock()
@@ -967,9 +1007,44 @@ func (r *remoteFiles) acquire(ctx context.Context, wait bool) error {
 		r.Mu.Unlock()
 		if err == nil {
 			r.startRenewal() // after Mu: a renewal takes it
+			r.startCompaction(v.MarkerSeq)
 		}
 		return err
 	}
+}
+
+// startCompaction deletes, in the background, the log objects below
+// below (the marker this lease took the session from) that its state
+// does not keep (seam.LogWriter.Compact), once CompactEvery numbers lie
+// between the state's Compacted and it: the session's object count stays
+// bounded however many handoffs it sees. Once every deletion succeeded,
+// the state's Compacted moves to below and its CompactFrom to the oldest
+// data object kept (which may die and go later), which the lease's
+// release marker records; a compaction cut short (a failed deletion, a
+// crash) is done again by the next holder. release waits for it.
+func (r *remoteFiles) startCompaction(below uint64) {
+	r.Mu.Lock()
+	st := r.State.Clone()
+	r.Mu.Unlock()
+	if !seam.CompactDue(st, below) {
+		return
+	}
+	r.compacting.Add(1)
+	go func() {
+		defer r.compacting.Done()
+		ctx, cancel := r.ctx()
+		defer cancel()
+		stats, err := r.Compact(ctx, st, below, false)
+		if err != nil {
+			r.Log.Warn("sessionstore: log compaction stopped; the next holder does it again", "session", r.ID, "err", err)
+			return
+		}
+		r.Mu.Lock()
+		if below > r.State.Compacted {
+			r.State.Compacted, r.State.CompactFrom = below, stats.From
+		}
+		r.Mu.Unlock()
+	}()
 }
 
 // take takes the session after the log v, with Mu held: it fills the
@@ -985,14 +1060,24 @@ func (r *remoteFiles) take(ctx context.Context, v *logView) error {
 		return err
 	}
 	fills := 0
+	st := v.State.Clone()
 	if !v.Clean() {
 		fills = int(staleWindow(v)) - 1
+		// The numbers the holder's Creates may still take stay taken
+		// for good: compaction never frees them.
+		st.Keep = append(st.Keep, seam.KeepRange(v.NewestSeq+1, staleWindow(v)))
 	}
-	r.Take(lease, v.NewestSeq, v.State, v.Meta, staleWindow(v), fills)
-	if _, err := r.PutLocked(ctx, &logHeader{Kind: logOpen, State: v.State.Clone()}, v.Meta); err != nil {
+	r.Take(lease, v.NewestSeq, st, v.Meta, staleWindow(v), fills)
+	if _, err := r.PutLocked(ctx, &logHeader{Kind: logOpen, State: st.Clone()}, v.Meta); err != nil {
 		return err
 	}
-	return r.FillLocked(ctx, fills)
+	if err := r.FillLocked(ctx, fills); err != nil {
+		return err
+	}
+	// The marker landed after every object, unless compaction had freed
+	// its number below a newer marker (a listing that old): then the log
+	// is read again.
+	return r.CheckNewestLocked(ctx)
 }
 
 // staleWindow is how many Creates the leases before the log v's newest

@@ -29,7 +29,11 @@ import (
 //     numbers before the marker are filled with voids first, and, after
 //     a holder that did not release, the numbers after it that its
 //     Creates in flight could take with copies of the marker, so a
-//     zombie writer acknowledges nothing at or after the marker; a Store that read the log before the marker and tries to
+//     zombie writer acknowledges nothing at or after the marker; then,
+//     as an open's marker, it checks that nothing lies after the marker
+//     and its copies (copyDeleteMarker): a marker that landed in a number
+//     compaction freed below a newer marker is stale, and the Delete
+//     reads the log again; a Store that read the log before the marker and tries to
 //     take the session creates its open marker at the marker's number,
 //     fails, reads again and finds the session deleted. A Create whose
 //     answer is lost (unknown state) is an error: the session is whole
@@ -47,8 +51,9 @@ import (
 //     sessions/<id>/: blobs (a session's blobs are its own: no other
 //     session refers to them), sealed chunks, the clock probe.
 //
-// The log's numbers are never freed, so a session id once deleted cannot
-// be created again: Create returns ErrExists. A Delete of a session whose
+// A Delete frees no number (compaction never runs on a deleted session,
+// and never frees number 1), so a session id once deleted cannot be
+// created again: Create returns ErrExists. A Delete of a session whose
 // newest object is a delete marker does steps 3 and 4 again and returns
 // nil; of an id the object store has no log for, it does nothing there.
 //
@@ -131,17 +136,18 @@ func (s *Store) markRemoteDeleted(ctx context.Context, id uuid.UUID, beforeMarke
 		if err != nil {
 			return false, seam.RemoteErr("create", key, err)
 		}
+		last := v.NewestSeq + 1
 		if !v.Clean() {
 			// Creates of the holder still in flight land after the
 			// marker at most this far: copies of it take the numbers
 			// first (a taken one is such a Create: never acknowledged,
 			// and replaced in step 4).
-			for n := v.NewestSeq + 2; n <= v.NewestSeq+staleWindow(v); n++ {
-				k := seam.LogKey(id, n)
-				if err := s.opts.Remote.Create(ctx, k, marker); err != nil && !errors.Is(err, ErrObjectExists) {
-					return true, seam.RemoteErr("create", k, err)
-				}
-			}
+			last = v.NewestSeq + staleWindow(v)
+		}
+		if stale, err := s.copyDeleteMarker(ctx, r, v.NewestSeq+2, last); err != nil {
+			return true, err
+		} else if stale {
+			continue
 		}
 		break
 	}
@@ -156,6 +162,42 @@ func (s *Store) markRemoteDeleted(ctx context.Context, id uuid.UUID, beforeMarke
 		}
 	}
 	return true, nil
+}
+
+// copyDeleteMarker creates the copies of the delete marker at numbers
+// from to last, then confirms that nothing lies after them: stale
+// reports a marker that landed in a number compaction freed below a
+// newer marker (its listing was that old; remote.go, "Numbers freed by
+// compaction"), found as a newer object past the copies, or a marker or
+// void of another Store among them. The caller then reads the log again
+// and removes nothing: the stale marker and its copies lie below the
+// newer marker, where no reader looks.
+func (s *Store) copyDeleteMarker(ctx context.Context, r *remoteFiles, from, last uint64) (stale bool, err error) {
+	marker := deleteMarker()
+	for n := from; n <= last; n++ {
+		k := seam.LogKey(r.ID, n)
+		err := s.opts.Remote.Create(ctx, k, marker)
+		if errors.Is(err, ErrObjectExists) {
+			h, err := r.headerOf(ctx, k)
+			if err != nil {
+				return false, err
+			}
+			if seam.IsMarker(h.Kind) || h.Kind == seam.KindVoid {
+				return true, nil
+			}
+			continue // a Create of the holder in flight
+		}
+		if err != nil {
+			return false, seam.RemoteErr("create", k, err)
+		}
+	}
+	r.Seq = last
+	if err := r.CheckNewestLocked(ctx); errors.Is(err, errLogMoved) {
+		return true, nil
+	} else if err != nil {
+		return false, err
+	}
+	return false, nil
 }
 
 // removeRemoteObjects is step 4 above, for a session whose log ends with

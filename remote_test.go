@@ -127,7 +127,10 @@ func TestRemoteHandoffBackAndForth(t *testing.T) {
 	require.NoError(t, err)
 	defer s.Close()
 	assert.Equal(t, want, loadTexts(t, s, m.ID))
-	assert.Equal(t, 1, obj.count("list")-lists, "an open lists one page of the log, however long")
+	// One page of the log, however long, and the check of its marker (a
+	// compaction in the background, when due, lists it all once more).
+	n := obj.count("list") - lists
+	assert.True(t, n == 2 || n == 3, "an open lists one page of the log, however long: %d", n)
 	t.Logf("%d handoffs, %d GETs in all, %d for a restore into an empty directory", rounds, gets, obj.count("get")-gets)
 }
 
@@ -431,7 +434,7 @@ func TestRemoteRestoreAfterManyUnreleasedAppends(t *testing.T) {
 	b, _ := apiNewStore(t, remoteOpts(obj))
 	lists := obj.count("list")
 	assert.Equal(t, want, loadTexts(t, b, m.ID))
-	assert.Equal(t, 2, obj.count("list")-lists, "a page, then the whole log")
+	assert.Equal(t, 3, obj.count("list")-lists, "a page, then the whole log, then the check of its marker")
 	apiAppend(t, b, m.ID, textEv("b"))
 	assert.ErrorIs(t, a.Close(), ErrFenced, "a's Close finds it lost the session")
 }

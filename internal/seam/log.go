@@ -118,6 +118,17 @@ type State struct {
 	Live   []Piece    `json:"live"`           // data objects of chunks not sealed, in log order
 	Dead   []SeqRange `json:"dead"`           // data objects of sealed chunks, not deleted yet
 	Lanes  []byte     `json:"lanes,omitzero"` // the lanes file, nil for none
+	// Keep are numbers compaction never frees: around each marker of a
+	// Store that took the session from a holder that did not release,
+	// the numbers that holder's Creates may still take (KeepRange).
+	Keep []SeqRange `json:"keep,omitzero"`
+	// Compacted is the number below which the last compaction deleted
+	// what it could (Compact): the next one is due CompactEvery numbers
+	// later. CompactFrom is where it starts: below it, every object is
+	// kept for good (Keep) or gone; from it on, a data object the state
+	// names may die later and be deleted then.
+	Compacted   uint64 `json:"compacted,omitzero"`
+	CompactFrom uint64 `json:"compact_from,omitzero"`
 }
 
 // Sealed is a sealed chunk's object.
@@ -138,7 +149,8 @@ type Piece struct {
 
 // Clone returns a copy of st that shares no memory with it.
 func (st *State) Clone() *State {
-	return &State{Sealed: slices.Clone(st.Sealed), Live: slices.Clone(st.Live), Dead: slices.Clone(st.Dead), Lanes: slices.Clone(st.Lanes)}
+	return &State{Sealed: slices.Clone(st.Sealed), Live: slices.Clone(st.Live), Dead: slices.Clone(st.Dead), Lanes: slices.Clone(st.Lanes),
+		Keep: slices.Clone(st.Keep), Compacted: st.Compacted, CompactFrom: st.CompactFrom}
 }
 
 // SealedChunk returns chunk c's sealed object, if the state has one.

@@ -22,6 +22,7 @@ type View struct {
 	NewestSeq  uint64
 	NewestHead *Header
 	Marker     *Header // the newest marker: the log's state before the objects applied
+	MarkerSeq  uint64  // the newest marker's number
 	State      *State
 	Meta       []byte
 	Payloads   map[uint64][]byte // data objects read on the way
@@ -170,7 +171,10 @@ func (l *LogWriter) ReadView(ctx context.Context) (*View, error) {
 		}
 	}
 	if marker < 0 {
-		return nil, corrupt.Errorf(objs[0].Key, 0, "the log has no create, open or release marker")
+		// Compaction (Compact) may have deleted the markers of a listing
+		// this old: damage only if the log did not move.
+		err := corrupt.Errorf(objs[0].Key, 0, "the log has no create, open or release marker")
+		return nil, l.movedErr(ctx, seqs[len(seqs)-1], err)
 	}
 	return l.buildView(ctx, &viewObjects{seqs: seqs[marker:], objs: objs[marker:], read: read, missing: missing})
 }
@@ -304,7 +308,7 @@ func (l *LogWriter) buildView(ctx context.Context, o *viewObjects) (*View, error
 		return nil, l.movedErr(ctx, seqs[len(seqs)-1], err)
 	}
 	mh := read[seqs[marker]].h
-	v := &View{Newest: objs[len(objs)-1], NewestSeq: seqs[len(seqs)-1], Marker: mh, Payloads: map[uint64][]byte{}, after: o}
+	v := &View{Newest: objs[len(objs)-1], NewestSeq: seqs[len(seqs)-1], Marker: mh, MarkerSeq: seqs[marker], Payloads: map[uint64][]byte{}, after: o}
 	if mh.State == nil {
 		v.State = &State{}
 	} else {
@@ -424,15 +428,17 @@ type lostObject struct {
 // after the newest marker (at number marker), unless a seal record read
 // after it (seals: their numbers) explains it: builds before tombstones
 // (KindDead) deleted the data objects of sealed chunks, after their seal
-// record, and one may have deleted it between the listing and the read. This build never deletes a log object (a
-// tombstone replaces it), so an object missing otherwise was lost by the
-// object store (a lifecycle rule, an operator): skipping it would cut
-// acknowledged events silently.
+// record, and one may have deleted it between the listing and the read.
+// This build deletes log objects only below the newest marker
+// (compaction: compact.go) and replaces dead ones by tombstones, so an
+// object missing after the newest marker was lost by the object store (a
+// lifecycle rule, an operator), unless the log moved (the caller's
+// movedErr): skipping it would cut acknowledged events silently.
 func missingObject(missing []lostObject, marker, maxSeal uint64) error {
 	slices.SortFunc(missing, func(a, b lostObject) int { return cmp.Compare(a.seq, b.seq) })
 	for _, o := range missing {
 		if o.seq > marker && o.seq >= maxSeal {
-			return corrupt.Errorf(o.key, 0, "log object %d is missing: the log never frees a number, and no seal record after it explains it", o.seq)
+			return corrupt.Errorf(o.key, 0, "log object %d is missing: the log frees no number after its newest marker, and no seal record after it explains it", o.seq)
 		}
 	}
 	return nil
