@@ -181,8 +181,8 @@ func stalledTakerAfterCompaction(t *testing.T, op string, lastCloses bool) {
 	for range 12 {
 		require.NoError(t, round().Close())
 	}
-	time.Sleep(250 * time.Millisecond) // LeaseTime, on the local clock: the dead objects are due
-	require.NoError(t, round().Close())  // replaces them by tombstones
+	time.Sleep(250 * time.Millisecond)  // LeaseTime, on the local clock: the dead objects are due
+	require.NoError(t, round().Close()) // replaces them by tombstones
 	var last *Store
 	for i := 0; i < 20; i++ {
 		last = round()
