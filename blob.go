@@ -158,6 +158,11 @@ type GCReport struct {
 	// record names, and their bytes.
 	Objects     int
 	ObjectBytes int64
+	// With Options.Remote, the log objects compaction removed (below the
+	// marker of GC's own lease; remote.go, "Numbers freed by
+	// compaction"), and their bytes.
+	LogObjects int
+	LogBytes   int64
 }
 
 // GC removes the blobs of a session that no event refers to (left by a
@@ -241,6 +246,9 @@ func (s *Store) GCWith(ctx context.Context, session uuid.UUID, opts GCOptions) (
 		}
 		if rf, ok := h.files.(*remoteFiles); ok {
 			rep.Objects, rep.ObjectBytes, err = rf.sweep(ctx, referenced, opts.DryRun)
+			if err == nil {
+				rep.LogObjects, rep.LogBytes, err = rf.compactNow(ctx, opts.DryRun)
+			}
 		}
 		return err
 	})

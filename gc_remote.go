@@ -27,9 +27,12 @@ import (
 //     them), keeping this lease's own: its seal records may still come
 //     (remote.go, sendUnsent).
 //
-// It removes no log object (compaction does: remote.go, "Numbers freed
-// by compaction"), no metadata copy (the holder keeps the newest:
-// copyMeta), and no lease's probes.
+// Then it compacts the log at once (compactNow: the log objects below its
+// own lease's marker that the state does not keep; an open does the same
+// in the background every 64 numbers, below the marker it took the
+// session from: remote.go, "Numbers freed by compaction"). It removes no
+// metadata copy (the holder keeps the newest: copyMeta), and no lease's
+// probes.
 //
 // Why it is safe beside other Stores. Only the holder collects: GC opens
 // the session for writing, under its lease, and holds the session's
@@ -205,4 +208,31 @@ func blobDigestOf(key, prefix string) ([32]byte, bool) {
 	}
 	_, err := hex.Decode(d[:], []byte(h))
 	return d, err == nil && hex.EncodeToString(d[:]) == h // its own name, not one spelt otherwise
+}
+
+// compactNow is compaction for GC (startCompaction's, at once and
+// whatever the numbers since the last one): it deletes, or with dry
+// counts, the log objects below this lease's own marker that its state
+// does not keep. The marker is the newest, or a newer one exists (the
+// lease's open checked it: CheckNewestLocked), so the numbers it frees
+// lie below a marker, as compaction's argument needs (remote.go,
+// "Numbers freed by compaction"); a reader whose listing predates the
+// marker finds objects gone and reads the log again.
+func (r *remoteFiles) compactNow(ctx context.Context, dry bool) (int, int64, error) {
+	r.compacting.Wait()
+	r.Mu.Lock()
+	st, below := r.State.Clone(), r.marker
+	r.Mu.Unlock()
+	stats, err := r.Compact(ctx, st, below, dry)
+	if err != nil {
+		return stats.Objects, stats.Bytes, err
+	}
+	if !dry {
+		r.Mu.Lock()
+		if below > r.State.Compacted {
+			r.State.Compacted, r.State.CompactFrom = below, stats.From
+		}
+		r.Mu.Unlock()
+	}
+	return stats.Objects, stats.Bytes, nil
 }

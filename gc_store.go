@@ -91,6 +91,8 @@ func (s *Store) GCStoreWith(ctx context.Context, opts GCOptions) (StoreGCReport,
 		rep.Bytes += r.Bytes
 		rep.Objects += r.Objects
 		rep.ObjectBytes += r.ObjectBytes
+		rep.LogObjects += r.LogObjects
+		rep.LogBytes += r.LogBytes
 	}
 	if opts.DryRun {
 		return rep, nil // the trash: what Deletes left, removed only for real

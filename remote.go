@@ -309,6 +309,8 @@ type remoteFiles struct {
 	// compacting is the compaction acquire started (startCompaction),
 	// which release waits for.
 	compacting sync.WaitGroup
+	// marker is the number of this lease's marker (guarded by Mu).
+	marker uint64
 
 	// A follower's (follow.go): the view its cache matches; while
 	// reconcileLocal runs for a later look, the cache's state (trust,
@@ -869,7 +871,8 @@ func (r *remoteFiles) createLog(ctx context.Context, meta []byte) error {
 	r.Mu.Lock()
 	defer r.Mu.Unlock()
 	r.Take(uuid.Must(uuid.NewV7()), 0, &remoteState{}, slices.Clone(meta), 0, 0)
-	_, err := r.PutLocked(ctx, &logHeader{Kind: logCreate, State: &remoteState{}}, meta)
+	var err error
+	r.marker, err = r.PutLocked(ctx, &logHeader{Kind: logCreate, State: &remoteState{}}, meta)
 	if errors.Is(err, ErrFenced) {
 		r.Holder, r.Lost = false, nil
 		return fmt.Errorf("%w: session %s (in the object store)", ErrExists, r.ID)
@@ -1068,9 +1071,11 @@ func (r *remoteFiles) take(ctx context.Context, v *logView) error {
 		st.Keep = append(st.Keep, seam.KeepRange(v.NewestSeq+1, staleWindow(v)))
 	}
 	r.Take(lease, v.NewestSeq, st, v.Meta, staleWindow(v), fills)
-	if _, err := r.PutLocked(ctx, &logHeader{Kind: logOpen, State: st.Clone()}, v.Meta); err != nil {
+	seq, err := r.PutLocked(ctx, &logHeader{Kind: logOpen, State: st.Clone()}, v.Meta)
+	if err != nil {
 		return err
 	}
+	r.marker = seq
 	if err := r.FillLocked(ctx, fills); err != nil {
 		return err
 	}

@@ -318,3 +318,48 @@ func totalCalls(obj *memObjects) int {
 	}
 	return n
 }
+
+// TestRemoteGCCompactsTheLog: GC compacts the log at once, whatever the
+// numbers since the last compaction: its dry run counts the log objects
+// below its lease's marker that no reader needs and removes nothing; GC
+// removes exactly those, the session loads whole, and a GC of a later
+// lease removes only the markers of the earlier GC's lease.
+func TestRemoteGCCompactsTheLog(t *testing.T) {
+	ctx := context.Background()
+	obj := newMemObjects()
+	a := memRemoteStore(t, obj)
+	m, err := a.Create(ctx, Meta{})
+	require.NoError(t, err)
+	require.NoError(t, a.Close())
+	var want []string
+	for i := range 10 { // 30 numbers: no compaction is due yet
+		s := memRemoteStore(t, obj)
+		want = append(want, fmt.Sprintf("e%d", i))
+		apiAppend(t, s, m.ID, textEv(want[i]))
+		require.NoError(t, s.Close())
+	}
+	before := obj.keys(seam.LogPrefix(m.ID))
+	require.Less(t, len(before), seam.CompactEvery, "precondition: nothing compacted")
+	s := memRemoteStore(t, obj)
+	dry, err := s.GCWith(ctx, m.ID, GCOptions{DryRun: true})
+	require.NoError(t, err)
+	// Below GC's marker: the create marker and the ten data objects stay,
+	// the opens, releases and metadata objects go.
+	assert.Equal(t, len(before)-1-10, dry.LogObjects)
+	assert.Positive(t, dry.LogBytes)
+	assert.Subset(t, obj.keys(seam.LogPrefix(m.ID)), before, "a dry run removes nothing")
+	rep, err := s.GC(ctx, m.ID)
+	require.NoError(t, err)
+	assert.Equal(t, dry.LogObjects, rep.LogObjects, "the dry run said what GC removes")
+	assert.Equal(t, dry.LogBytes, rep.LogBytes)
+	require.NoError(t, s.Close())
+	assert.Len(t, logObjects(t, obj, m.ID, seam.KindData, -1), 10, "every data object stays")
+	fresh := memRemoteStore(t, obj)
+	assert.Equal(t, want, loadTexts(t, fresh, m.ID))
+	again, err := fresh.GC(ctx, m.ID)
+	require.NoError(t, err)
+	assert.Equal(t, 2, again.LogObjects, "the first GC's lease: its open and release markers")
+	again, err = fresh.GC(ctx, m.ID)
+	require.NoError(t, err)
+	assert.Zero(t, again.LogObjects, "nothing more to remove")
+}
