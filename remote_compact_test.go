@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -120,46 +119,8 @@ func TestRemoteStalledTakerAfterCompaction(t *testing.T) {
 
 func stalledTakerAfterCompaction(t *testing.T, op string, lastCloses bool) {
 	ctx := context.Background()
-	obj := newMemObjects()
-	small := func(o *Options) { o.ChunkSize = 2 << 10 }
-	a := memRemoteStore(t, obj, small)
-	m, err := a.Create(ctx, Meta{Name: "contested"})
-	require.NoError(t, err)
-	var acked []string
-	add := func(s *Store, text string) error {
-		_, err := s.Append(ctx, m.ID, textEv(text))
-		if err == nil {
-			acked = append(acked, text)
-		}
-		return err
-	}
-	require.NoError(t, add(a, "a0"))
-	stall(t, a, m.ID)
-	obj.advance(time.Second)
-
-	stall := newStallObjects(obj, m.ID)
-	stall.armed.Store(true)
-	var once sync.Once
-	resume := func() { once.Do(func() { close(stall.resume) }) }
-	b := memRemoteStore(t, obj, small, func(o *Options) { o.Remote = stall })
-	t.Cleanup(resume) // before b's Close (cleanups run last first): a failed precondition must not leave the taker held
-	var bAcked atomic.Bool
-	done := make(chan error, 1)
-	go func() {
-		if op == "delete" {
-			done <- b.Delete(ctx, m.ID)
-			return
-		}
-		_, err := b.Append(ctx, m.ID, textEv("b0"))
-		bAcked.Store(err == nil)
-		done <- err
-	}()
-	var held string
-	select {
-	case held = <-stall.reached:
-	case err := <-done:
-		require.FailNow(t, "the taker did not reach its Create", "%v", err)
-	}
+	st := startStalledTake(t, op)
+	obj, m, a, b, held, add, small := st.obj, st.m, st.a, st.b, st.held, st.add, smallChunks
 	// The holder wakes, takes the held number and closes.
 	require.NoError(t, add(a, "a1"))
 	require.NoError(t, add(a, "a2"))
@@ -197,13 +158,13 @@ func stalledTakerAfterCompaction(t *testing.T, op string, lastCloses bool) {
 		require.NoError(t, last.Close())
 	}
 
-	resume()
-	err = <-done
+	st.resume()
+	err := <-st.done
 	assert.Contains(t, obj.keys(seam.LogPrefix(m.ID)), held, "the stalled Create landed in the freed number")
 	switch {
 	case lastCloses && op == "open":
 		require.NoError(t, err, "the taker reads the log again and takes the session")
-		acked = append(acked, "b0")
+		st.acked = append(st.acked, "b0")
 		require.NoError(t, add(b, "b1"))
 	case lastCloses && op == "delete":
 		require.NoError(t, err, "the Delete reads the log again and deletes the session")
@@ -212,13 +173,13 @@ func stalledTakerAfterCompaction(t *testing.T, op string, lastCloses bool) {
 		return
 	default:
 		assert.ErrorIs(t, err, ErrLocked, "the last Store holds the session")
-		assert.False(t, bAcked.Load())
+		assert.False(t, st.bAcked.Load())
 		require.NoError(t, add(last, "after the taker"))
 		require.NoError(t, last.Close())
 	}
 	require.NoError(t, b.Close())
 	fresh := memRemoteStore(t, obj)
-	assert.Equal(t, acked, loadTexts(t, fresh, m.ID), "every acknowledged event, in order")
+	assert.Equal(t, st.acked, loadTexts(t, fresh, m.ID), "every acknowledged event, in order")
 	_, err = fresh.Verify(ctx, m.ID)
 	assert.NoError(t, err)
 }

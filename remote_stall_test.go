@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -63,46 +64,74 @@ func TestRemoteStalledTaker(t *testing.T) {
 	}
 }
 
-func remoteStalledTaker(t *testing.T, op string, thirdCloses bool) {
+// stalledTake is a session whose holder a appended a0 and went idle
+// past its lease, and a taker b (an open, appending b0, or a Delete)
+// that listed the log and is held at the Create of its marker, the
+// number held.
+type stalledTake struct {
+	obj    *memObjects
+	m      Meta
+	a, b   *Store
+	acked  []string // every acknowledged event, in order (add)
+	stall  *stallObjects
+	bAcked atomic.Bool
+	done   chan error // b's call
+	held   string
+	resume func() // lets b's Create go on (once)
+}
+
+// startStalledTake sets up a stalledTake with chunks of 2 KiB.
+func startStalledTake(t *testing.T, op string) *stalledTake {
 	ctx := context.Background()
-	obj := newMemObjects()
-	small := func(o *Options) { o.ChunkSize = 2 << 10 }
-	a := memRemoteStore(t, obj, small)
-	m, err := a.Create(ctx, Meta{Name: "contested"})
+	st := &stalledTake{obj: newMemObjects(), done: make(chan error, 1)}
+	var err error
+	st.a = memRemoteStore(t, st.obj, smallChunks)
+	st.m, err = st.a.Create(ctx, Meta{Name: "contested"})
 	require.NoError(t, err)
-	var acked []string
-	add := func(s *Store, text string) error {
-		_, err := s.Append(ctx, m.ID, textEv(text))
-		if err == nil {
-			acked = append(acked, text)
-		}
-		return err
-	}
-	require.NoError(t, add(a, "a0"))
-	stall(t, a, m.ID)
-	obj.advance(time.Second) // a is idle past its lease on the store's clock
+	require.NoError(t, st.add(st.a, "a0"))
+	stall(t, st.a, st.m.ID)
+	st.obj.advance(time.Second) // a is idle past its lease on the store's clock
 
 	// The taker lists the log (newest: a0's object) and holds its Create.
-	stall := newStallObjects(obj, m.ID)
-	stall.armed.Store(true)
-	b := memRemoteStore(t, obj, small, func(o *Options) { o.Remote = stall })
-	var bAcked atomic.Bool
-	done := make(chan error, 1)
+	st.stall = newStallObjects(st.obj, st.m.ID)
+	st.stall.armed.Store(true)
+	var once sync.Once
+	st.resume = func() { once.Do(func() { close(st.stall.resume) }) }
+	st.b = memRemoteStore(t, st.obj, smallChunks, func(o *Options) { o.Remote = st.stall })
+	t.Cleanup(st.resume) // before b's Close (cleanups run last first): a failed precondition must not leave the taker held
 	go func() {
 		if op == "delete" {
-			done <- b.Delete(ctx, m.ID)
+			st.done <- st.b.Delete(ctx, st.m.ID)
 			return
 		}
-		_, err := b.Append(ctx, m.ID, textEv("b0"))
-		bAcked.Store(err == nil)
-		done <- err
+		_, err := st.b.Append(ctx, st.m.ID, textEv("b0"))
+		st.bAcked.Store(err == nil)
+		st.done <- err
 	}()
-	var held string
 	select {
-	case held = <-stall.reached:
-	case err := <-done:
+	case st.held = <-st.stall.reached:
+	case err := <-st.done:
 		require.FailNow(t, "the taker did not reach its Create", "%v", err)
 	}
+	return st
+}
+
+// add appends text on s, recording it once acknowledged.
+func (st *stalledTake) add(s *Store, text string) error {
+	_, err := s.Append(context.Background(), st.m.ID, textEv(text))
+	if err == nil {
+		st.acked = append(st.acked, text)
+	}
+	return err
+}
+
+func smallChunks(o *Options) { o.ChunkSize = 2 << 10 }
+
+func remoteStalledTaker(t *testing.T, op string, thirdCloses bool) {
+	ctx := context.Background()
+	st := startStalledTake(t, op)
+	obj, m, a, b, held, add := st.obj, st.m, st.a, st.b, st.held, st.add
+	small := smallChunks
 
 	// The holder wakes: its appends take the numbers after a0's.
 	for i := 1; i <= 2; i++ {
@@ -135,12 +164,12 @@ func remoteStalledTaker(t *testing.T, op string, thirdCloses bool) {
 		require.NoError(t, c.Close())
 	}
 
-	close(stall.resume)
-	err = <-done
+	st.resume()
+	err = <-st.done
 	switch {
 	case thirdCloses && op == "open":
 		require.NoError(t, err, "the taker reads the log again and takes the session")
-		acked = append(acked, "b0")
+		st.acked = append(st.acked, "b0")
 		require.NoError(t, add(b, "b1"))
 	case thirdCloses && op == "delete":
 		require.NoError(t, err, "the Delete reads the log again and deletes the session")
@@ -150,14 +179,14 @@ func remoteStalledTaker(t *testing.T, op string, thirdCloses bool) {
 		return
 	default:
 		assert.ErrorIs(t, err, ErrLocked, "the third Store holds the session")
-		assert.False(t, bAcked.Load())
+		assert.False(t, st.bAcked.Load())
 		// The third Store still holds it: its appends go on.
 		require.NoError(t, add(c, "c after the taker"))
 		require.NoError(t, c.Close())
 	}
 	require.NoError(t, b.Close())
 	fresh := memRemoteStore(t, obj)
-	assert.Equal(t, acked, loadTexts(t, fresh, m.ID), "every acknowledged event, in order")
+	assert.Equal(t, st.acked, loadTexts(t, fresh, m.ID), "every acknowledged event, in order")
 	var ce *CorruptionError
 	_, err = fresh.Verify(ctx, m.ID)
 	assert.False(t, errors.As(err, &ce), "%v", err)
