@@ -219,6 +219,9 @@ func blobDigestOf(key, prefix string) ([32]byte, bool) {
 // "Numbers freed by compaction"); a reader whose listing predates the
 // marker finds objects gone and reads the log again.
 func (r *remoteFiles) compactNow(ctx context.Context, dry bool) (int, int64, error) {
+	if r.keepLog {
+		return 0, 0, nil
+	}
 	r.compacting.Wait()
 	r.Mu.Lock()
 	st, below := r.State.Clone(), r.marker

@@ -196,6 +196,14 @@ type Options struct {
 	// machine); more shortens the tail of appends where its latency is
 	// a network's. 0 selects DefaultRemoteWindow; at most 64.
 	RemoteWindow int
+	// RemoteKeepLog turns marker compaction off: no log object of a
+	// remote session is deleted (remote.go, "Numbers freed by
+	// compaction"). Set it on every Store of a bucket that Stores of
+	// builds before compaction still use: they do not check that their
+	// marker is the newest, so a number compaction frees could take a
+	// stalled one's marker; once every Store runs a build with
+	// compaction, clear it.
+	RemoteKeepLog bool
 
 	// JournalSize is the size of the journal a writing Store shares
 	// among its sessions (journal/<owner>.wal under the root,

@@ -193,6 +193,14 @@ import (
 // objects of sealed chunks: an object missing below a seal record read
 // after it is skipped (internal/seam's ReadView).
 //
+// Builds before compaction. They take a session without checking that
+// their marker is the newest, so a number compaction freed could take a
+// stalled one's marker: while Stores of such builds use a bucket, every
+// Store of this build sets Options.RemoteKeepLog (no compaction). Their
+// readers find no damage in a compacted log (they read from the newest
+// marker); a log object gone under their reading is reported as damage
+// where this build reads again.
+//
 // Builds before windows. They read a log with free numbers as damage,
 // apply late objects of other leases after a marker, and fill nothing
 // when they take a session over. A bucket that Stores of such builds
@@ -311,6 +319,8 @@ type remoteFiles struct {
 	compacting sync.WaitGroup
 	// marker is the number of this lease's marker (guarded by Mu).
 	marker uint64
+	// keepLog is Options.RemoteKeepLog: no compaction.
+	keepLog bool
 
 	// A follower's (follow.go): the view its cache matches; while
 	// reconcileLocal runs for a later look, the cache's state (trust,
@@ -328,7 +338,7 @@ func newRemoteFiles(local *localFiles, o *Options, id uuid.UUID) *remoteFiles {
 	return &remoteFiles{
 		localFiles: local,
 		LogWriter:  &seam.LogWriter{Obj: remoteObjects{o.Remote}, ID: id, Store: o.storeID, Now: time.Now, Window: o.RemoteWindow},
-		fetch:      o.fetch, timeout: o.RemoteTimeout, leaseT: o.LeaseTime,
+		fetch:      o.fetch, timeout: o.RemoteTimeout, leaseT: o.LeaseTime, keepLog: o.RemoteKeepLog,
 	}
 }
 
@@ -1029,7 +1039,7 @@ func (r *remoteFiles) startCompaction(below uint64) {
 	r.Mu.Lock()
 	st := r.State.Clone()
 	r.Mu.Unlock()
-	if !seam.CompactDue(st, below) {
+	if r.keepLog || !seam.CompactDue(st, below) {
 		return
 	}
 	r.compacting.Add(1)

@@ -324,3 +324,32 @@ func TestRemoteGCCompactsTheLog(t *testing.T) {
 	require.NoError(t, err)
 	assert.Zero(t, again.LogObjects, "nothing more to remove")
 }
+
+// TestRemoteKeepLog: with Options.RemoteKeepLog no log object is deleted,
+// by handoffs or by GC, for a bucket that Stores of builds before
+// compaction still use.
+func TestRemoteKeepLog(t *testing.T) {
+	ctx := context.Background()
+	obj := newMemObjects()
+	keep := func(o *Options) { o.RemoteKeepLog = true }
+	a := memRemoteStore(t, obj, keep)
+	m, err := a.Create(ctx, Meta{})
+	require.NoError(t, err)
+	require.NoError(t, a.Close())
+	for i := range seam.CompactEvery {
+		s := memRemoteStore(t, obj, keep)
+		_, err := s.Load(ctx, m.ID)
+		require.NoError(t, err, "round %d", i)
+		require.NoError(t, s.Close())
+	}
+	s := memRemoteStore(t, obj, keep)
+	rep, err := s.GC(ctx, m.ID)
+	require.NoError(t, err)
+	assert.Zero(t, rep.LogObjects)
+	require.NoError(t, s.Close())
+	keys := obj.keys(seam.LogPrefix(m.ID)) // newest first
+	newest, ok := seam.ParseLogKey(seam.LogPrefix(m.ID), keys[0])
+	require.True(t, ok)
+	require.Greater(t, newest, uint64(seam.CompactEvery), "precondition: compaction would have been due")
+	assert.Len(t, keys, int(newest), "every log object stays: no number is free")
+}

@@ -128,6 +128,8 @@ func (l *LogWriter) ReadView(ctx context.Context) (*View, error) {
 		return nil, nil
 	}
 	full := len(seqs) < ViewPage
+	listed := seqs[len(seqs)-1] // the first listing's newest
+	anyGone := false
 	read := map[uint64]readObject{}
 	var missing []lostObject // listed, then not found
 	marker := -1
@@ -142,10 +144,16 @@ func (l *LogWriter) ReadView(ctx context.Context) (*View, error) {
 			// Past the first page without a marker: list it all, and go
 			// on below what was read.
 			low := seqs[0]
+			pageSeqs, pageObjs := seqs, objs
 			if seqs, objs, err = l.ListLog(ctx, 0); err != nil {
 				return nil, err
 			}
 			full, end = true, sort.Search(len(seqs), func(i int) bool { return seqs[i] >= low })
+			// From low on, the page as listed and read: objects created
+			// since (the holder appended) were not read, and must not
+			// stand in the view unapplied (its NewestSeq past its
+			// state); ones deleted since were read.
+			seqs, objs = append(seqs[:end:end], pageSeqs...), append(objs[:end:end], pageObjs...)
 			if end == 0 {
 				break
 			}
@@ -161,6 +169,7 @@ func (l *LogWriter) ReadView(ctx context.Context) (*View, error) {
 				// a seal record after it (missingObject).
 				missing = append(missing, lostObject{objs[start+i].Key, seqs[start+i]})
 			}
+			anyGone = anyGone || gone[i]
 			if res[i].h == nil {
 				continue
 			}
@@ -174,7 +183,16 @@ func (l *LogWriter) ReadView(ctx context.Context) (*View, error) {
 		// Compaction (Compact) may have deleted the markers of a listing
 		// this old: damage only if the log did not move.
 		err := corrupt.Errorf(objs[0].Key, 0, "the log has no create, open or release marker")
-		return nil, l.movedErr(ctx, seqs[len(seqs)-1], err)
+		return nil, l.movedErr(ctx, listed, err)
+	}
+	if anyGone && l.Moved(ctx, listed) {
+		// An object listed, then gone, in a log that moved since: a
+		// compaction below a newer marker may have deleted the newest
+		// marker the listing held (and what follows it), so that the
+		// marker found is an older one; a seal record read before the
+		// deletion must not explain those as an earlier build's
+		// deletions (missingObject). Read the log again.
+		return nil, fmt.Errorf("%w: log objects listed were deleted while the log was read", ErrLogMoved)
 	}
 	return l.buildView(ctx, &viewObjects{seqs: seqs[marker:], objs: objs[marker:], read: read, missing: missing})
 }
@@ -264,6 +282,9 @@ func (l *LogWriter) ExtendView(ctx context.Context, prev *View) (*View, error) {
 			o.payload = nil // in prev's state: the caller has it
 		}
 		next.read[seq] = o
+	}
+	if slices.Contains(gone, true) && l.Moved(ctx, seqs[len(seqs)-1]) {
+		return l.ReadView(ctx) // deleted under the reading (see ReadView)
 	}
 	for j, i := range fresh {
 		if gone[j] || res[j].h != nil && res[j].h.Kind == KindDead {
