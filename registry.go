@@ -289,9 +289,11 @@ func (r *registry) release(h *openSession) {
 
 // closeLost closes a remote session that lost its lease or whose remote
 // state is unknown (remote.go), with h.mu held, so that release forgets
-// it and the next call opens it again from the object store.
+// it and the next call opens it again from the object store. Only the
+// last call using it closes it: another may be in the commit pipeline,
+// which writes and syncs the chunk without h.mu (its release closes it).
 func (r *registry) closeLost(h *openSession) {
-	if h.state != stateFailed || !remoteLost(h.writeFailure) {
+	if h.state != stateFailed || !remoteLost(h.writeFailure) || r.tab.Refs(h.id) > 1 {
 		return
 	}
 	h.chunks.AwaitSealing()
@@ -308,7 +310,7 @@ func (r *registry) closeLost(h *openSession) {
 func (r *registry) releaseUnlocked(h *openSession) {
 	if r.opts.Remote != nil {
 		h.mu.Lock()
-		if h.state == stateFailed && remoteLost(h.writeFailure) {
+		if h.state == stateFailed && remoteLost(h.writeFailure) && r.tab.Refs(h.id) <= 1 {
 			r.release(h) // closes it and forgets it, unlocking h.mu
 			return
 		}
