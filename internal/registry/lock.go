@@ -18,10 +18,12 @@ const lockPoll = 5 * time.Millisecond
 // lockGrace is how long Lock keeps trying a lock found held before it
 // reports it so, when not asked to wait. A lock file's lock (flock(2))
 // belongs to the open file, which a child process shares from its fork
-// to its exec: a process that starts programs (a harness running tools)
-// holds a lock it has just released, in the child, for that instant, and
-// a Store opened at once beside it would find the session locked by no
-// writer at all. A lock held by a writer is reported this much later.
+// to its exec. A release unlocks it explicitly (vfs), which frees it for
+// the child's copy too; but a holder that ends without releasing (a
+// process that exits while it starts a program) leaves the lock held by
+// the child for that instant, and a Store opened at once after it would
+// find the session locked by no writer at all. A lock held by a writer is
+// reported this much later.
 const lockGrace = 50 * time.Millisecond
 
 // Lock takes the lock file at path in fsys (created with perm when

@@ -117,7 +117,25 @@ func (o osFS) Lock(name string, perm fs.FileMode) (io.Closer, error) {
 		f.Close()
 		return nil, &fs.PathError{Op: "lock", Path: name, Err: err}
 	}
-	return f, nil
+	return lockedFile{f}, nil
+}
+
+// lockedFile releases its lock explicitly before it closes the file. A
+// flock belongs to the open file description, which a child process
+// forked meanwhile shares until its exec closes it (O_CLOEXEC): a close
+// alone would leave the lock held, by the child, for that instant; an
+// unlock releases it for every descriptor of the description at once.
+type lockedFile struct{ f *os.File }
+
+func (l lockedFile) Close() error {
+	uerr := unlockFile(l.f)
+	if err := l.f.Close(); err != nil {
+		return err
+	}
+	if uerr != nil {
+		return &fs.PathError{Op: "unlock", Path: l.f.Name(), Err: uerr}
+	}
+	return nil
 }
 
 // refused describes why name could not be used as a directory (dir) or a

@@ -47,3 +47,6 @@ func (o osFS) open(name string, flag int, perm fs.FileMode, dir bool) (*os.File,
 func lockFile(*os.File) error {
 	return errors.New("vfs: file locking is not supported on this platform")
 }
+
+// unlockFile has nothing to release off unix.
+func unlockFile(*os.File) error { return nil }

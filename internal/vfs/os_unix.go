@@ -142,3 +142,14 @@ func lockFile(f *os.File) error {
 		}
 	}
 }
+
+// unlockFile releases the flock lockFile took, on the open file
+// description, so a forked child's copy of the descriptor no longer holds it.
+func unlockFile(f *os.File) error {
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		if !errors.Is(err, syscall.EINTR) {
+			return err
+		}
+	}
+}

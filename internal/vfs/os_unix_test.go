@@ -41,3 +41,21 @@ func TestOSOpenFileDescriptor(t *testing.T) {
 	assert.Equal(t, filepath.Join(dir, "missing"), pe.Path)
 	assert.ErrorIs(t, err, fs.ErrNotExist)
 }
+
+// TestLockReleasedWhileDescriptionShared: a lock closed while another
+// descriptor shares its open file description (a child process between
+// its fork and its exec; here a dup) is free again at once.
+func TestLockReleasedWhileDescriptionShared(t *testing.T) {
+	name := filepath.Join(t.TempDir(), "LOCK")
+	lk, err := Default.Lock(name, 0o644)
+	require.NoError(t, err)
+	lf, ok := lk.(lockedFile)
+	require.True(t, ok, "a lock is a lockedFile, got %T", lk)
+	dup, err := syscall.Dup(int(lf.f.Fd()))
+	require.NoError(t, err)
+	defer syscall.Close(dup)
+	require.NoError(t, lk.Close())
+	again, err := Default.Lock(name, 0o644)
+	require.NoError(t, err, "the shared description still held the lock")
+	assert.NoError(t, again.Close())
+}
