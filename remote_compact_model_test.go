@@ -214,16 +214,18 @@ import (
 //	W4 h1-d-o0-o0         237,256 states   0.3 s
 //
 // both tests with the variants in about 12 s on 2 cores (88 s under
-// -race); with SESSIONSTORE_COMPACT_MODEL=all also these (and the
-// variants iv and vii at all but the second):
+// -race); with SESSIONSTORE_COMPACT_MODEL=all (.ci/run's long step)
+// also these, and the variants iv and vii at each:
 //
 //	W2 r-o1-o0-o0-o0   26,184,524 states   59 s
-//	W2 z3-o0-o0-o0-d   72,892,785 states  4 min 27 s (several GB)
 //	W3 h3-o0-o0-o0      9,274,685 states   30 s
 //	W3 z3-o1-o0-o0     13,493,377 states   36 s
 //	W4 h3-o0-o0-d       3,396,743 states   12 s
 //
-// about 8 minutes in all on 2 cores.
+// about 4 minutes in all on 2 cores; with SESSIONSTORE_COMPACT_MODEL=huge
+// also this one (by hand):
+//
+//	W2 z3-o0-o0-o0-d   72,892,785 states  4 min 27 s (several GB)
 
 // cmMaxSeq is the model's last number: masks of numbers are uint32, bit j
 // for number j.
@@ -1102,8 +1104,10 @@ type cmRun struct {
 func (r cmRun) String() string { return fmt.Sprintf("W%d/%s", r.W, r.name) }
 
 // cmSizes are the sizes the protocol is checked at: cmSizes[0] by
-// default, cmSizes[1] too with SESSIONSTORE_COMPACT_MODEL=all.
-var cmSizes = [2][]cmRun{{
+// default, cmSizes[1] too with SESSIONSTORE_COMPACT_MODEL=all (.ci/run's
+// long step), cmSizes[2] too with SESSIONSTORE_COMPACT_MODEL=huge (by
+// hand: minutes and gigabytes each).
+var cmSizes = [3][]cmRun{{
 	{2, "h2-o1-o0-o0"}, // H's window in flight, three opens: numbers freed, stale markers in them
 	{2, "h2-o0-o0-d"},  // a Delete: its marker and copies in freed numbers
 	{2, "r-o1-o0-o0"},  // clean handoffs only
@@ -1113,14 +1117,16 @@ var cmSizes = [2][]cmRun{{
 	{4, "h1-d-o0-o0"},  // a Delete's copies meeting markers
 }, {
 	{2, "r-o1-o0-o0-o0"},
-	{2, "z3-o0-o0-o0-d"},
 	{3, "h3-o0-o0-o0"},
 	{3, "z3-o1-o0-o0"},
 	{4, "h3-o0-o0-d"},
+}, {
+	{2, "z3-o0-o0-o0-d"},
 }}
 
-// cmLarge reports whether the larger sizes run too.
-func cmLarge() bool { return os.Getenv("SESSIONSTORE_COMPACT_MODEL") == "all" }
+// cmLarge reports whether the larger sizes run too; cmHuge, the largest.
+func cmLarge() bool { return cmHuge() || os.Getenv("SESSIONSTORE_COMPACT_MODEL") == "all" }
+func cmHuge() bool  { return os.Getenv("SESSIONSTORE_COMPACT_MODEL") == "huge" }
 
 func TestCompactModel(t *testing.T) {
 	runs := cmSizes[0]
@@ -1134,6 +1140,9 @@ func TestCompactModel(t *testing.T) {
 	}
 	if cmLarge() {
 		runs = append(runs, cmSizes[1]...)
+	}
+	if cmHuge() {
+		runs = append(runs, cmSizes[2]...)
 	}
 	for _, r := range runs {
 		t.Run(r.String(), func(t *testing.T) {
@@ -1200,9 +1209,6 @@ func TestCompactModelVariants(t *testing.T) {
 	}
 	if cmLarge() {
 		for _, at := range cmSizes[1] {
-			if at.name == "z3-o0-o0-o0-d" {
-				continue // 8 minutes each
-			}
 			variants = append(variants,
 				variant{"iv-below-own", cmProtocol{belowOwn: true}, at, 0},
 				variant{"vii-keep-lower", cmProtocol{keepLower: true}, at, 0})
