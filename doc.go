@@ -587,7 +587,16 @@
 //     immutable log object, sessions/<id>/log/<n>, created create-only.
 //     The local sync and the Create run side by side, so an append costs
 //     the slower of the two; concurrent appends still share one group,
-//     hence one object.
+//     hence one object. With [Options.RemoteDurability] set to
+//     [DurableLocal], Append returns after the local sync, the Create
+//     issued and following within Options.RemoteTimeout (at most
+//     Options.RemoteWindow groups acknowledged and not yet stored). The
+//     loss window that buys: those groups are lost if the machine's disk
+//     is, or if another Store takes the session over first (this one
+//     wrote nothing for LeaseTime); a crash or a failed Create alone
+//     loses nothing, since the next open in the same directory stores
+//     them before it writes anything else. The rest of this section is
+//     about the default, DurableRemote.
 //   - A crash of the process, or the loss of the machine and its disk,
 //     loses no acknowledged event: another Store, on another machine with
 //     an empty directory, opens the session from the log, with every

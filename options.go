@@ -50,6 +50,51 @@ const (
 	maxRecordSizeLimit = eventline.MaxRecordSize
 )
 
+// Durability is when an Append to a session on object storage
+// (Options.Remote) returns.
+type Durability int
+
+const (
+	// DurableRemote: an Append returns nil once its events are durable
+	// in the local chunk (its fdatasync) and in the object store (the
+	// Create of their log object, and of every one before it,
+	// succeeded). Losing the machine for good loses nothing
+	// acknowledged.
+	DurableRemote Durability = iota
+	// DurableLocal: an Append returns nil once its events are durable
+	// in the local chunk. The Create of their log object was issued
+	// before it returned and ends within Options.RemoteTimeout: stored,
+	// or failing the session (the next call's ErrRemote or ErrFenced).
+	// At most Options.RemoteWindow commit groups are acknowledged and
+	// not yet stored: an Append waits while that many are, and a new
+	// chunk and a sealing wait until none is, so those groups all lie
+	// in the session's newest chunk.
+	//
+	// The loss window: events acknowledged and not yet stored are lost
+	// if the machine's disk is lost before they are, or if another Store
+	// takes the session over before they are (this one wrote and renewed
+	// nothing for LeaseTime: it crashed, or was cut off, and did not come
+	// back). Otherwise nothing acknowledged is lost: the next open of
+	// the session in the same directory (this Store's after a failed
+	// Create, or a Store opened there after a crash) stores them first,
+	// as log objects of its own lease, before it writes anything else
+	// (remote.go, "Acknowledged after the local sync"). Other Stores (an
+	// open elsewhere, a follower) see events once they are stored.
+	DurableLocal
+)
+
+// String returns the level's name: DurableRemote, DurableLocal, or
+// Durability(n) for another value.
+func (d Durability) String() string {
+	switch d {
+	case DurableRemote:
+		return "DurableRemote"
+	case DurableLocal:
+		return "DurableLocal"
+	}
+	return fmt.Sprintf("Durability(%d)", int(d))
+}
+
 // Options configure a Store. The zero value (or a nil *Options) selects the
 // defaults. Open copies the options; changing them afterwards has no effect.
 type Options struct {
@@ -204,6 +249,12 @@ type Options struct {
 	// stalled one's marker; once every Store runs a build with
 	// compaction, clear it.
 	RemoteKeepLog bool
+	// RemoteDurability says when an Append to a remote session returns:
+	// DurableRemote (the default) once its events are in the local chunk
+	// and in the object store; DurableLocal once they are in the local
+	// chunk, with the object store's Create issued and following (see
+	// Durability for the loss window that buys).
+	RemoteDurability Durability
 
 	// JournalSize is the size of the journal a writing Store shares
 	// among its sessions (journal/<owner>.wal under the root,
@@ -262,6 +313,8 @@ func (o *Options) withDefaults() (Options, error) {
 		return c, fmt.Errorf("%w: LeaseTime and RemoteTimeout cannot be negative", ErrInvalidOptions)
 	case c.RemoteWindow < 0 || c.RemoteWindow > maxRemoteWindow:
 		return c, fmt.Errorf("%w: RemoteWindow %d is outside 0..%d", ErrInvalidOptions, c.RemoteWindow, maxRemoteWindow)
+	case c.RemoteDurability != DurableRemote && c.RemoteDurability != DurableLocal:
+		return c, fmt.Errorf("%w: RemoteDurability %d is neither DurableRemote nor DurableLocal", ErrInvalidOptions, c.RemoteDurability)
 	case c.FollowInterval < 0:
 		return c, fmt.Errorf("%w: FollowInterval cannot be negative", ErrInvalidOptions)
 	case c.JournalSize > 0 && (c.JournalSize < journal.MinSize || c.JournalSize > journal.MaxSize):

@@ -237,6 +237,32 @@ import (
 // cut if not. Every remote call of an open or a read takes the caller's
 // context; those of the commit pipeline and of sealing, which serve many
 // callers, are bounded by Options.RemoteTimeout.
+//
+// Acknowledged after the local sync (Options.RemoteDurability
+// DurableLocal). A group is acknowledged once its local fdatasync
+// succeeded, its data object's Create issued before (PutData) and still
+// in flight; a failed Create fails the session's next call, as above.
+// What keeps that from losing acknowledged events:
+//
+//   - At most the window is acknowledged and not stored: PutData issues a
+//     Create only while fewer than Window are in flight, and a group
+//     waits for its slot before its local sync.
+//   - They all lie in the newest chunk, plain: a new chunk and a sealing
+//     start only once nothing is in flight (settleLocal). So the local
+//     directory holds every stored byte and, after them in that chunk,
+//     the acknowledged ones not stored, then perhaps a torn write.
+//   - The lease's create and open markers say so (seam.Header.Local).
+//     An open that finds the newest marker to be such a lease of this
+//     Store (the root's holder.id; only one process of a machine holds
+//     its lock) and not released keeps the whole records after the log's
+//     end in that chunk (reconcileLocal's keepTail), and, once its own
+//     marker is created, stores them as its own data objects before
+//     anything else (storeTail). Its marker records Local too, so a crash
+//     in between leaves the next open here to do the same.
+//   - Another Store taking the session over first makes its marker the
+//     newest: the tail is then cut here, as bytes the log never held.
+//     That, and the loss of the disk, is the loss window Durability
+//     documents; events a reader elsewhere sees are only stored ones.
 
 // The log's objects, their state and keys are internal/seam's, under the
 // engine's names.
@@ -321,6 +347,16 @@ type remoteFiles struct {
 	marker uint64
 	// keepLog is Options.RemoteKeepLog: no compaction.
 	keepLog bool
+	// ackLocal is Options.RemoteDurability DurableLocal: a group is
+	// acknowledged after the local sync, its Create following.
+	ackLocal bool
+	// keepTail is set by acquire for reconcileLocal when the log's
+	// newest marker is an unreleased lease of this Store that
+	// acknowledged after the local sync (seam.Header.Local): the local
+	// bytes past the log are acknowledged events, kept and stored (tail)
+	// instead of cut.
+	keepTail bool
+	tail     localTail
 
 	// A follower's (follow.go): the view its cache matches; while
 	// reconcileLocal runs for a later look, the cache's state (trust,
@@ -337,8 +373,9 @@ type remoteFiles struct {
 func newRemoteFiles(local *localFiles, o *Options, id uuid.UUID) *remoteFiles {
 	return &remoteFiles{
 		localFiles: local,
-		LogWriter:  &seam.LogWriter{Obj: remoteObjects{o.Remote}, ID: id, Store: o.storeID, Now: time.Now, Window: o.RemoteWindow},
+		LogWriter:  &seam.LogWriter{Obj: remoteObjects{o.Remote}, ID: id, Store: o.storeID, Now: time.Now, Window: o.RemoteWindow, Local: o.RemoteDurability == DurableLocal},
 		fetch:      o.fetch, timeout: o.RemoteTimeout, leaseT: o.LeaseTime, keepLog: o.RemoteKeepLog,
+		ackLocal: o.RemoteDurability == DurableLocal,
 	}
 }
 
@@ -372,6 +409,9 @@ func (r *remoteFiles) putLog(h *logHeader, payload []byte) (uint64, error) {
 }
 
 func (r *remoteFiles) createChunk(n uint32) (activeChunk, error) {
+	if err := r.settleLocal(); err != nil {
+		return nil, err
+	}
 	c, err := r.localFiles.createChunk(n)
 	if err != nil {
 		return nil, err
@@ -444,7 +484,36 @@ func (c *remoteChunk) syncPending() (pending func() error, err error) {
 		}
 		return nil, err
 	}
+	if c.r.ackLocal && pending != nil {
+		// Acknowledged after the local sync: the Create follows, and a
+		// failure of it fails the session's next call (Lost). One that
+		// failed already fails this group too.
+		c.r.Mu.Lock()
+		lost := c.r.Lost
+		c.r.Mu.Unlock()
+		if lost != nil {
+			return func() error { return lost }, nil
+		}
+		return nil, nil
+	}
 	return pending, nil
+}
+
+// settleLocal waits, when groups are acknowledged after the local sync
+// (ackLocal), until no Create of a data object is in flight, and returns
+// why the lease is lost if it is: a new chunk and a sealing start only
+// once every group acknowledged before them is stored, so that the
+// groups acknowledged and not yet stored all lie in the newest chunk,
+// plain (reconcileLocal's keepTail relies on it). Without ackLocal the
+// groups were acknowledged once stored: nothing to wait for.
+func (r *remoteFiles) settleLocal() error {
+	if !r.ackLocal {
+		return nil
+	}
+	r.Mu.Lock()
+	defer r.Mu.Unlock()
+	r.DrainLocked()
+	return r.Lost
 }
 
 // sealChunk seals chunk n locally, uploads the sealed file as an
@@ -454,6 +523,9 @@ func (c *remoteChunk) syncPending() (pending func() error, err error) {
 // upload is tried again at the next sealing and at the release
 // (sendUnsent).
 func (r *remoteFiles) sealChunk(n uint32, es []entry) error {
+	if err := r.settleLocal(); err != nil {
+		return err
+	}
 	exits := r.exitsOf(n, es)
 	if err := r.localFiles.sealChunk(n, es); err != nil {
 		return err
@@ -992,13 +1064,23 @@ func (r *remoteFiles) acquire(ctx context.Context, wait bool) error {
 				continue
 			}
 		}
+		// An earlier lease of this Store that acknowledged after the
+		// local sync and did not release: the local bytes past the log
+		// are acknowledged events, kept and stored first.
+		r.keepTail = !v.Clean() && v.Marker.Store == r.Store && v.Marker.Local
 		if err := r.reconcileLocal(ctx, v, headPrefetchOf(ctx)); errors.Is(err, errLogMoved) {
 			continue
 		} else if err != nil {
 			return err
 		}
 		r.Mu.Lock()
+		// A lease storing another's tail records it too: a crash before
+		// it is stored leaves the next open here to store it.
+		r.LogWriter.Local = r.ackLocal || r.tail.End > r.tail.Off
 		err = r.take(ctx, v)
+		if err == nil {
+			err = r.storeTail(ctx)
+		}
 		if errors.Is(err, ErrFenced) || errors.Is(err, errLogMoved) {
 			// Another Store wrote meanwhile: read the log again.
 			r.Lost, r.Holder = nil, false
@@ -1025,6 +1107,50 @@ func (r *remoteFiles) acquire(ctx context.Context, wait bool) error {
 		return err
 	}
 }
+
+// storeTail stores the bytes reconcileLocal kept past the log (r.tail),
+// with Mu held, after the lease's marker: as data objects of this lease,
+// each of whole records and at most tailObject bytes, created one after
+// the other, before the session writes anything else. A failure fails
+// the open; the bytes stay in the local chunk, and the next open here
+// stores what is left (this lease's marker records Local).
+func (r *remoteFiles) storeTail(ctx context.Context) error {
+	t := r.tail
+	if t.End <= t.Off {
+		return nil
+	}
+	f, err := r.FS.OpenFile(r.ChunkPath(t.Chunk), os.O_RDONLY, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	b := make([]byte, t.End-t.Off)
+	if _, err := f.ReadAt(b, t.Off); err != nil {
+		return fmt.Errorf("sessionstore: read the unstored tail of %s: %w", r.ChunkPath(t.Chunk), err)
+	}
+	for off := 0; off < len(b); {
+		n := len(b) - off
+		if n > tailObject {
+			// Whole records: up to the last line end within the limit,
+			// or past it when one record is larger.
+			if i := bytes.LastIndexByte(b[off:off+tailObject], '\n'); i >= 0 {
+				n = i + 1
+			} else if i := bytes.IndexByte(b[off:], '\n'); i >= 0 {
+				n = i + 1
+			}
+		}
+		if _, err := r.PutLocked(ctx, &logHeader{Kind: logData, Chunk: t.Chunk, Off: t.Off + int64(off)}, b[off:off+n]); err != nil {
+			return err
+		}
+		off += n
+	}
+	r.Log.Info("sessionstore: stored the events acknowledged after the local sync that the object store lacked", "session", r.ID, "chunk", t.Chunk, "from", t.Off, "bytes", len(b))
+	r.tail = localTail{}
+	return nil
+}
+
+// tailObject bounds the data objects storeTail creates.
+const tailObject = 4 << 20
 
 // startCompaction deletes, in the background, the log objects below
 // below (the marker this lease took the session from) that its state

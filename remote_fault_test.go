@@ -27,10 +27,18 @@ func remoteFaultWorkload(t *testing.T, obj *memObjects, id uuid.UUID) (acked, tr
 // remoteFaultWorkloadN is remoteFaultWorkload with writers goroutines
 // appending side by side (acked and tried then in no particular order).
 func remoteFaultWorkloadN(t *testing.T, obj *memObjects, id uuid.UUID, writers int) (acked, tried []string, errs []error) {
+	return remoteFaultWorkloadIn(t, obj, id, writers, t.TempDir(), nil)
+}
+
+// remoteFaultWorkloadIn is remoteFaultWorkloadN in the Store directory
+// dir, with the options tuned by tune (when not nil).
+func remoteFaultWorkloadIn(t *testing.T, obj *memObjects, id uuid.UUID, writers int, dir string, tune func(*Options)) (acked, tried []string, errs []error) {
 	ctx := context.Background()
 	opts := remoteOpts(obj)
 	opts.ChunkSize = 2 << 10
-	dir := t.TempDir()
+	if tune != nil {
+		tune(opts)
+	}
 	n := 0
 	var mu sync.Mutex
 	appendSome := func(s *Store, k int) {

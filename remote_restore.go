@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -107,6 +108,8 @@ func (r *remoteFiles) reconcileLocal(ctx context.Context, v *logView, head *head
 		}
 	}
 	want := map[uint32]bool{}
+	r.tail = localTail{}
+	tailChunk, keep := r.tailChunk(v, local)
 
 	for _, s := range v.State.Sealed {
 		want[s.Chunk] = true
@@ -166,12 +169,27 @@ func (r *remoteFiles) reconcileLocal(ctx context.Context, v *logView, head *head
 			}
 			changed, structural = true, true
 		}
-		wrote, rewrote, err := r.rebuildPlain(ctx, v, c, ps, trusted, end)
+		wrote, rewrote, err := r.rebuildPlain(ctx, v, c, ps, trusted, end, keep && c == tailChunk)
 		if err != nil {
 			return err
 		}
 		changed = changed || wrote
 		structural = structural || rewrote
+	}
+	if _, ok := pieces[tailChunk]; keep && !ok {
+		// The newest chunk, started after every object before it was
+		// stored (settleLocal), none of its own yet.
+		if _, _, err := r.rebuildPlain(ctx, v, tailChunk, nil, trusted, 0, true); err != nil {
+			return err
+		}
+	}
+	if r.tail.End > r.tail.Off {
+		// Acknowledged bytes past the log, kept for acquire to store:
+		// the derived files are rebuilt with them, as if stored.
+		want[r.tail.Chunk] = true
+		changed, structural = true, true
+		pieces = maps.Clone(pieces)
+		pieces[r.tail.Chunk] = append(slices.Clip(pieces[r.tail.Chunk]), logPiece{Chunk: r.tail.Chunk, Off: r.tail.Off, Len: int(r.tail.End - r.tail.Off)})
 	}
 
 	for c := range local {
@@ -292,12 +310,15 @@ func downloadSealed(ctx context.Context, obj ObjectStore, fsys vfs.FS, path stri
 // rebuildPlain makes chunk c's plain file hold exactly the data objects
 // ps, which end at end: objects up to trusted are in the file already
 // when it is long enough, the others are fetched (or taken from v). It
-// reports whether it changed the file's data. The file is synced, since
+// reports whether it changed the file's data. With keep (the chunk of
+// reconcileLocal's keepTail), when the file held every object's bytes,
+// the whole records after end stay (r.tail), and only what follows them
+// (a torn write, free space) is cut. The file is synced, since
 // the next clean release records in remote.json that the directory
 // holds it, and a later open trusts what the file holds up to there; and
 // the name of a file it makes is, so that its bytes are never on the disk
 // without a name.
-func (r *remoteFiles) rebuildPlain(ctx context.Context, v *logView, c uint32, ps []logPiece, trusted uint64, end int64) (wrote, rewrote bool, err error) {
+func (r *remoteFiles) rebuildPlain(ctx context.Context, v *logView, c uint32, ps []logPiece, trusted uint64, end int64, keep bool) (wrote, rewrote bool, err error) {
 	fsys := r.FS
 	path := r.ChunkPath(c)
 	f, err := fsys.OpenFile(path, os.O_RDWR|os.O_CREATE, r.Perm)
@@ -377,6 +398,14 @@ func (r *remoteFiles) rebuildPlain(ctx context.Context, v *logView, c uint32, ps
 		changed = true
 		rewrote = rewrote || p.Off < size
 	}
+	if keep && !changed && size > end {
+		kept, err := recordsEnd(f, c, end, size)
+		if err != nil {
+			return false, false, err
+		}
+		r.tail = localTail{Chunk: c, Off: end, End: kept}
+		end = kept
+	}
 	if size > end {
 		// A block at a time: the file may be of any size.
 		if !zerosFrom(f, end, size) {
@@ -395,6 +424,59 @@ func (r *remoteFiles) rebuildPlain(ctx context.Context, v *logView, c uint32, ps
 		}
 	}
 	return changed, rewrote, nil
+}
+
+// localTail is what reconcileLocal kept of the newest local chunk past
+// the log (keepTail): Chunk's whole records from Off to End, acknowledged
+// by a lease of this Store that acknowledged after the local sync, which
+// acquire stores (storeTail).
+type localTail struct {
+	Chunk    uint32
+	Off, End int64
+}
+
+// tailChunk returns the chunk whose bytes past the log reconcileLocal
+// keeps (keepTail): the newest local chunk, plain, when no chunk of the
+// log is newer and the log holds it as data objects or not at all (a
+// lease that acknowledged after the local sync started it after every
+// object before it was stored, and sealed nothing before that:
+// settleLocal). ok is false when nothing is kept.
+func (r *remoteFiles) tailChunk(v *logView, local map[uint32]localChunkFiles) (c uint32, ok bool) {
+	if !r.keepTail || len(local) == 0 {
+		return 0, false
+	}
+	for n, l := range local {
+		if !ok || n > c {
+			c, ok = n, l.plain && !l.sealed
+		}
+	}
+	if !ok {
+		return 0, false
+	}
+	for _, s := range v.State.Sealed {
+		if s.Chunk >= c {
+			return 0, false
+		}
+	}
+	for _, p := range v.State.Live {
+		if p.Chunk > c {
+			return 0, false
+		}
+	}
+	return c, true
+}
+
+// recordsEnd returns where the whole, valid records of chunk c in f from
+// off (a record's start) up to size end: the first line that is not one
+// (a torn write, free space) ends them.
+func recordsEnd(f io.ReaderAt, c uint32, off, size int64) (int64, error) {
+	errStop := errors.New("stop")
+	w, err := walkRecords(f, c, off, size, true, func(header, payload, location) error { return nil },
+		func(bad, next int64, err error) error { return errStop })
+	if err != nil && !errors.Is(err, errStop) {
+		return 0, err
+	}
+	return w.End, nil
 }
 
 // zerosFrom reports whether f holds only zero bytes from off to end, read

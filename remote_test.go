@@ -356,6 +356,8 @@ func TestRemoteOptions(t *testing.T) {
 		{Remote: obj, RemoteTimeout: -time.Second},
 		{Remote: obj, RemoteWindow: -1},
 		{Remote: obj, RemoteWindow: 65},
+		{Remote: obj, RemoteDurability: DurableLocal + 1},
+		{Remote: obj, RemoteDurability: -1},
 	} {
 		_, err := Open(t.TempDir(), &o)
 		assert.ErrorIs(t, err, ErrInvalidOptions, "%+v", o)

@@ -78,6 +78,9 @@ type procChild struct {
 	// Max, if positive, makes the child stop appending once it has
 	// appended that many events, and close the Store.
 	Max int
+	// Local acknowledges appends after the local sync
+	// (Options.RemoteDurability DurableLocal).
+	Local bool
 }
 
 func init() {
@@ -171,6 +174,9 @@ func (c *procChild) run() {
 		WaitForLock:   c.Wait,
 		ChunkSize:     procChunkSize,
 		BlobThreshold: procBlobThreshold,
+		RemoteDurability: map[bool]sessionstore.Durability{
+			false: sessionstore.DurableRemote, true: sessionstore.DurableLocal,
+		}[c.Local],
 	})
 	if err != nil {
 		procFail("open store", err)

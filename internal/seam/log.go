@@ -106,6 +106,12 @@ type Header struct {
 	// data object, the one before it): a number at most Acked that a
 	// reader finds free is damage, not a Create in flight.
 	Acked uint64 `json:"acked,omitzero"`
+	// Local is, in a create or open marker, that its lease acknowledges
+	// data after the local sync, before the object store has it (the
+	// root's DurableLocal): the lease's directory may hold acknowledged
+	// bytes past the log, which the next open there by the same Store
+	// stores (the root's reconcileLocal keeps them).
+	Local bool `json:"local,omitzero"`
 }
 
 // MaxInFlight returns the window of the lease a create or open marker h

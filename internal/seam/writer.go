@@ -26,6 +26,10 @@ type LogWriter struct {
 	// Window is how many data objects PutData keeps in flight (Window
 	// when 0); set once, before the lease is taken.
 	Window int
+	// Local is recorded in the lease's create and open markers
+	// (Header.Local): it acknowledges data after the local sync. Guarded
+	// by Mu.
+	Local bool
 	// Carry is the window the lease's markers record when larger than
 	// its own: the largest of the leases before it whose Creates may
 	// still be in flight (Take). Guarded by Mu.
@@ -144,6 +148,9 @@ func (l *LogWriter) PutLocked(ctx context.Context, h *Header, payload []byte) (u
 	}
 	if h.Kind == KindOpen {
 		h.Fills = l.Fills
+	}
+	if h.Kind == KindCreate || h.Kind == KindOpen {
+		h.Local = l.Local
 	}
 	b, err := EncodeObject(h, payload)
 	if err != nil {
