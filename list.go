@@ -210,6 +210,7 @@ func (it listItem) id() uuid.UUID {
 // session.json files read (for the benchmarks).
 type listCost struct {
 	entries, reads int
+	lists          int // listing requests to the object store
 }
 
 // listPage returns up to n selected sessions with ids below before (all,

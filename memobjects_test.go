@@ -3,6 +3,7 @@ package sessionstore
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -30,6 +31,8 @@ type memObjects struct {
 	// gate, when set, is called at the start of each Create, without
 	// m.mu: a test holds a Create in flight there.
 	gate func(key string)
+	// noListAfter makes ListAfter unsupported (errors.ErrUnsupported).
+	noListAfter bool
 }
 
 type memObject struct {
@@ -218,4 +221,25 @@ func (m *memObjects) untombed(id uuid.UUID) []string {
 		}
 	}
 	return out
+}
+
+// ListAfter lists as List does, from after on: memObjects is an
+// ObjectListerAfter (unless noListAfter).
+func (m *memObjects) ListAfter(ctx context.Context, prefix, after string, limit int) ([]ObjectInfo, error) {
+	if m.noListAfter {
+		return nil, errors.ErrUnsupported
+	}
+	all, err := m.List(ctx, prefix, 0)
+	if err != nil {
+		return nil, err
+	}
+	i, _ := slices.BinarySearchFunc(all, after, func(o ObjectInfo, k string) int { return strings.Compare(o.Key, k) })
+	for i < len(all) && all[i].Key <= after {
+		i++
+	}
+	out := all[i:]
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
 }

@@ -255,6 +255,8 @@ var mutations = []mutation{
 	// Object storage.
 	{"acknowledge before the object store has the commit group", "remote.go", "func (c *remoteChunk) syncPending(", "return pending, nil", "if pending != nil {\n\t\tgo pending()\n\t}\n\treturn nil, nil",
 		"acknowledged means remote"},
+	{"take a full listing page for all the ids below the cursor", "list_remote.go", "func metaKeysBefore(", "reached = len(infos) < listPageAfterPage", "reached = true",
+		"a page of ListPage holds every session below its cursor, newest first, however dense the ids"},
 	{"cut the unstored tail of a lease that acknowledged after the local sync", "remote.go", "func (r *remoteFiles) acquire(", "r.keepTail = !v.Clean()", "r.keepTail = false && !v.Clean()",
 		"events acknowledged after the local sync and not stored are stored by the next open in the same directory"},
 	{"start a chunk or a sealing with acknowledged groups not stored", "remote.go", "func (r *remoteFiles) settleLocal(", "if !r.ackLocal {", "if true {",
@@ -451,6 +453,7 @@ var mutations = []mutation{
 // test that no longer catches its mutation, costs only time: the whole
 // package then decides.
 var mutationCatchers = map[string]string{
+	"take a full listing page for all the ids below the cursor":               "TestListPageRemoteListsItsPage",
 	"cut the unstored tail of a lease that acknowledged after the local sync": "TestDurableLocalStoresTheTailOnReopen",
 	"start a chunk or a sealing with acknowledged groups not stored":          "TestDurableLocalFaultAtEveryCall",
 	"keep the unstored tail without storing it":                               "TestDurableLocalStoresTheTailOnReopen",

@@ -42,6 +42,19 @@ type ObjectStore interface {
 	Delete(ctx context.Context, key string) error
 }
 
+// ObjectListerAfter is an ObjectStore that can list from a key on, with
+// one request: S3's StartAfter, GCS's StartOffset. ListPage uses it to
+// read a page of sessions with a few listing requests, however many
+// sessions the store holds (without it, a page lists every metadata copy:
+// a request per thousand sessions).
+type ObjectListerAfter interface {
+	// ListAfter returns the first limit (> 0) objects whose keys start
+	// with prefix and sort after after (byte-wise), in key order, with
+	// one request; or an error matching errors.ErrUnsupported when the
+	// object store cannot, and the Store then lists from the prefix on.
+	ListAfter(ctx context.Context, prefix, after string, limit int) ([]ObjectInfo, error)
+}
+
 // ObjectInfo describes a stored object. ModTime is the object store's own
 // clock, which lease expiry reads (never the local clock).
 type ObjectInfo struct {

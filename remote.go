@@ -1379,6 +1379,12 @@ func (s *Store) readRemoteMetas(ctx context.Context, ids []uuid.UUID, keys []str
 // sessions (and of those q rejects on the way), not one read per session
 // of the store.
 func (s *Store) listPageRemote(ctx context.Context, q Query, before *uuid.UUID, n int) ([]listItem, listCost, error) {
+	if la, ok := s.opts.Remote.(ObjectListerAfter); ok {
+		items, cost, err := s.listPageAfter(ctx, la, q, before, n)
+		if !errors.Is(err, errors.ErrUnsupported) {
+			return items, cost, err
+		}
+	}
 	ids, keys, err := s.remoteMetaKeys(ctx)
 	if err != nil {
 		return nil, listCost{}, err
@@ -1387,6 +1393,15 @@ func (s *Store) listPageRemote(ctx context.Context, q Query, before *uuid.UUID, 
 	if before != nil {
 		end, _ = slices.BinarySearchFunc(ids, *before, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) })
 	}
+	items, _, cost, err := s.readMetasNewestFirst(ctx, q, ids[:end], keys[:end], n)
+	return items, cost, err
+}
+
+// readMetasNewestFirst reads the metadata copies keys of the sessions
+// ids (ascending), newest first, 16 at a time, until n sessions q
+// selects are read: the items, how many matched, and the reads.
+func (s *Store) readMetasNewestFirst(ctx context.Context, q Query, ids []uuid.UUID, keys []string, n int) ([]listItem, int, listCost, error) {
+	end := len(ids)
 	var items []listItem
 	var cost listCost
 	matched := 0
@@ -1394,7 +1409,7 @@ func (s *Store) listPageRemote(ctx context.Context, q Query, before *uuid.UUID, 
 		start := max(0, end-16)
 		metas, errs, err := s.readRemoteMetas(ctx, ids[start:end], keys[start:end])
 		if err != nil {
-			return nil, cost, err
+			return nil, matched, cost, err
 		}
 		cost.reads += end - start
 		for i := end - start - 1; i >= 0 && matched < n; i-- {
@@ -1410,7 +1425,7 @@ func (s *Store) listPageRemote(ctx context.Context, q Query, before *uuid.UUID, 
 		}
 		end = start
 	}
-	return items, cost, nil
+	return items, matched, cost, nil
 }
 
 // metaRemote is Meta for a store with a remote: the session's newest

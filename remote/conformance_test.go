@@ -3,6 +3,7 @@ package remote_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -453,4 +454,70 @@ func TestOpenURLDrivers(t *testing.T) {
 	}
 	_, _, err := remote.OpenURL(ctx, "s3://bucket?no_such_parameter=1")
 	assert.Error(t, err, "an unknown parameter")
+}
+
+// TestListAfter: S3 (versitygw) lists from a key on, in order, with the
+// prefix kept and the key itself left out; drivers that cannot (memblob,
+// fileblob) say so with errors.ErrUnsupported, returning nothing.
+func TestListAfter(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s sessionstore.ObjectStore, be backend) {
+		ctx := ctxFor(t)
+		la, ok := s.(sessionstore.ObjectListerAfter)
+		require.True(t, ok, "the binding is an ObjectListerAfter")
+		for i := range 20 {
+			require.NoError(t, s.Put(ctx, fmt.Sprintf("a/%03d", i), nil))
+		}
+		require.NoError(t, s.Put(ctx, "b/000", nil))
+		got, err := la.ListAfter(ctx, "a/", "a/007", 5)
+		if be.name != "versitygw" {
+			assert.ErrorIs(t, err, errors.ErrUnsupported)
+			assert.Empty(t, got)
+			return
+		}
+		require.NoError(t, err)
+		var keys []string
+		for _, o := range got {
+			keys = append(keys, o.Key)
+		}
+		assert.Equal(t, []string{"a/008", "a/009", "a/010", "a/011", "a/012"}, keys)
+		got, err = la.ListAfter(ctx, "a/", "a/018", 5)
+		require.NoError(t, err)
+		require.Len(t, got, 1, "the prefix ends the listing")
+		assert.Equal(t, "a/019", got[0].Key)
+		got, err = la.ListAfter(ctx, "a/", "a/", 3)
+		require.NoError(t, err)
+		require.Len(t, got, 3)
+		assert.Equal(t, "a/000", got[0].Key)
+	})
+}
+
+// TestListPageOnS3: a Store on versitygw pages through its sessions
+// newest first, every one once, its pages read from a key on (ListAfter).
+func TestListPageOnS3(t *testing.T) {
+	ctx := ctxFor(t)
+	obj := s3test.Shared(t).Store(t)
+	s, err := sessionstore.Open(t.TempDir(), &sessionstore.Options{Remote: obj})
+	require.NoError(t, err)
+	defer s.Close()
+	var want []string
+	for i := range 30 {
+		m, err := s.Create(ctx, sessionstore.Meta{Name: fmt.Sprint("s", i)})
+		require.NoError(t, err)
+		want = append([]string{m.ID.String()}, want...)
+	}
+	var got []string
+	cursor := ""
+	for {
+		page, next, err := s.ListPage(ctx, sessionstore.Query{Limit: 4}, cursor)
+		require.NoError(t, err)
+		require.LessOrEqual(t, len(page), 4)
+		for _, m := range page {
+			got = append(got, m.ID.String())
+		}
+		if next == "" {
+			break
+		}
+		cursor = next
+	}
+	assert.Equal(t, want, got)
 }

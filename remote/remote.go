@@ -63,6 +63,7 @@ import (
 	"strings"
 	"time"
 
+	"cloud.google.com/go/storage"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -382,6 +383,56 @@ func (s *store) Stat(ctx context.Context, key string) (sessionstore.ObjectInfo, 
 	}
 	return sessionstore.ObjectInfo{Key: key, Size: a.Size, ModTime: a.ModTime}, nil
 }
+
+// ListAfter returns the first limit objects whose keys start with prefix
+// and sort after after, in key order, with one request: S3's StartAfter,
+// GCS's StartOffset (sessionstore.ObjectListerAfter). Other drivers
+// (Azure, fileblob, memblob) cannot: errors.ErrUnsupported, and the Store
+// lists from the prefix on.
+func (s *store) ListAfter(ctx context.Context, prefix, after string, limit int) ([]sessionstore.ObjectInfo, error) {
+	if limit <= 0 {
+		return nil, fmt.Errorf("remote: list %s after %s: limit %d: %w", prefix, after, limit, errors.ErrUnsupported)
+	}
+	applied := false
+	opts := &blob.ListOptions{Prefix: prefix, BeforeList: func(as func(any) bool) error {
+		var v2 *s3.ListObjectsV2Input
+		var v1 *s3.ListObjectsInput
+		var gq *storage.Query
+		switch {
+		case as(&v2):
+			v2.StartAfter, applied = aws.String(after), true
+		case as(&v1):
+			v1.Marker, applied = aws.String(after), true
+		case as(&gq):
+			// StartOffset is inclusive: the least key after after.
+			gq.StartOffset, applied = after+"\x00", true
+		}
+		if !applied {
+			return errNoStartAfter
+		}
+		return nil
+	}}
+	page, _, err := s.b.ListPage(ctx, blob.FirstPageToken, limit, opts)
+	if !applied || errors.Is(err, errNoStartAfter) {
+		return nil, fmt.Errorf("remote: list %s after %s: %w", prefix, after, errors.ErrUnsupported)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("remote: list %s after %s: %w", prefix, after, err)
+	}
+	var out []sessionstore.ObjectInfo
+	for _, obj := range page {
+		if !obj.IsDir && obj.Key > after {
+			out = append(out, sessionstore.ObjectInfo{Key: obj.Key, Size: obj.Size, ModTime: obj.ModTime})
+		}
+	}
+	slices.SortFunc(out, func(a, b sessionstore.ObjectInfo) int { return strings.Compare(a.Key, b.Key) })
+	return out, nil
+}
+
+var _ sessionstore.ObjectListerAfter = (*store)(nil)
+
+// errNoStartAfter stops a listing whose driver cannot start after a key.
+var errNoStartAfter = errors.New("the driver cannot list from a key")
 
 // List returns the objects whose key starts with prefix, in key order
 // (byte-wise), with the sizes and modification times the object store
