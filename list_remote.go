@@ -135,9 +135,9 @@ func metaKeysBefore(ctx context.Context, la ObjectListerAfter, before *uuid.UUID
 			return nil, nil, false, lists, err
 		}
 		overflowed := lastFull
-		lastFull = reached == false
+		lastFull = !reached
 		var guess float64 // the span below top that should hold target ids
-		next := uint64(0)  // or the next start, when set (nextSet)
+		next := uint64(0) // or the next start, when set (nextSet)
 		nextSet := false
 		switch {
 		case reached && (len(got) >= want || start == 0):

@@ -121,7 +121,7 @@ func TestListPageRemoteListingsDoNotGrow(t *testing.T) {
 	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC).UnixMilli()
 	ids := make([]uuid.UUID, 30000)
 	for i := range ids {
-		ids[i] = v7At(rng, now-rng.Int64N((2 * 365 * 24 * time.Hour).Milliseconds()))
+		ids[i] = v7At(rng, now-rng.Int64N((2*365*24*time.Hour).Milliseconds()))
 	}
 	obj := newMemObjects()
 	putMetaCopies(t, obj, ids)
