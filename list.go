@@ -67,9 +67,12 @@ func (q Query) Matches(m Meta) bool {
 // about its own sessions, not the store's. It falls back to List (every
 // session) when the catalogue is unusable or the sessions directory
 // changed behind it. With Options.Remote, whose metadata is in the object
-// store, it lists the metadata copies' keys (one request per thousand
-// sessions, S3's page) and reads the copies of the page's sessions only,
-// newest first (and those q rejects on the way).
+// store, it lists the keys of the metadata copies just below the cursor
+// (a few listing requests however many sessions the store holds, with an
+// ObjectListerAfter such as the remote binding on S3 or GCS; else the
+// keys of all, a request per thousand sessions) and reads the copies of
+// the page's sessions only, newest first (and those q rejects on the
+// way).
 //
 // A cursor is the position after the last session of its page: the next
 // page holds the selected sessions with smaller ids, as they are when it

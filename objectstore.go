@@ -45,8 +45,8 @@ type ObjectStore interface {
 // ObjectListerAfter is an ObjectStore that can list from a key on, with
 // one request: S3's StartAfter, GCS's StartOffset. ListPage uses it to
 // read a page of sessions with a few listing requests, however many
-// sessions the store holds (without it, a page lists every metadata copy:
-// a request per thousand sessions).
+// sessions the store holds (list_remote.go; without it, a page lists
+// every metadata copy: a request per thousand sessions).
 type ObjectListerAfter interface {
 	// ListAfter returns the first limit (> 0) objects whose keys start
 	// with prefix and sort after after (byte-wise), in key order, with

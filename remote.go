@@ -1372,8 +1372,10 @@ func (s *Store) readRemoteMetas(ctx context.Context, ids []uuid.UUID, keys []str
 	return metas, errs, nil
 }
 
-// listPageRemote is listPage with a remote: the metadata copies are
-// listed (a listing request per thousand sessions, no copy read), then
+// listPageRemote is listPage with a remote: the metadata copies below
+// before are listed (a few listings with an ObjectListerAfter:
+// listPageAfter; else all of them, a listing request per thousand
+// sessions; no copy read), then
 // read newest first from before, 16 at a time, until n selected
 // sessions are read: a page costs the listing and the reads of its own
 // sessions (and of those q rejects on the way), not one read per session
