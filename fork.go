@@ -282,7 +282,16 @@ func (s *Store) forkParent(ctx context.Context, parent, at uuid.UUID) (Meta, err
 			_, own := h.ByID[at]
 			ok = own || h.inPrefix(at)
 		}
+		rf, _ := h.files.(*remoteFiles)
 		h.mu.Unlock()
+		if ok && rf != nil {
+			// Acknowledged after the local sync (DurableLocal), the fork
+			// point may not be stored yet: the fork, which reads its
+			// prefix from the log, waits until it is.
+			if err := rf.settleLocal(); err != nil {
+				return Meta{}, fmt.Errorf("sessionstore: fork of session %s at %s: %w", parent, at, err)
+			}
+		}
 		if ok {
 			return m, nil
 		}

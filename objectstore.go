@@ -75,7 +75,10 @@ var (
 	// not be reached, answered with an error, or did not answer before
 	// Options.RemoteTimeout). An Append that returns it acknowledged
 	// nothing; the session's next open keeps or cuts the events that
-	// append wrote by what the object store holds (remote.go).
+	// append wrote by what the object store holds (remote.go), or, with
+	// DurableLocal, keeps them when the local chunk holds them whole
+	// (the next open here stores them): their state is unknown, as a
+	// failed write's.
 	ErrRemote = seam.ErrRemote
 	// ErrFenced is returned by every write to a session that another
 	// worker took over: this Store lost it, acknowledges nothing more

@@ -274,11 +274,15 @@ type Options struct {
 	keepPlainOnClose bool
 	storeID          uuid.UUID // set by Open: the holder named in a remote session's log
 	fetch            *fetchFS  // set by Open with a Remote: fs, which fetches deferred chunks
-	fs               vfs.FS
-	jr               *storeJournal     // set by Open for a writing store: the shared journal (journal.go)
-	dead             *journal.DeadLogs // set by Open: the dead journal take-overs last read
-	now              func() time.Time
-	newID            func() (uuid.UUID, error)
+	// recoverTail is the Store's (set by Open with a Remote): a session
+	// acknowledging after the local sync whose Create failed is opened
+	// again in the background, which stores what it acknowledged.
+	recoverTail func(uuid.UUID)
+	fs          vfs.FS
+	jr          *storeJournal     // set by Open for a writing store: the shared journal (journal.go)
+	dead        *journal.DeadLogs // set by Open: the dead journal take-overs last read
+	now         func() time.Time
+	newID       func() (uuid.UUID, error)
 }
 
 // defaultBlobThreshold is what a zero BlobThreshold selects:

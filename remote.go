@@ -259,6 +259,11 @@ import (
 //     marker is created, stores them as its own data objects before
 //     anything else (storeTail). Its marker records Local too, so a crash
 //     in between leaves the next open here to do the same.
+//   - After a failed Create (ErrRemote), the Store opens the session
+//     again itself, in the background, until it can (recoverTail): a
+//     healthy Store stores its tail though no call of the session comes.
+//   - A Fork at an event of this Store's lease waits until it is stored
+//     (settleLocal): the fork reads its prefix from the log.
 //   - Another Store taking the session over first makes its marker the
 //     newest: the tail is then cut here, as bytes the log never held.
 //     That, and the loss of the disk, is the loss window Durability
@@ -371,12 +376,20 @@ type remoteFiles struct {
 // newRemoteFiles returns the files of session id kept in o.Remote, with
 // local as their cache.
 func newRemoteFiles(local *localFiles, o *Options, id uuid.UUID) *remoteFiles {
-	return &remoteFiles{
+	r := &remoteFiles{
 		localFiles: local,
 		LogWriter:  &seam.LogWriter{Obj: remoteObjects{o.Remote}, ID: id, Store: o.storeID, Now: time.Now, Window: o.RemoteWindow, Local: o.RemoteDurability == DurableLocal},
 		fetch:      o.fetch, timeout: o.RemoteTimeout, leaseT: o.LeaseTime, keepLog: o.RemoteKeepLog,
 		ackLocal: o.RemoteDurability == DurableLocal,
 	}
+	if r.ackLocal && o.recoverTail != nil {
+		r.OnLost = func(err error) {
+			if !errors.Is(err, ErrFenced) {
+				o.recoverTail(id)
+			}
+		}
+	}
+	return r
 }
 
 // remoteObjects is an ObjectStore as the seam calls it.
@@ -472,6 +485,9 @@ func (c *remoteChunk) Sync() error {
 // are stored. The commit pipeline acknowledges the group once both are
 // nil; the next group is written and its Create issued meanwhile.
 func (c *remoteChunk) syncPending() (pending func() error, err error) {
+	if c.r.ackLocal {
+		return c.syncLocal()
+	}
 	if len(c.pend) > 0 {
 		c.r.Mu.Lock()
 		pending = c.r.PutData(c.r.timeout, &logHeader{Kind: logData, Chunk: c.n, Off: c.off}, c.pend)
@@ -484,19 +500,37 @@ func (c *remoteChunk) syncPending() (pending func() error, err error) {
 		}
 		return nil, err
 	}
-	if c.r.ackLocal && pending != nil {
-		// Acknowledged after the local sync: the Create follows, and a
-		// failure of it fails the session's next call (Lost). One that
-		// failed already fails this group too.
-		c.r.Mu.Lock()
-		lost := c.r.Lost
-		c.r.Mu.Unlock()
-		if lost != nil {
-			return func() error { return lost }, nil
-		}
-		return nil, nil
-	}
 	return pending, nil
+}
+
+// syncLocal is syncPending for a session that acknowledges after the
+// local sync (ackLocal): the Create of the data object of the bytes
+// written since the last sync is issued (seam.LogWriter.PutData: it
+// waits while the window is in flight), then the local chunk is synced,
+// and the group is acknowledged: pending is nil, the Create following.
+// A Create that failed before (Lost) fails the group; one that fails
+// later fails the session's next call, and recoverTail stores the
+// group.
+func (c *remoteChunk) syncLocal() (pending func() error, err error) {
+	var lost error
+	if len(c.pend) > 0 {
+		c.r.Mu.Lock()
+		c.r.PutData(c.r.timeout, &logHeader{Kind: logData, Chunk: c.n, Off: c.off}, c.pend)
+		c.r.Mu.Unlock()
+		c.pend = c.pend[:0] // PutData encoded a copy
+	}
+	if err := c.activeChunk.Sync(); err != nil {
+		return nil, err
+	}
+	if lost == nil {
+		c.r.Mu.Lock()
+		lost = c.r.Lost
+		c.r.Mu.Unlock()
+	}
+	if lost != nil {
+		return func() error { return lost }, nil
+	}
+	return nil, nil
 }
 
 // settleLocal waits, when groups are acknowledged after the local sync

@@ -268,7 +268,9 @@ func TestDurableLocalFaultAtEveryCall(t *testing.T) {
 			s, err = Open(t.TempDir(), remoteOpts(obj))
 			require.NoError(t, err)
 			texts := loadTexts(t, s, id)
-			assert.True(t, subsequence(acked, texts), "call %d (applied %v): every acknowledged event, in order, from another Store", k, applied)
+			if !assert.True(t, subsequence(acked, texts), "call %d (applied %v): every acknowledged event, in order, from another Store", k, applied) {
+				t.Logf("acked %q\ngot %q\nerrs %v", acked, texts, errs)
+			}
 			assert.True(t, subsequence(texts, tried), "call %d (applied %v): only events tried", k, applied)
 			require.NoError(t, s.Close())
 		}

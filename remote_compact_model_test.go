@@ -215,14 +215,14 @@ import (
 //
 // both tests with the variants in about 12 s on 2 cores (88 s under
 // -race); with SESSIONSTORE_COMPACT_MODEL=all (.ci/run's long step)
-// also these, and the variants iv and vii at each:
+// also these (the variants iv and vii at each too with huge):
 //
 //	W2 r-o1-o0-o0-o0   26,184,524 states   59 s
 //	W3 h3-o0-o0-o0      9,274,685 states   30 s
 //	W3 z3-o1-o0-o0     13,493,377 states   36 s
 //	W4 h3-o0-o0-d       3,396,743 states   12 s
 //
-// about 4 minutes in all on 2 cores; with SESSIONSTORE_COMPACT_MODEL=huge
+// about 2 minutes in all on 2 cores; with SESSIONSTORE_COMPACT_MODEL=huge
 // also this one (by hand):
 //
 //	W2 z3-o0-o0-o0-d   72,892,785 states  4 min 27 s (several GB)
@@ -1207,7 +1207,7 @@ func TestCompactModelVariants(t *testing.T) {
 		{"vii-keep-lower", cmProtocol{keepLower: true}, cmRun{3, "h2-o0-o0-d"}, 0},
 		{"viii-old-copies", cmProtocol{oldCopies: true}, cmRun{3, "h2-o0-o0-d"}, 0},
 	}
-	if cmLarge() {
+	if cmHuge() {
 		for _, at := range cmSizes[1] {
 			variants = append(variants,
 				variant{"iv-below-own", cmProtocol{belowOwn: true}, at, 0},

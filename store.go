@@ -35,6 +35,9 @@ type Store struct {
 	// Close, so Close waits for them.
 	closeMu sync.RWMutex
 	closed  atomic.Bool
+	// recovering are the sessions recoverTail is storing the
+	// acknowledged events of.
+	recovering sync.Map
 
 	reg *registry       // the open sessions (registry.go)
 	cat *storeCatalogue // the derived copy of every session.json (catalogue.go, internal/catalogue)
@@ -132,6 +135,9 @@ func newStore(dir string, o Options) *Store {
 		o.fs = o.fetch
 	}
 	s := &Store{dir: dir, opts: o, hub: newHub(), forks: forkLock{mu: make(chan struct{}, 1)}}
+	if o.Remote != nil {
+		s.opts.recoverTail = s.recoverTail
+	}
 	s.cat = newCatalogue(dir, &s.opts)
 	s.reg = newRegistry(&s.opts, s.hub, s.sessionDir, s.cat)
 	return s

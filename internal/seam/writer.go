@@ -30,6 +30,11 @@ type LogWriter struct {
 	// (Header.Local): it acknowledges data after the local sync. Guarded
 	// by Mu.
 	Local bool
+	// OnLost, when set, is called (in a goroutine of its own) when a
+	// data object's Create fails and the writer had not failed before:
+	// a lease that acknowledges after the local sync stores what it
+	// acknowledged through a new lease (the root's recoverTail). Set once.
+	OnLost func(error)
 	// Carry is the window the lease's markers record when larger than
 	// its own: the largest of the leases before it whose Creates may
 	// still be in flight (Take). Guarded by Mu.
@@ -257,6 +262,9 @@ func (l *LogWriter) PutData(timeout time.Duration, h *Header, payload []byte) fu
 		f.done, f.err = true, err
 		if err != nil && (l.failedAt == 0 || seq < l.failedAt) {
 			l.failedAt = seq
+			if l.Lost == nil && l.OnLost != nil {
+				go l.OnLost(err)
+			}
 			if l.Lost == nil || errors.Is(err, ErrFenced) {
 				l.Lost = err
 			}
