@@ -261,6 +261,8 @@ var mutations = []mutation{
 		"a fork's prefix is read from the log: its fork point must be stored first"},
 	{"leave a failed Create's acknowledged events to the session's next call", "remote.go", "func newRemoteFiles(", "if r.ackLocal && o.recoverTail != nil {", "if false {",
 		"a healthy Store stores what it acknowledged after a failed Create, though no call of the session comes"},
+	{"skip the local sync of a commit group acknowledged after it", "remote.go", "func (c *remoteChunk) syncLocal(", "if err := c.activeChunk.Sync(); err != nil {", "if err := error(nil); err != nil {",
+		"DurableLocal acknowledges a group once the local chunk holds it durably: a power loss keeps it"},
 	{"cut the unstored tail of a lease that acknowledged after the local sync", "remote.go", "func (r *remoteFiles) acquire(", "r.keepTail = !v.Clean()", "r.keepTail = false && !v.Clean()",
 		"events acknowledged after the local sync and not stored are stored by the next open in the same directory"},
 	{"start a chunk or a sealing with acknowledged groups not stored", "remote.go", "func (r *remoteFiles) settleLocal(", "if !r.ackLocal {", "if true {",
@@ -457,6 +459,7 @@ var mutations = []mutation{
 // test that no longer catches its mutation, costs only time: the whole
 // package then decides.
 var mutationCatchers = map[string]string{
+	"skip the local sync of a commit group acknowledged after it":                       "TestDurableLocalPowerLoss",
 	"fork at an event acknowledged after the local sync without waiting for its Create": "TestReviewAckLocalForkAtUnstoredEvent",
 	"leave a failed Create's acknowledged events to the session's next call":            "TestReviewAckLocalHealthyStoreLosesTail",
 	"take a full listing page for all the ids below the cursor":                         "TestListPageRemoteListsItsPage",

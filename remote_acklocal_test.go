@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/sessionstore/sessionstore/internal/vfs"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -282,4 +284,50 @@ func TestDurabilityString(t *testing.T) {
 	assert.Equal(t, "DurableRemote", DurableRemote.String())
 	assert.Equal(t, "DurableLocal", DurableLocal.String())
 	assert.Equal(t, "Durability(7)", Durability(7).String())
+}
+
+// TestDurableLocalPowerLoss: events acknowledged after the local sync,
+// whose Creates never landed, survive a power loss of the machine (only
+// synced bytes stay): the Store opened on what the disk kept stores them.
+func TestDurableLocalPowerLoss(t *testing.T) {
+	ctx := context.Background()
+	obj := newMemObjects()
+	m := vfs.NewMemFS()
+	s := openMem(t, m, *ackLocalOpts(obj))
+	meta, err := s.Create(ctx, Meta{})
+	require.NoError(t, err)
+	apiAppend(t, s, meta.ID, textEv("stored"))
+	_, err = s.UpdateMeta(ctx, meta.ID, func(m *Meta) { m.Name = "settled" })
+	require.NoError(t, err)
+	release := make(chan struct{})
+	obj.mu.Lock()
+	obj.gate = func(key string) {
+		if strings.Contains(key, "/log/") {
+			<-release
+		}
+	}
+	obj.fail = func(op, key string) (error, bool) {
+		if op == "create" && strings.Contains(key, "/log/") {
+			return errors.New("injected: unreachable"), false
+		}
+		return nil, false
+	}
+	obj.mu.Unlock()
+	want := []string{"stored", "held 0", "held 1"}
+	apiAppend(t, s, meta.ID, textEv(want[1]))
+	apiAppend(t, s, meta.ID, textEv(want[2]))
+	crashed := m.CrashClone(vfs.KeepSynced, 0)
+	close(release)
+	_ = s.Close()
+	obj.mu.Lock()
+	obj.gate, obj.fail = nil, nil
+	obj.mu.Unlock()
+
+	c := openMem(t, crashed, *ackLocalOpts(obj))
+	assert.Equal(t, want, loadTexts(t, c, meta.ID), "the acknowledged events survive the power loss")
+	require.NoError(t, c.Close())
+	other, err := Open(t.TempDir(), remoteOpts(obj))
+	require.NoError(t, err)
+	defer other.Close()
+	assert.Equal(t, want, loadTexts(t, other, meta.ID), "and are stored")
 }
