@@ -10,7 +10,9 @@ import (
 // ObjectStore is the object storage a Store keeps its sessions in when
 // Options.Remote is set: S3, GCS, Azure Blob or an S3-compatible server,
 // through the binding in the module github.com/sessionstore/sessionstore/remote
-// (gocloud.dev/blob), or any other implementation of these six calls. Keys
+// (gocloud.dev/blob), PostgreSQL through the module
+// github.com/sessionstore/sessionstore/pgstore, or any other implementation
+// of these six calls (sessiontest.ObjectStoreConformance checks one). Keys
 // are slash-separated paths; the Store writes under sessions/ and meta/.
 //
 // The one guarantee the Store builds on is Create: of any number of
@@ -54,6 +56,21 @@ type ObjectListerAfter interface {
 	// object store cannot, and the Store then lists from the prefix on.
 	ListAfter(ctx context.Context, prefix, after string, limit int) ([]ObjectInfo, error)
 }
+
+// IsBulkKey reports whether key names a sealed chunk or a blob of a
+// session: an object written once, possibly large (a sealed chunk, or a
+// blob of any size), and read by ranges. Every other object the Store
+// writes is small (log objects, metadata copies, markers, renewals, the
+// clock probe, fork registrations), and a log object is written on every
+// commit group. A binding that keeps the small objects in a database and
+// the bulk ones in an object store routes by it (the module
+// github.com/sessionstore/sessionstore/pgstore does).
+func IsBulkKey(key string) bool { return seam.IsBulkKey(key) }
+
+// BulkKeysUnder reports whether some key for which IsBulkKey holds can
+// start with prefix: a listing of prefix in a binding that routes by
+// IsBulkKey must then list both stores.
+func BulkKeysUnder(prefix string) bool { return seam.BulkKeysUnder(prefix) }
 
 // ObjectInfo describes a stored object. ModTime is the object store's own
 // clock, which lease expiry reads (never the local clock).

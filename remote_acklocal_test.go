@@ -15,6 +15,8 @@ import (
 	"github.com/sessionstore/sessionstore/internal/vfs"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/sessionstore/sessionstore/internal/seam"
 )
 
 // ackLocalOpts are remoteOpts acknowledging after the local sync.
@@ -330,4 +332,24 @@ func TestDurableLocalPowerLoss(t *testing.T) {
 	require.NoError(t, err)
 	defer other.Close()
 	assert.Equal(t, want, loadTexts(t, other, meta.ID), "and are stored")
+}
+
+// TestTailChunkIsTheNewest: the tail kept past the log is in the newest
+// local chunk only, whatever order the chunks are seen in: a newer chunk
+// that is sealed (or has no plain file) means no tail, never an older
+// plain chunk's.
+func TestTailChunkIsTheNewest(t *testing.T) {
+	r := &remoteFiles{keepTail: true}
+	v := &logView{State: &seam.State{}}
+	for range 50 { // map order varies
+		c, ok := r.tailChunk(v, map[uint32]localChunkFiles{1: {plain: true}, 2: {plain: true}, 3: {sealed: true}})
+		assert.False(t, ok, "the newest chunk is sealed: chunk %d taken", c)
+		c, ok = r.tailChunk(v, map[uint32]localChunkFiles{1: {plain: true}, 2: {plain: true, sealed: true}})
+		assert.False(t, ok, "the newest chunk is sealed too: chunk %d taken", c)
+		c, ok = r.tailChunk(v, map[uint32]localChunkFiles{1: {sealed: true}, 2: {plain: true}})
+		assert.True(t, ok)
+		assert.EqualValues(t, 2, c)
+	}
+	_, ok := (&remoteFiles{}).tailChunk(v, map[uint32]localChunkFiles{1: {plain: true}})
+	assert.False(t, ok, "without keepTail")
 }

@@ -445,12 +445,10 @@ func (r *remoteFiles) tailChunk(v *logView, local map[uint32]localChunkFiles) (c
 	if !r.keepTail || len(local) == 0 {
 		return 0, false
 	}
-	for n, l := range local {
-		if !ok || n > c {
-			c, ok = n, l.plain && !l.sealed
-		}
-	}
-	if !ok {
+	// The newest chunk, whatever its state: an older plain one is never
+	// the tail when a newer chunk exists.
+	c = slices.Max(slices.Collect(maps.Keys(local)))
+	if l := local[c]; !l.plain || l.sealed {
 		return 0, false
 	}
 	for _, s := range v.State.Sealed {

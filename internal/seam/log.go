@@ -8,6 +8,7 @@ import (
 	"hash/crc32"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -373,4 +374,42 @@ const MetaPrefix = "meta/"
 // MetaKey names the copy of session id's metadata from log object seq.
 func MetaKey(id uuid.UUID, seq uint64) string {
 	return fmt.Sprintf("%s%s/%020d", MetaPrefix, id, seq)
+}
+
+// IsBulkKey reports whether key names a sealed chunk or a blob of a
+// session (SealedKey, BlobKey): objects written once, possibly large, and
+// read by ranges. Every other key names a small object, and log objects
+// are written on every commit.
+func IsBulkKey(key string) bool {
+	rest, ok := cutPrefix(key, "sessions/")
+	if !ok {
+		return false
+	}
+	id, tail, ok := strings.Cut(rest, "/")
+	if !ok || len(id) != 36 {
+		return false
+	}
+	return strings.HasPrefix(tail, "chunks/") || strings.HasPrefix(tail, "blobs/")
+}
+
+// BulkKeysUnder reports whether some key for which IsBulkKey holds starts
+// with prefix: a listing of prefix then needs the bulk objects too.
+func BulkKeysUnder(prefix string) bool {
+	rest, ok := cutPrefix(prefix, "sessions/")
+	if !ok {
+		return strings.HasPrefix("sessions/", prefix)
+	}
+	id, tail, ok := strings.Cut(rest, "/")
+	if !ok {
+		return len(id) <= 36
+	}
+	if len(id) != 36 {
+		return false
+	}
+	for _, dir := range []string{"chunks/", "blobs/"} {
+		if strings.HasPrefix(tail, dir) || strings.HasPrefix(dir, tail) {
+			return true
+		}
+	}
+	return false
 }

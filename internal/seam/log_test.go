@@ -3,6 +3,7 @@ package seam
 import (
 	"math"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/uuid"
@@ -134,4 +135,37 @@ func TestTombstone(t *testing.T) {
 	st := &State{Live: []Piece{{Seq: 1, Chunk: 0, Off: 0, Len: 3}}}
 	st.Apply(2, h)
 	assert.Equal(t, &State{Live: []Piece{{Seq: 1, Chunk: 0, Off: 0, Len: 3}}}, st)
+}
+
+// TestBulkKeys: sealed chunks and blobs are bulk, every other key of the
+// layout is not, and a prefix is under bulk keys exactly when one of them
+// starts with it.
+func TestBulkKeys(t *testing.T) {
+	id := uuid.MustParse("0190a6f4-1c2b-7d3e-8f40-5a6b7c8d9e0f")
+	lease := uuid.MustParse("0190a6f4-1c2b-7d3e-8f40-000000000001")
+	bulk := []string{SealedKey(id, 3, lease), BlobKey(id, [32]byte{1, 2})}
+	small := []string{LogKey(id, 7), MetaKey(id, 7), ClockKey(id), RenewKey(id, lease),
+		SessionPrefix(id) + "forks/x", SessionPrefix(id) + "deleting", "sessions/short/chunks/x", "chunks/x", ""}
+	for _, k := range bulk {
+		assert.True(t, IsBulkKey(k), k)
+	}
+	for _, k := range small {
+		assert.False(t, IsBulkKey(k), k)
+	}
+	for prefix, want := range map[string]bool{
+		"": true, "s": true, "sessions/": true, "sessions/0190": true,
+		SessionPrefix(id): true, SessionPrefix(id) + "c": true, SessionPrefix(id) + "chunks/": true,
+		SessionPrefix(id) + "blobs/ab": true, SealedKey(id, 3, lease): true,
+		LogPrefix(id): false, SessionPrefix(id) + "l": false, MetaPrefix: false, "m": false,
+		SessionPrefix(id) + "renew/": false, "sessions/short/": false, "sessionsX": false,
+	} {
+		assert.Equal(t, want, BulkKeysUnder(prefix), "prefix %q", prefix)
+		// The answer agrees with the keys: a bulk key under a prefix
+		// said to have none would be missed by a listing.
+		for _, k := range append(bulk, small...) {
+			if IsBulkKey(k) && strings.HasPrefix(k, prefix) {
+				assert.True(t, BulkKeysUnder(prefix), "%q is under %q", k, prefix)
+			}
+		}
+	}
 }
