@@ -24,14 +24,17 @@
 // A Create or Put returns nil once PostgreSQL committed the row: durable
 // on the server by its settings (synchronous_commit on, the default, is
 // what the Store's contract assumes; with it off, a server crash can lose
-// rows the Store was told are stored). A call whose connection broke may
+// rows the Store was told are stored). Any transaction isolation works:
+// under REPEATABLE READ or SERIALIZABLE a Create that loses a race fails
+// with a serialization error, which the binding runs again until it sees
+// the winner's row (ErrObjectExists). A call whose connection broke may
 // have committed or not, as a request to an object store whose answer was
 // lost: the Store treats its outcome as unknown (sessionstore.ErrRemote).
 //
 // # Limits
 //
-// A row's data is a bytea: at most 1 GiB. A larger object is refused
-// with ErrTooLarge before anything is sent; set Options.Bulk to keep
+// A row's data is a bytea: at most MaxObjectSize (1 GiB less 1 MiB). A
+// larger object is refused with ErrTooLarge before anything is sent; set Options.Bulk to keep
 // large blobs elsewhere. The modification times are the server's clock
 // (clock_timestamp()); with Options.Bulk, the Store compares the bulk
 // store's times with the server's to age unreferenced objects, so the
@@ -58,9 +61,11 @@ import (
 // DefaultTable is the table New uses when Options.Table is empty.
 const DefaultTable = "sessionstore_objects"
 
-// MaxObjectSize is the largest object a row holds: PostgreSQL's limit of a
-// bytea value.
-const MaxObjectSize = 1<<30 - 1
+// MaxObjectSize is the largest object a row takes: PostgreSQL's limit of
+// a bytea value (1 GiB - 1) less 1 MiB, kept for the key and the rest of
+// the protocol message that carries the value (pgx refuses a message
+// past the limit).
+const MaxObjectSize = 1<<30 - 1 - 1<<20
 
 // ErrTooLarge is returned by Create and Put for data longer than
 // MaxObjectSize.
@@ -75,7 +80,10 @@ type Options struct {
 	// meant to be apart use different tables (or databases).
 	Table string
 	// Bulk, when set, keeps the objects for which sessionstore.IsBulkKey
-	// holds (sealed chunks, blobs), and Postgres the rest.
+	// holds (sealed chunks, blobs), and Postgres the rest. It may be set
+	// on a table that already holds such objects: Get and Stat look in
+	// the table for a key the bulk store lacks, listings hold both, and
+	// Delete removes a bulk key from both.
 	Bulk sessionstore.ObjectStore
 }
 
@@ -211,23 +219,35 @@ func (s *Store) Put(ctx context.Context, key string, data []byte) error {
 	return nil
 }
 
-// retry runs call, and once more when it failed on a connection that
-// broke (a restarted server, a network that dropped the pooled
-// connection) while ctx lasts: a read (or Delete) whatever it sent, since
-// running it twice changes nothing, a write only when pgx says nothing of
-// it reached the server (pgconn.SafeToRetry). A write whose connection
-// broke after sending is never repeated: its outcome is unknown, and the
-// Store settles it by what the table holds.
-func (s *Store) retry(ctx context.Context, idempotent bool, call func() error) error {
+// retry runs call, and again when it failed in a way that makes running
+// it again safe, while ctx lasts:
+//
+//   - a serialization failure or deadlock (40001, 40P01, up to 10 runs):
+//     PostgreSQL rolled the statement back, so it wrote nothing. Under
+//     REPEATABLE READ or SERIALIZABLE (a default_transaction_isolation of
+//     the server, database or role), an INSERT ... ON CONFLICT that loses
+//     a race to another inserts fails so, rather than doing nothing; run
+//     again, it sees the winner's row and a Create returns
+//     ErrObjectExists, as fencing needs.
+//   - a connection that broke (a restarted server, a network that dropped
+//     the pooled connection), once: a read whatever it sent, a write only
+//     when pgx says nothing of it reached the server
+//     (pgconn.SafeToRetry). A write whose connection broke after sending
+//     is never repeated: its outcome is unknown, and the Store settles it
+//     by what the table holds.
+func (s *Store) retry(ctx context.Context, read bool, call func() error) error {
 	err := call()
+	var pe *pgconn.PgError
+	for n := 1; n < 10 && errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01") && ctx.Err() == nil; n++ {
+		err = call()
+	}
 	if err == nil || ctx.Err() != nil {
 		return err
 	}
-	var pe *pgconn.PgError
 	if errors.As(err, &pe) || errors.Is(err, pgx.ErrNoRows) {
 		return err // the server answered
 	}
-	if pgconn.SafeToRetry(err) || (idempotent && !pgconn.Timeout(err)) {
+	if pgconn.SafeToRetry(err) || (read && !pgconn.Timeout(err)) {
 		return call()
 	}
 	return err
@@ -248,7 +268,11 @@ func nonNil(b []byte) []byte {
 // connection.
 func (s *Store) Get(ctx context.Context, key string, offset, length int64) ([]byte, error) {
 	if s.bulkFor(key) {
-		return s.bulk.Get(ctx, key, offset, length)
+		b, err := s.bulk.Get(ctx, key, offset, length)
+		if !errors.Is(err, sessionstore.ErrObjectNotFound) {
+			return b, err
+		}
+		// Stored before Options.Bulk was set: in the table.
 	}
 	if offset < 0 {
 		return nil, fmt.Errorf("pgstore: get %s: negative offset %d", key, offset)
@@ -280,7 +304,11 @@ func (s *Store) Get(ctx context.Context, key string, offset, length int64) ([]by
 // error matching sessionstore.ErrObjectNotFound.
 func (s *Store) Stat(ctx context.Context, key string) (sessionstore.ObjectInfo, error) {
 	if s.bulkFor(key) {
-		return s.bulk.Stat(ctx, key)
+		info, err := s.bulk.Stat(ctx, key)
+		if !errors.Is(err, sessionstore.ErrObjectNotFound) {
+			return info, err
+		}
+		// Stored before Options.Bulk was set: in the table.
 	}
 	info := sessionstore.ObjectInfo{Key: key}
 	err := s.retry(ctx, true, func() error {
@@ -295,12 +323,18 @@ func (s *Store) Stat(ctx context.Context, key string) (sessionstore.ObjectInfo, 
 	return info, nil
 }
 
-// Delete removes key's row; an absent row is not an error.
+// Delete removes key's row; an absent row is not an error. A bulk key is
+// deleted from the bulk store and from the table (which holds it if it was
+// stored before Options.Bulk was set). A Delete whose connection broke
+// after sending is not repeated: a second run could remove an object
+// created again in between.
 func (s *Store) Delete(ctx context.Context, key string) error {
 	if s.bulkFor(key) {
-		return s.bulk.Delete(ctx, key)
+		if err := s.bulk.Delete(ctx, key); err != nil {
+			return err
+		}
 	}
-	if err := s.retry(ctx, true, func() error {
+	if err := s.retry(ctx, false, func() error {
 		_, err := s.db.Exec(ctx, s.del, []byte(key))
 		return err
 	}); err != nil {
@@ -412,11 +446,15 @@ func prefixEnd(prefix string) ([]byte, bool) {
 	return nil, false
 }
 
-// merge returns the objects of a and b (each in key order, with no key in
-// both) in key order, the first limit when limit > 0.
+// merge returns the objects of a (the table's) and b (the bulk store's),
+// each in key order, in key order, the first limit when limit > 0. A key
+// in both (a bulk object stored in the table before Options.Bulk was set,
+// and again since) is listed once, as the bulk store has it, which is
+// what Get and Stat read.
 func merge(a, b []sessionstore.ObjectInfo, limit int) []sessionstore.ObjectInfo {
-	out := slices.Concat(a, b)
-	slices.SortFunc(out, func(x, y sessionstore.ObjectInfo) int { return cmp.Compare(x.Key, y.Key) })
+	out := slices.Concat(b, a)
+	slices.SortStableFunc(out, func(x, y sessionstore.ObjectInfo) int { return cmp.Compare(x.Key, y.Key) })
+	out = slices.CompactFunc(out, func(x, y sessionstore.ObjectInfo) bool { return x.Key == y.Key })
 	if limit > 0 && len(out) > limit {
 		out = out[:limit]
 	}
