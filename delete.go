@@ -27,22 +27,30 @@ import (
 //     commit point: before it the session is whole where it was, after
 //     it the sessions directory has no entry for it, so List, ListRecent,
 //     Meta and every call that opens it see no session.
-//  2. the files under the trash entry are removed, then its directories,
-//     deepest first, each synced once emptied and before it is removed
-//     (removeTree), and the trash directory is synced last: then no
-//     crash brings back a byte of the session, in a directory or out of
-//     every one.
+//  2. with the trash keeping it (Options.TrashFor positive, no Remote),
+//     nothing more: the entry's name says until when it is kept
+//     (trash.go). Otherwise (and when a kept entry expires or is purged,
+//     after its rename to a removal name) the files under the trash entry
+//     are removed, then its directories, deepest first, each synced once
+//     emptied and before it is removed (removeTree), and the trash
+//     directory is synced last: then no crash brings back a byte of the
+//     session, in a directory or out of every one.
 //
-// What a crash leaves in the trash is removed by the next Open of a
-// writable store, Delete, Prune or GCStore (purgeTrash), as durably:
-// nothing there is ever read again. The trash's own entry is synced
-// before a session is moved into it, so a crash never leaves a session's
-// files out of every directory, where no purge would find them.
+// What a crash leaves in the trash under a removal name is removed by the
+// next Open of a writable store, Delete, Prune, Purge or GCStore
+// (purgeTrash), as durably: nothing there is ever read again. The trash's
+// own entry is synced before a session is moved into it, so a crash never
+// leaves a session's files out of every directory, where no purge would
+// find them.
 
 // Delete removes a session and everything stored in its directory: its
 // chunks, index, HEAD, session.json, and its blobs (blobs live in their
 // session's directory; no other session refers to them, since a fork
-// reads its parent's files and a parent with forks is not deleted).
+// reads its parent's files and a parent with forks is not deleted). The
+// root's trash keeps it, whole, for Options.TrashFor (a week by default):
+// Trash lists it, Undelete brings it back, Purge removes it for good
+// (trash.go). With NoTrash, or with Options.Remote, it is removed at
+// once.
 //
 // If this Store has the session open, Delete waits (while ctx allows)
 // until no call uses it, closes it, and keeps other calls of this Store
@@ -70,8 +78,9 @@ import (
 //
 // Durability: when Delete returns nil, the session is durably gone: its
 // directory's move out of the sessions directory is synced, and no crash
-// brings it back. Its files are durably gone too: their removals are
-// synced, so that after a crash no directory holds any of them, not the
+// brings it back (but Undelete does, while the trash keeps it). Its files
+// are durably in the trash, or, when the trash keeps nothing, durably
+// gone too: their removals are synced, so that after a crash no directory holds any of them, not the
 // trash either, and none is left on the disk out of every directory
 // (where a file system check would gather it into lost+found). A crash
 // during Delete leaves the session either whole (it opens with every
@@ -128,7 +137,7 @@ func (s *Store) Delete(ctx context.Context, session uuid.UUID) error {
 	if f := forks[session]; len(f) > 0 {
 		return forksError(session, f)
 	}
-	return s.deleteSession(ctx, session, nil)
+	return s.deleteSession(ctx, session, nil, true)
 }
 
 // checkDeletable returns the error of Delete and Prune for a store they
@@ -186,7 +195,10 @@ func forksError(session uuid.UUID, forks []uuid.UUID) error {
 // Store uses the session and its lock is held (the session closed, so
 // session.json holds its last write): its error keeps the session and is
 // returned.
-func (s *Store) deleteSession(ctx context.Context, id uuid.UUID, still func() error) error {
+//
+// keep says whether the session goes to the trash for Options.TrashFor
+// (Delete, Prune) or is removed for good at once (Purge).
+func (s *Store) deleteSession(ctx context.Context, id uuid.UUID, still func() error, keep bool) error {
 	fsys := s.opts.fs
 	dir := s.sessionDir(id)
 	if s.opts.Remote != nil {
@@ -268,12 +280,11 @@ func (s *Store) deleteSession(ctx context.Context, id uuid.UUID, still func() er
 			objErr = fmt.Errorf("sessionstore: delete session %s: it is deleted, but some of its objects stay (a retried Delete removes them): %w", id, err)
 		}
 	}
-	nonce, err := s.opts.newID()
+	name, kept, err := s.trashNameFor(id, keep)
 	if err != nil {
 		lk.Close()
 		return err
 	}
-	name := id.String() + "." + nonce.String()
 	var moved bool
 	var moveErr error
 	err = s.cat.willWrite(id, func() (bool, error) {
@@ -308,6 +319,9 @@ func (s *Store) deleteSession(ctx context.Context, id uuid.UUID, still func() er
 		s.opts.Logger.Warn("sessionstore: recording a delete in the catalogue", "session", id, "err", err)
 	}
 	s.hub.end(id, fmt.Errorf("%w: session %s was deleted", ErrNotFound, id))
+	if kept {
+		return objErr // in the trash until its purge time (trash.go)
+	}
 	trash := filepath.Join(s.dir, trashDir)
 	if err := removeTree(fsys, filepath.Join(trash, name)); err != nil {
 		s.opts.Logger.Warn("sessionstore: removing a deleted session's files (left in the trash)", "session", id, "err", err)
@@ -438,37 +452,6 @@ func removeTree(fsys vfs.FS, path string) error {
 		return remove(path)
 	}
 	return nil
-}
-
-// purgeTrash removes what deletes left in the trash (a crash, or a
-// failed removal), durably (removeTree, then the trash synced), and
-// returns the bytes it freed. Failures are logged:
-// the trash is only ever removed, never read, so what stays costs space
-// alone. Deletes of other processes may be removing the same files.
-func (s *Store) purgeTrash() int64 {
-	if s.opts.ReadOnly {
-		return 0
-	}
-	fsys := s.opts.fs
-	trash := filepath.Join(s.dir, trashDir)
-	names, err := fsys.ReadDir(trash)
-	if err != nil || len(names) == 0 {
-		return 0
-	}
-	var freed int64
-	for _, n := range names {
-		path := filepath.Join(trash, n)
-		size, _ := treeSize(fsys, path)
-		if err := removeTree(fsys, path); err != nil {
-			s.opts.Logger.Warn("sessionstore: emptying the trash", "path", path, "err", err)
-			continue
-		}
-		freed += size
-	}
-	if err := fsys.SyncDir(trash); err != nil {
-		s.opts.Logger.Warn("sessionstore: syncing the trash", "err", err)
-	}
-	return freed
 }
 
 // treeSize returns the bytes of the files under path (path itself if a

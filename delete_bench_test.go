@@ -8,12 +8,21 @@ import (
 
 // BenchmarkDelete deletes closed sessions of five events each from a
 // store on the OS file system, one per iteration: the catalogue record,
-// the move aside with its two directory syncs, and the removals. It also
-// pays Delete's fork check, which reads every session.json: the store
-// holds deleteBenchSessions others.
+// the move into the trash with its two directory syncs, and (NoTrash)
+// the removals. It also pays Delete's fork check, which reads every
+// session.json: the store holds deleteBenchSessions others.
 func BenchmarkDelete(b *testing.B) {
+	for _, tc := range []struct {
+		name     string
+		trashFor time.Duration
+	}{{"trash", 0}, {"notrash", NoTrash}} {
+		b.Run(tc.name, func(b *testing.B) { benchDelete(b, tc.trashFor) })
+	}
+}
+
+func benchDelete(b *testing.B, trashFor time.Duration) {
 	ctx := context.Background()
-	s, err := Open(b.TempDir(), nil)
+	s, err := Open(b.TempDir(), &Options{TrashFor: trashFor})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -67,7 +76,7 @@ func BenchmarkPruneDryRun(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	p := PrunePolicy{KeepNewest: deleteBenchSessions / 2, DryRun: true}
+	p := PrunePolicy{KeepRecent: -1, KeepNewest: deleteBenchSessions / 2, DryRun: true}
 	for b.Loop() {
 		res, err := s.Prune(ctx, p)
 		if err != nil {

@@ -57,7 +57,7 @@ func trashNames(t *testing.T, m vfs.FS) []string {
 func TestDeleteRemovesSessionAndBlobs(t *testing.T) {
 	ctx := context.Background()
 	m := vfs.NewMemFS()
-	s := openMem(t, m, Options{})
+	s := openMem(t, m, Options{TrashFor: NoTrash})
 	gone, err := s.Create(ctx, Meta{Name: "gone"})
 	require.NoError(t, err)
 	kept, err := s.Create(ctx, Meta{Name: "kept"})
@@ -251,9 +251,9 @@ func TestDeleteRefusedByReadOnlyStores(t *testing.T) {
 	ro := openMem(t, m, Options{ReadOnly: true})
 	defer ro.Close()
 	assert.ErrorIs(t, ro.Delete(ctx, id), ErrReadOnly)
-	_, err := ro.Prune(ctx, PrunePolicy{KeepNewest: 1})
+	_, err := ro.Prune(ctx, PrunePolicy{KeepRecent: -1, KeepNewest: 1})
 	assert.ErrorIs(t, err, ErrReadOnly)
-	res, err := ro.Prune(ctx, PrunePolicy{Before: time.Now(), DryRun: true})
+	res, err := ro.Prune(ctx, PrunePolicy{KeepRecent: -1, Before: time.Now(), DryRun: true})
 	require.NoError(t, err, "a dry run reads only")
 	require.Len(t, res.Removed, 1)
 	assert.Equal(t, id, res.Removed[0].Meta.ID)
@@ -317,7 +317,7 @@ func TestDeleteFaults(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m, s, id := memSession(t, Options{})
+			m, s, id := memSession(t, Options{TrashFor: NoTrash})
 			want := appendN(t, s, id, 2)
 			require.NoError(t, s.CloseSession(ctx, id))
 			m.SetFault(func(op vfs.Op, path string) error {

@@ -60,8 +60,10 @@
 //	                          journal of a dead owner
 //	<root>/forks/<parent>/<fork>  an empty marker per fork Fork made
 //	                          (forklock.go); removed with the parent
-//	<root>/trash/<session-id>.<nonce>/  a session Delete moved aside, being
-//	                          removed (what a crash leaves, Open removes)
+//	<root>/trash/<session-id>.<deleted>.<purge-after>.<nonce>/  a deleted
+//	                          session the trash keeps whole (trash.go)
+//	<root>/trash/<session-id>.<nonce>/  a session being removed for good
+//	                          (what a crash leaves, Open removes)
 //	<root>/sessions/<session-id>/
 //	  session.json        metadata (name, working dir, model, times, format)
 //	  HEAD                id of the newest event, a checkpoint (see below)
@@ -697,8 +699,12 @@
 //   - Lane calls: lanes.json replaced atomically, naming only durable
 //     events; a crash leaves the old lanes or the new.
 //   - [Store.Delete]: the session directory moved into trash/ under one
-//     rename, both directories synced, then removed; a crash leaves the
-//     session whole or gone, and a writable Open empties the trash. With
+//     rename, both directories synced, and kept there whole for
+//     Options.TrashFor ([Store.Undelete] renames it back, both directories
+//     synced; [Store.Purge] and the end of the period rename it to a
+//     removal name, synced, then remove it); a crash leaves the
+//     session whole or gone, and a writable Open removes what is on its
+//     way out. With
 //     Options.Remote, a delete marker created as the log's next object
 //     comes first: after it the session is gone for every Store.
 //     [Store.Prune] deletes so, one session at a time, exactly the sessions

@@ -84,6 +84,13 @@ var (
 	// selects nothing by age or count (it would remove every session it
 	// matches), or a negative KeepNewest.
 	ErrInvalidPolicy = errors.New("sessionstore: invalid prune policy")
+	// ErrPinned is why Prune kept a session its policy chose: the session
+	// is pinned (Meta.Pinned, PinLabel).
+	ErrPinned = errors.New("sessionstore: session is pinned")
+	// ErrRecentlyUsed is why Prune kept a session its policy chose: it was
+	// written, or opened by the pruning Store, within
+	// PrunePolicy.KeepRecent.
+	ErrRecentlyUsed = errors.New("sessionstore: session used recently")
 )
 
 // Errors returned for bad input; nothing is written when they are returned.

@@ -11,8 +11,9 @@ import (
 	"github.com/sessionstore/sessionstore"
 )
 
-// Delete removes a session for good; deleting it again is a no-op. A
-// session that forks read from is refused until the forks are gone.
+// Delete moves a session to the trash (gone from every other call);
+// deleting it again is a no-op. A session that forks read from is refused
+// until the forks are gone.
 func ExampleStore_Delete() {
 	dir, err := os.MkdirTemp("", "sessionstore-example-")
 	if err != nil {
@@ -82,7 +83,7 @@ func ExampleStore_Prune() {
 		time.Sleep(2 * time.Millisecond) // distinct UpdatedAt times
 	}
 
-	policy := sessionstore.PrunePolicy{KeepNewest: 1, Labels: map[string]string{"kind": "scratch"}, DryRun: true}
+	policy := sessionstore.PrunePolicy{KeepRecent: -1, KeepNewest: 1, Labels: map[string]string{"kind": "scratch"}, DryRun: true}
 	plan, err := store.Prune(ctx, policy)
 	if err != nil {
 		log.Fatal(err)
@@ -139,4 +140,55 @@ func ExampleStore_GCStore() {
 	fmt.Println("sessions:", rep.Sessions, "removed:", rep.Removed, "skipped:", len(rep.Skipped))
 	// Output:
 	// sessions: 2 removed: 0 skipped: 0
+}
+
+// A deleted session stays in the trash for Options.TrashFor (a week by
+// default): Trash lists it, Undelete brings it back whole, Purge removes
+// it for good.
+func ExampleStore_Undelete() {
+	dir, err := os.MkdirTemp("", "sessionstore-example-")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	ctx := context.Background()
+	store, err := sessionstore.Open(dir, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer store.Close()
+
+	meta, err := store.Create(ctx, sessionstore.Meta{Name: "keep me"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if _, err := store.Append(ctx, meta.ID, sessionstore.UserText("hello")); err != nil {
+		log.Fatal(err)
+	}
+	if err := store.Delete(ctx, meta.ID); err != nil {
+		log.Fatal(err)
+	}
+	trash, err := store.Trash(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, it := range trash {
+		fmt.Printf("in the trash: %q, kept %s\n", it.Meta.Name, it.PurgeAt.Sub(it.DeletedAt))
+	}
+	fmt.Println("undelete:", store.Undelete(ctx, meta.ID))
+	events, err := store.Load(ctx, meta.ID)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("events back:", len(events))
+
+	fmt.Println("purge:", store.Purge(ctx, meta.ID))
+	err = store.Undelete(ctx, meta.ID)
+	fmt.Println("gone for good:", errors.Is(err, sessionstore.ErrNotFound))
+	// Output:
+	// in the trash: "keep me", kept 168h0m0s
+	// undelete: <nil>
+	// events back: 1
+	// purge: <nil>
+	// gone for good: true
 }

@@ -251,7 +251,7 @@ func TestPruneDryRunSeesDeferredFork(t *testing.T) {
 	fork, err := s.Fork(ctx, pm.ID, evs[1].ID)
 	require.NoError(t, err)
 
-	policy := PrunePolicy{Before: time.Now().Add(time.Hour)}
+	policy := PrunePolicy{KeepRecent: -1, Before: time.Now().Add(time.Hour)}
 	for _, dry := range []bool{true, false} {
 		policy.DryRun = dry
 		res, err := s.Prune(ctx, policy)

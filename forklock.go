@@ -128,7 +128,7 @@ func (s *Store) recordFork(ctx context.Context, fork Meta) error {
 	} else {
 		err = fmt.Errorf("sessionstore: fork %s of session %s: %w", fork.ID, parent, err)
 	}
-	if derr := s.deleteSession(context.WithoutCancel(ctx), fork.ID, nil); derr != nil {
+	if derr := s.deleteSession(context.WithoutCancel(ctx), fork.ID, nil, false); derr != nil {
 		return errors.Join(err, fmt.Errorf("sessionstore: removing fork %s again: %w", fork.ID, derr))
 	}
 	return err

@@ -33,6 +33,14 @@ const (
 	DefaultFileMode = fs.FileMode(0o600)
 	DefaultDirMode  = fs.FileMode(0o700)
 
+	// DefaultTrashFor is the default Options.TrashFor: a deleted session
+	// stays in the trash, whole, for a week.
+	DefaultTrashFor = 7 * 24 * time.Hour
+	// NoTrash, as Options.TrashFor, removes deleted sessions at once.
+	NoTrash = time.Duration(-1)
+	// DefaultKeepRecent is the default PrunePolicy.KeepRecent.
+	DefaultKeepRecent = time.Hour
+
 	// DefaultLeaseTime is the default Options.LeaseTime.
 	DefaultLeaseTime = 30 * time.Second
 	// DefaultRemoteTimeout is the default Options.RemoteTimeout.
@@ -213,6 +221,18 @@ type Options struct {
 	// of one id get.
 	DeferCreate bool
 
+	// TrashFor is how long Delete and Prune keep a deleted session in the
+	// root's trash, whole, before it is removed for good (trash.go):
+	// meanwhile Undelete brings it back, Trash lists it and Purge removes
+	// it at once. Each deleted session carries its own deadline, set by
+	// the Store that deleted it; a writable Store removes the expired
+	// ones when it opens and at each Delete, Prune, Purge and GCStore.
+	// Zero selects DefaultTrashFor; NoTrash (any negative duration)
+	// removes deleted sessions at once, as Purge does. With Remote the
+	// object store's copy is deleted at once whatever TrashFor says (the
+	// delete marker is final), and the local files with it.
+	TrashFor time.Duration
+
 	// Remote keeps every session in an object store, the system of
 	// record, with the Store's directory as their cache (see ObjectStore
 	// and the package doc, Object storage). An Append then returns nil
@@ -360,6 +380,9 @@ func (o *Options) withDefaults() (Options, error) {
 	}
 	if c.MaxRecordSize == 0 {
 		c.MaxRecordSize = DefaultMaxRecordSize
+	}
+	if c.TrashFor == 0 {
+		c.TrashFor = DefaultTrashFor
 	}
 	if c.MaxOpenSessions == 0 {
 		c.MaxOpenSessions = DefaultMaxOpenSessions

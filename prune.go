@@ -42,8 +42,46 @@ type PrunePolicy struct {
 	// WorkingDir, if not empty, applies the policy only to sessions whose
 	// Meta.WorkingDir is exactly it.
 	WorkingDir string
+	// KeepRecent keeps, whatever the rest of the policy says, the
+	// sessions written within KeepRecent before now (by their last write,
+	// as Before judges it) and those this Store has open or opened within
+	// it; Prune reports them in Skipped with ErrRecentlyUsed. Zero selects
+	// DefaultKeepRecent; a negative duration keeps none for being recent
+	// (a session another writer holds is still skipped, with ErrLocked).
+	KeepRecent time.Duration
 	// DryRun reports what Prune would remove and removes nothing.
 	DryRun bool
+}
+
+// PinLabel is the label that pins a session: Prune never removes a
+// session that has it, whatever its value (Meta.Pinned). Delete and
+// Purge remove pinned sessions as any other: a pin guards against
+// policies, not against a deliberate delete.
+const PinLabel = "sessionstore.pinned"
+
+// Pinned says whether the session is pinned (it has the label PinLabel):
+// Prune never removes it.
+func (m Meta) Pinned() bool {
+	_, ok := m.Labels[PinLabel]
+	return ok
+}
+
+// Pin pins session id (pinned true) or unpins it, by adding or removing
+// the label PinLabel through UpdateMeta, and returns its metadata as
+// UpdateMeta does.
+func (s *Store) Pin(ctx context.Context, id uuid.UUID, pinned bool) (Meta, error) {
+	return s.UpdateMeta(ctx, id, func(m *Meta) {
+		if !pinned {
+			delete(m.Labels, PinLabel)
+			return
+		}
+		if m.Labels == nil {
+			m.Labels = map[string]string{}
+		}
+		if _, ok := m.Labels[PinLabel]; !ok {
+			m.Labels[PinLabel] = "true"
+		}
+	})
 }
 
 // PruneItem is a session Prune removed (or would remove), or skipped.
@@ -97,6 +135,9 @@ func (s *Store) Prune(ctx context.Context, policy PrunePolicy) (PruneResult, err
 	if policy.KeepNewest < 0 {
 		return res, fmt.Errorf("%w: KeepNewest %d is negative", ErrInvalidPolicy, policy.KeepNewest)
 	}
+	if policy.KeepRecent == 0 {
+		policy.KeepRecent = DefaultKeepRecent
+	}
 	if policy.Before.IsZero() && policy.KeepNewest == 0 {
 		return res, fmt.Errorf("%w: set Before or KeepNewest", ErrInvalidPolicy)
 	}
@@ -140,7 +181,7 @@ func (s *Store) Prune(ctx context.Context, policy PrunePolicy) (PruneResult, err
 			res.Skipped = append(res.Skipped, it)
 			continue
 		}
-		if err := s.deleteSession(ctx, it.Meta.ID, s.unchangedSince(ctx, it.Meta)); err != nil {
+		if err := s.deleteSession(ctx, it.Meta.ID, s.unchangedSince(ctx, it.Meta), true); err != nil {
 			kept[it.Meta.ID] = true
 			it.Err = err
 			res.Skipped = append(res.Skipped, it)
@@ -151,6 +192,17 @@ func (s *Store) Prune(ctx context.Context, policy PrunePolicy) (PruneResult, err
 	}
 	res.Removed = removed
 	return res, nil
+}
+
+// usedSince says whether session m (its UpdatedAt its last write) was
+// written at or after since, or is open in this Store, or was opened by
+// it within window before now (on the wall clock: registry.openedAt).
+func (s *Store) usedSince(m Meta, since time.Time, window time.Duration) bool {
+	if !m.UpdatedAt.Before(since) {
+		return true
+	}
+	t, ok := s.reg.openedAt(m.ID)
+	return ok && time.Since(t) <= window
 }
 
 // lastWrite returns when session m was last written, as Prune judges it:
@@ -259,6 +311,8 @@ func (s *Store) prunePlan(metas []Meta, forks map[uuid.UUID][]uuid.UUID, p Prune
 		return bytes.Compare(b.ID[:], a.ID[:])
 	})
 	chosen := map[uuid.UUID]Meta{}
+	var skipped []PruneItem // pinned or recent
+	now := s.opts.now()
 	for i, m := range match {
 		if i < p.KeepNewest {
 			continue
@@ -266,11 +320,20 @@ func (s *Store) prunePlan(metas []Meta, forks map[uuid.UUID][]uuid.UUID, p Prune
 		if !p.Before.IsZero() && !m.UpdatedAt.Before(p.Before) {
 			continue
 		}
+		switch {
+		case m.Pinned():
+			skipped = append(skipped, PruneItem{Meta: m, Err: fmt.Errorf("%w: session %s has the label %q", ErrPinned, m.ID, PinLabel)})
+			continue
+		case p.KeepRecent > 0 && s.usedSince(m, now.Add(-p.KeepRecent), p.KeepRecent):
+			skipped = append(skipped, PruneItem{Meta: m, Err: fmt.Errorf("%w: session %s was used within %s (last write %s)",
+				ErrRecentlyUsed, m.ID, p.KeepRecent, m.UpdatedAt.Format(time.RFC3339))})
+			continue
+		}
 		chosen[m.ID] = m
 	}
 	// A session stays if a session that stays forks it; that may keep
 	// its own parent, so until nothing changes.
-	var res PruneResult
+	res := PruneResult{Skipped: skipped}
 	for changed := true; changed; {
 		changed = false
 		for _, id := range slices.SortedFunc(maps.Keys(chosen), func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) }) {

@@ -76,14 +76,14 @@ func TestPrune(t *testing.T) {
 		policy PrunePolicy
 		want   []string
 	}{
-		{"before", PrunePolicy{Before: hour(2)}, []string{"s0", "s1"}},
-		{"before, exact time kept", PrunePolicy{Before: hour(0)}, []string{}},
-		{"keep newest", PrunePolicy{KeepNewest: 4}, []string{"s0", "s1"}},
-		{"keep newest of a label", PrunePolicy{KeepNewest: 1, Labels: map[string]string{"team": "b"}}, []string{"s1", "s3"}},
-		{"before, of a working dir", PrunePolicy{Before: hour(5), WorkingDir: "/a"}, []string{"s0", "s2", "s4"}},
-		{"before and keep newest", PrunePolicy{Before: hour(4), KeepNewest: 5}, []string{"s0"}},
-		{"labels that match none", PrunePolicy{Before: hour(9), Labels: map[string]string{"team": "c"}}, []string{}},
-		{"keep more than there are", PrunePolicy{KeepNewest: 10}, []string{}},
+		{"before", PrunePolicy{KeepRecent: -1, Before: hour(2)}, []string{"s0", "s1"}},
+		{"before, exact time kept", PrunePolicy{KeepRecent: -1, Before: hour(0)}, []string{}},
+		{"keep newest", PrunePolicy{KeepRecent: -1, KeepNewest: 4}, []string{"s0", "s1"}},
+		{"keep newest of a label", PrunePolicy{KeepRecent: -1, KeepNewest: 1, Labels: map[string]string{"team": "b"}}, []string{"s1", "s3"}},
+		{"before, of a working dir", PrunePolicy{KeepRecent: -1, Before: hour(5), WorkingDir: "/a"}, []string{"s0", "s2", "s4"}},
+		{"before and keep newest", PrunePolicy{KeepRecent: -1, Before: hour(4), KeepNewest: 5}, []string{"s0"}},
+		{"labels that match none", PrunePolicy{KeepRecent: -1, Before: hour(9), Labels: map[string]string{"team": "c"}}, []string{}},
+		{"keep more than there are", PrunePolicy{KeepRecent: -1, KeepNewest: 10}, []string{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -157,7 +157,7 @@ func TestPruneForks(t *testing.T) {
 	}
 	oldFork := fork("s0", base.Add(30*time.Minute)) // selected with its parent
 	newFork := fork("s1", base.Add(10*time.Hour))   // kept: s1 must stay
-	p := PrunePolicy{Before: base.Add(90 * time.Minute), DryRun: true}
+	p := PrunePolicy{KeepRecent: -1, Before: base.Add(90 * time.Minute), DryRun: true}
 	planned, err := s.Prune(ctx, p)
 	require.NoError(t, err)
 	require.Len(t, planned.Removed, 2)
@@ -192,7 +192,7 @@ func TestPruneSkipsLockedSessions(t *testing.T) {
 	defer other.Close()
 	_, err := other.Head(ctx, ids["s0"]) // other holds s0's lock, and wrote nothing
 	require.NoError(t, err)
-	got, err := s.Prune(ctx, PrunePolicy{KeepNewest: 4})
+	got, err := s.Prune(ctx, PrunePolicy{KeepRecent: -1, KeepNewest: 4})
 	require.NoError(t, err)
 	assert.Equal(t, []string{"s1"}, names(got.Removed))
 	require.Len(t, got.Skipped, 1)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -32,6 +33,10 @@ type registry struct {
 	watch metaWatcher
 
 	tab *sessreg.Table[*openSession, kept]
+
+	// opened holds, for each session this registry opened, when it last
+	// did (Prune's KeepRecent).
+	opened sync.Map // uuid.UUID -> time.Time
 }
 
 // regEntry is a session's entry in the registry's table: the count of
@@ -84,11 +89,27 @@ func newRegistry(opts *Options, hb *hub, dir func(uuid.UUID) string, watch metaW
 // callers wait for the result. The mutex is taken with the table's held,
 // against the lock order, on a session no other call has yet.
 func (r *registry) newSession(e *regEntry) *openSession {
+	r.opened.Store(e.ID, time.Now())
 	h := newOpenSession(e.ID, r.dir(e.ID), r.opts, r.hub)
 	h.watch = r.watch
 	h.entry = e
 	h.mu.Lock()
 	return h
+}
+
+// openedAt returns when this registry last opened session id, the time
+// now when it has it open, and false when it never opened it: wall clock
+// times (time.Now), so that the clock Options' tests replace keeps its
+// sequence of readings.
+func (r *registry) openedAt(id uuid.UUID) (time.Time, bool) {
+	if _, ok := r.tab.Opened(id); ok {
+		return time.Now(), true
+	}
+	t, ok := r.opened.Load(id)
+	if !ok {
+		return time.Time{}, false
+	}
+	return t.(time.Time), true
 }
 
 // lookup returns the registered session id, nil if none, having waited

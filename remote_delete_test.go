@@ -277,7 +277,7 @@ func TestRemotePrune(t *testing.T) {
 	}
 	require.NoError(t, a.Close())
 	b := memRemoteStore(t, obj)
-	policy := PrunePolicy{KeepNewest: 1, DryRun: true}
+	policy := PrunePolicy{KeepRecent: -1, KeepNewest: 1, DryRun: true}
 	dry, err := b.Prune(ctx, policy)
 	require.NoError(t, err)
 	require.Len(t, dry.Removed, 2)

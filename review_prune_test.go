@@ -27,7 +27,7 @@ func TestReviewPruneKeepsParentOfLockedFork(t *testing.T) {
 	defer other.Close()
 	appendN(t, other, f.ID, 1) // other holds the fork's lock
 
-	got, err := s.Prune(ctx, PrunePolicy{KeepNewest: 0, Before: evs[1].Time.AddDate(1, 0, 0)})
+	got, err := s.Prune(ctx, PrunePolicy{KeepRecent: -1, KeepNewest: 0, Before: evs[1].Time.AddDate(1, 0, 0)})
 	require.NoError(t, err)
 	assert.Empty(t, got.Removed)
 	require.Len(t, got.Skipped, 2)

@@ -35,7 +35,9 @@ import (
 func deleteWorkload(t *testing.T, fsys vfs.FS) (s *Store, victim, other uuid.UUID) {
 	t.Helper()
 	ctx := context.Background()
-	o := deterministic(Options{})
+	// The trash keeps nothing: these tests check the removal of the
+	// files (trash_test.go checks a kept session's).
+	o := deterministic(Options{TrashFor: NoTrash})
 	s = openMem(t, fsys, o)
 	v, err := s.Create(ctx, Meta{Name: "victim"})
 	require.NoError(t, err)

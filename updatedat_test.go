@@ -130,7 +130,7 @@ func TestPruneKeepsSessionJustWritten(t *testing.T) {
 	_, err = s.Append(ctx, busy.ID, UserText("just now"))
 	require.NoError(t, err)
 
-	policy := PrunePolicy{Before: now.Add(-30 * 24 * time.Hour)}
+	policy := PrunePolicy{KeepRecent: -1, Before: now.Add(-30 * 24 * time.Hour)}
 	for _, dry := range []bool{true, false} {
 		policy.DryRun = dry
 		res, err := s.Prune(ctx, policy)
@@ -170,7 +170,7 @@ func TestPruneJudgesUnrecordedWrites(t *testing.T) {
 	disk, _, err := readMeta(crashed, sessionPath(meta.ID), meta.ID)
 	require.NoError(t, err)
 	require.True(t, disk.UpdatedAt.Before(now), "precondition: session.json does not hold the last write")
-	policy := PrunePolicy{Before: now.Add(-30 * 24 * time.Hour)}
+	policy := PrunePolicy{KeepRecent: -1, Before: now.Add(-30 * 24 * time.Hour)}
 	for _, dry := range []bool{true, false} {
 		policy.DryRun = dry
 		res, err := s2.Prune(ctx, policy)
@@ -203,13 +203,13 @@ func TestPruneRechecksUnderLock(t *testing.T) {
 	require.NoError(t, err)
 	appendN(t, s, meta.ID, 1)
 	require.NoError(t, s.CloseSession(ctx, meta.ID))
-	plan, err := s.Prune(ctx, PrunePolicy{Before: now.Add(-30 * 24 * time.Hour), DryRun: true})
+	plan, err := s.Prune(ctx, PrunePolicy{KeepRecent: -1, Before: now.Add(-30 * 24 * time.Hour), DryRun: true})
 	require.NoError(t, err)
 	require.Len(t, plan.Removed, 1, "precondition: the plan removes it")
 
 	clock.set(now)
 	appendN(t, s, meta.ID, 1) // between the plan and the delete
-	err = s.deleteSession(ctx, meta.ID, s.unchangedSince(ctx, plan.Removed[0].Meta))
+	err = s.deleteSession(ctx, meta.ID, s.unchangedSince(ctx, plan.Removed[0].Meta), true)
 	require.ErrorIs(t, err, ErrConflict)
 	path, err := s.Load(ctx, meta.ID)
 	require.NoError(t, err)

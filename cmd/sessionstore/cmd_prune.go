@@ -14,7 +14,7 @@ import (
 // (Store.Prune), or with -dry-run lists them and removes nothing. A dry
 // run opens the store read-only; a real one for writing.
 func cmdPrune(ctx context.Context, c *cmdEnv, args []string) int {
-	fs := c.newFlags("[-dry-run] [-older-than t] [-keep n] [-label k=v]... [-dir path] <root>")
+	fs := c.newFlags("[-dry-run] [-older-than t] [-keep n] [-recent d] [-label k=v]... [-dir path] <root>")
 	dry := fs.Bool("dry-run", false, "list what would be removed, and remove nothing")
 	var before time.Time
 	fs.Var(newTimeFlag(&before), "older-than", "remove sessions last updated before this `time`: a duration before now (720h), a date (2026-01-02) or an RFC 3339 time")
@@ -23,6 +23,7 @@ func cmdPrune(ctx context.Context, c *cmdEnv, args []string) int {
 	labels := labelFlags{}
 	fs.Var(labels, "label", "only sessions with this label (`key=value`; repeatable)")
 	dir := fs.String("dir", "", "only sessions whose working directory is `path`")
+	recent := fs.Duration("recent", sessionstore.DefaultKeepRecent, "keep the sessions written or opened within this `duration` before now, whatever the policy (0: keep none for being recent)")
 	pos, status, ok := c.parseArgs(fs, args, 1, 1)
 	if !ok {
 		return status
@@ -38,7 +39,10 @@ func cmdPrune(ctx context.Context, c *cmdEnv, args []string) int {
 		}
 		return c.usagef(fs, "set -older-than or -keep (prune refuses to remove every session the filters match)")
 	}
-	policy := sessionstore.PrunePolicy{Before: before, KeepNewest: int(keep), WorkingDir: *dir, DryRun: *dry}
+	policy := sessionstore.PrunePolicy{Before: before, KeepNewest: int(keep), WorkingDir: *dir, DryRun: *dry, KeepRecent: *recent}
+	if *recent <= 0 {
+		policy.KeepRecent = -1 // asked for: none kept for being recent
+	}
 	if len(labels) > 0 {
 		policy.Labels = labels
 	}

@@ -23,8 +23,10 @@ func TestPruneKeepZero(t *testing.T) {
 		{[]string{"-keep", "0"}, exitUsage, "prune: -keep 0 without -older-than would remove every session the filters match"},
 		{[]string{"-dry-run"}, exitUsage, "prune: set -older-than or -keep (prune refuses to remove every session the filters match)\n"},
 		{[]string{"-dry-run", "-keep", "-1"}, exitUsage, `invalid value "-1" for flag -keep: must be 0 or more, not -1`},
-		{[]string{"-dry-run", "-keep", "0", "-older-than", "0s"}, exitOK, "would remove 2 sessions, "},
-		{[]string{"-dry-run", "-older-than", "0s"}, exitOK, "would remove 2 sessions, "},
+		{[]string{"-dry-run", "-keep", "0", "-older-than", "0s", "-recent", "0s"}, exitOK, "would remove 2 sessions, "},
+		{[]string{"-dry-run", "-older-than", "0s", "-recent", "0s"}, exitOK, "would remove 2 sessions, "},
+		// Written a moment ago: kept by -recent's default.
+		{[]string{"-dry-run", "-older-than", "0s"}, exitOK, "would remove 0 sessions, 0 bytes; kept 2 sessions the policy chose"},
 		{[]string{"-dry-run", "-keep", "0", "-older-than", "2000-01-01"}, exitOK, "would remove 0 sessions, 0 bytes"},
 	} {
 		args := append(append([]string{"prune"}, tc.args...), f.root)

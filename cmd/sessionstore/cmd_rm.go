@@ -8,8 +8,10 @@ import (
 	"github.com/sessionstore/sessionstore"
 )
 
-// cmdRm deletes a session (Store.Delete): its directory is moved aside
-// under one rename, then removed, so a crash leaves it whole or gone. It
+// cmdRm deletes a session (Store.Delete): its directory is moved to the
+// root's trash under one rename, so a crash leaves it whole or gone, and
+// kept there for the trash's grace period (undelete brings it back, purge
+// removes it at once). It
 // opens the store for writing; a session another process holds open for
 // writing is refused, as is one that forks read from.
 func cmdRm(ctx context.Context, c *cmdEnv, args []string) int {
@@ -30,6 +32,17 @@ func cmdRm(ctx context.Context, c *cmdEnv, args []string) int {
 		return c.failf("%v", err)
 	}
 	err = s.Delete(ctx, session)
+	var kept *sessionstore.TrashItem
+	if err == nil {
+		if items, terr := s.Trash(ctx); terr == nil {
+			for _, it := range items {
+				if it.Meta.ID == session {
+					kept = &it
+					break
+				}
+			}
+		}
+	}
 	closeErr := s.Close()
 	switch {
 	case errors.Is(err, sessionstore.ErrHasForks):
@@ -41,7 +54,12 @@ func cmdRm(ctx context.Context, c *cmdEnv, args []string) int {
 	if merr == nil && meta.Name != "" {
 		name = fmt.Sprintf(" (%q)", meta.Name)
 	}
-	fmt.Fprintf(c.stdout, "%s%s: deleted\n", session, name)
+	if kept != nil {
+		fmt.Fprintf(c.stdout, "%s%s: moved to the trash until %s (sessionstore undelete %s %s brings it back)\n",
+			session, name, stamp(kept.PurgeAt), root, session)
+	} else {
+		fmt.Fprintf(c.stdout, "%s%s: deleted\n", session, name)
+	}
 	if closeErr != nil {
 		return c.failf("close the store: %v", closeErr)
 	}

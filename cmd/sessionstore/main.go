@@ -61,7 +61,7 @@ const (
 const usage = `usage: sessionstore <command> [flags] <root> [arguments]
 
 Inspects the sessions stored under <root>. Every command but gc, repair,
-upgrade, rm, prune (without -dry-run), import and the lanes subcommands that
+upgrade, rm, undelete, purge, prune (without -dry-run), import and the lanes subcommands that
 change lanes opens the store read-only (no lock, nothing written), so it is
 safe beside a writer.
 
@@ -87,10 +87,18 @@ commands:
                                               move older sessions to format 3, and
                                               convert the root's chunks to a compression mode
                                               (opens the store for writing)
-  rm     <root> <session>                     delete a session (opens the store for writing)
-  prune  [-dry-run] [-older-than t] [-keep n] [-label k=v]... [-dir path] <root>
-                                              remove the sessions a retention policy selects,
-                                              or with -dry-run list them (read-only)
+  rm     <root> <session>                     delete a session: to the trash, kept a week
+                                              (opens the store for writing)
+  trash  <root>                               the deleted sessions the trash keeps
+  undelete <root> <session>                   bring a session back from the trash
+                                              (opens the store for writing)
+  purge  <root> <session>                     remove a session for good, from the store
+                                              and the trash (opens the store for writing)
+  prune  [-dry-run] [-older-than t] [-keep n] [-recent d] [-label k=v]... [-dir path] <root>
+                                              move the sessions a retention policy selects
+                                              to the trash (never pinned ones, nor those
+                                              used within -recent, default 1h), or with
+                                              -dry-run list them (read-only)
   export [-format jsonl|md] [-scope tree|path|context] [-blobs inline|dir] [-full] [-o file]
          <root> <session>                     the session as JSON lines (every branch, by default)
                                               or a Markdown transcript of the active path
@@ -126,22 +134,25 @@ for a bad command line.
 type command func(ctx context.Context, c *cmdEnv, args []string) int
 
 var commands = map[string]command{
-	"ls":      cmdLs,
-	"tree":    cmdTree,
-	"path":    cmdPath,
-	"show":    cmdShow,
-	"verify":  cmdVerify,
-	"repair":  cmdRepair,
-	"gc":      cmdGC,
-	"upgrade": cmdUpgrade,
-	"rm":      cmdRm,
-	"prune":   cmdPrune,
-	"lanes":   cmdLanes,
-	"query":   cmdQuery,
-	"import":  cmdImport,
-	"export":  cmdExport,
-	"serve":   cmdServe,
-	"version": cmdVersion,
+	"ls":       cmdLs,
+	"tree":     cmdTree,
+	"path":     cmdPath,
+	"show":     cmdShow,
+	"verify":   cmdVerify,
+	"repair":   cmdRepair,
+	"gc":       cmdGC,
+	"upgrade":  cmdUpgrade,
+	"rm":       cmdRm,
+	"trash":    cmdTrash,
+	"undelete": cmdUndelete,
+	"purge":    cmdPurge,
+	"prune":    cmdPrune,
+	"lanes":    cmdLanes,
+	"query":    cmdQuery,
+	"import":   cmdImport,
+	"export":   cmdExport,
+	"serve":    cmdServe,
+	"version":  cmdVersion,
 }
 
 // run executes the command line args (without the program name), writing

@@ -101,6 +101,10 @@ func Start() (*Server, error) {
 	run := func(name string, args ...string) *exec.Cmd {
 		cmd := exec.Command(filepath.Join(bin, name), args...)
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Setpgid: true}
+		// A test binary killed (a timeout, SIGKILL) runs no Stop: on
+		// Linux the server then gets SIGQUIT, its immediate shutdown,
+		// rather than outliving the tests.
+		setParentDeathSignal(cmd.SysProcAttr)
 		cmd.Dir = dir
 		return cmd
 	}

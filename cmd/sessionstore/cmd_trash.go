@@ -1,0 +1,130 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"text/tabwriter"
+
+	"github.com/google/uuid"
+
+	"github.com/sessionstore/sessionstore"
+)
+
+// cmdTrash lists the deleted sessions the trash keeps (Store.Trash),
+// newest deletion first. It opens the store read-only.
+func cmdTrash(ctx context.Context, c *cmdEnv, args []string) int {
+	fs := c.newFlags("<root>")
+	s, pos, status := c.openStore(fs, args, 1, 1)
+	if s == nil {
+		return status
+	}
+	defer s.Close()
+	items, err := s.Trash(ctx)
+	if err != nil {
+		return c.failf("read the trash of %q: %s", pos[0], describe(err))
+	}
+	if len(items) == 0 {
+		c.warnf("the trash of %q is empty", pos[0])
+		return exitOK
+	}
+	tw := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tNAME\tDELETED\tPURGED AFTER\tBYTES")
+	for _, it := range items {
+		name := cell(it.Meta.Name)
+		if it.Err != nil {
+			name = "(" + describe(it.Err) + ")"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\n", it.Meta.ID, name, stamp(it.DeletedAt), stamp(it.PurgeAt), it.Bytes)
+	}
+	if err := tw.Flush(); err != nil {
+		return c.failf("write output: %v", err)
+	}
+	return exitOK
+}
+
+// resolveTrashed turns arg (a full id or a unique prefix) into the id of
+// a session in the trash of s.
+func resolveTrashed(ctx context.Context, s *sessionstore.Store, arg string) (uuid.UUID, error) {
+	items, err := s.Trash(ctx)
+	if err != nil {
+		return uuid.Nil, fmt.Errorf("read the trash: %s", describe(err))
+	}
+	var ids []uuid.UUID // once each: an id deleted twice is in the trash twice
+	for _, it := range items {
+		if !slices.Contains(ids, it.Meta.ID) {
+			ids = append(ids, it.Meta.ID)
+		}
+	}
+	if id, err := uuid.Parse(arg); err == nil && !slices.Contains(ids, id) {
+		ids = append(ids, id) // a full id is the caller's to look up
+	}
+	id, err := matchPrefix("session", arg, ids)
+	if errors.Is(err, sessionstore.ErrNotFound) {
+		err = &notFoundError{fmt.Sprintf("no session in the trash of %q matches %q", s.Dir(), arg)}
+	}
+	return id, err
+}
+
+// cmdUndelete brings a session back from the trash (Store.Undelete). It
+// opens the store for writing.
+func cmdUndelete(ctx context.Context, c *cmdEnv, args []string) int {
+	fs := c.newFlags("<root> <session>")
+	pos, status, ok := c.parseArgs(fs, args, 2, 2, "session")
+	if !ok {
+		return status
+	}
+	s, err := openWritable(pos[0])
+	if err != nil {
+		return c.failf("%v", err)
+	}
+	id, err := resolveTrashed(ctx, s, pos[1])
+	if err == nil {
+		err = s.Undelete(ctx, id)
+	}
+	closeErr := s.Close()
+	if err != nil {
+		return c.failf("%s", describe(err))
+	}
+	fmt.Fprintf(c.stdout, "%s: back from the trash\n", id)
+	if closeErr != nil {
+		return c.failf("close the store: %v", closeErr)
+	}
+	return exitOK
+}
+
+// cmdPurge removes a session for good (Store.Purge): from the trash,
+// and from the store if it is there. It opens the store for writing.
+func cmdPurge(ctx context.Context, c *cmdEnv, args []string) int {
+	fs := c.newFlags("<root> <session>")
+	pos, status, ok := c.parseArgs(fs, args, 2, 2, "session")
+	if !ok {
+		return status
+	}
+	s, err := openWritable(pos[0])
+	if err != nil {
+		return c.failf("%v", err)
+	}
+	// A live session's prefix first, then the trash's.
+	id, err := resolveSession(ctx, s, pos[1])
+	var nf *notFoundError
+	if errors.As(err, &nf) {
+		id, err = resolveTrashed(ctx, s, pos[1])
+	}
+	if err == nil {
+		err = s.Purge(ctx, id)
+	}
+	closeErr := s.Close()
+	switch {
+	case errors.Is(err, sessionstore.ErrHasForks):
+		return c.failf("session %s: %v (remove the forks first)", id, err)
+	case err != nil:
+		return c.failf("%s", describe(err))
+	}
+	fmt.Fprintf(c.stdout, "%s: purged\n", id)
+	if closeErr != nil {
+		return c.failf("close the store: %v", closeErr)
+	}
+	return exitOK
+}
