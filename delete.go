@@ -234,6 +234,21 @@ func (s *Store) deleteSession(ctx context.Context, id uuid.UUID, still func() er
 			return err
 		}
 	}
+	if keep && s.opts.Remote == nil && s.opts.TrashFor > 0 {
+		// The trash keeps the session for Undelete: a dead writer's
+		// journal may hold acknowledged records its chunks lack, and
+		// the journal's recovery looks only in the sessions directory
+		// (journal.go), so they go into the chunks first. And a
+		// directory without session.json (a Create cut short) is no
+		// session to keep.
+		if _, err := takeOver(ctx, fsys, s.dir, dir, s.opts.jr.current(), s.opts.FileMode, s.opts.dead); err != nil {
+			lk.Close()
+			return fmt.Errorf("sessionstore: delete session %s: %w", id, err)
+		}
+		if _, err := fsys.Stat(filepath.Join(dir, metaFile)); errors.Is(err, fs.ErrNotExist) {
+			keep = false
+		}
+	}
 	// From the last check for forks to the commit point, no Fork can
 	// record itself (forklock.go).
 	flk, err := s.lockForks(ctx)

@@ -194,7 +194,8 @@ func (s *Store) removeForkMarkers(id uuid.UUID) {
 
 // liveForks returns the forks of session id that Delete must not outlive,
 // with forks.lock held: those its forks directory names whose
-// session.json exists, and those this Store holds deferred.
+// session.json exists and names id in ForkedFrom (or cannot be read),
+// and those this Store holds deferred.
 func (s *Store) liveForks(id uuid.UUID) ([]uuid.UUID, error) {
 	fsys := s.opts.fs
 	names, err := fsys.ReadDir(s.forkMarkers(id))
@@ -207,11 +208,20 @@ func (s *Store) liveForks(id uuid.UUID) ([]uuid.UUID, error) {
 		if err != nil || f.String() != name {
 			continue // not a marker
 		}
-		switch _, err := fsys.Stat(filepath.Join(s.sessionDir(f), metaFile)); {
+		// A fork deleted leaves its marker: the session of its id is a
+		// fork of id only if its metadata says so (the id may have been
+		// created again since, as another session).
+		switch m, _, err := readMeta(fsys, s.sessionDir(f), f); {
 		case err == nil:
+			if m.ForkedFrom != nil && m.ForkedFrom.Session == id {
+				out = append(out, f)
+			}
+		case errors.Is(err, ErrNotFound):
+		case errors.Is(err, fs.ErrNotExist):
+		default:
+			// Unreadable: taken for a fork, so that damage never lets
+			// a Delete take a parent a fork reads.
 			out = append(out, f)
-		case !errors.Is(err, fs.ErrNotExist):
-			return nil, err
 		}
 	}
 	s.deferred.mu.Lock()

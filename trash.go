@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -55,6 +56,9 @@ type trashEntry struct {
 	id               uuid.UUID
 	deleted, purgeAt time.Time
 }
+
+// maxTrashTime is the latest time a kept name holds.
+var maxTrashTime = time.Unix(0, math.MaxInt64).UTC()
 
 // keptTrashName is the kept name of a session deleted at deleted, to be
 // removed after purgeAt.
@@ -187,12 +191,32 @@ func (s *Store) Undelete(ctx context.Context, id uuid.UUID) error {
 	if len(entries) == 0 {
 		return fmt.Errorf("%w: session %s is not in the trash", ErrNotFound, id)
 	}
-	e := entries[0]
 	fsys := s.opts.fs
 	trash := filepath.Join(s.dir, trashDir)
-	from := filepath.Join(trash, e.name)
-	meta, _, err := readMeta(fsys, from, id)
-	if err != nil && !errors.Is(err, ErrNotFound) {
+	// The newest entry that is a session: a directory with session.json
+	// (Trash lists the same ones).
+	var from string
+	var meta Meta
+	for _, e := range entries {
+		path := filepath.Join(trash, e.name)
+		if info, err := fsys.Stat(path); err != nil || !info.IsDir() {
+			continue
+		}
+		m, _, err := readMeta(fsys, path, id)
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("sessionstore: undelete session %s: %w", id, err)
+		}
+		from, meta = path, m
+		break
+	}
+	if from == "" {
+		return fmt.Errorf("%w: session %s is not in the trash", ErrNotFound, id)
+	}
+	dir := s.sessionDir(id)
+	if err := s.clearUnmadeSession(ctx, dir); err != nil {
 		return fmt.Errorf("sessionstore: undelete session %s: %w", id, err)
 	}
 	// With forks.lock held from the parent's check to the rename, a
@@ -207,6 +231,7 @@ func (s *Store) Undelete(ctx context.Context, id uuid.UUID) error {
 			s.opts.Logger.Warn("sessionstore: releasing forks.lock", "err", err)
 		}
 	}()
+	parent := uuid.Nil
 	if f := meta.ForkedFrom; f != nil && f.Session != id {
 		switch _, err := fsys.Stat(filepath.Join(s.sessionDir(f.Session), metaFile)); {
 		case errors.Is(err, fs.ErrNotExist):
@@ -214,20 +239,24 @@ func (s *Store) Undelete(ctx context.Context, id uuid.UUID) error {
 		case err != nil:
 			return fmt.Errorf("sessionstore: undelete session %s: %w", id, err)
 		}
-		if err := s.writeForkMarker(f.Session, id); err != nil {
-			return fmt.Errorf("sessionstore: undelete session %s: %w", id, err)
-		}
+		parent = f.Session
 	}
-	dir := s.sessionDir(id)
 	renamed := false
 	err = s.cat.willWrite(id, func() (bool, error) {
 		// Create's mkdir runs under the catalogue's lock too: a Create
-		// of the id either came first or finds it back.
+		// of the id either came first or finds it back. (A directory
+		// without session.json here is a Create under way: what a
+		// crash left, clearUnmadeSession moved aside.)
 		switch _, err := fsys.Stat(dir); {
 		case err == nil:
 			return false, fmt.Errorf("%w: session %s exists (created again since it was deleted)", ErrExists, id)
 		case !errors.Is(err, fs.ErrNotExist):
 			return false, err
+		}
+		if parent != uuid.Nil {
+			if err := s.writeForkMarker(parent, id); err != nil {
+				return false, err
+			}
 		}
 		if err := fsys.Rename(from, dir); errors.Is(err, fs.ErrNotExist) {
 			return false, fmt.Errorf("%w: session %s left the trash meanwhile", ErrNotFound, id)
@@ -266,6 +295,40 @@ func (s *Store) Undelete(ctx context.Context, id uuid.UUID) error {
 	return nil
 }
 
+// clearUnmadeSession moves aside, to a removal name in the trash, a
+// session directory dir without session.json that no Create is making
+// (its lock free: what a crash during a Create left), so that Undelete
+// can bring the deleted session back in its place. A directory with
+// session.json, or none, is left as it is.
+func (s *Store) clearUnmadeSession(ctx context.Context, dir string) error {
+	fsys := s.opts.fs
+	if _, err := fsys.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	if _, err := fsys.Stat(filepath.Join(dir, metaFile)); err == nil || !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	lk, err := s.reg.lockSession(ctx, filepath.Join(dir, lockName))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil // moved meanwhile
+	}
+	if err != nil {
+		return err
+	}
+	defer lk.Close()
+	if _, err := fsys.Stat(filepath.Join(dir, metaFile)); err == nil || !errors.Is(err, fs.ErrNotExist) {
+		return err // made meanwhile
+	}
+	nonce, err := s.opts.newID()
+	if err != nil {
+		return err
+	}
+	_, err = moveToTrash(fsys, s.dir, dir, filepath.Base(dir)+"."+nonce.String(), s.opts.DirMode)
+	return err
+}
+
 // Purge removes a session for good: from the trash, every copy of it
 // there, and, when the store holds it, the session itself, as Delete
 // removes it but without the trash (with Delete's checks: a session
@@ -296,15 +359,29 @@ func (s *Store) Purge(ctx context.Context, id uuid.UUID) error {
 	if f := forks[id]; len(f) > 0 {
 		return forksError(id, f)
 	}
-	if err := s.deleteSession(ctx, id, nil, false); err != nil {
-		return err
-	}
-	entries, err := s.trashEntries(id)
-	if err != nil {
-		return err
-	}
-	if err := s.doomTrash(entries); err != nil {
-		return fmt.Errorf("sessionstore: purge session %s: %w", id, err)
+	// The trash's copies first, then the store's, until a pass finds
+	// neither: an Undelete (of another Store) racing a pass brings back
+	// a copy the next pass removes, and a Delete racing it leaves one in
+	// the trash the next pass dooms.
+	const passes = 8
+	for pass := 1; ; pass++ {
+		entries, err := s.trashEntries(id)
+		if err != nil {
+			return err
+		}
+		if err := s.doomTrash(entries); err != nil {
+			return fmt.Errorf("sessionstore: purge session %s: %w", id, err)
+		}
+		_, statErr := s.opts.fs.Stat(s.sessionDir(id))
+		if err := s.deleteSession(ctx, id, nil, false); err != nil {
+			return err
+		}
+		if len(entries) == 0 && errors.Is(statErr, fs.ErrNotExist) {
+			break
+		}
+		if pass == passes {
+			return fmt.Errorf("%w: session %s: other Stores kept deleting or undeleting it through %d passes", ErrConflict, id, passes)
+		}
 	}
 	if _, err := s.emptyTrash(); err != nil {
 		return fmt.Errorf("sessionstore: purge session %s: %w", id, err)
@@ -418,5 +495,11 @@ func (s *Store) trashNameFor(id uuid.UUID, keep bool) (name string, kept bool, e
 		return id.String() + "." + nonce.String(), false, nil
 	}
 	now := s.opts.now()
-	return keptTrashName(id, now, now.Add(s.opts.TrashFor), nonce), true, nil
+	// A purge time past what Unix nanoseconds hold (the year 2262) is
+	// that limit: kept for as long as the name can say.
+	purgeAt := maxTrashTime
+	if s.opts.TrashFor < maxTrashTime.Sub(now) {
+		purgeAt = now.Add(s.opts.TrashFor)
+	}
+	return keptTrashName(id, now, purgeAt, nonce), true, nil
 }

@@ -45,24 +45,45 @@ func cmdTrash(ctx context.Context, c *cmdEnv, args []string) int {
 }
 
 // resolveTrashed turns arg (a full id or a unique prefix) into the id of
-// a session in the trash of s.
-func resolveTrashed(ctx context.Context, s *sessionstore.Store, arg string) (uuid.UUID, error) {
+// a session in the trash of s, or, with live, of a session in the trash
+// or in the store: a prefix is matched against both at once, so that one
+// that names a session of each is refused as ambiguous.
+func resolveTrashed(ctx context.Context, s *sessionstore.Store, arg string, live bool) (uuid.UUID, error) {
 	items, err := s.Trash(ctx)
 	if err != nil {
 		return uuid.Nil, fmt.Errorf("read the trash: %s", describe(err))
 	}
 	var ids []uuid.UUID // once each: an id deleted twice is in the trash twice
-	for _, it := range items {
-		if !slices.Contains(ids, it.Meta.ID) {
-			ids = append(ids, it.Meta.ID)
+	add := func(id uuid.UUID) {
+		if !slices.Contains(ids, id) {
+			ids = append(ids, id)
 		}
 	}
-	if id, err := uuid.Parse(arg); err == nil && !slices.Contains(ids, id) {
-		ids = append(ids, id) // a full id is the caller's to look up
+	for _, it := range items {
+		add(it.Meta.ID)
+	}
+	if live {
+		metas, err := s.List(ctx)
+		var listErr *sessionstore.ListError
+		if err != nil && !errors.As(err, &listErr) {
+			return uuid.Nil, fmt.Errorf("list the sessions to match %q: %s", arg, describe(err))
+		}
+		for _, m := range metas {
+			add(m.ID)
+		}
+		if listErr != nil {
+			for _, u := range listErr.Unreadable {
+				add(u.ID)
+			}
+		}
 	}
 	id, err := matchPrefix("session", arg, ids)
 	if errors.Is(err, sessionstore.ErrNotFound) {
-		err = &notFoundError{fmt.Sprintf("no session in the trash of %q matches %q", s.Dir(), arg)}
+		where := "the trash of"
+		if live {
+			where = "the store or the trash of"
+		}
+		err = &notFoundError{fmt.Sprintf("no session in %s %q matches %q", where, s.Dir(), arg)}
 	}
 	return id, err
 }
@@ -79,7 +100,7 @@ func cmdUndelete(ctx context.Context, c *cmdEnv, args []string) int {
 	if err != nil {
 		return c.failf("%v", err)
 	}
-	id, err := resolveTrashed(ctx, s, pos[1])
+	id, err := resolveTrashed(ctx, s, pos[1], false)
 	if err == nil {
 		err = s.Undelete(ctx, id)
 	}
@@ -106,12 +127,7 @@ func cmdPurge(ctx context.Context, c *cmdEnv, args []string) int {
 	if err != nil {
 		return c.failf("%v", err)
 	}
-	// A live session's prefix first, then the trash's.
-	id, err := resolveSession(ctx, s, pos[1])
-	var nf *notFoundError
-	if errors.As(err, &nf) {
-		id, err = resolveTrashed(ctx, s, pos[1])
-	}
+	id, err := resolveTrashed(ctx, s, pos[1], true)
 	if err == nil {
 		err = s.Purge(ctx, id)
 	}
