@@ -122,6 +122,19 @@ import (
 // sync after the rename failed, gone from this Store, but a crash may
 // bring it back whole; with Options.Remote it is deleted already).
 func (s *Store) Delete(ctx context.Context, session uuid.UUID) error {
+	if err := s.beginDelete(ctx, session); err != nil {
+		return err
+	}
+	defer s.end()
+	s.purgeTrash()
+	return s.deleteSession(ctx, session, nil, true)
+}
+
+// beginDelete is the start of Delete and Purge of session: it refuses a
+// read-only store and a session that forks name (Meta.ForkedFrom, in
+// List's answer; deleteSession checks again under forks.lock), and
+// begins a call Close waits for: on nil, the caller must call s.end.
+func (s *Store) beginDelete(ctx context.Context, session uuid.UUID) error {
 	if err := s.checkDeletable(); err != nil {
 		return err
 	}
@@ -129,15 +142,10 @@ func (s *Store) Delete(ctx context.Context, session uuid.UUID) error {
 	if err != nil {
 		return err
 	}
-	if err := s.begin(ctx); err != nil {
-		return err
-	}
-	defer s.end()
-	s.purgeTrash()
 	if f := forks[session]; len(f) > 0 {
 		return forksError(session, f)
 	}
-	return s.deleteSession(ctx, session, nil, true)
+	return s.begin(ctx)
 }
 
 // checkDeletable returns the error of Delete and Prune for a store they

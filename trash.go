@@ -345,20 +345,10 @@ func (s *Store) clearUnmadeSession(ctx context.Context, dir string) error {
 // Errors: Delete's; the file system's error renaming or removing a trash
 // entry.
 func (s *Store) Purge(ctx context.Context, id uuid.UUID) error {
-	if err := s.checkDeletable(); err != nil {
-		return err
-	}
-	forks, _, err := s.forkIndex(ctx)
-	if err != nil {
-		return err
-	}
-	if err := s.begin(ctx); err != nil {
+	if err := s.beginDelete(ctx, id); err != nil {
 		return err
 	}
 	defer s.end()
-	if f := forks[id]; len(f) > 0 {
-		return forksError(id, f)
-	}
 	// The trash's copies first, then the store's, until a pass finds
 	// neither: an Undelete (of another Store) racing a pass brings back
 	// a copy the next pass removes, and a Delete racing it leaves one in

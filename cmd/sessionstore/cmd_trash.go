@@ -91,33 +91,19 @@ func resolveTrashed(ctx context.Context, s *sessionstore.Store, arg string, live
 // cmdUndelete brings a session back from the trash (Store.Undelete). It
 // opens the store for writing.
 func cmdUndelete(ctx context.Context, c *cmdEnv, args []string) int {
-	fs := c.newFlags("<root> <session>")
-	pos, status, ok := c.parseArgs(fs, args, 2, 2, "session")
-	if !ok {
-		return status
-	}
-	s, err := openWritable(pos[0])
-	if err != nil {
-		return c.failf("%v", err)
-	}
-	id, err := resolveTrashed(ctx, s, pos[1], false)
-	if err == nil {
-		err = s.Undelete(ctx, id)
-	}
-	closeErr := s.Close()
-	if err != nil {
-		return c.failf("%s", describe(err))
-	}
-	fmt.Fprintf(c.stdout, "%s: back from the trash\n", id)
-	if closeErr != nil {
-		return c.failf("close the store: %v", closeErr)
-	}
-	return exitOK
+	return c.trashCommand(ctx, args, false, (*sessionstore.Store).Undelete, "back from the trash")
 }
 
 // cmdPurge removes a session for good (Store.Purge): from the trash,
 // and from the store if it is there. It opens the store for writing.
 func cmdPurge(ctx context.Context, c *cmdEnv, args []string) int {
+	return c.trashCommand(ctx, args, true, (*sessionstore.Store).Purge, "purged")
+}
+
+// trashCommand runs undelete or purge: do on the session args name (in
+// the trash, or with live in the store too; resolveTrashed), on the
+// store opened for writing, then prints what was done.
+func (c *cmdEnv) trashCommand(ctx context.Context, args []string, live bool, do func(*sessionstore.Store, context.Context, uuid.UUID) error, done string) int {
 	fs := c.newFlags("<root> <session>")
 	pos, status, ok := c.parseArgs(fs, args, 2, 2, "session")
 	if !ok {
@@ -127,9 +113,9 @@ func cmdPurge(ctx context.Context, c *cmdEnv, args []string) int {
 	if err != nil {
 		return c.failf("%v", err)
 	}
-	id, err := resolveTrashed(ctx, s, pos[1], true)
+	id, err := resolveTrashed(ctx, s, pos[1], live)
 	if err == nil {
-		err = s.Purge(ctx, id)
+		err = do(s, ctx, id)
 	}
 	closeErr := s.Close()
 	switch {
@@ -138,7 +124,7 @@ func cmdPurge(ctx context.Context, c *cmdEnv, args []string) int {
 	case err != nil:
 		return c.failf("%s", describe(err))
 	}
-	fmt.Fprintf(c.stdout, "%s: purged\n", id)
+	fmt.Fprintf(c.stdout, "%s: %s\n", id, done)
 	if closeErr != nil {
 		return c.failf("close the store: %v", closeErr)
 	}
