@@ -113,8 +113,14 @@ type PruneResult struct {
 // holds deferred, Options.DeferCreate, too) is skipped with
 // ErrHasForks, not an error of the whole Prune; a fork that Prune also
 // removes is removed first, and when that fork is skipped (ErrLocked,
-// say), so is the session it forks, with ErrHasForks. Prune also empties the trash of what earlier
-// deletes left (that space is not counted in Bytes).
+// say), so is the session it forks, with ErrHasForks. A pinned session
+// (Meta.Pinned) is never removed (skipped with ErrPinned), nor, unless
+// policy.KeepRecent is negative, one written or opened by this Store
+// within it (skipped with ErrRecentlyUsed); the dry run judges them the
+// same. What Prune removes goes to the trash as Delete's does (kept for
+// Options.TrashFor: Undelete brings it back). Prune also removes the
+// trash's expired entries and what earlier deletes left there (that
+// space is not counted in Bytes).
 //
 // Durability: as Delete, for each removed session; a crash during Prune
 // leaves each session whole or gone, and those reported removed (when it

@@ -551,3 +551,28 @@ func TestRemoteDeleteIsFinal(t *testing.T) {
 	_, err = s.Meta(ctx, meta.ID)
 	assert.ErrorIs(t, err, ErrNotFound)
 }
+
+// TestUndeleteSkipsWhatIsNoSession: a newer entry of the id under a kept
+// name that is no session (a directory without session.json, put there
+// by hand or by an older build) is not brought back: Undelete takes the
+// newest entry that is a session.
+func TestUndeleteSkipsWhatIsNoSession(t *testing.T) {
+	ctx := context.Background()
+	m := vfs.NewMemFS()
+	victim, _, want := trashWorkload(t, m, Options{})
+	s := openMem(t, m, Options{})
+	defer s.Close()
+	require.NoError(t, s.Delete(ctx, victim))
+	names := trashNames(t, m)
+	require.Len(t, names, 1)
+	e, ok := parseTrashName(names[0])
+	require.True(t, ok)
+	bare := filepath.Join(memRoot, trashDir, keptTrashName(victim, e.deleted.Add(time.Second), e.purgeAt.Add(time.Second), uuid.New()))
+	require.NoError(t, m.MkdirAll(filepath.Join(bare, chunksDir), 0o700))
+
+	assert.Equal(t, []uuid.UUID{victim}, trashIDs(t, s), "Trash lists sessions only")
+	require.NoError(t, s.Undelete(ctx, victim))
+	checkSessionWhole(t, "undeleted", s, victim, want)
+	_, err := m.Stat(bare)
+	assert.NoError(t, err, "the entry that is no session stays where it was")
+}
