@@ -177,6 +177,18 @@ func TestTrashExpiry(t *testing.T) {
 	assert.ErrorIs(t, s.Undelete(ctx, other), ErrNotFound)
 }
 
+// parentAndFork makes a session "parent" with 3 events and a fork of it
+// at the second.
+func parentAndFork(t *testing.T, s *Store) (parent Meta, evs []Event, fork Meta) {
+	t.Helper()
+	parent, err := s.Create(context.Background(), Meta{Name: "parent"})
+	require.NoError(t, err)
+	evs = appendN(t, s, parent.ID, 3)
+	fork, err = s.Fork(context.Background(), parent.ID, evs[1].ID)
+	require.NoError(t, err)
+	return parent, evs, fork
+}
+
 // TestUndeleteFork: a fork comes back only while its parent is in the
 // store; once back, it keeps its parent from being deleted.
 func TestUndeleteFork(t *testing.T) {
@@ -184,11 +196,7 @@ func TestUndeleteFork(t *testing.T) {
 	m := vfs.NewMemFS()
 	s := openMem(t, m, Options{})
 	defer s.Close()
-	parent, err := s.Create(ctx, Meta{Name: "parent"})
-	require.NoError(t, err)
-	evs := appendN(t, s, parent.ID, 3)
-	fork, err := s.Fork(ctx, parent.ID, evs[1].ID)
-	require.NoError(t, err)
+	parent, evs, fork := parentAndFork(t, s)
 	fEv, err := s.Append(ctx, fork.ID, UserText("in the fork"))
 	require.NoError(t, err)
 
