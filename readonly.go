@@ -88,7 +88,15 @@ func (s *Store) Revision(ctx context.Context, session uuid.UUID) (Revision, erro
 		}
 		return Revision{}, err
 	}
-	return revisionOf(s.opts.fs, dir)
+	rev, err := revisionOf(s.opts.fs, dir)
+	if err != nil || rev == (Revision{}) {
+		// Deleted between the stat and the listing: the directory
+		// went away under it (and a listing of no directory is empty).
+		if _, serr := s.opts.fs.Stat(filepath.Join(dir, metaFile)); serr != nil && noSession(s.opts.fs, dir, serr) {
+			return Revision{}, fmt.Errorf("%w: session %s", ErrNotFound, session)
+		}
+	}
+	return rev, err
 }
 
 // revisionOf computes the revision of the session in dir.

@@ -1067,3 +1067,47 @@ func TestReadOnlyTornTailReplacedBySameLength(t *testing.T) {
 	require.Len(t, got, 4, "the reader sees the acknowledged event")
 	assert.Equal(t, ev.ID, got[3].ID)
 }
+
+// deleteOnList is an FS that runs del once, just before the first listing
+// of a directory named chunks: a Delete landing between Revision's look at
+// session.json and its listing of the chunks.
+type deleteOnList struct {
+	vfs.FS
+	once sync.Once
+	del  func()
+}
+
+func (d *deleteOnList) ReadDir(name string) ([]string, error) {
+	if filepath.Base(name) == chunksDir {
+		d.once.Do(d.del)
+	}
+	return d.FS.ReadDir(name)
+}
+
+// TestRevisionOfSessionDeletedMeanwhile: a session deleted while Revision
+// reads it is ErrNotFound, as it is once the delete is over, not the
+// error of the listing that found its directory gone.
+func TestRevisionOfSessionDeletedMeanwhile(t *testing.T) {
+	ctx := context.Background()
+	m := vfs.NewMemFS()
+	w, err := Open("/store", &Options{fs: m})
+	require.NoError(t, err)
+	defer w.Close()
+	s, err := w.Create(ctx, Meta{Name: "short-lived"})
+	require.NoError(t, err)
+	_, err = w.Append(ctx, s.ID, UserText("x"))
+	require.NoError(t, err)
+	require.NoError(t, w.Flush(ctx, s.ID))
+
+	fired := false
+	d := &deleteOnList{FS: m, del: func() {
+		fired = true
+		require.NoError(t, w.Delete(ctx, s.ID))
+	}}
+	r, err := Open("/store", &Options{ReadOnly: true, fs: d})
+	require.NoError(t, err)
+	defer r.Close()
+	_, err = r.Revision(ctx, s.ID)
+	require.True(t, fired, "the delete ran inside Revision")
+	assert.ErrorIs(t, err, ErrNotFound)
+}

@@ -42,9 +42,9 @@ func TestLiveGoneOpened(t *testing.T) {
 	tr := nextTree(t, stream)
 	require.Len(t, tr.Nodes, len(f.all))
 	require.NoError(t, f.w.Delete(ctx, f.session.ID))
-	name, _, err := stream.next()
+	name, data, err := stream.next()
 	require.NoError(t, err)
-	assert.Equal(t, "gone", name)
+	assert.Equal(t, "gone", name, data)
 }
 
 // TestLiveKnownTooMany: a client that claims more nodes than the tree has

@@ -710,6 +710,10 @@ func (h *Handler) live(w http.ResponseWriter, r *http.Request) {
 			if ctx.Err() != nil {
 				return
 			}
+			if errors.Is(err, sessionstore.ErrNotFound) {
+				sw.raw("gone", []byte("{}")) // deleted since the revision
+				return
+			}
 			if err != nil {
 				if !sw.event("failure", apiError{Error: err.Error()}) {
 					return
