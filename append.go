@@ -36,6 +36,18 @@ type pendingEvent struct {
 	digest   [32]byte   // of rec, when big or strs is set
 	keepTime bool       // AppendOptions.KeepTime: ev.Time, when set, is the event's time
 	preview  preview    // of rec, for the index entry (internal/eventline/preview.go)
+	// plain is the record when rec is its envelope, sealed under key
+	// (an encrypted session: encrypt.go); nil otherwise.
+	plain []byte
+	key   *sessionKey
+}
+
+// record is the record the caller appended: p.plain, else p.rec.
+func (p *pendingEvent) record() []byte {
+	if p.key != nil {
+		return p.plain
+	}
+	return p.rec
 }
 
 // pendingOf returns the pendingEvent of ev and its prepared record,
@@ -46,7 +58,19 @@ type pendingEvent struct {
 // before they take the session's mutex, so that no one waits for the
 // hashing or the preview. The session's format decides later whether
 // the strings are stored apart (pendingEvent.isBlob).
-func (s *Store) pendingOf(ev Event, rec []byte) pendingEvent {
+//
+// With key (an encrypted session, encrypt.go), the record stored is its
+// envelope, which everything below sees in its place (blob or inline,
+// hashed, split: never), p.plain the record, and no preview is made.
+func (s *Store) pendingOf(ev Event, rec []byte, key *sessionKey) pendingEvent {
+	if key != nil {
+		p := pendingEvent{ev: ev, plain: rec, rec: key.sealRecord(rec), key: key}
+		p.big = s.opts.BlobThreshold >= 0 && len(p.rec) > s.opts.BlobThreshold
+		if p.big {
+			p.digest = sha256.Sum256(p.rec)
+		}
+		return p
+	}
 	k, _ := eventline.KindCodeOf([]byte(ev.Kind))
 	p := pendingEvent{ev: ev, rec: rec, preview: eventline.PreviewOf(k, rec)}
 	p.big = s.opts.BlobThreshold >= 0 && len(rec) > s.opts.BlobThreshold
@@ -243,7 +267,7 @@ func (h *openSession) writeBatch(ctx context.Context, batch []pendingEvent, pls 
 		if p.keepTime && !p.ev.Time.IsZero() {
 			t = p.ev.Time.UTC()
 		}
-		out[i] = Event{ID: id, Kind: p.ev.Kind, Role: p.ev.Role, Time: t, Record: p.rec, Size: pls[i].Size}
+		out[i] = Event{ID: id, Kind: p.ev.Kind, Role: p.ev.Role, Time: t, Record: p.record(), Size: pls[i].Size}
 		if pls[i].Blob {
 			out[i].Digest = string(canonical.AppendDigest(nil, pls[i].Digest))
 		}

@@ -145,7 +145,11 @@ func (s *Store) Resolve(ctx context.Context, session uuid.UUID, ev Event) (Event
 		return Event{}, err
 	}
 	ev.Record = rec
-	return ev, nil
+	evs := []Event{ev}
+	if err := s.unsealEvents(ctx, session, evs); err != nil {
+		return Event{}, err
+	}
+	return evs[0], nil
 }
 
 // GCReport says what GC removed (with GCOptions.DryRun: would remove).

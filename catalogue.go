@@ -55,7 +55,7 @@ func (c *storeCatalogue) wrote(m Meta) error { return c.Wrote(catMeta(m)) }
 func catMeta(m Meta) catalogue.Meta {
 	c := catalogue.Meta{ID: m.ID, Name: m.Name, WorkingDir: m.WorkingDir, Model: m.Model,
 		CreatedAt: m.CreatedAt, UpdatedAt: m.UpdatedAt, Labels: maps.Clone(m.Labels),
-		ParentSession: m.ParentSession, SpawnedBy: m.SpawnedBy, Depth: m.Depth}
+		ParentSession: m.ParentSession, SpawnedBy: m.SpawnedBy, Depth: m.Depth, Encrypted: m.Encrypted}
 	if f := m.ForkedFrom; f != nil {
 		c.ForkedFrom = &catalogue.ForkPoint{Session: f.Session, Event: f.Event}
 	}
@@ -67,7 +67,7 @@ func catMeta(m Meta) catalogue.Meta {
 func metaOf(c catalogue.Meta) Meta {
 	m := Meta{ID: c.ID, Name: c.Name, WorkingDir: c.WorkingDir, Model: c.Model,
 		CreatedAt: c.CreatedAt, UpdatedAt: c.UpdatedAt, Labels: c.Labels,
-		ParentSession: c.ParentSession, SpawnedBy: c.SpawnedBy, Depth: c.Depth}
+		ParentSession: c.ParentSession, SpawnedBy: c.SpawnedBy, Depth: c.Depth, Encrypted: c.Encrypted}
 	if f := c.ForkedFrom; f != nil {
 		m.ForkedFrom = &ForkPoint{Session: f.Session, Event: f.Event}
 	}

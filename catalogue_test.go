@@ -121,7 +121,7 @@ func TestCatalogueMeta(t *testing.T) {
 		ForkedFrom: &ForkPoint{Session: uuid.MustParse("01a02f3f-a89d-7d25-b4ac-000000000001"),
 			Event: uuid.MustParse("01a02f3f-a89d-7d25-b4ac-000000000002")},
 		ParentSession: uuid.MustParse("01a02f3f-a89d-7d25-b4ac-000000000003"),
-		SpawnedBy:     uuid.MustParse("01a02f3f-a89d-7d25-b4ac-000000000004"), Depth: 2}
+		SpawnedBy:     uuid.MustParse("01a02f3f-a89d-7d25-b4ac-000000000004"), Depth: 2, Encrypted: true}
 	// Every member of Meta is set here, and the catalogue's Meta has as
 	// many: a member added to one and not the other fails this test.
 	mv := reflect.ValueOf(full)

@@ -114,7 +114,7 @@ func (h *openSession) onPath(id, leaf uuid.UUID) bool {
 // keptTail returns the entries kept verbatim by the compaction c: from its
 // FirstKept to its parent, oldest first, or none when FirstKept is unset or
 // not on the path. It reads the compaction's record and walks the index.
-func (h *openSession) keptTail(r *chunkReader, c *entry) ([]entry, error) {
+func (h *openSession) keptTail(r *chunkReader, c *entry, key *sessionKey) ([]entry, error) {
 	ev, err := readEntry(r, c)
 	if err != nil {
 		return nil, err
@@ -122,6 +122,11 @@ func (h *openSession) keptTail(r *chunkReader, c *entry) ([]entry, error) {
 	if c.Blob {
 		if ev.Record, err = h.files.readBlob(c.Digest, c.Size); err != nil {
 			return nil, err
+		}
+	}
+	if key != nil {
+		if ev.Record, err = key.openRecord(ev.Record); err != nil {
+			return nil, corruptf(h.dir, 0, "compaction %s: %w", ev.ID, err)
 		}
 	}
 	rec, err := ev.Compaction()
@@ -387,7 +392,13 @@ func (s *Store) Abandoned(ctx context.Context, session, from uuid.UUID) ([]Event
 	}
 	r := h.files.chunkReader()
 	defer r.close()
-	return s.readEntries(ctx, h.dir, r, path)
+	out, err := s.readEntries(ctx, h.dir, r, path)
+	if len(out) > 0 {
+		if oerr := s.unsealEvents(ctx, session, out); oerr != nil {
+			return nil, oerr
+		}
+	}
+	return out, err
 }
 
 // AppendBranchSummary switches to from and appends a branch summary as the
@@ -418,7 +429,12 @@ func (s *Store) AppendBranchSummary(ctx context.Context, session, from uuid.UUID
 		s.reg.release(h)
 		return Event{}, err
 	}
-	batch := []pendingEvent{s.pendingOf(ev, data)}
+	key, err := s.recordKey(ctx, session)
+	if err != nil {
+		s.reg.release(h)
+		return Event{}, err
+	}
+	batch := []pendingEvent{s.pendingOf(ev, data, key)}
 	g, out, err := h.queue(ctx, batch, from, nil)
 	if err != nil {
 		s.reg.release(h)

@@ -308,6 +308,22 @@ func (s *Store) deleteSession(ctx context.Context, id uuid.UUID, still func() er
 		lk.Close()
 		return err
 	}
+	if s.opts.Remote == nil {
+		// An encrypted session's key: into its directory, to go to the
+		// trash with it; or destroyed first, before any data goes
+		// (crypto-shredding: encrypt.go).
+		var kerr error
+		if kept {
+			kerr = s.moveKeyIntoSession(id)
+		} else {
+			kerr = s.destroyKey(id)
+		}
+		if kerr != nil {
+			lk.Close()
+			return fmt.Errorf("sessionstore: delete session %s: %w", id, kerr)
+		}
+	}
+	s.forgetKey(id)
 	var moved bool
 	var moveErr error
 	err = s.cat.willWrite(id, func() (bool, error) {

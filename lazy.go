@@ -261,12 +261,12 @@ var errNeedIndex = errors.New("the path needs the index")
 // shared slabs, and the events are built once, in their final place, at
 // the end: regrowing one slice of events would copy it several times over
 // into fresh memory, which is what a new process pays most for.
-func (s *Store) loadLazy(ctx context.Context, dir string, head entry, boundaries bool) ([]Event, error) {
+func (s *Store) loadLazy(ctx context.Context, key *sessionKey, dir string, head entry, boundaries bool) ([]Event, error) {
 	blobs := s.startBlobReads(ctx, dir) // read while the walk goes on
 	defer blobs.abandon()
 	var steps [][]walkStep // newest first, in blocks of stepBlock
 	var recs slab
-	n, compaction, err := s.walkFromHead(ctx, dir, head, boundaries, func(k int, hd header, pl eventline.Payload, loc eventline.Location) {
+	n, compaction, err := s.walkFromHead(ctx, key, dir, head, boundaries, func(k int, hd header, pl eventline.Payload, loc eventline.Location) {
 		if k%stepBlock == 0 {
 			steps = append(steps, make([]walkStep, 0, stepBlock))
 		}
@@ -321,7 +321,7 @@ func (s *Store) loadLazy(ctx context.Context, dir string, head entry, boundaries
 // from each line the walk enters another chunk at; when the walk ends it
 // cancels those downloads it did not need (it stopped at a compaction)
 // and waits for them all.
-func (s *Store) walkFromHead(ctx context.Context, dir string, head entry, boundaries bool, visit func(k int, hd header, pl eventline.Payload, loc eventline.Location)) (n, compaction int, err error) {
+func (s *Store) walkFromHead(ctx context.Context, key *sessionKey, dir string, head entry, boundaries bool, visit func(k int, hd header, pl eventline.Payload, loc eventline.Location)) (n, compaction int, err error) {
 	cdir := filepath.Join(dir, chunksDir)
 	prefetch := func(eventline.Location) {}
 	if f := s.opts.fetch; f != nil {
@@ -356,7 +356,13 @@ func (s *Store) walkFromHead(ctx context.Context, dir string, head entry, bounda
 			}
 			compaction = n
 			var rec CompactionRecord
-			if json.Unmarshal(pl.Record, &rec) == nil {
+			crec := pl.Record
+			if key != nil {
+				if crec, err = key.openRecord(crec); err != nil {
+					return 0, 0, corruptf(dir, 0, "compaction %s: %w", hd.ID, err)
+				}
+			}
+			if json.Unmarshal(crec, &rec) == nil {
 				firstKept = rec.FirstKept
 			}
 		}

@@ -393,7 +393,7 @@ var mutations = []mutation{
 	{"write lanes.json in place", "internal/seam/local.go", "func (l *Local) PutLanes(",
 		"durable.ReplaceFile(l.FS, l.Dir, layout.LanesFile, b, l.Perm)", inPlace("l.FS", "l.Dir", "layout.LanesFile", "b", "l.Perm"),
 		"a crash leaves the old lanes or the new, whole"},
-	{"take a caller's id stored with another record as a retry", "retry.go", "func (h *openSession) sameContent(", "if !same {", "if !same && false {",
+	{"take a caller's id stored with another record as a retry", "retry.go", "func (h *openSession) sameContent(", "if !same {\n\t\t\treturn differ(\"record\")\n\t\t}\n\t}\n\tev.Record", "if !same && false {\n\t\t\treturn differ(\"record\")\n\t\t}\n\t}\n\tev.Record",
 		"a retry with other content is a conflict, never the stored event"},
 	{"a retry does not wait for its original in flight", "retry.go", "func retryCheck(", "h.pipe.WaitSync()\n\t\t\t\treturn errRecheck", "break",
 		"a retry racing its original stores one event and never acknowledges one that is not durable"},
@@ -411,7 +411,7 @@ var mutations = []mutation{
 		"what a purge of the trash removed stays removed after a crash"},
 	{"skip the sessions directory sync after an Undelete's rename", "trash.go", "func (s *Store) Undelete(", "if err := fsys.SyncDir(filepath.Dir(dir)); err != nil {", "if err := error(nil); err != nil {",
 		"a session Undelete returned nil for is back after a crash"},
-	{"skip the trash's sync after an Undelete's rename", "trash.go", "func (s *Store) Undelete(", "return false, fsys.SyncDir(trash)", "return false, nil",
+	{"skip the trash's sync after an Undelete's rename", "trash.go", "func (s *Store) Undelete(", "if err := fsys.SyncDir(trash); err != nil {\n\t\t\treturn false, err\n\t\t}\n\t\t// An encrypted", "if err := error(nil); err != nil {\n\t\t\treturn false, err\n\t\t}\n\t\t// An encrypted",
 		"a session Undelete returned nil for has left the trash after a crash"},
 	{"skip the trash's sync after renaming entries for removal", "trash.go", "func (s *Store) doomTrash(", "if err := fsys.SyncDir(trash); err != nil {", "if err := error(nil); err != nil {",
 		"a crash during a Purge never leaves a half-removed session under a name Undelete brings back"},
@@ -476,6 +476,19 @@ var mutations = []mutation{
 	{"index: leave the held lines unwritten at Close", "internal/index/file.go", "func (x *File) Close(",
 		"errors.Join(x.Flush(), x.f.Close())", "x.f.Close()",
 		"a closed session's index.jsonl has a line for every event of its plain chunks"},
+	// The syncs of an encrypted session's key record (encrypt.go).
+	{"skip the root's sync after making the keys directory", "encrypt.go", "func (s *Store) writeKeyRecord(", "return s.opts.fs.SyncDir(s.dir)", "return nil",
+		"an encrypted session always has its key record"},
+	{"skip the session directory's sync after moving the key record in", "encrypt.go", "func (s *Store) moveKeyIntoSession(", "the destination's.\n\treturn s.opts.fs.SyncDir(dir)", "the destination's.\n\treturn nil",
+		"a session deleted to the trash keeps its key"},
+	{"skip the keys directory's sync after moving the key record back", "encrypt.go", "func (s *Store) moveKeyOutOfSession(", "return s.opts.fs.SyncDir(filepath.Dir(to))", "return nil",
+		"an undeleted session's key record is back in keys/"},
+	{"store an encrypted session's records in clear", "append.go", "func (s *Store) pendingOf(", "rec: key.sealRecord(rec), key: key}", "rec: rec, key: key}",
+		"no record of an encrypted session is stored in clear"},
+	{"leave a deleted session's key record in keys/", "delete.go", "func (s *Store) deleteSession(", "kerr = s.moveKeyIntoSession(id)", "kerr = nil",
+		"a session's key goes to the trash with it and is destroyed with it"},
+	{"skip the sync after destroying a key record", "encrypt.go", "func shredKeyFile(", "return s.opts.fs.SyncDir(filepath.Dir(path))", "return nil",
+		"a purged session's key is gone for good"},
 }
 
 // mutationCatchers names, for each mutation, a test that caught it when
@@ -485,6 +498,12 @@ var mutations = []mutation{
 // test that no longer catches its mutation, costs only time: the whole
 // package then decides.
 var mutationCatchers = map[string]string{
+	"skip the root's sync after making the keys directory":                              "TestEncryptedCreateCrashPoints",
+	"skip the session directory's sync after moving the key record in":                  "TestEncryptedKeySyncs",
+	"skip the keys directory's sync after moving the key record back":                   "TestEncryptedKeySyncs",
+	"store an encrypted session's records in clear":                                     "TestEncryptedNoPlaintextOnDisk",
+	"leave a deleted session's key record in keys/":                                     "TestEncryptedDeleteIsFinal",
+	"skip the sync after destroying a key record":                                       "TestEncryptedKeySyncs",
 	"skip the local sync of a commit group acknowledged after it":                       "TestDurableLocalPowerLoss",
 	"fork at an event acknowledged after the local sync without waiting for its Create": "TestReviewAckLocalForkAtUnstoredEvent",
 	"leave a failed Create's acknowledged events to the session's next call":            "TestReviewAckLocalHealthyStoreLosesTail",

@@ -233,6 +233,15 @@ type Options struct {
 	// delete marker is final), and the local files with it.
 	TrashFor time.Duration
 
+	// Keys, when set, makes every session this Store creates encrypted
+	// (encrypt.go, docs/encryption.md): its records are sealed with
+	// AES-256-GCM under a data key of its own, which is stored only
+	// wrapped by Keys. Sessions of the root that are encrypted need Keys
+	// to be read or written; without it they fail with a *KeyError
+	// (ErrKeyUnavailable). Sessions created without it stay plain. Not
+	// yet supported together with Remote (Open refuses it).
+	Keys KeyProvider
+
 	// Remote keeps every session in an object store, the system of
 	// record, with the Store's directory as their cache (see ObjectStore
 	// and the package doc, Object storage). An Append then returns nil
@@ -325,6 +334,8 @@ func (o *Options) withDefaults() (Options, error) {
 		c = *o
 	}
 	switch {
+	case c.Keys != nil && c.Remote != nil:
+		return c, fmt.Errorf("%w: Keys with Remote: encrypted sessions are not yet supported in the remote mode", ErrInvalidOptions)
 	case c.ChunkSize < 0:
 		return c, fmt.Errorf("%w: ChunkSize %d is negative", ErrInvalidOptions, c.ChunkSize)
 	case c.MaxRecordSize < 0 || c.MaxRecordSize > maxRecordSizeLimit:

@@ -119,6 +119,22 @@ func (r *registry) lookup(id uuid.UUID) *openSession {
 	return h
 }
 
+// encrypted reports whether session id is encrypted as its open session
+// in this registry knows it; ok false when it is not open (or still
+// opening): session.json then says.
+func (r *registry) encrypted(id uuid.UUID) (enc, ok bool) {
+	h, found := r.tab.Opened(id)
+	if !found {
+		return false, false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.state == stateClosed || h.state == stateOpening {
+		return false, false
+	}
+	return h.meta.Encrypted, true
+}
+
 // updatedAt returns the UpdatedAt of session id as its open session in
 // this registry knows it (openSession.updatedAt), and false when it is not
 // open (or still opening): session.json then says.

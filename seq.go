@@ -230,11 +230,15 @@ func (s *Store) seqPath(ctx context.Context, session, leaf uuid.UUID, fromHead, 
 			return p, err
 		}
 	}
+	key, err := s.recordKey(ctx, session)
+	if err != nil {
+		return nil, err
+	}
 	h, err := s.reg.acquire(ctx, session, nil)
 	if err != nil {
 		return nil, err
 	}
-	return s.resolvePath(h, leaf, fromHead, boundaries)
+	return s.resolvePath(h, key, leaf, fromHead, boundaries)
 }
 
 // seqPathLazy resolves HEAD's path of a session with a remote opened
@@ -246,6 +250,10 @@ func (s *Store) seqPath(ctx context.Context, session, leaf uuid.UUID, fromHead, 
 // errNeedIndex when the session has its index loaded, or the path needs
 // it.
 func (s *Store) seqPathLazy(ctx context.Context, session uuid.UUID, boundaries bool) (*resolvedPath, error) {
+	key, err := s.recordKey(ctx, session)
+	if err != nil {
+		return nil, err
+	}
 	ctx, p := withHeadPrefetch(ctx)
 	defer p.wait()
 	h, err := s.reg.acquireLazy(ctx, session, nil)
@@ -259,7 +267,7 @@ func (s *Store) seqPathLazy(ctx context.Context, session uuid.UUID, boundaries b
 		return nil, errNeedIndex
 	}
 	var steps []entry // newest first
-	n, compaction, err := s.walkFromHead(ctx, h.dir, head, boundaries, func(_ int, hd header, pl eventline.Payload, loc eventline.Location) {
+	n, compaction, err := s.walkFromHead(ctx, key, h.dir, head, boundaries, func(_ int, hd header, pl eventline.Payload, loc eventline.Location) {
 		steps = append(steps, eventline.EntryOf(hd, pl, loc, eventline.Preview{}))
 	})
 	if err != nil {
@@ -298,6 +306,17 @@ func batchEnd(es []entry, k int) int {
 // and, if its lines moved (the chunks were rewritten), reads them there;
 // if the session is gone (deleted), the error is ErrNotFound.
 func (s *Store) seqBatch(ctx context.Context, session uuid.UUID, p *resolvedPath, seg int, run []entry) ([]Event, error) {
+	evs, err := s.seqBatchSealed(ctx, session, p, seg, run)
+	if len(evs) > 0 {
+		if oerr := s.unsealEvents(ctx, session, evs); oerr != nil {
+			return nil, oerr
+		}
+	}
+	return evs, err
+}
+
+// seqBatchSealed is seqBatch before the records are opened.
+func (s *Store) seqBatchSealed(ctx context.Context, session uuid.UUID, p *resolvedPath, seg int, run []entry) ([]Event, error) {
 	evs, err := s.readBatch(ctx, p.h, p.pre, seg, run)
 	if err == nil || seg >= 0 || ctx.Err() != nil || errors.Is(err, ErrClosed) {
 		return evs, err

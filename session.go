@@ -59,6 +59,11 @@ type Meta struct {
 	ParentSession uuid.UUID `json:"parent_session,omitzero"`
 	SpawnedBy     uuid.UUID `json:"spawned_by,omitzero"`
 	Depth         int       `json:"depth,omitempty"`
+
+	// Encrypted is set by Create when the Store has Options.Keys: the
+	// session's records are stored sealed under its own data key
+	// (encrypt.go). What a caller puts here is ignored; it never changes.
+	Encrypted bool `json:"encrypted,omitempty"`
 }
 
 // ForkPoint names an event of another session: where a fork's own history
@@ -295,10 +300,41 @@ func (s *Store) Create(ctx context.Context, meta Meta) (Meta, error) {
 	if err := checkMeta(meta); err != nil {
 		return Meta{}, err // before anything is created
 	}
-	if s.opts.DeferCreate {
-		return s.deferCreate(ctx, meta)
+	meta.Encrypted = false
+	if f := meta.ForkedFrom; f != nil {
+		if s.opts.Keys != nil {
+			return Meta{}, fmt.Errorf("%w: forks on a Store with Keys are not yet supported", ErrInvalidMeta)
+		}
+		if pm, err := s.meta(ctx, f.Session); err == nil && pm.Encrypted {
+			return Meta{}, fmt.Errorf("%w: session %s is encrypted: forks of encrypted sessions are not yet supported", ErrInvalidMeta, f.Session)
+		}
 	}
-	return s.createNow(ctx, meta)
+	if s.opts.Keys != nil {
+		// The key record first: an encrypted session always has its
+		// key (makeSessionDir writes it).
+		k, err := s.newSessionKey(ctx, meta.ID)
+		if err != nil {
+			return Meta{}, err
+		}
+		meta.Encrypted = true
+		s.newKeys.Store(meta.ID, k)
+		defer s.newKeys.Delete(meta.ID)
+	}
+	var out Meta
+	var err error
+	if s.opts.DeferCreate {
+		out, err = s.deferCreate(ctx, meta)
+	} else {
+		out, err = s.createNow(ctx, meta)
+	}
+	if err == nil {
+		if v, ok := s.newKeys.Load(meta.ID); ok {
+			s.keys.m.Store(meta.ID, v)
+		} else {
+			s.keys.m.Store(meta.ID, plainSession)
+		}
+	}
+	return out, err
 }
 
 // createNow makes the session's files for Create, or for the first write
@@ -306,7 +342,7 @@ func (s *Store) Create(ctx context.Context, meta Meta) (Meta, error) {
 func (s *Store) createNow(ctx context.Context, meta Meta) (Meta, error) {
 	// The catalogue's pending record comes first, and the session
 	// directory with it, under its lock (internal/catalogue, the protocol).
-	if err := s.cat.willWrite(meta.ID, func() (bool, error) { return s.makeSessionDir(meta.ID) }); err != nil {
+	if err := s.cat.willWrite(meta.ID, func() (bool, error) { return s.makeSessionDir(&meta) }); err != nil {
 		return Meta{}, err
 	}
 	h, err := s.reg.acquire(ctx, meta.ID, &meta)
@@ -344,10 +380,13 @@ func (s *Store) createNow(ctx context.Context, meta Meta) (Meta, error) {
 // makeSessionDir makes a new session's directory for Create, with the
 // catalogue's lock held; skip says the session exists, so that Create
 // will fail (ErrExists, ErrLocked) without writing.
-func (s *Store) makeSessionDir(id uuid.UUID) (skip bool, err error) {
-	dir := s.sessionDir(id)
+func (s *Store) makeSessionDir(meta *Meta) (skip bool, err error) {
+	dir := s.sessionDir(meta.ID)
 	if _, err := s.opts.fs.Stat(filepath.Join(dir, metaFile)); err == nil {
 		return true, nil
+	}
+	if err := s.writeKeyRecord(meta); err != nil {
+		return false, err
 	}
 	return false, s.opts.fs.MkdirAll(dir, s.opts.DirMode)
 }
@@ -575,6 +614,11 @@ func (s *Store) Meta(ctx context.Context, session uuid.UUID) (Meta, error) {
 		return Meta{}, err
 	}
 	defer s.end()
+	return s.meta(ctx, session)
+}
+
+// meta is Meta inside a call that has begun.
+func (s *Store) meta(ctx context.Context, session uuid.UUID) (Meta, error) {
 	var m Meta
 	var err error
 	if s.opts.Remote != nil {
@@ -625,6 +669,7 @@ func (s *Store) UpdateMeta(ctx context.Context, session uuid.UUID, fn func(*Meta
 		if m.ID != h.meta.ID || !m.CreatedAt.Equal(h.meta.CreatedAt) {
 			return fmt.Errorf("%w: ID and CreatedAt cannot change", ErrInvalidMeta)
 		}
+		m.Encrypted = h.meta.Encrypted
 		if !sameLineage(m, h.meta) {
 			return fmt.Errorf("%w: ForkedFrom, ParentSession, SpawnedBy and Depth cannot change", ErrInvalidMeta)
 		}

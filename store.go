@@ -46,6 +46,9 @@ type Store struct {
 
 	deferred deferredSessions // created under Options.DeferCreate, not yet written (defer.go)
 
+	keys         keyCache          // the data keys of sessions touched (encrypt.go)
+	newKeys      sync.Map          // the keys of sessions being created, until made (encrypt.go)
+	keysDirMade  onceOK            // the keys directory made and synced
 	sessionsSync durable.Coalescer // the sessions directory's syncs of concurrent Creates (session.go)
 
 	forks forkLock // orders Fork and Delete (forklock.go)
@@ -353,6 +356,10 @@ func (s *Store) appendEvents(ctx context.Context, session uuid.UUID, evs []Event
 		return nil, err
 	}
 	defer s.end()
+	key, err := s.recordKey(ctx, session)
+	if err != nil {
+		return nil, err
+	}
 	batch := make([]pendingEvent, len(evs))
 	for i, ev := range evs {
 		kept := ev.Time
@@ -370,7 +377,7 @@ func (s *Store) appendEvents(ctx context.Context, session uuid.UUID, evs []Event
 			return nil, err
 		}
 		ev.Time = kept
-		batch[i] = s.pendingOf(ev, rec)
+		batch[i] = s.pendingOf(ev, rec, key)
 		batch[i].keepTime = opts.KeepTime
 	}
 	if err := s.materialize(ctx, session); err != nil { // a deferred session's files first
@@ -480,6 +487,10 @@ func (s *Store) loadPath(ctx context.Context, session, leaf uuid.UUID, fromHead,
 		ctx, p = withHeadPrefetch(ctx)
 		defer p.wait()
 	}
+	key, err := s.recordKey(ctx, session)
+	if err != nil {
+		return nil, err
+	}
 	h, err := s.reg.acquireLazy(ctx, session, nil)
 	if err != nil {
 		return nil, err
@@ -488,8 +499,11 @@ func (s *Store) loadPath(ctx context.Context, session, leaf uuid.UUID, fromHead,
 		// Without the index: follow the lines' parent locations, unless
 		// the path needs the index after all.
 		s.reg.release(h)
-		out, err := s.loadLazy(ctx, h.dir, head, boundaries)
+		out, err := s.loadLazy(ctx, key, h.dir, head, boundaries)
 		if !errors.Is(err, errNeedIndex) {
+			if oerr := s.openEvents(key, session, out); oerr != nil {
+				return nil, oerr
+			}
 			return out, err
 		}
 		if h, err = s.reg.acquire(ctx, session, nil); err != nil {
@@ -499,11 +513,15 @@ func (s *Store) loadPath(ctx context.Context, session, leaf uuid.UUID, fromHead,
 		s.reg.release(h)
 		return nil, err
 	}
-	p, err := s.resolvePath(h, leaf, fromHead, boundaries)
+	p, err := s.resolvePath(h, key, leaf, fromHead, boundaries)
 	if err != nil {
 		return nil, err
 	}
-	return s.readPath(ctx, p)
+	out, err := s.readPath(ctx, p)
+	if oerr := s.openEvents(key, session, out); oerr != nil {
+		return nil, oerr
+	}
+	return out, err // with a damaged session's valid prefix
 }
 
 // resolvedPath is a path's index entries, taken from the session's index
@@ -527,7 +545,7 @@ type pathRun struct {
 // resolvePath resolves the path to leaf (HEAD's with fromHead), with
 // compaction boundaries or not, as Load, LoadPath and FullPath read it,
 // from h, acquired with its index loaded, which it releases.
-func (s *Store) resolvePath(h *openSession, leaf uuid.UUID, fromHead, boundaries bool) (*resolvedPath, error) {
+func (s *Store) resolvePath(h *openSession, key *sessionKey, leaf uuid.UUID, fromHead, boundaries bool) (*resolvedPath, error) {
 	if fromHead {
 		leaf = h.activeLeaf()
 	} else if leaf == uuid.Nil {
@@ -562,7 +580,7 @@ func (s *Store) resolvePath(h *openSession, leaf uuid.UUID, fromHead, boundaries
 	// Records never move once written, so they are read without the lock.
 	if boundaries && len(path) > 0 && path[0].Kind == eventline.KindCompaction {
 		r := h.files.chunkReader()
-		kept, err := h.keptTail(r, &path[0])
+		kept, err := h.keptTail(r, &path[0], key)
 		r.close()
 		if err != nil {
 			return nil, err
@@ -693,7 +711,12 @@ func (s *Store) Event(ctx context.Context, session, id uuid.UUID) (Event, error)
 	s.reg.release(h)
 	r := h.files.chunkReader()
 	defer r.close()
-	return readEntry(r, &ent)
+	ev, err := readEntry(r, &ent)
+	if err != nil || ev.Record == nil {
+		return ev, err
+	}
+	evs := []Event{ev}
+	return evs[0], s.unsealEvents(ctx, session, evs)
 }
 
 // forEach is parallel.ForEach (internal/parallel), under the engine's name.

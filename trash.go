@@ -267,8 +267,13 @@ func (s *Store) Undelete(ctx context.Context, id uuid.UUID) error {
 		if err := fsys.SyncDir(filepath.Dir(dir)); err != nil {
 			return false, err
 		}
-		return false, fsys.SyncDir(trash)
+		if err := fsys.SyncDir(trash); err != nil {
+			return false, err
+		}
+		// An encrypted session's key record, back in keys/.
+		return false, s.moveKeyOutOfSession(id)
 	})
+	s.forgetKey(id)
 	if err != nil {
 		if errors.Is(err, ErrExists) || errors.Is(err, ErrNotFound) {
 			return err
@@ -459,6 +464,11 @@ func (s *Store) emptyTrash() (int64, error) {
 		}
 		path := filepath.Join(trash, n)
 		size, _ := treeSize(fsys, path)
+		// An encrypted session's key goes first (crypto-shredding).
+		if err := shredKeyFile(s, filepath.Join(path, keptKeyFile)); err != nil {
+			errs = append(errs, err)
+			continue
+		}
 		if err := removeTree(fsys, path); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", path, err))
 			continue

@@ -297,14 +297,19 @@ func TestUndeleteSyncsBothDirectories(t *testing.T) {
 // reopens the store and runs op with the power cut at its k-th mutating
 // operation (never if k is 0), then cuts the power.
 func trashCrashRun(t *testing.T, k int, op func(s *Store, victim uuid.UUID) error) (m *vfs.MemFS, victim, other uuid.UUID, want []Event, cut bool) {
+	return trashCrashRunWith(t, Options{}, k, op)
+}
+
+// trashCrashRunWith is trashCrashRun with the Stores opened with o.
+func trashCrashRunWith(t *testing.T, o Options, k int, op func(s *Store, victim uuid.UUID) error) (m *vfs.MemFS, victim, other uuid.UUID, want []Event, cut bool) {
 	t.Helper()
 	ctx := context.Background()
 	m = vfs.NewMemFS()
-	victim, other, want = trashWorkload(t, m, Options{})
-	s := openMem(t, m, Options{})
+	victim, other, want = trashWorkload(t, m, o)
+	s := openMem(t, m, o)
 	require.NoError(t, s.Delete(ctx, victim))
 	require.NoError(t, s.Close())
-	s = openMem(t, m, Options{})
+	s = openMem(t, m, o)
 	_, err := s.List(ctx) // the catalogue is current
 	require.NoError(t, err)
 	n := 0
@@ -331,10 +336,15 @@ func trashCrashRun(t *testing.T, k int, op func(s *Store, victim uuid.UUID) erro
 // point, KeepSynced and one other mode in turn; every mode with
 // SESSIONSTORE_CRASH_STATES=all) and returns the number of points.
 func trashCrashPoints(t *testing.T, op func(s *Store, victim uuid.UUID) error, check func(state string, s *Store, victim, other uuid.UUID, want []Event)) int {
+	return trashCrashPointsWith(t, Options{}, op, check)
+}
+
+// trashCrashPointsWith is trashCrashPoints with the Stores opened with o.
+func trashCrashPointsWith(t *testing.T, o Options, op func(s *Store, victim uuid.UUID) error, check func(state string, s *Store, victim, other uuid.UUID, want []Event)) int {
 	full := testSize(t, crashStatesEnv, 0, 1) > 0
 	points := 0
 	for k := 1; ; k++ {
-		m, victim, other, want, cut := trashCrashRun(t, k, op)
+		m, victim, other, want, cut := trashCrashRunWith(t, o, k, op)
 		if !cut {
 			break
 		}
@@ -345,7 +355,7 @@ func trashCrashPoints(t *testing.T, op func(s *Store, victim uuid.UUID) error, c
 			}
 			state := fmt.Sprintf("crash point %d (%v), %s", k, m.PowerCut(), mode)
 			c := m.CrashClone(mode, uint64(k))
-			s := openMem(t, c, Options{})
+			s := openMem(t, c, o)
 			check(state, s, victim, other, want)
 			require.NoError(t, s.Close())
 		}

@@ -26,6 +26,8 @@ type Meta struct {
 	ParentSession uuid.UUID
 	SpawnedBy     uuid.UUID
 	Depth         int
+	// Encrypted is set for an encrypted session (its records sealed).
+	Encrypted bool
 }
 
 // ForkPoint is an event of another session: where a fork's history starts.

@@ -390,6 +390,9 @@ func appendCatLineage(dst []byte, m Meta) []byte {
 		dst = append(dst, `,"depth":`...)
 		dst = strconv.AppendInt(dst, int64(m.Depth), 10)
 	}
+	if m.Encrypted {
+		dst = append(dst, `,"encrypted":true`...)
+	}
 	return dst
 }
 
@@ -421,6 +424,7 @@ func (p *catParser) lineage(m *Meta) {
 		}
 		m.Depth = int(d)
 	}
+	m.Encrypted = p.member(`,"encrypted":true`)
 }
 
 // member reports whether the optional member that name introduces comes

@@ -1,0 +1,561 @@
+package sessionstore
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/google/uuid"
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/sessionstore/sessionstore/internal/seal"
+)
+
+// Encrypted sessions
+//
+// A Store opened with Options.Keys creates encrypted sessions: Create
+// makes the session a data key (internal/seal), has the KeyProvider wrap
+// it, and writes the wrapped key to its key record,
+// <root>/keys/<session>.json, before the session's directory exists, so
+// that an encrypted session always has its key. session.json says the
+// session is encrypted (Meta.Encrypted), so that a Store without the key
+// refuses it rather than hand out sealed bytes.
+//
+// Every record of an encrypted session is stored sealed: Append replaces
+// the record by its envelope, a JSON string holding the base64 of the
+// key's generation (4 bytes) and the AES-256-GCM sealing (nonce, cipher
+// text, tag) of the record, compressed with zstd first when that makes
+// it smaller. The envelope is bound to its session (associated data), so
+// an envelope copied into another session does not open. Since the
+// envelope is a record like any other, everything below the record (chunk
+// lines, sealed chunks, blobs and their lazy reads, the index, recovery,
+// Verify, GC) works on it unchanged and never sees the plain record; the
+// Store opens envelopes where events leave it (Load, Event, Resolve, the
+// iterators, the subscriptions) and where it reads a record itself
+// (compaction boundaries, idempotent retries).
+//
+// In clear stay what listing, the tree and recovery need: ids, parents,
+// kinds, roles, times, sizes (of the envelopes), HEAD, lanes and
+// session.json. Previews are not made for encrypted sessions (they would
+// be a record's first 80 bytes in clear). docs/encryption.md states what
+// is not built yet (sealing session.json's name, working directory and
+// model; rewrapping and re-encryption; forks, the remote mode and the
+// inspector on encrypted sessions).
+//
+// Deletion: the key record goes first. A final delete (NoTrash, Purge,
+// the trash's expiry) removes the key record and syncs its directory
+// before it removes the data, so that from then on no copy of the data
+// (a backup of the session's directory, a sector the file system did not
+// overwrite) opens, even with the key-encryption key. A delete to the
+// trash moves the key record into the session's directory first
+// (key.json) and the directory into the trash; Undelete moves both back.
+
+const (
+	keysDir = "keys"
+	// keptKeyFile is the key record's name inside a session directory
+	// on its way to or in the trash.
+	keptKeyFile = "key.json"
+	// envelopeFlagZstd marks a sealed record compressed with zstd.
+	envelopeFlagZstd = 1
+	// compressFrom is the record size from which an envelope tries
+	// compression.
+	compressFrom = 512
+)
+
+// KeyError reports a session whose data key cannot be had: the
+// KeyProvider does not hold its key-encryption key (ErrKeyUnavailable),
+// or the wrapped key does not unwrap under it (ErrWrongKey), or the
+// Store has no KeyProvider at all (ErrKeyUnavailable). It is never a
+// verdict on the session's data.
+type KeyError struct {
+	Session uuid.UUID
+	KeyID   string // the key-encryption key the record names; empty when no record was read
+	Err     error
+}
+
+func (e *KeyError) Error() string {
+	if e.KeyID == "" {
+		return fmt.Sprintf("sessionstore: session %s: %v", e.Session, e.Err)
+	}
+	return fmt.Sprintf("sessionstore: session %s: key %s: %v", e.Session, e.KeyID, e.Err)
+}
+
+func (e *KeyError) Unwrap() error { return e.Err }
+
+// sessionKey is the data key of an encrypted session, by generation.
+type sessionKey struct {
+	session uuid.UUID
+	kek     string // the key-encryption key of the current generation
+	cur     uint32
+	ciphers map[uint32]*seal.Cipher
+	created seal.Record // a new session's key record, until its files are made
+}
+
+// onceOK runs a function until it succeeds once.
+type onceOK struct {
+	mu   sync.Mutex
+	done bool
+}
+
+// Do runs f unless a call of it succeeded before.
+func (o *onceOK) Do(f func() error) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.done {
+		return nil
+	}
+	err := f()
+	o.done = err == nil
+	return err
+}
+
+// keyCache holds, per session a Store has touched, its *sessionKey, or
+// plainSession for a session that is not encrypted.
+type keyCache struct{ m sync.Map }
+
+var plainSession = &sessionKey{}
+
+// wrapContext is the context a session's data key is wrapped with.
+func wrapContext(session uuid.UUID) []byte {
+	return append([]byte("sessionstore data key "), session.String()...)
+}
+
+func (s *Store) keyPath(session uuid.UUID) string {
+	return filepath.Join(s.dir, keysDir, session.String()+".json")
+}
+
+// newSessionKey makes and wraps the data key of a new session. Its key
+// record is written by writeKeyRecord, when the session's directory is
+// made.
+func (s *Store) newSessionKey(ctx context.Context, session uuid.UUID) (*sessionKey, error) {
+	key, err := seal.NewKey()
+	if err != nil {
+		return nil, err
+	}
+	kek, wrapped, err := s.opts.Keys.Wrap(ctx, key, wrapContext(session))
+	if err != nil {
+		return nil, &KeyError{Session: session, Err: err}
+	}
+	if err := seal.CheckKeyID(kek); err != nil {
+		return nil, &KeyError{Session: session, KeyID: kek, Err: err}
+	}
+	c, err := seal.NewCipher(key)
+	if err != nil {
+		return nil, err
+	}
+	return &sessionKey{
+		session: session, kek: kek, cur: 1, ciphers: map[uint32]*seal.Cipher{1: c},
+		created: seal.Record{Session: session, Keys: []seal.WrappedKey{{Gen: 1, KeyID: kek, Wrapped: wrapped}}},
+	}, nil
+}
+
+// writeKeyRecord durably writes the key record of the new encrypted
+// session of meta, replacing one a purged session of its id left, with
+// the catalogue's lock held and before the session's directory is made
+// (makeSessionDir): an encrypted session always has its key. The keys
+// directory is made and synced into the root on first use.
+func (s *Store) writeKeyRecord(meta *Meta) error {
+	if !meta.Encrypted {
+		return nil
+	}
+	v, ok := s.newKeys.Load(meta.ID)
+	if !ok {
+		v, ok = s.keys.m.Load(meta.ID) // a deferred session's, made at its first write
+	}
+	k, _ := v.(*sessionKey)
+	if !ok || k == plainSession || len(k.created.Keys) == 0 {
+		return &KeyError{Session: meta.ID, Err: fmt.Errorf("%w: the new session's key was dropped before its files were made", ErrKeyUnavailable)}
+	}
+	dir := filepath.Join(s.dir, keysDir)
+	if err := s.keysDirMade.Do(func() error {
+		if _, err := s.opts.fs.Stat(dir); err == nil {
+			return nil
+		}
+		if err := s.opts.fs.MkdirAll(dir, 0o700); err != nil {
+			return err
+		}
+		return s.opts.fs.SyncDir(s.dir)
+	}); err != nil {
+		return fmt.Errorf("sessionstore: keys directory: %w", err)
+	}
+	if err := seal.WriteRecord(s.opts.fs, dir, meta.ID.String()+".json", k.created, 0o600); err != nil {
+		return fmt.Errorf("sessionstore: key record of session %s: %w", meta.ID, err)
+	}
+	return nil
+}
+
+// loadSessionKey reads the key record of an encrypted session and
+// unwraps its data keys: from keys/, or from the session's directory
+// where a delete to the trash that a crash interrupted left it.
+func (s *Store) loadSessionKey(ctx context.Context, session uuid.UUID) (*sessionKey, error) {
+	if s.opts.Keys == nil {
+		return nil, &KeyError{Session: session, Err: fmt.Errorf("%w: the session is encrypted and the Store has no KeyProvider (Options.Keys)", ErrKeyUnavailable)}
+	}
+	path := s.keyPath(session)
+	rec, err := seal.ReadRecord(s.opts.fs, path, session)
+	if errors.Is(err, fs.ErrNotExist) {
+		path = filepath.Join(s.sessionDir(session), keptKeyFile)
+		rec, err = seal.ReadRecord(s.opts.fs, path, session)
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, &KeyError{Session: session, Err: fmt.Errorf("%w: no key record (%s): the session's key was destroyed by a delete", ErrKeyUnavailable, s.keyPath(session))}
+	}
+	if err != nil {
+		return nil, err
+	}
+	k := &sessionKey{session: session, ciphers: map[uint32]*seal.Cipher{}}
+	for _, w := range rec.Keys {
+		key, err := s.opts.Keys.Unwrap(ctx, w.KeyID, w.Wrapped, wrapContext(session))
+		if err != nil {
+			return nil, &KeyError{Session: session, KeyID: w.KeyID, Err: err}
+		}
+		c, err := seal.NewCipher(key)
+		if err != nil {
+			return nil, &KeyError{Session: session, KeyID: w.KeyID, Err: fmt.Errorf("%w: %v", ErrWrongKey, err)}
+		}
+		k.ciphers[w.Gen] = c
+		k.cur, k.kek = w.Gen, w.KeyID
+	}
+	return k, nil
+}
+
+// recordKey returns the key of session's records: nil for a session
+// that is not encrypted. It reads session.json and the key record once
+// per session and Store. It is called inside a call that has begun.
+func (s *Store) recordKey(ctx context.Context, session uuid.UUID) (*sessionKey, error) {
+	if v, ok := s.keys.m.Load(session); ok {
+		if k := v.(*sessionKey); k != plainSession {
+			return k, nil
+		}
+		return nil, nil
+	}
+	if s.opts.Remote != nil {
+		return nil, nil // not yet in the remote mode (Options.Keys)
+	}
+	enc, ok := s.reg.encrypted(session)
+	if !ok {
+		m, err := s.meta(ctx, session)
+		if err != nil {
+			return nil, err
+		}
+		enc = m.Encrypted
+	}
+	if !enc {
+		s.keys.m.Store(session, plainSession)
+		return nil, nil
+	}
+	k, err := s.loadSessionKey(ctx, session)
+	if err != nil {
+		return nil, err
+	}
+	s.keys.m.Store(session, k)
+	return k, nil
+}
+
+// forgetKey drops what the Store knows of session's key (deleted, made
+// again, brought back).
+func (s *Store) forgetKey(session uuid.UUID) { s.keys.m.Delete(session) }
+
+var (
+	envEncoder, _ = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1))
+	envDecoder, _ = zstd.NewReader(nil, zstd.WithDecoderConcurrency(0), zstd.WithDecoderMaxMemory(maxRecordSizeLimit))
+)
+
+// sealRecord returns the envelope of the compact JSON rec.
+func (k *sessionKey) sealRecord(rec []byte) []byte {
+	body := make([]byte, 1, 1+len(rec))
+	if len(rec) >= compressFrom {
+		if z := envEncoder.EncodeAll(rec, body[:1:1]); len(z) < len(rec)+1 {
+			body = z
+			body[0] = envelopeFlagZstd
+		}
+	}
+	if body[0] == 0 {
+		body = append(body[:1], rec...)
+	}
+	raw := make([]byte, 4, 4+len(body)+seal.Overhead)
+	binary.BigEndian.PutUint32(raw, k.cur)
+	raw = k.ciphers[k.cur].Seal(raw, body, seal.AAD(seal.KindRecord, k.session, uint64(k.cur), 0))
+	out := make([]byte, 0, base64.StdEncoding.EncodedLen(len(raw))+2)
+	out = append(out, '"')
+	out = base64.StdEncoding.AppendEncode(out, raw)
+	return append(out, '"')
+}
+
+// errEnvelope reports stored bytes of an encrypted session that are not
+// an envelope its key opens.
+var errEnvelope = errors.New("record does not open under the session's key")
+
+// openRecord returns the record sealed in env.
+func (k *sessionKey) openRecord(env []byte) ([]byte, error) {
+	if len(env) < 2 || env[0] != '"' || env[len(env)-1] != '"' {
+		return nil, fmt.Errorf("%w: not an envelope", errEnvelope)
+	}
+	raw, err := base64.StdEncoding.Strict().AppendDecode(nil, env[1:len(env)-1])
+	if err != nil || len(raw) < 4 {
+		return nil, fmt.Errorf("%w: not an envelope", errEnvelope)
+	}
+	gen := binary.BigEndian.Uint32(raw)
+	c, ok := k.ciphers[gen]
+	if !ok {
+		return nil, fmt.Errorf("%w: sealed under key generation %d, which its key record does not hold", errEnvelope, gen)
+	}
+	body, err := c.Open(nil, raw[4:], seal.AAD(seal.KindRecord, k.session, uint64(gen), 0))
+	if err != nil || len(body) == 0 {
+		return nil, fmt.Errorf("%w: %v", errEnvelope, err)
+	}
+	switch body[0] {
+	case 0:
+		return body[1:], nil
+	case envelopeFlagZstd:
+		out, err := envDecoder.DecodeAll(body[1:], nil)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", errEnvelope, err)
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("%w: unknown flag %d", errEnvelope, body[0])
+}
+
+// unsealEvents opens the records of evs, events of session, in place.
+// A record that does not open is a *CorruptionError naming the session's
+// directory (the envelope's event is in the message): with the right key
+// (the key record unwrapped), an envelope that fails its tag is damage.
+func (s *Store) unsealEvents(ctx context.Context, session uuid.UUID, evs []Event) error {
+	k, err := s.recordKey(ctx, session)
+	if err != nil {
+		return err
+	}
+	return s.openEvents(k, session, evs)
+}
+
+// openEvents opens the records of evs under k (nil: not encrypted).
+func (s *Store) openEvents(k *sessionKey, session uuid.UUID, evs []Event) error {
+	if k == nil {
+		return nil
+	}
+	for i := range evs {
+		if evs[i].Record == nil {
+			continue
+		}
+		rec, err := k.openRecord(evs[i].Record)
+		if err != nil {
+			return corruptf(s.sessionDir(session), 0, "event %s: %w", evs[i].ID, err)
+		}
+		evs[i].Record = rec
+	}
+	return nil
+}
+
+// moveKeyIntoSession moves session's key record into its directory
+// (keptKeyFile), durably, before the directory goes to
+// the trash. A session without a key record is left as it is.
+func (s *Store) moveKeyIntoSession(session uuid.UUID) error {
+	from := s.keyPath(session)
+	if _, err := s.opts.fs.Stat(from); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	dir := s.sessionDir(session)
+	if err := s.opts.fs.Rename(from, filepath.Join(dir, keptKeyFile)); err != nil {
+		return fmt.Errorf("sessionstore: move key record of session %s: %w", session, err)
+	}
+	// A rename across two directories is one change to the file
+	// system's metadata, made durable whole by a sync of either (as
+	// internal/vfs's MemFS models it): the destination's.
+	return s.opts.fs.SyncDir(dir)
+}
+
+// moveKeyOutOfSession moves a key record a delete to the trash moved into
+// session's directory back to keys/, durably (Undelete).
+func (s *Store) moveKeyOutOfSession(session uuid.UUID) error {
+	dir := s.sessionDir(session)
+	from := filepath.Join(dir, keptKeyFile)
+	if _, err := s.opts.fs.Stat(from); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	to := s.keyPath(session)
+	if err := s.opts.fs.MkdirAll(filepath.Dir(to), 0o700); err != nil {
+		return err
+	}
+	if err := s.opts.fs.Rename(from, to); err != nil {
+		return fmt.Errorf("sessionstore: move key record of session %s back: %w", session, err)
+	}
+	return s.opts.fs.SyncDir(filepath.Dir(to)) // as moveKeyIntoSession
+}
+
+// destroyKey removes session's key record from keys/ and syncs the
+// directory: crypto-shredding, the first step of a final delete.
+func (s *Store) destroyKey(session uuid.UUID) error {
+	s.forgetKey(session)
+	if err := shredKeyFile(s, filepath.Join(s.sessionDir(session), keptKeyFile)); err != nil {
+		return err
+	}
+	return shredKeyFile(s, s.keyPath(session))
+}
+
+// shredKeyFile removes the key record at path, if there is one, and syncs
+// its directory.
+func shredKeyFile(s *Store, path string) error {
+	err := s.opts.fs.Remove(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("sessionstore: destroy key record %s: %w", path, err)
+	}
+	return s.opts.fs.SyncDir(filepath.Dir(path))
+}
+
+
+// RewrapReport is what Rewrap did.
+type RewrapReport struct {
+	Rewrapped int // key records now wrapped under the current key
+	Current   int // key records that were already
+	// Skipped are the sessions whose records could not be rewrapped,
+	// each with its error (a *KeyError when the provider does not
+	// unwrap it; ErrLocked when another process holds the session).
+	Skipped []RewrapSkip
+}
+
+// Rewrap rewraps the data key of every encrypted session of the root,
+// and of every session kept in the trash, under the KeyProvider's
+// current key-encryption key (Options.Keys), so that the older keys can
+// be retired. No data is rewritten: each key record is replaced whole
+// (a temporary file, synced, renamed over it, its directory synced), so
+// a crash leaves every record under the old key or the new one, and the
+// provider must hold both until Rewrap has returned without a skipped
+// session. A session deleted meanwhile is left alone (its record is not
+// brought back). Each session is taken as Delete takes it, one at a
+// time, so sessions open in this Store close and reopen on next use.
+//
+// Errors: ErrReadOnly; ErrInvalidOptions without Options.Keys; ctx's.
+func (s *Store) Rewrap(ctx context.Context) (RewrapReport, error) {
+	var rep RewrapReport
+	if err := s.begin(ctx); err != nil {
+		return rep, err
+	}
+	defer s.end()
+	if s.opts.ReadOnly {
+		return rep, ErrReadOnly
+	}
+	if s.opts.Keys == nil {
+		return rep, fmt.Errorf("%w: Rewrap needs Options.Keys", ErrInvalidOptions)
+	}
+	names, err := s.opts.fs.ReadDir(filepath.Join(s.dir, keysDir))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return rep, err
+	}
+	for _, n := range names {
+		if err := ctx.Err(); err != nil {
+			return rep, err
+		}
+		id, err := uuid.Parse(strings.TrimSuffix(n, ".json"))
+		if err != nil || id.String()+".json" != n {
+			continue // a temporary file of a replace a crash interrupted
+		}
+		done, err := s.rewrapSession(ctx, id)
+		rep.add(id, done, err)
+	}
+	// The trash's entries: each record is rewritten inside its entry,
+	// which a Purge or an Undelete meanwhile moves away, failing the
+	// write (the record is never brought back where it was).
+	trash := filepath.Join(s.dir, trashDir)
+	entries, err := s.opts.fs.ReadDir(trash)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return rep, err
+	}
+	for _, n := range entries {
+		e, kept := parseTrashName(n)
+		if !kept {
+			continue
+		}
+		path := filepath.Join(trash, n, keptKeyFile)
+		if _, err := s.opts.fs.Stat(path); err != nil {
+			continue // not encrypted
+		}
+		done, err := s.rewrapFile(ctx, e.id, path)
+		rep.add(e.id, done, err)
+	}
+	return rep, nil
+}
+
+func (r *RewrapReport) add(id uuid.UUID, done bool, err error) {
+	switch {
+	case err != nil:
+		r.Skipped = append(r.Skipped, RewrapSkip{Session: id, Err: err})
+	case done:
+		r.Rewrapped++
+	default:
+		r.Current++
+	}
+}
+
+// rewrapSession rewraps keys/<id>.json under the session's lock, which a
+// Delete takes to move it.
+func (s *Store) rewrapSession(ctx context.Context, id uuid.UUID) (bool, error) {
+	release, err := s.reg.hold(ctx, id)
+	if err != nil {
+		return false, err
+	}
+	defer release(false)
+	lk, err := s.reg.lockSession(ctx, filepath.Join(s.sessionDir(id), lockName))
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil // no session directory: a record a crash left, or one being created
+	}
+	if err != nil {
+		return false, err
+	}
+	defer lk.Close()
+	path := s.keyPath(id)
+	if _, err := s.opts.fs.Stat(path); err != nil {
+		return false, nil // deleted meanwhile
+	}
+	s.forgetKey(id)
+	return s.rewrapFile(ctx, id, path)
+}
+
+// rewrapFile replaces the key record at path with one whose keys are all
+// wrapped under the provider's current key; false when they were.
+func (s *Store) rewrapFile(ctx context.Context, id uuid.UUID, path string) (bool, error) {
+	rec, err := seal.ReadRecord(s.opts.fs, path, id)
+	if err != nil {
+		return false, err
+	}
+	changed := false
+	for i, w := range rec.Keys {
+		key, err := s.opts.Keys.Unwrap(ctx, w.KeyID, w.Wrapped, wrapContext(id))
+		if err != nil {
+			return false, &KeyError{Session: id, KeyID: w.KeyID, Err: err}
+		}
+		kek, wrapped, err := s.opts.Keys.Wrap(ctx, key, wrapContext(id))
+		if err != nil {
+			return false, &KeyError{Session: id, Err: err}
+		}
+		if err := seal.CheckKeyID(kek); err != nil {
+			return false, &KeyError{Session: id, KeyID: kek, Err: err}
+		}
+		if kek != w.KeyID {
+			rec.Keys[i].KeyID, rec.Keys[i].Wrapped = kek, wrapped
+			changed = true
+		}
+	}
+	if !changed {
+		return false, nil
+	}
+	if err := seal.WriteRecord(s.opts.fs, filepath.Dir(path), filepath.Base(path), rec, 0o600); err != nil {
+		return false, fmt.Errorf("sessionstore: rewrap key record %s: %w", path, err)
+	}
+	return true, nil
+}
+
+// RewrapSkip is a session Rewrap could not rewrap, and why.
+type RewrapSkip struct {
+	Session uuid.UUID
+	Err     error
+}
