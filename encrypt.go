@@ -412,7 +412,6 @@ func shredKeyFile(s *Store, path string) error {
 	return s.opts.fs.SyncDir(filepath.Dir(path))
 }
 
-
 // RewrapReport is what Rewrap did.
 type RewrapReport struct {
 	Rewrapped int // key records now wrapped under the current key
