@@ -806,3 +806,70 @@ func TestRewrapCrashPoints(t *testing.T) {
 	t.Logf("%d crash points", points)
 	require.GreaterOrEqual(t, points, 2, "the record's temporary file, its rename")
 }
+
+// goldenKeys is the key-encryption key of testdata/golden-encrypted.
+func goldenKeys(t testing.TB) *LocalKeys {
+	return testKeys(t, "golden", 0x42)
+}
+
+// TestGoldenEncrypted pins the format of an encrypted session: the
+// committed fixture testdata/golden-encrypted (the golden workload
+// written by a Store with goldenKeys: random nonces make every writing's
+// bytes differ, so the fixture is written once, with -update) opens with
+// the key and loads the golden active path; every record in its chunk
+// lines is an envelope; its key record is where the format says.
+func TestGoldenEncrypted(t *testing.T) {
+	ctx := context.Background()
+	fixture := filepath.Join("testdata", "golden-encrypted")
+	if *update {
+		dir := t.TempDir()
+		writeGoldenWorkloadWith(t, dir, goldenKeys(t))
+		require.NoError(t, os.RemoveAll(fixture))
+		for name, content := range readTree(t, dir) {
+			if strings.HasPrefix(name, "catalogue") {
+				continue
+			}
+			p := filepath.Join(fixture, filepath.FromSlash(name))
+			require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+			require.NoError(t, os.WriteFile(p, []byte(content), 0o644))
+		}
+	}
+	files := readTree(t, fixture)
+	require.Contains(t, files, "keys/"+goldenSession.String()+".json")
+	lines := 0
+	for name, content := range files {
+		if !strings.Contains(name, "/chunks/") {
+			continue
+		}
+		for _, line := range strings.Split(strings.TrimRight(content, "\x00\n"), "\n") {
+			lines++
+			_, rec, ok := strings.Cut(line, `,"record":`)
+			require.True(t, ok, line)
+			assert.True(t, strings.HasPrefix(rec, `"`) || strings.HasPrefix(rec, `null`), "an envelope or a blob's null: %s", line)
+		}
+	}
+	assert.Equal(t, 10, lines, "every event of the workload")
+
+	dir := copyFixture(t, "golden-encrypted")
+	s, err := Open(dir, &Options{Compression: CompressionNone, Keys: goldenKeys(t)})
+	require.NoError(t, err)
+	defer s.Close()
+	want := activePathFixture(t, "golden-active-path.json")
+	got, err := s.Load(ctx, goldenSession)
+	require.NoError(t, err)
+	require.Len(t, got, len(want))
+	for i := range want {
+		assert.Equal(t, want[i].ID, got[i].ID)
+		assert.Equal(t, want[i].ParentID, got[i].ParentID)
+		assert.Equal(t, want[i].Kind, got[i].Kind)
+		assert.True(t, want[i].Time.Equal(got[i].Time))
+		if got[i].Record == nil {
+			got[i], err = s.Resolve(ctx, goldenSession, got[i])
+			require.NoError(t, err)
+		}
+		assert.JSONEq(t, string(want[i].Record), string(got[i].Record))
+	}
+	m, err := s.Meta(ctx, goldenSession)
+	require.NoError(t, err)
+	assert.True(t, m.Encrypted)
+}

@@ -45,3 +45,54 @@ func ExampleLoadKeyFile() {
 	// local:2026-12 a session's data key <nil>
 	// true
 }
+
+// A Store with Options.Keys creates encrypted sessions: their records
+// are stored sealed, and read back only through a Store with the key.
+func ExampleOptions_keys() {
+	dir, err := os.MkdirTemp("", "sessionstore-example-")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	keys, err := sessionstore.NewLocalKeys("local:1", map[string][]byte{"local:1": bytes.Repeat([]byte{7}, 32)})
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := context.Background()
+	s, err := sessionstore.Open(dir, &sessionstore.Options{Keys: keys})
+	if err != nil {
+		log.Fatal(err)
+	}
+	m, err := s.Create(ctx, sessionstore.Meta{Name: "private"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if _, err := s.Append(ctx, m.ID, sessionstore.UserText("the password is hunter2")); err != nil {
+		log.Fatal(err)
+	}
+	evs, err := s.Load(ctx, m.ID)
+	if err != nil {
+		log.Fatal(err)
+	}
+	msg, err := evs[0].Message()
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(m.Encrypted, msg.Content)
+	if err := s.Close(); err != nil {
+		log.Fatal(err)
+	}
+
+	// Without the key: a *KeyError, never the sealed bytes.
+	plain, err := sessionstore.Open(dir, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer plain.Close()
+	_, err = plain.Load(ctx, m.ID)
+	var ke *sessionstore.KeyError
+	fmt.Println(errors.As(err, &ke), errors.Is(err, sessionstore.ErrKeyUnavailable))
+	// Output:
+	// true the password is hunter2
+	// true true
+}

@@ -25,13 +25,19 @@ var goldenSession = uuid.MustParse("01a02f3f-a89d-7d25-b4ac-ac89a183258d")
 // writeGoldenWorkload records a small session with a branch, every event
 // kind and two chunks, and returns the events of its active path.
 func writeGoldenWorkload(t *testing.T, dir string) []Event {
+	return writeGoldenWorkloadWith(t, dir, nil)
+}
+
+// writeGoldenWorkloadWith is writeGoldenWorkload in a Store with keys
+// (Options.Keys), nil for none.
+func writeGoldenWorkloadWith(t *testing.T, dir string, keys KeyProvider) []Event {
 	t.Helper()
 	ctx := context.Background()
 	// Plain chunks keep the fixture readable; compressed chunks have their
 	// own tests.
 	// Strings of 256 bytes and more are stored apart (split blobs), so
 	// that the fixture holds them small.
-	o := deterministic(Options{ChunkSize: 1024, Compression: CompressionNone, StringThreshold: 256})
+	o := deterministic(Options{ChunkSize: 1024, Compression: CompressionNone, StringThreshold: 256, Keys: keys})
 	s, err := Open(dir, &o)
 	require.NoError(t, err)
 	meta, err := s.Create(ctx, Meta{ID: goldenSession, Name: "golden", WorkingDir: "/workspace", Model: "model-name", Labels: map[string]string{"team": "core"}})
