@@ -60,6 +60,9 @@
 //	                          journal of a dead owner
 //	<root>/forks/<parent>/<fork>  an empty marker per fork Fork made
 //	                          (forklock.go); removed with the parent
+//	<root>/keys/<session-id>.json  an encrypted session's wrapped data
+//	                          key (encrypt.go); key.json in its directory
+//	                          while it is in the trash
 //	<root>/trash/<session-id>.<deleted>.<purge-after>.<nonce>/  a deleted
 //	                          session the trash keeps whole (trash.go)
 //	<root>/trash/<session-id>.<nonce>/  a session being removed for good

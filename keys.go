@@ -16,15 +16,15 @@ import (
 
 // Keys for encryption at rest
 //
-// Each encrypted session has its own data key (docs/encryption.md): 32
-// random bytes that seal its records, blocks, blobs and private metadata
-// with AES-256-GCM (internal/seal). The data key is stored only wrapped
-// under a key-encryption key that a KeyProvider holds: a local key file,
-// an environment variable, or a key management service (the awskms
+// Each encrypted session has its own data key (encrypt.go,
+// docs/encryption.md): 32 random bytes that seal its records with
+// AES-256-GCM (internal/seal). The data key is stored only wrapped under
+// a key-encryption key that a KeyProvider holds: a local key file, an
+// environment variable, or a key management service (the awskms
 // module). Rotating the key-encryption key rewraps each session's data
-// key and rewrites no data; deleting a session destroys its wrapped data
-// key first, which leaves every copy of its data unreadable.
-
+// key (Store.Rewrap) and rewrites no data; deleting a session for good
+// destroys its wrapped data key first, which leaves every copy of its
+// data unreadable.
 var (
 	// ErrKeyUnavailable reports a key-encryption key the KeyProvider does
 	// not have: a key id it does not know, or one it may not use.
