@@ -269,15 +269,17 @@ var (
 
 // sealRecord returns the envelope of the compact JSON rec.
 func (k *sessionKey) sealRecord(rec []byte) []byte {
-	body := make([]byte, 1, 1+len(rec))
+	var body []byte
 	if len(rec) >= compressFrom {
-		if z := envEncoder.EncodeAll(rec, body[:1:1]); len(z) < len(rec)+1 {
+		// The body in the buffer the sealing appends to, after the
+		// generation and the nonce: one allocation for both.
+		z := envEncoder.EncodeAll(rec, append(make([]byte, 0, 1+len(rec)), envelopeFlagZstd))
+		if len(z) < len(rec)+1 {
 			body = z
-			body[0] = envelopeFlagZstd
 		}
 	}
-	if body[0] == 0 {
-		body = append(body[:1], rec...)
+	if body == nil {
+		body = append(append(make([]byte, 0, 1+len(rec)), 0), rec...)
 	}
 	raw := make([]byte, 4, 4+len(body)+seal.Overhead)
 	binary.BigEndian.PutUint32(raw, k.cur)
@@ -297,7 +299,7 @@ func (k *sessionKey) openRecord(env []byte) ([]byte, error) {
 	if len(env) < 2 || env[0] != '"' || env[len(env)-1] != '"' {
 		return nil, fmt.Errorf("%w: not an envelope", errEnvelope)
 	}
-	raw, err := base64.StdEncoding.Strict().AppendDecode(nil, env[1:len(env)-1])
+	raw, err := base64.StdEncoding.Strict().AppendDecode(make([]byte, 0, base64.StdEncoding.DecodedLen(len(env)-2)), env[1:len(env)-1])
 	if err != nil || len(raw) < 4 {
 		return nil, fmt.Errorf("%w: not an envelope", errEnvelope)
 	}
@@ -306,7 +308,8 @@ func (k *sessionKey) openRecord(env []byte) ([]byte, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: sealed under key generation %d, which its key record does not hold", errEnvelope, gen)
 	}
-	body, err := c.Open(nil, raw[4:], seal.AAD(seal.KindRecord, k.session, uint64(gen), 0))
+	// Opened in place: the plain text starts where the cipher text did.
+	body, err := c.Open(raw[4+seal.NonceSize:4+seal.NonceSize], raw[4:], seal.AAD(seal.KindRecord, k.session, uint64(gen), 0))
 	if err != nil || len(body) == 0 {
 		return nil, fmt.Errorf("%w: %v", errEnvelope, err)
 	}

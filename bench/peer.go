@@ -94,6 +94,9 @@ type Peer struct {
 	// workloads (sqlite-normal shares sqlite-full's file format and read
 	// path, the raw peers have no read path).
 	Reads bool
+	// Only, when set, names the only workloads the peer takes part in
+	// (sessionstore-enc: the rows of encryption's cost).
+	Only []string
 }
 
 // allPeers lists the peers in the order they alternate within a
@@ -101,6 +104,8 @@ type Peer struct {
 func allPeers() []Peer {
 	return []Peer{
 		{Name: "sessionstore", Label: "sessionstore", Open: openSessionstore(0), OpenRead: openSessionstoreRead, Writes: true, Reads: true},
+		{Name: "sessionstore-enc", Label: "sessionstore, encrypted (Options.Keys)", Open: openSessionstoreEnc, OpenRead: openSessionstoreEncRead, Writes: true, Reads: true,
+			Only: []string{"append300", "tool64k", "openload"}},
 		{Name: "raw", Label: "raw floor (preallocated, group commit)", Open: openRawFloor, Writes: true},
 		{Name: "raw-grow", Label: "raw, growing file (extra, not the floor)", Open: openRawGrow, Writes: true},
 		{Name: "sqlite-full", Label: "SQLite WAL FULL", Open: openSQLite("FULL"), OpenRead: openSQLiteRead, Writes: true, Reads: true},

@@ -207,6 +207,11 @@ var targets = slices.Concat(
 	toolTargets("tool16k", "16 KiB tool result"),
 	toolTargets("tool64k", "64 KiB tool result"),
 	[]target{{text: "64 KiB tool result: p99 < 2 ms", key: "tool64k/p99", limit: 2, strict: true}},
+	[]target{
+		{text: "encrypted: durable append 300 B at most 1.1x plain's time (plain / encrypted throughput <= 1.1)", key: "append300/rate", peer: "sessionstore-enc", limit: 1.1},
+		{text: "encrypted: 64 KiB tool result at most 1.1x plain's time", key: "tool64k/rate", peer: "sessionstore-enc", limit: 1.1},
+		{text: "encrypted: fresh-process open + load at most 1.1x plain's time (plain / encrypted time >= 0.91)", key: "openload/ms", peer: "sessionstore-enc", atMin: true, limit: 1 / 1.1},
+	},
 	toolTargets("tool16k-8w", "16 KiB tool result, 8 writers"),
 	toolTargets("tool64k-8w", "64 KiB tool result, 8 writers"),
 	[]target{

@@ -84,7 +84,7 @@ func (e *env) freshDir(parts ...string) (string, error) {
 func (e *env) writers() []Peer {
 	var out []Peer
 	for _, p := range e.peers {
-		if p.Writes {
+		if p.Writes && p.Only == nil {
 			out = append(out, p)
 		}
 	}
@@ -94,11 +94,23 @@ func (e *env) writers() []Peer {
 func (e *env) readers() []Peer {
 	var out []Peer
 	for _, p := range e.peers {
-		if p.Reads {
+		if p.Reads && p.Only == nil {
 			out = append(out, p)
 		}
 	}
 	return out
+}
+
+// plusOnly is peers with the selected peers that take part only in some
+// workloads (Peer.Only) and in workload key among them, each placed right
+// after the subject, so that it alternates with it.
+func (e *env) plusOnly(peers []Peer, key string) []Peer {
+	for _, p := range e.peers {
+		if slices.Contains(p.Only, key) {
+			peers = slices.Insert(slices.Clone(peers), min(1, len(peers)), p)
+		}
+	}
+	return peers
 }
 
 // fleetPeers are the peers of the many-session workloads (append300-<N>s
@@ -194,7 +206,7 @@ func toolEvents(size, n int) []Event {
 // (split evenly, writer w to session w % sessions), each append timed.
 // Throughput is len(evs) / wall time. n is len(evs).
 func (e *env) appendWorkload(key, title string, writers, sessions, n int, evs []Event) error {
-	return e.runAppends(appendSpec{key: key, title: title, writers: writers, sessions: sessions, evs: evs[:n], peers: e.writers()})
+	return e.runAppends(appendSpec{key: key, title: title, writers: writers, sessions: sessions, evs: evs[:n], peers: e.plusOnly(e.writers(), key)})
 }
 
 // appendSpec describes an append workload.
@@ -449,9 +461,10 @@ func (e *env) openLoad(key string, every int) error {
 		}
 		return msg
 	}
+	readers := e.plusOnly(e.readers(), key)
 	fixtures := map[string]fixture{}
 	var sizes []string
-	for _, p := range e.readers() {
+	for _, p := range readers {
 		dir, err := e.freshDir(key, p.Name)
 		if err != nil {
 			return err
@@ -500,7 +513,7 @@ func (e *env) openLoad(key string, every int) error {
 	}
 	e.res.detail("Open + load fixture `%s` on disk: %s.", key, strings.Join(sizes, ", "))
 	for rep := range e.reps {
-		for _, p := range e.readers() {
+		for _, p := range readers {
 			f := fixtures[p.Name]
 			r, err := runChild(e.ctx, e.exe, childSpec{Op: "openload", Peer: p.Name, Dir: f.dir, Session: f.session, Expect: f.expect, Head: f.head})
 			if err != nil {
