@@ -873,3 +873,165 @@ func TestGoldenEncrypted(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, m.Encrypted)
 }
+
+// TestEncryptedByteFlips changes bytes of every file of an encrypted
+// session that holds its data or its key (chunks, the active one
+// included, blobs, the key record), a sample spread over each file, two
+// ways: reading every event back (Event, Resolve) either fails with a
+// *CorruptionError (never a *KeyError: the key is there, the data is
+// damaged; for the key record, its checksum) or returns every record as
+// appended; never other records.
+func TestEncryptedByteFlips(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	o := Options{Keys: testKeys(t, "local:1", 7), ChunkSize: 2048, BlobThreshold: 600, keepPlainOnClose: true}
+	m := vfs.NewMemFS()
+	s := openMem(t, m, o)
+	meta, err := s.Create(ctx, Meta{})
+	require.NoError(t, err)
+	var evs []Event
+	for i := range 12 {
+		rec := secret(i)
+		if i%4 == 3 {
+			rec += bigOutput()[:2000] // a blob
+		}
+		ev, err := s.Append(ctx, meta.ID, UserText(rec))
+		require.NoError(t, err)
+		evs = append(evs, ev)
+	}
+	require.NoError(t, s.Close())
+
+	var files []string
+	var walk func(dir string)
+	walk = func(dir string) {
+		names, err := m.ReadDir(dir)
+		require.NoError(t, err)
+		for _, n := range names {
+			p := filepath.Join(dir, n)
+			info, err := m.Stat(p)
+			require.NoError(t, err)
+			if info.IsDir() {
+				walk(p)
+			} else {
+				files = append(files, p)
+			}
+		}
+	}
+	walk(sessionPath(meta.ID, chunksDir))
+	walk(sessionPath(meta.ID, blobsDir))
+	files = append(files, filepath.Join(memRoot, keysDir, meta.ID.String()+".json"))
+	kinds := map[string]int{}
+	for _, f := range files {
+		switch {
+		case strings.Contains(f, "/"+chunksDir+"/"):
+			kinds["chunk"]++
+		case strings.Contains(f, "/"+blobsDir+"/"):
+			kinds["blob"]++
+		default:
+			kinds["key record"]++
+		}
+	}
+	require.Greater(t, kinds["chunk"], 1, "sealed chunks and the active one")
+	require.Positive(t, kinds["blob"])
+
+	control := openMem(t, m.CrashClone(vfs.KeepAll, 0), o)
+	require.Empty(t, readDetects(ctx, control, meta.ID, evs), "unchanged, every event reads back")
+	require.NoError(t, control.Close())
+
+	flips, detected, same := 0, 0, 0
+	for _, f := range files {
+		orig, err := vfs.ReadFile(m, f)
+		require.NoError(t, err)
+		step := max(1, len(orig)/40)
+		for pos := 0; pos < len(orig); pos += step {
+			for _, x := range []byte{0x01, 0x80} {
+				flips++
+				c := m.CrashClone(vfs.KeepAll, 0)
+				b := bytes.Clone(orig)
+				b[pos] ^= x
+				writeMemFile(t, c, f, b)
+				s := openMem(t, c, o)
+				what := readDetects(ctx, s, meta.ID, evs)
+				require.NoError(t, s.Close())
+				if what == "" {
+					same++
+					continue
+				}
+				detected++
+				require.NotContains(t, what, "reads back as", "%s offset %d xor %#02x: other records came back", f, pos, x)
+				assert.NotContains(t, what, "key unavailable", "%s offset %d xor %#02x: %s", f, pos, x, what)
+				assert.NotContains(t, what, "wrong key", "%s offset %d xor %#02x: %s", f, pos, x, what)
+			}
+		}
+	}
+	t.Logf("%d changes in %d files (%v): %d detected, %d read back as appended", flips, len(files), kinds, detected, same)
+	assert.Greater(t, detected, flips/2, "most changes to data are detected")
+}
+
+// TestEncryptedDeleteCrashPoints: a crash anywhere in a Delete of an
+// encrypted session, to the trash or final, leaves it readable where it
+// is (in the store, or in the trash for Undelete to bring back), or, for
+// a final delete, gone or without its key (a *KeyError, which a second
+// Delete finishes): never in the trash without its key.
+func TestEncryptedDeleteCrashPoints(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, final := range []bool{false, true} {
+		o := encOptions(testKeys(t, "local:1", 7))
+		if final {
+			o.TrashFor = NoTrash
+		}
+		points, keyless := 0, 0
+		for k := 1; ; k++ {
+			m := vfs.NewMemFS()
+			victim, other, want := trashWorkload(t, m, o)
+			s := openMem(t, m, o)
+			n := 0
+			m.SetFault(func(op vfs.Op, path string) error {
+				if vfs.Mutating(op) {
+					if n++; n == k {
+						return vfs.ErrPowerLoss
+					}
+				}
+				return nil
+			})
+			err := s.Delete(ctx, victim)
+			m.SetFault(nil)
+			s.Close()
+			if m.PowerCut() == nil {
+				require.NoError(t, err)
+				break
+			}
+			points++
+			m.PowerOff()
+			for _, mode := range vfs.CrashModes {
+				state := fmt.Sprintf("final %v, crash point %d (%v), %s", final, k, m.PowerCut(), mode)
+				s := openMem(t, m.CrashClone(mode, uint64(k)), o)
+				_, err := s.Meta(ctx, victim)
+				switch {
+				case err == nil:
+					if _, lerr := s.Load(ctx, victim); lerr != nil {
+						require.True(t, final, "%s: a delete to the trash left the session without its key: %v", state, lerr)
+						var ke *KeyError
+						require.ErrorAs(t, lerr, &ke, state)
+						keyless++
+						require.NoError(t, s.Delete(ctx, victim), state)
+						break
+					}
+					checkSessionWhole(t, state, s, victim, want)
+				case slices.Contains(trashIDs(t, s), victim):
+					require.False(t, final, state)
+					require.NoError(t, s.Undelete(ctx, victim), state)
+					checkSessionWhole(t, state, s, victim, want)
+				default:
+					require.ErrorIs(t, err, ErrNotFound, state)
+				}
+				_, err = s.Load(ctx, other)
+				require.NoError(t, err, state)
+				require.NoError(t, s.Close())
+			}
+		}
+		t.Logf("final %v: %d crash points, %d states without the key", final, points, keyless)
+		require.GreaterOrEqual(t, points, 3)
+	}
+}
