@@ -712,9 +712,13 @@ func cmdRepair(ctx context.Context, c *cmdEnv, args []string) int {
 // openWritable opens the store at root for writing, in the compression
 // mode the root was created with (Open refuses the other one).
 func openWritable(root string) (*sessionstore.Store, error) {
-	s, err := sessionstore.Open(root, nil)
+	keys, err := envKeys()
+	if err != nil {
+		return nil, err
+	}
+	s, err := sessionstore.Open(root, &sessionstore.Options{Keys: keys})
 	if errors.Is(err, sessionstore.ErrCompressionMismatch) {
-		s, err = sessionstore.Open(root, &sessionstore.Options{Compression: sessionstore.CompressionNone})
+		s, err = sessionstore.Open(root, &sessionstore.Options{Compression: sessionstore.CompressionNone, Keys: keys})
 	}
 	if err != nil {
 		return nil, openError(root, err, " for writing")

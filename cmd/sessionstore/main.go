@@ -361,9 +361,38 @@ func (c *cmdEnv) parseArgs(fs *flag.FlagSet, args []string, min, max int, ids ..
 	return pos, exitOK, true
 }
 
+// The environment variables that give the inspector the key-encryption
+// keys of an encrypted store (Options.Keys): a key file's path, or the
+// keys themselves (sessionstore.KeysFromEnv). Without either, encrypted
+// sessions are refused with a *sessionstore.KeyError, and new sessions
+// are plain.
+const (
+	keyFileEnv = "SESSIONSTORE_KEY_FILE"
+	keysEnv    = "SESSIONSTORE_KEYS"
+)
+
+// envKeys returns the KeyProvider the environment gives, or nil.
+func envKeys() (sessionstore.KeyProvider, error) {
+	if path := os.Getenv(keyFileEnv); path != "" {
+		k, err := sessionstore.LoadKeyFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", keyFileEnv, err)
+		}
+		return k, nil
+	}
+	if os.Getenv(keysEnv) != "" {
+		return sessionstore.KeysFromEnv(keysEnv)
+	}
+	return nil, nil
+}
+
 // openReadOnly opens the store at root for reading.
 func (c *cmdEnv) openReadOnly(root string) (*sessionstore.Store, error) {
-	s, err := sessionstore.Open(root, &sessionstore.Options{ReadOnly: true})
+	keys, err := envKeys()
+	if err != nil {
+		return nil, err
+	}
+	s, err := sessionstore.Open(root, &sessionstore.Options{ReadOnly: true, Keys: keys})
 	if err != nil {
 		return nil, openError(root, err, "")
 	}
