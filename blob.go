@@ -136,9 +136,10 @@ func (s *Store) Resolve(ctx context.Context, session uuid.UUID, ev Event) (Event
 			err = ferr
 		}
 	}
+	holder := session
 	if err != nil {
-		if frec, found := s.forkBlob(ctx, session, d, ev.Size); found { // a fork's prefix event (fork.go)
-			rec, err = frec, nil
+		if frec, from, found := s.forkBlob(ctx, session, d, ev.Size); found { // a fork's prefix event (fork.go)
+			rec, err, holder = frec, nil, from
 		}
 	}
 	if err != nil {
@@ -146,7 +147,7 @@ func (s *Store) Resolve(ctx context.Context, session uuid.UUID, ev Event) (Event
 	}
 	ev.Record = rec
 	evs := []Event{ev}
-	if err := s.unsealEvents(ctx, session, evs); err != nil {
+	if err := s.unsealEvents(ctx, holder, evs); err != nil { // under the key of the session that holds it
 		return Event{}, err
 	}
 	return evs[0], nil

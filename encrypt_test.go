@@ -1035,3 +1035,59 @@ func TestEncryptedDeleteCrashPoints(t *testing.T) {
 		require.GreaterOrEqual(t, points, 3)
 	}
 }
+
+// TestEncryptedFork: a fork of an encrypted session is encrypted under a
+// key of its own, and reads its prefix (inline records and blobs) from
+// its parent's files under the parent's key, through every call that
+// returns records, in the writing Store and a new one; deleting the fork
+// for good leaves the parent readable.
+func TestEncryptedFork(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	o := encOptions(testKeys(t, "local:1", 7))
+	o.TrashFor = NoTrash
+	s, err := Open(dir, &o)
+	require.NoError(t, err)
+	parent, all := encryptedWorkload(t, s)
+	at := all[2] // the blob
+	f, err := s.Fork(ctx, parent, at.ID)
+	require.NoError(t, err)
+	require.True(t, f.Encrypted)
+	var fevs []Event
+	for _, ev := range all[:3] {
+		fevs = append(fevs, ev)
+	}
+	own, err := s.Append(ctx, f.ID, UserText(secret(7)))
+	require.NoError(t, err)
+	fevs = append(fevs, own)
+	check := func(s *Store) {
+		t.Helper()
+		loaded, err := s.Load(ctx, f.ID)
+		require.NoError(t, err)
+		require.Len(t, loaded, len(fevs))
+		recs := recordsOf(t, s, f.ID, loaded)
+		for _, w := range fevs {
+			assert.Equal(t, string(w.Record), recs[w.ID])
+		}
+		var seq []Event
+		for ev, err := range s.LoadSeq(ctx, f.ID) {
+			require.NoError(t, err)
+			seq = append(seq, ev)
+		}
+		assert.Equal(t, recs, recordsOf(t, s, f.ID, seq))
+		for _, w := range fevs {
+			ev, err := s.Event(ctx, f.ID, w.ID)
+			require.NoError(t, err)
+			assert.Equal(t, string(w.Record), recordsOf(t, s, f.ID, []Event{ev})[w.ID], "Event %s", w.ID)
+		}
+	}
+	check(s)
+	require.NoError(t, s.Close())
+	s, err = Open(dir, &o)
+	require.NoError(t, err)
+	defer s.Close()
+	check(s)
+
+	require.NoError(t, s.Delete(ctx, f.ID))
+	checkEncryptedReads(t, s, parent, all)
+}

@@ -407,6 +407,21 @@ func (s *Store) resolveForkPath(h *openSession, leaf uuid.UUID, boundaries bool)
 // readRun reads the events of run, entries of one session of a fork's
 // chain (seg, as in forkStep), with their records resolved.
 func (s *Store) readRun(ctx context.Context, h *openSession, pre *forkPrefix, seg int, run []entry) ([]Event, error) {
+	holder := h.id
+	if seg >= 0 {
+		holder = pre.segs[seg].session // a fork's prefix: its parent's records, under its key
+	}
+	evs, err := s.readRunSealed(ctx, h, pre, seg, run)
+	if len(evs) > 0 {
+		if oerr := s.unsealEvents(ctx, holder, evs); oerr != nil {
+			return nil, oerr
+		}
+	}
+	return evs, err
+}
+
+// readRunSealed is readRun before the records are opened.
+func (s *Store) readRunSealed(ctx context.Context, h *openSession, pre *forkPrefix, seg int, run []entry) ([]Event, error) {
 	if seg < 0 {
 		r := h.files.chunkReader()
 		defer r.close()
@@ -508,7 +523,12 @@ func (s *Store) forkEvent(ctx context.Context, h *openSession, id uuid.UUID) (ev
 	read := func(pre *forkPrefix, e *entry) (Event, error) {
 		r := newChunkReader(s.opts.fs, filepath.Join(pre.segs[st.seg].dir, chunksDir))
 		defer r.close()
-		return readEntry(r, e)
+		ev, err := readEntry(r, e)
+		if err != nil || ev.Record == nil {
+			return ev, err
+		}
+		evs := []Event{ev} // the parent's record, under its key
+		return evs[0], s.unsealEvents(ctx, pre.segs[st.seg].session, evs)
 	}
 	if ev, err = read(pre, &st.e); err == nil {
 		return ev, true, nil
@@ -539,17 +559,17 @@ func (h *openSession) prefixNodes() ([]Node, error) {
 // forkBlob reads the blob d of an event of session's prefix, from the
 // sessions of its fork chain, for Resolve: found is false when none of
 // them holds it.
-func (s *Store) forkBlob(ctx context.Context, session uuid.UUID, d [32]byte, size int64) (rec []byte, found bool) {
+func (s *Store) forkBlob(ctx context.Context, session uuid.UUID, d [32]byte, size int64) (rec []byte, holder uuid.UUID, found bool) {
 	src := prefixSource{&s.opts, filepath.Join(s.dir, sessionsDir)}
 	id, dir := session, s.sessionDir(session)
 	for range maxForkDepth {
 		m, _, err := readMeta(s.opts.fs, dir, id)
 		if err != nil || m.ForkedFrom == nil {
-			return nil, false
+			return nil, uuid.Nil, false
 		}
 		id = m.ForkedFrom.Session
 		if dir, err = src.restore(id); err != nil {
-			return nil, false
+			return nil, uuid.Nil, false
 		}
 		rec, err := readBlob(s.opts.fs, dir, d, size)
 		if err != nil {
@@ -558,10 +578,10 @@ func (s *Store) forkBlob(ctx context.Context, session uuid.UUID, d [32]byte, siz
 			}
 		}
 		if err == nil {
-			return rec, true
+			return rec, id, true
 		}
 	}
-	return nil, false
+	return nil, uuid.Nil, false
 }
 
 // verifyPrefix resolves the prefix of a fork for Verify; nil for a

@@ -306,18 +306,7 @@ func batchEnd(es []entry, k int) int {
 // and, if its lines moved (the chunks were rewritten), reads them there;
 // if the session is gone (deleted), the error is ErrNotFound.
 func (s *Store) seqBatch(ctx context.Context, session uuid.UUID, p *resolvedPath, seg int, run []entry) ([]Event, error) {
-	evs, err := s.seqBatchSealed(ctx, session, p, seg, run)
-	if len(evs) > 0 {
-		if oerr := s.unsealEvents(ctx, session, evs); oerr != nil {
-			return nil, oerr
-		}
-	}
-	return evs, err
-}
-
-// seqBatchSealed is seqBatch before the records are opened.
-func (s *Store) seqBatchSealed(ctx context.Context, session uuid.UUID, p *resolvedPath, seg int, run []entry) ([]Event, error) {
-	evs, err := s.readBatch(ctx, p.h, p.pre, seg, run)
+	evs, err := s.readBatch(ctx, p.h, p.pre, seg, run) // records opened by readRun
 	if err == nil || seg >= 0 || ctx.Err() != nil || errors.Is(err, ErrClosed) {
 		return evs, err
 	}

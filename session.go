@@ -301,14 +301,6 @@ func (s *Store) Create(ctx context.Context, meta Meta) (Meta, error) {
 		return Meta{}, err // before anything is created
 	}
 	meta.Encrypted = false
-	if f := meta.ForkedFrom; f != nil {
-		if s.opts.Keys != nil {
-			return Meta{}, fmt.Errorf("%w: forks on a Store with Keys are not yet supported", ErrInvalidMeta)
-		}
-		if pm, err := s.meta(ctx, f.Session); err == nil && pm.Encrypted {
-			return Meta{}, fmt.Errorf("%w: session %s is encrypted: forks of encrypted sessions are not yet supported", ErrInvalidMeta, f.Session)
-		}
-	}
 	if s.opts.Keys != nil {
 		// The key record first: an encrypted session always has its
 		// key (makeSessionDir writes it).

@@ -517,11 +517,7 @@ func (s *Store) loadPath(ctx context.Context, session, leaf uuid.UUID, fromHead,
 	if err != nil {
 		return nil, err
 	}
-	out, err := s.readPath(ctx, p)
-	if oerr := s.openEvents(key, session, out); oerr != nil {
-		return nil, oerr
-	}
-	return out, err // with a damaged session's valid prefix
+	return s.readPath(ctx, p) // records opened by readRun
 }
 
 // resolvedPath is a path's index entries, taken from the session's index
