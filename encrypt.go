@@ -43,11 +43,12 @@ import (
 //
 // In clear stay what listing, the tree and recovery need: ids, parents,
 // kinds, roles, times, sizes (of the envelopes), HEAD, lanes and
-// session.json. Previews are not made for encrypted sessions (they would
-// be a record's first 80 bytes in clear). docs/encryption.md states what
-// is not built yet (sealing session.json's name, working directory and
-// model; rewrapping and re-encryption; forks, the remote mode and the
-// inspector on encrypted sessions).
+// session.json (metadata is for listing without a key: docs/encryption.md
+// says why). Previews are not made for encrypted sessions (they would be
+// a record's first 80 bytes in clear). A fork has a key of its own and
+// reads its prefix under its parent's (readRun). docs/encryption.md
+// states what is not built yet (re-encryption under a new data key, the
+// remote mode, sealed previews).
 //
 // Deletion: the key record goes first. A final delete (NoTrash, Purge,
 // the trash's expiry) removes the key record and syncs its directory

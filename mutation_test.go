@@ -487,6 +487,8 @@ var mutations = []mutation{
 		"no record of an encrypted session is stored in clear"},
 	{"leave a deleted session's key record in keys/", "delete.go", "func (s *Store) deleteSession(", "kerr = s.moveKeyIntoSession(id)", "kerr = nil",
 		"a session's key goes to the trash with it and is destroyed with it"},
+	{"open a fork's prefix under the fork's key", "fork.go", "func (s *Store) readRun(", "holder = pre.segs[seg].session", "holder = h.id",
+		"a fork of an encrypted session reads its parent's records"},
 	{"skip the sync after destroying a key record", "encrypt.go", "func shredKeyFile(", "return s.opts.fs.SyncDir(filepath.Dir(path))", "return nil",
 		"a purged session's key is gone for good"},
 }
@@ -503,6 +505,7 @@ var mutationCatchers = map[string]string{
 	"skip the keys directory's sync after moving the key record back":                   "TestEncryptedKeySyncs",
 	"store an encrypted session's records in clear":                                     "TestEncryptedNoPlaintextOnDisk",
 	"leave a deleted session's key record in keys/":                                     "TestEncryptedDeleteIsFinal",
+	"open a fork's prefix under the fork's key":                                         "TestEncryptedFork",
 	"skip the sync after destroying a key record":                                       "TestEncryptedKeySyncs",
 	"skip the local sync of a commit group acknowledged after it":                       "TestDurableLocalPowerLoss",
 	"fork at an event acknowledged after the local sync without waiting for its Create": "TestReviewAckLocalForkAtUnstoredEvent",
