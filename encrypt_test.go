@@ -1091,3 +1091,60 @@ func TestEncryptedFork(t *testing.T) {
 	require.NoError(t, s.Delete(ctx, f.ID))
 	checkEncryptedReads(t, s, parent, all)
 }
+
+// TestEncryptedTreeHasNoPreviews: the nodes of an encrypted session carry
+// no preview, also when its index was rebuilt from its chunks (recovery
+// makes previews from the records there, envelopes in an encrypted
+// session); a plain session's have theirs.
+func TestEncryptedTreeHasNoPreviews(t *testing.T) {
+	ctx := context.Background()
+	m := vfs.NewMemFS()
+	o := Options{Keys: testKeys(t, "local:1", 7)}
+	s := openMem(t, m, o)
+	meta, err := s.Create(ctx, Meta{})
+	require.NoError(t, err)
+	for i := range 3 {
+		_, err := s.Append(ctx, meta.ID, UserText(secret(i)))
+		require.NoError(t, err)
+	}
+	require.NoError(t, s.Close())
+	require.NoError(t, m.Remove(sessionPath(meta.ID, indexName))) // rebuilt at the next open
+	s = openMem(t, m, o)
+	defer s.Close()
+	check := func(what string, ns []Node) {
+		t.Helper()
+		require.Len(t, ns, 3, what)
+		for _, n := range ns {
+			assert.Empty(t, n.Preview, what)
+		}
+	}
+	tree, err := s.Tree(ctx, meta.ID)
+	require.NoError(t, err)
+	check("Tree", tree)
+	var seq []Node
+	for n, err := range s.TreeSeq(ctx, meta.ID) {
+		require.NoError(t, err)
+		seq = append(seq, n)
+	}
+	check("TreeSeq", seq)
+	roots, err := s.Children(ctx, meta.ID, uuid.Nil)
+	require.NoError(t, err)
+	kids, err := s.Children(ctx, meta.ID, roots[0].ID)
+	require.NoError(t, err)
+	kids2, err := s.Children(ctx, meta.ID, kids[0].ID)
+	require.NoError(t, err)
+	check("Children", slices.Concat(roots, kids, kids2))
+
+	plain, err := s.Create(ctx, Meta{}) // made by a Store with Keys: encrypted too
+	require.NoError(t, err)
+	require.True(t, plain.Encrypted)
+	p := openMem(t, vfs.NewMemFS(), Options{})
+	defer p.Close()
+	pm, err := p.Create(ctx, Meta{})
+	require.NoError(t, err)
+	_, err = p.Append(ctx, pm.ID, UserText(secret(0)))
+	require.NoError(t, err)
+	ptree, err := p.Tree(ctx, pm.ID)
+	require.NoError(t, err)
+	assert.Equal(t, secret(0), ptree[0].Preview, "a plain session's preview")
+}

@@ -131,6 +131,7 @@ func (s *Store) TreeSeq(ctx context.Context, session uuid.UUID) iter.Seq2[Node, 
 				if ferr == nil {
 					stop := min(pos+treeBatch, int(h.ByID[end])+1)
 					buf = nodes(buf[:0], h.Entries[pos:stop])
+					h.sealNodes(buf)
 					pos, last = stop, h.Entries[stop-1].ID
 				}
 				return nil

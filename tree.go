@@ -49,9 +49,22 @@ func (s *Store) Tree(ctx context.Context, session uuid.UUID) ([]Node, error) {
 		out = make([]Node, len(prefix), len(prefix)+len(h.Entries))
 		copy(out, prefix)
 		out = nodes(out, h.Entries)
+		h.sealNodes(out)
 		return nil
 	})
 	return out, err
+}
+
+// sealNodes clears the previews of ns, nodes of h, when h is encrypted:
+// an index entry rebuilt from a chunk line (recovery) makes its preview
+// from the record there, which in an encrypted session is the envelope
+// (encrypt.go), not text. h.mu is held.
+func (h *openSession) sealNodes(ns []Node) {
+	if h.meta.Encrypted {
+		for i := range ns {
+			ns[i].Preview = ""
+		}
+	}
 }
 
 // Children returns the direct children of an event, in append order,
@@ -84,6 +97,7 @@ func (s *Store) Children(ctx context.Context, session, id uuid.UUID) ([]Node, er
 				out = append(out, nodeOf(&h.Entries[i]))
 			}
 		}
+		h.sealNodes(out)
 		return nil
 	})
 	return out, err
