@@ -525,53 +525,70 @@ func TestEncryptedCreateCrashPoints(t *testing.T) {
 	ctx := context.Background()
 	o := Options{Keys: testKeys(t, "local:1", 7)}
 	id := uuid.MustParse("01a02f3f-a89d-7d25-b4ac-ac89a183258d")
-	points := 0
+	points := crashPoints(t, func(m *vfs.MemFS) (func() error, func()) {
+		s := openMem(t, m, o)
+		return func() error {
+			_, err := s.Create(ctx, Meta{ID: id})
+			if err == nil {
+				_, err = s.Append(ctx, id, UserText(secret(0)))
+			}
+			return err
+		}, func() { s.Close() }
+	}, func(state string, c *vfs.MemFS) {
+		s := openMem(t, c, o)
+		if _, err := s.Meta(ctx, id); err == nil {
+			evs, err := s.Load(ctx, id)
+			require.NoError(t, err, state)
+			for _, ev := range evs {
+				assert.JSONEq(t, string(UserText(secret(0)).Record), string(ev.Record), state)
+			}
+			_, err = s.Append(ctx, id, UserText("more"))
+			require.NoError(t, err, state)
+		} else {
+			require.ErrorIs(t, err, ErrNotFound, state)
+			_, err := s.Create(ctx, Meta{ID: id})
+			require.NoError(t, err, state)
+		}
+		require.NoError(t, s.Close())
+	})
+	t.Logf("%d crash points", points)
+	require.GreaterOrEqual(t, points, 4, "the key record, its directory, the session's files")
+}
+
+// crashPoints runs the operation setup makes on a fresh MemFS with the
+// power cut at its first mutating operation, then at its second, and so
+// on, until it runs to its end, which must succeed; after each cut it
+// calls check on what a crash leaves, in every crash mode. done (setup's
+// second result) runs after the operation, with no fault. It returns the
+// number of crash points.
+func crashPoints(t *testing.T, setup func(m *vfs.MemFS) (op func() error, done func()), check func(state string, c *vfs.MemFS)) int {
+	t.Helper()
 	for k := 1; ; k++ {
 		m := vfs.NewMemFS()
-		s := openMem(t, m, o)
+		op, done := setup(m)
 		n := 0
-		m.SetFault(func(op vfs.Op, path string) error {
-			if vfs.Mutating(op) {
+		m.SetFault(func(o vfs.Op, path string) error {
+			if vfs.Mutating(o) {
 				if n++; n == k {
 					return vfs.ErrPowerLoss
 				}
 			}
 			return nil
 		})
-		_, err := s.Create(ctx, Meta{ID: id})
-		if err == nil {
-			_, err = s.Append(ctx, id, UserText(secret(0)))
-		}
+		err := op()
 		m.SetFault(nil)
-		s.Close()
+		done()
 		if m.PowerCut() == nil {
-			require.NoError(t, err)
-			break
+			require.NoError(t, err, "without a power cut the operation succeeds")
+			return k - 1
 		}
-		points++
 		m.PowerOff()
 		for _, mode := range vfs.CrashModes {
-			state := fmt.Sprintf("crash point %d (%v), %s", k, m.PowerCut(), mode)
-			s := openMem(t, m.CrashClone(mode, uint64(k)), o)
-			if _, err := s.Meta(ctx, id); err == nil {
-				evs, err := s.Load(ctx, id)
-				require.NoError(t, err, state)
-				for _, ev := range evs {
-					assert.JSONEq(t, string(UserText(secret(0)).Record), string(ev.Record), state)
-				}
-				_, err = s.Append(ctx, id, UserText("more"))
-				require.NoError(t, err, state)
-			} else {
-				require.ErrorIs(t, err, ErrNotFound, state)
-				_, err := s.Create(ctx, Meta{ID: id})
-				require.NoError(t, err, state)
-			}
-			require.NoError(t, s.Close())
+			check(fmt.Sprintf("crash point %d (%v), %s", k, m.PowerCut(), mode), m.CrashClone(mode, uint64(k)))
 		}
 	}
-	t.Logf("%d crash points", points)
-	require.GreaterOrEqual(t, points, 4, "the key record, its directory, the session's files")
 }
+
 
 // FuzzOpenRecord: the envelope decoder never panics and refuses what the
 // key did not seal with errEnvelope; and any bytes sealed as a record
@@ -764,45 +781,25 @@ func TestRewrapCrashPoints(t *testing.T) {
 	require.NoError(t, err)
 	onlyB, err := NewLocalKeys("kek:b", map[string][]byte{"kek:b": b})
 	require.NoError(t, err)
-	points := 0
-	for k := 1; ; k++ {
-		m := vfs.NewMemFS()
+	var id uuid.UUID
+	var all []Event
+	points := crashPoints(t, func(m *vfs.MemFS) (func() error, func()) {
 		s := openMem(t, m, encOptions(old))
-		id, all := encryptedWorkload(t, s)
+		id, all = encryptedWorkload(t, s)
 		require.NoError(t, s.Close())
 		s = openMem(t, m, encOptions(both))
-		n := 0
-		m.SetFault(func(op vfs.Op, path string) error {
-			if vfs.Mutating(op) {
-				if n++; n == k {
-					return vfs.ErrPowerLoss
-				}
-			}
-			return nil
-		})
-		_, err := s.Rewrap(ctx)
-		m.SetFault(nil)
-		s.Close()
-		if m.PowerCut() == nil {
-			require.NoError(t, err)
-			break
-		}
-		points++
-		m.PowerOff()
-		for _, mode := range vfs.CrashModes {
-			state := fmt.Sprintf("crash point %d (%v), %s", k, m.PowerCut(), mode)
-			c := m.CrashClone(mode, uint64(k))
-			s := openMem(t, c, encOptions(both))
-			_, err := s.Load(ctx, id)
-			require.NoError(t, err, state)
-			_, err = s.Rewrap(ctx)
-			require.NoError(t, err, state)
-			require.NoError(t, s.Close())
-			s = openMem(t, c, encOptions(onlyB))
-			checkEncryptedReads(t, s, id, all)
-			require.NoError(t, s.Close())
-		}
-	}
+		return func() error { _, err := s.Rewrap(ctx); return err }, func() { s.Close() }
+	}, func(state string, c *vfs.MemFS) {
+		s := openMem(t, c, encOptions(both))
+		_, err := s.Load(ctx, id)
+		require.NoError(t, err, state)
+		_, err = s.Rewrap(ctx)
+		require.NoError(t, err, state)
+		require.NoError(t, s.Close())
+		s = openMem(t, c, encOptions(onlyB))
+		checkEncryptedReads(t, s, id, all)
+		require.NoError(t, s.Close())
+	})
 	t.Logf("%d crash points", points)
 	require.GreaterOrEqual(t, points, 2, "the record's temporary file, its rename")
 }
@@ -902,23 +899,14 @@ func TestEncryptedByteFlips(t *testing.T) {
 	require.NoError(t, s.Close())
 
 	var files []string
-	var walk func(dir string)
-	walk = func(dir string) {
-		names, err := m.ReadDir(dir)
-		require.NoError(t, err)
-		for _, n := range names {
-			p := filepath.Join(dir, n)
-			info, err := m.Stat(p)
-			require.NoError(t, err)
-			if info.IsDir() {
-				walk(p)
-			} else {
-				files = append(files, p)
+	for _, dir := range []string{sessionPath(meta.ID, chunksDir), sessionPath(meta.ID, blobsDir)} {
+		for rel := range memFiles(t, m, dir) {
+			if !strings.HasSuffix(rel, "/") { // a directory
+				files = append(files, dir+rel)
 			}
 		}
 	}
-	walk(sessionPath(meta.ID, chunksDir))
-	walk(sessionPath(meta.ID, blobsDir))
+	slices.Sort(files)
 	files = append(files, filepath.Join(memRoot, keysDir, meta.ID.String()+".json"))
 	kinds := map[string]int{}
 	for _, f := range files {
@@ -981,56 +969,39 @@ func TestEncryptedDeleteCrashPoints(t *testing.T) {
 		if final {
 			o.TrashFor = NoTrash
 		}
-		points, keyless := 0, 0
-		for k := 1; ; k++ {
-			m := vfs.NewMemFS()
-			victim, other, want := trashWorkload(t, m, o)
+		keyless := 0
+		var victim, other uuid.UUID
+		var want []Event
+		points := crashPoints(t, func(m *vfs.MemFS) (func() error, func()) {
+			victim, other, want = trashWorkload(t, m, o)
 			s := openMem(t, m, o)
-			n := 0
-			m.SetFault(func(op vfs.Op, path string) error {
-				if vfs.Mutating(op) {
-					if n++; n == k {
-						return vfs.ErrPowerLoss
-					}
+			return func() error { return s.Delete(ctx, victim) }, func() { s.Close() }
+		}, func(state string, c *vfs.MemFS) {
+			state = fmt.Sprintf("final %v, %s", final, state)
+			s := openMem(t, c, o)
+			_, err := s.Meta(ctx, victim)
+			switch {
+			case err == nil:
+				if _, lerr := s.Load(ctx, victim); lerr != nil {
+					require.True(t, final, "%s: a delete to the trash left the session without its key: %v", state, lerr)
+					var ke *KeyError
+					require.ErrorAs(t, lerr, &ke, state)
+					keyless++
+					require.NoError(t, s.Delete(ctx, victim), state)
+					break
 				}
-				return nil
-			})
-			err := s.Delete(ctx, victim)
-			m.SetFault(nil)
-			s.Close()
-			if m.PowerCut() == nil {
-				require.NoError(t, err)
-				break
+				checkSessionWhole(t, state, s, victim, want)
+			case slices.Contains(trashIDs(t, s), victim):
+				require.False(t, final, state)
+				require.NoError(t, s.Undelete(ctx, victim), state)
+				checkSessionWhole(t, state, s, victim, want)
+			default:
+				require.ErrorIs(t, err, ErrNotFound, state)
 			}
-			points++
-			m.PowerOff()
-			for _, mode := range vfs.CrashModes {
-				state := fmt.Sprintf("final %v, crash point %d (%v), %s", final, k, m.PowerCut(), mode)
-				s := openMem(t, m.CrashClone(mode, uint64(k)), o)
-				_, err := s.Meta(ctx, victim)
-				switch {
-				case err == nil:
-					if _, lerr := s.Load(ctx, victim); lerr != nil {
-						require.True(t, final, "%s: a delete to the trash left the session without its key: %v", state, lerr)
-						var ke *KeyError
-						require.ErrorAs(t, lerr, &ke, state)
-						keyless++
-						require.NoError(t, s.Delete(ctx, victim), state)
-						break
-					}
-					checkSessionWhole(t, state, s, victim, want)
-				case slices.Contains(trashIDs(t, s), victim):
-					require.False(t, final, state)
-					require.NoError(t, s.Undelete(ctx, victim), state)
-					checkSessionWhole(t, state, s, victim, want)
-				default:
-					require.ErrorIs(t, err, ErrNotFound, state)
-				}
-				_, err = s.Load(ctx, other)
-				require.NoError(t, err, state)
-				require.NoError(t, s.Close())
-			}
-		}
+			_, err = s.Load(ctx, other)
+			require.NoError(t, err, state)
+			require.NoError(t, s.Close())
+		})
 		t.Logf("final %v: %d crash points, %d states without the key", final, points, keyless)
 		require.GreaterOrEqual(t, points, 3)
 	}
