@@ -58,8 +58,9 @@ type deferredSessions struct {
 type deferredSession struct {
 	mu   sync.Mutex
 	meta Meta
-	made bool  // its files are made; it is no longer deferred
-	lost error // another writer made the id first (or its fork's parent is gone): the answer to every write; written with both mutexes held
+	key  *sessionKey // an encrypted session's new key, written when its files are made (encrypt.go)
+	made bool        // its files are made; it is no longer deferred
+	lost error       // another writer made the id first (or its fork's parent is gone): the answer to every write; written with both mutexes held
 }
 
 // lose records err as the answer to every write of e, with e.mu held.
@@ -119,7 +120,7 @@ func (d *deferredSessions) remove(id uuid.UUID, e *deferredSession) {
 
 // deferCreate is Create under Options.DeferCreate, for checked metadata,
 // inside a call Close waits for. It writes nothing.
-func (s *Store) deferCreate(ctx context.Context, meta Meta) (Meta, error) {
+func (s *Store) deferCreate(ctx context.Context, meta Meta, key *sessionKey) (Meta, error) {
 	exists := fmt.Errorf("%w: session %s", ErrExists, meta.ID)
 	if s.reg.lookup(meta.ID) != nil {
 		return Meta{}, exists
@@ -145,7 +146,7 @@ func (s *Store) deferCreate(ctx context.Context, meta Meta) (Meta, error) {
 		if d.m == nil {
 			d.m = map[uuid.UUID]*deferredSession{}
 		}
-		d.m[meta.ID] = &deferredSession{meta: meta.clone()}
+		d.m[meta.ID] = &deferredSession{meta: meta.clone(), key: key}
 		return nil
 	}
 	if f := meta.ForkedFrom; f != nil {
@@ -193,10 +194,11 @@ func (s *Store) materialize(ctx context.Context, id uuid.UUID) error {
 		// (createNow would answer ErrLocked), but it is not ours.
 		err = fmt.Errorf("%w: session %s", ErrExists, id)
 	} else {
-		_, err = s.createNow(ctx, e.meta)
+		_, err = s.createNow(ctx, e.meta, e.key)
 	}
 	switch {
 	case err == nil:
+		s.cacheKey(id, e.key)
 	case errors.Is(err, ErrExists):
 		s.deferred.lose(e, fmt.Errorf("%w: session %s, created deferred here, was made first by another writer", ErrExists, id))
 		return e.lost

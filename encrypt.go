@@ -117,11 +117,42 @@ func (o *onceOK) Do(f func() error) error {
 	return err
 }
 
-// keyCache holds, per session a Store has touched, its *sessionKey, or
-// plainSession for a session that is not encrypted.
+// keyCache holds, per session a Store has touched, a cachedKey: its
+// *sessionKey, or plainSession for a session that is not encrypted, with
+// the stamp of its key record when it was read. An entry is used only
+// while the stamp is the same, so that a session deleted and made again
+// under its id by another Store or process (a new key record, or one
+// where there was none) is read again, never sealed or opened under a
+// key that is no longer its own.
 type keyCache struct{ m sync.Map }
 
+type cachedKey struct {
+	k     *sessionKey
+	stamp keyStamp
+	// h is the session's open session in the registry when the entry was
+	// made: while that one stays open in a writable Store, it holds the
+	// session's lock, and the entry is used without a stat.
+	h *openSession
+}
+
+// keyStamp is what a Stat says of a key record: whether it exists, its
+// size and modification time.
+type keyStamp struct {
+	exists bool
+	size   int64
+	mod    int64
+}
+
 var plainSession = &sessionKey{}
+
+// keyStampOf stats session's key record in keys/.
+func (s *Store) keyStampOf(session uuid.UUID) keyStamp {
+	info, err := s.opts.fs.Stat(s.keyPath(session))
+	if err != nil {
+		return keyStamp{}
+	}
+	return keyStamp{exists: true, size: info.Size(), mod: info.ModTime().UnixNano()}
+}
 
 // wrapContext is the context a session's data key is wrapped with.
 func wrapContext(session uuid.UUID) []byte {
@@ -157,22 +188,19 @@ func (s *Store) newSessionKey(ctx context.Context, session uuid.UUID) (*sessionK
 	}, nil
 }
 
-// writeKeyRecord durably writes the key record of the new encrypted
-// session of meta, replacing one a purged session of its id left, with
-// the catalogue's lock held and before the session's directory is made
-// (makeSessionDir): an encrypted session always has its key. The keys
-// directory is made and synced into the root on first use.
-func (s *Store) writeKeyRecord(meta *Meta) error {
-	if !meta.Encrypted {
-		return nil
-	}
-	v, ok := s.newKeys.Load(meta.ID)
-	if !ok {
-		v, ok = s.keys.m.Load(meta.ID) // a deferred session's, made at its first write
-	}
-	k, _ := v.(*sessionKey)
-	if !ok || k == plainSession || len(k.created.Keys) == 0 {
-		return &KeyError{Session: meta.ID, Err: fmt.Errorf("%w: the new session's key was dropped before its files were made", ErrKeyUnavailable)}
+// writeKeyRecord durably writes key's record, the key of the new
+// encrypted session id, with the catalogue's lock held and before the
+// session's directory is made (makeSessionDir): an encrypted session
+// always has its key. A record a crashed Create or a purge left with no
+// directory is replaced; when the directory exists too, another Create of
+// the id (in another Store) is making it, and skip says so: this Create
+// fails without touching that session's key. The keys directory is made
+// and synced into the root on first use.
+func (s *Store) writeKeyRecord(id uuid.UUID, key *sessionKey) (skip bool, err error) {
+	if _, err := s.opts.fs.Stat(s.keyPath(id)); err == nil {
+		if _, err := s.opts.fs.Stat(s.sessionDir(id)); err == nil {
+			return true, nil
+		}
 	}
 	dir := filepath.Join(s.dir, keysDir)
 	if err := s.keysDirMade.Do(func() error {
@@ -184,12 +212,20 @@ func (s *Store) writeKeyRecord(meta *Meta) error {
 		}
 		return s.opts.fs.SyncDir(s.dir)
 	}); err != nil {
-		return fmt.Errorf("sessionstore: keys directory: %w", err)
+		return false, fmt.Errorf("sessionstore: keys directory: %w", err)
 	}
-	if err := seal.WriteRecord(s.opts.fs, dir, meta.ID.String()+".json", k.created, 0o600); err != nil {
-		return fmt.Errorf("sessionstore: key record of session %s: %w", meta.ID, err)
+	if err := seal.WriteRecord(s.opts.fs, dir, id.String()+".json", key.created, 0o600); err != nil {
+		return false, fmt.Errorf("sessionstore: key record of session %s: %w", id, err)
 	}
-	return nil
+	return false, nil
+}
+
+// cacheKey records that this Store made session id with key (nil: plain).
+func (s *Store) cacheKey(id uuid.UUID, key *sessionKey) {
+	if key == nil {
+		key = plainSession
+	}
+	s.keys.m.Store(id, cachedKey{k: key, stamp: s.keyStampOf(id), h: s.reg.lookup(id)})
 }
 
 // loadSessionKey reads the key record of an encrypted session and
@@ -231,14 +267,48 @@ func (s *Store) loadSessionKey(ctx context.Context, session uuid.UUID) (*session
 // that is not encrypted. It reads session.json and the key record once
 // per session and Store. It is called inside a call that has begun.
 func (s *Store) recordKey(ctx context.Context, session uuid.UUID) (*sessionKey, error) {
-	if v, ok := s.keys.m.Load(session); ok {
-		if k := v.(*sessionKey); k != plainSession {
-			return k, nil
-		}
-		return nil, nil
-	}
 	if s.opts.Remote != nil {
 		return nil, nil // not yet in the remote mode (Options.Keys)
+	}
+	if e := s.deferred.get(session); e != nil {
+		// Deferred in this Store: its key is the one its Create made,
+		// until its files are made (materialize caches it) or another
+		// writer made the id first (then this Store's writes fail, and
+		// its reads read that writer's session).
+		e.mu.Lock()
+		k, made, lost := e.key, e.made, e.lost
+		e.mu.Unlock()
+		if !made && lost == nil {
+			if _, err := s.opts.fs.Stat(filepath.Join(s.sessionDir(session), metaFile)); err != nil {
+				return k, nil
+			}
+			// Files another writer made: theirs decide, as for reads.
+		}
+	}
+	if v, ok := s.keys.m.Load(session); ok && !s.opts.ReadOnly {
+		// Open in this writable Store since the entry was made: it
+		// holds the session's lock, so no other writer deleted it and
+		// made it again meanwhile (a Delete here forgets the key). No
+		// stat on the append path.
+		if c := v.(cachedKey); c.h != nil && c.h == s.reg.lookup(session) {
+			if c.k != plainSession {
+				return c.k, nil
+			}
+			return nil, nil
+		}
+	}
+	stamp := s.keyStampOf(session)
+	if v, ok := s.keys.m.Load(session); ok {
+		if c := v.(cachedKey); c.stamp == stamp {
+			if h := s.reg.lookup(session); h != c.h {
+				c.h = h // open again: no stat while it stays open
+				s.keys.m.Store(session, c)
+			}
+			if c.k == plainSession {
+				return nil, nil
+			}
+			return c.k, nil
+		}
 	}
 	enc, ok := s.reg.encrypted(session)
 	if !ok {
@@ -249,14 +319,14 @@ func (s *Store) recordKey(ctx context.Context, session uuid.UUID) (*sessionKey, 
 		enc = m.Encrypted
 	}
 	if !enc {
-		s.keys.m.Store(session, plainSession)
+		s.keys.m.Store(session, cachedKey{k: plainSession, stamp: stamp, h: s.reg.lookup(session)})
 		return nil, nil
 	}
 	k, err := s.loadSessionKey(ctx, session)
 	if err != nil {
 		return nil, err
 	}
-	s.keys.m.Store(session, k)
+	s.keys.m.Store(session, cachedKey{k: k, stamp: stamp, h: s.reg.lookup(session)})
 	return k, nil
 }
 
@@ -481,6 +551,28 @@ func (s *Store) Rewrap(ctx context.Context) (RewrapReport, error) {
 		done, err := s.rewrapSession(ctx, id)
 		rep.add(id, done, err)
 	}
+	// A record a Delete to the trash moved into a session's directory
+	// before the move of the directory failed or a crash cut it short
+	// (or an Undelete's before it moved the record back): moved back to
+	// keys/ and rewrapped there.
+	ids, err := s.opts.fs.ReadDir(filepath.Join(s.dir, sessionsDir))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return rep, err
+	}
+	for _, n := range ids {
+		if err := ctx.Err(); err != nil {
+			return rep, err
+		}
+		id, err := uuid.Parse(n)
+		if err != nil || id.String() != n {
+			continue
+		}
+		if _, err := s.opts.fs.Stat(filepath.Join(s.sessionDir(id), keptKeyFile)); err != nil {
+			continue
+		}
+		done, err := s.rewrapSession(ctx, id)
+		rep.add(id, done, err)
+	}
 	// The trash's entries: each record is rewritten inside its entry,
 	// which a Purge or an Undelete meanwhile moves away, failing the
 	// write (the record is never brought back where it was).
@@ -533,7 +625,12 @@ func (s *Store) rewrapSession(ctx context.Context, id uuid.UUID) (bool, error) {
 	defer lk.Close()
 	path := s.keyPath(id)
 	if _, err := s.opts.fs.Stat(path); err != nil {
-		return false, nil // deleted meanwhile
+		if err := s.moveKeyOutOfSession(id); err != nil { // left there by a Delete cut short
+			return false, err
+		}
+		if _, err := s.opts.fs.Stat(path); err != nil {
+			return false, nil // deleted meanwhile
+		}
 	}
 	s.forgetKey(id)
 	return s.rewrapFile(ctx, id, path)

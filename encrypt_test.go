@@ -589,7 +589,6 @@ func crashPoints(t *testing.T, setup func(m *vfs.MemFS) (op func() error, done f
 	}
 }
 
-
 // FuzzOpenRecord: the envelope decoder never panics and refuses what the
 // key did not seal with errEnvelope; and any bytes sealed as a record
 // open to themselves.
@@ -1024,10 +1023,7 @@ func TestEncryptedFork(t *testing.T) {
 	f, err := s.Fork(ctx, parent, at.ID)
 	require.NoError(t, err)
 	require.True(t, f.Encrypted)
-	var fevs []Event
-	for _, ev := range all[:3] {
-		fevs = append(fevs, ev)
-	}
+	fevs := slices.Clone(all[:3])
 	own, err := s.Append(ctx, f.ID, UserText(secret(7)))
 	require.NoError(t, err)
 	fevs = append(fevs, own)
@@ -1118,4 +1114,41 @@ func TestEncryptedTreeHasNoPreviews(t *testing.T) {
 	ptree, err := p.Tree(ctx, pm.ID)
 	require.NoError(t, err)
 	assert.Equal(t, secret(0), ptree[0].Preview, "a plain session's preview")
+}
+
+// TestEncryptedKeyCacheAcrossStores: a Store that read a session's key
+// does not go on using it once another Store deleted the session and made
+// it again under its id (a new key): it reads the new session's records,
+// and what it appends the other Store reads.
+func TestEncryptedKeyCacheAcrossStores(t *testing.T) {
+	ctx := context.Background()
+	m := vfs.NewMemFS()
+	o := encOptions(testKeys(t, "local:1", 7))
+	o.TrashFor = NoTrash
+	a := openMem(t, m, o)
+	defer a.Close()
+	b := openMem(t, m, o)
+	defer b.Close()
+	meta, err := a.Create(ctx, Meta{})
+	require.NoError(t, err)
+	_, err = a.Append(ctx, meta.ID, UserText(secret(0)))
+	require.NoError(t, err)
+	require.NoError(t, a.CloseSession(ctx, meta.ID))
+
+	require.NoError(t, b.Delete(ctx, meta.ID))
+	_, err = b.Create(ctx, Meta{ID: meta.ID})
+	require.NoError(t, err)
+	again, err := b.Append(ctx, meta.ID, UserText(secret(1)))
+	require.NoError(t, err)
+	require.NoError(t, b.CloseSession(ctx, meta.ID))
+
+	got, err := a.Event(ctx, meta.ID, again.ID)
+	require.NoError(t, err, "the new session's key, not the cached one")
+	assert.Equal(t, string(again.Record), string(got.Record))
+	more, err := a.Append(ctx, meta.ID, UserText(secret(2)))
+	require.NoError(t, err)
+	require.NoError(t, a.CloseSession(ctx, meta.ID))
+	got, err = b.Event(ctx, meta.ID, more.ID)
+	require.NoError(t, err)
+	assert.Equal(t, string(more.Record), string(got.Record))
 }

@@ -528,7 +528,8 @@ func (s *Store) forkEvent(ctx context.Context, h *openSession, id uuid.UUID) (ev
 			return ev, err
 		}
 		evs := []Event{ev} // the parent's record, under its key
-		return evs[0], s.unsealEvents(ctx, pre.segs[st.seg].session, evs)
+		err = s.unsealEvents(ctx, pre.segs[st.seg].session, evs)
+		return evs[0], err
 	}
 	if ev, err = read(pre, &st.e); err == nil {
 		return ev, true, nil

@@ -301,40 +301,32 @@ func (s *Store) Create(ctx context.Context, meta Meta) (Meta, error) {
 		return Meta{}, err // before anything is created
 	}
 	meta.Encrypted = false
+	var key *sessionKey
 	if s.opts.Keys != nil {
 		// The key record first: an encrypted session always has its
 		// key (makeSessionDir writes it).
-		k, err := s.newSessionKey(ctx, meta.ID)
-		if err != nil {
+		var err error
+		if key, err = s.newSessionKey(ctx, meta.ID); err != nil {
 			return Meta{}, err
 		}
 		meta.Encrypted = true
-		s.newKeys.Store(meta.ID, k)
-		defer s.newKeys.Delete(meta.ID)
 	}
-	var out Meta
-	var err error
 	if s.opts.DeferCreate {
-		out, err = s.deferCreate(ctx, meta)
-	} else {
-		out, err = s.createNow(ctx, meta)
+		return s.deferCreate(ctx, meta, key) // the key cached when its files are made
 	}
+	out, err := s.createNow(ctx, meta, key)
 	if err == nil {
-		if v, ok := s.newKeys.Load(meta.ID); ok {
-			s.keys.m.Store(meta.ID, v)
-		} else {
-			s.keys.m.Store(meta.ID, plainSession)
-		}
+		s.cacheKey(meta.ID, key)
 	}
 	return out, err
 }
 
 // createNow makes the session's files for Create, or for the first write
 // of a deferred session (defer.go), inside a call Close waits for.
-func (s *Store) createNow(ctx context.Context, meta Meta) (Meta, error) {
+func (s *Store) createNow(ctx context.Context, meta Meta, key *sessionKey) (Meta, error) {
 	// The catalogue's pending record comes first, and the session
 	// directory with it, under its lock (internal/catalogue, the protocol).
-	if err := s.cat.willWrite(meta.ID, func() (bool, error) { return s.makeSessionDir(&meta) }); err != nil {
+	if err := s.cat.willWrite(meta.ID, func() (bool, error) { return s.makeSessionDir(meta.ID, key) }); err != nil {
 		return Meta{}, err
 	}
 	h, err := s.reg.acquire(ctx, meta.ID, &meta)
@@ -372,13 +364,15 @@ func (s *Store) createNow(ctx context.Context, meta Meta) (Meta, error) {
 // makeSessionDir makes a new session's directory for Create, with the
 // catalogue's lock held; skip says the session exists, so that Create
 // will fail (ErrExists, ErrLocked) without writing.
-func (s *Store) makeSessionDir(meta *Meta) (skip bool, err error) {
-	dir := s.sessionDir(meta.ID)
+func (s *Store) makeSessionDir(id uuid.UUID, key *sessionKey) (skip bool, err error) {
+	dir := s.sessionDir(id)
 	if _, err := s.opts.fs.Stat(filepath.Join(dir, metaFile)); err == nil {
 		return true, nil
 	}
-	if err := s.writeKeyRecord(meta); err != nil {
-		return false, err
+	if key != nil {
+		if skip, err := s.writeKeyRecord(id, key); skip || err != nil {
+			return skip, err
+		}
 	}
 	return false, s.opts.fs.MkdirAll(dir, s.opts.DirMode)
 }

@@ -47,7 +47,6 @@ type Store struct {
 	deferred deferredSessions // created under Options.DeferCreate, not yet written (defer.go)
 
 	keys         keyCache          // the data keys of sessions touched (encrypt.go)
-	newKeys      sync.Map          // the keys of sessions being created, until made (encrypt.go)
 	keysDirMade  onceOK            // the keys directory made and synced
 	sessionsSync durable.Coalescer // the sessions directory's syncs of concurrent Creates (session.go)
 
@@ -712,7 +711,8 @@ func (s *Store) Event(ctx context.Context, session, id uuid.UUID) (Event, error)
 		return ev, err
 	}
 	evs := []Event{ev}
-	return evs[0], s.unsealEvents(ctx, session, evs)
+	err = s.unsealEvents(ctx, session, evs)
+	return evs[0], err
 }
 
 // forEach is parallel.ForEach (internal/parallel), under the engine's name.

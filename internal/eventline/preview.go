@@ -175,10 +175,34 @@ func PreviewOf(k KindCode, rec []byte) Preview {
 		}
 	}
 	w = previewBuilder{}
-	if i := jsonSpace(rec, 0); kind == KindCustom || i >= len(rec) || rec[i] != '{' {
+	if i := jsonSpace(rec, 0); (kind == KindCustom || i >= len(rec) || rec[i] != '{') && !Sealed(rec) {
 		w.jsonText(rec)
 	}
 	return w.p
+}
+
+// minSealed is the length of the shortest record Sealed reports: the
+// quotes and the base64 of a generation, a nonce, a flag byte and a tag.
+const minSealed = 2 + (4+12+1+16+2)/3*4
+
+// Sealed reports whether rec has the form of an encrypted session's
+// record as stored (the root's encrypt.go: a JSON string holding the
+// base64 of the sealed bytes), which has no text to preview: an index
+// entry rebuilt from its chunk line gets none. A plain record of that
+// form (a string of base64 alone) loses its preview with it.
+func Sealed(rec []byte) bool {
+	n := len(rec)
+	if n < minSealed || rec[0] != '"' || rec[n-1] != '"' || (n-2)%4 != 0 {
+		return false
+	}
+	for _, c := range rec[1 : n-1] {
+		switch {
+		case c >= 'A' && c <= 'Z', c >= 'a' && c <= 'z', c >= '0' && c <= '9', c == '+', c == '/', c == '=':
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // jsonNonEmpty adds v, a JSON string, when it has text, and reports

@@ -218,3 +218,27 @@ func FuzzReviewPreviewMember(f *testing.F) {
 		assert.Equal(t, e, got)
 	})
 }
+
+// TestSealed: the form of an encrypted session's stored record is
+// recognized, and has no preview; other strings and objects are not.
+func TestSealed(t *testing.T) {
+	env := `"` + strings.Repeat("AbC+/09z", 6) + `"`
+	for _, c := range []struct {
+		rec  string
+		want bool
+	}{
+		{env, true},
+		{`"` + strings.Repeat("A", 42) + `=="`, true},
+		{`"` + strings.Repeat("A", 40) + `"`, false},             // too short for a sealed record
+		{`"` + strings.Repeat("A", 45) + `"`, false},             // not a multiple of 4
+		{`"` + strings.Repeat("A", 43) + ` "`, false},            // a space
+		{`"` + strings.Repeat("A", 42) + `\n"`, false},           // an escape
+		{`{"content":"` + strings.Repeat("A", 48) + `"}`, false}, // an object
+		{`"hello world, a custom record's text that is long enough"`, false},
+	} {
+		assert.Equal(t, c.want, Sealed([]byte(c.rec)), c.rec)
+	}
+	sealed, plain := PreviewOf(KindCustom, []byte(env)), PreviewOf(KindCustom, []byte(`"plain text"`))
+	assert.Empty(t, sealed.String(), "no preview for a sealed record")
+	assert.Equal(t, "plain text", plain.String())
+}
