@@ -372,7 +372,7 @@ func (k *sessionKey) openRecord(env []byte) ([]byte, error) {
 		return nil, fmt.Errorf("%w: not an envelope", errEnvelope)
 	}
 	raw, err := base64.StdEncoding.Strict().AppendDecode(make([]byte, 0, base64.StdEncoding.DecodedLen(len(env)-2)), env[1:len(env)-1])
-	if err != nil || len(raw) < 4 {
+	if err != nil || len(raw) < 4+seal.Overhead {
 		return nil, fmt.Errorf("%w: not an envelope", errEnvelope)
 	}
 	gen := binary.BigEndian.Uint32(raw)
