@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -102,6 +104,15 @@ func applyDead(ctx context.Context, fsys vfs.FS, root, owner, prefix string, dea
 	log, err := dead.read(fsys, root, c, owner)
 	if errors.Is(err, fs.ErrNotExist) {
 		return false, c.Remove() // removed meanwhile: only its lock files were left
+	}
+	if errors.Is(err, ErrNoHeader) && allZeros(fsys, WALPath(root, owner)) {
+		// What a crash during Create leaves (nothing, or zeros, and no
+		// header yet): a session's marker may already name the owner
+		// (its Store marks sessions while the journal is being made),
+		// but no Commit used a journal before its header was durable
+		// (Create), so there is nothing to apply. A journal with other
+		// bytes and no valid header was used and is damaged: the error.
+		return true, c.Remove()
 	}
 	if err != nil {
 		return false, err
@@ -291,4 +302,30 @@ func sessionOfPath(p string) (string, bool) {
 		return "", false
 	}
 	return p[:len(layout.SessionsDir)+1+i+1], true
+}
+
+// allZeros reports whether the file at path holds zero bytes only (or
+// none); false when it cannot be read.
+func allZeros(fsys vfs.FS, path string) bool {
+	f, err := fsys.OpenFile(path, os.O_RDONLY, 0)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	buf := make([]byte, 64<<10)
+	for off := int64(0); ; {
+		n, err := f.ReadAt(buf, off)
+		for _, b := range buf[:n] {
+			if b != 0 {
+				return false
+			}
+		}
+		off += int64(n)
+		if err == io.EOF {
+			return true
+		}
+		if err != nil {
+			return false
+		}
+	}
 }

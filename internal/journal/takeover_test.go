@@ -276,3 +276,24 @@ func TestSessionOfPath(t *testing.T) {
 		assert.Equal(t, tc.want != "", ok, tc.path)
 	}
 }
+
+// TestTakeOverJournalOfCreateCutShort: a dead journal that a crash during
+// Create left without a header, empty or zeros, held no commit: a
+// session whose marker names it is taken over with nothing applied, and
+// the journal is removed.
+func TestTakeOverJournalOfCreateCutShort(t *testing.T) {
+	for _, size := range []int{0, recordsStart + 100} {
+		c, owner, _ := deadStore(t, "s1")
+		wal := WALPath(memRoot, owner)
+		f, err := c.OpenFile(wal, os.O_WRONLY|os.O_TRUNC, 0)
+		require.NoError(t, err)
+		_, err = f.Write(make([]byte, size))
+		require.NoError(t, err)
+		require.NoError(t, f.Close())
+		_, err = TakeOver(context.Background(), c, memRoot, sessionDir("s1"), "", 0o644, nil)
+		require.NoError(t, err, "a journal of %d zeros", size)
+		_, err = c.Stat(wal)
+		assert.ErrorIs(t, err, fs.ErrNotExist, "removed")
+		assert.Empty(t, markerOf(t, c, "s1"))
+	}
+}
