@@ -47,8 +47,8 @@ import (
 // says why). Previews are not made for encrypted sessions (they would be
 // a record's first 80 bytes in clear). A fork has a key of its own and
 // reads its prefix under its parent's (readRun). docs/encryption.md
-// states what is not built yet (re-encryption under a new data key, the
-// remote mode, sealed previews).
+// states what is not built yet (the remote mode, sealed previews).
+// Reencrypt (reencrypt.go) seals a session again under a new data key.
 //
 // Deletion: the key record goes first. A final delete (NoTrash, Purge,
 // the trash's expiry) removes the key record and syncs its directory
@@ -167,25 +167,35 @@ func (s *Store) keyPath(session uuid.UUID) string {
 // record is written by writeKeyRecord, when the session's directory is
 // made.
 func (s *Store) newSessionKey(ctx context.Context, session uuid.UUID) (*sessionKey, error) {
-	key, err := seal.NewKey()
-	if err != nil {
-		return nil, err
-	}
-	kek, wrapped, err := s.opts.Keys.Wrap(ctx, key, wrapContext(session))
-	if err != nil {
-		return nil, &KeyError{Session: session, Err: err}
-	}
-	if err := seal.CheckKeyID(kek); err != nil {
-		return nil, &KeyError{Session: session, KeyID: kek, Err: err}
-	}
-	c, err := seal.NewCipher(key)
+	c, w, err := s.newDataKey(ctx, session, 1)
 	if err != nil {
 		return nil, err
 	}
 	return &sessionKey{
-		session: session, kek: kek, cur: 1, ciphers: map[uint32]*seal.Cipher{1: c},
-		created: seal.Record{Session: session, Keys: []seal.WrappedKey{{Gen: 1, KeyID: kek, Wrapped: wrapped}}},
+		session: session, kek: w.KeyID, cur: 1, ciphers: map[uint32]*seal.Cipher{1: c},
+		created: seal.Record{Session: session, Keys: []seal.WrappedKey{w}},
 	}, nil
+}
+
+// newDataKey makes a data key of generation gen for session and has the
+// provider wrap it.
+func (s *Store) newDataKey(ctx context.Context, session uuid.UUID, gen uint32) (*seal.Cipher, seal.WrappedKey, error) {
+	key, err := seal.NewKey()
+	if err != nil {
+		return nil, seal.WrappedKey{}, err
+	}
+	kek, wrapped, err := s.opts.Keys.Wrap(ctx, key, wrapContext(session))
+	if err != nil {
+		return nil, seal.WrappedKey{}, &KeyError{Session: session, Err: err}
+	}
+	if err := seal.CheckKeyID(kek); err != nil {
+		return nil, seal.WrappedKey{}, &KeyError{Session: session, KeyID: kek, Err: err}
+	}
+	c, err := seal.NewCipher(key)
+	if err != nil {
+		return nil, seal.WrappedKey{}, err
+	}
+	return c, seal.WrappedKey{Gen: gen, KeyID: kek, Wrapped: wrapped}, nil
 }
 
 // writeKeyRecord durably writes key's record, the key of the new
@@ -247,6 +257,11 @@ func (s *Store) loadSessionKey(ctx context.Context, session uuid.UUID) (*session
 	if err != nil {
 		return nil, damage(err)
 	}
+	return s.unwrapRecord(ctx, session, rec)
+}
+
+// unwrapRecord unwraps the data keys of session's key record rec.
+func (s *Store) unwrapRecord(ctx context.Context, session uuid.UUID, rec seal.Record) (*sessionKey, error) {
 	k := &sessionKey{session: session, ciphers: map[uint32]*seal.Cipher{}}
 	for _, w := range rec.Keys {
 		key, err := s.opts.Keys.Unwrap(ctx, w.KeyID, w.Wrapped, wrapContext(session))
@@ -353,6 +368,12 @@ func (k *sessionKey) sealRecord(rec []byte) []byte {
 	if body == nil {
 		body = append(append(make([]byte, 0, 1+len(rec)), 0), rec...)
 	}
+	return k.sealBody(body)
+}
+
+// sealBody returns the envelope of body (a flag byte, then the record,
+// compressed or not) sealed under the current generation.
+func (k *sessionKey) sealBody(body []byte) []byte {
 	raw := make([]byte, 4, 4+len(body)+seal.Overhead)
 	binary.BigEndian.PutUint32(raw, k.cur)
 	raw = k.ciphers[k.cur].Seal(raw, body, seal.AAD(seal.KindRecord, k.session, uint64(k.cur), 0))
@@ -368,22 +389,9 @@ var errEnvelope = errors.New("record does not open under the session's key")
 
 // openRecord returns the record sealed in env.
 func (k *sessionKey) openRecord(env []byte) ([]byte, error) {
-	if len(env) < 2 || env[0] != '"' || env[len(env)-1] != '"' {
-		return nil, fmt.Errorf("%w: not an envelope", errEnvelope)
-	}
-	raw, err := base64.StdEncoding.Strict().AppendDecode(make([]byte, 0, base64.StdEncoding.DecodedLen(len(env)-2)), env[1:len(env)-1])
-	if err != nil || len(raw) < 4+seal.Overhead {
-		return nil, fmt.Errorf("%w: not an envelope", errEnvelope)
-	}
-	gen := binary.BigEndian.Uint32(raw)
-	c, ok := k.ciphers[gen]
-	if !ok {
-		return nil, fmt.Errorf("%w: sealed under key generation %d, which its key record does not hold", errEnvelope, gen)
-	}
-	// Opened in place: the plain text starts where the cipher text did.
-	body, err := c.Open(raw[4+seal.NonceSize:4+seal.NonceSize], raw[4:], seal.AAD(seal.KindRecord, k.session, uint64(gen), 0))
-	if err != nil || len(body) == 0 {
-		return nil, fmt.Errorf("%w: %v", errEnvelope, err)
+	_, body, err := k.openBody(env)
+	if err != nil {
+		return nil, err
 	}
 	switch body[0] {
 	case 0:
@@ -396,6 +404,29 @@ func (k *sessionKey) openRecord(env []byte) ([]byte, error) {
 		return out, nil
 	}
 	return nil, fmt.Errorf("%w: unknown flag %d", errEnvelope, body[0])
+}
+
+// openBody returns the generation env was sealed under and its body (a
+// flag byte, then the record, compressed or not), never empty.
+func (k *sessionKey) openBody(env []byte) (uint32, []byte, error) {
+	if len(env) < 2 || env[0] != '"' || env[len(env)-1] != '"' {
+		return 0, nil, fmt.Errorf("%w: not an envelope", errEnvelope)
+	}
+	raw, err := base64.StdEncoding.Strict().AppendDecode(make([]byte, 0, base64.StdEncoding.DecodedLen(len(env)-2)), env[1:len(env)-1])
+	if err != nil || len(raw) < 4+seal.Overhead {
+		return 0, nil, fmt.Errorf("%w: not an envelope", errEnvelope)
+	}
+	gen := binary.BigEndian.Uint32(raw)
+	c, ok := k.ciphers[gen]
+	if !ok {
+		return 0, nil, fmt.Errorf("%w: sealed under key generation %d, which its key record does not hold", errEnvelope, gen)
+	}
+	// Opened in place: the plain text starts where the cipher text did.
+	body, err := c.Open(raw[4+seal.NonceSize:4+seal.NonceSize], raw[4:], seal.AAD(seal.KindRecord, k.session, uint64(gen), 0))
+	if err != nil || len(body) == 0 {
+		return 0, nil, fmt.Errorf("%w: %v", errEnvelope, err)
+	}
+	return gen, body, nil
 }
 
 // unsealEvents opens the records of evs, events of session, in place.

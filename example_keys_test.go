@@ -96,3 +96,44 @@ func ExampleOptions_keys() {
 	// true the password is hunter2
 	// true true
 }
+
+// A data key believed leaked: Reencrypt seals the session's records again
+// under a new one and drops the old one from the session's key record.
+func ExampleStore_Reencrypt() {
+	dir, err := os.MkdirTemp("", "sessionstore-example-")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	keys, err := sessionstore.NewLocalKeys("local:1", map[string][]byte{"local:1": bytes.Repeat([]byte{7}, 32)})
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := context.Background()
+	s, err := sessionstore.Open(dir, &sessionstore.Options{Keys: keys})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer s.Close()
+	m, err := s.Create(ctx, sessionstore.Meta{Name: "private"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if _, err := s.Append(ctx, m.ID, sessionstore.UserText("the password is hunter2")); err != nil {
+		log.Fatal(err)
+	}
+	if err := s.Reencrypt(ctx, m.ID); err != nil {
+		log.Fatal(err)
+	}
+	evs, err := s.Load(ctx, m.ID)
+	if err != nil {
+		log.Fatal(err)
+	}
+	msg, err := evs[0].Message()
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(msg.Content)
+	// Output:
+	// the password is hunter2
+}

@@ -70,6 +70,9 @@ type rewriteJob struct {
 	// compressing, none otherwise. Without it every chunk keeps its form.
 	convert  bool
 	compress bool
+	// reseal: seal every record again under a new data key (Reencrypt:
+	// reencrypt.go), each chunk in its form.
+	reseal bool
 }
 
 // Upgrade moves a session of an older format to format 3. A format 1
@@ -341,6 +344,9 @@ func (s *Store) rewriteSession(ctx context.Context, id uuid.UUID, job rewriteJob
 	if job.upgrade && format >= formatVersion {
 		return nil // upgraded meanwhile
 	}
+	if job.reseal && !meta.Encrypted {
+		return ErrNotEncrypted
+	}
 	pre, err := verifyPrefix(&s.opts, dir, meta) // a fork's prefix (fork.go)
 	if err != nil {
 		return err
@@ -365,11 +371,22 @@ func (s *Store) rewriteSession(ctx context.Context, id uuid.UUID, job rewriteJob
 	if err := removeRewriteTemps(fsys, chunkDir); err != nil {
 		return err
 	}
-	plans, err := planRewrite(fsys, chunkDir, p, job)
+	var rs *resealer
+	if job.reseal {
+		if rs, err = s.newGeneration(ctx, id); err != nil {
+			return err
+		}
+	}
+	plans, err := planRewrite(fsys, chunkDir, p, job, func(old []byte, es []entry, path string) ([]byte, []entry, error) {
+		return rs.chunk(fsys, dir, old, es, path, s.opts.FileMode, s.opts.DirMode)
+	})
 	if err != nil {
 		return err
 	}
 	if len(plans) == 0 && !job.upgrade {
+		if rs != nil {
+			return rs.finish() // every record under the new key already
+		}
 		return nil // every chunk has its form already
 	}
 	if err := removeIfExists(fsys, filepath.Join(dir, indexName)); err != nil {
@@ -395,6 +412,9 @@ func (s *Store) rewriteSession(ctx context.Context, id uuid.UUID, job rewriteJob
 	}
 	if err := durable.ReplaceFile(fsys, dir, indexName, index.AppendLines(nil, plain), s.opts.FileMode); err != nil {
 		return err
+	}
+	if rs != nil {
+		return rs.finish()
 	}
 	if job.upgrade {
 		b, err := encodeMeta(meta, formatVersion)
@@ -440,8 +460,9 @@ type chunkRewrite struct {
 }
 
 // planRewrite reads every chunk job changes and returns its new content,
-// by chunk number. It writes nothing.
-func planRewrite(fsys vfs.FS, chunkDir string, p *recoveryPlan, job rewriteJob) (map[uint32]*chunkRewrite, error) {
+// by chunk number. It writes nothing but, for job.reseal, the new blobs
+// reseal writes (the new bytes of a chunk and its entries).
+func planRewrite(fsys vfs.FS, chunkDir string, p *recoveryPlan, job rewriteJob, reseal func(old []byte, es []entry, path string) ([]byte, []entry, error)) (map[uint32]*chunkRewrite, error) {
 	out := map[uint32]*chunkRewrite{}
 	moved := map[uuid.UUID]location{} // where each event's line is after the rewrite
 	for i, n := range p.chunks {
@@ -451,7 +472,7 @@ func planRewrite(fsys vfs.FS, chunkDir string, p *recoveryPlan, job rewriteJob) 
 			cp.sealed = job.compress && (!newest || p.sealed[i])
 		}
 		es := index.ChunkEntries(p.index.Entries, n)
-		if !job.upgrade && cp.sealed == cp.wasSealed {
+		if !job.upgrade && !job.reseal && cp.sealed == cp.wasSealed {
 			continue
 		}
 		old, err := readChunkData(fsys, chunkDir, n, es)
@@ -466,6 +487,15 @@ func planRewrite(fsys vfs.FS, chunkDir string, p *recoveryPlan, job rewriteJob) 
 			}
 			if string(cp.data) == string(old) && cp.sealed == cp.wasSealed {
 				continue // rewritten by an earlier, interrupted run
+			}
+		}
+		if job.reseal {
+			cp.data, cp.entries, err = reseal(old, es, filepath.Join(chunkDir, chunkName(n)))
+			if err != nil {
+				return nil, err
+			}
+			if string(cp.data) == string(old) {
+				continue // under the new key already
 			}
 		}
 		out[n] = cp
