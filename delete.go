@@ -287,7 +287,13 @@ func (s *Store) deleteSession(ctx context.Context, id uuid.UUID, still func() er
 			lk.Close()
 			return fmt.Errorf("sessionstore: delete session %s: %w", id, err)
 		}
-		marked, err := s.markRemoteDeleted(ctx, id, func() error { return s.freshIntent(ctx, id) })
+		marked, err := s.markRemoteDeleted(ctx, id, func() error {
+			if err := s.freshIntent(ctx, id); err != nil {
+				return err
+			}
+			// An encrypted session's key goes first (encrypt_remote.go).
+			return s.destroyKeyObject(ctx, id)
+		})
 		deleted = marked
 		if !marked {
 			endIntent() // (a marked session's intent goes with its objects)
@@ -308,12 +314,13 @@ func (s *Store) deleteSession(ctx context.Context, id uuid.UUID, still func() er
 		lk.Close()
 		return err
 	}
-	if s.opts.Remote == nil {
+	{
 		// An encrypted session's key: into its directory, to go to the
 		// trash with it; or destroyed first, before any data goes
-		// (crypto-shredding: encrypt.go).
+		// (crypto-shredding: encrypt.go). With Remote, the local key
+		// record is a copy, and the object store's is gone already.
 		var kerr error
-		if kept {
+		if kept && s.opts.Remote == nil {
 			kerr = s.moveKeyIntoSession(id)
 		} else {
 			kerr = s.destroyKey(id)

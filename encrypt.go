@@ -16,6 +16,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/sessionstore/sessionstore/internal/seal"
+	"github.com/sessionstore/sessionstore/internal/seam"
 )
 
 // Encrypted sessions
@@ -47,8 +48,10 @@ import (
 // says why). Previews are not made for encrypted sessions (they would be
 // a record's first 80 bytes in clear). A fork has a key of its own and
 // reads its prefix under its parent's (readRun). docs/encryption.md
-// states what is not built yet (the remote mode, sealed previews).
-// Reencrypt (reencrypt.go) seals a session again under a new data key.
+// states what is not built yet (sealed previews; Rewrap and Reencrypt in
+// the remote mode). Reencrypt (reencrypt.go) seals a session again under
+// a new data key; encrypt_remote.go keeps key records in the object
+// store with Options.Remote.
 //
 // Deletion: the key record goes first. A final delete (NoTrash, Purge,
 // the trash's expiry) removes the key record and syncs its directory
@@ -251,6 +254,13 @@ func (s *Store) loadSessionKey(ctx context.Context, session uuid.UUID) (*session
 		path = filepath.Join(s.sessionDir(session), keptKeyFile)
 		rec, err = seal.ReadRecord(s.opts.fs, path, session)
 	}
+	if errors.Is(err, fs.ErrNotExist) && s.opts.Remote != nil {
+		// Not here yet: the object store's (encrypt_remote.go).
+		rec, err = s.fetchKeyObject(ctx, session)
+		if errors.Is(err, ErrObjectNotFound) {
+			return nil, &KeyError{Session: session, Err: fmt.Errorf("%w: no key record (%s): the session's key was destroyed by a delete", ErrKeyUnavailable, seam.KeyObject(session))}
+		}
+	}
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, &KeyError{Session: session, Err: fmt.Errorf("%w: no key record (%s): the session's key was destroyed by a delete", ErrKeyUnavailable, s.keyPath(session))}
 	}
@@ -282,9 +292,6 @@ func (s *Store) unwrapRecord(ctx context.Context, session uuid.UUID, rec seal.Re
 // that is not encrypted. It reads session.json and the key record once
 // per session and Store. It is called inside a call that has begun.
 func (s *Store) recordKey(ctx context.Context, session uuid.UUID) (*sessionKey, error) {
-	if s.opts.Remote != nil {
-		return nil, nil // not yet in the remote mode (Options.Keys)
-	}
 	if e := s.deferred.get(session); e != nil {
 		// Deferred in this Store: its key is the one its Create made,
 		// until its files are made (materialize caches it) or another
@@ -343,6 +350,24 @@ func (s *Store) recordKey(ctx context.Context, session uuid.UUID) (*sessionKey, 
 	}
 	s.keys.m.Store(session, cachedKey{k: k, stamp: stamp, h: s.reg.lookup(session)})
 	return k, nil
+}
+
+// ownKey is recordKey for a call about to open session itself: with
+// Options.Remote, it opens the session first (as the call would next,
+// which then finds it open), so that its metadata says whether it is
+// encrypted without a listing of the object store's. recordKey alone is
+// for sessions a call reads without opening them (a fork's prefix).
+func (s *Store) ownKey(ctx context.Context, session uuid.UUID) (*sessionKey, error) {
+	if s.opts.Remote != nil && s.deferred.get(session) == nil {
+		if _, known := s.reg.encrypted(session); !known {
+			h, err := s.reg.acquireLazy(ctx, session, nil)
+			if err != nil {
+				return nil, err
+			}
+			s.reg.release(h)
+		}
+	}
+	return s.recordKey(ctx, session)
 }
 
 // forgetKey drops what the Store knows of session's key (deleted, made
@@ -554,7 +579,8 @@ type RewrapReport struct {
 // brought back). Each session is taken as Delete takes it, one at a
 // time, so sessions open in this Store close and reopen on next use.
 //
-// Errors: ErrReadOnly; ErrInvalidOptions without Options.Keys; ctx's.
+// Errors: ErrReadOnly; ErrInvalidOptions without Options.Keys;
+// ErrRemoteUnsupported with Options.Remote; ctx's.
 func (s *Store) Rewrap(ctx context.Context) (RewrapReport, error) {
 	var rep RewrapReport
 	if err := s.begin(ctx); err != nil {
@@ -566,6 +592,9 @@ func (s *Store) Rewrap(ctx context.Context) (RewrapReport, error) {
 	}
 	if s.opts.Keys == nil {
 		return rep, fmt.Errorf("%w: Rewrap needs Options.Keys", ErrInvalidOptions)
+	}
+	if s.opts.Remote != nil {
+		return rep, fmt.Errorf("%w: Rewrap (the key records are objects: docs/encryption.md)", ErrRemoteUnsupported)
 	}
 	names, err := s.opts.fs.ReadDir(filepath.Join(s.dir, keysDir))
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {

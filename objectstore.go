@@ -13,7 +13,8 @@ import (
 // (gocloud.dev/blob), PostgreSQL through the module
 // github.com/sessionstore/sessionstore/pgstore, or any other implementation
 // of these six calls (sessiontest.ObjectStoreConformance checks one). Keys
-// are slash-separated paths; the Store writes under sessions/ and meta/.
+// are slash-separated paths; the Store writes under sessions/ and meta/
+// (and keys/, for encrypted sessions).
 //
 // The one guarantee the Store builds on is Create: of any number of
 // concurrent Creates of one key, across processes and machines, exactly one
@@ -55,6 +56,21 @@ type ObjectListerAfter interface {
 	// one request; or an error matching errors.ErrUnsupported when the
 	// object store cannot, and the Store then lists from the prefix on.
 	ListAfter(ctx context.Context, prefix, after string, limit int) ([]ObjectInfo, error)
+}
+
+// ObjectVersionDeleter is an ObjectStore on a bucket that keeps older
+// versions of objects (S3 versioning, GCS object versioning) and can
+// remove every version of one. A Store that deletes an encrypted session
+// for good removes its key record's object with it when the ObjectStore
+// implements it, so that no older version of the key record stays to open
+// the session's data, whose older versions may stay. On a versioned
+// bucket whose ObjectStore does not, the key record's older versions stay
+// until the bucket's own lifecycle rules expire them: give the keys/
+// prefix a rule that expires noncurrent versions.
+type ObjectVersionDeleter interface {
+	// DeleteAllVersions removes every version of key's object, and its
+	// delete markers; an absent object is not an error.
+	DeleteAllVersions(ctx context.Context, key string) error
 }
 
 // IsBulkKey reports whether key names a sealed chunk or a blob of a

@@ -238,8 +238,9 @@ type Options struct {
 	// AES-256-GCM under a data key of its own, which is stored only
 	// wrapped by Keys. Sessions of the root that are encrypted need Keys
 	// to be read or written; without it they fail with a *KeyError
-	// (ErrKeyUnavailable). Sessions created without it stay plain. Not
-	// yet supported together with Remote (Open refuses it).
+	// (ErrKeyUnavailable). Sessions created without it stay plain. With
+	// Remote, each session's key record is an object of its own
+	// (encrypt_remote.go).
 	Keys KeyProvider
 
 	// Remote keeps every session in an object store, the system of
@@ -334,8 +335,6 @@ func (o *Options) withDefaults() (Options, error) {
 		c = *o
 	}
 	switch {
-	case c.Keys != nil && c.Remote != nil:
-		return c, fmt.Errorf("%w: Keys with Remote: encrypted sessions are not yet supported in the remote mode", ErrInvalidOptions)
 	case c.ChunkSize < 0:
 		return c, fmt.Errorf("%w: ChunkSize %d is negative", ErrInvalidOptions, c.ChunkSize)
 	case c.MaxRecordSize < 0 || c.MaxRecordSize > maxRecordSizeLimit:

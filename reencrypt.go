@@ -74,7 +74,7 @@ var ErrNotEncrypted = errors.New("sessionstore: session is not encrypted")
 // key record again.
 //
 // Errors: ErrReadOnly; ErrInvalidOptions without Options.Keys;
-// ErrNotEncrypted; ErrNotFound; ErrLocked; ErrClosed; a *KeyError when the
+// ErrRemoteUnsupported with Options.Remote; ErrNotEncrypted; ErrNotFound; ErrLocked; ErrClosed; a *KeyError when the
 // provider does not unwrap or wrap the session's keys; the
 // *CorruptionError of a damaged session, which is left as it is; an I/O
 // error, after which the session is whole, as after a crash.
@@ -99,6 +99,8 @@ func (s *Store) reencrypt(ctx context.Context, session uuid.UUID) error {
 		return ErrReadOnly
 	case s.opts.Keys == nil:
 		return fmt.Errorf("%w: Reencrypt needs Options.Keys", ErrInvalidOptions)
+	case s.opts.Remote != nil:
+		return fmt.Errorf("%w: Reencrypt (docs/encryption.md)", ErrRemoteUnsupported)
 	}
 	return s.rewriteSession(ctx, session, rewriteJob{reseal: true})
 }

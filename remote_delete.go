@@ -204,6 +204,11 @@ func (s *Store) copyDeleteMarker(ctx context.Context, r *remoteFiles, from, last
 // a delete marker.
 func (s *Store) removeRemoteObjects(ctx context.Context, id uuid.UUID) error {
 	obj := s.opts.Remote
+	// The key object again: the Delete destroyed it before the marker;
+	// one put back since (by nothing the Store does) goes too.
+	if err := s.destroyKeyObject(ctx, id); err != nil {
+		return err
+	}
 	marker, tomb := deleteMarker(), seam.Tombstone()
 	prefix, lprefix := seam.SessionPrefix(id), seam.LogPrefix(id)
 	infos, err := obj.List(ctx, prefix, 0)

@@ -231,7 +231,7 @@ func (s *Store) seqPath(ctx context.Context, session, leaf uuid.UUID, fromHead, 
 			return p, err
 		}
 	}
-	key, err := s.recordKey(ctx, session)
+	key, err := s.ownKey(ctx, session)
 	if err != nil {
 		return nil, err
 	}
@@ -251,7 +251,7 @@ func (s *Store) seqPath(ctx context.Context, session, leaf uuid.UUID, fromHead, 
 // errNeedIndex when the session has its index loaded, or the path needs
 // it.
 func (s *Store) seqPathLazy(ctx context.Context, session uuid.UUID, boundaries bool) (*resolvedPath, error) {
-	key, err := s.recordKey(ctx, session)
+	key, err := s.ownKey(ctx, session)
 	if err != nil {
 		return nil, err
 	}

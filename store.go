@@ -355,7 +355,7 @@ func (s *Store) appendEvents(ctx context.Context, session uuid.UUID, evs []Event
 		return nil, err
 	}
 	defer s.end()
-	key, err := s.recordKey(ctx, session)
+	key, err := s.ownKey(ctx, session)
 	if err != nil {
 		return nil, err
 	}
@@ -486,7 +486,7 @@ func (s *Store) loadPath(ctx context.Context, session, leaf uuid.UUID, fromHead,
 		ctx, p = withHeadPrefetch(ctx)
 		defer p.wait()
 	}
-	key, err := s.recordKey(ctx, session)
+	key, err := s.ownKey(ctx, session)
 	if err != nil {
 		return nil, err
 	}

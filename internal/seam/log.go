@@ -376,6 +376,14 @@ func MetaKey(id uuid.UUID, seq uint64) string {
 	return fmt.Sprintf("%s%s/%020d", MetaPrefix, id, seq)
 }
 
+// KeyPrefix is where an encrypted session's key record lives in the
+// object store: keys/<id>.json, outside the session's own prefix, so
+// that a delete destroys it first and alone.
+const KeyPrefix = "keys/"
+
+// KeyObject names session id's key record.
+func KeyObject(id uuid.UUID) string { return KeyPrefix + id.String() + ".json" }
+
 // IsBulkKey reports whether key names a sealed chunk or a blob of a
 // session (SealedKey, BlobKey): objects written once, possibly large, and
 // read by ranges. Every other key names a small object, and log objects
