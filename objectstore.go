@@ -66,7 +66,8 @@ type ObjectListerAfter interface {
 // the session's data, whose older versions may stay. On a versioned
 // bucket whose ObjectStore does not, the key record's older versions stay
 // until the bucket's own lifecycle rules expire them: give the keys/
-// prefix a rule that expires noncurrent versions.
+// prefix a rule that expires noncurrent versions. The module
+// github.com/sessionstore/sessionstore/remote's NewS3 implements it.
 type ObjectVersionDeleter interface {
 	// DeleteAllVersions removes every version of key's object, and its
 	// delete markers; an absent object is not an error.

@@ -91,6 +91,60 @@ func New(b *blob.Bucket) sessionstore.ObjectStore {
 	return &store{b: b}
 }
 
+// NewS3 is New for a bucket OpenS3 opened with cfg. Its store also
+// removes every version of an object (sessionstore.ObjectVersionDeleter),
+// with the S3 API gocloud.dev/blob has no call for: a Store deletes so an
+// encrypted session's key record, so that on a versioned bucket no older
+// version of the key stays to open the session's older object versions
+// with. On a bucket without versioning it is New.
+func NewS3(b *blob.Bucket, cfg S3Config) sessionstore.ObjectStore {
+	return &s3Store{store: store{b: b}, client: NewS3Client(cfg), bucket: cfg.Bucket, prefix: cfg.Prefix}
+}
+
+type s3Store struct {
+	store
+	client *s3.Client
+	bucket string
+	prefix string
+}
+
+// DeleteAllVersions removes every version of key's object and every
+// delete marker of it: each one the bucket lists for the key, removed by
+// its version id. An absent object is not an error.
+func (s *s3Store) DeleteAllVersions(ctx context.Context, key string) error {
+	full := s.prefix + key
+	in := &s3.ListObjectVersionsInput{Bucket: aws.String(s.bucket), Prefix: aws.String(full)}
+	for {
+		out, err := s.client.ListObjectVersions(ctx, in)
+		if err != nil {
+			return fmt.Errorf("remote: list versions of %s: %w", key, err)
+		}
+		var ids []*string
+		for _, v := range out.Versions {
+			if aws.ToString(v.Key) == full {
+				ids = append(ids, v.VersionId)
+			}
+		}
+		for _, m := range out.DeleteMarkers {
+			if aws.ToString(m.Key) == full {
+				ids = append(ids, m.VersionId)
+			}
+		}
+		for _, id := range ids {
+			if _, err := s.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(full), VersionId: id}); err != nil {
+				return fmt.Errorf("remote: delete version %s of %s: %w", aws.ToString(id), key, err)
+			}
+		}
+		if !aws.ToBool(out.IsTruncated) {
+			break
+		}
+		in.KeyMarker, in.VersionIdMarker = out.NextKeyMarker, out.NextVersionIdMarker
+	}
+	// The current object, where the listing named none (a bucket that
+	// never had versioning lists it with the version id "null").
+	return s.store.Delete(ctx, key)
+}
+
 // OpenURL opens the bucket a gocloud URL names and returns the store kept
 // in it, with the bucket's Close. The forms:
 //

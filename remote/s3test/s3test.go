@@ -49,6 +49,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"gocloud.dev/blob"
 
 	"github.com/sessionstore/sessionstore"
@@ -98,8 +99,36 @@ type Server struct {
 // fails it under CI.
 func Start(tb testing.TB) *Server {
 	tb.Helper()
+	return start(tb, false)
+}
+
+// StartVersioned is Start for a server whose buckets can keep older
+// versions of objects (versitygw's --versioning-dir); a bucket keeps them
+// once its versioning is enabled (EnableVersioning).
+func StartVersioned(tb testing.TB) *Server {
+	tb.Helper()
+	return start(tb, true)
+}
+
+// EnableVersioning turns on versioning for bucket, on a server
+// StartVersioned started.
+func (s *Server) EnableVersioning(tb testing.TB, bucket string) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := s.Client().PutBucketVersioning(ctx, &s3.PutBucketVersioningInput{
+		Bucket:                  aws.String(bucket),
+		VersioningConfiguration: &types.VersioningConfiguration{Status: types.BucketVersioningStatusEnabled},
+	})
+	if err != nil {
+		tb.Fatalf("s3test: enable versioning of %s: %v", bucket, err)
+	}
+}
+
+func start(tb testing.TB, versioned bool) *Server {
+	tb.Helper()
 	dir := tb.TempDir()
-	s, err := launch(dir, false)
+	s, err := launch(dir, false, versioned)
 	if err != nil {
 		Check(tb, err)
 	}
@@ -136,7 +165,7 @@ func Launch() (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s, err := launch(dir, true)
+	s, err := launch(dir, true, false)
 	if err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, err
@@ -241,7 +270,7 @@ func goBinDirs() []string {
 // launch starts versitygw with its buckets in dir/root, tries a few ports
 // if one is taken between picking and binding it, and makes the first
 // bucket.
-func launch(dir string, removeDir bool) (*Server, error) {
+func launch(dir string, removeDir, versioned bool) (*Server, error) {
 	bin, err := Binary()
 	if err != nil {
 		return nil, err
@@ -250,9 +279,16 @@ func launch(dir string, removeDir bool) (*Server, error) {
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		return nil, err
 	}
+	var versions string // versitygw keeps older versions here
+	if versioned {
+		versions = filepath.Join(dir, "versions")
+		if err := os.MkdirAll(versions, 0o755); err != nil {
+			return nil, err
+		}
+	}
 	var lastErr error
 	for range 5 {
-		s, err := startOnce(bin, root)
+		s, err := startOnce(bin, root, versions)
 		if err != nil {
 			lastErr = err
 			if errors.Is(err, errExited) {
@@ -275,7 +311,7 @@ var errExited = errors.New("versitygw exited")
 
 // startOnce starts versitygw on a free loopback port and waits until it
 // answers.
-func startOnce(bin, root string) (*Server, error) {
+func startOnce(bin, root, versions string) (*Server, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
@@ -289,13 +325,18 @@ func startOnce(bin, root string) (*Server, error) {
 		exited:    make(chan struct{}),
 		release:   make(chan struct{}),
 	}
-	cmd := exec.Command(bin,
+	args := []string{
 		"--port", port,
 		"--access", s.AccessKey,
 		"--secret", s.SecretKey,
 		"--region", s.Region,
 		"--quiet",
-		"posix", root)
+		"posix",
+	}
+	if versions != "" {
+		args = append(args, "--versioning-dir", versions)
+	}
+	cmd := exec.Command(bin, append(args, root)...)
 	cmd.Stdout = s.log
 	cmd.Stderr = s.log
 	cmd.Env = serverEnv()
