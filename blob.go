@@ -103,10 +103,29 @@ func parseDigest(s string) ([32]byte, error) {
 // event whose record is inline (Digest empty) or already resolved is
 // returned as it is.
 //
+// An event of an encrypted session read before a Reencrypt names the
+// blob of its old envelope, which the Reencrypt removed: Resolve then
+// reads the event again by its id and resolves the blob its line names
+// now.
+//
 // Errors: ErrNotFound when the store has no such session; *CorruptionError
 // for a missing blob or one whose content does not match its digest;
 // ErrInvalidEvent for a malformed Digest or a Size out of range; ErrClosed.
 func (s *Store) Resolve(ctx context.Context, session uuid.UUID, ev Event) (Event, error) {
+	out, err := s.resolve(ctx, session, ev)
+	var ce *CorruptionError
+	if err == nil || ev.ID == uuid.Nil || !errors.As(err, &ce) {
+		return out, err
+	}
+	// Sealed again since (reencrypt.go): the same event, a new digest.
+	cur, cerr := s.Event(ctx, session, ev.ID)
+	if cerr != nil || cur.Digest == ev.Digest || cur.Size != ev.Size {
+		return out, err
+	}
+	return s.resolve(ctx, session, cur)
+}
+
+func (s *Store) resolve(ctx context.Context, session uuid.UUID, ev Event) (Event, error) {
 	if ev.Digest == "" || ev.Record != nil {
 		return ev, nil
 	}

@@ -194,12 +194,7 @@ func (s *Store) materialize(ctx context.Context, id uuid.UUID) error {
 		// (createNow would answer ErrLocked), but it is not ours.
 		err = fmt.Errorf("%w: session %s", ErrExists, id)
 	} else {
-		var k *sessionKey
-		if _, k, err = s.createNow(ctx, e.meta, e.key); err == nil && k != e.key {
-			e.mu.Lock()
-			e.key = k // adopted from a key object (claimKeyObject)
-			e.mu.Unlock()
-		}
+		_, err = s.createNow(ctx, e.meta, e.key)
 	}
 	switch {
 	case err == nil:

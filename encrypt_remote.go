@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/google/uuid"
 
@@ -26,20 +27,43 @@ import (
 //     another root): this Create adopts it, its data key unwrapped, so
 //     that whichever Create makes the log, the key object holds the key
 //     the session is sealed under.
-//   - A Store that opens the session and has no local key record (another
-//     root, a restore) reads the key object and keeps a copy in its
-//     keys/, the local cache the key cache stamps (encrypt.go).
+//   - No root keeps a copy of the key record on disk (a copy would outlive
+//     a Delete made on another root, beside that root's cached chunks): a
+//     Store reads the key object when it first needs the session's key,
+//     and keeps the key in memory (the key cache, encrypt.go; session ids
+//     are never used again on object storage, so it needs no stamp).
 //   - Delete destroys the key object (and, with an ObjectVersionDeleter,
 //     every version of it) right before the delete marker, once nothing
 //     else stops the Delete, and again when it removes the session's
 //     objects (a copy put back meanwhile by nothing the Store does, but
-//     removed however it came); then the local key record. A crash
-//     between the key's destruction and the marker leaves a session
-//     without its key: reads fail with a *KeyError, and a Delete
-//     finishes it.
+//     removed however it came). A crash between the key's destruction
+//     and the marker leaves a session without its key: reads fail with a
+//     *KeyError, and a Delete finishes it.
+//   - Create first asks whether the session exists in the object store
+//     (ErrExists before any key object is touched). A Create of an id
+//     that a Delete removed (ids are never used again) leaves its key
+//     object behind when its log Create fails: it guards no data, and is
+//     not removed (another Create may be adopting it).
 //
 // Rewrap and Reencrypt rewrite key records and chunks in place on disk;
 // with Options.Remote they return ErrRemoteUnsupported (docs/encryption.md).
+
+// claimRemoteKey is claimKeyObject for a Create, after a look at the
+// object store: the key object of a session that exists there is not
+// this Create's to adopt (ErrExists).
+func (s *Store) claimRemoteKey(ctx context.Context, id uuid.UUID, key *sessionKey) (*sessionKey, error) {
+	switch _, err := s.metaRemote(ctx, id); {
+	case err == nil:
+		return nil, fmt.Errorf("%w: session %s", ErrExists, id)
+	case !errors.Is(err, ErrNotFound):
+		return nil, fmt.Errorf("sessionstore: create session %s: %w", id, err)
+	}
+	k, err := s.claimKeyObject(ctx, id, key)
+	if err != nil {
+		return nil, fmt.Errorf("sessionstore: create session %s: key record: %w", id, err)
+	}
+	return k, nil
+}
 
 // claimKeyObject puts key's record as session id's key object, for a
 // Create with Options.Remote, and returns the key the session is to be
@@ -78,9 +102,9 @@ func (s *Store) claimKeyObject(ctx context.Context, id uuid.UUID, key *sessionKe
 	return adopted, nil
 }
 
-// fetchKeyObject reads session id's key object into the local key record,
-// for a Store that has none (encrypt.go's loadSessionKey), and returns the
-// record. ErrObjectNotFound: the object store holds no key for it.
+// fetchKeyObject reads session id's key object (encrypt.go's
+// loadSessionKey). ErrObjectNotFound: the object store holds no key for
+// it.
 func (s *Store) fetchKeyObject(ctx context.Context, id uuid.UUID) (seal.Record, error) {
 	ok := seam.KeyObject(id)
 	ctx, cancel := context.WithTimeout(ctx, s.opts.RemoteTimeout)
@@ -95,11 +119,6 @@ func (s *Store) fetchKeyObject(ctx context.Context, id uuid.UUID) (seal.Record, 
 	rec, err := seal.DecodeRecord(ok, id, b)
 	if err != nil {
 		return seal.Record{}, damage(err)
-	}
-	// The local copy: written as Create writes it (keys/ made and
-	// synced on first use), so that the key cache's stamp sees it.
-	if _, err := s.writeKeyRecord(id, &sessionKey{created: rec}); err != nil {
-		return seal.Record{}, err
 	}
 	return rec, nil
 }

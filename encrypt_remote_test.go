@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -96,7 +98,7 @@ func TestRemoteEncrypted(t *testing.T) {
 	ctx := context.Background()
 	obj := newVersionedObjects()
 	keys := testKeys(t, "local:1", 7)
-	a, _ := apiNewStore(t, remoteEncOpts(obj, keys))
+	a, adir := apiNewStore(t, remoteEncOpts(obj, keys))
 	id, all := encryptedWorkload(t, a)
 	fork, err := a.Fork(ctx, id, all[len(all)-1].ID)
 	require.NoError(t, err)
@@ -105,6 +107,8 @@ func TestRemoteEncrypted(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, a.Close())
 	assert.ElementsMatch(t, []string{seam.KeyObject(fork.ID), seam.KeyObject(id)}, obj.keys(seam.KeyPrefix))
+	_, err = os.Stat(filepath.Join(adir, keysDir, id.String()+".json"))
+	assert.True(t, errors.Is(err, os.ErrNotExist), "no copy of the key record on the creating root's disk (a Delete elsewhere would leave it): %v", err)
 
 	scan := func(objs map[string][][]byte) []string {
 		var found []string

@@ -108,8 +108,12 @@ type openSession struct {
 	lanes     *laneSet  // the lanes file (lanes.go); nil: none, the implicit lane
 	lanesErr  error     // the damage of the lanes file, which lane calls return
 	revision  Revision  // of the files when a read-only session last looked (readonly.go)
-	repaired  []string  // repairs reconciliation made that Repair has not returned
-	line      []byte    // reused encoding buffer
+	// keyStamp is the stamp of an encrypted session's key record when a
+	// read-only session last read its files: a Reencrypt changes it, and
+	// the digests of blob records with it (readonly.go's refresh).
+	keyStamp keyStamp
+	repaired []string // repairs reconciliation made that Repair has not returned
+	line     []byte   // reused encoding buffer
 
 	chunks chunkwriter.Writer // internal/chunkwriter
 	index  *indexFile         // index.go

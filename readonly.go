@@ -172,6 +172,7 @@ func (h *openSession) openReader() error {
 		return err
 	}
 	h.meta, h.format = m, format
+	h.keyStamp = h.keyRecordStamp()
 	if _, err := h.prefix(); err != nil {
 		return err
 	}
@@ -212,6 +213,15 @@ func (h *openSession) refresh() error {
 	if err != nil {
 		return err
 	}
+	if h.state == stateIndexed && h.meta.Encrypted {
+		// A Reencrypt (reencrypt.go) keeps every line's place but gives
+		// blob records new digests, and rewrites the key record: an
+		// index read before it names blobs that are gone.
+		if ks := h.keyRecordStamp(); ks != h.keyStamp {
+			h.keyStamp = ks
+			return h.reload()
+		}
+	}
 	if rev == h.revision && h.holdsAll(rev) {
 		return nil
 	}
@@ -226,6 +236,17 @@ func (h *openSession) refresh() error {
 		return nil
 	}
 	return h.reload()
+}
+
+// keyRecordStamp is what a Stat says of the session's key record in the
+// root's keys/ (encrypt.go).
+func (h *openSession) keyRecordStamp() keyStamp {
+	path := filepath.Join(filepath.Dir(filepath.Dir(h.dir)), keysDir, h.id.String()+".json")
+	info, err := h.opts.fs.Stat(path)
+	if err != nil {
+		return keyStamp{}
+	}
+	return keyStamp{exists: true, size: info.Size(), mod: info.ModTime().UnixNano()}
 }
 
 // holdsAll reports whether a reader's h holds every record of the log at

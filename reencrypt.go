@@ -51,9 +51,11 @@ var ErrNotEncrypted = errors.New("sessionstore: session is not encrypted")
 // a new generation, every chunk and blob of the session is rewritten under
 // it, and the older data keys leave the key record, so that from then on
 // no copy of the session made before (a backup, an older file's sectors)
-// opens with the key record as it is. The events do not change (ids,
-// parents, places in their chunks, records); nothing else of the session
-// is rewritten (session.json, HEAD, lanes). A fork's prefix stays sealed
+// opens with the key record as it is. The events keep their ids, parents,
+// places in their chunks and records; a record stored as a blob gets a
+// new digest (Event.Digest: Resolve of an event read before reads the
+// event again); nothing else of the session is rewritten (session.json,
+// HEAD, lanes). A fork's prefix stays sealed
 // under its parent's key (Reencrypt the parent for it); a fork of this
 // session reads its prefix under the new key.
 //
@@ -71,7 +73,8 @@ var ErrNotEncrypted = errors.New("sessionstore: session is not encrypted")
 // the key record before the new generation was added and reads a
 // rewritten chunk fails that call with a *CorruptionError (a record that
 // does not open under its key is never returned); its next call reads the
-// key record again.
+// key record again, and a read-only Store that holds the session's index
+// reads the session again when the key record changed (readonly.go).
 //
 // Errors: ErrReadOnly; ErrInvalidOptions without Options.Keys;
 // ErrRemoteUnsupported with Options.Remote; ErrNotEncrypted; ErrNotFound; ErrLocked; ErrClosed; a *KeyError when the

@@ -310,11 +310,19 @@ func (s *Store) Create(ctx context.Context, meta Meta) (Meta, error) {
 			return Meta{}, err
 		}
 		meta.Encrypted = true
+		if s.opts.Remote != nil {
+			// The key object, before anything of the session exists
+			// (encrypt_remote.go); a deferred session's too, so that
+			// its first write seals under the key the object holds.
+			if key, err = s.claimRemoteKey(ctx, meta.ID, key); err != nil {
+				return Meta{}, err
+			}
+		}
 	}
 	if s.opts.DeferCreate {
 		return s.deferCreate(ctx, meta, key) // the key cached when its files are made
 	}
-	out, key, err := s.createNow(ctx, meta, key)
+	out, err := s.createNow(ctx, meta, key)
 	if err == nil {
 		s.cacheKey(meta.ID, key)
 	}
@@ -322,22 +330,8 @@ func (s *Store) Create(ctx context.Context, meta Meta) (Meta, error) {
 }
 
 // createNow makes the session's files for Create, or for the first write
-// of a deferred session (defer.go), inside a call Close waits for. It
-// returns the key the session is sealed under: key, or with
-// Options.Remote the one of a key object another Create of the id left
-// (claimKeyObject).
-func (s *Store) createNow(ctx context.Context, meta Meta, key *sessionKey) (Meta, *sessionKey, error) {
-	if key != nil && s.opts.Remote != nil {
-		var err error
-		if key, err = s.claimKeyObject(ctx, meta.ID, key); err != nil {
-			return Meta{}, nil, fmt.Errorf("sessionstore: create session %s: key record: %w", meta.ID, err)
-		}
-	}
-	out, err := s.createFiles(ctx, meta, key)
-	return out, key, err
-}
-
-func (s *Store) createFiles(ctx context.Context, meta Meta, key *sessionKey) (Meta, error) {
+// of a deferred session (defer.go), inside a call Close waits for.
+func (s *Store) createNow(ctx context.Context, meta Meta, key *sessionKey) (Meta, error) {
 	// The catalogue's pending record comes first, and the session
 	// directory with it, under its lock (internal/catalogue, the protocol).
 	if err := s.cat.willWrite(meta.ID, func() (bool, error) { return s.makeSessionDir(meta.ID, key) }); err != nil {
@@ -383,7 +377,7 @@ func (s *Store) makeSessionDir(id uuid.UUID, key *sessionKey) (skip bool, err er
 	if _, err := s.opts.fs.Stat(filepath.Join(dir, metaFile)); err == nil {
 		return true, nil
 	}
-	if key != nil {
+	if key != nil && s.opts.Remote == nil { // with Remote: the key object (Create)
 		if skip, err := s.writeKeyRecord(id, key); skip || err != nil {
 			return skip, err
 		}

@@ -106,6 +106,12 @@ commands:
   lanes  <root> <session> create|move <name> <event>
   lanes  <root> <session> switch|delete <name>
                                               change them (opens the session for writing)
+  keys   <root> rewrap | <root> reencrypt <session>...
+                                              rotate an encrypted store's keys: every data
+                                              key wrapped under the current key-encryption
+                                              key, or sessions sealed again under a new data
+                                              key (keys from $SESSIONSTORE_KEY_FILE or
+                                              $SESSIONSTORE_KEYS; opens the store for writing)
   import <source> [-store root] [-progress n] <path>...
                                               import transcripts (source: claude, codex
                                               or pi) from files and directories into the
@@ -142,6 +148,7 @@ var commands = map[string]command{
 	"repair":   cmdRepair,
 	"gc":       cmdGC,
 	"upgrade":  cmdUpgrade,
+	"keys":     cmdKeys,
 	"rm":       cmdRm,
 	"trash":    cmdTrash,
 	"undelete": cmdUndelete,
