@@ -631,6 +631,11 @@
 //     metadata copies, blobs, sealed chunks and probe go, and every older
 //     log object is overwritten by the marker (its number stays taken, so
 //     the id cannot be created again: ErrExists).
+//   - Encrypted sessions ([Options.Keys], encrypt_remote.go): every object
+//     holds records sealed; the key record is the object keys/<id>.json,
+//     created before the session's log and destroyed right before a
+//     Delete's marker (every version of it with an [ObjectVersionDeleter]);
+//     no root keeps it on disk.
 //   - Handoff: Close, CloseSession (a worker done with a session for now)
 //     or the Store making room writes a release marker;
 //     the next open, anywhere, takes the session at once. A session
