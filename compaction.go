@@ -429,7 +429,7 @@ func (s *Store) AppendBranchSummary(ctx context.Context, session, from uuid.UUID
 		s.reg.release(h)
 		return Event{}, err
 	}
-	key, err := s.recordKey(ctx, session)
+	key, err := s.heldKey(ctx, h)
 	if err != nil {
 		s.reg.release(h)
 		return Event{}, err

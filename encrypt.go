@@ -292,6 +292,20 @@ func (s *Store) unwrapRecord(ctx context.Context, session uuid.UUID, rec seal.Re
 // that is not encrypted. It reads session.json and the key record once
 // per session and Store. It is called inside a call that has begun.
 func (s *Store) recordKey(ctx context.Context, session uuid.UUID) (*sessionKey, error) {
+	return s.recordKeyWith(ctx, session, func() (bool, bool) { return s.reg.encrypted(session) })
+}
+
+// heldKey is recordKey for a caller that holds h.mu: h's metadata says
+// whether the session is encrypted (recordKey asks the registry, which
+// takes h.mu).
+func (s *Store) heldKey(ctx context.Context, h *openSession) (*sessionKey, error) {
+	enc := h.meta.Encrypted
+	return s.recordKeyWith(ctx, h.id, func() (bool, bool) { return enc, true })
+}
+
+// recordKeyWith is recordKey, with known saying whether the session is
+// encrypted when its open session knows (ok false: session.json says).
+func (s *Store) recordKeyWith(ctx context.Context, session uuid.UUID, known func() (enc, ok bool)) (*sessionKey, error) {
 	if e := s.deferred.get(session); e != nil {
 		// Deferred in this Store: its key is the one its Create made,
 		// until its files are made (materialize caches it) or another
@@ -332,7 +346,7 @@ func (s *Store) recordKey(ctx context.Context, session uuid.UUID) (*sessionKey, 
 			return c.k, nil
 		}
 	}
-	enc, ok := s.reg.encrypted(session)
+	enc, ok := known()
 	if !ok {
 		m, err := s.meta(ctx, session)
 		if err != nil {

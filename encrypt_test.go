@@ -1152,3 +1152,39 @@ func TestEncryptedKeyCacheAcrossStores(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, string(more.Record), string(got.Record))
 }
+
+// TestBranchSummaryFirstCall: AppendBranchSummary as a Store's first
+// call on a session, plain or encrypted, appends (it asked whether the
+// session is encrypted through the registry, which takes the session's
+// mutex it already held, and waited for itself for ever).
+func TestBranchSummaryFirstCall(t *testing.T) {
+	ctx := context.Background()
+	for _, keys := range []KeyProvider{nil, testKeys(t, "local:1", 7)} {
+		dir := t.TempDir()
+		o := Options{Keys: keys}
+		s, err := Open(dir, &o)
+		require.NoError(t, err)
+		m, err := s.Create(ctx, Meta{})
+		require.NoError(t, err)
+		ev, err := s.Append(ctx, m.ID, UserText(secret(1)))
+		require.NoError(t, err)
+		require.NoError(t, s.Close())
+		s, err = Open(dir, &o)
+		require.NoError(t, err)
+		done := make(chan error, 1)
+		go func() {
+			_, err := s.AppendBranchSummary(ctx, m.ID, ev.ID, BranchSummaryRecord{Summary: Summary{Text: secret(2)}})
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			require.NoError(t, err)
+		case <-time.After(20 * time.Second):
+			t.Fatalf("AppendBranchSummary (keys %v) did not return", keys != nil)
+		}
+		evs, err := s.Load(ctx, m.ID)
+		require.NoError(t, err)
+		assert.Contains(t, string(evs[len(evs)-1].Record), secret(2))
+		require.NoError(t, s.Close())
+	}
+}

@@ -228,9 +228,18 @@ func (s *Store) deliverFollowed(ctx context.Context, h *openSession) error {
 		}
 		start = int(i) + 1
 	}
+	// h.mu is held: the key from h's metadata (recordKey would ask the
+	// registry, which takes h.mu).
+	key, err := s.heldKey(ctx, h)
+	if err != nil {
+		return err
+	}
 	for start < len(h.Entries) {
 		end := batchEnd(h.Entries, start)
-		evs, err := s.readRun(ctx, h, nil, -1, h.Entries[start:end])
+		evs, err := s.readRunSealed(ctx, h, nil, -1, h.Entries[start:end])
+		if err == nil {
+			err = s.openEvents(key, h.id, evs)
+		}
 		if err != nil {
 			return err
 		}
