@@ -511,7 +511,7 @@ var mutations = []mutation{
 		"no root keeps a copy of a remote session's key that a Delete elsewhere would leave"},
 	{"adopt the key object of a session that exists", "encrypt_remote.go", "func (s *Store) claimRemoteKey(", "\tcase err == nil:\n", "\tcase false:\n",
 		"a Create of an existing id is ErrExists and touches no key object"},
-	{"trust a cached key whatever its key record says", "encrypt.go", "func (s *Store) recordKey(", "c.stamp == stamp {", "true {",
+	{"trust a cached key whatever its key record says", "encrypt.go", "func (s *Store) recordKeyWith(", "c.stamp == stamp {", "true {",
 		"a session deleted and made again by another Store is read and written under its new key"},
 	{"skip the sync after destroying a key record", "encrypt.go", "func shredKeyFile(", "return s.opts.fs.SyncDir(filepath.Dir(path))", "return nil",
 		"a purged session's key is gone for good"},
