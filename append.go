@@ -61,10 +61,12 @@ func (p *pendingEvent) record() []byte {
 //
 // With key (an encrypted session, encrypt.go), the record stored is its
 // envelope, which everything below sees in its place (blob or inline,
-// hashed, split: never), p.plain the record, and no preview is made.
+// hashed, split: never), p.plain the record, and the preview, made from
+// the record, is sealed once the event's id is known (writeBatch).
 func (s *Store) pendingOf(ev Event, rec []byte, key *sessionKey) pendingEvent {
 	if key != nil {
-		p := pendingEvent{ev: ev, plain: rec, rec: key.sealRecord(rec), key: key}
+		k, _ := eventline.KindCodeOf([]byte(ev.Kind))
+		p := pendingEvent{ev: ev, plain: rec, rec: key.sealRecord(rec), key: key, preview: eventline.PreviewOf(k, rec)}
 		p.big = s.opts.BlobThreshold >= 0 && len(p.rec) > s.opts.BlobThreshold
 		if p.big {
 			p.digest = sha256.Sum256(p.rec)
@@ -367,7 +369,13 @@ func (h *openSession) writeBatch(ctx context.Context, batch []pendingEvent, pls 
 	loc := h.chunks.Enqueue(h.line)
 	for i := range batch {
 		l := location{Chunk: loc.Chunk, Offset: loc.Offset + int64(starts[i]), Length: uint32(starts[i+1] - starts[i])}
-		h.pipe.Add(inflightRecord{entry: eventline.EntryOf(hdrs[i], pls[i], l, batch[i].preview), event: out[i]})
+		pv := batch[i].preview
+		if k := batch[i].key; k != nil {
+			// Sealed here, where the event's id is known: the sealing
+			// binds it (a few hundred nanoseconds for at most 48 bytes).
+			pv = k.sealPreview(hdrs[i].ID, pv)
+		}
+		h.pipe.Add(inflightRecord{entry: eventline.EntryOf(hdrs[i], pls[i], l, pv), event: out[i]})
 	}
 	h.pending = uuid.Nil
 	return h.pipe.Join(len(batch)), out, nil

@@ -119,7 +119,10 @@
 // from the index lines of builds before it, whose nodes keep an empty
 // preview until their index is rebuilt from the chunk lines; a blob's
 // entry rebuilt from its chunk line has none (its line holds only the
-// digest). Chunk lines do not carry it. A build older than the member
+// digest). An encrypted session's index line holds "sealed_preview"
+// instead: the base64 of the preview sealed under the session's key
+// (encrypt.go), at most 80 bytes. Chunk lines do not carry it. A build
+// older than the member
 // takes an index line that has it for a bad line: index.jsonl it rebuilds
 // from the chunks, but a sealed chunk's embedded index it reports as
 // damage.

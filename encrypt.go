@@ -9,12 +9,15 @@ import (
 	"io/fs"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/sessionstore/sessionstore/internal/eventline"
 	"github.com/sessionstore/sessionstore/internal/seal"
 	"github.com/sessionstore/sessionstore/internal/seam"
 )
@@ -45,11 +48,11 @@ import (
 // In clear stay what listing, the tree and recovery need: ids, parents,
 // kinds, roles, times, sizes (of the envelopes), HEAD, lanes and
 // session.json (metadata is for listing without a key: docs/encryption.md
-// says why). Previews are not made for encrypted sessions (they would be
-// a record's first 80 bytes in clear). A fork has a key of its own and
-// reads its prefix under its parent's (readRun). docs/encryption.md
-// states what is not built yet (sealed previews; Rewrap and Reencrypt in
-// the remote mode). Reencrypt (reencrypt.go) seals a session again under
+// says why). Previews are sealed in the index (sealPreview), bound to
+// their event, and opened where nodes leave the Store (previews in
+// index.go). A fork has a key of its own and reads its prefix under its
+// parent's (readRun). docs/encryption.md states what is not built yet
+// (Rewrap and Reencrypt in the remote mode). Reencrypt (reencrypt.go) seals a session again under
 // a new data key; encrypt_remote.go keeps key records in the object
 // store with Options.Remote.
 //
@@ -420,6 +423,68 @@ func (k *sessionKey) sealBody(body []byte) []byte {
 	out = append(out, '"')
 	out = base64.StdEncoding.AppendEncode(out, raw)
 	return append(out, '"')
+}
+
+// sealedPreviewText is the longest text of a sealed preview: what
+// eventline.PreviewMax leaves after the generation and the sealing's
+// nonce and tag. The text is cut to it (eventline.Preview.Cut).
+const sealedPreviewText = eventline.PreviewMax - 4 - seal.Overhead
+
+// sealPreview returns the sealed form of pv, the preview of event id's
+// record: its text cut to sealedPreviewText bytes, sealed under the
+// current generation and bound to the session and the event (the
+// associated data), so that a preview copied to another event or session
+// does not open. An empty preview stays empty.
+func (k *sessionKey) sealPreview(id uuid.UUID, pv eventline.Preview) eventline.Preview {
+	cut := pv.Cut(sealedPreviewText)
+	return k.sealPreviewText(id, cut.Bytes())
+}
+
+// sealPreviewText is sealPreview given the text, at most
+// sealedPreviewText bytes.
+func (k *sessionKey) sealPreviewText(id uuid.UUID, text []byte) eventline.Preview {
+	if len(text) == 0 || len(text) > sealedPreviewText {
+		return eventline.Preview{}
+	}
+	raw := make([]byte, 4, eventline.PreviewMax)
+	binary.BigEndian.PutUint32(raw, k.cur)
+	raw = k.ciphers[k.cur].Seal(raw, text, previewAAD(k.session, id))
+	out, _ := eventline.SealedPreview(raw) // at most PreviewMax bytes
+	return out
+}
+
+// openPreview returns the text of pv, the sealed preview of event id,
+// and false when it does not open (damage, a generation the key record
+// no longer holds).
+func (k *sessionKey) openPreview(id uuid.UUID, pv *eventline.Preview) ([]byte, bool) {
+	text := k.appendPreview(nil, id, pv)
+	return text, len(text) > 0 // an empty text is never sealed
+}
+
+// appendPreview appends to dst the text of pv, the sealed preview of
+// event id, and returns the result: dst as it was when pv does not open.
+func (k *sessionKey) appendPreview(dst []byte, id uuid.UUID, pv *eventline.Preview) []byte {
+	raw := pv.SealedBytes()
+	if len(raw) < 4+seal.Overhead {
+		return dst
+	}
+	c, ok := k.ciphers[binary.BigEndian.Uint32(raw)]
+	if !ok {
+		return dst
+	}
+	// Room made here, growing by doubling: the cipher's append makes
+	// exactly what it needs, which would copy a shared arena each time.
+	dst = slices.Grow(dst, len(raw))
+	out, err := c.Open(dst, raw[4:], previewAAD(k.session, id))
+	if err != nil || !utf8.Valid(out[len(dst):]) {
+		return dst
+	}
+	return out
+}
+
+// previewAAD is the associated data of event id's sealed preview.
+func previewAAD(session, id uuid.UUID) []byte {
+	return seal.AAD(seal.KindPreview, session, binary.BigEndian.Uint64(id[:8]), binary.BigEndian.Uint64(id[8:]))
 }
 
 // errEnvelope reports stored bytes of an encrypted session that are not

@@ -14,11 +14,13 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sessionstore/sessionstore/internal/eventline"
 	"github.com/sessionstore/sessionstore/internal/jsonl"
 	"github.com/sessionstore/sessionstore/internal/seal"
 	"github.com/sessionstore/sessionstore/internal/vfs"
@@ -868,6 +870,34 @@ func TestGoldenEncrypted(t *testing.T) {
 	m, err := s.Meta(ctx, goldenSession)
 	require.NoError(t, err)
 	assert.True(t, m.Encrypted)
+
+	// Its previews are sealed in its index, and open to the plain
+	// golden session's, cut to sealedPreviewText bytes.
+	index := files["sessions/"+goldenSession.String()+"/index.jsonl"]
+	assert.NotContains(t, index, `"preview":`)
+	assert.Equal(t, 10, strings.Count(index, `"sealed_preview":"`), "every event's preview sealed")
+	plain, err := Open(copyFixture(t, "golden"), &Options{Compression: CompressionNone})
+	require.NoError(t, err)
+	defer plain.Close()
+	want2 := treePreviews(t, plain, goldenSession)
+	require.NotEmpty(t, slices.DeleteFunc(slices.Clone(want2), func(p string) bool { return p == "" }), "precondition: the golden session has previews")
+	for i := range want2 {
+		want2[i] = cutPreview(want2[i], sealedPreviewText)
+	}
+	assert.Equal(t, want2, treePreviews(t, s, goldenSession))
+}
+
+// cutPreview is s cut to at most n bytes as a sealed preview is: at a
+// rune boundary, without a trailing space.
+func cutPreview(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	end := n
+	for end > 0 && !utf8.RuneStart(s[end]) {
+		end--
+	}
+	return strings.TrimRight(s[:end], " ")
 }
 
 // TestEncryptedByteFlips changes bytes of every file of an encrypted
@@ -1059,61 +1089,121 @@ func TestEncryptedFork(t *testing.T) {
 	checkEncryptedReads(t, s, parent, all)
 }
 
-// TestEncryptedTreeHasNoPreviews: the nodes of an encrypted session carry
-// no preview, also when its index was rebuilt from its chunks (recovery
-// makes previews from the records there, envelopes in an encrypted
-// session); a plain session's have theirs.
-func TestEncryptedTreeHasNoPreviews(t *testing.T) {
+// TestEncryptedPreviews: an encrypted session's previews are sealed in
+// its index (TestEncryptedNoPlaintextOnDisk scans for them in clear) and
+// shown, cut to sealedPreviewText bytes, by Tree, TreeSeq and Children of
+// a Store with the key; a Store without keys shows none, nor does an
+// index rebuilt from the chunk lines (they hold envelopes), nor a sealed
+// preview moved to another event's index line; a plain session's show in
+// full.
+func TestEncryptedPreviews(t *testing.T) {
 	ctx := context.Background()
 	m := vfs.NewMemFS()
 	o := Options{Keys: testKeys(t, "local:1", 7)}
 	s := openMem(t, m, o)
 	meta, err := s.Create(ctx, Meta{})
 	require.NoError(t, err)
-	for i := range 3 {
-		_, err := s.Append(ctx, meta.ID, UserText(secret(i)))
+	long := secret(9) + " and then some more words, past what a sealed preview holds"
+	texts := []string{secret(0), secret(1), long}
+	for _, text := range texts {
+		_, err := s.Append(ctx, meta.ID, UserText(text))
 		require.NoError(t, err)
 	}
+	want := []string{secret(0), secret(1), "SECRET-0009-do-not-store-in-clear and then some"}
+	require.Equal(t, " ", long[sealedPreviewText-1:sealedPreviewText], "the cut falls after a space, which goes")
+
+	all := func(s *Store, id uuid.UUID) map[string][]string {
+		t.Helper()
+		out := map[string][]string{}
+		tree, err := s.Tree(ctx, id)
+		require.NoError(t, err)
+		for _, n := range tree {
+			out["Tree"] = append(out["Tree"], n.Preview)
+		}
+		for n, err := range s.TreeSeq(ctx, id) {
+			require.NoError(t, err)
+			out["TreeSeq"] = append(out["TreeSeq"], n.Preview)
+		}
+		parent := uuid.Nil
+		for {
+			kids, err := s.Children(ctx, id, parent)
+			require.NoError(t, err)
+			if len(kids) == 0 {
+				break
+			}
+			out["Children"] = append(out["Children"], kids[0].Preview)
+			parent = kids[0].ID
+		}
+		return out
+	}
+	check := func(what string, got map[string][]string, want []string) {
+		t.Helper()
+		for _, call := range []string{"Tree", "TreeSeq", "Children"} {
+			assert.Equal(t, want, got[call], "%s: %s", what, call)
+		}
+	}
+	check("the writing Store", all(s, meta.ID), want)
 	require.NoError(t, s.Close())
+	s = openMem(t, m, o)
+	check("reopened", all(s, meta.ID), want)
+	index, err := vfs.ReadFile(m, sessionPath(meta.ID, indexName))
+	require.NoError(t, err)
+	assert.Equal(t, 3, bytes.Count(index, []byte(`"sealed_preview":"`)), "%s", index)
+	assert.NotContains(t, string(index), `"preview":`)
+
+	noKeys := openMem(t, m, Options{ReadOnly: true})
+	check("a Store without keys", all(noKeys, meta.ID), []string{"", "", ""})
+	require.NoError(t, noKeys.Close())
+
+	// A fork reads its prefix's previews under the parent's key; its own
+	// under its own.
+	tree, err := s.Tree(ctx, meta.ID)
+	require.NoError(t, err)
+	f, err := s.Fork(ctx, meta.ID, tree[1].ID)
+	require.NoError(t, err)
+	_, err = s.Append(ctx, f.ID, UserText(secret(3)))
+	require.NoError(t, err)
+	check("a fork", all(s, f.ID), []string{secret(0), secret(1), secret(3)})
+
+	// Another event's sealed preview does not open: the sealing binds
+	// the event.
+	require.NoError(t, s.Close())
+	lines := bytes.SplitAfter(index, []byte("\n"))
+	var es []eventline.Entry
+	for _, l := range lines {
+		if len(l) == 0 {
+			continue
+		}
+		e, err := eventline.DecodeIndex(bytes.TrimSuffix(l, []byte("\n")))
+		require.NoError(t, err)
+		es = append(es, e)
+	}
+	require.Len(t, es, 3)
+	es[0].Preview, es[1].Preview = es[1].Preview, es[0].Preview
+	var swapped []byte
+	for i := range es {
+		swapped = eventline.AppendIndex(swapped, &es[i])
+	}
+	require.Len(t, swapped, len(index))
+	writeMemFile(t, m, sessionPath(meta.ID, indexName), swapped)
+	s = openMem(t, m, o)
+	check("previews swapped between index lines", all(s, meta.ID), []string{"", "", want[2]})
+	require.NoError(t, s.Close())
+
 	require.NoError(t, m.Remove(sessionPath(meta.ID, indexName))) // rebuilt at the next open
 	s = openMem(t, m, o)
 	defer s.Close()
-	check := func(what string, ns []Node) {
-		t.Helper()
-		require.Len(t, ns, 3, what)
-		for _, n := range ns {
-			assert.Empty(t, n.Preview, what)
-		}
-	}
-	tree, err := s.Tree(ctx, meta.ID)
-	require.NoError(t, err)
-	check("Tree", tree)
-	var seq []Node
-	for n, err := range s.TreeSeq(ctx, meta.ID) {
-		require.NoError(t, err)
-		seq = append(seq, n)
-	}
-	check("TreeSeq", seq)
-	roots, err := s.Children(ctx, meta.ID, uuid.Nil)
-	require.NoError(t, err)
-	kids, err := s.Children(ctx, meta.ID, roots[0].ID)
-	require.NoError(t, err)
-	kids2, err := s.Children(ctx, meta.ID, kids[0].ID)
-	require.NoError(t, err)
-	check("Children", slices.Concat(roots, kids, kids2))
+	check("an index rebuilt from the chunk lines", all(s, meta.ID), []string{"", "", ""})
 
-	plain, err := s.Create(ctx, Meta{}) // made by a Store with Keys: encrypted too
-	require.NoError(t, err)
-	require.True(t, plain.Encrypted)
 	p := openMem(t, vfs.NewMemFS(), Options{})
 	defer p.Close()
 	pm, err := p.Create(ctx, Meta{})
 	require.NoError(t, err)
-	_, err = p.Append(ctx, pm.ID, UserText(secret(0)))
+	_, err = p.Append(ctx, pm.ID, UserText(long))
 	require.NoError(t, err)
 	ptree, err := p.Tree(ctx, pm.ID)
 	require.NoError(t, err)
-	assert.Equal(t, secret(0), ptree[0].Preview, "a plain session's preview")
+	assert.Equal(t, long[:eventline.PreviewMax], ptree[0].Preview, "a plain session's preview")
 }
 
 // TestEncryptedKeyCacheAcrossStores: a Store that read a session's key

@@ -543,18 +543,41 @@ func (s *Store) forkEvent(ctx context.Context, h *openSession, id uuid.UUID) (ev
 	return ev, true, err
 }
 
-// prefixNodes returns the nodes of a fork's prefix, root first, for Tree;
-// none for a session that is not a fork. h.mu is held.
-func (h *openSession) prefixNodes() ([]Node, error) {
-	pre, err := h.prefix()
-	if err != nil || pre == nil {
+// prefixNodes returns the nodes of session's fork prefix, root first,
+// for Tree and Children; none for a session that is not a fork. It holds
+// the session's mutex only to take the prefix, an immutable snapshot,
+// and shows each part's previews under its own session's key
+// (segPreviews) without it: asking for a parent's key may take the
+// parent's mutex (the registry) or call the KeyProvider. A damaged
+// session's prefix is returned all the same (the caller's next use of
+// the session reports the damage).
+func (s *Store) prefixNodes(ctx context.Context, session uuid.UUID) ([]Node, error) {
+	var pre *forkPrefix
+	ran := false
+	err := s.withHandle(ctx, session, func(h *openSession) error {
+		var err error
+		pre, err = h.prefix()
+		ran = err == nil
+		return err
+	})
+	if !ran {
 		return nil, err
+	}
+	if pre == nil {
+		return nil, nil
 	}
 	var out []Node
 	for k := range pre.segs {
-		out = nodes(out, pre.segs[k].path)
+		out = nodes(out, pre.segs[k].path, s.segPreviews(ctx, pre.segs[k].session))
 	}
 	return out, nil
+}
+
+// segPreviews returns how the previews of a fork prefix's part that
+// session holds are shown: under session's key (a parent's own, as its
+// records are read: readRun).
+func (s *Store) segPreviews(ctx context.Context, session uuid.UUID) previews {
+	return previewsOf(s.recordKey(ctx, session))
 }
 
 // forkBlob reads the blob d of an event of session's prefix, from the

@@ -2,13 +2,15 @@ package sessionstore
 
 import (
 	"path/filepath"
+	"runtime"
 
 	"github.com/sessionstore/sessionstore/internal/index"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 )
 
-// nodeOf returns the payload-free public view of e.
-func nodeOf(e *entry) Node { return nodeWith(e, e.Preview.String()) }
+// nodeOf returns the payload-free public view of e, its preview shown
+// as v says.
+func nodeOf(e *entry, v previews) Node { return nodeWith(e, string(v.appendText(nil, e))) }
 
 // nodeWith is nodeOf with the preview's text given.
 func nodeWith(e *entry, preview string) Node {
@@ -17,25 +19,82 @@ func nodeWith(e *entry, preview string) Node {
 	return Node{ID: ev.ID, ParentID: ev.ParentID, BranchFrom: ev.BranchFrom, Kind: ev.Kind, Role: ev.Role, Time: ev.Time, Size: e.Size, Preview: preview}
 }
 
-// nodes appends the nodes of es to dst, their previews sharing one string
-// (one allocation for all, not one per node).
-func nodes(dst []Node, es []entry) []Node {
+// previews says how the previews of one session's entries are shown: in
+// clear for a plain session (enc false); for an encrypted one, a sealed
+// preview opened under key (encrypt.go) and nothing for any other (no
+// key given, a preview that does not open, an entry rebuilt from its
+// chunk line, which has none).
+type previews struct {
+	enc bool
+	key *sessionKey
+}
+
+// appendText appends e's preview text as v shows it to dst.
+func (v previews) appendText(dst []byte, e *entry) []byte {
+	if !v.enc {
+		return append(dst, e.Preview.Bytes()...) // none for a sealed one
+	}
+	if v.key == nil || !e.Preview.Sealed() {
+		return dst
+	}
+	return v.key.appendPreview(dst, e.ID, &e.Preview)
+}
+
+// previewsOf returns how session's previews are shown given its key as
+// recordKey returned it (key, err): in clear for a plain session, opened
+// for an encrypted one; a key that could not be had (no KeyProvider, a
+// key-encryption key it lacks, a session.json that did not read) shows
+// none, since the previews of a session the Store cannot tell plain may
+// be sealed.
+func previewsOf(key *sessionKey, err error) previews {
+	return previews{enc: key != nil || err != nil, key: key}
+}
+
+// nodes appends the nodes of es to dst, their previews shown as v says
+// and sharing one string per run of entries (one allocation for many
+// nodes, not one per node). Sealed previews are opened on every core
+// for a long es (about half a microsecond each).
+func nodes(dst []Node, es []entry, v previews) []Node {
+	if !v.enc || len(es) < 2*previewRun {
+		return appendNodes(dst, es, v)
+	}
+	runs := (len(es) + previewRun - 1) / previewRun
+	parts := make([][]Node, runs)
+	forEach(runs, runtime.GOMAXPROCS(0), func(_, r int) {
+		parts[r] = appendNodes(nil, es[r*previewRun:min(len(es), (r+1)*previewRun)], v)
+	})
+	for _, p := range parts {
+		dst = append(dst, p...)
+	}
+	return dst
+}
+
+// previewRun is how many entries nodes gives one core.
+const previewRun = 2048
+
+// appendNodes is nodes on one core.
+func appendNodes(dst []Node, es []entry, v previews) []Node {
 	n := 0
-	for i := range es {
-		n += len(es[i].Preview.Bytes())
+	if v.enc {
+		n = len(es) * sealedPreviewText
+	} else {
+		for i := range es {
+			n += len(es[i].Preview.Bytes())
+		}
 	}
 	var b []byte
 	if n > 0 {
 		b = make([]byte, 0, n)
-		for i := range es {
-			b = append(b, es[i].Preview.Bytes()...)
-		}
+	}
+	ends := make([]int, len(es))
+	for i := range es {
+		b = v.appendText(b, &es[i])
+		ends[i] = len(b)
 	}
 	all, at := string(b), 0
 	for i := range es {
-		k := len(es[i].Preview.Bytes())
-		dst = append(dst, nodeWith(&es[i], all[at:at+k]))
-		at += k
+		dst = append(dst, nodeWith(&es[i], all[at:ends[i]]))
+		at = ends[i]
 	}
 	return dst
 }

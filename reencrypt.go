@@ -3,6 +3,7 @@ package sessionstore
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -182,6 +183,21 @@ func (r *resealer) reseal(env []byte) ([]byte, bool, error) {
 	return out, true, nil
 }
 
+// resealPreview returns pv, the preview of event id, sealed under the
+// current generation: as it is when it already is (or is not sealed),
+// none when it does not open (it could not be shown either).
+func (r *resealer) resealPreview(id uuid.UUID, pv eventline.Preview) eventline.Preview {
+	raw := pv.SealedBytes()
+	if len(raw) < 4 || binary.BigEndian.Uint32(raw) == r.key.cur {
+		return pv
+	}
+	text, ok := r.key.openPreview(id, &pv)
+	if !ok {
+		return eventline.Preview{}
+	}
+	return r.key.sealPreviewText(id, text)
+}
+
 // chunk returns old, the logical bytes of one chunk of the session in dir
 // whose records es describe, with every envelope sealed under the current
 // generation, and its entries (a blob's new digest); a record stored as a
@@ -200,6 +216,7 @@ func (r *resealer) chunk(fsys vfs.FS, dir string, old []byte, es []entry, path s
 			return nil, nil, corruptf(path, e.Loc.Offset, "record %s does not match its index entry %s", h.ID, e.ID)
 		}
 		ne := e
+		ne.Preview = r.resealPreview(e.ID, e.Preview)
 		if pl.Blob {
 			env, err := blob.Read(fsys, dir, pl.Digest, pl.Size)
 			if err != nil {

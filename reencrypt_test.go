@@ -70,10 +70,13 @@ func TestReencrypt(t *testing.T) {
 
 	s, err = Open(dir, &o)
 	require.NoError(t, err)
+	previews := treePreviews(t, s, id)
+	require.Contains(t, previews, secret(0), "precondition: sealed previews, opened")
 	require.NoError(t, s.Reencrypt(ctx, id))
 	keyFile := filepath.Join(dir, keysDir, id.String()+".json")
 	assert.Equal(t, []uint32{2}, keyGens(t, vfs.Default, keyFile, id))
 	checkEncryptedReads(t, s, id, all)
+	assert.Equal(t, previews, treePreviews(t, s, id), "the previews sealed again under the new key")
 	got, err := s.Load(ctx, fork.ID)
 	require.NoError(t, err)
 	assert.Equal(t, recordsOf(t, s, fork.ID, forked), recordsOf(t, s, fork.ID, got), "the fork's prefix under the new key")
@@ -90,6 +93,7 @@ func TestReencrypt(t *testing.T) {
 	require.NoError(t, s.Reencrypt(ctx, id))
 	assert.Equal(t, []uint32{3}, keyGens(t, vfs.Default, keyFile, id))
 	checkEncryptedReads(t, s, id, all)
+	assert.Equal(t, previews, treePreviews(t, s, id), "the previews after a second re-encryption")
 	ev, err := s.Append(ctx, id, UserText(secret(7)))
 	require.NoError(t, err)
 	require.NoError(t, s.Close())
@@ -110,6 +114,18 @@ func TestReencrypt(t *testing.T) {
 	require.ErrorAs(t, err, &ce, "a copy from before does not open")
 	assert.Contains(t, err.Error(), "generation 1")
 	require.NoError(t, s.Close())
+}
+
+// treePreviews returns the previews of the nodes of session's Tree.
+func treePreviews(t *testing.T, s *Store, session uuid.UUID) []string {
+	t.Helper()
+	tree, err := s.Tree(context.Background(), session)
+	require.NoError(t, err)
+	out := make([]string, len(tree))
+	for i, n := range tree {
+		out[i] = n.Preview
+	}
+	return out
 }
 
 // filesUnder lists the files under dir, relative to it.

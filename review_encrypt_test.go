@@ -329,15 +329,11 @@ func TestReviewEncConcurrentCreateSameIDCachesPlain(t *testing.T) {
 
 // TestReviewEncForkPrefixPreviewsFromRebuiltIndex: an encrypted session
 // whose index was rebuilt from its chunk lines (recovery: here the index
-// file lost) has index entries whose previews are made from the stored
-// envelopes (eventline.NewEntry). Tree and Children clear them
-// (sealNodes), but TreeSeq does not clear a fork's prefix nodes, and a
-// plain fork (made by a Store without Keys) of the encrypted parent shows
-// them in Tree: base64 garbage as the events' text.
-// Bug: seq.go TreeSeq yields pre.segs' nodes without sealNodes, and
-// sealNodes looks only at the fork's own Meta.Encrypted, not at the
-// session each prefix segment belongs to; recovery (NewEntry) should
-// better make no preview for an encrypted session at all.
+// file lost) has index entries without previews (eventline.Sealed: the
+// stored envelopes have no text to preview); Tree, TreeSeq of an
+// encrypted fork and Tree of a plain fork (made by a Store without Keys)
+// of the encrypted parent show none, never base64 garbage as the events'
+// text.
 func TestReviewEncForkPrefixPreviewsFromRebuiltIndex(t *testing.T) {
 	ctx := context.Background()
 	m := vfs.NewMemFS()
@@ -359,7 +355,7 @@ func TestReviewEncForkPrefixPreviewsFromRebuiltIndex(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, nodes, 3)
 	for _, n := range nodes {
-		require.Empty(t, n.Preview, "Tree clears them")
+		require.Empty(t, n.Preview, "Tree shows none")
 	}
 	f, err := s.Fork(ctx, parent.ID, last.ID)
 	require.NoError(t, err)

@@ -115,8 +115,9 @@ func (s *Store) TreeSeq(ctx context.Context, session uuid.UUID) iter.Seq2[Node, 
 		var buf []Node
 		if pre != nil { // a fork's prefix path: an immutable snapshot
 			for _, seg := range pre.segs {
+				v := s.segPreviews(ctx, seg.session)
 				for k := 0; k < len(seg.path); k += treeBatch {
-					buf = nodes(buf[:0], seg.path[k:min(k+treeBatch, len(seg.path))])
+					buf = nodes(buf[:0], seg.path[k:min(k+treeBatch, len(seg.path))], v)
 					if !yieldAll(buf, yield) {
 						return
 					}
@@ -130,8 +131,7 @@ func (s *Store) TreeSeq(ctx context.Context, session uuid.UUID) iter.Seq2[Node, 
 				ferr = h.treeBatch(&pos, last, end)
 				if ferr == nil {
 					stop := min(pos+treeBatch, int(h.ByID[end])+1)
-					buf = nodes(buf[:0], h.Entries[pos:stop])
-					h.sealNodes(buf)
+					buf = nodes(buf[:0], h.Entries[pos:stop], s.ownPreviews(ctx, h))
 					pos, last = stop, h.Entries[stop-1].ID
 				}
 				return nil

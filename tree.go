@@ -25,7 +25,10 @@ type Node struct {
 	// is built, and kept with it, so Tree reads no record for it. Empty
 	// for an event whose index line was written before previews existed,
 	// and for a blob record whose entry was rebuilt from its chunk line
-	// (internal/eventline/preview.go).
+	// (internal/eventline/preview.go). In an encrypted session it is
+	// sealed in the index and opened with the session's key, its text cut
+	// to 48 bytes; empty for a Store without the key, and for an entry
+	// rebuilt from its chunk line (docs/encryption.md).
 	Preview string
 }
 
@@ -40,31 +43,28 @@ type Node struct {
 // Errors: ErrNotFound, ErrLocked, ErrClosed; *CorruptionError for a damaged
 // session, with the nodes of its valid prefix.
 func (s *Store) Tree(ctx context.Context, session uuid.UUID) ([]Node, error) {
+	prefix, err := s.prefixNodes(ctx, session) // a fork's prefix path first (fork.go)
+	if err != nil {
+		return nil, err
+	}
 	var out []Node
-	err := s.withHandle(ctx, session, func(h *openSession) error {
-		prefix, err := h.prefixNodes() // a fork's prefix path first (fork.go)
-		if err != nil {
-			return err
-		}
+	err = s.withHandle(ctx, session, func(h *openSession) error {
 		out = make([]Node, len(prefix), len(prefix)+len(h.Entries))
 		copy(out, prefix)
-		out = nodes(out, h.Entries)
-		h.sealNodes(out)
+		out = nodes(out, h.Entries, s.ownPreviews(ctx, h))
 		return nil
 	})
 	return out, err
 }
 
-// sealNodes clears the previews of ns, nodes of h, when h is encrypted:
-// an index entry rebuilt from a chunk line (recovery) makes its preview
-// from the record there, which in an encrypted session is the envelope
-// (encrypt.go), not text. h.mu is held.
-func (h *openSession) sealNodes(ns []Node) {
-	if h.meta.Encrypted {
-		for i := range ns {
-			ns[i].Preview = ""
-		}
+// ownPreviews returns how the previews of h's own entries are shown
+// (previews), with h.mu held: under its key when its metadata says it is
+// encrypted.
+func (s *Store) ownPreviews(ctx context.Context, h *openSession) previews {
+	if !h.meta.Encrypted {
+		return previews{}
 	}
+	return previewsOf(s.heldKey(ctx, h))
 }
 
 // Children returns the direct children of an event, in append order,
@@ -75,29 +75,29 @@ func (h *openSession) sealNodes(ns []Node) {
 // Errors: ErrNotFound when id is not in the session; ErrLocked; ErrClosed;
 // *CorruptionError as Tree.
 func (s *Store) Children(ctx context.Context, session, id uuid.UUID) ([]Node, error) {
+	prefix, err := s.prefixNodes(ctx, session) // a fork's prefix path (fork.go)
+	if err != nil {
+		return nil, err
+	}
 	var out []Node
-	err := s.withHandle(ctx, session, func(h *openSession) error {
+	err = s.withHandle(ctx, session, func(h *openSession) error {
 		if id != uuid.Nil && !h.inPrefix(id) {
 			if _, err := h.lookup(id); err != nil {
 				return err
 			}
 		}
 		out = []Node{}
-		prefix, err := h.prefixNodes() // a fork's prefix path (fork.go)
-		if err != nil {
-			return err
-		}
 		for _, n := range prefix {
 			if n.ParentID == id {
 				out = append(out, n)
 			}
 		}
+		v := s.ownPreviews(ctx, h)
 		for i := range h.Entries {
 			if h.Entries[i].ParentID == id {
-				out = append(out, nodeOf(&h.Entries[i]))
+				out = append(out, nodeOf(&h.Entries[i], v))
 			}
 		}
-		h.sealNodes(out)
 		return nil
 	})
 	return out, err

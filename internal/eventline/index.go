@@ -47,7 +47,8 @@ func (e *Entry) SameRecord(o *Entry) bool {
 // AppendIndex appends the framed index line of e to dst. The member
 // order is part of the format. "preview" (see preview.go), after "digest",
 // is written only when the Preview is not empty; index lines written
-// before previews existed have none, and read with an empty one.
+// before previews existed have none, and read with an empty one. A sealed
+// Preview is written as "sealed_preview" in its place.
 func AppendIndex(dst []byte, e *Entry) []byte {
 	start := len(dst)
 	obj := appendHeader(dst, &e.Header)
@@ -87,6 +88,8 @@ func DecodeIndex(line []byte) (Entry, error) {
 	}
 	if p.maybe(`,"preview":"`) {
 		e.Preview = p.previewValue()
+	} else if p.maybe(`,"sealed_preview":"`) {
+		e.Preview = p.sealedPreviewValue()
 	}
 	p.lit(`,"location":{"chunk":`)
 	e.Loc.Chunk = uint32(p.int(1<<31 - 1))

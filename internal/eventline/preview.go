@@ -2,6 +2,7 @@ package eventline
 
 import (
 	"bytes"
+	"encoding/base64"
 	"unicode"
 	"unicode/utf8"
 )
@@ -43,16 +44,77 @@ const PreviewMax = 80
 // Preview is a short text of a record: valid UTF-8, whitespace runs
 // collapsed to one space, no leading or trailing space, no control
 // characters, cut at a rune boundary to at most PreviewMax bytes.
+//
+// A sealed Preview (SealedPreview) holds instead the sealed bytes of an
+// encrypted session's preview, which have no text until opened with the
+// session's key.
 type Preview struct {
-	n uint8
-	b [PreviewMax]byte
+	n      uint8
+	sealed bool
+	b      [PreviewMax]byte
 }
 
-// String returns the preview's text.
-func (p *Preview) String() string { return string(p.b[:p.n]) }
+// String returns the preview's text; a sealed one's is empty.
+func (p *Preview) String() string { return string(p.Bytes()) }
 
-// Bytes returns the preview's text, in p's memory.
-func (p *Preview) Bytes() []byte { return p.b[:p.n] }
+// Bytes returns the preview's text, in p's memory; a sealed one's is
+// empty.
+func (p *Preview) Bytes() []byte {
+	if p.sealed {
+		return nil
+	}
+	return p.b[:p.n]
+}
+
+// Sealed Previews
+//
+// An encrypted session's previews are sealed (the root's encrypt.go
+// seals and opens them): the Preview holds the sealed bytes, at most
+// PreviewMax (a key generation, a nonce, the cipher text of the preview's
+// text cut to fit, a tag), and its index line holds their base64 as
+// "sealed_preview", in the place of "preview". Only a reader with the
+// session's key turns them into text; everything below the root carries
+// them as it carries a preview in clear.
+
+// SealedPreview returns the sealed Preview holding raw, 1 to PreviewMax
+// bytes (ok false otherwise).
+func SealedPreview(raw []byte) (p Preview, ok bool) {
+	if len(raw) == 0 || len(raw) > PreviewMax {
+		return Preview{}, false
+	}
+	p.sealed, p.n = true, uint8(copy(p.b[:], raw))
+	return p, true
+}
+
+// Sealed reports whether p is a sealed Preview.
+func (p *Preview) Sealed() bool { return p.sealed }
+
+// SealedBytes returns a sealed Preview's bytes, in p's memory (none for a
+// Preview in clear).
+func (p *Preview) SealedBytes() []byte {
+	if !p.sealed {
+		return nil
+	}
+	return p.b[:p.n]
+}
+
+// Cut returns p's text cut to at most n bytes, at a rune boundary and
+// without a trailing space. A sealed Preview is returned as it is.
+func (p Preview) Cut(n int) Preview {
+	if p.sealed || int(p.n) <= n {
+		return p
+	}
+	end := max(n, 0)
+	for end > 0 && !utf8.RuneStart(p.b[end]) {
+		end--
+	}
+	for end > 0 && p.b[end-1] == ' ' {
+		end--
+	}
+	clear(p.b[end:])
+	p.n = uint8(end)
+	return p
+}
 
 // previewBuilder writes runes into a Preview, collapsing whitespace.
 type previewBuilder struct {
@@ -453,6 +515,11 @@ func appendPreviewMember(dst []byte, p *Preview) []byte {
 	if p.n == 0 {
 		return dst
 	}
+	if p.sealed {
+		dst = append(dst, `,"sealed_preview":"`...)
+		dst = base64.StdEncoding.AppendEncode(dst, p.SealedBytes())
+		return append(dst, '"')
+	}
 	dst = append(dst, `,"preview":"`...)
 	for _, c := range p.Bytes() {
 		if c == '"' || c == '\\' {
@@ -462,6 +529,31 @@ func appendPreviewMember(dst []byte, p *Preview) []byte {
 	}
 	return append(dst, '"')
 }
+
+// sealedPreviewValue parses the value of a sealed_preview member, after
+// its opening quote, consuming the closing quote: the base64 (padded) of
+// 1 to PreviewMax bytes.
+func (p *lineParser) sealedPreviewValue() Preview {
+	if p.err != nil {
+		return Preview{}
+	}
+	end := bytes.IndexByte(p.b[p.pos:min(len(p.b), p.pos+sealedPreviewChars+1)], '"')
+	if end < 0 {
+		p.fail("unterminated or overlong sealed preview")
+		return Preview{}
+	}
+	raw, err := base64.StdEncoding.Strict().AppendDecode(make([]byte, 0, PreviewMax), p.b[p.pos:p.pos+end])
+	pv, ok := SealedPreview(raw)
+	if err != nil || !ok {
+		p.fail("sealed preview is not the base64 of 1 to %d bytes", PreviewMax)
+		return Preview{}
+	}
+	p.pos += end + 1
+	return pv
+}
+
+// sealedPreviewChars is the length of the longest sealed preview's base64.
+const sealedPreviewChars = (PreviewMax + 2) / 3 * 4
 
 // previewValue parses the string value of a preview member, after its
 // opening quote, as appendPreviewMember writes it, consuming the closing

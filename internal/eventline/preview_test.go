@@ -1,6 +1,7 @@
 package eventline
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"reflect"
 	"strings"
@@ -134,6 +135,82 @@ func TestPreviewIndexLine(t *testing.T) {
 			assert.Error(t, err)
 		})
 	}
+}
+
+// TestSealedPreviewIndexLine: a sealed Preview travels through an index
+// line as base64 in "sealed_preview", has no text, and a damaged or
+// overlong value is refused.
+func TestSealedPreviewIndexLine(t *testing.T) {
+	raw := []byte("\x00\x00\x00\x01 sealed bytes \xff\xfe\\\"")
+	pv, ok := SealedPreview(raw)
+	require.True(t, ok)
+	assert.True(t, pv.Sealed())
+	assert.Empty(t, pv.String(), "a sealed preview has no text")
+	assert.Equal(t, raw, pv.SealedBytes())
+	e := Entry{Header: Header{ID: uuid.New(), Kind: 1, Role: 1}, Size: 9, Preview: pv, Loc: Location{Chunk: 2, Offset: 10, Length: 300}}
+	line := AppendIndex(nil, &e)
+	var v map[string]any
+	require.NoError(t, json.Unmarshal(line, &v), "the line is JSON")
+	assert.Equal(t, base64.StdEncoding.EncodeToString(raw), v["sealed_preview"])
+	assert.NotContains(t, v, "preview")
+	got, err := DecodeIndex(line[:len(line)-1])
+	require.NoError(t, err)
+	assert.Equal(t, e, got)
+
+	full, ok := SealedPreview(make([]byte, PreviewMax))
+	require.True(t, ok)
+	e.Preview = full
+	fullLine := AppendIndex(nil, &e)
+	got, err = DecodeIndex(fullLine[:len(fullLine)-1])
+	require.NoError(t, err, "the longest sealed preview reads back")
+	assert.Equal(t, full, got.Preview)
+	_, ok = SealedPreview(make([]byte, PreviewMax+1))
+	assert.False(t, ok)
+	_, ok = SealedPreview(nil)
+	assert.False(t, ok)
+
+	b64 := base64.StdEncoding.EncodeToString(raw)
+	body := string(line[:len(line)-18]) + "}"
+	bad := map[string]string{
+		"empty":        strings.Replace(body, b64, "", 1),
+		"not base64":   strings.Replace(body, b64, "!!!!", 1),
+		"unpadded":     strings.Replace(body, b64, strings.TrimRight(b64, "="), 1),
+		"too long":     strings.Replace(body, b64, base64.StdEncoding.EncodeToString(make([]byte, PreviewMax+1)), 1),
+		"unterminated": body[:strings.Index(body, b64)+4],
+		"both members": strings.Replace(body, `,"sealed_preview"`, `,"preview":"x","sealed_preview"`, 1),
+	}
+	for name, obj := range bad {
+		t.Run(name, func(t *testing.T) {
+			require.NotEqual(t, body, obj)
+			sealed := jsonl.Seal(nil, []byte(obj))
+			_, err := DecodeIndex(sealed[:len(sealed)-1])
+			assert.Error(t, err)
+		})
+	}
+}
+
+// TestPreviewCut: a preview cut to n bytes ends at a rune boundary,
+// without a trailing space; a shorter one and a sealed one are kept.
+func TestPreviewCut(t *testing.T) {
+	var w previewBuilder
+	w.text([]byte("ab cd\u00e9f  gh"))
+	p := w.p
+	require.Equal(t, "ab cd\u00e9f gh", p.String())
+	for _, c := range []struct {
+		n    int
+		want string
+	}{
+		{100, "ab cd\u00e9f gh"}, {11, "ab cd\u00e9f gh"}, {10, "ab cd\u00e9f g"}, {9, "ab cd\u00e9f"}, {8, "ab cd\u00e9f"},
+		{7, "ab cd\u00e9"}, {6, "ab cd"}, {5, "ab cd"}, {3, "ab"}, {2, "ab"}, {0, ""},
+	} {
+		got := p.Cut(c.n)
+		assert.Equal(t, c.want, got.String(), "cut to %d", c.n)
+		assert.LessOrEqual(t, len(got.String()), c.n)
+		assert.True(t, utf8.ValidString(got.String()))
+	}
+	sp, ok := SealedPreview([]byte("0123456789"))
+	require.True(t, ok)
+	assert.Equal(t, sp, sp.Cut(3))
 }
 
 // BenchmarkPreviewOf measures the preview of a 64 KiB tool result, made
