@@ -434,7 +434,7 @@ const sealedPreviewText = eventline.PreviewMax - 4 - seal.Overhead
 // record: its text cut to sealedPreviewText bytes, sealed under the
 // current generation and bound to the session and the event (the
 // associated data), so that a preview copied to another event or session
-// does not open. An empty preview stays empty.
+// does not open. An empty preview is eventline.SealedNone.
 func (k *sessionKey) sealPreview(id uuid.UUID, pv eventline.Preview) eventline.Preview {
 	cut := pv.Cut(sealedPreviewText)
 	return k.sealPreviewText(id, cut.Bytes())
@@ -444,7 +444,7 @@ func (k *sessionKey) sealPreview(id uuid.UUID, pv eventline.Preview) eventline.P
 // sealedPreviewText bytes.
 func (k *sessionKey) sealPreviewText(id uuid.UUID, text []byte) eventline.Preview {
 	if len(text) == 0 || len(text) > sealedPreviewText {
-		return eventline.Preview{}
+		return eventline.SealedNone()
 	}
 	raw := make([]byte, 4, eventline.PreviewMax)
 	binary.BigEndian.PutUint32(raw, k.cur)

@@ -281,6 +281,13 @@ func (s *Store) forkParent(ctx context.Context, parent, at uuid.UUID) (Meta, err
 			m = h.meta.clone()
 			_, own := h.ByID[at]
 			ok = own || h.inPrefix(at)
+			if own && h.meta.Encrypted && !h.opts.ReadOnly {
+				// The index lines held back (index.HoldLines) written
+				// now: the fork reads its prefix from the parent's files,
+				// and an entry rebuilt from an encrypted session's chunk
+				// line has no preview.
+				h.writeIndex()
+			}
 		}
 		rf, _ := h.files.(*remoteFiles)
 		h.mu.Unlock()
@@ -552,25 +559,41 @@ func (s *Store) forkEvent(ctx context.Context, h *openSession, id uuid.UUID) (ev
 // session's prefix is returned all the same (the caller's next use of
 // the session reports the damage).
 func (s *Store) prefixNodes(ctx context.Context, session uuid.UUID) ([]Node, error) {
-	var pre *forkPrefix
-	ran := false
-	err := s.withHandle(ctx, session, func(h *openSession) error {
-		var err error
-		pre, err = h.prefix()
-		ran = err == nil
-		return err
-	})
-	if !ran {
-		return nil, err
+	for again := true; ; again = false {
+		var pre *forkPrefix
+		ran := false
+		err := s.withHandle(ctx, session, func(h *openSession) error {
+			var err error
+			pre, err = h.prefix()
+			ran = err == nil
+			return err
+		})
+		if !ran {
+			return nil, err
+		}
+		if pre == nil {
+			return nil, nil
+		}
+		var out []Node
+		stale := false
+		for k := range pre.segs {
+			v := s.segPreviews(ctx, pre.segs[k].session)
+			stale = stale || v.stale(pre.segs[k].path)
+			out = nodes(out, pre.segs[k].path, v)
+		}
+		if !stale || !again {
+			return out, nil
+		}
+		// A parent re-encrypted since the prefix was read (Reencrypt):
+		// its entries' previews are sealed under a generation its key
+		// no longer holds. The prefix is read again, once.
+		_ = s.withHandle(ctx, session, func(h *openSession) error {
+			if h.fork == pre {
+				h.fork = nil
+			}
+			return nil
+		})
 	}
-	if pre == nil {
-		return nil, nil
-	}
-	var out []Node
-	for k := range pre.segs {
-		out = nodes(out, pre.segs[k].path, s.segPreviews(ctx, pre.segs[k].session))
-	}
-	return out, nil
 }
 
 // segPreviews returns how the previews of a fork prefix's part that

@@ -1,6 +1,7 @@
 package sessionstore
 
 import (
+	"encoding/binary"
 	"path/filepath"
 	"runtime"
 
@@ -38,6 +39,22 @@ func (v previews) appendText(dst []byte, e *entry) []byte {
 		return dst
 	}
 	return v.key.appendPreview(dst, e.ID, &e.Preview)
+}
+
+// stale reports whether a preview of es is sealed under a key generation
+// v's key does not hold (entries read before a Reencrypt).
+func (v previews) stale(es []entry) bool {
+	if v.key == nil {
+		return false
+	}
+	for i := range es {
+		if raw := es[i].Preview.SealedBytes(); len(raw) >= 4 {
+			if _, ok := v.key.ciphers[binary.BigEndian.Uint32(raw)]; !ok {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // previewsOf returns how session's previews are shown given its key as

@@ -131,7 +131,7 @@ func (s *Store) TreeSeq(ctx context.Context, session uuid.UUID) iter.Seq2[Node, 
 				ferr = h.treeBatch(&pos, last, end)
 				if ferr == nil {
 					stop := min(pos+treeBatch, int(h.ByID[end])+1)
-					buf = nodes(buf[:0], h.Entries[pos:stop], s.ownPreviews(ctx, h))
+					buf = nodes(buf[:0], h.Entries[pos:stop], s.ownPreviews(ctx, h, h.Entries[pos:stop]))
 					pos, last = stop, h.Entries[stop-1].ID
 				}
 				return nil

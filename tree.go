@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/sessionstore/sessionstore/internal/eventline"
 )
 
 // Node is the payload-free view of an event, for timeline rendering: it is
@@ -27,8 +29,12 @@ type Node struct {
 	// and for a blob record whose entry was rebuilt from its chunk line
 	// (internal/eventline/preview.go). In an encrypted session it is
 	// sealed in the index and opened with the session's key, its text cut
-	// to 48 bytes; empty for a Store without the key, and for an entry
-	// rebuilt from its chunk line (docs/encryption.md).
+	// to 48 bytes; empty for a Store without the key, and for a blob
+	// record whose entry was rebuilt from its chunk line. An encrypted
+	// session's inline record whose entry was rebuilt so gets its preview
+	// again from the record, read once per open session (fillPreviews:
+	// the one case in which Tree, TreeSeq and Children read records;
+	// docs/encryption.md).
 	Preview string
 }
 
@@ -51,20 +57,59 @@ func (s *Store) Tree(ctx context.Context, session uuid.UUID) ([]Node, error) {
 	err = s.withHandle(ctx, session, func(h *openSession) error {
 		out = make([]Node, len(prefix), len(prefix)+len(h.Entries))
 		copy(out, prefix)
-		out = nodes(out, h.Entries, s.ownPreviews(ctx, h))
+		out = nodes(out, h.Entries, s.ownPreviews(ctx, h, h.Entries))
 		return nil
 	})
 	return out, err
 }
 
-// ownPreviews returns how the previews of h's own entries are shown
-// (previews), with h.mu held: under its key when its metadata says it is
-// encrypted.
-func (s *Store) ownPreviews(ctx context.Context, h *openSession) previews {
+// ownPreviews returns how the previews of h's entries es (a range of
+// h.Entries) are shown (previews), with h.mu held: under its key when its
+// metadata says it is encrypted, after fillPreviews.
+func (s *Store) ownPreviews(ctx context.Context, h *openSession, es []entry) previews {
 	if !h.meta.Encrypted {
 		return previews{}
 	}
-	return previewsOf(s.heldKey(ctx, h))
+	key, err := s.heldKey(ctx, h)
+	if key != nil {
+		h.fillPreviews(key, es)
+	}
+	return previewsOf(key, err)
+}
+
+// fillPreviews gives the entries es of h, an encrypted session, the
+// sealed previews they lost with their index lines, with h.mu held. An
+// entry rebuilt from its chunk line has none (the line holds the
+// envelope): those of the records past index.jsonl's end, which lags the
+// chunk by up to index.HoldLines records, when another Store or process
+// reads the session (a read-only Store's tail, a reopen after a crash, a
+// remote restore on another machine), and every one after a recovery
+// rebuilt index.jsonl. Their records are read and opened under key, once
+// per open session and entry: an entry without text, or whose record
+// does not read or open (Load reports that), gets eventline.SealedNone.
+// A blob's is left empty, as in a plain session (it would read the
+// blob). The previews made go to disk with the entries when their chunk
+// is sealed (its embedded index), not into index.jsonl's written lines.
+func (h *openSession) fillPreviews(key *sessionKey, es []entry) {
+	var r *chunkReader
+	for i := range es {
+		e := &es[i]
+		if e.Blob || e.Preview.Sealed() {
+			continue
+		}
+		if r == nil {
+			r = h.files.chunkReader()
+			defer r.close()
+		}
+		e.Preview = eventline.SealedNone()
+		ev, err := readEntry(r, e)
+		if err != nil || ev.Record == nil {
+			continue
+		}
+		if rec, err := key.openRecord(ev.Record); err == nil {
+			e.Preview = key.sealPreview(e.ID, eventline.PreviewOf(e.Kind, rec))
+		}
+	}
 }
 
 // Children returns the direct children of an event, in append order,
@@ -92,7 +137,7 @@ func (s *Store) Children(ctx context.Context, session, id uuid.UUID) ([]Node, er
 				out = append(out, n)
 			}
 		}
-		v := s.ownPreviews(ctx, h)
+		v := s.ownPreviews(ctx, h, h.Entries)
 		for i := range h.Entries {
 			if h.Entries[i].ParentID == id {
 				out = append(out, nodeOf(&h.Entries[i], v))

@@ -86,6 +86,12 @@ func SealedPreview(raw []byte) (p Preview, ok bool) {
 	return p, true
 }
 
+// SealedNone returns the sealed Preview of a record without text to
+// preview: no bytes, and no member in an index line (it reads back as an
+// empty Preview in clear). It marks in memory an encrypted session's
+// entry whose preview was looked for and is empty.
+func SealedNone() Preview { return Preview{sealed: true} }
+
 // Sealed reports whether p is a sealed Preview.
 func (p *Preview) Sealed() bool { return p.sealed }
 
@@ -542,7 +548,16 @@ func (p *lineParser) sealedPreviewValue() Preview {
 		p.fail("unterminated or overlong sealed preview")
 		return Preview{}
 	}
-	raw, err := base64.StdEncoding.Strict().AppendDecode(make([]byte, 0, PreviewMax), p.b[p.pos:p.pos+end])
+	val := p.b[p.pos : p.pos+end]
+	for _, c := range val {
+		// Only the alphabet: the decoder skips CR and LF, which would
+		// make a line AppendIndex never writes (and not JSON).
+		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '+' || c == '/' || c == '=') {
+			p.fail("sealed preview is not base64")
+			return Preview{}
+		}
+	}
+	raw, err := base64.StdEncoding.Strict().AppendDecode(make([]byte, 0, PreviewMax), val)
 	pv, ok := SealedPreview(raw)
 	if err != nil || !ok {
 		p.fail("sealed preview is not the base64 of 1 to %d bytes", PreviewMax)

@@ -168,6 +168,12 @@ func TestSealedPreviewIndexLine(t *testing.T) {
 	assert.False(t, ok)
 	_, ok = SealedPreview(nil)
 	assert.False(t, ok)
+	none := SealedNone()
+	assert.True(t, none.Sealed())
+	assert.Empty(t, none.String())
+	e.Preview = none
+	noneLine := AppendIndex(nil, &e)
+	assert.NotContains(t, string(noneLine), "preview", "a sealed preview without text has no member")
 
 	b64 := base64.StdEncoding.EncodeToString(raw)
 	body := string(line[:len(line)-18]) + "}"
@@ -178,6 +184,8 @@ func TestSealedPreviewIndexLine(t *testing.T) {
 		"too long":     strings.Replace(body, b64, base64.StdEncoding.EncodeToString(make([]byte, PreviewMax+1)), 1),
 		"unterminated": body[:strings.Index(body, b64)+4],
 		"both members": strings.Replace(body, `,"sealed_preview"`, `,"preview":"x","sealed_preview"`, 1),
+		"a CR inside":  strings.Replace(body, b64, b64[:4]+"\r"+b64[4:], 1),
+		"a LF inside":  strings.Replace(body, b64, b64[:4]+"\n"+b64[4:], 1),
 	}
 	for name, obj := range bad {
 		t.Run(name, func(t *testing.T) {
