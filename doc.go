@@ -638,7 +638,8 @@
 //     holds records sealed; the key record is the object keys/<id>.json,
 //     created before the session's log and destroyed right before a
 //     Delete's marker (every version of it with an [ObjectVersionDeleter]);
-//     no root keeps it on disk.
+//     no root keeps it on disk; Rewrap replaces it only with a
+//     conditional write ([ObjectReplacer]).
 //   - Handoff: Close, CloseSession (a worker done with a session for now)
 //     or the Store making room writes a release marker;
 //     the next open, anywhere, takes the session at once. A session

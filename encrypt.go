@@ -658,8 +658,19 @@ type RewrapReport struct {
 // brought back). Each session is taken as Delete takes it, one at a
 // time, so sessions open in this Store close and reopen on next use.
 //
+// With Options.Remote, the key records are the objects under keys/ in
+// the object store (encrypt_remote.go), each replaced with a conditional
+// write (ObjectReplacer) of the version read, read again if it changed:
+// one a Delete destroyed meanwhile is not brought back, nor is the key of
+// a session made again under its id replaced. No session is taken: the
+// data keys do not change, and Stores that hold them go on. On a
+// versioned bucket the older versions, wrapped under the older key,
+// stay until the bucket's lifecycle rules expire them (or a Delete
+// removes them); they open nothing once that key is retired.
+//
 // Errors: ErrReadOnly; ErrInvalidOptions without Options.Keys;
-// ErrRemoteUnsupported with Options.Remote; ctx's.
+// ErrRemoteUnsupported with Options.Remote and an ObjectStore that is not
+// an ObjectReplacer; ctx's.
 func (s *Store) Rewrap(ctx context.Context) (RewrapReport, error) {
 	var rep RewrapReport
 	if err := s.begin(ctx); err != nil {
@@ -673,7 +684,7 @@ func (s *Store) Rewrap(ctx context.Context) (RewrapReport, error) {
 		return rep, fmt.Errorf("%w: Rewrap needs Options.Keys", ErrInvalidOptions)
 	}
 	if s.opts.Remote != nil {
-		return rep, fmt.Errorf("%w: Rewrap (the key records are objects: docs/encryption.md)", ErrRemoteUnsupported)
+		return s.rewrapRemote(ctx)
 	}
 	names, err := s.opts.fs.ReadDir(filepath.Join(s.dir, keysDir))
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -782,6 +793,19 @@ func (s *Store) rewrapFile(ctx context.Context, id uuid.UUID, path string) (bool
 	if err != nil {
 		return false, err
 	}
+	changed, err := s.rewrapRecord(ctx, id, &rec)
+	if err != nil || !changed {
+		return false, err
+	}
+	if err := seal.WriteRecord(s.opts.fs, filepath.Dir(path), filepath.Base(path), rec, 0o600); err != nil {
+		return false, fmt.Errorf("sessionstore: rewrap key record %s: %w", path, err)
+	}
+	return true, nil
+}
+
+// rewrapRecord wraps every data key of rec, session id's key record,
+// under the provider's current key, and reports whether one was not.
+func (s *Store) rewrapRecord(ctx context.Context, id uuid.UUID, rec *seal.Record) (bool, error) {
 	changed := false
 	for i, w := range rec.Keys {
 		key, err := s.opts.Keys.Unwrap(ctx, w.KeyID, w.Wrapped, wrapContext(id))
@@ -800,13 +824,7 @@ func (s *Store) rewrapFile(ctx context.Context, id uuid.UUID, path string) (bool
 			changed = true
 		}
 	}
-	if !changed {
-		return false, nil
-	}
-	if err := seal.WriteRecord(s.opts.fs, filepath.Dir(path), filepath.Base(path), rec, 0o600); err != nil {
-		return false, fmt.Errorf("sessionstore: rewrap key record %s: %w", path, err)
-	}
-	return true, nil
+	return changed, nil
 }
 
 // RewrapSkip is a session Rewrap could not rewrap, and why.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/google/uuid"
 
@@ -45,8 +46,15 @@ import (
 //     object behind when its log Create fails: it guards no data, and is
 //     not removed (another Create may be adopting it).
 //
-// Rewrap and Reencrypt rewrite key records and chunks in place on disk;
-// with Options.Remote they return ErrRemoteUnsupported (docs/encryption.md).
+//   - Rewrap replaces each key object with a conditional write
+//     (rewrapRemote, ObjectReplacer): only the version it read, so that
+//     it never brings back a key object a Delete destroyed meanwhile nor
+//     replaces the key of a session made again under the id. Other Stores
+//     keep the data key they hold, which a rewrap does not change.
+//
+// Reencrypt rewrites chunks in place on disk; with Options.Remote it
+// returns ErrRemoteUnsupported, as Upgrade and ConvertCompression do
+// (docs/encryption.md).
 
 // claimRemoteKey is claimKeyObject for a Create, after a look at the
 // object store: the key object of a session that exists there is not
@@ -143,4 +151,74 @@ func (s *Store) destroyKeyObject(ctx context.Context, id uuid.UUID) error {
 		return seam.RemoteErr("delete", ok, err)
 	}
 	return nil
+}
+
+// rewrapRemote is Rewrap with Options.Remote: every key object under
+// seam.KeyPrefix rewrapped (rewrapKeyObject). It needs an ObjectReplacer.
+func (s *Store) rewrapRemote(ctx context.Context) (RewrapReport, error) {
+	var rep RewrapReport
+	rp, ok := s.opts.Remote.(ObjectReplacer)
+	if !ok {
+		return rep, fmt.Errorf("%w: Rewrap needs an ObjectStore that replaces an object only if unchanged (ObjectReplacer)", ErrRemoteUnsupported)
+	}
+	objs, err := s.opts.Remote.List(ctx, seam.KeyPrefix, 0)
+	if err != nil {
+		return rep, seam.RemoteErr("list", seam.KeyPrefix, err)
+	}
+	for _, o := range objs {
+		if err := ctx.Err(); err != nil {
+			return rep, err
+		}
+		id, err := uuid.Parse(strings.TrimSuffix(strings.TrimPrefix(o.Key, seam.KeyPrefix), ".json"))
+		if err != nil || seam.KeyObject(id) != o.Key {
+			continue // not a key object this package writes
+		}
+		done, err := s.rewrapKeyObject(ctx, rp, id)
+		rep.add(id, done, err)
+	}
+	return rep, nil
+}
+
+// rewrapRetries bounds how many times rewrapKeyObject reads a key object
+// again that changed under it.
+const rewrapRetries = 4
+
+// rewrapKeyObject replaces session id's key object by one whose data
+// keys are all wrapped under the provider's current key, with rp's
+// conditional write: if the object changed since it was read (a Delete
+// destroyed it, a Create of the id put another, another Rewrap replaced
+// it), it is read again; if it is gone, nothing is written. It reports
+// whether it replaced the object.
+func (s *Store) rewrapKeyObject(ctx context.Context, rp ObjectReplacer, id uuid.UUID) (bool, error) {
+	key := seam.KeyObject(id)
+	for range rewrapRetries {
+		b, tag, err := rp.GetTagged(ctx, key)
+		if errors.Is(err, ErrObjectNotFound) {
+			return false, nil // deleted meanwhile
+		}
+		if err != nil {
+			return false, seam.RemoteErr("get", key, err)
+		}
+		rec, err := seal.DecodeRecord(key, id, b)
+		if err != nil {
+			return false, damage(err)
+		}
+		changed, err := s.rewrapRecord(ctx, id, &rec)
+		if err != nil || !changed {
+			return false, err
+		}
+		nb, err := seal.EncodeRecord(rec)
+		if err != nil {
+			return false, err
+		}
+		err = rp.ReplaceIf(ctx, key, nb, tag)
+		if errors.Is(err, ErrObjectChanged) {
+			continue // read it again: gone, or another record
+		}
+		if err != nil {
+			return false, seam.RemoteErr("replace", key, err)
+		}
+		return true, nil
+	}
+	return false, fmt.Errorf("sessionstore: rewrap key object %s: it changed %d times while being rewrapped", key, rewrapRetries)
 }

@@ -1,6 +1,7 @@
 package sessionstore
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -17,6 +18,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sessionstore/sessionstore/internal/seal"
 	"github.com/sessionstore/sessionstore/internal/seam"
 )
 
@@ -55,6 +57,11 @@ func (v *versionedObjects) keep(key string) {
 func (v *versionedObjects) Put(ctx context.Context, key string, data []byte) error {
 	v.keep(key)
 	return v.memObjects.Put(ctx, key, data)
+}
+
+func (v *versionedObjects) ReplaceIf(ctx context.Context, key string, data []byte, tag string) error {
+	v.keep(key)
+	return v.memObjects.ReplaceIf(ctx, key, data, tag)
 }
 
 func (v *versionedObjects) Delete(ctx context.Context, key string) error {
@@ -266,16 +273,139 @@ func TestRemoteEncryptedCreateAdoptsKey(t *testing.T) {
 	require.NoError(t, c.Close())
 }
 
-// TestRemoteEncryptedUnsupported: Rewrap and Reencrypt are refused with
-// Options.Remote.
+// TestRemoteEncryptedUnsupported: Reencrypt is refused with
+// Options.Remote, and Rewrap with an ObjectStore that cannot replace an
+// object conditionally (not an ObjectReplacer).
 func TestRemoteEncryptedUnsupported(t *testing.T) {
 	ctx := context.Background()
 	obj := newMemObjects()
 	a, _ := apiNewStore(t, remoteEncOpts(obj, testKeys(t, "local:1", 7)))
 	m, err := a.Create(ctx, Meta{})
 	require.NoError(t, err)
-	_, err = a.Rewrap(ctx)
-	assert.ErrorIs(t, err, ErrRemoteUnsupported)
 	assert.ErrorIs(t, a.Reencrypt(ctx, m.ID), ErrRemoteUnsupported)
 	require.NoError(t, a.Close())
+	b, _ := apiNewStore(t, remoteEncOpts(struct{ ObjectStore }{obj}, testKeys(t, "local:1", 7)))
+	_, err = b.Rewrap(ctx)
+	assert.ErrorIs(t, err, ErrRemoteUnsupported)
+	require.NoError(t, b.Close())
+}
+
+// keyObjectKEKs returns the key-encryption key ids of session id's key
+// object in obj (none when it is gone).
+func keyObjectKEKs(t *testing.T, obj *memObjects, id uuid.UUID) []string {
+	t.Helper()
+	obj.mu.Lock()
+	o, ok := obj.objs[seam.KeyObject(id)]
+	obj.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	rec, err := seal.DecodeRecord(seam.KeyObject(id), id, o.data)
+	require.NoError(t, err)
+	var out []string
+	for _, k := range rec.Keys {
+		out = append(out, k.KeyID)
+	}
+	return out
+}
+
+// TestRemoteRewrap: with Options.Remote, Rewrap replaces every key object
+// by one wrapped under the current key-encryption key; afterwards a Store
+// holding the new key alone reads every session, and a second Rewrap
+// finds nothing to do.
+func TestRemoteRewrap(t *testing.T) {
+	ctx := context.Background()
+	obj := newVersionedObjects()
+	a := bytes.Repeat([]byte{1}, 32)
+	b := bytes.Repeat([]byte{2}, 32)
+	old, err := NewLocalKeys("kek:a", map[string][]byte{"kek:a": a})
+	require.NoError(t, err)
+	both, err := NewLocalKeys("kek:b", map[string][]byte{"kek:a": a, "kek:b": b})
+	require.NoError(t, err)
+	onlyB, err := NewLocalKeys("kek:b", map[string][]byte{"kek:b": b})
+	require.NoError(t, err)
+
+	s, _ := apiNewStore(t, remoteEncOpts(obj, old))
+	id, all := encryptedWorkload(t, s)
+	other, err := s.Create(ctx, Meta{})
+	require.NoError(t, err)
+	ev, err := s.Append(ctx, other.ID, UserText(secret(8)))
+	require.NoError(t, err)
+	rep, err := s.Rewrap(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, RewrapReport{Current: 2}, rep)
+	require.NoError(t, s.Close())
+
+	s, _ = apiNewStore(t, remoteEncOpts(obj, both))
+	rep, err = s.Rewrap(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, RewrapReport{Rewrapped: 2}, rep)
+	for _, session := range []uuid.UUID{id, other.ID} {
+		assert.Equal(t, []string{"kek:b"}, keyObjectKEKs(t, obj.memObjects, session))
+	}
+	rep, err = s.Rewrap(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, RewrapReport{Current: 2}, rep, "nothing left to do")
+	require.NoError(t, s.Close())
+
+	s, _ = apiNewStore(t, remoteEncOpts(obj, onlyB))
+	checkEncryptedReads(t, s, id, all)
+	got, err := s.Event(ctx, other.ID, ev.ID)
+	require.NoError(t, err)
+	assert.Equal(t, string(ev.Record), string(got.Record))
+	require.NoError(t, s.Close())
+}
+
+// rewrapRaceObjects runs hook once, after the first GetTagged of a key
+// object has read it: what another Store does between a Rewrap's read
+// and its write.
+type rewrapRaceObjects struct {
+	*memObjects
+	once sync.Once
+	hook func()
+}
+
+func (r *rewrapRaceObjects) GetTagged(ctx context.Context, key string) ([]byte, string, error) {
+	b, tag, err := r.memObjects.GetTagged(ctx, key)
+	if strings.HasPrefix(key, seam.KeyPrefix) {
+		r.once.Do(r.hook)
+	}
+	return b, tag, err
+}
+
+// TestRemoteRewrapBesideDelete: a Delete on another root destroys a key
+// object between a Rewrap's read of it and its write: the Rewrap writes
+// nothing (its conditional write fails, the object is gone when read
+// again), so the deleted session's key is not brought back.
+func TestRemoteRewrapBesideDelete(t *testing.T) {
+	ctx := context.Background()
+	obj := newMemObjects()
+	a := bytes.Repeat([]byte{1}, 32)
+	b := bytes.Repeat([]byte{2}, 32)
+	old, err := NewLocalKeys("kek:a", map[string][]byte{"kek:a": a})
+	require.NoError(t, err)
+	both, err := NewLocalKeys("kek:b", map[string][]byte{"kek:a": a, "kek:b": b})
+	require.NoError(t, err)
+	s, _ := apiNewStore(t, remoteEncOpts(obj, old))
+	m, err := s.Create(ctx, Meta{})
+	require.NoError(t, err)
+	_, err = s.Append(ctx, m.ID, UserText(secret(1)))
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	require.Equal(t, []string{"kek:a"}, keyObjectKEKs(t, obj, m.ID), "precondition")
+
+	deleter, _ := apiNewStore(t, remoteEncOpts(obj, old))
+	race := &rewrapRaceObjects{memObjects: obj, hook: func() {
+		assert.NoError(t, deleter.Delete(ctx, m.ID))
+	}}
+	r, _ := apiNewStore(t, remoteEncOpts(race, both))
+	rep, err := r.Rewrap(ctx)
+	require.NoError(t, err)
+	assert.Zero(t, rep.Rewrapped, "nothing rewrapped: the key object went")
+	assert.Empty(t, rep.Skipped)
+	assert.Nil(t, keyObjectKEKs(t, obj, m.ID), "the deleted session's key object stays destroyed")
+	_, err = r.Load(ctx, m.ID)
+	assert.ErrorIs(t, err, ErrNotFound)
+	require.NoError(t, r.Close())
+	require.NoError(t, deleter.Close())
 }

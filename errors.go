@@ -115,9 +115,11 @@ var (
 
 // Errors returned by the format migrations (Upgrade, ConvertCompression).
 var (
-	// ErrRemoteUnsupported is returned by ConvertCompression with
-	// Options.Remote, whose chunks the object store holds, and by Upgrade
-	// of a remote session of a format that cannot be remote (1).
+	// ErrRemoteUnsupported is returned by ConvertCompression and
+	// Reencrypt with Options.Remote, whose chunks the object store holds,
+	// by Upgrade of a remote session of a format that cannot be remote
+	// (1), and by Rewrap with an ObjectStore that is not an
+	// ObjectReplacer.
 	ErrRemoteUnsupported = errors.New("sessionstore: not supported with Options.Remote")
 )
 

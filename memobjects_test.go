@@ -33,11 +33,13 @@ type memObjects struct {
 	gate func(key string)
 	// noListAfter makes ListAfter unsupported (errors.ErrUnsupported).
 	noListAfter bool
+	writes      uint64 // objects written, the tags of GetTagged
 }
 
 type memObject struct {
 	data []byte
 	mod  time.Time
+	tag  uint64 // which write made it (GetTagged)
 }
 
 func newMemObjects() *memObjects {
@@ -114,7 +116,8 @@ func (m *memObjects) Create(ctx context.Context, key string, data []byte) error 
 	if _, ok := m.objs[key]; ok {
 		return fmt.Errorf("create %s: %w", key, ErrObjectExists)
 	}
-	m.objs[key] = memObject{data: slices.Clone(data), mod: m.now()}
+	m.writes++
+	m.objs[key] = memObject{data: slices.Clone(data), mod: m.now(), tag: m.writes}
 	return ferr
 }
 
@@ -128,7 +131,45 @@ func (m *memObjects) Put(ctx context.Context, key string, data []byte) error {
 	if ferr != nil && !after {
 		return ferr
 	}
-	m.objs[key] = memObject{data: slices.Clone(data), mod: m.now()}
+	m.writes++
+	m.objs[key] = memObject{data: slices.Clone(data), mod: m.now(), tag: m.writes}
+	return ferr
+}
+
+// GetTagged is ObjectReplacer's: the tag is the number of the write that
+// made the object.
+func (m *memObjects) GetTagged(ctx context.Context, key string) ([]byte, string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, "", err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if ferr, _ := m.call("get", key); ferr != nil {
+		return nil, "", ferr
+	}
+	o, ok := m.objs[key]
+	if !ok {
+		return nil, "", fmt.Errorf("get %s: %w", key, ErrObjectNotFound)
+	}
+	return slices.Clone(o.data), fmt.Sprint(o.tag), nil
+}
+
+// ReplaceIf is ObjectReplacer's.
+func (m *memObjects) ReplaceIf(ctx context.Context, key string, data []byte, tag string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ferr, after := m.call("replace", key)
+	if ferr != nil && !after {
+		return ferr
+	}
+	if o, ok := m.objs[key]; !ok || fmt.Sprint(o.tag) != tag {
+		return fmt.Errorf("replace %s: %w", key, ErrObjectChanged)
+	}
+	m.writes++
+	m.objs[key] = memObject{data: slices.Clone(data), mod: m.now(), tag: m.writes}
 	return ferr
 }
 

@@ -74,6 +74,24 @@ type ObjectVersionDeleter interface {
 	DeleteAllVersions(ctx context.Context, key string) error
 }
 
+// ObjectReplacer is an ObjectStore that can replace an object only if it
+// is still the one it read: S3's If-Match on PutObject (GCS's
+// ifGenerationMatch). Rewrap with Options.Remote needs it (otherwise it
+// returns ErrRemoteUnsupported): a key record's object replaced
+// unconditionally could bring back one that a Delete destroyed
+// meanwhile (the session's deletion would no longer be final), or
+// replace the key of a session made again under the same id. The module
+// github.com/sessionstore/sessionstore/remote's NewS3 implements it.
+type ObjectReplacer interface {
+	// GetTagged returns key's whole object and a tag of this version of
+	// it (S3's ETag), or an error matching ErrObjectNotFound.
+	GetTagged(ctx context.Context, key string) (data []byte, tag string, err error)
+	// ReplaceIf stores data under key if key's object is still the one
+	// tag names, else returns an error matching ErrObjectChanged (also
+	// when no object is there any more).
+	ReplaceIf(ctx context.Context, key string, data []byte, tag string) error
+}
+
 // IsBulkKey reports whether key names a sealed chunk or a blob of a
 // session: an object written once, possibly large (a sealed chunk, or a
 // blob of any size), and read by ranges. Every other object the Store
@@ -105,6 +123,9 @@ var (
 	// ErrObjectNotFound is returned by ObjectStore.Get and Stat for a key
 	// that holds no object.
 	ErrObjectNotFound = seam.ErrObjectNotFound
+	// ErrObjectChanged is returned by ObjectReplacer.ReplaceIf when the
+	// object was replaced or removed since it was read.
+	ErrObjectChanged = seam.ErrObjectChanged
 	// ErrRemote reports a call to the object store that failed (it could
 	// not be reached, answered with an error, or did not answer before
 	// Options.RemoteTimeout). An Append that returns it acknowledged

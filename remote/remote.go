@@ -54,6 +54,7 @@
 package remote
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -96,7 +97,10 @@ func New(b *blob.Bucket) sessionstore.ObjectStore {
 // with the S3 API gocloud.dev/blob has no call for: a Store deletes so an
 // encrypted session's key record, so that on a versioned bucket no older
 // version of the key stays to open the session's older object versions
-// with. On a bucket without versioning it is New.
+// with; and it replaces an object only if unchanged
+// (sessionstore.ObjectReplacer: GetTagged and ReplaceIf, S3's ETag and
+// If-Match), which Rewrap needs to rewrap key objects. On a bucket
+// without versioning it is New plus these calls.
 func NewS3(b *blob.Bucket, cfg S3Config) sessionstore.ObjectStore {
 	return &s3Store{store: store{b: b}, client: NewS3Client(cfg), bucket: cfg.Bucket, prefix: cfg.Prefix}
 }
@@ -143,6 +147,55 @@ func (s *s3Store) DeleteAllVersions(ctx context.Context, key string) error {
 	// The current object, where the listing named none (a bucket that
 	// never had versioning lists it with the version id "null").
 	return s.store.Delete(ctx, key)
+}
+
+// GetTagged returns key's whole object and its ETag, the tag ReplaceIf
+// takes (sessionstore.ObjectReplacer). An absent key returns an error
+// matching sessionstore.ErrObjectNotFound.
+func (s *s3Store) GetTagged(ctx context.Context, key string) ([]byte, string, error) {
+	out, err := s.client.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(s.prefix + key)})
+	if err != nil {
+		if httpStatus(err) == http.StatusNotFound {
+			return nil, "", fmt.Errorf("remote: get %s: %w: %w", key, sessionstore.ErrObjectNotFound, err)
+		}
+		return nil, "", fmt.Errorf("remote: get %s: %w", key, err)
+	}
+	defer out.Body.Close()
+	data, err := readAll(out.Body, make([]byte, 0, max(0, aws.ToInt64(out.ContentLength))))
+	if err != nil {
+		return nil, "", fmt.Errorf("remote: get %s: %w", key, err)
+	}
+	if n := aws.ToInt64(out.ContentLength); n >= 0 && int64(len(data)) != n {
+		return nil, "", fmt.Errorf("remote: get %s: read %d bytes of %d: %w", key, len(data), n, io.ErrUnexpectedEOF)
+	}
+	return data, aws.ToString(out.ETag), nil
+}
+
+// ReplaceIf stores data under key if the object there is still the one
+// whose ETag is tag (S3's If-Match on PutObject), else returns an error
+// matching sessionstore.ErrObjectChanged: S3's 412 (another object), 404
+// (none any more) and 409 (a concurrent conditional write came first)
+// (sessionstore.ObjectReplacer).
+func (s *s3Store) ReplaceIf(ctx context.Context, key string, data []byte, tag string) error {
+	_, err := s.client.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(s.prefix + key),
+		Body: bytes.NewReader(data), ContentLength: aws.Int64(int64(len(data))), IfMatch: aws.String(tag)})
+	switch {
+	case err == nil:
+		return nil
+	case httpStatus(err) == http.StatusPreconditionFailed, httpStatus(err) == http.StatusNotFound, isConditionalConflict(err):
+		return fmt.Errorf("remote: replace %s: %w: %w", key, sessionstore.ErrObjectChanged, err)
+	default:
+		return fmt.Errorf("remote: replace %s: %w", key, err)
+	}
+}
+
+// httpStatus is the HTTP status of an S3 error, 0 for another error.
+func httpStatus(err error) int {
+	var re interface{ HTTPStatusCode() int }
+	if errors.As(err, &re) {
+		return re.HTTPStatusCode()
+	}
+	return 0
 }
 
 // OpenURL opens the bucket a gocloud URL names and returns the store kept

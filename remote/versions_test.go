@@ -109,3 +109,79 @@ func TestS3EncryptedDeleteLeavesNoKeyVersion(t *testing.T) {
 	assert.Zero(t, versionsOf(t, srv, bucket, "keys/")[keyKey], "no version of the key record")
 	assert.NotEmpty(t, versionsOf(t, srv, bucket, "sessions/"+m.ID.String()+"/"), "older versions of its data stay, unreadable")
 }
+
+// TestS3ReplaceIf: on a real S3 server, a store NewS3 returns replaces an
+// object only while it is the version GetTagged read: a tag of an older
+// version, and an object removed since, fail with ErrObjectChanged and
+// store nothing.
+func TestS3ReplaceIf(t *testing.T) {
+	ctx := context.Background()
+	srv := s3test.Start(t)
+	bucket := srv.NewBucket(t)
+	cfg := srv.Config(bucket)
+	st := remote.NewS3(srv.Open(t, cfg), cfg)
+	rp, ok := st.(sessionstore.ObjectReplacer)
+	require.True(t, ok)
+
+	_, _, err := rp.GetTagged(ctx, "keys/a.json")
+	require.ErrorIs(t, err, sessionstore.ErrObjectNotFound)
+	require.NoError(t, st.Put(ctx, "keys/a.json", []byte("one")))
+	b, tag, err := rp.GetTagged(ctx, "keys/a.json")
+	require.NoError(t, err)
+	assert.Equal(t, "one", string(b))
+	require.NotEmpty(t, tag)
+	require.NoError(t, rp.ReplaceIf(ctx, "keys/a.json", []byte("two"), tag))
+	got, err := st.Get(ctx, "keys/a.json", 0, -1)
+	require.NoError(t, err)
+	assert.Equal(t, "two", string(got))
+
+	err = rp.ReplaceIf(ctx, "keys/a.json", []byte("three"), tag)
+	assert.ErrorIs(t, err, sessionstore.ErrObjectChanged, "the tag of the version replaced")
+	_, tag, err = rp.GetTagged(ctx, "keys/a.json")
+	require.NoError(t, err)
+	require.NoError(t, st.Delete(ctx, "keys/a.json"))
+	err = rp.ReplaceIf(ctx, "keys/a.json", []byte("four"), tag)
+	assert.ErrorIs(t, err, sessionstore.ErrObjectChanged, "an object removed since")
+	_, err = st.Get(ctx, "keys/a.json", 0, -1)
+	assert.ErrorIs(t, err, sessionstore.ErrObjectNotFound, "nothing brought back")
+}
+
+// TestS3EncryptedRewrap: a Store on NewS3's store rewraps an encrypted
+// session's key object under a new key-encryption key; a Store that holds
+// only the new one reads the session.
+func TestS3EncryptedRewrap(t *testing.T) {
+	ctx := context.Background()
+	srv := s3test.Start(t)
+	bucket := srv.NewBucket(t)
+	cfg := srv.Config(bucket)
+	st := remote.NewS3(srv.Open(t, cfg), cfg)
+	a, b := bytes.Repeat([]byte{1}, 32), bytes.Repeat([]byte{2}, 32)
+	old, err := sessionstore.NewLocalKeys("kek:a", map[string][]byte{"kek:a": a})
+	require.NoError(t, err)
+	both, err := sessionstore.NewLocalKeys("kek:b", map[string][]byte{"kek:a": a, "kek:b": b})
+	require.NoError(t, err)
+	onlyB, err := sessionstore.NewLocalKeys("kek:b", map[string][]byte{"kek:b": b})
+	require.NoError(t, err)
+
+	s, err := sessionstore.Open(t.TempDir(), &sessionstore.Options{Remote: st, Keys: old})
+	require.NoError(t, err)
+	m, err := s.Create(ctx, sessionstore.Meta{})
+	require.NoError(t, err)
+	ev, err := s.Append(ctx, m.ID, sessionstore.UserText("before the rewrap"))
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+
+	s, err = sessionstore.Open(t.TempDir(), &sessionstore.Options{Remote: st, Keys: both})
+	require.NoError(t, err)
+	rep, err := s.Rewrap(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, sessionstore.RewrapReport{Rewrapped: 1}, rep)
+	require.NoError(t, s.Close())
+
+	s, err = sessionstore.Open(t.TempDir(), &sessionstore.Options{Remote: st, Keys: onlyB})
+	require.NoError(t, err)
+	got, err := s.Event(ctx, m.ID, ev.ID)
+	require.NoError(t, err)
+	assert.Equal(t, string(ev.Record), string(got.Record))
+	require.NoError(t, s.Close())
+}

@@ -37,6 +37,7 @@ type ObjectInfo struct {
 var (
 	ErrObjectExists   = errors.New("sessionstore: object exists")
 	ErrObjectNotFound = errors.New("sessionstore: object not found")
+	ErrObjectChanged  = errors.New("sessionstore: object changed since it was read")
 	ErrRemote         = errors.New("sessionstore: object store call failed")
 	ErrFenced         = errors.New("sessionstore: session taken over by another writer")
 )
