@@ -1,7 +1,6 @@
 package sessionstore
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -316,14 +315,7 @@ func keyObjectKEKs(t *testing.T, obj *memObjects, id uuid.UUID) []string {
 func TestRemoteRewrap(t *testing.T) {
 	ctx := context.Background()
 	obj := newVersionedObjects()
-	a := bytes.Repeat([]byte{1}, 32)
-	b := bytes.Repeat([]byte{2}, 32)
-	old, err := NewLocalKeys("kek:a", map[string][]byte{"kek:a": a})
-	require.NoError(t, err)
-	both, err := NewLocalKeys("kek:b", map[string][]byte{"kek:a": a, "kek:b": b})
-	require.NoError(t, err)
-	onlyB, err := NewLocalKeys("kek:b", map[string][]byte{"kek:b": b})
-	require.NoError(t, err)
+	old, both, onlyB := rotationKeys(t)
 
 	s, _ := apiNewStore(t, remoteEncOpts(obj, old))
 	id, all := encryptedWorkload(t, s)
@@ -380,12 +372,7 @@ func (r *rewrapRaceObjects) GetTagged(ctx context.Context, key string) ([]byte, 
 func TestRemoteRewrapBesideDelete(t *testing.T) {
 	ctx := context.Background()
 	obj := newMemObjects()
-	a := bytes.Repeat([]byte{1}, 32)
-	b := bytes.Repeat([]byte{2}, 32)
-	old, err := NewLocalKeys("kek:a", map[string][]byte{"kek:a": a})
-	require.NoError(t, err)
-	both, err := NewLocalKeys("kek:b", map[string][]byte{"kek:a": a, "kek:b": b})
-	require.NoError(t, err)
+	old, both, _ := rotationKeys(t)
 	s, _ := apiNewStore(t, remoteEncOpts(obj, old))
 	m, err := s.Create(ctx, Meta{})
 	require.NoError(t, err)

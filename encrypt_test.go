@@ -768,20 +768,27 @@ func TestRewrap(t *testing.T) {
 	checkEncryptedReads(t, s, id, all)
 }
 
+// rotationKeys returns the providers of a key rotation: old holds
+// "kek:a" alone, both holds it and "kek:b" (current), onlyB "kek:b".
+func rotationKeys(t *testing.T) (old, both, onlyB *LocalKeys) {
+	t.Helper()
+	a, b := bytes.Repeat([]byte{1}, 32), bytes.Repeat([]byte{2}, 32)
+	old, err := NewLocalKeys("kek:a", map[string][]byte{"kek:a": a})
+	require.NoError(t, err)
+	both, err = NewLocalKeys("kek:b", map[string][]byte{"kek:a": a, "kek:b": b})
+	require.NoError(t, err)
+	onlyB, err = NewLocalKeys("kek:b", map[string][]byte{"kek:b": b})
+	require.NoError(t, err)
+	return old, both, onlyB
+}
+
 // TestRewrapCrashPoints: a crash anywhere in a Rewrap leaves every key
 // record under the old key or the new, whole: the session reads with a
 // provider holding both, and a Rewrap after it finishes the rotation.
 func TestRewrapCrashPoints(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	a := bytes.Repeat([]byte{1}, 32)
-	b := bytes.Repeat([]byte{2}, 32)
-	old, err := NewLocalKeys("kek:a", map[string][]byte{"kek:a": a})
-	require.NoError(t, err)
-	both, err := NewLocalKeys("kek:b", map[string][]byte{"kek:a": a, "kek:b": b})
-	require.NoError(t, err)
-	onlyB, err := NewLocalKeys("kek:b", map[string][]byte{"kek:b": b})
-	require.NoError(t, err)
+	old, both, onlyB := rotationKeys(t)
 	var id uuid.UUID
 	var all []Event
 	points := crashPoints(t, func(m *vfs.MemFS) (func() error, func()) {
