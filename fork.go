@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"path/filepath"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -44,6 +45,9 @@ type forkPrefix struct {
 	at   uuid.UUID // the fork point: the last event of the prefix
 	segs []prefixSeg
 	pos  map[uuid.UUID]prefixPos
+	// filled holds the preview texts fillPrefix made, by event id
+	// ([]byte; nil for none): the entries stay as read.
+	filled sync.Map
 }
 
 // prefixSeg is the part of a prefix held by one session: its entries,
@@ -577,7 +581,7 @@ func (s *Store) prefixNodes(ctx context.Context, session uuid.UUID) ([]Node, err
 		var out []Node
 		stale := false
 		for k := range pre.segs {
-			v := s.segPreviews(ctx, pre.segs[k].session)
+			v := s.segPreviews(ctx, pre, &pre.segs[k])
 			stale = stale || v.stale(pre.segs[k].path)
 			out = nodes(out, pre.segs[k].path, v)
 		}
@@ -596,11 +600,47 @@ func (s *Store) prefixNodes(ctx context.Context, session uuid.UUID) ([]Node, err
 	}
 }
 
-// segPreviews returns how the previews of a fork prefix's part that
-// session holds are shown: under session's key (a parent's own, as its
-// records are read: readRun).
-func (s *Store) segPreviews(ctx context.Context, session uuid.UUID) previews {
-	return previewsOf(s.recordKey(ctx, session))
+// segPreviews returns how the previews of pre's part seg are shown:
+// under its session's key (a parent's own, as its records are read:
+// readRun), those its entries lost made again (fillPrefix).
+func (s *Store) segPreviews(ctx context.Context, pre *forkPrefix, seg *prefixSeg) previews {
+	v := previewsOf(s.recordKey(ctx, seg.session))
+	if v.key != nil {
+		s.fillPrefix(pre, seg, v.key)
+		v.lost = &pre.filled
+	}
+	return v
+}
+
+// fillPrefix is fillPreviews for seg, a part of the fork prefix pre: the
+// previews its entries have none of (an encrypted parent's entries
+// rebuilt from its chunk lines: a parent recovered, open in another Store
+// or process, or restored from the object store) made from their records,
+// once per prefix, into pre.filled; the entries, which readers use
+// without the fork's mutex, are not changed.
+func (s *Store) fillPrefix(pre *forkPrefix, seg *prefixSeg, key *sessionKey) {
+	var r *chunkReader
+	for i := range seg.path {
+		e := &seg.path[i]
+		if e.Blob || e.Preview.Sealed() {
+			continue
+		}
+		if _, ok := pre.filled.Load(e.ID); ok {
+			continue
+		}
+		if r == nil {
+			r = newChunkReader(s.opts.fs, filepath.Join(seg.dir, chunksDir))
+			defer r.close()
+		}
+		var text []byte
+		if ev, err := readEntry(r, e); err == nil && ev.Record != nil {
+			if rec, err := key.openRecord(ev.Record); err == nil {
+				pv := eventline.PreviewOf(e.Kind, rec).Cut(sealedPreviewText)
+				text = slices.Clone(pv.Bytes())
+			}
+		}
+		pre.filled.Store(e.ID, text)
+	}
 }
 
 // forkBlob reads the blob d of an event of session's prefix, from the

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"path/filepath"
 	"runtime"
+	"sync"
 
 	"github.com/sessionstore/sessionstore/internal/index"
 	"github.com/sessionstore/sessionstore/internal/vfs"
@@ -26,8 +27,9 @@ func nodeWith(e *entry, preview string) Node {
 // key given, a preview that does not open, an entry rebuilt from its
 // chunk line, which has none).
 type previews struct {
-	enc bool
-	key *sessionKey
+	enc  bool
+	key  *sessionKey
+	lost *sync.Map // texts made for entries without a preview (fillPrefix)
 }
 
 // appendText appends e's preview text as v shows it to dst.
@@ -35,7 +37,15 @@ func (v previews) appendText(dst []byte, e *entry) []byte {
 	if !v.enc {
 		return append(dst, e.Preview.Bytes()...) // none for a sealed one
 	}
-	if v.key == nil || !e.Preview.Sealed() {
+	if v.key == nil {
+		return dst
+	}
+	if !e.Preview.Sealed() {
+		if v.lost != nil {
+			if t, ok := v.lost.Load(e.ID); ok {
+				return append(dst, t.([]byte)...)
+			}
+		}
 		return dst
 	}
 	return v.key.appendPreview(dst, e.ID, &e.Preview)

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -557,7 +558,16 @@ func (h *openSession) newChunkWriter() chunkwriter.Writer {
 	return chunkwriter.New(chunkwriter.Config{Files: writerFiles{h.files}, Dir: filepath.Join(h.dir, chunksDir), MaxSize: h.opts.ChunkSize,
 		Compress: h.opts.Compression == CompressionZstd, Log: log,
 		Mu:    &h.mu,
-		Embed: func(n uint32) []entry { return index.ChunkEntries(h.Entries, n) },
+		Embed: func(n uint32) []entry {
+			es := index.ChunkEntries(h.Entries, n)
+			if h.meta.Encrypted {
+				// A copy: the sealer reads it without the mutex, and
+				// fillPreviews (tree.go) may give an encrypted session's
+				// entries their previews meanwhile.
+				es = slices.Clone(es)
+			}
+			return es
+		},
 		Resealed: func() {
 			if h.index == nil {
 				// Closed while the chunk was sealed: index.jsonl keeps

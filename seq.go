@@ -114,8 +114,8 @@ func (s *Store) TreeSeq(ctx context.Context, session uuid.UUID) iter.Seq2[Node, 
 		}
 		var buf []Node
 		if pre != nil { // a fork's prefix path: an immutable snapshot
-			for _, seg := range pre.segs {
-				v := s.segPreviews(ctx, seg.session)
+			for si, seg := range pre.segs {
+				v := s.segPreviews(ctx, pre, &pre.segs[si])
 				for k := 0; k < len(seg.path); k += treeBatch {
 					buf = nodes(buf[:0], seg.path[k:min(k+treeBatch, len(seg.path))], v)
 					if !yieldAll(buf, yield) {
