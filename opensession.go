@@ -557,7 +557,7 @@ func (h *openSession) newChunkWriter() chunkwriter.Writer {
 	log := h.opts.Logger.With("session", h.id)
 	return chunkwriter.New(chunkwriter.Config{Files: writerFiles{h.files}, Dir: filepath.Join(h.dir, chunksDir), MaxSize: h.opts.ChunkSize,
 		Compress: h.opts.Compression == CompressionZstd, Log: log,
-		Mu:    &h.mu,
+		Mu: &h.mu,
 		Embed: func(n uint32) []entry {
 			es := index.ChunkEntries(h.Entries, n)
 			if h.meta.Encrypted {
