@@ -54,7 +54,10 @@ type Config struct {
 	// Embed returns the index entries of chunk n's records, whose lines
 	// its sealed file embeds; Resealed (may be nil) is called after a
 	// sealing, so that the caller's index.jsonl keeps only the lines of
-	// plain chunks (Plain). Both are called with Mu held.
+	// plain chunks (Plain). Both are called with Mu held. The sealer
+	// reads the entries Embed returns after releasing Mu: they must not
+	// change while it does (the caller returns a copy of any it may
+	// change).
 	Embed    func(n uint32) []eventline.Entry
 	Resealed func()
 	// SealIdle is how long the session goes without an append before a
@@ -367,8 +370,8 @@ func (w *Writer) sealLoop() {
 // that stay plain. It releases the session's mutex while it works. Then it
 // drops the sealed chunks from unsealed, and their lines from index.jsonl.
 func (w *Writer) sealChunks(todo []uint32) (failed []uint32) {
-	// The entries of a full chunk are published and never change; growing
-	// the session's entries copies them, so the slices stay valid.
+	// The entries Embed returns do not change (Config.Embed); growing the
+	// session's entries copies them, so the slices stay valid.
 	embeds := make([][]eventline.Entry, len(todo))
 	for i, n := range todo {
 		embeds[i] = w.embed(n)
