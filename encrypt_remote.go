@@ -199,6 +199,11 @@ func (s *Store) rewrapKeyObject(ctx context.Context, rp ObjectReplacer, id uuid.
 		if err != nil {
 			return false, seam.RemoteErr("get", key, err)
 		}
+		if tag == "" {
+			// No version to replace conditionally: an empty If-Match
+			// would not guard the write.
+			return false, seam.RemoteErr("get", key, errors.New("the object store gave no tag for the object"))
+		}
 		rec, err := seal.DecodeRecord(key, id, b)
 		if err != nil {
 			return false, damage(err)
