@@ -396,3 +396,32 @@ func TestRemoteRewrapBesideDelete(t *testing.T) {
 	require.NoError(t, r.Close())
 	require.NoError(t, deleter.Close())
 }
+
+// untaggedObjects answers GetTagged without a tag.
+type untaggedObjects struct{ *memObjects }
+
+func (u untaggedObjects) GetTagged(ctx context.Context, key string) ([]byte, string, error) {
+	b, _, err := u.memObjects.GetTagged(ctx, key)
+	return b, "", err
+}
+
+// TestRemoteRewrapNoTag: an object store that gives no tag for a key
+// object gets no write (an empty If-Match guards nothing): the session
+// is reported skipped, and its key object is as it was.
+func TestRemoteRewrapNoTag(t *testing.T) {
+	ctx := context.Background()
+	obj := newMemObjects()
+	old, both, _ := rotationKeys(t)
+	s, _ := apiNewStore(t, remoteEncOpts(obj, old))
+	m, err := s.Create(ctx, Meta{})
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	r, _ := apiNewStore(t, remoteEncOpts(untaggedObjects{obj}, both))
+	rep, err := r.Rewrap(ctx)
+	require.NoError(t, err)
+	require.Len(t, rep.Skipped, 1)
+	assert.Equal(t, m.ID, rep.Skipped[0].Session)
+	assert.ErrorIs(t, rep.Skipped[0].Err, ErrRemote)
+	assert.Equal(t, []string{"kek:a"}, keyObjectKEKs(t, obj, m.ID))
+	require.NoError(t, r.Close())
+}
