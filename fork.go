@@ -285,13 +285,6 @@ func (s *Store) forkParent(ctx context.Context, parent, at uuid.UUID) (Meta, err
 			m = h.meta.clone()
 			_, own := h.ByID[at]
 			ok = own || h.inPrefix(at)
-			if own && h.meta.Encrypted && !h.opts.ReadOnly {
-				// The index lines held back (index.HoldLines) written
-				// now: the fork reads its prefix from the parent's files,
-				// and an entry rebuilt from an encrypted session's chunk
-				// line has no preview.
-				h.writeIndex()
-			}
 		}
 		rf, _ := h.files.(*remoteFiles)
 		h.mu.Unlock()
