@@ -625,14 +625,8 @@ func (s *Store) fillPrefix(pre *forkPrefix, seg *prefixSeg, key *sessionKey) {
 			r = newChunkReader(s.opts.fs, filepath.Join(seg.dir, chunksDir))
 			defer r.close()
 		}
-		var text []byte
-		if ev, err := readEntry(r, e); err == nil && ev.Record != nil {
-			if rec, err := key.openRecord(ev.Record); err == nil {
-				pv := eventline.PreviewOf(e.Kind, rec).Cut(sealedPreviewText)
-				text = slices.Clone(pv.Bytes())
-			}
-		}
-		pre.filled.Store(e.ID, text)
+		pv := recordPreview(r, key, e).Cut(sealedPreviewText)
+		pre.filled.Store(e.ID, slices.Clone(pv.Bytes()))
 	}
 }
 

@@ -101,15 +101,23 @@ func (h *openSession) fillPreviews(key *sessionKey, es []entry) {
 			r = h.files.chunkReader()
 			defer r.close()
 		}
-		e.Preview = eventline.SealedNone()
-		ev, err := readEntry(r, e)
-		if err != nil || ev.Record == nil {
-			continue
-		}
-		if rec, err := key.openRecord(ev.Record); err == nil {
-			e.Preview = key.sealPreview(e.ID, eventline.PreviewOf(e.Kind, rec))
-		}
+		e.Preview = key.sealPreview(e.ID, recordPreview(r, key, e))
 	}
+}
+
+// recordPreview returns the preview of e's record, read with r and
+// opened under key: none when it does not read or open (Load reports
+// that).
+func recordPreview(r *chunkReader, key *sessionKey, e *entry) eventline.Preview {
+	ev, err := readEntry(r, e)
+	if err != nil || ev.Record == nil {
+		return eventline.Preview{}
+	}
+	rec, err := key.openRecord(ev.Record)
+	if err != nil {
+		return eventline.Preview{}
+	}
+	return eventline.PreviewOf(e.Kind, rec)
 }
 
 // Children returns the direct children of an event, in append order,
