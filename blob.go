@@ -251,6 +251,9 @@ func (s *Store) GCWith(ctx context.Context, session uuid.UUID, opts GCOptions) (
 		for d := range h.writingBlobs {
 			referenced[d] = true
 		}
+		if err := s.manifestBlobs(ctx, h, referenced); err != nil { // workspace contents (workspace.go)
+			return err
+		}
 		fsys := s.opts.fs
 		partial, err := blob.KeptAside(fsys, h.dir, referenced)
 		if err != nil {

@@ -309,10 +309,14 @@ type Options struct {
 	// again in the background, which stores what it acknowledged.
 	recoverTail func(uuid.UUID)
 	fs          vfs.FS
-	jr          *storeJournal     // set by Open for a writing store: the shared journal (journal.go)
-	dead        *journal.DeadLogs // set by Open: the dead journal take-overs last read
-	now         func() time.Time
-	newID       func() (uuid.UUID, error)
+	// hostFS is fs as given, before Open confines it to the store's
+	// directory: the workspace files (workspace.go) are outside it, each
+	// directory confined on its own.
+	hostFS vfs.FS
+	jr     *storeJournal     // set by Open for a writing store: the shared journal (journal.go)
+	dead   *journal.DeadLogs // set by Open: the dead journal take-overs last read
+	now    func() time.Time
+	newID  func() (uuid.UUID, error)
 }
 
 // defaultBlobThreshold is what a zero BlobThreshold selects:

@@ -106,6 +106,11 @@ func (s *Store) reencrypt(ctx context.Context, session uuid.UUID) error {
 	case s.opts.Remote != nil:
 		return fmt.Errorf("%w: Reencrypt (docs/encryption.md)", ErrRemoteUnsupported)
 	}
+	if has, err := s.hasSnapshots(ctx, session); err != nil {
+		return err
+	} else if has {
+		return fmt.Errorf("%w: session %s", ErrWorkspaceReencrypt, session)
+	}
 	return s.rewriteSession(ctx, session, rewriteJob{reseal: true})
 }
 

@@ -78,6 +78,7 @@ func Open(dir string, opts *Options) (*Store, error) {
 		return nil, err
 	}
 	dir = filepath.Clean(dir)
+	o.hostFS = o.fs
 	o.fs = storeFS(o.fs, dir) // no link followed, no FIFO opened below dir (durable.go)
 	root := filepath.Join(dir, sessionsDir)
 	if info, err := o.fs.Stat(dir); err == nil && !info.IsDir() {

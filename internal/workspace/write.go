@@ -1,0 +1,200 @@
+package workspace
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/sessionstore/sessionstore/internal/vfs"
+)
+
+// TempMark is in the name of every temporary file a Writer makes
+// (".<name><TempMark><random>"); Scan's callers may leave such names out.
+const TempMark = ".sessionstore-tmp-"
+
+// Writer writes files into a directory, each through a temporary file
+// renamed over its name, and removes them. Its methods may be called
+// from many goroutines at once for distinct paths.
+type Writer struct {
+	fsys vfs.FS
+	dir  string
+	sync bool
+
+	mu      sync.Mutex
+	changed map[string]bool // directories whose entries changed ("" the root)
+	made    map[string]bool // directories known to exist as directories
+}
+
+// NewWriter returns a Writer into dir through fsys confined to it; with
+// sync, each file is synced before its rename and Finish syncs every
+// directory whose entries changed.
+func NewWriter(fsys vfs.FS, dir string, sync bool) *Writer {
+	return &Writer{fsys: vfs.Confine(fsys, dir), dir: dir, sync: sync, changed: map[string]bool{}, made: map[string]bool{"": true}}
+}
+
+func (w *Writer) abs(p string) string { return filepath.Join(w.dir, filepath.FromSlash(p)) }
+
+// Stat describes the entry at p, not following a link.
+func (w *Writer) Stat(p string) (fs.FileInfo, error) { return w.fsys.Stat(w.abs(p)) }
+
+// ReadFile reads the regular file at p, refusing more than limit bytes.
+func (w *Writer) ReadFile(p string, limit int64) ([]byte, error) {
+	return vfs.ReadFileLimit(w.fsys, w.abs(p), limit)
+}
+
+// ensureDir makes the directory d (and its parents) exist as
+// directories, removing what stands in the way: a file or a link at a
+// name the tree needs as a directory (the link itself, never what it
+// names).
+func (w *Writer) ensureDir(d string) error {
+	var chain []string // d and its parents not yet known, innermost first
+	w.mu.Lock()
+	for !w.made[d] {
+		chain = append(chain, d)
+		d = parentOf(d)
+	}
+	w.mu.Unlock()
+	for i := len(chain) - 1; i >= 0; i-- {
+		if err := w.makeDir(chain[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// makeDir makes d a directory, its parent being one.
+func (w *Writer) makeDir(d string) error {
+	info, err := w.fsys.Stat(w.abs(d))
+	switch {
+	case err == nil && info.IsDir():
+	case err == nil:
+		if err := w.fsys.Remove(w.abs(d)); err != nil {
+			return fmt.Errorf("workspace: replace %s with a directory: %w", d, err)
+		}
+		fallthrough
+	case errors.Is(err, fs.ErrNotExist):
+		if err := w.fsys.MkdirAll(w.abs(d), 0o755); err != nil {
+			return fmt.Errorf("workspace: make directory %s: %w", d, err)
+		}
+		w.note(parentOf(d))
+	default:
+		return fmt.Errorf("workspace: %w", err)
+	}
+	w.mu.Lock()
+	w.made[d] = true
+	w.mu.Unlock()
+	return nil
+}
+
+func parentOf(p string) string {
+	if i := strings.LastIndexByte(p, '/'); i >= 0 {
+		return p[:i]
+	}
+	return ""
+}
+
+func (w *Writer) note(d string) {
+	w.mu.Lock()
+	w.changed[d] = true
+	w.mu.Unlock()
+}
+
+// Write makes p a regular file holding data with permission perm: a
+// temporary file beside it, written (and synced, with sync), renamed
+// over p. A link at p is replaced, not followed; a directory at p is
+// removed if empty, else an error.
+func (w *Writer) Write(p string, data []byte, perm fs.FileMode) error {
+	if err := CheckPath(p); err != nil {
+		return fmt.Errorf("workspace: %w", err)
+	}
+	d := parentOf(p)
+	if err := w.ensureDir(d); err != nil {
+		return err
+	}
+	if info, err := w.fsys.Stat(w.abs(p)); err == nil && info.IsDir() {
+		if err := w.fsys.Remove(w.abs(p)); err != nil {
+			return fmt.Errorf("workspace: replace directory %s with a file: %w", p, err)
+		}
+	}
+	var r [8]byte
+	_, _ = rand.Read(r[:])
+	tmp := join(d, "."+path.Base(p)+TempMark+hex.EncodeToString(r[:]))
+	f, err := w.fsys.OpenFile(w.abs(tmp), os.O_CREATE|os.O_EXCL|os.O_WRONLY, perm&fs.ModePerm)
+	if err != nil {
+		return fmt.Errorf("workspace: write %s: %w", p, err)
+	}
+	_, err = f.Write(data)
+	if err == nil && w.sync {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = w.fsys.Rename(w.abs(tmp), w.abs(p))
+	}
+	if err != nil {
+		_ = w.fsys.Remove(w.abs(tmp))
+		return fmt.Errorf("workspace: write %s: %w", p, err)
+	}
+	w.note(d)
+	return nil
+}
+
+// Remove removes the file (or link, or empty directory) at p; one that
+// is gone already is no error.
+func (w *Writer) Remove(p string) error {
+	if err := CheckPath(p); err != nil {
+		return fmt.Errorf("workspace: %w", err)
+	}
+	if err := w.fsys.Remove(w.abs(p)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("workspace: remove %s: %w", p, err)
+	}
+	w.note(parentOf(p))
+	return nil
+}
+
+// RemoveEmpty removes the directory d and its parents below the root
+// while they are empty.
+func (w *Writer) RemoveEmpty(d string) {
+	for d != "" {
+		names, err := w.fsys.ReadDir(w.abs(d))
+		if err != nil || len(names) > 0 {
+			return
+		}
+		if w.fsys.Remove(w.abs(d)) != nil {
+			return
+		}
+		w.mu.Lock()
+		delete(w.made, d)
+		w.mu.Unlock()
+		d = parentOf(d)
+		w.note(d)
+	}
+}
+
+// Finish syncs, with sync, every directory whose entries changed.
+func (w *Writer) Finish() error {
+	if !w.sync {
+		return nil
+	}
+	w.mu.Lock()
+	dirs := make([]string, 0, len(w.changed))
+	for d := range w.changed {
+		dirs = append(dirs, d)
+	}
+	w.mu.Unlock()
+	for _, d := range dirs {
+		if err := w.fsys.SyncDir(w.abs(d)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("workspace: sync directory %s: %w", d, err)
+		}
+	}
+	return nil
+}

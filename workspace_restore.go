@@ -1,0 +1,185 @@
+package sessionstore
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io/fs"
+	"runtime"
+	"slices"
+	"strings"
+
+	"github.com/google/uuid"
+
+	"github.com/sessionstore/sessionstore/internal/vfs"
+	"github.com/sessionstore/sessionstore/internal/workspace"
+)
+
+// RestoreOptions tune Restore.
+type RestoreOptions struct {
+	// DryRun changes nothing: the report lists what Restore would write
+	// and remove.
+	DryRun bool
+	// Branch also selects the event as the parent of the next append
+	// (Branch), once the files are written: conversation and code go
+	// back together. Without it only the files change.
+	Branch bool
+	// Ignore and GitIgnore are rules as for SnapshotOptions: files of the
+	// directory they ignore are left as they are, neither compared nor
+	// removed. Pass the rules the snapshots were taken with.
+	Ignore    []string
+	GitIgnore bool
+	// NoSync leaves the files unsynced (a scratch directory a crash may
+	// lose): faster, and a crash can leave a file empty or cut short.
+	NoSync bool
+}
+
+// RestoreReport says what Restore changed (with DryRun: would change).
+type RestoreReport struct {
+	Written   []string // files created or replaced, sorted
+	Removed   []string // files removed, sorted
+	Unchanged int      // files that held the content and mode asked already
+}
+
+// Restore makes the directory dir hold the workspace as of event at of
+// the session (Files; uuid.Nil is the end of the active path): each file
+// of the workspace written with its content and permission bits unless
+// it holds them already, and each regular file of dir the workspace
+// lacks removed, except files the rules of o ignore (and a ".git"
+// directory), which are left alone. So a SnapshotDir of dir with the same
+// rules right after records the workspace as it is. Symbolic links are
+// never followed: a link, or a file, where the workspace needs a
+// directory is replaced by one, and a link where it needs a file is
+// replaced by the file; other links are left alone. dir is created if
+// missing.
+//
+// Safety: every change is inside dir. A file is written to a temporary
+// file beside it, synced (unless NoSync), then renamed over its name:
+// after a crash, each file is either as it was or as asked, never a mix,
+// and a Restore run again finishes the job (it removes the temporary
+// files a crash left). The directories changed are synced before it
+// returns. Contents are verified against their digests before a file is
+// written: a damaged blob is a *CorruptionError and that file is not
+// touched.
+//
+// Errors: as Files and ReadFile; a directory that cannot be read or
+// written; a name in dir that is not valid UTF-8 (ErrInvalidEvent); with
+// Branch, as Branch.
+func (s *Store) Restore(ctx context.Context, session, at uuid.UUID, dir string, o RestoreOptions) (RestoreReport, error) {
+	var rep RestoreReport
+	if err := s.begin(ctx); err != nil {
+		return rep, err
+	}
+	defer s.end()
+	if err := s.outsideStore(dir); err != nil {
+		return rep, err
+	}
+	ws, err := s.Files(ctx, session, at)
+	if err != nil {
+		return rep, err
+	}
+	fsys := s.opts.hostFS
+	if !o.DryRun {
+		if err := fsys.MkdirAll(dir, 0o755); err != nil {
+			return rep, fmt.Errorf("sessionstore: restore: %w", err)
+		}
+	}
+	var found []workspace.File
+	if _, err := fsys.Stat(dir); err == nil || !o.DryRun {
+		found, _, err = workspace.Scan(ctx, fsys, dir, workspace.ScanOptions{Rules: rulesOf(o.Ignore), GitIgnore: o.GitIgnore, MaxFiles: max(workspace.DefaultMaxFiles, 2*len(ws.Files))})
+		if err != nil {
+			if errors.Is(err, workspace.ErrInvalidPath) {
+				err = fmt.Errorf("%w: %w", ErrInvalidEvent, err)
+			}
+			return rep, err
+		}
+	}
+	w := workspace.NewWriter(fsys, dir, !o.NoSync)
+	have := make(map[string]workspace.File, len(found))
+	var temps []string
+	for _, f := range found {
+		if isTemp(f.Path) {
+			temps = append(temps, f.Path)
+			continue
+		}
+		have[f.Path] = f
+	}
+	// What to write: files absent, or of another size or mode, or whose
+	// content hashes to another digest.
+	same := make([]bool, len(ws.Files))
+	errs := make([]error, len(ws.Files))
+	forEach(len(ws.Files), runtime.GOMAXPROCS(0), func(_, i int) {
+		f := &ws.Files[i]
+		h, ok := have[f.Path]
+		if !ok || h.Size != f.Size || h.Mode != f.Mode {
+			return
+		}
+		b, err := w.ReadFile(f.Path, f.Size)
+		if err != nil {
+			if !errors.Is(err, vfs.ErrTooLarge) && !errors.Is(err, fs.ErrNotExist) {
+				errs[i] = fmt.Errorf("sessionstore: restore: %w", err)
+			}
+			return
+		}
+		same[i] = digestString(sha256.Sum256(b)) == f.Digest
+	})
+	if err := errors.Join(errs...); err != nil {
+		return rep, err
+	}
+	var writes []int
+	for i := range ws.Files {
+		if same[i] {
+			rep.Unchanged++
+		} else {
+			writes = append(writes, i)
+			rep.Written = append(rep.Written, ws.Files[i].Path)
+		}
+	}
+	want := make(map[string]bool, len(ws.Files))
+	for _, f := range ws.Files {
+		want[f.Path] = true
+	}
+	for p := range have {
+		if !want[p] {
+			rep.Removed = append(rep.Removed, p)
+		}
+	}
+	slices.Sort(rep.Removed)
+	if o.DryRun {
+		return rep, nil
+	}
+	// Removals first: a file that stands where the workspace has a
+	// directory goes before the directory is made.
+	for _, p := range append(temps, rep.Removed...) {
+		if err := w.Remove(p); err != nil {
+			return rep, fmt.Errorf("sessionstore: restore: %w", err)
+		}
+	}
+	errs = make([]error, len(writes))
+	forEach(len(writes), 4*runtime.GOMAXPROCS(0), func(_, k int) {
+		f := ws.Files[writes[k]]
+		b, err := s.ReadFile(ctx, session, f)
+		if err == nil {
+			err = w.Write(f.Path, b, f.Mode)
+		}
+		errs[k] = err
+	})
+	if err := errors.Join(errs...); err != nil {
+		return rep, err
+	}
+	for _, p := range rep.Removed {
+		if i := strings.LastIndexByte(p, '/'); i > 0 {
+			w.RemoveEmpty(p[:i])
+		}
+	}
+	if err := w.Finish(); err != nil {
+		return rep, err
+	}
+	if o.Branch && ws.At != uuid.Nil {
+		if err := s.Branch(ctx, session, ws.At); err != nil {
+			return rep, err
+		}
+	}
+	return rep, nil
+}
