@@ -152,6 +152,13 @@ var mutations = []mutation{
 		"\tc.mu.Lock()\n\tc.next = nil // from here on, callers need the next run\n\tc.mu.Unlock()\n\tr.err = fn()\n",
 		"\tr.err = fn()\n\tc.mu.Lock()\n\tc.next = nil // from here on, callers need the next run\n\tc.mu.Unlock()\n",
 		"one sync of the sessions directory or the catalogue log serves only the callers whose change came before it began"},
+	// Workspaces (workspace_restore.go, internal/workspace).
+	{"skip the sync of a restored file", "internal/workspace/write.go", "func (w *Writer) Write(", "err = f.Sync()", "err = error(nil)",
+		"a file Restore wrote is whole after a crash"},
+	{"skip the directory syncs of a Restore", "internal/workspace/write.go", "func (w *Writer) Finish(", "w.fsys.SyncDir(w.abs(d))", "error(nil)",
+		"the renames and removals of a Restore that returned are durable"},
+	{"skip the sync of the parent of a directory Restore made", "workspace_restore.go", "func (s *Store) Restore(", "fsys.SyncDir(filepath.Dir(d))", "func(string) error { return nil }(filepath.Dir(d))",
+		"a directory Restore made is durable when it returns"},
 	{"skip syncing a new root", "store.go", "func Open(", "o.fs.SyncDir(dir)", "error(nil)",
 		"a new store's directories are durable when Open returns"},
 	{"skip syncing a new root's parent", "store.go", "func Open(", "o.fs.SyncDir(filepath.Dir(dir))", "error(nil)",
@@ -542,6 +549,9 @@ var mutations = []mutation{
 // test that no longer catches its mutation, costs only time: the whole
 // package then decides.
 var mutationCatchers = map[string]string{
+	"skip the sync of a restored file":                                                  "TestWorkspaceRestoreCrash",
+	"skip the directory syncs of a Restore":                                             "TestWorkspaceRestoreCrash",
+	"skip the sync of the parent of a directory Restore made":                           "TestWorkspaceRestoreCrash",
 	"skip the root's sync after making the keys directory":                              "TestEncryptedCreateCrashPoints",
 	"skip the session directory's sync after moving the key record in":                  "TestEncryptedKeySyncs",
 	"skip the keys directory's sync after moving the key record back":                   "TestEncryptedKeySyncs",

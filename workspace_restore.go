@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -80,7 +81,14 @@ func (s *Store) Restore(ctx context.Context, session, at uuid.UUID, dir string, 
 		return rep, err
 	}
 	fsys := s.opts.hostFS
+	var made []string // the directories MkdirAll makes, dir first: their parents are synced
 	if !o.DryRun {
+		for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+			if _, err := fsys.Stat(d); !errors.Is(err, fs.ErrNotExist) || filepath.Dir(d) == d {
+				break
+			}
+			made = append(made, d)
+		}
 		if err := fsys.MkdirAll(dir, 0o755); err != nil {
 			return rep, fmt.Errorf("sessionstore: restore: %w", err)
 		}
@@ -175,6 +183,13 @@ func (s *Store) Restore(ctx context.Context, session, at uuid.UUID, dir string, 
 	}
 	if err := w.Finish(); err != nil {
 		return rep, err
+	}
+	if !o.NoSync {
+		for _, d := range made {
+			if err := fsys.SyncDir(filepath.Dir(d)); err != nil {
+				return rep, fmt.Errorf("sessionstore: restore: %w", err)
+			}
+		}
 	}
 	if o.Branch && ws.At != uuid.Nil {
 		if err := s.Branch(ctx, session, ws.At); err != nil {
