@@ -451,3 +451,80 @@ func TestWorkspaceDamagedContent(t *testing.T) {
 	assert.Error(t, err)
 	assert.Equal(t, map[string]string{"a": "mine"}, readWorkTree(t, target))
 }
+
+// TestWorkspaceLanes: each lane carries its own files, and switching
+// lanes moves where the next snapshot goes.
+func TestWorkspaceLanes(t *testing.T) {
+	ctx := context.Background()
+	s, id := wsStore(t, nil)
+	q := say(t, s, id, "fix the bug")
+	mainEv, err := s.RecordFiles(ctx, id, "", FileWrite{Path: "fix.go", Data: []byte("patch A")})
+	require.NoError(t, err)
+	require.NoError(t, s.CreateLane(ctx, id, "try-b", q.ID))
+	require.NoError(t, s.SwitchLane(ctx, id, "try-b"))
+	bEv, err := s.RecordFiles(ctx, id, "", FileWrite{Path: "fix.go", Data: []byte("patch B")}, FileWrite{Path: "b-only", Data: []byte("b")})
+	require.NoError(t, err)
+	assert.Equal(t, q.ID, bEv.ParentID)
+
+	cur, err := s.Files(ctx, id, uuid.Nil)
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{"fix.go": "patch B", "b-only": "b"}, wsContents(t, s, id, cur))
+	require.NoError(t, s.SwitchLane(ctx, id, "main"))
+	cur, err = s.Files(ctx, id, uuid.Nil)
+	require.NoError(t, err)
+	assert.Equal(t, mainEv.ID, cur.Snapshot)
+	assert.Equal(t, map[string]string{"fix.go": "patch A"}, wsContents(t, s, id, cur))
+	d, err := s.Diff(ctx, id, mainEv.ID, bEv.ID)
+	require.NoError(t, err)
+	require.Len(t, d, 2)
+	assert.Equal(t, FileAdded, d[0].Op)
+	assert.Equal(t, "b-only", d[0].Path)
+	assert.Equal(t, FileModified, d[1].Op)
+}
+
+// TestWorkspaceRemote: with Options.Remote a snapshot's contents are
+// uploaded once, and a Store on another machine (a fresh directory over
+// the same object store) restores them.
+func TestWorkspaceRemote(t *testing.T) {
+	ctx := context.Background()
+	obj := newMemObjects()
+	s, err := Open(t.TempDir(), remoteOpts(obj))
+	require.NoError(t, err)
+	m, err := s.Create(ctx, Meta{})
+	require.NoError(t, err)
+	files := map[string]string{"a": strings.Repeat("a", 3000), "b": "bee"}
+	work := t.TempDir()
+	writeTree(t, work, files)
+	r1, err := s.SnapshotDir(ctx, m.ID, work, SnapshotOptions{})
+	require.NoError(t, err)
+	blobObjects := func() int {
+		n := 0
+		for _, k := range obj.keys("") {
+			if strings.Contains(k, "blob") {
+				n++
+			}
+		}
+		return n
+	}
+	first := blobObjects()
+	assert.GreaterOrEqual(t, first, 2, "a's and b's contents are objects")
+	writeTree(t, work, map[string]string{"c": "sea"})
+	_, err = s.SnapshotDir(ctx, m.ID, work, SnapshotOptions{})
+	require.NoError(t, err)
+	// The second snapshot uploads c's content, not a's and b's again.
+	assert.Equal(t, first+1, blobObjects())
+	_, err = s.GC(ctx, m.ID)
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+
+	other, err := Open(t.TempDir(), remoteOpts(obj))
+	require.NoError(t, err)
+	defer other.Close()
+	dir := t.TempDir()
+	_, err = other.Restore(ctx, m.ID, r1.Event.ID, dir, RestoreOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, files, readWorkTree(t, dir))
+	ws, err := other.Files(ctx, m.ID, uuid.Nil)
+	require.NoError(t, err)
+	assert.Len(t, ws.Files, 3)
+}
