@@ -47,6 +47,7 @@ type Store struct {
 	deferred deferredSessions // created under Options.DeferCreate, not yet written (defer.go)
 
 	keys         keyCache          // the data keys of sessions touched (encrypt.go)
+	workspaces   workspaceCache    // the workspaces last computed (workspace.go)
 	keysDirMade  onceOK            // the keys directory made and synced
 	sessionsSync durable.Coalescer // the sessions directory's syncs of concurrent Creates (session.go)
 

@@ -286,7 +286,15 @@ func (s *Store) files(ctx context.Context, session, at uuid.UUID) (Workspace, ch
 	}
 	ws := Workspace{At: at}
 	var ms []*snapshotRecord
+	var from *workspaceState // a state the cache has, older than ms
 	for _, id := range ids {
+		if st := s.workspaces.get(session, id); st != nil {
+			if ws.Snapshot == uuid.Nil {
+				ws.Snapshot = id
+			}
+			from = st
+			break
+		}
 		m, err := s.manifest(ctx, session, id)
 		if err != nil {
 			return Workspace{}, chain{}, err
@@ -302,28 +310,103 @@ func (s *Store) files(ctx context.Context, session, at uuid.UUID) (Workspace, ch
 			break
 		}
 	}
-	if len(ms) == 0 {
+	if len(ms) == 0 && from == nil {
 		return ws, chain{}, nil
 	}
-	if !ms[len(ms)-1].Full {
+	if from == nil && !ms[len(ms)-1].Full {
 		return Workspace{}, chain{}, corruptf(s.sessionDir(session), 0, "workspace manifests of the path to %s: the oldest is a delta", at)
 	}
-	files := map[string]FileEntry{}
+	if len(ms) == 0 { // the newest snapshot's state is cached
+		ws.Files = slices.Clone(from.files)
+		return ws, from.ch, nil
+	}
+	var files []FileEntry
+	if from != nil {
+		files = from.files
+	}
 	for i := len(ms) - 1; i >= 0; i-- {
-		for _, f := range ms[i].Files {
-			if f.Deleted {
-				delete(files, f.Path)
-			} else {
-				files[f.Path] = f
-			}
+		if ms[i].Full {
+			files = ms[i].Files
+			continue
+		}
+		files = applyDelta(files, ms[i].Files)
+	}
+	ch := chain{depth: ms[0].Depth, since: ms[0].Since}
+	s.workspaces.put(session, ws.Snapshot, &workspaceState{files: files, ch: ch})
+	ws.Files = slices.Clone(files)
+	return ws, ch, nil
+}
+
+// applyDelta returns the sorted files with the sorted delta applied, in
+// new memory: one merge, proportional to both.
+func applyDelta(files, delta []FileEntry) []FileEntry {
+	out := make([]FileEntry, 0, len(files)+len(delta))
+	i := 0
+	for _, d := range delta {
+		for i < len(files) && files[i].Path < d.Path {
+			out = append(out, files[i])
+			i++
+		}
+		if i < len(files) && files[i].Path == d.Path {
+			i++
+		}
+		if !d.Deleted {
+			out = append(out, d)
 		}
 	}
-	ws.Files = make([]FileEntry, 0, len(files))
-	for _, f := range files {
-		ws.Files = append(ws.Files, f)
+	return append(out, files[i:]...)
+}
+
+// workspaceState is a computed workspace: its files, sorted and never
+// changed once cached, and its place in the manifests.
+type workspaceState struct {
+	files []FileEntry
+	ch    chain
+}
+
+// workspaceCache keeps the last few workspaces computed, by session and
+// snapshot event: a snapshot's workspace never changes, so the next
+// SnapshotDir or Files along the same path starts from it instead of
+// decoding the manifests again.
+type workspaceCache struct {
+	mu    sync.Mutex
+	items []workspaceItem // newest last
+}
+
+type workspaceItem struct {
+	session, snapshot uuid.UUID
+	st                *workspaceState
+}
+
+// workspaceCacheSize is how many workspaces the cache keeps.
+const workspaceCacheSize = 4
+
+func (c *workspaceCache) get(session, snapshot uuid.UUID) *workspaceState {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, it := range c.items {
+		if it.session == session && it.snapshot == snapshot {
+			return it.st
+		}
 	}
-	slices.SortFunc(ws.Files, func(a, b FileEntry) int { return strings.Compare(a.Path, b.Path) })
-	return ws, chain{depth: ms[0].Depth, since: ms[0].Since}, nil
+	return nil
+}
+
+func (c *workspaceCache) put(session, snapshot uuid.UUID, st *workspaceState) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.items = slices.DeleteFunc(c.items, func(it workspaceItem) bool { return it.session == session && it.snapshot == snapshot })
+	if len(c.items) >= workspaceCacheSize {
+		c.items = c.items[1:]
+	}
+	c.items = append(c.items, workspaceItem{session, snapshot, st})
+}
+
+// forget drops the session's workspaces (its deletion).
+func (c *workspaceCache) forget(session uuid.UUID) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.items = slices.DeleteFunc(c.items, func(it workspaceItem) bool { return it.session == session })
 }
 
 // ReadFile returns the content of a file of a workspace of the session

@@ -92,3 +92,13 @@ func parseMoment(v string, now func() time.Time) (time.Time, error) {
 	}
 	return time.Time{}, errors.New("want a time (2026-01-02T15:04:05Z), a date (2026-01-02) or a duration before now (720h)")
 }
+
+// stringList collects the values of a repeatable flag, in order.
+type stringList []string
+
+func (l *stringList) String() string { return strings.Join(*l, ",") }
+
+func (l *stringList) Set(v string) error {
+	*l = append(*l, v)
+	return nil
+}

@@ -5,14 +5,16 @@
 // unreferenced blobs, upgrades older sessions and roots, deletes sessions
 // (rm, prune), lists and changes lanes, imports other tools' transcripts
 // (import) and exports a session as JSON lines or a Markdown transcript
-// (export); serve shows the sessions in a browser, version prints the
+// (export); files, diff and restore read the workspace snapshots a session
+// recorded; serve shows the sessions in a browser, version prints the
 // version it was built from.
 //
 //	cd cmd && go run ./sessionstore ls <root>
 //	cd cmd && go install ./sessionstore   # from a clone: cmd/go.mod has a replace directive
 //
 // Every command but gc, repair, upgrade, rm, prune (without -dry-run),
-// import and the lanes subcommands that change lanes opens the store with
+// import, restore -branch (without -dry-run) and the lanes subcommands that
+// change lanes opens the store with
 // Options.ReadOnly, so it takes no lock, writes nothing and is safe beside
 // a running writer. Run it with no arguments for the list of commands.
 package main
@@ -61,9 +63,10 @@ const (
 const usage = `usage: sessionstore <command> [flags] <root> [arguments]
 
 Inspects the sessions stored under <root>. Every command but gc, repair,
-upgrade, rm, undelete, purge, prune (without -dry-run), import and the lanes subcommands that
-change lanes opens the store read-only (no lock, nothing written), so it is
-safe beside a writer.
+upgrade, rm, undelete, purge, prune (without -dry-run), import, restore
+-branch (without -dry-run) and the lanes subcommands that change lanes
+opens the store read-only (no lock, nothing written), so it is safe beside
+a writer.
 
 commands:
   ls     [-json] <root>                       list the sessions
@@ -106,6 +109,20 @@ commands:
   lanes  <root> <session> create|move <name> <event>
   lanes  <root> <session> switch|delete <name>
                                               change them (opens the session for writing)
+  files  [-json] <root> <session> [event]     the workspace the session's snapshots recorded,
+                                              as of event (default: the active path's
+                                              end): mode, size, digest, path
+  diff   [-json] <root> <session> <from> <to>
+                                              the files that differ between two events'
+                                              workspaces: added, modified or deleted
+  restore [-dry-run] [-branch] [-ignore pattern]... [-gitignore]
+         <root> <session> <event> <dir>
+                                              make dir hold the workspace as of event
+                                              (files written, others removed but those
+                                              the ignore rules match), or with -dry-run
+                                              list what would change; -branch also moves
+                                              the active lane to event (opens the session
+                                              for writing)
   keys   <root> rewrap | <root> reencrypt <session>...
                                               rotate an encrypted store's keys: every data
                                               key wrapped under the current key-encryption
@@ -158,6 +175,9 @@ var commands = map[string]command{
 	"query":    cmdQuery,
 	"import":   cmdImport,
 	"export":   cmdExport,
+	"files":    cmdFiles,
+	"diff":     cmdDiff,
+	"restore":  cmdRestore,
 	"serve":    cmdServe,
 	"version":  cmdVersion,
 }
@@ -338,7 +358,8 @@ func parseAll(fs *flag.FlagSet, args []string) ([]string, error) {
 // parseArgs parses args and checks the number of positional arguments
 // (max < 0: no limit) and the form of the ids among them: every argument
 // after <root> names a session or an event, ids[i] (the last one for the
-// arguments past the end) says which. It returns the status to exit with
+// arguments past the end) says which; an empty name is an argument that
+// is not an id (restore's <dir>). It returns the status to exit with
 // when it fails.
 func (c *cmdEnv) parseArgs(fs *flag.FlagSet, args []string, min, max int, ids ...string) ([]string, int, bool) {
 	pos, err := parse(fs, args)
@@ -361,7 +382,7 @@ func (c *cmdEnv) parseArgs(fs *flag.FlagSet, args []string, min, max int, ids ..
 		if i < len(ids) {
 			what = ids[i]
 		}
-		if !wellFormedID(arg) {
+		if what != "" && !wellFormedID(arg) {
 			return nil, c.usagef(fs, "%s %q is neither an id nor an id prefix (hex digits, and dashes where the id has them)", what, arg), false
 		}
 	}

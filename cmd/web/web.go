@@ -21,7 +21,7 @@
 //	    its metadata, HEAD, the end of the active path ("next": the event
 //	    the next append extends, which Load ends at: HEAD, or the tip of
 //	    a lane switched to and not appended to yet), lanes and the tree's
-//	    nodes, in append order
+//	    nodes, in append order, a workspace snapshot's marked "snapshot"
 //	GET /api/sessions/{session}/path?leaf=e&context=1
 //	    the path from the root to leaf (the active path's end when
 //	    absent), every event of it (FullPath), or with context=1 the
@@ -29,6 +29,13 @@
 //	    blobs, left out
 //	GET /api/sessions/{session}/events/{event}
 //	    one event with its record (a blob read and checked)
+//	GET /api/sessions/{session}/events/{event}/changes
+//	    whether the event is a workspace snapshot (Store.SnapshotDir,
+//	    RecordFiles) and the files it changed: the Diff between the
+//	    workspaces as of its parent and as of it (every file added for
+//	    a snapshot without a parent, or the first on its path), sorted by
+//	    path, at most MaxChanges of them, with the count of files the
+//	    workspace holds as of the event; no change for another event
 //	GET /api/sessions/{session}/live?known=n&last=e
 //	    Server-Sent Events: "tree", the nodes after the first n with HEAD
 //	    and the lanes, at the start and whenever the session's Revision or
@@ -81,6 +88,9 @@ const (
 	// keepAlive is how often an idle live stream sends a comment, so
 	// that proxies and the browser keep the connection.
 	keepAlive = 15 * time.Second
+	// MaxChanges is the most files the changes endpoint lists; "total"
+	// counts them all.
+	MaxChanges = 5000
 )
 
 // Options configure the handler. The zero value selects the defaults.
@@ -143,6 +153,7 @@ func New(st *sessionstore.Store, opts Options) *Handler {
 	h.mux.HandleFunc("GET /api/sessions/{session}", h.session)
 	h.mux.HandleFunc("GET /api/sessions/{session}/path", h.path)
 	h.mux.HandleFunc("GET /api/sessions/{session}/events/{event}", h.event)
+	h.mux.HandleFunc("GET /api/sessions/{session}/events/{event}/changes", h.changes)
 	h.mux.HandleFunc("GET /api/sessions/{session}/live", h.live)
 	h.mux.HandleFunc("GET /api/live", h.liveList)
 	h.mux.HandleFunc("GET /api/", func(w http.ResponseWriter, r *http.Request) {
@@ -370,10 +381,20 @@ type nodeJSON struct {
 	Time       time.Time         `json:"timestamp"`
 	Size       int64             `json:"size"`
 	Preview    string            `json:"preview,omitempty"`
+	// Snapshot marks a workspace snapshot (see snapshotMark).
+	Snapshot bool `json:"snapshot,omitempty"`
 }
 
+// snapshotMark is how a workspace snapshot's record, and so its node's
+// preview, begins: the library's manifest, {"sessionstore":"snapshot",...}
+// (see sessionstore's Workspaces). A node without a preview (an index line
+// older than previews, or a sealed one the Store has no key for) is not
+// marked; the changes endpoint reads the manifests and tells.
+const snapshotMark = `{"sessionstore":"snapshot"`
+
 func newNodeJSON(n sessionstore.Node) nodeJSON {
-	out := nodeJSON{ID: n.ID, Kind: n.Kind, Role: n.Role, Time: n.Time, Size: n.Size, Preview: n.Preview}
+	out := nodeJSON{ID: n.ID, Kind: n.Kind, Role: n.Role, Time: n.Time, Size: n.Size, Preview: n.Preview,
+		Snapshot: n.Kind == sessionstore.KindCustom && strings.HasPrefix(n.Preview, snapshotMark)}
 	if n.ParentID != uuid.Nil {
 		p := n.ParentID
 		out.ParentID = &p
@@ -647,6 +668,97 @@ func (h *Handler) event(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, newEventJSON(ev))
+}
+
+// fileJSON is a file of a workspace, as a change lists it.
+type fileJSON struct {
+	Mode   uint32 `json:"mode"` // permission bits
+	Size   int64  `json:"size"`
+	Digest string `json:"digest"` // "sha256:<hex>" of the content
+}
+
+func newFileJSON(f sessionstore.FileEntry) *fileJSON {
+	return &fileJSON{Mode: uint32(f.Mode.Perm()), Size: f.Size, Digest: f.Digest}
+}
+
+// changeJSON is a file a snapshot changed.
+type changeJSON struct {
+	Path string                `json:"path"`
+	Op   sessionstore.ChangeOp `json:"op"`   // added, modified or deleted
+	From *fileJSON             `json:"from"` // null for a file added
+	To   *fileJSON             `json:"to"`   // null for a file deleted
+}
+
+// changesJSON is the answer of /api/sessions/{session}/events/{event}/changes.
+type changesJSON struct {
+	Event  uuid.UUID  `json:"event"`
+	Parent *uuid.UUID `json:"parent"` // null for a root
+	// Snapshot: the event is a workspace snapshot. Another event changes
+	// no file.
+	Snapshot bool `json:"snapshot"`
+	// Files is how many files the workspace holds as of the event.
+	Files int `json:"files"`
+	// Changes are the files changed, sorted by path: the first
+	// MaxChanges of Total.
+	Changes []changeJSON `json:"changes"`
+	Total   int          `json:"total"`
+}
+
+// changes answers which files the event, a workspace snapshot, changed:
+// the Diff between its parent's workspace and its own.
+func (h *Handler) changes(w http.ResponseWriter, r *http.Request) {
+	id, ok := parseID(w, r, "session")
+	if !ok {
+		return
+	}
+	evID, ok := parseID(w, r, "event")
+	if !ok {
+		return
+	}
+	ctx := r.Context()
+	what := fmt.Sprintf("session %s, event %s", id, evID)
+	ev, err := h.st.Event(ctx, id, evID)
+	if err != nil {
+		storeError(w, err, what)
+		return
+	}
+	ws, err := h.st.Files(ctx, id, evID)
+	if err != nil {
+		storeError(w, err, what+", workspace")
+		return
+	}
+	out := changesJSON{Event: evID, Snapshot: ws.Snapshot == evID, Files: len(ws.Files), Changes: []changeJSON{}}
+	if ev.ParentID != uuid.Nil {
+		p := ev.ParentID
+		out.Parent = &p
+	}
+	var changes []sessionstore.FileChange
+	switch {
+	case !out.Snapshot:
+	case ev.ParentID == uuid.Nil:
+		// Diff reads uuid.Nil as the active path's end: a root's
+		// parent workspace is empty, so every file is added.
+		for _, f := range ws.Files {
+			changes = append(changes, sessionstore.FileChange{Path: f.Path, Op: sessionstore.FileAdded, To: f})
+		}
+	default:
+		if changes, err = h.st.Diff(ctx, id, ev.ParentID, evID); err != nil {
+			storeError(w, err, what+", workspace diff")
+			return
+		}
+	}
+	out.Total = len(changes)
+	for _, c := range changes[:min(len(changes), MaxChanges)] {
+		cj := changeJSON{Path: c.Path, Op: c.Op}
+		if c.Op != sessionstore.FileAdded {
+			cj.From = newFileJSON(c.From)
+		}
+		if c.Op != sessionstore.FileDeleted {
+			cj.To = newFileJSON(c.To)
+		}
+		out.Changes = append(out.Changes, cj)
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 // live streams the session's changes as Server-Sent Events: an event

@@ -762,6 +762,7 @@ func FuzzAPIPath(f *testing.F) {
 		"/api/sessions", "/api/sessions?limit=3&cursor=x", "/api/sessions/" + m.ID.String(),
 		"/api/sessions/" + m.ID.String() + "/path?leaf=" + ev.ID.String() + "&context=1",
 		"/api/sessions/" + m.ID.String() + "/events/" + ev.ID.String(), "/api/sessions/%zz", "/api/x/y",
+		"/api/sessions/" + m.ID.String() + "/events/" + ev.ID.String() + "/changes",
 	} {
 		f.Add(seed)
 	}

@@ -177,7 +177,7 @@
       return;
     }
     stopLive();
-    view = { id: id, selected: leaf, nodes: [], byId: new Map(), head: null, next: null, lanes: [], es: null, seen: new Set() };
+    view = { id: id, selected: leaf, nodes: [], byId: new Map(), head: null, next: null, lanes: [], es: null, seen: new Set(), changes: new Map() };
     $("#graph").replaceChildren();
     $("#transcript").replaceChildren();
     let d;
@@ -301,8 +301,40 @@
   }
 
   function nodeLabel(n) {
+    if (n.snapshot) {
+      const label = snapshotLabel(n.preview);
+      return "workspace snapshot" + (label ? " · " + label : "");
+    }
     if (n.preview) return n.preview;
     return n.role ? n.kind + " · " + n.role : n.kind;
+  }
+
+  // snapshotLabel is the label of a workspace snapshot's manifest, read
+  // from the start of its record (a node's preview), or "" when it holds
+  // none whole.
+  function snapshotLabel(text) {
+    const m = /"label":("(?:[^"\\]|\\.)*")/.exec(text || "");
+    if (!m) return "";
+    try {
+      return String(JSON.parse(m[1]));
+    } catch (e) {
+      return "";
+    }
+  }
+
+  // manifestLabel is the label of the snapshot event ev: its record's,
+  // or, when the record is left out, what its node's preview holds.
+  function manifestLabel(ev) {
+    if (!ev.omitted && ev.record && typeof ev.record === "object" && typeof ev.record.label === "string") return ev.record.label;
+    const n = view.byId.get(ev.id);
+    return n ? snapshotLabel(n.preview) : "";
+  }
+
+  // isSnapshot reports whether the event ev carries a workspace snapshot,
+  // as its node in the tree says.
+  function isSnapshot(ev) {
+    const n = view && view.byId.get(ev.id);
+    return !!(n && n.snapshot);
   }
 
   function drawGraph() {
@@ -344,6 +376,7 @@
       }
       const cls = ["node", n.kind];
       if (n.kind === "message" && n.role) cls.push("message-" + n.role);
+      if (n.snapshot) cls.push("snapshot");
       if (on.has(n.id)) cls.push("on-path");
       if (n.id === v.selected) cls.push("selected");
       if (n.id === v.head) cls.push("head");
@@ -353,10 +386,13 @@
         shape = svg("polygon", Object.assign(attrs, { points: `${x},${y - 7} ${x + 7},${y} ${x},${y + 7} ${x - 7},${y}` }));
       } else if (n.kind === "branch_summary") {
         shape = svg("rect", Object.assign(attrs, { x: x - 6, y: y - 6, width: 12, height: 12 }));
+      } else if (n.snapshot) {
+        // A workspace snapshot: a sheet, wider than tall.
+        shape = svg("rect", Object.assign(attrs, { x: x - 7, y: y - 5, width: 14, height: 10, rx: 2 }));
       } else {
         shape = svg("circle", Object.assign(attrs, { cx: x, cy: y, r: 6 }));
       }
-      shape.append(svg("title", {}, n.kind + (n.role ? " · " + n.role : "") + "  " + n.id + "  " + stamp(n.timestamp) + "  " + bytes(n.size) + (n.preview ? "\n" + n.preview : "")));
+      shape.append(svg("title", {}, (n.snapshot ? "workspace snapshot" : n.kind) + (n.role ? " · " + n.role : "") + "  " + n.id + "  " + stamp(n.timestamp) + "  " + bytes(n.size) + (n.preview ? "\n" + n.preview : "")));
       shape.addEventListener("click", () => select(n.id));
       marks.append(shape);
       if (n.id === v.head) marks.append(svg("circle", { class: "head-ring", cx: x, cy: y, r: 9.5 }));
@@ -371,6 +407,7 @@
       };
       if (n.id === v.head) tag("HEAD", "head");
       if (n.id === v.next && v.next !== v.head) tag("NEXT", "next");
+      if (n.snapshot) tag("files", "files");
       for (const l of tips.get(n.id) || []) tag("⎇ " + l.name, "lane" + (l.active ? " active" : ""));
       const label = svg("text", { class: "label" + (on.has(n.id) ? "" : " off-path"), x: lx, y: y + 4, "data-id": n.id }, cut(nodeLabel(n), 90));
       label.addEventListener("click", () => select(n.id));
@@ -433,16 +470,20 @@
   function renderEvent(ev) {
     const cls = ["ev", ev.kind];
     if (ev.role) cls.push(ev.role);
-    const who = ev.kind === "message" ? ev.role || "message" : ev.kind.replace("_", " ");
+    const snap = isSnapshot(ev);
+    if (snap) cls.push("snapshot");
+    const who = snap ? "workspace snapshot" : ev.kind === "message" ? ev.role || "message" : ev.kind.replace("_", " ");
     const li = el("li", { class: cls.join(" "), "data-id": ev.id, "data-kind": ev.kind },
       el("div", { class: "hdr" },
         el("span", { class: "who" }, who),
         el("span", {}, shortID(ev.id)),
         el("span", {}, stamp(ev.timestamp)),
         el("span", {}, bytes(ev.size)),
-        ev.branch_from ? el("span", {}, "starts a branch from " + shortID(ev.branch_from)) : null));
+        ev.branch_from ? el("span", {}, "starts a branch from " + shortID(ev.branch_from)) : null,
+        snap ? el("span", { class: "snapshot-label" }, manifestLabel(ev)) : null));
     const body = el("div", { class: "body" });
     li.append(body);
+    if (snap) body.append(changesBlock(ev));
     if (ev.omitted) {
       const d = el("details", { class: "lazy", "data-part": "record" },
         el("summary", {}, summaryLine(ev, null) + " — " + bytes(ev.size) + (ev.digest ? " in a blob" : "") + ", loaded when opened"));
@@ -478,6 +519,7 @@
         return s;
       }
       case "message": return (ev.role || "message") + " message";
+      case "custom": return isSnapshot(ev) ? "manifest" : "custom record";
       default: return ev.kind.replace("_", " ");
     }
   }
@@ -540,8 +582,69 @@
           summaryBlock(r.summary));
         break;
       default:
-        put(frag, collapsed("record", "custom record", el("pre", {}, pretty(r._value !== undefined ? r._value : r))));
+        put(frag, collapsed("record", summaryLine(ev, r), el("pre", {}, pretty(r._value !== undefined ? r._value : r))));
     }
     return frag;
+  }
+  // ---- a workspace snapshot's changes ----------------------------------------
+
+  // changesBlock shows the files a snapshot event changed: the Diff
+  // between its parent's workspace and its own, fetched from the changes
+  // endpoint when the block comes into view (a path may hold many
+  // snapshots), once per event for the view (a snapshot never changes).
+  function changesBlock(ev) {
+    const box = el("div", { class: "changes", "data-id": ev.id }, el("div", { class: "omitted" }, "files changed: loading…"));
+    const v = view;
+    const load = () => {
+      if (!v.changes.has(ev.id)) {
+        v.changes.set(ev.id, getJSON("/api/sessions/" + v.id + "/events/" + ev.id + "/changes"));
+      }
+      v.changes.get(ev.id).then(
+        (c) => box.replaceChildren(...renderChanges(c)),
+        (e) => {
+          v.changes.delete(ev.id); // asked again when drawn again
+          box.replaceChildren(el("div", { class: "error" }, String(e.message || e)));
+        });
+    };
+    if (window.IntersectionObserver) {
+      const seen = new IntersectionObserver((entries) => {
+        if (!entries.some((e) => e.isIntersecting)) return;
+        seen.disconnect();
+        load();
+      });
+      seen.observe(box);
+    } else {
+      load();
+    }
+    return box;
+  }
+
+  const opSign = { added: "+", modified: "~", deleted: "-" };
+
+  function renderChanges(c) {
+    if (!c.snapshot) return [el("div", { class: "omitted" }, "no workspace snapshot here")];
+    const counts = { added: 0, modified: 0, deleted: 0 };
+    for (const ch of c.changes) counts[ch.op] = (counts[ch.op] || 0) + 1;
+    const parts = ["added", "modified", "deleted"].filter((op) => counts[op]).map((op) => counts[op] + " " + op);
+    let head = c.total + " file" + (c.total === 1 ? "" : "s") + " changed" + (parts.length ? " (" + parts.join(", ") + ")" : "");
+    head += " · " + c.files + " file" + (c.files === 1 ? "" : "s") + " in the workspace";
+    const list = el("ul", { class: "change-list" });
+    for (const ch of c.changes) {
+      let size;
+      if (ch.op === "added") size = bytes(ch.to.size);
+      else if (ch.op === "deleted") size = bytes(ch.from.size);
+      else {
+        size = bytes(ch.from.size) + " → " + bytes(ch.to.size);
+        if (ch.from.mode !== ch.to.mode) size += ", mode " + ch.from.mode.toString(8) + " → " + ch.to.mode.toString(8);
+      }
+      list.append(el("li", { class: "change " + ch.op, "data-op": ch.op, "data-path": ch.path, title: ch.op },
+        el("span", { class: "op" }, opSign[ch.op] || "?"),
+        el("span", { class: "path" }, ch.path),
+        el("span", { class: "size" }, size)));
+    }
+    const out = [el("div", { class: "changes-head" }, head)];
+    if (c.changes.length) out.push(list);
+    if (c.total > c.changes.length) out.push(el("div", { class: "omitted" }, "and " + (c.total - c.changes.length) + " more (sessionstore diff lists them all)"));
+    return out;
   }
 })();
