@@ -207,6 +207,7 @@ func forksError(session uuid.UUID, forks []uuid.UUID) error {
 // keep says whether the session goes to the trash for Options.TrashFor
 // (Delete, Prune) or is removed for good at once (Purge).
 func (s *Store) deleteSession(ctx context.Context, id uuid.UUID, still func() error, keep bool) error {
+	s.workspaces.forget(id) // its files' names and digests leave memory too
 	fsys := s.opts.fs
 	dir := s.sessionDir(id)
 	if s.opts.Remote != nil {

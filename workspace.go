@@ -90,6 +90,10 @@ type Workspace struct {
 	At       uuid.UUID   // the event
 	Snapshot uuid.UUID   // the newest snapshot on the path to At; uuid.Nil for none
 	Files    []FileEntry // sorted by Path
+	// Ignore and GitIgnore are the rules the newest snapshot was taken
+	// with (SnapshotOptions; none for RecordFiles): Restore's default.
+	Ignore    []string
+	GitIgnore bool
 }
 
 // File returns the file at path p, and whether the workspace has it.
@@ -103,12 +107,15 @@ func (w Workspace) File(p string) (FileEntry, bool) {
 
 // snapshotRecord is a manifest event's record.
 type snapshotRecord struct {
-	Tag   string      `json:"sessionstore"` // snapshotTag
-	Full  bool        `json:"full,omitempty"`
-	Depth int         `json:"depth,omitempty"` // deltas since the last full manifest, this one included
-	Since int         `json:"since,omitempty"` // entries of those deltas
-	Label string      `json:"label,omitempty"`
-	Files []FileEntry `json:"files"`
+	Tag   string `json:"sessionstore"` // snapshotTag
+	Full  bool   `json:"full,omitempty"`
+	Depth int    `json:"depth,omitempty"` // deltas since the last full manifest, this one included
+	Since int    `json:"since,omitempty"` // entries of those deltas
+	Label string `json:"label,omitempty"`
+	// The rules SnapshotDir read the directory with: Restore's default.
+	Ignore    []string    `json:"ignore,omitempty"`
+	GitIgnore bool        `json:"gitignore,omitempty"`
+	Files     []FileEntry `json:"files"`
 }
 
 const (
@@ -318,6 +325,7 @@ func (s *Store) files(ctx context.Context, session, at uuid.UUID) (Workspace, ch
 	}
 	if len(ms) == 0 { // the newest snapshot's state is cached
 		ws.Files = slices.Clone(from.files)
+		ws.Ignore, ws.GitIgnore = slices.Clone(from.ignore), from.gitIgnore
 		return ws, from.ch, nil
 	}
 	var files []FileEntry
@@ -332,8 +340,9 @@ func (s *Store) files(ctx context.Context, session, at uuid.UUID) (Workspace, ch
 		files = applyDelta(files, ms[i].Files)
 	}
 	ch := chain{depth: ms[0].Depth, since: ms[0].Since}
-	s.workspaces.put(session, ws.Snapshot, &workspaceState{files: files, ch: ch})
+	s.workspaces.put(session, ws.Snapshot, &workspaceState{files: files, ch: ch, ignore: ms[0].Ignore, gitIgnore: ms[0].GitIgnore})
 	ws.Files = slices.Clone(files)
+	ws.Ignore, ws.GitIgnore = slices.Clone(ms[0].Ignore), ms[0].GitIgnore
 	return ws, ch, nil
 }
 
@@ -360,8 +369,10 @@ func applyDelta(files, delta []FileEntry) []FileEntry {
 // workspaceState is a computed workspace: its files, sorted and never
 // changed once cached, and its place in the manifests.
 type workspaceState struct {
-	files []FileEntry
-	ch    chain
+	files     []FileEntry
+	ch        chain
+	ignore    []string
+	gitIgnore bool
 }
 
 // workspaceCache keeps the last few workspaces computed, by session and
@@ -496,7 +507,8 @@ func diffFiles(a, b []FileEntry) []FileChange {
 type SnapshotOptions struct {
 	// Ignore holds rules in the form of .gitignore lines, read against
 	// paths from the directory; files they ignore are not recorded.
-	// A ".git" directory is never walked.
+	// A ".git" directory is never walked. The manifest keeps the rules
+	// and GitIgnore, for Restore.
 	Ignore []string
 	// GitIgnore also reads the .gitignore file of every directory walked.
 	GitIgnore bool
@@ -694,9 +706,9 @@ func (s *Store) SnapshotDir(ctx context.Context, session uuid.UUID, dir string, 
 			return Event{}, nil
 		}
 		slices.SortFunc(delta, func(a, b FileEntry) int { return strings.Compare(a.Path, b.Path) })
-		m := snapshotRecord{Tag: snapshotTag, Label: o.Label, Files: delta, Depth: ch.depth + 1, Since: ch.since + len(delta)}
+		m := snapshotRecord{Tag: snapshotTag, Label: o.Label, Ignore: o.Ignore, GitIgnore: o.GitIgnore, Files: delta, Depth: ch.depth + 1, Since: ch.since + len(delta)}
 		if base.Snapshot == uuid.Nil || m.Since > len(found) || m.Depth > maxDepth {
-			m = snapshotRecord{Tag: snapshotTag, Label: o.Label, Full: true, Files: make([]FileEntry, 0, len(found))}
+			m = snapshotRecord{Tag: snapshotTag, Label: o.Label, Ignore: o.Ignore, GitIgnore: o.GitIgnore, Full: true, Files: make([]FileEntry, 0, len(found))}
 			next := make(map[string]FileEntry, len(delta))
 			for _, d := range delta {
 				next[d.Path] = d

@@ -28,9 +28,13 @@ type RestoreOptions struct {
 	Branch bool
 	// Ignore and GitIgnore are rules as for SnapshotOptions: files of the
 	// directory they ignore are left as they are, neither compared nor
-	// removed. Pass the rules the snapshots were taken with.
+	// removed. When neither is set, the rules the event's newest snapshot
+	// was taken with apply (Workspace.Ignore), unless NoRules.
 	Ignore    []string
 	GitIgnore bool
+	// NoRules ignores nothing, whatever the snapshot was taken with:
+	// every file of dir the workspace lacks is removed.
+	NoRules bool
 	// NoSync leaves the files unsynced (a scratch directory a crash may
 	// lose): faster, and a crash can leave a file empty or cut short.
 	NoSync bool
@@ -93,9 +97,16 @@ func (s *Store) Restore(ctx context.Context, session, at uuid.UUID, dir string, 
 			return rep, fmt.Errorf("sessionstore: restore: %w", err)
 		}
 	}
+	ignore, gitIgnore := o.Ignore, o.GitIgnore
+	switch {
+	case o.NoRules:
+		ignore, gitIgnore = nil, false
+	case len(ignore) == 0 && !gitIgnore:
+		ignore, gitIgnore = ws.Ignore, ws.GitIgnore
+	}
 	var found []workspace.File
 	if _, err := fsys.Stat(dir); err == nil || !o.DryRun {
-		found, _, err = workspace.Scan(ctx, fsys, dir, workspace.ScanOptions{Rules: rulesOf(o.Ignore), GitIgnore: o.GitIgnore, MaxFiles: max(workspace.DefaultMaxFiles, 2*len(ws.Files))})
+		found, _, err = workspace.Scan(ctx, fsys, dir, workspace.ScanOptions{Rules: rulesOf(ignore), GitIgnore: gitIgnore, MaxFiles: max(workspace.DefaultMaxFiles, 2*len(ws.Files))})
 		if err != nil {
 			if errors.Is(err, workspace.ErrInvalidPath) {
 				err = fmt.Errorf("%w: %w", ErrInvalidEvent, err)

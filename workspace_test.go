@@ -411,6 +411,20 @@ func TestWorkspaceIgnore(t *testing.T) {
 	assert.Equal(t, "obj2", tree["src/b.o"])
 	assert.Equal(t, "m", tree["node_modules/m/index.js"])
 	assert.Equal(t, "d", tree["docs/draft1"])
+
+	// Without rules, Restore reads the directory with the snapshot's.
+	writeTree(t, work, map[string]string{"src/extra.go": "extra"})
+	rep, err = s.Restore(ctx, id, r.Event.ID, work, RestoreOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"src/extra.go"}, rep.Removed)
+	ws, err := s.Files(ctx, id, r.Event.ID)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"node_modules/"}, ws.Ignore)
+	assert.True(t, ws.GitIgnore)
+	// NoRules: every file the workspace lacks goes.
+	rep, err = s.Restore(ctx, id, r.Event.ID, work, RestoreOptions{NoRules: true, DryRun: true})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"build/out", "docs/draft1", "node_modules/m/index.js", "src/a.o", "src/b.o"}, rep.Removed)
 }
 
 // TestWorkspaceReencryptRefused: Reencrypt of a session holding
