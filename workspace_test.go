@@ -18,6 +18,7 @@ import (
 
 	"github.com/sessionstore/sessionstore/internal/blob"
 	"github.com/sessionstore/sessionstore/internal/layout"
+	"github.com/sessionstore/sessionstore/internal/workspace"
 )
 
 // writeTree writes files (path -> content) below dir.
@@ -541,4 +542,26 @@ func TestWorkspaceRemote(t *testing.T) {
 	ws, err := other.Files(ctx, m.ID, uuid.Nil)
 	require.NoError(t, err)
 	assert.Len(t, ws.Files, 3)
+}
+
+// FuzzDecodeManifest: a manifest record decodes or is refused, never
+// panics, and every entry it accepts names a path inside the workspace.
+func FuzzDecodeManifest(f *testing.F) {
+	f.Add([]byte(`{"sessionstore":"snapshot","full":true,"files":[{"path":"a/b","mode":420,"size":1,"digest":"sha256:` + strings.Repeat("0", 64) + `"}]}`))
+	f.Add([]byte(`{"sessionstore":"snapshot","files":[{"path":"../x","deleted":true}]}`))
+	f.Add([]byte(`{"sessionstore":"state"}`))
+	f.Fuzz(func(t *testing.T, rec []byte) {
+		m, err := decodeManifest(rec)
+		if err != nil {
+			return
+		}
+		for _, e := range m.Files {
+			require.NoError(t, workspace.CheckPath(e.Path))
+			require.False(t, strings.Contains(e.Path, ".."+"/"))
+			if !e.Deleted {
+				require.GreaterOrEqual(t, e.Size, int64(0))
+				require.Zero(t, e.Mode&^fs.ModePerm)
+			}
+		}
+	})
 }

@@ -38,6 +38,8 @@ func TestExportEncrypted(t *testing.T) {
 	for _, s := range []string{"first secret", "blob secret", "lane secret"} {
 		assert.Contains(t, out.String(), s)
 	}
+	_, evs := readAll(t, out.Bytes()) // each line's size is its record's, opened
+	require.Len(t, evs, 3)
 	path, err := st.Load(ctx, m.ID)
 	require.NoError(t, err)
 	require.Len(t, path, 2, "the lane's path: the first event and the lane's own")

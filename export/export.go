@@ -80,6 +80,53 @@
 // An existing file whose content matches its name is kept as it is, so that
 // exports of several sessions may share one directory.
 //
+// # Workspace snapshots
+//
+// A workspace snapshot (sessionstore's Workspaces: Store.SnapshotDir,
+// Store.RecordFiles) is a custom event whose record is its manifest,
+// {"sessionstore":"snapshot",...}, listing files by path, mode, size and
+// the digest of their content ("sha256:<hex>"); the contents are blobs
+// of the session, not records. An export carries them in the
+// manifest's event line, in a "files" member after "size": one element
+// per distinct content the manifest lists (a removed file has none), in
+// the order of its files,
+//
+//	{"id":"...","parent_id":"...","kind":"custom","timestamp":"...","record":{"sessionstore":"snapshot","full":true,"files":[{"path":"main.go","mode":420,"size":13,"digest":"sha256:<hex>"}]},"size":118,"files":[{"digest":"sha256:<hex>","size":13,"data":"cGFja2FnZSBtYWluCg=="}]}
+//
+// With blobs inline, "data" is the content in base64 (standard, padded).
+// With blobs as files (Options.BlobDir) an element has no "data": the
+// content is the file <BlobDir>/sha256-<hex>, as a record's blob is
+// (written once, kept when the directory holds it already; a content
+// and a record of the same bytes are one file). ReadContent reads either.
+//
+// A snapshot's line carries every content its manifest names, so that
+// it is whole by itself: a consumer needs no other line to have the
+// files the snapshot wrote. A full manifest (the first of a path, and
+// one every so often after it, see Workspaces) carries the whole
+// workspace again; inline, that costs about what the deltas before it
+// did, while BlobDir stores each content once however many snapshots
+// name it. An export holds one content in memory at a time, but Reader
+// holds a line whole, and reads lines of at most MaxLine: an inline
+// snapshot of more than about 750 MiB of contents is for BlobDir.
+//
+// The manifest is exported as the store holds it (in an encrypted
+// session, "blob" and "blob_size" name the sealed blobs in the store;
+// the contents exported are the plain ones, named by "digest"). A
+// consumer that recreates the snapshots in another store reads each
+// manifest with ParseManifest and records it with Store.RecordFiles,
+// which gives the event a new id: a delta's files are written (their
+// contents from the line) or removed, a full manifest's written and
+// every other file of the workspace as of its parent removed. With
+// scope "context", the snapshots before the compaction are not exported,
+// so a delta's base may not be in the export.
+//
+// Options.OmitFiles leaves the contents out: a snapshot's line is then
+// as exports wrote it before they carried contents, without "files", and
+// Reader.Contents returns nil for it. The version is still 1, as the
+// lines of a session without snapshots are unchanged; a Reader of version
+// 1 from before "files" refuses a line that has it (a member it does not
+// know), so that it never takes such an export for whole.
+//
 // # Durability
 //
 // JSONL and Markdown flush their buffer before they return; making w durable
@@ -153,6 +200,10 @@ type Options struct {
 	// <BlobDir>/sha256-<hex> instead of into its line. The directory is
 	// created (0700) if it does not exist. Markdown ignores it.
 	BlobDir string
+	// OmitFiles, for JSONL: leave out the contents of workspace
+	// snapshots (see the package doc); their manifests are exported all
+	// the same, as the custom events they are.
+	OmitFiles bool
 	// Full, for Markdown: write every tool output whole.
 	Full bool
 	// MaxOutput, for Markdown without Full: the bytes of a tool output
@@ -171,6 +222,12 @@ type Stats struct {
 	BlobFiles    int   // blob files written to BlobDir (not there already)
 	BlobBytes    int64 // bytes of those files
 	BlobsPresent int   // blob files found in BlobDir already, verified, and kept
+	// FileContents counts the workspace contents the snapshot events'
+	// lines carry or name (the same content in two snapshots counts
+	// twice; in BlobDir it is one file, counted in BlobFiles or
+	// BlobsPresent), and FileBytes their bytes.
+	FileContents int
+	FileBytes    int64
 }
 
 // Header is the first line of a JSONL export.
@@ -640,11 +697,14 @@ func lanesOf(ctx context.Context, st *sessionstore.Store, session, head uuid.UUI
 // package doc: a header line, then one line per event of opts.Scope (Tree
 // when unset). Records stored as blobs are resolved into their lines, or,
 // with opts.BlobDir, written there as files and left out of the lines.
+// A workspace snapshot's line carries the contents of the files its
+// manifest names, the same way (unless opts.OmitFiles).
 //
 // Errors: sessionstore.ErrNotFound (through errors.Is) for an unknown
 // session; ErrScope; the store's errors (a *sessionstore.CorruptionError for
 // damaged data); the first error of w, wrapped, after which nothing more is
-// written; ErrBlobFile (wrapping the file system's error) for a blob file.
+// written; ErrBlobFile (wrapping the file system's error) for a blob file;
+// ErrFormat for a snapshot's manifest that does not decode.
 func JSONL(ctx context.Context, w io.Writer, st *sessionstore.Store, session uuid.UUID, opts Options) (stats Stats, err error) {
 	scope, err := checkScope(opts.Scope, Tree, true)
 	if err != nil {
@@ -670,7 +730,43 @@ func JSONL(ctx context.Context, w io.Writer, st *sessionstore.Store, session uui
 	if err := enc.Encode(newHeaderLine(h)); err != nil {
 		return stats, writeErr(err)
 	}
+	var line bytes.Buffer // an event line with workspace contents, before them
+	lineEnc := json.NewEncoder(&line)
+	lineEnc.SetEscapeHTML(false)
 	err = p.each(ctx, st, session, func(ev sessionstore.Event) error {
+		if p.meta.Encrypted {
+			// The store gives the sealed record's size (and a blob's
+			// digest); the line holds the record opened.
+			if ev.Record == nil && ev.Digest != "" {
+				r, err := st.Resolve(ctx, session, ev)
+				if err != nil {
+					return fmt.Errorf("export: session %s: event %s: %w", session, ev.ID, err)
+				}
+				ev = r
+			}
+			if ev.Record != nil {
+				ev.Size = int64(len(ev.Record))
+				if ev.Digest != "" {
+					ev.Digest = digestOf(ev.Record)
+				}
+			}
+		}
+		var files []sessionstore.FileEntry
+		manifest := false
+		if !opts.OmitFiles && ev.Kind == sessionstore.KindCustom && ev.Record == nil && ev.Digest != "" {
+			r, err := st.Resolve(ctx, session, ev)
+			if err != nil {
+				return fmt.Errorf("export: session %s: event %s: %w", session, ev.ID, err)
+			}
+			ev = r
+		}
+		if !opts.OmitFiles {
+			m, ok, err := ParseManifest(ev)
+			if err != nil {
+				return fmt.Errorf("export: session %s: %w (Options.OmitFiles exports the session without workspace contents)", session, err)
+			}
+			manifest, files = ok, contentsOf(m)
+		}
 		if ev.Digest != "" {
 			stats.Blobs++
 			if blobs != nil {
@@ -686,11 +782,29 @@ func JSONL(ctx context.Context, w io.Writer, st *sessionstore.Store, session uui
 				ev = r
 			}
 		}
-		if err := enc.Encode(newEventLine(ev)); err != nil {
-			if out.err() != nil {
-				return writeErr(out.err())
+		if !manifest {
+			if err := enc.Encode(newEventLine(ev)); err != nil {
+				if out.err() != nil {
+					return writeErr(out.err())
+				}
+				return fmt.Errorf("export: event %s: %w", ev.ID, err)
 			}
+			stats.Events++
+			return nil
+		}
+		// The line, its closing brace left for after "files".
+		line.Reset()
+		if err := lineEnc.Encode(newEventLine(ev)); err != nil {
 			return fmt.Errorf("export: event %s: %w", ev.ID, err)
+		}
+		if _, err := out.bw.Write(bytes.TrimSuffix(line.Bytes(), []byte("}\n"))); err != nil {
+			return writeErr(err)
+		}
+		if err := writeFiles(ctx, out.bw, st, session, ev, files, blobs, &stats); err != nil {
+			return err
+		}
+		if _, err := out.bw.WriteString("}\n"); err != nil {
+			return writeErr(err)
 		}
 		stats.Events++
 		return nil
@@ -736,6 +850,12 @@ func BlobName(digest string) (string, error) {
 	return "sha256-" + hexs, nil
 }
 
+// digestOf is the "sha256:<hex>" digest of b.
+func digestOf(b []byte) string {
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
 // fileMatches reports whether the file at path exists and holds bytes
 // whose SHA-256 is want.
 func fileMatches(path, want string) (bool, error) {
@@ -755,12 +875,31 @@ func fileMatches(path, want string) (bool, error) {
 }
 
 func (b *blobWriter) write(ctx context.Context, st *sessionstore.Store, session uuid.UUID, ev sessionstore.Event, stats *Stats) error {
-	if b.done[ev.Digest] {
+	if _, err := BlobName(ev.Digest); err != nil {
+		return fmt.Errorf("export: event %s: %w", ev.ID, err)
+	}
+	return b.put(ev.Digest, func() ([]byte, error) {
+		if ev.Record != nil {
+			return ev.Record, nil
+		}
+		r, err := st.Resolve(ctx, session, ev)
+		if err != nil {
+			return nil, fmt.Errorf("export: session %s: event %s: %w", session, ev.ID, err)
+		}
+		return r.Record, nil
+	}, stats)
+}
+
+// put writes the blob of digest ("sha256:<hex>") as <dir>/sha256-<hex>,
+// unless this export wrote it already or the file holds it already; read
+// returns its bytes, which must match the digest.
+func (b *blobWriter) put(digest string, read func() ([]byte, error), stats *Stats) error {
+	if b.done[digest] {
 		return nil
 	}
-	name, err := BlobName(ev.Digest)
+	name, err := BlobName(digest)
 	if err != nil {
-		return fmt.Errorf("export: event %s: %w", ev.ID, err)
+		return err
 	}
 	want := strings.TrimPrefix(name, "sha256-")
 	path := filepath.Join(b.dir, name)
@@ -769,24 +908,23 @@ func (b *blobWriter) write(ctx context.Context, st *sessionstore.Store, session 
 		return fmt.Errorf("%w: %w", ErrBlobFile, err)
 	}
 	if ok {
-		b.done[ev.Digest] = true
+		b.done[digest] = true
 		stats.BlobsPresent++
 		return nil
 	}
-	if ev.Record == nil {
-		if ev, err = st.Resolve(ctx, session, ev); err != nil {
-			return fmt.Errorf("export: session %s: event %s: %w", session, ev.ID, err)
-		}
+	data, err := read()
+	if err != nil {
+		return err
 	}
-	if sum := sha256.Sum256(ev.Record); hex.EncodeToString(sum[:]) != want {
-		return fmt.Errorf("export: event %s: its record does not match its digest %s", ev.ID, ev.Digest)
+	if sum := sha256.Sum256(data); hex.EncodeToString(sum[:]) != want {
+		return fmt.Errorf("export: the bytes read for %s do not match their digest", digest)
 	}
 	f, err := os.CreateTemp(b.dir, "."+name+".*")
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrBlobFile, err)
 	}
 	tmp := f.Name()
-	_, err = f.Write(ev.Record)
+	_, err = f.Write(data)
 	if err == nil {
 		err = f.Sync()
 	}
@@ -800,10 +938,10 @@ func (b *blobWriter) write(ctx context.Context, st *sessionstore.Store, session 
 		os.Remove(tmp)
 		return fmt.Errorf("%w: %s: %w", ErrBlobFile, path, err)
 	}
-	b.done[ev.Digest] = true
+	b.done[digest] = true
 	b.written = true
 	stats.BlobFiles++
-	stats.BlobBytes += int64(len(ev.Record))
+	stats.BlobBytes += int64(len(data))
 	return nil
 }
 

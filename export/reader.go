@@ -66,6 +66,7 @@ type Reader struct {
 	header Header
 	read   int       // events read
 	last   uuid.UUID // the id of the last event read
+	files  []Content // the workspace contents of the last event read
 	seen   map[uuid.UUID]bool
 	err    error
 }
@@ -110,13 +111,16 @@ func (r *Reader) Header() Header { return r.header }
 
 // Next returns the next event, or io.EOF after the last one the header
 // counts (once the input ends there too). An event whose record is in a
-// blob file has Record nil and Digest set: ReadBlob reads it.
+// blob file has Record nil and Digest set: ReadBlob reads it. A workspace
+// snapshot's file contents are then Contents.
 //
 // Errors: a *ParseError wrapping ErrFormat (a line that is not an event, an
 // event repeated, with scope "tree" an event before its parent, with scope
 // "path" an event whose parent is not the event before it, an inline
 // record that does not match its digest, a blob's record missing from an
-// export with blobs inline, a line past the count), ErrTruncated (fewer events than the header counts); the
+// export with blobs inline, a line past the count, workspace contents
+// that are malformed, do not match their digests, or are not those the
+// snapshot's manifest names), ErrTruncated (fewer events than the header counts); the
 // error of the input. After an error, Next returns it again.
 func (r *Reader) Next() (sessionstore.Event, error) {
 	if r.err != nil {
@@ -143,10 +147,15 @@ func (r *Reader) nextEvent() (sessionstore.Event, error) {
 	if r.read == r.header.Events {
 		return sessionstore.Event{}, r.errorf(ErrFormat, "a line past the %d events the header counts", r.header.Events)
 	}
-	var ev sessionstore.Event
-	if err := strictUnmarshal(line, &ev); err != nil {
+	r.files = nil
+	var el struct {
+		sessionstore.Event
+		Files *[]Content `json:"files"`
+	}
+	if err := strictUnmarshal(line, &el); err != nil {
 		return sessionstore.Event{}, r.errorf(ErrFormat, "event: %v", err)
 	}
+	ev := el.Event
 	if string(ev.Record) == "null" {
 		ev.Record = nil
 	}
@@ -191,11 +200,30 @@ func (r *Reader) nextEvent() (sessionstore.Event, error) {
 	if ev.Record != nil && int64(len(ev.Record)) != ev.Size && ev.Size != 0 {
 		return ev, r.errorf(ErrFormat, "event %s: record of %d bytes, size %d", ev.ID, len(ev.Record), ev.Size)
 	}
+	if el.Files != nil {
+		files := *el.Files
+		if files == nil {
+			files = []Content{}
+		}
+		if why := checkContents(ev, files, r.header.Blobs == BlobsInline); why != "" {
+			return ev, r.errorf(ErrFormat, "%s", why)
+		}
+		r.files = files
+	}
 	r.seen[ev.ID] = true
 	r.last = ev.ID
 	r.read++
 	return ev, nil
 }
+
+// Contents returns the workspace contents of the event Next returned
+// last, a snapshot's (see "Workspace snapshots" in the package doc): an
+// empty slice for a snapshot whose manifest names none (it only removes
+// files), nil for an event without a "files" member, which is every
+// event but a snapshot's, and a snapshot's in an export written without
+// its contents (Options.OmitFiles, or before exports carried them). Read
+// each with ReadContent.
+func (r *Reader) Contents() []Content { return r.files }
 
 // next returns the next line without its newline, or io.EOF.
 func (r *Reader) next() ([]byte, error) {

@@ -145,6 +145,13 @@ func FuzzReader(f *testing.F) {
 		require.NoError(f, err)
 		f.Add(buf.Bytes())
 	}
+	snap, _ := snapshotSession(f, st)
+	for _, opts := range []Options{{}, {BlobDir: f.TempDir()}} {
+		var buf bytes.Buffer
+		_, err := JSONL(context.Background(), &buf, st, snap, opts)
+		require.NoError(f, err)
+		f.Add(buf.Bytes())
+	}
 	require.NoError(f, st.Close())
 	f.Add([]byte(goodHeader + "\n" + rootEvent + "\n" + childEvent + "\n"))
 	f.Add([]byte(""))

@@ -67,7 +67,10 @@
 //   - Lines without a uuid are no events: a summary line names the
 //     session holding its leafUuid (Meta.Name, in whichever file read it
 //     is); file-history-snapshot, queue-operation, permission-mode,
-//     last-prompt and others are skipped and counted (File.Skipped).
+//     last-prompt and others are skipped and counted (File.Skipped). A
+//     file-history-snapshot line's backups become workspace snapshots
+//     when ImportWith is given Claude Code's file history (see File
+//     history).
 //
 // HEAD is the newest leaf (by timestamp, the later line on a tie), where
 // Claude Code resumes: Load then gives the context it rebuilds, the walk
@@ -83,6 +86,58 @@
 // claude_version, and for a subagent claude_agent_id (and
 // claude_agent_type, claude_agent_description from its .meta.json,
 // whose description is its name when no summary names it).
+//
+// # File history
+//
+// Claude Code backs up the files its tools edit, so that a conversation
+// can be rewound with its files: in ~/.claude/file-history/<sessionId>/
+// it keeps each version of a tracked file as <backupFileName> (a hash of
+// the path, "@v", the version), and the transcript's
+// file-history-snapshot lines say which: trackedFileBackups maps each
+// tracked file's path (relative to the working directory, or absolute)
+// to its backup, or to a null backupFileName for a file that did not
+// exist. A line that is not an update holds the files as they were when
+// the user sent the message its messageId names (the line before it);
+// an update (isSnapshotUpdate) adds a file to that snapshot when a tool
+// first edits it, its backup the file before the edit, and its
+// messageId is the line of that tool call.
+//
+// ImportWith with Options.FileHistory set to that directory records
+// them as workspace snapshots of the session (sessionstore's
+// Workspaces), with Store.RecordFiles: each line right after the last
+// event of the record its messageId names, and the events the
+// transcript has after that record follow the snapshot; for a line
+// that is not an update, the files it names, for an update, those it
+// adds; and of those, only the backups the workspace does not hold
+// already at that place (a line names every tracked file, changed or
+// not). A null backupFileName removes the file. A file's content is its
+// backup file's bytes, its mode the backup file's permission bits. A
+// snapshot's label is "claude-code file-history <messageId>", by which
+// importing again finds it and records nothing twice; a transcript that
+// grew is recorded as far as it goes. The snapshot event's id and time
+// are the store's (RecordFiles assigns them), not derived from the
+// transcript as the other events' are.
+//
+// Paths: an absolute path below the session's working directory
+// (Meta.WorkingDir, the first cwd) is made relative to it; one outside it
+// is skipped (counted in HistoryStats.Outside and told in a note: Claude
+// Code tracks files such as its plans in ~/.claude/plans), and so is a
+// path the workspace's rules refuse (a ".." or empty element, a "."
+// element, not UTF-8), reported as a malformed line. A backupFileName
+// must be a file name (no separator, not "." or ".."), else it is
+// refused the same way and no file is read for it; a backup is read
+// through an os.Root of the session's directory, only if it is a
+// regular file there (not a link, a FIFO or a directory), and only up to
+// the store's default record limit (a larger one, or one over the
+// store's own limit, is counted in HistoryStats.TooLarge). A missing
+// backup (Claude Code removes old ones) is counted in
+// HistoryStats.Missing and told in a note; the rest of the session is
+// imported. Without Options.FileHistory (Import), the lines are skipped
+// as they always were, and ImportWith counts their backups in
+// HistoryStats.NoHistory. A session imported without its file history
+// cannot take its snapshots later: the events after their places are
+// stored, and the store cannot put an event between an event and its
+// children (HistoryStats.Late, and a note).
 //
 // # Subagents
 //

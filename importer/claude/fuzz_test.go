@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/google/uuid"
+	"github.com/sessionstore/sessionstore/internal/workspace"
 	"github.com/stretchr/testify/require"
 )
 
@@ -64,9 +66,25 @@ func FuzzParseFile(f *testing.F) {
 	f.Add([]byte("{\"type\":\"user\",\"uuid\":\"a\",\"parentUuid\":\"b\",\"timestamp\":\"2026-01-01T00:00:00Z\",\"message\":{\"content\":\"x\"}}\n" +
 		"{\"type\":\"user\",\"uuid\":\"b\",\"parentUuid\":\"a\",\"timestamp\":\"2026-01-01T00:00:01Z\",\"message\":{\"content\":\"y\"}}\n"))
 	f.Add([]byte("{\"type\":\"system\",\"subtype\":\"compact_boundary\",\"uuid\":\"c\",\"logicalParentUuid\":\"z\",\"timestamp\":\"2026-01-01T00:00:00Z\"}\n"))
+	f.Add([]byte(strings.Join(hostileLines("s"), "\n") + "\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		file := parseFile("fuzz.jsonl", data)
 		require.LessOrEqual(t, file.Skipped, file.Lines)
+		require.LessOrEqual(t, file.History.Lines, file.Skipped)
+		for _, info := range file.infos {
+			if info.history == nil {
+				continue
+			}
+			for _, p := range info.history.places {
+				require.NotEmpty(t, p.files)
+				for _, b := range p.files {
+					require.NoError(t, workspace.CheckPath(b.path))
+					if b.name != "" {
+						require.Empty(t, checkName(b.name))
+					}
+				}
+			}
+		}
 		for _, s := range file.Sessions {
 			seen := map[uuid.UUID]bool{}
 			parents := map[uuid.UUID]bool{}

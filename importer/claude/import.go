@@ -36,8 +36,62 @@ import (
 // or a Store error, with the sessions before it written. opts.Progress,
 // if set, is called after each session is written. Importing the same
 // files again adds nothing.
+//
+// Import does not read Claude Code's file history: see ImportWith.
 func Import(ctx context.Context, st *sessionstore.Store, paths []string, opts *importer.Options) (importer.Report, error) {
+	var o Options
+	if opts != nil {
+		o.Options = *opts
+	}
+	rep, err := ImportWith(ctx, st, paths, &o)
+	return rep.Report, err
+}
+
+// Options are ImportWith's: those the importers share, and Claude Code's
+// own.
+type Options struct {
+	importer.Options
+	// FileHistory is Claude Code's file-history directory, where it keeps
+	// the backups its file-history-snapshot lines name: usually
+	// ~/.claude/file-history (it holds a directory per session id). With
+	// it, the backups are recorded as workspace snapshots of the sessions
+	// (see "File history" in the package doc); without it, the lines are
+	// skipped as Import skips them, and counted (Report.History).
+	FileHistory string
+}
+
+// Report is what ImportWith did: importer.Report, and what came of the
+// file-history-snapshot lines.
+type Report struct {
+	importer.Report
+	History HistoryStats
+}
+
+// ImportWith is Import with Claude Code's own options: with
+// opts.FileHistory, each session's file-history snapshots are recorded
+// with its events (see "File history" in the package doc); a backup that
+// is not recorded (a missing file, a path outside the session's working
+// directory, ...) is counted in Report.History and told in a note for
+// its transcript, and the rest is imported. A path or backup file name
+// the rules refuse, and a file-history line that does not decode, are
+// *importer.LineErrors in Report.Errors. opts may be nil: Import's
+// defaults.
+func ImportWith(ctx context.Context, st *sessionstore.Store, paths []string, opts *Options) (Report, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	var hrep Report
+	rep, err := importFiles(ctx, st, paths, &o, &hrep.History)
+	hrep.Report = rep
+	return hrep, err
+}
+
+// importFiles is ImportWith, adding the file history's counts to
+// history.
+func importFiles(ctx context.Context, st *sessionstore.Store, paths []string, o *Options, history *HistoryStats) (importer.Report, error) {
 	var rep importer.Report
+	opts := &o.Options
 	files, err := collect(paths)
 	if err != nil {
 		return rep, err
@@ -59,6 +113,12 @@ func Import(ctx context.Context, st *sessionstore.Store, paths []string, opts *i
 		rep.Lines += f.Lines
 		rep.Errors = append(rep.Errors, f.Errors...)
 		rep.Notes = append(rep.Notes, f.Notes...)
+		history.Lines += f.History.Lines
+		history.Malformed += f.History.Malformed
+		history.Unplaced += f.History.Unplaced
+		if o.FileHistory != "" {
+			rep.Errors = append(rep.Errors, f.historyErrs...)
+		}
 		for i, s := range f.Sessions {
 			info := f.infos[i]
 			if name := nameOf(summaries, info); name != "" {
@@ -73,7 +133,7 @@ func Import(ctx context.Context, st *sessionstore.Store, paths []string, opts *i
 					return rep, err
 				}
 			}
-			res, err := importer.Write(ctx, st, s)
+			res, err := writeSession(ctx, st, s, info, o.FileHistory, history, &rep.Notes)
 			if err == nil && !res.Created && s.Meta.Name != "" {
 				err = nameStored(ctx, st, s.Meta.ID, s.Meta.Name)
 			}

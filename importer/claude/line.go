@@ -39,6 +39,11 @@ type record struct {
 	msg    *message        // Message decoded, for user and assistant lines
 	raw    json.RawMessage // the line, for a KindCustom record
 	placed bool            // its events are made (a reader's mark)
+
+	hist *historyLine // a file-history-snapshot line's members (history.go)
+	// histErr is what is wrong with a file-history-snapshot line: it
+	// counts only for an import given the file history.
+	histErr string
 }
 
 // message is the Anthropic Messages shape of a user or assistant line.
@@ -111,6 +116,10 @@ func parseLine(data []byte) (*record, error) {
 	}
 	r.raw = data
 	if r.UUID == "" {
+		if r.Type == historyType {
+			r.hist, r.histErr = parseHistory(data)
+			r.raw = nil // not kept: no event holds it
+		}
 		return &r, nil // not part of the conversation tree
 	}
 	t, err := time.Parse(time.RFC3339Nano, r.Timestamp)

@@ -42,8 +42,14 @@ type File struct {
 	// is not in the file.
 	Notes []importer.Note
 
-	infos []*sessionInfo // beside Sessions, what Import links them with
-	bytes int64          // the bytes read, for importer.Report
+	// History counts the file-history-snapshot lines and the backups
+	// they name (see "File history" in the package doc), as far as
+	// reading tells: Import adds what recording them does.
+	History HistoryStats
+
+	infos       []*sessionInfo // beside Sessions, what Import links them with
+	historyErrs []error        // the file-history lines and paths refused, for an import given the file history
+	bytes       int64          // the bytes read, for importer.Report
 }
 
 // sessionInfo is what Import needs of a session beyond its events.
@@ -57,6 +63,7 @@ type sessionInfo struct {
 	prompts  map[string]string    // a Task/Agent tool_use's prompt -> its tool_use id
 	prompt   string               // a subagent's first user text
 	spawned  string               // a sidechain's: record uuid of the main-session record it grew from
+	history  *sessionHistory      // its file-history lines (history.go)
 }
 
 // Read parses the transcript at path without writing anything. Malformed
@@ -151,6 +158,7 @@ func readFile(path string, in io.Reader) (*File, error) {
 	})
 	var recs []*record
 	var lineNo []int
+	var hist []srcHistory
 	for i := range src {
 		l := &src[i]
 		f.Lines++
@@ -164,6 +172,9 @@ func readFile(path string, in io.Reader) (*File, error) {
 			f.Skipped++
 			if r.Type == "summary" && r.LeafUUID != "" {
 				f.Summaries[r.LeafUUID] = r.Summary
+			}
+			if r.Type == historyType {
+				hist = append(hist, srcHistory{line: l.n, r: r})
 			}
 			continue
 		}
@@ -242,6 +253,7 @@ func readFile(path string, in io.Reader) (*File, error) {
 			}
 		}
 	}
+	planHistory(f, hist)
 	if agent {
 		readAgentMeta(f)
 	}

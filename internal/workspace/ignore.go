@@ -18,7 +18,8 @@ import (
 // ignored is not walked, so a rule cannot bring back a file inside it.
 // The zero Rules ignores nothing.
 type Rules struct {
-	rules []rule
+	parent *Rules // rules read before these (a parent directory's), or nil
+	rules  []rule
 }
 
 type rule struct {
@@ -70,20 +71,31 @@ func (r *Rules) Add(base, text string) {
 // Len is the number of rules.
 func (r *Rules) Len() int { return len(r.rules) }
 
-// clone returns a copy of r that Add does not share.
-func (r *Rules) clone() *Rules {
-	if r == nil {
-		return &Rules{}
+// child returns the rules of r followed by those of text, a .gitignore
+// in base, leaving r as it is: a directory's rules for its subtree.
+func (r *Rules) child(base, text string) *Rules {
+	c := &Rules{parent: r}
+	c.Add(base, text)
+	if len(c.rules) == 0 {
+		return r
 	}
-	return &Rules{rules: append([]rule(nil), r.rules...)}
+	return c
 }
 
 // Ignored reports whether the rules ignore the path p (CheckPath's form),
 // a directory when dir is true.
 func (r *Rules) Ignored(p string, dir bool) bool {
-	if r == nil {
-		return false
+	for ; r != nil; r = r.parent {
+		if ignored, matched := r.match(p, dir); matched {
+			return ignored
+		}
 	}
+	return false
+}
+
+// match reports whether a rule of r itself (not its parent's) matches
+// p, and if so whether it ignores it.
+func (r *Rules) match(p string, dir bool) (ignored, matched bool) {
 	var elems []string
 	for i := len(r.rules) - 1; i >= 0; i-- {
 		ru := &r.rules[i]
@@ -110,10 +122,10 @@ func (r *Rules) Ignored(p string, dir bool) bool {
 			ok = matchElem(ru.segs[0], path.Base(rel))
 		}
 		if ok {
-			return !ru.negate
+			return !ru.negate, true
 		}
 	}
-	return false
+	return false, false
 }
 
 // matchElem matches one element; a malformed pattern matches nothing.
