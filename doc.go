@@ -37,6 +37,13 @@
 // trigger policy; [Store.AppendBranchSummary] records what an abandoned
 // branch achieved as the first event of the new one.
 //
+// A session can carry its workspace: [Store.SnapshotDir] and
+// [Store.RecordFiles] record files as manifest events on the path, their
+// contents as blobs; [Store.Files], [Store.Diff] and [Store.Restore] give
+// the files as of any event, on any branch, lane or fork; [Store.State]
+// is a small key-value state changed by deltas on the path
+// ([Store.AppendState]). See workspace.go and docs/workspace.md.
+//
 // A fork ([Store.Fork]) is a session whose history up to an event of
 // another session (Meta.ForkedFrom) is that session's, referenced and not
 // copied: its first event names that event as its parent, and reads of
