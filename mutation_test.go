@@ -159,6 +159,14 @@ var mutations = []mutation{
 		"the renames and removals of a Restore that returned are durable"},
 	{"skip the sync of the parent of a directory Restore made", "workspace_restore.go", "func (s *Store) Restore(", "fsys.SyncDir(filepath.Dir(d))", "func(string) error { return nil }(filepath.Dir(d))",
 		"a directory Restore made is durable when it returns"},
+	{"GC reads no workspace manifest", "blob.go", "func (s *Store) GCWith(", "s.manifestBlobs(ctx, h, referenced)", "error(nil)",
+		"GC keeps every content a manifest names"},
+	{"trust a file's size and time however recent", "workspace.go", "func (s *Store) SnapshotDir(", "start.Sub(time.Unix(0, f.ModTime)) > racy", "start.Sub(time.Unix(0, f.ModTime)) > -1<<62",
+		"a file rewritten in the clock tick of the last snapshot is read again"},
+	{"write a restored file without confinement", "internal/workspace/write.go", "func NewWriter(", "fsys: vfs.Confine(fsys, dir)", "fsys: fsys",
+		"Restore follows no link out of its directory"},
+	{"keep the files a delta removes", "workspace.go", "func applyDelta(", "if !d.Deleted {", "if true {",
+		"a file a snapshot found removed is gone from the workspace after it"},
 	{"skip syncing a new root", "store.go", "func Open(", "o.fs.SyncDir(dir)", "error(nil)",
 		"a new store's directories are durable when Open returns"},
 	{"skip syncing a new root's parent", "store.go", "func Open(", "o.fs.SyncDir(filepath.Dir(dir))", "error(nil)",
@@ -549,6 +557,10 @@ var mutations = []mutation{
 // test that no longer catches its mutation, costs only time: the whole
 // package then decides.
 var mutationCatchers = map[string]string{
+	"GC reads no workspace manifest":                                                    "TestWorkspaceGCKeepsContents",
+	"trust a file's size and time however recent":                                       "TestWorkspaceRacyWrite",
+	"write a restored file without confinement":                                         "TestWorkspaceHostile",
+	"keep the files a delta removes":                                                    "TestWorkspaceSnapshotRestore",
 	"skip the sync of a restored file":                                                  "TestWorkspaceRestoreCrash",
 	"skip the directory syncs of a Restore":                                             "TestWorkspaceRestoreCrash",
 	"skip the sync of the parent of a directory Restore made":                           "TestWorkspaceRestoreCrash",

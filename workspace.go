@@ -233,19 +233,83 @@ func (s *Store) markedRecord(ctx context.Context, session, id uuid.UUID, tag str
 	return ev.Record, true, nil
 }
 
-// manifest reads the manifest of event id, nil when its record is not
-// one.
-func (s *Store) manifest(ctx context.Context, session, id uuid.UUID) (*snapshotRecord, error) {
-	rec, ok, err := s.markedRecord(ctx, session, id, snapshotTag)
-	if err != nil || !ok {
+// markedRecords reads the records of the events ids of the session and
+// returns those of the store's records of tag, nil for the others: the
+// session's own events through one chunk reader, in the order of their
+// places in the chunks (a sealed chunk's block decompressed once for all
+// the records in it), a fork prefix's through Event.
+func (s *Store) markedRecords(ctx context.Context, session uuid.UUID, ids []uuid.UUID, tag string) ([][]byte, error) {
+	out := make([][]byte, len(ids))
+	if err := s.begin(ctx); err != nil {
 		return nil, err
 	}
-	m, err := decodeManifest(rec)
+	defer s.end()
+	h, err := s.reg.acquire(ctx, session, nil)
 	if err != nil {
-		return nil, corruptf(s.sessionDir(session), 0, "event %s: workspace manifest: %w", id, err)
+		return nil, err
 	}
-	return m, nil
+	type at struct {
+		i int
+		e entry
+	}
+	var own []at
+	var others []int
+	for i, id := range ids {
+		if e, err := h.lookup(id); err == nil {
+			own = append(own, at{i, *e})
+		} else {
+			others = append(others, i)
+		}
+	}
+	s.reg.release(h)
+	slices.SortFunc(own, func(a, b at) int {
+		if a.e.Loc.Chunk != b.e.Loc.Chunk {
+			return int(a.e.Loc.Chunk) - int(b.e.Loc.Chunk)
+		}
+		return int(a.e.Loc.Offset - b.e.Loc.Offset)
+	})
+	evs := make([]Event, 0, len(own))
+	if len(own) > 0 {
+		r := h.files.chunkReader()
+		for k := range own {
+			ev, err := readEntry(r, &own[k].e)
+			if err != nil {
+				r.close()
+				return nil, err
+			}
+			evs = append(evs, ev)
+		}
+		r.close()
+		if err := s.unsealEvents(ctx, session, evs); err != nil {
+			return nil, err
+		}
+	}
+	mark := []byte(recordMark(tag))
+	for k, ev := range evs {
+		if ev.Record == nil && ev.Digest != "" {
+			if ev, err = s.Resolve(ctx, session, ev); err != nil {
+				return nil, err
+			}
+		}
+		if bytes.HasPrefix(ev.Record, mark) {
+			out[own[k].i] = ev.Record
+		}
+	}
+	for _, i := range others {
+		rec, ok, err := s.markedRecord(ctx, session, ids[i], tag)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out[i] = rec
+		}
+	}
+	return out, nil
 }
+
+// manifestRun is how many candidate manifests files reads at once, newest
+// first, until it meets a full one.
+const manifestRun = 64
 
 // decodeManifest decodes and checks a manifest record.
 func decodeManifest(rec []byte) (*snapshotRecord, error) {
@@ -294,27 +358,44 @@ func (s *Store) files(ctx context.Context, session, at uuid.UUID) (Workspace, ch
 	ws := Workspace{At: at}
 	var ms []*snapshotRecord
 	var from *workspaceState // a state the cache has, older than ms
-	for _, id := range ids {
+	// The candidates up to the first the cache has.
+	for i, id := range ids {
 		if st := s.workspaces.get(session, id); st != nil {
-			if ws.Snapshot == uuid.Nil {
-				ws.Snapshot = id
-			}
-			from = st
+			from, ids = st, ids[:i+1]
 			break
 		}
-		m, err := s.manifest(ctx, session, id)
+	}
+runs:
+	for len(ids) > 0 {
+		run := ids[:min(len(ids), manifestRun)]
+		ids = ids[len(run):]
+		last := len(run)
+		if from != nil && len(ids) == 0 {
+			last-- // the cached one: its state, not its manifest
+		}
+		recs, err := s.markedRecords(ctx, session, run[:last], snapshotTag)
 		if err != nil {
 			return Workspace{}, chain{}, err
 		}
-		if m == nil {
-			continue
+		for i, rec := range recs {
+			if rec == nil {
+				continue
+			}
+			m, err := decodeManifest(rec)
+			if err != nil {
+				return Workspace{}, chain{}, corruptf(s.sessionDir(session), 0, "event %s: workspace manifest: %w", run[i], err)
+			}
+			if ws.Snapshot == uuid.Nil {
+				ws.Snapshot = run[i]
+			}
+			ms = append(ms, m)
+			if m.Full {
+				from = nil // an older cached state is not needed
+				break runs
+			}
 		}
-		if ws.Snapshot == uuid.Nil {
-			ws.Snapshot = id
-		}
-		ms = append(ms, m)
-		if m.Full {
-			break
+		if from != nil && len(ids) == 0 && ws.Snapshot == uuid.Nil {
+			ws.Snapshot = run[last]
 		}
 	}
 	if len(ms) == 0 && from == nil {
@@ -332,18 +413,44 @@ func (s *Store) files(ctx context.Context, session, at uuid.UUID) (Workspace, ch
 	if from != nil {
 		files = from.files
 	}
-	for i := len(ms) - 1; i >= 0; i-- {
-		if ms[i].Full {
-			files = ms[i].Files
-			continue
-		}
-		files = applyDelta(files, ms[i].Files)
+	deltas := ms
+	if last := ms[len(ms)-1]; last.Full {
+		files, deltas = last.Files, ms[:len(ms)-1]
 	}
+	files = applyDelta(files, mergeDeltas(deltas))
 	ch := chain{depth: ms[0].Depth, since: ms[0].Since}
 	s.workspaces.put(session, ws.Snapshot, &workspaceState{files: files, ch: ch, ignore: ms[0].Ignore, gitIgnore: ms[0].GitIgnore})
 	ws.Files = slices.Clone(files)
 	ws.Ignore, ws.GitIgnore = slices.Clone(ms[0].Ignore), ms[0].GitIgnore
 	return ws, ch, nil
+}
+
+// mergeDeltas merges deltas, newest first, into one sorted delta: for
+// each path, its newest entry. One merge into the tree after it costs the
+// tree once, not once per delta.
+func mergeDeltas(ms []*snapshotRecord) []FileEntry {
+	switch len(ms) {
+	case 0:
+		return nil
+	case 1:
+		return ms[0].Files
+	}
+	n := 0
+	for _, m := range ms {
+		n += len(m.Files)
+	}
+	newest := make(map[string]int, n) // path -> index in out
+	out := make([]FileEntry, 0, n)
+	for _, m := range ms {
+		for _, f := range m.Files {
+			if _, ok := newest[f.Path]; !ok {
+				newest[f.Path] = len(out)
+				out = append(out, f)
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b FileEntry) int { return strings.Compare(a.Path, b.Path) })
+	return out
 }
 
 // applyDelta returns the sorted files with the sorted delta applied, in

@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
 	"testing"
@@ -564,4 +566,85 @@ func FuzzDecodeManifest(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestWorkspaceRacyWrite: a file rewritten with the same size and the
+// same modification time right after a snapshot (the same clock tick) is
+// read again, not taken as unchanged.
+func TestWorkspaceRacyWrite(t *testing.T) {
+	ctx := context.Background()
+	s, id := wsStore(t, nil)
+	work := t.TempDir()
+	writeTree(t, work, map[string]string{"a": "1111"})
+	tm := time.Now().Truncate(time.Second)
+	require.NoError(t, os.Chtimes(filepath.Join(work, "a"), tm, tm))
+	_, err := s.SnapshotDir(ctx, id, work, SnapshotOptions{})
+	require.NoError(t, err)
+	writeTree(t, work, map[string]string{"a": "2222"})
+	require.NoError(t, os.Chtimes(filepath.Join(work, "a"), tm, tm))
+	r, err := s.SnapshotDir(ctx, id, work, SnapshotOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"a"}, r.Modified)
+}
+
+// TestWorkspaceHugeFile: a 1 GiB file (sparse: no disk used) is refused
+// by its size, before it is read, naming it.
+func TestWorkspaceHugeFile(t *testing.T) {
+	ctx := context.Background()
+	s, id := wsStore(t, nil)
+	work := t.TempDir()
+	writeTree(t, work, map[string]string{"small": "s"})
+	f, err := os.Create(filepath.Join(work, "huge.img"))
+	require.NoError(t, err)
+	require.NoError(t, f.Truncate(1<<30))
+	require.NoError(t, f.Close())
+	var before runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err = s.SnapshotDir(ctx, id, work, SnapshotOptions{})
+	var after runtime.MemStats
+	runtime.ReadMemStats(&after)
+	assert.ErrorIs(t, err, ErrRecordTooLarge)
+	assert.ErrorContains(t, err, "huge.img")
+	assert.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(16<<20), "the file is not read")
+	ws, err := s.Files(ctx, id, uuid.Nil)
+	require.NoError(t, err)
+	assert.Empty(t, ws.Files, "nothing is recorded")
+}
+
+// TestWorkspaceManyFiles: a tree of many files (SESSIONSTORE_WS_FILES,
+// 1,000 by default, 100,000 in CI's long runs) snapshots, changes
+// incrementally and restores whole; the heap the snapshot leaves grows
+// with the number of files, not their bytes.
+func TestWorkspaceManyFiles(t *testing.T) {
+	n := testSize(t, "SESSIONSTORE_WS_FILES", 1000, 100_000)
+	ctx := context.Background()
+	s, id := wsStore(t, nil)
+	work := t.TempDir()
+	content := []byte(strings.Repeat("x", 512))
+	for i := range n {
+		p := filepath.Join(work, fmt.Sprintf("d%03d", i%997), fmt.Sprintf("f%06d", i))
+		if i < 997 {
+			require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+		}
+		require.NoError(t, os.WriteFile(p, append(content, fmt.Sprint(i)...), 0o644))
+	}
+	r, err := s.SnapshotDir(ctx, id, work, SnapshotOptions{})
+	require.NoError(t, err)
+	assert.Len(t, r.Added, n)
+	writeTree(t, work, map[string]string{"d000/f000000": "changed"})
+	r2, err := s.SnapshotDir(ctx, id, work, SnapshotOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"d000/f000000"}, r2.Modified)
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	assert.Less(t, ms.HeapAlloc, uint64(n)*4096+64<<20, "heap after the snapshots")
+	dir := filepath.Join(t.TempDir(), "out")
+	rep, err := s.Restore(ctx, id, r2.Event.ID, dir, RestoreOptions{NoSync: true})
+	require.NoError(t, err)
+	assert.Len(t, rep.Written, n)
+	b, err := os.ReadFile(filepath.Join(dir, "d000", "f000000"))
+	require.NoError(t, err)
+	assert.Equal(t, "changed", string(b))
+	t.Logf("%d files snapshotted and restored", n)
 }
