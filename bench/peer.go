@@ -112,6 +112,9 @@ func allPeers() []Peer {
 		{Name: "sqlite-normal", Label: "SQLite WAL NORMAL (not power-loss safe)", Open: openSQLite("NORMAL"), Writes: true},
 		{Name: "bbolt", Label: "bbolt", Open: openBolt, OpenRead: openBoltRead, Writes: true, Reads: true},
 		{Name: "jsonl", Label: "naive JSONL", Open: openJSONL, OpenRead: openJSONLRead, Writes: true, Reads: true},
+		// git is no Store: the workspace workload runs the git binary
+		// (workspace.go).
+		{Name: gitPeerName, Label: "git", Only: []string{"workspace"}},
 	}
 }
 

@@ -225,6 +225,10 @@ var targets = slices.Concat(
 		{text: "bytes on disk, recorded transcript, default options, while appending: <= 0.35x raw JSONL", key: "disk/transcript-raw-appending", limit: 0.35},
 		{text: "bytes on disk, shared real transcripts, default options, closed: <= 0.20x raw JSONL", key: "disk-real/closed", limit: 0.2},
 		{text: "bytes on disk, shared real transcripts, default options, while appending: <= 0.35x raw JSONL", key: "disk-real/appending", limit: 0.35},
+		{text: "workspace: snapshot after a change of 3 files: <= 1.0x the time of git add -A + git commit", key: "workspace/snapshot-ms", peer: gitPeerName, limit: 1.0},
+		{text: "workspace: the file list as of a snapshot (Files): <= 1.0x the time of git ls-tree -r", key: "workspace/files-ms", peer: gitPeerName, limit: 1.0},
+		{text: "workspace: Restore into an empty directory, files synced (default): <= 1.0x the time of git worktree add (which does not fsync)", key: "workspace/restore-ms", peer: gitPeerName, limit: 1.0},
+		{text: "workspace: Restore into an empty directory with NoSync: <= 1.0x the time of git worktree add", key: "workspace/restore-nosync-ms", peer: gitPeerName, limit: 1.0},
 	},
 )
 

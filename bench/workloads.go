@@ -42,18 +42,25 @@ type sizes struct {
 	Fleet         map[int]int
 	Creates       int // create: sessions made per repetition and peer
 	CreateWriters int // create: goroutines calling Create
+	// workspace: files and bytes of the generated repository, and the
+	// snapshots taken of it (each after a change of 3 files).
+	WSFiles     int
+	WSBytes     int64
+	WSSnapshots int
 }
 
 func fullSizes() sizes {
 	return sizes{Append300: 1000, Concurrent: 3200, Writers: 16, Tool: 300, Trunk: 1000, Branches: 10, BranchLen: 10000, Every: 20,
 		ListSessions: 1000, ListIters: 5, Recent: 10000, RecentN: 50, ToolWriters: 8, Turns: 600, TreeBytes: 1 << 30, TreeEvents: 10000,
-		Fleet: map[int]int{16: 200, 64: 100, 256: 50}, Creates: 2048, CreateWriters: 32}
+		Fleet: map[int]int{16: 200, 64: 100, 256: 50}, Creates: 2048, CreateWriters: 32,
+		WSFiles: 10000, WSBytes: 100e6, WSSnapshots: 200}
 }
 
 func quickSizes() sizes {
 	return sizes{Append300: 100, Concurrent: 320, Writers: 16, Tool: 40, Trunk: 100, Branches: 10, BranchLen: 1000, Every: 20,
 		ListSessions: 200, ListIters: 3, Recent: 500, RecentN: 50, ToolWriters: 8, RealFiles: 10, Turns: 40, TreeBytes: 32 << 20, TreeEvents: 1000,
-		Fleet: map[int]int{16: 20, 64: 10, 256: 5}, Creates: 320, CreateWriters: 32}
+		Fleet: map[int]int{16: 20, 64: 10, 256: 5}, Creates: 320, CreateWriters: 32,
+		WSFiles: 500, WSBytes: 3e6, WSSnapshots: 20}
 }
 
 // env is what every workload needs.
@@ -177,6 +184,7 @@ var workloads = []workload{
 	{"disk", (*env).disk},
 	{"disk-real", (*env).diskReal},
 	{"treeheap", (*env).treeHeap},
+	{"workspace", (*env).workspace},
 }
 
 // roundUp returns n rounded up to a multiple of m.

@@ -8,6 +8,7 @@ import (
 	"hash/crc32"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -141,5 +142,46 @@ func TestFleetWorkloads(t *testing.T) {
 	assert.NotContains(t, b.String(), "256 sessions", "no target for a workload that did not run")
 	assert.LessOrEqual(t, missed, 3)
 	// The report is written whatever the targets' status.
+	writeReport(io.Discard, e, machine{}, true, 0)
+}
+
+// TestWorkspaceWorkload runs the workspace workload at a tiny size:
+// sessionstore and git both get every row (their snapshots, file lists
+// and restores checked inside the workload), and the targets are
+// reported without failing the run.
+func TestWorkspaceWorkload(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed:", err)
+	}
+	var peers []Peer
+	for _, p := range allPeers() {
+		if p.Name == "sessionstore" || p.Name == gitPeerName {
+			peers = append(peers, p)
+		}
+	}
+	require.Len(t, peers, 2)
+	e := &env{
+		ctx: context.Background(), scratch: t.TempDir(), peers: peers, reps: 2, res: newResults(),
+		sz:   sizes{WSFiles: 40, WSBytes: 200 << 10, WSSnapshots: 4},
+		logf: t.Logf,
+	}
+	require.NoError(t, e.workspace())
+	for _, key := range []string{"workspace/snapshot-ms", "workspace/snapshot-bytes", "workspace/files-ms", "workspace/files-path-ms", "workspace/restore-ms", "workspace/restore-nosync-ms"} {
+		r := e.res.byKey[key]
+		require.NotNil(t, r, key)
+		for _, p := range []string{"sessionstore", gitPeerName} {
+			v, ok := r.value(p)
+			assert.True(t, ok, "%s: no value for %s", key, p)
+			assert.Positive(t, v, "%s: %s", key, p)
+		}
+		_, ok := r.ratio(gitPeerName)
+		assert.True(t, ok, "%s: no ratio", key)
+	}
+	var b strings.Builder
+	e.res.writeTargets(&b)
+	assert.Contains(t, b.String(), "workspace: snapshot after a change of 3 files")
+	assert.Contains(t, b.String(), "workspace: Restore into an empty directory with NoSync")
+	require.Len(t, e.res.details, 1)
+	assert.Contains(t, e.res.details[0], "git add -A")
 	writeReport(io.Discard, e, machine{}, true, 0)
 }
