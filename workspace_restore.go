@@ -17,6 +17,9 @@ import (
 	"github.com/sessionstore/sessionstore/internal/workspace"
 )
 
+// restoreWorkers is how many files Restore writes at once.
+const restoreWorkers = 32
+
 // RestoreOptions tune Restore.
 type RestoreOptions struct {
 	// DryRun changes nothing: the report lists what Restore would write
@@ -36,7 +39,9 @@ type RestoreOptions struct {
 	// every file of dir the workspace lacks is removed.
 	NoRules bool
 	// NoSync leaves the files unsynced (a scratch directory a crash may
-	// lose): faster, and a crash can leave a file empty or cut short.
+	// lose): faster, and a crash can leave a file empty or cut short. A
+	// file the directory lacks is then written under its name, without a
+	// temporary file.
 	NoSync bool
 }
 
@@ -176,10 +181,16 @@ func (s *Store) Restore(ctx context.Context, session, at uuid.UUID, dir string, 
 		}
 	}
 	errs = make([]error, len(writes))
-	forEach(len(writes), 4*runtime.GOMAXPROCS(0), func(_, k int) {
+	// Many at once: each waits mostly on its file's create and sync, and
+	// syncs in flight together share the file system's journal commits.
+	forEach(len(writes), restoreWorkers, func(_, k int) {
 		f := ws.Files[writes[k]]
 		b, err := s.ReadFile(ctx, session, f)
-		if err == nil {
+		switch _, there := have[f.Path]; {
+		case err != nil:
+		case o.NoSync && !there:
+			err = w.WriteNew(f.Path, b, f.Mode) // no temporary file: a crash may lose it anyway
+		default:
 			err = w.Write(f.Path, b, f.Mode)
 		}
 		errs[k] = err

@@ -154,6 +154,31 @@ func TestWriter(t *testing.T) {
 	}
 }
 
+// TestWriteNew: without sync, a new file is written under its name; a
+// name that exists (a file or a link) is replaced as Write replaces it,
+// never written through.
+func TestWriteNew(t *testing.T) {
+	dir := t.TempDir()
+	outside := t.TempDir()
+	victim := filepath.Join(outside, "victim")
+	require.NoError(t, os.WriteFile(victim, []byte("keep"), 0o644))
+	require.NoError(t, os.Symlink(victim, filepath.Join(dir, "link")))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "old"), []byte("old"), 0o644))
+	w := NewWriter(vfs.Default, dir, false)
+	require.NoError(t, w.WriteNew("a/new", []byte("new"), 0o644))
+	require.NoError(t, w.WriteNew("old", []byte("replaced"), 0o644))
+	require.NoError(t, w.WriteNew("link", []byte("file now"), 0o644))
+	for p, want := range map[string]string{"a/new": "new", "old": "replaced", "link": "file now"} {
+		b, err := os.ReadFile(filepath.Join(dir, p))
+		require.NoError(t, err)
+		assert.Equal(t, want, string(b), p)
+	}
+	b, err := os.ReadFile(victim)
+	require.NoError(t, err)
+	assert.Equal(t, "keep", string(b))
+	assert.ErrorIs(t, w.WriteNew("../x", nil, 0o644), ErrInvalidPath)
+}
+
 func FuzzRules(f *testing.F) {
 	f.Add("*.o\n!k.o\n/b/\n**/x\n[a-", "a/b/x.o")
 	f.Fuzz(func(t *testing.T, text, p string) {

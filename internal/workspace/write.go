@@ -148,6 +148,39 @@ func (w *Writer) Write(p string, data []byte, perm fs.FileMode) error {
 	return nil
 }
 
+// WriteNew makes p a new regular file holding data, written in place
+// under its name: for a file that does not exist and a caller that can
+// lose it (no sync: a crash may leave it empty or cut short). A name
+// that exists by now is written as Write writes it.
+func (w *Writer) WriteNew(p string, data []byte, perm fs.FileMode) error {
+	if w.sync {
+		return w.Write(p, data, perm)
+	}
+	if err := CheckPath(p); err != nil {
+		return fmt.Errorf("workspace: %w", err)
+	}
+	d := parentOf(p)
+	if err := w.ensureDir(d); err != nil {
+		return err
+	}
+	f, err := w.fsys.OpenFile(w.abs(p), os.O_CREATE|os.O_EXCL|os.O_WRONLY, perm&fs.ModePerm)
+	if errors.Is(err, fs.ErrExist) {
+		return w.Write(p, data, perm)
+	}
+	if err != nil {
+		return fmt.Errorf("workspace: write %s: %w", p, err)
+	}
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("workspace: write %s: %w", p, err)
+	}
+	w.note(d)
+	return nil
+}
+
 // Remove removes the file (or link, or empty directory) at p; one that
 // is gone already is no error.
 func (w *Writer) Remove(p string) error {
