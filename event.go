@@ -70,6 +70,7 @@ type Event struct {
 	Size   int64  `json:"size"`
 
 	buildErr error // set by a helper whose record could not be encoded
+	reserved bool  // a record of the store's own (workspace.go), which may begin with reservedMark
 }
 
 // Decode unmarshals the event's record into v.
@@ -303,6 +304,9 @@ func prepareRecord(ev Event, maxSize int) ([]byte, error) {
 	rec, err := jsoncompact.Append(make([]byte, 0, len(ev.Record)), ev.Record)
 	if err != nil {
 		return nil, invalidEventf("record is not valid JSON: %v", err)
+	}
+	if ev.Kind == KindCustom && !ev.reserved && bytes.HasPrefix(rec, []byte(reservedMark)) {
+		return nil, invalidEventf(`a custom record beginning with the member "sessionstore" is the store's own (workspace snapshots and state: workspace.go)`)
 	}
 	if ev.Kind != KindCustom && string(rec) == "null" {
 		return nil, invalidEventf("a %s event needs a record (Record is null)", ev.Kind)

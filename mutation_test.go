@@ -167,6 +167,10 @@ var mutations = []mutation{
 		"Restore follows no link out of its directory"},
 	{"keep the files a delta removes", "workspace.go", "func applyDelta(", "if !d.Deleted {", "if true {",
 		"a file a snapshot found removed is gone from the workspace after it"},
+	{"Reencrypt checks the workspace marker only before the lock", "upgrade.go", "func (s *Store) rewriteSession(", "\tif job.reseal {\n\t\tif _, err := fsys.Stat(filepath.Join(dir, workspaceMarker)); err == nil {", "\tif false {\n\t\tif _, err := fsys.Stat(filepath.Join(dir, workspaceMarker)); err == nil {",
+		"a snapshot that began before a Reencrypt makes it refuse, not seal its contents away"},
+	{"accept an application record in the store's reserved form", "event.go", "func prepareRecord(", "!ev.reserved && bytes.HasPrefix(rec, []byte(reservedMark))", "false",
+		"no application record can pass for a manifest or a state delta"},
 	{"skip syncing a new root", "store.go", "func Open(", "o.fs.SyncDir(dir)", "error(nil)",
 		"a new store's directories are durable when Open returns"},
 	{"skip syncing a new root's parent", "store.go", "func Open(", "o.fs.SyncDir(filepath.Dir(dir))", "error(nil)",
@@ -557,6 +561,8 @@ var mutations = []mutation{
 // test that no longer catches its mutation, costs only time: the whole
 // package then decides.
 var mutationCatchers = map[string]string{
+	"Reencrypt checks the workspace marker only before the lock":                        "TestReviewWorkspaceReencryptRace",
+	"accept an application record in the store's reserved form":                         "TestReviewWorkspaceMalformedReservedRecord",
 	"GC reads no workspace manifest":                                                    "TestWorkspaceGCKeepsContents",
 	"trust a file's size and time however recent":                                       "TestWorkspaceRacyWrite",
 	"write a restored file without confinement":                                         "TestWorkspaceHostile",

@@ -106,10 +106,8 @@ func (s *Store) reencrypt(ctx context.Context, session uuid.UUID) error {
 	case s.opts.Remote != nil:
 		return fmt.Errorf("%w: Reencrypt (docs/encryption.md)", ErrRemoteUnsupported)
 	}
-	if has, err := s.hasSnapshots(ctx, session); err != nil {
-		return err
-	} else if has {
-		return fmt.Errorf("%w: session %s", ErrWorkspaceReencrypt, session)
+	if _, err := s.opts.fs.Stat(filepath.Join(s.sessionDir(session), workspaceMarker)); err == nil {
+		return fmt.Errorf("%w: session %s", ErrWorkspaceReencrypt, session) // and again under the lock (rewriteSession)
 	}
 	return s.rewriteSession(ctx, session, rewriteJob{reseal: true})
 }

@@ -72,7 +72,7 @@ func (s *Store) AppendState(ctx context.Context, session uuid.UUID, d StateDelta
 	if err != nil {
 		return Event{}, fmt.Errorf("%w: %w", ErrInvalidEvent, err)
 	}
-	return s.Append(ctx, session, Event{Kind: KindCustom, Record: rec})
+	return s.Append(ctx, session, Event{Kind: KindCustom, Record: rec, reserved: true})
 }
 
 // State returns the session's state as of event at (uuid.Nil: the end of

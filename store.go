@@ -48,6 +48,7 @@ type Store struct {
 
 	keys         keyCache          // the data keys of sessions touched (encrypt.go)
 	workspaces   workspaceCache    // the workspaces last computed (workspace.go)
+	marked       sync.Map          // sessions whose workspace marker is written (workspace_append.go)
 	keysDirMade  onceOK            // the keys directory made and synced
 	sessionsSync durable.Coalescer // the sessions directory's syncs of concurrent Creates (session.go)
 

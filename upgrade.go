@@ -332,6 +332,11 @@ func (s *Store) rewriteSession(ctx context.Context, id uuid.UUID, job rewriteJob
 		return err
 	}
 	defer lk.Close()
+	if job.reseal {
+		if _, err := fsys.Stat(filepath.Join(dir, workspaceMarker)); err == nil {
+			return fmt.Errorf("%w: session %s", ErrWorkspaceReencrypt, id)
+		}
+	}
 	// A dead writer's journal holds records the chunks may lack: they
 	// go into the chunks before the rewrite reads them (journal.go).
 	if _, err := takeOver(ctx, fsys, s.dir, dir, s.opts.jr.current(), s.opts.FileMode, s.opts.dead); err != nil {

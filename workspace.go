@@ -126,6 +126,10 @@ const (
 	maxDepth = 1000
 )
 
+// reservedMark is how every record of the store's own begins: Append
+// refuses it in an application's custom record.
+const reservedMark = `{"sessionstore":`
+
 // recordMark is how the compact text of a record of the store's own tag
 // begins (and so its preview).
 func recordMark(tag string) string { return `{"sessionstore":"` + tag + `"` }
@@ -192,6 +196,20 @@ func (s *Store) markedEvents(ctx context.Context, session, at uuid.UUID, tag str
 	byID := make(map[uuid.UUID]int, len(nodes))
 	for i := range nodes {
 		byID[nodes[i].ID] = i
+	}
+	if _, ok := byID[at]; !ok && !s.opts.ReadOnly {
+		// The next parent (or an event just named by one) may be an
+		// append still in flight, which Tree lists once it is durable:
+		// wait for it, then look again.
+		if err := s.Flush(ctx, session); err != nil {
+			return uuid.Nil, nil, err
+		}
+		if nodes, err = s.Tree(ctx, session); err != nil {
+			return uuid.Nil, nil, err
+		}
+		for i := range nodes {
+			byID[nodes[i].ID] = i
+		}
 	}
 	mark := recordMark(tag)
 	var ids []uuid.UUID
@@ -320,7 +338,16 @@ func decodeManifest(rec []byte) (*snapshotRecord, error) {
 	if m.Tag != snapshotTag {
 		return nil, fmt.Errorf("tag %q", m.Tag)
 	}
+	switch {
+	case m.Full && (m.Depth != 0 || m.Since != 0):
+		return nil, fmt.Errorf("a full manifest with depth %d and since %d", m.Depth, m.Since)
+	case !m.Full && (m.Depth < 1 || m.Depth > maxDepth+1 || m.Since < 0):
+		return nil, fmt.Errorf("a delta with depth %d and since %d", m.Depth, m.Since)
+	}
 	for i := range m.Files {
+		if i > 0 && m.Files[i-1].Path >= m.Files[i].Path {
+			return nil, fmt.Errorf("files not in strictly increasing order of path at %q", m.Files[i].Path)
+		}
 		if err := m.Files[i].check(); err != nil {
 			return nil, err
 		}
@@ -721,9 +748,13 @@ func (s *Store) SnapshotDir(ctx context.Context, session uuid.UUID, dir string, 
 			return res, fmt.Errorf("%w: workspace file %s is %d bytes, more than %d (MaxFileSize)", ErrRecordTooLarge, joinPath(dir, f.Path), f.Size, maxSize)
 		}
 	}
+	if est := manifestSize(found); est > int64(s.opts.MaxRecordSize) {
+		return res, fmt.Errorf("%w: %s: a manifest of its %d files would take about %d bytes, more than Options.MaxRecordSize (%d): ignore some", ErrRecordTooLarge, dir, len(found), est, s.opts.MaxRecordSize)
+	}
 	type change struct {
 		entry   FileEntry
 		changed bool // content differs from the base's (else only its time or mode)
+		gone    bool // removed since the scan
 		err     error
 	}
 	prev := make(map[string]*FileEntry, len(base.Files))
@@ -752,11 +783,22 @@ func (s *Store) SnapshotDir(ctx context.Context, session uuid.UUID, dir string, 
 			f := found[toRead[k]]
 			c := &changes[k]
 			data, err := s.readWorkspaceFile(dir, f.Path, maxSize)
+			if errors.Is(err, fs.ErrNotExist) {
+				c.gone = true // removed since the scan: as if the scan had not found it
+				return
+			}
 			if err != nil {
 				c.err = err
 				return
 			}
-			e := FileEntry{Path: f.Path, Mode: f.Mode, Size: int64(len(data)), Digest: digestString(sha256.Sum256(data)), ModTime: f.ModTime}
+			mtime := f.ModTime
+			if start.Sub(time.Unix(0, mtime)) <= racy {
+				// Read within the clock tick of a write: a later write
+				// of the same size in that tick would leave size and
+				// time as they are, so the next snapshot reads it again.
+				mtime = 0
+			}
+			e := FileEntry{Path: f.Path, Mode: f.Mode, Size: int64(len(data)), Digest: digestString(sha256.Sum256(data)), ModTime: mtime}
 			if p := prev[f.Path]; p != nil && p.Digest == e.Digest {
 				e.Blob, e.BlobSize = p.Blob, p.BlobSize
 				c.entry = e
@@ -789,7 +831,17 @@ func (s *Store) SnapshotDir(ctx context.Context, session uuid.UUID, dir string, 
 				return Event{}, c.err
 			}
 		}
+		for k, c := range changes {
+			if c.gone {
+				seen[found[toRead[k]].Path] = false
+				found[toRead[k]].Path = "" // not in the workspace (dropped below)
+			}
+		}
+		found = slices.DeleteFunc(found, func(f workspace.File) bool { return f.Path == "" })
 		for _, c := range changes {
+			if c.gone {
+				continue
+			}
 			p := prev[c.entry.Path]
 			switch {
 			case p == nil:
@@ -839,14 +891,12 @@ func manifestEvent(m snapshotRecord) (Event, error) {
 	if err != nil {
 		return Event{}, err
 	}
-	return Event{Kind: KindCustom, Record: rec}, nil
+	return Event{Kind: KindCustom, Record: rec, reserved: true}, nil
 }
 
-// isTemp reports whether p names a temporary file of a Restore.
-func isTemp(p string) bool {
-	base := p[strings.LastIndexByte(p, '/')+1:]
-	return strings.HasPrefix(base, ".") && strings.Contains(base, workspace.TempMark)
-}
+// isTemp reports whether p names a temporary file of a Restore
+// (workspace.TempName's form: a dot, the name, the mark, 16 hex digits).
+func isTemp(p string) bool { return workspace.IsTemp(p) }
 
 // joinPath names a workspace path below dir, for errors.
 func joinPath(dir, p string) string { return strings.TrimSuffix(dir, "/") + "/" + p }
@@ -942,7 +992,10 @@ func (s *Store) RecordFiles(ctx context.Context, session uuid.UUID, label string
 			delta = append(delta, e)
 		}
 		slices.SortFunc(delta, func(a, b FileEntry) int { return strings.Compare(a.Path, b.Path) })
-		m := snapshotRecord{Tag: snapshotTag, Label: label, Files: delta, Depth: ch.depth + 1, Since: ch.since + len(delta)}
+		if err := fileDirConflict(applyDelta(base.Files, delta)); err != nil {
+			return Event{}, err
+		}
+		m := snapshotRecord{Tag: snapshotTag, Label: label, Ignore: base.Ignore, GitIgnore: base.GitIgnore, Files: delta, Depth: ch.depth + 1, Since: ch.since + len(delta)}
 		if base.Snapshot == uuid.Nil || m.Since > len(base.Files)+len(delta) || m.Depth > maxDepth {
 			next := map[string]FileEntry{}
 			for _, f := range base.Files {
@@ -955,7 +1008,7 @@ func (s *Store) RecordFiles(ctx context.Context, session uuid.UUID, label string
 					next[d.Path] = d
 				}
 			}
-			m = snapshotRecord{Tag: snapshotTag, Label: label, Full: true, Files: make([]FileEntry, 0, len(next))}
+			m = snapshotRecord{Tag: snapshotTag, Label: label, Ignore: base.Ignore, GitIgnore: base.GitIgnore, Full: true, Files: make([]FileEntry, 0, len(next))}
 			for _, f := range next {
 				m.Files = append(m.Files, f)
 			}
@@ -966,18 +1019,72 @@ func (s *Store) RecordFiles(ctx context.Context, session uuid.UUID, label string
 	return out, err
 }
 
-// outsideStore refuses a workspace directory inside the store's own.
+// outsideStore refuses a workspace directory that is the store's, inside
+// it, or holds it, links resolved on both sides (for a directory not made
+// yet, its nearest existing parent's).
 func (s *Store) outsideStore(dir string) error {
-	abs, err := filepath.Abs(dir)
+	abs, err := resolvedWSPath(dir)
 	if err != nil {
 		return fmt.Errorf("sessionstore: workspace directory %s: %w", dir, err)
 	}
-	store, err := filepath.Abs(s.dir)
+	store, err := resolvedWSPath(s.dir)
 	if err != nil {
 		return err
 	}
-	if abs == store || strings.HasPrefix(abs, store+string(filepath.Separator)) || strings.HasPrefix(store, abs+string(filepath.Separator)) {
+	if pathWithin(abs, store) || pathWithin(store, abs) {
 		return fmt.Errorf("%w: workspace directory %s holds or is inside the store %s", ErrInvalidOptions, dir, s.dir)
+	}
+	return nil
+}
+
+// resolvedWSPath is the absolute path of p with the links of its longest
+// existing prefix resolved.
+func resolvedWSPath(p string) (string, error) {
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return "", err
+	}
+	rest := ""
+	for cur := abs; ; cur = filepath.Dir(cur) {
+		if r, err := filepath.EvalSymlinks(cur); err == nil {
+			return filepath.Join(r, rest), nil
+		}
+		if filepath.Dir(cur) == cur {
+			return abs, nil
+		}
+		rest = filepath.Join(filepath.Base(cur), rest)
+	}
+}
+
+// pathWithin reports whether path p is dir or below it.
+func pathWithin(p, dir string) bool {
+	rel, err := filepath.Rel(dir, p)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) && !filepath.IsAbs(rel)
+}
+
+// manifestSize estimates the bytes of a full manifest of files.
+func manifestSize(files []workspace.File) int64 {
+	var n int64
+	for _, f := range files {
+		n += int64(len(f.Path)) + 140 // the members, a digest, the numbers
+	}
+	return n
+}
+
+// fileDirConflict reports a workspace (sorted files) in which a path is
+// both a file and a directory of another file's path: no directory can
+// hold both.
+func fileDirConflict(files []FileEntry) error {
+	paths := make(map[string]bool, len(files))
+	for _, f := range files {
+		paths[f.Path] = true
+	}
+	for _, f := range files {
+		for i := strings.LastIndexByte(f.Path, '/'); i > 0; i = strings.LastIndexByte(f.Path[:i], '/') {
+			if paths[f.Path[:i]] {
+				return fmt.Errorf("%w: workspace file %q is also the directory of %q", ErrInvalidEvent, f.Path[:i], f.Path)
+			}
+		}
 	}
 	return nil
 }

@@ -5,10 +5,11 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
-	"strings"
+	"path/filepath"
 
 	"github.com/google/uuid"
 
+	"github.com/sessionstore/sessionstore/internal/durable"
 	"github.com/sessionstore/sessionstore/internal/eventline"
 )
 
@@ -35,6 +36,10 @@ func (s *Store) appendProduced(ctx context.Context, session, parent uuid.UUID, p
 		return err
 	}
 	if err := h.writable(); err != nil {
+		s.reg.release(h)
+		return err
+	}
+	if err := s.markWorkspace(h); err != nil {
 		s.reg.release(h)
 		return err
 	}
@@ -77,6 +82,16 @@ func (s *Store) appendProduced(ctx context.Context, session, parent uuid.UUID, p
 		unprotect()
 		s.reg.release(h)
 		return err
+	}
+	if key != nil {
+		// The contents are sealed under key's current generation; a
+		// Reencrypt cannot have run since (the marker refuses it), but
+		// say so rather than commit contents no key could open.
+		if cur, err := s.heldKey(ctx, h); err != nil || cur == nil || cur.cur != key.cur {
+			unprotect()
+			s.reg.release(h)
+			return fmt.Errorf("%w: session %s: its key changed during the snapshot; nothing was appended", ErrConflict, session)
+		}
 	}
 	batch := []pendingEvent{s.pendingOf(ev, rec, key)}
 	opts := AppendOptions{ExpectParent: parent, ExpectRoot: parent == uuid.Nil}
@@ -175,21 +190,24 @@ func (s *Store) manifestBlobs(ctx context.Context, h *openSession, referenced ma
 	return nil
 }
 
-// hasSnapshots reports whether any event of the session is a workspace
-// manifest.
-func (s *Store) hasSnapshots(ctx context.Context, session uuid.UUID) (bool, error) {
-	nodes, err := s.Tree(ctx, session)
-	if err != nil {
-		return false, err
+// workspaceMarker is the file that marks a session whose events may name
+// workspace contents, written (durably) before its first snapshot stores
+// any: Reencrypt, which would make sealed contents unreadable, refuses a
+// session that has it (rewriteSession checks it under the session's
+// lock, so a snapshot that began before cannot slip past).
+const workspaceMarker = "WORKSPACE"
+
+// markWorkspace writes h's workspace marker if it has none, with h.mu
+// held.
+func (s *Store) markWorkspace(h *openSession) error {
+	if _, ok := s.marked.Load(h.id); ok {
+		return nil
 	}
-	mark := recordMark(snapshotTag)
-	for _, n := range nodes {
-		if n.Kind != KindCustom || (n.Preview != "" && !strings.HasPrefix(n.Preview, mark)) {
-			continue
-		}
-		if _, ok, err := s.markedRecord(ctx, session, n.ID, snapshotTag); err != nil || ok {
-			return ok, err
+	if _, err := s.opts.fs.Stat(filepath.Join(h.dir, workspaceMarker)); err != nil {
+		if err := durable.ReplaceFile(s.opts.fs, h.dir, workspaceMarker, []byte("workspace snapshots\n"), s.opts.FileMode); err != nil {
+			return fmt.Errorf("sessionstore: mark session %s as holding a workspace: %w", h.id, err)
 		}
 	}
-	return false, nil
+	s.marked.Store(h.id, true)
+	return nil
 }

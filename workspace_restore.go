@@ -85,6 +85,9 @@ func (s *Store) Restore(ctx context.Context, session, at uuid.UUID, dir string, 
 	if err := s.outsideStore(dir); err != nil {
 		return rep, err
 	}
+	if o.Branch && !o.DryRun && s.opts.ReadOnly {
+		return rep, fmt.Errorf("%w: Restore with Branch", ErrReadOnly) // before any file changes
+	}
 	ws, err := s.Files(ctx, session, at)
 	if err != nil {
 		return rep, err
@@ -109,9 +112,28 @@ func (s *Store) Restore(ctx context.Context, session, at uuid.UUID, dir string, 
 	case len(ignore) == 0 && !gitIgnore:
 		ignore, gitIgnore = ws.Ignore, ws.GitIgnore
 	}
+	rules := rulesOf(ignore)
+	if gitIgnore {
+		// The .gitignore files of the workspace restored count as well as
+		// the directory's: a file they ignored was never recorded, and a
+		// rule dropped since must not remove it.
+		for _, f := range ws.Files {
+			if f.Path == ".gitignore" || strings.HasSuffix(f.Path, "/.gitignore") {
+				b, err := s.ReadFile(ctx, session, f)
+				if err != nil {
+					return rep, err
+				}
+				base := ""
+				if i := strings.LastIndexByte(f.Path, '/'); i > 0 {
+					base = f.Path[:i]
+				}
+				rules.Add(base, string(b))
+			}
+		}
+	}
 	var found []workspace.File
 	if _, err := fsys.Stat(dir); err == nil || !o.DryRun {
-		found, _, err = workspace.Scan(ctx, fsys, dir, workspace.ScanOptions{Rules: rulesOf(ignore), GitIgnore: gitIgnore, MaxFiles: max(workspace.DefaultMaxFiles, 2*len(ws.Files))})
+		found, _, err = workspace.Scan(ctx, fsys, dir, workspace.ScanOptions{Rules: rules, GitIgnore: gitIgnore, MaxFiles: max(workspace.DefaultMaxFiles, 2*len(ws.Files))})
 		if err != nil {
 			if errors.Is(err, workspace.ErrInvalidPath) {
 				err = fmt.Errorf("%w: %w", ErrInvalidEvent, err)
@@ -169,15 +191,45 @@ func (s *Store) Restore(ctx context.Context, session, at uuid.UUID, dir string, 
 			rep.Removed = append(rep.Removed, p)
 		}
 	}
+	rep.Removed = append(rep.Removed, temps...)
 	slices.Sort(rep.Removed)
+	// A file that stands where the workspace needs a directory and that
+	// Restore would not remove (the rules ignore it) is refused before
+	// anything changes: Restore removes only what a snapshot would see.
+	removed := make(map[string]bool, len(rep.Removed))
+	for _, p := range rep.Removed {
+		removed[p] = true
+	}
+	dirs := map[string]bool{}
+	for _, i := range writes {
+		p := ws.Files[i].Path
+		for j := strings.LastIndexByte(p, '/'); j > 0; j = strings.LastIndexByte(p[:j], '/') {
+			if dirs[p[:j]] {
+				break
+			}
+			dirs[p[:j]] = true
+		}
+	}
+	for d := range dirs {
+		info, err := w.Stat(d)
+		if err == nil && info.Mode().IsRegular() && !removed[d] {
+			return rep, fmt.Errorf("%w: restore: %s is a file the rules ignore where the workspace has a directory; nothing was changed", ErrConflict, joinPath(dir, d))
+		}
+	}
 	if o.DryRun {
 		return rep, nil
 	}
 	// Removals first: a file that stands where the workspace has a
-	// directory goes before the directory is made.
-	for _, p := range append(temps, rep.Removed...) {
+	// directory goes before the directory is made, and so do directories
+	// the removals empty (a directory where the workspace has a file).
+	for _, p := range rep.Removed {
 		if err := w.Remove(p); err != nil {
 			return rep, fmt.Errorf("sessionstore: restore: %w", err)
+		}
+	}
+	for _, p := range rep.Removed {
+		if i := strings.LastIndexByte(p, '/'); i > 0 {
+			w.RemoveEmpty(p[:i])
 		}
 	}
 	errs = make([]error, len(writes))
@@ -197,11 +249,6 @@ func (s *Store) Restore(ctx context.Context, session, at uuid.UUID, dir string, 
 	})
 	if err := errors.Join(errs...); err != nil {
 		return rep, err
-	}
-	for _, p := range rep.Removed {
-		if i := strings.LastIndexByte(p, '/'); i > 0 {
-			w.RemoveEmpty(p[:i])
-		}
 	}
 	if err := w.Finish(); err != nil {
 		return rep, err

@@ -63,6 +63,8 @@ func (r *Rules) Add(base, text string) {
 		if line == "" {
 			continue
 		}
+		// path.Match writes a bracket's negation "^"; .gitignore "!".
+		line = strings.ReplaceAll(line, "[!", "[^")
 		ru.segs = strings.Split(line, "/")
 		r.rules = append(r.rules, ru)
 	}
@@ -144,7 +146,15 @@ func matchElems(pat, name []string) bool {
 	cur[0] = true
 	for i := range pat {
 		clear(next)
-		if pat[i] == "**" {
+		if pat[i] == "**" && i == len(pat)-1 && i > 0 {
+			// A trailing "**" matches everything inside: one element or
+			// more, never the directory itself.
+			seen := false
+			for j := 0; j <= len(name); j++ {
+				next[j] = seen
+				seen = seen || cur[j]
+			}
+		} else if pat[i] == "**" {
 			seen := false
 			for j := 0; j <= len(name); j++ {
 				seen = seen || cur[j]

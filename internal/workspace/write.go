@@ -29,6 +29,7 @@ type Writer struct {
 
 	mu      sync.Mutex
 	changed map[string]bool // directories whose entries changed ("" the root)
+	gone    map[string]bool // directories RemoveEmpty removed (and not made again)
 	made    map[string]bool // directories known to exist as directories
 }
 
@@ -36,7 +37,7 @@ type Writer struct {
 // sync, each file is synced before its rename and Finish syncs every
 // directory whose entries changed.
 func NewWriter(fsys vfs.FS, dir string, sync bool) *Writer {
-	return &Writer{fsys: vfs.Confine(fsys, dir), dir: dir, sync: sync, changed: map[string]bool{}, made: map[string]bool{"": true}}
+	return &Writer{fsys: vfs.Confine(fsys, dir), dir: dir, sync: sync, changed: map[string]bool{}, gone: map[string]bool{}, made: map[string]bool{"": true}}
 }
 
 func (w *Writer) abs(p string) string { return filepath.Join(w.dir, filepath.FromSlash(p)) }
@@ -89,6 +90,7 @@ func (w *Writer) makeDir(d string) error {
 	}
 	w.mu.Lock()
 	w.made[d] = true
+	delete(w.gone, d)
 	w.mu.Unlock()
 	return nil
 }
@@ -123,14 +125,15 @@ func (w *Writer) Write(p string, data []byte, perm fs.FileMode) error {
 			return fmt.Errorf("workspace: replace directory %s with a file: %w", p, err)
 		}
 	}
-	var r [8]byte
-	_, _ = rand.Read(r[:])
-	tmp := join(d, "."+path.Base(p)+TempMark+hex.EncodeToString(r[:]))
+	tmp := join(d, TempName(path.Base(p)))
 	f, err := w.fsys.OpenFile(w.abs(tmp), os.O_CREATE|os.O_EXCL|os.O_WRONLY, perm&fs.ModePerm)
 	if err != nil {
 		return fmt.Errorf("workspace: write %s: %w", p, err)
 	}
-	_, err = f.Write(data)
+	err = chmod(f, perm)
+	if err == nil {
+		_, err = f.Write(data)
+	}
 	if err == nil && w.sync {
 		err = f.Sync()
 	}
@@ -170,7 +173,10 @@ func (w *Writer) WriteNew(p string, data []byte, perm fs.FileMode) error {
 	if err != nil {
 		return fmt.Errorf("workspace: write %s: %w", p, err)
 	}
-	_, err = f.Write(data)
+	err = chmod(f, perm)
+	if err == nil {
+		_, err = f.Write(data)
+	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -179,6 +185,48 @@ func (w *Writer) WriteNew(p string, data []byte, perm fs.FileMode) error {
 	}
 	w.note(d)
 	return nil
+}
+
+// chmod gives f the permission bits perm whatever the umask left, where
+// the file system's files can change their mode (the operating
+// system's; MemFS keeps what OpenFile was given).
+func chmod(f vfs.File, perm fs.FileMode) error {
+	if c, ok := f.(interface{ Chmod(fs.FileMode) error }); ok {
+		return c.Chmod(perm & fs.ModePerm)
+	}
+	return nil
+}
+
+// maxTempBase is the most bytes of a file's name its temporary name
+// repeats: file systems allow 255 bytes a name.
+const maxTempBase = 200
+
+// TempName returns a new temporary name for a file named base, in the
+// form IsTemp recognizes: "." + at most 200 bytes of base + TempMark +
+// 16 hex digits.
+func TempName(base string) string {
+	if len(base) > maxTempBase {
+		base = base[:maxTempBase]
+	}
+	var r [8]byte
+	_, _ = rand.Read(r[:])
+	return "." + base + TempMark + hex.EncodeToString(r[:])
+}
+
+// IsTemp reports whether the last element of p has the form of
+// TempName's names.
+func IsTemp(p string) bool {
+	base := p[strings.LastIndexByte(p, '/')+1:]
+	i := strings.LastIndex(base, TempMark)
+	if i < 1 || base[0] != '.' || len(base)-i-len(TempMark) != 16 || i-1 > maxTempBase {
+		return false
+	}
+	for _, c := range base[i+len(TempMark):] {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // Remove removes the file (or link, or empty directory) at p; one that
@@ -207,6 +255,7 @@ func (w *Writer) RemoveEmpty(d string) {
 		}
 		w.mu.Lock()
 		delete(w.made, d)
+		w.gone[d] = true
 		w.mu.Unlock()
 		d = parentOf(d)
 		w.note(d)
@@ -221,7 +270,9 @@ func (w *Writer) Finish() error {
 	w.mu.Lock()
 	dirs := make([]string, 0, len(w.changed))
 	for d := range w.changed {
-		dirs = append(dirs, d)
+		if !w.gone[d] { // its removal is in its parent's entries
+			dirs = append(dirs, d)
+		}
 	}
 	w.mu.Unlock()
 	for _, d := range dirs {
