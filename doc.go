@@ -80,6 +80,9 @@
 //	  HEAD.broken         a bad HEAD that recovery replaced, kept aside
 //	  lanes.json          the lanes, once a lane call made one: the active
 //	                      lane and the others' tips, one CRC-framed line
+//	  WORKSPACE           written once, before the session's first
+//	                      workspace snapshot stores a content: Reencrypt
+//	                      refuses a session that has it (workspace.go)
 //	  LOCK                flock'ed by the one writer of the session
 //	  JOURNAL             the owner id of the journal that may hold records
 //	                      its chunks lack durably (journal.go); none once

@@ -55,10 +55,10 @@ import (
 // (it reads the manifests), and a fork's unchanged files stay in its
 // parent's blobs, which the parent keeps while any event names them.
 //
-// The record's first member, "sessionstore", is reserved: a custom
-// record of the application's that starts with it is read as the
-// store's. The events are found through their previews (Node.Preview,
-// which begins with the record's text), so Files reads no other record.
+// The record's first member, "sessionstore", is reserved: Append refuses
+// an application's custom record that starts with it (ErrInvalidEvent).
+// The events are found through their previews (Node.Preview, which
+// begins with the record's text), so Files reads no other record.
 //
 // Limits: a file larger than SnapshotOptions.MaxFileSize (default
 // Options.MaxRecordSize) is an error naming it, as is a name that is not
@@ -67,7 +67,10 @@ import (
 // and Restore never makes one. A session holding snapshots cannot be
 // Reencrypted (ErrWorkspaceReencrypt): the contents are sealed under the
 // key generation of their snapshot, and the manifests, which are
-// immutable records, name them by that sealing.
+// immutable records, name them by that sealing. A session's first
+// snapshot writes the file WORKSPACE in its directory, durably, before it
+// stores any content; Reencrypt checks for it before it starts and again
+// under the session's lock (rewriteSession).
 
 // FileEntry is a file of a workspace, as a manifest lists it.
 type FileEntry struct {
