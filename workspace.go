@@ -334,8 +334,8 @@ const manifestRun = 64
 
 // decodeManifest decodes and checks a manifest record.
 func decodeManifest(rec []byte) (*snapshotRecord, error) {
-	var m snapshotRecord
-	if err := json.Unmarshal(rec, &m); err != nil {
+	m, err := unmarshalManifest(rec)
+	if err != nil {
 		return nil, err
 	}
 	if m.Tag != snapshotTag {

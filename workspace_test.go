@@ -552,7 +552,17 @@ func FuzzDecodeManifest(f *testing.F) {
 	f.Add([]byte(`{"sessionstore":"snapshot","full":true,"files":[{"path":"a/b","mode":420,"size":1,"digest":"sha256:` + strings.Repeat("0", 64) + `"}]}`))
 	f.Add([]byte(`{"sessionstore":"snapshot","files":[{"path":"../x","deleted":true}]}`))
 	f.Add([]byte(`{"sessionstore":"state"}`))
+	f.Add([]byte(`{"sessionstore":"snapshot","depth":1,"since":2,"label":"l","ignore":["a/","*.o"],"gitignore":true,"files":[{"path":"a","mode":493,"size":0,"digest":"sha256:` + strings.Repeat("a", 64) + `","mtime":-1,"blob":"sha256:` + strings.Repeat("b", 64) + `","blob_size":30},{"path":"b","deleted":true}]}`))
+	f.Add([]byte(`{"sessionstore":"snapshot","files":[{"path":"\u0061","size":1e2,"mode":0420}]}`))
+	f.Add([]byte(`{"sessionstore":"snapshot","files":[],"files":null,"depth":01}`))
 	f.Fuzz(func(t *testing.T, rec []byte) {
+		// The hand decoder agrees with encoding/json wherever it decodes.
+		p := manifestParser{b: rec}
+		if fast, ok := p.manifest(); ok {
+			var slow snapshotRecord
+			require.NoError(t, json.Unmarshal(rec, &slow), "the hand decoder took %q", rec)
+			require.Equal(t, slow, fast, "%q", rec)
+		}
 		m, err := decodeManifest(rec)
 		if err != nil {
 			return
