@@ -103,27 +103,13 @@ func TestWorkspaceRestoreCrash(t *testing.T) {
 	base, id, _, b := crashWSBase(t)
 	points := 0
 	for k := 1; ; k++ {
-		m := base.CrashClone(vfs.KeepAll, 0)
-		o := deterministic(Options{fs: m})
-		s, err := Open(crashStore, &o)
-		require.NoError(t, err)
-		n := 0
-		m.SetFault(func(op vfs.Op, path string) error {
-			if !vfs.Mutating(op) {
-				return nil
-			}
-			if n++; n == k {
-				return vfs.ErrPowerLoss
-			}
-			return nil
+		m, done, rerr := crashWSPoint(t, base, k, func(s *Store) error {
+			_, err := s.Restore(ctx, id, b, crashWork, RestoreOptions{})
+			return err
 		})
-		_, rerr := s.Restore(ctx, id, b, crashWork, RestoreOptions{})
-		done := n < k
 		if done {
 			require.NoError(t, rerr, "no crash: Restore succeeds")
 		}
-		m.PowerOff()
-		_ = s.Close()
 		for mi, mode := range vfs.CrashModes {
 			c := m.CrashClone(mode, uint64(k*10+mi))
 			got := memWorkTree(t, c, crashWork)
@@ -176,27 +162,13 @@ func TestWorkspaceSnapshotCrash(t *testing.T) {
 		}
 	}
 	for k := 1; ; k++ {
-		m := base.CrashClone(vfs.KeepAll, 0)
-		o := deterministic(Options{fs: m})
-		s, err := Open(crashStore, &o)
-		require.NoError(t, err)
-		n := 0
-		m.SetFault(func(op vfs.Op, path string) error {
-			if !vfs.Mutating(op) {
-				return nil
-			}
-			if n++; n == k {
-				return vfs.ErrPowerLoss
-			}
-			return nil
+		m, done, rerr := crashWSPoint(t, base, k, func(s *Store) error {
+			_, err := s.RecordFiles(ctx, id, "C", next...)
+			return err
 		})
-		_, rerr := s.RecordFiles(ctx, id, "C", next...)
-		done := n < k
 		if done {
 			require.NoError(t, rerr)
 		}
-		m.PowerOff()
-		_ = s.Close()
 		for mi, mode := range vfs.CrashModes {
 			c := m.CrashClone(mode, uint64(k*10+mi))
 			o := deterministic(Options{fs: c})
@@ -218,4 +190,30 @@ func TestWorkspaceSnapshotCrash(t *testing.T) {
 			break
 		}
 	}
+}
+
+// crashWSPoint runs op on a store opened on a copy of base whose power
+// is cut at its k-th mutating operation, and returns the frozen file
+// system, whether op ended before the cut (done), and op's error.
+func crashWSPoint(t *testing.T, base *vfs.MemFS, k int, op func(s *Store) error) (*vfs.MemFS, bool, error) {
+	t.Helper()
+	m := base.CrashClone(vfs.KeepAll, 0)
+	o := deterministic(Options{fs: m})
+	s, err := Open(crashStore, &o)
+	require.NoError(t, err)
+	n := 0
+	m.SetFault(func(op vfs.Op, path string) error {
+		if !vfs.Mutating(op) {
+			return nil
+		}
+		if n++; n == k {
+			return vfs.ErrPowerLoss
+		}
+		return nil
+	})
+	err = op(s)
+	done := n < k
+	m.PowerOff()
+	_ = s.Close()
+	return m, done, err
 }
