@@ -760,10 +760,18 @@ func (h *openSession) writeUpdatedAt() error {
 	return nil
 }
 
-// writeMeta atomically replaces session.json and updates the cached copy.
+// writeMeta atomically replaces session.json and updates the cached copy,
+// without m's usage totals if session.json would be too long with them.
 // The watcher hears of it first; if it cannot, nothing is written.
 func (h *openSession) writeMeta(m Meta) error {
 	b, err := encodeMeta(m, h.format)
+	if errors.Is(err, ErrInvalidMeta) && m.Usage != nil {
+		// The usage totals do not fit beside the caller's metadata
+		// (checkMeta leaves them out): none are recorded, and
+		// Store.Usage reads them from the log.
+		m.Usage = nil
+		b, err = encodeMeta(m, h.format)
+	}
 	if err != nil {
 		return err
 	}

@@ -116,7 +116,9 @@ func (s *Store) sessionDir(id uuid.UUID) string {
 // changed), a time JSON cannot encode (a year past 9999), a subagent's
 // lineage that does not hold together (checkLineage, subagent.go), or
 // more than maxMetaSize of it, with the longest UpdatedAt a later write
-// can give it (so that no later write of the session fails for its size).
+// can give it (so that no later write of the session fails for its size),
+// and without the usage totals (Meta.Usage), which a write leaves out
+// when they do not fit.
 func checkMeta(m Meta) error {
 	strs := []string{m.Name, m.WorkingDir, m.Model}
 	for k, v := range m.Labels {
@@ -137,6 +139,7 @@ func checkMeta(m Meta) error {
 	}
 	longest := m
 	longest.UpdatedAt = time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC)
+	longest.Usage = nil // the store's own, left out where it does not fit (writeMeta)
 	_, err := encodeMeta(longest, formatVersion)
 	return err
 }
@@ -678,7 +681,10 @@ func (s *Store) UpdateMeta(ctx context.Context, session uuid.UUID, fn func(*Meta
 			return fmt.Errorf("%w: ID and CreatedAt cannot change", ErrInvalidMeta)
 		}
 		m.Encrypted = h.meta.Encrypted
-		m.Usage = h.meta.Usage // the store's own (usage.go)
+		m.Usage = h.meta.Usage // the store's own (usage.go), the known ones if they moved
+		if u, moved := h.recordedUsage(); moved {
+			m.Usage = u
+		}
 		if !sameLineage(m, h.meta) {
 			return fmt.Errorf("%w: ForkedFrom, ParentSession, SpawnedBy and Depth cannot change", ErrInvalidMeta)
 		}
