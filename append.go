@@ -40,6 +40,7 @@ type pendingEvent struct {
 	// (an encrypted session: encrypt.go); nil otherwise.
 	plain []byte
 	key   *sessionKey
+	use   *eventUsage // the usage the record reports (usage.go); nil for none
 }
 
 // record is the record the caller appended: p.plain, else p.rec.
@@ -66,7 +67,7 @@ func (p *pendingEvent) record() []byte {
 func (s *Store) pendingOf(ev Event, rec []byte, key *sessionKey) pendingEvent {
 	if key != nil {
 		k, _ := eventline.KindCodeOf([]byte(ev.Kind))
-		p := pendingEvent{ev: ev, plain: rec, rec: key.sealRecord(rec), key: key, preview: eventline.PreviewOf(k, rec)}
+		p := pendingEvent{ev: ev, plain: rec, rec: key.sealRecord(rec), key: key, preview: eventline.PreviewOf(k, rec), use: usageOf(ev.Kind, rec)}
 		p.big = s.opts.BlobThreshold >= 0 && len(p.rec) > s.opts.BlobThreshold
 		if p.big {
 			p.digest = sha256.Sum256(p.rec)
@@ -74,7 +75,7 @@ func (s *Store) pendingOf(ev Event, rec []byte, key *sessionKey) pendingEvent {
 		return p
 	}
 	k, _ := eventline.KindCodeOf([]byte(ev.Kind))
-	p := pendingEvent{ev: ev, rec: rec, preview: eventline.PreviewOf(k, rec)}
+	p := pendingEvent{ev: ev, rec: rec, preview: eventline.PreviewOf(k, rec), use: usageOf(ev.Kind, rec)}
 	p.big = s.opts.BlobThreshold >= 0 && len(rec) > s.opts.BlobThreshold
 	if t := s.opts.StringThreshold; t > 0 && len(rec) >= t+2 {
 		p.strs = blob.Strings(rec, t)
@@ -375,7 +376,7 @@ func (h *openSession) writeBatch(ctx context.Context, batch []pendingEvent, pls 
 			// binds it (a few hundred nanoseconds for at most 48 bytes).
 			pv = k.sealPreview(hdrs[i].ID, pv)
 		}
-		h.pipe.Add(inflightRecord{entry: eventline.EntryOf(hdrs[i], pls[i], l, pv), event: out[i]})
+		h.pipe.Add(inflightRecord{entry: eventline.EntryOf(hdrs[i], pls[i], l, pv), event: out[i], use: batch[i].use})
 	}
 	h.pending = uuid.Nil
 	return h.pipe.Join(len(batch)), out, nil

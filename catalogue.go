@@ -59,6 +59,14 @@ func catMeta(m Meta) catalogue.Meta {
 	if f := m.ForkedFrom; f != nil {
 		c.ForkedFrom = &catalogue.ForkPoint{Session: f.Session, Event: f.Event}
 	}
+	if u := m.Usage; u != nil {
+		cu := &catalogue.Usage{Events: u.Events, Through: u.Through, Models: make([]catalogue.ModelUsage, len(u.Models))}
+		for i, mu := range u.Models {
+			cu.Models[i] = catalogue.ModelUsage{Model: mu.Model, Messages: mu.Messages, Input: mu.InputTokens,
+				Output: mu.OutputTokens, CacheRead: mu.CacheReadTokens, CacheWrite: mu.CacheWriteTokens}
+		}
+		c.Usage = cu
+	}
 	return c
 }
 
@@ -70,6 +78,17 @@ func metaOf(c catalogue.Meta) Meta {
 		ParentSession: c.ParentSession, SpawnedBy: c.SpawnedBy, Depth: c.Depth, Encrypted: c.Encrypted}
 	if f := c.ForkedFrom; f != nil {
 		m.ForkedFrom = &ForkPoint{Session: f.Session, Event: f.Event}
+	}
+	if cu := c.Usage; cu != nil {
+		u := &RecordedUsage{Events: cu.Events, Through: cu.Through}
+		if len(cu.Models) > 0 {
+			u.Models = make([]ModelUsage, len(cu.Models))
+		}
+		for i, mu := range cu.Models {
+			u.Models[i] = ModelUsage{Model: mu.Model, Messages: mu.Messages, Usage: Usage{InputTokens: mu.Input,
+				OutputTokens: mu.Output, CacheReadTokens: mu.CacheRead, CacheWriteTokens: mu.CacheWrite}}
+		}
+		m.Usage = u
 	}
 	return m
 }

@@ -121,7 +121,10 @@ func TestCatalogueMeta(t *testing.T) {
 		ForkedFrom: &ForkPoint{Session: uuid.MustParse("01a02f3f-a89d-7d25-b4ac-000000000001"),
 			Event: uuid.MustParse("01a02f3f-a89d-7d25-b4ac-000000000002")},
 		ParentSession: uuid.MustParse("01a02f3f-a89d-7d25-b4ac-000000000003"),
-		SpawnedBy:     uuid.MustParse("01a02f3f-a89d-7d25-b4ac-000000000004"), Depth: 2, Encrypted: true}
+		SpawnedBy:     uuid.MustParse("01a02f3f-a89d-7d25-b4ac-000000000004"), Depth: 2, Encrypted: true,
+		Usage: &RecordedUsage{Events: 7, Through: uuid.MustParse("01a02f3f-a89d-7d25-b4ac-000000000005"),
+			Models: []ModelUsage{{Model: "a \"model\"", Messages: 2, Usage: Usage{InputTokens: 1, OutputTokens: 2, CacheReadTokens: 3, CacheWriteTokens: 4}},
+				{Model: "b", Messages: 1, Usage: Usage{OutputTokens: 9}}}}}
 	// Every member of Meta is set here, and the catalogue's Meta has as
 	// many: a member added to one and not the other fails this test.
 	mv := reflect.ValueOf(full)
@@ -142,6 +145,8 @@ func TestCatalogueMeta(t *testing.T) {
 	kept := catMeta(full)
 	full.Labels["a"] = "changed"
 	full.ForkedFrom.Event = uuid.Nil
+	full.Usage.Models[0].Messages = 99
+	assert.Equal(t, int64(2), kept.Usage.Models[0].Messages, "the catalogue's copy keeps its usage totals")
 	assert.Equal(t, "1", kept.Labels["a"], "the catalogue's copy keeps its labels")
 	assert.Equal(t, uuid.MustParse("01a02f3f-a89d-7d25-b4ac-000000000002"), kept.ForkedFrom.Event, "and its fork point")
 }

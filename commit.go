@@ -49,7 +49,8 @@ import (
 // known to be durable: the pipeline's record type.
 type inflightRecord struct {
 	entry entry
-	event Event // as returned to the caller, for subscribers
+	event Event       // as returned to the caller, for subscribers
+	use   *eventUsage // the usage its record reports (usage.go), nil for none
 }
 
 // commitPipeline is the session's group commit.
@@ -224,6 +225,7 @@ func (h *openSession) publish(done []inflightRecord) {
 		h.lastWrite = max(h.lastWrite, done[i].entry.Time)
 	}
 	h.appended = true
+	h.addUsage(done)
 	es := make([]*entry, n)
 	for i := range es {
 		es[i] = &h.Entries[first+i]

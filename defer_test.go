@@ -443,5 +443,6 @@ func withUpdated(m Meta, at time.Time) Meta {
 	if !m.UpdatedAt.Before(at) {
 		m.UpdatedAt = at
 	}
+	m.Usage = nil // the totals of the events appended since (usage.go)
 	return m
 }

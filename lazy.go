@@ -101,6 +101,7 @@ func (h *openSession) openLazy() bool {
 	}
 	h.becomeLazy(last)
 	h.headOnDisk = head
+	h.initUsage(last.ID)
 	if last.Time > h.meta.UpdatedAt.UnixNano() {
 		// HEAD was written and session.json's UpdatedAt was not (a crash
 		// in a Flush or Close between the two): as reconcile, find the

@@ -147,6 +147,9 @@ type openSession struct {
 	// fork is the prefix a fork inherits (fork.go), resolved on first
 	// use; nil for a session that is not a fork.
 	fork *forkPrefix
+
+	// usage is the session's token totals while known exactly (usage.go).
+	usage sessionUsage
 }
 
 // sessionState is the state of an openSession; see openSession.
@@ -537,6 +540,11 @@ func (h *openSession) reconcile() (err error) {
 	h.index, h.chunks = ix, chunks
 	h.becomeIndexed(p.index)
 	h.headOnDisk = h.head()
+	var last uuid.UUID
+	if e, ok := p.index.Last(); ok {
+		last = e.ID
+	}
+	h.initUsage(last)
 	if e, ok := p.index.Last(); ok && e.Time > h.meta.UpdatedAt.UnixNano() {
 		// A writer appended and did not close (a crash): its events are
 		// newer than session.json says; Close and Flush record them. A
@@ -733,24 +741,37 @@ func (h *openSession) updatedAt() time.Time {
 }
 
 // writeUpdatedAt writes session.json if its UpdatedAt lags the events
-// appended since the open, for Close and Flush. h.mu is held and the
+// appended since the open, or its usage totals (Meta.Usage) lag the known
+// ones (usage.go), for Close and Flush. h.mu is held and the
 // session writable.
 func (h *openSession) writeUpdatedAt() error {
-	if !h.appended {
+	use, moved := h.recordedUsage()
+	if !h.appended && !moved {
 		return nil
 	}
-	if t := h.updatedAt(); !t.Equal(h.meta.UpdatedAt) {
+	if t := h.updatedAt(); !t.Equal(h.meta.UpdatedAt) || moved {
 		m := h.meta.clone()
 		m.UpdatedAt = t
+		if moved {
+			m.Usage = use
+		}
 		return h.writeMeta(m)
 	}
 	return nil
 }
 
-// writeMeta atomically replaces session.json and updates the cached copy.
+// writeMeta atomically replaces session.json and updates the cached copy,
+// without m's usage totals if session.json would be too long with them.
 // The watcher hears of it first; if it cannot, nothing is written.
 func (h *openSession) writeMeta(m Meta) error {
 	b, err := encodeMeta(m, h.format)
+	if errors.Is(err, ErrInvalidMeta) && m.Usage != nil {
+		// The usage totals do not fit beside the caller's metadata
+		// (checkMeta leaves them out): none are recorded, and
+		// Store.Usage reads them from the log.
+		m.Usage = nil
+		b, err = encodeMeta(m, h.format)
+	}
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"time"
 
 	"github.com/google/uuid"
@@ -156,6 +157,12 @@ type Options struct {
 	// Logger receives repairs made by reconciliation and other notable
 	// events. Nil means silent.
 	Logger *slog.Logger
+	// Prices is what each model's tokens cost, per million tokens, by the
+	// model's name as messages record it (Message.Model, else the
+	// session's Meta.Model): Store.Usage reports the cost of the models it
+	// names, and lists the others as unpriced (UsageTotals). Open copies
+	// the map. Nil: no cost.
+	Prices map[string]Price
 
 	// MaxOpenSessions bounds the sessions a Store keeps open (each holds up
 	// to three file descriptors: its lock, and once it appends, its active
@@ -338,6 +345,7 @@ func (o *Options) withDefaults() (Options, error) {
 	if o != nil {
 		c = *o
 	}
+	c.Prices = maps.Clone(c.Prices)
 	switch {
 	case c.ChunkSize < 0:
 		return c, fmt.Errorf("%w: ChunkSize %d is negative", ErrInvalidOptions, c.ChunkSize)

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"time"
 	"unicode/utf8"
 
@@ -64,6 +65,13 @@ type Meta struct {
 	// session's records are stored sealed under its own data key
 	// (encrypt.go). What a caller puts here is ignored; it never changes.
 	Encrypted bool `json:"encrypted,omitempty"`
+
+	// Usage is the session's token totals as its session.json records
+	// them, with the watermark they cover (usage.go: RecordedUsage); nil
+	// for a session without events, or one written before the store kept
+	// totals. Written by the store at Flush and Close; what a caller puts
+	// here is ignored. Store.Usage gives the exact totals.
+	Usage *RecordedUsage `json:"usage,omitempty"`
 }
 
 // ForkPoint names an event of another session: where a fork's own history
@@ -91,6 +99,11 @@ func (m Meta) clone() Meta {
 		f := *m.ForkedFrom
 		m.ForkedFrom = &f
 	}
+	if m.Usage != nil {
+		u := *m.Usage
+		u.Models = slices.Clone(u.Models)
+		m.Usage = &u
+	}
 	return m
 }
 
@@ -103,7 +116,9 @@ func (s *Store) sessionDir(id uuid.UUID) string {
 // changed), a time JSON cannot encode (a year past 9999), a subagent's
 // lineage that does not hold together (checkLineage, subagent.go), or
 // more than maxMetaSize of it, with the longest UpdatedAt a later write
-// can give it (so that no later write of the session fails for its size).
+// can give it (so that no later write of the session fails for its size),
+// and without the usage totals (Meta.Usage), which a write leaves out
+// when they do not fit.
 func checkMeta(m Meta) error {
 	strs := []string{m.Name, m.WorkingDir, m.Model}
 	for k, v := range m.Labels {
@@ -124,6 +139,7 @@ func checkMeta(m Meta) error {
 	}
 	longest := m
 	longest.UpdatedAt = time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC)
+	longest.Usage = nil // the store's own, left out where it does not fit (writeMeta)
 	_, err := encodeMeta(longest, formatVersion)
 	return err
 }
@@ -301,6 +317,7 @@ func (s *Store) Create(ctx context.Context, meta Meta) (Meta, error) {
 		return Meta{}, err // before anything is created
 	}
 	meta.Encrypted = false
+	meta.Usage = nil // the store's own (usage.go)
 	var key *sessionKey
 	if s.opts.Keys != nil {
 		// The key record first: an encrypted session always has its
@@ -664,6 +681,10 @@ func (s *Store) UpdateMeta(ctx context.Context, session uuid.UUID, fn func(*Meta
 			return fmt.Errorf("%w: ID and CreatedAt cannot change", ErrInvalidMeta)
 		}
 		m.Encrypted = h.meta.Encrypted
+		m.Usage = h.meta.Usage // the store's own (usage.go), the known ones if they moved
+		if u, moved := h.recordedUsage(); moved {
+			m.Usage = u
+		}
 		if !sameLineage(m, h.meta) {
 			return fmt.Errorf("%w: ForkedFrom, ParentSession, SpawnedBy and Depth cannot change", ErrInvalidMeta)
 		}

@@ -75,9 +75,9 @@ func cmdLs(ctx context.Context, c *cmdEnv, args []string) int {
 		}
 	default:
 		tw := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tNAME\tCREATED\tUPDATED\tWORKING DIR\tMODEL")
+		fmt.Fprintln(tw, "ID\tNAME\tCREATED\tUPDATED\tWORKING DIR\tMODEL\tTOKENS IN/OUT")
 		for _, m := range metas {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", m.ID, cell(m.Name), stamp(m.CreatedAt), stamp(m.UpdatedAt), cell(m.WorkingDir), cell(m.Model))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.ID, cell(m.Name), stamp(m.CreatedAt), stamp(m.UpdatedAt), cell(m.WorkingDir), cell(m.Model), usageCell(m.Usage))
 		}
 		tw.Flush()
 	}
@@ -119,6 +119,35 @@ func cell(s string) string {
 		s = strconv.Quote(s)
 	}
 	return truncate(s, maxCell)
+}
+
+// usageCell is ls's token column: the input (cache reads and writes
+// included) and output tokens session.json records (Meta.Usage, read with
+// the listing: no session is loaded), "-" when it records none (a session
+// written before the store kept totals, or not closed since its first
+// events). After a crash the recorded totals may lag the log until the
+// session is next closed by a writer; Store.Usage is exact.
+func usageCell(u *sessionstore.RecordedUsage) string {
+	if u == nil {
+		return "-"
+	}
+	var in, out int64
+	for _, m := range u.Models {
+		in += m.InputTokens + m.CacheReadTokens + m.CacheWriteTokens
+		out += m.OutputTokens
+	}
+	return tokens(in) + "/" + tokens(out)
+}
+
+// tokens is n in a short form: 950, 12.3k, 4.5M.
+func tokens(n int64) string {
+	switch {
+	case n < 1000:
+		return strconv.FormatInt(n, 10)
+	case n < 1_000_000:
+		return strconv.FormatFloat(float64(n)/1e3, 'f', 1, 64) + "k"
+	}
+	return strconv.FormatFloat(float64(n)/1e6, 'f', 1, 64) + "M"
 }
 
 func stamp(t time.Time) string {

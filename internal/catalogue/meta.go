@@ -28,6 +28,24 @@ type Meta struct {
 	Depth         int
 	// Encrypted is set for an encrypted session (its records sealed).
 	Encrypted bool
+	// Usage is the session's recorded token totals (nil: none recorded).
+	Usage *Usage
+}
+
+// Usage is a session's token totals as session.json records them: those
+// of its first Events events, the last of them Through, by model (sorted
+// by name; the order is kept, not checked).
+type Usage struct {
+	Events  int64
+	Through uuid.UUID
+	Models  []ModelUsage
+}
+
+// ModelUsage is one model's totals: messages, then input, output, cache
+// read and cache write tokens.
+type ModelUsage struct {
+	Model                                          string
+	Messages, Input, Output, CacheRead, CacheWrite int64
 }
 
 // ForkPoint is an event of another session: where a fork's history starts.

@@ -58,7 +58,8 @@ func hasMeta(kind byte) bool { return kind == KindEntry || kind == KindCommit }
 // (entry, commit): created_at, updated_at, name, working_dir, model,
 // labels (keys sorted), and then, each only when not zero (a zero one is
 // never written, so that a line has one encoding): forked_from (session
-// and event ids), parent_session, spawned_by, depth.
+// and event ids), parent_session, spawned_by, depth, encrypted, usage
+// (the recorded token totals: events, through, then one array a model).
 func AppendRecord(dst []byte, r Record) []byte {
 	start := len(dst)
 	dst = append(dst, `{"k":"`...)
@@ -393,6 +394,27 @@ func appendCatLineage(dst []byte, m Meta) []byte {
 	if m.Encrypted {
 		dst = append(dst, `,"encrypted":true`...)
 	}
+	if u := m.Usage; u != nil {
+		// [events,"through",[["model",messages,input,output,cache read,cache write],...]]
+		dst = append(dst, `,"usage":[`...)
+		dst = strconv.AppendInt(dst, u.Events, 10)
+		dst = append(dst, `,"`...)
+		dst = canonical.AppendUUID(dst, u.Through)
+		dst = append(dst, `",[`...)
+		for i, mu := range u.Models {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = append(dst, '[')
+			dst = appendCatString(dst, mu.Model)
+			for _, n := range [...]int64{mu.Messages, mu.Input, mu.Output, mu.CacheRead, mu.CacheWrite} {
+				dst = append(dst, ',')
+				dst = strconv.AppendInt(dst, n, 10)
+			}
+			dst = append(dst, ']')
+		}
+		dst = append(dst, `]]`...)
+	}
 	return dst
 }
 
@@ -425,6 +447,27 @@ func (p *catParser) lineage(m *Meta) {
 		m.Depth = int(d)
 	}
 	m.Encrypted = p.member(`,"encrypted":true`)
+	if p.member(`,"usage":[`) {
+		u := &Usage{Events: p.int()}
+		p.lit(",")
+		u.Through = p.uuid()
+		p.lit(",[")
+		for !p.bad && !p.peek(']') {
+			if len(u.Models) > 0 {
+				p.lit(",")
+			}
+			p.lit("[")
+			mu := ModelUsage{Model: p.str()}
+			for _, n := range [...]*int64{&mu.Messages, &mu.Input, &mu.Output, &mu.CacheRead, &mu.CacheWrite} {
+				p.lit(",")
+				*n = p.int()
+			}
+			p.lit("]")
+			u.Models = append(u.Models, mu)
+		}
+		p.lit("]]")
+		m.Usage = u
+	}
 }
 
 // member reports whether the optional member that name introduces comes
