@@ -119,6 +119,7 @@ type Handler struct {
 	opts    Options
 	mux     *http.ServeMux
 	streams atomic.Int64 // live streams being served
+	trees   treeCache    // the trees last read (pages.go)
 }
 
 // New returns the web view of st. st should be opened with
@@ -152,6 +153,8 @@ func New(st *sessionstore.Store, opts Options) *Handler {
 	h.mux.HandleFunc("GET /api/sessions", h.list)
 	h.mux.HandleFunc("GET /api/sessions/{session}", h.session)
 	h.mux.HandleFunc("GET /api/sessions/{session}/path", h.path)
+	h.mux.HandleFunc("GET /api/sessions/{session}/layout", h.layout)
+	h.mux.HandleFunc("GET /api/sessions/{session}/nodes", h.nodes)
 	h.mux.HandleFunc("GET /api/sessions/{session}/events/{event}", h.event)
 	h.mux.HandleFunc("GET /api/sessions/{session}/events/{event}/changes", h.changes)
 	h.mux.HandleFunc("GET /api/sessions/{session}/live", h.live)
@@ -266,6 +269,9 @@ type sessionJSON struct {
 	Labels     map[string]string       `json:"labels,omitempty"`
 	ForkedFrom *sessionstore.ForkPoint `json:"forked_from,omitempty"`
 	Parent     *uuid.UUID              `json:"parent_session,omitempty"`
+	// Title is what the page shows for a session without a name: the
+	// preview of its first user message (see titleOf), "" for none.
+	Title string `json:"title,omitempty"`
 	// Events and Bytes are the session's events and the bytes of their
 	// records (compact JSON, as Node.Size counts them), from Tree; -1
 	// when the tree could not be read (TreeError says why).
@@ -323,6 +329,7 @@ func (h *Handler) readList(ctx context.Context, q sessionstore.Query, cursor str
 			s.Events, s.Bytes, s.TreeError = -1, -1, err.Error()
 		} else {
 			s.Events = len(nodes)
+			s.Title = titleOf(nodes)
 			for _, n := range nodes {
 				s.Bytes += n.Size
 			}
@@ -383,6 +390,9 @@ type nodeJSON struct {
 	Preview    string            `json:"preview,omitempty"`
 	// Snapshot marks a workspace snapshot (see snapshotMark).
 	Snapshot bool `json:"snapshot,omitempty"`
+	// ParentRow is the index of the parent among the session's nodes,
+	// -1 for a root (or a parent the tree does not hold).
+	ParentRow int `json:"parent_row"`
 }
 
 // snapshotMark is how a workspace snapshot's record, and so its node's
@@ -431,6 +441,8 @@ type treeJSON struct {
 	// last is the id of the tree's last node (uuid.Nil for none), the
 	// one a continuation must follow.
 	last uuid.UUID
+	// title is the session's Title (titleOf).
+	title string
 }
 
 // sessionDetailJSON is the answer of /api/sessions/{session}.
@@ -489,9 +501,21 @@ func (h *Handler) readTree(ctx context.Context, id uuid.UUID, from int, last uui
 		out.last = nodes[len(nodes)-1].ID
 	}
 	out.From = from
+	out.title = titleOf(nodes)
 	out.Nodes = make([]nodeJSON, 0, len(nodes)-from)
-	for _, n := range nodes[from:] {
-		out.Nodes = append(out.Nodes, newNodeJSON(n))
+	rows := make(map[uuid.UUID]int, len(nodes))
+	for i, n := range nodes {
+		if i < from {
+			rows[n.ID] = i
+			continue
+		}
+		nj := newNodeJSON(n)
+		nj.ParentRow = -1
+		if p, ok := rows[n.ParentID]; ok && n.ParentID != uuid.Nil {
+			nj.ParentRow = p
+		}
+		rows[n.ID] = i
+		out.Nodes = append(out.Nodes, nj)
 	}
 	return out, nil
 }
@@ -533,6 +557,7 @@ func (h *Handler) session(w http.ResponseWriter, r *http.Request) {
 	}
 	s := newSessionJSON(meta)
 	s.Events = tree.Total
+	s.Title = tree.title
 	for _, n := range tree.Nodes {
 		s.Bytes += n.Size
 	}
@@ -554,6 +579,9 @@ type eventJSON struct {
 	// Omitted: the record is over the inline limit or a blob; the events
 	// endpoint returns it.
 	Omitted bool `json:"omitted,omitempty"`
+	// Summary is a custom record's one-line summary (Summary), also when
+	// the record is left out (but not for a blob's).
+	Summary string `json:"summary,omitempty"`
 }
 
 func newEventJSON(ev sessionstore.Event) eventJSON {
@@ -568,6 +596,8 @@ func newEventJSON(ev sessionstore.Event) eventJSON {
 	}
 	if out.Record == nil {
 		out.Record = json.RawMessage("null")
+	} else if ev.Kind == sessionstore.KindCustom {
+		out.Summary = Summary(ev.Record)
 	}
 	return out
 }
@@ -601,6 +631,13 @@ func (h *Handler) path(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "bad context %q: want 0 or 1", v)
 		return
 	}
+	paged := q.Has("limit") || q.Has("offset")
+	offset, limit := -1, 0
+	if paged {
+		if offset, limit, ok = pageParams(w, r, 200, MaxPageEvents); !ok {
+			return
+		}
+	}
 	ctx := r.Context()
 	if leaf == uuid.Nil {
 		next, _, err := h.st.NextParent(ctx, id) // the active path's end, as Load's
@@ -610,6 +647,10 @@ func (h *Handler) path(w http.ResponseWriter, r *http.Request) {
 		}
 		leaf = next
 	}
+	if paged && leaf != uuid.Nil {
+		h.pathPage(w, ctx, id, leaf, contextOnly, offset, limit)
+		return
+	}
 	out := pathJSON{Context: contextOnly, Events: []eventJSON{}}
 	if leaf != uuid.Nil {
 		out.Leaf = &leaf
@@ -617,6 +658,10 @@ func (h *Handler) path(w http.ResponseWriter, r *http.Request) {
 	if leaf == uuid.Nil { // a session without events
 		if _, err := h.st.Meta(ctx, id); err != nil {
 			storeError(w, err, "session "+id.String())
+			return
+		}
+		if paged {
+			writeJSON(w, http.StatusOK, pathPageJSON{pathJSON: out, LeafRow: -1})
 			return
 		}
 		writeJSON(w, http.StatusOK, out)
@@ -637,11 +682,7 @@ func (h *Handler) path(w http.ResponseWriter, r *http.Request) {
 		out.Error = err.Error()
 	}
 	for _, ev := range events {
-		e := newEventJSON(ev)
-		if ev.Digest != "" || ev.Size > h.opts.InlineLimit {
-			e.Record, e.Omitted = json.RawMessage("null"), true
-		}
-		out.Events = append(out.Events, e)
+		out.Events = append(out.Events, h.pathEvent(ev))
 	}
 	writeJSON(w, http.StatusOK, out)
 }
