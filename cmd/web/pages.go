@@ -132,14 +132,14 @@ type layoutJSON struct {
 	Head    *uuid.UUID  `json:"head"`
 	Next    *uuid.UUID  `json:"next"`
 	// HeadRow and NextRow are the rows of Head and Next, -1 for none.
-	HeadRow int             `json:"head_row"`
-	NextRow int             `json:"next_row"`
-	Lanes   []laneRowJSON   `json:"lanes"`
-	Total   int             `json:"total"`
-	Parents []int           `json:"parents"`  // a node's parent's row, -1 for a root
-	Branch  []int           `json:"branches"` // the rows of the nodes that start a branch (BranchFrom)
-	Last    *uuid.UUID      `json:"last"`     // the last node's id: a live stream's "last"
-	Error   string          `json:"error,omitempty"`
+	HeadRow int           `json:"head_row"`
+	NextRow int           `json:"next_row"`
+	Lanes   []laneRowJSON `json:"lanes"`
+	Total   int           `json:"total"`
+	Parents []int         `json:"parents"`  // a node's parent's row, -1 for a root
+	Branch  []int         `json:"branches"` // the rows of the nodes that start a branch (BranchFrom)
+	Last    *uuid.UUID    `json:"last"`     // the last node's id: a live stream's "last"
+	Error   string        `json:"error,omitempty"`
 }
 
 // laneRowJSON is a lane with its tip's row (-1 when the tip is not in the tree).

@@ -219,4 +219,3 @@ func firstKeys(rec []byte, n int) []string {
 func oneLine(s string, n int) string {
 	return cutRunes(strings.Join(strings.Fields(s), " "), n)
 }
-

@@ -462,10 +462,11 @@ type sessionDetailJSON struct {
 func (h *Handler) readTree(ctx context.Context, id uuid.UUID, from int, last uuid.UUID) (treeJSON, error) {
 	head, next, headErr, nextErr := h.activeEnds(ctx, id)
 	lanes, lanesErr := h.st.Lanes(ctx, id)
-	nodes, treeErr := h.st.Tree(ctx, id)
-	if treeErr != nil && len(nodes) == 0 {
-		return treeJSON{}, treeErr
+	t, err := h.readTreeCached(ctx, id) // kept for the page's requests that follow
+	if err != nil {
+		return treeJSON{}, err
 	}
+	nodes, treeErr := t.nodes, t.err
 	out := treeJSON{Total: len(nodes), Lanes: []laneJSON{}}
 	if treeErr != nil {
 		out.Error = treeErr.Error()
@@ -503,18 +504,9 @@ func (h *Handler) readTree(ctx context.Context, id uuid.UUID, from int, last uui
 	out.From = from
 	out.title = titleOf(nodes)
 	out.Nodes = make([]nodeJSON, 0, len(nodes)-from)
-	rows := make(map[uuid.UUID]int, len(nodes))
-	for i, n := range nodes {
-		if i < from {
-			rows[n.ID] = i
-			continue
-		}
+	for i, n := range nodes[from:] {
 		nj := newNodeJSON(n)
-		nj.ParentRow = -1
-		if p, ok := rows[n.ParentID]; ok && n.ParentID != uuid.Nil {
-			nj.ParentRow = p
-		}
-		rows[n.ID] = i
+		nj.ParentRow = t.parentRow(from + i)
 		out.Nodes = append(out.Nodes, nj)
 	}
 	return out, nil
