@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/sessionstore/sessionstore"
@@ -77,6 +78,10 @@ var (
 // MaxSummary is the most runes of a Summary.
 const MaxSummary = 160
 
+// shortRecord is the length under which an object without a member
+// Summary knows is shown as its JSON rather than by its members' names.
+const shortRecord = 80
+
 // Summary returns a one-line summary of a custom record (its JSON): for
 // an object, the values of the members that name what it is ("type",
 // "subtype", "kind", ...) joined by " · ", then the first member that holds
@@ -116,6 +121,8 @@ func Summary(record json.RawMessage) string {
 			}
 		}
 		switch rest := len(m) - used; {
+		case used == 0 && len(rec) <= shortRecord:
+			return oneLine(string(rec), MaxSummary) // short enough to read as it is
 		case used == 0:
 			parts = append(parts, "{"+strings.Join(firstKeys(rec, 4), ", ")+"}")
 		case rest == 1:
@@ -215,7 +222,14 @@ func firstKeys(rec []byte, n int) []string {
 	return keys
 }
 
-// oneLine returns s with whitespace runs as one space, trimmed, cut to n runes.
+// oneLine returns s with control characters and whitespace runs as one
+// space, trimmed, cut to n runes.
 func oneLine(s string, n int) string {
+	s = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return ' '
+		}
+		return r
+	}, s)
 	return cutRunes(strings.Join(strings.Fields(s), " "), n)
 }

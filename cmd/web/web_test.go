@@ -162,6 +162,7 @@ type pathEvent struct {
 	Size    int64           `json:"size"`
 	Record  json.RawMessage `json:"record"`
 	Omitted bool            `json:"omitted"`
+	Summary string          `json:"summary"`
 }
 
 type pathAnswer struct {
