@@ -86,8 +86,10 @@ const shortRecord = 80
 // an object, the values of the members that name what it is ("type",
 // "subtype", "kind", ...) joined by " · ", then the first member that holds
 // text ("content", "text", "message", ...) as "member: text", then how
-// many other members it has; for a string, the string; for anything
-// else, the JSON. Whitespace runs are one space, and the whole is at most
+// many other members it has (an object without any of those members:
+// its JSON when shorter than 80 bytes, else its first members' names);
+// for a string, the string; for anything else, the JSON. Control
+// characters and whitespace runs are one space, and the whole is at most
 // MaxSummary runes. A record that is not JSON is summed up as its bytes,
 // cut.
 func Summary(record json.RawMessage) string {

@@ -47,6 +47,15 @@
 //	    Server-Sent Events: "sessions", the list's first page, at the
 //	    start and whenever it changes
 //
+// The page itself uses the paged endpoints (pages.go): the layout (each
+// node's parent's row, no preview), pages of nodes, and pages of a path
+// (/path with limit). It draws the rows on screen only and adds a live
+// update's nodes and events to what it holds, so that a session of
+// 100,000 events opens and follows as fast as a small one. A session
+// without a name carries a "title": the preview of its first user
+// message (titleOf); a custom event carries a one-line "summary" of its
+// record (Summary).
+//
 // A live stream polls the store every Options.PollInterval and ends when
 // its client goes away. Requests must name the server by a loopback
 // address or localhost in their Host header (or by one of
