@@ -125,6 +125,41 @@ func TestBrowserHundredThousand(t *testing.T) {
 		assert.Equal(t, onPath[mk.ID], mk.On, "node %s marked on the path or off it", mk.ID)
 	}
 
+	// Scrolled to the top, the tree draws the first rows (their page of
+	// nodes fetched then); a click on the root shows the path to it.
+	b.within(20*time.Second, chromedp.Evaluate[chromedp.Void](`document.querySelector("#graph").scrollTop = 0`),
+		chromedp.WaitVisible(chromedp.CSS(`#tree-svg .node[data-row="0"]`)))
+	assert.Equal(t, all[0].ID.String(), eval[string](b, `document.querySelector('#tree-svg .node[data-row="0"]').dataset.id`))
+	assert.Equal(t, 0, eval[int](b, `+document.querySelector("#tree-svg").dataset.first`))
+	b.within(20*time.Second, chromedp.Click(chromedp.CSS(`#tree-svg .node[data-row="0"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#transcript li.ev[data-id="`+all[0].ID.String()+`"]`)))
+	_, err = chromedp.Run(tab, chromedp.Poll[bool](`document.querySelectorAll("#transcript li.ev").length === 1`, chromedp.WithPollingTimeout(10*time.Second)))
+	require.NoError(t, err, "the path to the root is the root")
+	assert.Equal(t, 1, eval[int](b, `document.querySelectorAll("#tree-svg .node.on-path").length`))
+
+	// Back to the active path: its newest page, the tree scrolled to its
+	// end; "show earlier" adds the page before it, in order.
+	for i, step := range []chromedp.Action[chromedp.Void]{chromedp.Click(chromedp.CSS(`#to-head`)),
+		chromedp.WaitVisible(chromedp.CSS(`#transcript li.ev[data-id="` + head + `"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#earlier button`))} {
+		tctx, tcancel := context.WithTimeout(tab, 10*time.Second)
+		err := chromedp.Do(tctx, step)
+		tcancel()
+		require.NoError(t, err, "step %d", i)
+	}
+	_, err = chromedp.Run(tab, chromedp.Poll[bool](fmt.Sprintf(`document.querySelectorAll("#transcript li.ev").length === %d`, pathPage), chromedp.WithPollingTimeout(10*time.Second)))
+	require.NoError(t, err)
+	b.within(20*time.Second, chromedp.WaitVisible(chromedp.CSS(`#tree-svg .node.head[data-id="`+head+`"]`)))
+	b.within(20*time.Second, chromedp.Click(chromedp.CSS(`#earlier button`)))
+	_, err = chromedp.Run(tab, chromedp.Poll[bool](fmt.Sprintf(`document.querySelectorAll("#transcript li.ev").length === %d`, 2*pathPage), chromedp.WithPollingTimeout(10*time.Second)))
+	require.NoError(t, err)
+	var wantIDs []string
+	for _, ev := range path[len(path)-2*pathPage:] {
+		wantIDs = append(wantIDs, ev.ID.String())
+	}
+	assert.Equal(t, wantIDs, eval[[]string](b, `[...document.querySelectorAll("#transcript li.ev")].map(e => e.dataset.id)`))
+	assert.Contains(t, b.text(`#earlier button`), fmt.Sprintf("(%d before these)", len(path)-2*pathPage))
+
 	// Live appends: each shows in the tree and the path, the page holding
 	// the events before it (no reload, no refetch of the path).
 	b.do(chromedp.WaitVisible(chromedp.CSS(`#status.live`)), chromedp.Evaluate[chromedp.Void](`window.beforeLive = 1`))
@@ -135,13 +170,13 @@ func TestBrowserHundredThousand(t *testing.T) {
 		ev, err := w.Append(ctx, m.ID, sessionstore.AssistantText(fmt.Sprintf("live %d", i)))
 		require.NoError(t, err)
 		sel := `#transcript li.ev[data-id="` + ev.ID.String() + `"]`
-		b.do(chromedp.WaitVisible(chromedp.CSS(sel)), chromedp.WaitVisible(chromedp.CSS(`#tree-svg .node.head[data-id="`+ev.ID.String()+`"]`)))
+		b.within(20*time.Second, chromedp.WaitVisible(chromedp.CSS(sel)), chromedp.WaitVisible(chromedp.CSS(`#tree-svg .node.head[data-id="`+ev.ID.String()+`"]`)))
 		e2e = append(e2e, time.Since(sent))
 		assert.Equal(t, fmt.Sprintf("live %d", i), b.text(sel+` .text`))
 	}
 	assert.True(t, eval[bool](b, `window.beforeLive === 1`), "the page was reloaded")
 	assert.Equal(t, fmt.Sprint(events+appends), eval[string](b, `document.querySelector("#graph").dataset.total`))
-	assert.Equal(t, pathPage+appends, eval[int](b, `document.querySelectorAll("#transcript li.ev").length`), "appends added to the path shown")
+	assert.Equal(t, 2*pathPage+appends, eval[int](b, `document.querySelectorAll("#transcript li.ev").length`), "appends added to the path shown")
 
 	_, err = chromedp.Run(tab, chromedp.Poll[bool](`window.sessionstoreTimes.live.length >= `+fmt.Sprint(appends), chromedp.WithPollingTimeout(10*time.Second)))
 	require.NoError(t, err)
@@ -177,4 +212,16 @@ func medianDur(xs []time.Duration) time.Duration {
 	s := slices.Clone(xs)
 	slices.Sort(s)
 	return s[len(s)/2].Round(time.Millisecond)
+}
+
+// within runs steps, each within d, failing the test at the first that
+// does not end in time.
+func (b *browser) within(d time.Duration, steps ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	for i, step := range steps {
+		ctx, cancel := context.WithTimeout(b.ctx, d)
+		err := chromedp.Do(ctx, step)
+		cancel()
+		require.NoError(b.t, err, "step %d", i)
+	}
 }

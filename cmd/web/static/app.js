@@ -190,7 +190,7 @@
     $("#session-view").hidden = false;
     if (view && view.id === id) {
       view.selected = leaf;
-      loadPath();
+      loadPath(true);
       return;
     }
     const started = performance.now();
@@ -639,7 +639,10 @@
     return url;
   }
 
-  async function loadPath() {
+  // loadPath fetches the newest page of the path shown (the selected
+  // event's, else the active one) and shows it; with reveal, it also
+  // scrolls the tree to the path's end when that is off screen.
+  async function loadPath(reveal) {
     const v = view;
     const seq = ++pathSeq;
     $("#to-head").hidden = !v.selected;
@@ -661,7 +664,15 @@
     appendEvents(v, p.events, fresh, open);
     if (p.error) list.append(el("li", { class: "ev path-error" }, el("span", { class: "error" }, p.error)));
     pathTitle(v);
-    if ($("#tree-spacer")) paint(...visibleRows());
+    if (!$("#tree-spacer")) return;
+    const end = v.selected ? v.selectedRow : v.nextRow;
+    if (reveal && end >= 0 && !rowVisible(end)) {
+      const box = $("#graph");
+      box.scrollTop = Math.max(0, PAD + end * ROW - box.clientHeight / 2);
+      drawGraph();
+    } else {
+      paint(...visibleRows());
+    }
   }
 
   function pathTitle(v) {
