@@ -52,6 +52,10 @@ func claudeCodeDir(t *testing.T) string {
 	return ""
 }
 
+// pathPage is the number of events the page shows of a path at first
+// (app.js's PATH_PAGE).
+const pathPage = 100
+
 // TestBrowserRealData imports the shared Claude Code transcripts (package
 // importer/claude: branches, compactions, subagent sessions) and opens each
 // session in the browser: every event drawn, the path shown
@@ -150,8 +154,23 @@ func TestBrowserRealData(t *testing.T) {
 		b.do(chromedp.Evaluate[chromedp.Void](`location.hash = "#/s/`+sid+`"`),
 			chromedp.WaitVisible(chromedp.CSS(`#tree-svg .node.head`)),
 			chromedp.WaitVisible(chromedp.CSS(`#transcript li.ev[data-id="`+last+`"]`)))
-		assert.Equal(t, s.events, eval[int](b, `document.querySelectorAll("#tree-svg .node").length`), s.meta.Name)
-		assert.Equal(t, len(p.Events), eval[int](b, `document.querySelectorAll("#transcript li.ev").length`), s.meta.Name)
+		// The tree is drawn where it is on screen: every row of the
+		// window drawn holds its node, and the window is the whole tree
+		// when it fits.
+		assert.Equal(t, fmt.Sprint(s.events), eval[string](b, `document.querySelector("#graph").dataset.total`), s.meta.Name)
+		firstRow := eval[int](b, `+document.querySelector("#tree-svg").dataset.first`)
+		lastRow := eval[int](b, `+document.querySelector("#tree-svg").dataset.last`)
+		assert.True(t, firstRow >= 0 && firstRow < lastRow && lastRow <= s.events, "%s: rows [%d, %d) of %d", s.meta.Name, firstRow, lastRow, s.events)
+		_, err = chromedp.Run(bctx, chromedp.Poll[bool](fmt.Sprintf(`document.querySelectorAll("#tree-svg .node").length === %d`, lastRow-firstRow), chromedp.WithPollingTimeout(10*time.Second)))
+		assert.NoError(t, err, "%s: a node of the rows drawn is missing", s.meta.Name)
+		if s.events <= 30 {
+			assert.Equal(t, s.events, lastRow-firstRow, "%s: a small tree is drawn whole", s.meta.Name)
+		}
+		// The path's newest page, and a button for the rest.
+		shown := min(len(p.Events), pathPage)
+		assert.Equal(t, shown, eval[int](b, `document.querySelectorAll("#transcript li.ev").length`), s.meta.Name)
+		assert.Contains(t, b.text(`#path-title`), fmt.Sprintf("· %d events", len(p.Events)), s.meta.Name)
+		assert.Equal(t, len(p.Events) > pathPage, eval[bool](b, `!document.querySelector("#earlier").hidden`), s.meta.Name)
 		assert.True(t, eval[bool](b, `document.querySelector("#error").hidden`), "%s: %s", s.meta.Name, eval[string](b, `document.querySelector("#error").textContent`))
 	}
 }

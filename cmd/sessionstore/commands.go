@@ -21,6 +21,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/sessionstore/sessionstore"
+	"github.com/sessionstore/sessionstore/cmd/web"
 )
 
 // cmdVersion prints the version of the module the command was built from.
@@ -190,6 +191,7 @@ func cmdTree(ctx context.Context, c *cmdEnv, args []string) int {
 	if *full {
 		name = uuid.UUID.String
 	}
+	customSummaries(ctx, s, session, nodes)
 	writeTree(c.stdout, nodes, head, next, name)
 	if treeErr != nil {
 		return c.failf("session %s: %s (above: the events before it)", session, describe(treeErr))
@@ -215,6 +217,26 @@ func activeEnds(ctx context.Context, s *sessionstore.Store, session uuid.UUID) (
 		head = again
 	}
 	return head, head, nil, nil
+}
+
+// customSummaries gives the custom events of nodes whose preview is the
+// start of a JSON object (a record kept as an importer found it,
+// {"parentUuid":...}) a readable one instead: web.Summary of the record,
+// read for them alone. A record that does not read keeps its preview.
+func customSummaries(ctx context.Context, s *sessionstore.Store, session uuid.UUID, nodes []sessionstore.Node) {
+	for i := range nodes {
+		n := &nodes[i]
+		if n.Kind != sessionstore.KindCustom || !strings.HasPrefix(n.Preview, "{") || strings.HasPrefix(n.Preview, `{"sessionstore":`) {
+			continue
+		}
+		ev, err := s.Event(ctx, session, n.ID)
+		if err != nil || ev.Record == nil {
+			continue
+		}
+		if sum := web.Summary(ev.Record); sum != "" {
+			n.Preview = sum
+		}
+	}
 }
 
 // maxTreeLevel is the deepest level tree indents to: past it a line is

@@ -75,7 +75,8 @@ commands:
                                               one page of the selected sessions, newest
                                               first, and the next page's cursor
   tree   [-full] <root> <session>             the event tree, indented where it forks,
-                                              with each event's preview; reads no record
+                                              with each event's preview (a custom record's
+                                              summary); reads no other record
   path   [-json] [-width n] <root> <session> [leaf]
                                               the active path, or the branch ending at leaf
   show   [-lazy] <root> <session> <event>     one event as indented JSON

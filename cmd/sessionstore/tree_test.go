@@ -237,3 +237,32 @@ func TestTreeBesideWriter(t *testing.T) {
 		assert.NotContains(t, stdout, "[NEXT]", "run %d", runs)
 	}
 }
+
+// TestTreeCustomSummary: a custom event whose record is a JSON object (a
+// line an importer kept as it was) is previewed by its summary, its type
+// and text, not by the start of its JSON; a snapshot's manifest and
+// another custom record keep their previews.
+func TestTreeCustomSummary(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	s, err := sessionstore.Open(root, nil)
+	require.NoError(t, err)
+	meta, err := s.Create(ctx, sessionstore.Meta{Name: "custom"})
+	require.NoError(t, err)
+	_, err = s.Append(ctx, meta.ID, sessionstore.UserText("hello"))
+	require.NoError(t, err)
+	_, err = s.Append(ctx, meta.ID, sessionstore.Event{Kind: sessionstore.KindCustom, Record: json.RawMessage(
+		`{"parentUuid":"b3af772f-56ab-4b26-b550-7ad62735d794","isSidechain":false,"userType":"external","type":"system","content":"Running \u001b[1mhook\u001b[22m"}`)})
+	require.NoError(t, err)
+	_, err = s.Append(ctx, meta.ID, sessionstore.Event{Kind: sessionstore.KindCustom, Record: json.RawMessage(`"a plain note"`)})
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+
+	status, stdout, stderr := runCmd("tree", root, meta.ID.String())
+	require.Equal(t, exitOK, status, stderr)
+	lines := strings.Split(strings.TrimSuffix(stdout, "\n"), "\n")
+	require.Len(t, lines, 3, stdout)
+	assert.True(t, strings.HasSuffix(lines[1], `"system · content: Running [1mhook [22m · +3 more fields"`), lines[1])
+	assert.NotContains(t, stdout, "parentUuid")
+	assert.True(t, strings.HasSuffix(lines[2], `"a plain note"`), lines[2])
+}

@@ -2,6 +2,7 @@ package web_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -42,4 +43,12 @@ func ExampleNew() {
 	body, _ := io.ReadAll(resp.Body)
 	fmt.Println(resp.StatusCode, strings.Contains(string(body), `"name":"example","working_dir":"","model":""`), strings.Contains(string(body), `"events":1`))
 	// Output: 200 true true
+}
+
+// ExampleSummary sums up a custom record, as the view shows it: a line an
+// importer kept as it found it.
+func ExampleSummary() {
+	rec := json.RawMessage(`{"parentUuid":"b3af772f-56ab-4b26-b550-7ad62735d794","isSidechain":false,"type":"system","subtype":"informational","content":"PostToolUse hook completed"}`)
+	fmt.Println(web.Summary(rec))
+	// Output: system · informational · content: PostToolUse hook completed · +2 more fields
 }

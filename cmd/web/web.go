@@ -47,6 +47,15 @@
 //	    Server-Sent Events: "sessions", the list's first page, at the
 //	    start and whenever it changes
 //
+// The page itself uses the paged endpoints (pages.go): the layout (each
+// node's parent's row, no preview), pages of nodes, and pages of a path
+// (/path with limit). It draws the rows on screen only and adds a live
+// update's nodes and events to what it holds, so that a session of
+// 100,000 events opens and follows as fast as a small one. A session
+// without a name carries a "title": the preview of its first user
+// message (titleOf); a custom event carries a one-line "summary" of its
+// record (Summary).
+//
 // A live stream polls the store every Options.PollInterval and ends when
 // its client goes away. Requests must name the server by a loopback
 // address or localhost in their Host header (or by one of
@@ -119,6 +128,7 @@ type Handler struct {
 	opts    Options
 	mux     *http.ServeMux
 	streams atomic.Int64 // live streams being served
+	trees   treeCache    // the trees last read (pages.go)
 }
 
 // New returns the web view of st. st should be opened with
@@ -152,6 +162,8 @@ func New(st *sessionstore.Store, opts Options) *Handler {
 	h.mux.HandleFunc("GET /api/sessions", h.list)
 	h.mux.HandleFunc("GET /api/sessions/{session}", h.session)
 	h.mux.HandleFunc("GET /api/sessions/{session}/path", h.path)
+	h.mux.HandleFunc("GET /api/sessions/{session}/layout", h.layout)
+	h.mux.HandleFunc("GET /api/sessions/{session}/nodes", h.nodes)
 	h.mux.HandleFunc("GET /api/sessions/{session}/events/{event}", h.event)
 	h.mux.HandleFunc("GET /api/sessions/{session}/events/{event}/changes", h.changes)
 	h.mux.HandleFunc("GET /api/sessions/{session}/live", h.live)
@@ -266,6 +278,9 @@ type sessionJSON struct {
 	Labels     map[string]string       `json:"labels,omitempty"`
 	ForkedFrom *sessionstore.ForkPoint `json:"forked_from,omitempty"`
 	Parent     *uuid.UUID              `json:"parent_session,omitempty"`
+	// Title is what the page shows for a session without a name: the
+	// preview of its first user message (see titleOf), "" for none.
+	Title string `json:"title,omitempty"`
 	// Events and Bytes are the session's events and the bytes of their
 	// records (compact JSON, as Node.Size counts them), from Tree; -1
 	// when the tree could not be read (TreeError says why).
@@ -323,6 +338,7 @@ func (h *Handler) readList(ctx context.Context, q sessionstore.Query, cursor str
 			s.Events, s.Bytes, s.TreeError = -1, -1, err.Error()
 		} else {
 			s.Events = len(nodes)
+			s.Title = titleOf(nodes)
 			for _, n := range nodes {
 				s.Bytes += n.Size
 			}
@@ -383,6 +399,9 @@ type nodeJSON struct {
 	Preview    string            `json:"preview,omitempty"`
 	// Snapshot marks a workspace snapshot (see snapshotMark).
 	Snapshot bool `json:"snapshot,omitempty"`
+	// ParentRow is the index of the parent among the session's nodes,
+	// -1 for a root (or a parent the tree does not hold).
+	ParentRow int `json:"parent_row"`
 }
 
 // snapshotMark is how a workspace snapshot's record, and so its node's
@@ -431,6 +450,8 @@ type treeJSON struct {
 	// last is the id of the tree's last node (uuid.Nil for none), the
 	// one a continuation must follow.
 	last uuid.UUID
+	// title is the session's Title (titleOf).
+	title string
 }
 
 // sessionDetailJSON is the answer of /api/sessions/{session}.
@@ -450,10 +471,11 @@ type sessionDetailJSON struct {
 func (h *Handler) readTree(ctx context.Context, id uuid.UUID, from int, last uuid.UUID) (treeJSON, error) {
 	head, next, headErr, nextErr := h.activeEnds(ctx, id)
 	lanes, lanesErr := h.st.Lanes(ctx, id)
-	nodes, treeErr := h.st.Tree(ctx, id)
-	if treeErr != nil && len(nodes) == 0 {
-		return treeJSON{}, treeErr
+	t, err := h.readTreeCached(ctx, id) // kept for the page's requests that follow
+	if err != nil {
+		return treeJSON{}, err
 	}
+	nodes, treeErr := t.nodes, t.err
 	out := treeJSON{Total: len(nodes), Lanes: []laneJSON{}}
 	if treeErr != nil {
 		out.Error = treeErr.Error()
@@ -489,9 +511,12 @@ func (h *Handler) readTree(ctx context.Context, id uuid.UUID, from int, last uui
 		out.last = nodes[len(nodes)-1].ID
 	}
 	out.From = from
+	out.title = titleOf(nodes)
 	out.Nodes = make([]nodeJSON, 0, len(nodes)-from)
-	for _, n := range nodes[from:] {
-		out.Nodes = append(out.Nodes, newNodeJSON(n))
+	for i, n := range nodes[from:] {
+		nj := newNodeJSON(n)
+		nj.ParentRow = t.parentRow(from + i)
+		out.Nodes = append(out.Nodes, nj)
 	}
 	return out, nil
 }
@@ -533,6 +558,7 @@ func (h *Handler) session(w http.ResponseWriter, r *http.Request) {
 	}
 	s := newSessionJSON(meta)
 	s.Events = tree.Total
+	s.Title = tree.title
 	for _, n := range tree.Nodes {
 		s.Bytes += n.Size
 	}
@@ -554,6 +580,9 @@ type eventJSON struct {
 	// Omitted: the record is over the inline limit or a blob; the events
 	// endpoint returns it.
 	Omitted bool `json:"omitted,omitempty"`
+	// Summary is a custom record's one-line summary (Summary), also when
+	// the record is left out (but not for a blob's).
+	Summary string `json:"summary,omitempty"`
 }
 
 func newEventJSON(ev sessionstore.Event) eventJSON {
@@ -568,6 +597,8 @@ func newEventJSON(ev sessionstore.Event) eventJSON {
 	}
 	if out.Record == nil {
 		out.Record = json.RawMessage("null")
+	} else if ev.Kind == sessionstore.KindCustom {
+		out.Summary = Summary(ev.Record)
 	}
 	return out
 }
@@ -601,6 +632,13 @@ func (h *Handler) path(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "bad context %q: want 0 or 1", v)
 		return
 	}
+	paged := q.Has("limit") || q.Has("offset")
+	offset, limit := -1, 0
+	if paged {
+		if offset, limit, ok = pageParams(w, r, 200, MaxPageEvents); !ok {
+			return
+		}
+	}
 	ctx := r.Context()
 	if leaf == uuid.Nil {
 		next, _, err := h.st.NextParent(ctx, id) // the active path's end, as Load's
@@ -610,6 +648,10 @@ func (h *Handler) path(w http.ResponseWriter, r *http.Request) {
 		}
 		leaf = next
 	}
+	if paged && leaf != uuid.Nil {
+		h.pathPage(w, ctx, id, leaf, contextOnly, offset, limit)
+		return
+	}
 	out := pathJSON{Context: contextOnly, Events: []eventJSON{}}
 	if leaf != uuid.Nil {
 		out.Leaf = &leaf
@@ -617,6 +659,10 @@ func (h *Handler) path(w http.ResponseWriter, r *http.Request) {
 	if leaf == uuid.Nil { // a session without events
 		if _, err := h.st.Meta(ctx, id); err != nil {
 			storeError(w, err, "session "+id.String())
+			return
+		}
+		if paged {
+			writeJSON(w, http.StatusOK, pathPageJSON{pathJSON: out, LeafRow: -1})
 			return
 		}
 		writeJSON(w, http.StatusOK, out)
@@ -637,11 +683,7 @@ func (h *Handler) path(w http.ResponseWriter, r *http.Request) {
 		out.Error = err.Error()
 	}
 	for _, ev := range events {
-		e := newEventJSON(ev)
-		if ev.Digest != "" || ev.Size > h.opts.InlineLimit {
-			e.Record, e.Omitted = json.RawMessage("null"), true
-		}
-		out.Events = append(out.Events, e)
+		out.Events = append(out.Events, h.pathEvent(ev))
 	}
 	writeJSON(w, http.StatusOK, out)
 }

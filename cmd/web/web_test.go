@@ -162,6 +162,7 @@ type pathEvent struct {
 	Size    int64           `json:"size"`
 	Record  json.RawMessage `json:"record"`
 	Omitted bool            `json:"omitted"`
+	Summary string          `json:"summary"`
 }
 
 type pathAnswer struct {
@@ -763,6 +764,8 @@ func FuzzAPIPath(f *testing.F) {
 		"/api/sessions/" + m.ID.String() + "/path?leaf=" + ev.ID.String() + "&context=1",
 		"/api/sessions/" + m.ID.String() + "/events/" + ev.ID.String(), "/api/sessions/%zz", "/api/x/y",
 		"/api/sessions/" + m.ID.String() + "/events/" + ev.ID.String() + "/changes",
+		"/api/sessions/" + m.ID.String() + "/layout", "/api/sessions/" + m.ID.String() + "/nodes?offset=0&limit=5",
+		"/api/sessions/" + m.ID.String() + "/path?offset=1&limit=1", "/api/sessions/" + m.ID.String() + "/path?limit=9&context=1",
 	} {
 		f.Add(seed)
 	}

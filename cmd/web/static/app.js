@@ -147,7 +147,7 @@
     for (const s of page.sessions) {
       const href = "#/s/" + s.id;
       const tr = el("tr", { class: "session", "data-id": s.id },
-        el("td", {}, el("a", { href: href, class: "name" }, s.name || shortID(s.id))),
+        el("td", {}, el("a", { href: href, class: s.name ? "name" : "name untitled", title: s.name ? null : "no name: its first prompt" }, s.name || s.title || shortID(s.id))),
         el("td", { class: "wrap" }, s.working_dir || "-"),
         el("td", {}, s.model || "-"),
         el("td", { class: "num events", title: s.tree_error || null }, s.events < 0 ? "?" : String(s.events)),
@@ -166,56 +166,159 @@
   }
 
   // ---- a session ---------------------------------------------------------
+  //
+  // A session of 100,000 events is neither fetched nor drawn whole. The
+  // page fetches its layout (each node's parent's row: /layout), lays
+  // every row out from it (a column each), and draws the rows on screen
+  // only, fetching their nodes a page at a time (/nodes). The path is
+  // fetched a page at a time too (/path?limit=), its newest page first.
+  // A live update adds the new rows to the layout and the new events to
+  // the path, and redraws the rows on screen: nothing is fetched again.
+
+  const NODE_PAGE = 256; // rows a /nodes request asks for
+  const PATH_PAGE = 100; // events a /path request asks for
+  const OVERSCAN = 16; // rows drawn above and below the screen
+
+  // times holds what the page measured (performance.now(), ms): open is
+  // the time from a session's opening to its tree and path drawn, live
+  // the times from a live update's arrival to its events drawn.
+  const times = { open: [], live: [] };
+  window.sessionstoreTimes = times;
 
   async function showSession(id, leaf) {
     $("#list-view").hidden = true;
     $("#session-view").hidden = false;
     if (view && view.id === id) {
       view.selected = leaf;
-      drawGraph();
-      loadPath();
+      loadPath(true);
       return;
     }
+    const started = performance.now();
     stopLive();
-    view = { id: id, selected: leaf, nodes: [], byId: new Map(), head: null, next: null, lanes: [], es: null, seen: new Set(), changes: new Map() };
+    view = {
+      id: id, selected: leaf, es: null, seen: new Set(), changes: new Map(),
+      total: 0, parents: [], col: [], taken: [], cols: 0, colRows: [], branchRows: new Set(),
+      head: null, next: null, headRow: -1, nextRow: -1, lanes: [], last: null,
+      pages: new Map(), fetching: new Map(), byId: new Map(), rowOf: new Map(), summaries: new Map(),
+      onPath: new Uint8Array(0), path: null, opened: false,
+    };
+    const v = view;
     $("#graph").replaceChildren();
     $("#transcript").replaceChildren();
     let d;
     try {
-      d = await getJSON("/api/sessions/" + id);
+      d = await getJSON("/api/sessions/" + id + "/layout");
     } catch (e) {
       showError(e);
       return;
     }
-    if (!view || view.id !== id) return;
+    if (view !== v) return;
     const s = d.session;
-    $("#crumb").textContent = "/ " + (s.name || shortID(s.id));
+    const name = s.name || s.title || shortID(s.id);
+    $("#crumb").textContent = "/ " + name;
     $("#meta").replaceChildren(
-      el("b", {}, s.name || "(no name)"),
+      el("b", { class: s.name ? null : "untitled", title: s.name ? null : "no name: its first prompt" }, s.name || s.title || "(no name)"),
       el("span", {}, "id " + s.id),
       el("span", {}, "dir " + (s.working_dir || "-")),
       el("span", {}, "model " + (s.model || "-")),
       el("span", {}, "created " + stamp(s.created_at)),
       el("span", {}, "updated " + stamp(s.updated_at)));
-    setTree(d);
+    addRows(d.parents, 0);
+    for (const r of d.branches) v.branchRows.add(r);
+    setEnds(d.head, d.next, d.lanes, d.head_row, d.next_row);
+    v.last = d.last;
     if (d.error) showError(d.error);
-    drawGraph();
-    loadPath();
+    buildGraph();
+    const focus = v.nextRow >= 0 ? v.nextRow : v.total - 1;
+    const box = $("#graph");
+    box.scrollTop = Math.max(0, PAD + focus * ROW - box.clientHeight / 2);
+    await Promise.all([drawGraph(), loadPath()]);
+    if (view !== v) return;
+    v.opened = true;
+    times.open.push(performance.now() - started);
     startLive();
   }
 
-  function setTree(t) {
-    if (t.from === 0) {
-      view.nodes = [];
-      view.byId = new Map();
+  // addRows adds rows to the layout, from row from on, given their
+  // parents' rows: a node's first child continues its column, every other
+  // child starts a new one.
+  function addRows(parents, from) {
+    const v = view;
+    for (let i = 0; i < parents.length; i++) {
+      const r = from + i, p = parents[i];
+      v.parents[r] = p;
+      let c;
+      if (p >= 0 && !v.taken[p]) {
+        c = v.col[p];
+        v.taken[p] = 1;
+      } else {
+        if (p >= 0) v.taken[p] = 1;
+        c = v.cols++;
+        v.colRows[c] = [];
+      }
+      v.col[r] = c;
+      v.taken[r] = 0;
+      v.colRows[c].push(r);
     }
-    for (const n of t.nodes) {
-      view.byId.set(n.id, n);
-      view.nodes.push(n);
-    }
-    view.head = t.head;
-    view.next = t.next || t.head;
-    view.lanes = t.lanes || [];
+    v.total = Math.max(v.total, from + parents.length);
+  }
+
+  // setEnds sets HEAD, the active path's end and the lanes, with their rows
+  // when known (else as the nodes the page holds tell).
+  function setEnds(head, next, lanes, headRow, nextRow) {
+    const v = view;
+    const rowOf = (id, given) => (given !== undefined && given !== null && given >= 0 ? given : id && v.rowOf.has(id) ? v.rowOf.get(id) : -1);
+    const old = new Map(v.lanes.map((l) => [l.name + "\u0000" + l.tip, l.tip_row]));
+    v.head = head;
+    v.next = next || head;
+    v.headRow = rowOf(head, headRow);
+    v.nextRow = next ? rowOf(next, nextRow) : v.headRow;
+    v.lanes = (lanes || []).map((l) => {
+      let tr = rowOf(l.tip, l.tip_row);
+      if (tr < 0 && old.has(l.name + "\u0000" + l.tip)) tr = old.get(l.name + "\u0000" + l.tip);
+      return { name: l.name, tip: l.tip, active: l.active, tip_row: tr };
+    });
+  }
+
+  // keepNodes keeps nodes, of rows from on, as the page's.
+  function keepNodes(nodes, from) {
+    const v = view;
+    nodes.forEach((n, i) => {
+      const r = from + i;
+      const pg = Math.floor(r / NODE_PAGE);
+      let page = v.pages.get(pg);
+      if (!page) {
+        page = [];
+        v.pages.set(pg, page);
+      }
+      page[r - pg * NODE_PAGE] = n;
+      v.byId.set(n.id, n);
+      v.rowOf.set(n.id, r);
+    });
+  }
+
+  // nodeAt returns the node of row r, or null when its page is not here yet.
+  function nodeAt(r) {
+    const page = view.pages.get(Math.floor(r / NODE_PAGE));
+    return (page && page[r % NODE_PAGE]) || null;
+  }
+
+  // fetchPage fetches the page of nodes pg, once at a time; its promise
+  // ends when the page is kept.
+  function fetchPage(pg) {
+    const v = view;
+    if (v.fetching.has(pg)) return v.fetching.get(pg);
+    const p = getJSON("/api/sessions/" + v.id + "/nodes?offset=" + pg * NODE_PAGE + "&limit=" + NODE_PAGE).then((ans) => {
+      v.fetching.delete(pg);
+      if (view !== v) return;
+      keepNodes(ans.nodes, ans.offset);
+      for (const l of v.lanes) if (l.tip_row < 0 && v.rowOf.has(l.tip)) l.tip_row = v.rowOf.get(l.tip);
+    }, (e) => {
+      v.fetching.delete(pg);
+      if (view === v) showError(e);
+    });
+    v.fetching.set(pg, p);
+    return p;
   }
 
   function startLive() {
@@ -223,14 +326,15 @@
     const v = view;
     // last lets the server tell a continuation of the nodes the page
     // holds from another tree under the same id.
-    const last = v.nodes.length ? "&last=" + v.nodes[v.nodes.length - 1].id : "";
-    const es = new EventSource("/api/sessions/" + v.id + "/live?known=" + v.nodes.length + last);
+    const last = v.last ? "&last=" + v.last : "";
+    const es = new EventSource("/api/sessions/" + v.id + "/live?known=" + v.total + last);
     v.es = es;
     es.onopen = () => setStatus("live", true);
     es.addEventListener("tree", (msg) => {
       if (view !== v) return;
+      const arrived = performance.now();
       const t = JSON.parse(msg.data);
-      if (t.from !== 0 && t.from !== v.nodes.length) {
+      if (t.from !== v.total) {
         // Not a continuation of what the page holds: start over.
         es.close();
         const id = v.id, sel = v.selected;
@@ -238,13 +342,27 @@
         showSession(id, sel);
         return;
       }
-      if (t.from === v.nodes.length && t.nodes.length === 0 && t.head === v.head && (t.next || t.head) === v.next &&
-          JSON.stringify(t.lanes || []) === JSON.stringify(v.lanes)) {
+      if (t.nodes.length === 0 && t.head === v.head && (t.next || t.head) === v.next &&
+          JSON.stringify((t.lanes || []).map((l) => [l.name, l.tip, !!l.active])) === JSON.stringify(v.lanes.map((l) => [l.name, l.tip, !!l.active]))) {
         return; // nothing the page lacks (the stream's first look): no redraw
       }
-      setTree(t);
-      drawGraph();
-      if (!v.selected) loadPath();
+      const box = $("#graph");
+      const following = v.nextRow >= 0 && rowVisible(v.nextRow);
+      const oldNext = v.next, oldNextRow = v.nextRow;
+      addRows(t.nodes.map((n) => n.parent_row), t.from);
+      keepNodes(t.nodes, t.from);
+      for (const n of t.nodes) if (n.branch_from) v.branchRows.add(v.rowOf.get(n.id));
+      if (t.nodes.length) v.last = t.nodes[t.nodes.length - 1].id;
+      setEnds(t.head, t.next, t.lanes);
+      sizeGraph();
+      if (following && v.nextRow >= 0 && !rowVisible(v.nextRow)) {
+        box.scrollTop = Math.max(0, PAD + v.nextRow * ROW - box.clientHeight + 3 * ROW);
+      }
+      const drawn = [drawGraph()];
+      if (!v.selected) drawn.push(extendPath(oldNext, oldNextRow));
+      Promise.all(drawn).then(() => {
+        if (view === v) times.live.push(performance.now() - arrived);
+      });
     });
     es.addEventListener("gone", () => {
       es.close();
@@ -271,42 +389,28 @@
 
   const ROW = 22, COL = 16, PAD = 12;
 
-  // layout gives each node a row (its append order) and a column: a
-  // node's first child continues its column, every other child starts a
-  // new one.
-  function layout(nodes) {
-    const col = new Map(), taken = new Set();
-    let next = 0;
-    for (const n of nodes) {
-      const p = n.parent_id;
-      if (p && col.has(p) && !taken.has(p)) {
-        col.set(n.id, col.get(p));
-        taken.add(p);
-      } else {
-        if (p) taken.add(p);
-        col.set(n.id, next++);
-      }
-    }
-    return { col: col, cols: next };
-  }
-
-  function pathTo(leaf) {
-    const on = new Set();
-    let id = leaf;
-    while (id && view.byId.has(id) && !on.has(id)) {
-      on.add(id);
-      id = view.byId.get(id).parent_id;
-    }
-    return on;
-  }
-
   function nodeLabel(n) {
     if (n.snapshot) {
       const label = snapshotLabel(n.preview);
       return "workspace snapshot" + (label ? " · " + label : "");
     }
+    if (n.kind === "custom") return customLabel(n);
     if (n.preview) return n.preview;
     return n.role ? n.kind + " · " + n.role : n.kind;
+  }
+
+  // customLabel is a custom node's label: its record's summary when the
+  // path brought it, else what the start of its record (the preview)
+  // tells: its "type", or its first members' names.
+  function customLabel(n) {
+    const sum = view.summaries.get(n.id);
+    if (sum) return sum;
+    const p = n.preview || "";
+    if (!p.startsWith("{")) return p || "custom";
+    const m = /"type":"((?:[^"\\]|\\.)*)"/.exec(p);
+    if (m) return "custom · " + m[1];
+    const keys = [...p.matchAll(/[{,]"((?:[^"\\]|\\.)*)":/g)].map((k) => k[1]);
+    return "custom · {" + keys.join(", ") + (keys.length ? ", …}" : "…}");
   }
 
   // snapshotLabel is the label of a workspace snapshot's manifest, read
@@ -331,56 +435,152 @@
   }
 
   // isSnapshot reports whether the event ev carries a workspace snapshot,
-  // as its node in the tree says.
+  // as its node in the tree says (or, before its node is here, its
+  // record's start).
   function isSnapshot(ev) {
     const n = view && view.byId.get(ev.id);
-    return !!(n && n.snapshot);
+    if (n) return !!n.snapshot;
+    return ev.kind === "custom" && !!ev.record && typeof ev.record === "object" && ev.record.sessionstore === "snapshot";
   }
 
+  // markPath marks the rows of the path ending at row leaf.
+  function markPath(leaf) {
+    const v = view;
+    const on = new Uint8Array(v.total);
+    for (let r = leaf, n = 0; r >= 0 && n <= v.total; r = v.parents[r], n++) on[r] = 1;
+    v.onPath = on;
+  }
+
+  // buildGraph makes the tree's scroll box: a spacer as tall as every row,
+  // and the SVG that draws the rows on screen, moved as the box scrolls.
+  function buildGraph() {
+    const box = $("#graph");
+    const spacer = el("div", { id: "tree-spacer" });
+    box.replaceChildren(spacer);
+    box.onscroll = () => {
+      if (view && !view.drawQueued) {
+        view.drawQueued = true;
+        requestAnimationFrame(() => { if (view) { view.drawQueued = false; drawGraph(); } });
+      }
+    };
+    sizeGraph();
+  }
+
+  function sizeGraph() {
+    const v = view;
+    const spacer = $("#tree-spacer");
+    if (!spacer) return;
+    spacer.style.height = PAD * 2 + Math.max(v.total, 1) * ROW + "px";
+    spacer.style.width = Math.max(PAD + v.cols * COL + 6 + 520, 400) + "px";
+    $("#tree-count").textContent = "(" + v.total + " events, " + v.lanes.length + " lane" + (v.lanes.length === 1 ? "" : "s") + ")";
+    $("#graph").dataset.total = String(v.total);
+  }
+
+  function rowVisible(r) {
+    const box = $("#graph");
+    const y = PAD + r * ROW;
+    return y >= box.scrollTop && y + ROW <= box.scrollTop + box.clientHeight;
+  }
+
+  // firstAtOrAfter returns the index in rows (ascending) of the first row
+  // at or after r.
+  function firstAtOrAfter(rows, r) {
+    let lo = 0, hi = rows.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (rows[mid] < r) lo = mid + 1; else hi = mid;
+    }
+    return lo;
+  }
+
+  // drawGraph draws the rows on screen (and OVERSCAN more each side),
+  // fetching the pages of nodes they need; its promise ends when they are
+  // drawn with their nodes.
   function drawGraph() {
     const v = view;
-    const nodes = v.nodes;
-    $("#tree-count").textContent = "(" + nodes.length + " events, " + v.lanes.length + " lane" + (v.lanes.length === 1 ? "" : "s") + ")";
-    const { col, cols } = layout(nodes);
-    const row = new Map();
-    nodes.forEach((n, i) => row.set(n.id, i));
-    const on = pathTo(v.selected || v.next);
+    const box = $("#graph");
+    const spacer = $("#tree-spacer");
+    if (!spacer) return Promise.resolve();
+    const first = Math.max(0, Math.floor((box.scrollTop - PAD) / ROW) - OVERSCAN);
+    const last = Math.min(v.total, Math.ceil((box.scrollTop + box.clientHeight) / ROW) + OVERSCAN);
+    const need = new Set();
+    for (let r = first; r < last; r++) if (!nodeAt(r)) need.add(Math.floor(r / NODE_PAGE));
+    const missing = [...need].map(fetchPage);
+    paint(first, last);
+    if (missing.length === 0) return Promise.resolve();
+    return Promise.all(missing).then(() => { if (view === v) paint(...visibleRows()); });
+  }
+
+  function visibleRows() {
+    const box = $("#graph");
+    return [Math.max(0, Math.floor((box.scrollTop - PAD) / ROW) - OVERSCAN),
+      Math.min(view.total, Math.ceil((box.scrollTop + box.clientHeight) / ROW) + OVERSCAN)];
+  }
+
+  // paint draws rows [first, last) into a new SVG placed at their height.
+  function paint(first, last) {
+    const v = view;
+    const spacer = $("#tree-spacer");
+    if (!spacer) return;
+    if (v.onPathFor !== (v.selectedRow !== undefined && v.selected ? v.selectedRow : v.nextRow) || v.onPath.length !== v.total) {
+      v.onPathFor = v.selected && v.selectedRow !== undefined ? v.selectedRow : v.nextRow;
+      markPath(v.onPathFor);
+    }
+    const on = v.onPath;
     const tips = new Map();
     for (const l of v.lanes) {
-      if (!l.tip) continue;
-      if (!tips.has(l.tip)) tips.set(l.tip, []);
-      tips.get(l.tip).push(l);
+      if (l.tip_row < 0) continue;
+      if (!tips.has(l.tip_row)) tips.set(l.tip_row, []);
+      tips.get(l.tip_row).push(l);
     }
-    const labelX = PAD + cols * COL + 6;
+    const labelX = PAD + v.cols * COL + 6;
     const width = Math.max(labelX + 520, 400);
-    const height = PAD * 2 + Math.max(nodes.length, 1) * ROW;
-    const root = svg("svg", { width: width, height: height, viewBox: "0 0 " + width + " " + height, id: "tree-svg", role: "img", "aria-label": "event tree" });
-    const xOf = (id) => PAD + col.get(id) * COL;
-    const yOf = (id) => PAD + row.get(id) * ROW + ROW / 2;
+    const top = PAD + first * ROW; // the SVG's top, in the spacer
+    const height = Math.max(last - first, 1) * ROW;
+    const root = svg("svg", { width: width, height: height, viewBox: "0 0 " + width + " " + height, id: "tree-svg", role: "img", "aria-label": "event tree", "data-first": first, "data-last": last });
+    root.style.position = "absolute";
+    root.style.top = top + "px";
+    root.style.left = "0";
+    const xOf = (r) => PAD + v.col[r] * COL;
+    const yOf = (r) => (r - first) * ROW + ROW / 2;
     const rows = svg("g", { class: "rows" });
     const edges = svg("g", { class: "edges" });
     const marks = svg("g", { class: "nodes" });
     const labels = svg("g", { class: "labels" });
-    for (const n of nodes) {
-      const x = xOf(n.id), y = yOf(n.id);
+    const edge = (r) => {
+      const p = v.parents[r];
+      if (p < 0) return;
+      const x = xOf(r), y = yOf(r), px = xOf(p), py = yOf(p);
+      const d = px === x ? `M${px},${py} L${x},${y}` : `M${px},${py} Q${x},${py} ${x},${py + ROW * 0.8} L${x},${y}`;
+      const cls = ["edge"];
+      if (v.branchRows.has(r)) cls.push("branch");
+      if (on[r]) cls.push("on-path");
+      edges.append(svg("path", { class: cls.join(" "), d: d }));
+    };
+    // The edges that cross the rows drawn from a row below them.
+    for (let c = 0; c < v.cols; c++) {
+      const cr = v.colRows[c];
+      const i = firstAtOrAfter(cr, last);
+      if (i < cr.length && v.parents[cr[i]] >= 0 && v.parents[cr[i]] < last) edge(cr[i]);
+    }
+    for (let r = first; r < last; r++) {
+      const x = xOf(r), y = yOf(r);
+      edge(r);
+      const n = nodeAt(r);
+      if (!n) {
+        marks.append(svg("circle", { class: "pending", cx: x, cy: y, r: 4 }));
+        continue;
+      }
       const bg = svg("rect", { class: "row", x: 0, y: y - ROW / 2, width: width, height: ROW, fill: "transparent", "data-id": n.id });
       bg.addEventListener("click", () => select(n.id));
       rows.append(bg);
-      if (n.parent_id && col.has(n.parent_id)) {
-        const px = xOf(n.parent_id), py = yOf(n.parent_id);
-        const d = px === x ? `M${px},${py} L${x},${y}` : `M${px},${py} Q${x},${py} ${x},${py + ROW * 0.8} L${x},${y}`;
-        const cls = ["edge"];
-        if (n.branch_from) cls.push("branch");
-        if (on.has(n.id)) cls.push("on-path");
-        edges.append(svg("path", { class: cls.join(" "), d: d }));
-      }
       const cls = ["node", n.kind];
       if (n.kind === "message" && n.role) cls.push("message-" + n.role);
       if (n.snapshot) cls.push("snapshot");
-      if (on.has(n.id)) cls.push("on-path");
+      if (on[r]) cls.push("on-path");
       if (n.id === v.selected) cls.push("selected");
-      if (n.id === v.head) cls.push("head");
-      const attrs = { class: cls.join(" "), "data-id": n.id, "data-kind": n.kind, "data-role": n.role || "" };
+      if (r === v.headRow) cls.push("head");
+      const attrs = { class: cls.join(" "), "data-id": n.id, "data-kind": n.kind, "data-role": n.role || "", "data-row": r };
       let shape;
       if (n.kind === "compaction") {
         shape = svg("polygon", Object.assign(attrs, { points: `${x},${y - 7} ${x + 7},${y} ${x},${y + 7} ${x - 7},${y}` }));
@@ -395,8 +595,8 @@
       shape.append(svg("title", {}, (n.snapshot ? "workspace snapshot" : n.kind) + (n.role ? " · " + n.role : "") + "  " + n.id + "  " + stamp(n.timestamp) + "  " + bytes(n.size) + (n.preview ? "\n" + n.preview : "")));
       shape.addEventListener("click", () => select(n.id));
       marks.append(shape);
-      if (n.id === v.head) marks.append(svg("circle", { class: "head-ring", cx: x, cy: y, r: 9.5 }));
-      if (n.id === v.next && v.next !== v.head) marks.append(svg("circle", { class: "next-ring", cx: x, cy: y, r: 9.5 }));
+      if (r === v.headRow) marks.append(svg("circle", { class: "head-ring", cx: x, cy: y, r: 9.5 }));
+      if (r === v.nextRow && v.next !== v.head) marks.append(svg("circle", { class: "next-ring", cx: x, cy: y, r: 9.5 }));
 
       let lx = labelX;
       const tag = (text, kind) => {
@@ -405,19 +605,17 @@
         labels.append(svg("text", { class: "tag " + kind.split(" ")[0], x: lx + 4, y: y + 4 }, text));
         lx += w + 4;
       };
-      if (n.id === v.head) tag("HEAD", "head");
-      if (n.id === v.next && v.next !== v.head) tag("NEXT", "next");
+      if (r === v.headRow) tag("HEAD", "head");
+      if (r === v.nextRow && v.next !== v.head) tag("NEXT", "next");
       if (n.snapshot) tag("files", "files");
-      for (const l of tips.get(n.id) || []) tag("⎇ " + l.name, "lane" + (l.active ? " active" : ""));
-      const label = svg("text", { class: "label" + (on.has(n.id) ? "" : " off-path"), x: lx, y: y + 4, "data-id": n.id }, cut(nodeLabel(n), 90));
+      for (const l of tips.get(r) || []) tag("⎇ " + l.name, "lane" + (l.active ? " active" : ""));
+      const label = svg("text", { class: "label" + (on[r] ? "" : " off-path"), x: lx, y: y + 4, "data-id": n.id }, cut(nodeLabel(n), 90));
       label.addEventListener("click", () => select(n.id));
       labels.append(label);
     }
     root.append(rows, edges, marks, labels);
-    const box = $("#graph");
-    const scroll = box.scrollTop;
-    box.replaceChildren(root);
-    box.scrollTop = scroll;
+    const old = $("#tree-svg");
+    if (old) old.replaceWith(root); else spacer.append(root);
   }
 
   function select(id) {
@@ -425,41 +623,151 @@
   }
 
   // ---- the path as a transcript ---------------------------------------------
+  //
+  // view.path is the part of the path the page holds: its events from
+  // index offset to the path's end (total), newest last. The page asks for
+  // the newest PATH_PAGE events, then for earlier ones when the reader
+  // asks; a live append asks for the new events only.
 
   let pathSeq = 0;
 
-  async function loadPath() {
+  function pathURL(v, leaf, offset, limit) {
+    const ctx = $("#context-only").checked;
+    let url = "/api/sessions/" + v.id + "/path?context=" + (ctx ? 1 : 0) + "&limit=" + limit;
+    if (offset !== null) url += "&offset=" + offset;
+    if (leaf) url += "&leaf=" + leaf;
+    return url;
+  }
+
+  // loadPath fetches the newest page of the path shown (the selected
+  // event's, else the active one) and shows it; with reveal, it also
+  // scrolls the tree to the path's end when that is off screen.
+  async function loadPath(reveal) {
     const v = view;
     const seq = ++pathSeq;
-    const ctx = $("#context-only").checked;
-    let url = "/api/sessions/" + v.id + "/path" + "?context=" + (ctx ? 1 : 0);
-    if (v.selected) url += "&leaf=" + v.selected;
     $("#to-head").hidden = !v.selected;
     let p;
     try {
-      p = await getJSON(url);
+      p = await getJSON(pathURL(v, v.selected, null, PATH_PAGE));
     } catch (e) {
       if (seq === pathSeq) showError(e);
       return;
     }
     if (seq !== pathSeq || view !== v) return;
-    // The active path ends at HEAD, or at NEXT while a lane switch is pending.
-    const end = p.leaf === v.head ? "HEAD " : "NEXT ";
-    $("#path-title").textContent = (v.selected ? "to " + shortID(p.leaf) : "active, to " + end + shortID(p.leaf)) + " · " + p.events.length + " events";
+    v.path = { leaf: p.leaf, context: p.context, offset: p.offset || 0, total: p.total || 0, error: p.error || "" };
+    v.selectedRow = v.selected ? (p.leaf_row >= 0 ? p.leaf_row : v.rowOf.has(v.selected) ? v.rowOf.get(v.selected) : -1) : undefined;
     const list = $("#transcript");
     const open = new Set([...list.querySelectorAll("details[open]")].map((d) => d.closest(".ev").dataset.id + "/" + d.dataset.part));
     const fresh = v.seen.size > 0;
     list.replaceChildren();
-    for (const ev of p.events) {
-      const li = renderEvent(ev);
-      if (fresh && !v.seen.has(ev.id)) li.classList.add("new");
-      v.seen.add(ev.id);
+    list.append(earlierItem(v));
+    appendEvents(v, p.events, fresh, open);
+    if (p.error) list.append(el("li", { class: "ev path-error" }, el("span", { class: "error" }, p.error)));
+    pathTitle(v);
+    if (!$("#tree-spacer")) return;
+    const end = v.selected ? v.selectedRow : v.nextRow;
+    if (reveal && end >= 0 && !rowVisible(end)) {
+      const box = $("#graph");
+      box.scrollTop = Math.max(0, PAD + end * ROW - box.clientHeight / 2);
+      drawGraph();
+    } else {
+      paint(...visibleRows());
+    }
+  }
+
+  function pathTitle(v) {
+    const p = v.path;
+    // The active path ends at HEAD, or at NEXT while a lane switch is pending.
+    const end = p.leaf === v.head ? "HEAD " : "NEXT ";
+    $("#path-title").textContent = (v.selected ? "to " + shortID(p.leaf) : "active, to " + end + shortID(p.leaf)) + " · " + p.total + " events";
+  }
+
+  // earlierItem is the transcript's first item: a button that fetches the
+  // page before the events shown, when there is one.
+  function earlierItem(v) {
+    const li = el("li", { id: "earlier" });
+    const draw = () => {
+      const n = v.path.offset;
+      li.replaceChildren();
+      li.hidden = n === 0;
+      if (n === 0) return;
+      const b = el("button", { type: "button" }, "show earlier events (" + n + " before these)");
+      b.addEventListener("click", async () => {
+        b.disabled = true;
+        const from = Math.max(0, n - PATH_PAGE);
+        const seq = pathSeq;
+        let p;
+        try {
+          p = await getJSON(pathURL(v, v.path.leaf, from, n - from));
+        } catch (e) {
+          b.disabled = false;
+          showError(e);
+          return;
+        }
+        if (seq !== pathSeq || view !== v) return;
+        const frag = document.createDocumentFragment();
+        for (const ev of p.events) frag.append(eventItem(v, ev, false, null));
+        li.after(frag);
+        v.path.offset = p.offset;
+        draw();
+      });
+      li.append(b);
+    };
+    v.path.redrawEarlier = draw;
+    draw();
+    return li;
+  }
+
+  function eventItem(v, ev, fresh, open) {
+    if (ev.kind === "custom" && ev.summary) v.summaries.set(ev.id, ev.summary);
+    const li = renderEvent(ev);
+    if (fresh && !v.seen.has(ev.id)) li.classList.add("new");
+    v.seen.add(ev.id);
+    if (open) {
       for (const d of li.querySelectorAll("details")) {
         if (open.has(ev.id + "/" + d.dataset.part)) d.open = true;
       }
-      list.append(li);
     }
-    if (p.error) list.append(el("li", { class: "ev" }, el("span", { class: "error" }, p.error)));
+    return li;
+  }
+
+  function appendEvents(v, events, fresh, open) {
+    const frag = document.createDocumentFragment();
+    for (const ev of events) frag.append(eventItem(v, ev, fresh, open));
+    $("#transcript").append(frag);
+  }
+
+  // extendPath shows a live update's change of the active path: when the
+  // path held ended at the old end (oldNext, of row oldRow) and the new
+  // end descends from it, only the events after it are fetched and
+  // added; otherwise the newest page is fetched again.
+  async function extendPath(oldNext, oldRow) {
+    const v = view;
+    const p = v.path;
+    if (!p || p.context || p.error || p.leaf !== oldNext || oldRow < 0 || v.nextRow < 0) return loadPath();
+    let depth = 0, r = v.nextRow;
+    while (r >= 0 && r !== oldRow && depth <= v.total) { r = v.parents[r]; depth++; }
+    if (r !== oldRow) return loadPath();
+    if (depth === 0) { pathTitle(v); return; }
+    if (depth > PATH_PAGE) return loadPath();
+    const seq = ++pathSeq;
+    let ans;
+    try {
+      ans = await getJSON(pathURL(v, v.next, p.total, depth));
+    } catch (e) {
+      if (seq === pathSeq) showError(e);
+      return;
+    }
+    if (seq !== pathSeq || view !== v) return;
+    if (ans.offset !== p.total || ans.total !== p.total + depth) return loadPath();
+    appendEvents(v, ans.events, true, null);
+    p.leaf = ans.leaf;
+    p.total = ans.total;
+    if (ans.error) {
+      p.error = ans.error;
+      $("#transcript").append(el("li", { class: "ev path-error" }, el("span", { class: "error" }, ans.error)));
+    }
+    pathTitle(v);
   }
 
   function decode(ev) {
@@ -519,7 +827,7 @@
         return s;
       }
       case "message": return (ev.role || "message") + " message";
-      case "custom": return isSnapshot(ev) ? "manifest" : "custom record";
+      case "custom": return isSnapshot(ev) ? "manifest" : ev.summary || "custom record";
       default: return ev.kind.replace("_", " ");
     }
   }
@@ -580,6 +888,15 @@
       case "branch_summary":
         put(frag, el("div", { class: "mark" }, "branch summary — of the abandoned branch at " + shortID(r.abandoned_head)),
           summaryBlock(r.summary));
+        break;
+      case "custom":
+        if (!isSnapshot(ev)) {
+          // A readable line, the JSON a click away.
+          put(frag, el("div", { class: "custom-summary" }, ev.summary || "custom record"),
+            el("details", { "data-part": "raw", class: "raw" }, el("summary", {}, "raw JSON"), el("pre", {}, pretty(r._value !== undefined ? r._value : r))));
+          break;
+        }
+        put(frag, collapsed("record", summaryLine(ev, r), el("pre", {}, pretty(r._value !== undefined ? r._value : r))));
         break;
       default:
         put(frag, collapsed("record", summaryLine(ev, r), el("pre", {}, pretty(r._value !== undefined ? r._value : r))));
