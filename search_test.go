@@ -2,8 +2,10 @@ package sessionstore
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -356,6 +358,71 @@ func BenchmarkSearch(b *testing.B) {
 				_, err := s.searchScan(ctx, q, p)
 				require.NoError(b, err)
 			}
+		})
+	}
+}
+
+// dirBytes is the total size of the files under dir whose path holds part.
+func dirBytes(tb testing.TB, dir, part string) int64 {
+	var n int64
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.Contains(path, part) {
+			return err
+		}
+		fi, err := d.Info()
+		if err == nil {
+			n += fi.Size()
+		}
+		return err
+	})
+	require.NoError(tb, err)
+	return n
+}
+
+// BenchmarkSearchClaudeCode stores each shared Claude Code transcript as
+// a session (each line a custom event), and reports the index's size
+// against the stored chunks and blobs (index/stored), then times queries
+// of a rare word, a common word and a phrase. Skipped without the shared
+// data.
+func BenchmarkSearchClaudeCode(b *testing.B) {
+	data := sharedDataDir()
+	if data == "" {
+		b.Skip("no shared data (../shared/data, $SESSIONSTORE_SHARED_DATA or /work/shared/data)")
+	}
+	ctx := context.Background()
+	dir := b.TempDir()
+	s, err := Open(dir, nil)
+	require.NoError(b, err)
+	sessions := map[string]uuid.UUID{}
+	claudeCodeLines(b, data, func(path string, line []byte) {
+		id, ok := sessions[path]
+		if !ok {
+			m, err := s.Create(ctx, Meta{Name: filepath.Base(path)})
+			require.NoError(b, err)
+			id, sessions[path] = m.ID, m.ID
+		}
+		_, err := s.Append(ctx, id, NewEvent(KindCustom, RoleNone, json.RawMessage(line)))
+		require.NoError(b, err)
+	})
+	require.NoError(b, s.Close())
+	s, err = Open(dir, nil)
+	require.NoError(b, err)
+	defer s.Close()
+	for range s.Search(ctx, SearchQuery{Text: "x"}) { // builds and saves the index
+	}
+	stored := dirBytes(b, filepath.Join(dir, sessionsDir), string(filepath.Separator)+chunksDir+string(filepath.Separator)) +
+		dirBytes(b, filepath.Join(dir, sessionsDir), string(filepath.Separator)+"blobs"+string(filepath.Separator))
+	index := dirBytes(b, filepath.Join(dir, searchDir), "seg-")
+	b.Logf("%d sessions, stored %d bytes, index %d bytes", len(sessions), stored, index)
+	for _, text := range []string{"supercalifragilistic", "file", `"tool_use"`, `"the file"`} {
+		q := SearchQuery{Text: text}
+		b.Run(strings.Trim(text, `"`), func(b *testing.B) {
+			for b.Loop() {
+				for _, err := range s.Search(ctx, q) {
+					require.NoError(b, err)
+				}
+			}
+			b.ReportMetric(float64(index)/float64(stored), "index/stored")
 		})
 	}
 }

@@ -1,6 +1,7 @@
 package sessionstore
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"path/filepath"
@@ -140,30 +141,73 @@ func (s *Store) searchIndexed(ctx context.Context, q SearchQuery, p *searchPlan)
 	slices.SortFunc(cands, hitOrder)
 	var hits []Hit
 	var buf []byte
-	for _, c := range cands {
-		if len(hits) >= p.limit {
-			break
+	for k := 0; k < len(cands) && len(hits) < p.limit; {
+		// the next window of candidates, read a session at a time
+		n := min(len(cands)-k, max(p.limit-len(hits), 16))
+		win := cands[k : k+n]
+		k += n
+		read := map[uuid.UUID]map[uuid.UUID]*Event{}
+		for _, c := range win {
+			if read[c.Session] == nil {
+				read[c.Session] = map[uuid.UUID]*Event{}
+			}
+			read[c.Session][c.Event] = nil
 		}
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		ev, err := s.Event(ctx, c.Session, c.Event)
-		if err == nil && ev.Record == nil && ev.Digest != "" {
-			ev, err = s.Resolve(ctx, c.Session, ev)
-		}
-		if err != nil {
-			if errors.Is(err, ErrClosed) {
+		for sid, want := range read {
+			if err := s.readEvents(ctx, sid, want); err != nil && (ctx.Err() != nil || errors.Is(err, ErrClosed)) {
 				return nil, err
 			}
-			continue // gone since it was indexed (deleted, cut by a repair)
 		}
-		h, b, ok := p.hitOf(c.Session, &ev, buf)
-		buf = b
-		if ok {
-			hits = append(hits, h)
+		for _, c := range win {
+			ev := read[c.Session][c.Event]
+			if ev == nil || len(hits) >= p.limit {
+				continue // gone since it was indexed (deleted, cut by a repair)
+			}
+			h, b, ok := p.hitOf(c.Session, ev, buf)
+			buf = b
+			if ok {
+				hits = append(hits, h)
+			}
 		}
 	}
 	return hits, nil
+}
+
+// readEvents reads the events of session named by want's keys that the
+// session holds, records included (blobs read, sealed records opened),
+// ordered by their place in the chunks, and sets them in want.
+func (s *Store) readEvents(ctx context.Context, session uuid.UUID, want map[uuid.UUID]*Event) error {
+	var run []entry
+	var hh *openSession
+	err := s.withHandle(ctx, session, func(h *openSession) error {
+		hh = h
+		for id := range want {
+			if i, ok := h.ByID[id]; ok {
+				run = append(run, h.Entries[i])
+			}
+		}
+		return nil
+	})
+	if hh == nil {
+		return err
+	}
+	slices.SortFunc(run, func(a, b entry) int {
+		if a.Loc.Chunk != b.Loc.Chunk {
+			return cmp.Compare(a.Loc.Chunk, b.Loc.Chunk)
+		}
+		return cmp.Compare(a.Loc.Offset, b.Loc.Offset)
+	})
+	if len(run) == 0 {
+		return nil
+	}
+	evs, err := s.seqBatch(ctx, session, &resolvedPath{h: hh}, -1, run)
+	if err != nil {
+		return err
+	}
+	for i := range evs {
+		want[evs[i].ID] = &evs[i]
+	}
+	return nil
 }
 
 func (s *Store) redirty(d map[uuid.UUID]struct{}) {
