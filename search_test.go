@@ -426,3 +426,84 @@ func BenchmarkSearchClaudeCode(b *testing.B) {
 		})
 	}
 }
+
+// TestSearchDeleteReadOnlyEncrypted: a deleted session's events are not
+// found; a read-only Store searches and writes nothing; an encrypted
+// session's words are found and never written to the index's files.
+func TestSearchDeleteReadOnlyEncrypted(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	keys := testKeys(t, "k1", 7)
+	s, err := Open(dir, &Options{Keys: keys})
+	require.NoError(t, err)
+	enc, err := s.Create(ctx, Meta{})
+	require.NoError(t, err)
+	require.True(t, enc.Encrypted)
+	_, err = s.Append(ctx, enc.ID, UserText("secretword shared"))
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+
+	s, err = Open(dir, nil) // no keys: plain sessions
+	require.NoError(t, err)
+	plain, err := s.Create(ctx, Meta{})
+	require.NoError(t, err)
+	gone, err := s.Create(ctx, Meta{})
+	require.NoError(t, err)
+	_, err = s.Append(ctx, plain.ID, UserText("plainword shared"))
+	require.NoError(t, err)
+	_, err = s.Append(ctx, gone.ID, UserText("goneword shared"))
+	require.NoError(t, err)
+	count := func(s *Store, text string) int {
+		n := 0
+		for _, err := range s.Search(ctx, SearchQuery{Text: text}) {
+			require.NoError(t, err)
+			n++
+		}
+		return n
+	}
+	assert.Equal(t, 2, count(s, "shared"), "the encrypted session is skipped without its key")
+	require.NoError(t, s.Delete(ctx, gone.ID))
+	assert.Equal(t, 0, count(s, "goneword"))
+	assert.Equal(t, 1, count(s, "shared"))
+	require.NoError(t, s.Close())
+
+	s, err = Open(dir, &Options{Keys: keys})
+	require.NoError(t, err)
+	assert.Equal(t, 1, count(s, "secretword"))
+	assert.Equal(t, 2, count(s, "shared"))
+	require.NoError(t, s.Close())
+	err = filepath.WalkDir(filepath.Join(dir, searchDir), func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		require.NoError(t, err)
+		assert.NotContains(t, string(b), "ecretword", "%s holds an encrypted session's word", path)
+		return nil
+	})
+	require.NoError(t, err)
+
+	w, err := Open(dir, nil)
+	require.NoError(t, err)
+	_, err = w.Append(ctx, plain.ID, UserText("laterword"))
+	require.NoError(t, err)
+	require.NoError(t, w.Close())
+	before := dirBytes(t, filepath.Join(dir, searchDir), "seg-")
+	names := func() []string {
+		es, err := os.ReadDir(filepath.Join(dir, searchDir))
+		require.NoError(t, err)
+		var out []string
+		for _, e := range es {
+			out = append(out, e.Name())
+		}
+		return out
+	}
+	was := names()
+	r, err := Open(dir, &Options{ReadOnly: true})
+	require.NoError(t, err)
+	assert.Equal(t, 1, count(r, "laterword"), "a read-only Store catches up in memory")
+	assert.Equal(t, 1, count(r, "plainword"))
+	require.NoError(t, r.Close())
+	assert.Equal(t, was, names(), "a read-only Store writes no index file")
+	assert.Equal(t, before, dirBytes(t, filepath.Join(dir, searchDir), "seg-"))
+}

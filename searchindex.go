@@ -88,15 +88,19 @@ func (s *Store) searchIndexed(ctx context.Context, q SearchQuery, p *searchPlan)
 	lq := q.Query
 	lq.Limit = 0
 	selected := map[uint32]uuid.UUID{} // live slot -> session
+	listedAll := lq.ParentSession == uuid.Nil && lq.WorkingDir == "" && len(lq.Labels) == 0 && lq.Since.IsZero() && lq.Until.IsZero()
+	listed := map[uuid.UUID]bool{}
 	for m, err := range s.Sessions(ctx, lq) {
 		if err != nil {
 			var le *ListError
 			if errors.As(err, &le) {
+				listed[m.ID] = true // unreadable now, not gone
 				continue
 			}
 			s.redirty(dirty)
 			return nil, err
 		}
+		listed[m.ID] = true
 		_, isDirty := dirty[m.ID]
 		delete(dirty, m.ID)
 		slot, ok := x.Slot(m.ID)
@@ -116,6 +120,17 @@ func (s *Store) searchIndexed(ctx context.Context, q SearchQuery, p *searchPlan)
 		selected[slot] = m.ID
 	}
 	s.redirty(dirty) // sessions not selected stay to catch up
+	if listedAll { // sessions deleted since they were indexed: forgotten
+		var gone [][16]byte
+		x.Live(func(id [16]byte) {
+			if !listed[id] {
+				gone = append(gone, id)
+			}
+		})
+		for _, id := range gone {
+			x.Forget(id)
+		}
+	}
 	if err := x.Save(s.searchFiles()); err != nil {
 		s.opts.Logger.Warn("sessionstore: search index not saved", "err", err)
 	}
