@@ -120,7 +120,7 @@ func (s *Store) searchIndexed(ctx context.Context, q SearchQuery, p *searchPlan)
 		selected[slot] = m.ID
 	}
 	s.redirty(dirty) // sessions not selected stay to catch up
-	if listedAll { // sessions deleted since they were indexed: forgotten
+	if listedAll {   // sessions deleted since they were indexed: forgotten
 		var gone [][16]byte
 		x.Live(func(id [16]byte) {
 			if !listed[id] {
