@@ -115,6 +115,9 @@ func allPeers() []Peer {
 		// git is no Store: the workspace workload runs the git binary
 		// (workspace.go).
 		{Name: gitPeerName, Label: "git", Only: []string{"workspace"}},
+		// SQLite FTS5 is no Store: the search workload indexes text in it
+		// (searchfts.go).
+		{Name: ftsPeerName, Label: "SQLite FTS5", Only: []string{"search"}},
 	}
 }
 
