@@ -83,7 +83,7 @@ func (s *Store) Search(ctx context.Context, q SearchQuery) iter.Seq2[Hit, error]
 			yield(Hit{}, err)
 			return
 		}
-		hits, err := s.searchScan(ctx, q, p)
+		hits, err := s.searchIndexed(ctx, q, p)
 		if err != nil {
 			yield(Hit{}, err)
 			return
