@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
-	"unicode/utf16"
-	"unicode/utf8"
 
 	"github.com/sessionstore/sessionstore"
 )
@@ -29,14 +27,16 @@ const (
 	// swaps for another word of the same length.
 	searchMutateRate = 0.1
 	// searchMinString is the length of the shortest JSON string whose
-	// words may be swapped (keys and short values such as "assistant" are
-	// left alone).
+	// words may be swapped: short values such as "assistant" and keys
+	// are left alone (but for a key that long; the record stays valid
+	// JSON whatever is swapped).
 	searchMinString = 32
 )
 
 // searchCorpus is the corpus of the search workload.
 type searchCorpus struct {
 	real     []Event // the transcripts' events, one pass, in path order
+	files    int     // the transcripts read
 	passes   int
 	cuts     []int // real session j is stream events [cuts[j], cuts[j+1])
 	synth    int   // synthetic sessions
@@ -46,18 +46,19 @@ type searchCorpus struct {
 	events   int
 }
 
-// newSearchCorpus reads the transcripts under dir and lays out the
-// corpus: passes over them cut into realSessions sessions, then synth
-// synthetic sessions of turns turns.
-func newSearchCorpus(dir string, passes, realSessions, synth, turns int) (*searchCorpus, error) {
+// newSearchCorpus reads the transcripts under dir (the first files of
+// them by path, all for 0) and lays out the corpus: passes over them cut
+// into realSessions sessions, then synth synthetic sessions of turns
+// turns.
+func newSearchCorpus(dir string, files, passes, realSessions, synth, turns int) (*searchCorpus, error) {
 	if passes < 1 || realSessions < 1 || synth < 0 {
 		return nil, fmt.Errorf("search corpus: %d passes, %d real sessions, %d synthetic: want at least one pass and one real session", passes, realSessions, synth)
 	}
-	ts, err := loadRealTranscripts(dir, 0)
+	ts, err := loadRealTranscripts(dir, files)
 	if err != nil {
 		return nil, err
 	}
-	c := &searchCorpus{passes: passes, synth: synth, turns: turns}
+	c := &searchCorpus{files: len(ts), passes: passes, synth: synth, turns: turns}
 	for _, t := range ts {
 		c.real = append(c.real, t.evs...)
 	}
@@ -248,107 +249,4 @@ func containsFold(b []byte, word string) bool {
 		}
 	}
 	return false
-}
-
-// recordText is the searchable text of a JSON record as the store's
-// search describes it (docs/search.md): its string values, object keys
-// left out, unescaped and joined by newlines. The SQLite FTS5 peer indexes
-// this text. A record that is not valid JSON gives what was read of it.
-func recordText(rec []byte) string {
-	out := make([]byte, 0, len(rec))
-	first := true
-	for i := 0; i < len(rec); i++ {
-		if rec[i] != '"' {
-			continue
-		}
-		// The string's end.
-		j := i + 1
-		for j < len(rec) && rec[j] != '"' {
-			if rec[j] == '\\' {
-				j++
-			}
-			j++
-		}
-		end := min(j, len(rec))
-		// A key is followed by a colon.
-		k := end + 1
-		for k < len(rec) && (rec[k] == ' ' || rec[k] == '\t' || rec[k] == '\n' || rec[k] == '\r') {
-			k++
-		}
-		if k >= len(rec) || rec[k] != ':' {
-			if !first {
-				out = append(out, '\n')
-			}
-			first = false
-			out = appendUnescaped(out, rec[i+1:end])
-		}
-		i = j
-	}
-	return string(out)
-}
-
-// appendUnescaped appends the JSON string body s, its escapes decoded,
-// to dst.
-func appendUnescaped(dst, s []byte) []byte {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c != '\\' || i+1 >= len(s) {
-			dst = append(dst, c)
-			continue
-		}
-		i++
-		switch s[i] {
-		case 'n':
-			dst = append(dst, '\n')
-		case 't':
-			dst = append(dst, '\t')
-		case 'r':
-			dst = append(dst, '\r')
-		case 'b':
-			dst = append(dst, '\b')
-		case 'f':
-			dst = append(dst, '\f')
-		case 'u':
-			r, n := hex4(s[i+1:])
-			if n == 0 {
-				dst = append(dst, 'u')
-				continue
-			}
-			i += n
-			if utf16.IsSurrogate(r) && i+6 < len(s) && s[i+1] == '\\' && s[i+2] == 'u' {
-				if r2, n2 := hex4(s[i+3:]); n2 > 0 {
-					if d := utf16.DecodeRune(r, r2); d != utf8.RuneError {
-						r = d
-						i += 2 + n2
-					}
-				}
-			}
-			dst = utf8.AppendRune(dst, r)
-		default: // " \ / and anything else: the character itself
-			dst = append(dst, s[i])
-		}
-	}
-	return dst
-}
-
-// hex4 decodes four hex digits at the start of s: the rune and 4, or 0
-// and 0.
-func hex4(s []byte) (rune, int) {
-	if len(s) < 4 {
-		return 0, 0
-	}
-	var r rune
-	for _, c := range s[:4] {
-		switch {
-		case '0' <= c && c <= '9':
-			r = r<<4 | rune(c-'0')
-		case 'a' <= c && c <= 'f':
-			r = r<<4 | rune(c-'a'+10)
-		case 'A' <= c && c <= 'F':
-			r = r<<4 | rune(c-'A'+10)
-		default:
-			return 0, 0
-		}
-	}
-	return r, 4
 }

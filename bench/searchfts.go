@@ -18,9 +18,9 @@ import (
 //	    tokenize = 'unicode61 remove_diacritics 0'
 //
 // one row per event: the session's and the event's ids (16-byte blobs,
-// the ids sessionstore gave the same events) and the event's text
-// (recordText: the record's string values, as the store's search reads
-// them). unicode61 splits text into runs of letters and digits and folds
+// the ids sessionstore gave the same events) and the event's text as the
+// store's search reads it (internal/search.RecordText: the record's
+// string values, object keys left out, each followed by a newline). unicode61 splits text into runs of letters and digits and folds
 // case, as the store's search does; remove_diacritics 0 keeps accents as
 // the store does. detail=full (the default) keeps token positions, which
 // phrase queries need.

@@ -47,12 +47,12 @@ type sizes struct {
 	WSFiles     int
 	WSBytes     int64
 	WSSnapshots int
-	// search: the shared transcripts read SearchPasses times and cut
-	// into SearchReal sessions, SearchSynth synthetic coding sessions of
+	// search: the shared transcripts (the first SearchFiles by path, 0 for
+	// all) read SearchPasses times and cut into SearchReal sessions, SearchSynth synthetic coding sessions of
 	// SearchTurns turns, and at most SearchQueries timed runs of each
 	// query per repetition and side, each asking for SearchLimit hits.
-	SearchPasses, SearchReal, SearchSynth, SearchTurns int
-	SearchQueries, SearchLimit                         int
+	SearchFiles, SearchPasses, SearchReal, SearchSynth, SearchTurns int
+	SearchQueries, SearchLimit                                      int
 }
 
 func fullSizes() sizes {
