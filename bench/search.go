@@ -399,12 +399,12 @@ func timeSearch(ctx context.Context, label string, n int, fn func(context.Contex
 
 // searchBuild is what building the store recorded.
 type searchBuild struct {
-	took    time.Duration // the appends
-	catchUp time.Duration // the first Search, which indexes them
-	ids    []uuid.UUID         // per session, its id
-	events [][]uuid.UUID       // per session, its events' ids in order
-	rowid  map[uuid.UUID]int64 // event id -> its FTS row (the event's number in the corpus)
-	rare   map[uuid.UUID]bool  // the events holding the rare word
+	took    time.Duration       // the appends
+	catchUp time.Duration       // the first Search, which indexes them
+	ids     []uuid.UUID         // per session, its id
+	events  [][]uuid.UUID       // per session, its events' ids in order
+	rowid   map[uuid.UUID]int64 // event id -> its FTS row (the event's number in the corpus)
+	rare    map[uuid.UUID]bool  // the events holding the rare word
 }
 
 // buildSearchStore appends the corpus to a new store at dir, each session
