@@ -2,8 +2,10 @@ package sessionstore
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -355,6 +357,185 @@ func BenchmarkSearch(b *testing.B) {
 			for b.Loop() {
 				_, err := s.searchScan(ctx, q, p)
 				require.NoError(b, err)
+			}
+		})
+	}
+}
+
+// dirBytes is the total size of the files under dir whose path holds part.
+func dirBytes(tb testing.TB, dir, part string) int64 {
+	var n int64
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.Contains(path, part) {
+			return err
+		}
+		fi, err := d.Info()
+		if err == nil {
+			n += fi.Size()
+		}
+		return err
+	})
+	require.NoError(tb, err)
+	return n
+}
+
+// BenchmarkSearchClaudeCode stores each shared Claude Code transcript as
+// a session (each line a custom event), and reports the index's size
+// against the stored chunks and blobs (index/stored), then times queries
+// of a rare word, a common word and a phrase. Skipped without the shared
+// data.
+func BenchmarkSearchClaudeCode(b *testing.B) {
+	data := sharedDataDir()
+	if data == "" {
+		b.Skip("no shared data (../shared/data, $SESSIONSTORE_SHARED_DATA or /work/shared/data)")
+	}
+	ctx := context.Background()
+	dir := b.TempDir()
+	s, err := Open(dir, nil)
+	require.NoError(b, err)
+	sessions := map[string]uuid.UUID{}
+	claudeCodeLines(b, data, func(path string, line []byte) {
+		id, ok := sessions[path]
+		if !ok {
+			m, err := s.Create(ctx, Meta{Name: filepath.Base(path)})
+			require.NoError(b, err)
+			id, sessions[path] = m.ID, m.ID
+		}
+		_, err := s.Append(ctx, id, NewEvent(KindCustom, RoleNone, json.RawMessage(line)))
+		require.NoError(b, err)
+	})
+	require.NoError(b, s.Close())
+	s, err = Open(dir, nil)
+	require.NoError(b, err)
+	defer s.Close()
+	for range s.Search(ctx, SearchQuery{Text: "x"}) { // builds and saves the index
+	}
+	stored := dirBytes(b, filepath.Join(dir, sessionsDir), string(filepath.Separator)+chunksDir+string(filepath.Separator)) +
+		dirBytes(b, filepath.Join(dir, sessionsDir), string(filepath.Separator)+"blobs"+string(filepath.Separator))
+	index := dirBytes(b, filepath.Join(dir, searchDir), "seg-")
+	b.Logf("%d sessions, stored %d bytes, index %d bytes", len(sessions), stored, index)
+	for _, text := range []string{"supercalifragilistic", "file", `"tool_use"`, `"the file"`} {
+		q := SearchQuery{Text: text}
+		b.Run(strings.Trim(text, `"`), func(b *testing.B) {
+			for b.Loop() {
+				for _, err := range s.Search(ctx, q) {
+					require.NoError(b, err)
+				}
+			}
+			b.ReportMetric(float64(index)/float64(stored), "index/stored")
+		})
+	}
+}
+
+// TestSearchDeleteReadOnlyEncrypted: a deleted session's events are not
+// found; a read-only Store searches and writes nothing; an encrypted
+// session's words are found and never written to the index's files.
+func TestSearchDeleteReadOnlyEncrypted(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	keys := testKeys(t, "k1", 7)
+	s, err := Open(dir, &Options{Keys: keys})
+	require.NoError(t, err)
+	enc, err := s.Create(ctx, Meta{})
+	require.NoError(t, err)
+	require.True(t, enc.Encrypted)
+	_, err = s.Append(ctx, enc.ID, UserText("secretword shared"))
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+
+	s, err = Open(dir, nil) // no keys: plain sessions
+	require.NoError(t, err)
+	plain, err := s.Create(ctx, Meta{})
+	require.NoError(t, err)
+	gone, err := s.Create(ctx, Meta{})
+	require.NoError(t, err)
+	_, err = s.Append(ctx, plain.ID, UserText("plainword shared"))
+	require.NoError(t, err)
+	_, err = s.Append(ctx, gone.ID, UserText("goneword shared"))
+	require.NoError(t, err)
+	count := func(s *Store, text string) int {
+		n := 0
+		for _, err := range s.Search(ctx, SearchQuery{Text: text}) {
+			require.NoError(t, err)
+			n++
+		}
+		return n
+	}
+	assert.Equal(t, 2, count(s, "shared"), "the encrypted session is skipped without its key")
+	require.NoError(t, s.Delete(ctx, gone.ID))
+	assert.Equal(t, 0, count(s, "goneword"))
+	assert.Equal(t, 1, count(s, "shared"))
+	require.NoError(t, s.Close())
+
+	s, err = Open(dir, &Options{Keys: keys})
+	require.NoError(t, err)
+	assert.Equal(t, 1, count(s, "secretword"))
+	assert.Equal(t, 2, count(s, "shared"))
+	require.NoError(t, s.Close())
+	err = filepath.WalkDir(filepath.Join(dir, searchDir), func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		require.NoError(t, err)
+		assert.NotContains(t, string(b), "ecretword", "%s holds an encrypted session's word", path)
+		return nil
+	})
+	require.NoError(t, err)
+
+	w, err := Open(dir, nil)
+	require.NoError(t, err)
+	_, err = w.Append(ctx, plain.ID, UserText("laterword"))
+	require.NoError(t, err)
+	require.NoError(t, w.Close())
+	before := dirBytes(t, filepath.Join(dir, searchDir), "seg-")
+	names := func() []string {
+		es, err := os.ReadDir(filepath.Join(dir, searchDir))
+		require.NoError(t, err)
+		var out []string
+		for _, e := range es {
+			out = append(out, e.Name())
+		}
+		return out
+	}
+	was := names()
+	r, err := Open(dir, &Options{ReadOnly: true})
+	require.NoError(t, err)
+	assert.Equal(t, 1, count(r, "laterword"), "a read-only Store catches up in memory")
+	assert.Equal(t, 1, count(r, "plainword"))
+	require.NoError(t, r.Close())
+	assert.Equal(t, was, names(), "a read-only Store writes no index file")
+	assert.Equal(t, before, dirBytes(t, filepath.Join(dir, searchDir), "seg-"))
+}
+
+// BenchmarkSearchManySessions: a rare word among 1,000 sessions of 20
+// events, the index caught up: what a query costs per session of the
+// store (the listing of the sessions it selects, then the postings).
+func BenchmarkSearchManySessions(b *testing.B) {
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(9, 9))
+	s, err := Open(b.TempDir(), nil)
+	require.NoError(b, err)
+	defer s.Close()
+	for range 1000 {
+		m, err := s.Create(ctx, Meta{})
+		require.NoError(b, err)
+		evs := make([]Event, 20)
+		for i := range evs {
+			evs[i] = randomEvent(rng)
+		}
+		_, err = s.AppendBatch(ctx, m.ID, evs...)
+		require.NoError(b, err)
+	}
+	for _, text := range []string{"zebra", "migration"} {
+		q := SearchQuery{Text: text}
+		for range s.Search(ctx, q) { // catch up
+		}
+		b.Run(text, func(b *testing.B) {
+			for b.Loop() {
+				for _, err := range s.Search(ctx, q) {
+					require.NoError(b, err)
+				}
 			}
 		})
 	}

@@ -1,6 +1,7 @@
 package sessionstore
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"path/filepath"
@@ -87,15 +88,23 @@ func (s *Store) searchIndexed(ctx context.Context, q SearchQuery, p *searchPlan)
 	lq := q.Query
 	lq.Limit = 0
 	selected := map[uint32]uuid.UUID{} // live slot -> session
-	for m, err := range s.Sessions(ctx, lq) {
-		if err != nil {
-			var le *ListError
-			if errors.As(err, &le) {
-				continue
-			}
-			s.redirty(dirty)
-			return nil, err
+	listedAll := lq.ParentSession == uuid.Nil && lq.WorkingDir == "" && len(lq.Labels) == 0 && lq.Since.IsZero() && lq.Until.IsZero()
+	listed := map[uuid.UUID]bool{}
+	metas, err := s.List(ctx) // one read of the catalogue: cheaper than pages of Sessions
+	var le *ListError
+	if errors.As(err, &le) {
+		for _, u := range le.Unreadable {
+			listed[u.ID] = true // unreadable now, not gone
 		}
+	} else if err != nil {
+		s.redirty(dirty)
+		return nil, err
+	}
+	for _, m := range metas {
+		if !lq.Matches(m) {
+			continue
+		}
+		listed[m.ID] = true
 		_, isDirty := dirty[m.ID]
 		delete(dirty, m.ID)
 		slot, ok := x.Slot(m.ID)
@@ -115,6 +124,17 @@ func (s *Store) searchIndexed(ctx context.Context, q SearchQuery, p *searchPlan)
 		selected[slot] = m.ID
 	}
 	s.redirty(dirty) // sessions not selected stay to catch up
+	if listedAll {   // sessions deleted since they were indexed: forgotten
+		var gone [][16]byte
+		x.Live(func(id [16]byte) {
+			if !listed[id] {
+				gone = append(gone, id)
+			}
+		})
+		for _, id := range gone {
+			x.Forget(id)
+		}
+	}
 	if err := x.Save(s.searchFiles()); err != nil {
 		s.opts.Logger.Warn("sessionstore: search index not saved", "err", err)
 	}
@@ -140,30 +160,73 @@ func (s *Store) searchIndexed(ctx context.Context, q SearchQuery, p *searchPlan)
 	slices.SortFunc(cands, hitOrder)
 	var hits []Hit
 	var buf []byte
-	for _, c := range cands {
-		if len(hits) >= p.limit {
-			break
+	for k := 0; k < len(cands) && len(hits) < p.limit; {
+		// the next window of candidates, read a session at a time
+		n := min(len(cands)-k, max(p.limit-len(hits), 16))
+		win := cands[k : k+n]
+		k += n
+		read := map[uuid.UUID]map[uuid.UUID]*Event{}
+		for _, c := range win {
+			if read[c.Session] == nil {
+				read[c.Session] = map[uuid.UUID]*Event{}
+			}
+			read[c.Session][c.Event] = nil
 		}
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		ev, err := s.Event(ctx, c.Session, c.Event)
-		if err == nil && ev.Record == nil && ev.Digest != "" {
-			ev, err = s.Resolve(ctx, c.Session, ev)
-		}
-		if err != nil {
-			if errors.Is(err, ErrClosed) {
+		for sid, want := range read {
+			if err := s.readEvents(ctx, sid, want); err != nil && (ctx.Err() != nil || errors.Is(err, ErrClosed)) {
 				return nil, err
 			}
-			continue // gone since it was indexed (deleted, cut by a repair)
 		}
-		h, b, ok := p.hitOf(c.Session, &ev, buf)
-		buf = b
-		if ok {
-			hits = append(hits, h)
+		for _, c := range win {
+			ev := read[c.Session][c.Event]
+			if ev == nil || len(hits) >= p.limit {
+				continue // gone since it was indexed (deleted, cut by a repair)
+			}
+			h, b, ok := p.hitOf(c.Session, ev, buf)
+			buf = b
+			if ok {
+				hits = append(hits, h)
+			}
 		}
 	}
 	return hits, nil
+}
+
+// readEvents reads the events of session named by want's keys that the
+// session holds, records included (blobs read, sealed records opened),
+// ordered by their place in the chunks, and sets them in want.
+func (s *Store) readEvents(ctx context.Context, session uuid.UUID, want map[uuid.UUID]*Event) error {
+	var run []entry
+	var hh *openSession
+	err := s.withHandle(ctx, session, func(h *openSession) error {
+		hh = h
+		for id := range want {
+			if i, ok := h.ByID[id]; ok {
+				run = append(run, h.Entries[i])
+			}
+		}
+		return nil
+	})
+	if hh == nil {
+		return err
+	}
+	slices.SortFunc(run, func(a, b entry) int {
+		if a.Loc.Chunk != b.Loc.Chunk {
+			return cmp.Compare(a.Loc.Chunk, b.Loc.Chunk)
+		}
+		return cmp.Compare(a.Loc.Offset, b.Loc.Offset)
+	})
+	if len(run) == 0 {
+		return nil
+	}
+	evs, err := s.seqBatch(ctx, session, &resolvedPath{h: hh}, -1, run)
+	if err != nil {
+		return err
+	}
+	for i := range evs {
+		want[evs[i].ID] = &evs[i]
+	}
+	return nil
 }
 
 func (s *Store) redirty(d map[uuid.UUID]struct{}) {
@@ -177,6 +240,20 @@ func (s *Store) redirty(d map[uuid.UUID]struct{}) {
 // (a repair cut the log), the session is indexed again from its start.
 func (s *Store) catchUp(ctx context.Context, x *search.Index, m Meta) (uint32, error) {
 	slot, ok := x.Slot(m.ID)
+	if ok { // HEAD is the newest event in log order: the lazy open reads it, not the index
+		var head uuid.UUID
+		var fork *ForkPoint
+		err := s.useHandle(ctx, m.ID, s.reg.acquireLazy, func(h *openSession) error {
+			head, fork = h.head(), h.meta.ForkedFrom
+			return nil
+		})
+		se := x.Sessions[slot]
+		own := head != uuid.Nil && (fork == nil || head != fork.Event)
+		if err == nil && (se.Next > 0 && head == uuid.UUID(se.Last) || se.Next == 0 && !own) {
+			x.Sessions[slot].UpdatedAt = m.UpdatedAt.UnixNano()
+			return slot, nil
+		}
+	}
 	var from int
 	if ok {
 		se := x.Sessions[slot]

@@ -65,6 +65,22 @@ func (x *Index) NewSlot(id [16]byte, private bool) uint32 {
 	return s
 }
 
+// Forget marks session id's slot dead: its documents are never answered
+// again, and the next whole write of the index leaves them out.
+func (x *Index) Forget(id [16]byte) {
+	if sl, ok := x.current[id]; ok {
+		x.Sessions[sl].Dead = true
+		delete(x.current, id)
+	}
+}
+
+// Live calls fn with the id of each session the index holds.
+func (x *Index) Live(fn func(id [16]byte)) {
+	for id := range x.current {
+		fn(id)
+	}
+}
+
 // Add indexes the event at the slot's next position.
 func (x *Index) Add(slot uint32, info DocInfo, d *Doc) {
 	info.Session = slot

@@ -6,7 +6,8 @@ import (
 )
 
 // RecordText appends to dst the text of a record in compact JSON: its
-// string values (not object keys), each followed by a newline. It reads
+// string values (not object keys), each followed by a newline, except
+// those of MaxWordless bytes or more without whitespace. It reads
 // the bytes once, left to right, without recursion; bytes that are not
 // JSON end the text where they start.
 func RecordText(dst, rec []byte) []byte {
@@ -27,6 +28,10 @@ func RecordText(dst, rec []byte) []byte {
 			i = j + 1
 			continue
 		}
+		if end-i-2 >= MaxWordless && !hasSpace(rec[i+1:end-1]) {
+			i = end // data, not text: base64, a digest
+			continue
+		}
 		if !esc {
 			dst = append(dst, rec[i+1:end-1]...)
 		} else if s, err := strconv.Unquote(string(rec[i:end])); err == nil {
@@ -38,6 +43,20 @@ func RecordText(dst, rec []byte) []byte {
 		i = end
 	}
 	return dst
+}
+
+// MaxWordless is the length from which a string value without
+// whitespace (a space, a tab, a newline, or their escapes) is data, not
+// text: base64 images, digests, minified blobs are not searched.
+const MaxWordless = 256
+
+func hasSpace(b []byte) bool {
+	for i, c := range b {
+		if c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\\' && i+1 < len(b) && (b[i+1] == 'n' || b[i+1] == 't' || b[i+1] == 'r') {
+			return true
+		}
+	}
+	return false
 }
 
 // stringEnd returns the offset after the closing quote of the JSON string

@@ -115,3 +115,16 @@ func FuzzDecodeSegment(f *testing.F) {
 		require.Len(t, y.Docs, len(s.docs))
 	})
 }
+
+// TestRecordTextData: a long string value without whitespace is data, left
+// out; one as long with a space, or an escaped newline, is text.
+func TestRecordTextData(t *testing.T) {
+	data := strings.Repeat("QUJD", MaxWordless/4)
+	assert.Equal(t, "x\n", string(RecordText(nil, []byte(`{"img":"`+data+`","t":"x"}`))))
+	spaced := data[:100] + " " + data[100:]
+	assert.Equal(t, spaced+"\n", string(RecordText(nil, []byte(`{"t":"`+spaced+`"}`))))
+	escaped := data[:100] + `\n` + data[100:]
+	assert.Equal(t, data[:100]+"\n"+data[100:]+"\n", string(RecordText(nil, []byte(`{"t":"`+escaped+`"}`))))
+	short := data[:MaxWordless-1]
+	assert.Equal(t, short+"\n", string(RecordText(nil, []byte(`{"t":"`+short+`"}`))))
+}

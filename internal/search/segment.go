@@ -16,7 +16,7 @@ import (
 var ErrDamaged = errors.New("search index damaged")
 
 // segMagic begins every segment file.
-const segMagic = "SSX1"
+const segMagic = "SSX2"
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -105,9 +105,16 @@ func (x *Index) encodeSegment(seq, base uint64, slots []uint32, from []uint64, d
 		b = binary.AppendUvarint(b, uint64(len(t.ps)/2))
 		last := uint32(0)
 		for k := 0; k < len(t.ps); k += 2 {
-			b = binary.AppendUvarint(b, uint64(t.ps[k]-last))
+			// the doc's delta, shifted, its low bit set when tf is not 1
+			// (then tf-2 follows): most postings are one byte
+			d := uint64(t.ps[k]-last) << 1
 			last = t.ps[k]
-			b = binary.AppendUvarint(b, uint64(t.ps[k+1]))
+			if t.ps[k+1] == 1 {
+				b = binary.AppendUvarint(b, d)
+			} else {
+				b = binary.AppendUvarint(b, d|1)
+				b = binary.AppendUvarint(b, uint64(t.ps[k+1])-2)
+			}
 		}
 		prevTerm = t.term
 	}
@@ -267,16 +274,20 @@ func DecodeSegment(b []byte) (*Segment, error) {
 			r.fail("term order")
 			return nil, r.err
 		}
-		np := r.count(2, "postings")
+		np := r.count(1, "postings")
 		ps := make([]uint32, 0, 2*np)
 		doc := uint64(0)
 		for k := range np {
-			delta := r.uvarint("doc")
+			v := r.uvarint("doc")
+			delta := v >> 1
 			if k > 0 && delta == 0 {
 				r.fail("doc order")
 			}
 			doc += delta
-			tf := r.uvarint("tf")
+			tf := uint64(1)
+			if v&1 == 1 {
+				tf = r.uvarint("tf") + 2
+			}
 			if r.err == nil && (doc >= uint64(nd) || tf == 0 || tf > 1<<31) {
 				r.fail("posting")
 			}
