@@ -106,6 +106,8 @@ func allPeers() []Peer {
 		{Name: "sessionstore", Label: "sessionstore", Open: openSessionstore(0), OpenRead: openSessionstoreRead, Writes: true, Reads: true},
 		{Name: "sessionstore-enc", Label: "sessionstore, encrypted (Options.Keys)", Open: openSessionstoreEnc, OpenRead: openSessionstoreEncRead, Writes: true, Reads: true,
 			Only: []string{"append300", "tool64k", "openload"}},
+		{Name: "sessionstore-searched", Label: "sessionstore, searched every 50 ms while appending", Open: openSessionstoreSearched, Writes: true,
+			Only: []string{"append300", "tool64k"}},
 		{Name: "raw", Label: "raw floor (preallocated, group commit)", Open: openRawFloor, Writes: true},
 		{Name: "raw-grow", Label: "raw, growing file (extra, not the floor)", Open: openRawGrow, Writes: true},
 		{Name: "sqlite-full", Label: "SQLite WAL FULL", Open: openSQLite("FULL"), OpenRead: openSQLiteRead, Writes: true, Reads: true},
@@ -115,6 +117,9 @@ func allPeers() []Peer {
 		// git is no Store: the workspace workload runs the git binary
 		// (workspace.go).
 		{Name: gitPeerName, Label: "git", Only: []string{"workspace"}},
+		// SQLite FTS5 is no Store: the search workload indexes text in it
+		// (searchfts.go).
+		{Name: ftsPeerName, Label: "SQLite FTS5", Only: []string{"search"}},
 	}
 }
 

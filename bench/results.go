@@ -230,7 +230,24 @@ var targets = slices.Concat(
 		{text: "workspace: Restore into an empty directory, files synced (default): <= 1.0x the time of git worktree add (which does not fsync)", key: "workspace/restore-ms", peer: gitPeerName, limit: 1.0},
 		{text: "workspace: Restore into an empty directory with NoSync: <= 1.0x the time of git worktree add", key: "workspace/restore-nosync-ms", peer: gitPeerName, limit: 1.0},
 	},
+	searchTargets(),
 )
+
+// searchTargets are the search workload's: each query's p50 and p99 at
+// most SQLite FTS5's, and the index at most 0.3x the stored data.
+func searchTargets() []target {
+	var out []target
+	for _, q := range searchQueries {
+		for _, p := range []string{"p50", "p99"} {
+			out = append(out, target{text: fmt.Sprintf("search, %s: %s <= 1.0x SQLite FTS5's", q.what, p), key: "search/" + q.key + "-" + p, peer: ftsPeerName, limit: 1.0})
+		}
+	}
+	return append(out,
+		target{text: "search index bytes <= 0.3x the stored (compressed) data", key: "search/index-ratio", limit: 0.3},
+		target{text: "searched every 50 ms while appending: durable append 300 B slowed by at most 5% (plain / searched throughput <= 1/0.95)", key: "append300/rate", peer: "sessionstore-searched", limit: 1 / 0.95},
+		target{text: "searched every 50 ms while appending: 64 KiB tool result slowed by at most 5%", key: "tool64k/rate", peer: "sessionstore-searched", limit: 1 / 0.95},
+	)
+}
 
 // writeTargets writes the targets table; it returns the number missed.
 func (res *results) writeTargets(w io.Writer) int {

@@ -47,20 +47,28 @@ type sizes struct {
 	WSFiles     int
 	WSBytes     int64
 	WSSnapshots int
+	// search: the shared transcripts (the first SearchFiles by path, 0 for
+	// all) read SearchPasses times and cut into SearchReal sessions, SearchSynth synthetic coding sessions of
+	// SearchTurns turns, and at most SearchQueries timed runs of each
+	// query per repetition and side, each asking for SearchLimit hits.
+	SearchFiles, SearchPasses, SearchReal, SearchSynth, SearchTurns int
+	SearchQueries, SearchLimit                                      int
 }
 
 func fullSizes() sizes {
 	return sizes{Append300: 1000, Concurrent: 3200, Writers: 16, Tool: 300, Trunk: 1000, Branches: 10, BranchLen: 10000, Every: 20,
 		ListSessions: 1000, ListIters: 5, Recent: 10000, RecentN: 50, ToolWriters: 8, Turns: 600, TreeBytes: 1 << 30, TreeEvents: 10000,
 		Fleet: map[int]int{16: 200, 64: 100, 256: 50}, Creates: 2048, CreateWriters: 32,
-		WSFiles: 10000, WSBytes: 100e6, WSSnapshots: 200}
+		WSFiles: 10000, WSBytes: 100e6, WSSnapshots: 200,
+		SearchPasses: 32, SearchReal: 700, SearchSynth: 300, SearchTurns: 34, SearchQueries: 100, SearchLimit: 20}
 }
 
 func quickSizes() sizes {
 	return sizes{Append300: 100, Concurrent: 320, Writers: 16, Tool: 40, Trunk: 100, Branches: 10, BranchLen: 1000, Every: 20,
 		ListSessions: 200, ListIters: 3, Recent: 500, RecentN: 50, ToolWriters: 8, RealFiles: 10, Turns: 40, TreeBytes: 32 << 20, TreeEvents: 1000,
 		Fleet: map[int]int{16: 20, 64: 10, 256: 5}, Creates: 320, CreateWriters: 32,
-		WSFiles: 500, WSBytes: 3e6, WSSnapshots: 20}
+		WSFiles: 500, WSBytes: 3e6, WSSnapshots: 20,
+		SearchPasses: 1, SearchReal: 30, SearchSynth: 10, SearchTurns: 8, SearchQueries: 20, SearchLimit: 20}
 }
 
 // env is what every workload needs.
@@ -185,6 +193,7 @@ var workloads = []workload{
 	{"disk-real", (*env).diskReal},
 	{"treeheap", (*env).treeHeap},
 	{"workspace", (*env).workspace},
+	{"search", (*env).search},
 }
 
 // roundUp returns n rounded up to a multiple of m.
@@ -991,13 +1000,14 @@ const (
 	partIndex  = "index.jsonl"
 	partMeta   = "session metadata (session.json, HEAD, LOCK)"
 	partRoot   = "root files"
+	partSearch = "search index"
 	partOther  = "other"
 )
 
 // partKinds orders the parts; partNamed are listed with the names of
 // their files (root files and unknown ones).
 var (
-	partKinds = []string{partPlain, partSealed, partBlobs, partIndex, partMeta, partRoot, partOther}
+	partKinds = []string{partPlain, partSealed, partBlobs, partIndex, partMeta, partSearch, partRoot, partOther}
 	partNamed = map[string]bool{partRoot: true, partOther: true}
 )
 
@@ -1012,6 +1022,8 @@ func ssPart(rel string) string {
 	switch {
 	case len(parts) == 1:
 		return partRoot
+	case parts[0] == searchDir:
+		return partSearch
 	case parts[0] != "sessions" || len(parts) < 3:
 		return partOther
 	}

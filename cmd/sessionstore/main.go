@@ -74,6 +74,11 @@ commands:
          [-limit n] [-cursor c] [-json] <root>
                                               one page of the selected sessions, newest
                                               first, and the next page's cursor
+  search [-parent id] [-cwd dir] [-label k=v]... [-since t] [-until t]
+         [-kind k]... [-role r]... [-limit n] [-json] <root> <text>...
+                                              the events whose records hold the words
+                                              and "phrases", best first: session, event,
+                                              rank and a snippet
   tree   [-full] <root> <session>             the event tree, indented where it forks,
                                               with each event's preview (a custom record's
                                               summary); reads no other record
@@ -174,6 +179,7 @@ var commands = map[string]command{
 	"prune":    cmdPrune,
 	"lanes":    cmdLanes,
 	"query":    cmdQuery,
+	"search":   cmdSearch,
 	"import":   cmdImport,
 	"export":   cmdExport,
 	"files":    cmdFiles,
