@@ -256,7 +256,7 @@ func (w *usageWorld) checkRecorded(when string) {
 }
 
 func TestUsageRandomized(t *testing.T) {
-	seeds := testSize(t, "usage seeds", 6, 30)
+	seeds := testSize(t, "SESSIONSTORE_USAGE_SEEDS", 6, 30)
 	for seed := range seeds {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			ctx := context.Background()
