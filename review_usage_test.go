@@ -280,6 +280,7 @@ func TestReviewUsageMemberSpelling(t *testing.T) {
 		`{"content":"\"usage\":{\"input_tokens\":100}","tool_calls":[{"call_id":"c","name":"n","arguments":{"usage":{"input_tokens":1000}}}]}`: nil,
 		`{"content":"a","usage":{"input_tokens":"many"}}`:                                                                                      nil,
 		`{"content":"a","model":7,"usage":{"input_tokens":4}}`:                                                                                 nil,
+		`{"content":"a backslash\\","usage":{"input_tokens":2}}`:                                                                               {u: Usage{InputTokens: 2}},
 		`{"content":"a","usage":{"input_tokens":-4,"output_tokens":4}}`:                                                                        {u: Usage{OutputTokens: 4}},
 	}
 	s, _ := apiNewStore(t, nil)
@@ -363,6 +364,7 @@ func FuzzUsageOf(f *testing.F) {
 		`[{"usage":{"input_tokens":1}}]`,
 		`{"usage":{"input_tokens":1}`,
 		`{"a":"\\\\\"","usage":{"input_tokens":2}}`,
+		`{"content":"ends with a backslash\\","usage":{"input_tokens":2}}`,
 		`{}`,
 		`"usage"`,
 	} {
