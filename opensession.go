@@ -768,7 +768,9 @@ func (h *openSession) writeMeta(m Meta) error {
 	if errors.Is(err, ErrInvalidMeta) && m.Usage != nil {
 		// The usage totals do not fit beside the caller's metadata
 		// (checkMeta leaves them out): none are recorded, and
-		// Store.Usage reads them from the log.
+		// Store.Usage reads them from the log. Until the totals move,
+		// no write offers them again (recordedUsage).
+		h.usage.unfit.events, h.usage.unfit.through = m.Usage.Events, m.Usage.Through
 		m.Usage = nil
 		b, err = encodeMeta(m, h.format)
 	}

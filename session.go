@@ -201,7 +201,9 @@ func checkMetaChecksum(b []byte, path string) error {
 
 // decodeMeta parses session.json, checking its checksum, and checks that
 // it belongs to the session directory it was found in, returning the
-// metadata and the session's format version.
+// metadata and the session's format version. Usage totals that are not
+// valid (RecordedUsage.valid) are dropped, not refused: they are derived
+// from the log, which Store.Usage then reads.
 func decodeMeta(b []byte, want uuid.UUID, path string) (Meta, int, error) {
 	if err := checkMetaChecksum(b, path); err != nil {
 		return Meta{}, 0, err
@@ -218,6 +220,9 @@ func decodeMeta(b []byte, want uuid.UUID, path string) (Meta, int, error) {
 	}
 	if len(rec.Labels) == 0 {
 		rec.Labels = nil // "labels":{} and no labels are the same
+	}
+	if rec.Usage != nil && !rec.Usage.valid() {
+		rec.Usage = nil // derived data the store cannot have written: Usage reads the log (usage.go)
 	}
 	return rec.Meta, rec.Format, nil
 }

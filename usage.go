@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 
 	"github.com/google/uuid"
@@ -136,21 +137,164 @@ type eventUsage struct {
 	u     Usage
 }
 
-// usageOf is the usage a record of kind reports: only a message with a
-// "usage" member has some (nil else). Cheap for the rest: a record
-// without the member's name is not decoded.
+// usageOf is the usage a record of kind reports: only a message whose
+// record has a member named "usage" (exactly so, as json.Marshal of a
+// Message writes it) has some; nil else. It reads the "model" and
+// "usage" members as decoding the record as a Message does (a repeated
+// member decoded into what the ones before it set, null leaving a model
+// as it was and clearing the usage; a record whose model or usage does
+// not decode reports none), but decodes only their values
+// (messageMembers): the rest of the record, its content, is skipped, not
+// decoded (a long answer's decode cost several times the append's own
+// CPU). A record without the text "usage" in quotes is not walked at
+// all. Members spelled otherwise, which encoding/json's case-insensitive
+// Decode also reads ("Usage", escapes), are not counted. A negative count
+// counts as 0 (no total goes negative).
 func usageOf(kind Kind, rec []byte) *eventUsage {
 	if kind != KindMessage || !bytes.Contains(rec, []byte(`"usage"`)) {
 		return nil
 	}
-	var m struct {
-		Model string `json:"model"`
-		Usage *Usage `json:"usage"`
-	}
-	if json.Unmarshal(rec, &m) != nil || m.Usage == nil {
+	var (
+		model string
+		u     *Usage
+	)
+	ok := messageMembers(rec, func(key, val []byte) bool {
+		switch string(key) {
+		case "usage":
+			return json.Unmarshal(val, &u) == nil
+		case "model":
+			return json.Unmarshal(val, &model) == nil
+		}
+		return true
+	})
+	if !ok || u == nil {
 		return nil
 	}
-	return &eventUsage{model: m.Model, u: *m.Usage}
+	return &eventUsage{model: model, u: Usage{InputTokens: max(u.InputTokens, 0), OutputTokens: max(u.OutputTokens, 0),
+		CacheReadTokens: max(u.CacheReadTokens, 0), CacheWriteTokens: max(u.CacheWriteTokens, 0)}}
+}
+
+// messageMembers calls fn with the name (between its quotes, as written)
+// and the value of each member of the JSON object rec, in order, until fn
+// returns false; it reports whether rec is an object and fn never
+// returned false. It skips values without decoding them: a string to its
+// closing quote (bytes.IndexByte, and the backslashes before a quote),
+// an array or object by its brackets, without recursion. rec is a
+// record the store checked as JSON when it was appended; bytes that are
+// not JSON end the walk (false) without a read past rec.
+func messageMembers(rec []byte, fn func(key, val []byte) bool) bool {
+	i := skipSpace(rec, 0)
+	if i >= len(rec) || rec[i] != '{' {
+		return false
+	}
+	i = skipSpace(rec, i+1)
+	if i < len(rec) && rec[i] == '}' {
+		return true
+	}
+	for {
+		if i >= len(rec) || rec[i] != '"' {
+			return false
+		}
+		end := skipString(rec, i)
+		if end < 0 {
+			return false
+		}
+		key := rec[i+1 : end-1]
+		i = skipSpace(rec, end)
+		if i >= len(rec) || rec[i] != ':' {
+			return false
+		}
+		i = skipSpace(rec, i+1)
+		end = skipValue(rec, i)
+		if end < 0 || !fn(key, rec[i:end]) {
+			return false
+		}
+		i = skipSpace(rec, end)
+		switch {
+		case i < len(rec) && rec[i] == ',':
+			i = skipSpace(rec, i+1)
+		case i < len(rec) && rec[i] == '}':
+			return true
+		default:
+			return false
+		}
+	}
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipString returns the end of the string that starts with the quote at
+// b[i] (just past its closing quote), or -1.
+func skipString(b []byte, i int) int {
+	j := i + 1
+	for {
+		k := bytes.IndexByte(b[j:], '"')
+		if k < 0 {
+			return -1
+		}
+		q := j + k
+		n := 0 // the backslashes just before the quote: an odd number escapes it
+		for p := q - 1; p > i && b[p] == '\\'; p-- {
+			n++
+		}
+		if n%2 == 0 {
+			return q + 1
+		}
+		j = q + 1
+	}
+}
+
+// skipValue returns the end of the value that starts at b[i], or -1.
+func skipValue(b []byte, i int) int {
+	if i >= len(b) {
+		return -1
+	}
+	switch b[i] {
+	case '"':
+		return skipString(b, i)
+	case '{', '[':
+		depth := 0
+		for i < len(b) {
+			switch b[i] {
+			case '"':
+				if i = skipString(b, i); i < 0 {
+					return -1
+				}
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return i + 1
+				}
+			}
+			i++
+		}
+		return -1
+	}
+	// A number, true, false or null: up to what ends a value.
+	j := i
+	for j < len(b) && b[j] != ',' && b[j] != '}' && b[j] != ']' && b[j] != ' ' && b[j] != '\t' && b[j] != '\n' && b[j] != '\r' {
+		j++
+	}
+	if j == i {
+		return -1
+	}
+	return j
+}
+
+// satAdd is a+b for counts that are not negative, math.MaxInt64 where the
+// sum would not fit: totals past what an int64 holds stay there.
+func satAdd(a, b int64) int64 {
+	if s := a + b; s >= a {
+		return s
+	}
+	return math.MaxInt64
 }
 
 // usageTally is token totals by model as they are added up.
@@ -171,12 +315,15 @@ func (t *usageTally) addModel(m ModelUsage) {
 	}
 	cur := t.models[m.Model]
 	cur.Model = m.Model
-	cur.Messages += m.Messages
-	cur.InputTokens += m.InputTokens
-	cur.OutputTokens += m.OutputTokens
-	cur.CacheReadTokens += m.CacheReadTokens
-	cur.CacheWriteTokens += m.CacheWriteTokens
+	cur.Messages = satAdd(cur.Messages, m.Messages)
+	cur.Usage = addUsage(cur.Usage, m.Usage)
 	t.models[m.Model] = cur
+}
+
+// addUsage is a+b, each count saturating (satAdd).
+func addUsage(a, b Usage) Usage {
+	return Usage{InputTokens: satAdd(a.InputTokens, b.InputTokens), OutputTokens: satAdd(a.OutputTokens, b.OutputTokens),
+		CacheReadTokens: satAdd(a.CacheReadTokens, b.CacheReadTokens), CacheWriteTokens: satAdd(a.CacheWriteTokens, b.CacheWriteTokens)}
 }
 
 func (t *usageTally) merge(o usageTally) {
@@ -213,11 +360,8 @@ func (t *usageTally) totals(model string, prices map[string]Price) UsageTotals {
 	var out UsageTotals
 	out.ByModel = t.sorted(model)
 	for _, m := range out.ByModel {
-		out.Messages += m.Messages
-		out.InputTokens += m.InputTokens
-		out.OutputTokens += m.OutputTokens
-		out.CacheReadTokens += m.CacheReadTokens
-		out.CacheWriteTokens += m.CacheWriteTokens
+		out.Messages = satAdd(out.Messages, m.Messages)
+		out.Usage = addUsage(out.Usage, m.Usage)
 		if m.Usage == (Usage{}) {
 			continue
 		}
@@ -230,6 +374,24 @@ func (t *usageTally) totals(model string, prices map[string]Price) UsageTotals {
 			float64(m.CacheReadTokens)*p.CacheRead + float64(m.CacheWriteTokens)*p.CacheWrite) / 1e6
 	}
 	return out
+}
+
+// valid reports whether u can be totals the store wrote: a watermark of
+// no events (uuid.Nil, no models) or of a positive number of them, and
+// counts that are not negative. decodeMeta drops any other (Meta.Usage
+// nil: Usage then reads the log), so that a damaged or hostile
+// session.json cannot make a total negative nor count events twice.
+func (u *RecordedUsage) valid() bool {
+	switch {
+	case u.Events < 0, (u.Events == 0) != (u.Through == uuid.Nil), u.Events == 0 && len(u.Models) > 0:
+		return false
+	}
+	for _, m := range u.Models {
+		if m.Messages < 0 || m.InputTokens < 0 || m.OutputTokens < 0 || m.CacheReadTokens < 0 || m.CacheWriteTokens < 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // tallyOf is the tally of a recorded usage (nil: none).
@@ -251,6 +413,13 @@ type sessionUsage struct {
 	events  int64
 	through uuid.UUID
 	tally   usageTally
+	// unfit is the watermark of totals a write of session.json left out
+	// (they did not fit: writeMeta); recordedUsage does not offer them
+	// again, so that a Flush or Close with nothing new writes nothing.
+	unfit struct {
+		events  int64
+		through uuid.UUID
+	}
 }
 
 // initUsage starts the session's totals at an open whose log ends with
@@ -298,6 +467,9 @@ func (h *openSession) recordedUsage() (*RecordedUsage, bool) {
 	}
 	if cur := h.meta.Usage; cur == nil && u.events == 0 || cur != nil && cur.Events == u.events && cur.Through == u.through {
 		return nil, false
+	}
+	if h.meta.Usage == nil && u.unfit.events == u.events && u.unfit.through == u.through {
+		return nil, false // left out of session.json already
 	}
 	return &RecordedUsage{Events: u.events, Through: u.through, Models: u.tally.sorted("")}, true
 }
