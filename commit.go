@@ -237,6 +237,7 @@ func (h *openSession) publish(done []inflightRecord) {
 		h.becomeFailed(err)
 		h.opts.Logger.Error("sessionstore: index write failed; session stops writing until reopened", "session", h.id, "err", err)
 	}
+	h.opts.searchDirty.note(h.id)
 	h.hub.settled(h.id, events)
 }
 

@@ -320,10 +320,13 @@ type Options struct {
 	// directory: the workspace files (workspace.go) are outside it, each
 	// directory confined on its own.
 	hostFS vfs.FS
-	jr     *storeJournal     // set by Open for a writing store: the shared journal (journal.go)
-	dead   *journal.DeadLogs // set by Open: the dead journal take-overs last read
-	now    func() time.Time
-	newID  func() (uuid.UUID, error)
+	jr     *storeJournal // set by Open for a writing store: the shared journal (journal.go)
+	// searchDirty is set by Open: the sessions appended to since the
+	// search index last caught up (searchindex.go).
+	searchDirty *dirtySessions
+	dead        *journal.DeadLogs // set by Open: the dead journal take-overs last read
+	now         func() time.Time
+	newID       func() (uuid.UUID, error)
 }
 
 // defaultBlobThreshold is what a zero BlobThreshold selects:

@@ -55,6 +55,8 @@ type Store struct {
 	forks forkLock // orders Fork and Delete (forklock.go)
 
 	polls pollers // a follower's polls of the sessions it has subscribers for (follow.go)
+
+	search *searchIndex // the store-wide search index (searchindex.go, internal/search)
 }
 
 // Open opens the store rooted at dir, creating it when dir holds none: dir
@@ -139,7 +141,9 @@ func newStore(dir string, o Options) *Store {
 		o.fetch = newFetchFS(o.fs, o.Remote, o.RemoteTimeout)
 		o.fs = o.fetch
 	}
+	o.searchDirty = &dirtySessions{}
 	s := &Store{dir: dir, opts: o, hub: newHub(), forks: forkLock{mu: make(chan struct{}, 1)}}
+	s.search = &searchIndex{}
 	if o.Remote != nil {
 		s.opts.recoverTail = s.recoverTail
 	}

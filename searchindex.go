@@ -1,0 +1,276 @@
+package sessionstore
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/sessionstore/sessionstore/internal/eventline"
+	"github.com/sessionstore/sessionstore/internal/search"
+)
+
+// searchDir is the search index's directory at the store root
+// (internal/search: segment files, search.lock). It is derived: removing
+// it loses nothing.
+const searchDir = "search"
+
+// dirtySessions are the sessions appended to since the search index last
+// caught up with them: publish (commit.go) notes each session whose
+// events became durable, one map insert a commit group, and Search takes
+// the set. It is the only thing an append does for the index.
+type dirtySessions struct {
+	mu sync.Mutex
+	m  map[uuid.UUID]struct{}
+}
+
+func (d *dirtySessions) note(id uuid.UUID) {
+	if d == nil {
+		return
+	}
+	d.mu.Lock()
+	if d.m == nil {
+		d.m = map[uuid.UUID]struct{}{}
+	}
+	d.m[id] = struct{}{}
+	d.mu.Unlock()
+}
+
+func (d *dirtySessions) take() map[uuid.UUID]struct{} {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	m := d.m
+	d.m = nil
+	return m
+}
+
+// searchIndex is the Store's search index: loaded from its files on the
+// first Search, caught up with the sessions a Search selects, saved by
+// that Search. mu serializes Searches' use of it.
+type searchIndex struct {
+	mu      sync.Mutex
+	x       *search.Index
+	checked map[uuid.UUID]bool // sessions compared with their log since the Store opened
+}
+
+// searchFiles is where the index is kept: with a Remote or read-only, in
+// memory only.
+func (s *Store) searchFiles() search.Files {
+	return search.Files{FS: s.opts.fs, Dir: filepath.Join(s.dir, searchDir), Perm: s.opts.FileMode, DirPerm: s.opts.DirMode,
+		ReadOnly: s.opts.ReadOnly || s.opts.Remote != nil}
+}
+
+// searchIndexed is Search through the index: the selected sessions caught
+// up (catchUp), the candidates holding every token ranked from their
+// postings, then read in rank order and checked against the query's terms
+// (phrases) until limit hits.
+func (s *Store) searchIndexed(ctx context.Context, q SearchQuery, p *searchPlan) ([]Hit, error) {
+	si := s.search
+	si.mu.Lock()
+	defer si.mu.Unlock()
+	if si.x == nil {
+		x, damaged, err := search.Load(s.searchFiles())
+		if err != nil {
+			return nil, err
+		}
+		if damaged {
+			s.opts.Logger.Warn("sessionstore: search index damaged; rebuilding it", "dir", filepath.Join(s.dir, searchDir))
+		}
+		si.x, si.checked = x, map[uuid.UUID]bool{}
+	}
+	x := si.x
+	dirty := s.opts.searchDirty.take()
+	lq := q.Query
+	lq.Limit = 0
+	selected := map[uint32]uuid.UUID{} // live slot -> session
+	listedAll := lq.ParentSession == uuid.Nil && lq.WorkingDir == "" && len(lq.Labels) == 0 && lq.Since.IsZero() && lq.Until.IsZero()
+	listed := map[uuid.UUID]bool{}
+	for m, err := range s.Sessions(ctx, lq) {
+		if err != nil {
+			var le *ListError
+			if errors.As(err, &le) {
+				listed[m.ID] = true // unreadable now, not gone
+				continue
+			}
+			s.redirty(dirty)
+			return nil, err
+		}
+		listed[m.ID] = true
+		_, isDirty := dirty[m.ID]
+		delete(dirty, m.ID)
+		slot, ok := x.Slot(m.ID)
+		if !ok || isDirty || !si.checked[m.ID] || x.Sessions[slot].UpdatedAt != m.UpdatedAt.UnixNano() {
+			var err error
+			if slot, err = s.catchUp(ctx, x, m); err != nil {
+				if ctx.Err() != nil || errors.Is(err, ErrClosed) {
+					s.opts.searchDirty.note(m.ID)
+					s.redirty(dirty)
+					return nil, err
+				}
+				s.opts.searchDirty.note(m.ID) // not caught up: try again next time
+			} else {
+				si.checked[m.ID] = true
+			}
+		}
+		selected[slot] = m.ID
+	}
+	s.redirty(dirty) // sessions not selected stay to catch up
+	if listedAll {   // sessions deleted since they were indexed: forgotten
+		var gone [][16]byte
+		x.Live(func(id [16]byte) {
+			if !listed[id] {
+				gone = append(gone, id)
+			}
+		})
+		for _, id := range gone {
+			x.Forget(id)
+		}
+	}
+	if err := x.Save(s.searchFiles()); err != nil {
+		s.opts.Logger.Warn("sessionstore: search index not saved", "err", err)
+	}
+
+	var cands []Hit
+	for _, c := range x.Candidates(p.tokens) {
+		d := &x.Docs[c.Doc]
+		sid, ok := selected[d.Session]
+		if !ok {
+			continue
+		}
+		k, r := Kind(eventline.KindCode(d.Kind).String()), Role(eventline.RoleCode(d.Role).String())
+		if !p.selects(k, r) {
+			continue
+		}
+		tf := func(tok string) int {
+			i := slices.Index(p.tokens, tok)
+			return int(c.TF[i])
+		}
+		cands = append(cands, Hit{Session: sid, Event: d.Event, Kind: k, Role: r,
+			Time: time.Unix(0, d.Time).UTC(), Rank: search.Rank(tf, int(d.Len), p.tokens)})
+	}
+	slices.SortFunc(cands, hitOrder)
+	var hits []Hit
+	var buf []byte
+	for k := 0; k < len(cands) && len(hits) < p.limit; {
+		// the next window of candidates, read a session at a time
+		n := min(len(cands)-k, max(p.limit-len(hits), 16))
+		win := cands[k : k+n]
+		k += n
+		read := map[uuid.UUID]map[uuid.UUID]*Event{}
+		for _, c := range win {
+			if read[c.Session] == nil {
+				read[c.Session] = map[uuid.UUID]*Event{}
+			}
+			read[c.Session][c.Event] = nil
+		}
+		for sid, want := range read {
+			if err := s.readEvents(ctx, sid, want); err != nil && (ctx.Err() != nil || errors.Is(err, ErrClosed)) {
+				return nil, err
+			}
+		}
+		for _, c := range win {
+			ev := read[c.Session][c.Event]
+			if ev == nil || len(hits) >= p.limit {
+				continue // gone since it was indexed (deleted, cut by a repair)
+			}
+			h, b, ok := p.hitOf(c.Session, ev, buf)
+			buf = b
+			if ok {
+				hits = append(hits, h)
+			}
+		}
+	}
+	return hits, nil
+}
+
+// readEvents reads the events of session named by want's keys that the
+// session holds, records included (blobs read, sealed records opened),
+// ordered by their place in the chunks, and sets them in want.
+func (s *Store) readEvents(ctx context.Context, session uuid.UUID, want map[uuid.UUID]*Event) error {
+	var run []entry
+	var hh *openSession
+	err := s.withHandle(ctx, session, func(h *openSession) error {
+		hh = h
+		for id := range want {
+			if i, ok := h.ByID[id]; ok {
+				run = append(run, h.Entries[i])
+			}
+		}
+		return nil
+	})
+	if hh == nil {
+		return err
+	}
+	slices.SortFunc(run, func(a, b entry) int {
+		if a.Loc.Chunk != b.Loc.Chunk {
+			return cmp.Compare(a.Loc.Chunk, b.Loc.Chunk)
+		}
+		return cmp.Compare(a.Loc.Offset, b.Loc.Offset)
+	})
+	if len(run) == 0 {
+		return nil
+	}
+	evs, err := s.seqBatch(ctx, session, &resolvedPath{h: hh}, -1, run)
+	if err != nil {
+		return err
+	}
+	for i := range evs {
+		want[evs[i].ID] = &evs[i]
+	}
+	return nil
+}
+
+func (s *Store) redirty(d map[uuid.UUID]struct{}) {
+	for id := range d {
+		s.opts.searchDirty.note(id)
+	}
+}
+
+// catchUp indexes session m's own events the index lacks and returns its
+// slot. If the event the index has last is not at its place in the log
+// (a repair cut the log), the session is indexed again from its start.
+func (s *Store) catchUp(ctx context.Context, x *search.Index, m Meta) (uint32, error) {
+	slot, ok := x.Slot(m.ID)
+	var from int
+	if ok {
+		se := x.Sessions[slot]
+		from = int(se.Next)
+		if from > 0 {
+			var same bool
+			err := s.withHandle(ctx, m.ID, func(h *openSession) error {
+				same = from <= len(h.Entries) && h.Entries[from-1].ID == uuid.UUID(se.Last)
+				return nil
+			})
+			if err != nil && !isDamage(err) {
+				return slot, err
+			}
+			if !same {
+				ok = false
+			}
+		}
+	}
+	if !ok {
+		slot, from = x.NewSlot(m.ID, m.Encrypted), 0
+	}
+	var buf []byte
+	_, err := s.ownEvents(ctx, m.ID, from, func(_ int, evs []Event) error {
+		for i := range evs {
+			ev := &evs[i]
+			buf = search.RecordText(buf[:0], ev.Record)
+			k, _ := eventline.KindCodeOf([]byte(ev.Kind))
+			r, _ := eventline.RoleCodeOf([]byte(ev.Role))
+			x.Add(slot, search.DocInfo{Event: ev.ID, Kind: uint8(k), Role: uint8(r), Time: ev.Time.UnixNano()}, search.Analyse(string(buf)))
+		}
+		return nil
+	})
+	if err != nil && !isDamage(err) {
+		return slot, err
+	}
+	x.Sessions[slot].UpdatedAt = m.UpdatedAt.UnixNano()
+	return slot, nil
+}
