@@ -235,6 +235,7 @@ func (h *openSession) publish(done []inflightRecord) {
 		h.becomeFailed(err)
 		h.opts.Logger.Error("sessionstore: index write failed; session stops writing until reopened", "session", h.id, "err", err)
 	}
+	h.settleDeltas(events)
 	h.hub.settled(h.id, events)
 }
 

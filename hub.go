@@ -75,6 +75,10 @@ type Update struct {
 	Event  *Event
 	Delta  *Delta
 	Missed int
+	// Cursor is set by Tail only: the position in the session's stream
+	// just after this update, to give to Tail to resume there (an SSE
+	// Last-Event-ID). It is opaque.
+	Cursor string
 }
 
 // Subscription is a live stream of a session's updates, created by
@@ -216,6 +220,9 @@ func (hb *hub) newSubscription(session uuid.UUID) *Subscription {
 //
 // Errors: ErrClosed; ctx's error.
 func (s *Store) Publish(ctx context.Context, session uuid.UUID, d Delta) error {
+	if s.opts.DurableDeltas && !s.opts.ReadOnly {
+		return s.publishDurable(ctx, session, d)
+	}
 	if err := s.begin(ctx); err != nil {
 		return err
 	}

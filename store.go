@@ -55,6 +55,8 @@ type Store struct {
 	forks forkLock // orders Fork and Delete (forklock.go)
 
 	polls pollers // a follower's polls of the sessions it has subscribers for (follow.go)
+
+	tails tailSet // the running Tails (tail.go)
 }
 
 // Open opens the store rooted at dir, creating it when dir holds none: dir
@@ -247,6 +249,7 @@ func (s *Store) Close() error {
 	// replay, between two batches, then gets ErrClosed instead of
 	// waiting for the lock this Close held.
 	s.hub.close()
+	s.tails.close()
 	return err
 }
 
