@@ -25,7 +25,7 @@ type item struct {
 
 func (i item) String() string {
 	if i.event != uuid.Nil {
-		return "E" + i.event.String()[:8]
+		return "E" + i.event.String()
 	}
 	return "D" + i.delta
 }
