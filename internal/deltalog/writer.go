@@ -70,7 +70,16 @@ type Writer struct {
 // superseded). The new segment's magic is synced, and so is its directory
 // entry, before Open returns.
 func Open(fsys vfs.FS, dir string, keepFrom uint64, o Options) (*Writer, error) {
-	if err := fsys.MkdirAll(dir, o.DirMode); err != nil {
+	if _, err := fsys.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		// A new directory: its entry in its parent is made durable, or a
+		// power loss would take every segment synced in it.
+		if err := fsys.MkdirAll(dir, o.DirMode); err != nil {
+			return nil, err
+		}
+		if err := fsys.SyncDir(filepath.Dir(dir)); err != nil {
+			return nil, err
+		}
+	} else if err != nil {
 		return nil, err
 	}
 	gens, err := Segments(fsys, dir)
