@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -42,6 +43,11 @@ func init() {
 			err = streamWriterChild(os.Getenv(streamDirEnv), id)
 		case "tail":
 			err = streamTailChild(os.Getenv(streamDirEnv), id, os.Getenv(streamCursorEnv))
+		case "latency":
+			err = streamLatencyChild(os.Getenv(streamDirEnv), id, os.Getenv(streamCursorEnv))
+			if err == nil {
+				os.Exit(0)
+			}
 		default:
 			err = fmt.Errorf("unknown mode %q", mode)
 		}
@@ -118,7 +124,7 @@ type streamChild struct {
 	done   chan struct{}
 }
 
-func startStreamChild(t *testing.T, mode, dir string, id uuid.UUID, cursor string) *streamChild {
+func startStreamChild(t testing.TB, mode, dir string, id uuid.UUID, cursor string) *streamChild {
 	t.Helper()
 	exe, err := os.Executable()
 	require.NoError(t, err)
@@ -335,4 +341,27 @@ func TestStreamTailKilledAndResumed(t *testing.T) {
 	child.waitLines(t, 1+len(want)-len(got))
 	take(child.kill(t))
 	assert.Equal(t, wantS, got)
+}
+
+// streamLatencyChild publishes n deltas (n in the cursor variable), each
+// holding the time it was published in Unix nanoseconds, a millisecond
+// apart, then closes the store.
+func streamLatencyChild(dir string, id uuid.UUID, count string) error {
+	n, err := strconv.Atoi(count)
+	if err != nil {
+		return err
+	}
+	ctx := context.Background()
+	s, err := Open(dir, &Options{DurableDeltas: true})
+	if err != nil {
+		return err
+	}
+	for range n {
+		d := strconv.FormatInt(time.Now().UnixNano(), 10)
+		if err := s.Publish(ctx, id, Delta{Kind: DeltaText, Data: d}); err != nil {
+			return err
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return s.Close()
 }
