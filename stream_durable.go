@@ -139,7 +139,8 @@ func (s *Store) publishDurable(ctx context.Context, session uuid.UUID, d Delta) 
 // of an answer that no event settled.
 type Partial struct {
 	// After is the event the answer follows: the newest event of the
-	// session's log when the deltas were published (uuid.Nil: none).
+	// session's log (for a fork without events of its own, its fork
+	// point; uuid.Nil: none).
 	After uuid.UUID
 	// Deltas are the deltas, in the order they were published. They are
 	// not events: what the model was producing when it stopped, never a
@@ -194,16 +195,17 @@ func (s *Store) PartialOutput(ctx context.Context, session uuid.UUID) (Partial, 
 		if err != nil {
 			return damage(err)
 		}
-		newest := uuid.Nil
+		newest, after := uuid.Nil, uuid.Nil
 		if n := len(h.Entries); n > 0 {
 			newest = h.Entries[n-1].ID
+			after = newest
 		} else if h.meta.ForkedFrom != nil {
-			newest = h.meta.ForkedFrom.Event
+			after = h.meta.ForkedFrom.Event // a fork without events of its own
 		}
 		if uuid.UUID(st.marker) != newest || len(st.pending) == 0 {
 			return nil // superseded by the events after the marker, or nothing pending
 		}
-		p.After, p.Deltas = newest, st.pending
+		p.After, p.Deltas = after, st.pending
 		return nil
 	})
 	return p, err
