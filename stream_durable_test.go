@@ -286,3 +286,47 @@ func TestTailEndsOnClose(t *testing.T) {
 	assert.ErrorIs(t, tl.Err(), ErrClosed)
 	_ = os.Getpid
 }
+
+// TestTailCursorIntoRemovedSegment: a cursor into a segment removed since
+// (superseded) resumes at the next segment: every event arrives once, in
+// order; only superseded deltas are skipped.
+func TestTailCursorIntoRemovedSegment(t *testing.T) {
+	old := deltaSegmentBytes
+	deltaSegmentBytes = 512
+	t.Cleanup(func() { deltaSegmentBytes = old })
+	ctx := context.Background()
+	dir := t.TempDir()
+	w := durableStore(t, dir)
+	meta, err := w.Create(ctx, Meta{})
+	require.NoError(t, err)
+	tl, err := w.Tail(ctx, meta.ID, "")
+	require.NoError(t, err)
+	first := writeTurns(t, w, meta.ID, 1, 3, "p")
+	_, cursors := tailN(t, tl, len(first))
+	tl.Close()
+	cursor := cursors[0] // after the first delta, in segment 1
+
+	rest := writeTurns(t, w, meta.ID, 30, 6, "q")
+	sd := filepath.Join(dir, sessionsDir, meta.ID.String(), deltaStreamDir)
+	gens, err := deltalog.Segments(vfs.Default, sd)
+	require.NoError(t, err)
+	require.Greater(t, gens[0], uint64(1), "segment 1 was removed")
+
+	tl, err = w.Tail(ctx, meta.ID, cursor)
+	require.NoError(t, err)
+	defer tl.Close()
+	var wantEvents []item
+	for _, it := range append(first[1:], rest...) {
+		if it.event != uuid.Nil {
+			wantEvents = append(wantEvents, it)
+		}
+	}
+	var gotEvents []item
+	for len(gotEvents) < len(wantEvents) {
+		got, _ := tailN(t, tl, 1)
+		if got[0].event != uuid.Nil {
+			gotEvents = append(gotEvents, got[0])
+		}
+	}
+	assert.Equal(t, wantEvents, gotEvents)
+}
