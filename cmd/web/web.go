@@ -167,6 +167,8 @@ func New(st *sessionstore.Store, opts Options) *Handler {
 	h.mux.HandleFunc("GET /api/sessions/{session}/events/{event}", h.event)
 	h.mux.HandleFunc("GET /api/sessions/{session}/events/{event}/changes", h.changes)
 	h.mux.HandleFunc("GET /api/sessions/{session}/live", h.live)
+	h.mux.HandleFunc("GET /api/sessions/{session}/usage", h.usage)
+	h.mux.HandleFunc("GET /api/search", h.search)
 	h.mux.HandleFunc("GET /api/live", h.liveList)
 	h.mux.HandleFunc("GET /api/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no such endpoint: %s", r.URL.Path)
@@ -287,11 +289,15 @@ type sessionJSON struct {
 	Events    int    `json:"events"`
 	Bytes     int64  `json:"bytes"`
 	TreeError string `json:"tree_error,omitempty"`
+	// Tokens is the token totals session.json records (Meta.Usage), null
+	// when it records none.
+	Tokens *tokensJSON `json:"tokens"`
 }
 
 func newSessionJSON(m sessionstore.Meta) sessionJSON {
 	s := sessionJSON{ID: m.ID, Name: m.Name, WorkingDir: m.WorkingDir, Model: m.Model,
-		CreatedAt: m.CreatedAt, UpdatedAt: m.UpdatedAt, Labels: m.Labels, ForkedFrom: m.ForkedFrom}
+		CreatedAt: m.CreatedAt, UpdatedAt: m.UpdatedAt, Labels: m.Labels, ForkedFrom: m.ForkedFrom,
+		Tokens: recordedTokens(m.Usage)}
 	if m.ParentSession != uuid.Nil {
 		p := m.ParentSession
 		s.Parent = &p
@@ -457,6 +463,8 @@ type treeJSON struct {
 // sessionDetailJSON is the answer of /api/sessions/{session}.
 type sessionDetailJSON struct {
 	Session sessionJSON `json:"session"`
+	// Usage is the session's exact token totals (Store.Usage).
+	Usage usageJSON `json:"usage"`
 	treeJSON
 }
 
@@ -562,7 +570,7 @@ func (h *Handler) session(w http.ResponseWriter, r *http.Request) {
 	for _, n := range tree.Nodes {
 		s.Bytes += n.Size
 	}
-	writeJSON(w, http.StatusOK, sessionDetailJSON{Session: s, treeJSON: tree})
+	writeJSON(w, http.StatusOK, sessionDetailJSON{Session: s, Usage: h.readUsage(r.Context(), id), treeJSON: tree})
 }
 
 // eventJSON is an event of a path, or the answer of the events endpoint.
