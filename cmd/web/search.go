@@ -17,13 +17,16 @@ const maxSearchLimit = 500
 
 // hitJSON is a hit of /api/search.
 type hitJSON struct {
-	Session uuid.UUID         `json:"session"`
-	Event   uuid.UUID         `json:"event"`
-	Kind    sessionstore.Kind `json:"kind"`
-	Role    sessionstore.Role `json:"role,omitempty"`
-	Time    time.Time         `json:"timestamp"`
-	Snippet string            `json:"snippet"`
-	Rank    float64           `json:"rank"`
+	Session uuid.UUID `json:"session"`
+	// SessionName is the session's name, "" for none (or when its
+	// metadata could not be read).
+	SessionName string            `json:"session_name,omitempty"`
+	Event       uuid.UUID         `json:"event"`
+	Kind        sessionstore.Kind `json:"kind"`
+	Role        sessionstore.Role `json:"role,omitempty"`
+	Time        time.Time         `json:"timestamp"`
+	Snippet     string            `json:"snippet"`
+	Rank        float64           `json:"rank"`
 }
 
 // searchJSON is the answer of /api/search.
@@ -88,6 +91,7 @@ func (h *Handler) search(w http.ResponseWriter, r *http.Request) {
 		q.Roles = append(q.Roles, sessionstore.Role(role))
 	}
 	out := searchJSON{Query: q.Text, Hits: []hitJSON{}}
+	names := map[uuid.UUID]string{}
 	for hit, err := range h.st.Search(r.Context(), q) {
 		if err != nil {
 			if errors.Is(err, sessionstore.ErrInvalidSearch) {
@@ -97,8 +101,15 @@ func (h *Handler) search(w http.ResponseWriter, r *http.Request) {
 			storeError(w, err, "search")
 			return
 		}
-		out.Hits = append(out.Hits, hitJSON{Session: hit.Session, Event: hit.Event, Kind: hit.Kind,
-			Role: hit.Role, Time: hit.Time, Snippet: hit.Snippet, Rank: hit.Rank})
+		name, ok := names[hit.Session]
+		if !ok {
+			if m, err := h.st.Meta(r.Context(), hit.Session); err == nil {
+				name = m.Name
+			}
+			names[hit.Session] = name
+		}
+		out.Hits = append(out.Hits, hitJSON{Session: hit.Session, SessionName: name, Event: hit.Event,
+			Kind: hit.Kind, Role: hit.Role, Time: hit.Time, Snippet: hit.Snippet, Rank: hit.Rank})
 	}
 	writeJSON(w, http.StatusOK, out)
 }

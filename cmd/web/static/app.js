@@ -67,6 +67,16 @@
     while (v >= 1024 && i < units.length - 1) { v /= 1024; i++; }
     return v.toFixed(v < 10 ? 1 : 0) + " " + units[i];
   }
+  // tokens is n in a short form: 950, 12.3k, 4.5M.
+  function tokens(n) {
+    if (n < 1000) return String(n);
+    if (n < 1e6) return (n / 1e3).toFixed(1) + "k";
+    return (n / 1e6).toFixed(1) + "M";
+  }
+  // tokenPair is the input (cache included) and output tokens of t, "-"
+  // for none recorded.
+  const tokenPair = (t) => (t ? tokens(t.in) + "/" + tokens(t.out) : "-");
+
   // cut is s on one line, at most n characters (code points), the last
   // an ellipsis when something was cut.
   function cut(s, n) {
@@ -94,6 +104,13 @@
   window.addEventListener("DOMContentLoaded", () => {
     $("#context-only").addEventListener("change", () => view && loadPath());
     $("#to-head").addEventListener("click", () => view && (location.hash = "#/s/" + view.id));
+    $("#search").addEventListener("submit", (ev) => {
+      ev.preventDefault();
+      search($("#search-q").value);
+    });
+    $("#search-close").addEventListener("click", () => {
+      $("#search-view").hidden = true;
+    });
     route();
   });
 
@@ -152,6 +169,7 @@
         el("td", {}, s.model || "-"),
         el("td", { class: "num events", title: s.tree_error || null }, s.events < 0 ? "?" : String(s.events)),
         el("td", { class: "num" }, bytes(s.bytes)),
+        el("td", { class: "num tokens", title: s.tokens ? s.tokens.messages + " messages reported usage" : "no totals recorded" }, tokenPair(s.tokens)),
         el("td", {}, stamp(s.created_at)),
         el("td", {}, stamp(s.updated_at)));
       tr.addEventListener("click", (ev) => {
@@ -163,6 +181,44 @@
     const more = $("#more");
     more.hidden = !page.next;
     more.onclick = () => showList(page.next);
+  }
+
+  // ---- search --------------------------------------------------------------
+  //
+  // The search box asks /api/search and lists the hits, best first; each
+  // links to its event as a tree node does (#/s/<session>/e/<event>): the
+  // session opens with the path to the event shown and its node selected.
+
+  let searchSeq = 0;
+
+  async function search(text) {
+    const seq = ++searchSeq;
+    const box = $("#search-view"), list = $("#hits");
+    if (!text.trim()) {
+      box.hidden = true;
+      return;
+    }
+    let ans;
+    try {
+      ans = await getJSON("/api/search?q=" + encodeURIComponent(text));
+    } catch (e) {
+      if (seq !== searchSeq) return;
+      list.replaceChildren(el("li", { class: "error" }, String(e.message || e)));
+      $("#search-count").textContent = "";
+      box.hidden = false;
+      return;
+    }
+    if (seq !== searchSeq) return;
+    list.replaceChildren();
+    for (const h of ans.hits) {
+      const href = "#/s/" + h.session + "/e/" + h.event;
+      list.append(el("li", { class: "hit", "data-session": h.session, "data-event": h.event },
+        el("span", { class: "hit-meta" }, (h.session_name || shortID(h.session)) + " · " + h.kind + (h.role ? " · " + h.role : "") + " · " + stamp(h.timestamp)),
+        el("a", { href: href, class: "hit-link" }, h.snippet || "(no text)")));
+    }
+    $("#search-count").textContent = ans.hits.length + (ans.hits.length === 1 ? " hit" : " hits");
+    if (!ans.hits.length) list.append(el("li", { class: "none" }, "no event matches"));
+    box.hidden = false;
   }
 
   // ---- a session ---------------------------------------------------------
@@ -223,6 +279,8 @@
       el("span", {}, "model " + (s.model || "-")),
       el("span", {}, "created " + stamp(s.created_at)),
       el("span", {}, "updated " + stamp(s.updated_at)));
+    $("#usage").replaceChildren();
+    loadUsage(v);
     addRows(d.parents, 0);
     for (const r of d.branches) v.branchRows.add(r);
     setEnds(d.head, d.next, d.lanes, d.head_row, d.next_row);
@@ -360,6 +418,7 @@
       }
       const drawn = [drawGraph()];
       if (!v.selected) drawn.push(extendPath(oldNext, oldNextRow));
+      if (t.nodes.length) loadUsage(v);
       Promise.all(drawn).then(() => {
         if (view === v) times.live.push(performance.now() - arrived);
       });
@@ -376,6 +435,37 @@
       setStatus("reconnecting…");
       setTimeout(() => { if (view === v && v.es === es) startLive(); }, 2000);
     };
+  }
+
+  // loadUsage shows the session's token totals and its active branch's
+  // (/usage), at most one request at a time: a request asked for while
+  // one runs is made when it ends.
+  async function loadUsage(v) {
+    if (v.usageBusy) {
+      v.usageAgain = true;
+      return;
+    }
+    v.usageBusy = true;
+    let u;
+    try {
+      u = await getJSON("/api/sessions/" + v.id + "/usage");
+    } catch (e) {
+      u = { session_error: String(e.message || e) };
+    }
+    v.usageBusy = false;
+    if (view !== v) return;
+    const part = (label, t, err) => el("span", { class: "usage-" + label, title: t ? usageTitle(t) : err || null },
+      label + " tokens in/out " + (t ? tokenPair(t) + " (" + t.messages + " messages)" : "?"));
+    $("#usage").replaceChildren(part("session", u.session, u.session_error), part("branch", u.branch, u.branch_error));
+    if (v.usageAgain) {
+      v.usageAgain = false;
+      loadUsage(v);
+    }
+  }
+
+  function usageTitle(t) {
+    return (t.by_model || []).map((m) => (m.model || "(no model)") + ": in " + (m.input_tokens || 0) + ", out " + (m.output_tokens || 0) +
+      ", cache read " + (m.cache_read_tokens || 0) + ", cache write " + (m.cache_write_tokens || 0)).join("\n");
   }
 
   function stopLive() {
