@@ -836,16 +836,42 @@ func (h *Handler) live(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	// A cursor (the id of the last message the client received) says
+	// where to resume, and wins over known and last: a browser that
+	// reconnects on its own sends it with the stream's first URL.
+	cur := liveCursor{known: known, last: last}
+	if v := resumeFrom(r); v != "" {
+		c, err := parseLiveCursor(v)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, "%v", err)
+			return
+		}
+		cur = c
+	}
 	ctx := r.Context()
 	if _, err := h.st.Meta(ctx, id); err != nil {
 		storeError(w, err, "session "+id.String())
 		return
 	}
+	tail, err := h.st.Tail(ctx, id, cur.tail)
+	switch {
+	case errors.Is(err, sessionstore.ErrInvalidCursor):
+		writeError(w, http.StatusBadRequest, "bad cursor: %v", err)
+		return
+	case err != nil:
+		storeError(w, err, "follow session "+id.String())
+		return
+	}
+	defer func() { tail.Close() }()
 	sw, ok := h.startStream(w, r)
 	if !ok {
 		return
 	}
 	defer h.streams.Add(-1)
+	known, last = cur.known, cur.last
+	tailC := tail.C
+	pending := false // a delta was sent that no "settled" followed yet
+	retail := false  // the tail ended on a session deleted: follow it again when it is back
 
 	var sent sessionstore.Revision
 	first := true
@@ -888,15 +914,73 @@ func (h *Handler) live(w http.ResponseWriter, r *http.Request) {
 			if len(tree.Nodes) == 0 && tree.From == known && state == lastState {
 				break // nothing the client lacks
 			}
-			if !sw.event("tree", tree) {
+			cur.known, cur.last = tree.Total, tree.last
+			if !sw.eventID("tree", cur.String(), tree) {
 				return
 			}
 			known, last, lastState = tree.Total, tree.last, state
 		}
-		if !sw.wait(ctx, ticker) {
+		if retail {
+			if t, err := h.st.Tail(ctx, id, ""); err == nil {
+				tail.Close()
+				tail, tailC, retail, pending = t, t.C, false, false
+				cur.tail = ""
+			}
+		}
+		// Until the next tick, send what the tail delivers.
+		if !sw.keepAlive() {
 			return
 		}
+	wait:
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-ticker.C:
+				break wait
+			case u, ok := <-tailC:
+				if !ok {
+					tailC = nil
+					err := tail.Err()
+					if errors.Is(err, sessionstore.ErrNotFound) {
+						// Deleted: the tree's look tells the client
+						// ("gone", or the tree of the session made
+						// again, which is followed from its start).
+						retail = true
+						continue
+					}
+					if err != nil && ctx.Err() == nil {
+						if !sw.event("failure", apiError{Error: "follow the deltas: " + err.Error()}) {
+							return
+						}
+					}
+					continue
+				}
+				cur.tail = u.Cursor
+				switch {
+				case u.Delta != nil:
+					pending = true
+					if !sw.eventID("delta", cur.String(), u.Delta) {
+						return
+					}
+				case u.Event != nil && pending:
+					// The event supersedes the deltas sent before it.
+					pending = false
+					if !sw.eventID("settled", cur.String(), settledJSON{Event: u.Event.ID}) {
+						return
+					}
+				}
+				// An event with no delta before it reaches the client
+				// as a node of a "tree" message; the cursor moves on.
+			}
+		}
 	}
+}
+
+// settledJSON is the data of a live "settled" message: the event that
+// supersedes the deltas sent before it.
+type settledJSON struct {
+	Event uuid.UUID `json:"event"`
 }
 
 // stateKey sums up the HEAD, the active path's end and the lanes of tree,
@@ -981,6 +1065,19 @@ func (s *streamWriter) event(name string, v any) bool {
 	if err != nil {
 		b, _ = json.Marshal(apiError{Error: err.Error()})
 		name = "failure"
+	}
+	return s.raw(name, b)
+}
+
+// eventID sends one event with the id id (which holds no newline) and v
+// as JSON; false when the client is gone.
+func (s *streamWriter) eventID(name, id string, v any) bool {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return s.event(name, v) // a "failure", without id
+	}
+	if _, err := fmt.Fprintf(s.w, "id: %s\n", id); err != nil {
+		return false
 	}
 	return s.raw(name, b)
 }
