@@ -257,7 +257,9 @@
       head: null, next: null, headRow: -1, nextRow: -1, lanes: [], last: null,
       pages: new Map(), fetching: new Map(), byId: new Map(), rowOf: new Map(), summaries: new Map(),
       onPath: new Uint8Array(0), path: null, opened: false,
+      cursor: null, partial: {},
     };
+    showPartial(view);
     const v = view;
     $("#graph").replaceChildren();
     $("#transcript").replaceChildren();
@@ -384,17 +386,36 @@
     const v = view;
     // last lets the server tell a continuation of the nodes the page
     // holds from another tree under the same id.
+    // cursor, the id of the last message received, resumes the stream
+    // exactly after it: the nodes after the ones the page holds, and the
+    // deltas after the last one shown.
     const last = v.last ? "&last=" + v.last : "";
-    const es = new EventSource("/api/sessions/" + v.id + "/live?known=" + v.total + last);
+    const cursor = v.cursor ? "&cursor=" + encodeURIComponent(v.cursor) : "";
+    const es = new EventSource("/api/sessions/" + v.id + "/live?known=" + v.total + last + cursor);
     v.es = es;
     es.onopen = () => setStatus("live", true);
+    es.addEventListener("delta", (msg) => {
+      if (view !== v) return;
+      v.cursor = msg.lastEventId;
+      const d = JSON.parse(msg.data);
+      v.partial[d.kind] = (v.partial[d.kind] || "") + d.data;
+      showPartial(v);
+    });
+    es.addEventListener("settled", (msg) => {
+      if (view !== v) return;
+      v.cursor = msg.lastEventId;
+      v.partial = {};
+      showPartial(v);
+    });
     es.addEventListener("tree", (msg) => {
       if (view !== v) return;
+      v.cursor = msg.lastEventId;
       const arrived = performance.now();
       const t = JSON.parse(msg.data);
       if (t.from !== v.total) {
         // Not a continuation of what the page holds: start over.
         es.close();
+        v.es = null;
         const id = v.id, sel = v.selected;
         view = null;
         showSession(id, sel);
@@ -466,6 +487,16 @@
   function usageTitle(t) {
     return (t.by_model || []).map((m) => (m.model || "(no model)") + ": in " + (m.input_tokens || 0) + ", out " + (m.output_tokens || 0) +
       ", cache read " + (m.cache_read_tokens || 0) + ", cache write " + (m.cache_write_tokens || 0)).join("\n");
+  }
+
+  // showPartial shows the answer being streamed: the deltas no event has
+  // settled yet, by kind (text, reasoning, tool output), as text.
+  function showPartial(v) {
+    const box = $("#partial");
+    const kinds = Object.keys(v.partial).filter((k) => v.partial[k]);
+    box.hidden = kinds.length === 0;
+    box.replaceChildren(...kinds.map((k) => el("div", { class: "partial-" + k },
+      el("span", { class: "partial-kind" }, k + " (streaming)"), el("pre", {}, v.partial[k]))));
   }
 
   function stopLive() {
