@@ -43,6 +43,16 @@
 //	    the id of the client's node n-1: when the tree's node n-1 is another
 //	    (the session was made again), or the tree has fewer than n nodes,
 //	    the stream sends the whole tree (from 0) instead
+//	    ; "delta" and "settled", the durable deltas no event settled yet
+//	    and the events that settle them (Store.Tail). Each of these
+//	    messages has an id, the stream's position after it; a request
+//	    with one (Last-Event-ID header, or cursor=c) resumes exactly
+//	    after it (cursor.go, docs/web-view.md)
+//	GET /api/sessions/{session}/usage
+//	    the session's token totals and its active branch's (Store.Usage)
+//	GET /api/search?q=text&limit=n&working_dir=d&parent=p&label=k=v&since=t&until=t&kind=k&role=r
+//	    the events whose record text matches q (Store.Search), best first;
+//	    400 for a query Search refuses (ErrInvalidSearch)
 //	GET /api/live
 //	    Server-Sent Events: "sessions", the list's first page, at the
 //	    start and whenever it changes
