@@ -507,3 +507,36 @@ func TestSearchDeleteReadOnlyEncrypted(t *testing.T) {
 	assert.Equal(t, was, names(), "a read-only Store writes no index file")
 	assert.Equal(t, before, dirBytes(t, filepath.Join(dir, searchDir), "seg-"))
 }
+
+// BenchmarkSearchManySessions: a rare word among 1,000 sessions of 20
+// events, the index caught up: what a query costs per session of the
+// store (the listing of the sessions it selects, then the postings).
+func BenchmarkSearchManySessions(b *testing.B) {
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(9, 9))
+	s, err := Open(b.TempDir(), nil)
+	require.NoError(b, err)
+	defer s.Close()
+	for range 1000 {
+		m, err := s.Create(ctx, Meta{})
+		require.NoError(b, err)
+		evs := make([]Event, 20)
+		for i := range evs {
+			evs[i] = randomEvent(rng)
+		}
+		_, err = s.AppendBatch(ctx, m.ID, evs...)
+		require.NoError(b, err)
+	}
+	for _, text := range []string{"zebra", "migration"} {
+		q := SearchQuery{Text: text}
+		for range s.Search(ctx, q) { // catch up
+		}
+		b.Run(text, func(b *testing.B) {
+			for b.Loop() {
+				for _, err := range s.Search(ctx, q) {
+					require.NoError(b, err)
+				}
+			}
+		})
+	}
+}

@@ -90,15 +90,19 @@ func (s *Store) searchIndexed(ctx context.Context, q SearchQuery, p *searchPlan)
 	selected := map[uint32]uuid.UUID{} // live slot -> session
 	listedAll := lq.ParentSession == uuid.Nil && lq.WorkingDir == "" && len(lq.Labels) == 0 && lq.Since.IsZero() && lq.Until.IsZero()
 	listed := map[uuid.UUID]bool{}
-	for m, err := range s.Sessions(ctx, lq) {
-		if err != nil {
-			var le *ListError
-			if errors.As(err, &le) {
-				listed[m.ID] = true // unreadable now, not gone
-				continue
-			}
-			s.redirty(dirty)
-			return nil, err
+	metas, err := s.List(ctx) // one read of the catalogue: cheaper than pages of Sessions
+	var le *ListError
+	if errors.As(err, &le) {
+		for _, u := range le.Unreadable {
+			listed[u.ID] = true // unreadable now, not gone
+		}
+	} else if err != nil {
+		s.redirty(dirty)
+		return nil, err
+	}
+	for _, m := range metas {
+		if !lq.Matches(m) {
+			continue
 		}
 		listed[m.ID] = true
 		_, isDirty := dirty[m.ID]
@@ -236,6 +240,20 @@ func (s *Store) redirty(d map[uuid.UUID]struct{}) {
 // (a repair cut the log), the session is indexed again from its start.
 func (s *Store) catchUp(ctx context.Context, x *search.Index, m Meta) (uint32, error) {
 	slot, ok := x.Slot(m.ID)
+	if ok { // HEAD is the newest event in log order: the lazy open reads it, not the index
+		var head uuid.UUID
+		var fork *ForkPoint
+		err := s.useHandle(ctx, m.ID, s.reg.acquireLazy, func(h *openSession) error {
+			head, fork = h.head(), h.meta.ForkedFrom
+			return nil
+		})
+		se := x.Sessions[slot]
+		own := head != uuid.Nil && (fork == nil || head != fork.Event)
+		if err == nil && (se.Next > 0 && head == uuid.UUID(se.Last) || se.Next == 0 && !own) {
+			x.Sessions[slot].UpdatedAt = m.UpdatedAt.UnixNano()
+			return slot, nil
+		}
+	}
 	var from int
 	if ok {
 		se := x.Sessions[slot]
