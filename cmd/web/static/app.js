@@ -234,6 +234,7 @@
   const NODE_PAGE = 256; // rows a /nodes request asks for
   const PATH_PAGE = 100; // events a /path request asks for
   const OVERSCAN = 16; // rows drawn above and below the screen
+  const USAGE_DELAY = 1000; // ms from a live update to the totals asked again
 
   // times holds what the page measured (performance.now(), ms): open is
   // the time from a session's opening to its tree and path drawn, live
@@ -439,7 +440,11 @@
       }
       const drawn = [drawGraph()];
       if (!v.selected) drawn.push(extendPath(oldNext, oldNextRow));
-      if (t.nodes.length) loadUsage(v);
+      if (t.nodes.length && !v.usageTimer) {
+        // The totals follow a second later, once for a burst of updates:
+        // they are read apart from the tree, not to slow its drawing.
+        v.usageTimer = setTimeout(() => { v.usageTimer = null; if (view === v) loadUsage(v); }, USAGE_DELAY);
+      }
       Promise.all(drawn).then(() => {
         if (view === v) times.live.push(performance.now() - arrived);
       });
