@@ -67,8 +67,13 @@ func (h *openSession) durableDeltas() bool {
 }
 
 // deltaWriter returns the session's delta stream writer, starting a new
-// segment the first time; with h.mu held.
-func (h *openSession) deltaWriter() (*deltalog.Writer, error) {
+// segment the first time; with h.mu held. When it starts one and settle
+// is set, it first writes a marker for the newest event of the log if
+// the stream's last marker is another: events without a marker (a crash
+// took it, or a Store without DurableDeltas appended them) supersede
+// every delta before them, as PartialOutput reads it, and must not
+// supersede the deltas this writer is about to write.
+func (h *openSession) deltaWriter(settle bool) (*deltalog.Writer, error) {
 	if h.deltas != nil {
 		return h.deltas, nil
 	}
@@ -76,7 +81,8 @@ func (h *openSession) deltaWriter() (*deltalog.Writer, error) {
 	// Keep the segment of the last marker and those after it: they hold
 	// the partial output a crash may have left. On damage, keep all.
 	keep := uint64(0)
-	if st, err := scanStream(h.opts.fs, dir, 0); err == nil {
+	st, scanErr := scanStream(h.opts.fs, dir, 0)
+	if scanErr == nil {
 		keep = st.markerGen
 	}
 	w, err := deltalog.Open(h.opts.fs, dir, keep, deltalog.Options{
@@ -86,6 +92,14 @@ func (h *openSession) deltaWriter() (*deltalog.Writer, error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("sessionstore: start the delta stream of session %s: %w", h.id, damage(err))
+	}
+	if settle && len(h.Entries) > 0 {
+		if newest := h.Entries[len(h.Entries)-1].ID; scanErr != nil || uuid.UUID(st.marker) != newest {
+			if err := w.Settled(newest); err != nil {
+				_ = w.Close()
+				return nil, fmt.Errorf("sessionstore: start the delta stream of session %s: %w", h.id, err)
+			}
+		}
 	}
 	h.deltas = w
 	return w, nil
@@ -99,7 +113,7 @@ func (h *openSession) settleDeltas(events []Event) {
 	if len(events) == 0 || !h.durableDeltas() {
 		return
 	}
-	w, err := h.deltaWriter()
+	w, err := h.deltaWriter(false) // the marker of these events follows
 	if err == nil {
 		err = w.Settled(events[len(events)-1].ID)
 	}
@@ -112,12 +126,12 @@ func (h *openSession) settleDeltas(events []Event) {
 // it, under the session's mutex, so that the stream and the subscribers
 // see the same order of deltas and events.
 func (s *Store) publishDurable(ctx context.Context, session uuid.UUID, d Delta) error {
-	return s.useHandle(ctx, session, s.reg.acquireLazy, func(h *openSession) error {
+	return s.withHandle(ctx, session, func(h *openSession) error {
 		if h.durableDeltas() {
 			if err := h.writable(); err != nil {
 				return err
 			}
-			w, err := h.deltaWriter()
+			w, err := h.deltaWriter(true)
 			if err != nil {
 				return err
 			}

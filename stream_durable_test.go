@@ -103,6 +103,13 @@ func TestPartialOutputSupersededByEventWithoutMarker(t *testing.T) {
 	p, err := s.PartialOutput(ctx, meta.ID)
 	require.NoError(t, err)
 	assert.Empty(t, p.Deltas, "an event after the deltas settles them")
+
+	// Deltas published now follow that event: they are partial output,
+	// though the stream holds no marker for it.
+	require.NoError(t, s.Publish(ctx, meta.ID, Delta{Kind: DeltaText, Data: "new"}))
+	p, err = s.PartialOutput(ctx, meta.ID)
+	require.NoError(t, err)
+	assert.Equal(t, "new", p.Text(DeltaText))
 }
 
 // TestDeltaSegmentsTrimmed: superseded segments are removed, so the
