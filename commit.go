@@ -238,6 +238,7 @@ func (h *openSession) publish(done []inflightRecord) {
 		h.opts.Logger.Error("sessionstore: index write failed; session stops writing until reopened", "session", h.id, "err", err)
 	}
 	h.opts.searchDirty.note(h.id)
+	h.settleDeltas(events)
 	h.hub.settled(h.id, events)
 }
 

@@ -46,9 +46,10 @@ const (
 
 // Delta is a live fragment of output that is not an event: a few tokens of
 // a message being generated, a line of a running tool's output. It is
-// delivered to the session's current subscribers and then forgotten: it is
-// never written, so a subscriber that missed it, a subscriber that comes
-// later and a process that restarts never see it. The settled event that a
+// delivered to the session's current subscribers and then forgotten: unless
+// Options.DurableDeltas is set it is never written, so a subscriber that
+// missed it, a subscriber that comes later and a process that restarts
+// never see it (with it: PartialOutput and Tail). The settled event that a
 // stream of deltas leads to (the whole message, the tool result) is what a
 // harness appends.
 type Delta struct {
@@ -75,6 +76,10 @@ type Update struct {
 	Event  *Event
 	Delta  *Delta
 	Missed int
+	// Cursor is set by Tail only: the position in the session's stream
+	// just after this update, to give to Tail to resume there (an SSE
+	// Last-Event-ID). It is opaque.
+	Cursor string
 }
 
 // Subscription is a live stream of a session's updates, created by
@@ -214,8 +219,22 @@ func (hb *hub) newSubscription(session uuid.UUID) *Subscription {
 // subscriber, after every update queued before the call. Publish writes
 // nothing, so it works on a store opened with Options.ReadOnly.
 //
-// Errors: ErrClosed; ctx's error.
+// With Options.DurableDeltas (on a writing store, for a session that is
+// not encrypted), Publish also writes the delta to the session's delta
+// stream (stream_durable.go, docs/streams.md), under the session's lock,
+// which it opens as Append does: when it returns nil the delta is written
+// (a killed process does not lose it; PartialOutput and Tail see it) and
+// it is synced within Options.DeltaSyncInterval (a power loss loses at
+// most the deltas of that last interval).
+//
+// Errors: ErrClosed; ctx's error; with DurableDeltas also ErrNotFound,
+// ErrLocked, ErrSessionFailed, ErrInvalidEvent for a delta larger than
+// 1 MiB, and the stream's write or sync failure (the delta is then not
+// delivered either).
 func (s *Store) Publish(ctx context.Context, session uuid.UUID, d Delta) error {
+	if s.opts.DurableDeltas && !s.opts.ReadOnly {
+		return s.publishDurable(ctx, session, d)
+	}
 	if err := s.begin(ctx); err != nil {
 		return err
 	}

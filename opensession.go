@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/sessionstore/sessionstore/internal/chunkwriter"
+	"github.com/sessionstore/sessionstore/internal/deltalog"
 	"github.com/sessionstore/sessionstore/internal/index"
 	"github.com/sessionstore/sessionstore/internal/vfs"
 )
@@ -117,6 +118,7 @@ type openSession struct {
 	line     []byte   // reused encoding buffer
 
 	chunks chunkwriter.Writer // internal/chunkwriter
+	deltas *deltalog.Writer   // the durable delta stream (stream_durable.go); nil until first used
 	index  *indexFile         // index.go
 	pipe   commitPipeline     // commit.go: records in flight and the sync that carries them
 	// writingBlobs counts the blobs of appends that have not written their
@@ -598,6 +600,10 @@ func (h *openSession) newChunkWriter() chunkwriter.Writer {
 // closeFiles closes the session's files and releases its lock.
 func (h *openSession) closeFiles() error {
 	var errs []error
+	if h.deltas != nil {
+		errs = append(errs, h.deltas.Close())
+		h.deltas = nil
+	}
 	if h.index != nil {
 		errs = append(errs, h.index.Close())
 		h.index = nil

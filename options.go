@@ -48,6 +48,12 @@ const (
 	DefaultRemoteTimeout = 30 * time.Second
 	// DefaultFollowInterval is the default Options.FollowInterval.
 	DefaultFollowInterval = 100 * time.Millisecond
+	// DefaultDeltaSyncInterval is the default Options.DeltaSyncInterval.
+	DefaultDeltaSyncInterval = 20 * time.Millisecond
+	// DefaultTailInterval is the default Options.TailInterval.
+	DefaultTailInterval = 5 * time.Millisecond
+	// DefaultDeltaSyncBytes is the default Options.DeltaSyncBytes.
+	DefaultDeltaSyncBytes = 256 << 10
 	// DefaultRemoteWindow is the default Options.RemoteWindow.
 	DefaultRemoteWindow = seam.Window
 	// maxRemoteWindow bounds Options.RemoteWindow.
@@ -206,6 +212,30 @@ type Options struct {
 	// event whose Append returned before the call started; Subscribe
 	// polls so every Options.FollowInterval.
 	ReadOnly bool
+
+	// DurableDeltas makes Publish write each delta to the session's
+	// delta stream (docs/streams.md) as well as deliver it: a write
+	// system call per delta, with a sync (fdatasync) in the background
+	// within DeltaSyncInterval, so that a process that dies loses no
+	// delta Publish returned for, and a power loss loses at most the
+	// deltas of the last DeltaSyncInterval. Every event appended to the
+	// session then also writes a marker to the stream, which supersedes
+	// the deltas before it. After a crash, PartialOutput returns the
+	// deltas no event superseded; Tail follows the stream from another
+	// process. Encrypted sessions keep their deltas live only (the stream
+	// is not encrypted). Ignored by a read-only store.
+	DurableDeltas bool
+	// DeltaSyncInterval bounds how long a durable delta waits for its
+	// sync; 0 selects DefaultDeltaSyncInterval.
+	DeltaSyncInterval time.Duration
+	// TailInterval is how often a Tail that has read everything looks
+	// for more (a listing of the stream's directory, a read of its newest
+	// segment, a look at the log's revision); 0 selects
+	// DefaultTailInterval.
+	TailInterval time.Duration
+	// DeltaSyncBytes of durable deltas waiting for their sync start it at
+	// once; 0 selects DefaultDeltaSyncBytes.
+	DeltaSyncBytes int
 
 	// FollowInterval is how often a follower (ReadOnly with a Remote)
 	// polls the log of a session it has subscribers for; 0 selects
@@ -366,6 +396,8 @@ func (o *Options) withDefaults() (Options, error) {
 		return c, fmt.Errorf("%w: RemoteDurability %d is neither DurableRemote nor DurableLocal", ErrInvalidOptions, c.RemoteDurability)
 	case c.FollowInterval < 0:
 		return c, fmt.Errorf("%w: FollowInterval cannot be negative", ErrInvalidOptions)
+	case c.DeltaSyncInterval < 0 || c.DeltaSyncBytes < 0 || c.TailInterval < 0:
+		return c, fmt.Errorf("%w: DeltaSyncInterval, DeltaSyncBytes and TailInterval cannot be negative", ErrInvalidOptions)
 	case c.JournalSize > 0 && (c.JournalSize < journal.MinSize || c.JournalSize > journal.MaxSize):
 		return c, fmt.Errorf("%w: JournalSize %d is outside %d..%d", ErrInvalidOptions, c.JournalSize, journal.MinSize, journal.MaxSize)
 	}
@@ -374,6 +406,15 @@ func (o *Options) withDefaults() (Options, error) {
 	}
 	if c.FollowInterval == 0 {
 		c.FollowInterval = DefaultFollowInterval
+	}
+	if c.DeltaSyncInterval == 0 {
+		c.DeltaSyncInterval = DefaultDeltaSyncInterval
+	}
+	if c.TailInterval == 0 {
+		c.TailInterval = DefaultTailInterval
+	}
+	if c.DeltaSyncBytes == 0 {
+		c.DeltaSyncBytes = DefaultDeltaSyncBytes
 	}
 	if c.LeaseTime == 0 {
 		c.LeaseTime = DefaultLeaseTime

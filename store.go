@@ -57,6 +57,8 @@ type Store struct {
 	polls pollers // a follower's polls of the sessions it has subscribers for (follow.go)
 
 	search *searchIndex // the store-wide search index (searchindex.go, internal/search)
+
+	tails tailSet // the running Tails (tail.go)
 }
 
 // Open opens the store rooted at dir, creating it when dir holds none: dir
@@ -251,6 +253,7 @@ func (s *Store) Close() error {
 	// replay, between two batches, then gets ErrClosed instead of
 	// waiting for the lock this Close held.
 	s.hub.close()
+	s.tails.close()
 	return err
 }
 

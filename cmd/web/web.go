@@ -43,6 +43,16 @@
 //	    the id of the client's node n-1: when the tree's node n-1 is another
 //	    (the session was made again), or the tree has fewer than n nodes,
 //	    the stream sends the whole tree (from 0) instead
+//	    ; "delta" and "settled", the durable deltas no event settled yet
+//	    and the events that settle them (Store.Tail). Each of these
+//	    messages has an id, the stream's position after it; a request
+//	    with one (Last-Event-ID header, or cursor=c) resumes exactly
+//	    after it (cursor.go, docs/web-view.md)
+//	GET /api/sessions/{session}/usage
+//	    the session's token totals and its active branch's (Store.Usage)
+//	GET /api/search?q=text&limit=n&working_dir=d&parent=p&label=k=v&since=t&until=t&kind=k&role=r
+//	    the events whose record text matches q (Store.Search), best first;
+//	    400 for a query Search refuses (ErrInvalidSearch)
 //	GET /api/live
 //	    Server-Sent Events: "sessions", the list's first page, at the
 //	    start and whenever it changes
@@ -167,6 +177,8 @@ func New(st *sessionstore.Store, opts Options) *Handler {
 	h.mux.HandleFunc("GET /api/sessions/{session}/events/{event}", h.event)
 	h.mux.HandleFunc("GET /api/sessions/{session}/events/{event}/changes", h.changes)
 	h.mux.HandleFunc("GET /api/sessions/{session}/live", h.live)
+	h.mux.HandleFunc("GET /api/sessions/{session}/usage", h.usage)
+	h.mux.HandleFunc("GET /api/search", h.search)
 	h.mux.HandleFunc("GET /api/live", h.liveList)
 	h.mux.HandleFunc("GET /api/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no such endpoint: %s", r.URL.Path)
@@ -287,11 +299,15 @@ type sessionJSON struct {
 	Events    int    `json:"events"`
 	Bytes     int64  `json:"bytes"`
 	TreeError string `json:"tree_error,omitempty"`
+	// Tokens is the token totals session.json records (Meta.Usage), null
+	// when it records none.
+	Tokens *tokensJSON `json:"tokens"`
 }
 
 func newSessionJSON(m sessionstore.Meta) sessionJSON {
 	s := sessionJSON{ID: m.ID, Name: m.Name, WorkingDir: m.WorkingDir, Model: m.Model,
-		CreatedAt: m.CreatedAt, UpdatedAt: m.UpdatedAt, Labels: m.Labels, ForkedFrom: m.ForkedFrom}
+		CreatedAt: m.CreatedAt, UpdatedAt: m.UpdatedAt, Labels: m.Labels, ForkedFrom: m.ForkedFrom,
+		Tokens: recordedTokens(m.Usage)}
 	if m.ParentSession != uuid.Nil {
 		p := m.ParentSession
 		s.Parent = &p
@@ -457,6 +473,8 @@ type treeJSON struct {
 // sessionDetailJSON is the answer of /api/sessions/{session}.
 type sessionDetailJSON struct {
 	Session sessionJSON `json:"session"`
+	// Usage is the session's exact token totals (Store.Usage).
+	Usage usageJSON `json:"usage"`
 	treeJSON
 }
 
@@ -562,7 +580,7 @@ func (h *Handler) session(w http.ResponseWriter, r *http.Request) {
 	for _, n := range tree.Nodes {
 		s.Bytes += n.Size
 	}
-	writeJSON(w, http.StatusOK, sessionDetailJSON{Session: s, treeJSON: tree})
+	writeJSON(w, http.StatusOK, sessionDetailJSON{Session: s, Usage: h.readUsage(r.Context(), id), treeJSON: tree})
 }
 
 // eventJSON is an event of a path, or the answer of the events endpoint.
@@ -828,16 +846,42 @@ func (h *Handler) live(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	// A cursor (the id of the last message the client received) says
+	// where to resume, and wins over known and last: a browser that
+	// reconnects on its own sends it with the stream's first URL.
+	cur := liveCursor{known: known, last: last}
+	if v := resumeFrom(r); v != "" {
+		c, err := parseLiveCursor(v)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, "%v", err)
+			return
+		}
+		cur = c
+	}
 	ctx := r.Context()
 	if _, err := h.st.Meta(ctx, id); err != nil {
 		storeError(w, err, "session "+id.String())
 		return
 	}
+	tail, err := h.st.Tail(ctx, id, cur.tail)
+	switch {
+	case errors.Is(err, sessionstore.ErrInvalidCursor):
+		writeError(w, http.StatusBadRequest, "bad cursor: %v", err)
+		return
+	case err != nil:
+		storeError(w, err, "follow session "+id.String())
+		return
+	}
+	defer func() { tail.Close() }()
 	sw, ok := h.startStream(w, r)
 	if !ok {
 		return
 	}
 	defer h.streams.Add(-1)
+	known, last = cur.known, cur.last
+	tailC := tail.C
+	pending := false // a delta was sent that no "settled" followed yet
+	retail := false  // the tail ended on a session deleted: follow it again when it is back
 
 	var sent sessionstore.Revision
 	first := true
@@ -880,15 +924,73 @@ func (h *Handler) live(w http.ResponseWriter, r *http.Request) {
 			if len(tree.Nodes) == 0 && tree.From == known && state == lastState {
 				break // nothing the client lacks
 			}
-			if !sw.event("tree", tree) {
+			cur.known, cur.last = tree.Total, tree.last
+			if !sw.eventID("tree", cur.String(), tree) {
 				return
 			}
 			known, last, lastState = tree.Total, tree.last, state
 		}
-		if !sw.wait(ctx, ticker) {
+		if retail {
+			if t, err := h.st.Tail(ctx, id, ""); err == nil {
+				tail.Close()
+				tail, tailC, retail, pending = t, t.C, false, false
+				cur.tail = ""
+			}
+		}
+		// Until the next tick, send what the tail delivers.
+		if !sw.keepAlive() {
 			return
 		}
+	wait:
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-ticker.C:
+				break wait
+			case u, ok := <-tailC:
+				if !ok {
+					tailC = nil
+					err := tail.Err()
+					if errors.Is(err, sessionstore.ErrNotFound) {
+						// Deleted: the tree's look tells the client
+						// ("gone", or the tree of the session made
+						// again, which is followed from its start).
+						retail = true
+						continue
+					}
+					if err != nil && ctx.Err() == nil {
+						if !sw.event("failure", apiError{Error: "follow the deltas: " + err.Error()}) {
+							return
+						}
+					}
+					continue
+				}
+				cur.tail = u.Cursor
+				switch {
+				case u.Delta != nil:
+					pending = true
+					if !sw.eventID("delta", cur.String(), u.Delta) {
+						return
+					}
+				case u.Event != nil && pending:
+					// The event supersedes the deltas sent before it.
+					pending = false
+					if !sw.eventID("settled", cur.String(), settledJSON{Event: u.Event.ID}) {
+						return
+					}
+				}
+				// An event with no delta before it reaches the client
+				// as a node of a "tree" message; the cursor moves on.
+			}
+		}
 	}
+}
+
+// settledJSON is the data of a live "settled" message: the event that
+// supersedes the deltas sent before it.
+type settledJSON struct {
+	Event uuid.UUID `json:"event"`
 }
 
 // stateKey sums up the HEAD, the active path's end and the lanes of tree,
@@ -973,6 +1075,19 @@ func (s *streamWriter) event(name string, v any) bool {
 	if err != nil {
 		b, _ = json.Marshal(apiError{Error: err.Error()})
 		name = "failure"
+	}
+	return s.raw(name, b)
+}
+
+// eventID sends one event with the id id (which holds no newline) and v
+// as JSON; false when the client is gone.
+func (s *streamWriter) eventID(name, id string, v any) bool {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return s.event(name, v) // a "failure", without id
+	}
+	if _, err := fmt.Fprintf(s.w, "id: %s\n", id); err != nil {
+		return false
 	}
 	return s.raw(name, b)
 }

@@ -6,7 +6,11 @@
 // By default it runs one turn, prints the live stream to the terminal and
 // exits. With -http it serves the stream as Server-Sent Events on a
 // loopback address instead, running a turn every few seconds until
-// interrupted:
+// interrupted. There the deltas are durable (Options.DurableDeltas) and
+// the stream is read with Store.Tail: each SSE message carries the
+// update's cursor as its id, so a browser that reconnects (sending
+// Last-Event-ID) resumes exactly where it left off, and a stream server
+// in another process, reading the store read-only, would serve the same:
 //
 //	go run ./examples/stream
 //	go run ./examples/stream -http 127.0.0.1:8080
@@ -68,8 +72,8 @@ func orDefault(d, def time.Duration) time.Duration {
 }
 
 // newSession opens the store in dir and creates the session to stream.
-func newSession(ctx context.Context, dir string) (*sessionstore.Store, sessionstore.Meta, error) {
-	store, err := sessionstore.Open(dir, nil)
+func newSession(ctx context.Context, dir string, opts *sessionstore.Options) (*sessionstore.Store, sessionstore.Meta, error) {
+	store, err := sessionstore.Open(dir, opts)
 	if err != nil {
 		return nil, sessionstore.Meta{}, err
 	}
@@ -83,7 +87,7 @@ func newSession(ctx context.Context, dir string) (*sessionstore.Store, sessionst
 
 // runTerminal runs one turn and prints its live stream.
 func runTerminal(ctx context.Context, dir string, delay time.Duration) error {
-	store, meta, err := newSession(ctx, dir)
+	store, meta, err := newSession(ctx, dir, nil)
 	if err != nil {
 		return err
 	}
@@ -302,7 +306,7 @@ func runHTTP(ctx context.Context, dir, addr string, delay time.Duration) error {
 	if err := loopbackOnly(addr); err != nil {
 		return err
 	}
-	store, meta, err := newSession(ctx, dir)
+	store, meta, err := newSession(ctx, dir, &sessionstore.Options{DurableDeltas: true})
 	if err != nil {
 		return err
 	}
@@ -338,7 +342,7 @@ func runHTTP(ctx context.Context, dir, addr string, delay time.Duration) error {
 		case <-time.After(3 * time.Second):
 		}
 	}
-	// Closing the store ends every subscription, so the streams end and
+	// Closing the store ends every tail, so the streams end and
 	// Shutdown finds the connections idle.
 	if cerr := store.Close(); cerr != nil {
 		log.Printf("close store: %v", cerr)
@@ -369,23 +373,33 @@ func loopbackOnly(addr string) error {
 	return fmt.Errorf("-http %q: this example serves on a loopback address only (127.0.0.1, [::1] or localhost)", addr)
 }
 
-// serveEvents streams a session: first its active path (Load), then every
-// update as it happens. It subscribes before loading, so nothing falls in
-// between, and skips the events that arrive on both.
+// serveEvents streams a session with Store.Tail: its events, then the
+// deltas not yet settled, then every update as it happens; from the
+// cursor of the request's Last-Event-ID header (or its "cursor" query
+// parameter), when it has one, exactly after that update.
 //
-// Each message is an SSE "event:" line naming the update ("event",
-// "delta" or "missed") and a "data:" line holding it as JSON.
+// Each message is an SSE "id:" line holding the update's cursor, an
+// "event:" line naming the update ("event" or "delta") and a "data:" line
+// holding it as JSON. A browser's EventSource sends the last id it
+// received when it reconnects.
 func serveEvents(store *sessionstore.Store, w http.ResponseWriter, r *http.Request) {
 	id, err := uuid.Parse(r.PathValue("id"))
 	if err != nil {
 		http.Error(w, "bad session id", http.StatusBadRequest)
 		return
 	}
+	cursor := r.Header.Get("Last-Event-ID")
+	if cursor == "" {
+		cursor = r.URL.Query().Get("cursor")
+	}
 	ctx := r.Context()
-	sub, err := store.Subscribe(ctx, id)
+	tail, err := store.Tail(ctx, id, cursor)
 	switch {
+	case errors.Is(err, sessionstore.ErrInvalidCursor):
+		http.Error(w, "bad Last-Event-ID", http.StatusBadRequest)
+		return
 	case errors.Is(err, sessionstore.ErrNotFound):
-		http.Error(w, "no such session", http.StatusNotFound)
+		http.Error(w, "no such session or event", http.StatusNotFound)
 		return
 	case errors.Is(err, sessionstore.ErrClosed), ctx.Err() != nil:
 		http.Error(w, "shutting down", http.StatusServiceUnavailable)
@@ -394,49 +408,30 @@ func serveEvents(store *sessionstore.Store, w http.ResponseWriter, r *http.Reque
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
-	defer sub.Close()
-	history, err := store.Load(ctx, id)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
-		return
-	}
+	defer tail.Close()
 
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
 	rc := http.NewResponseController(w)
-	send := func(name string, v any) bool {
+	send := func(cursor, name string, v any) bool {
 		b, err := json.Marshal(v)
 		if err != nil {
 			log.Printf("encode %s: %v", name, err)
 			return false
 		}
-		if _, err := fmt.Fprintf(w, "event: %s\ndata: %s\n\n", name, b); err != nil {
+		if _, err := fmt.Fprintf(w, "id: %s\nevent: %s\ndata: %s\n\n", cursor, name, b); err != nil {
 			return false
 		}
 		return rc.Flush() == nil
 	}
-	seen := make(map[uuid.UUID]bool, len(history))
-	for i := range history {
-		seen[history[i].ID] = true
-		if !send("event", history[i]) {
-			return
-		}
-	}
-	for u := range sub.C {
+	for u := range tail.C {
 		var ok bool
-		switch {
-		case u.Event != nil:
-			if seen[u.Event.ID] {
-				continue // appended between Subscribe and Load: sent already
-			}
-			seen = nil // every later event is newer than the history
-			ok = send("event", u.Event)
-		case u.Delta != nil:
-			ok = send("delta", u.Delta)
-		default:
-			ok = send("missed", map[string]int{"missed": u.Missed})
+		if u.Event != nil {
+			ok = send(u.Cursor, "event", u.Event)
+		} else {
+			ok = send(u.Cursor, "delta", u.Delta)
 		}
 		if !ok {
 			return
@@ -448,7 +443,7 @@ func serveEvents(store *sessionstore.Store, w http.ResponseWriter, r *http.Reque
 const indexPage = `<!doctype html>
 <meta charset="utf-8">
 <title>sessionstore stream</title>
-<style>body{font:14px monospace;margin:2em} .live{color:#888} .missed{color:#b00}</style>
+<style>body{font:14px monospace;margin:2em} .live{color:#888}</style>
 <h1>session %[1]s</h1>
 <pre id="out"></pre>
 <script>
@@ -466,6 +461,5 @@ es.addEventListener("event", e => {
   live = null; liveKey = "";
   line("saved", "saved " + (ev.role || "-") + " " + ev.kind + ": " + JSON.stringify(ev.record));
 });
-es.addEventListener("missed", e => { live = null; liveKey = ""; line("missed", "missed " + JSON.parse(e.data).missed + " updates"); });
 </script>
 `

@@ -67,6 +67,16 @@
     while (v >= 1024 && i < units.length - 1) { v /= 1024; i++; }
     return v.toFixed(v < 10 ? 1 : 0) + " " + units[i];
   }
+  // tokens is n in a short form: 950, 12.3k, 4.5M.
+  function tokens(n) {
+    if (n < 1000) return String(n);
+    if (n < 1e6) return (n / 1e3).toFixed(1) + "k";
+    return (n / 1e6).toFixed(1) + "M";
+  }
+  // tokenPair is the input (cache included) and output tokens of t, "-"
+  // for none recorded.
+  const tokenPair = (t) => (t ? tokens(t.in) + "/" + tokens(t.out) : "-");
+
   // cut is s on one line, at most n characters (code points), the last
   // an ellipsis when something was cut.
   function cut(s, n) {
@@ -94,6 +104,13 @@
   window.addEventListener("DOMContentLoaded", () => {
     $("#context-only").addEventListener("change", () => view && loadPath());
     $("#to-head").addEventListener("click", () => view && (location.hash = "#/s/" + view.id));
+    $("#search").addEventListener("submit", (ev) => {
+      ev.preventDefault();
+      search($("#search-q").value);
+    });
+    $("#search-close").addEventListener("click", () => {
+      $("#search-view").hidden = true;
+    });
     route();
   });
 
@@ -152,6 +169,7 @@
         el("td", {}, s.model || "-"),
         el("td", { class: "num events", title: s.tree_error || null }, s.events < 0 ? "?" : String(s.events)),
         el("td", { class: "num" }, bytes(s.bytes)),
+        el("td", { class: "num tokens", title: s.tokens ? s.tokens.messages + " messages reported usage" : "no totals recorded" }, tokenPair(s.tokens)),
         el("td", {}, stamp(s.created_at)),
         el("td", {}, stamp(s.updated_at)));
       tr.addEventListener("click", (ev) => {
@@ -163,6 +181,44 @@
     const more = $("#more");
     more.hidden = !page.next;
     more.onclick = () => showList(page.next);
+  }
+
+  // ---- search --------------------------------------------------------------
+  //
+  // The search box asks /api/search and lists the hits, best first; each
+  // links to its event as a tree node does (#/s/<session>/e/<event>): the
+  // session opens with the path to the event shown and its node selected.
+
+  let searchSeq = 0;
+
+  async function search(text) {
+    const seq = ++searchSeq;
+    const box = $("#search-view"), list = $("#hits");
+    if (!text.trim()) {
+      box.hidden = true;
+      return;
+    }
+    let ans;
+    try {
+      ans = await getJSON("/api/search?q=" + encodeURIComponent(text));
+    } catch (e) {
+      if (seq !== searchSeq) return;
+      list.replaceChildren(el("li", { class: "error" }, String(e.message || e)));
+      $("#search-count").textContent = "";
+      box.hidden = false;
+      return;
+    }
+    if (seq !== searchSeq) return;
+    list.replaceChildren();
+    for (const h of ans.hits) {
+      const href = "#/s/" + h.session + "/e/" + h.event;
+      list.append(el("li", { class: "hit", "data-session": h.session, "data-event": h.event },
+        el("span", { class: "hit-meta" }, (h.session_name || shortID(h.session)) + " · " + h.kind + (h.role ? " · " + h.role : "") + " · " + stamp(h.timestamp)),
+        el("a", { href: href, class: "hit-link" }, h.snippet || "(no text)")));
+    }
+    $("#search-count").textContent = ans.hits.length + (ans.hits.length === 1 ? " hit" : " hits");
+    if (!ans.hits.length) list.append(el("li", { class: "none" }, "no event matches"));
+    box.hidden = false;
   }
 
   // ---- a session ---------------------------------------------------------
@@ -178,6 +234,7 @@
   const NODE_PAGE = 256; // rows a /nodes request asks for
   const PATH_PAGE = 100; // events a /path request asks for
   const OVERSCAN = 16; // rows drawn above and below the screen
+  const USAGE_DELAY = 1000; // ms from a live update to the totals asked again
 
   // times holds what the page measured (performance.now(), ms): open is
   // the time from a session's opening to its tree and path drawn, live
@@ -201,7 +258,9 @@
       head: null, next: null, headRow: -1, nextRow: -1, lanes: [], last: null,
       pages: new Map(), fetching: new Map(), byId: new Map(), rowOf: new Map(), summaries: new Map(),
       onPath: new Uint8Array(0), path: null, opened: false,
+      cursor: null, partial: {},
     };
+    showPartial(view);
     const v = view;
     $("#graph").replaceChildren();
     $("#transcript").replaceChildren();
@@ -223,6 +282,8 @@
       el("span", {}, "model " + (s.model || "-")),
       el("span", {}, "created " + stamp(s.created_at)),
       el("span", {}, "updated " + stamp(s.updated_at)));
+    $("#usage").replaceChildren();
+    loadUsage(v);
     addRows(d.parents, 0);
     for (const r of d.branches) v.branchRows.add(r);
     setEnds(d.head, d.next, d.lanes, d.head_row, d.next_row);
@@ -326,17 +387,36 @@
     const v = view;
     // last lets the server tell a continuation of the nodes the page
     // holds from another tree under the same id.
+    // cursor, the id of the last message received, resumes the stream
+    // exactly after it: the nodes after the ones the page holds, and the
+    // deltas after the last one shown.
     const last = v.last ? "&last=" + v.last : "";
-    const es = new EventSource("/api/sessions/" + v.id + "/live?known=" + v.total + last);
+    const cursor = v.cursor ? "&cursor=" + encodeURIComponent(v.cursor) : "";
+    const es = new EventSource("/api/sessions/" + v.id + "/live?known=" + v.total + last + cursor);
     v.es = es;
     es.onopen = () => setStatus("live", true);
+    es.addEventListener("delta", (msg) => {
+      if (view !== v) return;
+      v.cursor = msg.lastEventId;
+      const d = JSON.parse(msg.data);
+      v.partial[d.kind] = (v.partial[d.kind] || "") + d.data;
+      showPartial(v);
+    });
+    es.addEventListener("settled", (msg) => {
+      if (view !== v) return;
+      v.cursor = msg.lastEventId;
+      v.partial = {};
+      showPartial(v);
+    });
     es.addEventListener("tree", (msg) => {
       if (view !== v) return;
+      v.cursor = msg.lastEventId;
       const arrived = performance.now();
       const t = JSON.parse(msg.data);
       if (t.from !== v.total) {
         // Not a continuation of what the page holds: start over.
         es.close();
+        v.es = null;
         const id = v.id, sel = v.selected;
         view = null;
         showSession(id, sel);
@@ -360,6 +440,11 @@
       }
       const drawn = [drawGraph()];
       if (!v.selected) drawn.push(extendPath(oldNext, oldNextRow));
+      if (t.nodes.length && !v.usageTimer) {
+        // The totals follow a second later, once for a burst of updates:
+        // they are read apart from the tree, not to slow its drawing.
+        v.usageTimer = setTimeout(() => { v.usageTimer = null; if (view === v) loadUsage(v); }, USAGE_DELAY);
+      }
       Promise.all(drawn).then(() => {
         if (view === v) times.live.push(performance.now() - arrived);
       });
@@ -376,6 +461,47 @@
       setStatus("reconnecting…");
       setTimeout(() => { if (view === v && v.es === es) startLive(); }, 2000);
     };
+  }
+
+  // loadUsage shows the session's token totals and its active branch's
+  // (/usage), at most one request at a time: a request asked for while
+  // one runs is made when it ends.
+  async function loadUsage(v) {
+    if (v.usageBusy) {
+      v.usageAgain = true;
+      return;
+    }
+    v.usageBusy = true;
+    let u;
+    try {
+      u = await getJSON("/api/sessions/" + v.id + "/usage");
+    } catch (e) {
+      u = { session_error: String(e.message || e) };
+    }
+    v.usageBusy = false;
+    if (view !== v) return;
+    const part = (label, t, err) => el("span", { class: "usage-" + label, title: t ? usageTitle(t) : err || null },
+      label + " tokens in/out " + (t ? tokenPair(t) + " (" + t.messages + " messages)" : "?"));
+    $("#usage").replaceChildren(part("session", u.session, u.session_error), part("branch", u.branch, u.branch_error));
+    if (v.usageAgain) {
+      v.usageAgain = false;
+      loadUsage(v);
+    }
+  }
+
+  function usageTitle(t) {
+    return (t.by_model || []).map((m) => (m.model || "(no model)") + ": in " + (m.input_tokens || 0) + ", out " + (m.output_tokens || 0) +
+      ", cache read " + (m.cache_read_tokens || 0) + ", cache write " + (m.cache_write_tokens || 0)).join("\n");
+  }
+
+  // showPartial shows the answer being streamed: the deltas no event has
+  // settled yet, by kind (text, reasoning, tool output), as text.
+  function showPartial(v) {
+    const box = $("#partial");
+    const kinds = Object.keys(v.partial).filter((k) => v.partial[k]);
+    box.hidden = kinds.length === 0;
+    box.replaceChildren(...kinds.map((k) => el("div", { class: "partial-" + k },
+      el("span", { class: "partial-kind" }, k + " (streaming)"), el("pre", {}, v.partial[k]))));
   }
 
   function stopLive() {
