@@ -145,8 +145,14 @@ func TestStreamFaults(t *testing.T) {
 				}
 				return nil
 			})
-			// The segment's creation writes and syncs its magic.
 			err := s.Publish(ctx, id, Delta{Kind: DeltaText, Data: "x"})
+			if op == vfs.OpSync {
+				// The write succeeds; its sync fails, and so does every
+				// Publish after it: the stream stops.
+				require.NoError(t, err)
+				require.ErrorIs(t, syncDeltas(s, id), boom)
+				err = s.Publish(ctx, id, Delta{Kind: DeltaText, Data: "y"})
+			}
 			require.ErrorIs(t, err, boom)
 			m.SetFault(nil)
 			_, err = s.Append(ctx, id, UserText("still writable"))
@@ -224,4 +230,35 @@ func mustDelta(t *testing.T, d string) []byte {
 	b, err := deltalog.AppendDelta(nil, string(DeltaText), "", d)
 	require.NoError(t, err)
 	return b
+}
+
+// TestDeltaBackgroundSync: without an explicit sync, published deltas
+// become durable by themselves, by the interval's timer and by the
+// bytes' threshold. (The wait is a safety net, not a measure.)
+func TestDeltaBackgroundSync(t *testing.T) {
+	ctx := context.Background()
+	for name, o := range map[string]Options{
+		"interval": {DeltaSyncInterval: time.Millisecond, DeltaSyncBytes: 1 << 30},
+		"bytes":    {DeltaSyncInterval: time.Hour, DeltaSyncBytes: 1},
+	} {
+		t.Run(name, func(t *testing.T) {
+			o.DurableDeltas, o.JournalSize = true, -1
+			m, s, id := memSession(t, o)
+			defer s.Close()
+			require.NoError(t, s.Publish(ctx, id, Delta{Kind: DeltaText, Data: "durable"}))
+			deadline := time.Now().Add(30 * time.Second)
+			for {
+				c := m.CrashClone(vfs.KeepSynced, 1)
+				r := openMem(t, c, Options{ReadOnly: true})
+				p, err := r.PartialOutput(ctx, id)
+				require.NoError(t, err)
+				require.NoError(t, r.Close())
+				if p.Text(DeltaText) == "durable" {
+					return
+				}
+				require.True(t, time.Now().Before(deadline), "the delta was never synced")
+				time.Sleep(time.Millisecond)
+			}
+		})
+	}
 }

@@ -67,8 +67,8 @@ type Writer struct {
 // Open starts a new segment in dir (created if needed), after the newest
 // one there, and returns a writer of it. keepFrom is the oldest
 // generation to keep: older segments are removed (their deltas are
-// superseded). The new segment's magic is synced, and so is its directory
-// entry, before Open returns.
+// superseded). The new segment's directory entry is durable before Open
+// returns; its magic is synced with its first records.
 func Open(fsys vfs.FS, dir string, keepFrom uint64, o Options) (*Writer, error) {
 	if _, err := fsys.Stat(dir); errors.Is(err, fs.ErrNotExist) {
 		// A new directory: its entry in its parent is made durable, or a
@@ -109,7 +109,7 @@ func (w *Writer) Gen() uint64 {
 	return w.gen
 }
 
-// create makes segment gen, with its magic synced and its entry durable,
+// create makes segment gen, with its magic written and its entry durable,
 // and makes it the writer's file; with w.syncing held, or before the
 // writer is shared.
 func (w *Writer) create(gen uint64) error {
@@ -118,11 +118,9 @@ func (w *Writer) create(gen uint64) error {
 	if err != nil {
 		return err
 	}
+	// The magic is synced with the first records: a power loss before
+	// leaves the segment empty, torn or garbled, which readers cut.
 	if _, err := f.WriteAt([]byte(Magic), 0); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
 		f.Close()
 		return err
 	}
@@ -132,6 +130,7 @@ func (w *Writer) create(gen uint64) error {
 	}
 	w.mu.Lock()
 	w.gen, w.f, w.size = gen, f, int64(len(Magic))
+	w.dirty += len(Magic) // synced with the first records
 	w.mu.Unlock()
 	return nil
 }
