@@ -552,6 +552,27 @@ var mutations = []mutation{
 		"a session deleted and made again by another Store is read and written under its new key"},
 	{"skip the sync after destroying a key record", "encrypt.go", "func shredKeyFile(", "return s.opts.fs.SyncDir(filepath.Dir(path))", "return nil",
 		"a purged session's key is gone for good"},
+	// Durable deltas (internal/deltalog, stream_durable.go).
+	{"no durable entry for a new stream directory", "internal/deltalog/writer.go", "func Open(", "if err := fsys.SyncDir(filepath.Dir(dir)); err != nil {", "if err := error(nil); err != nil {",
+		"synced deltas survive a power loss"},
+	{"no durable entry for a new segment", "internal/deltalog/writer.go", "func (w *Writer) create(", "if err := w.fsys.SyncDir(w.dir); err != nil {", "if err := error(nil); err != nil {",
+		"synced deltas survive a power loss"},
+	{"no background sync of deltas", "internal/deltalog/writer.go", "func (w *Writer) syncNow(", "_ = w.Sync()", "_ = error(nil)",
+		"deltas are durable within DeltaSyncInterval"},
+	{"delta sync skipped", "internal/deltalog/writer.go", "func (w *Writer) syncLocked(", "if err := f.Sync(); err != nil {", "if err := error(nil); err != nil {",
+		"synced deltas survive a power loss"},
+	{"superseded deltas presented as partial output", "stream_durable.go", "func (s *Store) PartialOutput(", "if uuid.UUID(st.marker) != newest || len(st.pending) == 0 {", "if len(st.pending) == 0 {",
+		"durable deltas are never presented once an event settled them"},
+	// Search.
+	{"a posting's term frequency written as one", "internal/search/segment.go", "func (x *Index) encodeSegment(", "if t.ps[k+1] == 1 {", "if true {",
+		"the index answers as a scan of the records"},
+	{"an encrypted session's words written to disk", "internal/search/files.go", "func (x *Index) Save(", "return !s.Private && !s.Dead", "return !s.Dead",
+		"no plaintext of an encrypted session in the search index"},
+	// Usage totals.
+	{"token sums wrap around", "usage.go", "func satAdd(", "if s := a + b; s >= a {", "if s := a + b; true || s >= a {",
+		"usage totals saturate, never turn negative"},
+	{"a usage member the store cannot have written is trusted", "usage.go", "func (u *RecordedUsage) valid(", "u.Events == 0 && len(u.Models) > 0:", "false:",
+		"usage totals are a function of the log"},
 }
 
 // mutationCatchers names, for each mutation, a test that caught it when
@@ -561,6 +582,15 @@ var mutations = []mutation{
 // test that no longer catches its mutation, costs only time: the whole
 // package then decides.
 var mutationCatchers = map[string]string{
+	"no durable entry for a new stream directory":                                       "TestStreamCrashPoints",
+	"no durable entry for a new segment":                                                "TestStreamCrashPoints",
+	"no background sync of deltas":                                                      "TestDeltaBackgroundSync",
+	"delta sync skipped":                                                                "TestStreamCrashPoints",
+	"superseded deltas presented as partial output":                                     "TestPartialOutputSupersededByEventWithoutMarker",
+	"a posting's term frequency written as one":                                         "TestSegmentRoundTrip",
+	"an encrypted session's words written to disk":                                      "TestSearchDeleteReadOnlyEncrypted",
+	"token sums wrap around":                                                            "TestReviewUsageOverflowSaturates",
+	"a usage member the store cannot have written is trusted":                           "TestReviewUsageHostileMeta",
 	"Reencrypt checks the workspace marker only before the lock":                        "TestReviewWorkspaceReencryptRace",
 	"accept an application record in the store's reserved form":                         "TestReviewWorkspaceMalformedReservedRecord",
 	"GC reads no workspace manifest":                                                    "TestWorkspaceGCKeepsContents",
