@@ -212,10 +212,10 @@ func TestLs(t *testing.T) {
 	assert.Empty(t, stderr)
 	lines := strings.Split(strings.TrimSuffix(stdout, "\n"), "\n")
 	require.Len(t, lines, 3, stdout)
-	assert.Regexp(t, `^ID +NAME +CREATED +UPDATED +WORKING DIR +MODEL$`, lines[0])
+	assert.Regexp(t, `^ID +NAME +CREATED +UPDATED +WORKING DIR +MODEL +TOKENS IN/OUT$`, lines[0])
 	line := lineOf(t, stdout, f.session.ID.String())
-	assert.Regexp(t, `^`+f.session.ID.String()+` +inspect me +20\d\d-\d\d-\d\dT[0-9:]+Z +20\d\d-\d\d-\d\dT[0-9:]+Z +/src/app +test-model$`, line)
-	assert.Regexp(t, `^`+f.empty.ID.String()+` +empty +\S+ +\S+ +- +-$`, lineOf(t, stdout, f.empty.ID.String()))
+	assert.Regexp(t, `^`+f.session.ID.String()+` +inspect me +20\d\d-\d\d-\d\dT[0-9:]+Z +20\d\d-\d\d-\d\dT[0-9:]+Z +/src/app +test-model +0/0$`, line)
+	assert.Regexp(t, `^`+f.empty.ID.String()+` +empty +\S+ +\S+ +- +- +-$`, lineOf(t, stdout, f.empty.ID.String()))
 
 	status, stdout, stderr = runCmd("ls", "-json", f.root)
 	require.Equal(t, exitOK, status, stderr)
