@@ -566,8 +566,6 @@ var mutations = []mutation{
 	// Search.
 	{"a posting's term frequency written as one", "internal/search/segment.go", "func (x *Index) encodeSegment(", "if t.ps[k+1] == 1 {", "if true {",
 		"the index answers as a scan of the records"},
-	{"an encrypted session's words written to disk", "internal/search/files.go", "func (x *Index) Save(", "return !s.Private && !s.Dead", "return !s.Dead",
-		"no plaintext of an encrypted session in the search index"},
 	// Usage totals.
 	{"token sums wrap around", "usage.go", "func satAdd(", "if s := a + b; s >= a {", "if s := a + b; true || s >= a {",
 		"usage totals saturate, never turn negative"},
@@ -588,7 +586,6 @@ var mutationCatchers = map[string]string{
 	"delta sync skipped":                                                                "TestStreamCrashPoints",
 	"superseded deltas presented as partial output":                                     "TestPartialOutputSupersededByEventWithoutMarker",
 	"a posting's term frequency written as one":                                         "TestSegmentRoundTrip",
-	"an encrypted session's words written to disk":                                      "TestSearchDeleteReadOnlyEncrypted",
 	"token sums wrap around":                                                            "TestReviewUsageOverflowSaturates",
 	"a usage member the store cannot have written is trusted":                           "TestReviewUsageHostileMeta",
 	"Reencrypt checks the workspace marker only before the lock":                        "TestReviewWorkspaceReencryptRace",
