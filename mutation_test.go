@@ -566,6 +566,8 @@ var mutations = []mutation{
 	// Search.
 	{"a posting's term frequency written as one", "internal/search/segment.go", "func (x *Index) encodeSegment(", "if t.ps[k+1] == 1 {", "if true {",
 		"the index answers as a scan of the records"},
+	{"an encrypted session's words written to disk", "internal/search/files.go", "func (x *Index) Save(", "return !s.Private && !s.Dead", "return !s.Dead",
+		"no plaintext of an encrypted session in the search index"},
 	// Usage totals.
 	{"token sums wrap around", "usage.go", "func satAdd(", "if s := a + b; s >= a {", "if s := a + b; true || s >= a {",
 		"usage totals saturate, never turn negative"},
@@ -580,6 +582,7 @@ var mutations = []mutation{
 // test that no longer catches its mutation, costs only time: the whole
 // package then decides.
 var mutationCatchers = map[string]string{
+	"an encrypted session's words written to disk":                                      "TestSearchDeleteReadOnlyEncrypted",
 	"no durable entry for a new stream directory":                                       "TestStreamCrashPoints",
 	"no durable entry for a new segment":                                                "TestStreamCrashPoints",
 	"no background sync of deltas":                                                      "TestDeltaBackgroundSync",

@@ -469,7 +469,13 @@ func TestSearchDeleteReadOnlyEncrypted(t *testing.T) {
 
 	s, err = Open(dir, &Options{Keys: keys})
 	require.NoError(t, err)
+	// A plain session's new event beside the encrypted one's: the index
+	// this Search writes holds both sessions' documents, and must leave
+	// out the encrypted one's.
+	_, err = s.Append(ctx, plain.ID, UserText("keyedword"))
+	require.NoError(t, err)
 	assert.Equal(t, 1, count(s, "secretword"))
+	assert.Equal(t, 1, count(s, "keyedword"))
 	assert.Equal(t, 2, count(s, "shared"))
 	require.NoError(t, s.Close())
 	err = filepath.WalkDir(filepath.Join(dir, searchDir), func(path string, d fs.DirEntry, err error) error {
