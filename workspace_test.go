@@ -622,7 +622,7 @@ func TestWorkspaceHugeFile(t *testing.T) {
 }
 
 // TestWorkspaceManyFiles: a tree of many files (SESSIONSTORE_WS_FILES,
-// 1,000 by default, 100,000 in CI's long runs) snapshots, changes
+// 1,000 by default, 30,000 in CI's long runs, "all" for 100,000) snapshots, changes
 // incrementally and restores whole; the heap the snapshot leaves grows
 // with the number of files, not their bytes.
 func TestWorkspaceManyFiles(t *testing.T) {
