@@ -2,6 +2,7 @@ package sessionstore
 
 import (
 	"context"
+	"encoding/json"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 )
 
@@ -131,8 +133,38 @@ func liveHeap() uint64 {
 // heap the built index keeps; loaded-MiB, the heap the loaded index
 // keeps.
 func BenchmarkSearchFirstBuild(b *testing.B) {
+	benchFirstBuild(b, searchSealedStore(b, 200, 200))
+}
+
+// BenchmarkSearchFirstBuildClaudeCode is BenchmarkSearchFirstBuild on the
+// shared transcripts (one session each, each line a custom event): real
+// text, many words seen once. Skipped without the shared data.
+func BenchmarkSearchFirstBuildClaudeCode(b *testing.B) {
+	data := sharedDataDir()
+	if data == "" {
+		b.Skip("no shared data (../shared/data, $SESSIONSTORE_SHARED_DATA or /work/shared/data)")
+	}
 	ctx := context.Background()
-	dir := searchSealedStore(b, 200, 200)
+	dir := b.TempDir()
+	s, err := Open(dir, nil)
+	require.NoError(b, err)
+	sessions := map[string]uuid.UUID{}
+	claudeCodeLines(b, data, func(path string, line []byte) {
+		id, ok := sessions[path]
+		if !ok {
+			m, err := s.Create(ctx, Meta{Name: filepath.Base(path)})
+			require.NoError(b, err)
+			id, sessions[path] = m.ID, m.ID
+		}
+		_, err := s.Append(ctx, id, NewEvent(KindCustom, RoleNone, json.RawMessage(line)))
+		require.NoError(b, err)
+	})
+	require.NoError(b, s.Close())
+	benchFirstBuild(b, dir)
+}
+
+func benchFirstBuild(b *testing.B, dir string) {
+	ctx := context.Background()
 	var peak, kept, loaded float64
 	for b.Loop() {
 		require.NoError(b, os.RemoveAll(filepath.Join(dir, searchDir)))
