@@ -84,8 +84,9 @@ func (x *Index) encodeSegment(seq, base uint64, slots []uint32, from []uint64, d
 	dense := len(docs) > 0 && int(hi-lo)+1 == len(docs)
 	type tp struct {
 		term string
-		from int // the first pair of its postings at lo or after
-		n    int // its postings in docs
+		ps   []uint32 // the index's list itself, not a copy
+		from int      // the first pair of its postings at lo or after
+		n    int      // its postings in docs
 	}
 	var terms []tp
 	for t, ps := range x.post {
@@ -99,7 +100,7 @@ func (x *Index) encodeSegment(seq, base uint64, slots []uint32, from []uint64, d
 			}
 		}
 		if n > 0 {
-			terms = append(terms, tp{t, j, n})
+			terms = append(terms, tp{t, ps, j, n})
 		}
 	}
 	slices.SortFunc(terms, func(a, b tp) int { return strings.Compare(a.term, b.term) })
@@ -115,14 +116,13 @@ func (x *Index) encodeSegment(seq, base uint64, slots []uint32, from []uint64, d
 		b = append(b, t.term[shared:]...)
 		b = binary.AppendUvarint(b, uint64(t.n))
 		last := uint32(0)
-		ps := x.post[t.term]
-		for k := t.from; k < len(ps) && ps[k] <= hi; k += 2 {
+		for k := t.from; k < len(t.ps) && t.ps[k] <= hi; k += 2 {
 			var l uint32
 			if dense {
-				l = ps[k] - lo
+				l = t.ps[k] - lo
 			} else {
 				var ok bool
-				if l, ok = local(ps[k]); !ok {
+				if l, ok = local(t.ps[k]); !ok {
 					continue
 				}
 			}
@@ -130,11 +130,11 @@ func (x *Index) encodeSegment(seq, base uint64, slots []uint32, from []uint64, d
 			// (then tf-2 follows): most postings are one byte
 			d := uint64(l-last) << 1
 			last = l
-			if ps[k+1] == 1 {
+			if t.ps[k+1] == 1 {
 				b = binary.AppendUvarint(b, d)
 			} else {
 				b = binary.AppendUvarint(b, d|1)
-				b = binary.AppendUvarint(b, uint64(ps[k+1])-2)
+				b = binary.AppendUvarint(b, uint64(t.ps[k+1])-2)
 			}
 		}
 		prevTerm = t.term
