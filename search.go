@@ -246,8 +246,9 @@ const ownEventsBatch = 512
 // on (a fork's prefix left out), a batch at a time, records read and
 // opened (blobs too), each batch with the log position of its first
 // event; a batch holds at most about seqBatchBytes of records, so that
-// indexing a store keeps one batch's records in memory, not 512 blobs. It returns the position after the last event read. No lock is
-// held while fn runs. A damaged session's valid prefix is read, then its
+// indexing a store keeps one batch's records in memory, not 512 blobs.
+// It returns the position after the last event read. No lock is held
+// while fn runs. A damaged session's valid prefix is read, then its
 // *CorruptionError returned.
 func (s *Store) ownEvents(ctx context.Context, session uuid.UUID, from int, fn func(pos int, evs []Event) error) (int, error) {
 	var damaged error
