@@ -238,14 +238,17 @@ func (s *Store) searchScan(ctx context.Context, q SearchQuery, p *searchPlan) ([
 	return top.hits, nil
 }
 
-// ownEventsBatch is how many events ownEvents reads at a time.
+// ownEventsBatch is how many events ownEvents reads at a time at most
+// (and at most about seqBatchBytes of records: batchEnd).
 const ownEventsBatch = 512
 
 // ownEvents calls fn with the session's own events from log position from
 // on (a fork's prefix left out), a batch at a time, records read and
 // opened (blobs too), each batch with the log position of its first
-// event. It returns the position after the last event read. No lock is
-// held while fn runs. A damaged session's valid prefix is read, then its
+// event; a batch holds at most about seqBatchBytes of records, so that
+// indexing a store keeps one batch's records in memory, not 512 blobs.
+// It returns the position after the last event read. No lock is held
+// while fn runs. A damaged session's valid prefix is read, then its
 // *CorruptionError returned.
 func (s *Store) ownEvents(ctx context.Context, session uuid.UUID, from int, fn func(pos int, evs []Event) error) (int, error) {
 	var damaged error
@@ -255,7 +258,9 @@ func (s *Store) ownEvents(ctx context.Context, session uuid.UUID, from int, fn f
 		err := s.withHandle(ctx, session, func(h *openSession) error {
 			hh = h
 			if from < len(h.Entries) {
-				run = slices.Clone(h.Entries[from:min(from+ownEventsBatch, len(h.Entries))])
+				// at most ownEventsBatch events and about seqBatchBytes
+				// of records (blobs too): what a batch holds is bounded
+				run = slices.Clone(h.Entries[from:min(from+ownEventsBatch, batchEnd(h.Entries, from))])
 			}
 			return nil
 		})

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sync"
 	"time"
@@ -81,9 +82,11 @@ func (s *Store) searchIndexed(ctx context.Context, q SearchQuery, p *searchPlan)
 		if damaged {
 			s.opts.Logger.Warn("sessionstore: search index damaged; rebuilding it", "dir", filepath.Join(s.dir, searchDir))
 		}
+		x.Compact()
 		si.x, si.checked = x, map[uuid.UUID]bool{}
 	}
 	x := si.x
+	docs0 := len(x.Docs)
 	dirty := s.opts.searchDirty.take()
 	lq := q.Query
 	lq.Limit = 0
@@ -124,7 +127,10 @@ func (s *Store) searchIndexed(ctx context.Context, q SearchQuery, p *searchPlan)
 		selected[slot] = m.ID
 	}
 	s.redirty(dirty) // sessions not selected stay to catch up
-	if listedAll {   // sessions deleted since they were indexed: forgotten
+	if len(x.Docs)-docs0 > docs0/2 {
+		x.Compact() // built (or grown by half) by this catch-up: its spare room dropped
+	}
+	if listedAll { // sessions deleted since they were indexed: forgotten
 		var gone [][16]byte
 		x.Live(func(id [16]byte) {
 			if !listed[id] {
@@ -139,41 +145,53 @@ func (s *Store) searchIndexed(ctx context.Context, q SearchQuery, p *searchPlan)
 		s.opts.Logger.Warn("sessionstore: search index not saved", "err", err)
 	}
 
-	var cands []Hit
+	// The candidates, ranked from their postings, in a heap: a query
+	// takes them best first until limit hits, so it orders only what it
+	// takes, not every candidate of a common word.
+	cands := &candHeap{x: x, selected: selected}
 	for _, c := range x.Candidates(p.tokens) {
 		d := &x.Docs[c.Doc]
-		sid, ok := selected[d.Session]
-		if !ok {
+		if _, ok := selected[d.Session]; !ok {
 			continue
 		}
-		k, r := Kind(eventline.KindCode(d.Kind).String()), Role(eventline.RoleCode(d.Role).String())
-		if !p.selects(k, r) {
+		if !p.selects(Kind(eventline.KindCode(d.Kind).String()), Role(eventline.RoleCode(d.Role).String())) {
 			continue
 		}
 		tf := func(tok string) int {
 			i := slices.Index(p.tokens, tok)
 			return int(c.TF[i])
 		}
-		cands = append(cands, Hit{Session: sid, Event: d.Event, Kind: k, Role: r,
-			Time: time.Unix(0, d.Time).UTC(), Rank: search.Rank(tf, int(d.Len), p.tokens)})
+		cands.c = append(cands.c, cand{rank: search.Rank(tf, int(d.Len), p.tokens), time: d.Time, doc: c.Doc})
 	}
-	slices.SortFunc(cands, hitOrder)
+	cands.init()
 	var hits []Hit
 	var buf []byte
-	for k := 0; k < len(cands) && len(hits) < p.limit; {
-		// the next window of candidates, read a session at a time
-		n := min(len(cands)-k, max(p.limit-len(hits), 16))
-		win := cands[k : k+n]
-		k += n
+	for cands.len() > 0 && len(hits) < p.limit {
+		// the next window of candidates, read a session at a time, the
+		// sessions at once
+		n := min(cands.len(), max(p.limit-len(hits), 16))
+		win := make([]Hit, n)
+		for i := range win {
+			c := cands.pop()
+			d := &x.Docs[c.doc]
+			win[i] = Hit{Session: selected[d.Session], Event: d.Event, Kind: Kind(eventline.KindCode(d.Kind).String()),
+				Role: Role(eventline.RoleCode(d.Role).String()), Time: time.Unix(0, d.Time).UTC(), Rank: c.rank}
+		}
 		read := map[uuid.UUID]map[uuid.UUID]*Event{}
+		var sessions []uuid.UUID
 		for _, c := range win {
 			if read[c.Session] == nil {
 				read[c.Session] = map[uuid.UUID]*Event{}
+				sessions = append(sessions, c.Session)
 			}
 			read[c.Session][c.Event] = nil
 		}
-		for sid, want := range read {
-			if err := s.readEvents(ctx, sid, want); err != nil && (ctx.Err() != nil || errors.Is(err, ErrClosed)) {
+		errs := make([]error, len(sessions))
+		forEach(len(sessions), min(len(sessions), runtime.GOMAXPROCS(0)), func(_, i int) {
+			errs[i] = s.readEvents(ctx, sessions[i], read[sessions[i]])
+		})
+		for _, err := range errs {
+			if err != nil && (ctx.Err() != nil || errors.Is(err, ErrClosed)) {
 				return nil, err
 			}
 		}
@@ -190,6 +208,73 @@ func (s *Store) searchIndexed(ctx context.Context, q SearchQuery, p *searchPlan)
 		}
 	}
 	return hits, nil
+}
+
+// cand is a candidate document and its rank, 24 bytes: what a query
+// orders.
+type cand struct {
+	rank float64
+	time int64 // Unix nanoseconds
+	doc  uint32
+}
+
+// candHeap holds candidates in a binary heap whose top is the first in
+// hitOrder: best rank, then newest, then by session and event id.
+type candHeap struct {
+	c        []cand
+	x        *search.Index
+	selected map[uint32]uuid.UUID
+}
+
+// before is hitOrder on candidates.
+func (h *candHeap) before(a, b cand) bool {
+	if a.rank != b.rank {
+		return a.rank > b.rank
+	}
+	if a.time != b.time {
+		return a.time > b.time
+	}
+	da, db := &h.x.Docs[a.doc], &h.x.Docs[b.doc]
+	sa, sb := h.selected[da.Session], h.selected[db.Session]
+	if c := slices.Compare(sa[:], sb[:]); c != 0 {
+		return c < 0
+	}
+	return slices.Compare(da.Event[:], db.Event[:]) < 0
+}
+
+func (h *candHeap) len() int { return len(h.c) }
+
+func (h *candHeap) init() {
+	for i := len(h.c)/2 - 1; i >= 0; i-- {
+		h.down(i)
+	}
+}
+
+func (h *candHeap) pop() cand {
+	top := h.c[0]
+	last := len(h.c) - 1
+	h.c[0] = h.c[last]
+	h.c = h.c[:last]
+	h.down(0)
+	return top
+}
+
+func (h *candHeap) down(i int) {
+	for {
+		l := 2*i + 1
+		if l >= len(h.c) {
+			return
+		}
+		m := l
+		if r := l + 1; r < len(h.c) && h.before(h.c[r], h.c[l]) {
+			m = r
+		}
+		if !h.before(h.c[m], h.c[i]) {
+			return
+		}
+		h.c[i], h.c[m] = h.c[m], h.c[i]
+		i = m
+	}
 }
 
 // readEvents reads the events of session named by want's keys that the
@@ -276,13 +361,15 @@ func (s *Store) catchUp(ctx context.Context, x *search.Index, m Meta) (uint32, e
 		slot, from = x.NewSlot(m.ID, m.Encrypted), 0
 	}
 	var buf []byte
+	var doc search.Doc // reused: one record's analysis at a time
 	_, err := s.ownEvents(ctx, m.ID, from, func(_ int, evs []Event) error {
 		for i := range evs {
 			ev := &evs[i]
 			buf = search.RecordText(buf[:0], ev.Record)
 			k, _ := eventline.KindCodeOf([]byte(ev.Kind))
 			r, _ := eventline.RoleCodeOf([]byte(ev.Role))
-			x.Add(slot, search.DocInfo{Event: ev.ID, Kind: uint8(k), Role: uint8(r), Time: ev.Time.UnixNano()}, search.Analyse(string(buf)))
+			doc.Reset(string(buf))
+			x.Add(slot, search.DocInfo{Event: ev.ID, Kind: uint8(k), Role: uint8(r), Time: ev.Time.UnixNano()}, &doc)
 		}
 		return nil
 	})

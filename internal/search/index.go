@@ -2,6 +2,7 @@ package search
 
 import (
 	"slices"
+	"strings"
 )
 
 // Session is a session's place in the index: its events at log positions
@@ -88,11 +89,31 @@ func (x *Index) Add(slot uint32, info DocInfo, d *Doc) {
 	n := uint32(len(x.Docs))
 	x.Docs = append(x.Docs, info)
 	d.Counts(func(tok string, c int) {
-		x.post[tok] = append(x.post[tok], n, uint32(min(c, 1<<31)))
+		ps, ok := x.post[tok]
+		if !ok {
+			// a token is a piece of the record's text: a key of its own,
+			// not one that keeps the whole text alive
+			tok = strings.Clone(tok)
+		}
+		x.post[tok] = append(ps, n, uint32(min(c, 1<<31)))
 	})
 	s := &x.Sessions[slot]
 	s.Next++
 	s.Last = info.Event
+}
+
+// Compact drops the spare room that appending leaves in the postings and
+// documents (up to as much again as they hold), so that an index built
+// or loaded by appends takes the memory of what it holds.
+func (x *Index) Compact() {
+	for t, ps := range x.post {
+		if cap(ps)-len(ps) > len(ps)/8+2 {
+			x.post[t] = slices.Clone(ps)
+		}
+	}
+	if cap(x.Docs)-len(x.Docs) > len(x.Docs)/8 {
+		x.Docs = slices.Clone(x.Docs)
+	}
 }
 
 // Candidate is a document holding every token of a query, with each
@@ -117,10 +138,15 @@ func (x *Index) Candidates(tokens []string) []Candidate {
 	at := make([]int, len(tokens))
 	var out []Candidate
 	first := lists[order[0]]
+	var tfs []uint32 // the candidates' TF, allocated a block at a time
 next:
 	for k := 0; k < len(first); k += 2 {
 		doc := first[k]
-		tf := make([]uint32, len(tokens))
+		if len(tfs) < len(tokens) {
+			tfs = make([]uint32, len(tokens)*min(1024, len(first)/2-k/2))
+		}
+		tf := tfs[:len(tokens):len(tokens)]
+		clear(tf)
 		tf[order[0]] = first[k+1]
 		for _, i := range order[1:] {
 			l := lists[i]
@@ -146,6 +172,7 @@ next:
 		if x.Sessions[x.Docs[doc].Session].Dead {
 			continue
 		}
+		tfs = tfs[len(tokens):]
 		out = append(out, Candidate{Doc: doc, TF: tf})
 	}
 	return out

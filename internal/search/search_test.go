@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -127,4 +128,59 @@ func TestRecordTextData(t *testing.T) {
 	assert.Equal(t, data[:100]+"\n"+data[100:]+"\n", string(RecordText(nil, []byte(`{"t":"`+escaped+`"}`))))
 	short := data[:MaxWordless-1]
 	assert.Equal(t, short+"\n", string(RecordText(nil, []byte(`{"t":"`+short+`"}`))))
+}
+
+// TestSegmentsSparseAndInTurn: a segment of some documents only (another
+// session's between them left out) decodes to those documents and their
+// postings, and a second segment applied after it continues it: the
+// decoded index's candidates are the original's for that session's
+// documents, renumbered; Compact changes no candidate.
+func TestSegmentsSparseAndInTurn(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	words := []string{"alpha", "beta", "gamma", "delta", "eps"}
+	text := func() string {
+		var b strings.Builder
+		for range 1 + rng.IntN(6) {
+			b.WriteString(words[rng.IntN(len(words))] + " ")
+		}
+		return b.String()
+	}
+	x := New()
+	a, other := x.NewSlot([16]byte{1}, false), x.NewSlot([16]byte{2}, false)
+	var mine []uint32 // a's documents in x
+	add := func(n int) {
+		for range n {
+			sl := other
+			if rng.IntN(2) == 0 {
+				sl, mine = a, append(mine, uint32(len(x.Docs)))
+			}
+			x.Add(sl, DocInfo{Event: [16]byte{byte(len(x.Docs)), 7}, Time: int64(len(x.Docs))}, Analyse(text()))
+		}
+	}
+	check := func(y *Index) {
+		t.Helper()
+		for _, q := range [][]string{{"alpha"}, {"beta", "gamma"}, {"eps", "delta", "alpha"}} {
+			var want []Candidate
+			for _, c := range x.Candidates(q) {
+				if i, ok := slices.BinarySearch(mine, c.Doc); ok {
+					want = append(want, Candidate{Doc: uint32(i), TF: c.TF})
+				}
+			}
+			assert.Equal(t, want, y.Candidates(q), "%v", q)
+		}
+	}
+	add(60)
+	y := New()
+	s, err := DecodeSegment(x.encodeSegment(1, 1, []uint32{a}, []uint64{0}, slices.Clone(mine)))
+	require.NoError(t, err)
+	require.NoError(t, y.apply(s))
+	check(y)
+	n0, from := len(mine), x.Sessions[a].Next
+	add(60)
+	s, err = DecodeSegment(x.encodeSegment(2, 1, []uint32{a}, []uint64{from}, slices.Clone(mine[n0:])))
+	require.NoError(t, err)
+	require.NoError(t, y.apply(s))
+	check(y)
+	y.Compact()
+	check(y)
 }

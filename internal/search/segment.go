@@ -56,11 +56,15 @@ func (x *Index) encodeSegment(seq, base uint64, slots []uint32, from []uint64, d
 		b = append(b, s.Last[:]...)
 		b = binary.AppendVarint(b, s.UpdatedAt)
 	}
-	local := make(map[uint32]uint32, len(docs))
+	// A document's local number is its index in docs (ascending): found
+	// by a binary search, not a map of every document.
+	local := func(d uint32) (uint32, bool) {
+		i, ok := slices.BinarySearch(docs, d)
+		return uint32(i), ok
+	}
 	b = binary.AppendUvarint(b, uint64(len(docs)))
 	var prev int64
-	for i, d := range docs {
-		local[d] = uint32(i)
+	for _, d := range docs {
 		di := &x.Docs[d]
 		b = binary.AppendUvarint(b, ref[di.Session])
 		b = append(b, di.Event[:]...)
@@ -69,26 +73,34 @@ func (x *Index) encodeSegment(seq, base uint64, slots []uint32, from []uint64, d
 		prev = di.Time
 		b = binary.AppendUvarint(b, uint64(di.Len))
 	}
-	lo := uint32(0)
+	lo, hi := uint32(0), uint32(0)
 	if len(docs) > 0 {
-		lo = docs[0]
+		lo, hi = docs[0], docs[len(docs)-1]
 	}
+	// The terms with a posting in docs, sorted; each one's postings are
+	// counted, then encoded, straight from the index's lists (no copy).
+	// A full write (docs every live document from lo on) counts and
+	// encodes without looking each document up.
+	dense := len(docs) > 0 && int(hi-lo)+1 == len(docs)
 	type tp struct {
 		term string
-		ps   []uint32
+		ps   []uint32 // the index's list itself, not a copy
+		from int      // the first pair of its postings at lo or after
+		n    int      // its postings in docs
 	}
 	var terms []tp
 	for t, ps := range x.post {
-		// the tail of ps from lo on, the docs of this segment only
 		j := lowerPair(ps, lo)
-		var sel []uint32
-		for ; j < len(ps); j += 2 {
-			if l, ok := local[ps[j]]; ok {
-				sel = append(sel, l, ps[j+1])
+		n := 0
+		for k := j; k < len(ps) && ps[k] <= hi; k += 2 {
+			if dense {
+				n++
+			} else if _, ok := local(ps[k]); ok {
+				n++
 			}
 		}
-		if len(sel) > 0 {
-			terms = append(terms, tp{t, sel})
+		if n > 0 {
+			terms = append(terms, tp{t, ps, j, n})
 		}
 	}
 	slices.SortFunc(terms, func(a, b tp) int { return strings.Compare(a.term, b.term) })
@@ -102,13 +114,22 @@ func (x *Index) encodeSegment(seq, base uint64, slots []uint32, from []uint64, d
 		b = binary.AppendUvarint(b, uint64(shared))
 		b = binary.AppendUvarint(b, uint64(len(t.term)-shared))
 		b = append(b, t.term[shared:]...)
-		b = binary.AppendUvarint(b, uint64(len(t.ps)/2))
+		b = binary.AppendUvarint(b, uint64(t.n))
 		last := uint32(0)
-		for k := 0; k < len(t.ps); k += 2 {
+		for k := t.from; k < len(t.ps) && t.ps[k] <= hi; k += 2 {
+			var l uint32
+			if dense {
+				l = t.ps[k] - lo
+			} else {
+				var ok bool
+				if l, ok = local(t.ps[k]); !ok {
+					continue
+				}
+			}
 			// the doc's delta, shifted, its low bit set when tf is not 1
 			// (then tf-2 follows): most postings are one byte
-			d := uint64(t.ps[k]-last) << 1
-			last = t.ps[k]
+			d := uint64(l-last) << 1
+			last = l
 			if t.ps[k+1] == 1 {
 				b = binary.AppendUvarint(b, d)
 			} else {
@@ -330,11 +351,17 @@ func (x *Index) apply(s *Segment) error {
 		x.Docs = append(x.Docs, d)
 	}
 	for i, t := range s.terms {
-		ps := x.post[t]
-		for k := 0; k < len(s.posts[i]); k += 2 {
-			ps = append(ps, base+s.posts[i][k], s.posts[i][k+1])
+		add := s.posts[i] // the segment's own, of its exact length: kept as it is
+		if base != 0 {
+			for k := 0; k < len(add); k += 2 {
+				add[k] += base
+			}
 		}
-		x.post[t] = ps
+		if ps, ok := x.post[t]; ok {
+			x.post[t] = append(ps, add...)
+		} else {
+			x.post[t] = add
+		}
 	}
 	for i, ss := range s.sessions {
 		se := &x.Sessions[slot[i]]

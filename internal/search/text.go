@@ -168,14 +168,26 @@ type Doc struct {
 
 // Analyse tokenizes text.
 func Analyse(text string) *Doc {
-	d := &Doc{Text: text, counts: map[string]int{}}
+	d := &Doc{}
+	d.Reset(text)
+	return d
+}
+
+// Reset makes d the analysis of text, reusing d's memory: a caller
+// analysing many records in turn keeps one Doc.
+func (d *Doc) Reset(text string) {
+	d.Text = text
+	d.tokens, d.spans = d.tokens[:0], d.spans[:0]
+	if d.counts == nil {
+		d.counts = map[string]int{}
+	}
+	clear(d.counts)
 	ForEachToken(text, func(tok string, s, e int) bool {
 		d.tokens = append(d.tokens, tok)
 		d.spans = append(d.spans, [2]int{s, e})
 		d.counts[tok]++
 		return true
 	})
-	return d
 }
 
 // Len is the record's token count.
