@@ -78,8 +78,13 @@ func (c writerFiles) SealChunk(n uint32, es []entry) error { return c.files.seal
 // *CorruptionErrors.
 type chunkReader struct{ r *chunk.Reader }
 
-func newChunkReader(fsys vfs.FS, dir string) *chunkReader {
-	return &chunkReader{chunk.NewReader(fsys, dir)}
+// newChunkReader returns a reader of the chunks in dir whose sealed
+// chunks keep the frames they decompress for single records in frames
+// (Options.ReadCacheBytes; nil: none).
+func newChunkReader(fsys vfs.FS, dir string, frames *zchunk.Cache) *chunkReader {
+	r := chunk.NewReader(fsys, dir)
+	r.SetCache(frames)
+	return &chunkReader{r}
 }
 
 // reserve makes room for reads of up to n bytes at once.

@@ -74,6 +74,9 @@
 //	                          session the trash keeps whole (trash.go)
 //	<root>/trash/<session-id>.<nonce>/  a session being removed for good
 //	                          (what a crash leaves, Open removes)
+//	<root>/search/seg-<n>.six  derived: the search index's segments
+//	                          (searchindex.go, internal/search)
+//	<root>/search/search.lock  flock'ed by a Store writing a segment
 //	<root>/sessions/<session-id>/
 //	  session.json        metadata (name, working dir, model, times, format)
 //	  HEAD                id of the newest event, a checkpoint (see below)
@@ -99,6 +102,9 @@
 //	                      end of a chunk at that offset, kept aside
 //	  blobs/sha256/ab/<62 hex>.zst  records over Options.BlobThreshold,
 //	                      zstd-compressed, named by the SHA-256 of the record
+//	  stream/<20 digits>.deltas  with Options.DurableDeltas: the deltas
+//	                      Publish wrote, CRC-framed, and the settled markers
+//	                      of commits (stream_durable.go, internal/deltalog)
 //
 // Files are created 0600 and directories 0700 unless Options say otherwise.
 //
@@ -788,5 +794,17 @@
 // consumer that records the last event it processed resumes where it
 // stopped (stream.go); on a follower, both hear every Store's appends.
 // Neither ever waits for a slow subscriber: its bounded queue drops updates
-// and tells it how many it missed.
+// and tells it how many it missed. With Options.DurableDeltas, Publish
+// also writes each delta to the session's stream (stream_durable.go,
+// internal/deltalog), synced within DeltaSyncInterval, so that
+// [Store.PartialOutput] finds an interrupted answer after a crash, and
+// [Store.Tail] follows a session from a cursor in any process on the
+// machine: committed events and durable deltas in one order (tail.go).
+//
+// [Store.Search] finds events by the words and phrases of their records
+// across the sessions a Query selects, through a derived index caught up
+// at each Search (search.go, searchindex.go, internal/search,
+// docs/search.md); [Store.Usage] adds up the token usage of a session, a
+// branch or a subagent tree, kept with the session's metadata
+// (usage.go, docs/usage.md).
 package sessionstore

@@ -12,6 +12,7 @@ import (
 	"github.com/sessionstore/sessionstore/internal/index"
 	"github.com/sessionstore/sessionstore/internal/seam"
 	"github.com/sessionstore/sessionstore/internal/vfs"
+	"github.com/sessionstore/sessionstore/internal/zchunk"
 )
 
 // durableFiles is the seam through which the durable facts of one open
@@ -87,11 +88,12 @@ type activeChunk = chunkwriter.Chunk
 // lanes, a chunkReader) and its damage into *CorruptionError.
 type localFiles struct {
 	*seam.Local
+	frames *zchunk.Cache // the Store's (Options.ReadCacheBytes), for chunkReader
 }
 
 // newLocalFiles returns the local files of the session in dir.
-func newLocalFiles(fsys vfs.FS, dir string, perm, dirPerm os.FileMode, maxChunk int64, log *slog.Logger) *localFiles {
-	return &localFiles{&seam.Local{FS: fsys, Dir: dir, Perm: perm, DirPerm: dirPerm, MaxChunk: maxChunk, Log: log}}
+func newLocalFiles(fsys vfs.FS, dir string, perm, dirPerm os.FileMode, maxChunk int64, log *slog.Logger, frames *zchunk.Cache) *localFiles {
+	return &localFiles{&seam.Local{FS: fsys, Dir: dir, Perm: perm, DirPerm: dirPerm, MaxChunk: maxChunk, Log: log}, frames}
 }
 
 // Preallocation and sealing sizes (internal/seam), under the engine's
@@ -154,7 +156,7 @@ func (l *localFiles) readLanes() (*laneSet, error) {
 func (l *localFiles) release(bool) error { return nil }
 
 func (l *localFiles) chunkReader() *chunkReader {
-	return newChunkReader(l.FS, l.ChunkDir())
+	return newChunkReader(l.FS, l.ChunkDir(), l.frames)
 }
 
 // localChunk is the active chunk of local files (internal/seam's Chunk)

@@ -455,7 +455,7 @@ func (s *Store) readRunSealed(ctx context.Context, h *openSession, pre *forkPref
 
 // readPrefixRun reads run, entries of the session whose directory is dir.
 func (s *Store) readPrefixRun(ctx context.Context, dir string, run []entry) ([]Event, error) {
-	r := newChunkReader(s.opts.fs, filepath.Join(dir, chunksDir))
+	r := newChunkReader(s.opts.fs, filepath.Join(dir, chunksDir), s.opts.frames)
 	defer r.close()
 	return s.readEntries(ctx, dir, r, run)
 }
@@ -525,7 +525,7 @@ func (s *Store) forkEvent(ctx context.Context, h *openSession, id uuid.UUID) (ev
 	}
 	s.reg.release(h)
 	read := func(pre *forkPrefix, e *entry) (Event, error) {
-		r := newChunkReader(s.opts.fs, filepath.Join(pre.segs[st.seg].dir, chunksDir))
+		r := newChunkReader(s.opts.fs, filepath.Join(pre.segs[st.seg].dir, chunksDir), s.opts.frames)
 		defer r.close()
 		ev, err := readEntry(r, e)
 		if err != nil || ev.Record == nil {
@@ -622,7 +622,7 @@ func (s *Store) fillPrefix(pre *forkPrefix, seg *prefixSeg, key *sessionKey) {
 			continue
 		}
 		if r == nil {
-			r = newChunkReader(s.opts.fs, filepath.Join(seg.dir, chunksDir))
+			r = newChunkReader(s.opts.fs, filepath.Join(seg.dir, chunksDir), s.opts.frames)
 			defer r.close()
 		}
 		pv := recordPreview(r, key, e).Cut(sealedPreviewText)
@@ -708,7 +708,7 @@ func (src prefixSource) restore(id uuid.UUID) (string, error) {
 	if err := durable.MkdirAll(o.fs, dir, o.DirMode); err != nil {
 		return "", err
 	}
-	local := newLocalFiles(o.fs, dir, o.FileMode, o.DirMode, o.ChunkSize, o.Logger.With("session", id))
+	local := newLocalFiles(o.fs, dir, o.FileMode, o.DirMode, o.ChunkSize, o.Logger.With("session", id), o.frames)
 	rf := newRemoteFiles(local, o, id)
 	ctx, cancel := context.WithTimeout(context.Background(), o.RemoteTimeout)
 	defer cancel()

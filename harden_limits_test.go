@@ -30,7 +30,7 @@ func TestChunkReadLengthBound(t *testing.T) {
 	var err error
 	dir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, chunkName(0)), []byte("{}\n"), 0o600))
-	r := newChunkReader(vfs.Default, dir)
+	r := newChunkReader(vfs.Default, dir, nil)
 	defer r.close()
 	n := allocated(func() {
 		_, _, err = r.read(location{Length: eventline.MaxChunkLine + 2})

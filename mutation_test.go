@@ -566,6 +566,12 @@ var mutations = []mutation{
 	// Search.
 	{"a posting's term frequency written as one", "internal/search/segment.go", "func (x *Index) encodeSegment(", "if t.ps[k+1] == 1 {", "if true {",
 		"the index answers as a scan of the records"},
+	{"use a kept frame whatever the file holds now", "internal/zchunk/cache.go", "func (c *Cache) get(", "if !bytes.Equal(e.comp, comp) {", "if false && !bytes.Equal(e.comp, comp) {",
+		"a cached frame never hides a replaced or damaged file"},
+	{"answer a search from the last listing whatever the catalogue's version", "searchindex.go", "func (s *Store) listForSearch(", "if ok && si.listing != nil && v == si.listedAt {", "if si.listing != nil {",
+		"a Search sees the sessions created, changed and deleted since the last"},
+	{"a phrase's earlier words not compared", "internal/search/text.go", "func FindFirst(", "if ring[(n-k+j)%span] != t.Tokens[j] {", "if ring[(n-k+j)%span] != t.Tokens[j] && false {",
+		"a hit holds the query's phrases, word for word"},
 	{"an encrypted session's words written to disk", "internal/search/files.go", "func (x *Index) Save(", "return !s.Private && !s.Dead", "return !s.Dead",
 		"no plaintext of an encrypted session in the search index"},
 	// Usage totals.
@@ -582,6 +588,16 @@ var mutations = []mutation{
 // test that no longer catches its mutation, costs only time: the whole
 // package then decides.
 var mutationCatchers = map[string]string{
+	"use a kept frame whatever the file holds now":                                      "TestCacheFileChanged",
+	"answer a search from the last listing whatever the catalogue's version":            "TestSearchListingFollowsChanges",
+	"a phrase's earlier words not compared":                                             "TestFindFirstAgainstDoc",
+	"destroy a remote session's key object after its delete marker":                     "TestRemoteEncryptedDelete",
+	"leave the older versions of a destroyed key object":                                "TestRemoteEncryptedDelete",
+	"seal a Create under its own key beside the key object another left":                "TestRemoteEncryptedCreateAdoptsKey",
+	"keep a read-only session's index across a re-encryption":                           "TestReviewReencReadOnlyReaderAfter",
+	"resolve an event read before a re-encryption by its old digest only":               "TestReviewReencResolveHeldEvent",
+	"keep a remote session's key record on the local disk":                              "TestRemoteEncrypted",
+	"adopt the key object of a session that exists":                                     "TestReviewReencRemoteCreateExistingWrongError",
 	"an encrypted session's words written to disk":                                      "TestSearchDeleteReadOnlyEncrypted",
 	"no durable entry for a new stream directory":                                       "TestStreamCrashPoints",
 	"no durable entry for a new segment":                                                "TestStreamCrashPoints",

@@ -179,7 +179,7 @@ func (st sessionState) String() string {
 // newOpenSession returns a session in state opening, not yet registered.
 func newOpenSession(id uuid.UUID, dir string, opts *Options, hb *hub) *openSession {
 	h := &openSession{id: id, dir: dir, opts: opts, rfs: opts.fs, hub: hb}
-	local := newLocalFiles(opts.fs, dir, opts.FileMode, opts.DirMode, opts.ChunkSize, opts.Logger.With("session", id))
+	local := newLocalFiles(opts.fs, dir, opts.FileMode, opts.DirMode, opts.ChunkSize, opts.Logger.With("session", id), opts.frames)
 	h.files = local
 	if opts.Remote != nil {
 		h.files = newRemoteFiles(local, opts, id)

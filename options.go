@@ -14,6 +14,7 @@ import (
 	"github.com/sessionstore/sessionstore/internal/journal"
 	"github.com/sessionstore/sessionstore/internal/seam"
 	"github.com/sessionstore/sessionstore/internal/vfs"
+	"github.com/sessionstore/sessionstore/internal/zchunk"
 )
 
 // Defaults used for zero Options fields.
@@ -28,6 +29,8 @@ const (
 
 	// DefaultMaxOpenSessions is the default Options.MaxOpenSessions.
 	DefaultMaxOpenSessions = 256
+	// DefaultReadCacheBytes is the default Options.ReadCacheBytes.
+	DefaultReadCacheBytes = 8 << 20 // 8 MiB
 
 	CompressionZstd = "zstd"
 	CompressionNone = "none"
@@ -179,6 +182,16 @@ type Options struct {
 	// by a call are never closed, so the bound can be exceeded while more
 	// calls than that run at once. Default DefaultMaxOpenSessions.
 	MaxOpenSessions int
+	// ReadCacheBytes bounds the memory a Store keeps of sealed chunks'
+	// blocks decompressed for reads of single records (a search hit, an
+	// event read by id), so that reading them again costs a read of the
+	// compressed bytes instead of their decompression. A kept block is
+	// used only while the file holds the very bytes it came from: the
+	// cache never changes what a read returns, nor the damage it reports.
+	// Loads of whole runs of events decompress straight into their
+	// buffers and keep nothing. Default DefaultReadCacheBytes; negative:
+	// none kept.
+	ReadCacheBytes int64
 	// WaitForLock makes a call that finds its session locked by another
 	// process wait for the lock, until the call's context is done, instead
 	// of failing with ErrLocked. The wait polls every few milliseconds.
@@ -354,6 +367,7 @@ type Options struct {
 	// searchDirty is set by Open: the sessions appended to since the
 	// search index last caught up (searchindex.go).
 	searchDirty *dirtySessions
+	frames      *zchunk.Cache     // set by Open: ReadCacheBytes of frames (nil: none)
 	dead        *journal.DeadLogs // set by Open: the dead journal take-overs last read
 	now         func() time.Time
 	newID       func() (uuid.UUID, error)
@@ -452,6 +466,9 @@ func (o *Options) withDefaults() (Options, error) {
 	}
 	if c.MaxOpenSessions == 0 {
 		c.MaxOpenSessions = DefaultMaxOpenSessions
+	}
+	if c.ReadCacheBytes == 0 {
+		c.ReadCacheBytes = DefaultReadCacheBytes
 	}
 	if c.FileMode == 0 {
 		c.FileMode = DefaultFileMode

@@ -193,7 +193,7 @@ func (h *openSession) overlayJournal() {
 		h.rfs = ov
 	}
 	if l, ok := h.files.(*localFiles); ok && l.FS != h.rfs {
-		h.files = newLocalFiles(h.rfs, l.Dir, l.Perm, l.DirPerm, l.MaxChunk, l.Log)
+		h.files = newLocalFiles(h.rfs, l.Dir, l.Perm, l.DirPerm, l.MaxChunk, l.Log, l.frames)
 	}
 }
 
@@ -304,7 +304,7 @@ func (h *openSession) readTail() bool {
 	// The record h holds last must still be where h has it: a session
 	// deleted and made again under its id has other records there (a
 	// plain chunk's free space hides that its data is shorter).
-	r := newChunkReader(fsys, chunkDir)
+	r := newChunkReader(fsys, chunkDir, nil)
 	_, err = readEntry(r, &h.Entries[len(h.Entries)-1])
 	r.close()
 	if err != nil {

@@ -82,7 +82,7 @@ func isDeleteMarker(h *logHeader) bool { return h != nil && h.Kind == logDelete 
 // remoteReader is a remoteFiles for reading a session's log outside an
 // open: Delete's and Meta's.
 func (s *Store) remoteReader(id uuid.UUID) *remoteFiles {
-	r := newRemoteFiles(&localFiles{&seam.Local{Log: s.opts.Logger.With("session", id)}}, &s.opts, id)
+	r := newRemoteFiles(&localFiles{Local: &seam.Local{Log: s.opts.Logger.With("session", id)}}, &s.opts, id)
 	r.fetch, r.Lease = nil, uuid.New()
 	return r
 }

@@ -546,3 +546,58 @@ func BenchmarkSearchManySessions(b *testing.B) {
 		})
 	}
 }
+
+// TestSearchListingFollowsChanges: a Search answers from the listing the
+// previous one read while the catalogue is unchanged; a session created,
+// its metadata changed or deleted, in this Store or by a writer beside a
+// read-only one, is searched (or not) by the next Search.
+func TestSearchListingFollowsChanges(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	w, err := Open(dir, nil)
+	require.NoError(t, err)
+	defer w.Close()
+	r, err := Open(dir, &Options{ReadOnly: true})
+	require.NoError(t, err)
+	defer r.Close()
+	sessions := func(s *Store, q SearchQuery) []uuid.UUID {
+		t.Helper()
+		q.Text = "zebra"
+		var got []uuid.UUID
+		for h, err := range s.Search(ctx, q) {
+			require.NoError(t, err)
+			got = append(got, h.Session)
+		}
+		return got
+	}
+	newSession := func() uuid.UUID {
+		m, err := w.Create(ctx, Meta{WorkingDir: "/a"})
+		require.NoError(t, err)
+		_, err = w.Append(ctx, m.ID, UserText("a zebra"))
+		require.NoError(t, err)
+		require.NoError(t, w.Flush(ctx, m.ID))
+		return m.ID
+	}
+	s1 := newSession()
+	for _, s := range []*Store{w, r} {
+		assert.Equal(t, []uuid.UUID{s1}, sessions(s, SearchQuery{}))
+		assert.Equal(t, []uuid.UUID{s1}, sessions(s, SearchQuery{}), "asked again")
+	}
+
+	s2 := newSession()
+	for _, s := range []*Store{w, r} {
+		assert.ElementsMatch(t, []uuid.UUID{s1, s2}, sessions(s, SearchQuery{}), "a session created")
+	}
+
+	_, err = w.UpdateMeta(ctx, s2, func(m *Meta) { m.WorkingDir = "/b" })
+	require.NoError(t, err)
+	for _, s := range []*Store{w, r} {
+		assert.Equal(t, []uuid.UUID{s2}, sessions(s, SearchQuery{Query: Query{WorkingDir: "/b"}}), "metadata changed")
+		assert.Equal(t, []uuid.UUID{s1}, sessions(s, SearchQuery{Query: Query{WorkingDir: "/a"}}), "metadata changed")
+	}
+
+	require.NoError(t, w.Delete(ctx, s1))
+	for _, s := range []*Store{w, r} {
+		assert.Equal(t, []uuid.UUID{s2}, sessions(s, SearchQuery{}), "a session deleted")
+	}
+}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/sessionstore/sessionstore/internal/catalogue"
 	"github.com/sessionstore/sessionstore/internal/eventline"
 	"github.com/sessionstore/sessionstore/internal/search"
 )
@@ -57,6 +58,41 @@ type searchIndex struct {
 	mu      sync.Mutex
 	x       *search.Index
 	checked map[uuid.UUID]bool // sessions compared with their log since the Store opened
+
+	// The last listing, and the catalogue's version it was read at (and
+	// still was after): while the catalogue is at that version no
+	// session changed, and a Search answers from it without List.
+	listedAt   catalogue.Version
+	listing    []Meta
+	unreadable []uuid.UUID
+}
+
+// list is List for Search: the sessions and those unreadable, reused
+// while the catalogue's version is the one they were read at.
+func (s *Store) listForSearch(ctx context.Context, si *searchIndex) ([]Meta, []uuid.UUID, error) {
+	v, ok := s.cat.Version()
+	ok = ok && s.opts.Remote == nil
+	if ok && si.listing != nil && v == si.listedAt {
+		return si.listing, si.unreadable, nil
+	}
+	si.listing, si.unreadable = nil, nil
+	metas, err := s.List(ctx)
+	var bad []uuid.UUID
+	var le *ListError
+	if errors.As(err, &le) {
+		for _, u := range le.Unreadable {
+			bad = append(bad, u.ID)
+		}
+	} else if err != nil {
+		return nil, nil, err
+	}
+	if v2, ok2 := s.cat.Version(); ok && ok2 && v2 == v {
+		si.listedAt, si.listing, si.unreadable = v, metas, bad
+		if si.listing == nil {
+			si.listing = []Meta{}
+		}
+	}
+	return metas, bad, nil
 }
 
 // searchFiles is where the index is kept: with a Remote or read-only, in
@@ -93,15 +129,13 @@ func (s *Store) searchIndexed(ctx context.Context, q SearchQuery, p *searchPlan)
 	selected := map[uint32]uuid.UUID{} // live slot -> session
 	listedAll := lq.ParentSession == uuid.Nil && lq.WorkingDir == "" && len(lq.Labels) == 0 && lq.Since.IsZero() && lq.Until.IsZero()
 	listed := map[uuid.UUID]bool{}
-	metas, err := s.List(ctx) // one read of the catalogue: cheaper than pages of Sessions
-	var le *ListError
-	if errors.As(err, &le) {
-		for _, u := range le.Unreadable {
-			listed[u.ID] = true // unreadable now, not gone
-		}
-	} else if err != nil {
+	metas, unreadable, err := s.listForSearch(ctx, si) // one read of the catalogue at most: cheaper than pages of Sessions
+	if err != nil {
 		s.redirty(dirty)
 		return nil, err
+	}
+	for _, id := range unreadable {
+		listed[id] = true // unreadable now, not gone
 	}
 	for _, m := range metas {
 		if !lq.Matches(m) {
@@ -200,10 +234,13 @@ func (s *Store) searchIndexed(ctx context.Context, q SearchQuery, p *searchPlan)
 			if ev == nil || len(hits) >= p.limit {
 				continue // gone since it was indexed (deleted, cut by a repair)
 			}
-			h, b, ok := p.hitOf(c.Session, ev, buf)
-			buf = b
-			if ok {
-				hits = append(hits, h)
+			// The index holds the words: the record is read for its
+			// phrases and snippet, its rank the one its postings gave.
+			buf = search.RecordText(buf[:0], ev.Record)
+			text := string(buf)
+			if at, ok := search.FindFirst(text, p.terms); ok {
+				c.Snippet = search.SnippetAt(text, at)
+				hits = append(hits, c)
 			}
 		}
 	}

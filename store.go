@@ -19,6 +19,7 @@ import (
 	"github.com/sessionstore/sessionstore/internal/journal"
 	"github.com/sessionstore/sessionstore/internal/parallel"
 	"github.com/sessionstore/sessionstore/internal/vfs"
+	"github.com/sessionstore/sessionstore/internal/zchunk"
 )
 
 // Store holds the sessions under one root directory. Its methods are safe
@@ -144,6 +145,7 @@ func newStore(dir string, o Options) *Store {
 		o.fs = o.fetch
 	}
 	o.searchDirty = &dirtySessions{}
+	o.frames = zchunk.NewCache(o.ReadCacheBytes)
 	s := &Store{dir: dir, opts: o, hub: newHub(), forks: forkLock{mu: make(chan struct{}, 1)}}
 	s.search = &searchIndex{}
 	if o.Remote != nil {

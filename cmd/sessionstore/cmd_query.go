@@ -41,16 +41,8 @@ func cmdQuery(ctx context.Context, c *cmdEnv, args []string) int {
 		return c.failf("%v", err)
 	}
 	defer s.Close()
-	if *parent != "" {
-		// A full id is taken as it is: the subagents of a session
-		// removed since still name it.
-		id, err := uuid.Parse(*parent)
-		if err != nil {
-			if id, err = resolveSession(ctx, s, *parent); err != nil {
-				return c.failf("-parent: %v", err)
-			}
-		}
-		q.ParentSession = id
+	if q.ParentSession, err = parentSession(ctx, s, *parent); err != nil {
+		return c.failf("-parent: %v", err)
 	}
 	if len(labels) > 0 {
 		q.Labels = labels
@@ -92,4 +84,17 @@ func cmdQuery(ctx context.Context, c *cmdEnv, args []string) int {
 		return c.failf("%d sessions on this page's way cannot be read (above: the others)", len(listErr.Unreadable))
 	}
 	return exitOK
+}
+
+// parentSession is the session a -parent flag names: none for "", a full
+// id as it is (the subagents of a session removed since still name it),
+// else the one session the prefix names.
+func parentSession(ctx context.Context, s *sessionstore.Store, parent string) (uuid.UUID, error) {
+	if parent == "" {
+		return uuid.Nil, nil
+	}
+	if id, err := uuid.Parse(parent); err == nil {
+		return id, nil
+	}
+	return resolveSession(ctx, s, parent)
 }

@@ -107,15 +107,8 @@ func cmdSearch(ctx context.Context, c *cmdEnv, args []string) int {
 		return c.failf("%v", err)
 	}
 	defer s.Close()
-	if *parent != "" {
-		// A full id is taken as it is, as query takes it.
-		id, err := uuid.Parse(*parent)
-		if err != nil {
-			if id, err = resolveSession(ctx, s, *parent); err != nil {
-				return c.failf("-parent: %v", err)
-			}
-		}
-		q.ParentSession = id
+	if q.ParentSession, err = parentSession(ctx, s, *parent); err != nil {
+		return c.failf("-parent: %v", err)
 	}
 	var (
 		enc = json.NewEncoder(c.stdout)

@@ -366,3 +366,28 @@ func (st *State) Each(fn func(id uuid.UUID, e Entry, usable bool)) {
 func (st *State) Len() int {
 	return len(st.snap.ids) + len(st.log.committed) + len(st.log.pending)
 }
+
+// Version is the stamps (modification time and size) of the catalogue's
+// snapshot and log and of the sessions directory: a reader that answered
+// from the catalogue at one Version may answer again without reading it
+// while the Version is the same. Every change a Store makes appends to
+// the log (which grows) or replaces the snapshot and the log (new files,
+// new times); what a Version can miss is a replacement of both by ones
+// of the same sizes within one tick of the file system's clock.
+type Version struct{ snap, log, dir Stamp }
+
+// Version returns the catalogue's Version: three stats. ok is false when
+// one of the three cannot be stat'ed (then nothing may be assumed).
+func (c *Catalogue) Version() (v Version, ok bool) {
+	var err error
+	if v.snap, err = statStamp(c.fsys, filepath.Join(c.root, Name)); err != nil {
+		return Version{}, false
+	}
+	if v.log, err = statStamp(c.fsys, filepath.Join(c.root, LogName)); err != nil {
+		return Version{}, false
+	}
+	if v.dir, err = statStamp(c.fsys, c.sessions()); err != nil {
+		return Version{}, false
+	}
+	return v, true
+}

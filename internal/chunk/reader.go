@@ -23,6 +23,7 @@ type Reader struct {
 	fsys  vfs.FS
 	dir   string
 	files map[uint32]Source
+	cache *zchunk.Cache // given to the sealed chunks it opens
 
 	winChunk uint32
 	winOff   int64
@@ -33,6 +34,10 @@ type Reader struct {
 func NewReader(fsys vfs.FS, dir string) *Reader {
 	return &Reader{fsys: fsys, dir: dir, files: map[uint32]Source{}}
 }
+
+// SetCache gives the sealed chunks the Reader opens the frame cache c
+// (zchunk.Cache); nil, the default, keeps none.
+func (r *Reader) SetCache(c *zchunk.Cache) { r.cache = c }
 
 // File returns the source of chunk, opened at its first use and kept
 // until Close. A chunk with neither file is a *corrupt.Error.
@@ -46,6 +51,9 @@ func (r *Reader) File(chunk uint32) (Source, error) {
 	}
 	if err != nil {
 		return nil, err
+	}
+	if z, ok := f.(*zchunk.Reader); ok {
+		z.SetCache(r.cache)
 	}
 	r.files[chunk] = f
 	return f, nil

@@ -184,3 +184,48 @@ func TestSegmentsSparseAndInTurn(t *testing.T) {
 	y.Compact()
 	check(y)
 }
+
+// TestFindFirstAgainstDoc: FindFirst, which reads a record's tokens
+// once and stops early, agrees with Doc's Match and Snippet on random
+// texts and queries of words and phrases (repeated words, a phrase
+// overlapping itself, terms given twice).
+func TestFindFirstAgainstDoc(t *testing.T) {
+	words := []string{"a", "B", "c", "dé", "a1"}
+	rng := rand.New(rand.NewPCG(3, 4))
+	matched := 0
+	for range 5000 {
+		var b strings.Builder
+		for i := range rng.IntN(120) {
+			if i > 0 {
+				b.WriteString([]string{" ", ".", "\n", "-- "}[rng.IntN(4)])
+			}
+			b.WriteString(words[rng.IntN(len(words))])
+		}
+		text := b.String()
+		var q []string
+		for range 1 + rng.IntN(3) {
+			n := 1 + rng.IntN(3)
+			var ws []string
+			for range n {
+				ws = append(ws, words[rng.IntN(len(words))])
+			}
+			if n == 1 {
+				q = append(q, ws[0])
+			} else {
+				q = append(q, `"`+strings.Join(ws, " ")+`"`)
+			}
+		}
+		terms, err := Parse(strings.Join(q, " "))
+		require.NoError(t, err)
+		d := Analyse(text)
+		at, ok := FindFirst(text, terms)
+		if !assert.Equal(t, d.Match(terms), ok, "text %q query %q", text, q) {
+			continue
+		}
+		if ok {
+			matched++
+			assert.Equal(t, d.Snippet(terms), SnippetAt(text, at), "text %q query %q", text, q)
+		}
+	}
+	assert.Greater(t, matched, 500, "the random cases match often enough to test the snippets")
+}

@@ -260,20 +260,73 @@ func (d *Doc) Snippet(terms []Term) string {
 			break
 		}
 	}
+	return SnippetAt(d.Text, at)
+}
+
+// SnippetAt is the snippet of text around byte offset at (Snippet's).
+func SnippetAt(text string, at int) string {
 	start := max(0, at-SnippetBytes/3)
-	for start > 0 && !utf8.RuneStart(d.Text[start]) {
+	for start > 0 && !utf8.RuneStart(text[start]) {
 		start--
 	}
-	end := min(len(d.Text), start+SnippetBytes)
-	for end < len(d.Text) && !utf8.RuneStart(d.Text[end]) {
+	end := min(len(text), start+SnippetBytes)
+	for end < len(text) && !utf8.RuneStart(text[end]) {
 		end--
 	}
-	s := strings.Join(strings.Fields(d.Text[start:end]), " ")
+	s := strings.Join(strings.Fields(text[start:end]), " ")
 	if start > 0 {
 		s = "…" + s
 	}
-	if end < len(d.Text) {
+	if end < len(text) {
 		s += "…"
 	}
 	return s
+}
+
+// FindFirst reports whether text matches every term (Doc.Match), and the
+// byte offset of the first occurrence of the first term (where Snippet
+// cuts). It reads the tokens left to right, keeping only as many as the
+// longest term spans, and stops once every term was found: what a query
+// needs of a record the index names, without Analyse's token lists and
+// counts.
+func FindFirst(text string, terms []Term) (at int, ok bool) {
+	span := 0
+	for _, t := range terms {
+		span = max(span, len(t.Tokens))
+	}
+	if span == 0 {
+		return 0, false
+	}
+	found := make([]bool, len(terms))
+	left := len(terms)
+	ring := make([]string, span) // the last tokens, ring[n%span] the nth
+	starts := make([]int, span)
+	n := 0
+	at = -1
+	ForEachToken(text, func(tok string, s, _ int) bool {
+		ring[n%span], starts[n%span] = tok, s
+		n++
+		for i, t := range terms {
+			k := len(t.Tokens)
+			if found[i] || k > n || t.Tokens[k-1] != tok {
+				continue
+			}
+			same := true
+			for j := 0; j < k-1; j++ {
+				if ring[(n-k+j)%span] != t.Tokens[j] {
+					same = false
+					break
+				}
+			}
+			if same {
+				found[i] = true
+				left--
+				if i == 0 {
+					at = starts[(n-k)%span]
+				}
+			}
+		}
+		return left > 0
+	})
+	return max(at, 0), left == 0
 }

@@ -446,8 +446,15 @@ type Reader struct {
 	cacheIdx  int    // frame held in cacheData, -1 if none
 	cacheData []byte // never modified once cached: readers copy from it unlocked
 
+	cache *Cache // frames read in part, shared with other Readers; nil: none
+
 	decodes atomic.Int64 // frames decompressed, for tests
 }
+
+// SetCache makes the Reader keep the frames it decompresses for a read of
+// part of their block in c, and look for every frame there first (see
+// Cache). Call it before the Reader's first read.
+func (r *Reader) SetCache(c *Cache) { r.cache = c }
 
 // Open opens a compressed chunk and validates its footer and frame table.
 // A file not in the format gives a *FormatError; I/O errors are returned
@@ -779,6 +786,13 @@ func (r *Reader) decode(i int, dst []byte) ([]byte, error) {
 	if err := readFull(r.f, comp, e.compOff); err != nil {
 		return nil, fileErr(r.path, e.compOff, err)
 	}
+	key := cacheKey{r.path, e.compOff}
+	if data := r.cache.get(key, comp); int64(len(data)) == e.logLen && data != nil {
+		if cap(dst) > 0 {
+			return append(dst[:0], data...), nil
+		}
+		return data, nil // shared: never modified
+	}
 	if got := crc32.Checksum(comp, castagnoli); got != e.crc {
 		return nil, bad(fmt.Errorf("CRC-32C %08x, table says %08x", got, e.crc))
 	}
@@ -787,6 +801,11 @@ func (r *Reader) decode(i int, dst []byte) ([]byte, error) {
 		return nil, bad(err)
 	}
 	r.decodes.Add(1)
+	if cap(dst) == 0 {
+		// A read of part of the block (a record, not a run of whole
+		// blocks read into the caller's buffer): the kind read again.
+		r.cache.put(key, comp, data)
+	}
 	return data, nil
 }
 
