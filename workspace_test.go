@@ -597,6 +597,30 @@ func TestWorkspaceRacyWrite(t *testing.T) {
 	assert.Equal(t, []string{"a"}, r.Modified)
 }
 
+// TestWorkspaceRacyWriteSeenLater: a file read within two seconds of its
+// modification time is recorded without that time, so a write of the
+// same size that kept the time is read again by a snapshot taken later,
+// when the time is no longer recent.
+func TestWorkspaceRacyWriteSeenLater(t *testing.T) {
+	ctx := context.Background()
+	s, id := wsStore(t, nil)
+	work := t.TempDir()
+	writeTree(t, work, map[string]string{"a": "1111"})
+	tm := time.Now().Add(-racy + 1500*time.Millisecond)
+	require.NoError(t, os.Chtimes(filepath.Join(work, "a"), tm, tm))
+	_, err := s.SnapshotDir(ctx, id, work, SnapshotOptions{})
+	require.NoError(t, err)
+	if time.Since(tm) > racy {
+		t.Skip("the machine took more than 1.5 s to snapshot one file: the write was not recent")
+	}
+	writeTree(t, work, map[string]string{"a": "2222"})
+	require.NoError(t, os.Chtimes(filepath.Join(work, "a"), tm, tm))
+	time.Sleep(time.Until(tm.Add(racy + 100*time.Millisecond)))
+	r, err := s.SnapshotDir(ctx, id, work, SnapshotOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"a"}, r.Modified)
+}
+
 // TestWorkspaceHugeFile: a 1 GiB file (sparse: no disk used) is refused
 // by its size, before it is read, naming it.
 func TestWorkspaceHugeFile(t *testing.T) {
