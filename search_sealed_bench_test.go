@@ -2,7 +2,6 @@ package sessionstore
 
 import (
 	"context"
-	"encoding/json"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -12,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 )
 
@@ -144,23 +142,7 @@ func BenchmarkSearchFirstBuildClaudeCode(b *testing.B) {
 	if data == "" {
 		b.Skip("no shared data (../shared/data, $SESSIONSTORE_SHARED_DATA or /work/shared/data)")
 	}
-	ctx := context.Background()
-	dir := b.TempDir()
-	s, err := Open(dir, nil)
-	require.NoError(b, err)
-	sessions := map[string]uuid.UUID{}
-	claudeCodeLines(b, data, func(path string, line []byte) {
-		id, ok := sessions[path]
-		if !ok {
-			m, err := s.Create(ctx, Meta{Name: filepath.Base(path)})
-			require.NoError(b, err)
-			id, sessions[path] = m.ID, m.ID
-		}
-		_, err := s.Append(ctx, id, NewEvent(KindCustom, RoleNone, json.RawMessage(line)))
-		require.NoError(b, err)
-	})
-	require.NoError(b, s.Close())
-	benchFirstBuild(b, dir)
+	benchFirstBuild(b, claudeCodeStore(b, data))
 }
 
 func benchFirstBuild(b *testing.B, dir string) {

@@ -390,22 +390,8 @@ func BenchmarkSearchClaudeCode(b *testing.B) {
 		b.Skip("no shared data (../shared/data, $SESSIONSTORE_SHARED_DATA or /work/shared/data)")
 	}
 	ctx := context.Background()
-	dir := b.TempDir()
+	dir := claudeCodeStore(b, data)
 	s, err := Open(dir, nil)
-	require.NoError(b, err)
-	sessions := map[string]uuid.UUID{}
-	claudeCodeLines(b, data, func(path string, line []byte) {
-		id, ok := sessions[path]
-		if !ok {
-			m, err := s.Create(ctx, Meta{Name: filepath.Base(path)})
-			require.NoError(b, err)
-			id, sessions[path] = m.ID, m.ID
-		}
-		_, err := s.Append(ctx, id, NewEvent(KindCustom, RoleNone, json.RawMessage(line)))
-		require.NoError(b, err)
-	})
-	require.NoError(b, s.Close())
-	s, err = Open(dir, nil)
 	require.NoError(b, err)
 	defer s.Close()
 	for range s.Search(ctx, SearchQuery{Text: "x"}) { // builds and saves the index
@@ -413,7 +399,9 @@ func BenchmarkSearchClaudeCode(b *testing.B) {
 	stored := dirBytes(b, filepath.Join(dir, sessionsDir), string(filepath.Separator)+chunksDir+string(filepath.Separator)) +
 		dirBytes(b, filepath.Join(dir, sessionsDir), string(filepath.Separator)+"blobs"+string(filepath.Separator))
 	index := dirBytes(b, filepath.Join(dir, searchDir), "seg-")
-	b.Logf("%d sessions, stored %d bytes, index %d bytes", len(sessions), stored, index)
+	metas, err := s.List(ctx)
+	require.NoError(b, err)
+	b.Logf("%d sessions, stored %d bytes, index %d bytes", len(metas), stored, index)
 	for _, text := range []string{"supercalifragilistic", "file", `"tool_use"`, `"the file"`} {
 		q := SearchQuery{Text: text}
 		b.Run(strings.Trim(text, `"`), func(b *testing.B) {
@@ -600,4 +588,27 @@ func TestSearchListingFollowsChanges(t *testing.T) {
 	for _, s := range []*Store{w, r} {
 		assert.Equal(t, []uuid.UUID{s2}, sessions(s, SearchQuery{}), "a session deleted")
 	}
+}
+
+// claudeCodeStore writes the shared transcripts under data into a new
+// store, one session each, each line a custom event, closes it and
+// returns its root.
+func claudeCodeStore(b *testing.B, data string) string {
+	ctx := context.Background()
+	dir := b.TempDir()
+	s, err := Open(dir, nil)
+	require.NoError(b, err)
+	sessions := map[string]uuid.UUID{}
+	claudeCodeLines(b, data, func(path string, line []byte) {
+		id, ok := sessions[path]
+		if !ok {
+			m, err := s.Create(ctx, Meta{Name: filepath.Base(path)})
+			require.NoError(b, err)
+			id, sessions[path] = m.ID, m.ID
+		}
+		_, err := s.Append(ctx, id, NewEvent(KindCustom, RoleNone, json.RawMessage(line)))
+		require.NoError(b, err)
+	})
+	require.NoError(b, s.Close())
+	return dir
 }
