@@ -225,6 +225,47 @@ func (r *registry) acquireLazy(ctx context.Context, id uuid.UUID, create *Meta) 
 	return h, nil
 }
 
+// acquireKnown is acquire for reads of events the caller knows the
+// session holds (a search hit): a read-only Store's handle already
+// indexed is used without looking for another writer's changes; the
+// caller checks what it read and acquires again when it is not there.
+func (r *registry) acquireKnown(ctx context.Context, id uuid.UUID, _ *Meta) (*openSession, error) {
+	if !r.opts.ReadOnly {
+		return r.acquire(ctx, id, nil)
+	}
+	e, open, err := r.tab.Acquire(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	h := e.Value
+	if open {
+		if err := r.openNew(ctx, h, nil); err != nil {
+			return nil, err
+		}
+	} else {
+		h.mu.Lock()
+		if err := h.usable(); err != nil {
+			r.release(h)
+			return nil, err
+		}
+		if h.state != stateIndexed {
+			if err := h.follow(ctx); err != nil {
+				r.release(h)
+				return nil, err
+			}
+			if err := h.refresh(); err != nil {
+				r.release(h)
+				return nil, err
+			}
+		}
+	}
+	if err := h.materialize(); err != nil {
+		r.release(h)
+		return nil, err
+	}
+	return h, nil
+}
+
 // openNew opens a session registered in state opening, with h.mu held. On
 // failure (also on a panic) it closes and forgets the session, so that
 // other callers do not wait on a session that never opened. What the

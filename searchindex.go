@@ -222,7 +222,14 @@ func (s *Store) searchIndexed(ctx context.Context, q SearchQuery, p *searchPlan)
 		}
 		errs := make([]error, len(sessions))
 		forEach(len(sessions), min(len(sessions), runtime.GOMAXPROCS(0)), func(_, i int) {
-			errs[i] = s.readEvents(ctx, sessions[i], read[sessions[i]])
+			want := read[sessions[i]]
+			if err := s.readEvents(ctx, sessions[i], want, s.reg.acquireKnown); err == nil && allRead(want) {
+				return
+			}
+			for id := range want {
+				want[id] = nil
+			}
+			errs[i] = s.readEvents(ctx, sessions[i], want, s.reg.acquire)
 		})
 		for _, err := range errs {
 			if err != nil && (ctx.Err() != nil || errors.Is(err, ErrClosed)) {
@@ -317,10 +324,10 @@ func (h *candHeap) down(i int) {
 // readEvents reads the events of session named by want's keys that the
 // session holds, records included (blobs read, sealed records opened),
 // ordered by their place in the chunks, and sets them in want.
-func (s *Store) readEvents(ctx context.Context, session uuid.UUID, want map[uuid.UUID]*Event) error {
+func (s *Store) readEvents(ctx context.Context, session uuid.UUID, want map[uuid.UUID]*Event, get func(context.Context, uuid.UUID, *Meta) (*openSession, error)) error {
 	var run []entry
 	var hh *openSession
-	err := s.withHandle(ctx, session, func(h *openSession) error {
+	err := s.useHandle(ctx, session, get, func(h *openSession) error {
 		hh = h
 		for id := range want {
 			if i, ok := h.ByID[id]; ok {
@@ -346,9 +353,21 @@ func (s *Store) readEvents(ctx context.Context, session uuid.UUID, want map[uuid
 		return err
 	}
 	for i := range evs {
-		want[evs[i].ID] = &evs[i]
+		if _, ok := want[evs[i].ID]; ok {
+			want[evs[i].ID] = &evs[i]
+		}
 	}
 	return nil
+}
+
+// allRead reports whether every event of want was read.
+func allRead(want map[uuid.UUID]*Event) bool {
+	for _, ev := range want {
+		if ev == nil {
+			return false
+		}
+	}
+	return true
 }
 
 func (s *Store) redirty(d map[uuid.UUID]struct{}) {
