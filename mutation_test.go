@@ -316,7 +316,7 @@ var mutations = []mutation{
 		"vouched = func(c uint32) bool { return c <= through }", "vouched = func(c uint32) bool { return c <= through || true }",
 		"a local sealed chunk file is trusted only for the seals remote.json vouched for"},
 	// Followers and streams from an offset.
-	{"a follower looks at the log only when it opens a session", "registry.go", "func (r *registry) acquireLazy(", "if err := h.follow(ctx); err != nil {", "if err := error(nil); err != nil {",
+	{"a follower looks at the log only when it opens a session", "registry.go", "func (r *registry) acquireOpen(", "if err := h.follow(ctx); err != nil {", "if err := error(nil); err != nil {",
 		"each call of a follower sees every event appended before it"},
 	{"a follower reads the log from its newest marker at every look", "follow.go", "func (r *remoteFiles) readFollowView(", "v, err := r.ExtendView(ctx, prev)", "v, err := r.ExtendView(ctx, nil)",
 		"a follower's look reads only the objects created since its last"},

@@ -166,19 +166,19 @@ func (r *registry) live(metas []Meta) {
 // when create is non-nil, creating) it first, with its whole index
 // loaded. The caller must pass it to release when done.
 func (r *registry) acquire(ctx context.Context, id uuid.UUID, create *Meta) (*openSession, error) {
-	return r.acquireReady(ctx, id, create, (*openSession).materialize)
+	return r.acquireReady(ctx, id, create, (*openSession).materialize, false)
 }
 
 // acquireAppend is acquire for appends: a lazy session starts appending
 // without its index (appendMode).
 func (r *registry) acquireAppend(ctx context.Context, id uuid.UUID, _ *Meta) (*openSession, error) {
-	return r.acquireReady(ctx, id, nil, (*openSession).appendMode)
+	return r.acquireReady(ctx, id, nil, (*openSession).appendMode, false)
 }
 
-// acquireReady is acquireLazy, then ready(h) with the mutex held; on its
-// error the session is released.
-func (r *registry) acquireReady(ctx context.Context, id uuid.UUID, create *Meta, ready func(h *openSession) error) (*openSession, error) {
-	h, err := r.acquireLazy(ctx, id, create)
+// acquireReady is acquireOpen (known: see there), then ready(h) with the
+// mutex held; on its error the session is released.
+func (r *registry) acquireReady(ctx context.Context, id uuid.UUID, create *Meta, ready func(h *openSession) error, known bool) (*openSession, error) {
+	h, err := r.acquireOpen(ctx, id, create, known)
 	if err != nil {
 		return nil, err
 	}
@@ -192,6 +192,13 @@ func (r *registry) acquireReady(ctx context.Context, id uuid.UUID, create *Meta,
 // acquireLazy is acquire for a caller that can use a session in any state
 // with HEAD (lazy, appending: see lazy.go).
 func (r *registry) acquireLazy(ctx context.Context, id uuid.UUID, create *Meta) (*openSession, error) {
+	return r.acquireOpen(ctx, id, create, false)
+}
+
+// acquireOpen is acquireLazy; with known, a read-only Store's handle
+// already indexed is used as it is, without looking for another writer's
+// changes (acquireKnown).
+func (r *registry) acquireOpen(ctx context.Context, id uuid.UUID, create *Meta, known bool) (*openSession, error) {
 	e, open, err := r.tab.Acquire(ctx, id)
 	if err != nil {
 		return nil, err
@@ -212,7 +219,7 @@ func (r *registry) acquireLazy(ctx context.Context, id uuid.UUID, create *Meta) 
 		r.release(h)
 		return nil, fmt.Errorf("%w: session %s", ErrExists, id)
 	}
-	if r.opts.ReadOnly {
+	if r.opts.ReadOnly && !(known && h.state == stateIndexed) {
 		if err := h.follow(ctx); err != nil {
 			r.release(h)
 			return nil, err
@@ -228,42 +235,13 @@ func (r *registry) acquireLazy(ctx context.Context, id uuid.UUID, create *Meta) 
 // acquireKnown is acquire for reads of events the caller knows the
 // session holds (a search hit): a read-only Store's handle already
 // indexed is used without looking for another writer's changes; the
-// caller checks what it read and acquires again when it is not there.
+// caller checks what it read and acquires again (acquire) when it is not
+// all there.
 func (r *registry) acquireKnown(ctx context.Context, id uuid.UUID, _ *Meta) (*openSession, error) {
 	if !r.opts.ReadOnly {
 		return r.acquire(ctx, id, nil)
 	}
-	e, open, err := r.tab.Acquire(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	h := e.Value
-	if open {
-		if err := r.openNew(ctx, h, nil); err != nil {
-			return nil, err
-		}
-	} else {
-		h.mu.Lock()
-		if err := h.usable(); err != nil {
-			r.release(h)
-			return nil, err
-		}
-		if h.state != stateIndexed {
-			if err := h.follow(ctx); err != nil {
-				r.release(h)
-				return nil, err
-			}
-			if err := h.refresh(); err != nil {
-				r.release(h)
-				return nil, err
-			}
-		}
-	}
-	if err := h.materialize(); err != nil {
-		r.release(h)
-		return nil, err
-	}
-	return h, nil
+	return r.acquireReady(ctx, id, nil, (*openSession).materialize, true)
 }
 
 // openNew opens a session registered in state opening, with h.mu held. On
