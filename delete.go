@@ -344,6 +344,9 @@ func (s *Store) deleteSession(ctx context.Context, id uuid.UUID, still func() er
 	deleted = deleted || moved
 	if moved {
 		s.removeForkMarkers(id)
+		// Its sealed chunks may be kept open for reads (zchunk.Cache.Open):
+		// closed, so that their space is freed with the files.
+		s.opts.frames.CloseFiles(false)
 	}
 	unlockForks()
 	if cerr := lk.Close(); cerr != nil {

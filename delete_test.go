@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -385,4 +386,33 @@ func TestDeleteEndsSubscriptions(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the other subscription got nothing")
 	}
+}
+
+// TestDeleteClosesKeptChunks: the sealed chunks a Store keeps open for
+// reads (zchunk.Cache.Open) are closed by a Delete, so that the space of
+// the deleted files is freed with them, and by Close.
+func TestDeleteClosesKeptChunks(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("chunk files are kept open only on Linux")
+	}
+	ctx := context.Background()
+	dir := searchSealedStore(t, 4, 100)
+	time.Sleep(2100 * time.Millisecond) // past the window in which a file is not kept
+	s, err := Open(dir, nil)
+	require.NoError(t, err)
+	var hit uuid.UUID
+	for h, err := range s.Search(ctx, SearchQuery{Text: "quokka"}) {
+		require.NoError(t, err)
+		hit = h.Session
+	}
+	require.NotEqual(t, uuid.Nil, hit)
+	require.Positive(t, s.opts.frames.FilesKept(), "the hits' chunks are kept open")
+	require.NoError(t, s.Delete(ctx, hit))
+	assert.Zero(t, s.opts.frames.FilesKept(), "closed by the Delete")
+
+	for range s.Search(ctx, SearchQuery{Text: "quokka"}) {
+	}
+	require.Positive(t, s.opts.frames.FilesKept())
+	require.NoError(t, s.Close())
+	assert.Zero(t, s.opts.frames.FilesKept(), "closed by Close")
 }

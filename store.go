@@ -245,6 +245,7 @@ func (s *Store) Close() error {
 		return nil
 	}
 	err := s.reg.closeAll()
+	s.opts.frames.CloseFiles(true) // the sealed chunks kept open for reads
 	if s.opts.jr != nil {
 		// Every session closed has synced its chunks and forgotten its
 		// records: the journal's last checkpoint finds nothing to do.

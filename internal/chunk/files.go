@@ -73,7 +73,25 @@ type Source interface {
 // opened (the sealed one's when neither exists). A sealed file that is not
 // in its format is a *zchunk.FormatError.
 func Open(fsys vfs.FS, dir string, n uint32) (Source, int64, string, error) {
+	return OpenCached(fsys, dir, n, nil)
+}
+
+// OpenCached is Open with the frame cache c given to a sealed chunk, which
+// c also keeps open for the next read of it (zchunk.Cache.Open): when no
+// plain file is there, a status of each path is all that read costs
+// before its frames. c nil: Open.
+func OpenCached(fsys vfs.FS, dir string, n uint32, c *zchunk.Cache) (Source, int64, string, error) {
 	path := filepath.Join(dir, layout.ChunkName(n))
+	if c != nil {
+		if _, err := fsys.Stat(path); errors.Is(err, os.ErrNotExist) {
+			sealed := path + layout.SealedExt
+			zr, err := c.Open(fsys, sealed)
+			if err != nil {
+				return nil, 0, sealed, err
+			}
+			return zr, zr.Size(), sealed, nil
+		}
+	}
 	f, err := fsys.OpenFile(path, os.O_RDONLY, 0)
 	if err == nil {
 		info, err := f.Stat()
@@ -91,5 +109,6 @@ func Open(fsys vfs.FS, dir string, n uint32) (Source, int64, string, error) {
 	if err != nil {
 		return nil, 0, sealed, err
 	}
+	zr.SetCache(c)
 	return zr, zr.Size(), sealed, nil
 }

@@ -36,7 +36,8 @@ func NewReader(fsys vfs.FS, dir string) *Reader {
 }
 
 // SetCache gives the sealed chunks the Reader opens the frame cache c
-// (zchunk.Cache); nil, the default, keeps none.
+// (zchunk.Cache), which also keeps their files open between Readers
+// (OpenCached); nil, the default, keeps none.
 func (r *Reader) SetCache(c *zchunk.Cache) { r.cache = c }
 
 // File returns the source of chunk, opened at its first use and kept
@@ -45,15 +46,12 @@ func (r *Reader) File(chunk uint32) (Source, error) {
 	if f, ok := r.files[chunk]; ok {
 		return f, nil
 	}
-	f, _, path, err := Open(r.fsys, r.dir, chunk)
+	f, _, path, err := OpenCached(r.fsys, r.dir, chunk, r.cache)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, corrupt.Errorf(path, 0, "chunk file is missing")
 	}
 	if err != nil {
 		return nil, err
-	}
-	if z, ok := f.(*zchunk.Reader); ok {
-		z.SetCache(r.cache)
 	}
 	r.files[chunk] = f
 	return f, nil

@@ -21,6 +21,9 @@ type Cache struct {
 	used  int64
 	m     map[cacheKey]*cacheEntry
 	lru   cacheEntry // sentinel: lru.next is the most recently used
+
+	fmu   sync.Mutex
+	files fileSet // sealed chunk files kept open (files.go)
 }
 
 type cacheKey struct {
@@ -43,6 +46,7 @@ func NewCache(limit int64) *Cache {
 	}
 	c := &Cache{limit: limit, m: map[cacheKey]*cacheEntry{}}
 	c.lru.prev, c.lru.next = &c.lru, &c.lru
+	c.files.racy = racyWindow
 	return c
 }
 
@@ -116,3 +120,17 @@ func (c *Cache) pushFront(e *cacheEntry) {
 	c.lru.next.prev = e
 	c.lru.next = e
 }
+
+// compBufs holds buffers for the compressed bytes of frames read through
+// a Cache that turned out to be kept already (Reader.decode).
+var compBufs sync.Pool
+
+// compBuf returns a buffer of n bytes, its contents undefined.
+func compBuf(n int64) []byte {
+	if b, ok := compBufs.Get().(*[]byte); ok && int64(cap(*b)) >= n {
+		return (*b)[:n]
+	}
+	return make([]byte, n)
+}
+
+func putCompBuf(b []byte) { compBufs.Put(&b) }

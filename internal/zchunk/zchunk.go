@@ -446,7 +446,9 @@ type Reader struct {
 	cacheIdx  int    // frame held in cacheData, -1 if none
 	cacheData []byte // never modified once cached: readers copy from it unlocked
 
-	cache *Cache // frames read in part, shared with other Readers; nil: none
+	cache    *Cache    // frames read in part, shared with other Readers; nil: none
+	kept     *keptFile // the kept file f belongs to (Cache.Open); nil: f is the Reader's own
+	released bool      // Close was called (under mu)
 
 	decodes atomic.Int64 // frames decompressed, for tests
 }
@@ -782,12 +784,20 @@ func (r *Reader) decode(i int, dst []byte) ([]byte, error) {
 	bad := func(err error) error {
 		return &FormatError{Path: r.path, Offset: e.compOff, Err: fmt.Errorf("%w: frame %d: %w", ErrBadFrame, i, err)}
 	}
-	comp := make([]byte, e.compLen)
+	var comp []byte
+	if r.cache != nil {
+		// Compared with a kept frame's, then dropped or kept with the
+		// frame decompressed from it: a buffer of the pool, not zeroed.
+		comp = compBuf(e.compLen)
+	} else {
+		comp = make([]byte, e.compLen)
+	}
 	if err := readFull(r.f, comp, e.compOff); err != nil {
 		return nil, fileErr(r.path, e.compOff, err)
 	}
 	key := cacheKey{r.path, e.compOff}
 	if data := r.cache.get(key, comp); int64(len(data)) == e.logLen && data != nil {
+		putCompBuf(comp)
 		if cap(dst) > 0 {
 			return append(dst[:0], data...), nil
 		}
@@ -892,10 +902,18 @@ func (r *Reader) MetaWith(b *MetaBuffer) ([]byte, error) {
 // (Meta checks it), without reading the meta frame.
 func (r *Reader) MetaSize() int64 { return r.metaSize }
 
-// Close closes the file.
+// Close closes the file, or, for a file a Cache keeps open, releases it.
 func (r *Reader) Close() error {
 	r.mu.Lock()
 	r.cacheIdx, r.cacheData = -1, nil
+	k, again := r.kept, r.released
+	r.released = true
 	r.mu.Unlock()
-	return r.f.Close()
+	switch {
+	case k == nil:
+		return r.f.Close()
+	case again:
+		return fs.ErrClosed // the kept file is another Reader's too: closed once
+	}
+	return r.cache.release(k)
 }

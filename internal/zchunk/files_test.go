@@ -1,0 +1,187 @@
+//go:build linux
+
+package zchunk
+
+import (
+	"bytes"
+	"encoding/binary"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sessionstore/sessionstore/internal/vfs"
+)
+
+// writeSealed writes data to path through a temporary file renamed over
+// it, as sealing does.
+func writeSealed(t *testing.T, path string, data []byte) {
+	t.Helper()
+	tmp := path + ".tmp"
+	require.NoError(t, os.WriteFile(tmp, data, 0o600))
+	require.NoError(t, os.Rename(tmp, path))
+}
+
+// readKept reads the whole logical content of a Cache.Open'd file and
+// closes its Reader.
+func readKept(t *testing.T, c *Cache, fsys vfs.FS, path string) ([]byte, error) {
+	t.Helper()
+	r, err := c.Open(fsys, path)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { assert.NoError(t, r.Close()) }()
+	// Part of a block first (the frame cache's kind of read), then all.
+	part := make([]byte, 10)
+	if _, err := r.ReadAt(part, 5); err != nil {
+		return nil, err
+	}
+	b := make([]byte, r.Size())
+	_, err = r.ReadAt(b, 0)
+	return b, err
+}
+
+// TestFilesKept: a sealed chunk opened through a Cache is kept open and
+// serves the next Open of its path without an open; a file replaced at the
+// path, or written into, is opened again, its content and damage read as
+// they are now; a Reader closed twice leaves the kept file to the others.
+func TestFilesKept(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "c.zst")
+	src := transcript(21, 600<<10, false)
+	data, err := encode(src, nil, BlockSize)
+	require.NoError(t, err)
+	writeSealed(t, path, data)
+
+	c := NewCache(64 << 20)
+	c.files.racy = 50 * time.Millisecond
+	time.Sleep(100 * time.Millisecond) // the file is no longer racy
+	cnt := vfs.NewCounting(vfs.Default)
+	opens := func() int { return cnt.Stats()[path].Opens }
+
+	for range 3 {
+		got, err := readKept(t, c, cnt, path)
+		require.NoError(t, err)
+		assert.True(t, bytes.Equal(src, got))
+	}
+	assert.Equal(t, 1, opens(), "opened once, kept for the next reads")
+	assert.Equal(t, 1, c.FilesKept())
+
+	r, err := c.Open(cnt, path)
+	require.NoError(t, err)
+	require.NoError(t, r.Close())
+	assert.ErrorIs(t, r.Close(), fs.ErrClosed, "a second Close")
+	got, err := readKept(t, c, cnt, path)
+	require.NoError(t, err, "the kept file is still open for the others")
+	assert.True(t, bytes.Equal(src, got))
+	assert.Equal(t, 1, opens())
+
+	// Replaced by another chunk: its content.
+	other := transcript(22, 600<<10, false)
+	data2, err := encode(other, nil, BlockSize)
+	require.NoError(t, err)
+	writeSealed(t, path, data2)
+	got, err = readKept(t, c, cnt, path)
+	require.NoError(t, err)
+	assert.True(t, bytes.Equal(other, got), "the file at the path now")
+	assert.Equal(t, 2, opens())
+
+	// Kept again once no longer racy; then its table damaged in place.
+	time.Sleep(100 * time.Millisecond)
+	_, err = readKept(t, c, cnt, path)
+	require.NoError(t, err)
+	_, err = readKept(t, c, cnt, path)
+	require.NoError(t, err)
+	assert.Equal(t, 3, opens(), "kept at the third open since the replacement")
+	require.Equal(t, 1, c.FilesKept())
+	foot := data2[len(data2)-FooterSize:]
+	tableOff := int64(binary.LittleEndian.Uint64(foot[0:8]))
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	require.NoError(t, err)
+	_, err = f.WriteAt([]byte{data2[tableOff] ^ 0x40}, tableOff)
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	_, err = readKept(t, c, cnt, path)
+	assert.ErrorIs(t, err, ErrTableChecksum, "the damage, as Open reports it")
+	var fe *FormatError
+	if assert.ErrorAs(t, err, &fe) {
+		assert.Equal(t, path, fe.Path)
+	}
+
+	// Removed: not found, and no longer kept.
+	require.NoError(t, os.Remove(path))
+	_, err = readKept(t, c, cnt, path)
+	assert.ErrorIs(t, err, fs.ErrNotExist)
+	assert.Equal(t, 0, c.FilesKept())
+}
+
+// TestFilesRacy: a file whose status changed within the racy window
+// before its open is not kept: every Open opens it.
+func TestFilesRacy(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "c.zst")
+	data, err := encode(transcript(23, 100<<10, false), nil, BlockSize)
+	require.NoError(t, err)
+	writeSealed(t, path, data)
+	c := NewCache(64 << 20) // the default window, two seconds
+	cnt := vfs.NewCounting(vfs.Default)
+	for range 3 {
+		_, err := readKept(t, c, cnt, path)
+		require.NoError(t, err)
+	}
+	assert.Equal(t, 3, cnt.Stats()[path].Opens)
+	assert.Equal(t, 0, c.FilesKept())
+}
+
+// TestFilesBound: at most KeptFiles files are kept, the least recently
+// used closed first; a Reader still using a file closed out of the set
+// reads on until its Close. CloseFiles closes them all; after a final one
+// the Cache keeps none.
+func TestFilesBound(t *testing.T) {
+	dir := t.TempDir()
+	src := transcript(24, 50<<10, false)
+	data, err := encode(src, nil, BlockSize)
+	require.NoError(t, err)
+	c := NewCache(64 << 20)
+	c.files.racy = 0
+	cnt := vfs.NewCounting(vfs.Default)
+	paths := make([]string, KeptFiles+8)
+	for i := range paths {
+		paths[i] = filepath.Join(dir, "c"+string(rune('A'+i/26))+string(rune('a'+i%26))+".zst")
+		writeSealed(t, paths[i], data)
+	}
+	held, err := c.Open(cnt, paths[0])
+	require.NoError(t, err)
+	for _, p := range paths {
+		_, err := readKept(t, c, cnt, p)
+		require.NoError(t, err)
+	}
+	assert.Equal(t, KeptFiles, c.FilesKept())
+	b := make([]byte, len(src))
+	_, err = held.ReadAt(b, 0)
+	require.NoError(t, err, "a Reader of a file closed out of the set")
+	assert.True(t, bytes.Equal(src, b))
+	require.NoError(t, held.Close())
+
+	cnt.Reset()
+	_, err = readKept(t, c, cnt, paths[len(paths)-1])
+	require.NoError(t, err)
+	_, err = readKept(t, c, cnt, paths[0])
+	require.NoError(t, err)
+	assert.Equal(t, 0, cnt.Stats()[paths[len(paths)-1]].Opens, "the most recent is kept")
+	assert.Equal(t, 1, cnt.Stats()[paths[0]].Opens, "the least recent was closed")
+
+	c.CloseFiles(false)
+	assert.Equal(t, 0, c.FilesKept())
+	_, err = readKept(t, c, cnt, paths[1])
+	require.NoError(t, err)
+	assert.Equal(t, 1, c.FilesKept(), "kept again")
+	c.CloseFiles(true)
+	_, err = readKept(t, c, cnt, paths[2])
+	require.NoError(t, err)
+	assert.Equal(t, 0, c.FilesKept(), "none after a final CloseFiles")
+}
