@@ -34,10 +34,10 @@ func RecordText(dst, rec []byte) []byte {
 		}
 		if !esc {
 			dst = append(dst, rec[i+1:end-1]...)
-		} else if s, err := strconv.Unquote(string(rec[i:end])); err == nil {
-			dst = append(dst, s...)
+		} else if d, ok := appendUnquoted(dst, rec[i+1:end-1]); ok {
+			dst = d
 		} else {
-			dst = appendUnescaped(dst, rec[i+1:end-1])
+			dst = appendUnescaped(d, rec[i+1:end-1])
 		}
 		dst = append(dst, '\n')
 		i = end
@@ -74,6 +74,114 @@ func stringEnd(rec []byte, i int) (int, bool) {
 		}
 	}
 	return -1, esc
+}
+
+// appendUnquoted appends what strconv.Unquote makes of s between double
+// quotes, byte for byte, without its allocations (a hit's record is read
+// for its snippet at every query, the index's words were made by it): s
+// is a JSON string's content, holding escapes and no unescaped quote. It
+// reports false, with dst as it was, where Unquote fails (an escape Go
+// does not know, a newline).
+func appendUnquoted(dst, s []byte) ([]byte, bool) {
+	start := len(dst)
+	for i := 0; i < len(s); {
+		c := s[i]
+		switch {
+		case c == '\n' || c == '"':
+			return dst[:start], false
+		case c >= utf8.RuneSelf:
+			r, size := utf8.DecodeRune(s[i:]) // invalid UTF-8: U+FFFD, as Unquote
+			dst = utf8.AppendRune(dst, r)
+			i += size
+			continue
+		case c != '\\':
+			dst = append(dst, c)
+			i++
+			continue
+		}
+		if i+1 >= len(s) {
+			return dst[:start], false
+		}
+		e := s[i+1]
+		i += 2
+		switch e {
+		case 'a':
+			dst = append(dst, '\a')
+		case 'b':
+			dst = append(dst, '\b')
+		case 'f':
+			dst = append(dst, '\f')
+		case 'n':
+			dst = append(dst, '\n')
+		case 'r':
+			dst = append(dst, '\r')
+		case 't':
+			dst = append(dst, '\t')
+		case 'v':
+			dst = append(dst, '\v')
+		case '\\', '"':
+			dst = append(dst, e)
+		case 'x', 'u', 'U':
+			n := 2
+			switch e {
+			case 'u':
+				n = 4
+			case 'U':
+				n = 8
+			}
+			if i+n > len(s) {
+				return dst[:start], false
+			}
+			var v rune
+			for _, h := range s[i : i+n] {
+				x, ok := unhex(h)
+				if !ok {
+					return dst[:start], false
+				}
+				v = v<<4 | x
+			}
+			i += n
+			switch {
+			case e == 'x':
+				dst = append(dst, byte(v)) // one byte, perhaps not UTF-8
+			case !utf8.ValidRune(v):
+				return dst[:start], false
+			default:
+				dst = utf8.AppendRune(dst, v)
+			}
+		case '0', '1', '2', '3', '4', '5', '6', '7':
+			if i+2 > len(s) {
+				return dst[:start], false
+			}
+			v := rune(e - '0')
+			for _, o := range s[i : i+2] {
+				if o < '0' || o > '7' {
+					return dst[:start], false
+				}
+				v = v<<3 | rune(o-'0')
+			}
+			i += 2
+			if v > 255 {
+				return dst[:start], false
+			}
+			dst = append(dst, byte(v))
+		default:
+			return dst[:start], false
+		}
+	}
+	return dst, true
+}
+
+func unhex(c byte) (rune, bool) {
+	switch {
+	case '0' <= c && c <= '9':
+		return rune(c - '0'), true
+	case 'a' <= c && c <= 'f':
+		return rune(c - 'a' + 10), true
+	case 'A' <= c && c <= 'F':
+		return rune(c - 'A' + 10), true
+	}
+	return 0, false
 }
 
 // appendUnescaped decodes the JSON escapes strconv.Unquote does not
