@@ -189,8 +189,15 @@ type Options struct {
 	// used only while the file holds the very bytes it came from: the
 	// cache never changes what a read returns, nor the damage it reports.
 	// Loads of whole runs of events decompress straight into their
-	// buffers and keep nothing. Default DefaultReadCacheBytes; negative:
-	// none kept.
+	// buffers and keep nothing. On Linux the Store also keeps up to 64
+	// sealed chunk files open between such reads, so that a read costs
+	// two status calls instead of opening the file and reading its frame
+	// table; a kept file is used only while its path's
+	// status (device, inode, size, times) is the one it was opened with
+	// and had been for two seconds, closed by the next such read once
+	// unused for 30 seconds (or when 64 others are more recent), by
+	// Delete and by Close. Default DefaultReadCacheBytes; negative: none
+	// kept, no file kept open.
 	ReadCacheBytes int64
 	// WaitForLock makes a call that finds its session locked by another
 	// process wait for the lock, until the call's context is done, instead
