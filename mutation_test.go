@@ -570,6 +570,8 @@ var mutations = []mutation{
 		"a cached frame never hides a replaced or damaged file"},
 	{"use a kept file whatever its path's status now", "internal/zchunk/files.go", "func (c *Cache) take(", "if k.id != id {", "if false && k.id != id {",
 		"a chunk file kept open never hides a replaced, damaged or removed file"},
+	{"serve a kept file's frame whatever file it was read from", "internal/zchunk/cache.go", "func (c *Cache) getKept(", "if e == nil || e.id != id {", "if e == nil {",
+		"a frame kept from a file replaced at its path is not served for the new one"},
 	{"keep a file whose status just changed", "internal/zchunk/files.go", "func (c *Cache) keep(", "if c.files.closed || now.Sub(time.Unix(0, id.ctime)) < c.files.racy {", "if c.files.closed {",
 		"a write within the file system clock's tick is not hidden by a kept file"},
 	{"keep a deleted session's chunks open", "delete.go", "func (s *Store) deleteSession(", "s.opts.frames.CloseFiles(false)", "_ = 0",
@@ -598,6 +600,7 @@ var mutations = []mutation{
 var mutationCatchers = map[string]string{
 	"use a kept frame whatever the file holds now":                                      "TestCacheFileChanged",
 	"use a kept file whatever its path's status now":                                    "TestFilesKept",
+	"serve a kept file's frame whatever file it was read from":                          "TestFilesKeptFrames",
 	"keep a file whose status just changed":                                             "TestFilesRacy",
 	"keep a deleted session's chunks open":                                              "TestDeleteClosesKeptChunks",
 	"keep chunks open past Close":                                                       "TestDeleteClosesKeptChunks",

@@ -12,9 +12,12 @@ import (
 //
 // A cached frame is used only when the compressed bytes read from the
 // file now are equal to those it was decompressed from (and whose
-// CRC-32C was checked then), so a file replaced or damaged since never
-// yields the old bytes: the cache changes how fast a read is, never what
-// it returns or which damage it reports. It is safe for concurrent use.
+// CRC-32C was checked then), or, for a Reader of a file the Cache keeps
+// open (Open), when it was read from that file, whose path's status was
+// found unchanged when the Reader was handed out (see Open): so a file
+// replaced or damaged since never yields the old bytes: the cache changes
+// how fast a read is, never what it returns or which damage it reports.
+// It is safe for concurrent use.
 type Cache struct {
 	mu    sync.Mutex
 	limit int64
@@ -34,6 +37,7 @@ type cacheKey struct {
 type cacheEntry struct {
 	key        cacheKey
 	comp, data []byte // never modified once cached
+	id         fileID // of the kept file it was read from (Cache.Open); zero: unknown
 	prev, next *cacheEntry
 }
 
@@ -50,8 +54,29 @@ func NewCache(limit int64) *Cache {
 	return c
 }
 
-// get returns the frame at key if it was decompressed from exactly comp.
-func (c *Cache) get(key cacheKey, comp []byte) []byte {
+// getKept returns the frame at key if it was read from the kept file of
+// identity id, without reading its compressed bytes: a Reader handed out
+// for a kept file found the path's status unchanged since the file was
+// opened (Cache.Open), and the file had not changed for two seconds before
+// that, so its bytes are still those the frame was decompressed from.
+func (c *Cache) getKept(key cacheKey, id fileID) []byte {
+	if c == nil || id == (fileID{}) {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.m[key]
+	if e == nil || e.id != id {
+		return nil
+	}
+	c.unlink(e)
+	c.pushFront(e)
+	return e.data
+}
+
+// get returns the frame at key if it was decompressed from exactly comp;
+// a frame found so for a Reader of a kept file takes its identity id.
+func (c *Cache) get(key cacheKey, comp []byte, id fileID) []byte {
 	if c == nil {
 		return nil
 	}
@@ -65,6 +90,9 @@ func (c *Cache) get(key cacheKey, comp []byte) []byte {
 		c.remove(e) // the file changed: the entry is of no further use
 		return nil
 	}
+	if id != (fileID{}) {
+		e.id = id
+	}
 	c.unlink(e)
 	c.pushFront(e)
 	return e.data
@@ -72,7 +100,7 @@ func (c *Cache) get(key cacheKey, comp []byte) []byte {
 
 // put keeps data, decompressed from comp (checked), at key; the caller
 // never modifies either afterwards.
-func (c *Cache) put(key cacheKey, comp, data []byte) {
+func (c *Cache) put(key cacheKey, comp, data []byte, id fileID) {
 	if c == nil {
 		return
 	}
@@ -85,7 +113,7 @@ func (c *Cache) put(key cacheKey, comp, data []byte) {
 	if old := c.m[key]; old != nil {
 		c.remove(old)
 	}
-	e := &cacheEntry{key: key, comp: comp, data: data}
+	e := &cacheEntry{key: key, comp: comp, data: data, id: id}
 	c.m[key] = e
 	c.pushFront(e)
 	c.used += size

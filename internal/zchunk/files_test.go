@@ -185,3 +185,70 @@ func TestFilesBound(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 0, c.FilesKept(), "none after a final CloseFiles")
 }
+
+// TestFilesKeptFrames: a frame read from a kept file serves the next
+// Readers of that file without a read; a file replaced at the path, or a
+// frame written into in place, is read as it is now.
+func TestFilesKeptFrames(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "c.zst")
+	src := transcript(25, 600<<10, false)
+	data, err := encode(src, nil, BlockSize)
+	require.NoError(t, err)
+	writeSealed(t, path, data)
+	c := NewCache(64 << 20)
+	c.files.racy = 50 * time.Millisecond
+	time.Sleep(100 * time.Millisecond)
+	cnt := vfs.NewCounting(vfs.Default)
+	reads := func() int { return cnt.Stats()[path].Reads }
+
+	got, err := readKept(t, c, cnt, path)
+	require.NoError(t, err)
+	require.True(t, bytes.Equal(src, got))
+	before := reads()
+	got, err = readKept(t, c, cnt, path)
+	require.NoError(t, err)
+	assert.True(t, bytes.Equal(src, got))
+	assert.Equal(t, before+len(mustTable(t, c, cnt, path))-1, reads(),
+		"the frame read in part comes from the cache; every other is read for the whole")
+
+	// Replaced by a chunk whose first block has the same length and other
+	// letters, and no longer racy when first read: its bytes.
+	first := mustTable(t, c, cnt, path)[0]
+	other := bytes.Clone(src)
+	for i := first.logOff; i < first.logOff+first.logLen; i++ {
+		if other[i] >= 'a' && other[i] <= 'y' {
+			other[i]++
+		}
+	}
+	data2, err := encode(other, nil, BlockSize)
+	require.NoError(t, err)
+	writeSealed(t, path, data2)
+	time.Sleep(100 * time.Millisecond)
+	got, err = readKept(t, c, cnt, path)
+	require.NoError(t, err)
+	assert.True(t, bytes.Equal(other, got), "the replacing file's frames, not the kept ones")
+	require.Equal(t, first.logLen, mustTable(t, c, cnt, path)[0].logLen, "the same first block's length")
+
+	// The first frame (the one kept) written into in place: the damage.
+	r, err := c.Open(cnt, path)
+	require.NoError(t, err)
+	e := r.table[0]
+	require.NoError(t, r.Close())
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	require.NoError(t, err)
+	_, err = f.WriteAt([]byte{data2[e.compOff+e.compLen/2] ^ 0x01}, e.compOff+e.compLen/2)
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	_, err = readKept(t, c, cnt, path)
+	assert.ErrorIs(t, err, ErrBadFrame)
+}
+
+// mustTable returns the frame table of the file at path, through c.
+func mustTable(t *testing.T, c *Cache, fsys vfs.FS, path string) []entry {
+	t.Helper()
+	r, err := c.Open(fsys, path)
+	require.NoError(t, err)
+	defer r.Close()
+	return r.table
+}

@@ -784,6 +784,17 @@ func (r *Reader) decode(i int, dst []byte) ([]byte, error) {
 	bad := func(err error) error {
 		return &FormatError{Path: r.path, Offset: e.compOff, Err: fmt.Errorf("%w: frame %d: %w", ErrBadFrame, i, err)}
 	}
+	key := cacheKey{r.path, e.compOff}
+	var id fileID // the kept file's identity, checked when this Reader was handed out
+	if r.kept != nil {
+		id = r.kept.id
+		if data := r.cache.getKept(key, id); int64(len(data)) == e.logLen && data != nil {
+			if cap(dst) > 0 {
+				return append(dst[:0], data...), nil
+			}
+			return data, nil // shared: never modified
+		}
+	}
 	var comp []byte
 	if r.cache != nil {
 		// Compared with a kept frame's, then dropped or kept with the
@@ -795,8 +806,7 @@ func (r *Reader) decode(i int, dst []byte) ([]byte, error) {
 	if err := readFull(r.f, comp, e.compOff); err != nil {
 		return nil, fileErr(r.path, e.compOff, err)
 	}
-	key := cacheKey{r.path, e.compOff}
-	if data := r.cache.get(key, comp); int64(len(data)) == e.logLen && data != nil {
+	if data := r.cache.get(key, comp, id); int64(len(data)) == e.logLen && data != nil {
 		putCompBuf(comp)
 		if cap(dst) > 0 {
 			return append(dst[:0], data...), nil
@@ -814,7 +824,7 @@ func (r *Reader) decode(i int, dst []byte) ([]byte, error) {
 	if cap(dst) == 0 {
 		// A read of part of the block (a record, not a run of whole
 		// blocks read into the caller's buffer): the kind read again.
-		r.cache.put(key, comp, data)
+		r.cache.put(key, comp, data, id)
 	}
 	return data, nil
 }
