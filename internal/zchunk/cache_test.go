@@ -143,3 +143,34 @@ func TestCacheBound(t *testing.T) {
 	assert.Equal(t, 0, small.Len())
 	assert.Nil(t, NewCache(0))
 }
+
+// TestCachePooledBufferCounted: the compressed bytes a frame is kept with
+// hold no more memory than the cache counts for them, even when they were
+// read into a larger buffer of the pool (one a frame found kept gave
+// back): the cache's budget bounds what it holds.
+func TestCachePooledBufferCounted(t *testing.T) {
+	src := transcript(13, 300<<10, false)
+	data, err := encode(src, nil, BlockSize)
+	require.NoError(t, err)
+	probe := cachedOpen(t, data, nil)
+	require.Greater(t, len(probe.table), 1)
+	e := probe.table[0]
+	limit := 8 * (e.compLen + e.logLen) // the frame is kept
+	buf := make([]byte, 10)
+	for range 20 {
+		// A buffer of the pool far larger than the cache's budget.
+		putCompBuf(make([]byte, 4*limit))
+		c := NewCache(limit)
+		r := cachedOpen(t, data, c)
+		_, err := r.ReadAt(buf, e.logOff+1)
+		require.NoError(t, err)
+		require.Equal(t, 1, c.Len())
+		var held int64
+		c.mu.Lock()
+		for _, k := range c.m {
+			held += int64(cap(k.comp) + cap(k.data))
+		}
+		c.mu.Unlock()
+		require.LessOrEqual(t, held, c.limit, "the memory the kept frame holds")
+	}
+}

@@ -824,6 +824,14 @@ func (r *Reader) decode(i int, dst []byte) ([]byte, error) {
 	if cap(dst) == 0 {
 		// A read of part of the block (a record, not a run of whole
 		// blocks read into the caller's buffer): the kind read again.
+		if r.cache != nil && cap(comp) > len(comp) {
+			// A larger buffer of the pool: kept as it is, it would hold
+			// more memory than the cache counts for it.
+			exact := make([]byte, len(comp))
+			copy(exact, comp)
+			putCompBuf(comp)
+			comp = exact
+		}
 		r.cache.put(key, comp, data, id)
 	}
 	return data, nil
