@@ -120,10 +120,12 @@ func (c *Cache) take(path string, id fileID) *Reader {
 		c.drop(k)
 		return nil
 	}
+	now := time.Now()
 	k.refs++
-	k.used = time.Now()
+	k.used = now
 	c.unlinkFile(k)
 	c.pushFile(k)
+	c.sweep(now)
 	return k.base.share(c, k)
 }
 
@@ -134,6 +136,7 @@ func (c *Cache) keep(path string, id fileID, r *Reader) *Reader {
 	c.fmu.Lock()
 	defer c.fmu.Unlock()
 	now := time.Now()
+	c.sweep(now)
 	if c.files.closed || now.Sub(time.Unix(0, id.ctime)) < c.files.racy {
 		return r
 	}
@@ -150,10 +153,23 @@ func (c *Cache) keep(path string, id fileID, r *Reader) *Reader {
 	for len(c.files.m) > KeptFiles {
 		c.drop(c.files.lru.prev)
 	}
-	for t := c.files.lru.prev; t != &c.files.lru && t.refs == 0 && now.Sub(t.used) > idleFiles; t = c.files.lru.prev {
-		c.drop(t)
-	}
 	return r.share(c, k)
+}
+
+// sweep drops the kept files unused for more than idleFiles. Every file
+// is looked at (there are at most KeptFiles): one still in use may have
+// been handed out before an idle one. c.fmu is held.
+func (c *Cache) sweep(now time.Time) {
+	if c.files.m == nil {
+		return
+	}
+	for t := c.files.lru.prev; t != &c.files.lru; {
+		prev := t.prev
+		if t.refs == 0 && now.Sub(t.used) > idleFiles {
+			c.drop(t)
+		}
+		t = prev
+	}
 }
 
 // forget drops the kept file at path, if any.

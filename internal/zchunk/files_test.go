@@ -252,3 +252,75 @@ func mustTable(t *testing.T, c *Cache, fsys vfs.FS, path string) []entry {
 	defer r.Close()
 	return r.table
 }
+
+// ageFiles makes every kept file look unused for longer than idleFiles.
+func ageFiles(c *Cache) {
+	c.fmu.Lock()
+	defer c.fmu.Unlock()
+	for _, k := range c.files.m {
+		k.used = k.used.Add(-2 * idleFiles)
+	}
+}
+
+// keptPaths returns the paths of the files kept open.
+func keptPaths(c *Cache) []string {
+	c.fmu.Lock()
+	defer c.fmu.Unlock()
+	var ps []string
+	for p := range c.files.m {
+		ps = append(ps, p)
+	}
+	return ps
+}
+
+// TestFilesIdle: a kept file unused for longer than idleFiles is closed
+// by the next Open, whether that Open finds its own file kept or keeps a
+// new one, and even when a file used for longer (a Reader still open)
+// was handed out before it.
+func TestFilesIdle(t *testing.T) {
+	dir := t.TempDir()
+	data, err := encode(transcript(25, 50<<10, false), nil, BlockSize)
+	require.NoError(t, err)
+	c := NewCache(64 << 20)
+	c.files.racy = 0
+	var paths []string
+	for _, n := range []string{"a", "b", "c"} {
+		p := filepath.Join(dir, n+".zst")
+		writeSealed(t, p, data)
+		paths = append(paths, p)
+	}
+	a, b, cc := paths[0], paths[1], paths[2]
+
+	// An Open served by a kept file closes the idle others.
+	_, err = readKept(t, c, vfs.Default, a)
+	require.NoError(t, err)
+	_, err = readKept(t, c, vfs.Default, b)
+	require.NoError(t, err)
+	require.Equal(t, 2, c.FilesKept())
+	ageFiles(c)
+	_, err = readKept(t, c, vfs.Default, a)
+	require.NoError(t, err)
+	assert.Equal(t, []string{a}, keptPaths(c), "b, idle, closed by the Open of a")
+
+	// A Reader held open on the least recently handed out file does not
+	// keep an idle file handed out after it open.
+	held, err := c.Open(vfs.Default, a)
+	require.NoError(t, err)
+	_, err = readKept(t, c, vfs.Default, b)
+	require.NoError(t, err)
+	require.Equal(t, 2, c.FilesKept())
+	ageFiles(c)
+	_, err = readKept(t, c, vfs.Default, cc)
+	require.NoError(t, err)
+	assert.ElementsMatch(t, []string{a, cc}, keptPaths(c), "b, idle, closed; a in use")
+	require.NoError(t, held.Close())
+
+	// An Open of a file too recent to keep closes the idle ones too.
+	d := filepath.Join(dir, "d.zst")
+	writeSealed(t, d, data)
+	c.files.racy = time.Hour
+	ageFiles(c)
+	_, err = readKept(t, c, vfs.Default, d)
+	require.NoError(t, err)
+	assert.Empty(t, keptPaths(c), "a and c, idle, closed; d not kept")
+}
