@@ -324,3 +324,34 @@ func TestFilesIdle(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, keptPaths(c), "a and c, idle, closed; d not kept")
 }
+
+// TestFilesCloseTwice: a second Close of a Reader sharing a kept file
+// reports, as that of a Reader with a file of its own does, fs.ErrClosed
+// with the file's path.
+func TestFilesCloseTwice(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "c.zst")
+	data, err := encode(transcript(26, 50<<10, false), nil, BlockSize)
+	require.NoError(t, err)
+	writeSealed(t, path, data)
+	c := NewCache(64 << 20)
+	c.files.racy = 0
+	for _, kept := range []bool{false, true} {
+		var r *Reader
+		if kept {
+			r, err = c.Open(vfs.Default, path)
+			require.NoError(t, err)
+			require.NotNil(t, r.kept, "a Reader of the kept file")
+		} else {
+			r, err = Open(vfs.Default, path)
+			require.NoError(t, err)
+		}
+		require.NoError(t, r.Close())
+		err = r.Close()
+		assert.ErrorIs(t, err, fs.ErrClosed, "kept %v", kept)
+		var pe *fs.PathError
+		if assert.ErrorAs(t, err, &pe, "kept %v", kept) {
+			assert.Equal(t, path, pe.Path)
+		}
+	}
+}

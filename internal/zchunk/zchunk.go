@@ -931,7 +931,8 @@ func (r *Reader) Close() error {
 	case k == nil:
 		return r.f.Close()
 	case again:
-		return fs.ErrClosed // the kept file is another Reader's too: closed once
+		// The kept file is another Reader's too: released once.
+		return &fs.PathError{Op: "close", Path: r.path, Err: fs.ErrClosed}
 	}
 	return r.cache.release(k)
 }
