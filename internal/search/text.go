@@ -273,14 +273,44 @@ func SnippetAt(text string, at int) string {
 	for end < len(text) && !utf8.RuneStart(text[end]) {
 		end--
 	}
-	s := strings.Join(strings.Fields(text[start:end]), " ")
+	var b strings.Builder
+	b.Grow(end - start + 2*len("…"))
 	if start > 0 {
-		s = "…" + s
+		b.WriteString("…")
 	}
+	appendFields(&b, text[start:end])
 	if end < len(text) {
-		s += "…"
+		b.WriteString("…")
 	}
-	return s
+	return b.String()
+}
+
+// appendFields writes the fields of s (strings.Fields's: the runs
+// between white space, as unicode.IsSpace says) separated by one space,
+// as strings.Join(strings.Fields(s), " ") makes them, in one pass.
+func appendFields(b *strings.Builder, s string) {
+	n0 := b.Len()
+	gap := false
+	for i := 0; i < len(s); {
+		size, space := 1, false
+		if c := s[i]; c < utf8.RuneSelf {
+			space = c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r'
+		} else {
+			var r rune
+			r, size = utf8.DecodeRuneInString(s[i:])
+			space = unicode.IsSpace(r)
+		}
+		if space {
+			gap = b.Len() > n0
+		} else {
+			if gap {
+				b.WriteByte(' ')
+				gap = false
+			}
+			b.WriteString(s[i : i+size])
+		}
+		i += size
+	}
 }
 
 // FindFirst reports whether text matches every term (Doc.Match), and the

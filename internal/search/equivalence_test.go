@@ -2,6 +2,7 @@ package search
 
 import (
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -65,6 +66,40 @@ func FuzzAppendUnquoted(f *testing.F) {
 		}
 		if _, err := strconv.Unquote(`"` + string(s) + `"`); (err == nil) != ok {
 			t.Fatalf("%q: ok %v, Unquote's error %v", s, ok, err)
+		}
+	})
+}
+
+// fieldsRef is what SnippetAt made of a text's cut before appendFields.
+func fieldsRef(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+var fieldsSeeds = []string{
+	"", " ", "a", "  a  b\t\tc\n", "x\u00a0y\u0085z", "\u2003em\u2003space ", "bad \xff\xfe utf-8\xe2\x80",
+	"\v\f\r mixed \r\n", "é ü  ß", "one", "trailing ", " leading",
+}
+
+// TestAppendFields: the same text as strings.Join(strings.Fields(s), " ")
+// for every seed, after what the builder holds already.
+func TestAppendFields(t *testing.T) {
+	for _, s := range fieldsSeeds {
+		var b strings.Builder
+		b.WriteString("…")
+		appendFields(&b, s)
+		assert.Equal(t, "…"+fieldsRef(s), b.String(), "%q", s)
+	}
+}
+
+// FuzzAppendFields: appendFields agrees with strings.Fields and Join on
+// any text.
+func FuzzAppendFields(f *testing.F) {
+	for _, s := range fieldsSeeds {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		var b strings.Builder
+		appendFields(&b, s)
+		if got, want := b.String(), fieldsRef(s); got != want {
+			t.Fatalf("%q: %q, Fields and Join give %q", s, got, want)
 		}
 	})
 }
