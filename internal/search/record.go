@@ -2,6 +2,7 @@ package search
 
 import (
 	"strconv"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -105,20 +106,8 @@ func appendUnquoted(dst, s []byte) ([]byte, bool) {
 		e := s[i+1]
 		i += 2
 		switch e {
-		case 'a':
-			dst = append(dst, '\a')
-		case 'b':
-			dst = append(dst, '\b')
-		case 'f':
-			dst = append(dst, '\f')
-		case 'n':
-			dst = append(dst, '\n')
-		case 'r':
-			dst = append(dst, '\r')
-		case 't':
-			dst = append(dst, '\t')
-		case 'v':
-			dst = append(dst, '\v')
+		case 'a', 'b', 'f', 'n', 'r', 't', 'v':
+			dst = append(dst, "\a\b\f\n\r\t\v"[strings.IndexByte("abfnrtv", e)])
 		case '\\', '"':
 			dst = append(dst, e)
 		case 'x', 'u', 'U':
