@@ -61,9 +61,10 @@ type fileSet struct {
 // modification and status-change times) is the one it had when opened,
 // and only if its status had not changed in the two seconds before that,
 // so a file replaced, removed or written into since is opened again (and
-// its damage reported as by Open); the frames are read from the file at
-// every read, as from any Reader. Only on Linux; elsewhere Open is the
-// package's Open. With c nil the package's Open.
+// its damage reported as by Open); a frame is read from the file, or
+// taken from the Cache's frames read from that very file since it was
+// opened (see Cache). Only on Linux; elsewhere Open is the package's
+// Open. With c nil the package's Open.
 //
 // A Reader it returns must be closed as any other; a kept file's
 // descriptor is closed when the last Reader using it is closed after it
