@@ -833,6 +833,8 @@ func (r *Reader) decode(i int, dst []byte) ([]byte, error) {
 			comp = exact
 		}
 		r.cache.put(key, comp, data, id)
+	} else if r.cache != nil {
+		putCompBuf(comp) // a whole block into the caller's buffer: comp is kept nowhere
 	}
 	return data, nil
 }
